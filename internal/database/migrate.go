@@ -1,0 +1,147 @@
+package database
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/migrations"
+)
+
+// VersionTable is the goose version table, in the login's default schema
+// (public): it must exist before the orangerail schema does.
+const VersionTable = "orangerail_schema_version"
+
+// Migrator applies orangerail's embedded migrations. Migrations of one
+// database are serialized across processes by a Postgres advisory lock.
+// A Migrator is safe for use by one goroutine at a time.
+type Migrator struct {
+	db       *sql.DB
+	provider *goose.Provider
+	store    database.Store
+	latest   int64
+}
+
+// MigrationStatus is one migration and whether it is applied.
+type MigrationStatus = goose.MigrationStatus
+
+// NewMigrator connects to the database named by url. It does not change the
+// database; Close releases the connection.
+func NewMigrator(ctx context.Context, url string) (*Migrator, error) {
+	cfg, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB := stdlib.OpenDB(*cfg.ConnConfig)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, classifyConnectError(cfg.ConnConfig, err)
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	store, err := database.NewStore(database.DialectPostgres, VersionTable)
+	if err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	provider, err := goose.NewProvider("", sqlDB, migrations.FS,
+		goose.WithStore(store), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("load migrations: %w", err)
+	}
+	sources := provider.ListSources()
+	return &Migrator{db: sqlDB, provider: provider, store: store, latest: sources[len(sources)-1].Version}, nil
+}
+
+// Close releases the Migrator's connections. It is safe to call more than once.
+func (m *Migrator) Close() error { return m.db.Close() }
+
+// Latest returns the newest migration version this binary knows.
+func (m *Migrator) Latest() int64 { return m.latest }
+
+// Version returns the database's applied version: 0 when it has none.
+// It changes nothing.
+func (m *Migrator) Version(ctx context.Context) (int64, error) {
+	exists, err := m.store.(interface {
+		TableExists(context.Context, database.DBTxConn) (bool, error)
+	}).TableExists(ctx, m.db)
+	if err != nil || !exists {
+		return 0, err
+	}
+	v, err := m.store.GetLatestVersion(ctx, m.db)
+	if errors.Is(err, database.ErrVersionNotFound) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// Check returns nil when the database is at exactly the version this binary
+// knows, and an *errcode.Error saying which way it is off otherwise.
+func (m *Migrator) Check(ctx context.Context) error {
+	v, err := m.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	return m.compare(v)
+}
+
+func (m *Migrator) compare(v int64) error {
+	switch {
+	case v > m.latest:
+		return errcode.New(errcode.DatabaseTooNew,
+			fmt.Sprintf("the database is at schema version %d, newer than this binary knows (%d)", v, m.latest), nil)
+	case v < m.latest:
+		return errcode.New(errcode.DatabaseUnmigrated,
+			fmt.Sprintf("the database is at schema version %d; this binary needs %d", v, m.latest), nil)
+	}
+	return nil
+}
+
+// Up applies every pending migration. On a current database it does
+// nothing; on a database newer than this binary it refuses.
+func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
+	v, err := m.Version(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read schema version: %w", err)
+	}
+	if err := m.compare(v); errcode.Of(err) == errcode.DatabaseTooNew {
+		return nil, err
+	}
+	results, err := m.provider.Up(ctx)
+	if err != nil {
+		return results, fmt.Errorf("migrate up: %w", err)
+	}
+	return results, nil
+}
+
+// Down rolls back the most recent migration.
+func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
+	v, err := m.Version(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read schema version: %w", err)
+	}
+	if err := m.compare(v); errcode.Of(err) == errcode.DatabaseTooNew {
+		return nil, err
+	}
+	result, err := m.provider.Down(ctx)
+	if err != nil {
+		return result, fmt.Errorf("migrate down: %w", err)
+	}
+	return result, nil
+}
+
+// Status lists every known migration and whether it is applied.
+func (m *Migrator) Status(ctx context.Context) ([]*MigrationStatus, error) {
+	return m.provider.Status(ctx)
+}

@@ -1,0 +1,122 @@
+// Package database owns orangerail's connection to Postgres: parsing the URL,
+// the runtime role every pooled connection assumes, tenant-scoped
+// transactions, the embedded migrations, and the one place where connection
+// failures become clear, coded errors.
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// RuntimeRole is the role every pooled connection of the server assumes.
+const RuntimeRole = "orangerail_runtime"
+
+// ParseURL parses a Postgres URL or keyword/value string. Its error never
+// repeats a password.
+func ParseURL(url string) (*pgxpool.Config, error) {
+	if strings.TrimSpace(url) == "" {
+		return nil, errcode.New(errcode.DatabaseURLInvalid, "no database URL was given", nil)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's ParseConfigError redacts the password from its message.
+		var parseErr *pgconn.ParseConfigError
+		msg := "the database URL could not be parsed"
+		if errors.As(err, &parseErr) && parseErr.Unwrap() != nil {
+			msg += ": " + parseErr.Unwrap().Error()
+		}
+		return nil, errcode.New(errcode.DatabaseURLInvalid, msg, nil)
+	}
+	return cfg, nil
+}
+
+// Open returns a pool for the server. Every connection it makes assumes
+// orangerail_runtime before first use, and Open refuses a database whose
+// schema is not exactly the version this binary knows.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	m, err := NewMigrator(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	err = m.Check(ctx)
+	m.Close()
+	if err != nil {
+		return nil, err
+	}
+	queries := db.New()
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if err := queries.SessionAssumeRuntime(ctx, conn); err != nil {
+			return classifyRoleError(err)
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		if errcode.Of(err) != "" {
+			return nil, err
+		}
+		return nil, classifyConnectError(cfg.ConnConfig, err)
+	}
+	return pool, nil
+}
+
+func classifyRoleError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case pgerrcode.UndefinedObject:
+			return errcode.New(errcode.DatabaseUnmigrated, "the role "+RuntimeRole+" does not exist", err)
+		case pgerrcode.InsufficientPrivilege:
+			return errcode.New(errcode.DatabaseRoleMissing, "this login may not SET ROLE "+RuntimeRole, err)
+		}
+	}
+	return fmt.Errorf("assume %s: %w", RuntimeRole, err)
+}
+
+// classifyConnectError turns a failure to reach or log in to Postgres into
+// one line naming the server and the reason. It never includes a password.
+func classifyConnectError(cfg *pgx.ConnConfig, err error) error {
+	where := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case pgerrcode.InvalidCatalogName:
+			return errcode.New(errcode.DatabaseUnreachable,
+				fmt.Sprintf("Postgres at %s has no database %q; create it (createdb %s) or name another", where, cfg.Database, cfg.Database), err)
+		case pgerrcode.InvalidPassword, pgerrcode.InvalidAuthorizationSpecification:
+			return errcode.New(errcode.DatabaseUnreachable,
+				fmt.Sprintf("Postgres at %s refused the login of user %q: %s", where, cfg.User, pgErr.Message), err)
+		}
+		return errcode.New(errcode.DatabaseUnreachable,
+			fmt.Sprintf("Postgres at %s refused the connection: %s", where, pgErr.Message), err)
+	}
+	reason := "no answer"
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &opErr):
+		reason = opErr.Err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		reason = "timed out"
+	}
+	return errcode.New(errcode.DatabaseUnreachable, fmt.Sprintf("cannot reach Postgres at %s: %s", where, reason), err)
+}

@@ -1,0 +1,176 @@
+// Package engine is orangerail's transport-free core: the governed lifecycle
+// and its hash-chained audit log. It never learns which transport called it.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jcs"
+)
+
+// AuditVersion is the version of the audit entry format, the "v" member of
+// every entry.
+const AuditVersion = 1
+
+// atLayout is how an entry spells its time: UTC, always six fractional
+// digits, so that the text and Postgres' microsecond timestamptz round-trip.
+const atLayout = "2006-01-02T15:04:05.000000Z"
+
+// HashSize is the size of a chain hash (SHA-256).
+const HashSize = sha256.Size
+
+// ActorKind says who caused an audit record.
+type ActorKind string
+
+// The kinds of actor.
+const (
+	ActorAgent  ActorKind = "agent"
+	ActorHuman  ActorKind = "human"
+	ActorSystem ActorKind = "system"
+)
+
+// Actor is who caused an audit record.
+type Actor struct {
+	Subject string    `json:"subject"`
+	Kind    ActorKind `json:"kind"`
+}
+
+// Record is one audit record before it is written. Tenant, At,
+// CorrelationID, Phase, Actor and DevMode are always present; the payload
+// members are present when set.
+type Record struct {
+	Tenant        string
+	At            time.Time
+	CorrelationID string
+	Phase         Phase
+	Action        string
+	Actor         Actor
+	DevMode       bool
+	ApprovalID    *uuid.UUID
+
+	// Input is the call's input, Prior the target's state before an
+	// execution, Result what an execution returned: JSON values, each made
+	// canonical in the entry.
+	Input  json.RawMessage
+	Prior  json.RawMessage
+	Result json.RawMessage
+	// Error is the full underlying error text of a failed outcome: the audit
+	// log is an operator artifact.
+	Error string
+	// Diagnostic classifies a failure from a closed set.
+	Diagnostic string
+}
+
+// entry is the wire form of a Record. Field names are the entry's member
+// names; the canonical form sorts them.
+type entry struct {
+	V             int             `json:"v"`
+	Tenant        string          `json:"tenant"`
+	At            string          `json:"at"`
+	CorrelationID string          `json:"correlation_id"`
+	Phase         Phase           `json:"phase"`
+	Action        string          `json:"action,omitempty"`
+	Actor         Actor           `json:"actor"`
+	DevMode       bool            `json:"dev_mode"`
+	ApprovalID    *uuid.UUID      `json:"approval_id,omitempty"`
+	Input         json.RawMessage `json:"input,omitempty"`
+	Prior         json.RawMessage `json:"prior,omitempty"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	Diagnostic    string          `json:"diagnostic,omitempty"`
+}
+
+// Entry returns the record's canonical bytes (RFC 8785): the exact bytes the
+// audit table stores and the chain hashes.
+func (r *Record) Entry() ([]byte, error) {
+	if r.At.IsZero() {
+		return nil, errors.New("audit record has no time")
+	}
+	return jcs.Marshal(&entry{
+		V:             AuditVersion,
+		Tenant:        r.Tenant,
+		At:            r.At.UTC().Truncate(time.Microsecond).Format(atLayout),
+		CorrelationID: r.CorrelationID,
+		Phase:         r.Phase,
+		Action:        r.Action,
+		Actor:         r.Actor,
+		DevMode:       r.DevMode,
+		ApprovalID:    r.ApprovalID,
+		Input:         r.Input,
+		Prior:         r.Prior,
+		Result:        r.Result,
+		Error:         r.Error,
+		Diagnostic:    r.Diagnostic,
+	})
+}
+
+// Link is a position in a tenant's chain.
+type Link struct {
+	Seq  int64
+	Hash []byte
+}
+
+// GenesisHash is the prev_hash of a chain's first record.
+var GenesisHash = make([]byte, HashSize)
+
+// ChainHash returns the hash of the record at seq with the given canonical
+// entry, following the previous link's hash:
+//
+//	sha256(prev || int8send(seq) || sha256(entry))
+//
+// orangerail.audit_append computes the same in SQL.
+func ChainHash(prev []byte, seq int64, entry []byte) []byte {
+	entryHash := sha256.Sum256(entry)
+	var buf [HashSize + 8 + HashSize]byte
+	copy(buf[:HashSize], prev)
+	binary.BigEndian.PutUint64(buf[HashSize:HashSize+8], uint64(seq))
+	copy(buf[HashSize+8:], entryHash[:])
+	sum := sha256.Sum256(buf[:])
+	return sum[:]
+}
+
+// AppendAudit appends rec to its tenant's chain and returns the new link.
+// It must run in a transaction scoped to rec.Tenant (database.InTenant);
+// the record commits or rolls back with that transaction. If it fails,
+// the caller must not run the effect the record announces.
+func AppendAudit(ctx context.Context, tx db.DBTX, rec *Record) (Link, error) {
+	entry, err := rec.Entry()
+	if err != nil {
+		return Link{}, errcode.New(errcode.AuditEntryInvalid, "the audit record could not be encoded", err)
+	}
+	row, err := db.New().AuditAppend(ctx, tx, entry)
+	if err != nil {
+		return Link{}, classifyAuditError(err)
+	}
+	return Link{Seq: row.Seq, Hash: row.Hash}, nil
+}
+
+// classifyAuditError maps the SQLSTATEs orangerail's schema raises (see
+// migrations/00001_foundation.sql) to codes.
+func classifyAuditError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "ORA01":
+			return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err)
+		case "ORA02":
+			return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err)
+		case "ORA03":
+			return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err)
+		case "23514": // check_violation: tenants_id_format
+			return errcode.New(errcode.TenantInvalid, "the tenant id is not of the accepted form", err)
+		}
+	}
+	return fmt.Errorf("append audit record: %w", err)
+}

@@ -1,0 +1,454 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type testBundle struct {
+	url     string
+	admin   *pgxpool.Pool // superuser: plays the tamperer
+	runtime *pgxpool.Pool // the server's own pool
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	url := testdb.New(t)
+	return &testBundle{url: url, admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url)}
+}
+
+func record(tenant string, phase engine.Phase, correlation string) *engine.Record {
+	return &engine.Record{
+		Tenant:        tenant,
+		At:            time.Now(),
+		CorrelationID: correlation,
+		Phase:         phase,
+		Action:        "cancel_order",
+		Actor:         engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent},
+		Input:         json.RawMessage(`{"order_id": "o-1", "reason": "customer asked"}`),
+	}
+}
+
+// appendN appends n records to tenant's chain, one transaction each.
+func appendN(t *testing.T, pool *pgxpool.Pool, tenant string, n int) []engine.Link {
+	t.Helper()
+	links := make([]engine.Link, 0, n)
+	for i := range n {
+		err := database.InTenant(context.Background(), pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			link, err := engine.AppendAudit(context.Background(), tx, record(tenant, engine.PhaseStaged, fmt.Sprintf("c-%d", i)))
+			links = append(links, link)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	return links
+}
+
+func TestAppendAuditChainsTheExactBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	links := appendN(t, b.runtime, "acme", 5)
+	for i, l := range links {
+		if l.Seq != int64(i+1) {
+			t.Fatalf("link %d has seq %d", i, l.Seq)
+		}
+	}
+
+	// The Go formula and the SQL one agree, over the stored bytes.
+	rows, err := b.admin.Query(ctx, "SELECT seq, entry, prev_hash, hash FROM orangerail.audit WHERE tenant_id = 'acme' ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := engine.GenesisHash
+	n := 0
+	for rows.Next() {
+		var seq int64
+		var entry, prevHash, hash []byte
+		if err := rows.Scan(&seq, &entry, &prevHash, &hash); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(prevHash, prev) {
+			t.Fatalf("seq %d: prev_hash %x, want %x", seq, prevHash, prev)
+		}
+		if want := engine.ChainHash(prev, seq, entry); !bytes.Equal(hash, want) {
+			t.Fatalf("seq %d: hash %x, Go computes %x", seq, hash, want)
+		}
+		if !bytes.Equal(hash, links[seq-1].Hash) {
+			t.Fatalf("seq %d: AppendAudit returned %x, stored %x", seq, links[seq-1].Hash, hash)
+		}
+		prev = hash
+		n++
+	}
+	if rows.Err() != nil || n != 5 {
+		t.Fatalf("read %d rows: %v", n, rows.Err())
+	}
+
+	// The stored entry is the record's canonical bytes, and the queryable
+	// columns come from them.
+	var entry []byte
+	var phase, actor, corr string
+	if err := b.admin.QueryRow(ctx, "SELECT entry, phase, actor, correlation_id FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 1").
+		Scan(&entry, &phase, &actor, &corr); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(entry, []byte(`"input":{"order_id":"o-1","reason":"customer asked"}`)) {
+		t.Fatalf("entry is not canonical: %s", entry)
+	}
+	if phase != "staged" || actor != "agent-7" || corr != "c-0" {
+		t.Fatalf("columns = %q %q %q", phase, actor, corr)
+	}
+
+	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !report.OK() || report.Records != 5 || report.HeadSeq != 5 {
+		t.Fatalf("report = %+v", report)
+	}
+}
+
+func TestAppendAuditRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	appendRaw := func(tenant string, entry string) error {
+		return database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			_, err := db.New().AuditAppend(ctx, tx, []byte(entry))
+			return err
+		})
+	}
+	valid := `{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`
+	if err := appendRaw("acme", valid); err != nil {
+		t.Fatalf("valid entry refused: %v", err)
+	}
+	tests := []struct {
+		name   string
+		tenant string
+		entry  string
+		state  string
+	}{
+		{"another tenant's entry", "other", valid, "ORA03"},
+		{"not json", "acme", `{"v":1`, "ORA02"},
+		{"not utf-8", "acme", "\xff\xfe", "ORA02"},
+		{"not an object", "acme", `[1]`, "ORA02"},
+		{"duplicate key", "acme", `{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","phase":"approved","tenant":"acme","v":1}`, "ORA02"},
+		{"duplicate actor key", "acme", `{"actor":{"kind":"agent","subject":"a","subject":"b"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`, "ORA02"},
+		{"wrong version", "acme", `{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":2}`, "ORA02"},
+		{"time without microseconds", "acme", `{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`, "ORA02"},
+		{"unknown actor kind", "acme", `{"actor":{"kind":"robot","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`, "ORA02"},
+		{"missing dev_mode", "acme", `{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","phase":"staged","tenant":"acme","v":1}`, "ORA02"},
+		{"upper-case phase", "acme", `{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"Staged","tenant":"acme","v":1}`, "ORA02"},
+		{"bad approval id", "acme", `{"actor":{"kind":"agent","subject":"a"},"approval_id":"x","at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`, "ORA02"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := appendRaw(tt.tenant, tt.entry)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != tt.state {
+				t.Fatalf("append = %v, want SQLSTATE %s", err, tt.state)
+			}
+		})
+	}
+
+	// Without a tenant in the transaction, nothing is appended.
+	conn, err := b.runtime.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	_, err = db.New().AuditAppend(ctx, conn, []byte(valid))
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "ORA03" {
+		t.Fatalf("append without tenant = %v, want ORA03", err)
+	}
+
+	// Through the engine, refusals carry codes.
+	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := engine.AppendAudit(ctx, tx, record("other", engine.PhaseStaged, "c"))
+		return err
+	})
+	if errcode.Of(err) != errcode.TenantInvalid {
+		t.Fatalf("engine append for another tenant = %v, want %s", err, errcode.TenantInvalid)
+	}
+	err = database.InTenant(ctx, b.runtime, "bad tenant!", pgx.TxOptions{}, func(pgx.Tx) error { return nil })
+	if errcode.Of(err) != errcode.TenantInvalid {
+		t.Fatalf("InTenant with a malformed id = %v, want %s", err, errcode.TenantInvalid)
+	}
+
+	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || !report.OK() || report.Records != 1 {
+		t.Fatalf("refused appends left a trace: %+v, %v", report, err)
+	}
+}
+
+func TestAuditIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	appendN(t, b.runtime, "acme", 3)
+
+	statements := []string{
+		"UPDATE orangerail.audit SET phase = 'forged' WHERE seq = 2",
+		"DELETE FROM orangerail.audit WHERE seq = 3",
+		"TRUNCATE orangerail.audit",
+		"UPDATE orangerail.audit_heads SET seq = 1",
+		"DELETE FROM orangerail.audit_heads",
+		"INSERT INTO orangerail.audit (tenant_id, seq, entry, at, correlation_id, phase, actor, actor_kind, dev_mode, prev_hash, hash) " +
+			"SELECT tenant_id, 99, entry, at, correlation_id, phase, actor, actor_kind, dev_mode, prev_hash, hash FROM orangerail.audit WHERE seq = 1",
+	}
+	// Runtime and auditor are refused by privileges.
+	for _, role := range []string{"orangerail_runtime", "orangerail_auditor", "orangerail_readonly"} {
+		for _, stmt := range statements {
+			err := withRole(ctx, b.admin, role, "acme", func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, stmt)
+				return err
+			})
+			if state := sqlState(err); state != pgerrcode.InsufficientPrivilege {
+				t.Errorf("as %s, %q: got %v, want permission denied", role, stmt, err)
+			}
+		}
+	}
+	// Even the owner is refused by the triggers, with replication-role
+	// replica (which skips ordinary triggers) in force.
+	for _, stmt := range statements[:5] {
+		_, err := b.admin.Exec(ctx, "SET session_replication_role = replica; "+stmt)
+		if state := sqlState(err); state != "ORA01" {
+			t.Errorf("as owner with replica role, %q: got %v, want ORA01", stmt, err)
+		}
+	}
+	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || !report.OK() || report.Records != 3 {
+		t.Fatalf("after refused changes: %+v, %v", report, err)
+	}
+}
+
+func TestRuntimeRoleHasNoTableAndNoBypass(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var bypass, login bool
+	if err := b.admin.QueryRow(ctx, "SELECT rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = 'orangerail_runtime'").Scan(&bypass, &login); err != nil {
+		t.Fatal(err)
+	}
+	if bypass || login {
+		t.Fatalf("orangerail_runtime: bypassrls=%v login=%v", bypass, login)
+	}
+	var owned int
+	if err := b.admin.QueryRow(ctx, `SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+		WHERE r.rolname IN ('orangerail_runtime', 'orangerail_auditor', 'orangerail_readonly')`).Scan(&owned); err != nil {
+		t.Fatal(err)
+	}
+	if owned != 0 {
+		t.Fatalf("orangerail roles own %d relations", owned)
+	}
+	// The server's pool really runs as the runtime role.
+	var who string
+	if err := b.runtime.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "orangerail_runtime" {
+		t.Fatalf("pool runs as %q (%v)", who, err)
+	}
+}
+
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	appendN(t, b.runtime, "tenant-a", 3)
+	appendN(t, b.runtime, "tenant-b", 2)
+	for _, tenant := range []string{"tenant-a", "tenant-b"} {
+		err := database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			_, err := db.New().ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
+				ID: uuid.New(), TenantID: tenant, Action: "cancel_order", RequestedBy: "agent-7",
+				Input: []byte(`{"order_id":"o-1"}`), InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32),
+				ExpiresAt: time.Now().Add(time.Hour),
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("stage approval for %s: %v", tenant, err)
+		}
+	}
+
+	count := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, table, tenant string) int {
+		var n int
+		if err := q.QueryRow(ctx, "SELECT count(*) FROM orangerail."+table+" WHERE tenant_id = $1", tenant).Scan(&n); err != nil {
+			t.Fatalf("count %s: %v", table, err)
+		}
+		return n
+	}
+
+	// Runtime: the transaction's tenant only, whatever the query asks for.
+	for _, table := range []string{"audit", "approvals", "audit_heads"} {
+		_ = database.InTenant(ctx, b.runtime, "tenant-a", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if n := count(tx, table, "tenant-b"); n != 0 {
+				t.Errorf("runtime scoped to tenant-a sees %d %s rows of tenant-b", n, table)
+			}
+			if n := count(tx, table, "tenant-a"); n == 0 {
+				t.Errorf("runtime scoped to tenant-a sees none of its own %s rows", table)
+			}
+			return nil
+		})
+	}
+	// Runtime writing into another tenant is refused by the policy.
+	err := database.InTenant(ctx, b.runtime, "tenant-a", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := db.New().ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
+			ID: uuid.New(), TenantID: "tenant-b", Action: "x", RequestedBy: "y", Input: []byte(`{}`),
+			InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
+		})
+		return err
+	})
+	if sqlState(err) != pgerrcode.InsufficientPrivilege {
+		t.Fatalf("cross-tenant insert = %v, want a row-level security refusal", err)
+	}
+	// Without a tenant, the runtime sees nothing.
+	if n := count(b.runtime, "audit", "tenant-a"); n != 0 {
+		t.Fatalf("runtime without a tenant sees %d audit rows", n)
+	}
+
+	// Auditors: a login sees the tenants granted to it, and setting the
+	// tenant variable gains nothing.
+	auditorA := auditorLogin(t, b, "tenant-a")
+	for _, table := range []string{"audit", "approvals", "audit_heads"} {
+		if n := count(auditorA, table, "tenant-b"); n != 0 {
+			t.Errorf("auditor of tenant-a sees %d %s rows of tenant-b", n, table)
+		}
+		if n := count(auditorA, table, "tenant-a"); n == 0 {
+			t.Errorf("auditor of tenant-a sees none of its %s rows", table)
+		}
+	}
+	var n int
+	err = auditorA.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'tenant-b' AND set_config('orangerail.tenant_id', 'tenant-b', false) IS NOT NULL").Scan(&n)
+	if err != nil || n != 0 {
+		t.Fatalf("auditor setting the tenant variable sees %d rows (%v)", n, err)
+	}
+	if _, err := auditorA.Exec(ctx, "SET ROLE orangerail_auditor"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(auditorA, "audit", "tenant-b"); n != 0 {
+		t.Fatalf("auditor after SET ROLE sees %d rows of tenant-b", n)
+	}
+	// The SQL verifier, run by the auditor, verifies its tenant and sees
+	// nothing of the other.
+	var problems int
+	if err := auditorA.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('tenant-a')").Scan(&problems); err != nil || problems != 0 {
+		t.Fatalf("auditor verifying its tenant: %d problems, %v", problems, err)
+	}
+}
+
+// auditorLogin creates a LOGIN role in orangerail_auditor granted one tenant
+// and returns a connection logged in as it.
+func auditorLogin(t *testing.T, b *testBundle, tenant string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	name := "auditor_" + uuid.NewString()[:8]
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := b.admin.Exec(ctx, "CREATE ROLE "+ident+" LOGIN PASSWORD 'pw' IN ROLE orangerail_auditor"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = b.admin.Exec(context.Background(), "DROP OWNED BY "+ident)
+		_, _ = b.admin.Exec(context.Background(), "DROP ROLE "+ident)
+	})
+	if _, err := b.admin.Exec(ctx, "INSERT INTO orangerail.auditor_grants (role_name, tenant_id) VALUES ($1, $2)", name, tenant); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, testdb.WithUser(t, b.url, name, "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func TestConcurrentAppendsLeaveGapFreeChains(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const writers, tenants, perWriter = 16, 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			tenant := fmt.Sprintf("t%d", w%tenants)
+			for i := range perWriter {
+				err := database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+					_, err := engine.AppendAudit(ctx, tx, record(tenant, engine.PhaseStaged, fmt.Sprintf("w%d-%d", w, i)))
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent append: %v", err)
+	}
+	reports, err := engine.VerifyAll(ctx, b.runtime, engine.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != tenants {
+		t.Fatalf("%d tenants verified, want %d", len(reports), tenants)
+	}
+	for _, r := range reports {
+		want := int64(writers / tenants * perWriter)
+		if !r.OK() || r.Records != want || r.HeadSeq != want {
+			t.Errorf("tenant %s: %+v, want %d records and a clean chain", r.Tenant, r, want)
+		}
+		var gaps int
+		if err := b.admin.QueryRow(ctx, `SELECT count(*) FROM generate_series(1, $2::bigint) s
+			WHERE NOT EXISTS (SELECT FROM orangerail.audit WHERE tenant_id = $1 AND seq = s)`, r.Tenant, want).Scan(&gaps); err != nil || gaps != 0 {
+			t.Errorf("tenant %s: %d gaps (%v)", r.Tenant, gaps, err)
+		}
+	}
+}
+
+func withRole(ctx context.Context, pool *pgxpool.Pool, role, tenant string, fn func(pgx.Tx) error) error {
+	return database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

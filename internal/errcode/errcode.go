@@ -1,0 +1,109 @@
+// Package errcode defines orangerail's stable refusal codes. Each code is
+// declared once, with the cause it names and the fix it suggests;
+// `orangerail errors explain CODE` prints them.
+package errcode
+
+import (
+	"errors"
+	"slices"
+	"strings"
+)
+
+// Code is a stable, documented refusal code such as X_DATABASE_UNREACHABLE.
+type Code string
+
+// The codes. Add a code here and describe it in table; a test holds the two
+// in step.
+const (
+	DatabaseURLInvalid  Code = "X_DATABASE_URL_INVALID"
+	DatabaseUnreachable Code = "X_DATABASE_UNREACHABLE"
+	DatabaseUnmigrated  Code = "X_DATABASE_UNMIGRATED"
+	DatabaseTooNew      Code = "X_DATABASE_TOO_NEW"
+	DatabaseRoleMissing Code = "X_DATABASE_ROLE_MISSING"
+	TenantInvalid       Code = "X_TENANT_INVALID"
+	TenantUnknown       Code = "X_TENANT_UNKNOWN"
+	AuditEntryInvalid   Code = "X_AUDIT_ENTRY_INVALID"
+	AuditAppendOnly     Code = "X_AUDIT_APPEND_ONLY"
+	AuditChainBroken    Code = "X_AUDIT_CHAIN_BROKEN"
+	ApprovalLifecycle   Code = "X_APPROVAL_LIFECYCLE"
+	NoDatabaseAvailable Code = "X_NO_DATABASE"
+)
+
+// Entry describes one code.
+type Entry struct {
+	Code  Code
+	Cause string
+	Fix   string
+}
+
+var table = []Entry{
+	{DatabaseURLInvalid, "The database URL could not be parsed.",
+		"Set DATABASE_URL (or --database-url) to a URL such as postgres://user@host:5432/dbname?sslmode=disable."},
+	{DatabaseUnreachable, "The database server did not answer, or refused the login.",
+		"Check that Postgres is running and reachable at the host and port of the URL, and that the user may log in."},
+	{DatabaseUnmigrated, "The database has no orangerail schema, or an older one than this binary needs.",
+		"Run `orangerail migrate up` against it."},
+	{DatabaseTooNew, "The database was migrated by a newer orangerail than this binary.",
+		"Run the newer orangerail, or migrate down with it first; this binary refuses to touch a schema it does not know."},
+	{DatabaseRoleMissing, "The login cannot assume the orangerail_runtime role.",
+		"Run `orangerail migrate up` as the schema owner, and `GRANT orangerail_runtime TO <login>` if the server logs in as another user."},
+	{TenantInvalid, "A tenant id is empty or holds characters outside [A-Za-z0-9._:@-] (first character alphanumeric, at most 128).",
+		"Use a tenant id of that form; map your identity provider's claim to one."},
+	{TenantUnknown, "No tenant of that id exists in this database.",
+		"Check the id with `orangerail audit verify` (which lists tenants), or let the tenant's first governed call create it."},
+	{AuditEntryInvalid, "An audit record was refused by the database as malformed.",
+		"This is a bug in orangerail: report it with the host log line that carries the correlation id."},
+	{AuditAppendOnly, "Something tried to change or remove audit history.",
+		"Audit rows and chain heads are append-only; nothing may update, delete or truncate them."},
+	{AuditChainBroken, "A tenant's audit chain does not verify: a record was changed, removed, reordered or forged.",
+		"Treat it as an incident: keep a copy of the database, and compare the reported seq with your backups."},
+	{ApprovalLifecycle, "An approval change broke its lifecycle (staged calls never change; status moves forward only).",
+		"This is a bug in orangerail or a manual edit: report it."},
+	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
+		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
+}
+
+// Explain returns the entry for a code, matched case-insensitively.
+func Explain(code string) (Entry, bool) {
+	i := slices.IndexFunc(table, func(e Entry) bool { return strings.EqualFold(string(e.Code), code) })
+	if i < 0 {
+		return Entry{}, false
+	}
+	return table[i], true
+}
+
+// All returns every entry, in declaration order.
+func All() []Entry { return slices.Clone(table) }
+
+// Error is a refusal carrying a code. Its message is meant for the person
+// running orangerail; Err keeps the underlying cause for errors.Is and
+// errors.As.
+type Error struct {
+	Code Code
+	Msg  string
+	Err  error
+}
+
+// New returns an *Error with a message and an optional cause.
+func New(code Code, msg string, cause error) *Error {
+	return &Error{Code: code, Msg: msg, Err: cause}
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Msg }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Fix returns the documented fix for the error's code.
+func (e *Error) Fix() string {
+	entry, _ := Explain(string(e.Code))
+	return entry.Fix
+}
+
+// Of returns the code of the first *Error in err's chain, or "".
+func Of(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}

@@ -1,0 +1,251 @@
+// Package testdb gives each test its own real Postgres database, cloned from
+// a template migrated once per migration set, so tests run in parallel.
+//
+// The server comes from TEST_DATABASE_URL (a superuser URL); without it, from
+// a Postgres container where a Docker engine answers; with neither, the test
+// fails and says how to get one. It never skips.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/migrations"
+)
+
+// EnvURL names the environment variable holding the test server's URL.
+const EnvURL = "TEST_DATABASE_URL"
+
+var server = sync.OnceValues(func() (string, error) {
+	if u := os.Getenv(EnvURL); u != "" {
+		return u, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := tcpostgres.Run(ctx, "postgres:15-alpine",
+		tcpostgres.WithUsername("postgres"), tcpostgres.WithPassword("postgres"),
+		tcpostgres.BasicWaitStrategies())
+	if err != nil {
+		return "", fmt.Errorf("%s is not set and no Docker engine could start Postgres (%v).\n"+
+			"Set %s to a superuser URL, e.g. %s=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable, "+
+			"or start a Docker engine", EnvURL, err, EnvURL, EnvURL)
+	}
+	// testcontainers' reaper removes the container when the test process
+	// exits.
+	return c.ConnectionString(ctx, "sslmode=disable")
+})
+
+// ServerURL returns the superuser URL of the test server, or fails the test
+// with instructions.
+func ServerURL(tb testing.TB) string {
+	tb.Helper()
+	u, err := server()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
+// New creates a database cloned from the migrated template and returns its
+// superuser URL. The database is dropped when the test ends.
+func New(tb testing.TB) string {
+	tb.Helper()
+	ctx := context.Background()
+	admin := ServerURL(tb)
+	tmpl, err := template()
+	if err != nil {
+		tb.Fatalf("prepare template database: %v", err)
+	}
+	name := "orangerail_test_" + randomSuffix()
+	if err := exec(ctx, admin, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{tmpl}.Sanitize())); err != nil {
+		tb.Fatalf("create test database: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := exec(context.Background(), admin, fmt.Sprintf("DROP DATABASE %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
+			tb.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	return WithDatabase(tb, admin, name)
+}
+
+// NewEmpty creates an unmigrated database and returns its superuser URL.
+func NewEmpty(tb testing.TB) string {
+	tb.Helper()
+	ctx := context.Background()
+	admin := ServerURL(tb)
+	name := "orangerail_test_" + randomSuffix()
+	if err := exec(ctx, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		tb.Fatalf("create test database: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := exec(context.Background(), admin, fmt.Sprintf("DROP DATABASE %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
+			tb.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	return WithDatabase(tb, admin, name)
+}
+
+// Pool returns a superuser pool on url, closed when the test ends.
+func Pool(tb testing.TB, url string) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		tb.Fatalf("open pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// RuntimePool returns the server's own kind of pool on url: every connection
+// acts as orangerail_runtime.
+func RuntimePool(tb testing.TB, url string) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := database.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatalf("open runtime pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// WithDatabase returns u with its database (and optionally user) replaced.
+func WithDatabase(tb testing.TB, u, dbname string) string {
+	tb.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
+		tb.Fatalf("%s must be a postgres:// URL", EnvURL)
+	}
+	parsed.Path = "/" + dbname
+	return parsed.String()
+}
+
+// WithUser returns u logging in as user with password.
+func WithUser(tb testing.TB, u, user, password string) string {
+	tb.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		tb.Fatalf("parse url: %v", err)
+	}
+	parsed.User = url.UserPassword(user, password)
+	return parsed.String()
+}
+
+func randomSuffix() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func exec(ctx context.Context, u, sql string) error {
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// templateName names the template by the migrations' content, so a changed
+// migration never reuses a stale template.
+func templateName() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return "orangerail_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// template is the migrated template of this process's server, prepared once.
+var template = sync.OnceValues(func() (string, error) {
+	admin, err := server()
+	if err != nil {
+		return "", err
+	}
+	return ensureTemplate(context.Background(), admin)
+})
+
+// ensureTemplate creates and migrates the template database once per
+// server. Test binaries of several packages run at once, so creation is
+// serialized by an advisory lock on the server's maintenance database; a
+// template is marked IS_TEMPLATE only once fully migrated, and an unmarked
+// leftover of a crashed run is rebuilt.
+func ensureTemplate(ctx context.Context, admin string) (string, error) {
+	name, err := templateName()
+	if err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", name); err != nil {
+		return "", err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1))", name)
+
+	var exists, ready bool
+	err = conn.QueryRow(ctx, "SELECT true, datistemplate FROM pg_database WHERE datname = $1", name).Scan(&exists, &ready)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	if ready {
+		return name, nil
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	if exists {
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+ident+" WITH (FORCE)"); err != nil {
+			return "", err
+		}
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return "", err
+	}
+	parsed, err := url.Parse(admin)
+	if err != nil {
+		return "", err
+	}
+	parsed.Path = "/" + name
+	m, err := database.NewMigrator(ctx, parsed.String())
+	if err != nil {
+		return "", err
+	}
+	_, err = m.Up(ctx)
+	m.Close()
+	if err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {
+		return "", err
+	}
+	return name, nil
+}

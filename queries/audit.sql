@@ -1,0 +1,36 @@
+-- name: AuditAppend :one
+-- Appends one canonical entry to the chain of the transaction's tenant.
+SELECT a.seq::bigint AS seq, a.hash::bytea AS hash
+FROM orangerail.audit_append(@entry::bytea) AS a;
+
+-- name: AuditHead :one
+SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = @tenant_id;
+
+-- name: AuditChainPage :many
+-- One page of a tenant's chain in seq order, for streaming verification.
+SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
+FROM orangerail.audit
+WHERE tenant_id = @tenant_id AND seq > @after_seq
+ORDER BY seq
+LIMIT @page_size;
+
+-- name: AuditVerifySQL :many
+SELECT v.seq::bigint AS seq, v.problem::text AS problem,
+       v.expected_hash::bytea AS expected_hash, v.found_hash::bytea AS found_hash
+FROM orangerail.audit_verify(@tenant_id::text) AS v;
+
+-- name: AuditUnfinished :many
+SELECT u.seq::bigint AS seq, u.correlation_id::text AS correlation_id,
+       u.action::text AS action, u.at::timestamptz AS at
+FROM orangerail.audit_unfinished(@tenant_id::text) AS u;
+
+-- name: ApprovalsUnaudited :many
+SELECT u.approval_id::uuid AS approval_id, u.action::text AS action,
+       u.consumed_at::timestamptz AS consumed_at
+FROM orangerail.approvals_unaudited(@tenant_id::text) AS u;
+
+-- name: TenantEnsure :exec
+INSERT INTO orangerail.tenants (id) VALUES (@id) ON CONFLICT DO NOTHING;
+
+-- name: TenantList :many
+SELECT id FROM orangerail.tenants ORDER BY id;
