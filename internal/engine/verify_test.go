@@ -1,0 +1,382 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/engine"
+)
+
+// tamper runs statements as the superuser with the audit table's triggers
+// disabled: the attacker the chain must expose.
+func tamper(t *testing.T, b *testBundle, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	all := append([]string{
+		"ALTER TABLE orangerail.audit DISABLE TRIGGER USER",
+		"ALTER TABLE orangerail.audit_heads DISABLE TRIGGER USER",
+	}, stmts...)
+	all = append(all,
+		"ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_update_delete",
+		"ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_truncate",
+		"ALTER TABLE orangerail.audit_heads ENABLE ALWAYS TRIGGER audit_heads_advance_only",
+		"ALTER TABLE orangerail.audit_heads ENABLE ALWAYS TRIGGER audit_heads_refuse_delete",
+		"ALTER TABLE orangerail.audit_heads ENABLE ALWAYS TRIGGER audit_heads_refuse_truncate",
+	)
+	for _, s := range all {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatalf("tamper %q: %v", s, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sqlBreak runs the SQL-only verifier.
+func sqlBreak(t *testing.T, b *testBundle, tenant string) *engine.ChainBreak {
+	t.Helper()
+	var rows []*db.AuditVerifySQLRow
+	err := database.InTenant(context.Background(), b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var err error
+		rows, err = db.New().AuditVerifySQL(context.Background(), tx, tenant)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("SQL verifier: %v", err)
+	}
+	switch len(rows) {
+	case 0:
+		return nil
+	case 1:
+		return &engine.ChainBreak{Seq: rows[0].Seq, Problem: engine.Problem(rows[0].Problem), Expected: rows[0].ExpectedHash, Found: rows[0].FoundHash}
+	}
+	t.Fatalf("SQL verifier returned %d rows, want at most 1", len(rows))
+	return nil
+}
+
+func TestVerifiersCatchTampering(t *testing.T) {
+	t.Parallel()
+
+	// Each case tampers with a 10-record chain of tenant "acme".
+	tests := []struct {
+		name    string
+		tamper  []string
+		after   int // records appended after tampering, as the runtime
+		wantSeq int64
+		want    engine.Problem // "" for a clean chain
+	}{
+		{name: "clean chain"},
+		{
+			name:    "one changed byte in an entry",
+			tamper:  []string{"UPDATE orangerail.audit SET entry = overlay(entry placing '\\x5a'::bytea from octet_length(entry) - 20 for 1) WHERE tenant_id = 'acme' AND seq = 4"},
+			wantSeq: 4, want: engine.ProblemHash,
+		},
+		{
+			name:    "deleted row",
+			tamper:  []string{"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 5"},
+			wantSeq: 6, want: engine.ProblemSeqGap,
+		},
+		{
+			name: "two swapped rows",
+			tamper: []string{
+				"UPDATE orangerail.audit SET seq = 1000 WHERE tenant_id = 'acme' AND seq = 3",
+				"UPDATE orangerail.audit SET seq = 3 WHERE tenant_id = 'acme' AND seq = 4",
+				"UPDATE orangerail.audit SET seq = 4 WHERE tenant_id = 'acme' AND seq = 1000",
+			},
+			wantSeq: 3, want: engine.ProblemPrevHash,
+		},
+		{
+			name: "forged entry with its hash recomputed",
+			tamper: []string{
+				`UPDATE orangerail.audit a SET entry = convert_to(replace(convert_from(a.entry, 'UTF8'), '"correlation_id":"c-5"', '"correlation_id":"c-X"'), 'UTF8'),
+				        correlation_id = 'c-X' WHERE tenant_id = 'acme' AND seq = 6`,
+				`UPDATE orangerail.audit a SET hash = sha256(a.prev_hash || int8send(a.seq) || sha256(a.entry)) WHERE tenant_id = 'acme' AND seq = 6`,
+			},
+			wantSeq: 7, want: engine.ProblemPrevHash,
+		},
+		{
+			name: "forged entry with its hash and the next prev_hash recomputed",
+			tamper: []string{
+				`UPDATE orangerail.audit a SET entry = convert_to(replace(convert_from(a.entry, 'UTF8'), '"correlation_id":"c-5"', '"correlation_id":"c-X"'), 'UTF8'),
+				        correlation_id = 'c-X' WHERE tenant_id = 'acme' AND seq = 6`,
+				`UPDATE orangerail.audit a SET hash = sha256(a.prev_hash || int8send(a.seq) || sha256(a.entry)) WHERE tenant_id = 'acme' AND seq = 6`,
+				`UPDATE orangerail.audit a SET prev_hash = (SELECT hash FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 6) WHERE tenant_id = 'acme' AND seq = 7`,
+			},
+			wantSeq: 7, want: engine.ProblemHash,
+		},
+		{
+			name:    "queryable column changed, entry untouched",
+			tamper:  []string{"UPDATE orangerail.audit SET phase = 'rejected' WHERE tenant_id = 'acme' AND seq = 2"},
+			wantSeq: 2, want: engine.ProblemColumns,
+		},
+		{
+			name:    "truncated tail",
+			tamper:  []string{"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq >= 8"},
+			wantSeq: 10, want: engine.ProblemHeadMismatch,
+		},
+		{
+			name:    "truncated tail followed by new appends",
+			tamper:  []string{"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq >= 8"},
+			after:   2,
+			wantSeq: 11, want: engine.ProblemSeqGap,
+		},
+		{
+			name: "truncated tail with the head rewound",
+			tamper: []string{
+				"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq >= 8",
+				"UPDATE orangerail.audit_heads SET seq = 7 WHERE tenant_id = 'acme'",
+			},
+			wantSeq: 7, want: engine.ProblemHeadMismatch,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			appendN(t, b.runtime, "acme", 10)
+			appendN(t, b.runtime, "bystander", 3)
+			if len(tt.tamper) > 0 {
+				tamper(t, b, tt.tamper...)
+			}
+			appendN(t, b.runtime, "acme", tt.after)
+
+			report, err := engine.VerifyTenant(context.Background(), b.runtime, "acme", engine.VerifyOptions{PageSize: 3})
+			if err != nil {
+				t.Fatalf("Go verifier: %v", err)
+			}
+			goBreak, sqlFound := report.Break, sqlBreak(t, b, "acme")
+			if tt.want == "" {
+				if goBreak != nil || sqlFound != nil {
+					t.Fatalf("clean chain: Go %+v, SQL %+v", goBreak, sqlFound)
+				}
+				return
+			}
+			if goBreak == nil || goBreak.Seq != tt.wantSeq || goBreak.Problem != tt.want {
+				t.Fatalf("Go verifier found %+v, want %s at seq %d", goBreak, tt.want, tt.wantSeq)
+			}
+			if sqlFound == nil || sqlFound.Seq != goBreak.Seq || sqlFound.Problem != goBreak.Problem ||
+				!bytes.Equal(sqlFound.Expected, goBreak.Expected) || !bytes.Equal(sqlFound.Found, goBreak.Found) {
+				t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
+			}
+			if bytes.Equal(goBreak.Expected, goBreak.Found) && tt.want != engine.ProblemColumns && tt.want != engine.ProblemPrevHash {
+				t.Fatalf("a %s reports equal hashes %x", tt.want, goBreak.Found)
+			}
+			// The other tenant's chain is untouched and still verifies.
+			if other, err := engine.VerifyTenant(context.Background(), b.runtime, "bystander", engine.VerifyOptions{}); err != nil || !other.OK() {
+				t.Fatalf("bystander: %+v, %v", other, err)
+			}
+		})
+	}
+}
+
+func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := db.New()
+
+	approved, orphan := uuid.New(), uuid.New()
+	appendPhase := func(tx pgx.Tx, phase engine.Phase, corr string, approval *uuid.UUID) {
+		rec := record("acme", phase, corr)
+		rec.ApprovalID = approval
+		if _, err := engine.AppendAudit(ctx, tx, rec); err != nil {
+			t.Fatalf("append %s: %v", phase, err)
+		}
+	}
+	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := q.TenantEnsure(ctx, tx, "acme"); err != nil {
+			return err
+		}
+		for _, id := range []uuid.UUID{approved, orphan} {
+			if _, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
+				ID: id, TenantID: "acme", Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(`{"order_id":"o-1"}`),
+				InputDigest: bytes.Repeat([]byte{byte(id[0])}, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
+			}); err != nil {
+				return err
+			}
+			if _, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, TenantID: "acme", Status: "approved", DecidedBy: ptr("human-1")}); err != nil {
+				return err
+			}
+			if _, err := q.ApprovalConsume(ctx, tx, &db.ApprovalConsumeParams{ID: id, TenantID: "acme"}); err != nil {
+				return err
+			}
+		}
+		appendPhase(tx, engine.PhaseExecutionStarted, approved.String(), &approved)
+		appendPhase(tx, engine.PhaseExecutionSucceeded, approved.String(), &approved)
+		appendPhase(tx, engine.PhaseExecutionStarted, "direct-1", nil)
+		appendPhase(tx, engine.PhaseExecutionStarted, "direct-2", nil)
+		appendPhase(tx, engine.PhaseExecutionFailed, "direct-2", nil)
+		appendPhase(tx, engine.PhaseExecutionStarted, "direct-3", nil)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Break != nil || report.OK() {
+		t.Fatalf("report = %+v, want findings and no break", report)
+	}
+	var goOpen []string
+	for _, u := range report.Unfinished {
+		goOpen = append(goOpen, u.CorrelationID)
+	}
+	if want := []string{"direct-1", "direct-3"}; !slices.Equal(goOpen, want) {
+		t.Fatalf("unfinished = %v, want %v", goOpen, want)
+	}
+	if len(report.Unaudited) != 1 || report.Unaudited[0].ApprovalID != orphan {
+		t.Fatalf("unaudited = %+v, want only %s", report.Unaudited, orphan)
+	}
+
+	// The SQL functions an auditor would use agree with the Go verifier.
+	var sqlOpen []string
+	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		rows, err := q.AuditUnfinished(ctx, tx, "acme")
+		for _, r := range rows {
+			sqlOpen = append(sqlOpen, r.CorrelationID)
+		}
+		return err
+	})
+	if err != nil || !slices.Equal(sqlOpen, goOpen) {
+		t.Fatalf("SQL unfinished = %v (%v), Go = %v", sqlOpen, err, goOpen)
+	}
+}
+
+func TestConsumeIsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := db.New()
+	id := uuid.New()
+	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := q.TenantEnsure(ctx, tx, "acme"); err != nil {
+			return err
+		}
+		if _, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
+			ID: id, TenantID: "acme", Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(`{"order_id": "o-1"}`),
+			InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
+		}); err != nil {
+			return err
+		}
+		_, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, TenantID: "acme", Status: "approved", DecidedBy: ptr("human-1")})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Go(func() {
+			_ = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+				if _, err := q.ApprovalConsume(ctx, tx, &db.ApprovalConsumeParams{ID: id, TenantID: "acme"}); err == nil {
+					wins.Add(1)
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d consumers won, want exactly 1", wins.Load())
+	}
+	// The input is kept verbatim, whitespace and all.
+	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		a, err := q.ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: "acme"})
+		if err == nil && (string(a.Input) != `{"order_id": "o-1"}` || a.Status != "consumed") {
+			err = fmt.Errorf("approval = %s %s", a.Input, a.Status)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestApprovalLifecycleIsEnforced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := db.New()
+	id := uuid.New()
+	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := q.TenantEnsure(ctx, tx, "acme"); err != nil {
+			return err
+		}
+		_, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
+			ID: id, TenantID: "acme", Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(`{}`),
+			InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"UPDATE orangerail.approvals SET input = '{\"order_id\":\"o-2\"}'",
+		"UPDATE orangerail.approvals SET status = 'consumed', consumed_at = now()",
+		"UPDATE orangerail.approvals SET expires_at = now() + interval '10 years'",
+	} {
+		err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, stmt)
+			return err
+		})
+		if sqlState(err) != "ORA04" {
+			t.Errorf("%q = %v, want ORA04", stmt, err)
+		}
+	}
+	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "DELETE FROM orangerail.approvals")
+		return err
+	})
+	if sqlState(err) != "42501" {
+		t.Fatalf("runtime delete = %v, want permission denied", err)
+	}
+	if _, err := b.admin.Exec(ctx, "SET session_replication_role = replica; DELETE FROM orangerail.approvals"); sqlState(err) != "ORA01" {
+		t.Fatalf("owner delete with replica role = %v, want ORA01", err)
+	}
+}
+
+// TestEntryIsCanonical pins the entry format auditors rely on.
+func TestEntryIsCanonical(t *testing.T) {
+	t.Parallel()
+	id := uuid.MustParse("6f1d0d2e-0000-4000-8000-000000000001")
+	rec := &engine.Record{
+		Tenant: "acme", At: time.Date(2026, 11, 29, 20, 56, 15, 123456789, time.UTC), CorrelationID: id.String(),
+		Phase: engine.PhaseExecutionFailed, Action: "cancel_order", Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent},
+		ApprovalID: &id, Input: json.RawMessage(`{ "reason": "late", "order_id": "o-1" }`), Error: `duplicate key "orders_pkey"`,
+	}
+	got, err := rec.Entry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"action":"cancel_order","actor":{"kind":"agent","subject":"agent-7"},"approval_id":"6f1d0d2e-0000-4000-8000-000000000001",` +
+		`"at":"2026-11-29T20:56:15.123456Z","correlation_id":"6f1d0d2e-0000-4000-8000-000000000001","dev_mode":false,` +
+		`"error":"duplicate key \"orders_pkey\"","input":{"order_id":"o-1","reason":"late"},"phase":"execution_failed","tenant":"acme","v":1}`
+	if string(got) != want {
+		t.Fatalf("entry\n got %s\nwant %s", got, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
