@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"strings"
 
 	"github.com/jackc/pgerrcode"
@@ -119,4 +120,13 @@ func classifyConnectError(cfg *pgx.ConnConfig, err error) error {
 		reason = "timed out"
 	}
 	return errcode.New(errcode.DatabaseUnreachable, fmt.Sprintf("cannot reach Postgres at %s: %s", where, reason), err)
+}
+
+// RedactURL returns a URL for display, its password replaced by xxxxx.
+func RedactURL(u string) string {
+	parsed, err := neturl.Parse(u)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return parsed.Redacted()
 }

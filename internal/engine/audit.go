@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,14 +116,22 @@ func (r *Record) Entry() ([]byte, error) {
 	})
 }
 
+// Hash is a chain hash. It prints, and encodes to JSON, as hex.
+type Hash []byte
+
+func (h Hash) String() string { return hex.EncodeToString(h) }
+
+// MarshalText encodes h as hex.
+func (h Hash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
 // Link is a position in a tenant's chain.
 type Link struct {
 	Seq  int64
-	Hash []byte
+	Hash Hash
 }
 
 // GenesisHash is the prev_hash of a chain's first record.
-var GenesisHash = make([]byte, HashSize)
+var GenesisHash = Hash(make([]byte, HashSize))
 
 // ChainHash returns the hash of the record at seq with the given canonical
 // entry, following the previous link's hash:
@@ -130,7 +139,7 @@ var GenesisHash = make([]byte, HashSize)
 //	sha256(prev || int8send(seq) || sha256(entry))
 //
 // orangerail.audit_append computes the same in SQL.
-func ChainHash(prev []byte, seq int64, entry []byte) []byte {
+func ChainHash(prev []byte, seq int64, entry []byte) Hash {
 	entryHash := sha256.Sum256(entry)
 	var buf [HashSize + 8 + HashSize]byte
 	copy(buf[:HashSize], prev)

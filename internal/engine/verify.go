@@ -39,8 +39,8 @@ const (
 type ChainBreak struct {
 	Seq      int64   `json:"seq"`
 	Problem  Problem `json:"problem"`
-	Expected []byte  `json:"expected_hash"`
-	Found    []byte  `json:"found_hash"`
+	Expected Hash    `json:"expected_hash"`
+	Found    Hash    `json:"found_hash"`
 }
 
 // UnfinishedExecution is an execution_started record that no later
@@ -65,7 +65,7 @@ type Report struct {
 	Tenant     string                `json:"tenant"`
 	Records    int64                 `json:"records"`
 	HeadSeq    int64                 `json:"head_seq"`
-	HeadHash   []byte                `json:"head_hash"`
+	HeadHash   Hash                  `json:"head_hash"`
 	Break      *ChainBreak           `json:"chain_break,omitempty"`
 	Unfinished []UnfinishedExecution `json:"unfinished_executions"`
 	Unaudited  []UnauditedApproval   `json:"unaudited_approvals"`
@@ -199,7 +199,7 @@ func TenantExists(ctx context.Context, conn database.TxBeginner, tenant string) 
 type chainChecker struct {
 	tenant   string
 	prevSeq  int64
-	prevHash []byte
+	prevHash Hash
 	brk      *ChainBreak
 	open     map[string]UnfinishedExecution
 }

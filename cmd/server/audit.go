@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+)
+
+func newAuditCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Inspect and verify the hash-chained audit log",
+	}
+	cmd.AddCommand(newAuditVerifyCmd())
+	return cmd
+}
+
+func newAuditVerifyCmd() *cobra.Command {
+	var (
+		url    string
+		tenant string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Verify each tenant's audit chain, unfinished executions and unaudited approvals",
+		Long: "Verify streams each tenant's audit chain and reports the first broken link (changed,\n" +
+			"removed, reordered or forged records), executions that started but never finished, and\n" +
+			"consumed approvals with no audit record of their execution.\n\n" +
+			"Exit status: 0 when everything verifies, 1 when something was found, 2 when verification\n" +
+			"could not run.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if tenant != "" {
+				if err := database.ValidateTenantID(tenant); err != nil {
+					return err
+				}
+			}
+			pool, err := database.Open(ctx, url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+
+			opts := engine.VerifyOptions{}
+			if !asJSON && isTerminal(cmd.ErrOrStderr()) {
+				opts.ProgressFunc = progressPrinter(cmd.ErrOrStderr())
+			}
+			var reports []*engine.Report
+			if tenant != "" {
+				if err := engine.TenantExists(ctx, pool, tenant); err != nil {
+					return err
+				}
+				r, err := engine.VerifyTenant(ctx, pool, tenant, opts)
+				if err != nil {
+					return err
+				}
+				reports = []*engine.Report{r}
+			} else if reports, err = engine.VerifyAll(ctx, pool, opts); err != nil {
+				return err
+			}
+			if opts.ProgressFunc != nil {
+				fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
+			}
+
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(reports); err != nil {
+					return err
+				}
+			} else {
+				printReports(cmd.OutOrStdout(), reports)
+			}
+			for _, r := range reports {
+				if !r.OK() {
+					return errFindings
+				}
+			}
+			return nil
+		},
+	}
+	databaseURLFlag(cmd.Flags(), &url)
+	cmd.Flags().StringVar(&tenant, "tenant", "", "verify only this tenant (default: every tenant)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reports as JSON")
+	return cmd
+}
+
+// printReports writes a summary a person reads after an incident.
+func printReports(w io.Writer, reports []*engine.Report) {
+	if len(reports) == 0 {
+		fmt.Fprintln(w, "no tenants have audit records yet")
+		return
+	}
+	const listed = 10
+	for _, r := range reports {
+		status := "OK"
+		if !r.OK() {
+			status = "FAILED"
+		}
+		fmt.Fprintf(w, "tenant %s: %s — %d records, head at seq %d\n", r.Tenant, status, r.Records, r.HeadSeq)
+		if b := r.Break; b != nil {
+			fmt.Fprintf(w, "  chain broken at seq %d: %s\n    expected hash %s\n    found hash    %s\n", b.Seq, describeProblem(b.Problem), b.Expected, b.Found)
+		}
+		if n := len(r.Unfinished); n > 0 {
+			fmt.Fprintf(w, "  %d execution(s) started but never finished:\n", n)
+			for _, u := range r.Unfinished[:min(n, listed)] {
+				fmt.Fprintf(w, "    seq %d  %s  action %q  correlation %s\n", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
+			}
+			if n > listed {
+				fmt.Fprintf(w, "    … and %d more (use --json for all)\n", n-listed)
+			}
+		}
+		if n := len(r.Unaudited); n > 0 {
+			fmt.Fprintf(w, "  %d consumed approval(s) with no audit record of their execution:\n", n)
+			for _, u := range r.Unaudited[:min(n, listed)] {
+				fmt.Fprintf(w, "    approval %s  action %q  consumed %s\n", u.ApprovalID, u.Action, u.ConsumedAt.UTC().Format(time.RFC3339))
+			}
+			if n > listed {
+				fmt.Fprintf(w, "    … and %d more (use --json for all)\n", n-listed)
+			}
+		}
+	}
+}
+
+var problemText = map[engine.Problem]string{
+	engine.ProblemSeqGap:       "a record is missing before this one (seq does not follow)",
+	engine.ProblemPrevHash:     "this record does not link to the one before it (records removed, reordered or replaced)",
+	engine.ProblemHash:         "this record's bytes do not match its hash (the record was changed)",
+	engine.ProblemColumns:      "this record's queryable columns disagree with its hashed bytes",
+	engine.ProblemHeadMismatch: "the chain head does not name the last record (records removed from the end)",
+}
+
+func describeProblem(p engine.Problem) string {
+	if s, ok := problemText[p]; ok {
+		return fmt.Sprintf("%s [%s]", s, p)
+	}
+	return string(p)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progressPrinter redraws one status line at most ten times a second.
+func progressPrinter(w io.Writer) func(done, total int64) {
+	var last time.Time
+	return func(done, total int64) {
+		if now := time.Now(); now.Sub(last) >= 100*time.Millisecond || done == total {
+			last = now
+			fmt.Fprintf(w, "\r\033[Kverifying: %d / %d records (%.0f%%)", done, total, 100*float64(done)/float64(max(total, 1)))
+		}
+	}
+}

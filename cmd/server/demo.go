@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/devdb"
+)
+
+// demoStateDir holds the demo's private cluster and demo.json.
+const demoStateDir = ".orangerail"
+
+// demoFacts is what the demo writes to .orangerail/demo.json for scripts.
+type demoFacts struct {
+	DatabaseURL    string `json:"database_url"`
+	DatabaseSource string `json:"database_source"`
+}
+
+func newDemoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Run the local demo (what `make run` starts): find or start a database and migrate it",
+		Long: "Find or start a database for the demo: $DATABASE_URL if set; else the orangerail_demo\n" +
+			"database on a Postgres at 127.0.0.1:5432; else a private cluster under .orangerail/ started\n" +
+			"from the local Postgres binaries. Migrate it, print where it is, write .orangerail/demo.json,\n" +
+			"and wait until interrupted. For a developer's machine only.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			found, err := devdb.Find(ctx, devdb.Options{
+				Env: os.Getenv("DATABASE_URL"),
+				Dir: filepath.Join(demoStateDir, "postgres"),
+				Logf: func(format string, args ...any) {
+					fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
+				},
+			})
+			if err != nil {
+				return err
+			}
+			if found.StopFunc != nil {
+				defer func() {
+					if err := found.StopFunc(); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "stopping the private cluster: %v\n", err)
+					}
+				}()
+			}
+			m, err := database.NewMigrator(ctx, found.URL)
+			if err != nil {
+				return err
+			}
+			_, err = m.Up(ctx)
+			m.Close()
+			if err != nil {
+				return err
+			}
+			facts := demoFacts{DatabaseURL: found.URL, DatabaseSource: string(found.Source)}
+			b, err := json.MarshalIndent(facts, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(demoStateDir, 0o755); err != nil {
+				return err
+			}
+			factsPath := filepath.Join(demoStateDir, "demo.json")
+			if err := os.WriteFile(factsPath, append(b, '\n'), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "orangerail demo\n  database: %s (%s), migrated\n  facts:    %s\n\n", database.RedactURL(found.URL), found.Source, factsPath)
+			fmt.Fprintf(out, "Verify the audit log:  go run ./cmd/server audit verify --database-url '%s'\n", found.URL)
+			fmt.Fprintln(out, "Press Ctrl-C to stop.")
+			<-ctx.Done()
+			fmt.Fprintln(out, "stopping")
+			return nil
+		},
+	}
+}

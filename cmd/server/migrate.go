@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/internal/database"
+)
+
+func newMigrateCmd() *cobra.Command {
+	var url string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply, roll back or list the database migrations embedded in this binary",
+		Long: "Apply, roll back or list the migrations embedded in this binary. Run them as the owner of\n" +
+			"orangerail's schema (a role that may create schemas and roles); the server itself runs as\n" +
+			"orangerail_runtime. Migrations of one database are serialized across processes.",
+	}
+	databaseURLFlag(cmd.PersistentFlags(), &url)
+
+	withMigrator := func(run func(cmd *cobra.Command, m *database.Migrator) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			m, err := database.NewMigrator(cmd.Context(), url)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			return run(cmd, m)
+		}
+	}
+
+	cmd.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Apply every pending migration (a no-op on a current database)",
+		Args:  cobra.NoArgs,
+		RunE: withMigrator(func(cmd *cobra.Command, m *database.Migrator) error {
+			results, err := m.Up(cmd.Context())
+			if err != nil {
+				return err
+			}
+			for _, r := range results {
+				fmt.Fprintf(cmd.OutOrStdout(), "applied %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "database is at schema version %d\n", m.Latest())
+			return nil
+		}),
+	}, &cobra.Command{
+		Use:   "down",
+		Short: "Roll back the most recent migration",
+		Args:  cobra.NoArgs,
+		RunE: withMigrator(func(cmd *cobra.Command, m *database.Migrator) error {
+			r, err := m.Down(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rolled back %s\n", r.Source.Path)
+			return nil
+		}),
+	}, &cobra.Command{
+		Use:   "status",
+		Short: "List every migration and whether it is applied",
+		Args:  cobra.NoArgs,
+		RunE: withMigrator(func(cmd *cobra.Command, m *database.Migrator) error {
+			statuses, err := m.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "VERSION\tSTATE\tAPPLIED AT\tFILE")
+			for _, s := range statuses {
+				at := "-"
+				if !s.AppliedAt.IsZero() {
+					at = s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Source.Version, s.State, at, s.Source.Path)
+			}
+			return w.Flush()
+		}),
+	})
+	return cmd
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFindings = 1 // the command ran and found a problem (audit verify)
+	exitError    = 2 // the command could not run
+)
+
+// errFindings marks a command that ran and reported findings.
+var errFindings = errors.New("findings reported")
+
+// run executes the command line and returns the process exit code. Errors
+// are printed as one line, with the code's fix, never as a stack trace.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errFindings):
+		return exitFindings
+	}
+	var coded *errcode.Error
+	if errors.As(err, &coded) {
+		fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", coded.Error(), coded.Fix())
+	} else {
+		fmt.Fprintf(stderr, "orangerail: %v\n", err)
+	}
+	return exitError
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "orangerail",
+		Short:         "Govern what AI agents may do with your data",
+		Long:          "orangerail serves a declared ontology over MCP, stages writes as approvals a person decides,\nand records every governed step in a hash-chained, append-only audit log in Postgres.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newMigrateCmd(), newAuditCmd(), newErrorsCmd(), newDemoCmd())
+	return root
+}
+
+// databaseURLFlag binds --database-url, defaulting to $DATABASE_URL.
+func databaseURLFlag(flags *pflag.FlagSet, dst *string) {
+	flags.StringVar(dst, "database-url", os.Getenv("DATABASE_URL"),
+		"Postgres URL of orangerail's database (default $DATABASE_URL)")
+}

@@ -1,0 +1,229 @@
+// Package devdb finds or starts a Postgres for the local demo (`make run`).
+// It is for a developer's machine only; `orangerail serve` never uses it.
+package devdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// DemoDatabase is the database the demo creates on a server it finds.
+const DemoDatabase = "orangerail_demo"
+
+// LocalURL is where the demo looks for a running Postgres.
+const LocalURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Source says where a database came from.
+type Source string
+
+// The sources, in the order they are tried.
+const (
+	SourceEnv     Source = "DATABASE_URL"
+	SourceLocal   Source = "local server on 127.0.0.1:5432"
+	SourcePrivate Source = "private cluster"
+)
+
+// Database is a database found or started for the demo.
+type Database struct {
+	URL    string
+	Source Source
+	// StopFunc stops a private cluster this process started; nil otherwise.
+	StopFunc func() error
+}
+
+// Options tunes Find. The zero value is ready to use.
+type Options struct {
+	// Env is the value of DATABASE_URL; empty means unset.
+	Env string
+	// LocalURL overrides LocalURL (for tests).
+	LocalURL string
+	// Dir holds a private cluster (its data, socket and log). Defaults to
+	// .orangerail/postgres.
+	Dir string
+	// Port is the private cluster's port. Defaults to 54329.
+	Port int
+	// Logf reports what Find is doing.
+	Logf func(format string, args ...any)
+}
+
+// Find returns a database for the demo: DATABASE_URL when set; else the
+// orangerail_demo database on a Postgres answering at 127.0.0.1:5432
+// (created if missing); else a private cluster under Dir, started from the
+// local Postgres binaries. With none of these it returns X_NO_DATABASE.
+func Find(ctx context.Context, opts Options) (*Database, error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if opts.Env != "" {
+		return &Database{URL: opts.Env, Source: SourceEnv}, nil
+	}
+	local := opts.LocalURL
+	if local == "" {
+		local = LocalURL
+	}
+	if u, err := ensureDatabase(ctx, local, DemoDatabase); err == nil {
+		return &Database{URL: u, Source: SourceLocal}, nil
+	} else {
+		logf("no usable Postgres at %s (%v); trying a private cluster", database.RedactURL(local), err)
+	}
+	db, err := startPrivate(ctx, opts, logf)
+	if err != nil {
+		return nil, errcode.New(errcode.NoDatabaseAvailable, "no Postgres found: DATABASE_URL is unset, 127.0.0.1:5432 does not answer, and "+err.Error(), err)
+	}
+	return db, nil
+}
+
+// ensureDatabase connects to the server at serverURL and creates dbname on
+// it if missing, returning the URL of dbname.
+func ensureDatabase(ctx context.Context, serverURL, dbname string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", dbname).Scan(&exists); err != nil {
+		return "", err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{dbname}.Sanitize()); err != nil {
+			return "", err
+		}
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + dbname
+	return u.String(), nil
+}
+
+// binDir finds the directory of initdb and pg_ctl: PATH first, then the
+// Debian layout, newest version first.
+func binDir() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if _, err := exec.LookPath("initdb"); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int {
+		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
+		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
+		return vb - va
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("no Postgres binaries (initdb, pg_ctl) were found")
+}
+
+// startPrivate initializes (once) and starts a cluster under opts.Dir. Run as
+// root, the cluster belongs to and runs as the postgres user, since
+// Postgres refuses to run as root.
+func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) (*Database, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.Dir
+	if dir == "" {
+		dir = filepath.Join(".orangerail", "postgres")
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	port := opts.Port
+	if port == 0 {
+		port = 54329
+	}
+	data := filepath.Join(dir, "data")
+	asUser, err := runAs(dir)
+	if err != nil {
+		return nil, err
+	}
+	run := func(name string, args ...string) error {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
+		if asUser != "" {
+			cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", asUser, "--", filepath.Join(bin, name)}, args...)...)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		logf("initializing a private Postgres cluster in %s", data)
+		if err := run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"); err != nil {
+			return nil, err
+		}
+	}
+	if !answers(port) {
+		logf("starting the private cluster on 127.0.0.1:%d", port)
+		pgOpts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s", port, dir)
+		if err := run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-o", pgOpts, "-w", "start"); err != nil {
+			return nil, err
+		}
+	}
+	serverURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	u, err := ensureDatabase(ctx, serverURL, DemoDatabase)
+	if err != nil {
+		return nil, err
+	}
+	stop := func() error { return run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop") }
+	return &Database{URL: u, Source: SourcePrivate, StopFunc: stop}, nil
+}
+
+// runAs returns the user to run the cluster as: "" for a non-root user, or
+// postgres for root, after giving it dir.
+func runAs(dir string) (string, error) {
+	if os.Geteuid() != 0 {
+		return "", os.MkdirAll(dir, 0o700)
+	}
+	pg, err := user.Lookup("postgres")
+	if err != nil {
+		return "", errors.New("running as root, but there is no postgres user to run a private cluster as")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
+	return "postgres", filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+func answers(port int) bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
