@@ -140,7 +140,11 @@ var GenesisHash = Hash(make([]byte, HashSize))
 //
 // orangerail.audit_append computes the same in SQL.
 func ChainHash(prev []byte, seq int64, entry []byte) Hash {
-	entryHash := sha256.Sum256(entry)
+	return link(prev, seq, sha256.Sum256(entry))
+}
+
+// link is ChainHash given the entry's own hash.
+func link(prev []byte, seq int64, entryHash [HashSize]byte) Hash {
 	var buf [HashSize + 8 + HashSize]byte
 	copy(buf[:HashSize], prev)
 	binary.BigEndian.PutUint64(buf[HashSize:HashSize+8], uint64(seq))

@@ -3,12 +3,13 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
-	"regexp"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,7 +17,6 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
-	"github.com/orangerail/orangerail/internal/jcs"
 )
 
 // Problem names how a chain is broken. orangerail.audit_verify reports the
@@ -113,23 +113,44 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		}
 
 		chain := chainChecker{tenant: tenant, prevHash: GenesisHash, open: map[string]UnfinishedExecution{}}
-		for {
-			rows, err := q.AuditChainPage(ctx, tx, &db.AuditChainPageParams{
-				TenantID: tenant, AfterSeq: chain.prevSeq, PageSize: pageSize,
-			})
-			if err != nil {
-				return fmt.Errorf("read audit chain: %w", err)
+		// One goroutine reads the next page while this one checks the last.
+		pages := make(chan []*db.AuditChainPageRow, 1)
+		fetchErr := make(chan error, 1)
+		fetchCtx, stopFetch := context.WithCancel(ctx)
+		defer stopFetch()
+		go func() {
+			defer close(pages)
+			after := int64(0)
+			for {
+				rows, err := q.AuditChainPage(fetchCtx, tx, &db.AuditChainPageParams{TenantID: tenant, AfterSeq: after, PageSize: pageSize})
+				if err != nil {
+					fetchErr <- fmt.Errorf("read audit chain: %w", err)
+					return
+				}
+				if len(rows) > 0 {
+					after = rows[len(rows)-1].Seq
+					select {
+					case pages <- rows:
+					case <-fetchCtx.Done():
+						return
+					}
+				}
+				if len(rows) < int(pageSize) {
+					return
+				}
 			}
-			for _, row := range rows {
-				chain.check(row)
-			}
+		}()
+		for rows := range pages {
+			chain.checkPage(rows)
 			report.Records += int64(len(rows))
 			if opts.ProgressFunc != nil {
 				opts.ProgressFunc(report.Records, max(report.HeadSeq, report.Records))
 			}
-			if len(rows) < int(pageSize) {
-				break
-			}
+		}
+		select {
+		case err := <-fetchErr:
+			return err
+		default:
 		}
 		report.Break = chain.brk
 		if report.Break == nil && (report.HeadSeq != chain.prevSeq || !bytes.Equal(report.HeadHash, chain.prevHash)) {
@@ -204,9 +225,31 @@ type chainChecker struct {
 	open     map[string]UnfinishedExecution
 }
 
-func (c *chainChecker) check(row *db.AuditChainPageRow) {
+// checkPage checks a page of rows that follows the rows already checked.
+// The per-row work (hashing the entry, reading its columns) is spread over
+// the CPUs; linking the rows is sequential.
+func (c *chainChecker) checkPage(rows []*db.AuditChainPageRow) {
+	entryHashes := make([][HashSize]byte, len(rows))
+	columnsOK := make([]bool, len(rows))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(rows)/256))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(rows); i += workers {
+				entryHashes[i] = sha256.Sum256(rows[i].Entry)
+				columnsOK[i] = columnsMatch(c.tenant, rows[i])
+			}
+		})
+	}
+	wg.Wait()
+	for i, row := range rows {
+		c.check(row, entryHashes[i], columnsOK[i])
+	}
+}
+
+func (c *chainChecker) check(row *db.AuditChainPageRow, entryHash [HashSize]byte, columnsOK bool) {
 	if c.brk == nil {
-		expected := ChainHash(c.prevHash, row.Seq, row.Entry)
+		expected := link(c.prevHash, row.Seq, entryHash)
 		problem := Problem("")
 		switch {
 		case row.Seq != c.prevSeq+1:
@@ -215,7 +258,7 @@ func (c *chainChecker) check(row *db.AuditChainPageRow) {
 			problem = ProblemPrevHash
 		case !bytes.Equal(row.Hash, expected):
 			problem = ProblemHash
-		case !columnsMatch(c.tenant, row):
+		case !columnsOK:
 			problem = ProblemColumns
 		}
 		if problem != "" {
@@ -239,67 +282,21 @@ func deref(s *string) string {
 	return *s
 }
 
-var (
-	atPattern    = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$`)
-	phasePattern = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
-	uuidPattern  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-)
-
 // columnsMatch reports whether a row's queryable columns are exactly those
 // its entry holds, under the rules of orangerail.audit_entry_columns.
 func columnsMatch(tenant string, row *db.AuditChainPageRow) bool {
-	v, err := jcs.Parse(row.Entry)
+	c, err := scanEntry(row.Entry)
 	if err != nil {
 		return false
-	}
-	e, ok := v.(map[string]any)
-	if !ok || e["v"] != jcs.Number("1") {
-		return false
-	}
-	str := func(m map[string]any, k string) (string, bool) {
-		s, ok := m[k].(string)
-		return s, ok
-	}
-	entryTenant, ok1 := str(e, "tenant")
-	at, ok2 := str(e, "at")
-	corr, ok3 := str(e, "correlation_id")
-	phase, ok4 := str(e, "phase")
-	actor, ok5 := e["actor"].(map[string]any)
-	devMode, ok6 := e["dev_mode"].(bool)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) ||
-		!atPattern.MatchString(at) || !phasePattern.MatchString(phase) ||
-		utf8.RuneCountInString(corr) < 1 || utf8.RuneCountInString(corr) > 128 {
-		return false
-	}
-	subject, okS := str(actor, "subject")
-	kind, okK := str(actor, "kind")
-	if !okS || !okK || subject == "" || !slices.Contains([]ActorKind{ActorAgent, ActorHuman, ActorSystem}, ActorKind(kind)) {
-		return false
-	}
-	var action *string
-	if raw, present := e["action"]; present {
-		s, ok := raw.(string)
-		if !ok {
-			return false
-		}
-		action = &s
 	}
 	var approvalID *uuid.UUID
-	if raw, present := e["approval_id"]; present {
-		s, ok := raw.(string)
-		if !ok || !uuidPattern.MatchString(s) {
-			return false
-		}
-		id := uuid.MustParse(s)
+	if c.approvalID != nil {
+		id := uuid.MustParse(*c.approvalID)
 		approvalID = &id
 	}
-	atTime, err := time.Parse(atLayout, at)
-	if err != nil {
-		return false
-	}
-	return entryTenant == tenant && atTime.Equal(row.At) && corr == row.CorrelationID &&
-		phase == row.Phase && equalPtr(action, row.Action) && subject == row.Actor &&
-		kind == row.ActorKind && devMode == row.DevMode && equalPtr(approvalID, row.ApprovalID)
+	return c.tenant == tenant && c.atTime.Equal(row.At) && c.correlationID == row.CorrelationID &&
+		c.phase == row.Phase && equalPtr(c.action, row.Action) && c.subject == row.Actor &&
+		c.kind == row.ActorKind && c.devMode == row.DevMode && equalPtr(approvalID, row.ApprovalID)
 }
 
 func equalPtr[T comparable](a, b *T) bool {

@@ -1,0 +1,281 @@
+// Command bench measures orangerail's audit log and prints one JSON object
+// per line: {"name", "value", "unit"[, "baseline", "ratio"]}. `make bench`
+// runs it against $TEST_DATABASE_URL (or the demo's local server) in a
+// database of its own, dropped afterwards.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/devdb"
+	"github.com/orangerail/orangerail/internal/engine"
+)
+
+// profileVerify starts profiling the Go verifier and returns the stop func.
+var profileVerify = func() func() { return func() {} }
+
+type result struct {
+	Name     string   `json:"name"`
+	Value    float64  `json:"value"`
+	Unit     string   `json:"unit"`
+	Baseline *float64 `json:"baseline,omitempty"`
+	Ratio    *float64 `json:"ratio,omitempty"`
+}
+
+func main() {
+	appendDuration := flag.Duration("append-duration", 5*time.Second, "how long each append benchmark runs")
+	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		profileVerify = func() func() {
+			_ = pprof.StartCPUProfile(f)
+			return pprof.StopCPUProfile
+		}
+	}
+	if err := run(context.Background(), *appendDuration, *chainRows); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, appendDuration time.Duration, chainRows int) error {
+	server := os.Getenv("TEST_DATABASE_URL")
+	if server == "" {
+		server = devdb.LocalURL
+	}
+	name := "orangerail_bench_" + randomHex(6)
+	if err := adminExec(ctx, server, "CREATE DATABASE "+name); err != nil {
+		return fmt.Errorf("create bench database: %w", err)
+	}
+	defer adminExec(context.WithoutCancel(ctx), server, "DROP DATABASE "+name+" WITH (FORCE)")
+	u, err := url.Parse(server)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + name
+	dbURL := u.String()
+
+	m, err := database.NewMigrator(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	_, err = m.Up(ctx)
+	m.Close()
+	if err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = 16
+	admin, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	runtime, err := database.Open(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer runtime.Close()
+	if _, err := admin.Exec(ctx, "CREATE TABLE plain_audit (LIKE orangerail.audit INCLUDING ALL)"); err != nil {
+		return err
+	}
+
+	emit := func(r result) {
+		b, _ := json.Marshal(r)
+		fmt.Println(string(b))
+	}
+	const writers = 8
+	for _, tc := range []struct {
+		name    string
+		tenants int
+	}{{"audit_append_8_tenants", 8}, {"audit_append_1_tenant", 1}} {
+		chained, err := appendRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
+			tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
+			return database.InTenant(ctx, runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+				_, err := engine.AppendAudit(ctx, tx, benchRecord(tenant, w, i))
+				return err
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", tc.name, err)
+		}
+		// The baseline runs each INSERT the way the server runs each append:
+		// in its own transaction scoped to the tenant. What differs is the
+		// chain: the head lock, the hash, the entry parsed into columns.
+		plain, err := appendRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
+			tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
+			rec := benchRecord(tenant, w, i)
+			entry, err := rec.Entry()
+			if err != nil {
+				return err
+			}
+			return database.InTenant(ctx, admin, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO plain_audit (tenant_id, seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, prev_hash, hash)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+					tenant, int64(w)<<32|int64(i+1), entry, rec.At, rec.CorrelationID, string(rec.Phase), rec.Action, rec.Actor.Subject, string(rec.Actor.Kind), false,
+					[]byte(engine.GenesisHash), []byte(engine.GenesisHash))
+				return err
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("%s baseline: %w", tc.name, err)
+		}
+		ratio := chained / plain
+		emit(result{Name: tc.name, Value: round(chained), Unit: "appends/s", Baseline: ptr(round(plain)), Ratio: ptr(round2(ratio))})
+	}
+
+	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
+		return fmt.Errorf("build chain: %w", err)
+	}
+	stopProfile := profileVerify()
+	start := time.Now()
+	report, err := engine.VerifyTenant(ctx, runtime, "verify-bench", engine.VerifyOptions{})
+	stopProfile()
+	if err != nil {
+		return err
+	}
+	if !report.OK() || report.Records != int64(chainRows) {
+		return fmt.Errorf("the bench chain did not verify: %+v", report.Break)
+	}
+	emit(result{Name: "audit_verify_go", Value: round(float64(chainRows) / time.Since(start).Seconds()), Unit: "rows/s"})
+
+	start = time.Now()
+	var problems int
+	err = database.InTenant(ctx, runtime, "verify-bench", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('verify-bench')").Scan(&problems)
+	})
+	if err != nil {
+		return err
+	}
+	if problems != 0 {
+		return fmt.Errorf("the SQL verifier found %d problems in the bench chain", problems)
+	}
+	emit(result{Name: "audit_verify_sql", Value: round(float64(chainRows) / time.Since(start).Seconds()), Unit: "rows/s"})
+	return nil
+}
+
+// appendRate runs op from writers goroutines for d and returns ops/s.
+func appendRate(ctx context.Context, writers int, d time.Duration, op func(ctx context.Context, w, i int) error) (float64, error) {
+	deadline := time.Now().Add(d)
+	counts := make([]int, writers)
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				if err := op(ctx, w, i); err != nil {
+					errs[w] = err
+					return
+				}
+				counts[w]++
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	total := 0
+	for w := range writers {
+		if errs[w] != nil {
+			return 0, errs[w]
+		}
+		total += counts[w]
+	}
+	return float64(total) / elapsed, nil
+}
+
+func benchRecord(tenant string, w, i int) *engine.Record {
+	return &engine.Record{
+		Tenant:        tenant,
+		At:            time.Now(),
+		CorrelationID: fmt.Sprintf("bench-%d-%d", w, i),
+		Phase:         engine.PhaseStaged,
+		Action:        "cancel_order",
+		Actor:         engine.Actor{Subject: "agent-bench", Kind: engine.ActorAgent},
+		Input:         json.RawMessage(`{"order_id":"o-12345","reason":"the customer asked to cancel before shipping"}`),
+	}
+}
+
+// buildChain writes a valid chain of n records straight into the audit
+// table with COPY: the hashes are computed in Go with the same formula, so
+// building a long chain takes seconds, not the minutes n appends would.
+func buildChain(ctx context.Context, admin *pgxpool.Pool, tenant string, n int) error {
+	if _, err := admin.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ($1)", tenant); err != nil {
+		return err
+	}
+	prev := engine.GenesisHash
+	seq := int64(0)
+	at := time.Now().Add(-time.Hour)
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		if seq == int64(n) {
+			return nil, nil
+		}
+		seq++
+		rec := benchRecord(tenant, 0, int(seq))
+		rec.At = at.Add(time.Duration(seq) * time.Microsecond)
+		entry, err := rec.Entry()
+		if err != nil {
+			return nil, err
+		}
+		hash := engine.ChainHash(prev, seq, entry)
+		row := []any{tenant, seq, entry, rec.At.Truncate(time.Microsecond), rec.CorrelationID, string(rec.Phase), rec.Action,
+			rec.Actor.Subject, string(rec.Actor.Kind), false, []byte(prev), []byte(hash)}
+		prev = hash
+		return row, nil
+	})
+	if _, err := admin.CopyFrom(ctx, pgx.Identifier{"orangerail", "audit"},
+		[]string{"tenant_id", "seq", "entry", "at", "correlation_id", "phase", "action", "actor", "actor_kind", "dev_mode", "prev_hash", "hash"}, src); err != nil {
+		return err
+	}
+	if _, err := admin.Exec(ctx, "INSERT INTO orangerail.audit_heads (tenant_id, seq, hash) VALUES ($1, $2, $3)", tenant, seq, []byte(prev)); err != nil {
+		return err
+	}
+	_, err := admin.Exec(ctx, "VACUUM ANALYZE orangerail.audit")
+	return err
+}
+
+func adminExec(ctx context.Context, server, sql string) error {
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func ptr(f float64) *float64 { return &f }
+
+func round(f float64) float64 { return float64(int64(f + 0.5)) }
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// entryColumns are the queryable columns of an audit entry.
+type entryColumns struct {
+	tenant, at, correlationID, phase, subject, kind string
+	action, approvalID                              *string
+	devMode                                         bool
+	atTime                                          time.Time
+}
+
+var errEntry = errors.New("not a valid audit entry")
+
+// scanEntry reads an entry's queryable columns under the rules of
+// orangerail.audit_entry_columns: a UTF-8 JSON object with no repeated
+// member at the top level or in "actor", and every column present and well
+// typed. It walks the members once and skips payload values without
+// decoding or validating them, because the verifier runs it on every record
+// of a chain: the grammar of a payload only matters for an entry that
+// audit_append did not accept (it parses every entry), and such an entry
+// breaks the chain's links.
+func scanEntry(entry []byte) (entryColumns, error) {
+	var c entryColumns
+	if !utf8.Valid(entry) {
+		return c, errEntry
+	}
+	s := scanner{b: entry}
+	var version []byte
+	var actor []byte
+	seen := make([][]byte, 0, 16)
+	err := s.object(func(key, value []byte) error {
+		if slices.ContainsFunc(seen, func(k []byte) bool { return bytes.Equal(k, key) }) {
+			return errEntry
+		}
+		seen = append(seen, key)
+		var err error
+		switch string(key) {
+		case "v":
+			version = value
+		case "tenant":
+			c.tenant, err = jsonString(value)
+		case "at":
+			c.at, err = jsonString(value)
+		case "correlation_id":
+			c.correlationID, err = jsonString(value)
+		case "phase":
+			c.phase, err = jsonString(value)
+		case "action":
+			var a string
+			a, err = jsonString(value)
+			c.action = &a
+		case "approval_id":
+			var a string
+			a, err = jsonString(value)
+			c.approvalID = &a
+		case "dev_mode":
+			switch string(value) {
+			case "true":
+				c.devMode = true
+			case "false":
+			default:
+				err = errEntry
+			}
+		case "actor":
+			actor = value
+		}
+		return err
+	})
+	if err != nil {
+		return c, errEntry
+	}
+	for _, required := range []string{"tenant", "at", "correlation_id", "phase", "dev_mode"} {
+		if !slices.ContainsFunc(seen, func(k []byte) bool { return string(k) == required }) {
+			return c, errEntry
+		}
+	}
+	// "v" is the number 1 in any spelling (1, 1.0, 1e0), as jsonb compares it.
+	var v float64
+	if version == nil || version[0] == '"' || json.Unmarshal(version, &v) != nil || v != 1 {
+		return c, errEntry
+	}
+	if actor == nil || actor[0] != '{' {
+		return c, errEntry
+	}
+	var actorKeys [][]byte
+	var hasSubject, hasKind bool
+	a := scanner{b: actor}
+	err = a.object(func(key, value []byte) error {
+		if slices.ContainsFunc(actorKeys, func(k []byte) bool { return bytes.Equal(k, key) }) {
+			return errEntry
+		}
+		actorKeys = append(actorKeys, key)
+		var err error
+		switch string(key) {
+		case "subject":
+			c.subject, err = jsonString(value)
+			hasSubject = true
+		case "kind":
+			c.kind, err = jsonString(value)
+			hasKind = true
+		}
+		return err
+	})
+	if err != nil || !hasSubject || !hasKind || c.subject == "" ||
+		!slices.Contains([]ActorKind{ActorAgent, ActorHuman, ActorSystem}, ActorKind(c.kind)) {
+		return c, errEntry
+	}
+	if n := utf8.RuneCountInString(c.correlationID); n < 1 || n > 128 {
+		return c, errEntry
+	}
+	if c.atTime, err = parseAt(c.at); err != nil || !validPhase(c.phase) || (c.approvalID != nil && !validLowerUUID(*c.approvalID)) {
+		return c, errEntry
+	}
+	return c, nil
+}
+
+// parseAt parses a time that matches
+// ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$.
+func parseAt(s string) (time.Time, error) {
+	const shape = "dddd-dd-ddTdd:dd:dd.ddddddZ"
+	if len(s) != len(shape) {
+		return time.Time{}, errEntry
+	}
+	for i := range len(shape) {
+		if shape[i] == 'd' {
+			if s[i] < '0' || s[i] > '9' {
+				return time.Time{}, errEntry
+			}
+		} else if s[i] != shape[i] {
+			return time.Time{}, errEntry
+		}
+	}
+	return time.Parse(atLayout, s)
+}
+
+// validPhase matches ^[a-z][a-z_]{0,63}$.
+func validPhase(s string) bool {
+	if len(s) < 1 || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if (s[i] < 'a' || s[i] > 'z') && s[i] != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// validLowerUUID matches a lower-case hyphenated UUID.
+func validLowerUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if s[i] != '-' {
+				return false
+			}
+		case (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f'):
+			return false
+		}
+	}
+	_, err := uuid.Parse(s)
+	return err == nil
+}
+
+// jsonString decodes a JSON string token; anything else is an error.
+func jsonString(value []byte) (string, error) {
+	if len(value) < 2 || value[0] != '"' {
+		return "", errEntry
+	}
+	if bytes.IndexByte(value, '\\') < 0 {
+		return string(value[1 : len(value)-1]), nil
+	}
+	var s string
+	if err := json.Unmarshal(value, &s); err != nil {
+		return "", errEntry
+	}
+	return s, nil
+}
+
+// scanner walks the members of a JSON object. It never indexes past its
+// input: malformed input ends in an error, not a panic.
+type scanner struct {
+	b   []byte
+	pos int
+}
+
+func (s *scanner) space() {
+	for s.pos < len(s.b) && (s.b[s.pos] == ' ' || s.b[s.pos] == '\t' || s.b[s.pos] == '\n' || s.b[s.pos] == '\r') {
+		s.pos++
+	}
+}
+
+// object calls fn for each member of the object at the cursor, with the
+// member's decoded name and its raw value.
+func (s *scanner) object(fn func(key, value []byte) error) error {
+	s.space()
+	if s.pos >= len(s.b) || s.b[s.pos] != '{' {
+		return errEntry
+	}
+	s.pos++
+	for {
+		s.space()
+		if s.pos >= len(s.b) {
+			return errEntry
+		}
+		if s.b[s.pos] == '}' {
+			s.pos++
+			return nil
+		}
+		keyStart := s.pos
+		if !s.skipValue() {
+			return errEntry
+		}
+		key := s.b[keyStart:s.pos]
+		if len(key) < 2 || key[0] != '"' || bytes.IndexByte(key, '\\') >= 0 {
+			return errEntry // every member name orangerail reads is plain
+		}
+		key = key[1 : len(key)-1]
+		s.space()
+		if s.pos >= len(s.b) || s.b[s.pos] != ':' {
+			return errEntry
+		}
+		s.pos++
+		s.space()
+		valueStart := s.pos
+		if !s.skipValue() || s.pos == valueStart {
+			return errEntry
+		}
+		if err := fn(key, s.b[valueStart:s.pos]); err != nil {
+			return err
+		}
+		s.space()
+		switch {
+		case s.pos >= len(s.b):
+			return errEntry
+		case s.b[s.pos] == ',':
+			s.pos++
+		case s.b[s.pos] != '}':
+			return errEntry
+		}
+	}
+}
+
+// skipValue moves past one value and reports whether it ended inside the
+// input.
+func (s *scanner) skipValue() bool {
+	depth := 0
+	for s.pos < len(s.b) {
+		switch s.b[s.pos] {
+		case '"':
+			end := s.pos + 1
+			for end < len(s.b) && s.b[end] != '"' {
+				if s.b[end] == '\\' {
+					end++ // the escaped byte
+				}
+				end++
+			}
+			if end >= len(s.b) {
+				return false
+			}
+			s.pos = end + 1
+		case '{', '[':
+			depth++
+			s.pos++
+			continue
+		case '}', ']':
+			if depth == 0 {
+				return true
+			}
+			depth--
+			s.pos++
+		case ',', ':', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return true
+			}
+			s.pos++
+			continue
+		default:
+			s.pos++
+			continue
+		}
+		if depth == 0 {
+			return true
+		}
+	}
+	return depth == 0
+}
