@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// cli runs the orangerail command line in-process.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// oneLine checks that a failure is one line naming the code and a fix.
+func oneLine(t *testing.T, stderr, code string) {
+	t.Helper()
+	if strings.Count(strings.TrimRight(stderr, "\n"), "\n") != 0 {
+		t.Fatalf("stderr is not one line:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, code) || !strings.Contains(stderr, "Fix: ") {
+		t.Fatalf("stderr %q does not name %s and a fix", stderr, code)
+	}
+	if strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "panic") {
+		t.Fatalf("stderr has a stack trace: %s", stderr)
+	}
+}
+
+func TestBadDatabaseInput(t *testing.T) {
+	t.Parallel()
+	empty := testdb.NewEmpty(t)
+	tests := []struct {
+		name string
+		url  string
+		code string
+	}{
+		{"malformed URL", "postgres://orangerail:s3cret@[::1", "X_DATABASE_URL_INVALID"},
+		{"no URL", "", "X_DATABASE_URL_INVALID"},
+		{"unreachable", "postgres://postgres:s3cret@127.0.0.1:1/x?sslmode=disable&connect_timeout=5", "X_DATABASE_UNREACHABLE"},
+		{"unmigrated", empty, "X_DATABASE_UNMIGRATED"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, stderr := cli(t, "audit", "verify", "--database-url", tt.url)
+			if code != exitError {
+				t.Fatalf("exit %d, want %d", code, exitError)
+			}
+			oneLine(t, stderr, tt.code)
+			if strings.Contains(stderr, "s3cret") {
+				t.Fatalf("stderr leaks the password: %s", stderr)
+			}
+		})
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewEmpty(t)
+
+	code, out, stderr := cli(t, "migrate", "up", "--database-url", url)
+	if code != exitOK || !strings.Contains(out, "applied") {
+		t.Fatalf("first up: exit %d, %q %q", code, out, stderr)
+	}
+	code, out, _ = cli(t, "migrate", "up", "--database-url", url)
+	if code != exitOK || strings.Contains(out, "applied") {
+		t.Fatalf("second up is not a no-op: exit %d, %q", code, out)
+	}
+	code, out, _ = cli(t, "migrate", "status", "--database-url", url)
+	if code != exitOK || !strings.Contains(out, "00001_foundation.sql") || !strings.Contains(out, "applied") {
+		t.Fatalf("status: exit %d, %q", code, out)
+	}
+
+	// Down and up again round-trips.
+	if code, out, stderr := cli(t, "migrate", "down", "--database-url", url); code != exitOK {
+		t.Fatalf("down: exit %d %q %q", code, out, stderr)
+	}
+	if code, _, stderr := cli(t, "audit", "verify", "--database-url", url); code != exitError || !strings.Contains(stderr, "X_DATABASE_UNMIGRATED") {
+		t.Fatalf("verify after down: exit %d %q", code, stderr)
+	}
+	if code, _, stderr := cli(t, "migrate", "up", "--database-url", url); code != exitOK {
+		t.Fatalf("up after down: exit %d %q", code, stderr)
+	}
+
+	// A database migrated by a newer binary is refused, by migrate and by
+	// the commands that use it.
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "INSERT INTO "+database.VersionTable+" (version_id, is_applied) VALUES (99, true)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "down"}, {"audit", "verify"}} {
+		code, _, stderr := cli(t, append(args, "--database-url", url)...)
+		if code != exitError {
+			t.Fatalf("%v on a newer database: exit %d", args, code)
+		}
+		oneLine(t, stderr, "X_DATABASE_TOO_NEW")
+	}
+}
+
+func TestAuditVerify(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	pool := testdb.RuntimePool(t, url)
+	for _, tenant := range []string{"acme", "globex"} {
+		for i := range 3 {
+			err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+				_, err := engine.AppendAudit(ctx, tx, &engine.Record{
+					Tenant: tenant, At: time.Now(), CorrelationID: "c" + string(rune('0'+i)), Phase: engine.PhaseStaged,
+					Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent},
+				})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	code, out, stderr := cli(t, "audit", "verify", "--database-url", url)
+	if code != exitOK || !strings.Contains(out, "tenant acme: OK") || !strings.Contains(out, "tenant globex: OK") {
+		t.Fatalf("clean: exit %d\n%s%s", code, out, stderr)
+	}
+	code, _, stderr = cli(t, "audit", "verify", "--database-url", url, "--tenant", "nobody")
+	if code != exitError {
+		t.Fatalf("unknown tenant: exit %d", code)
+	}
+	oneLine(t, stderr, "X_TENANT_UNKNOWN")
+	code, _, stderr = cli(t, "audit", "verify", "--database-url", url, "--tenant", "bad tenant")
+	if code != exitError {
+		t.Fatalf("malformed tenant: exit %d", code)
+	}
+	oneLine(t, stderr, "X_TENANT_INVALID")
+
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(ctx, `ALTER TABLE orangerail.audit DISABLE TRIGGER USER;
+		UPDATE orangerail.audit SET entry = entry || '\x20'::bytea WHERE tenant_id = 'acme' AND seq = 2;
+		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_update_delete;
+		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_truncate`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, "audit", "verify", "--database-url", url)
+	if code != exitFindings || !strings.Contains(out, "tenant acme: FAILED") || !strings.Contains(out, "chain broken at seq 2") ||
+		!strings.Contains(out, "tenant globex: OK") {
+		t.Fatalf("tampered: exit %d\n%s", code, out)
+	}
+	code, out, _ = cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--json")
+	var reports []engine.Report
+	if err := json.Unmarshal([]byte(out), &reports); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
+	}
+	if code != exitFindings || len(reports) != 1 || reports[0].Break == nil || reports[0].Break.Seq != 2 ||
+		reports[0].Break.Problem != engine.ProblemHash {
+		t.Fatalf("--json: exit %d, %s", code, out)
+	}
+	if !strings.Contains(out, `"expected_hash": "`) || strings.Contains(out, "==") {
+		t.Fatalf("hashes are not hex in %s", out)
+	}
+}
+
+func TestErrorsExplain(t *testing.T) {
+	t.Parallel()
+	code, out, _ := cli(t, "errors", "explain", "x_database_unreachable")
+	if code != exitOK || !strings.Contains(out, "X_DATABASE_UNREACHABLE") || !strings.Contains(out, "fix:") {
+		t.Fatalf("explain: exit %d %q", code, out)
+	}
+	code, _, stderr := cli(t, "errors", "explain", "X_NOPE")
+	if code != exitError || !strings.Contains(stderr, "X_NOPE") {
+		t.Fatalf("unknown code: exit %d %q", code, stderr)
+	}
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd()
+	for _, c := range root.Commands() {
+		for _, sub := range append(c.Commands(), c) {
+			path := strings.Fields(sub.CommandPath())[1:]
+			code, out, _ := cli(t, append(path, "--help")...)
+			if code != exitOK || !strings.Contains(out, "Usage:") {
+				t.Errorf("%v --help: exit %d", path, code)
+			}
+		}
+	}
+}
