@@ -6,8 +6,8 @@ SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 .PHONY: run test lint generate check-generated bench build
 
 ## run: the local demo — finds or starts a database, migrates it, and waits
-run:
-	$(GO) run ./cmd/server demo
+run: build
+	@exec bin/orangerail demo
 
 ## test: lint, the generated-code check, and every test with the race detector
 test: lint check-generated

@@ -72,7 +72,7 @@ func newDemoCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(out, "orangerail demo\n  database: %s (%s), migrated\n  facts:    %s\n\n", database.RedactURL(found.URL), found.Source, factsPath)
-			fmt.Fprintf(out, "Verify the audit log:  go run ./cmd/server audit verify --database-url '%s'\n", found.URL)
+			fmt.Fprintf(out, "Verify the audit log:  bin/orangerail audit verify --database-url '%s'\n", found.URL)
 			fmt.Fprintln(out, "Press Ctrl-C to stop.")
 			<-ctx.Done()
 			fmt.Fprintln(out, "stopping")
