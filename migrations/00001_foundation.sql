@@ -93,8 +93,11 @@ CREATE UNIQUE INDEX approvals_open_call_idx ON orangerail.approvals (tenant_id, 
     WHERE status IN ('pending', 'approved');
 CREATE INDEX approvals_tenant_status_idx ON orangerail.approvals (tenant_id, status, created_at);
 
+-- audit.tenant_id has no foreign key of its own: rows enter only through
+-- audit_append, which first makes the tenant's head, and the head references
+-- the tenant. Sparing the per-row check keeps appends cheap.
 CREATE TABLE orangerail.audit (
-    tenant_id      text        NOT NULL REFERENCES orangerail.tenants (id),
+    tenant_id      text        NOT NULL,
     seq            bigint      NOT NULL CHECK (seq > 0),
     -- The record's exact canonical bytes (RFC 8785 JSON). The hash covers
     -- these bytes; every column below is filled from them by audit_append.
@@ -116,11 +119,14 @@ CREATE INDEX audit_approval_idx ON orangerail.audit (tenant_id, approval_id) WHE
 
 -- The last link of each tenant's chain. Locked by every append, so appends
 -- to one tenant are serialized and its chain has no gaps.
+-- Every append rewrites its tenant's head: a low fillfactor spreads heads
+-- over pages and leaves room for HOT updates, so appends to different
+-- tenants do not queue on one page.
 CREATE TABLE orangerail.audit_heads (
     tenant_id text   PRIMARY KEY REFERENCES orangerail.tenants (id),
     seq       bigint NOT NULL CHECK (seq >= 0),
     hash      bytea  NOT NULL CHECK (octet_length(hash) = 32)
-);
+) WITH (fillfactor = 10);
 
 -- The queryable columns of an audit entry, parsed from its bytes.
 CREATE TYPE orangerail.audit_columns AS (
@@ -135,10 +141,11 @@ CREATE TYPE orangerail.audit_columns AS (
     approval_id    uuid
 );
 
--- audit_entry_columns parses an entry and refuses (ORA02) anything that is
--- not a well-formed orangerail audit record: bytes that are not UTF-8, not a
--- JSON object, an object with a duplicated key (whose value a reader could
--- take either way), or a missing or mistyped field.
+-- audit_entry_columns parses an entry and refuses anything that is not a
+-- well-formed orangerail audit record: bytes that are not UTF-8 (SQLSTATE
+-- 22021) or not JSON (22P02), and with ORA02 a JSON value that is not an
+-- object, an object with a repeated member at the top or in "actor" (whose
+-- value a reader could take either way), or a missing or mistyped field.
 -- +goose StatementBegin
 CREATE FUNCTION orangerail.audit_entry_columns(p_entry bytea)
 RETURNS orangerail.audit_columns
@@ -151,17 +158,18 @@ DECLARE
     actor jsonb;
     c     orangerail.audit_columns;
 BEGIN
-    BEGIN
-        doc := convert_from(p_entry, 'UTF8');
-        j := doc::jsonb;
-    EXCEPTION WHEN OTHERS THEN
-        RAISE EXCEPTION 'audit entry is not UTF-8 JSON' USING ERRCODE = 'ORA02';
-    END;
-    IF jsonb_typeof(j) <> 'object' THEN
-        RAISE EXCEPTION 'audit entry is not a JSON object' USING ERRCODE = 'ORA02';
+    doc := convert_from(p_entry, 'UTF8');
+    j := doc::jsonb;
+    IF jsonb_typeof(j) <> 'object' OR jsonb_typeof(j->'actor') IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'audit entry is not a JSON object with an "actor" object' USING ERRCODE = 'ORA02';
     END IF;
-    IF (SELECT count(*) FROM json_object_keys(doc::json)) <> (SELECT count(*) FROM jsonb_object_keys(j)) THEN
-        RAISE EXCEPTION 'audit entry repeats a key' USING ERRCODE = 'ORA02';
+    -- json keeps repeated members, jsonb keeps the last: equal counts mean
+    -- no member repeats.
+    IF EXISTS (
+        SELECT FROM (SELECT doc::json AS d) t
+        WHERE (SELECT count(*) FROM json_object_keys(t.d)) <> (SELECT count(*) FROM jsonb_object_keys(j))
+           OR (SELECT count(*) FROM json_object_keys(t.d->'actor')) <> (SELECT count(*) FROM jsonb_object_keys(j->'actor'))) THEN
+        RAISE EXCEPTION 'audit entry repeats a member' USING ERRCODE = 'ORA02';
     END IF;
     IF j->'v' IS DISTINCT FROM '1'::jsonb THEN
         RAISE EXCEPTION 'audit entry version must be 1' USING ERRCODE = 'ORA02';
@@ -184,9 +192,7 @@ BEGIN
         RAISE EXCEPTION 'audit entry field "action" must be a string' USING ERRCODE = 'ORA02';
     END IF;
     actor := j->'actor';
-    IF jsonb_typeof(actor) IS DISTINCT FROM 'object'
-        OR (SELECT count(*) FROM json_object_keys(doc::json->'actor')) <> (SELECT count(*) FROM jsonb_object_keys(actor))
-        OR jsonb_typeof(actor->'subject') IS DISTINCT FROM 'string' OR actor->>'subject' = ''
+    IF jsonb_typeof(actor->'subject') IS DISTINCT FROM 'string' OR actor->>'subject' = ''
         OR jsonb_typeof(actor->'kind') IS DISTINCT FROM 'string'
         OR actor->>'kind' NOT IN ('agent', 'human', 'system') THEN
         RAISE EXCEPTION 'audit entry field "actor" must be {"kind": agent|human|system, "subject": non-empty string}' USING ERRCODE = 'ORA02';
@@ -229,7 +235,6 @@ DECLARE
     v_tenant text := current_setting('orangerail.tenant_id', true);
     c        orangerail.audit_columns;
     v_seq    bigint;
-    v_prev   bytea;
     v_hash   bytea;
 BEGIN
     IF v_tenant IS NULL OR v_tenant = '' THEN
@@ -240,26 +245,33 @@ BEGIN
         RAISE EXCEPTION 'audit entry names another tenant than this transaction' USING ERRCODE = 'ORA03';
     END IF;
 
-    SELECT h.seq, h.hash INTO v_seq, v_prev
-        FROM orangerail.audit_heads h WHERE h.tenant_id = v_tenant
-        FOR NO KEY UPDATE;
+    -- Lock the head first: appends to one tenant queue here, and the next
+    -- statement's snapshot, taken after the lock, sees the latest head.
+    PERFORM FROM orangerail.audit_heads h WHERE h.tenant_id = v_tenant FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         INSERT INTO orangerail.tenants (id) VALUES (v_tenant) ON CONFLICT DO NOTHING;
         INSERT INTO orangerail.audit_heads (tenant_id, seq, hash)
             VALUES (v_tenant, 0, decode(repeat('00', 32), 'hex'))
             ON CONFLICT DO NOTHING;
-        SELECT h.seq, h.hash INTO v_seq, v_prev
-            FROM orangerail.audit_heads h WHERE h.tenant_id = v_tenant
-            FOR NO KEY UPDATE;
+        PERFORM FROM orangerail.audit_heads h WHERE h.tenant_id = v_tenant FOR NO KEY UPDATE;
     END IF;
 
-    v_seq := v_seq + 1;
-    v_hash := sha256(v_prev || int8send(v_seq) || sha256(p_entry));
+    -- Advance the head and insert the row it now names, in one statement.
+    WITH head AS (
+        SELECT h.seq, h.hash FROM orangerail.audit_heads h WHERE h.tenant_id = v_tenant
+    ), moved AS (
+        UPDATE orangerail.audit_heads h
+        SET seq = head.seq + 1, hash = sha256(head.hash || int8send(head.seq + 1) || sha256(p_entry))
+        FROM head
+        WHERE h.tenant_id = v_tenant
+        RETURNING h.seq, h.hash, head.hash AS prev
+    )
     INSERT INTO orangerail.audit (tenant_id, seq, entry, at, correlation_id, phase, action,
                                   actor, actor_kind, dev_mode, approval_id, prev_hash, hash)
-        VALUES (v_tenant, v_seq, p_entry, c.at, c.correlation_id, c.phase, c.action,
-                c.actor, c.actor_kind, c.dev_mode, c.approval_id, v_prev, v_hash);
-    UPDATE orangerail.audit_heads h SET seq = v_seq, hash = v_hash WHERE h.tenant_id = v_tenant;
+        SELECT v_tenant, m.seq, p_entry, c.at, c.correlation_id, c.phase, c.action,
+               c.actor, c.actor_kind, c.dev_mode, c.approval_id, m.prev, m.hash
+        FROM moved m
+        RETURNING audit.seq, audit.hash INTO v_seq, v_hash;
 
     seq := v_seq;
     hash := v_hash;

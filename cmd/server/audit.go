@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,6 +52,7 @@ func newAuditVerifyCmd() *cobra.Command {
 			}
 			defer pool.Close()
 
+			debug.SetGCPercent(engine.VerifyGCPercent)
 			opts := engine.VerifyOptions{}
 			if !asJSON && isTerminal(cmd.ErrOrStderr()) {
 				opts.ProgressFunc = progressPrinter(cmd.ErrOrStderr())

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type result struct {
 func main() {
 	appendDuration := flag.Duration("append-duration", 5*time.Second, "how long each append benchmark runs")
 	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
+	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -53,13 +55,13 @@ func main() {
 			return pprof.StopCPUProfile
 		}
 	}
-	if err := run(context.Background(), *appendDuration, *chainRows); err != nil {
+	if err := run(context.Background(), *appendDuration, *chainRows, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, appendDuration time.Duration, chainRows int) error {
+func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep bool) error {
 	server := os.Getenv("TEST_DATABASE_URL")
 	if server == "" {
 		server = devdb.LocalURL
@@ -68,12 +70,21 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int) error
 	if err := adminExec(ctx, server, "CREATE DATABASE "+name); err != nil {
 		return fmt.Errorf("create bench database: %w", err)
 	}
-	defer adminExec(context.WithoutCancel(ctx), server, "DROP DATABASE "+name+" WITH (FORCE)")
+	if keep {
+		fmt.Fprintln(os.Stderr, "bench database:", name)
+	} else {
+		defer adminExec(context.WithoutCancel(ctx), server, "DROP DATABASE "+name+" WITH (FORCE)")
+	}
 	u, err := url.Parse(server)
 	if err != nil {
 		return err
 	}
 	u.Path = "/" + name
+	// Both pools get one connection per writer and more, so neither side
+	// of a comparison waits for a connection.
+	q := u.Query()
+	q.Set("pool_max_conns", "16")
+	u.RawQuery = q.Encode()
 	dbURL := u.String()
 
 	m, err := database.NewMigrator(ctx, dbURL)
@@ -85,12 +96,7 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int) error
 	if err != nil {
 		return err
 	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return err
-	}
-	cfg.MaxConns = 16
-	admin, err := pgxpool.NewWithConfig(ctx, cfg)
+	admin, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
 	}
@@ -151,6 +157,8 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int) error
 	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
 		return fmt.Errorf("build chain: %w", err)
 	}
+	// Measure the verifier as `orangerail audit verify` runs it.
+	debug.SetGCPercent(engine.VerifyGCPercent)
 	stopProfile := profileVerify()
 	start := time.Now()
 	report, err := engine.VerifyTenant(ctx, runtime, "verify-bench", engine.VerifyOptions{})

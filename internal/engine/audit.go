@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/db"
@@ -177,11 +178,11 @@ func classifyAuditError(err error) error {
 		switch pgErr.Code {
 		case "ORA01":
 			return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err)
-		case "ORA02":
+		case "ORA02", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire:
 			return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err)
 		case "ORA03":
 			return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err)
-		case "23514": // check_violation: tenants_id_format
+		case pgerrcode.CheckViolation: // tenants_id_format
 			return errcode.New(errcode.TenantInvalid, "the tenant id is not of the accepted form", err)
 		}
 	}

@@ -156,8 +156,8 @@ func TestAppendAuditRefuses(t *testing.T) {
 		state  string
 	}{
 		{"another tenant's entry", "other", valid, "ORA03"},
-		{"not json", "acme", `{"v":1`, "ORA02"},
-		{"not utf-8", "acme", "\xff\xfe", "ORA02"},
+		{"not json", "acme", `{"v":1`, pgerrcode.InvalidTextRepresentation},
+		{"not utf-8", "acme", "\xff\xfe", pgerrcode.CharacterNotInRepertoire},
 		{"not an object", "acme", `[1]`, "ORA02"},
 		{"duplicate key", "acme", `{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","phase":"approved","tenant":"acme","v":1}`, "ORA02"},
 		{"duplicate actor key", "acme", `{"actor":{"kind":"agent","subject":"a","subject":"b"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`, "ORA02"},

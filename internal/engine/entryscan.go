@@ -11,10 +11,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// entryColumns are the queryable columns of an audit entry.
+// entryColumns are the queryable columns of an audit entry. The byte
+// slices alias the entry unless a value had escapes, so reading a chain
+// allocates little.
 type entryColumns struct {
-	tenant, at, correlationID, phase, subject, kind string
-	action, approvalID                              *string
+	tenant, at, correlationID, phase, subject, kind []byte
+	action, approvalID                              []byte // nil when absent
 	devMode                                         bool
 	atTime                                          time.Time
 }
@@ -56,13 +58,9 @@ func scanEntry(entry []byte) (entryColumns, error) {
 		case "phase":
 			c.phase, err = jsonString(value)
 		case "action":
-			var a string
-			a, err = jsonString(value)
-			c.action = &a
+			c.action, err = jsonString(value)
 		case "approval_id":
-			var a string
-			a, err = jsonString(value)
-			c.approvalID = &a
+			c.approvalID, err = jsonString(value)
 		case "dev_mode":
 			switch string(value) {
 			case "true":
@@ -85,9 +83,11 @@ func scanEntry(entry []byte) (entryColumns, error) {
 		}
 	}
 	// "v" is the number 1 in any spelling (1, 1.0, 1e0), as jsonb compares it.
-	var v float64
-	if version == nil || version[0] == '"' || json.Unmarshal(version, &v) != nil || v != 1 {
-		return c, errEntry
+	if string(version) != "1" {
+		var v float64
+		if version == nil || version[0] == '"' || json.Unmarshal(version, &v) != nil || v != 1 {
+			return c, errEntry
+		}
 	}
 	if actor == nil || actor[0] != '{' {
 		return c, errEntry
@@ -111,14 +111,14 @@ func scanEntry(entry []byte) (entryColumns, error) {
 		}
 		return err
 	})
-	if err != nil || !hasSubject || !hasKind || c.subject == "" ||
+	if err != nil || !hasSubject || !hasKind || len(c.subject) == 0 ||
 		!slices.Contains([]ActorKind{ActorAgent, ActorHuman, ActorSystem}, ActorKind(c.kind)) {
 		return c, errEntry
 	}
-	if n := utf8.RuneCountInString(c.correlationID); n < 1 || n > 128 {
+	if n := utf8.RuneCount(c.correlationID); n < 1 || n > 128 {
 		return c, errEntry
 	}
-	if c.atTime, err = parseAt(c.at); err != nil || !validPhase(c.phase) || (c.approvalID != nil && !validLowerUUID(*c.approvalID)) {
+	if c.atTime, err = parseAt(c.at); err != nil || !validPhase(c.phase) || (c.approvalID != nil && !validLowerUUID(c.approvalID)) {
 		return c, errEntry
 	}
 	return c, nil
@@ -126,7 +126,7 @@ func scanEntry(entry []byte) (entryColumns, error) {
 
 // parseAt parses a time that matches
 // ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$.
-func parseAt(s string) (time.Time, error) {
+func parseAt(s []byte) (time.Time, error) {
 	const shape = "dddd-dd-ddTdd:dd:dd.ddddddZ"
 	if len(s) != len(shape) {
 		return time.Time{}, errEntry
@@ -140,11 +140,27 @@ func parseAt(s string) (time.Time, error) {
 			return time.Time{}, errEntry
 		}
 	}
-	return time.Parse(atLayout, s)
+	num := func(from, to int) int {
+		n := 0
+		for _, d := range s[from:to] {
+			n = n*10 + int(d-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec, micro := num(11, 13), num(14, 16), num(17, 19), num(20, 26)
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, micro*1000, time.UTC)
+	// time.Date normalizes out-of-range fields (February 30th); a valid
+	// time reads back the same.
+	if t.Year() != year || int(t.Month()) != month || t.Day() != day || t.Hour() != hour ||
+		t.Minute() != minute || t.Second() != sec {
+		return time.Time{}, errEntry
+	}
+	return t, nil
 }
 
 // validPhase matches ^[a-z][a-z_]{0,63}$.
-func validPhase(s string) bool {
+func validPhase(s []byte) bool {
 	if len(s) < 1 || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}
@@ -157,7 +173,7 @@ func validPhase(s string) bool {
 }
 
 // validLowerUUID matches a lower-case hyphenated UUID.
-func validLowerUUID(s string) bool {
+func validLowerUUID(s []byte) bool {
 	if len(s) != 36 {
 		return false
 	}
@@ -171,23 +187,24 @@ func validLowerUUID(s string) bool {
 			return false
 		}
 	}
-	_, err := uuid.Parse(s)
+	_, err := uuid.ParseBytes(s)
 	return err == nil
 }
 
-// jsonString decodes a JSON string token; anything else is an error.
-func jsonString(value []byte) (string, error) {
+// jsonString decodes a JSON string token; anything else is an error. The
+// result aliases value unless the string has escapes.
+func jsonString(value []byte) ([]byte, error) {
 	if len(value) < 2 || value[0] != '"' {
-		return "", errEntry
+		return nil, errEntry
 	}
 	if bytes.IndexByte(value, '\\') < 0 {
-		return string(value[1 : len(value)-1]), nil
+		return value[1 : len(value)-1 : len(value)-1], nil
 	}
 	var s string
 	if err := json.Unmarshal(value, &s); err != nil {
-		return "", errEntry
+		return nil, errEntry
 	}
-	return s, nil
+	return []byte(s), nil
 }
 
 // scanner walks the members of a JSON object. It never indexes past its
@@ -224,11 +241,10 @@ func (s *scanner) object(fn func(key, value []byte) error) error {
 		if !s.skipValue() {
 			return errEntry
 		}
-		key := s.b[keyStart:s.pos]
-		if len(key) < 2 || key[0] != '"' || bytes.IndexByte(key, '\\') >= 0 {
-			return errEntry // every member name orangerail reads is plain
+		key, err := jsonString(s.b[keyStart:s.pos])
+		if err != nil {
+			return err
 		}
-		key = key[1 : len(key)-1]
 		s.space()
 		if s.pos >= len(s.b) || s.b[s.pos] != ':' {
 			return errEntry
@@ -262,14 +278,22 @@ func (s *scanner) skipValue() bool {
 		switch s.b[s.pos] {
 		case '"':
 			end := s.pos + 1
-			for end < len(s.b) && s.b[end] != '"' {
-				if s.b[end] == '\\' {
-					end++ // the escaped byte
+			for {
+				i := bytes.IndexByte(s.b[end:], '"')
+				if i < 0 {
+					return false
+				}
+				end += i
+				// The quote ends the string unless an odd run of
+				// backslashes escapes it.
+				backslashes := 0
+				for j := end - 1; j > s.pos && s.b[j] == '\\'; j-- {
+					backslashes++
+				}
+				if backslashes%2 == 0 {
+					break
 				}
 				end++
-			}
-			if end >= len(s.b) {
-				return false
 			}
 			s.pos = end + 1
 		case '{', '[':

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// entryCases are entries an attacker with the runtime's rights could try to
+// append, or a tamperer could write. Go's scanEntry and SQL's
+// audit_entry_columns must accept the same ones and read the same columns.
+var entryCases = []string{
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"v":1.0,"tenant":"acme","at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","phase":"staged","actor":{"kind":"human","subject":"a"},"dev_mode":true}`,
+	`{"v":1e0,"tenant":"acme","at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","phase":"staged","actor":{"kind":"human","subject":"a"},"dev_mode":true}`,
+	` { "v" : 1 , "t\u0065nant" : "acme" , "at" : "2026-11-29T20:56:15.123456Z" , "correlation_id" : "c\"q\\" , "phase" : "staged" , "actor" : { "kind" : "system" , "subject" : "\u00e9" } , "dev_mode" : false } `,
+	`{"action":"cancel_order","approval_id":"6f1d0d2e-0000-4000-8000-000000000001","actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"input":{"a":[1,{"b":"}\""}],"a":2},"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","phase":"approved","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a","kind":"human"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-02-30T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":""},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"action":null,"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"approval_id":"6F1D0D2E-0000-4000-8000-000000000001","at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":0,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":"1"}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"stage-d","tenant":"acme","v":1}`,
+	`{"actor":"a","at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`[{"v":1}]`,
+}
+
+func TestScanEntryAgreesWithSQL(t *testing.T) {
+	t.Parallel()
+	conn, err := pgx.Connect(context.Background(), testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	accepted := 0
+	for _, entry := range entryCases {
+		var tenant, at, corr, phase, subject, kind string
+		var action, approval *string
+		var devMode bool
+		sqlErr := conn.QueryRow(context.Background(), `SELECT c.tenant_id, to_char(c.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+			c.correlation_id, c.phase, c.actor, c.actor_kind, c.dev_mode, c.action, c.approval_id::text
+			FROM orangerail.audit_entry_columns($1) c`, []byte(entry)).
+			Scan(&tenant, &at, &corr, &phase, &subject, &kind, &devMode, &action, &approval)
+		c, goErr := scanEntry([]byte(entry))
+		if (sqlErr == nil) != (goErr == nil) {
+			t.Errorf("SQL err %v, Go err %v for %s", sqlErr, goErr, entry)
+			continue
+		}
+		if goErr != nil {
+			continue
+		}
+		accepted++
+		str := func(b []byte) *string {
+			if b == nil {
+				return nil
+			}
+			s := string(b)
+			return &s
+		}
+		same := func(a, b *string) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
+		if string(c.tenant) != tenant || c.atTime.Format(atLayout) != at || string(c.correlationID) != corr ||
+			string(c.phase) != phase || string(c.subject) != subject || string(c.kind) != kind || c.devMode != devMode ||
+			!same(str(c.action), action) || !same(str(c.approvalID), approval) {
+			t.Errorf("columns differ for %s:\n SQL %s %s %s %s %s %s %v\n Go  %s %s %s %s %s %s %v",
+				entry, tenant, at, corr, phase, subject, kind, devMode,
+				c.tenant, c.atTime.Format(atLayout), c.correlationID, c.phase, c.subject, c.kind, c.devMode)
+		}
+	}
+	// The first five cases are well-formed; the rest are not.
+	if accepted != 5 {
+		t.Fatalf("%d entries accepted by both, want 5", accepted)
+	}
+}
+
+// FuzzScanEntry holds the scanner to never panicking and never accepting
+// what it cannot read back.
+func FuzzScanEntry(f *testing.F) {
+	for _, e := range entryCases {
+		f.Add([]byte(e))
+	}
+	f.Fuzz(func(t *testing.T, entry []byte) {
+		c, err := scanEntry(entry)
+		if err == nil && (len(c.subject) == 0 || len(c.correlationID) == 0 || c.atTime.IsZero()) {
+			t.Fatalf("accepted an entry without its columns: %q", entry)
+		}
+	})
+}
