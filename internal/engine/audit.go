@@ -178,7 +178,7 @@ func classifyAuditError(err error) error {
 		switch pgErr.Code {
 		case "ORA01":
 			return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err)
-		case "ORA02", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire:
+		case "ORA02", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire, pgerrcode.DatetimeFieldOverflow:
 			return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err)
 		case "ORA03":
 			return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err)
