@@ -71,7 +71,11 @@ func newDemoCmd() *cobra.Command {
 			if err := os.WriteFile(factsPath, append(b, '\n'), 0o600); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "orangerail demo\n  database: %s (%s), migrated\n  facts:    %s\n\n", database.RedactURL(found.URL), found.Source, factsPath)
+			fmt.Fprintf(out, "orangerail demo\n  database: %s (%s), migrated\n", database.RedactURL(found.URL), found.Source)
+			if found.Dir != "" {
+				fmt.Fprintf(out, "  cluster:  %s (stopped when the demo stops)\n", found.Dir)
+			}
+			fmt.Fprintf(out, "  facts:    %s\n\n", factsPath)
 			fmt.Fprintf(out, "Verify the audit log:  bin/orangerail audit verify --database-url '%s'\n", found.URL)
 			fmt.Fprintln(out, "Press Ctrl-C to stop.")
 			<-ctx.Done()

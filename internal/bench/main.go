@@ -38,7 +38,7 @@ type result struct {
 }
 
 func main() {
-	appendDuration := flag.Duration("append-duration", 5*time.Second, "how long each append benchmark runs")
+	appendDuration := flag.Duration("append-duration", 10*time.Second, "how long each append benchmark runs")
 	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
 	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")

@@ -4,6 +4,8 @@ package devdb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -43,6 +45,8 @@ const (
 type Database struct {
 	URL    string
 	Source Source
+	// Dir holds a private cluster's data, socket and log; "" otherwise.
+	Dir string
 	// StopFunc stops a private cluster this process started; nil otherwise.
 	StopFunc func() error
 }
@@ -53,6 +57,8 @@ type Options struct {
 	Env string
 	// LocalURL overrides LocalURL (for tests).
 	LocalURL string
+	// Database names the demo database. Defaults to DemoDatabase.
+	Database string
 	// Dir holds a private cluster (its data, socket and log). Defaults to
 	// .orangerail/postgres.
 	Dir string
@@ -78,7 +84,10 @@ func Find(ctx context.Context, opts Options) (*Database, error) {
 	if local == "" {
 		local = LocalURL
 	}
-	if u, err := ensureDatabase(ctx, local, DemoDatabase); err == nil {
+	if opts.Database == "" {
+		opts.Database = DemoDatabase
+	}
+	if u, err := ensureDatabase(ctx, local, opts.Database); err == nil {
 		return &Database{URL: u, Source: SourceLocal}, nil
 	} else {
 		logf("no usable Postgres at %s (%v); trying a private cluster", database.RedactURL(local), err)
@@ -158,11 +167,11 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 	if port == 0 {
 		port = 54329
 	}
-	data := filepath.Join(dir, "data")
-	asUser, err := runAs(dir)
+	asUser, dir, err := runAs(dir)
 	if err != nil {
 		return nil, err
 	}
+	data := filepath.Join(dir, "data")
 	run := func(name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 		if asUser != "" {
@@ -188,30 +197,40 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 		}
 	}
 	serverURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	u, err := ensureDatabase(ctx, serverURL, DemoDatabase)
+	u, err := ensureDatabase(ctx, serverURL, opts.Database)
 	if err != nil {
 		return nil, err
 	}
 	stop := func() error { return run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop") }
-	return &Database{URL: u, Source: SourcePrivate, StopFunc: stop}, nil
+	return &Database{URL: u, Source: SourcePrivate, Dir: dir, StopFunc: stop}, nil
 }
 
-// runAs returns the user to run the cluster as: "" for a non-root user, or
-// postgres for root, after giving it dir.
-func runAs(dir string) (string, error) {
+// runAs returns the user to run the cluster as and the directory to keep it
+// in: the current user and dir, or, for root, the postgres user (Postgres
+// refuses to run as root) and a dir it owns. When postgres cannot reach dir
+// (a checkout under /root, say), the cluster lives in the system temporary
+// directory instead, under a name derived from dir.
+func runAs(dir string) (user_, clusterDir string, err error) {
 	if os.Geteuid() != 0 {
-		return "", os.MkdirAll(dir, 0o700)
+		return "", dir, os.MkdirAll(dir, 0o700)
 	}
 	pg, err := user.Lookup("postgres")
 	if err != nil {
-		return "", errors.New("running as root, but there is no postgres user to run a private cluster as")
+		return "", "", errors.New("running as root, but there is no postgres user to run a private cluster as")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return "", "", err
+	}
+	if exec.Command("runuser", "-u", "postgres", "--", "test", "-x", filepath.Dir(dir)).Run() != nil {
+		sum := sha256.Sum256([]byte(dir))
+		dir = filepath.Join(os.TempDir(), "orangerail-postgres-"+hex.EncodeToString(sum[:6]))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", "", err
+		}
 	}
 	uid, _ := strconv.Atoi(pg.Uid)
 	gid, _ := strconv.Atoi(pg.Gid)
-	return "postgres", filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+	return "postgres", dir, filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
