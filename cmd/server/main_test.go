@@ -198,3 +198,17 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestProgressPrinter(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	p := progressPrinter(&buf)
+	p(5, 10)
+	p(6, 10) // within 100ms of the last line: not redrawn
+	p(10, 10)
+	out := buf.String()
+	if !strings.Contains(out, "verifying: 5 / 10 records (50%)") || strings.Contains(out, "6 / 10") ||
+		!strings.Contains(out, "verifying: 10 / 10 records (100%)") {
+		t.Fatalf("progress output %q", out)
+	}
+}
