@@ -50,13 +50,7 @@ func newDemoCmd() *cobra.Command {
 					}
 				}()
 			}
-			m, err := database.NewMigrator(ctx, found.URL)
-			if err != nil {
-				return err
-			}
-			_, err = m.Up(ctx)
-			m.Close()
-			if err != nil {
+			if err := database.MigrateUp(ctx, found.URL); err != nil {
 				return err
 			}
 			facts := demoFacts{DatabaseURL: found.URL, DatabaseSource: string(found.Source)}

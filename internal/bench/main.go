@@ -87,13 +87,7 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 	u.RawQuery = q.Encode()
 	dbURL := u.String()
 
-	m, err := database.NewMigrator(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	_, err = m.Up(ctx)
-	m.Close()
-	if err != nil {
+	if err := database.MigrateUp(ctx, dbURL); err != nil {
 		return err
 	}
 	admin, err := pgxpool.New(ctx, dbURL)

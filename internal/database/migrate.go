@@ -145,3 +145,14 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 func (m *Migrator) Status(ctx context.Context) ([]*MigrationStatus, error) {
 	return m.provider.Status(ctx)
 }
+
+// MigrateUp applies every pending migration to the database at url.
+func MigrateUp(ctx context.Context, url string) error {
+	m, err := NewMigrator(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	_, err = m.Up(ctx)
+	return err
+}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -284,12 +285,7 @@ func TestTenantIsolation(t *testing.T) {
 	appendN(t, b.runtime, "tenant-b", 2)
 	for _, tenant := range []string{"tenant-a", "tenant-b"} {
 		err := database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			_, err := db.New().ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
-				ID: uuid.New(), TenantID: tenant, Action: "cancel_order", RequestedBy: "agent-7",
-				Input: []byte(`{"order_id":"o-1"}`), InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32),
-				ExpiresAt: time.Now().Add(time.Hour),
-			})
-			return err
+			return stageApproval(ctx, tx, tenant, uuid.New(), `{"order_id":"o-1"}`)
 		})
 		if err != nil {
 			t.Fatalf("stage approval for %s: %v", tenant, err)
@@ -451,4 +447,19 @@ func sqlState(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// stageApproval inserts a pending approval of cancel_order with the given
+// verbatim input, creating the tenant if needed.
+func stageApproval(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, input string) error {
+	q := db.New()
+	if err := q.TenantEnsure(ctx, tx, tenant); err != nil {
+		return err
+	}
+	digest := sha256.Sum256([]byte(input + id.String()))
+	_, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
+		ID: id, TenantID: tenant, Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(input),
+		InputDigest: digest[:], DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
+	})
+	return err
 }

@@ -202,14 +202,8 @@ func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
 		}
 	}
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := q.TenantEnsure(ctx, tx, "acme"); err != nil {
-			return err
-		}
 		for _, id := range []uuid.UUID{approved, orphan} {
-			if _, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
-				ID: id, TenantID: "acme", Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(`{"order_id":"o-1"}`),
-				InputDigest: bytes.Repeat([]byte{byte(id[0])}, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
-			}); err != nil {
+			if err := stageApproval(ctx, tx, "acme", id, `{"order_id":"o-1"}`); err != nil {
 				return err
 			}
 			if _, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, TenantID: "acme", Status: "approved", DecidedBy: ptr("human-1")}); err != nil {
@@ -270,13 +264,7 @@ func TestConsumeIsExactlyOnce(t *testing.T) {
 	q := db.New()
 	id := uuid.New()
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := q.TenantEnsure(ctx, tx, "acme"); err != nil {
-			return err
-		}
-		if _, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
-			ID: id, TenantID: "acme", Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(`{"order_id": "o-1"}`),
-			InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
-		}); err != nil {
+		if err := stageApproval(ctx, tx, "acme", id, `{"order_id": "o-1"}`); err != nil {
 			return err
 		}
 		_, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, TenantID: "acme", Status: "approved", DecidedBy: ptr("human-1")})
@@ -318,17 +306,9 @@ func TestApprovalLifecycleIsEnforced(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	q := db.New()
 	id := uuid.New()
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := q.TenantEnsure(ctx, tx, "acme"); err != nil {
-			return err
-		}
-		_, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
-			ID: id, TenantID: "acme", Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(`{}`),
-			InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
-		})
-		return err
+		return stageApproval(ctx, tx, "acme", id, `{}`)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -235,13 +235,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 		return "", err
 	}
 	parsed.Path = "/" + name
-	m, err := database.NewMigrator(ctx, parsed.String())
-	if err != nil {
-		return "", err
-	}
-	_, err = m.Up(ctx)
-	m.Close()
-	if err != nil {
+	if err := database.MigrateUp(ctx, parsed.String()); err != nil {
 		return "", err
 	}
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {
