@@ -153,15 +153,44 @@ LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    doc   text;
-    j     jsonb;
-    actor jsonb;
-    c     orangerail.audit_columns;
+    doc     text;
+    j       jsonb;
+    problem text;
 BEGIN
     doc := convert_from(p_entry, 'UTF8');
     j := doc::jsonb;
-    IF jsonb_typeof(j) <> 'object' OR jsonb_typeof(j->'actor') IS DISTINCT FROM 'object' THEN
-        RAISE EXCEPTION 'audit entry is not a JSON object with an "actor" object' USING ERRCODE = 'ORA02';
+    -- The rules are one CASE, not an IF each: plpgsql prepares every
+    -- expression anew in each transaction, and appends are one per
+    -- transaction.
+    problem := CASE
+        WHEN jsonb_typeof(j) <> 'object' OR jsonb_typeof(j->'actor') IS DISTINCT FROM 'object'
+            THEN 'is not a JSON object with an "actor" object'
+        WHEN j->'v' IS DISTINCT FROM '1'::jsonb
+            THEN 'version must be 1'
+        WHEN jsonb_typeof(j->'tenant') IS DISTINCT FROM 'string'
+            THEN 'field "tenant" must be a string'
+        WHEN jsonb_typeof(j->'at') IS DISTINCT FROM 'string'
+          OR j->>'at' !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$'
+            THEN 'field "at" must be an RFC 3339 UTC time with microseconds'
+        WHEN jsonb_typeof(j->'correlation_id') IS DISTINCT FROM 'string'
+          OR length(j->>'correlation_id') NOT BETWEEN 1 AND 128
+            THEN 'field "correlation_id" must be a string of 1 to 128 characters'
+        WHEN jsonb_typeof(j->'phase') IS DISTINCT FROM 'string' OR j->>'phase' !~ '^[a-z][a-z_]{0,63}$'
+            THEN 'field "phase" must be a lower-case name'
+        WHEN j ? 'action' AND jsonb_typeof(j->'action') IS DISTINCT FROM 'string'
+            THEN 'field "action" must be a string'
+        WHEN jsonb_typeof(j->'actor'->'subject') IS DISTINCT FROM 'string' OR j->'actor'->>'subject' = ''
+          OR jsonb_typeof(j->'actor'->'kind') IS DISTINCT FROM 'string'
+          OR j->'actor'->>'kind' NOT IN ('agent', 'human', 'system')
+            THEN 'field "actor" must be {"kind": agent|human|system, "subject": non-empty string}'
+        WHEN jsonb_typeof(j->'dev_mode') IS DISTINCT FROM 'boolean'
+            THEN 'field "dev_mode" must be a boolean'
+        WHEN j ? 'approval_id' AND (jsonb_typeof(j->'approval_id') IS DISTINCT FROM 'string'
+          OR j->>'approval_id' !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+            THEN 'field "approval_id" must be a lower-case UUID'
+    END;
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION 'audit entry %', problem USING ERRCODE = 'ORA02';
     END IF;
     -- json keeps repeated members, jsonb keeps the last: equal counts mean
     -- no member repeats.
@@ -171,50 +200,10 @@ BEGIN
            OR (SELECT count(*) FROM json_object_keys(t.d->'actor')) <> (SELECT count(*) FROM jsonb_object_keys(j->'actor'))) THEN
         RAISE EXCEPTION 'audit entry repeats a member' USING ERRCODE = 'ORA02';
     END IF;
-    IF j->'v' IS DISTINCT FROM '1'::jsonb THEN
-        RAISE EXCEPTION 'audit entry version must be 1' USING ERRCODE = 'ORA02';
-    END IF;
-    IF jsonb_typeof(j->'tenant') IS DISTINCT FROM 'string' THEN
-        RAISE EXCEPTION 'audit entry field "tenant" must be a string' USING ERRCODE = 'ORA02';
-    END IF;
-    IF jsonb_typeof(j->'at') IS DISTINCT FROM 'string'
-        OR j->>'at' !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$' THEN
-        RAISE EXCEPTION 'audit entry field "at" must be an RFC 3339 UTC time with microseconds' USING ERRCODE = 'ORA02';
-    END IF;
-    IF jsonb_typeof(j->'correlation_id') IS DISTINCT FROM 'string'
-        OR length(j->>'correlation_id') NOT BETWEEN 1 AND 128 THEN
-        RAISE EXCEPTION 'audit entry field "correlation_id" must be a string of 1 to 128 characters' USING ERRCODE = 'ORA02';
-    END IF;
-    IF jsonb_typeof(j->'phase') IS DISTINCT FROM 'string' OR j->>'phase' !~ '^[a-z][a-z_]{0,63}$' THEN
-        RAISE EXCEPTION 'audit entry field "phase" must be a lower-case name' USING ERRCODE = 'ORA02';
-    END IF;
-    IF j ? 'action' AND jsonb_typeof(j->'action') IS DISTINCT FROM 'string' THEN
-        RAISE EXCEPTION 'audit entry field "action" must be a string' USING ERRCODE = 'ORA02';
-    END IF;
-    actor := j->'actor';
-    IF jsonb_typeof(actor->'subject') IS DISTINCT FROM 'string' OR actor->>'subject' = ''
-        OR jsonb_typeof(actor->'kind') IS DISTINCT FROM 'string'
-        OR actor->>'kind' NOT IN ('agent', 'human', 'system') THEN
-        RAISE EXCEPTION 'audit entry field "actor" must be {"kind": agent|human|system, "subject": non-empty string}' USING ERRCODE = 'ORA02';
-    END IF;
-    IF jsonb_typeof(j->'dev_mode') IS DISTINCT FROM 'boolean' THEN
-        RAISE EXCEPTION 'audit entry field "dev_mode" must be a boolean' USING ERRCODE = 'ORA02';
-    END IF;
-    IF j ? 'approval_id' AND (jsonb_typeof(j->'approval_id') IS DISTINCT FROM 'string'
-        OR j->>'approval_id' !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$') THEN
-        RAISE EXCEPTION 'audit entry field "approval_id" must be a lower-case UUID' USING ERRCODE = 'ORA02';
-    END IF;
-
-    c.tenant_id      := j->>'tenant';
-    c.at             := (j->>'at')::timestamptz;
-    c.correlation_id := j->>'correlation_id';
-    c.phase          := j->>'phase';
-    c.action         := j->>'action';
-    c.actor          := actor->>'subject';
-    c.actor_kind     := actor->>'kind';
-    c.dev_mode       := (j->'dev_mode')::boolean;
-    c.approval_id    := (j->>'approval_id')::uuid;
-    RETURN c;
+    -- A date that does not exist (February 30th) raises 22008 here.
+    RETURN ROW(j->>'tenant', (j->>'at')::timestamptz, j->>'correlation_id', j->>'phase', j->>'action',
+               j->'actor'->>'subject', j->'actor'->>'kind', (j->'dev_mode')::boolean,
+               (j->>'approval_id')::uuid)::orangerail.audit_columns;
 END
 $fn$;
 -- +goose StatementEnd
