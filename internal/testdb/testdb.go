@@ -32,8 +32,14 @@ import (
 const EnvURL = "TEST_DATABASE_URL"
 
 var server = sync.OnceValues(func() (string, error) {
-	if u := os.Getenv(EnvURL); u != "" {
-		return u, nil
+	return resolveServer(os.Getenv(EnvURL))
+})
+
+// resolveServer returns env when set, else the URL of a Postgres container,
+// else an error that says how to get a database.
+func resolveServer(env string) (string, error) {
+	if env != "" {
+		return env, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -48,7 +54,7 @@ var server = sync.OnceValues(func() (string, error) {
 	// testcontainers' reaper removes the container when the test process
 	// exits.
 	return c.ConnectionString(ctx, "sslmode=disable")
-})
+}
 
 // ServerURL returns the superuser URL of the test server, or fails the test
 // with instructions.
