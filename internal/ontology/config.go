@@ -1,0 +1,339 @@
+// Package ontology owns orangerail's declaration: the one YAML file naming
+// the objects an agent may read, the links between them and the actions it
+// may ask to take. Load refuses a file with any problem, and names every
+// problem by its field path.
+package ontology
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+)
+
+// SchemaJSON is the JSON Schema of the config file. Load checks every file
+// against it before anything else, so the schema and the loader cannot
+// disagree about a file's shape.
+//
+//go:embed config.schema.json
+var SchemaJSON []byte
+
+// Defaults of optional settings.
+const (
+	PresetDefault        = PresetApprovalForWrites
+	HostPromptDefault    = HostPromptOff
+	ApprovalTTLDefault   = 24 * time.Hour
+	ApproverRoleDefault  = "approver"
+	ListMaxLimitDefault  = 100
+	ReadAccessDefault    = ReadAuthenticated
+	configSchemaLocation = "https://orangerail.dev/schema/config.json"
+)
+
+// Preset chooses how actions are exposed.
+type Preset string
+
+// The presets.
+const (
+	PresetApprovalForWrites Preset = "approval-for-writes"
+	PresetSandbox           Preset = "sandbox"
+	PresetReadonly          Preset = "readonly"
+)
+
+// HostPrompt chooses which action tools ask the MCP host for its own
+// confirmation prompt.
+type HostPrompt string
+
+// The host prompt settings.
+const (
+	HostPromptOff               HostPrompt = "off"
+	HostPromptUngovernedActions HostPrompt = "ungoverned-actions"
+	HostPromptAllActions        HostPrompt = "all-actions"
+)
+
+// Config is one orangerail deployment's declaration.
+type Config struct {
+	Service            string             `yaml:"service"`
+	Datasource         Datasource         `yaml:"datasource"`
+	Identity           Identity           `yaml:"identity"`
+	Preset             Preset             `yaml:"preset"`
+	HostApprovalPrompt HostPrompt         `yaml:"host_approval_prompt"`
+	Approvals          Approvals          `yaml:"approvals"`
+	Objects            map[string]*Object `yaml:"objects"`
+	Links              map[string]*Link   `yaml:"links"`
+	Actions            map[string]*Action `yaml:"actions"`
+}
+
+// Datasource names where the team's data lives.
+type Datasource struct {
+	// URLEnv names the environment variable holding the datasource URL.
+	// Empty: the service's own database.
+	URLEnv string `yaml:"url_env"`
+}
+
+// Identity configures how callers are recognized.
+type Identity struct {
+	OIDC *OIDC `yaml:"oidc"`
+}
+
+// OIDC configures bearer-token verification.
+type OIDC struct {
+	Issuer      string `yaml:"issuer"`
+	Audience    string `yaml:"audience"`
+	TenantClaim string `yaml:"tenant_claim"`
+	RolesClaim  string `yaml:"roles_claim"`
+	ScopesClaim string `yaml:"scopes_claim"`
+}
+
+// Approvals configures the approval gate.
+type Approvals struct {
+	// TTL is how long an approval stays open. Defaults to ApprovalTTLDefault.
+	TTL Duration `yaml:"ttl"`
+	// ApproverRole is the role a person needs to decide. Defaults to
+	// ApproverRoleDefault.
+	ApproverRole string `yaml:"approver_role"`
+	// FourEyes, when true, refuses an approver who is the requester.
+	// Defaults to true.
+	FourEyes *bool `yaml:"four_eyes"`
+}
+
+// Duration is a time.Duration written as Go writes one ("24h", "90m").
+type Duration time.Duration
+
+// UnmarshalYAML parses a duration string.
+func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
+	v, err := time.ParseDuration(node.Value)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ReadAccessKind says who may read an object.
+type ReadAccessKind string
+
+// The read access kinds.
+const (
+	ReadPublic        ReadAccessKind = "public"
+	ReadAuthenticated ReadAccessKind = "authenticated"
+	ReadRoles         ReadAccessKind = "roles"
+)
+
+// ReadAccess is who may read an object: anyone, any authenticated caller,
+// or callers holding one of Roles.
+type ReadAccess struct {
+	Kind  ReadAccessKind
+	Roles []string
+}
+
+// UnmarshalYAML reads `public`, `authenticated` or `{roles: [...]}`.
+func (r *ReadAccess) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.ScalarNode {
+		r.Kind = ReadAccessKind(node.Value)
+		return nil
+	}
+	var v struct {
+		Roles []string `yaml:"roles"`
+	}
+	if err := node.Decode(&v); err != nil {
+		return err
+	}
+	r.Kind, r.Roles = ReadRoles, v.Roles
+	return nil
+}
+
+// Object is something an agent may read: rows of one table, scoped to the
+// caller's tenant.
+type Object struct {
+	Title        string     `yaml:"title"`
+	Description  string     `yaml:"description"`
+	Table        string     `yaml:"table"`
+	Key          string     `yaml:"key"`
+	TenantColumn string     `yaml:"tenant_column"`
+	Fields       []string   `yaml:"fields"`
+	ReadAccess   ReadAccess `yaml:"read_access"`
+	List         ListSpec   `yaml:"list"`
+}
+
+// FilterOp is a comparison a list may filter by.
+type FilterOp string
+
+// The filter operators.
+const (
+	FilterEq  FilterOp = "eq"
+	FilterNe  FilterOp = "ne"
+	FilterIn  FilterOp = "in"
+	FilterGt  FilterOp = "gt"
+	FilterGte FilterOp = "gte"
+	FilterLt  FilterOp = "lt"
+	FilterLte FilterOp = "lte"
+)
+
+// ListSpec is what a list of an object may filter and sort by.
+type ListSpec struct {
+	Filters map[string][]FilterOp `yaml:"filters"`
+	Sort    []string              `yaml:"sort"`
+	// MaxLimit caps a page. Defaults to ListMaxLimitDefault.
+	MaxLimit int `yaml:"max_limit"`
+}
+
+// Link joins one object's field to another's.
+type Link struct {
+	From        string `yaml:"from"`
+	To          string `yaml:"to"`
+	Title       string `yaml:"title"`
+	Description string `yaml:"description"`
+}
+
+// ApprovalPolicy says whether an action waits for a person.
+type ApprovalPolicy string
+
+// The approval policies.
+const (
+	ApprovalNone     ApprovalPolicy = "none"
+	ApprovalRequired ApprovalPolicy = "required"
+)
+
+// Action is something an agent may ask to do.
+type Action struct {
+	Title       string         `yaml:"title"`
+	Description string         `yaml:"description"`
+	Target      *Target        `yaml:"target"`
+	Input       map[string]any `yaml:"input"`
+	Where       string         `yaml:"where"`
+	Policy      Policy         `yaml:"policy"`
+	Destructive bool           `yaml:"destructive"`
+	Idempotent  bool           `yaml:"idempotent"`
+	Execute     Execute        `yaml:"execute"`
+	Effect      string         `yaml:"effect"`
+	Rollback    string         `yaml:"rollback"`
+	// RedactAudit lists input fields masked in audit records.
+	RedactAudit []string `yaml:"redact_audit"`
+	// RedactPrior lists target fields masked in the prior state audit
+	// records keep.
+	RedactPrior []string `yaml:"redact_prior"`
+
+	inputSchema *jsonschema.Schema
+	where       cel.Program
+}
+
+// InputSchema returns the action's compiled input schema.
+func (a *Action) InputSchema() *jsonschema.Schema { return a.inputSchema }
+
+// WhereProgram returns the action's compiled precondition, or nil when it
+// has none.
+func (a *Action) WhereProgram() cel.Program { return a.where }
+
+// Target is the object row an action acts on, found by the input property
+// KeyFrom.
+type Target struct {
+	Object  string `yaml:"object"`
+	KeyFrom string `yaml:"key_from"`
+}
+
+// Policy is who may call an action and whether it waits for approval.
+type Policy struct {
+	// Approval defaults to ApprovalNone.
+	Approval ApprovalPolicy `yaml:"approval"`
+	Roles    []string       `yaml:"roles"`
+	Scope    string         `yaml:"scope"`
+}
+
+// Execute is what an action does: a SQL statement with :named input
+// parameters, or nothing yet.
+type Execute struct {
+	SQL            string `yaml:"sql"`
+	NotImplemented bool   `yaml:"not_implemented"`
+}
+
+// Load reads and checks the config file at path. On any problem it returns
+// Problems, listing every one.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
+}
+
+// Parse checks a config file's bytes: its shape against SchemaJSON, then
+// every rule the schema cannot say (tool names, references, input schemas,
+// CEL preconditions, SQL parameters). On any problem it returns Problems.
+func Parse(data []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, Problems{{Path: "", Message: "not valid YAML: " + err.Error()}}
+	}
+	if len(doc.Content) == 0 {
+		return nil, Problems{{Path: "", Message: "the file is empty"}}
+	}
+	instance, err := jsonValue(&doc)
+	if err != nil {
+		return nil, Problems{{Path: "", Message: err.Error()}}
+	}
+	if problems := shapeProblems(instance); len(problems) > 0 {
+		return nil, problems
+	}
+	cfg := &Config{}
+	if err := doc.Decode(cfg); err != nil {
+		// The schema admits only what decodes; this is a bug if reached.
+		return nil, Problems{{Path: "", Message: err.Error()}}
+	}
+	cfg.withDefaults()
+	if problems := cfg.validate(); len(problems) > 0 {
+		return nil, problems
+	}
+	return cfg, nil
+}
+
+// jsonValue turns the YAML document into the value encoding/json would
+// decode from the same data, for the schema validator.
+func jsonValue(doc *yaml.Node) (any, error) {
+	var v any
+	if err := doc.Decode(&v); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("the file must be a mapping with string keys: %v", err)
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+}
+
+func (c *Config) withDefaults() {
+	if c.Preset == "" {
+		c.Preset = PresetDefault
+	}
+	if c.HostApprovalPrompt == "" {
+		c.HostApprovalPrompt = HostPromptDefault
+	}
+	if c.Approvals.TTL == 0 {
+		c.Approvals.TTL = Duration(ApprovalTTLDefault)
+	}
+	if c.Approvals.ApproverRole == "" {
+		c.Approvals.ApproverRole = ApproverRoleDefault
+	}
+	if c.Approvals.FourEyes == nil {
+		fourEyes := true
+		c.Approvals.FourEyes = &fourEyes
+	}
+	for _, o := range c.Objects {
+		if o.ReadAccess.Kind == "" {
+			o.ReadAccess.Kind = ReadAccessDefault
+		}
+		if o.List.MaxLimit == 0 {
+			o.List.MaxLimit = ListMaxLimitDefault
+		}
+	}
+	for _, a := range c.Actions {
+		if a.Policy.Approval == "" {
+			a.Policy.Approval = ApprovalNone
+		}
+	}
+}

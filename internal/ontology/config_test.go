@@ -1,0 +1,149 @@
+package ontology
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(filepath.Join("..", "..", "examples", "orders", "orangerail.yaml"))
+	if err != nil {
+		t.Fatalf("the shipped example does not load: %v", err)
+	}
+	var names []string
+	for _, tool := range cfg.Tools() {
+		names = append(names, tool.Name)
+	}
+	want := []string{"check_approval", "customer_get", "customer_list", "order_get", "order_list", "product_get", "product_list",
+		"add_order_note", "cancel_order", "update_shipping_address"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools = %v, want %v", names, want)
+	}
+	if cfg.Approvals.TTL != Duration(24*time.Hour) || !*cfg.Approvals.FourEyes || cfg.Preset != PresetApprovalForWrites {
+		t.Fatalf("approvals/preset = %+v %s", cfg.Approvals, cfg.Preset)
+	}
+	if got := cfg.Objects["customer"].ReadAccess; got.Kind != ReadRoles || !slices.Equal(got.Roles, []string{"support", "approver"}) {
+		t.Fatalf("customer read access = %+v", got)
+	}
+	if cfg.Objects["product"].List.MaxLimit != ListMaxLimitDefault {
+		t.Fatalf("default max_limit not applied")
+	}
+	a := cfg.Actions["cancel_order"]
+	if a.InputSchema() == nil || a.WhereProgram() == nil || a.Policy.Approval != ApprovalRequired {
+		t.Fatalf("cancel_order not compiled: %+v", a)
+	}
+	if cfg.Actions["add_order_note"].Policy.Approval != ApprovalNone {
+		t.Fatalf("default approval policy not applied")
+	}
+}
+
+// base is a minimal valid config the broken fixtures start from.
+const base = `service: s
+objects:
+  order:
+    table: orders
+    key: id
+    tenant_column: org_id
+    fields: [id, status]
+    list: {filters: {status: [eq]}, sort: [id]}
+actions:
+  cancel_order:
+    description: d
+    target: {object: order, key_from: order_id}
+    input: {type: object, properties: {order_id: {type: string}}}
+    where: target.status == "paid"
+    execute: {sql: "UPDATE orders SET status = 'x' WHERE id = :order_id"}
+`
+
+func TestBaseFixtureIsValid(t *testing.T) {
+	t.Parallel()
+	if _, err := Parse([]byte(base)); err != nil {
+		t.Fatalf("base fixture: %v", err)
+	}
+}
+
+func TestBrokenConfigs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		edit  func(string) string
+		paths []string // every problem's path, sorted
+	}{
+		{"unknown top-level key", add("servce: typo\n"), []string{"servce"}},
+		{"unknown nested key", replace("    where:", "    policy: {aproval: required}\n    where:"), []string{"actions.cancel_order.policy.aproval"}},
+		{"bad preset", add("preset: yolo\n"), []string{"preset"}},
+		{"bad ttl", add("approvals: {ttl: soon}\n"), []string{"approvals.ttl"}},
+		{"tool name too long", replace("  cancel_order:", "  "+strings.Repeat("x", 65)+":"), []string{"actions." + strings.Repeat("x", 65)}},
+		{"tool name with a space", replace("  cancel_order:", "  \"cancel order\":"), []string{"actions.cancel order"}},
+		{"colliding tool names", replace("  cancel_order:", "  order_get:"), []string{"actions.order_get"}},
+		{"collision with check_approval", replace("  cancel_order:", "  check_approval:"), []string{"actions.check_approval"}},
+		{"unknown target object", replace("{object: order,", "{object: ordr,"), []string{"actions.cancel_order.target.object"}},
+		{"key_from not an input", replace("key_from: order_id", "key_from: id"), []string{"actions.cancel_order.target.key_from"}},
+		{"invalid input schema", replace("{type: object, properties: {order_id: {type: string}}}", "{type: object, properties: {order_id: {type: strin}}}"), []string{"actions.cancel_order.input"}},
+		{"input not an object", replace("{type: object, properties: {order_id: {type: string}}}", "{type: string}"), []string{"actions.cancel_order.execute.sql", "actions.cancel_order.input", "actions.cancel_order.target.key_from"}},
+		{"where does not compile", replace(`target.status == "paid"`, `target.status ==`), []string{"actions.cancel_order.where"}},
+		{"where not boolean", replace(`target.status == "paid"`, `target.status`), []string{"actions.cancel_order.where"}},
+		{"where names an unknown variable", replace(`target.status == "paid"`, `order.status == "paid"`), []string{"actions.cancel_order.where"}},
+		{"param not an input", replace("WHERE id = :order_id", "WHERE id = :order_id AND x = :nope"), []string{"actions.cancel_order.execute.sql"}},
+		{"key not a field", replace("    key: id", "    key: pk"), []string{"objects.order.key"}},
+		{"filter not a field", replace("{status: [eq]}", "{state: [eq]}"), []string{"objects.order.list.filters.state"}},
+		{"bad filter op", replace("{status: [eq]}", "{status: [like]}"), []string{"objects.order.list.filters.status.0"}},
+		{"sort not a field", replace("sort: [id]", "sort: [idx]"), []string{"objects.order.list.sort.0"}},
+		{"link to an unknown object", add("links:\n  l: {from: order.id, to: customer.id}\n"), []string{"links.l.to"}},
+		{"read access typo", replace("    fields: [id, status]", "    fields: [id, status]\n    read_access: everyone"), []string{"objects.order.read_access"}},
+		{"missing required", replace("    tenant_column: org_id\n", ""), []string{"objects.order"}},
+		{"redact_audit not an input", replace("    where:", "    redact_audit: [card]\n    where:"), []string{"actions.cancel_order.redact_audit.0"}},
+		{"several problems at once", func(s string) string {
+			return replace("    key: id", "    key: pk")(replace(`target.status == "paid"`, `target.status`)(s))
+		}, []string{"actions.cancel_order.where", "objects.order.key"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.edit(base)))
+			problems, ok := err.(Problems)
+			if !ok {
+				t.Fatalf("Parse = %v, want Problems", err)
+			}
+			var paths []string
+			for _, p := range problems {
+				paths = append(paths, p.Path)
+				if p.Message == "" {
+					t.Errorf("problem at %q has no message", p.Path)
+				}
+			}
+			paths = slices.Compact(paths)
+			if !slices.Equal(paths, tt.paths) {
+				t.Fatalf("problem paths = %q, want %q\n%v", paths, tt.paths, err)
+			}
+		})
+	}
+}
+
+func TestUnreadableConfigs(t *testing.T) {
+	t.Parallel()
+	for _, data := range []string{"", "service: [", "- a\n- b\n", "1: x\n", "service: s\n\x00"} {
+		if _, err := Parse([]byte(data)); err == nil {
+			t.Errorf("Parse(%q) accepted", data)
+		}
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !os.IsNotExist(err) {
+		t.Errorf("Load of a missing file = %v", err)
+	}
+}
+
+func add(s string) func(string) string { return func(b string) string { return b + s } }
+
+func replace(old, new string) func(string) string {
+	return func(b string) string {
+		if !strings.Contains(b, old) {
+			panic("fixture does not contain " + old)
+		}
+		return strings.Replace(b, old, new, 1)
+	}
+}

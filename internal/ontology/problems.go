@@ -1,0 +1,102 @@
+package ontology
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Problem is one thing wrong with a config, at a field path such as
+// actions.cancel_order.policy.approval.
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// Problems is every problem found in a config, sorted by path. As an error,
+// it lists them all, one per line.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return fmt.Sprintf("the config has %d problem(s):\n  %s", len(ps), strings.Join(lines, "\n  "))
+}
+
+func (ps Problems) sorted() Problems {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Message, b.Message))
+	})
+	return slices.Compact(ps)
+}
+
+// fieldPath spells a JSON pointer's tokens as a dotted field path.
+func fieldPath(tokens []string) string { return strings.Join(tokens, ".") }
+
+var configSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(SchemaJSON))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(configSchemaLocation, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(configSchemaLocation)
+})
+
+var english = message.NewPrinter(language.English)
+
+// shapeProblems checks a config against SchemaJSON and returns every
+// violation at its field path.
+func shapeProblems(instance any) Problems {
+	schema, err := configSchema()
+	if err != nil {
+		panic("ontology: the embedded config schema does not compile: " + err.Error())
+	}
+	err = schema.Validate(instance)
+	if err == nil {
+		return nil
+	}
+	verr, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return Problems{{Message: err.Error()}}
+	}
+	var problems Problems
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			// An unknown key is reported at the key itself, not its parent.
+			if extra, ok := e.ErrorKind.(*kind.AdditionalProperties); ok {
+				for _, key := range extra.Properties {
+					problems = append(problems, Problem{Path: fieldPath(append(slices.Clone(e.InstanceLocation), key)), Message: "unknown key"})
+				}
+				return
+			}
+			problems = append(problems, Problem{Path: fieldPath(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(english)})
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	return problems.sorted()
+}

@@ -1,0 +1,73 @@
+package ontology
+
+import (
+	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestSchemaAgreesWithLoader holds SchemaJSON and the Go types to the same
+// keys: every yaml key the loader reads is in the schema, and every key the
+// schema allows is read by the loader.
+func TestSchemaAgreesWithLoader(t *testing.T) {
+	t.Parallel()
+	var schema map[string]any
+	if err := json.Unmarshal(SchemaJSON, &schema); err != nil {
+		t.Fatal(err)
+	}
+	defs := schema["$defs"].(map[string]any)
+	props := func(node map[string]any, path ...string) map[string]any {
+		for _, p := range path {
+			node = node["properties"].(map[string]any)[p].(map[string]any)
+		}
+		return node
+	}
+	oneOfObject := func(node map[string]any, i int) map[string]any {
+		return node["oneOf"].([]any)[i].(map[string]any)
+	}
+	tests := []struct {
+		typ  reflect.Type
+		node map[string]any
+	}{
+		{reflect.TypeFor[Config](), schema},
+		{reflect.TypeFor[Datasource](), props(schema, "datasource")},
+		{reflect.TypeFor[Identity](), props(schema, "identity")},
+		{reflect.TypeFor[OIDC](), props(schema, "identity", "oidc")},
+		{reflect.TypeFor[Approvals](), props(schema, "approvals")},
+		{reflect.TypeFor[Object](), defs["object"].(map[string]any)},
+		{reflect.TypeFor[ListSpec](), props(defs["object"].(map[string]any), "list")},
+		{reflect.TypeFor[Link](), defs["link"].(map[string]any)},
+		{reflect.TypeFor[Action](), defs["action"].(map[string]any)},
+		{reflect.TypeFor[Target](), props(defs["action"].(map[string]any), "target")},
+		{reflect.TypeFor[Policy](), props(defs["action"].(map[string]any), "policy")},
+	}
+	for _, tt := range tests {
+		var goKeys []string
+		for f := range tt.typ.Fields() {
+			if tag := f.Tag.Get("yaml"); tag != "" {
+				goKeys = append(goKeys, strings.Split(tag, ",")[0])
+			}
+		}
+		slices.Sort(goKeys)
+		schemaKeys := slices.Sorted(maps.Keys(tt.node["properties"].(map[string]any)))
+		if !slices.Equal(goKeys, schemaKeys) {
+			t.Errorf("%s: loader reads %v, schema allows %v", tt.typ.Name(), goKeys, schemaKeys)
+		}
+		if tt.node["additionalProperties"] != false {
+			t.Errorf("%s: the schema allows unknown keys", tt.typ.Name())
+		}
+	}
+	// Execute is one of two shapes; together they name the loader's keys.
+	execute := props(defs["action"].(map[string]any), "execute")
+	var executeKeys []string
+	for i := range 2 {
+		executeKeys = append(executeKeys, slices.Collect(maps.Keys(oneOfObject(execute, i)["properties"].(map[string]any)))...)
+	}
+	slices.Sort(executeKeys)
+	if want := []string{"not_implemented", "sql"}; !slices.Equal(executeKeys, want) {
+		t.Errorf("execute: schema allows %v, loader reads %v", executeKeys, want)
+	}
+}

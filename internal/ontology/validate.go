@@ -1,0 +1,164 @@
+package ontology
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// toolNamePattern is what MCP hosts accept as a tool name.
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// CheckApprovalTool is the name of the tool that polls an approval.
+const CheckApprovalTool = "check_approval"
+
+// Tool is one MCP tool the config declares, with the field that declares it.
+type Tool struct {
+	Name string
+	// Path is the field path of the declaration: objects.X or actions.X.
+	Path string
+}
+
+// Tools lists every tool the config declares, in a stable order:
+// check_approval, then each object's get and list, then each action.
+func (c *Config) Tools() []Tool {
+	tools := []Tool{{Name: CheckApprovalTool}}
+	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
+		tools = append(tools, Tool{Name: name + "_get", Path: "objects." + name}, Tool{Name: name + "_list", Path: "objects." + name})
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
+		tools = append(tools, Tool{Name: name, Path: "actions." + name})
+	}
+	return tools
+}
+
+// validate checks every rule the schema cannot express, and returns all
+// the problems it finds.
+func (c *Config) validate() Problems {
+	var ps Problems
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+
+	claimed := map[string]Tool{}
+	for _, t := range c.Tools() {
+		if !toolNamePattern.MatchString(t.Name) {
+			add(t.Path, "makes the tool name %q, which is not 1 to 64 of [a-zA-Z0-9_-]", t.Name)
+			continue
+		}
+		if prev, ok := claimed[t.Name]; ok {
+			what := "the built-in tool"
+			if prev.Path != "" {
+				what = prev.Path
+			}
+			add(t.Path, "makes the tool name %q, which %s makes too", t.Name, what)
+			continue
+		}
+		claimed[t.Name] = t
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
+		c.Objects[name].validate("objects."+name, add)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Links)) {
+		l, path := c.Links[name], "links."+name
+		for _, end := range []struct{ field, ref string }{{"from", l.From}, {"to", l.To}} {
+			if msg := c.fieldRefProblem(end.ref); msg != "" {
+				add(path+"."+end.field, "%s", msg)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
+		c.validateAction(name, add)
+	}
+	return ps.sorted()
+}
+
+func (o *Object) validate(path string, add func(path, format string, args ...any)) {
+	// The key is returned with every row; the tenant column need not be.
+	if !slices.Contains(o.Fields, o.Key) {
+		add(path+".key", "%q is not one of the object's fields", o.Key)
+	}
+	for _, field := range slices.Sorted(maps.Keys(o.List.Filters)) {
+		if !slices.Contains(o.Fields, field) {
+			add(path+".list.filters."+field, "%q is not one of the object's fields", field)
+		}
+	}
+	for i, field := range o.List.Sort {
+		if !slices.Contains(o.Fields, field) {
+			add(fmt.Sprintf("%s.list.sort.%d", path, i), "%q is not one of the object's fields", field)
+		}
+	}
+}
+
+// fieldRefProblem checks an object.field reference.
+func (c *Config) fieldRefProblem(ref string) string {
+	objName, field, _ := strings.Cut(ref, ".")
+	o, ok := c.Objects[objName]
+	if !ok {
+		return fmt.Sprintf("names the object %q, which is not declared", objName)
+	}
+	if !slices.Contains(o.Fields, field) {
+		return fmt.Sprintf("names the field %q, which is not one of object %s's fields", field, objName)
+	}
+	return ""
+}
+
+func (c *Config) validateAction(name string, add func(path, format string, args ...any)) {
+	a, path := c.Actions[name], "actions."+name
+	schema, err := compileInput(a.Input)
+	if err != nil {
+		add(path+".input", "%v", err)
+	}
+	a.inputSchema = schema
+	properties := inputProperties(a.Input)
+
+	if a.Target != nil {
+		if _, ok := c.Objects[a.Target.Object]; !ok {
+			add(path+".target.object", "names the object %q, which is not declared", a.Target.Object)
+		}
+		if !slices.Contains(properties, a.Target.KeyFrom) {
+			add(path+".target.key_from", "%q is not a property of the action's input", a.Target.KeyFrom)
+		}
+	}
+	if a.Where != "" {
+		program, err := compileWhere(a.Where, a.Target != nil)
+		if err != nil {
+			add(path+".where", "%v", err)
+		}
+		a.where = program
+	}
+	if a.Execute.SQL != "" {
+		params, err := SQLParams(a.Execute.SQL)
+		if err != nil {
+			add(path+".execute.sql", "%v", err)
+		}
+		for _, p := range params {
+			if !slices.Contains(properties, p) {
+				add(path+".execute.sql", "the parameter :%s is not a property of the action's input", p)
+			}
+		}
+	}
+	for i, f := range a.RedactAudit {
+		if !slices.Contains(properties, f) {
+			add(fmt.Sprintf("%s.redact_audit.%d", path, i), "%q is not a property of the action's input", f)
+		}
+	}
+	for i, f := range a.RedactPrior {
+		if a.Target == nil {
+			add(fmt.Sprintf("%s.redact_prior.%d", path, i), "the action has no target, so no prior state to mask")
+			continue
+		}
+		if o, ok := c.Objects[a.Target.Object]; ok && !slices.Contains(o.Fields, f) {
+			add(fmt.Sprintf("%s.redact_prior.%d", path, i), "%q is not one of object %s's fields", f, a.Target.Object)
+		}
+	}
+}
+
+// inputProperties lists the property names an input schema declares.
+func inputProperties(schema map[string]any) []string {
+	props, _ := schema["properties"].(map[string]any)
+	return slices.Sorted(maps.Keys(props))
+}
