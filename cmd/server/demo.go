@@ -1,24 +1,58 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/examples/orders"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // demoStateDir holds the demo's private cluster and demo.json.
 const demoStateDir = ".orangerail"
 
+// demoConfig is the example ontology the demo serves.
+const demoConfig = "examples/orders/orangerail.yaml"
+
 // demoFacts is what the demo writes to .orangerail/demo.json for scripts.
 type demoFacts struct {
 	DatabaseURL    string `json:"database_url"`
 	DatabaseSource string `json:"database_source"`
+	Config         string `json:"config"`
+}
+
+// seedExample creates and fills the example's tables, then checks the
+// example config against them.
+func seedExample(ctx context.Context, url string) error {
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, orders.Seed); err != nil {
+		return err
+	}
+	problems, err := cfg.CheckCatalog(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return problems
+	}
+	return nil
 }
 
 func newDemoCmd() *cobra.Command {
@@ -53,7 +87,10 @@ func newDemoCmd() *cobra.Command {
 			if err := database.MigrateUp(ctx, found.URL); err != nil {
 				return err
 			}
-			facts := demoFacts{DatabaseURL: found.URL, DatabaseSource: string(found.Source)}
+			if err := seedExample(ctx, found.URL); err != nil {
+				return fmt.Errorf("seed the example: %w", err)
+			}
+			facts := demoFacts{DatabaseURL: found.URL, DatabaseSource: string(found.Source), Config: demoConfig}
 			b, err := json.MarshalIndent(facts, "", "  ")
 			if err != nil {
 				return err
@@ -69,7 +106,7 @@ func newDemoCmd() *cobra.Command {
 			if found.Dir != "" {
 				fmt.Fprintf(out, "  cluster:  %s (stopped when the demo stops)\n", found.Dir)
 			}
-			fmt.Fprintf(out, "  facts:    %s\n\n", factsPath)
+			fmt.Fprintf(out, "  config:   %s (seeded: tenants acme and globex)\n  facts:    %s\n\n", demoConfig, factsPath)
 			fmt.Fprintf(out, "Verify the audit log:  bin/orangerail audit verify --database-url '%s'\n", found.URL)
 			fmt.Fprintln(out, "Press Ctrl-C to stop.")
 			<-ctx.Done()

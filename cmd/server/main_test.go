@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +212,70 @@ func TestProgressPrinter(t *testing.T) {
 	if !strings.Contains(out, "verifying: 5 / 10 records (50%)") || strings.Contains(out, "6 / 10") ||
 		!strings.Contains(out, "verifying: 10 / 10 records (100%)") {
 		t.Fatalf("progress output %q", out)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	t.Parallel()
+	example := "../../examples/orders/orangerail.yaml"
+
+	code, out, _ := cli(t, "config", "check", example, "--database-url", "")
+	if code != exitOK || !strings.Contains(out, "0 problem(s); catalog not checked") {
+		t.Fatalf("example without a database: exit %d\n%s", code, out)
+	}
+
+	url := testdb.New(t)
+	code, out, _ = cli(t, "config", "check", example, "--database-url", url)
+	if code != exitFindings || !strings.Contains(out, "objects.order.table: datasource_schema_mismatch") {
+		t.Fatalf("example on an unseeded database: exit %d\n%s", code, out)
+	}
+	if err := seedExample(context.Background(), url); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = cli(t, "config", "check", example, "--database-url", url); code != exitOK {
+		t.Fatalf("example on a seeded database: exit %d\n%s", code, out)
+	}
+
+	// Every problem is printed, not only the first.
+	broken := filepath.Join(t.TempDir(), "broken.yaml")
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = []byte(strings.NewReplacer("key_from: order_id", "key_from: orderid", "preset: approval-for-writes", "preset: fast").Replace(string(data)))
+	if err := os.WriteFile(broken, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, "config", "check", broken, "--json")
+	var report struct {
+		Problems []struct{ Path, Message string }
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if code != exitFindings || len(report.Problems) != 1 || report.Problems[0].Path != "preset" {
+		// The schema refuses the preset before semantic checks run.
+		t.Fatalf("broken preset: exit %d %+v", code, report)
+	}
+	data = []byte(strings.Replace(string(data), "preset: fast", "preset: sandbox", 1))
+	if err := os.WriteFile(broken, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, "config", "check", broken)
+	for _, want := range []string{"actions.add_order_note.target.key_from", "actions.cancel_order.target.key_from", "actions.update_shipping_address.target.key_from", "3 problem(s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != exitFindings {
+		t.Fatalf("exit %d", code)
+	}
+
+	if code, _, stderr := cli(t, "config", "check", filepath.Join(t.TempDir(), "none.yaml")); code != exitError || !strings.Contains(stderr, "none.yaml") {
+		t.Fatalf("missing file: exit %d %q", code, stderr)
+	}
+	code, out, _ = cli(t, "config", "schema")
+	if code != exitOK || !json.Valid([]byte(out)) {
+		t.Fatalf("schema: exit %d", code)
 	}
 }

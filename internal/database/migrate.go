@@ -42,7 +42,7 @@ func NewMigrator(ctx context.Context, url string) (*Migrator, error) {
 	sqlDB := stdlib.OpenDB(*cfg.ConnConfig)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
-		return nil, classifyConnectError(cfg.ConnConfig, err)
+		return nil, ClassifyConnectError(cfg.ConnConfig, err)
 	}
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {

@@ -76,7 +76,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		if errcode.Of(err) != "" {
 			return nil, err
 		}
-		return nil, classifyConnectError(cfg.ConnConfig, err)
+		return nil, ClassifyConnectError(cfg.ConnConfig, err)
 	}
 	return pool, nil
 }
@@ -94,9 +94,9 @@ func classifyRoleError(err error) error {
 	return fmt.Errorf("assume %s: %w", RuntimeRole, err)
 }
 
-// classifyConnectError turns a failure to reach or log in to Postgres into
+// ClassifyConnectError turns a failure to reach or log in to Postgres into
 // one line naming the server and the reason. It never includes a password.
-func classifyConnectError(cfg *pgx.ConnConfig, err error) error {
+func ClassifyConnectError(cfg *pgx.ConnConfig, err error) error {
 	where := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Check an ontology config, or print its JSON Schema",
+	}
+	var (
+		url    string
+		asJSON bool
+	)
+	check := &cobra.Command{
+		Use:   "check FILE",
+		Short: "Print every problem in a config file, and check it against the live datasource",
+		Long: "Check prints every problem in the config file, each at its field path. When a database is\n" +
+			"reachable (the datasource's url_env, else --database-url), it also checks that every table,\n" +
+			"column and action statement exists there.\n\n" +
+			"Exit status: 0 when the config is sound, 1 when it has problems, 2 when the check could not run.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			var problems ontology.Problems
+			catalog := "not checked: no database URL (set the datasource's url_env, --database-url or DATABASE_URL)"
+			cfg, err := ontology.Load(args[0])
+			switch {
+			case errors.As(err, &problems):
+			case err != nil:
+				return err
+			default:
+				dsURL := url
+				if cfg.Datasource.URLEnv != "" {
+					dsURL = os.Getenv(cfg.Datasource.URLEnv)
+				}
+				if dsURL != "" {
+					found, err := checkCatalog(cmd, cfg, dsURL)
+					if err != nil {
+						return err
+					}
+					problems = found
+					catalog = "checked against " + database.RedactURL(dsURL)
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog}); err != nil {
+					return err
+				}
+			} else {
+				for _, p := range problems {
+					fmt.Fprintln(out, p)
+				}
+				fmt.Fprintf(out, "%s: %d problem(s); catalog %s\n", args[0], len(problems), catalog)
+			}
+			if len(problems) > 0 {
+				return errFindings
+			}
+			return nil
+		},
+	}
+	databaseURLFlag(check.Flags(), &url)
+	check.Flags().BoolVar(&asJSON, "json", false, "print the problems as JSON")
+
+	schema := &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the config file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := cmd.OutOrStdout().Write(ontology.SchemaJSON)
+			return err
+		},
+	}
+	cmd.AddCommand(check, schema)
+	return cmd
+}
+
+func checkCatalog(cmd *cobra.Command, cfg *ontology.Config, url string) (ontology.Problems, error) {
+	connCfg, err := database.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(cmd.Context(), connCfg.ConnConfig)
+	if err != nil {
+		return nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
+	}
+	defer conn.Close(cmd.Context())
+	return cfg.CheckCatalog(cmd.Context(), conn)
+}
