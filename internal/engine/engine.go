@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// Mode is how the engine treats actions.
+type Mode string
+
+// The modes.
+const (
+	// ModeLive stages, executes and audits actions.
+	ModeLive Mode = "live"
+	// ModeDryRun records a dry_run audit record where it would stage or
+	// execute, and never creates, consumes or executes an approval.
+	ModeDryRun Mode = "dry_run"
+)
+
+// Caller is who calls the engine, as a transport established it.
+type Caller struct {
+	// Subject identifies the caller; empty for an anonymous caller.
+	Subject string
+	Tenant  string
+	Roles   []string
+	Scopes  []string
+	Kind    ActorKind
+	// DevMode marks the local development identity; every audit record it
+	// causes says so.
+	DevMode bool
+}
+
+// Authenticated reports whether the caller proved an identity.
+func (c *Caller) Authenticated() bool { return c.Subject != "" }
+
+// HasRole reports whether the caller holds any of roles.
+func (c *Caller) HasRole(roles ...string) bool {
+	return slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(c.Roles, r) })
+}
+
+// actor is the caller as an audit record names it.
+func (c *Caller) actor() Actor {
+	return Actor{Subject: cmp.Or(c.Subject, "anonymous"), Kind: cmp.Or(c.Kind, ActorAgent)}
+}
+
+// Config configures an Engine.
+type Config struct {
+	// Ontology is the loaded declaration. Required.
+	Ontology *ontology.Config
+	// Store is the service database, a pool whose connections act as
+	// orangerail_runtime (database.Open). Required.
+	Store *pgxpool.Pool
+	// Datasource holds the team's data. Nil: the Store.
+	Datasource *pgxpool.Pool
+	// Key signs input digests and list cursors: 32 random bytes kept
+	// secret and shared by every replica. Required.
+	Key []byte
+	// Mode defaults to ModeLive.
+	Mode Mode
+	// Logger receives the full text of failures. Defaults to slog.Default().
+	Logger *slog.Logger
+	// NowFunc returns the current time. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// KeySize is the size of Config.Key.
+const KeySize = 32
+
+// Engine runs reads and the governed action lifecycle. It is safe for
+// concurrent use.
+type Engine struct {
+	cfg        *ontology.Config
+	store      *pgxpool.Pool
+	datasource *pgxpool.Pool
+	sameDB     bool
+	key        []byte
+	mode       Mode
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// New returns an Engine for c.
+func New(c Config) (*Engine, error) {
+	switch {
+	case c.Ontology == nil:
+		return nil, errors.New("engine: Config.Ontology is required")
+	case c.Store == nil:
+		return nil, errors.New("engine: Config.Store is required")
+	case len(c.Key) != KeySize:
+		return nil, errors.New("engine: Config.Key must be 32 bytes")
+	}
+	e := &Engine{
+		cfg:        c.Ontology,
+		store:      c.Store,
+		datasource: cmp.Or(c.Datasource, c.Store),
+		key:        slices.Clone(c.Key),
+		mode:       cmp.Or(c.Mode, ModeLive),
+		log:        cmp.Or(c.Logger, slog.Default()),
+		now:        c.NowFunc,
+	}
+	e.sameDB = e.datasource == e.store
+	if e.now == nil {
+		e.now = time.Now
+	}
+	return e, nil
+}
+
+// mac returns an HMAC-SHA-256 of parts under the engine's key, with a
+// purpose label so that a digest of one kind never verifies as another.
+func (e *Engine) mac(purpose string, parts ...[]byte) []byte {
+	h := hmac.New(sha256.New, e.key)
+	h.Write([]byte(purpose))
+	for _, p := range parts {
+		// Length-prefixed, so that no two lists of parts hash alike.
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(p))))
+		h.Write(p)
+	}
+	return h.Sum(nil)
+}
+
+// CanRead reports whether caller may read the object.
+func (e *Engine) CanRead(caller *Caller, object string) bool {
+	o, ok := e.cfg.Objects[object]
+	return ok && canRead(caller, o)
+}
+
+func canRead(caller *Caller, o *ontology.Object) bool {
+	switch o.ReadAccess.Kind {
+	case ontology.ReadPublic:
+		return true
+	case ontology.ReadAuthenticated:
+		return caller.Authenticated()
+	case ontology.ReadRoles:
+		return caller.Authenticated() && caller.HasRole(o.ReadAccess.Roles...)
+	}
+	return false
+}
+
+// failure logs an outcome's full error under its correlation id and
+// returns the outcome.
+func (e *Engine) failure(ctx context.Context, op string, o *Outcome) *Outcome {
+	e.log.ErrorContext(ctx, "engine failure", "op", op, "status", string(o.Status),
+		"correlation_id", o.CorrelationID, "diagnostic", string(o.Diagnostic), "error", o.Err)
+	return o
+}

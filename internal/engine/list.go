@@ -1,0 +1,305 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// listInput is a checked list request.
+type listInput struct {
+	filters []filter
+	sort    string // a field; "" sorts by the key alone
+	desc    bool
+	limit   int
+	after   *cursor
+	// query binds the cursor to these filters and this sort order.
+	query []byte
+}
+
+type filter struct {
+	field  string
+	op     ontology.FilterOp
+	values []string
+}
+
+// cursor is where the previous page ended. It travels to the agent signed,
+// so an agent can hand it back but not forge or alter it.
+type cursor struct {
+	Query   []byte  `json:"q"`
+	SortVal *string `json:"s,omitempty"` // the last row's sort value; nil when NULL or sorting by key
+	Key     string  `json:"k"`
+}
+
+// List reads a page of an object's rows in the caller's tenant. args is the
+// tool input: {"filters": {field: {op: value}}, "sort": "field" | "-field",
+// "limit": n, "cursor": "…"}, every part optional and whitelisted by the
+// object's list spec.
+func (e *Engine) List(ctx context.Context, caller *Caller, object string, args json.RawMessage) *Outcome {
+	o, ok := e.cfg.Objects[object]
+	if !ok || !canRead(caller, o) {
+		return e.deniedOrMissing(ok)
+	}
+	in, issues := e.parseListInput(caller, object, o, args)
+	if len(issues) > 0 {
+		return &Outcome{Status: StatusInvalidInput, Issues: issues}
+	}
+
+	sql, params := listSQL(o, caller.Tenant, in)
+	type page struct {
+		row       string
+		sort, key *string
+	}
+	var rows []page
+	err := database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		r, err := tx.Query(ctx, sql, params...)
+		if err != nil {
+			return err
+		}
+		rows, err = pgx.CollectRows(r, func(row pgx.CollectableRow) (page, error) {
+			var p page
+			return p, row.Scan(&p.row, &p.sort, &p.key)
+		})
+		return err
+	})
+	if out := e.readFailure(ctx, "list "+object, err, "filters"); out != nil {
+		return out
+	}
+
+	items := make([]json.RawMessage, 0, min(len(rows), in.limit))
+	for _, r := range rows[:min(len(rows), in.limit)] {
+		items = append(items, json.RawMessage(r.row))
+	}
+	result := map[string]any{"items": items}
+	if len(rows) > in.limit {
+		last := rows[in.limit-1]
+		next, err := e.sealCursor(caller.Tenant, object, &cursor{Query: in.query, SortVal: last.sort, Key: deref(last.key)})
+		if err != nil {
+			return e.internal(ctx, "list "+object, err)
+		}
+		result["nextCursor"] = next
+	}
+	body, err := json.Marshal(result)
+	if err != nil {
+		return e.internal(ctx, "list "+object, err)
+	}
+	return &Outcome{Status: StatusOK, Data: body}
+}
+
+// listSQL builds a list's statement. Every identifier comes from the
+// ontology and is quoted; every value is a parameter.
+func listSQL(o *ontology.Object, tenant string, in listInput) (string, []any) {
+	params := []any{tenant}
+	param := func(v any) string {
+		params = append(params, v)
+		return fmt.Sprintf("$%d", len(params))
+	}
+	where := []string{quote(o.TenantColumn) + " = $1"}
+	for _, f := range in.filters {
+		col := quote(f.field)
+		if f.op == ontology.FilterIn {
+			ph := make([]string, len(f.values))
+			for i, v := range f.values {
+				ph[i] = param(v)
+			}
+			where = append(where, fmt.Sprintf("%s IN (%s)", col, strings.Join(ph, ", ")))
+			continue
+		}
+		where = append(where, fmt.Sprintf("%s %s %s", col, sqlOps[f.op], param(f.values[0])))
+	}
+
+	key := quote(o.Key)
+	order := key
+	sortExpr := "NULL::text"
+	if in.sort != "" {
+		col := quote(in.sort)
+		dir := "ASC"
+		if in.desc {
+			dir = "DESC"
+		}
+		// NULLs sort last either way; the key breaks ties, ascending.
+		order = fmt.Sprintf("%s %s NULLS LAST, %s", col, dir, key)
+		sortExpr = "r." + col + "::text"
+	}
+	if c := in.after; c != nil {
+		k := param(c.Key)
+		switch {
+		case in.sort == "":
+			where = append(where, fmt.Sprintf("%s > %s", key, k))
+		case c.SortVal == nil:
+			where = append(where, fmt.Sprintf("(%s IS NULL AND %s > %s)", quote(in.sort), key, k))
+		default:
+			col, cmp := quote(in.sort), ">"
+			if in.desc {
+				cmp = "<"
+			}
+			s := param(*c.SortVal)
+			where = append(where, fmt.Sprintf("(%s %s %s OR (%s = %s AND %s > %s) OR %s IS NULL)", col, cmp, s, col, s, key, k, col))
+		}
+	}
+	sql := fmt.Sprintf(`SELECT row_to_json(r)::text, %s, r.%s::text FROM (SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d) r`,
+		sortExpr, key, selectList(o), o.QuotedTable(), strings.Join(where, " AND "), order, in.limit+1)
+	return sql, params
+}
+
+func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Object, args json.RawMessage) (listInput, []Issue) {
+	in := listInput{limit: min(ListLimitDefault, o.List.MaxLimit)}
+	var raw map[string]json.RawMessage
+	if issues := decodeObject(args, &raw); issues != nil {
+		return in, issues
+	}
+	var issues []Issue
+	bad := func(path, format string, args ...any) {
+		issues = append(issues, Issue{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	var cursorText string
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		v := raw[name]
+		switch name {
+		case "filters":
+			var byField map[string]map[string]json.RawMessage
+			if err := json.Unmarshal(v, &byField); err != nil {
+				bad("/filters", "must be an object of {field: {operator: value}}")
+				continue
+			}
+			for _, field := range slices.Sorted(maps.Keys(byField)) {
+				ops, allowed := o.List.Filters[field]
+				fpath := "/filters/" + escapePointer(truncate(field))
+				if !allowed {
+					bad(fpath, "%s cannot be filtered by this field", object)
+					continue
+				}
+				for _, op := range slices.Sorted(maps.Keys(byField[field])) {
+					in.filters, issues = appendFilter(in.filters, issues, fpath, field, ops, op, byField[field][op])
+				}
+			}
+		case "sort":
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				bad("/sort", "must be a field name, or -field for descending")
+				continue
+			}
+			field := strings.TrimPrefix(s, "-")
+			if !slices.Contains(o.List.Sort, field) {
+				bad("/sort", "%s cannot be sorted by %q; it sorts by %s", object, truncate(field), strings.Join(o.List.Sort, ", "))
+				continue
+			}
+			in.sort, in.desc = field, strings.HasPrefix(s, "-")
+		case "limit":
+			var n int
+			if err := json.Unmarshal(v, &n); err != nil || n < 1 {
+				bad("/limit", "must be a whole number from 1")
+				continue
+			}
+			in.limit = min(n, o.List.MaxLimit) // clamped, never refused
+		case "cursor":
+			if err := json.Unmarshal(v, &cursorText); err != nil {
+				bad("/cursor", "must be the nextCursor string of a previous page")
+			}
+		default:
+			bad("/"+escapePointer(truncate(name)), "unknown property")
+		}
+	}
+	if len(issues) > 0 {
+		return in, issues
+	}
+	query, err := jcs.Marshal(map[string]any{"filters": in.filters, "sort": in.sort, "desc": in.desc})
+	if err != nil {
+		return in, []Issue{{Path: "", Message: "the request could not be encoded"}}
+	}
+	in.query = query
+	if cursorText != "" {
+		c, err := e.openCursor(caller.Tenant, object, cursorText)
+		if err != nil || !bytes.Equal(c.Query, in.query) {
+			return in, []Issue{{Path: "/cursor", Message: "not a cursor of this list with these filters and this sort order"}}
+		}
+		in.after = c
+	}
+	return in, nil
+}
+
+func appendFilter(filters []filter, issues []Issue, fpath, field string, allowed []ontology.FilterOp, op string, v json.RawMessage) ([]filter, []Issue) {
+	opPath := fpath + "/" + escapePointer(truncate(op))
+	if !slices.Contains(allowed, ontology.FilterOp(op)) {
+		return filters, append(issues, Issue{Path: opPath, Message: fmt.Sprintf("operator not allowed on %s; allowed: %s", field, joinOps(allowed))})
+	}
+	f := filter{field: field, op: ontology.FilterOp(op)}
+	if f.op == ontology.FilterIn {
+		var list []json.RawMessage
+		if err := json.Unmarshal(v, &list); err != nil || len(list) == 0 || len(list) > MaxInValues {
+			return filters, append(issues, Issue{Path: opPath, Message: fmt.Sprintf("must be an array of 1 to %d values", MaxInValues)})
+		}
+		for i, item := range list {
+			s, issue := scalarText(fmt.Sprintf("%s/%d", opPath, i), item)
+			if issue != nil {
+				issues = append(issues, *issue)
+			}
+			f.values = append(f.values, s)
+		}
+		return append(filters, f), issues
+	}
+	s, issue := scalarText(opPath, v)
+	if issue != nil {
+		return filters, append(issues, *issue)
+	}
+	f.values = []string{s}
+	return append(filters, f), issues
+}
+
+func joinOps(ops []ontology.FilterOp) string {
+	s := make([]string, len(ops))
+	for i, op := range ops {
+		s[i] = string(op)
+	}
+	return strings.Join(s, ", ")
+}
+
+// MarshalJSON makes a filter part of a cursor's query binding.
+func (f filter) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{f.field, f.op, f.values})
+}
+
+const cursorPurpose = "orangerail list cursor v1"
+
+// sealCursor encodes and signs a cursor for one tenant's list of object.
+func (e *Engine) sealCursor(tenant, object string, c *cursor) (string, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	sig := e.mac(cursorPurpose, []byte(tenant), []byte(object), body)[:16]
+	return base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// openCursor verifies and decodes a cursor sealed for this tenant and
+// object.
+func (e *Engine) openCursor(tenant, object, text string) (*cursor, error) {
+	bodyText, sigText, ok := strings.Cut(text, ".")
+	if !ok || len(text) > 4096 {
+		return nil, errBadCursor
+	}
+	body, err1 := base64.RawURLEncoding.DecodeString(bodyText)
+	sig, err2 := base64.RawURLEncoding.DecodeString(sigText)
+	if err1 != nil || err2 != nil || !hmac.Equal(sig, e.mac(cursorPurpose, []byte(tenant), []byte(object), body)[:16]) {
+		return nil, errBadCursor
+	}
+	var c cursor
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, errBadCursor
+	}
+	return &c, nil
+}
+
+var errBadCursor = fmt.Errorf("not a valid cursor")

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// Status is the outcome of one engine call, from a closed set. Transports
+// render each status in exactly one way.
+type Status string
+
+// The statuses.
+const (
+	StatusOK                 Status = "ok"                  // a read answered, or an action executed
+	StatusApprovalPending    Status = "approval_pending"    // an action was staged and waits for a person
+	StatusPending            Status = "pending"             // a polled approval is not decided yet
+	StatusRejected           Status = "rejected"            // a person rejected the approval
+	StatusExpired            Status = "expired"             // the approval lapsed before it executed
+	StatusConsumed           Status = "consumed"            // the approval executed already (an idempotent re-poll)
+	StatusDryRun             Status = "dry_run"             // dry-run mode: recorded, not executed
+	StatusNotImplemented     Status = "not_implemented"     // the action is declared but has no effect yet
+	StatusDenied             Status = "denied"              // the caller may not do this
+	StatusInvalidInput       Status = "invalid_input"       // the input does not satisfy the schema or the read's rules
+	StatusNotFound           Status = "not_found"           // no such row, approval or tool for this caller
+	StatusPreconditionFailed Status = "precondition_failed" // the action's where does not hold
+	StatusFailed             Status = "failed"              // the datasource rejected the action
+	StatusResolveError       Status = "resolve_error"       // the target or rows could not be read
+	StatusAuditBlocked       Status = "audit_blocked"       // the audit record could not be written, so nothing ran
+	StatusSignatureMismatch  Status = "signature_mismatch"  // the action changed since the approval was staged
+	StatusInternalError      Status = "internal_error"      // an unexpected internal error
+)
+
+// Diagnostic classifies a failure orangerail can positively identify, from
+// a closed set. It is derived from SQLSTATE codes and Go error types, never
+// from message text.
+type Diagnostic string
+
+// The diagnostics.
+const (
+	DiagnosticNone                    Diagnostic = ""
+	DiagnosticDatasourceNotConfigured Diagnostic = "datasource_not_configured" // the URL is missing or the server refused us
+	DiagnosticDatasourceUnavailable   Diagnostic = "datasource_unavailable"    // the server could not be reached
+	DiagnosticDatasourceSchema        Diagnostic = ontology.DiagnosticSchemaMismatch
+	DiagnosticDatasourcePermission    Diagnostic = "datasource_permission_denied"
+	DiagnosticDatasourceConstraint    Diagnostic = "datasource_constraint_violation"
+	DiagnosticDatasourceTimeout       Diagnostic = "datasource_timeout"
+)
+
+// Issue is one way an input fails its rules, at a JSON pointer path such as
+// /filters/status/in/0.
+type Issue struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// Outcome is what one engine call produced. Every failure carries Err, the
+// full underlying text (for operators; a transport answering an agent must
+// withhold it), and CorrelationID, the key that finds it in the audit log
+// and the host log.
+type Outcome struct {
+	Status        Status
+	Data          json.RawMessage
+	ApprovalID    *uuid.UUID
+	ExpiresAt     *time.Time
+	CorrelationID string
+	Issues        []Issue
+	Diagnostic    Diagnostic
+	Err           error
+}
+
+// OK reports whether the outcome is a success of its kind.
+func (o *Outcome) OK() bool {
+	switch o.Status {
+	case StatusOK, StatusApprovalPending, StatusPending, StatusConsumed, StatusDryRun:
+		return true
+	}
+	return false
+}
+
+// classify returns the diagnostic of a datasource error.
+func classify(err error) Diagnostic {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "28", "3D": // invalid authorization, invalid catalog name
+			return DiagnosticDatasourceNotConfigured
+		case "08", "57": // connection exception, operator intervention
+			if pgErr.Code == "57014" { // query_canceled: statement_timeout
+				return DiagnosticDatasourceTimeout
+			}
+			return DiagnosticDatasourceUnavailable
+		case "42":
+			if pgErr.Code == "42501" {
+				return DiagnosticDatasourcePermission
+			}
+			return DiagnosticDatasourceSchema
+		case "23":
+			return DiagnosticDatasourceConstraint
+		}
+		return DiagnosticNone
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return DiagnosticDatasourceUnavailable
+	}
+	return DiagnosticNone
+}

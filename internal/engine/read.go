@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// Limits on read inputs.
+const (
+	// ListLimitDefault is a list's page size when the caller names none
+	// (or the object's max_limit, when smaller).
+	ListLimitDefault = 25
+	// MaxInValues bounds the values of one `in` filter.
+	MaxInValues = 100
+	// MaxValueLength bounds a filter value or key, in bytes.
+	MaxValueLength = 1024
+)
+
+// sqlOps spells each filter operator in SQL.
+var sqlOps = map[ontology.FilterOp]string{
+	ontology.FilterEq: "=", ontology.FilterNe: "<>",
+	ontology.FilterGt: ">", ontology.FilterGte: ">=",
+	ontology.FilterLt: "<", ontology.FilterLte: "<=",
+}
+
+// quote quotes one identifier.
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// getInput is the input of an object's get: its key, by the key field's
+// own name, and links to include.
+type getInput struct {
+	key     string
+	include []string
+}
+
+// Get reads one row of an object by key, scoped to the caller's tenant.
+// args is the tool input: {"<key field>": value, "include": [link names]}.
+func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args json.RawMessage) *Outcome {
+	o, ok := e.cfg.Objects[object]
+	if !ok || !canRead(caller, o) {
+		return e.deniedOrMissing(ok)
+	}
+	in, issues := e.parseGetInput(object, o, args)
+	if len(issues) > 0 {
+		return &Outcome{Status: StatusInvalidInput, Issues: issues}
+	}
+	var row json.RawMessage
+	links := map[string]any{}
+	err := database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		if row, err = fetchRow(ctx, tx, o, caller.Tenant, o.Key, in.key); err != nil || row == nil {
+			return err
+		}
+		for _, name := range in.include {
+			if links[name], err = e.fetchLink(ctx, tx, caller, object, name, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if out := e.readFailure(ctx, "get "+object, err, o.Key); out != nil {
+		return out
+	}
+	if row == nil {
+		return &Outcome{Status: StatusNotFound}
+	}
+	if len(in.include) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(row, &obj); err != nil {
+			return e.internal(ctx, "get "+object, err)
+		}
+		body, err := json.Marshal(map[string]any{"item": obj, "links": links})
+		if err != nil {
+			return e.internal(ctx, "get "+object, err)
+		}
+		return &Outcome{Status: StatusOK, Data: body}
+	}
+	body, _ := json.Marshal(map[string]json.RawMessage{"item": row})
+	return &Outcome{Status: StatusOK, Data: body}
+}
+
+func (e *Engine) deniedOrMissing(exists bool) *Outcome {
+	if !exists {
+		return &Outcome{Status: StatusNotFound}
+	}
+	return &Outcome{Status: StatusDenied}
+}
+
+func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawMessage) (getInput, []Issue) {
+	var raw map[string]json.RawMessage
+	if issues := decodeObject(args, &raw); issues != nil {
+		return getInput{}, issues
+	}
+	var in getInput
+	var issues []Issue
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		v := raw[name]
+		switch name {
+		case o.Key:
+			s, issue := scalarText("/"+name, v)
+			if issue != nil {
+				issues = append(issues, *issue)
+			}
+			in.key = s
+		case "include":
+			if err := json.Unmarshal(v, &in.include); err != nil {
+				issues = append(issues, Issue{Path: "/include", Message: "must be an array of link names"})
+				continue
+			}
+			for i, l := range in.include {
+				if !e.linkTouches(l, object) {
+					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: fmt.Sprintf("%q is not a link of %s", truncate(l), object)})
+				}
+			}
+		default:
+			issues = append(issues, Issue{Path: "/" + escapePointer(truncate(name)), Message: "unknown property"})
+		}
+	}
+	if _, ok := raw[o.Key]; !ok {
+		issues = append(issues, Issue{Path: "/" + o.Key, Message: "required"})
+	}
+	return in, issues
+}
+
+// linkTouches reports whether the named link starts or ends at object.
+func (e *Engine) linkTouches(link, object string) bool {
+	l, ok := e.cfg.Links[link]
+	if !ok {
+		return false
+	}
+	from, _, _ := strings.Cut(l.From, ".")
+	to, _, _ := strings.Cut(l.To, ".")
+	return from == object || to == object
+}
+
+// fetchLink reads the rows a link reaches from row: the one row it points
+// to, from the link's from side, or the rows pointing at row (up to the
+// linked object's max_limit), from its to side. A linked object the caller
+// may not read is withheld, not an error.
+func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, object, name string, row json.RawMessage) (any, error) {
+	l := e.cfg.Links[name]
+	fromObj, fromField, _ := strings.Cut(l.From, ".")
+	toObj, toField, _ := strings.Cut(l.To, ".")
+	hereField, there, thereField, many := fromField, toObj, toField, false
+	if fromObj != object {
+		hereField, there, thereField, many = toField, fromObj, fromField, true
+	}
+	target := e.cfg.Objects[there]
+	if !canRead(caller, target) {
+		return map[string]string{"withheld": "the caller may not read " + there}, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(row, &fields); err != nil {
+		return nil, err
+	}
+	value, issue := scalarText("", fields[hereField])
+	if issue != nil || bytes.Equal(fields[hereField], []byte("null")) {
+		return nil, nil
+	}
+	if !many {
+		return fetchRow(ctx, tx, target, caller.Tenant, thereField, value) // no row encodes as null
+	}
+	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 ORDER BY %s LIMIT %d) r",
+		selectList(target), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), quote(target.Key), target.List.MaxLimit)
+	rows, err := tx.Query(ctx, sql, caller.Tenant, value)
+	if err != nil {
+		return nil, err
+	}
+	items, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]json.RawMessage, len(items))
+	for i, it := range items {
+		out[i] = json.RawMessage(it)
+	}
+	return out, nil
+}
+
+func selectList(o *ontology.Object) string {
+	cols := make([]string, len(o.Fields))
+	for i, f := range o.Fields {
+		cols[i] = quote(f)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// fetchRow reads the object's row whose column equals value in the tenant,
+// as a JSON object of the object's fields; nil when there is none.
+func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column, value string) (json.RawMessage, error) {
+	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) r",
+		selectList(o), o.QuotedTable(), quote(o.TenantColumn), quote(column))
+	rows, err := tx.Query(ctx, sql, tenant, value)
+	if err != nil {
+		return nil, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	return json.RawMessage(found[0]), nil
+}
+
+// readFailure turns a read's error into an outcome: a value the column's
+// type cannot hold is the caller's mistake; anything else is a
+// resolve_error whose text is kept for operators.
+func (e *Engine) readFailure(ctx context.Context, op string, err error, valueField string) *Outcome {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code[:2] == "22" { // data exception: a value of the wrong form
+		return &Outcome{Status: StatusInvalidInput, Issues: []Issue{{Path: "/" + valueField, Message: "not a valid value for this field"}}}
+	}
+	return e.failure(ctx, op, &Outcome{Status: StatusResolveError, CorrelationID: uuid.NewString(), Diagnostic: classify(err), Err: err})
+}
+
+func (e *Engine) internal(ctx context.Context, op string, err error) *Outcome {
+	return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: uuid.NewString(), Err: err})
+}
+
+// decodeObject decodes a JSON object of inputs, or says why it cannot.
+func decodeObject(args json.RawMessage, dst *map[string]json.RawMessage) []Issue {
+	if len(bytes.TrimSpace(args)) == 0 {
+		*dst = map[string]json.RawMessage{}
+		return nil
+	}
+	if err := json.Unmarshal(args, dst); err != nil || *dst == nil {
+		return []Issue{{Path: "", Message: "the input must be a JSON object"}}
+	}
+	return nil
+}
+
+// scalarText returns a JSON string, number or boolean as the text Postgres
+// parses into the column's own type.
+func scalarText(path string, v json.RawMessage) (string, *Issue) {
+	v = bytes.TrimSpace(v)
+	if len(v) > MaxValueLength {
+		return "", &Issue{Path: path, Message: fmt.Sprintf("longer than %d bytes", MaxValueLength)}
+	}
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", &Issue{Path: path, Message: "not a valid string"}
+		}
+		if strings.ContainsRune(s, 0) {
+			return "", &Issue{Path: path, Message: "contains a NUL character"}
+		}
+		return s, nil
+	case string(v) == "true" || string(v) == "false":
+		return string(v), nil
+	case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
+		if _, err := strconv.ParseFloat(string(v), 64); err != nil || !json.Valid(v) {
+			return "", &Issue{Path: path, Message: "not a valid number"}
+		}
+		return string(v), nil
+	}
+	return "", &Issue{Path: path, Message: "must be a string, number or boolean"}
+}
+
+// truncate shortens text an input supplied before it is echoed in an issue,
+// so a refusal never repeats more than a little of what was sent.
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// escapePointer escapes a JSON pointer token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}

@@ -1,0 +1,248 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+type exampleBundle struct {
+	*testBundle
+	engine *engine.Engine
+}
+
+// setupExample is a database holding the orders example, seeded, and an
+// engine serving it.
+func setupExample(t *testing.T) *exampleBundle {
+	t.Helper()
+	b := setup(t)
+	if _, err := b.admin.Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, engine.KeySize)
+	_, _ = rand.Read(key)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &exampleBundle{testBundle: b, engine: e}
+}
+
+func agent(tenant string, roles ...string) *engine.Caller {
+	return &engine.Caller{Subject: "agent-7", Tenant: tenant, Roles: roles, Kind: engine.ActorAgent}
+}
+
+var anonymous = &engine.Caller{Tenant: "acme"}
+
+// item decodes a get's item.
+func item(t *testing.T, out *engine.Outcome) map[string]any {
+	t.Helper()
+	if out.Status != engine.StatusOK {
+		t.Fatalf("status %s (%v %v)", out.Status, out.Issues, out.Err)
+	}
+	var body struct {
+		Item  map[string]any `json:"item"`
+		Links map[string]any `json:"links"`
+	}
+	if err := json.Unmarshal(out.Data, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Links != nil {
+		body.Item["$links"] = body.Links
+	}
+	return body.Item
+}
+
+func TestGet(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	get := func(c *engine.Caller, object, args string) *engine.Outcome {
+		return b.engine.Get(ctx, c, object, json.RawMessage(args))
+	}
+
+	o := item(t, get(agent("acme"), "order", `{"id": "o-1001"}`))
+	if o["status"] != "paid" || o["total_cents"] != float64(4999) || o["shipping_address"] == nil {
+		t.Fatalf("acme o-1001 = %v", o)
+	}
+	if _, leaked := o["org_id"]; leaked {
+		t.Fatalf("a field outside the whitelist was returned: %v", o)
+	}
+	// The same key in another tenant is another row.
+	if o := item(t, get(agent("globex"), "order", `{"id": "o-1001"}`)); o["total_cents"] != float64(99999999) {
+		t.Fatalf("globex o-1001 = %v", o)
+	}
+	if out := get(agent("globex"), "order", `{"id": "o-1002"}`); out.Status != engine.StatusNotFound {
+		t.Fatalf("globex reading acme's o-1002: %s", out.Status)
+	}
+
+	// Hostile keys are values, never SQL.
+	for _, key := range []string{`"o-1001' OR '1'='1"`, `"o-1001\"; DROP TABLE orders; --"`, `"' UNION SELECT * FROM orangerail.audit --"`} {
+		if out := get(agent("acme"), "order", `{"id": `+key+`}`); out.Status != engine.StatusNotFound {
+			t.Fatalf("hostile key %s: %s", key, out.Status)
+		}
+	}
+	invalid := []struct{ args, path string }{
+		{`{"id": {"$ne": 1}}`, "/id"},
+		{`{"id": ["o-1001"]}`, "/id"},
+		{`{"id": null}`, "/id"},
+		{`{}`, "/id"},
+		{`{"id": "o-1001", "org_id": "globex"}`, "/org_id"},
+		{`{"id": "o-1001", "include": ["nope"]}`, "/include/0"},
+		{`[1]`, ""},
+		{`{"id": "` + strings.Repeat("x", 2000) + `"}`, "/id"},
+	}
+	for _, tt := range invalid {
+		out := get(agent("acme"), "order", tt.args)
+		if out.Status != engine.StatusInvalidInput || len(out.Issues) == 0 || out.Issues[0].Path != tt.path {
+			t.Errorf("Get(%.60s) = %s %v, want invalid_input at %q", tt.args, out.Status, out.Issues, tt.path)
+		}
+	}
+
+	// Read access.
+	if out := get(anonymous, "order", `{"id": "o-1001"}`); out.Status != engine.StatusDenied {
+		t.Fatalf("anonymous order read: %s", out.Status)
+	}
+	if out := get(anonymous, "product", `{"sku": "anvil"}`); out.Status != engine.StatusOK {
+		t.Fatalf("anonymous public product read: %s", out.Status)
+	}
+	if out := get(agent("acme"), "customer", `{"id": "c-1"}`); out.Status != engine.StatusDenied {
+		t.Fatalf("customer read without a role: %s", out.Status)
+	}
+	if out := get(agent("acme", "support"), "customer", `{"id": "c-1"}`); out.Status != engine.StatusOK {
+		t.Fatalf("customer read with support: %s", out.Status)
+	}
+	if out := get(agent("acme"), "nothing", `{}`); out.Status != engine.StatusNotFound {
+		t.Fatalf("unknown object: %s", out.Status)
+	}
+
+	// Links: the linked object's own read access applies.
+	withLink := item(t, get(agent("acme", "support"), "order", `{"id": "o-1001", "include": ["order_customer"]}`))
+	linked := withLink["$links"].(map[string]any)["order_customer"].(map[string]any)
+	if linked["name"] != "Ada Lovelace" {
+		t.Fatalf("linked customer = %v", linked)
+	}
+	withheld := item(t, get(agent("acme"), "order", `{"id": "o-1001", "include": ["order_customer"]}`))
+	if _, ok := withheld["$links"].(map[string]any)["order_customer"].(map[string]any)["withheld"]; !ok {
+		t.Fatalf("a customer was returned to a caller who may not read customers: %v", withheld)
+	}
+	// From the other side, a link is the rows that point here.
+	cust := item(t, get(agent("acme", "support"), "customer", `{"id": "c-1", "include": ["order_customer"]}`))
+	if n := len(cust["$links"].(map[string]any)["order_customer"].([]any)); n != 2 {
+		t.Fatalf("c-1 has %d orders through the link, want 2", n)
+	}
+}
+
+func TestList(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	list := func(c *engine.Caller, args string) (*engine.Outcome, []map[string]any, string) {
+		out := b.engine.List(ctx, c, "order", json.RawMessage(args))
+		var body struct {
+			Items      []map[string]any `json:"items"`
+			NextCursor string           `json:"nextCursor"`
+		}
+		if out.Status == engine.StatusOK {
+			if err := json.Unmarshal(out.Data, &body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out, body.Items, body.NextCursor
+	}
+	ids := func(items []map[string]any) []string {
+		var s []string
+		for _, it := range items {
+			s = append(s, it["id"].(string))
+		}
+		return s
+	}
+
+	_, items, _ := list(agent("acme"), `{}`)
+	if got := ids(items); !slices.Equal(got, []string{"o-1001", "o-1002", "o-1003"}) {
+		t.Fatalf("acme orders = %v", got)
+	}
+	_, items, _ = list(agent("globex"), `{}`)
+	if len(items) != 1 {
+		t.Fatalf("globex sees %d orders", len(items))
+	}
+	_, items, _ = list(agent("acme"), `{"filters": {"status": {"in": ["paid", "pending"]}}, "sort": "-total_cents"}`)
+	if got := ids(items); !slices.Equal(got, []string{"o-1002", "o-1001"}) {
+		t.Fatalf("paid or pending by total desc = %v", got)
+	}
+
+	// Paging with the cursor visits every row once, in order.
+	for _, sort := range []string{`"created_at"`, `"-total_cents"`, `null`} {
+		args := `{"limit": 1`
+		if sort != "null" {
+			args += `, "sort": ` + sort
+		}
+		var seen []string
+		cursor := ""
+		for range 10 {
+			a := args
+			if cursor != "" {
+				a += `, "cursor": "` + cursor + `"`
+			}
+			out, page, next := list(agent("acme"), a+"}")
+			if out.Status != engine.StatusOK {
+				t.Fatalf("page: %s %v", out.Status, out.Issues)
+			}
+			seen = append(seen, ids(page)...)
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		if slices.Sort(seen); !slices.Equal(seen, []string{"o-1001", "o-1002", "o-1003"}) {
+			t.Fatalf("paging by %s saw %v", sort, seen)
+		}
+	}
+
+	// The limit is clamped, not refused.
+	if out, _, _ := list(agent("acme"), `{"limit": 1000000}`); out.Status != engine.StatusOK {
+		t.Fatalf("huge limit: %s", out.Status)
+	}
+
+	_, _, cursor := list(agent("acme"), `{"limit": 1}`)
+	invalid := []struct{ args, path string }{
+		{`{"filters": {"total_cents": {"eq": 1}}}`, "/filters/total_cents"},
+		{`{"filters": {"status": {"gt": "a"}}}`, "/filters/status/gt"},
+		{`{"filters": {"status": {"in": []}}}`, "/filters/status/in"},
+		{`{"filters": {"status": {"eq": {"x": 1}}}}`, "/filters/status/eq"},
+		{`{"filters": {"created_at": {"gt": "not a time"}}}`, "/filters"},
+		{`{"filters": "status = 'paid'"}`, "/filters"},
+		{`{"sort": "created_at; DROP TABLE orders"}`, "/sort"},
+		{`{"sort": "org_id"}`, "/sort"},
+		{`{"limit": 0}`, "/limit"},
+		{`{"limit": "10"}`, "/limit"},
+		{`{"cursor": "forged.AAAA"}`, "/cursor"},
+		{`{"cursor": "` + cursor + `", "sort": "created_at"}`, "/cursor"},
+		{`{"cursor": "` + cursor + `x"}`, "/cursor"},
+		{`{"where": "1=1"}`, "/where"},
+	}
+	for _, tt := range invalid {
+		out, _, _ := list(agent("acme"), tt.args)
+		if out.Status != engine.StatusInvalidInput || len(out.Issues) == 0 || out.Issues[0].Path != tt.path {
+			t.Errorf("List(%.70s) = %s %v, want invalid_input at %q", tt.args, out.Status, out.Issues, tt.path)
+		}
+	}
+	// A cursor is bound to its tenant.
+	if out, _, _ := list(agent("globex"), `{"limit": 1, "cursor": "`+cursor+`"}`); out.Status != engine.StatusInvalidInput {
+		t.Fatalf("acme's cursor in globex: %s", out.Status)
+	}
+	// A hostile filter value is a value.
+	if out, items, _ := list(agent("acme"), `{"filters": {"status": {"eq": "paid' OR '1'='1"}}}`); out.Status != engine.StatusOK || len(items) != 0 {
+		t.Fatalf("hostile filter value: %s %d items", out.Status, len(items))
+	}
+}
