@@ -379,7 +379,8 @@ AS $fn$
       AND NOT EXISTS (
           SELECT FROM orangerail.audit a
           WHERE a.tenant_id = p.tenant_id AND a.approval_id = p.id
-            AND a.phase IN ('execution_started', 'execution_succeeded', 'execution_failed'))
+            AND a.phase IN ('execution_started', 'execution_succeeded', 'execution_failed',
+                            'precondition_failed', 'signature_mismatch', 'invalid_input', 'resolve_error'))
     ORDER BY p.consumed_at, p.id
 $fn$;
 -- +goose StatementEnd

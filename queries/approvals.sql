@@ -33,3 +33,10 @@ UPDATE orangerail.approvals
 SET status = 'expired'
 WHERE tenant_id = @tenant_id AND status IN ('pending', 'approved') AND expires_at <= now()
 RETURNING id;
+
+-- name: ApprovalList :many
+-- A tenant's approvals, newest first; status '' lists every status.
+SELECT * FROM orangerail.approvals
+WHERE tenant_id = @tenant_id AND (@status::text = '' OR status = @status::text)
+ORDER BY created_at DESC, id
+LIMIT @row_limit;

@@ -239,3 +239,52 @@ func (q *Queries) ApprovalInsert(ctx context.Context, db DBTX, arg *ApprovalInse
 	)
 	return &i, err
 }
+
+const approvalList = `-- name: ApprovalList :many
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+WHERE tenant_id = $1 AND ($2::text = '' OR status = $2::text)
+ORDER BY created_at DESC, id
+LIMIT $3
+`
+
+type ApprovalListParams struct {
+	TenantID string
+	Status   string
+	RowLimit int32
+}
+
+// A tenant's approvals, newest first; status ” lists every status.
+func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListParams) ([]*OrangerailApproval, error) {
+	rows, err := db.Query(ctx, approvalList, arg.TenantID, arg.Status, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*OrangerailApproval
+	for rows.Next() {
+		var i OrangerailApproval
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Action,
+			&i.RequestedBy,
+			&i.Input,
+			&i.InputDigest,
+			&i.DefinitionHash,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.DecidedBy,
+			&i.DecidedAt,
+			&i.DecisionNote,
+			&i.ConsumedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -71,7 +72,9 @@ type Outcome struct {
 	CorrelationID string
 	Issues        []Issue
 	Diagnostic    Diagnostic
-	Err           error
+	// Code names a refusal from the closed set of errcode, when one fits.
+	Code errcode.Code
+	Err  error
 }
 
 // OK reports whether the outcome is a success of its kind.

@@ -14,7 +14,24 @@ const (
 	PhaseExecutionStarted   Phase = "execution_started"
 	PhaseExecutionSucceeded Phase = "execution_succeeded"
 	PhaseExecutionFailed    Phase = "execution_failed"
+	// The refusals an execution can end in after its approval is consumed.
+	PhasePreconditionFailed Phase = "precondition_failed"
+	PhaseSignatureMismatch  Phase = "signature_mismatch"
+	PhaseInvalidInput       Phase = "invalid_input"
+	PhaseResolveError       Phase = "resolve_error"
 )
+
+// FollowsConsume reports whether a record of phase p can follow the consume
+// of an approval, and so shows the consumed approval was acted on.
+// orangerail.approvals_unaudited uses the same set.
+func FollowsConsume(p Phase) bool {
+	switch p {
+	case PhaseExecutionStarted, PhaseExecutionSucceeded, PhaseExecutionFailed,
+		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError:
+		return true
+	}
+	return false
+}
 
 // Finishes reports whether p closes an execution that
 // PhaseExecutionStarted opened. orangerail.audit_unfinished uses the same

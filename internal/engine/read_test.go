@@ -16,6 +16,7 @@ import (
 type exampleBundle struct {
 	*testBundle
 	engine *engine.Engine
+	key    []byte
 }
 
 // setupExample is a database holding the orders example, seeded, and an
@@ -32,11 +33,11 @@ func setupExample(t *testing.T) *exampleBundle {
 	}
 	key := make([]byte, engine.KeySize)
 	_, _ = rand.Read(key)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: key})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: key, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &exampleBundle{testBundle: b, engine: e}
+	return &exampleBundle{testBundle: b, engine: e, key: key}
 }
 
 func agent(tenant string, roles ...string) *engine.Caller {

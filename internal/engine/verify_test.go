@@ -360,3 +360,48 @@ func TestEntryIsCanonical(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAfterConsumePhasesMatchSQL holds the Go set of post-consume phases
+// and orangerail.approvals_unaudited to the same phases.
+func TestAfterConsumePhasesMatchSQL(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	all := []engine.Phase{engine.PhaseStaged, engine.PhaseApproved, engine.PhaseRejected, engine.PhaseExpired, engine.PhaseDryRun,
+		engine.PhaseNotImplemented, engine.PhaseExecutionStarted, engine.PhaseExecutionSucceeded, engine.PhaseExecutionFailed,
+		engine.PhasePreconditionFailed, engine.PhaseSignatureMismatch, engine.PhaseInvalidInput, engine.PhaseResolveError}
+	for _, phase := range all {
+		id := uuid.New()
+		err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if err := stageApproval(ctx, tx, "acme", id, `{}`); err != nil {
+				return err
+			}
+			q := db.New()
+			if _, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, TenantID: "acme", Status: "approved", DecidedBy: ptr("h")}); err != nil {
+				return err
+			}
+			if _, err := q.ApprovalConsume(ctx, tx, &db.ApprovalConsumeParams{ID: id, TenantID: "acme"}); err != nil {
+				return err
+			}
+			rec := record("acme", phase, id.String())
+			rec.ApprovalID = &id
+			_, err := engine.AppendAudit(ctx, tx, rec)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var orphaned bool
+		err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			rows, err := db.New().ApprovalsUnaudited(ctx, tx, "acme")
+			orphaned = slices.ContainsFunc(rows, func(r *db.ApprovalsUnauditedRow) bool { return r.ApprovalID == id })
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if orphaned == engine.FollowsConsume(phase) {
+			t.Errorf("phase %s: SQL says orphaned=%v, Go says it follows a consume=%v", phase, orphaned, engine.FollowsConsume(phase))
+		}
+	}
+}

@@ -12,8 +12,7 @@ import (
 // Code is a stable, documented refusal code such as X_DATABASE_UNREACHABLE.
 type Code string
 
-// The codes. Add a code here and describe it in table; a test holds the two
-// in step.
+// The codes. Add a code here and describe it in table.
 const (
 	DatabaseURLInvalid  Code = "X_DATABASE_URL_INVALID"
 	DatabaseUnreachable Code = "X_DATABASE_UNREACHABLE"
@@ -27,6 +26,12 @@ const (
 	AuditChainBroken    Code = "X_AUDIT_CHAIN_BROKEN"
 	ApprovalLifecycle   Code = "X_APPROVAL_LIFECYCLE"
 	NoDatabaseAvailable Code = "X_NO_DATABASE"
+
+	ApprovalArgumentsMismatch Code = "X_APPROVAL_ARGUMENTS_MISMATCH"
+	ApprovalDecided           Code = "X_APPROVAL_DECIDED"
+	ApprovalFourEyes          Code = "X_APPROVAL_FOUR_EYES"
+	ApproverNotAllowed        Code = "X_APPROVER_NOT_ALLOWED"
+	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 )
 
 // Entry describes one code.
@@ -59,6 +64,16 @@ var table = []Entry{
 		"Treat it as an incident: keep a copy of the database, and compare the reported seq with your backups."},
 	{ApprovalLifecycle, "An approval change broke its lifecycle (staged calls never change; status moves forward only).",
 		"This is a bug in orangerail or a manual edit: report it."},
+	{ApprovalArgumentsMismatch, "The digest the approver approved is not the digest of the approval's input: the approver saw other arguments.",
+		"Show the approval again (`orangerail approvals show ID`), review the input it prints, and approve with the digest printed there."},
+	{ApprovalDecided, "The approval was decided already, or lapsed; an approval is decided once.",
+		"Show it (`orangerail approvals show ID`) to see its status; the agent stages the call anew if it is still wanted."},
+	{ApprovalFourEyes, "The approver is the caller who requested the approval, and four_eyes is on.",
+		"Have another person with the approver role decide it."},
+	{ApproverNotAllowed, "The decider is not a person holding the approver role in the approval's tenant.",
+		"Decide as a human identity with the role named by approvals.approver_role in the config."},
+	{ApprovalNotFound, "No approval of that id exists in the tenant.",
+		"Check the id and the tenant with `orangerail approvals list --tenant T`."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
 }

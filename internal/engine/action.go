@@ -1,0 +1,414 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// redacted replaces a masked value in audit records.
+const redacted = "[redacted]"
+
+// call is one checked action call.
+type call struct {
+	name      string
+	action    *ontology.Action
+	input     []byte         // verbatim, as the caller sent it
+	canonical []byte         // RFC 8785 form, what the digest covers
+	values    map[string]any // decoded input, for the precondition and parameters
+	digest    []byte
+}
+
+// Call is an agent's call of an action: it validates the input, resolves
+// the target, checks the precondition, and then, as the action's policy
+// says, stages an approval or executes at once. args is the raw tool input.
+func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args json.RawMessage) *Outcome {
+	a, ok := e.cfg.Actions[action]
+	if !ok {
+		return &Outcome{Status: StatusNotFound}
+	}
+	if !e.MayCall(caller, action) {
+		return &Outcome{Status: StatusDenied}
+	}
+	c, issues := e.checkInput(action, a, caller.Tenant, args)
+	if issues != nil {
+		return &Outcome{Status: StatusInvalidInput, Issues: issues}
+	}
+	correlation := uuid.NewString()
+
+	// Resolve and check before anything is staged: a call that cannot run
+	// now is refused now.
+	var target json.RawMessage
+	err := database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		target, err = e.resolveTarget(ctx, tx, a, c, false)
+		return err
+	})
+	if err != nil {
+		return e.auditFailure(ctx, caller, c, nil, correlation, PhaseResolveError, StatusResolveError, err)
+	}
+	if a.Target != nil && target == nil {
+		return &Outcome{Status: StatusNotFound}
+	}
+	if ok, err := e.where(a, target, c.values, caller); !ok {
+		return e.auditRefusal(ctx, caller, c, nil, correlation, PhasePreconditionFailed, StatusPreconditionFailed, err)
+	}
+
+	switch {
+	case e.mode == ModeDryRun:
+		return e.auditRefusal(ctx, caller, c, nil, correlation, PhaseDryRun, StatusDryRun, nil)
+	case a.Execute.NotImplemented:
+		return e.auditRefusal(ctx, caller, c, nil, correlation, PhaseNotImplemented, StatusNotImplemented, nil)
+	case a.Policy.Approval == ontology.ApprovalRequired:
+		return e.stage(ctx, caller, c)
+	}
+	return e.execute(ctx, caller, c, nil, correlation)
+}
+
+// MayCall reports whether caller may call the action: an authenticated
+// caller holding one of the policy's roles and its scope, when it names
+// them. A transport lists only the actions a caller may call.
+func (e *Engine) MayCall(caller *Caller, action string) bool {
+	a, ok := e.cfg.Actions[action]
+	if !ok || !caller.Authenticated() {
+		return false
+	}
+	if len(a.Policy.Roles) > 0 && !caller.HasRole(a.Policy.Roles...) {
+		return false
+	}
+	return a.Policy.Scope == "" || slices.Contains(caller.Scopes, a.Policy.Scope)
+}
+
+// checkInput validates an input against the action's schema and returns
+// the call, or every issue at its JSON pointer path.
+func (e *Engine) checkInput(name string, a *ontology.Action, tenant string, input []byte) (*call, []Issue) {
+	if len(input) == 0 {
+		input = []byte("{}")
+	}
+	canonical, err := jcs.Canonicalize(input)
+	if err != nil {
+		return nil, []Issue{{Path: "", Message: "the input is not valid JSON: " + err.Error()}}
+	}
+	if issues := validateInput(a.InputSchema(), canonical); issues != nil {
+		return nil, issues
+	}
+	var values map[string]any
+	if err := json.Unmarshal(canonical, &values); err != nil {
+		return nil, []Issue{{Path: "", Message: "the input must be a JSON object"}}
+	}
+	return &call{
+		name: name, action: a, input: input, canonical: canonical, values: values,
+		digest: e.mac("input digest v1", []byte(tenant), []byte(name), canonical),
+	}, nil
+}
+
+var issuePrinter = message.NewPrinter(language.English)
+
+// validateInput checks canonical input against a compiled schema.
+func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(canonical)))
+	if err != nil {
+		return []Issue{{Path: "", Message: "the input is not valid JSON"}}
+	}
+	err = schema.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return []Issue{{Path: "", Message: err.Error()}}
+	}
+	var issues []Issue
+	var walk func(*jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) == 0 {
+			path := ""
+			for _, tok := range v.InstanceLocation {
+				path += "/" + escapePointer(truncate(tok))
+			}
+			issues = append(issues, Issue{Path: path, Message: v.ErrorKind.LocalizedString(issuePrinter)})
+		}
+		for _, c := range v.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	slices.SortStableFunc(issues, func(a, b Issue) int { return strings.Compare(a.Path, b.Path) })
+	return issues
+}
+
+// resolveTarget reads the action's target row in the transaction's tenant,
+// locking it when the caller will act on it. No target: nil.
+func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, a *ontology.Action, c *call, lock bool) (json.RawMessage, error) {
+	if a.Target == nil {
+		return nil, nil
+	}
+	o := e.cfg.Objects[a.Target.Object]
+	key, issue := scalarText("", mustJSON(c.values[a.Target.KeyFrom]))
+	if issue != nil {
+		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
+	}
+	var tenant string
+	if err := tx.QueryRow(ctx, "SELECT current_setting('orangerail.tenant_id')").Scan(&tenant); err != nil {
+		return nil, err
+	}
+	suffix := ""
+	if lock {
+		suffix = " FOR UPDATE"
+	}
+	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2%s) r",
+		selectList(o), o.QuotedTable(), quote(o.TenantColumn), quote(o.Key), suffix)
+	rows, err := tx.Query(ctx, sql, tenant, key)
+	if err != nil {
+		return nil, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	return json.RawMessage(found[0]), nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// where evaluates the action's precondition. A precondition that cannot be
+// evaluated does not hold.
+func (e *Engine) where(a *ontology.Action, target json.RawMessage, input map[string]any, caller *Caller) (bool, error) {
+	program := a.WhereProgram()
+	if program == nil {
+		return true, nil
+	}
+	vars := map[string]any{
+		"input": input,
+		"caller": map[string]any{
+			"subject": caller.Subject, "tenant": caller.Tenant, "roles": caller.Roles,
+			"scopes": caller.Scopes, "kind": string(caller.Kind),
+		},
+	}
+	if a.Target != nil {
+		var t map[string]any
+		if err := json.Unmarshal(target, &t); err != nil {
+			return false, err
+		}
+		vars["target"] = t
+	}
+	out, _, err := program.Eval(vars)
+	if err != nil {
+		return false, fmt.Errorf("the precondition could not be evaluated: %w", err)
+	}
+	holds, ok := out.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("the precondition evaluated to %v, not a boolean", out.Value())
+	}
+	if !holds {
+		return false, errors.New("the precondition does not hold")
+	}
+	return true, nil
+}
+
+// definitionHash identifies an action's declaration: an approval staged
+// under one definition never executes under another.
+func definitionHash(a *ontology.Action) []byte {
+	canonical, err := jcs.Marshal(struct {
+		Description string           `json:"description"`
+		Target      *ontology.Target `json:"target"`
+		Input       map[string]any   `json:"input"`
+		Where       string           `json:"where"`
+		Policy      ontology.Policy  `json:"policy"`
+		Destructive bool             `json:"destructive"`
+		Idempotent  bool             `json:"idempotent"`
+		Execute     ontology.Execute `json:"execute"`
+		Effect      string           `json:"effect"`
+		Rollback    string           `json:"rollback"`
+	}{a.Description, a.Target, a.Input, a.Where, a.Policy, a.Destructive, a.Idempotent, a.Execute, a.Effect, a.Rollback})
+	if err != nil {
+		panic("engine: an action's declaration is not JSON: " + err.Error())
+	}
+	sum := sha256.Sum256(canonical)
+	return sum[:]
+}
+
+// stage records a pending approval and its staged audit record in one
+// transaction. An identical open call returns the approval it made.
+func (e *Engine) stage(ctx context.Context, caller *Caller, c *call) *Outcome {
+	q := db.New()
+	var approval *db.OrangerailApproval
+	var existing bool
+	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
+			return err
+		}
+		found, err := q.ApprovalFindOpen(ctx, tx, &db.ApprovalFindOpenParams{
+			TenantID: caller.Tenant, RequestedBy: caller.actor().Subject, Action: c.name, InputDigest: c.digest,
+		})
+		if err == nil {
+			approval, existing = found, true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err := q.TenantEnsure(ctx, tx, caller.Tenant); err != nil {
+			return err
+		}
+		id := uuid.New()
+		approval, err = q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
+			ID: id, TenantID: caller.Tenant, Action: c.name, RequestedBy: caller.actor().Subject,
+			Input: c.input, InputDigest: c.digest, DefinitionHash: definitionHash(c.action),
+			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)),
+		})
+		if err != nil {
+			return err
+		}
+		return appendAudit(ctx, tx, e.record(caller, c, PhaseStaged, id.String(), &id))
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
+		// An identical call staged the same approval meanwhile.
+		return e.stage(ctx, caller, c)
+	}
+	if err != nil {
+		return e.storeFailure(ctx, "stage "+c.name, "", err)
+	}
+	if existing && approval.Status == "approved" {
+		// Repeating an approved call is polling it.
+		return e.Check(ctx, caller, approval.ID.String())
+	}
+	return &Outcome{Status: StatusApprovalPending, ApprovalID: &approval.ID, ExpiresAt: &approval.ExpiresAt, CorrelationID: approval.ID.String()}
+}
+
+// expireLapsed marks the tenant's open approvals past their expiry as
+// expired, each with an audit record.
+func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) error {
+	ids, err := db.New().ApprovalExpireLapsed(ctx, tx, tenant)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		rec := &Record{Tenant: tenant, At: e.now(), CorrelationID: id.String(), Phase: PhaseExpired,
+			Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, ApprovalID: &id}
+		if err := appendAudit(ctx, tx, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record builds an audit record of a call, its input masked as the action
+// says.
+func (e *Engine) record(caller *Caller, c *call, phase Phase, correlation string, approval *uuid.UUID) *Record {
+	return &Record{
+		Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: phase, Action: c.name,
+		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval, Input: mask(c.canonical, c.action.RedactAudit),
+	}
+}
+
+// mask replaces the named top-level members of a JSON object.
+func mask(object []byte, fields []string) json.RawMessage {
+	if len(fields) == 0 || object == nil {
+		return object
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(object, &m); err != nil {
+		return object
+	}
+	for _, f := range fields {
+		if _, ok := m[f]; ok {
+			m[f] = json.RawMessage(`"` + redacted + `"`)
+		}
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// auditRefusal records a call that stops before any effect, and returns
+// its outcome.
+func (e *Engine) auditRefusal(ctx context.Context, caller *Caller, c *call, approval *uuid.UUID, correlation string, phase Phase, status Status, cause error) *Outcome {
+	rec := e.record(caller, c, phase, correlation, approval)
+	if cause != nil {
+		rec.Error = cause.Error()
+	}
+	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {
+		return e.auditBlocked(ctx, c.name, correlation, err)
+	}
+	out := &Outcome{Status: status, CorrelationID: correlation, ApprovalID: approval, Err: cause}
+	if cause != nil {
+		return e.failure(ctx, string(phase)+" "+c.name, out)
+	}
+	return out
+}
+
+// auditFailure records a datasource failure with its full text and
+// diagnostic, and returns its outcome.
+func (e *Engine) auditFailure(ctx context.Context, caller *Caller, c *call, approval *uuid.UUID, correlation string, phase Phase, status Status, cause error) *Outcome {
+	rec := e.record(caller, c, phase, correlation, approval)
+	rec.Error, rec.Diagnostic = cause.Error(), string(classify(cause))
+	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {
+		return e.auditBlocked(ctx, c.name, correlation, errors.Join(cause, err))
+	}
+	return e.failure(ctx, string(phase)+" "+c.name, &Outcome{Status: status, CorrelationID: correlation, ApprovalID: approval, Diagnostic: classify(cause), Err: cause})
+}
+
+// appendAlone appends one record in a transaction of its own.
+func (e *Engine) appendAlone(ctx context.Context, tenant string, rec *Record) error {
+	return database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return appendAudit(ctx, tx, rec)
+	})
+}
+
+func (e *Engine) auditBlocked(ctx context.Context, op, correlation string, err error) *Outcome {
+	return e.failure(ctx, op, &Outcome{Status: StatusAuditBlocked, CorrelationID: correlation, Err: err})
+}
+
+// storeFailure is a failure of orangerail's own database: audit_blocked
+// when an audit append failed (so nothing ran), internal_error otherwise.
+func (e *Engine) storeFailure(ctx context.Context, op, correlation string, err error) *Outcome {
+	if correlation == "" {
+		correlation = uuid.NewString()
+	}
+	var blocked *auditAppendError
+	if errors.As(err, &blocked) {
+		return e.auditBlocked(ctx, op, correlation, err)
+	}
+	return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Err: err})
+}
+
+// auditAppendError marks a failed audit append inside a larger
+// transaction, so the caller reports audit_blocked.
+type auditAppendError struct{ err error }
+
+func (e *auditAppendError) Error() string { return "audit append failed: " + e.err.Error() }
+func (e *auditAppendError) Unwrap() error { return e.err }
+
+// appendAudit appends rec in tx; a failure is an *auditAppendError.
+func appendAudit(ctx context.Context, tx pgx.Tx, rec *Record) error {
+	if _, err := AppendAudit(ctx, tx, rec); err != nil {
+		return &auditAppendError{err}
+	}
+	return nil
+}
+
+// DigestHex returns an approval's input digest as the approver sees it.
+func DigestHex(digest []byte) string { return hex.EncodeToString(digest) }

@@ -1,0 +1,539 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// support is an agent allowed to call the example's governed actions.
+func support(tenant string) *engine.Caller {
+	return &engine.Caller{Subject: "agent-7", Tenant: tenant, Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+}
+
+// quiet drops the engine's failure log: the tests assert on outcomes.
+var quiet = slog.New(slog.DiscardHandler)
+
+func approver(tenant string) *engine.Caller {
+	return &engine.Caller{Subject: "alice@example.com", Tenant: tenant, Roles: []string{"approver"}, Kind: engine.ActorHuman}
+}
+
+// newEngine serves cfg (the example's config, edited by edit) on b's
+// database.
+func newEngine(t *testing.T, b *testBundle, key []byte, mode engine.Mode, edit func(string) string, datasource *pgxpool.Pool) *engine.Engine {
+	t.Helper()
+	text := string(orders.Config)
+	if edit != nil {
+		text = edit(text)
+	}
+	cfg, err := ontology.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Datasource: datasource, Key: key, Mode: mode, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// phases lists the phases of a tenant's audit records for a correlation id.
+func phases(t *testing.T, b *testBundle, tenant, correlation string) []string {
+	t.Helper()
+	rows, err := b.admin.Query(context.Background(), "SELECT phase FROM orangerail.audit WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY seq", tenant, correlation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func orderStatus(t *testing.T, b *testBundle, tenant, id string) string {
+	t.Helper()
+	var s string
+	if err := b.admin.QueryRow(context.Background(), "SELECT status FROM orders WHERE org_id = $1 AND id = $2", tenant, id).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func verifyClean(t *testing.T, b *testBundle, tenant string) {
+	t.Helper()
+	r, err := engine.VerifyTenant(context.Background(), b.runtime, tenant, engine.VerifyOptions{})
+	if err != nil || !r.OK() {
+		t.Fatalf("verify %s: %+v %v", tenant, r, err)
+	}
+}
+
+func want(t *testing.T, out *engine.Outcome, status engine.Status) {
+	t.Helper()
+	if out.Status != status {
+		t.Fatalf("status %s, want %s (issues %v, code %s, err %v)", out.Status, status, out.Issues, out.Code, out.Err)
+	}
+}
+
+func approve(t *testing.T, e *engine.Engine, tenant, id string) {
+	t.Helper()
+	v, err := e.ShowApproval(context.Background(), tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, e.Decide(context.Background(), approver(tenant), engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest}), engine.StatusOK)
+}
+
+func TestActionWithoutApprovalExecutesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	out := b.engine.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "called the customer"}`))
+	want(t, out, engine.StatusOK)
+	var result struct {
+		RowsAffected int              `json:"rows_affected"`
+		Rows         []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal(out.Data, &result); err != nil || result.RowsAffected != 1 || len(result.Rows) != 1 || result.Rows[0]["id"] == nil {
+		t.Fatalf("result %s (%v)", out.Data, err)
+	}
+	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"execution_started", "execution_succeeded"}) {
+		t.Fatalf("phases %v", got)
+	}
+	verifyClean(t, b.testBundle, "acme")
+
+	// A failing effect is recorded with its full text, and classified.
+	if _, err := b.admin.Exec(ctx, "REVOKE INSERT ON order_notes FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	out = b.engine.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "x"}`))
+	want(t, out, engine.StatusFailed)
+	if out.Diagnostic != engine.DiagnosticDatasourcePermission || out.Err == nil || !strings.Contains(out.Err.Error(), "order_notes") {
+		t.Fatalf("failure: %s %v", out.Diagnostic, out.Err)
+	}
+	if _, err := b.admin.Exec(ctx, "GRANT INSERT (org_id, order_id, note) ON order_notes TO orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	// A call whose target does not exist is refused before anything runs.
+	want(t, b.engine.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-9999", "note": "x"}`)), engine.StatusNotFound)
+	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"execution_started", "execution_failed"}) {
+		t.Fatalf("phases %v", got)
+	}
+	var errText string
+	if err := b.admin.QueryRow(ctx, "SELECT convert_from(entry, 'UTF8')::jsonb->>'error' FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'execution_failed'", out.CorrelationID).Scan(&errText); err != nil || !strings.Contains(errText, "order_notes") {
+		t.Fatalf("audit error text %q (%v)", errText, err)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+func TestActionInputAndAuthorization(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	invalid := []struct{ args, path string }{
+		{`{"order_id": "o-1001"}`, ""},
+		{`{"order_id": "o-1001", "reason": "x", "extra": 1}`, ""},
+		{`{"order_id": "o-1001", "reason": "` + strings.Repeat("x", 501) + `"}`, "/reason"},
+		{`{"order_id": 1001, "reason": "x"}`, "/order_id"},
+		{`not json`, ""},
+		{`{"order_id": 1e400, "reason": "x"}`, ""},
+	}
+	for _, tt := range invalid {
+		out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(tt.args))
+		if out.Status != engine.StatusInvalidInput || len(out.Issues) == 0 || out.Issues[0].Path != tt.path {
+			t.Errorf("Call(%.50s) = %s %v, want invalid_input at %q", tt.args, out.Status, out.Issues, tt.path)
+		}
+	}
+	noScope := support("acme")
+	noScope.Scopes = nil
+	for _, c := range []*engine.Caller{agent("acme"), noScope, {Tenant: "acme"}} {
+		want(t, b.engine.Call(ctx, c, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`)), engine.StatusDenied)
+	}
+	want(t, b.engine.Call(ctx, support("acme"), "drop_tables", json.RawMessage(`{}`)), engine.StatusNotFound)
+	want(t, b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-9999", "reason": "x"}`)), engine.StatusNotFound)
+	// o-1003 shipped: the precondition refuses before anything is staged.
+	out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1003", "reason": "x"}`))
+	want(t, out, engine.StatusPreconditionFailed)
+	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"precondition_failed"}) {
+		t.Fatalf("phases %v", got)
+	}
+	var approvals int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.approvals").Scan(&approvals); err != nil || approvals != 0 {
+		t.Fatalf("%d approvals staged by refused calls", approvals)
+	}
+}
+
+func TestGovernedLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := b.engine
+	args := json.RawMessage(`{"order_id": "o-1001", "reason": "customer asked"}`)
+
+	staged := e.Call(ctx, support("acme"), "cancel_order", args)
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	if staged.ExpiresAt == nil || staged.CorrelationID != id {
+		t.Fatalf("staged %+v", staged)
+	}
+	// An identical call returns the same approval; the same whitespace or not.
+	again := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"reason":"customer asked","order_id":"o-1001"}`))
+	if again.Status != engine.StatusApprovalPending || again.ApprovalID.String() != id {
+		t.Fatalf("identical call: %+v", again)
+	}
+	if other := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "other"}`)); other.ApprovalID.String() == id {
+		t.Fatalf("a different input shared the approval")
+	}
+	want(t, e.Check(ctx, support("acme"), id), engine.StatusPending)
+
+	view, err := e.ShowApproval(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(view.Input) != string(args) || view.Effect == "" || !strings.Contains(string(view.Target), `"status":"paid"`) {
+		t.Fatalf("view %+v", view)
+	}
+
+	decide := func(c *engine.Caller, d engine.Decision) *engine.Outcome { return e.Decide(ctx, c, d) }
+	tests := []struct {
+		name   string
+		caller *engine.Caller
+		d      engine.Decision
+		code   errcode.Code
+	}{
+		{"an agent", support("acme"), engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.ApproverNotAllowed},
+		{"a person without the role", &engine.Caller{Subject: "bob", Tenant: "acme", Kind: engine.ActorHuman}, engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.ApproverNotAllowed},
+		{"the requester", &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}, engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.ApprovalFourEyes},
+		{"another digest", approver("acme"), engine.Decision{ApprovalID: id, Approve: true, Digest: strings.Repeat("0", 64)}, errcode.ApprovalArgumentsMismatch},
+		{"no digest", approver("acme"), engine.Decision{ApprovalID: id, Approve: true}, errcode.ApprovalArgumentsMismatch},
+		{"another tenant", approver("globex"), engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.ApprovalNotFound},
+	}
+	for _, tt := range tests {
+		if out := decide(tt.caller, tt.d); out.Code != tt.code || out.OK() {
+			t.Errorf("decision by %s: %s %s, want %s", tt.name, out.Status, out.Code, tt.code)
+		}
+	}
+	want(t, decide(approver("acme"), engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest, Note: "ok"}), engine.StatusOK)
+	if out := decide(approver("acme"), engine.Decision{ApprovalID: id, Approve: false}); out.Code != errcode.ApprovalDecided {
+		t.Fatalf("second decision: %s %s", out.Status, out.Code)
+	}
+
+	// Tenant B sees none of it.
+	want(t, e.Check(ctx, support("globex"), id), engine.StatusNotFound)
+	want(t, e.Call(ctx, support("globex"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`)), engine.StatusNotFound)
+	// Nor does another agent of the same tenant.
+	other := support("acme")
+	other.Subject = "agent-8"
+	want(t, e.Check(ctx, other, id), engine.StatusNotFound)
+
+	out := e.Check(ctx, support("acme"), id)
+	want(t, out, engine.StatusOK)
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "cancelled" {
+		t.Fatal("the order was not cancelled")
+	}
+	want(t, e.Check(ctx, support("acme"), id), engine.StatusConsumed)
+	if got := phases(t, b.testBundle, "acme", id); !slices.Equal(got, []string{"staged", "approved", "execution_started", "execution_succeeded"}) {
+		t.Fatalf("phases %v", got)
+	}
+	var prior string
+	if err := b.admin.QueryRow(ctx, "SELECT convert_from(entry, 'UTF8')::jsonb->'prior'->>'status' FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'execution_started'", id).Scan(&prior); err != nil || prior != "paid" {
+		t.Fatalf("prior state %q (%v)", prior, err)
+	}
+	verifyClean(t, b.testBundle, "acme")
+
+	// A rejected approval never executes.
+	rej := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
+	want(t, decide(approver("acme"), engine.Decision{ApprovalID: rej.ApprovalID.String(), Approve: false, Note: "no"}), engine.StatusOK)
+	want(t, e.Check(ctx, support("acme"), rej.ApprovalID.String()), engine.StatusRejected)
+	if orderStatus(t, b.testBundle, "acme", "o-1002") != "pending" {
+		t.Fatal("a rejected approval executed")
+	}
+}
+
+func TestExactlyOneExecutionUnderConcurrentPolls(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "once"}`))
+	want(t, staged, engine.StatusOK) // ungoverned: runs at once; now the governed one:
+	staged = b.engine.Call(ctx, support("acme"), "update_shipping_address", json.RawMessage(`{"order_id": "o-1001", "address": "1 New Street"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	approve(t, b.engine, "acme", id)
+
+	// A second engine, as a second replica, polls too.
+	replica := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, nil)
+	results := make([]engine.Status, 64)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			e := b.engine
+			if i%2 == 1 {
+				e = replica
+			}
+			results[i] = e.Check(ctx, support("acme"), id).Status
+		})
+	}
+	wg.Wait()
+	counts := map[engine.Status]int{}
+	for _, s := range results {
+		counts[s]++
+	}
+	if counts[engine.StatusOK] != 1 || counts[engine.StatusConsumed] != 63 {
+		t.Fatalf("outcomes %v", counts)
+	}
+	if got := phases(t, b.testBundle, "acme", id); !slices.Equal(got, []string{"staged", "approved", "execution_started", "execution_succeeded"}) {
+		t.Fatalf("phases %v", got)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+func TestTOCTOU(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	approve(t, b.engine, "acme", staged.ApprovalID.String())
+	if _, err := b.admin.Exec(ctx, "UPDATE orders SET status = 'shipped' WHERE org_id = 'acme' AND id = 'o-1002'"); err != nil {
+		t.Fatal(err)
+	}
+	want(t, b.engine.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusPreconditionFailed)
+	if orderStatus(t, b.testBundle, "acme", "o-1002") != "shipped" {
+		t.Fatal("a shipped order was cancelled")
+	}
+	if got := phases(t, b.testBundle, "acme", staged.ApprovalID.String()); !slices.Equal(got, []string{"staged", "approved", "precondition_failed"}) {
+		t.Fatalf("phases %v", got)
+	}
+	want(t, b.engine.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusConsumed)
+	verifyClean(t, b.testBundle, "acme")
+}
+
+func TestDryRunBesideLive(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	sandbox := newEngine(t, b.testBundle, b.key, engine.ModeDryRun, nil, nil)
+
+	// The sandbox never stages.
+	out := sandbox.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	want(t, out, engine.StatusDryRun)
+	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"dry_run"}) {
+		t.Fatalf("phases %v", got)
+	}
+	// The live engine stages; a person approves; the sandbox, polling,
+	// neither executes nor burns it; the live engine completes it.
+	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	id := staged.ApprovalID.String()
+	approve(t, b.engine, "acme", id)
+	want(t, sandbox.Check(ctx, support("acme"), id), engine.StatusDryRun)
+	if v, _ := b.engine.ShowApproval(ctx, "acme", id); v.Status != "approved" || orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
+		t.Fatalf("after the sandbox polled: %s, order %s", v.Status, orderStatus(t, b.testBundle, "acme", "o-1001"))
+	}
+	want(t, b.engine.Check(ctx, support("acme"), id), engine.StatusOK)
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "cancelled" {
+		t.Fatal("the live engine did not execute")
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+func TestDeclarationChangesAfterStaging(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	stageApproved := func(orderID string) string {
+		out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "`+orderID+`", "reason": "a long enough reason"}`))
+		want(t, out, engine.StatusApprovalPending)
+		approve(t, b.engine, "acme", out.ApprovalID.String())
+		return out.ApprovalID.String()
+	}
+
+	// The statement changed: the approval never runs under it.
+	id := stageApproved("o-1001")
+	changed := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
+		return strings.Replace(s, "SET status = 'cancelled'", "SET status = 'cancelled', total_cents = 0", 1)
+	}, nil)
+	want(t, changed.Check(ctx, support("acme"), id), engine.StatusSignatureMismatch)
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
+		t.Fatal("executed under a changed declaration")
+	}
+
+	// An input the schema no longer admits is refused at execution.
+	id = stageApproved("o-1002")
+	stricter := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
+		s = strings.Replace(s, "reason: {type: string, minLength: 1, maxLength: 500}", "reason: {type: string, minLength: 1, maxLength: 5}", 1)
+		return s
+	}, nil)
+	// A changed input schema changes the definition hash too, so the
+	// signature check refuses first.
+	want(t, stricter.Check(ctx, support("acme"), id), engine.StatusSignatureMismatch)
+	verifyClean(t, b.testBundle, "acme")
+}
+
+func TestApprovalExpiry(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	short := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
+		return strings.Replace(s, "ttl: 24h", "ttl: 1s", 1)
+	}, nil)
+	pending := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	approved := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
+	approve(t, short, "acme", approved.ApprovalID.String())
+	time.Sleep(1500 * time.Millisecond) // let both lapse: expiry is a semantic, not a speed
+	want(t, short.Check(ctx, support("acme"), pending.ApprovalID.String()), engine.StatusExpired)
+	want(t, short.Check(ctx, support("acme"), approved.ApprovalID.String()), engine.StatusExpired)
+	if orderStatus(t, b.testBundle, "acme", "o-1002") != "pending" {
+		t.Fatal("an expired approval executed")
+	}
+	if out := short.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: pending.ApprovalID.String(), Approve: false}); out.Status != engine.StatusExpired {
+		t.Fatalf("deciding an expired approval: %s", out.Status)
+	}
+	for _, id := range []string{pending.ApprovalID.String(), approved.ApprovalID.String()} {
+		if got := phases(t, b.testBundle, "acme", id); got[len(got)-1] != "expired" {
+			t.Fatalf("phases %v", got)
+		}
+	}
+	// The same call may be staged anew.
+	want(t, short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`)), engine.StatusApprovalPending)
+	verifyClean(t, b.testBundle, "acme")
+}
+
+func TestNotImplementedAndMasking(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
+		s = strings.Replace(s, `execute: {sql: "INSERT INTO order_notes`, `redact_audit: [note]
+    execute: {sql: "INSERT INTO order_notes`, 1)
+		return s + `  refund_order:
+    description: Refund an order.
+    target: {object: order, key_from: order_id}
+    input: {type: object, required: [order_id], properties: {order_id: {type: string}}}
+    policy: {approval: required}
+    execute: {not_implemented: true}
+`
+	}, nil)
+	out := e.Call(ctx, support("acme"), "refund_order", json.RawMessage(`{"order_id": "o-1001"}`))
+	want(t, out, engine.StatusNotImplemented)
+	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"not_implemented"}) {
+		t.Fatalf("phases %v", got)
+	}
+
+	// redact_audit masks the audit record's input; redact_prior the prior
+	// state. The approval keeps the verbatim input.
+	out = e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "card 4111"}`))
+	want(t, out, engine.StatusOK)
+	var entries []string
+	rows, _ := b.admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit WHERE correlation_id = $1", out.CorrelationID)
+	entries, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, entry := range entries {
+		if strings.Contains(entry, "4111") || !strings.Contains(entry, `"note":"[redacted]"`) {
+			t.Fatalf("unmasked audit entry %s", entry)
+		}
+	}
+	staged := e.Call(ctx, support("acme"), "update_shipping_address", json.RawMessage(`{"order_id": "o-1001", "address": "2 Secret Lane"}`))
+	approve(t, e, "acme", staged.ApprovalID.String())
+	want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+	var prior string
+	if err := b.admin.QueryRow(ctx, "SELECT convert_from(entry, 'UTF8')::jsonb->'prior'->>'shipping_address' FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'execution_started'", staged.ApprovalID.String()).Scan(&prior); err != nil || prior != "[redacted]" {
+		t.Fatalf("prior shipping_address %q (%v)", prior, err)
+	}
+	var input string
+	if err := b.admin.QueryRow(ctx, "SELECT input::text FROM orangerail.approvals WHERE id = $1", staged.ApprovalID).Scan(&input); err != nil || !strings.Contains(input, "2 Secret Lane") {
+		t.Fatalf("approval input %q (%v)", input, err)
+	}
+}
+
+func TestAuditBlockedRunsNothing(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION orangerail.audit_append(bytea) FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.engine.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "never"}`))
+	want(t, out, engine.StatusAuditBlocked)
+	var notes int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM order_notes").Scan(&notes); err != nil || notes != 0 {
+		t.Fatalf("%d notes written with the audit blocked", notes)
+	}
+	if out.CorrelationID == "" || out.Err == nil {
+		t.Fatalf("audit_blocked without its correlation or cause: %+v", out)
+	}
+}
+
+// TestSeparateDatasource runs the example's data in a database of its own:
+// execution_started commits to the service database before the effect.
+func TestSeparateDatasource(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	dataAdmin := testdb.Pool(t, dataURL)
+	if _, err := dataAdmin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	data := testdb.RuntimePool(t, dataURL)
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, data)
+
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "apart"}`))
+	want(t, out, engine.StatusOK)
+	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	approve(t, e, "acme", staged.ApprovalID.String())
+	want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+	var status string
+	if err := dataAdmin.QueryRow(ctx, "SELECT status FROM orders WHERE org_id = 'acme' AND id = 'o-1001'").Scan(&status); err != nil || status != "cancelled" {
+		t.Fatalf("datasource order %q (%v)", status, err)
+	}
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
+		t.Fatal("the service database's copy changed")
+	}
+	if _, err := dataAdmin.Exec(ctx, "REVOKE INSERT ON order_notes FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	failed := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1002", "note": "x"}`))
+	want(t, failed, engine.StatusFailed)
+	if got := phases(t, b.testBundle, "acme", failed.CorrelationID); !slices.Equal(got, []string{"execution_started", "execution_failed"}) {
+		t.Fatalf("phases %v", got)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestVerifyFindsAnOrphanedConsume consumes an approval with no audit
+// record of what followed, as a process that died between the two would
+// leave it if they were not one transaction.
+func TestVerifyFindsAnOrphanedConsume(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	approve(t, b.engine, "acme", staged.ApprovalID.String())
+	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "UPDATE orangerail.approvals SET status = 'consumed', consumed_at = now() WHERE id = $1", staged.ApprovalID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || len(r.Unaudited) != 1 || r.Unaudited[0].ApprovalID != *staged.ApprovalID {
+		t.Fatalf("verify: %+v %v", r, err)
+	}
+	want(t, b.engine.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusConsumed)
+}

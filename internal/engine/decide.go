@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// Decision is a person's verdict on an approval.
+type Decision struct {
+	ApprovalID string
+	Approve    bool
+	// Digest is the input digest the approver was shown (hex); approving
+	// requires it to be the approval's.
+	Digest string
+	Note   string
+}
+
+// Decide approves or rejects a pending approval. The decider must be a
+// person holding the approver role in the approval's tenant and, when
+// four_eyes is on, not its requester. An approval is decided once.
+func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outcome {
+	refuse := func(status Status, code errcode.Code) *Outcome { return &Outcome{Status: status, Code: code} }
+	if !decider.Authenticated() || decider.Kind != ActorHuman || !decider.HasRole(e.cfg.Approvals.ApproverRole) {
+		return refuse(StatusDenied, errcode.ApproverNotAllowed)
+	}
+	id, err := uuid.Parse(d.ApprovalID)
+	if err != nil {
+		return refuse(StatusNotFound, errcode.ApprovalNotFound)
+	}
+	q := db.New()
+	var out *Outcome
+	err = database.InTenant(ctx, e.store, decider.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := e.expireLapsed(ctx, tx, decider.Tenant); err != nil {
+			return err
+		}
+		a, err := q.ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: decider.Tenant})
+		if errors.Is(err, pgx.ErrNoRows) {
+			out = refuse(StatusNotFound, errcode.ApprovalNotFound)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case a.Status == "expired":
+			out = refuse(StatusExpired, errcode.ApprovalDecided)
+			return nil
+		case a.Status != "pending":
+			out = refuse(StatusDenied, errcode.ApprovalDecided)
+			return nil
+		case *e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject:
+			out = refuse(StatusDenied, errcode.ApprovalFourEyes)
+			return nil
+		}
+		if d.Approve {
+			shown, err := hex.DecodeString(d.Digest)
+			if err != nil || !hmac.Equal(shown, a.InputDigest) {
+				out = refuse(StatusInvalidInput, errcode.ApprovalArgumentsMismatch)
+				return nil
+			}
+		}
+		status, phase := "rejected", PhaseRejected
+		if d.Approve {
+			status, phase = "approved", PhaseApproved
+		}
+		var note *string
+		if d.Note != "" {
+			note = &d.Note
+		}
+		decided, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, TenantID: decider.Tenant, Status: status, DecidedBy: &decider.Subject, DecisionNote: note})
+		if errors.Is(err, pgx.ErrNoRows) { // lapsed or decided this instant
+			out = refuse(StatusDenied, errcode.ApprovalDecided)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rec := &Record{Tenant: decider.Tenant, At: e.now(), CorrelationID: id.String(), Phase: phase, Action: a.Action,
+			Actor: decider.actor(), DevMode: decider.DevMode, ApprovalID: &id}
+		if d.Note != "" {
+			rec.Result, _ = json.Marshal(map[string]string{"note": d.Note})
+		}
+		if err := appendAudit(ctx, tx, rec); err != nil {
+			return err
+		}
+		out = &Outcome{Status: StatusOK, ApprovalID: &id, CorrelationID: id.String(), ExpiresAt: &decided.ExpiresAt}
+		return nil
+	})
+	if err != nil {
+		return e.storeFailure(ctx, "decide approval", d.ApprovalID, err)
+	}
+	return out
+}
+
+// ApprovalView is an approval as an approver reviews it: the verbatim input
+// that will execute, its digest, what the action does and how to undo it,
+// and the target's state now.
+type ApprovalView struct {
+	ID           uuid.UUID       `json:"id"`
+	Tenant       string          `json:"tenant"`
+	Action       string          `json:"action"`
+	Status       string          `json:"status"`
+	RequestedBy  string          `json:"requested_by"`
+	Input        json.RawMessage `json:"input"`
+	Digest       string          `json:"digest"`
+	Effect       string          `json:"effect,omitempty"`
+	Rollback     string          `json:"rollback,omitempty"`
+	Destructive  bool            `json:"destructive"`
+	Target       json.RawMessage `json:"target,omitempty"`
+	TargetError  string          `json:"target_error,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	DecidedBy    *string         `json:"decided_by,omitempty"`
+	DecidedAt    *time.Time      `json:"decided_at,omitempty"`
+	DecisionNote *string         `json:"decision_note,omitempty"`
+	ConsumedAt   *time.Time      `json:"consumed_at,omitempty"`
+}
+
+// ShowApproval returns one approval of a tenant for review, with the
+// target's current state.
+func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*ApprovalView, error) {
+	id, err := uuid.Parse(approvalID)
+	if err != nil {
+		return nil, errcode.New(errcode.ApprovalNotFound, "not an approval id", nil)
+	}
+	var a *db.OrangerailApproval
+	err = database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		a, err = db.New().ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: tenant})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errcode.New(errcode.ApprovalNotFound, "no approval "+approvalID+" in tenant "+tenant, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v := e.view(a)
+	if action, ok := e.cfg.Actions[a.Action]; ok && action.Target != nil {
+		c := &call{action: action}
+		if err := json.Unmarshal(a.Input, &c.values); err == nil {
+			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+				v.Target, err = e.resolveTarget(ctx, tx, action, c, false)
+				return err
+			})
+		}
+		if err != nil {
+			v.TargetError = err.Error()
+		}
+	}
+	return v, nil
+}
+
+// ListApprovals lists a tenant's approvals, newest first, optionally of one
+// status.
+func (e *Engine) ListApprovals(ctx context.Context, tenant, status string, limit int32) ([]*ApprovalView, error) {
+	var rows []*db.OrangerailApproval
+	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		rows, err = db.New().ApprovalList(ctx, tx, &db.ApprovalListParams{TenantID: tenant, Status: status, RowLimit: limit})
+		return err
+	})
+	views := make([]*ApprovalView, len(rows))
+	for i, a := range rows {
+		views[i] = e.view(a)
+	}
+	return views, err
+}
+
+func (e *Engine) view(a *db.OrangerailApproval) *ApprovalView {
+	v := &ApprovalView{
+		ID: a.ID, Tenant: a.TenantID, Action: a.Action, Status: a.Status, RequestedBy: a.RequestedBy,
+		Input: a.Input, Digest: DigestHex(a.InputDigest), CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, DecisionNote: a.DecisionNote, ConsumedAt: a.ConsumedAt,
+	}
+	if action, ok := e.cfg.Actions[a.Action]; ok {
+		v.Effect, v.Rollback, v.Destructive = action.Effect, action.Rollback, action.Destructive
+	}
+	return v
+}

@@ -1,0 +1,361 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// MaxReturnedRows bounds the RETURNING rows an execution result carries.
+const MaxReturnedRows = 100
+
+// Check is an agent polling its approval. Pending, rejected, expired and
+// consumed approvals report their status; an approved one executes, once,
+// whoever polls first.
+func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) *Outcome {
+	id, err := uuid.Parse(approvalID)
+	if err != nil || !caller.Authenticated() {
+		return &Outcome{Status: StatusNotFound}
+	}
+	var approval *db.OrangerailApproval
+	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
+			return err
+		}
+		approval, err = db.New().ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
+		return err
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return &Outcome{Status: StatusNotFound}
+	case err != nil:
+		return e.storeFailure(ctx, "check approval", approvalID, err)
+	case approval.RequestedBy != caller.actor().Subject:
+		// Another caller's approval is not this caller's to see.
+		return &Outcome{Status: StatusNotFound}
+	}
+	if out := approvalStatus(approval); out != nil {
+		return out
+	}
+	a, ok := e.cfg.Actions[approval.Action]
+	if !ok {
+		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, CorrelationID: approvalID, ApprovalID: &id,
+			Err: fmt.Errorf("the action %q is no longer declared", approval.Action)})
+	}
+	c := &call{name: approval.Action, action: a, input: approval.Input, digest: approval.InputDigest}
+	if c.canonical, err = jcs.Canonicalize(approval.Input); err != nil {
+		return e.internal(ctx, "check approval", err)
+	}
+	if err := json.Unmarshal(c.canonical, &c.values); err != nil {
+		return e.internal(ctx, "check approval", err)
+	}
+	if e.mode == ModeDryRun {
+		// Never consume: a live engine sharing this database completes it.
+		return e.auditRefusal(ctx, caller, c, &id, approvalID, PhaseDryRun, StatusDryRun, nil)
+	}
+	return e.execute(ctx, caller, c, approval, approvalID)
+}
+
+// approvalStatus is the outcome of polling an approval that will not
+// execute now; nil for an approved one.
+func approvalStatus(a *db.OrangerailApproval) *Outcome {
+	out := &Outcome{ApprovalID: &a.ID, CorrelationID: a.ID.String()}
+	switch a.Status {
+	case "pending":
+		out.Status, out.ExpiresAt = StatusPending, &a.ExpiresAt
+	case "rejected":
+		out.Status = StatusRejected
+	case "expired":
+		out.Status = StatusExpired
+	case "consumed":
+		out.Status = StatusConsumed
+	default:
+		return nil
+	}
+	return out
+}
+
+// execute runs a call's effect under the audit trail. With approval set,
+// it first consumes the approval, exactly once, and re-checks the action's
+// definition and the stored input against today's declaration. The target
+// is re-read under a row lock and the precondition re-evaluated, so what
+// was approved still holds when it runs.
+func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval *db.OrangerailApproval, correlation string) *Outcome {
+	var approvalID *uuid.UUID
+	if approval != nil {
+		approvalID = &approval.ID
+	}
+	x := &execution{e: e, caller: caller, c: c, approval: approval, approvalID: approvalID, correlation: correlation}
+	if e.sameDB {
+		return x.together(ctx)
+	}
+	return x.apart(ctx)
+}
+
+// execution is one run of an action's effect.
+type execution struct {
+	e           *Engine
+	caller      *Caller
+	c           *call
+	approval    *db.OrangerailApproval
+	approvalID  *uuid.UUID
+	correlation string
+	out         *Outcome
+}
+
+func (x *execution) record(phase Phase) *Record {
+	return x.e.record(x.caller, x.c, phase, x.correlation, x.approvalID)
+}
+
+// refuse records a refusal after the consume and sets the outcome.
+func (x *execution) refuse(ctx context.Context, stx pgx.Tx, phase Phase, status Status, cause error) error {
+	rec := x.record(phase)
+	rec.Error = cause.Error()
+	x.out = &Outcome{Status: status, CorrelationID: x.correlation, ApprovalID: x.approvalID, Err: cause}
+	return appendAudit(ctx, stx, rec)
+}
+
+// consume takes the approval, exactly once, and re-checks it. It reports
+// false when the caller must stop: someone else consumed it, it lapsed, or
+// a re-check refused it (recorded).
+func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
+	if x.approval == nil {
+		return true, nil
+	}
+	q := db.New()
+	consumed, err := q.ApprovalConsume(ctx, stx, &db.ApprovalConsumeParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
+	if errors.Is(err, pgx.ErrNoRows) {
+		now, err := q.ApprovalGet(ctx, stx, &db.ApprovalGetParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
+		if err != nil {
+			return false, err
+		}
+		if x.out = approvalStatus(now); x.out == nil { // approved but lapsed this instant
+			x.out = &Outcome{Status: StatusExpired, ApprovalID: x.approvalID, CorrelationID: x.correlation}
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(consumed.DefinitionHash, definitionHash(x.c.action)) {
+		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
+			errors.New("the action's declaration changed after the approval was staged"))
+	}
+	if issues := validateInput(x.c.action.InputSchema(), x.c.canonical); issues != nil {
+		x.out = &Outcome{Status: StatusInvalidInput, Issues: issues, CorrelationID: x.correlation, ApprovalID: x.approvalID}
+		rec := x.record(PhaseInvalidInput)
+		rec.Error = "the approved input no longer satisfies the action's input schema"
+		return false, appendAudit(ctx, stx, rec)
+	}
+	return true, nil
+}
+
+// lockTarget re-reads the target under a row lock in the executing
+// transaction and re-evaluates the precondition. It reports false, having
+// recorded why, when the action must not run.
+func (x *execution) lockTarget(ctx context.Context, dtx, stx pgx.Tx) (json.RawMessage, bool, error) {
+	target, err := x.e.resolveTarget(ctx, dtx, x.c.action, x.c, true)
+	if err != nil {
+		return nil, false, &resolveError{err}
+	}
+	if x.c.action.Target != nil && target == nil {
+		return nil, false, x.refuse(ctx, stx, PhasePreconditionFailed, StatusPreconditionFailed, errors.New("the target no longer exists"))
+	}
+	if ok, err := x.e.where(x.c.action, target, x.c.values, x.caller); !ok {
+		return nil, false, x.refuse(ctx, stx, PhasePreconditionFailed, StatusPreconditionFailed, err)
+	}
+	return target, true, nil
+}
+
+// resolveError marks a failure to read the target while executing.
+type resolveError struct{ err error }
+
+func (r *resolveError) Error() string { return r.err.Error() }
+func (r *resolveError) Unwrap() error { return r.err }
+
+func (x *execution) started(target json.RawMessage) *Record {
+	rec := x.record(PhaseExecutionStarted)
+	rec.Prior = mask(target, x.c.action.RedactPrior)
+	return rec
+}
+
+// together runs consume, checks, effect and audit in one transaction of
+// the service database, which is also the datasource: all of it commits or
+// none of it does.
+func (x *execution) together(ctx context.Context) *Outcome {
+	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if ok, err := x.consume(ctx, tx); !ok || err != nil {
+			return err
+		}
+		target, ok, err := x.lockTarget(ctx, tx, tx)
+		if !ok || err != nil {
+			return err
+		}
+		if err := appendAudit(ctx, tx, x.started(target)); err != nil {
+			return err
+		}
+		// The effect runs in a savepoint, so that its failure is recorded
+		// in the same transaction instead of aborting it.
+		effect, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		result, runErr := runSQL(ctx, effect, x.c)
+		if runErr != nil {
+			if err := effect.Rollback(ctx); err != nil {
+				return err
+			}
+			return x.finish(ctx, tx, nil, runErr)
+		}
+		if err := effect.Commit(ctx); err != nil {
+			return err
+		}
+		return x.finish(ctx, tx, result, nil)
+	})
+	return x.outcome(ctx, err)
+}
+
+// apart runs the effect in the datasource's own transaction. The consume
+// and execution_started commit to the service database before the effect,
+// and the finishing record after it, so an execution cut short in between
+// is visible to `audit verify` as unfinished.
+func (x *execution) apart(ctx context.Context) *Outcome {
+	var (
+		started bool
+		result  json.RawMessage
+		runErr  error
+	)
+	err := database.InTenant(ctx, x.e.datasource, x.caller.Tenant, pgx.TxOptions{}, func(dtx pgx.Tx) error {
+		err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
+			if ok, err := x.consume(ctx, stx); !ok || err != nil {
+				return err
+			}
+			target, ok, err := x.lockTarget(ctx, dtx, stx)
+			if !ok || err != nil {
+				return err
+			}
+			started = true
+			return appendAudit(ctx, stx, x.started(target))
+		})
+		if err != nil {
+			started = false // the record rolled back with its transaction
+			return err
+		}
+		if !started {
+			return nil
+		}
+		result, runErr = runSQL(ctx, dtx, x.c)
+		return runErr // a failed effect rolls back; a good one commits
+	})
+	if !started {
+		return x.outcome(ctx, err)
+	}
+	if runErr == nil && err != nil { // the effect ran but did not commit
+		runErr = err
+	}
+	if runErr != nil {
+		result = nil
+	}
+	err = database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
+		return x.finish(ctx, stx, result, runErr)
+	})
+	return x.outcome(ctx, err)
+}
+
+// finish records how the effect ended and sets the outcome.
+func (x *execution) finish(ctx context.Context, stx pgx.Tx, result json.RawMessage, runErr error) error {
+	if runErr != nil {
+		rec := x.record(PhaseExecutionFailed)
+		rec.Error, rec.Diagnostic = runErr.Error(), string(classify(runErr))
+		x.out = &Outcome{Status: StatusFailed, CorrelationID: x.correlation, ApprovalID: x.approvalID, Diagnostic: classify(runErr), Err: runErr}
+		return appendAudit(ctx, stx, rec)
+	}
+	rec := x.record(PhaseExecutionSucceeded)
+	rec.Result = result
+	x.out = &Outcome{Status: StatusOK, Data: result, CorrelationID: x.correlation, ApprovalID: x.approvalID}
+	return appendAudit(ctx, stx, rec)
+}
+
+// outcome turns the execution's end into its outcome, logging failures.
+func (x *execution) outcome(ctx context.Context, err error) *Outcome {
+	op := "execute " + x.c.name
+	var resolve *resolveError
+	switch {
+	case errors.As(err, &resolve):
+		// Nothing was consumed or run: the transaction rolled back.
+		return x.e.auditFailure(ctx, x.caller, x.c, x.approvalID, x.correlation, PhaseResolveError, StatusResolveError, resolve.err)
+	case err != nil:
+		return x.e.storeFailure(ctx, op, x.correlation, err)
+	case x.out.Err != nil:
+		return x.e.failure(ctx, op, x.out)
+	}
+	return x.out
+}
+
+// runSQL runs the action's statement with its :params bound from the input
+// and returns {"rows_affected": n, "rows": [...]}.
+func runSQL(ctx context.Context, tx pgx.Tx, c *call) (json.RawMessage, error) {
+	sql, names, err := ontology.BindSQL(c.action.Execute.SQL)
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(c.canonical, &raw); err != nil {
+		return nil, err
+	}
+	args := make([]any, len(names))
+	for i, name := range names {
+		args[i] = paramValue(raw[name])
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	returned := []map[string]any{}
+	fields := rows.FieldDescriptions()
+	for rows.Next() {
+		if len(returned) == MaxReturnedRows {
+			continue
+		}
+		values, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		row := make(map[string]any, len(fields))
+		for i, f := range fields {
+			row[f.Name] = values[i]
+		}
+		returned = append(returned, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{"rows_affected": rows.CommandTag().RowsAffected(), "rows": returned})
+}
+
+// paramValue passes a JSON input value to Postgres as text it parses into
+// the parameter's own type: a string as itself, a number or boolean as its
+// literal, an object or array as JSON, null or absent as NULL.
+func paramValue(v json.RawMessage) any {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0 || string(v) == "null":
+		return nil
+	case v[0] == '"':
+		var s string
+		_ = json.Unmarshal(v, &s)
+		return s
+	}
+	return string(v)
+}
