@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -75,9 +74,7 @@ func newAuditVerifyCmd() *cobra.Command {
 			}
 
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(reports); err != nil {
+				if err := writeJSON(cmd.OutOrStdout(), reports); err != nil {
 					return err
 				}
 			} else {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -54,9 +53,7 @@ func newConfigCmd() *cobra.Command {
 				}
 			}
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog}); err != nil {
+				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog}); err != nil {
 					return err
 				}
 			} else {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -277,5 +280,83 @@ func TestConfigCheck(t *testing.T) {
 	code, out, _ = cli(t, "config", "schema")
 	if code != exitOK || !json.Valid([]byte(out)) {
 		t.Fatalf("schema: exit %d", code)
+	}
+}
+
+func TestApprovalsCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	if err := seedExample(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, engine.KeySize)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, url), Key: key, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+	staged := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "asked"}`))
+	other := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "asked"}`))
+	if staged.Status != engine.StatusApprovalPending || other.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s %s", staged.Status, other.Status)
+	}
+	id := staged.ApprovalID.String()
+	common := []string{"--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme"}
+	run := func(args ...string) (int, string, string) { return cli(t, append(append([]string{"approvals"}, args...), common...)...) }
+
+	code, out, stderr := run("list")
+	if code != exitOK || strings.Count(out, "pending") != 2 {
+		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = run("show", id)
+	if code != exitOK || !strings.Contains(out, `{"order_id": "o-1001", "reason": "asked"}`) || !strings.Contains(out, "The order is cancelled") ||
+		!strings.Contains(out, `"status":"paid"`) || !strings.Contains(out, "--digest") {
+		t.Fatalf("show: exit %d\n%s", code, out)
+	}
+	_, out, _ = run("show", id, "--json")
+	var view struct {
+		Digest string          `json:"digest"`
+		Input  json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal([]byte(out), &view); err != nil || len(view.Digest) != 64 {
+		t.Fatalf("show --json: %v\n%s", err, out)
+	}
+
+	code, _, stderr = run("approve", id, "--as", "alice", "--digest", strings.Repeat("ab", 32))
+	if code != exitError {
+		t.Fatalf("approve with another digest: exit %d", code)
+	}
+	oneLine(t, stderr, "X_APPROVAL_ARGUMENTS_MISMATCH")
+	if code, _, stderr = run("approve", id, "--digest", view.Digest); code != exitError || !strings.Contains(stderr, "--as") {
+		t.Fatalf("approve without --as: exit %d %q", code, stderr)
+	}
+	if code, out, stderr = run("approve", id, "--as", "alice", "--digest", view.Digest); code != exitOK || !strings.Contains(out, "approved") {
+		t.Fatalf("approve: exit %d %q %q", code, out, stderr)
+	}
+	code, _, stderr = run("reject", id, "--as", "bob")
+	if code != exitError {
+		t.Fatalf("deciding twice: exit %d", code)
+	}
+	oneLine(t, stderr, "X_APPROVAL_DECIDED")
+	if code, _, _ = run("reject", other.ApprovalID.String(), "--as", "bob", "--note", "not now"); code != exitOK {
+		t.Fatalf("reject: exit %d", code)
+	}
+	if code, _, stderr = run("show", "not-an-id"); code != exitError || !strings.Contains(stderr, "X_APPROVAL_NOT_FOUND") {
+		t.Fatalf("show of a bad id: exit %d %q", code, stderr)
+	}
+
+	// The decider named with --as is the audit record's actor.
+	pool := testdb.Pool(t, url)
+	var actor, kind string
+	if err := pool.QueryRow(ctx, "SELECT actor, actor_kind FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'approved'", id).Scan(&actor, &kind); err != nil || actor != "alice" || kind != "human" {
+		t.Fatalf("approved record actor %q %q (%v)", actor, kind, err)
+	}
+	if out := e.Check(ctx, agent, id); out.Status != engine.StatusOK {
+		t.Fatalf("check after the CLI approved: %s", out.Status)
 	}
 }

@@ -130,3 +130,21 @@ func RedactURL(u string) string {
 	}
 	return parsed.Redacted()
 }
+
+// OpenDatasource returns a pool on a team's own database, logged in as its
+// URL says (orangerail's schema and roles need not exist there).
+func OpenDatasource(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, ClassifyConnectError(cfg.ConnConfig, err)
+	}
+	return pool, nil
+}

@@ -188,3 +188,6 @@ func (e *Engine) view(a *db.OrangerailApproval) *ApprovalView {
 	}
 	return v
 }
+
+// ApproverRole returns the role a person needs to decide approvals.
+func (e *Engine) ApproverRole() string { return e.cfg.Approvals.ApproverRole }

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// operatorFlags are what every approvals command needs.
+type operatorFlags struct {
+	url, config, tenant string
+}
+
+func (f *operatorFlags) bind(cmd *cobra.Command) {
+	databaseURLFlag(cmd.PersistentFlags(), &f.url)
+	cmd.PersistentFlags().StringVar(&f.config, "config", os.Getenv("ORANGERAIL_CONFIG"), "the ontology config file (default $ORANGERAIL_CONFIG)")
+	cmd.PersistentFlags().StringVar(&f.tenant, "tenant", "", "the tenant whose approvals to read or decide (required)")
+}
+
+// engine opens what an operator command needs; close releases it.
+func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc func(), err error) {
+	if f.tenant == "" {
+		return nil, nil, errcode.New(errcode.TenantInvalid, "--tenant is required", nil)
+	}
+	if err := database.ValidateTenantID(f.tenant); err != nil {
+		return nil, nil, err
+	}
+	if f.config == "" {
+		return nil, nil, fmt.Errorf("--config is required: the ontology config names each action's effect and target")
+	}
+	cfg, err := ontology.Load(f.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := database.Open(ctx, f.url)
+	if err != nil {
+		return nil, nil, err
+	}
+	pools := []*pgxpool.Pool{store}
+	closeAll := func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	var data *pgxpool.Pool
+	if cfg.Datasource.URLEnv != "" {
+		if data, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv)); err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
+		}
+		pools = append(pools, data)
+	}
+	// These commands review and decide approvals; they never stage a call
+	// or page a list, so the signing key they run with is their own.
+	key := make([]byte, engine.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	e, err = engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Key: key})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return e, closeAll, nil
+}
+
+func newApprovalsCmd() *cobra.Command {
+	var f operatorFlags
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "List, review and decide the approvals agents staged",
+	}
+	f.bind(cmd)
+
+	var (
+		status string
+		limit  int32
+		asJSON bool
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List a tenant's approvals, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, closeAll, err := f.engine(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			views, err := e.ListApprovals(cmd.Context(), f.tenant, status, limit)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), views)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tSTATUS\tACTION\tREQUESTED BY\tCREATED\tEXPIRES")
+			for _, v := range views {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Status, v.Action, v.RequestedBy,
+					v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&status, "status", "", "only approvals of this status (pending, approved, rejected, consumed, expired)")
+	list.Flags().Int32Var(&limit, "limit", 50, "at most this many")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	var showJSON bool
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show what an approval would execute: the verbatim input, its digest, the effect, the rollback and the target now",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, closeAll, err := f.engine(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			v, err := e.ShowApproval(cmd.Context(), f.tenant, args[0])
+			if err != nil {
+				return err
+			}
+			if showJSON {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
+			printApproval(cmd.OutOrStdout(), v)
+			return nil
+		},
+	}
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON (the digest under \"digest\")")
+
+	var as, digest, note string
+	decide := func(approve bool) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			if as == "" {
+				return fmt.Errorf("--as is required: the decision is recorded under that name")
+			}
+			e, closeAll, err := f.engine(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			decider := &engine.Caller{Subject: as, Tenant: f.tenant, Roles: []string{e.ApproverRole()}, Kind: engine.ActorHuman}
+			out := e.Decide(cmd.Context(), decider, engine.Decision{ApprovalID: args[0], Approve: approve, Digest: digest, Note: note})
+			if !out.OK() {
+				if out.Code != "" {
+					return errcode.New(out.Code, fmt.Sprintf("approval %s: %s", args[0], out.Status), out.Err)
+				}
+				return fmt.Errorf("approval %s: %s (correlation %s): %v", args[0], out.Status, out.CorrelationID, out.Err)
+			}
+			verb := "rejected"
+			if approve {
+				verb = "approved"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s as %s\n", verb, args[0], as)
+			return nil
+		}
+	}
+	approve := &cobra.Command{
+		Use:   "approve ID --as NAME --digest DIGEST",
+		Short: "Approve exactly the input whose digest `show` printed",
+		Args:  cobra.ExactArgs(1),
+		RunE:  decide(true),
+	}
+	approve.Flags().StringVar(&as, "as", "", "who decides (recorded in the audit log)")
+	approve.Flags().StringVar(&digest, "digest", "", "the digest `approvals show` printed for the input you reviewed")
+	approve.Flags().StringVar(&note, "note", "", "a note kept with the decision")
+	reject := &cobra.Command{
+		Use:   "reject ID --as NAME [--note TEXT]",
+		Short: "Reject an approval",
+		Args:  cobra.ExactArgs(1),
+		RunE:  decide(false),
+	}
+	reject.Flags().StringVar(&as, "as", "", "who decides (recorded in the audit log)")
+	reject.Flags().StringVar(&note, "note", "", "why, kept with the decision")
+
+	cmd.AddCommand(list, show, approve, reject)
+	return cmd
+}
+
+func printApproval(w io.Writer, v *engine.ApprovalView) {
+	fmt.Fprintf(w, "approval %s (%s)\n  action:       %s", v.ID, v.Status, v.Action)
+	if v.Destructive {
+		fmt.Fprint(w, " (destructive)")
+	}
+	fmt.Fprintf(w, "\n  requested by: %s at %s\n  expires:      %s\n", v.RequestedBy, v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "  input (verbatim, what executes):\n    %s\n  digest:       %s\n", v.Input, v.Digest)
+	if v.Effect != "" {
+		fmt.Fprintf(w, "  effect:       %s\n", v.Effect)
+	}
+	if v.Rollback != "" {
+		fmt.Fprintf(w, "  rollback:     %s\n", v.Rollback)
+	}
+	switch {
+	case v.TargetError != "":
+		fmt.Fprintf(w, "  target now:   could not be read: %s\n", v.TargetError)
+	case v.Target != nil:
+		fmt.Fprintf(w, "  target now:   %s\n", v.Target)
+	}
+	if v.DecidedBy != nil {
+		fmt.Fprintf(w, "  decided by:   %s at %s", *v.DecidedBy, v.DecidedAt.UTC().Format(time.RFC3339))
+		if v.DecisionNote != nil {
+			fmt.Fprintf(w, " (%s)", *v.DecisionNote)
+		}
+		fmt.Fprintln(w)
+	}
+	if v.Status == "pending" {
+		fmt.Fprintf(w, "\nTo approve this exact input:\n  orangerail approvals approve %s --tenant %s --as YOUR_NAME --digest %s\n", v.ID, v.Tenant, v.Digest)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
