@@ -307,7 +307,9 @@ func TestApprovalsCommands(t *testing.T) {
 	}
 	id := staged.ApprovalID.String()
 	common := []string{"--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme"}
-	run := func(args ...string) (int, string, string) { return cli(t, append(append([]string{"approvals"}, args...), common...)...) }
+	run := func(args ...string) (int, string, string) {
+		return cli(t, append(append([]string{"approvals"}, args...), common...)...)
+	}
 
 	code, out, stderr := run("list")
 	if code != exitOK || strings.Count(out, "pending") != 2 {
