@@ -21,9 +21,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // profileVerify starts profiling the Go verifier and returns the stop func.
@@ -113,7 +115,7 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		name    string
 		tenants int
 	}{{"audit_append_8_tenants", 8}, {"audit_append_1_tenant", 1}} {
-		chained, err := appendRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
+		chained, err := opsRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
 			tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
 			return database.InTenant(ctx, runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 				_, err := engine.AppendAudit(ctx, tx, benchRecord(tenant, w, i))
@@ -126,7 +128,7 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		// The baseline runs each INSERT the way the server runs each append:
 		// in its own transaction scoped to the tenant. What differs is the
 		// chain: the head lock, the hash, the entry parsed into columns.
-		plain, err := appendRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
+		plain, err := opsRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
 			tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
 			rec := benchRecord(tenant, w, i)
 			entry, err := rec.Entry()
@@ -146,6 +148,10 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		}
 		ratio := chained / plain
 		emit(result{Name: tc.name, Value: round(chained), Unit: "appends/s", Baseline: ptr(round(plain)), Ratio: ptr(round2(ratio))})
+	}
+
+	if err := lifecycleBenchmarks(ctx, admin, runtime, appendDuration, emit); err != nil {
+		return err
 	}
 
 	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
@@ -180,8 +186,8 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 	return nil
 }
 
-// appendRate runs op from writers goroutines for d and returns ops/s.
-func appendRate(ctx context.Context, writers int, d time.Duration, op func(ctx context.Context, w, i int) error) (float64, error) {
+// opsRate runs op from writers goroutines for d and returns ops/s.
+func opsRate(ctx context.Context, writers int, d time.Duration, op func(ctx context.Context, w, i int) error) (float64, error) {
 	deadline := time.Now().Add(d)
 	counts := make([]int, writers)
 	errs := make([]error, writers)
@@ -208,6 +214,63 @@ func appendRate(ctx context.Context, writers int, d time.Duration, op func(ctx c
 		total += counts[w]
 	}
 	return float64(total) / elapsed, nil
+}
+
+// lifecycleBenchmarks measures whole governed cycles: an agent stages an
+// update, a person reviews and approves it, the agent polls and it
+// executes against the example's tables.
+func lifecycleBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, d time.Duration, emit func(result)) error {
+	if _, err := admin.Exec(ctx, orders.Seed); err != nil {
+		return err
+	}
+	const agents = 8
+	for i := range agents {
+		if _, err := admin.Exec(ctx, `INSERT INTO orders (org_id, id, status, total_cents, customer_id, shipping_address)
+			VALUES ('acme', $1, 'paid', 100, 'c-1', 'somewhere')`, fmt.Sprintf("bench-%d", i)); err != nil {
+			return err
+		}
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		return err
+	}
+	key := make([]byte, engine.KeySize)
+	_, _ = rand.Read(key)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Key: key})
+	if err != nil {
+		return err
+	}
+	person := &engine.Caller{Subject: "alice", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}
+	cycle := func(ctx context.Context, w, i int) error {
+		agent := &engine.Caller{Subject: fmt.Sprintf("agent-%d", w), Tenant: "acme", Roles: []string{"support"}, Kind: engine.ActorAgent}
+		args := json.RawMessage(fmt.Sprintf(`{"order_id": "bench-%d", "address": "%d Bench Street"}`, w, i))
+		staged := e.Call(ctx, agent, "update_shipping_address", args)
+		if staged.Status != engine.StatusApprovalPending {
+			return fmt.Errorf("stage: %s %v", staged.Status, staged.Err)
+		}
+		view, err := e.ShowApproval(ctx, "acme", staged.ApprovalID.String())
+		if err != nil {
+			return err
+		}
+		if out := e.Decide(ctx, person, engine.Decision{ApprovalID: view.ID.String(), Approve: true, Digest: view.Digest}); out.Status != engine.StatusOK {
+			return fmt.Errorf("decide: %s %s", out.Status, out.Code)
+		}
+		if out := e.Check(ctx, agent, view.ID.String()); out.Status != engine.StatusOK {
+			return fmt.Errorf("check: %s %v", out.Status, out.Err)
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name    string
+		writers int
+	}{{"lifecycle_sequential", 1}, {"lifecycle_8_agents", agents}} {
+		rate, err := opsRate(ctx, tc.writers, d, cycle)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tc.name, err)
+		}
+		emit(result{Name: tc.name, Value: round(rate), Unit: "cycles/s"})
+	}
+	return nil
 }
 
 func benchRecord(tenant string, w, i int) *engine.Record {

@@ -537,3 +537,70 @@ func TestVerifyFindsAnOrphanedConsume(t *testing.T) {
 	}
 	want(t, b.engine.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusConsumed)
 }
+
+// TestCrashAfterConsume dies right after the consume. The consume and its
+// audit record are one transaction, so nothing is orphaned: the approval is
+// still approved, verify finds nothing, and the next poll executes once.
+func TestCrashAfterConsume(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	id := staged.ApprovalID.String()
+	approve(t, b.engine, "acme", id)
+
+	crashing := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, nil)
+	engine.SetAfterConsume(crashing, func() { panic("process killed") })
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the hook did not run")
+			}
+		}()
+		crashing.Check(ctx, support("acme"), id)
+	}()
+
+	if v, err := b.engine.ShowApproval(ctx, "acme", id); err != nil || v.Status != "approved" {
+		t.Fatalf("after the crash: %+v %v", v, err)
+	}
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
+		t.Fatal("the effect survived the crash")
+	}
+	verifyClean(t, b.testBundle, "acme")
+	want(t, b.engine.Check(ctx, support("acme"), id), engine.StatusOK)
+	want(t, b.engine.Check(ctx, support("acme"), id), engine.StatusConsumed)
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestApprovedInputRecheckedAtExecution executes an approval whose stored
+// input today's schema refuses (its definition unchanged): nothing runs.
+func TestApprovedInputRecheckedAtExecution(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.approvals SET status = 'rejected', decided_by = 'x', decided_at = now() WHERE id = $1", staged.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	// A copy of the staged row with an input the schema refuses, as a
+	// writer outside the engine might leave it.
+	var forged string
+	err := b.admin.QueryRow(ctx, `INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, input, input_digest, definition_hash, expires_at)
+		SELECT gen_random_uuid(), tenant_id, action, requested_by, '{"order_id": "o-1001", "reason": ""}', input_digest, definition_hash, expires_at
+		FROM orangerail.approvals WHERE id = $1 RETURNING id::text`, staged.ApprovalID).Scan(&forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve(t, b.engine, "acme", forged)
+	out := b.engine.Check(ctx, support("acme"), forged)
+	want(t, out, engine.StatusInvalidInput)
+	if len(out.Issues) == 0 || out.Issues[0].Path != "/reason" {
+		t.Fatalf("issues %v", out.Issues)
+	}
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
+		t.Fatal("an input the schema refuses executed")
+	}
+	if got := phases(t, b.testBundle, "acme", forged); !slices.Equal(got, []string{"approved", "invalid_input"}) {
+		t.Fatalf("phases %v", got)
+	}
+}

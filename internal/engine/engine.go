@@ -88,6 +88,10 @@ type Engine struct {
 	mode       Mode
 	log        *slog.Logger
 	now        func() time.Time
+
+	// afterConsume, set only by tests (export_test.go), runs right after an
+	// approval is consumed, inside the consuming transaction.
+	afterConsume func()
 }
 
 // New returns an Engine for c.

@@ -147,6 +147,9 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if x.e.afterConsume != nil {
+		x.e.afterConsume()
+	}
 	if !bytes.Equal(consumed.DefinitionHash, definitionHash(x.c.action)) {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
 			errors.New("the action's declaration changed after the approval was staged"))

@@ -1,0 +1,6 @@
+package engine
+
+// SetAfterConsume installs a hook that runs right after an approval is
+// consumed, inside the consuming transaction: a test's stand-in for a
+// process that dies there.
+func SetAfterConsume(e *Engine, f func()) { e.afterConsume = f }
