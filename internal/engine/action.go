@@ -60,7 +60,7 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 	var target json.RawMessage
 	err := database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		target, err = e.resolveTarget(ctx, tx, a, c, false)
+		target, err = e.resolveTarget(ctx, tx, caller.Tenant, a, c, false)
 		return err
 	})
 	if err != nil {
@@ -158,7 +158,7 @@ func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
 
 // resolveTarget reads the action's target row in the transaction's tenant,
 // locking it when the caller will act on it. No target: nil.
-func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, a *ontology.Action, c *call, lock bool) (json.RawMessage, error) {
+func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a *ontology.Action, c *call, lock bool) (json.RawMessage, error) {
 	if a.Target == nil {
 		return nil, nil
 	}
@@ -166,10 +166,6 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, a *ontology.Actio
 	key, issue := scalarText("", mustJSON(c.values[a.Target.KeyFrom]))
 	if issue != nil {
 		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
-	}
-	var tenant string
-	if err := tx.QueryRow(ctx, "SELECT current_setting('orangerail.tenant_id')").Scan(&tenant); err != nil {
-		return nil, err
 	}
 	suffix := ""
 	if lock {
@@ -253,6 +249,10 @@ func definitionHash(a *ontology.Action) []byte {
 // stage records a pending approval and its staged audit record in one
 // transaction. An identical open call returns the approval it made.
 func (e *Engine) stage(ctx context.Context, caller *Caller, c *call) *Outcome {
+	return e.stageOnce(ctx, caller, c, true)
+}
+
+func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry bool) *Outcome {
 	q := db.New()
 	var approval *db.OrangerailApproval
 	var existing bool
@@ -285,9 +285,9 @@ func (e *Engine) stage(ctx context.Context, caller *Caller, c *call) *Outcome {
 		return appendAudit(ctx, tx, e.record(caller, c, PhaseStaged, id.String(), &id))
 	})
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
-		// An identical call staged the same approval meanwhile.
-		return e.stage(ctx, caller, c)
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && retry {
+		// An identical call staged the same approval meanwhile: find it.
+		return e.stageOnce(ctx, caller, c, false)
 	}
 	if err != nil {
 		return e.storeFailure(ctx, "stage "+c.name, "", err)

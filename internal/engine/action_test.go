@@ -604,3 +604,29 @@ func TestApprovedInputRecheckedAtExecution(t *testing.T) {
 		t.Fatalf("phases %v", got)
 	}
 }
+
+func TestConcurrentIdenticalCallsShareOneApproval(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	ids := make([]string, 16)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "same"}`))
+			if out.ApprovalID != nil {
+				ids[i] = out.ApprovalID.String()
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id == "" || id != ids[0] {
+			t.Fatalf("identical concurrent calls got %v", ids)
+		}
+	}
+	var n int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit WHERE phase = 'staged'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d staged records, want 1", n)
+	}
+}

@@ -150,7 +150,7 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 		c := &call{action: action}
 		if err := json.Unmarshal(a.Input, &c.values); err == nil {
 			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-				v.Target, err = e.resolveTarget(ctx, tx, action, c, false)
+				v.Target, err = e.resolveTarget(ctx, tx, tenant, action, c, false)
 				return err
 			})
 		}

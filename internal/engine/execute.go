@@ -167,7 +167,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 // transaction and re-evaluates the precondition. It reports false, having
 // recorded why, when the action must not run.
 func (x *execution) lockTarget(ctx context.Context, dtx, stx pgx.Tx) (json.RawMessage, bool, error) {
-	target, err := x.e.resolveTarget(ctx, dtx, x.c.action, x.c, true)
+	target, err := x.e.resolveTarget(ctx, dtx, x.caller.Tenant, x.c.action, x.c, true)
 	if err != nil {
 		return nil, false, &resolveError{err}
 	}
