@@ -1,0 +1,477 @@
+package mcp_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/mcp"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+type bundle struct {
+	url     string
+	admin   *pgxpool.Pool
+	runtime *pgxpool.Pool
+	key     []byte
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, engine.KeySize)
+	_, _ = rand.Read(key)
+	return &bundle{url: url, admin: admin, runtime: testdb.RuntimePool(t, url), key: key}
+}
+
+// server serves the example, its config edited by edit, in a mode.
+func (b *bundle) server(t *testing.T, edit func(string) string) (*mcp.Server, *engine.Engine) {
+	t.Helper()
+	text := string(orders.Config)
+	if edit != nil {
+		text = edit(text)
+	}
+	cfg, err := ontology.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := engine.ModeLive
+	if cfg.Preset == ontology.PresetSandbox {
+		mode = engine.ModeDryRun
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Mode: mode, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, e
+}
+
+// connect opens a real go-sdk client session to s as caller, in memory.
+func connect(t *testing.T, s *mcp.Server, caller *engine.Caller) *sdk.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	serverT, clientT := sdk.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, caller, serverT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func agent(roles ...string) *engine.Caller {
+	return &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: roles, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+}
+
+func toolNames(t *testing.T, cs *sdk.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func call(t *testing.T, cs *sdk.ClientSession, name, args string) (*sdk.CallToolResult, map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	var body map[string]any
+	switch sc := res.StructuredContent.(type) {
+	case map[string]any:
+		body = sc
+	case nil:
+		for _, c := range res.Content {
+			if text, ok := c.(*sdk.TextContent); ok && strings.HasPrefix(text.Text, "{") {
+				_ = json.Unmarshal([]byte(text.Text), &body)
+			}
+		}
+	default:
+		b, _ := json.Marshal(sc)
+		_ = json.Unmarshal(b, &body)
+	}
+	return res, body
+}
+
+func text(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func TestCatalogPerCaller(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, nil)
+	reads := []string{"order_get", "order_list", "product_get", "product_list"}
+	tests := []struct {
+		name   string
+		caller *engine.Caller
+		want   []string
+	}{
+		{"anonymous", &engine.Caller{Tenant: "acme"}, []string{"product_get", "product_list"}},
+		{"agent without roles", agent(), append([]string{"add_order_note", "check_approval"}, reads...)},
+		{"support agent", agent("support"), append([]string{"add_order_note", "cancel_order", "check_approval", "customer_get", "customer_list", "update_shipping_address"}, reads...)},
+	}
+	for _, tt := range tests {
+		got := toolNames(t, connect(t, s, tt.caller))
+		want := slices.Clone(tt.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s sees %v, want %v", tt.name, got, want)
+		}
+	}
+
+	// A hidden tool answers exactly as a tool that does not exist.
+	cs := connect(t, s, agent())
+	_, hiddenErr := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "cancel_order", Arguments: map[string]any{"order_id": "o-1001", "reason": "x"}})
+	_, missingErr := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}})
+	if hiddenErr == nil || missingErr == nil ||
+		strings.ReplaceAll(hiddenErr.Error(), "cancel_order", "X") != strings.ReplaceAll(missingErr.Error(), "no_such_tool", "X") {
+		t.Fatalf("hidden: %v; missing: %v", hiddenErr, missingErr)
+	}
+}
+
+func TestAnnotationsAndSchemas(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, nil)
+	res, err := connect(t, s, agent("support")).ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*sdk.Tool{}
+	for _, tool := range res.Tools {
+		byName[tool.Name] = tool
+	}
+	for _, name := range []string{"order_get", "order_list"} {
+		tool := byName[name]
+		if tool.Annotations == nil || !tool.Annotations.ReadOnlyHint || tool.OutputSchema == nil || tool.Annotations.OpenWorldHint != nil {
+			t.Errorf("%s: annotations %+v, output schema %v", name, tool.Annotations, tool.OutputSchema)
+		}
+	}
+	cancel := byName["cancel_order"]
+	if a := cancel.Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint || a.IdempotentHint || a.OpenWorldHint != nil {
+		t.Errorf("cancel_order annotations %+v", cancel.Annotations)
+	}
+	update := byName["update_shipping_address"]
+	if a := update.Annotations; a.DestructiveHint == nil || *a.DestructiveHint || !a.IdempotentHint {
+		t.Errorf("update_shipping_address annotations %+v", a)
+	}
+	if cancel.Title != "Cancel an order" || !strings.Contains(cancel.Description, "Cancel an order that has not shipped.") {
+		t.Errorf("cancel_order title %q description %q", cancel.Title, cancel.Description)
+	}
+	schema, _ := json.Marshal(cancel.InputSchema)
+	if !strings.Contains(string(schema), `"maxLength":500`) {
+		t.Errorf("cancel_order input schema %s", schema)
+	}
+	for name, tool := range byName {
+		if tool.Meta != nil {
+			t.Errorf("%s carries _meta with host_approval_prompt off: %v", name, tool.Meta)
+		}
+	}
+}
+
+func TestPresetsAndHostPrompt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ungoverned := []string{"add_order_note"}
+	all := []string{"add_order_note", "cancel_order", "update_shipping_address"}
+	tests := []struct {
+		preset, prompt string
+		actions        bool
+		flagged        []string
+	}{
+		{"approval-for-writes", "off", true, nil},
+		{"approval-for-writes", "ungoverned-actions", true, ungoverned},
+		{"approval-for-writes", "all-actions", true, all},
+		{"sandbox", "off", true, nil},
+		{"sandbox", "ungoverned-actions", true, ungoverned},
+		{"sandbox", "all-actions", true, all},
+		{"readonly", "off", false, nil},
+		{"readonly", "ungoverned-actions", false, nil},
+		{"readonly", "all-actions", false, nil},
+	}
+	for _, tt := range tests {
+		s, _ := b.server(t, func(c string) string {
+			c = strings.Replace(c, "preset: approval-for-writes", "preset: "+tt.preset, 1)
+			return strings.Replace(c, `host_approval_prompt: "off"`, "host_approval_prompt: "+tt.prompt, 1)
+		})
+		res, err := connect(t, s, agent("support")).ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var flagged []string
+		hasActions, hasCheck := false, false
+		for _, tool := range res.Tools {
+			if v, ok := tool.Meta["anthropic/requiresUserInteraction"]; ok {
+				if v != true {
+					t.Errorf("%s/%s: %s _meta value %v", tt.preset, tt.prompt, tool.Name, v)
+				}
+				flagged = append(flagged, tool.Name)
+			} else if tool.Meta != nil {
+				t.Errorf("%s/%s: %s carries _meta %v", tt.preset, tt.prompt, tool.Name, tool.Meta)
+			}
+			hasActions = hasActions || slices.Contains(all, tool.Name)
+			hasCheck = hasCheck || tool.Name == "check_approval"
+		}
+		slices.Sort(flagged)
+		if !slices.Equal(flagged, tt.flagged) || hasActions != tt.actions || hasCheck != tt.actions {
+			t.Errorf("%s/%s: flagged %v (want %v), actions %v, check_approval %v", tt.preset, tt.prompt, flagged, tt.flagged, hasActions, hasCheck)
+		}
+	}
+}
+
+// driverWords are words of the datasource's own: a table, a constraint,
+// a column, SQL. None may reach an agent in a failure.
+var driverWords = []string{"order_notes", `\"orders\"`, "SQLSTATE", "permission denied for", `relation \"`, "INSERT INTO", "UPDATE orders", "audit_append", "orangerail_runtime", "ERROR:"}
+
+func assertRedacted(t *testing.T, res *sdk.CallToolResult) {
+	t.Helper()
+	all, _ := json.Marshal([]any{res.Content, res.StructuredContent})
+	for _, w := range driverWords {
+		if strings.Contains(string(all), w) {
+			t.Fatalf("the agent received %q: %s", w, all)
+		}
+	}
+}
+
+func TestFailuresAreRedacted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, nil)
+	cs := connect(t, s, agent("support"))
+	ctx := context.Background()
+
+	// failed: the datasource refuses the effect.
+	if _, err := b.admin.Exec(ctx, "REVOKE INSERT ON order_notes FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	res, body := call(t, cs, "add_order_note", `{"order_id": "o-1001", "note": "x"}`)
+	assertRedacted(t, res)
+	if !res.IsError || body["status"] != "failed" || body["correlationId"] == nil || body["diagnostic"] != "datasource_permission_denied" ||
+		!strings.Contains(text(res), "The datasource error is withheld; an operator can read it in the audit log or host log under correlationId") {
+		t.Fatalf("failed: %s %v", text(res), body)
+	}
+
+	// resolve_error on a read: host log only.
+	if _, err := b.admin.Exec(ctx, "REVOKE SELECT ON orders FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	res, body = call(t, cs, "order_get", `{"id": "o-1001"}`)
+	assertRedacted(t, res)
+	if !res.IsError || body["status"] != "resolve_error" || !strings.Contains(text(res), "in the host log under correlationId") ||
+		strings.Contains(text(res), "audit log") {
+		t.Fatalf("read resolve_error: %s", text(res))
+	}
+	// resolve_error on an action: audited.
+	res, body = call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`)
+	assertRedacted(t, res)
+	if !res.IsError || body["status"] != "resolve_error" || !strings.Contains(text(res), "audit log or host log") {
+		t.Fatalf("action resolve_error: %s", text(res))
+	}
+	if _, err := b.admin.Exec(ctx, "GRANT SELECT ON orders TO orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+
+	// audit_blocked: a store error, host log only.
+	if _, err := b.admin.Exec(ctx, "GRANT INSERT (org_id, order_id, note) ON order_notes TO orangerail_runtime; REVOKE EXECUTE ON FUNCTION orangerail.audit_append(bytea) FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	res, body = call(t, cs, "add_order_note", `{"order_id": "o-1001", "note": "x"}`)
+	assertRedacted(t, res)
+	if !res.IsError || body["status"] != "audit_blocked" || !strings.Contains(text(res), "The store error is withheld; an operator can read it in the host log") {
+		t.Fatalf("audit_blocked: %s", text(res))
+	}
+
+	// invalid_input: every issue at its path, with the code.
+	res, body = call(t, cs, "cancel_order", `{"order_id": 5, "extra": true}`)
+	issues, _ := body["issues"].([]any)
+	if !res.IsError || body["code"] != mcp.InputInvalidCode || len(issues) < 2 {
+		t.Fatalf("invalid_input: %v", body)
+	}
+	res, body = call(t, cs, "order_list", `{"sort": "org_id; DROP TABLE orders"}`)
+	if !res.IsError || body["code"] != mcp.InputInvalidCode || !strings.Contains(string(mustJSON(body["issues"])), `"/sort"`) {
+		t.Fatalf("list invalid_input: %v", body)
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func TestCheckApprovalCycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, e := b.server(t, nil)
+	cs := connect(t, s, agent("support"))
+	ctx := context.Background()
+
+	res, body := call(t, cs, "order_get", `{"id": "o-1001"}`)
+	if res.IsError || body["item"].(map[string]any)["status"] != "paid" {
+		t.Fatalf("order_get: %v", body)
+	}
+	res, body = call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "asked"}`)
+	id, _ := body["approvalId"].(string)
+	if res.IsError || body["status"] != "approval_pending" || id == "" || body["expiresAt"] == nil {
+		t.Fatalf("stage: %v", body)
+	}
+	if _, body = call(t, cs, "check_approval", `{"approvalId": "`+id+`"}`); body["status"] != "pending" {
+		t.Fatalf("poll: %v", body)
+	}
+	view, err := e.ShowApproval(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	person := &engine.Caller{Subject: "alice", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}
+	if out := e.Decide(ctx, person, engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}); out.Status != engine.StatusOK {
+		t.Fatal(out.Status)
+	}
+	res, body = call(t, cs, "check_approval", `{"approvalId": "`+id+`"}`)
+	if res.IsError || body["status"] != "executed" || body["approvalId"] != id || body["result"] == nil {
+		t.Fatalf("execute: %v", body)
+	}
+	if _, body = call(t, cs, "check_approval", `{"approvalId": "`+id+`"}`); body["status"] != "consumed" {
+		t.Fatalf("re-poll: %v", body)
+	}
+	if res, body = call(t, cs, "check_approval", `{"approvalId": "not-an-id"}`); !res.IsError || body["status"] != "not_found" {
+		t.Fatalf("bad id: %v", body)
+	}
+	if res, body = call(t, cs, "check_approval", `{}`); !res.IsError || body["code"] != mcp.InputInvalidCode {
+		t.Fatalf("no id: %v", body)
+	}
+}
+
+func TestSandboxBesideLive(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	live, e := b.server(t, nil)
+	sandbox, _ := b.server(t, func(c string) string {
+		return strings.Replace(c, "preset: approval-for-writes", "preset: sandbox", 1)
+	})
+	ctx := context.Background()
+	liveCS, sandboxCS := connect(t, live, agent("support")), connect(t, sandbox, agent("support"))
+
+	if _, body := call(t, sandboxCS, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`); body["status"] != "dry_run" {
+		t.Fatalf("sandbox call: %v", body)
+	}
+	_, body := call(t, liveCS, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`)
+	id := body["approvalId"].(string)
+	view, _ := e.ShowApproval(ctx, "acme", id)
+	person := &engine.Caller{Subject: "alice", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}
+	e.Decide(ctx, person, engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest})
+	if _, body = call(t, sandboxCS, "check_approval", `{"approvalId": "`+id+`"}`); body["status"] != "dry_run" {
+		t.Fatalf("sandbox poll: %v", body)
+	}
+	if _, body = call(t, liveCS, "check_approval", `{"approvalId": "`+id+`"}`); body["status"] != "executed" {
+		t.Fatalf("live poll after the sandbox: %v", body)
+	}
+}
+
+// TestStreamableHTTP serves the same catalogs over Streamable HTTP, one
+// caller per bearer token.
+func TestStreamableHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, nil)
+	callers := map[string]*engine.Caller{"support-token": agent("support"), "plain-token": agent()}
+	srv := httptest.NewServer(s.HTTPHandler(func(_ context.Context, token string, _ *http.Request) (*engine.Caller, error) {
+		if c, ok := callers[token]; ok {
+			return c, nil
+		}
+		return nil, errors.New("unknown token")
+	}))
+	t.Cleanup(srv.Close)
+
+	session := func(token string) (*sdk.ClientSession, error) {
+		client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+		return sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxRetries: -1}, nil)
+	}
+	support, err := session("support-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = support.Close() })
+	plain, err := session("plain-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.Close() })
+	if got := toolNames(t, support); !slices.Contains(got, "cancel_order") {
+		t.Fatalf("support over HTTP sees %v", got)
+	}
+	if got := toolNames(t, plain); slices.Contains(got, "cancel_order") || !slices.Contains(got, "order_get") {
+		t.Fatalf("plain over HTTP sees %v", got)
+	}
+	if _, err := plain.CallTool(context.Background(), &sdk.CallToolParams{Name: "cancel_order", Arguments: map[string]any{"order_id": "o-1001", "reason": "x"}}); err == nil {
+		t.Fatal("a hidden tool answered over HTTP")
+	}
+	res, body := call(t, support, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`)
+	if res.IsError || body["status"] != "approval_pending" {
+		t.Fatalf("stage over HTTP: %v", body)
+	}
+	if _, err := session("wrong-token"); err == nil {
+		t.Fatal("an unknown token connected")
+	}
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", resp.StatusCode)
+	}
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}

@@ -1,0 +1,107 @@
+package mcp
+
+import (
+	"encoding/json"
+	"fmt"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/redact"
+)
+
+// InputInvalidCode is the stable code of a refused input.
+const InputInvalidCode = "X_INPUT_INVALID"
+
+// render turns an engine outcome into what the agent receives. Nothing of
+// Outcome.Err reaches it: failing statuses carry the correlation id and
+// the redact package's sentence instead.
+func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
+	body := map[string]any{"status": string(out.Status)}
+	if out.ApprovalID != nil {
+		body["approvalId"] = out.ApprovalID.String()
+	}
+	if out.ExpiresAt != nil && (out.Status == engine.StatusApprovalPending || out.Status == engine.StatusPending) {
+		body["expiresAt"] = out.ExpiresAt.UTC()
+	}
+	name := t.def.Name
+	var message string
+	isError := false
+
+	switch out.Status {
+	case engine.StatusOK:
+		if t.read() {
+			var data map[string]any
+			_ = json.Unmarshal(out.Data, &data)
+			text, _ := json.Marshal(data)
+			return &sdk.CallToolResult{StructuredContent: data, Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}}
+		}
+		body["status"] = "executed"
+		body["result"] = json.RawMessage(out.Data)
+		if out.ApprovalID == nil {
+			body["correlationId"] = out.CorrelationID
+		}
+		message = fmt.Sprintf("Tool %q executed.", name)
+	case engine.StatusApprovalPending:
+		message = fmt.Sprintf("Tool %q is waiting for a person to approve it. Poll check_approval with approvalId %q.", name, out.ApprovalID)
+	case engine.StatusPending:
+		message = "The approval is still waiting for a person. Poll again later."
+	case engine.StatusRejected:
+		message = "A person rejected this approval; it will not run."
+	case engine.StatusExpired:
+		message = "The approval lapsed before it executed; it will not run. Stage the call again if it is still wanted."
+	case engine.StatusConsumed:
+		message = "The approval executed already; this poll changes nothing."
+	case engine.StatusDryRun:
+		body["correlationId"] = out.CorrelationID
+		message = fmt.Sprintf("Tool %q ran in dry-run mode: the call was recorded and nothing executed.", name)
+	case engine.StatusInvalidInput:
+		isError = true
+		body["code"] = InputInvalidCode
+		issues := out.Issues
+		if issues == nil {
+			issues = []engine.Issue{}
+		}
+		body["issues"] = issues
+		message = fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, InputInvalidCode)
+	default:
+		isError = true
+		if out.CorrelationID != "" {
+			body["correlationId"] = out.CorrelationID
+		}
+		if d := redact.Diagnostic(string(out.Diagnostic)); d != "" && redact.Withholds(string(out.Status)) {
+			body["diagnostic"] = d
+		}
+		if out.Code != "" {
+			body["code"] = string(out.Code)
+		}
+		message = refusals[out.Status]
+		if redact.Withholds(string(out.Status)) {
+			message = redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read())
+		} else if message == "" {
+			message = fmt.Sprintf("Tool %q did not complete: %s.", name, out.Status)
+		} else {
+			message = fmt.Sprintf("Tool %q refused: %s", name, message)
+		}
+	}
+	body["message"] = message
+	res := &sdk.CallToolResult{IsError: isError, Content: []sdk.Content{&sdk.TextContent{Text: message}}}
+	if t.read() {
+		// A read's structured content must match its output schema, so a
+		// refusal travels as text.
+		text, _ := json.Marshal(body)
+		res.Content = append(res.Content, &sdk.TextContent{Text: string(text)})
+		return res
+	}
+	res.StructuredContent = body
+	return res
+}
+
+// refusals explain the statuses that withhold nothing.
+var refusals = map[engine.Status]string{
+	engine.StatusDenied:             "the caller may not do this.",
+	engine.StatusNotFound:           "nothing of that id or key exists for this caller.",
+	engine.StatusPreconditionFailed: "the action's precondition does not hold for the target as it is now.",
+	engine.StatusNotImplemented:     "the action is declared but has no effect yet; the call was recorded.",
+	engine.StatusSignatureMismatch:  "the action changed after this approval was staged, so it will not run. Stage the call again.",
+}

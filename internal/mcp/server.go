@@ -1,0 +1,161 @@
+// Package mcp serves the ontology as governed MCP tools. It is the only
+// package that imports the MCP go-sdk. Tool handlers are raw: arguments
+// reach the engine unvalidated, because the engine is the one validator.
+package mcp
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Engine answers every call. Required.
+	Engine *engine.Engine
+	// Ontology is the declaration the engine serves. Required.
+	Ontology *ontology.Config
+	// Version is reported to clients. Defaults to "dev".
+	Version string
+	// Logger receives one line per tool call (tool, outcome, actor, code,
+	// correlation id; never arguments, rows or tokens). Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server builds MCP servers whose tool catalog is the one a caller may see.
+// It is safe for concurrent use.
+type Server struct {
+	engine  *engine.Engine
+	cfg     *ontology.Config
+	version string
+	log     *slog.Logger
+	schemas *sdk.SchemaCache
+	tools   map[string]*tool
+
+	mu       sync.Mutex
+	profiles map[string]*sdk.Server // by the names of the tools a caller sees
+}
+
+// New returns a Server for opts.
+func New(opts Options) (*Server, error) {
+	if opts.Engine == nil || opts.Ontology == nil {
+		return nil, errors.New("mcp: Options.Engine and Options.Ontology are required")
+	}
+	s := &Server{
+		engine:   opts.Engine,
+		cfg:      opts.Ontology,
+		version:  cmp.Or(opts.Version, "dev"),
+		log:      cmp.Or(opts.Logger, slog.Default()),
+		schemas:  sdk.NewSchemaCache(),
+		profiles: map[string]*sdk.Server{},
+	}
+	s.tools = s.declare()
+	return s, nil
+}
+
+// callerKey carries the caller of an HTTP request to its tool handlers.
+const callerKey = "orangerail.caller"
+
+// visible lists the tools caller may see, by name, sorted. A tool the
+// caller may not see is absent; calling it answers as calling a tool that
+// does not exist, and each handler checks the caller again.
+func (s *Server) visible(caller *engine.Caller) []string {
+	var names []string
+	for name, t := range s.tools {
+		if t.visible(caller) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// forCaller returns the MCP server for a caller's catalog. Servers are
+// shared by every caller who sees the same tools; the handlers read the
+// caller from each request.
+func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
+	names := s.visible(caller)
+	key := strings.Join(names, ",")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if srv, ok := s.profiles[key]; ok {
+		return srv
+	}
+	srv := s.build(names, nil)
+	s.profiles[key] = srv
+	return srv
+}
+
+// build makes an MCP server with the named tools. fixed, when set, is the
+// caller of every request (stdio, in-memory); otherwise each request
+// carries its own.
+func (s *Server) build(names []string, fixed *engine.Caller) *sdk.Server {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "orangerail", Title: s.cfg.Service, Version: s.version},
+		&sdk.ServerOptions{SchemaCache: s.schemas})
+	for _, name := range names {
+		t := s.tools[name]
+		srv.AddTool(t.def, s.handler(t, fixed))
+	}
+	return srv
+}
+
+// Connect serves one caller over a transport (stdio, in-memory) until the
+// client disconnects or ctx ends.
+func (s *Server) Connect(ctx context.Context, caller *engine.Caller, t sdk.Transport) (*sdk.ServerSession, error) {
+	return s.build(s.visible(caller), caller).Connect(ctx, t, nil)
+}
+
+// Run serves one caller over a transport until the client disconnects or
+// ctx ends.
+func (s *Server) Run(ctx context.Context, caller *engine.Caller, t sdk.Transport) error {
+	return s.build(s.visible(caller), caller).Run(ctx, t)
+}
+
+// handler runs one tool call for the request's caller.
+func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		caller := fixed
+		if caller == nil {
+			caller = callerOf(req)
+		}
+		if caller == nil || !t.visible(caller) {
+			// Exactly what the SDK answers for a tool it does not have.
+			return nil, unknownTool(req.Params.Name)
+		}
+		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
+		res := render(t, out)
+		s.log.InfoContext(ctx, "tool call", "tool", t.def.Name, "outcome", string(out.Status), "actor", caller.Subject,
+			"tenant", caller.Tenant, "code", string(out.Code), "correlation_id", out.CorrelationID)
+		return res, nil
+	}
+}
+
+func callerOf(req *sdk.CallToolRequest) *engine.Caller {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil
+	}
+	c, _ := req.Extra.TokenInfo.Extra[callerKey].(*engine.Caller)
+	return c
+}
+
+// ToolNames lists, for tests and diagnostics, the tools caller may see.
+func (s *Server) ToolNames(caller *engine.Caller) []string { return s.visible(caller) }
+
+// schemaOf decodes a JSON Schema written as YAML into what the SDK sends.
+func schemaOf(v any) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}

@@ -1,0 +1,230 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// toolKind says what a tool does.
+type toolKind int
+
+const (
+	kindGet toolKind = iota
+	kindList
+	kindAction
+	kindCheck
+)
+
+// tool is one governed tool: its MCP declaration, who may see it and what
+// a call does.
+type tool struct {
+	def     *sdk.Tool
+	kind    toolKind
+	subject string // the object or action it serves
+	visible func(*engine.Caller) bool
+}
+
+// read reports whether the tool only reads: its failures are not audited.
+func (t *tool) read() bool { return t.kind == kindGet || t.kind == kindList }
+
+func (t *tool) run(ctx context.Context, e *engine.Engine, caller *engine.Caller, args json.RawMessage) *engine.Outcome {
+	switch t.kind {
+	case kindGet:
+		return e.Get(ctx, caller, t.subject, args)
+	case kindList:
+		return e.List(ctx, caller, t.subject, args)
+	case kindAction:
+		return e.Call(ctx, caller, t.subject, args)
+	}
+	var in struct {
+		ApprovalID string `json:"approvalId"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil || in.ApprovalID == "" {
+		return &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/approvalId", Message: "required: the approvalId a staged call returned"}}}
+	}
+	return e.Check(ctx, caller, in.ApprovalID)
+}
+
+func unknownTool(name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+}
+
+// requiresUserInteraction is the _meta key asking a host for its own
+// confirmation prompt before each call of a tool.
+const requiresUserInteraction = "anthropic/requiresUserInteraction"
+
+// declare makes every tool the config declares.
+func (s *Server) declare() map[string]*tool {
+	tools := map[string]*tool{}
+	cfg, e := s.cfg, s.engine
+	for _, name := range slices.Sorted(maps.Keys(cfg.Objects)) {
+		o := cfg.Objects[name]
+		canRead := func(c *engine.Caller) bool { return e.CanRead(c, name) }
+		tools[name+"_get"] = &tool{def: getTool(name, o, s.linksOf(name)), kind: kindGet, subject: name, visible: canRead}
+		tools[name+"_list"] = &tool{def: listTool(name, o), kind: kindList, subject: name, visible: canRead}
+	}
+	if cfg.Preset == ontology.PresetReadonly {
+		return tools // no action tools and no check_approval
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Actions)) {
+		a := cfg.Actions[name]
+		def := actionTool(name, a)
+		if hostPrompts(cfg.HostApprovalPrompt, a) {
+			def.Meta = sdk.Meta{requiresUserInteraction: true}
+		}
+		tools[name] = &tool{def: def, kind: kindAction, subject: name, visible: func(c *engine.Caller) bool { return e.MayCall(c, name) }}
+	}
+	tools[ontology.CheckApprovalTool] = &tool{def: checkTool(), kind: kindCheck, visible: func(c *engine.Caller) bool { return c.Authenticated() }}
+	return tools
+}
+
+// hostPrompts reports whether an action's tool asks the host to prompt,
+// as host_approval_prompt says. Reads and check_approval never do.
+func hostPrompts(setting ontology.HostPrompt, a *ontology.Action) bool {
+	switch setting {
+	case ontology.HostPromptAllActions:
+		return true
+	case ontology.HostPromptUngovernedActions:
+		return a.Policy.Approval != ontology.ApprovalRequired
+	}
+	return false
+}
+
+// linksOf lists the links a get of object may include.
+func (s *Server) linksOf(object string) []string {
+	var names []string
+	for _, name := range slices.Sorted(maps.Keys(s.cfg.Links)) {
+		l := s.cfg.Links[name]
+		if strings.HasPrefix(l.From, object+".") || strings.HasPrefix(l.To, object+".") {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+var scalar = map[string]any{"type": []string{"string", "number", "boolean"}}
+
+func fieldsSchema(o *ontology.Object) map[string]any {
+	props := map[string]any{}
+	for _, f := range o.Fields {
+		props[f] = map[string]any{}
+	}
+	return map[string]any{"type": "object", "properties": props}
+}
+
+func getTool(name string, o *ontology.Object, links []string) *sdk.Tool {
+	props := map[string]any{o.Key: scalar}
+	if len(links) > 0 {
+		props["include"] = map[string]any{"type": "array", "items": map[string]any{"enum": links}, "uniqueItems": true,
+			"description": "Links whose objects to return beside this one."}
+	}
+	output := map[string]any{"item": fieldsSchema(o)}
+	if len(links) > 0 {
+		output["links"] = map[string]any{"type": "object"}
+	}
+	return &sdk.Tool{
+		Name:         name + "_get",
+		Title:        firstNonEmpty(o.Title, "Get "+name),
+		Description:  describe(o.Description, fmt.Sprintf("Read one %s by its %s.", name, o.Key)),
+		InputSchema:  map[string]any{"type": "object", "properties": props, "required": []string{o.Key}, "additionalProperties": false},
+		OutputSchema: map[string]any{"type": "object", "properties": output, "required": []string{"item"}},
+		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true, Title: firstNonEmpty(o.Title, "Get "+name)},
+	}
+}
+
+func listTool(name string, o *ontology.Object) *sdk.Tool {
+	filters := map[string]any{}
+	for _, field := range slices.Sorted(maps.Keys(o.List.Filters)) {
+		ops := map[string]any{}
+		for _, op := range o.List.Filters[field] {
+			if op == ontology.FilterIn {
+				ops[string(op)] = map[string]any{"type": "array", "items": scalar, "minItems": 1, "maxItems": engine.MaxInValues}
+				continue
+			}
+			ops[string(op)] = scalar
+		}
+		filters[field] = map[string]any{"type": "object", "properties": ops, "additionalProperties": false}
+	}
+	props := map[string]any{
+		"limit":  map[string]any{"type": "integer", "minimum": 1, "maximum": o.List.MaxLimit},
+		"cursor": map[string]any{"type": "string", "description": "The nextCursor of the previous page."},
+	}
+	if len(filters) > 0 {
+		props["filters"] = map[string]any{"type": "object", "properties": filters, "additionalProperties": false}
+	}
+	if len(o.List.Sort) > 0 {
+		var sorts []string
+		for _, f := range o.List.Sort {
+			sorts = append(sorts, f, "-"+f)
+		}
+		props["sort"] = map[string]any{"enum": sorts, "description": "A field to sort by; -field sorts descending."}
+	}
+	title := firstNonEmpty(o.Title, name)
+	return &sdk.Tool{
+		Name:        name + "_list",
+		Title:       "List " + title,
+		Description: describe(o.Description, fmt.Sprintf("List %s rows, a page at a time.", name)),
+		InputSchema: map[string]any{"type": "object", "properties": props, "additionalProperties": false},
+		OutputSchema: map[string]any{"type": "object", "required": []string{"items"}, "properties": map[string]any{
+			"items":      map[string]any{"type": "array", "items": fieldsSchema(o)},
+			"nextCursor": map[string]any{"type": "string"},
+		}},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, Title: "List " + title},
+	}
+}
+
+func actionTool(name string, a *ontology.Action) *sdk.Tool {
+	desc := a.Description
+	if a.Effect != "" {
+		desc += " Effect: " + a.Effect
+	}
+	if a.Policy.Approval == ontology.ApprovalRequired {
+		desc += " A person must approve each call: the call answers approval_pending with an approvalId; poll check_approval with it."
+	}
+	destructive := a.Destructive
+	title := firstNonEmpty(a.Title, name)
+	return &sdk.Tool{
+		Name:        name,
+		Title:       title,
+		Description: desc,
+		InputSchema: schemaOf(a.Input),
+		Annotations: &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: a.Idempotent},
+	}
+}
+
+func checkTool() *sdk.Tool {
+	return &sdk.Tool{
+		Name:  ontology.CheckApprovalTool,
+		Title: "Check an approval",
+		Description: "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
+			"an approved one executes now and returns its result; an approval that executed already reports consumed.",
+		InputSchema: map[string]any{"type": "object", "required": []string{"approvalId"}, "additionalProperties": false,
+			"properties": map[string]any{"approvalId": map[string]any{"type": "string", "format": "uuid"}}},
+	}
+}
+
+func describe(declared, generated string) string {
+	if declared == "" {
+		return generated
+	}
+	return declared + " " + generated
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

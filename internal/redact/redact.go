@@ -1,0 +1,70 @@
+// Package redact owns what an agent is told when a call fails: one sentence
+// per outcome, naming the cause, the kind of error withheld and the channel
+// where an operator finds it, and never any text from the failing layer.
+package redact
+
+import "fmt"
+
+// failure is how one failing status is explained.
+type failure struct {
+	cause     string // what happened, at the domain level
+	withheld  string // the kind of error withheld
+	where     string // where an operator reads it
+	whereRead string // for read tools, which are not audited
+}
+
+// failures holds the sentence parts of every failing status; a status not
+// here has no withheld error.
+var failures = map[string]failure{
+	"failed":         {"the datasource rejected the action", "datasource error", "the audit log or host log", "the host log"},
+	"resolve_error":  {"the target could not be read from the datasource", "datasource error", "the audit log or host log", "the host log"},
+	"audit_blocked":  {"the audit record could not be written, so nothing ran", "store error", "the host log", "the host log"},
+	"internal_error": {"an unexpected internal error", "underlying error", "the host log", "the host log"},
+}
+
+// diagnostics are the sentences for classified failures. A code is the
+// only thing that crosses from the failing layer; the words are ours.
+var diagnostics = map[string]string{
+	"datasource_not_configured":       "the datasource is not configured, so the server could not connect. Its connection URL is missing or unusable, or its login was refused; the operator sets it for the process running orangerail, then retries.",
+	"datasource_unavailable":          "the datasource could not be reached. It may be down or restarting; retry later.",
+	"datasource_schema_mismatch":      "the datasource does not have the tables or columns the ontology declares. The operator runs `orangerail config check` against it.",
+	"datasource_permission_denied":    "the datasource refused orangerail's role the privilege this action needs. The operator grants it.",
+	"datasource_constraint_violation": "the datasource refused the change because it breaks one of its constraints. Check the input against the current state of the data.",
+	"datasource_timeout":              "the datasource took too long and the statement was cancelled. Retry later.",
+}
+
+// Withholds reports whether a status withholds an underlying error.
+func Withholds(status string) bool {
+	_, ok := failures[status]
+	return ok
+}
+
+// Message explains a failing call to the agent. read is true for read
+// tools, whose failures are not audited, so the host log is the only
+// channel named.
+func Message(tool, status, correlationID, diagnostic string, read bool) string {
+	f, ok := failures[status]
+	if !ok {
+		return fmt.Sprintf("Tool %q did not complete: %s.", tool, status)
+	}
+	where := f.where
+	if read {
+		where = f.whereRead
+	}
+	cause := f.cause
+	if sentence, ok := diagnostics[diagnostic]; ok {
+		cause = sentence
+	} else {
+		cause += "."
+	}
+	return fmt.Sprintf("Tool %q failed: %s The %s is withheld; an operator can read it in %s under correlationId %q.",
+		tool, cause, f.withheld, where, correlationID)
+}
+
+// Diagnostic returns a diagnostic code if it is one of ours, else "".
+func Diagnostic(code string) string {
+	if _, ok := diagnostics[code]; ok {
+		return code
+	}
+	return ""
+}
