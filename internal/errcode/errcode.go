@@ -32,6 +32,10 @@ const (
 	ApprovalFourEyes          Code = "X_APPROVAL_FOUR_EYES"
 	ApproverNotAllowed        Code = "X_APPROVER_NOT_ALLOWED"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
+
+	IdentityRequired Code = "X_IDENTITY_REQUIRED"
+	SecretKeyMissing Code = "X_SECRET_KEY_MISSING"
+	ConfigInvalid    Code = "X_CONFIG_INVALID"
 )
 
 // Entry describes one code.
@@ -74,6 +78,12 @@ var table = []Entry{
 		"Decide as a human identity with the role named by approvals.approver_role in the config."},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail approvals list --tenant T`."},
+	{IdentityRequired, "Serving MCP over HTTP needs a verified identity for every caller, and none is configured.",
+		"Configure identity.oidc in the config, or serve a local developer over stdio with `orangerail serve --stdio`."},
+	{SecretKeyMissing, "The server's secret key (which signs input digests and list cursors) is missing or malformed.",
+		"Set ORANGERAIL_SECRET_KEY to 64 hex characters (`openssl rand -hex 32`), the same on every replica."},
+	{ConfigInvalid, "The ontology config has problems; each is listed with its field path.",
+		"Fix each problem; `orangerail config check FILE` lists them all."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
 }

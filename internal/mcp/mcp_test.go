@@ -162,6 +162,11 @@ func TestCatalogPerCaller(t *testing.T) {
 		}
 	}
 
+	// A catalog is the caller's own: no client or intermediary may share it.
+	if res, err := connect(t, s, agent()).ListTools(context.Background(), nil); err != nil || res.CacheScope != "private" || res.TTLMs != 0 {
+		t.Fatalf("tools/list cache hints: %+v %v", res, err)
+	}
+
 	// A hidden tool answers exactly as a tool that does not exist.
 	cs := connect(t, s, agent())
 	_, hiddenErr := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "cancel_order", Arguments: map[string]any{"order_id": "o-1001", "reason": "x"}})

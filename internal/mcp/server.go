@@ -102,7 +102,7 @@ func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
 // carries its own.
 func (s *Server) build(names []string, fixed *engine.Caller) *sdk.Server {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "orangerail", Title: s.cfg.Service, Version: s.version},
-		&sdk.ServerOptions{SchemaCache: s.schemas})
+		&sdk.ServerOptions{SchemaCache: s.schemas, SetCacheable: private})
 	for _, name := range names {
 		t := s.tools[name]
 		srv.AddTool(t.def, s.handler(t, fixed))
@@ -141,6 +141,12 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 	}
 }
 
+// private marks every cacheable result as the caller's own and stale at
+// once: a catalog is answered for one caller, and may change with a role.
+func private(_ context.Context, _ sdk.Request, c *sdk.Cacheable) {
+	c.TTLMs, c.CacheScope = 0, "private"
+}
+
 func callerOf(req *sdk.CallToolRequest) *engine.Caller {
 	if req.Extra == nil || req.Extra.TokenInfo == nil {
 		return nil
@@ -158,4 +164,10 @@ func schemaOf(v any) map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	return m
+}
+
+// ServeStdio serves one caller over this process's stdin and stdout until
+// the client disconnects or ctx ends. stdout carries only JSON-RPC.
+func (s *Server) ServeStdio(ctx context.Context, caller *engine.Caller) error {
+	return s.Run(ctx, caller, &sdk.StdioTransport{})
 }
