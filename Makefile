@@ -3,15 +3,21 @@ SHELL := /bin/bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: run test lint generate check-generated bench build
+.PHONY: run test lint generate check-generated bench build e2e
 
 ## run: the local demo — finds or starts a database, migrates it, and waits
 run: build
 	@exec bin/orangerail demo
 
-## test: lint, the generated-code check, and every test with the race detector
+## test: lint, the generated-code check, every test with the race detector,
+## and the end-to-end run through the TypeScript MCP SDK
 test: lint check-generated
 	$(GO) test -race -count=1 ./...
+	e2e/run.sh
+
+## e2e: the demo's stdio server driven by the official TypeScript MCP SDK client
+e2e:
+	e2e/run.sh
 
 ## lint: gofmt and go vet
 lint:

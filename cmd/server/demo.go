@@ -130,8 +130,19 @@ func newDemoFacts(found *devdb.Database) (*demoFacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	config, err := filepath.Abs(demoConfig)
-	if err != nil {
+	// The repository's copy when run from a checkout; else the embedded one,
+	// written beside the demo's other state.
+	config := demoConfig
+	if _, err := os.Stat(config); err != nil {
+		config = filepath.Join(demoStateDir, "orangerail.yaml")
+		if err := os.MkdirAll(demoStateDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(config, orders.Config, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if config, err = filepath.Abs(config); err != nil {
 		return nil, err
 	}
 	keyFile, err := filepath.Abs(filepath.Join(demoStateDir, "secret.key"))

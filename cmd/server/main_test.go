@@ -362,3 +362,27 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Fatalf("check after the CLI approved: %s", out.Status)
 	}
 }
+
+func TestServeRefusals(t *testing.T) {
+	t.Parallel()
+	example := "../../examples/orders/orangerail.yaml"
+	url := testdb.New(t)
+
+	code, _, stderr := cli(t, "serve", "--config", example, "--database-url", url)
+	if code != exitError || !strings.Contains(stderr, "X_IDENTITY_REQUIRED") {
+		t.Fatalf("HTTP without identity: exit %d %q", code, stderr)
+	}
+	broken := filepath.Join(t.TempDir(), "broken.yaml")
+	if err := os.WriteFile(broken, []byte("service: s\nobjects: {o: {table: t}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = cli(t, "serve", "--stdio", "--config", broken, "--database-url", url)
+	if code != exitError || !strings.Contains(stderr, "X_CONFIG_INVALID") || !strings.Contains(stderr, "objects.o") {
+		t.Fatalf("broken config: exit %d %q", code, stderr)
+	}
+	// The example on a database without its tables: the catalog check refuses.
+	code, _, stderr = cli(t, "serve", "--stdio", "--config", example, "--database-url", url, "--key-file", filepath.Join(t.TempDir(), "k"))
+	if code != exitError || !strings.Contains(stderr, "datasource_schema_mismatch") {
+		t.Fatalf("unseeded datasource: exit %d %q", code, stderr)
+	}
+}
