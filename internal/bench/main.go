@@ -13,8 +13,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
+	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,6 +158,10 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		return err
 	}
 
+	if err := mcpReadCall(ctx, emit); err != nil {
+		return fmt.Errorf("mcp_read_call: %w", err)
+	}
+
 	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
 		return fmt.Errorf("build chain: %w", err)
 	}
@@ -269,6 +277,46 @@ func lifecycleBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, d ti
 			return fmt.Errorf("%s: %w", tc.name, err)
 		}
 		emit(result{Name: tc.name, Value: round(rate), Unit: "cycles/s"})
+	}
+	return nil
+}
+
+// mcpReadCall runs internal/mcp's BenchmarkReadCall (only that package may
+// speak MCP) and reports its governed figures beside its baseline's.
+func mcpReadCall(ctx context.Context, emit func(result)) error {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkReadCall$", "-benchtime", "5s", "./internal/mcp")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%v\n%s", err, out)
+	}
+	metrics := map[string]map[string]float64{} // sub-benchmark → unit → value
+	line := regexp.MustCompile(`^BenchmarkReadCall/(\w+)-\d+\s+\d+\s+(.*)$`)
+	for _, l := range strings.Split(string(out), "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		fields := strings.Fields(m[2])
+		metrics[m[1]] = map[string]float64{}
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err == nil {
+				metrics[m[1]][fields[i+1]] = v
+			}
+		}
+	}
+	governed, baseline := metrics["governed"], metrics["baseline"]
+	if governed == nil || baseline == nil {
+		return fmt.Errorf("no figures in the benchmark's output:\n%s", out)
+	}
+	for _, m := range []struct{ name, unit, metric string }{
+		{"mcp_read_call", "calls/s", "calls/s"},
+		{"mcp_read_call_p50", "µs", "p50-µs"},
+		{"mcp_read_call_p99", "µs", "p99-µs"},
+	} {
+		g, b := governed[m.metric], baseline[m.metric]
+		emit(result{Name: m.name, Value: round(g), Unit: m.unit, Baseline: ptr(round(b)), Ratio: ptr(round2(g / b))})
 	}
 	return nil
 }

@@ -5,8 +5,8 @@ import (
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
 )
 
@@ -42,11 +42,35 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := db.New().TenantScope(ctx, tx, tenant); err != nil {
+	if _, err := tx.Exec(ctx, tenantScope, tenant); err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// Statements of a pipelined read; see QueryInTenant.
+const (
+	beginReadOnly = "BEGIN READ ONLY"
+	tenantScope   = "SELECT set_config('orangerail.tenant_id', $1, true)"
+	commit        = "COMMIT"
+)
+
+// QueryInTenant runs one read-only query scoped to tenant, in a transaction
+// of its own, with the whole transaction sent in one round trip. rows sees
+// the query's rows. It is InTenant for the common case of a single read.
+func QueryInTenant(ctx context.Context, pool *pgxpool.Pool, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
+	if err := ValidateTenantID(tenant); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(beginReadOnly)
+	b.Queue(tenantScope, tenant)
+	b.Queue(sql, args...).Query(rows)
+	b.Queue(commit)
+	// A failure leaves the connection in an aborted transaction; the pool
+	// discards such a connection when it is released.
+	return pool.SendBatch(ctx, b).Close()
 }

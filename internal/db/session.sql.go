@@ -19,14 +19,3 @@ func (q *Queries) SessionAssumeRuntime(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, sessionAssumeRuntime)
 	return err
 }
-
-const tenantScope = `-- name: TenantScope :exec
-SELECT set_config('orangerail.tenant_id', $1::text, true)
-`
-
-// Scopes the current transaction to one tenant; Row Level Security and
-// audit_append read it.
-func (q *Queries) TenantScope(ctx context.Context, db DBTX, tenantID string) error {
-	_, err := db.Exec(ctx, tenantScope, tenantID)
-	return err
-}

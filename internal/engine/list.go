@@ -63,11 +63,8 @@ func (e *Engine) List(ctx context.Context, caller *Caller, object string, args j
 		sort, key *string
 	}
 	var rows []page
-	err := database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		r, err := tx.Query(ctx, sql, params...)
-		if err != nil {
-			return err
-		}
+	err := database.QueryInTenant(ctx, e.datasource, caller.Tenant, sql, params, func(r pgx.Rows) error {
+		var err error
 		rows, err = pgx.CollectRows(r, func(row pgx.CollectableRow) (page, error) {
 			var p page
 			return p, row.Scan(&p.row, &p.sort, &p.key)

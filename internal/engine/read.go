@@ -61,18 +61,27 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	}
 	var row json.RawMessage
 	links := map[string]any{}
-	err := database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		if row, err = fetchRow(ctx, tx, o, caller.Tenant, o.Key, in.key); err != nil || row == nil {
+	var err error
+	if len(in.include) == 0 {
+		// The common read: one statement, its transaction in one round trip.
+		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, rowSQL(o, o.Key), []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
+			row, err = firstRow(rows)
 			return err
-		}
-		for _, name := range in.include {
-			if links[name], err = e.fetchLink(ctx, tx, caller, object, name, row); err != nil {
+		})
+	} else {
+		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			var err error
+			if row, err = fetchRow(ctx, tx, o, caller.Tenant, o.Key, in.key); err != nil || row == nil {
 				return err
 			}
-		}
-		return nil
-	})
+			for _, name := range in.include {
+				if links[name], err = e.fetchLink(ctx, tx, caller, object, name, row); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	if out := e.readFailure(ctx, "get "+object, err, o.Key); out != nil {
 		return out
 	}
@@ -200,15 +209,25 @@ func selectList(o *ontology.Object) string {
 	return strings.Join(cols, ", ")
 }
 
-// fetchRow reads the object's row whose column equals value in the tenant,
-// as a JSON object of the object's fields; nil when there is none.
-func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column, value string) (json.RawMessage, error) {
-	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) r",
+// rowSQL selects the object's row whose column equals $2 in tenant $1, as
+// a JSON object of the object's fields.
+func rowSQL(o *ontology.Object, column string) string {
+	return fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) r",
 		selectList(o), o.QuotedTable(), quote(o.TenantColumn), quote(column))
-	rows, err := tx.Query(ctx, sql, tenant, value)
+}
+
+// fetchRow reads the object's row whose column equals value in the tenant;
+// nil when there is none.
+func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column, value string) (json.RawMessage, error) {
+	rows, err := tx.Query(ctx, rowSQL(o, column), tenant, value)
 	if err != nil {
 		return nil, err
 	}
+	return firstRow(rows)
+}
+
+// firstRow returns the first row's JSON text; nil when there is none.
+func firstRow(rows pgx.Rows) (json.RawMessage, error) {
 	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil || len(found) == 0 {
 		return nil, err

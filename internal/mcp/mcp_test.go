@@ -32,7 +32,7 @@ type bundle struct {
 	key     []byte
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
@@ -45,7 +45,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // server serves the example, its config edited by edit, in a mode.
-func (b *bundle) server(t *testing.T, edit func(string) string) (*mcp.Server, *engine.Engine) {
+func (b *bundle) server(t testing.TB, edit func(string) string) (*mcp.Server, *engine.Engine) {
 	t.Helper()
 	text := string(orders.Config)
 	if edit != nil {
