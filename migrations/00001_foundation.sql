@@ -519,8 +519,9 @@ GRANT EXECUTE ON FUNCTION
 -- +goose Down
 DROP SCHEMA orangerail CASCADE;
 
--- Roles outlive this database when another database of the cluster still
--- uses them.
+-- Roles are shared by the cluster's databases: one that another database
+-- still uses, or that cannot be dropped this instant (a database being
+-- created or dropped meanwhile), stays.
 -- +goose StatementBegin
 DO $roles$
 DECLARE
@@ -529,7 +530,7 @@ BEGIN
     FOREACH r IN ARRAY ARRAY['orangerail_runtime', 'orangerail_auditor', 'orangerail_readonly'] LOOP
         BEGIN
             EXECUTE format('DROP ROLE IF EXISTS %I', r);
-        EXCEPTION WHEN dependent_objects_still_exist OR object_in_use THEN
+        EXCEPTION WHEN OTHERS THEN
             NULL;
         END;
     END LOOP;
