@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -479,4 +480,64 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// TestHostLogKeepsTheFullText: what the agent is refused, the host log
+// holds, under the same correlation id; the gate line never holds the
+// arguments.
+func TestHostLogKeepsTheFullText(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var logBuf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.admin.Exec(ctx, "REVOKE INSERT ON order_notes FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	_, body := call(t, connect(t, s, agent("support")), "add_order_note", `{"order_id": "o-1001", "note": "a private remark"}`)
+	correlation, _ := body["correlationId"].(string)
+	logged := logBuf.String()
+	var full, gate bool
+	for _, line := range strings.Split(strings.TrimSpace(logged), "\n") {
+		if !strings.Contains(line, correlation) {
+			continue
+		}
+		full = full || strings.Contains(line, "permission denied for table order_notes")
+		gate = gate || (strings.Contains(line, `"tool":"add_order_note"`) && strings.Contains(line, `"outcome":"failed"`))
+	}
+	if correlation == "" || !full || !gate {
+		t.Fatalf("host log lacks the failure under %q:\n%s", correlation, logged)
+	}
+	if strings.Contains(logged, "a private remark") {
+		t.Fatalf("the host log holds the call's arguments:\n%s", logged)
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -1,0 +1,93 @@
+package mcp
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// TestRenderEveryStatus renders each status with a driver's error attached
+// and checks what the agent would receive: the status, the correlation id
+// where there is one, the sentence for the status, and none of the error.
+func TestRenderEveryStatus(t *testing.T) {
+	t.Parallel()
+	driverText := `ERROR: permission denied for table "orders_secret" (SQLSTATE 42501)`
+	id := uuid.New()
+	action := &tool{def: actionTool("cancel_order", actionFixture()), kind: kindAction}
+	read := &tool{def: &readDef, kind: kindGet}
+	tests := []struct {
+		status  engine.Status
+		isError bool
+		want    string // a phrase of the message
+	}{
+		{engine.StatusApprovalPending, false, "waiting for a person"},
+		{engine.StatusPending, false, "still waiting"},
+		{engine.StatusRejected, false, "rejected"},
+		{engine.StatusExpired, false, "lapsed"},
+		{engine.StatusConsumed, false, "executed already"},
+		{engine.StatusDryRun, false, "dry-run"},
+		{engine.StatusNotImplemented, true, "no effect yet"},
+		{engine.StatusDenied, true, "may not"},
+		{engine.StatusNotFound, true, "nothing of that id"},
+		{engine.StatusPreconditionFailed, true, "precondition"},
+		{engine.StatusSignatureMismatch, true, "changed after this approval was staged"},
+		{engine.StatusFailed, true, "the datasource rejected the action. The datasource error is withheld; an operator can read it in the audit log or host log under correlationId"},
+		{engine.StatusResolveError, true, "the target could not be read from the datasource. The datasource error is withheld; an operator can read it in the audit log or host log"},
+		{engine.StatusAuditBlocked, true, "the audit record could not be written, so nothing ran. The store error is withheld; an operator can read it in the host log"},
+		{engine.StatusInternalError, true, "an unexpected internal error. The underlying error is withheld; an operator can read it in the host log"},
+	}
+	for _, tt := range tests {
+		out := &engine.Outcome{Status: tt.status, CorrelationID: id.String(), ApprovalID: &id, Err: errors.New(driverText)}
+		res := render(action, out)
+		all, _ := json.Marshal([]any{res.Content, res.StructuredContent})
+		body := res.StructuredContent.(map[string]any)
+		if res.IsError != tt.isError || body["status"] != string(tt.status) || !strings.Contains(string(all), tt.want) {
+			t.Errorf("%s: isError %v, body %v", tt.status, res.IsError, body)
+		}
+		if strings.Contains(string(all), "orders_secret") || strings.Contains(string(all), "SQLSTATE") {
+			t.Errorf("%s leaked the driver's text: %s", tt.status, all)
+		}
+		if tt.isError && body["correlationId"] != id.String() {
+			t.Errorf("%s: no correlationId in %v", tt.status, body)
+		}
+	}
+	// A read's resolve_error names the host log only: reads are not audited.
+	res := render(read, &engine.Outcome{Status: engine.StatusResolveError, CorrelationID: id.String(), Diagnostic: engine.DiagnosticDatasourceUnavailable, Err: errors.New(driverText)})
+	all, _ := json.Marshal(res.Content)
+	if !res.IsError || res.StructuredContent != nil || strings.Contains(string(all), "audit log") || !strings.Contains(string(all), "could not be reached") ||
+		!strings.Contains(string(all), `\"diagnostic\":\"datasource_unavailable\"`) {
+		t.Errorf("read resolve_error: %s", all)
+	}
+	// Every diagnostic the engine can classify has its own sentence.
+	for _, d := range []engine.Diagnostic{engine.DiagnosticDatasourceNotConfigured, engine.DiagnosticDatasourceUnavailable, engine.DiagnosticDatasourceSchema,
+		engine.DiagnosticDatasourcePermission, engine.DiagnosticDatasourceConstraint, engine.DiagnosticDatasourceTimeout} {
+		res := render(action, &engine.Outcome{Status: engine.StatusFailed, CorrelationID: "c", Diagnostic: d})
+		if res.StructuredContent.(map[string]any)["diagnostic"] != string(d) || strings.Contains(text0(res), "the datasource rejected the action.") {
+			t.Errorf("diagnostic %s has no sentence of its own: %s", d, text0(res))
+		}
+	}
+}
+
+var readDef = sdk.Tool{Name: "order_get"}
+
+func actionFixture() *ontology.Action {
+	return &ontology.Action{Description: "Cancel an order.", Input: map[string]any{"type": "object"}, Destructive: true}
+}
+
+func text0(res *sdk.CallToolResult) string {
+	if len(res.Content) == 0 {
+		return ""
+	}
+	t, _ := res.Content[0].(*sdk.TextContent)
+	if t == nil {
+		return ""
+	}
+	return t.Text
+}
