@@ -104,11 +104,7 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 
-	mode := engine.ModeLive
-	if cfg.Preset == ontology.PresetSandbox {
-		mode = engine.ModeDryRun
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Key: key, Mode: mode, Logger: log})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -108,14 +108,23 @@ func (m *Migrator) compare(v int64) error {
 	return nil
 }
 
+// refuseNewer refuses a database migrated by a newer binary: this one does
+// not know its schema, so it touches nothing.
+func (m *Migrator) refuseNewer(ctx context.Context) error {
+	v, err := m.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if err := m.compare(v); errcode.Of(err) == errcode.DatabaseTooNew {
+		return err
+	}
+	return nil
+}
+
 // Up applies every pending migration. On a current database it does
 // nothing; on a database newer than this binary it refuses.
 func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
-	v, err := m.Version(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read schema version: %w", err)
-	}
-	if err := m.compare(v); errcode.Of(err) == errcode.DatabaseTooNew {
+	if err := m.refuseNewer(ctx); err != nil {
 		return nil, err
 	}
 	results, err := m.provider.Up(ctx)
@@ -127,11 +136,7 @@ func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
 
 // Down rolls back the most recent migration.
 func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
-	v, err := m.Version(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read schema version: %w", err)
-	}
-	if err := m.compare(v); errcode.Of(err) == errcode.DatabaseTooNew {
+	if err := m.refuseNewer(ctx); err != nil {
 		return nil, err
 	}
 	result, err := m.provider.Down(ctx)

@@ -28,6 +28,14 @@ const (
 	ModeDryRun Mode = "dry_run"
 )
 
+// ModeOf is the mode a preset runs the engine in: sandbox is dry-run.
+func ModeOf(p ontology.Preset) Mode {
+	if p == ontology.PresetSandbox {
+		return ModeDryRun
+	}
+	return ModeLive
+}
+
 // Caller is who calls the engine, as a transport established it.
 type Caller struct {
 	// Subject identifies the caller; empty for an anonymous caller.

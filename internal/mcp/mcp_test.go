@@ -56,11 +56,7 @@ func (b *bundle) server(t testing.TB, edit func(string) string) (*mcp.Server, *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	mode := engine.ModeLive
-	if cfg.Preset == ontology.PresetSandbox {
-		mode = engine.ModeDryRun
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Mode: mode, Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Mode: engine.ModeOf(cfg.Preset), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
