@@ -9,6 +9,8 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -83,11 +85,49 @@ type Identity struct {
 
 // OIDC configures bearer-token verification.
 type OIDC struct {
-	Issuer      string `yaml:"issuer"`
-	Audience    string `yaml:"audience"`
+	// Issuer is the OIDC issuer URL: https, or http on loopback.
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
+	// TenantClaim names the claim holding the caller's tenant; a token
+	// without it is refused.
 	TenantClaim string `yaml:"tenant_claim"`
-	RolesClaim  string `yaml:"roles_claim"`
+	// RolesClaim names the roles claim (array or space-separated string).
+	// Defaults to "roles".
+	RolesClaim string `yaml:"roles_claim"`
+	// ScopesClaim names the scopes claim ("scope" string or "scp" array).
+	// Defaults to "scope".
 	ScopesClaim string `yaml:"scopes_claim"`
+	// Human decides which callers are people; every other caller is an
+	// agent. Absent: every caller is an agent.
+	Human *HumanRule `yaml:"human"`
+	// ClockSkew tolerates clocks apart on exp and nbf. Defaults to 30s.
+	ClockSkew Duration `yaml:"clock_skew"`
+	// AuthorizationServers are advertised in the protected-resource
+	// metadata. Defaults to the issuer.
+	AuthorizationServers []string `yaml:"authorization_servers"`
+}
+
+// HumanRule marks a caller as a person when its Claim holds one of Values.
+type HumanRule struct {
+	Claim  string   `yaml:"claim"`
+	Values []string `yaml:"values"`
+}
+
+// CheckIssuer refuses an issuer URL that is not https, unless its host is a
+// loopback address.
+func CheckIssuer(issuer string) error {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the issuer %q is not a URL", issuer)
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); u.Scheme == "http" && (host == "localhost" || (ip != nil && ip.IsLoopback())) {
+		return nil
+	}
+	return fmt.Errorf("the issuer %q must be https (plain http is allowed on loopback only)", issuer)
 }
 
 // Approvals configures the approval gate.

@@ -36,6 +36,7 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[Datasource](), props(schema, "datasource")},
 		{reflect.TypeFor[Identity](), props(schema, "identity")},
 		{reflect.TypeFor[OIDC](), props(schema, "identity", "oidc")},
+		{reflect.TypeFor[HumanRule](), props(schema, "identity", "oidc", "human")},
 		{reflect.TypeFor[Approvals](), props(schema, "approvals")},
 		{reflect.TypeFor[Object](), defs["object"].(map[string]any)},
 		{reflect.TypeFor[ListSpec](), props(defs["object"].(map[string]any), "list")},

@@ -59,6 +59,11 @@ func (c *Config) validate() Problems {
 		claimed[t.Name] = t
 	}
 
+	if o := c.Identity.OIDC; o != nil {
+		if err := CheckIssuer(o.Issuer); err != nil {
+			add("identity.oidc.issuer", "%v", err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		c.Objects[name].validate("objects."+name, add)
 	}

@@ -1,0 +1,194 @@
+// Package identity establishes who calls orangerail: a Caller from a
+// verified OIDC bearer token (or the local development identity over
+// stdio), with the facts of the request it came in.
+package identity
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// RequestFacts are what orangerail knows of the request a caller sent.
+type RequestFacts struct {
+	// Address is the client's IP: the socket's peer, or, behind declared
+	// proxies, the address the outermost trusted proxy saw.
+	Address   string
+	UserAgent string
+	Origin    string
+	Path      string
+}
+
+// Caller is a verified caller and the request it sent.
+type Caller struct {
+	engine.Caller
+	Facts RequestFacts
+	// Expires is when the caller's token stops being valid.
+	Expires time.Time
+}
+
+// ErrInvalidToken is wrapped by every refusal of a token. Its reason is for
+// the host log; a client is told only that the token is invalid.
+var ErrInvalidToken = errors.New("invalid token")
+
+// SigningAlgorithms are the only algorithms a token may be signed with:
+// asymmetric ones. `none` and HMAC are refused.
+var SigningAlgorithms = []string{oidc.RS256, oidc.ES256, oidc.EdDSA}
+
+// Defaults of the OIDC settings.
+const (
+	// ClockSkewDefault is the tolerance on a token's exp and nbf.
+	ClockSkewDefault   = 30 * time.Second
+	RolesClaimDefault  = "roles"
+	ScopesClaimDefault = "scope"
+)
+
+// Resolver verifies OIDC bearer tokens. Discovery happens on first use and
+// is retried until it succeeds; signing keys are cached and fetched again
+// when a token names a key the cache does not hold, so an issuer's key
+// rotation needs no restart. A Resolver is safe for concurrent use.
+type Resolver struct {
+	cfg    ontology.OIDC
+	skew   time.Duration
+	now    func() time.Time
+	client *http.Client
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier
+}
+
+// ResolverOptions tunes a Resolver. The zero value is ready to use.
+type ResolverOptions struct {
+	// HTTPClient fetches discovery and keys. Defaults to a client with a
+	// 10-second timeout.
+	HTTPClient *http.Client
+	// NowFunc returns the current time. Defaults to time.Now.
+	NowFunc func() time.Time
+}
+
+// NewResolver returns a Resolver for cfg. The issuer must be https, except
+// on a loopback address.
+func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
+	if err := ontology.CheckIssuer(cfg.Issuer); err != nil {
+		return nil, err
+	}
+	r := &Resolver{cfg: cfg, skew: time.Duration(cfg.ClockSkew), now: opts.NowFunc, client: opts.HTTPClient}
+	if r.skew == 0 {
+		r.skew = ClockSkewDefault
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.client == nil {
+		r.client = &http.Client{Timeout: 10 * time.Second}
+	}
+	return r, nil
+}
+
+// Ready loads the issuer's discovery document if it is not loaded yet.
+func (r *Resolver) Ready(ctx context.Context) error {
+	_, err := r.load(ctx)
+	return err
+}
+
+func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.verifier != nil {
+		return r.verifier, nil
+	}
+	ctx = oidc.ClientContext(ctx, r.client)
+	provider, err := oidc.NewProvider(ctx, r.cfg.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("OIDC discovery at %s: %w", r.cfg.Issuer, err)
+	}
+	// The key set outlives this call: it must fetch with a context of its own.
+	keysCtx := oidc.ClientContext(context.Background(), r.client)
+	r.verifier = provider.VerifierContext(keysCtx, &oidc.Config{
+		ClientID:             r.cfg.Audience,
+		SupportedSigningAlgs: SigningAlgorithms,
+		SkipExpiryCheck:      true, // checked below, with this resolver's skew
+	})
+	return r.verifier, nil
+}
+
+// Resolve verifies a bearer token and maps its claims to a caller. Every
+// refusal wraps ErrInvalidToken.
+func (r *Resolver) Resolve(ctx context.Context, token string) (*Caller, error) {
+	v, err := r.load(ctx)
+	if err != nil {
+		return nil, err // not the token's fault: the issuer is unreachable
+	}
+	idToken, err := v.Verify(oidc.ClientContext(ctx, r.client), token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	var claims map[string]any
+	if err := idToken.Claims(&claims); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	now := r.now()
+	if idToken.Expiry.IsZero() || !now.Before(idToken.Expiry.Add(r.skew)) {
+		return nil, fmt.Errorf("%w: expired at %s", ErrInvalidToken, idToken.Expiry.UTC().Format(time.RFC3339))
+	}
+	if nbf, ok := claims["nbf"].(float64); ok {
+		if notBefore := time.Unix(int64(nbf), 0); now.Add(r.skew).Before(notBefore) {
+			return nil, fmt.Errorf("%w: not valid before %s", ErrInvalidToken, notBefore.UTC().Format(time.RFC3339))
+		}
+	}
+	return r.callerOf(idToken.Subject, idToken.Expiry, claims)
+}
+
+// callerOf maps verified claims to a caller, as the config says.
+func (r *Resolver) callerOf(subject string, expires time.Time, claims map[string]any) (*Caller, error) {
+	tenant, _ := claims[r.cfg.TenantClaim].(string)
+	if tenant == "" {
+		return nil, fmt.Errorf("%w: no %q claim names the tenant", ErrInvalidToken, r.cfg.TenantClaim)
+	}
+	if err := database.ValidateTenantID(tenant); err != nil {
+		return nil, fmt.Errorf("%w: the %q claim is not a valid tenant id", ErrInvalidToken, r.cfg.TenantClaim)
+	}
+	if subject == "" {
+		return nil, fmt.Errorf("%w: no subject", ErrInvalidToken)
+	}
+	c := &Caller{Expires: expires}
+	c.Subject, c.Tenant, c.Kind = subject, tenant, engine.ActorAgent
+	c.Roles = stringList(claims[cmp.Or(r.cfg.RolesClaim, RolesClaimDefault)])
+	c.Scopes = stringList(claims[cmp.Or(r.cfg.ScopesClaim, ScopesClaimDefault)])
+	if h := r.cfg.Human; h != nil {
+		if v, ok := claims[h.Claim].(string); ok && slices.Contains(h.Values, v) {
+			c.Kind = engine.ActorHuman
+		}
+	}
+	return c, nil
+}
+
+// stringList reads a claim that is a JSON array of strings or one
+// space-separated string.
+func stringList(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return strings.Fields(v)
+	case []any:
+		var out []string
+		for _, item := range v {
+			if s, ok := item.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package identity_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+type fixture struct {
+	issuer   *devissuer.Issuer
+	url      string
+	resolver *identity.Resolver
+}
+
+func setup(t *testing.T, edit func(*ontology.OIDC)) *fixture {
+	t.Helper()
+	iss, err := devissuer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(iss.Handler())
+	t.Cleanup(srv.Close)
+	cfg := ontology.OIDC{Issuer: srv.URL, Audience: "orangerail", TenantClaim: "org_id",
+		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
+	if edit != nil {
+		edit(&cfg)
+	}
+	r, err := identity.NewResolver(cfg, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{issuer: iss, url: srv.URL, resolver: r}
+}
+
+func (f *fixture) claims(extra map[string]any) devissuer.Claims {
+	base := map[string]any{"org_id": "acme", "roles": []string{"support"}, "scope": "orders:read orders:write"}
+	for k, v := range extra {
+		base[k] = v
+	}
+	return devissuer.Claims{Issuer: f.url, Subject: "agent-7", Audience: "orangerail", Expiry: time.Now().Add(time.Hour), Extra: base}
+}
+
+func (f *fixture) token(t *testing.T, c devissuer.Claims) string {
+	t.Helper()
+	tok, err := f.issuer.Token(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestValidToken(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c, err := f.resolver.Resolve(context.Background(), f.token(t, f.claims(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Subject != "agent-7" || c.Tenant != "acme" || c.Kind != engine.ActorAgent ||
+		!slices.Equal(c.Roles, []string{"support"}) || !slices.Equal(c.Scopes, []string{"orders:read", "orders:write"}) || c.Expires.IsZero() {
+		t.Fatalf("caller %+v", c)
+	}
+	// Clocks a little apart: expired 10s ago, or valid from 10s hence, is
+	// within the skew.
+	for _, c := range []devissuer.Claims{
+		withTimes(f.claims(nil), time.Now().Add(-10*time.Second), time.Time{}),
+		withTimes(f.claims(nil), time.Now().Add(time.Hour), time.Now().Add(10*time.Second)),
+	} {
+		if _, err := f.resolver.Resolve(context.Background(), f.token(t, c)); err != nil {
+			t.Fatalf("within the skew: %v", err)
+		}
+	}
+	// Scopes as an array (scp), roles as a string, and a person.
+	f2 := setup(t, func(o *ontology.OIDC) { o.ScopesClaim = "scp" })
+	c, err = f2.resolver.Resolve(context.Background(), f2.token(t, f2.claims(map[string]any{
+		"scp": []string{"a", "b"}, "roles": "approver support", "kind": "human"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Scopes, []string{"a", "b"}) || !slices.Equal(c.Roles, []string{"approver", "support"}) || c.Kind != engine.ActorHuman {
+		t.Fatalf("caller %+v", c)
+	}
+}
+
+func TestRefusedTokens(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	unpublished, err := devissuer.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signedUnpublished, err := devissuer.SignWith(unpublished, f.claims(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noTenant := f.claims(nil)
+	delete(noTenant.Extra, "org_id")
+	badTenant := f.claims(map[string]any{"org_id": "acme; DROP"})
+
+	tests := []struct {
+		name  string
+		token string
+	}{
+		{"expired", f.token(t, withTimes(f.claims(nil), time.Now().Add(-time.Hour), time.Time{}))},
+		{"expired beyond the skew", f.token(t, withTimes(f.claims(nil), time.Now().Add(-time.Minute), time.Time{}))},
+		{"without exp", f.token(t, withTimes(f.claims(nil), time.Time{}, time.Time{}))},
+		{"not yet valid", f.token(t, withTimes(f.claims(nil), time.Now().Add(2*time.Hour), time.Now().Add(time.Hour)))},
+		{"wrong audience", f.token(t, withAudience(f.claims(nil), "someone-else"))},
+		{"wrong issuer", f.token(t, withIssuer(f.claims(nil), "https://evil.example.com"))},
+		{"unknown key", signedUnpublished},
+		{"alg none", algNone(t, f.claims(nil))},
+		{"HS256 with the public key as the secret", hs256(t, f, f.claims(nil))},
+		{"no tenant", f.token(t, noTenant)},
+		{"malformed tenant", f.token(t, badTenant)},
+		{"garbage", "not.a.token"},
+		{"tampered payload", tamper(f.token(t, f.claims(nil)))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := f.resolver.Resolve(context.Background(), tt.token)
+			if !errors.Is(err, identity.ErrInvalidToken) {
+				t.Fatalf("Resolve = %+v, %v; want ErrInvalidToken", c, err)
+			}
+		})
+	}
+}
+
+// TestKeyRotation: a token signed with a key the issuer has not published
+// is refused; once the issuer publishes it, the same token verifies, with
+// no restart.
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	if _, err := f.resolver.Resolve(ctx, f.token(t, f.claims(nil))); err != nil {
+		t.Fatal(err) // keys cached
+	}
+	next, err := devissuer.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := devissuer.SignWith(next, f.claims(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.resolver.Resolve(ctx, tok); !errors.Is(err, identity.ErrInvalidToken) {
+		t.Fatalf("a token of an unpublished key: %v", err)
+	}
+	f.issuer.Rotate(next)
+	if _, err := f.resolver.Resolve(ctx, tok); err != nil {
+		t.Fatalf("after rotation: %v", err)
+	}
+}
+
+func TestIssuerMustBeHTTPS(t *testing.T) {
+	t.Parallel()
+	for issuer, ok := range map[string]bool{
+		"https://idp.example.com": true,
+		"http://127.0.0.1:8080":   true,
+		"http://localhost:9000":   true,
+		"http://[::1]:9000":       true,
+		"http://idp.example.com":  false,
+		"http://10.0.0.5":         false,
+		"ftp://idp.example.com":   false,
+		"idp.example.com":         false,
+	} {
+		_, err := identity.NewResolver(ontology.OIDC{Issuer: issuer, Audience: "a", TenantClaim: "t"}, identity.ResolverOptions{})
+		if (err == nil) != ok {
+			t.Errorf("issuer %s: %v", issuer, err)
+		}
+	}
+}
+
+func TestDiscoveryFailureIsNotAnInvalidToken(t *testing.T) {
+	t.Parallel()
+	r, err := identity.NewResolver(ontology.OIDC{Issuer: "http://127.0.0.1:1", Audience: "a", TenantClaim: "t"}, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Ready(context.Background()); err == nil {
+		t.Fatal("discovery of a closed port succeeded")
+	}
+	if _, err := r.Resolve(context.Background(), "x.y.z"); err == nil || errors.Is(err, identity.ErrInvalidToken) {
+		t.Fatalf("an unreachable issuer blamed the token: %v", err)
+	}
+}
+
+func withTimes(c devissuer.Claims, exp, nbf time.Time) devissuer.Claims {
+	c.Expiry, c.NotBefore = exp, nbf
+	return c
+}
+
+func withAudience(c devissuer.Claims, aud string) devissuer.Claims { c.Audience = aud; return c }
+
+func withIssuer(c devissuer.Claims, iss string) devissuer.Claims { c.Issuer = iss; return c }
+
+func payload(t *testing.T, c devissuer.Claims) []byte {
+	t.Helper()
+	m := map[string]any{"iss": c.Issuer, "sub": c.Subject, "aud": c.Audience, "exp": c.Expiry.Unix()}
+	for k, v := range c.Extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func algNone(t *testing.T, c devissuer.Claims) string {
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc.EncodeToString(payload(t, c)) + "."
+}
+
+// hs256 signs with HMAC, using the issuer's public key as the secret: the
+// classic algorithm-confusion attack.
+func hs256(t *testing.T, f *fixture, c devissuer.Claims) string {
+	t.Helper()
+	var set jose.JSONWebKeySet
+	resp, err := httptestGet(f.url + "/jwks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(resp, &set); err != nil || len(set.Keys) == 0 {
+		t.Fatal(err)
+	}
+	secret, err := json.Marshal(set.Keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: secret},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", set.Keys[0].KeyID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(payload(t, c), &m)
+	tok, err := jwt.Signed(signer).Claims(m).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func tamper(tok string) string {
+	parts := strings.Split(tok, ".")
+	body, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	body = []byte(strings.Replace(string(body), `"acme"`, `"evil"`, 1))
+	parts[1] = base64.RawURLEncoding.EncodeToString(body)
+	return strings.Join(parts, ".")
+}
+
+func httptestGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
