@@ -5,9 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -16,6 +22,8 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
+	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/door"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -27,6 +35,10 @@ const demoConfig = "examples/orders/orangerail.yaml"
 
 // demoFacts is what the demo writes to .orangerail/demo.json for scripts.
 type demoFacts struct {
+	// Tokens are development tokens: {"agent": {tenant: token}, "approver": {…}}.
+	Tokens map[string]map[string]string `json:"tokens,omitempty"`
+	// Issuer is the development OIDC issuer's URL.
+	Issuer string `json:"issuer,omitempty"`
 	// MCPURL is the Streamable HTTP endpoint; empty until HTTP serves
 	// verified callers (the Identity issue).
 	MCPURL         *string  `json:"mcp_url"`
@@ -63,15 +75,19 @@ func seedExample(ctx context.Context, url string) error {
 }
 
 func newDemoCmd() *cobra.Command {
-	var prepareOnly bool
+	var (
+		prepareOnly bool
+		listen      string
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the local demo (what `make run` starts): a database, the example, and how to connect",
 		Long: "Find or start a database for the demo: $DATABASE_URL if set; else the orangerail_demo\n" +
 			"database on a Postgres at 127.0.0.1:5432; else a private cluster under .orangerail/ started\n" +
 			"from the local Postgres binaries. Migrate it, seed the orders example, print how an MCP client\n" +
-			"connects and how to approve, write the same facts to .orangerail/demo.json, and wait until\n" +
-			"interrupted. For a developer's machine only.",
+			"connects and how to approve, write the same facts to .orangerail/demo.json, and serve MCP\n" +
+			"over HTTP until interrupted, with an embedded DEVELOPMENT-ONLY OIDC issuer whose tokens it\n" +
+			"prints. For a developer's machine only: `serve` never starts that issuer.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -104,19 +120,17 @@ func newDemoCmd() *cobra.Command {
 				return err
 			}
 			factsPath := filepath.Join(demoStateDir, "demo.json")
-			if err := writeFacts(factsPath, facts); err != nil {
-				return err
-			}
-			printDemo(out, found, facts, factsPath)
 			if prepareOnly {
+				if err := writeFacts(factsPath, facts); err != nil {
+					return err
+				}
+				printDemo(out, found, facts, factsPath)
 				return nil
 			}
-			fmt.Fprintln(out, "Press Ctrl-C to stop.")
-			<-ctx.Done()
-			fmt.Fprintln(out, "stopping")
-			return nil
+			return serveDemo(ctx, out, found, facts, factsPath, listen)
 		},
 	}
+	cmd.Flags().StringVar(&listen, "listen", ontology.HTTPListenDefault, "where the demo serves MCP over HTTP")
 	cmd.Flags().BoolVar(&prepareOnly, "prepare-only", false, "prepare the database and the facts, then exit (for scripts)")
 	return cmd
 }
@@ -170,8 +184,18 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 		fmt.Fprintf(out, "  cluster:  %s (stopped when the demo stops)\n", found.Dir)
 	}
 	fmt.Fprintf(out, "  config:   %s (seeded: tenants acme and globex)\n  facts:    %s\n\n", facts.Config, factsPath)
-	fmt.Fprintf(out, "Connect an MCP client over stdio (HTTP opens with OIDC, in a later release):\n  %s\n\n", shellJoin(facts.StdioCommand))
-	fmt.Fprintf(out, "With Claude Code:\n  claude mcp add orangerail -- %s\n\n", shellJoin(facts.StdioCommand))
+	if facts.MCPURL != nil {
+		fmt.Fprintf(out, "MCP over Streamable HTTP: %s\n  development issuer (DEV ONLY): %s\n", *facts.MCPURL, facts.Issuer)
+		for _, role := range []string{"agent", "approver"} {
+			for _, tenant := range slices.Sorted(maps.Keys(facts.Tokens[role])) {
+				fmt.Fprintf(out, "  %s token, tenant %s:\n    %s\n", role, tenant, facts.Tokens[role][tenant])
+			}
+		}
+		fmt.Fprintf(out, "With Claude Code:\n  claude mcp add --transport http orangerail %s --header 'Authorization: Bearer %s'\n\n",
+			*facts.MCPURL, facts.Tokens["agent"]["acme"])
+	}
+	fmt.Fprintf(out, "Or connect over stdio as a development identity:\n  %s\n", shellJoin(facts.StdioCommand))
+	fmt.Fprintf(out, "With Claude Code:\n  claude mcp add orangerail-stdio -- %s\n\n", shellJoin(facts.StdioCommand))
 	common := fmt.Sprintf("--tenant acme --config %s --database-url '%s'", facts.Config, facts.DatabaseURL)
 	fmt.Fprintf(out, "Approve what the agent stages:\n  %s approvals list %s\n  %s approvals show ID %s\n  %s approvals approve ID --as YOUR_NAME --digest DIGEST %s\n\n",
 		facts.Self, common, facts.Self, common, facts.Self, common)
@@ -192,4 +216,77 @@ func shellJoin(args []string) string {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(quoted, " ")
+}
+
+// demoTokenLifetime is how long the demo's development tokens last.
+const demoTokenLifetime = 12 * time.Hour
+
+// serveDemo starts the development issuer, serves the example over HTTP
+// with tokens from it, prints and records how to connect, and runs until
+// ctx ends.
+func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts *demoFacts, factsPath, listen string) error {
+	iss, err := devissuer.New()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	issuerSrv := &http.Server{Handler: iss.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = issuerSrv.Serve(ln) }()
+	defer issuerSrv.Close()
+	issuer := "http://" + ln.Addr().String()
+
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		return err
+	}
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuer, Audience: "orangerail", TenantClaim: "org_id",
+		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
+	cfg.HTTP.Listen = listen
+	key, err := secretKey(true, filepath.Join(demoStateDir, "secret.key"))
+	if err != nil {
+		return err
+	}
+	rt, err := openRuntime(ctx, cfg, found.URL, key, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+
+	facts.Issuer = issuer
+	facts.Tokens = map[string]map[string]string{"agent": {}, "approver": {}}
+	for _, tenant := range []string{"acme", "globex"} {
+		mint := func(subject string, extra map[string]any) (string, error) {
+			extra["org_id"] = tenant
+			return iss.Token(devissuer.Claims{Issuer: issuer, Subject: subject, Audience: "orangerail",
+				Expiry: time.Now().Add(demoTokenLifetime), Extra: extra})
+		}
+		if facts.Tokens["agent"][tenant], err = mint("demo-agent@"+tenant, map[string]any{"roles": []string{"support"}, "scope": "orders:write"}); err != nil {
+			return err
+		}
+		if facts.Tokens["approver"][tenant], err = mint("demo-approver@"+tenant, map[string]any{"roles": []string{"approver"}, "kind": "human"}); err != nil {
+			return err
+		}
+	}
+
+	listening := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() { served <- rt.serveHTTP(ctx, listening) }()
+	select {
+	case addr := <-listening:
+		url := "http://" + addr + door.Path
+		facts.MCPURL = &url
+	case err := <-served:
+		return err
+	}
+	if err := writeFacts(factsPath, facts); err != nil {
+		return err
+	}
+	printDemo(out, found, facts, factsPath)
+	fmt.Fprintln(out, "Press Ctrl-C to stop.")
+	err = <-served
+	fmt.Fprintln(out, "stopped")
+	return err
 }

@@ -7,17 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/door"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -69,60 +74,160 @@ func serve(ctx context.Context, f serveFlags) error {
 	if f.config == "" {
 		return errors.New("--config is required")
 	}
-	cfg, err := ontology.Load(f.config)
-	var problems ontology.Problems
-	if errors.As(err, &problems) {
-		return errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
-	}
+	cfg, err := loadConfig(f.config)
 	if err != nil {
 		return err
 	}
 	if !f.stdio && cfg.Identity.OIDC == nil {
 		return errcode.New(errcode.IdentityRequired, "serving HTTP needs identity.oidc in the config", nil)
 	}
-	if !f.stdio {
-		return errcode.New(errcode.IdentityRequired, "OIDC verification of HTTP callers is not built yet (the Identity issue); serve a local developer with --stdio", nil)
-	}
 	key, err := secretKey(f.stdio, f.keyFile)
 	if err != nil {
 		return err
 	}
-
-	store, err := database.Open(ctx, f.url)
+	rt, err := openRuntime(ctx, cfg, f.url, key, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	var data *pgxpool.Pool
-	if cfg.Datasource.URLEnv != "" {
-		if data, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv)); err != nil {
-			return fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
-		}
-		defer data.Close()
-	}
-	if err := checkCatalogOn(ctx, cfg, data, f.url); err != nil {
-		return err
-	}
-
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: log})
-	if err != nil {
-		return err
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Version: version, Logger: log})
-	if err != nil {
-		return err
+	defer rt.close()
+	if !f.stdio {
+		return rt.serveHTTP(ctx, nil)
 	}
 	if err := database.ValidateTenantID(f.devTenant); err != nil {
 		return err
 	}
 	dev := &engine.Caller{Subject: f.devSubject, Tenant: f.devTenant, Roles: f.devRoles, Scopes: f.devScopes, Kind: engine.ActorAgent, DevMode: true}
 	log.Info("serving over stdio with the development identity", "service", cfg.Service, "tenant", dev.Tenant, "subject", dev.Subject,
-		"preset", string(cfg.Preset), "tools", strings.Join(s.ToolNames(dev), ","))
-	err = s.ServeStdio(ctx, dev)
+		"preset", string(cfg.Preset), "tools", strings.Join(rt.mcp.ToolNames(dev), ","))
+	err = rt.mcp.ServeStdio(ctx, dev)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+func loadConfig(path string) (*ontology.Config, error) {
+	cfg, err := ontology.Load(path)
+	var problems ontology.Problems
+	if errors.As(err, &problems) {
+		return nil, errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
+	}
+	return cfg, err
+}
+
+// runtime is everything a serving process holds open.
+type runtime struct {
+	cfg      *ontology.Config
+	url      string
+	store    *pgxpool.Pool
+	data     *pgxpool.Pool
+	engine   *engine.Engine
+	mcp      *mcp.Server
+	migrator *database.Migrator
+	log      *slog.Logger
+}
+
+// openRuntime opens the databases, checks the config against the
+// datasource, and builds the engine and the MCP server.
+func openRuntime(ctx context.Context, cfg *ontology.Config, url string, key []byte, log *slog.Logger) (rt *runtime, err error) {
+	rt = &runtime{cfg: cfg, url: url, log: log}
+	defer func() {
+		if err != nil {
+			rt.close()
+		}
+	}()
+	if rt.store, err = database.Open(ctx, url); err != nil {
+		return nil, err
+	}
+	if cfg.Datasource.URLEnv != "" {
+		if rt.data, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv)); err != nil {
+			return nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
+		}
+	}
+	if err = checkCatalogOn(ctx, cfg, rt.data, url); err != nil {
+		return nil, err
+	}
+	if rt.migrator, err = database.NewMigrator(ctx, url); err != nil {
+		return nil, err
+	}
+	rt.engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.store, Datasource: rt.data, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	rt.mcp, err = mcp.New(mcp.Options{Engine: rt.engine, Ontology: cfg, Version: version, Logger: log})
+	return rt, err
+}
+
+func (rt *runtime) close() {
+	for _, p := range []*pgxpool.Pool{rt.store, rt.data} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	if rt.migrator != nil {
+		_ = rt.migrator.Close()
+	}
+}
+
+// serveHTTP serves the door on cfg.HTTP.Listen until ctx ends, then shuts
+// down gracefully. listening, when set, receives the bound address.
+func (rt *runtime) serveHTTP(ctx context.Context, listening chan<- string) error {
+	cfg := rt.cfg
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	if err != nil {
+		return errcode.New(errcode.IdentityRequired, err.Error(), nil)
+	}
+	var limiter door.Limiter = door.NewPostgresLimiter(rt.store)
+	if cfg.HTTP.RateLimits.Store == "memory" {
+		limiter = door.NewMemoryLimiter()
+	}
+	mcpHandler := rt.mcp.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {
+		c := door.CallerFrom(r.Context())
+		if c == nil {
+			return nil, identity.ErrInvalidToken
+		}
+		return &c.Caller, nil
+	})
+	handler := door.New(door.Config{
+		Ontology: cfg, Resolver: resolver, Limiter: limiter, MCP: mcpHandler, Logger: rt.log,
+		ToolClass: func(tool string) door.Class {
+			if rt.mcp.ReadOnly(tool) {
+				return door.ClassRead
+			}
+			return door.ClassWrite
+		},
+		ReadyFunc: func(ctx context.Context) error {
+			if err := rt.store.Ping(ctx); err != nil {
+				return err
+			}
+			if err := rt.migrator.Check(ctx); err != nil {
+				return err
+			}
+			return resolver.Ready(ctx)
+		},
+	})
+	if err := resolver.Ready(ctx); err != nil {
+		rt.log.Warn("OIDC discovery failed; /readyz reports not ready until it succeeds", "error", err)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", door.Path, "preset", string(cfg.Preset))
+	if listening != nil {
+		listening <- ln.Addr().String()
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
 }
 
 // checkCatalogOn checks the config against the datasource it will serve:

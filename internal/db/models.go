@@ -54,6 +54,12 @@ type OrangerailAuditorGrant struct {
 	TenantID string
 }
 
+type OrangerailRateCounter struct {
+	Bucket      string
+	WindowStart time.Time
+	Hits        int32
+}
+
 type OrangerailTenant struct {
 	ID        string
 	CreatedAt time.Time

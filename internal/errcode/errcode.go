@@ -36,6 +36,14 @@ const (
 	IdentityRequired Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing Code = "X_SECRET_KEY_MISSING"
 	ConfigInvalid    Code = "X_CONFIG_INVALID"
+
+	MCPBodyTooLarge      Code = "X_MCP_BODY_TOO_LARGE"
+	MCPProtocol          Code = "X_MCP_PROTOCOL"
+	MCPOriginRefused     Code = "X_MCP_ORIGIN_REFUSED"
+	MCPRateLimited       Code = "X_MCP_RATE_LIMITED"
+	MCPAuthThrottled     Code = "X_MCP_AUTH_THROTTLED"
+	MCPUnauthorized      Code = "X_MCP_UNAUTHORIZED"
+	MCPLimitsUnavailable Code = "X_MCP_LIMITS_UNAVAILABLE"
 )
 
 // Entry describes one code.
@@ -84,6 +92,20 @@ var table = []Entry{
 		"Set ORANGERAIL_SECRET_KEY to 64 hex characters (`openssl rand -hex 32`), the same on every replica."},
 	{ConfigInvalid, "The ontology config has problems; each is listed with its field path.",
 		"Fix each problem; `orangerail config check FILE` lists them all."},
+	{MCPBodyTooLarge, "The request body is larger than the server accepts (http.max_body_bytes, default 1 MiB).",
+		"Send a smaller request: one JSON-RPC message, with arguments of reasonable size."},
+	{MCPProtocol, "The request is not one JSON-RPC message: batches are not accepted, whatever the protocol version.",
+		"Send each JSON-RPC request in its own HTTP request."},
+	{MCPOriginRefused, "The request came from a browser origin the server does not allow (DNS-rebinding and cross-site protection).",
+		"Call from a non-browser client, or have the operator add the origin to http.allowed_origins."},
+	{MCPRateLimited, "The caller has made more calls of this class (reads, or writes) this minute than allowed.",
+		"Wait for the number of seconds in Retry-After, then retry."},
+	{MCPAuthThrottled, "Too many failed authentications came from this address this minute.",
+		"Fix the token the client sends, and retry after the number of seconds in Retry-After."},
+	{MCPUnauthorized, "The request carries no valid bearer token.",
+		"Send an access token from the issuer named in the protected-resource metadata, in `Authorization: Bearer …`."},
+	{MCPLimitsUnavailable, "The rate-limit counters could not be read, and the server is set to refuse calls then (on_store_error: closed).",
+		"Retry shortly; an operator checks the database the counters live in."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
 }

@@ -6,6 +6,7 @@ package ontology
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -63,6 +64,7 @@ type Config struct {
 	Service            string             `yaml:"service"`
 	Datasource         Datasource         `yaml:"datasource"`
 	Identity           Identity           `yaml:"identity"`
+	HTTP               HTTP               `yaml:"http"`
 	Preset             Preset             `yaml:"preset"`
 	HostApprovalPrompt HostPrompt         `yaml:"host_approval_prompt"`
 	Approvals          Approvals          `yaml:"approvals"`
@@ -129,6 +131,49 @@ func CheckIssuer(issuer string) error {
 	}
 	return fmt.Errorf("the issuer %q must be https (plain http is allowed on loopback only)", issuer)
 }
+
+// HTTP configures the Streamable HTTP door.
+type HTTP struct {
+	// Listen is the address to serve on. Defaults to HTTPListenDefault.
+	Listen string `yaml:"listen"`
+	// AllowedOrigins are the browser origins that may call; a request
+	// with any other Origin is refused. Defaults to none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// MaxBodyBytes caps a request body. Defaults to MaxBodyBytesDefault.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// TrustedProxyHops is how many proxies in front of orangerail append
+	// to X-Forwarded-For; 0 trusts no header and uses the socket's peer.
+	TrustedProxyHops int        `yaml:"trusted_proxy_hops"`
+	RateLimits       RateLimits `yaml:"rate_limits"`
+}
+
+// RateLimits bound calls per caller and failed authentications per address.
+type RateLimits struct {
+	// ReadsPerMinute bounds a caller's read tool calls and other requests.
+	// Defaults to 120.
+	ReadsPerMinute int `yaml:"reads_per_minute"`
+	// WritesPerMinute bounds a caller's action and check_approval calls, and
+	// any call whose class cannot be told. Defaults to 20.
+	WritesPerMinute int `yaml:"writes_per_minute"`
+	// FailedAuthPerMinute bounds failed authentications per client address.
+	// Defaults to 20.
+	FailedAuthPerMinute int `yaml:"failed_auth_per_minute"`
+	// Store is postgres (every replica shares the counters) or memory (one
+	// process). Defaults to postgres.
+	Store string `yaml:"store"`
+	// OnStoreError is closed (refuse while the counters cannot be read) or
+	// open (allow). Defaults to closed.
+	OnStoreError string `yaml:"on_store_error"`
+}
+
+// Defaults of the HTTP door.
+const (
+	HTTPListenDefault          = "127.0.0.1:8080"
+	MaxBodyBytesDefault        = 1 << 20
+	ReadsPerMinuteDefault      = 120
+	WritesPerMinuteDefault     = 20
+	FailedAuthPerMinuteDefault = 20
+)
 
 // Approvals configures the approval gate.
 type Approvals struct {
@@ -363,6 +408,15 @@ func (c *Config) withDefaults() {
 		fourEyes := true
 		c.Approvals.FourEyes = &fourEyes
 	}
+	h := &c.HTTP
+	h.Listen = cmp.Or(h.Listen, HTTPListenDefault)
+	h.MaxBodyBytes = cmp.Or(h.MaxBodyBytes, MaxBodyBytesDefault)
+	r := &h.RateLimits
+	r.ReadsPerMinute = cmp.Or(r.ReadsPerMinute, ReadsPerMinuteDefault)
+	r.WritesPerMinute = cmp.Or(r.WritesPerMinute, WritesPerMinuteDefault)
+	r.FailedAuthPerMinute = cmp.Or(r.FailedAuthPerMinute, FailedAuthPerMinuteDefault)
+	r.Store = cmp.Or(r.Store, "postgres")
+	r.OnStoreError = cmp.Or(r.OnStoreError, "closed")
 	for _, o := range c.Objects {
 		if o.ReadAccess.Kind == "" {
 			o.ReadAccess.Kind = ReadAccessDefault

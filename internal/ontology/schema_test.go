@@ -38,6 +38,8 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[OIDC](), props(schema, "identity", "oidc")},
 		{reflect.TypeFor[HumanRule](), props(schema, "identity", "oidc", "human")},
 		{reflect.TypeFor[Approvals](), props(schema, "approvals")},
+		{reflect.TypeFor[HTTP](), props(schema, "http")},
+		{reflect.TypeFor[RateLimits](), props(schema, "http", "rate_limits")},
 		{reflect.TypeFor[Object](), defs["object"].(map[string]any)},
 		{reflect.TypeFor[ListSpec](), props(defs["object"].(map[string]any), "list")},
 		{reflect.TypeFor[Link](), defs["link"].(map[string]any)},

@@ -1,0 +1,97 @@
+package door
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/db"
+)
+
+// Limiter counts hits in fixed one-minute windows per bucket.
+// Implementations must be safe for concurrent use.
+type Limiter interface {
+	// Hit counts one hit in the bucket's current window and returns the
+	// window's total and when the window ends.
+	Hit(ctx context.Context, bucket string) (hits int, windowEnd time.Time, err error)
+	// Count returns the hits in the bucket's current window, without
+	// counting one.
+	Count(ctx context.Context, bucket string) (hits int, windowEnd time.Time, err error)
+}
+
+// PostgresLimiter keeps the counters in orangerail.rate_counters, so every
+// replica of a deployment shares one allowance.
+type PostgresLimiter struct {
+	pool *pgxpool.Pool
+}
+
+// NewPostgresLimiter returns a limiter on the service database (a runtime
+// pool).
+func NewPostgresLimiter(pool *pgxpool.Pool) *PostgresLimiter { return &PostgresLimiter{pool: pool} }
+
+// pruneOdds is how often a hit also forgets old windows: rarely enough to
+// cost nothing, often enough that the table stays small.
+const pruneOdds = 200
+
+// Hit implements Limiter.
+func (l *PostgresLimiter) Hit(ctx context.Context, bucket string) (int, time.Time, error) {
+	q := db.New()
+	if rand.IntN(pruneOdds) == 0 {
+		_ = q.RatePrune(ctx, l.pool) // best effort: a failure leaves rows for the next prune
+	}
+	row, err := q.RateHit(ctx, l.pool, bucket)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return int(row.Hits), row.WindowStart.Add(time.Minute), nil
+}
+
+// Count implements Limiter.
+func (l *PostgresLimiter) Count(ctx context.Context, bucket string) (int, time.Time, error) {
+	hits, err := db.New().RateCount(ctx, l.pool, bucket)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return int(hits), time.Now().Truncate(time.Minute).Add(time.Minute), nil
+}
+
+// MemoryLimiter keeps the counters in this process: for a single replica.
+type MemoryLimiter struct {
+	mu      sync.Mutex
+	window  time.Time
+	buckets map[string]int
+	now     func() time.Time
+}
+
+// NewMemoryLimiter returns an empty in-process limiter.
+func NewMemoryLimiter() *MemoryLimiter {
+	return &MemoryLimiter{buckets: map[string]int{}, now: time.Now}
+}
+
+func (l *MemoryLimiter) roll() time.Time {
+	w := l.now().Truncate(time.Minute)
+	if !w.Equal(l.window) {
+		l.window, l.buckets = w, map[string]int{}
+	}
+	return w.Add(time.Minute)
+}
+
+// Hit implements Limiter.
+func (l *MemoryLimiter) Hit(_ context.Context, bucket string) (int, time.Time, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	end := l.roll()
+	l.buckets[bucket]++
+	return l.buckets[bucket], end, nil
+}
+
+// Count implements Limiter.
+func (l *MemoryLimiter) Count(_ context.Context, bucket string) (int, time.Time, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	end := l.roll()
+	return l.buckets[bucket], end, nil
+}
