@@ -1,0 +1,310 @@
+package door_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/door"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// tokens is a resolver over fixed tokens, counting its calls: the door is
+// under test here, and identity's own tests cover OIDC verification.
+type tokens struct {
+	calls atomic.Int32
+}
+
+func (t *tokens) Resolve(_ context.Context, token string) (*identity.Caller, error) {
+	t.calls.Add(1)
+	if strings.HasPrefix(token, "good-") {
+		c := &identity.Caller{}
+		c.Subject, c.Tenant, c.Kind = strings.TrimPrefix(token, "good-"), "acme", engine.ActorAgent
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: unknown", identity.ErrInvalidToken)
+}
+
+type fixture struct {
+	url      string
+	resolver *tokens
+	served   atomic.Int32
+}
+
+// newDoor serves a door whose MCP endpoint answers 200 with the caller's
+// subject; cfgEdit adjusts the example config.
+func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config)) *fixture {
+	t.Helper()
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: "https://idp.example.com", Audience: "orangerail", TenantClaim: "org_id"}
+	if cfgEdit != nil {
+		cfgEdit(cfg)
+	}
+	f := &fixture{resolver: &tokens{}}
+	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.served.Add(1)
+		_, _ = io.WriteString(w, door.CallerFrom(r.Context()).Subject)
+	})
+	h := door.New(door.Config{
+		Ontology: cfg, Resolver: f.resolver, Limiter: limiter, MCP: mcp,
+		ToolClass: func(tool string) door.Class {
+			if strings.HasSuffix(tool, "_get") {
+				return door.ClassRead
+			}
+			return door.ClassWrite
+		},
+		ReadyFunc: func(context.Context) error { return nil },
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	return f
+}
+
+func post(t *testing.T, url, token, body string, header ...string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+door.Path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp, m
+}
+
+func errorCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	code, _ := data["code"].(string)
+	if fix, _ := data["fix"].(string); fix == "" {
+		return code + " (no fix)"
+	}
+	return code
+}
+
+const callGet = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1"}}}`
+const callAction = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cancel_order","arguments":{}}}`
+
+func TestChallenge(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), nil)
+	resp, m := post(t, f.url, "", callGet)
+	want := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, f.url)
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want || errorCode(m) != "X_MCP_UNAUTHORIZED" {
+		t.Fatalf("no token: %d %q %v", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), m)
+	}
+	resp, _ = post(t, f.url, "forged", callGet)
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want+`, error="invalid_token"` {
+		t.Fatalf("bad token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp, _ := post(t, f.url, "good-agent", callGet); resp.StatusCode != http.StatusOK {
+		t.Fatalf("good token: %d", resp.StatusCode)
+	}
+
+	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
+		resp, err := http.Get(f.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		servers, _ := doc["authorization_servers"].([]any)
+		if doc["resource"] != f.url+"/mcp" || len(servers) != 1 || servers[0] != "https://idp.example.com" ||
+			fmt.Sprint(doc["scopes_supported"]) != "[orders:write]" {
+			t.Fatalf("%s: %v", path, doc)
+		}
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200} {
+		resp, err := http.Get(f.url + path)
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("%s: %v %v", path, resp, err)
+		}
+		resp.Body.Close()
+	}
+}
+
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.MaxBodyBytes = 4096
+		c.HTTP.AllowedOrigins = []string{"https://console.example.com"}
+	})
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"` + strings.Repeat("x", 5000) + `"}}}`
+	resp, m := post(t, f.url, "good-agent", big)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || errorCode(m) != "X_MCP_BODY_TOO_LARGE" {
+		t.Fatalf("oversized: %d %v", resp.StatusCode, m)
+	}
+	if resp, _ := post(t, f.url, "good-agent", callGet); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after an oversized body the server stopped serving: %d", resp.StatusCode)
+	}
+	for _, batch := range []string{"[" + callGet + "]", "  \n[" + callGet + "," + callGet + "]"} {
+		resp, m = post(t, f.url, "good-agent", batch, "MCP-Protocol-Version", "2025-03-26")
+		if resp.StatusCode != http.StatusBadRequest || errorCode(m) != "X_MCP_PROTOCOL" {
+			t.Fatalf("batch: %d %v", resp.StatusCode, m)
+		}
+	}
+	resp, m = post(t, f.url, "good-agent", callGet, "Origin", "https://evil.example.com")
+	if resp.StatusCode != http.StatusForbidden || errorCode(m) != "X_MCP_ORIGIN_REFUSED" {
+		t.Fatalf("foreign origin: %d %v", resp.StatusCode, m)
+	}
+	if resp, _ := post(t, f.url, "good-agent", callGet, "Origin", "https://console.example.com"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("allowed origin: %d", resp.StatusCode)
+	}
+	if f.served.Load() != 2 { // the two that passed every limit
+		t.Fatalf("%d requests reached MCP, want 2", f.served.Load())
+	}
+}
+
+// TestRateLimitsSharedAcrossReplicas runs two doors on one database: their
+// callers share one allowance per class.
+func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	pool := testdb.RuntimePool(t, url)
+	limits := func(c *ontology.Config) { c.HTTP.RateLimits.ReadsPerMinute, c.HTTP.RateLimits.WritesPerMinute = 6, 3 }
+	a := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	b := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	settle(t)
+
+	statuses := func(body string, n int) []int {
+		var out []int
+		for i := range n {
+			srv := a
+			if i%2 == 1 {
+				srv = b
+			}
+			resp, m := post(t, srv.url, "good-agent", body)
+			if resp.StatusCode == http.StatusTooManyRequests && (resp.Header.Get("Retry-After") == "" || errorCode(m) != "X_MCP_RATE_LIMITED") {
+				t.Fatalf("429 without Retry-After or code: %v %v", resp.Header, m)
+			}
+			out = append(out, resp.StatusCode)
+		}
+		return out
+	}
+	count := func(codes []int, code int) (n int) {
+		for _, c := range codes {
+			if c == code {
+				n++
+			}
+		}
+		return n
+	}
+	writes := statuses(callAction, 5)
+	if count(writes, 200) != 3 || count(writes, 429) != 2 {
+		t.Fatalf("writes across two replicas: %v", writes)
+	}
+	reads := statuses(callGet, 8)
+	if count(reads, 200) != 6 || count(reads, 429) != 2 {
+		t.Fatalf("reads across two replicas: %v", reads)
+	}
+	// A body that is not one request bills the write bucket, now spent.
+	if resp, _ := post(t, a.url, "good-agent", `{"jsonrpc":`); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("an unclassifiable call: %d", resp.StatusCode)
+	}
+	// Another caller has its own allowance.
+	if resp, _ := post(t, b.url, "good-other", callAction); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another caller: %d", resp.StatusCode)
+	}
+}
+
+// TestFailedAuthFloodIsPerAddress floods from one address; another address
+// (as a trusted proxy reports it) still gets in, and the flooding address
+// is refused before the verifier runs.
+func TestFailedAuthFloodIsPerAddress(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.HTTP.RateLimits.FailedAuthPerMinute = 5
+	})
+	settle(t)
+	for range 5 {
+		if resp, _ := post(t, f.url, "forged", callGet, "X-Forwarded-For", "203.0.113.7"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("flood: %d", resp.StatusCode)
+		}
+	}
+	before := f.resolver.calls.Load()
+	resp, m := post(t, f.url, "good-agent", callGet, "X-Forwarded-For", "203.0.113.7")
+	if resp.StatusCode != http.StatusTooManyRequests || errorCode(m) != "X_MCP_AUTH_THROTTLED" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the flooding address: %d %v", resp.StatusCode, m)
+	}
+	if f.resolver.calls.Load() != before {
+		t.Fatal("the verifier ran for a throttled address")
+	}
+	if resp, _ := post(t, f.url, "good-agent", callGet, "X-Forwarded-For", "198.51.100.4"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another address was locked out: %d", resp.StatusCode)
+	}
+	// Without trusted hops, the header is not believed: every request
+	// comes from the socket's address.
+	g := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.FailedAuthPerMinute = 2 })
+	for _, xff := range []string{"10.0.0.1", "10.0.0.2"} {
+		post(t, g.url, "forged", callGet, "X-Forwarded-For", xff)
+	}
+	if resp, _ := post(t, g.url, "good-agent", callGet, "X-Forwarded-For", "10.0.0.3"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a spoofed X-Forwarded-For escaped the limit: %d", resp.StatusCode)
+	}
+}
+
+// TestStoreUnreachable: with the counters unreadable, closed refuses and
+// open serves.
+func TestStoreUnreachable(t *testing.T) {
+	t.Parallel()
+	closed := newDoor(t, failing{}, nil)
+	if resp, m := post(t, closed.url, "good-agent", callGet); resp.StatusCode != http.StatusServiceUnavailable || errorCode(m) != "X_MCP_LIMITS_UNAVAILABLE" {
+		t.Fatalf("closed: %d %v", resp.StatusCode, m)
+	}
+	open := newDoor(t, failing{}, func(c *ontology.Config) { c.HTTP.RateLimits.OnStoreError = "open" })
+	if resp, _ := post(t, open.url, "good-agent", callGet); resp.StatusCode != http.StatusOK {
+		t.Fatalf("open: %d", resp.StatusCode)
+	}
+}
+
+type failing struct{}
+
+func (failing) Hit(context.Context, string) (int, time.Time, error) {
+	return 0, time.Time{}, errors.New("store down")
+}
+
+func (failing) Count(context.Context, string) (int, time.Time, error) {
+	return 0, time.Time{}, errors.New("store down")
+}
+
+// settle waits, if needed, so a test's requests fall in one minute window:
+// the windows are fixed, and a test straddling two would see two
+// allowances.
+func settle(t *testing.T) {
+	t.Helper()
+	if s := time.Now().Second(); s > 50 {
+		time.Sleep(time.Duration(61-s) * time.Second)
+	}
+}
