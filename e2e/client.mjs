@@ -1,0 +1,85 @@
+// End to end through the official TypeScript MCP SDK. Over Streamable HTTP,
+// with the demo's development agent token: the SDK's own helpers discover
+// the protected-resource metadata (RFC 9728) from the 401 challenge, then
+// an order is read, a governed cancellation is staged, a person approves it
+// with the CLI, the agent polls it to completion, and the audit log
+// verifies. Over stdio, the development identity's catalog is listed.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { discoverOAuthProtectedResourceMetadata, extractResourceMetadataUrl, discoverAuthorizationServerMetadata } from "@modelcontextprotocol/sdk/client/auth.js";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+
+function check(ok, what, detail) {
+  if (!ok) {
+    console.error(`e2e: FAIL: ${what}\n${JSON.stringify(detail, null, 2)}`);
+    process.exit(1);
+  }
+  console.log(`e2e: ok: ${what}`);
+}
+
+const facts = JSON.parse(readFileSync(process.env.DEMO_FACTS, "utf8"));
+const mcpURL = new URL(facts.mcp_url);
+const token = facts.tokens.agent.acme;
+
+// RFC 9728 discovery, as a client without a token finds it.
+const challenge = await fetch(mcpURL, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+const metadataURL = extractResourceMetadataUrl(challenge);
+check(challenge.status === 401 && metadataURL?.href === `${mcpURL.origin}/.well-known/oauth-protected-resource/mcp`,
+  "a 401 names the resource metadata", { status: challenge.status, header: challenge.headers.get("www-authenticate") });
+const resource = await discoverOAuthProtectedResourceMetadata(mcpURL, { resourceMetadataUrl: metadataURL });
+check(resource.resource === mcpURL.href && resource.authorization_servers?.[0] === facts.issuer, "protected-resource metadata", resource);
+const issuer = await discoverAuthorizationServerMetadata(resource.authorization_servers[0]);
+check(issuer?.issuer === facts.issuer, "the authorization server's metadata", issuer);
+
+const client = new Client({ name: "orangerail-e2e", version: "1.0.0" });
+await client.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+
+const { tools } = await client.listTools();
+const names = tools.map((t) => t.name).sort();
+check(["order_get", "order_list", "cancel_order", "check_approval"].every((n) => names.includes(n)), "tools/list over HTTP", names);
+
+const read = await client.callTool({ name: "order_get", arguments: { id: "o-1002" } });
+check(!read.isError && read.structuredContent?.item?.status === "pending", "order_get reads o-1002", read);
+
+const staged = await client.callTool({ name: "cancel_order", arguments: { order_id: "o-1002", reason: "end to end" } });
+const id = staged.structuredContent?.approvalId;
+check(staged.structuredContent?.status === "approval_pending" && id, "cancel_order stages an approval", staged);
+
+const pending = await client.callTool({ name: "check_approval", arguments: { approvalId: id } });
+check(pending.structuredContent?.status === "pending", "check_approval before the decision", pending);
+
+const common = ["--tenant", "acme", "--config", facts.config, "--database-url", facts.database_url];
+const view = JSON.parse(execFileSync(facts.orangerail, ["approvals", "show", id, "--json", ...common]));
+check(view.digest?.length === 64 && view.input?.reason === "end to end", "approvals show", view);
+execFileSync(facts.orangerail, ["approvals", "approve", id, "--as", "e2e-approver", "--digest", view.digest, ...common]);
+
+const done = await client.callTool({ name: "check_approval", arguments: { approvalId: id } });
+check(!done.isError && done.structuredContent?.status === "executed", "check_approval executes the approved call", done);
+const again = await client.callTool({ name: "check_approval", arguments: { approvalId: id } });
+check(again.structuredContent?.status === "consumed", "a re-poll reports consumed", again);
+const after = await client.callTool({ name: "order_get", arguments: { id: "o-1002" } });
+check(after.structuredContent?.item?.status === "cancelled", "the order is cancelled", after);
+await client.close();
+
+// A forged token is refused.
+const forged = new Client({ name: "orangerail-e2e", version: "1.0.0" });
+let refused = false;
+try {
+  await forged.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${token.slice(0, -4)}AAAA` } } }));
+} catch {
+  refused = true;
+}
+check(refused, "a token with a broken signature is refused", {});
+
+// Over stdio, the development identity.
+const [command, ...args] = facts.stdio_command;
+const local = new Client({ name: "orangerail-e2e", version: "1.0.0" });
+await local.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
+const stdioTools = (await local.listTools()).tools.map((t) => t.name);
+check(stdioTools.includes("cancel_order"), "tools/list over stdio", stdioTools);
+await local.close();
+
+execFileSync(facts.orangerail, ["audit", "verify", "--database-url", facts.database_url], { stdio: "inherit" });
+console.log("e2e: ok: audit verify");
