@@ -129,8 +129,8 @@ type runtime struct {
 
 // openRuntime opens the databases, checks the config against the
 // datasource, and builds the engine and the MCP server.
-func openRuntime(ctx context.Context, cfg *ontology.Config, url string, key []byte, log *slog.Logger) (rt *runtime, err error) {
-	rt = &runtime{cfg: cfg, url: url, log: log}
+func openRuntime(ctx context.Context, cfg *ontology.Config, url string, key []byte, log *slog.Logger) (_ *runtime, err error) {
+	rt := &runtime{cfg: cfg, url: url, log: log}
 	defer func() {
 		if err != nil {
 			rt.close()
