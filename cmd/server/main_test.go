@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +20,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -385,4 +391,102 @@ func TestServeRefusals(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "datasource_schema_mismatch") {
 		t.Fatalf("unseeded datasource: exit %d %q", code, stderr)
 	}
+}
+
+// TestServeHTTP runs `serve` over HTTP as an operator would: readiness
+// waits for OIDC discovery, and a verified token reaches the tools.
+func TestServeHTTP(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.New(t)
+	if err := seedExample(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	iss, err := devissuer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuerSrv := httptest.NewServer(iss.Handler())
+	t.Cleanup(issuerSrv.Close)
+	t.Setenv(SecretKeyEnv, strings.Repeat("ab", 32))
+
+	start := func(issuer string) (base string, stop func()) {
+		port := freePort(t)
+		example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		config := filepath.Join(t.TempDir(), "orangerail.yaml")
+		extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id}\nhttp: {listen: \"127.0.0.1:%d\", rate_limits: {store: memory}}\n", issuer, port)
+		if err := os.WriteFile(config, append(example, extra...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan int, 1)
+		go func() {
+			code := run(ctx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, io.Discard)
+			done <- code
+		}()
+		base = fmt.Sprintf("http://127.0.0.1:%d", port)
+		for range 100 {
+			if resp, err := http.Get(base + "/healthz"); err == nil {
+				resp.Body.Close()
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return base, func() {
+			cancel()
+			if code := <-done; code != exitOK {
+				t.Errorf("serve exited %d", code)
+			}
+		}
+	}
+	status := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	base, stop := start(fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	if h, r := status(base+"/healthz"), status(base+"/readyz"); h != 200 || r != 503 {
+		t.Fatalf("with the issuer down: healthz %d, readyz %d", h, r)
+	}
+	stop()
+
+	base, stop = start(issuerSrv.URL)
+	defer stop()
+	if r := status(base + "/readyz"); r != 200 {
+		t.Fatalf("readyz %d", r)
+	}
+	token, err := iss.Token(devissuer.Claims{Issuer: issuerSrv.URL, Subject: "agent-7", Audience: "orangerail",
+		Expiry: time.Now().Add(time.Hour), Extra: map[string]any{"org_id": "acme", "roles": []string{"support"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1001"}}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `\"status\":\"paid\"`) {
+		t.Fatalf("order_get over HTTP: %d %s", resp.StatusCode, body)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -15,33 +15,42 @@ import (
 	"time"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/door"
-	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
-// tokens is a resolver over fixed tokens, counting its calls: the door is
-// under test here, and identity's own tests cover OIDC verification.
-type tokens struct {
+// counting is the real OIDC resolver, counting the tokens it is asked to
+// verify.
+type counting struct {
+	*identity.Resolver
 	calls atomic.Int32
 }
 
-func (t *tokens) Resolve(_ context.Context, token string) (*identity.Caller, error) {
-	t.calls.Add(1)
-	if strings.HasPrefix(token, "good-") {
-		c := &identity.Caller{}
-		c.Subject, c.Tenant, c.Kind = strings.TrimPrefix(token, "good-"), "acme", engine.ActorAgent
-		return c, nil
-	}
-	return nil, fmt.Errorf("%w: unknown", identity.ErrInvalidToken)
+func (c *counting) Resolve(ctx context.Context, token string) (*identity.Caller, error) {
+	c.calls.Add(1)
+	return c.Resolver.Resolve(ctx, token)
 }
 
 type fixture struct {
 	url      string
-	resolver *tokens
+	issuer   *devissuer.Issuer
+	issuerAt string
+	resolver *counting
 	served   atomic.Int32
+}
+
+// token mints a valid token for subject in tenant acme.
+func (f *fixture) token(t *testing.T, subject string) string {
+	t.Helper()
+	tok, err := f.issuer.Token(devissuer.Claims{Issuer: f.issuerAt, Subject: subject, Audience: "orangerail",
+		Expiry: time.Now().Add(time.Hour), Extra: map[string]any{"org_id": "acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // newDoor serves a door whose MCP endpoint answers 200 with the caller's
@@ -52,11 +61,21 @@ func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Identity.OIDC = &ontology.OIDC{Issuer: "https://idp.example.com", Audience: "orangerail", TenantClaim: "org_id"}
+	iss, err := devissuer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuerSrv := httptest.NewServer(iss.Handler())
+	t.Cleanup(issuerSrv.Close)
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuerSrv.URL, Audience: "orangerail", TenantClaim: "org_id"}
 	if cfgEdit != nil {
 		cfgEdit(cfg)
 	}
-	f := &fixture{resolver: &tokens{}}
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}}
 	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.served.Add(1)
 		_, _ = io.WriteString(w, door.CallerFrom(r.Context()).Subject)
@@ -127,7 +146,7 @@ func TestChallenge(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want+`, error="invalid_token"` {
 		t.Fatalf("bad token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
-	if resp, _ := post(t, f.url, "good-agent", callGet); resp.StatusCode != http.StatusOK {
+	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet); resp.StatusCode != http.StatusOK {
 		t.Fatalf("good token: %d", resp.StatusCode)
 	}
 
@@ -140,7 +159,7 @@ func TestChallenge(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&doc)
 		resp.Body.Close()
 		servers, _ := doc["authorization_servers"].([]any)
-		if doc["resource"] != f.url+"/mcp" || len(servers) != 1 || servers[0] != "https://idp.example.com" ||
+		if doc["resource"] != f.url+"/mcp" || len(servers) != 1 || servers[0] != f.issuerAt ||
 			fmt.Sprint(doc["scopes_supported"]) != "[orders:write]" {
 			t.Fatalf("%s: %v", path, doc)
 		}
@@ -161,24 +180,24 @@ func TestLimits(t *testing.T) {
 		c.HTTP.AllowedOrigins = []string{"https://console.example.com"}
 	})
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"` + strings.Repeat("x", 5000) + `"}}}`
-	resp, m := post(t, f.url, "good-agent", big)
+	resp, m := post(t, f.url, f.token(t, "agent"), big)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || errorCode(m) != "X_MCP_BODY_TOO_LARGE" {
 		t.Fatalf("oversized: %d %v", resp.StatusCode, m)
 	}
-	if resp, _ := post(t, f.url, "good-agent", callGet); resp.StatusCode != http.StatusOK {
+	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after an oversized body the server stopped serving: %d", resp.StatusCode)
 	}
 	for _, batch := range []string{"[" + callGet + "]", "  \n[" + callGet + "," + callGet + "]"} {
-		resp, m = post(t, f.url, "good-agent", batch, "MCP-Protocol-Version", "2025-03-26")
+		resp, m = post(t, f.url, f.token(t, "agent"), batch, "MCP-Protocol-Version", "2025-03-26")
 		if resp.StatusCode != http.StatusBadRequest || errorCode(m) != "X_MCP_PROTOCOL" {
 			t.Fatalf("batch: %d %v", resp.StatusCode, m)
 		}
 	}
-	resp, m = post(t, f.url, "good-agent", callGet, "Origin", "https://evil.example.com")
+	resp, m = post(t, f.url, f.token(t, "agent"), callGet, "Origin", "https://evil.example.com")
 	if resp.StatusCode != http.StatusForbidden || errorCode(m) != "X_MCP_ORIGIN_REFUSED" {
 		t.Fatalf("foreign origin: %d %v", resp.StatusCode, m)
 	}
-	if resp, _ := post(t, f.url, "good-agent", callGet, "Origin", "https://console.example.com"); resp.StatusCode != http.StatusOK {
+	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet, "Origin", "https://console.example.com"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("allowed origin: %d", resp.StatusCode)
 	}
 	if f.served.Load() != 2 { // the two that passed every limit
@@ -195,6 +214,14 @@ func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 	limits := func(c *ontology.Config) { c.HTTP.RateLimits.ReadsPerMinute, c.HTTP.RateLimits.WritesPerMinute = 6, 3 }
 	a := newDoor(t, door.NewPostgresLimiter(pool), limits)
 	b := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	// Both replicas trust one issuer, as behind one URL.
+	b.issuer, b.issuerAt = a.issuer, a.issuerAt
+	bResolver, err := identity.NewResolver(ontology.OIDC{Issuer: a.issuerAt, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.resolver.Resolver = bResolver
+	agentToken := a.token(t, "agent")
 	settle(t)
 
 	statuses := func(body string, n int) []int {
@@ -204,7 +231,7 @@ func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 			if i%2 == 1 {
 				srv = b
 			}
-			resp, m := post(t, srv.url, "good-agent", body)
+			resp, m := post(t, srv.url, agentToken, body)
 			if resp.StatusCode == http.StatusTooManyRequests && (resp.Header.Get("Retry-After") == "" || errorCode(m) != "X_MCP_RATE_LIMITED") {
 				t.Fatalf("429 without Retry-After or code: %v %v", resp.Header, m)
 			}
@@ -229,11 +256,11 @@ func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 		t.Fatalf("reads across two replicas: %v", reads)
 	}
 	// A body that is not one request bills the write bucket, now spent.
-	if resp, _ := post(t, a.url, "good-agent", `{"jsonrpc":`); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := post(t, a.url, agentToken, `{"jsonrpc":`); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("an unclassifiable call: %d", resp.StatusCode)
 	}
 	// Another caller has its own allowance.
-	if resp, _ := post(t, b.url, "good-other", callAction); resp.StatusCode != http.StatusOK {
+	if resp, _ := post(t, b.url, a.token(t, "other"), callAction); resp.StatusCode != http.StatusOK {
 		t.Fatalf("another caller: %d", resp.StatusCode)
 	}
 }
@@ -254,14 +281,14 @@ func TestFailedAuthFloodIsPerAddress(t *testing.T) {
 		}
 	}
 	before := f.resolver.calls.Load()
-	resp, m := post(t, f.url, "good-agent", callGet, "X-Forwarded-For", "203.0.113.7")
+	resp, m := post(t, f.url, f.token(t, "agent"), callGet, "X-Forwarded-For", "203.0.113.7")
 	if resp.StatusCode != http.StatusTooManyRequests || errorCode(m) != "X_MCP_AUTH_THROTTLED" || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("the flooding address: %d %v", resp.StatusCode, m)
 	}
 	if f.resolver.calls.Load() != before {
 		t.Fatal("the verifier ran for a throttled address")
 	}
-	if resp, _ := post(t, f.url, "good-agent", callGet, "X-Forwarded-For", "198.51.100.4"); resp.StatusCode != http.StatusOK {
+	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet, "X-Forwarded-For", "198.51.100.4"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("another address was locked out: %d", resp.StatusCode)
 	}
 	// Without trusted hops, the header is not believed: every request
@@ -270,7 +297,7 @@ func TestFailedAuthFloodIsPerAddress(t *testing.T) {
 	for _, xff := range []string{"10.0.0.1", "10.0.0.2"} {
 		post(t, g.url, "forged", callGet, "X-Forwarded-For", xff)
 	}
-	if resp, _ := post(t, g.url, "good-agent", callGet, "X-Forwarded-For", "10.0.0.3"); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := post(t, g.url, g.token(t, "agent"), callGet, "X-Forwarded-For", "10.0.0.3"); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a spoofed X-Forwarded-For escaped the limit: %d", resp.StatusCode)
 	}
 }
@@ -280,11 +307,11 @@ func TestFailedAuthFloodIsPerAddress(t *testing.T) {
 func TestStoreUnreachable(t *testing.T) {
 	t.Parallel()
 	closed := newDoor(t, failing{}, nil)
-	if resp, m := post(t, closed.url, "good-agent", callGet); resp.StatusCode != http.StatusServiceUnavailable || errorCode(m) != "X_MCP_LIMITS_UNAVAILABLE" {
+	if resp, m := post(t, closed.url, closed.token(t, "agent"), callGet); resp.StatusCode != http.StatusServiceUnavailable || errorCode(m) != "X_MCP_LIMITS_UNAVAILABLE" {
 		t.Fatalf("closed: %d %v", resp.StatusCode, m)
 	}
 	open := newDoor(t, failing{}, func(c *ontology.Config) { c.HTTP.RateLimits.OnStoreError = "open" })
-	if resp, _ := post(t, open.url, "good-agent", callGet); resp.StatusCode != http.StatusOK {
+	if resp, _ := post(t, open.url, open.token(t, "agent"), callGet); resp.StatusCode != http.StatusOK {
 		t.Fatalf("open: %d", resp.StatusCode)
 	}
 }
