@@ -310,13 +310,23 @@ func mcpReadCall(ctx context.Context, emit func(result)) error {
 	if governed == nil || baseline == nil {
 		return fmt.Errorf("no figures in the benchmark's output:\n%s", out)
 	}
+	withDoor := metrics["door"]
+	if withDoor == nil {
+		return fmt.Errorf("no door figures in the benchmark's output:\n%s", out)
+	}
 	for _, m := range []struct{ name, unit, metric string }{
 		{"mcp_read_call", "calls/s", "calls/s"},
 		{"mcp_read_call_p50", "µs", "p50-µs"},
 		{"mcp_read_call_p99", "µs", "p99-µs"},
 	} {
-		g, b := governed[m.metric], baseline[m.metric]
-		emit(result{Name: m.name, Value: round(g), Unit: m.unit, Baseline: ptr(round(b)), Ratio: ptr(round2(g / b))})
+		for _, v := range []struct {
+			suffix string
+			values map[string]float64
+		}{{"", governed}, {"_door", withDoor}} {
+			g, b := v.values[m.metric], baseline[m.metric]
+			name := strings.Replace(m.name, "mcp_read_call", "mcp_read_call"+v.suffix, 1)
+			emit(result{Name: name, Value: round(g), Unit: m.unit, Baseline: ptr(round(b)), Ratio: ptr(round2(g / b))})
+		}
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -102,6 +103,47 @@ type door struct {
 	c    Config
 	http ontology.HTTP
 	log  *slog.Logger
+
+	// failures remembers each address's failed authentications for
+	// failureMemo, so a good request does not wait on the store to learn
+	// that its address is not flooding.
+	mu       sync.Mutex
+	failures map[string]failureCount
+}
+
+type failureCount struct {
+	hits int
+	end  time.Time // the window's end
+	at   time.Time // when this was read
+}
+
+// failureMemo is how long a read of an address's failures is reused. A
+// flood seen by another replica reaches this one within it.
+const failureMemo = time.Second
+
+// failuresOf returns an address's failed authentications this window.
+func (d *door) failuresOf(ctx context.Context, bucket string) (int, time.Time, error) {
+	now := time.Now()
+	d.mu.Lock()
+	f, ok := d.failures[bucket]
+	d.mu.Unlock()
+	if ok && now.Sub(f.at) < failureMemo && now.Before(f.end) {
+		return f.hits, f.end, nil
+	}
+	hits, end, err := d.c.Limiter.Count(ctx, bucket)
+	if err == nil {
+		d.remember(bucket, hits, end)
+	}
+	return hits, end, err
+}
+
+func (d *door) remember(bucket string, hits int, end time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failures == nil || len(d.failures) > 100_000 {
+		d.failures = map[string]failureCount{}
+	}
+	d.failures[bucket] = failureCount{hits: hits, end: end, at: time.Now()}
 }
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +158,7 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Failed authentications are counted per address; past the limit the
 	// address is refused before any token is verified.
 	authBucket := "auth:" + facts.Address
-	if failures, end, err := d.c.Limiter.Count(ctx, authBucket); err != nil {
+	if failures, end, err := d.failuresOf(ctx, authBucket); err != nil {
 		if d.storeDown(w, r, err) {
 			return
 		}
@@ -132,8 +174,10 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPUnauthorized, "tokens cannot be verified right now; retry shortly", 0)
 			return
 		}
-		if _, _, herr := d.c.Limiter.Hit(ctx, authBucket); herr != nil {
+		if hits, end, herr := d.c.Limiter.Hit(ctx, authBucket); herr != nil {
 			d.log.ErrorContext(ctx, "rate-limit store unavailable", "error", herr)
+		} else {
+			d.remember(authBucket, hits, end)
 		}
 		d.log.InfoContext(ctx, "authentication refused", "address", facts.Address, "reason", err.Error())
 		d.challenge(w, r, !errors.Is(err, errNoToken))

@@ -6,6 +6,7 @@ package identity
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -67,7 +68,23 @@ type Resolver struct {
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
+
+	cacheMu sync.Mutex
+	cache   map[[sha256.Size]byte]cached
 }
+
+// cached is a verified token's caller, reused until until.
+type cached struct {
+	caller *Caller
+	until  time.Time
+}
+
+// Token cache bounds: a verified token is reused for at most CacheTTL (and
+// never past its expiry), and at most CacheSize tokens are held.
+const (
+	CacheTTL  = time.Minute
+	CacheSize = 10_000
+)
 
 // ResolverOptions tunes a Resolver. The zero value is ready to use.
 type ResolverOptions struct {
@@ -125,8 +142,37 @@ func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 }
 
 // Resolve verifies a bearer token and maps its claims to a caller. Every
-// refusal wraps ErrInvalidToken.
+// refusal wraps ErrInvalidToken. A token verified in the last CacheTTL is
+// not verified again; each call returns a caller of its own.
 func (r *Resolver) Resolve(ctx context.Context, token string) (*Caller, error) {
+	key := sha256.Sum256([]byte(token))
+	now := r.now()
+	r.cacheMu.Lock()
+	hit, ok := r.cache[key]
+	r.cacheMu.Unlock()
+	if ok && now.Before(hit.until) {
+		c := *hit.caller
+		return &c, nil
+	}
+	c, err := r.verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	until := now.Add(CacheTTL)
+	if exp := c.Expires.Add(r.skew); exp.Before(until) {
+		until = exp
+	}
+	r.cacheMu.Lock()
+	if r.cache == nil || len(r.cache) >= CacheSize {
+		r.cache = map[[sha256.Size]byte]cached{} // start over rather than track age
+	}
+	r.cache[key] = cached{caller: c, until: until}
+	r.cacheMu.Unlock()
+	copied := *c
+	return &copied, nil
+}
+
+func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	v, err := r.load(ctx)
 	if err != nil {
 		return nil, err // not the token's fault: the issuer is unreachable

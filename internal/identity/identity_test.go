@@ -274,3 +274,39 @@ func httptestGet(url string) ([]byte, error) {
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
 }
+
+// TestCachedTokenStillExpires: a token verified once is reused, but never
+// past its expiry.
+func TestCachedTokenStillExpires(t *testing.T) {
+	t.Parallel()
+	iss, err := devissuer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(iss.Handler())
+	t.Cleanup(srv.Close)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	r, err := identity.NewResolver(ontology.OIDC{Issuer: srv.URL, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{NowFunc: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := iss.Token(devissuer.Claims{Issuer: srv.URL, Subject: "a", Audience: "orangerail", Expiry: now.Add(40 * time.Second),
+		Extra: map[string]any{"org_id": "acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.Resolve(context.Background(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Roles = append(first.Roles, "admin") // a caller's copy is its own
+	second, err := r.Resolve(context.Background(), tok)
+	if err != nil || slices.Contains(second.Roles, "admin") {
+		t.Fatalf("cached: %+v %v", second, err)
+	}
+	now = now.Add(2 * time.Minute) // past exp and the skew
+	if _, err := r.Resolve(context.Background(), tok); !errors.Is(err, identity.ErrInvalidToken) {
+		t.Fatalf("an expired token was served from the cache: %v", err)
+	}
+}

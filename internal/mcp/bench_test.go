@@ -11,22 +11,60 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/door"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
-// BenchmarkReadCall measures order_get over Streamable HTTP, governed
-// (tenant scope, read access, the engine's checks) and, as its baseline, a
-// bare go-sdk server whose one tool runs the same SELECT through pgx. Both
-// serve in-process on loopback; each reports calls/s, p50 and p99.
-// `make bench` runs it and prints the figures as JSON lines.
+// BenchmarkReadCall measures order_get over Streamable HTTP three ways:
+// governed (the MCP server for a fixed caller: tenant scope, read access,
+// the engine's checks), door (the same behind the HTTP door: an OIDC token
+// verified, the address and the caller's allowance counted in Postgres),
+// and, as the baseline, a bare go-sdk server whose one tool runs the same
+// SELECT through pgx. All serve in-process on loopback; each reports
+// calls/s, p50 and p99. `make bench` runs it and prints the figures as
+// JSON lines.
 func BenchmarkReadCall(b *testing.B) {
 	bundle := setup(b)
 	governed, _ := bundle.server(b, nil)
+	iss, err := devissuer.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	issuerSrv := httptest.NewServer(iss.Handler())
+	b.Cleanup(issuerSrv.Close)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuerSrv.URL, Audience: "orangerail", TenantClaim: "org_id"}
+	cfg.HTTP.RateLimits.ReadsPerMinute = 1 << 30 // measure the counting, never the refusing
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	token, err := iss.Token(devissuer.Claims{Issuer: issuerSrv.URL, Subject: "agent-7", Audience: "orangerail",
+		Expiry: time.Now().Add(time.Hour), Extra: map[string]any{"org_id": "acme", "roles": []string{"support"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	caller := agent("support")
 	governedSrv := httptest.NewServer(governed.HTTPHandler(func(context.Context, string, *http.Request) (*engine.Caller, error) {
 		return caller, nil
 	}))
 	b.Cleanup(governedSrv.Close)
+	doorSrv := httptest.NewServer(door.New(door.Config{
+		Ontology: cfg, Resolver: resolver, Limiter: door.NewPostgresLimiter(bundle.runtime), Logger: quiet,
+		MCP: governed.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {
+			return &door.CallerFrom(r.Context()).Caller, nil
+		}),
+		ToolClass: func(string) door.Class { return door.ClassRead },
+		ReadyFunc: func(context.Context) error { return nil },
+	}))
+	b.Cleanup(doorSrv.Close)
 
 	bare := sdk.NewServer(&sdk.Implementation{Name: "bare", Version: "1"}, nil)
 	bare.AddTool(&sdk.Tool{Name: "order_get", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -55,9 +93,9 @@ func BenchmarkReadCall(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		url  string
-	}{{"governed", governedSrv.URL}, {"baseline", bareSrv.URL}} {
+	}{{"governed", governedSrv.URL}, {"door", doorSrv.URL + door.Path}, {"baseline", bareSrv.URL}} {
 		b.Run(tc.name, func(b *testing.B) {
-			client := &http.Client{Transport: bearer{token: "bench", next: http.DefaultTransport}}
+			client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
 			cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).
 				Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: tc.url, HTTPClient: client, MaxRetries: -1}, nil)
 			if err != nil {
