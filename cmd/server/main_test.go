@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -489,4 +490,75 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestAuditorGrant(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.New(t)
+	pool := testdb.RuntimePool(t, url)
+	for _, tenant := range []string{"acme", "globex"} {
+		err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			_, err := engine.AppendAudit(ctx, tx, &engine.Record{Tenant: tenant, At: time.Now(), CorrelationID: "c", Phase: engine.PhaseStaged,
+				Actor: engine.Actor{Subject: "a", Kind: engine.ActorAgent}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := fmt.Sprintf("auditor_%d", time.Now().UnixNano()%1e9)
+	admin := testdb.Pool(t, url)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+name)
+	})
+	t.Setenv("AUDITOR_PASSWORD", "correct horse battery staple")
+	code, out, stderr := cli(t, "auditor", "grant", name, "--tenant", "acme", "--password-env", "AUDITOR_PASSWORD", "--database-url", url)
+	if code != exitOK || !strings.Contains(out, "audit_verify('acme')") {
+		t.Fatalf("grant: exit %d %q %q", code, out, stderr)
+	}
+	var verifier string
+	if err := admin.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", name).Scan(&verifier); err != nil ||
+		!regexp.MustCompile(`^SCRAM-SHA-256\$4096:[A-Za-z0-9+/=]{24}\$[A-Za-z0-9+/=]{44}:[A-Za-z0-9+/=]{44}$`).MatchString(verifier) ||
+		strings.Contains(verifier, "staple") {
+		t.Fatalf("stored password %q (%v)", verifier, err)
+	}
+
+	auditor, err := pgx.Connect(ctx, testdb.WithUser(t, url, name, "correct horse battery staple"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auditor.Close(ctx)
+	count := func(q string) int {
+		var n int
+		if err := auditor.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+	if count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme'") != 1 ||
+		count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'globex' OR set_config('orangerail.tenant_id', 'globex', false) IS NULL") != 0 ||
+		count("SELECT count(*) FROM orangerail.audit_verify('acme')") != 0 {
+		t.Fatal("the auditor does not see exactly its tenant")
+	}
+	if _, err := auditor.Exec(ctx, "DELETE FROM orangerail.audit"); err == nil {
+		t.Fatal("an auditor deleted audit rows")
+	}
+	if _, err := auditor.Exec(ctx, "SELECT * FROM orangerail.tenants"); err == nil {
+		t.Fatal("an auditor read the tenant list")
+	}
+
+	if code, _, _ := cli(t, "auditor", "revoke", name, "--tenant", "acme", "--database-url", url); code != exitOK {
+		t.Fatalf("revoke: exit %d", code)
+	}
+	if count("SELECT count(*) FROM orangerail.audit") != 0 {
+		t.Fatal("a revoked auditor still reads the tenant")
+	}
+
+	for _, bad := range [][]string{{"Robert'); DROP", "--tenant", "acme"}, {"postgres", "--tenant", "acme"}, {name, "--tenant", "no tenant"}} {
+		code, _, stderr := cli(t, append(append([]string{"auditor", "grant"}, bad...), "--database-url", url)...)
+		if code != exitError || !(strings.Contains(stderr, "X_AUDITOR_INVALID") || strings.Contains(stderr, "X_TENANT_INVALID")) {
+			t.Errorf("grant %v: exit %d %q", bad, code, stderr)
+		}
+	}
 }

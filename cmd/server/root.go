@@ -54,7 +54,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newAuditCmd(), newConfigCmd(), newApprovalsCmd(), newErrorsCmd(), newDemoCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newAuditCmd(), newConfigCmd(), newApprovalsCmd(), newAuditorCmd(), newErrorsCmd(), newDemoCmd())
 	return root
 }
 

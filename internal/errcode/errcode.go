@@ -36,6 +36,7 @@ const (
 	IdentityRequired Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing Code = "X_SECRET_KEY_MISSING"
 	ConfigInvalid    Code = "X_CONFIG_INVALID"
+	AuditorInvalid   Code = "X_AUDITOR_INVALID"
 
 	MCPBodyTooLarge      Code = "X_MCP_BODY_TOO_LARGE"
 	MCPProtocol          Code = "X_MCP_PROTOCOL"
@@ -106,6 +107,8 @@ var table = []Entry{
 		"Send an access token from the issuer named in the protected-resource metadata, in `Authorization: Bearer …`."},
 	{MCPLimitsUnavailable, "The rate-limit counters could not be read, and the server is set to refuse calls then (on_store_error: closed).",
 		"Retry shortly; an operator checks the database the counters live in."},
+	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor.",
+		"Choose a new name of [a-z_][a-z0-9_]*; orangerail never turns an existing role into an auditor."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
 }
