@@ -54,6 +54,13 @@ type OrangerailAuditorGrant struct {
 	TenantID string
 }
 
+type OrangerailQuerySession struct {
+	Pid          int32
+	BackendStart time.Time
+	TenantID     string
+	BoundAt      time.Time
+}
+
 type OrangerailRateCounter struct {
 	Bucket      string
 	WindowStart time.Time

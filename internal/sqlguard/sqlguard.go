@@ -1,0 +1,146 @@
+// Package sqlguard decides, on the real Postgres grammar, whether a
+// statement an agent sent may run as a read-only query: exactly one SELECT,
+// with no INTO, no locking clause, no data-modifying statement at any
+// depth, no call into a banned function family anywhere in the tree, and no
+// U& escapes. It is one of the read-only SQL tool's layers, not the only
+// one: the statement still runs read-only, as a low-privilege role, under
+// limits.
+package sqlguard
+
+import (
+	"fmt"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Rule names why a statement was refused. Refusals name the rule and
+// never echo more of the statement than the agent sent.
+type Rule string
+
+// The rules.
+const (
+	RuleSyntax       Rule = "syntax"          // not valid Postgres SQL
+	RuleOneStatement Rule = "one_statement"   // none, or more than one, statement
+	RuleSelectOnly   Rule = "select_only"     // the statement is not a SELECT
+	RuleInto         Rule = "no_into"         // SELECT … INTO creates a table
+	RuleLocking      Rule = "no_locking"      // FOR UPDATE/SHARE takes row locks
+	RuleModifying    Rule = "no_modifying"    // INSERT/UPDATE/DELETE/MERGE, e.g. in a CTE
+	RuleFunction     Rule = "banned_function" // a call into a banned function family
+	RuleUnicode      Rule = "no_unicode_escape"
+	RuleTooLong      Rule = "too_long"
+)
+
+// MaxLength bounds a statement, in bytes.
+const MaxLength = 64 << 10
+
+// BannedPrefixes are the function families no query may call, matched by
+// prefix of the called name's last part, case-insensitively: server
+// administration and files (pg_*), settings and roles (set_config), large
+// objects (lo_*), other databases (dblink*), sequences (nextval, setval),
+// and functions that run SQL given as a string (query_to_xml and its
+// kin, ts_stat, ts_rewrite, crosstab).
+var BannedPrefixes = []string{
+	"pg_", "set_config", "lo_", "dblink", "nextval", "setval",
+	"query_to_xml", "query_to_json", "table_to_xml", "cursor_to_xml", "schema_to_xml", "database_to_xml",
+	"ts_stat", "ts_rewrite", "crosstab", "txid_", "binary_upgrade_",
+}
+
+// Refusal is a statement the guard refused, and the rule it broke.
+type Refusal struct {
+	Rule   Rule
+	Detail string
+}
+
+func (r *Refusal) Error() string {
+	if r.Detail == "" {
+		return string(r.Rule)
+	}
+	return fmt.Sprintf("%s: %s", r.Rule, r.Detail)
+}
+
+// Check returns the one statement of sql, without a trailing semicolon,
+// when it may run, and a *Refusal otherwise.
+func Check(sql string) (string, error) {
+	if len(sql) > MaxLength {
+		return "", &Refusal{Rule: RuleTooLong, Detail: fmt.Sprintf("longer than %d bytes", MaxLength)}
+	}
+	scan, err := pg.Scan(sql)
+	if err != nil {
+		return "", &Refusal{Rule: RuleSyntax}
+	}
+	for _, tok := range scan.Tokens {
+		if tok.Token == pg.Token_UIDENT || tok.Token == pg.Token_USCONST {
+			return "", &Refusal{Rule: RuleUnicode, Detail: "U& identifiers and strings are not accepted"}
+		}
+	}
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		return "", &Refusal{Rule: RuleSyntax}
+	}
+	if len(tree.Stmts) != 1 {
+		return "", &Refusal{Rule: RuleOneStatement, Detail: fmt.Sprintf("%d statements", len(tree.Stmts))}
+	}
+	raw := tree.Stmts[0]
+	if raw.Stmt.GetSelectStmt() == nil {
+		return "", &Refusal{Rule: RuleSelectOnly}
+	}
+	if err := walk(raw.Stmt.ProtoReflect()); err != nil {
+		return "", err
+	}
+	start, end := int(raw.StmtLocation), len(sql)
+	if raw.StmtLen > 0 {
+		end = start + int(raw.StmtLen)
+	}
+	return sql[start:end], nil
+}
+
+// walk visits every message of the tree.
+func walk(m protoreflect.Message) error {
+	if err := check(m.Interface()); err != nil {
+		return err
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			list := v.List()
+			for i := 0; i < list.Len() && err == nil; i++ {
+				err = walk(list.Get(i).Message())
+			}
+		case fd.IsMap():
+			// The parse tree has no maps.
+		case fd.Message() != nil:
+			err = walk(v.Message())
+		}
+		return err == nil
+	})
+	return err
+}
+
+// check applies the rules to one node.
+func check(node any) error {
+	switch n := node.(type) {
+	case *pg.SelectStmt:
+		if n.IntoClause != nil {
+			return &Refusal{Rule: RuleInto}
+		}
+		if len(n.LockingClause) > 0 {
+			return &Refusal{Rule: RuleLocking}
+		}
+	case *pg.InsertStmt, *pg.UpdateStmt, *pg.DeleteStmt, *pg.MergeStmt:
+		return &Refusal{Rule: RuleModifying}
+	case *pg.FuncCall:
+		if len(n.Funcname) == 0 {
+			return nil
+		}
+		name := strings.ToLower(n.Funcname[len(n.Funcname)-1].GetString_().GetSval())
+		for _, prefix := range BannedPrefixes {
+			if strings.HasPrefix(name, prefix) {
+				return &Refusal{Rule: RuleFunction, Detail: fmt.Sprintf("functions named %s* may not be called", prefix)}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+// Package sqlquery runs an agent's read-only SQL in four layers, each of
+// which must engage for the query to run: a dedicated low-privilege login
+// on a connection used once (role), a read-only transaction whose snapshot
+// a trusted statement takes first (transaction), the real Postgres grammar
+// (parse, package sqlguard), and server-side limits on time, rows and
+// bytes (limits).
+package sqlquery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/sqlguard"
+)
+
+// The layers, as Result.Guards names them.
+const (
+	GuardRole        = "role"
+	GuardTransaction = "transaction"
+	GuardParse       = "parse"
+	GuardLimits      = "limits"
+)
+
+// Limits of one query.
+const (
+	Timeout  = 5 * time.Second
+	MaxRows  = 1000
+	MaxBytes = 256 << 10
+)
+
+// QueryRole is the login every query runs as.
+const QueryRole = "orangerail_query"
+
+// Result is a query's answer.
+type Result struct {
+	Columns []string `json:"columns"`
+	Rows    [][]any  `json:"rows"`
+	// Guards are the layers that engaged for this query.
+	Guards []string `json:"guards"`
+	// TruncatedBy is "rows" or "bytes" when the answer was cut short.
+	TruncatedBy string `json:"truncatedBy,omitempty"`
+	Bytes       int    `json:"bytes"`
+}
+
+// Config configures a Querier.
+type Config struct {
+	// URL logs in as QueryRole. Required.
+	URL string
+	// Store is the runtime pool, which binds each query's backend to the
+	// caller's tenant. Required.
+	Store *pgxpool.Pool
+	// Schemas is the search path a query sees. Defaults to orangerail.
+	Schemas []string
+}
+
+// Querier runs read-only queries. It is safe for concurrent use: each query
+// has a connection of its own.
+type Querier struct {
+	cfg  Config
+	conn *pgx.ConnConfig
+}
+
+// New returns a Querier.
+func New(c Config) (*Querier, error) {
+	if c.Store == nil {
+		return nil, errors.New("sqlquery: Config.Store is required")
+	}
+	pc, err := database.ParseURL(c.URL)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Schemas) == 0 {
+		c.Schemas = []string{"orangerail"}
+	}
+	return &Querier{cfg: c, conn: pc.ConnConfig}, nil
+}
+
+// RoleError says the query login is not the dedicated low-privilege role,
+// so the role layer could not engage and nothing ran.
+type RoleError struct{ Login string }
+
+func (e *RoleError) Error() string {
+	return fmt.Sprintf("the query login is %q, not a plain %s: refusing to run agent SQL", e.Login, QueryRole)
+}
+
+// Query runs one agent statement for a tenant. A statement the parse layer
+// refuses returns a *sqlguard.Refusal; a statement Postgres refuses returns
+// its error (for the operator's log, never for the agent).
+func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error) {
+	if err := database.ValidateTenantID(tenant); err != nil {
+		return nil, err
+	}
+	statement, err := sqlguard.Check(sql)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Columns: []string{}, Rows: [][]any{}}
+
+	conn, err := pgx.ConnectConfig(ctx, q.conn.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("connect as %s: %w", QueryRole, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx)) // used once: discarded after the query
+
+	// Role: the login is the dedicated role, without a way around RLS.
+	var login string
+	var super, bypass bool
+	var pid int32
+	err = conn.QueryRow(ctx, `SELECT session_user, r.rolsuper, r.rolbypassrls, pg_backend_pid()
+		FROM pg_roles r WHERE r.rolname = session_user`).Scan(&login, &super, &bypass, &pid)
+	if err != nil {
+		return nil, err
+	}
+	if login != QueryRole || super || bypass {
+		return nil, &RoleError{Login: login}
+	}
+	res.Guards = append(res.Guards, GuardRole)
+	if err := db.New().QuerySessionBind(ctx, q.cfg.Store, &db.QuerySessionBindParams{Pid: pid, TenantID: tenant}); err != nil {
+		return nil, fmt.Errorf("bind the query session: %w", err)
+	}
+	defer func() { _ = db.New().QuerySessionUnbind(context.WithoutCancel(ctx), q.cfg.Store, pid) }()
+
+	// Transaction: read only, its snapshot taken by a trusted statement
+	// before any agent SQL, so nothing can make it read-write.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // never committed
+	var readOnly string
+	if err := tx.QueryRow(ctx, "SELECT current_setting('transaction_read_only')").Scan(&readOnly); err != nil {
+		return nil, err
+	}
+	if readOnly != "on" {
+		return nil, errors.New("the query transaction is not read-only")
+	}
+	res.Guards = append(res.Guards, GuardTransaction)
+	res.Guards = append(res.Guards, GuardParse)
+
+	// Limits: a statement timeout, a row ceiling as an outer LIMIT (it
+	// clamps, never raises), and a byte cap while reading.
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds())); err != nil {
+		return nil, err
+	}
+	schemas := make([]string, len(q.cfg.Schemas))
+	for i, s := range q.cfg.Schemas {
+		schemas[i] = pgx.Identifier{s}.Sanitize()
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+strings.Join(schemas, ", ")); err != nil {
+		return nil, err
+	}
+	res.Guards = append(res.Guards, GuardLimits)
+	wrapped := fmt.Sprintf("SELECT * FROM (\n%s\n) AS orangerail_query LIMIT %d", statement, MaxRows+1)
+	// One statement in the extended protocol: never the simple protocol.
+	rows, err := tx.Query(ctx, wrapped, pgx.QueryExecModeExec)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for _, f := range rows.FieldDescriptions() {
+		res.Columns = append(res.Columns, f.Name)
+	}
+	for rows.Next() {
+		if len(res.Rows) == MaxRows {
+			res.TruncatedBy = "rows"
+			break
+		}
+		values, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		encoded, err := json.Marshal(values)
+		if err != nil {
+			return nil, err
+		}
+		if res.Bytes+len(encoded) > MaxBytes {
+			res.TruncatedBy = "bytes"
+			break
+		}
+		res.Bytes += len(encoded)
+		res.Rows = append(res.Rows, values)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -1,0 +1,363 @@
+package sqlquery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/sqlguard"
+	"github.com/orangerail/orangerail/internal/sqlquery"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+type bundle struct {
+	admin *pgxpool.Pool
+	q     *sqlquery.Querier
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	runtime := testdb.RuntimePool(t, url)
+	for _, tenant := range []string{"acme", "globex"} {
+		for i := range 3 {
+			err := database.InTenant(ctx, runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+				_, err := engine.AppendAudit(ctx, tx, &engine.Record{Tenant: tenant, At: time.Now(), CorrelationID: fmt.Sprintf("c-%d", i),
+					Phase: engine.PhaseStaged, Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent}})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := admin.Exec(ctx, "CREATE SEQUENCE s; CREATE TABLE scratch (a int)"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqlquery.New(sqlquery.Config{URL: testdb.WithUser(t, url, sqlquery.QueryRole, ""), Store: runtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{admin: admin, q: q}
+}
+
+// state is what a refused statement must leave as it was.
+func (b *bundle) state(t *testing.T) string {
+	t.Helper()
+	var s string
+	err := b.admin.QueryRow(context.Background(), `SELECT concat_ws('|',
+		(SELECT count(*) || ':' || coalesce(sum(seq), 0) FROM orangerail.audit),
+		(SELECT count(*) FROM orangerail.approvals),
+		(SELECT count(*) FROM orangerail.tenants),
+		(SELECT count(*) FROM scratch),
+		(SELECT last_value FROM s),
+		(SELECT count(*) FROM pg_class WHERE relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace, 'pg_toast'::regnamespace)),
+		(SELECT count(*) FROM pg_prepared_xacts),
+		(SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE a.usename = 'orangerail_query' AND a.datname = current_database() AND l.locktype <> 'virtualxid'),
+		(SELECT rolsuper::text || rolbypassrls::text || rolcreaterole::text FROM pg_roles WHERE rolname = 'orangerail_query'),
+		(SELECT count(*) FROM orangerail.query_sessions))`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// allowed are legitimate reads: each must run, with every guard engaged.
+var allowed = []string{
+	"SELECT 1",
+	"SELECT 1;",
+	"  SELECT 1 ;  ",
+	"SELECT seq, phase FROM audit ORDER BY seq",
+	"SELECT * FROM orangerail.audit_verify('acme')",
+	"SELECT * FROM audit_unfinished('acme')",
+	"WITH x AS (SELECT seq FROM audit) SELECT count(*) FROM x",
+	"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
+	"SELECT a.seq, p.status FROM audit a LEFT JOIN approvals p ON p.id = a.approval_id",
+	"SELECT seq, row_number() OVER (ORDER BY seq), lag(hash) OVER (ORDER BY seq) FROM audit",
+	"SELECT 'DROP TABLE audit' AS s",
+	"SELECT 1 -- DELETE FROM audit",
+	"SELECT /* DELETE FROM audit; */ 1",
+	"SELECT $$DELETE FROM audit$$",
+	"SELECT $x$; DELETE FROM audit; $x$",
+	"SELECT pg_thing FROM (SELECT 1 AS pg_thing) t",
+	`SELECT "pg_sleep" FROM (SELECT 1 AS "pg_sleep") t`,
+	"SELECT x.set_configured, x.lo_res FROM (SELECT 1 AS set_configured, 2 AS lo_res) x",
+	"SELECT relname FROM pg_class ORDER BY relname LIMIT 5",
+	"SELECT count(*) FROM pg_catalog.pg_tables",
+	"SELECT table_name FROM information_schema.tables WHERE table_schema = 'orangerail'",
+	"SELECT current_user, session_user",
+	"SELECT now(), current_setting('search_path')",
+	"VALUES (1), (2)",
+	"TABLE audit",
+	"SELECT encode(entry, 'escape') FROM audit",
+	"SELECT convert_from(entry, 'UTF8')::jsonb->>'phase' FROM audit",
+	"SELECT phase, count(*) FROM audit GROUP BY phase HAVING count(*) > 0",
+	"SELECT * FROM audit WHERE phase IN (SELECT phase FROM audit)",
+	"SELECT 1 UNION SELECT 2 INTERSECT SELECT 2",
+	"SELECT lower('PG_SLEEP(10)')",
+	"SELECT coalesce(NULL, 1), greatest(1, 2), nullif(1, 1)",
+	"SELECT * FROM generate_series(1, 3)",
+	"SELECT count(*) FROM audit WHERE tenant_id = 'globex'",
+	"SELECT * FROM audit_heads",
+	"SELECT sha256(entry) FROM audit",
+	"SELECT * FROM audit a JOIN audit b ON a.seq = b.seq - 1",
+}
+
+// rejected must not run: refused by the parse layer (rule set) or by
+// Postgres itself (rule "").
+var rejected = []struct {
+	sql  string
+	rule sqlguard.Rule
+}{
+	// Stacked statements and transaction control.
+	{"SELECT 1; COMMIT", sqlguard.RuleOneStatement},
+	{"SELECT 1; DELETE FROM audit", sqlguard.RuleOneStatement},
+	{"COMMIT; SELECT 1", sqlguard.RuleOneStatement},
+	{"SELECT 1; SET TRANSACTION READ WRITE", sqlguard.RuleOneStatement},
+	{"SELECT 1 /* */; DELETE FROM audit", sqlguard.RuleOneStatement},
+	{"SELECT 1; SELECT 2", sqlguard.RuleOneStatement},
+	{"", sqlguard.RuleOneStatement},
+	{";", sqlguard.RuleOneStatement},
+	{"-- only a comment", sqlguard.RuleOneStatement},
+	{"BEGIN", sqlguard.RuleSelectOnly},
+	{"COMMIT", sqlguard.RuleSelectOnly},
+	{"ROLLBACK", sqlguard.RuleSelectOnly},
+	{"SET TRANSACTION READ WRITE", sqlguard.RuleSelectOnly},
+	{"PREPARE TRANSACTION 'x'", sqlguard.RuleSelectOnly},
+	{"COMMIT PREPARED 'x'", sqlguard.RuleSelectOnly},
+	// Roles and settings.
+	{"SET ROLE postgres", sqlguard.RuleSelectOnly},
+	{"RESET ROLE", sqlguard.RuleSelectOnly},
+	{"SET SESSION AUTHORIZATION postgres", sqlguard.RuleSelectOnly},
+	{"SET orangerail.tenant_id = 'globex'", sqlguard.RuleSelectOnly},
+	{"SELECT set_config('role', 'postgres', false)", sqlguard.RuleFunction},
+	{"SELECT set_config('orangerail.tenant_id', 'globex', false)", sqlguard.RuleFunction},
+	{"SELECT pg_catalog.set_config('role', 'orangerail_runtime', true)", sqlguard.RuleFunction},
+	{`SELECT "set_config"('role', 'postgres', false)`, sqlguard.RuleFunction},
+	{"SELECT * FROM audit WHERE set_config('role', 'postgres', true) IS NOT NULL", sqlguard.RuleFunction},
+	{"DISCARD ALL", sqlguard.RuleSelectOnly},
+	// Writes, DDL, utilities.
+	{"DELETE FROM audit", sqlguard.RuleSelectOnly},
+	{"UPDATE audit SET phase = 'x'", sqlguard.RuleSelectOnly},
+	{"INSERT INTO tenants VALUES ('x')", sqlguard.RuleSelectOnly},
+	{"MERGE INTO scratch USING (SELECT 1 AS a) s ON scratch.a = s.a WHEN NOT MATCHED THEN INSERT VALUES (1)", sqlguard.RuleSelectOnly},
+	{"TRUNCATE audit", sqlguard.RuleSelectOnly},
+	{"DROP TABLE audit", sqlguard.RuleSelectOnly},
+	{"CREATE TABLE t (a int)", sqlguard.RuleSelectOnly},
+	{"CREATE TEMP TABLE t AS SELECT 1", sqlguard.RuleSelectOnly},
+	{"ALTER ROLE orangerail_query SUPERUSER", sqlguard.RuleSelectOnly},
+	{"GRANT ALL ON audit TO PUBLIC", sqlguard.RuleSelectOnly},
+	{"CREATE FUNCTION f() RETURNS int AS 'select 1' LANGUAGE sql", sqlguard.RuleSelectOnly},
+	{"DO $$ BEGIN DELETE FROM audit; END $$", sqlguard.RuleSelectOnly},
+	{"CALL p()", sqlguard.RuleSelectOnly},
+	{"COPY audit TO STDOUT", sqlguard.RuleSelectOnly},
+	{"COPY audit TO '/tmp/x'", sqlguard.RuleSelectOnly},
+	{"EXPLAIN ANALYZE DELETE FROM audit", sqlguard.RuleSelectOnly},
+	{"EXPLAIN SELECT 1", sqlguard.RuleSelectOnly},
+	{"VACUUM", sqlguard.RuleSelectOnly},
+	{"ANALYZE audit", sqlguard.RuleSelectOnly},
+	{"LOCK TABLE audit", sqlguard.RuleSelectOnly},
+	{"LISTEN x", sqlguard.RuleSelectOnly},
+	{"NOTIFY x", sqlguard.RuleSelectOnly},
+	{"PREPARE p AS SELECT 1", sqlguard.RuleSelectOnly},
+	{"EXECUTE p", sqlguard.RuleSelectOnly},
+	{"DECLARE c CURSOR FOR SELECT 1", sqlguard.RuleSelectOnly},
+	{"CHECKPOINT", sqlguard.RuleSelectOnly},
+	{"LOAD 'x'", sqlguard.RuleSelectOnly},
+	{"REINDEX TABLE audit", sqlguard.RuleSelectOnly},
+	{"REFRESH MATERIALIZED VIEW x", sqlguard.RuleSelectOnly},
+	// INTO and locking, at any depth.
+	{"SELECT * INTO t FROM audit", sqlguard.RuleInto},
+	{"SELECT * FROM audit FOR UPDATE", sqlguard.RuleLocking},
+	{"SELECT * FROM audit FOR SHARE", sqlguard.RuleLocking},
+	{"SELECT * FROM audit FOR NO KEY UPDATE SKIP LOCKED", sqlguard.RuleLocking},
+	{"SELECT * FROM (SELECT * FROM audit FOR UPDATE) x", sqlguard.RuleLocking},
+	{"WITH x AS (SELECT * FROM audit FOR UPDATE) SELECT * FROM x", sqlguard.RuleLocking},
+	// Data-modifying CTEs, at any depth.
+	{"WITH d AS (DELETE FROM audit RETURNING *) SELECT * FROM d", sqlguard.RuleModifying},
+	{"WITH u AS (UPDATE approvals SET status = 'x' RETURNING 1) SELECT 1", sqlguard.RuleModifying},
+	{"WITH i AS (INSERT INTO tenants VALUES ('z') RETURNING 1) SELECT 1", sqlguard.RuleModifying},
+	{"SELECT * FROM (WITH d AS (DELETE FROM audit RETURNING 1) SELECT * FROM d) x", sqlguard.RuleModifying},
+	{"WITH a AS (WITH d AS (DELETE FROM audit RETURNING 1) SELECT 1) SELECT * FROM a", sqlguard.RuleModifying},
+	{"SELECT (WITH d AS (DELETE FROM scratch RETURNING 1) SELECT 1)", sqlguard.RuleModifying},
+	// Banned functions, wherever the call stands, however spelled.
+	{"SELECT pg_sleep(10)", sqlguard.RuleFunction},
+	{"SELECT pg_catalog.pg_sleep(1)", sqlguard.RuleFunction},
+	{`SELECT "pg_sleep"(1)`, sqlguard.RuleFunction},
+	{`SELECT "pg_catalog"."pg_sleep"(1)`, sqlguard.RuleFunction},
+	{"SELECT PG_SLEEP(1)", sqlguard.RuleFunction},
+	{"SELECT * FROM pg_sleep(1)", sqlguard.RuleFunction},
+	{"SELECT 1 WHERE pg_sleep(1) IS NOT NULL", sqlguard.RuleFunction},
+	{"SELECT coalesce(pg_sleep(1)::text, 'x')", sqlguard.RuleFunction},
+	{"SELECT array_agg(pg_sleep(0)) FROM audit", sqlguard.RuleFunction},
+	{"SELECT (SELECT pg_sleep(0))", sqlguard.RuleFunction},
+	{"SELECT * FROM audit ORDER BY pg_sleep(0)", sqlguard.RuleFunction},
+	{"SELECT count(*) FILTER (WHERE pg_sleep(0) IS NULL) FROM audit", sqlguard.RuleFunction},
+	{"SELECT * FROM audit a JOIN LATERAL pg_sleep(0) ON true", sqlguard.RuleFunction},
+	{"SELECT * FROM audit GROUP BY seq HAVING pg_sleep(0) IS NULL", sqlguard.RuleFunction},
+	{"SELECT pg_advisory_lock(1)", sqlguard.RuleFunction},
+	{"SELECT pg_try_advisory_lock(1)", sqlguard.RuleFunction},
+	{"SELECT pg_advisory_xact_lock(1)", sqlguard.RuleFunction},
+	{"SELECT pg_advisory_lock_shared(1)", sqlguard.RuleFunction},
+	{"SELECT query_to_xml('delete from audit', true, true, '')", sqlguard.RuleFunction},
+	{"SELECT query_to_xmlschema('select 1', true, true, '')", sqlguard.RuleFunction},
+	{"SELECT table_to_xml('audit', true, true, '')", sqlguard.RuleFunction},
+	{"SELECT cursor_to_xml('c', 1, true, true, '')", sqlguard.RuleFunction},
+	{"SELECT database_to_xml(true, true, '')", sqlguard.RuleFunction},
+	{"SELECT schema_to_xml('orangerail', true, true, '')", sqlguard.RuleFunction},
+	{"SELECT * FROM ts_stat('delete from audit')", sqlguard.RuleFunction},
+	{"SELECT ts_rewrite('a'::tsquery, 'select 1')", sqlguard.RuleFunction},
+	{"SELECT * FROM crosstab('select 1')", sqlguard.RuleFunction},
+	{"SELECT dblink('dbname=x', 'delete from audit')", sqlguard.RuleFunction},
+	{"SELECT dblink_exec('x')", sqlguard.RuleFunction},
+	{"SELECT lo_import('/etc/passwd')", sqlguard.RuleFunction},
+	{"SELECT lo_export(1, '/tmp/x')", sqlguard.RuleFunction},
+	{"SELECT pg_read_file('/etc/passwd')", sqlguard.RuleFunction},
+	{"SELECT pg_ls_dir('.')", sqlguard.RuleFunction},
+	{"SELECT pg_terminate_backend(1)", sqlguard.RuleFunction},
+	{"SELECT pg_cancel_backend(1)", sqlguard.RuleFunction},
+	{"SELECT pg_reload_conf()", sqlguard.RuleFunction},
+	{"SELECT pg_notify('x', 'y')", sqlguard.RuleFunction},
+	{"SELECT pg_stat_reset()", sqlguard.RuleFunction},
+	{"SELECT nextval('s')", sqlguard.RuleFunction},
+	{"SELECT setval('s', 100)", sqlguard.RuleFunction},
+	{"SELECT txid_current()", sqlguard.RuleFunction},
+	// U& escapes.
+	{`SELECT U&"\0070g_sleep"(1)`, sqlguard.RuleUnicode},
+	{`SELECT U&'\0041'`, sqlguard.RuleUnicode},
+	{`SELECT * FROM U&"audit"`, sqlguard.RuleUnicode},
+	// Not SQL.
+	{"SELEC 1", sqlguard.RuleSyntax},
+	{"SELECT (", sqlguard.RuleSyntax},
+	{"SELECT 'unterminated", sqlguard.RuleSyntax},
+	// Parsed and allowed, but refused by Postgres: the role has no right.
+	{"SELECT * FROM orangerail.tenants", ""},
+	{"SELECT * FROM orangerail.query_sessions", ""},
+	{"SELECT * FROM scratch", ""},
+	{"SELECT * FROM pg_authid", ""},
+	{"SELECT orangerail.audit_append('{}')", ""},
+	{"SELECT orangerail.query_session_bind(1, 'globex')", ""},
+	{"SELECT * FROM does_not_exist", ""},
+}
+
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	if n := len(allowed) + len(rejected); n < 100 {
+		t.Fatalf("the corpus has %d statements; it must have at least 100", n)
+	}
+	b := setup(t)
+	ctx := context.Background()
+	before := b.state(t)
+
+	for _, sql := range allowed {
+		res, err := b.q.Query(ctx, "acme", sql)
+		if err != nil {
+			t.Errorf("allowed %q: %v", sql, err)
+			continue
+		}
+		if len(res.Guards) != 4 {
+			t.Errorf("allowed %q: guards %v", sql, res.Guards)
+		}
+	}
+	for _, tt := range rejected {
+		res, err := b.q.Query(ctx, "acme", tt.sql)
+		var refusal *sqlguard.Refusal
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			t.Errorf("rejected %q ran: %v", tt.sql, res.Rows)
+		case tt.rule != "" && (!errors.As(err, &refusal) || refusal.Rule != tt.rule):
+			t.Errorf("rejected %q: %v, want rule %s", tt.sql, err, tt.rule)
+		case tt.rule == "" && !errors.As(err, &pgErr):
+			t.Errorf("rejected %q: %v, want a Postgres refusal", tt.sql, err)
+		}
+		if after := b.state(t); after != before {
+			t.Fatalf("after %q the database changed:\n before %s\n after  %s", tt.sql, before, after)
+		}
+	}
+	if after := b.state(t); after != before {
+		t.Fatalf("the corpus changed the database:\n before %s\n after  %s", before, after)
+	}
+}
+
+func TestTenantIsolationAndLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	count := func(tenant, sql string) any {
+		res, err := b.q.Query(ctx, tenant, sql)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return res.Rows[0][0]
+	}
+	if n := count("acme", "SELECT count(*) FROM audit"); n != int64(3) {
+		t.Fatalf("acme sees %v audit rows", n)
+	}
+	if n := count("acme", "SELECT count(*) FROM audit WHERE tenant_id = 'globex'"); n != int64(0) {
+		t.Fatalf("acme sees %v of globex's rows", n)
+	}
+	if n := count("nobody", "SELECT count(*) FROM audit"); n != int64(0) {
+		t.Fatalf("an unknown tenant sees %v rows", n)
+	}
+
+	res, err := b.q.Query(ctx, "acme", "SELECT * FROM generate_series(1, 5000)")
+	if err != nil || len(res.Rows) != sqlquery.MaxRows || res.TruncatedBy != "rows" {
+		t.Fatalf("row ceiling: %v rows, truncatedBy %q, %v", len(res.Rows), res.TruncatedBy, err)
+	}
+	res, err = b.q.Query(ctx, "acme", "SELECT * FROM generate_series(1, 5000) LIMIT 2000")
+	if err != nil || len(res.Rows) != sqlquery.MaxRows || res.TruncatedBy != "rows" {
+		t.Fatalf("a LIMIT above the ceiling: %v rows, %v", len(res.Rows), err)
+	}
+	res, err = b.q.Query(ctx, "acme", "SELECT repeat('x', 100000) FROM generate_series(1, 10)")
+	if err != nil || res.TruncatedBy != "bytes" || res.Bytes > sqlquery.MaxBytes || len(res.Rows) == 0 {
+		t.Fatalf("byte cap: %d rows, %d bytes, %q, %v", len(res.Rows), res.Bytes, res.TruncatedBy, err)
+	}
+	start := time.Now()
+	_, err = b.q.Query(ctx, "acme", "SELECT count(*) FROM generate_series(1, 100000000000)")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+		t.Fatalf("statement timeout: %v after %s", err, time.Since(start))
+	}
+}
+
+// TestDatabaseRefusesWithoutTheParser: the side-effect built-ins the parse
+// layer bans are not executable by the query role even when the parser is
+// bypassed, and the role cannot read past its binding or leave read-only.
+func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	conn, err := pgx.Connect(ctx, testdb.WithUser(t, url, sqlquery.QueryRole, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{
+		"SELECT pg_sleep(0)",
+		"SELECT set_config('role', 'postgres', false)",
+		"SELECT pg_advisory_lock(1)",
+		"SELECT pg_advisory_xact_lock(1)",
+		"SELECT pg_notify('x', 'y')",
+		"SELECT query_to_xml('select 1', true, true, '')",
+		"SELECT * FROM ts_stat('select ''a''::tsvector')",
+		"SET ROLE orangerail_runtime",
+		"INSERT INTO orangerail.query_sessions VALUES (pg_backend_pid(), now(), 'globex', now())",
+	} {
+		var pgErr *pgconn.PgError
+		if _, err := conn.Exec(ctx, sql); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("%s as %s: %v, want permission denied", sql, sqlquery.QueryRole, err)
+		}
+	}
+}
