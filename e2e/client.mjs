@@ -63,6 +63,17 @@ const after = await client.callTool({ name: "order_get", arguments: { id: "o-100
 check(after.structuredContent?.item?.status === "cancelled", "the order is cancelled", after);
 await client.close();
 
+// An auditor reads the audit log with read-only SQL; a write is refused.
+const auditor = new Client({ name: "orangerail-e2e-auditor", version: "1.0.0" });
+await auditor.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${facts.tokens.auditor.acme}` } } }));
+const audited = await auditor.callTool({ name: "sql_query", arguments: { sql: "SELECT phase FROM audit ORDER BY seq" } });
+check(!audited.isError && audited.structuredContent?.rows?.map((r) => r[0]).join(",") === "staged,approved,execution_started,execution_succeeded"
+  && audited.structuredContent?.guards?.length === 4, "sql_query reads the audit log", audited.structuredContent);
+const write = await auditor.callTool({ name: "sql_query", arguments: { sql: "WITH d AS (DELETE FROM audit RETURNING 1) SELECT * FROM d" } });
+check(write.isError && write.structuredContent?.code === "X_MCP_QUERY_REJECTED" && write.structuredContent?.rule === "no_modifying",
+  "sql_query refuses a data-modifying CTE", write.structuredContent);
+await auditor.close();
+
 // A forged token is refused.
 const forged = new Client({ name: "orangerail-e2e", version: "1.0.0" });
 let refused = false;

@@ -35,7 +35,7 @@ const demoConfig = "examples/orders/orangerail.yaml"
 
 // demoFacts is what the demo writes to .orangerail/demo.json for scripts.
 type demoFacts struct {
-	// Tokens are development tokens: {"agent": {tenant: token}, "approver": {…}}.
+	// Tokens are development tokens: {"agent": {tenant: token}, "approver": {…}, "auditor": {…}}.
 	Tokens map[string]map[string]string `json:"tokens,omitempty"`
 	// Issuer is the development OIDC issuer's URL.
 	Issuer string `json:"issuer,omitempty"`
@@ -186,7 +186,7 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 	fmt.Fprintf(out, "  config:   %s (seeded: tenants acme and globex)\n  facts:    %s\n\n", facts.Config, factsPath)
 	if facts.MCPURL != nil {
 		fmt.Fprintf(out, "MCP over Streamable HTTP: %s\n  development issuer (DEV ONLY): %s\n", *facts.MCPURL, facts.Issuer)
-		for _, role := range []string{"agent", "approver"} {
+		for _, role := range []string{"agent", "approver", "auditor"} {
 			for _, tenant := range slices.Sorted(maps.Keys(facts.Tokens[role])) {
 				fmt.Fprintf(out, "  %s token, tenant %s:\n    %s\n", role, tenant, facts.Tokens[role][tenant])
 			}
@@ -245,6 +245,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuer, Audience: "orangerail", TenantClaim: "org_id",
 		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
 	cfg.HTTP.Listen = listen
+	cfg.SQLQuery = ontology.SQLQuery{Enabled: true, Roles: []string{"auditor"}}
 	key, err := secretKey(true, filepath.Join(demoStateDir, "secret.key"))
 	if err != nil {
 		return err
@@ -256,7 +257,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	defer rt.close()
 
 	facts.Issuer = issuer
-	facts.Tokens = map[string]map[string]string{"agent": {}, "approver": {}}
+	facts.Tokens = map[string]map[string]string{"agent": {}, "approver": {}, "auditor": {}}
 	for _, tenant := range []string{"acme", "globex"} {
 		mint := func(subject string, extra map[string]any) (string, error) {
 			extra["org_id"] = tenant
@@ -267,6 +268,9 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 			return err
 		}
 		if facts.Tokens["approver"][tenant], err = mint("demo-approver@"+tenant, map[string]any{"roles": []string{"approver"}, "kind": "human"}); err != nil {
+			return err
+		}
+		if facts.Tokens["auditor"][tenant], err = mint("demo-auditor@"+tenant, map[string]any{"roles": []string{"auditor"}}); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
 // version is orangerail's version, set at build time with -ldflags.
@@ -154,8 +156,30 @@ func openRuntime(ctx context.Context, cfg *ontology.Config, url string, key []by
 	if err != nil {
 		return nil, err
 	}
-	rt.mcp, err = mcp.New(mcp.Options{Engine: rt.engine, Ontology: cfg, Version: version, Logger: log})
+	var querier *sqlquery.Querier
+	if q := cfg.SQLQuery; q.Enabled {
+		queryURL := os.Getenv(q.URLEnv)
+		if q.URLEnv == "" {
+			if queryURL, err = withUser(url, sqlquery.QueryRole); err != nil {
+				return nil, err
+			}
+		}
+		if querier, err = sqlquery.New(sqlquery.Config{URL: queryURL, Store: rt.store, Schemas: q.Schemas}); err != nil {
+			return nil, fmt.Errorf("sql_query: %w", err)
+		}
+	}
+	rt.mcp, err = mcp.New(mcp.Options{Engine: rt.engine, Ontology: cfg, Querier: querier, Version: version, Logger: log})
 	return rt, err
+}
+
+// withUser returns a Postgres URL logging in as user, without a password.
+func withUser(serviceURL, user string) (string, error) {
+	u, err := neturl.Parse(serviceURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errcode.New(errcode.DatabaseURLInvalid, "sql_query needs a postgres:// URL to derive its login from, or sql_query.url_env", nil)
+	}
+	u.User = neturl.User(user)
+	return u.String(), nil
 }
 
 func (rt *runtime) close() {

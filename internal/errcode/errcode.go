@@ -45,6 +45,7 @@ const (
 	MCPAuthThrottled     Code = "X_MCP_AUTH_THROTTLED"
 	MCPUnauthorized      Code = "X_MCP_UNAUTHORIZED"
 	MCPLimitsUnavailable Code = "X_MCP_LIMITS_UNAVAILABLE"
+	MCPQueryRejected     Code = "X_MCP_QUERY_REJECTED"
 )
 
 // Entry describes one code.
@@ -109,6 +110,8 @@ var table = []Entry{
 		"Retry shortly; an operator checks the database the counters live in."},
 	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor.",
 		"Choose a new name of [a-z_][a-z0-9_]*; orangerail never turns an existing role into an auditor."},
+	{MCPQueryRejected, "The read-only SQL tool refused the statement; the rule it broke is named (one_statement, select_only, no_into, no_locking, no_modifying, banned_function, no_unicode_escape, syntax, too_long).",
+		"Send exactly one plain SELECT (CTEs, joins and window functions are fine) without locking clauses, INTO, data-modifying CTEs, U& escapes or calls into the banned function families."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
 }

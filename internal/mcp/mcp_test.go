@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/sqlquery"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -536,4 +538,61 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+func TestSQLQueryTool(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	cfg, err := ontology.Parse(append(append([]byte{}, orders.Config...), "sql_query: {enabled: true, roles: [auditor]}\n"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqlquery.New(sqlquery.Config{URL: testdb.WithUser(t, b.url, sqlquery.QueryRole, ""), Store: b.runtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(toolNames(t, connect(t, s, agent("support"))), "sql_query") {
+		t.Fatal("a caller without the auditor role sees sql_query")
+	}
+	auditor := agent("auditor")
+	cs := connect(t, s, auditor)
+	if !slices.Contains(toolNames(t, cs), "sql_query") {
+		t.Fatal("an auditor does not see sql_query")
+	}
+	// Something in the audit log to read.
+	if out := e.Call(ctx, agent("support"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "n"}`)); out.Status != engine.StatusOK {
+		t.Fatal(out.Status)
+	}
+	res, body := call(t, cs, "sql_query", `{"sql": "SELECT phase FROM audit ORDER BY seq"}`)
+	if res.IsError || body["rowCount"] != float64(2) || fmt.Sprint(body["guards"]) != "[role transaction parse limits]" {
+		t.Fatalf("query: %v", body)
+	}
+	res, body = call(t, cs, "sql_query", `{"sql": "SELECT 1; DELETE FROM audit"}`)
+	if !res.IsError || body["code"] != "X_MCP_QUERY_REJECTED" || body["rule"] != "one_statement" {
+		t.Fatalf("refusal: %v", body)
+	}
+	res, body = call(t, cs, "sql_query", `{"sql": "SELECT * FROM orangerail.tenants"}`)
+	assertRedacted(t, res)
+	if !res.IsError || body["status"] != "failed" || body["sqlstate"] != "42501" || body["correlationId"] == nil {
+		t.Fatalf("failure: %v", body)
+	}
+	if strings.Contains(text(res), "tenants") {
+		t.Fatalf("the database's words reached the agent: %s", text(res))
+	}
+	res, body = call(t, cs, "sql_query", `{"sql": "SELECT * FROM generate_series(1, 2000)"}`)
+	if res.IsError || body["truncatedBy"] != "rows" || body["rowCount"] != float64(1000) {
+		t.Fatalf("truncation: %v %v", body["truncatedBy"], body["rowCount"])
+	}
+	if res, body = call(t, cs, "sql_query", `{}`); !res.IsError || body["code"] != mcp.InputInvalidCode {
+		t.Fatalf("no sql: %v", body)
+	}
 }

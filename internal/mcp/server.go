@@ -17,6 +17,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
 // Options configures a Server.
@@ -27,6 +28,8 @@ type Options struct {
 	Ontology *ontology.Config
 	// Version is reported to clients. Defaults to "dev".
 	Version string
+	// Querier answers the sql_query tool when the config enables it.
+	Querier *sqlquery.Querier
 	// Logger receives one line per tool call (tool, outcome, actor, code,
 	// correlation id; never arguments, rows or tokens). Defaults to
 	// slog.Default().
@@ -37,6 +40,7 @@ type Options struct {
 // It is safe for concurrent use.
 type Server struct {
 	engine  *engine.Engine
+	querier *sqlquery.Querier
 	cfg     *ontology.Config
 	version string
 	log     *slog.Logger
@@ -54,6 +58,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		engine:   opts.Engine,
+		querier:  opts.Querier,
 		cfg:      opts.Ontology,
 		version:  cmp.Or(opts.Version, "dev"),
 		log:      cmp.Or(opts.Logger, slog.Default()),
@@ -132,6 +137,9 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 		if caller == nil || !t.visible(caller) {
 			// Exactly what the SDK answers for a tool it does not have.
 			return nil, unknownTool(req.Params.Name)
+		}
+		if t.kind == kindSQL {
+			return s.runSQL(ctx, t, caller, req.Params.Arguments), nil
 		}
 		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
 		res := render(t, out)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/sqlguard"
+	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
 // toolKind says what a tool does.
@@ -23,6 +25,7 @@ const (
 	kindList
 	kindAction
 	kindCheck
+	kindSQL
 )
 
 // tool is one governed tool: its MCP declaration, who may see it and what
@@ -72,6 +75,10 @@ func (s *Server) declare() map[string]*tool {
 		canRead := func(c *engine.Caller) bool { return e.CanRead(c, name) }
 		tools[name+"_get"] = &tool{def: getTool(name, o, s.linksOf(name)), kind: kindGet, subject: name, visible: canRead}
 		tools[name+"_list"] = &tool{def: listTool(name, o), kind: kindList, subject: name, visible: canRead}
+	}
+	if q := cfg.SQLQuery; q.Enabled && s.querier != nil {
+		tools[ontology.SQLQueryTool] = &tool{def: sqlTool(q), kind: kindSQL,
+			visible: func(c *engine.Caller) bool { return c.Authenticated() && c.HasRole(q.Roles...) }}
 	}
 	if cfg.Preset == ontology.PresetReadonly {
 		return tools // no action tools and no check_approval
@@ -199,6 +206,23 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 		Description: desc,
 		InputSchema: schemaOf(a.Input),
 		Annotations: &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: a.Idempotent},
+	}
+}
+
+func sqlTool(q ontology.SQLQuery) *sdk.Tool {
+	schemas := q.Schemas
+	if len(schemas) == 0 {
+		schemas = []string{"orangerail"}
+	}
+	return &sdk.Tool{
+		Name:  ontology.SQLQueryTool,
+		Title: "Read-only SQL",
+		Description: fmt.Sprintf("Run one read-only SELECT over your tenant's rows (schemas: %s; e.g. the audit log in audit, "+
+			"its verifier audit_verify('TENANT')). At most %d rows and %d bytes come back, in %s; truncation is reported.",
+			strings.Join(schemas, ", "), sqlquery.MaxRows, sqlquery.MaxBytes, sqlquery.Timeout),
+		InputSchema: map[string]any{"type": "object", "required": []string{"sql"}, "additionalProperties": false,
+			"properties": map[string]any{"sql": map[string]any{"type": "string", "maxLength": sqlguard.MaxLength}}},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, Title: "Read-only SQL"},
 	}
 }
 

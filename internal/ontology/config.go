@@ -65,6 +65,7 @@ type Config struct {
 	Datasource         Datasource         `yaml:"datasource"`
 	Identity           Identity           `yaml:"identity"`
 	HTTP               HTTP               `yaml:"http"`
+	SQLQuery           SQLQuery           `yaml:"sql_query"`
 	Preset             Preset             `yaml:"preset"`
 	HostApprovalPrompt HostPrompt         `yaml:"host_approval_prompt"`
 	Approvals          Approvals          `yaml:"approvals"`
@@ -174,6 +175,23 @@ const (
 	WritesPerMinuteDefault     = 20
 	FailedAuthPerMinuteDefault = 20
 )
+
+// SQLQuery configures the read-only SQL tool.
+type SQLQuery struct {
+	// Enabled offers the sql_query tool. Defaults to false.
+	Enabled bool `yaml:"enabled"`
+	// Roles may call it (any one of them). Required when enabled.
+	Roles []string `yaml:"roles"`
+	// Schemas are the search path a query sees. Defaults to orangerail.
+	Schemas []string `yaml:"schemas"`
+	// URLEnv names the environment variable holding the URL the query
+	// login (orangerail_query) connects with. Defaults to the service
+	// database's URL with that user.
+	URLEnv string `yaml:"url_env"`
+}
+
+// SQLQueryTool is the read-only SQL tool's name.
+const SQLQueryTool = "sql_query"
 
 // Approvals configures the approval gate.
 type Approvals struct {

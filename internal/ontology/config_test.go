@@ -97,6 +97,10 @@ func TestBrokenConfigs(t *testing.T) {
 		{"link to an unknown object", add("links:\n  l: {from: order.id, to: customer.id}\n"), []string{"links.l.to"}},
 		{"read access typo", replace("    fields: [id, status]", "    fields: [id, status]\n    read_access: everyone"), []string{"objects.order.read_access"}},
 		{"missing required", replace("    tenant_column: org_id\n", ""), []string{"objects.order"}},
+		{"sql_query without roles", add("sql_query: {enabled: true}\n"), []string{"sql_query.roles"}},
+		{"an action named like the SQL tool", func(s string) string {
+			return add("sql_query: {enabled: true, roles: [auditor]}\n")(replace("  cancel_order:", "  sql_query:")(s))
+		}, []string{"actions.sql_query"}},
 		{"redact_audit not an input", replace("    where:", "    redact_audit: [card]\n    where:"), []string{"actions.cancel_order.redact_audit.0"}},
 		{"several problems at once", func(s string) string {
 			return replace("    key: id", "    key: pk")(replace(`target.status == "paid"`, `target.status`)(s))

@@ -39,6 +39,7 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[HumanRule](), props(schema, "identity", "oidc", "human")},
 		{reflect.TypeFor[Approvals](), props(schema, "approvals")},
 		{reflect.TypeFor[HTTP](), props(schema, "http")},
+		{reflect.TypeFor[SQLQuery](), props(schema, "sql_query")},
 		{reflect.TypeFor[RateLimits](), props(schema, "http", "rate_limits")},
 		{reflect.TypeFor[Object](), defs["object"].(map[string]any)},
 		{reflect.TypeFor[ListSpec](), props(defs["object"].(map[string]any), "list")},

@@ -25,6 +25,9 @@ type Tool struct {
 // check_approval, then each object's get and list, then each action.
 func (c *Config) Tools() []Tool {
 	tools := []Tool{{Name: CheckApprovalTool}}
+	if c.SQLQuery.Enabled {
+		tools = append(tools, Tool{Name: SQLQueryTool, Path: "sql_query"})
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		tools = append(tools, Tool{Name: name + "_get", Path: "objects." + name}, Tool{Name: name + "_list", Path: "objects." + name})
 	}
@@ -59,6 +62,9 @@ func (c *Config) validate() Problems {
 		claimed[t.Name] = t
 	}
 
+	if c.SQLQuery.Enabled && len(c.SQLQuery.Roles) == 0 {
+		add("sql_query.roles", "name the roles that may query: the tool is for auditors, never for every caller")
+	}
 	if o := c.Identity.OIDC; o != nil {
 		if err := CheckIssuer(o.Issuer); err != nil {
 			add("identity.oidc.issuer", "%v", err)

@@ -1,0 +1,65 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/sqlguard"
+)
+
+// runSQL answers the sql_query tool: rows as structured content with the
+// guards that engaged, or a refusal naming its rule. A statement Postgres
+// refuses reports its SQLSTATE only; the text goes to the host log.
+func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, args json.RawMessage) *sdk.CallToolResult {
+	var in struct {
+		SQL *string `json:"sql"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil || in.SQL == nil {
+		out := &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/sql", Message: "required: one SELECT statement"}}}
+		return render(t, out)
+	}
+	res, err := s.querier.Query(ctx, caller.Tenant, *in.SQL)
+	outcome, code := "ok", ""
+	defer func() {
+		s.log.InfoContext(ctx, "tool call", "tool", t.def.Name, "outcome", outcome, "actor", caller.Subject, "tenant", caller.Tenant, "code", code)
+	}()
+	var refusal *sqlguard.Refusal
+	switch {
+	case errors.As(err, &refusal):
+		outcome, code = "rejected", string(errcode.MCPQueryRejected)
+		body := map[string]any{"status": "rejected", "code": code, "rule": string(refusal.Rule),
+			"message": fmt.Sprintf("sql_query refused the statement (%s): rule %s. %s", code, refusal.Rule, refusalFix)}
+		return &sdk.CallToolResult{IsError: true, StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: body["message"].(string)}}}
+	case err != nil:
+		outcome = "failed"
+		correlation := uuid.NewString()
+		body := map[string]any{"status": "failed", "correlationId": correlation}
+		message := fmt.Sprintf("sql_query failed. The database error is withheld; an operator can read it in the host log under correlationId %q.", correlation)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			body["sqlstate"] = pgErr.Code
+			message = fmt.Sprintf("sql_query failed: Postgres refused the statement (error code %s). The database error is withheld; an operator can read it in the host log under correlationId %q.", pgErr.Code, correlation)
+		}
+		s.log.ErrorContext(ctx, "sql_query failed", "correlation_id", correlation, "tenant", caller.Tenant, "error", err)
+		body["message"] = message
+		return &sdk.CallToolResult{IsError: true, StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: message}}}
+	}
+	body := map[string]any{"columns": res.Columns, "rows": res.Rows, "rowCount": len(res.Rows), "guards": res.Guards, "bytes": res.Bytes}
+	summary := fmt.Sprintf("%d row(s).", len(res.Rows))
+	if res.TruncatedBy != "" {
+		body["truncatedBy"] = res.TruncatedBy
+		summary = fmt.Sprintf("%d row(s), truncated by the %s limit.", len(res.Rows), res.TruncatedBy)
+	}
+	text, _ := json.Marshal(body)
+	return &sdk.CallToolResult{StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: summary + "\n" + string(text)}}}
+}
+
+const refusalFix = "Send exactly one plain SELECT: no INTO, no locking clause, no data-modifying CTE, no calls into banned function families, no U& escapes."
