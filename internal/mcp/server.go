@@ -180,9 +180,9 @@ func (s *Server) ServeStdio(ctx context.Context, caller *engine.Caller) error {
 	return s.Run(ctx, caller, &sdk.StdioTransport{})
 }
 
-// ReadOnly reports whether the named tool only reads (a get or a list). An
-// unknown tool does not.
+// ReadOnly reports whether the named tool only reads (a get, a list or
+// sql_query). An unknown tool does not.
 func (s *Server) ReadOnly(name string) bool {
 	t, ok := s.tools[name]
-	return ok && t.read()
+	return ok && (t.read() || t.kind == kindSQL)
 }
