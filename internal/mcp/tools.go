@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -141,11 +142,11 @@ func getTool(name string, o *ontology.Object, links []string) *sdk.Tool {
 	}
 	return &sdk.Tool{
 		Name:         name + "_get",
-		Title:        firstNonEmpty(o.Title, "Get "+name),
+		Title:        cmp.Or(o.Title, "Get "+name),
 		Description:  describe(o.Description, fmt.Sprintf("Read one %s by its %s.", name, o.Key)),
 		InputSchema:  map[string]any{"type": "object", "properties": props, "required": []string{o.Key}, "additionalProperties": false},
 		OutputSchema: map[string]any{"type": "object", "properties": output, "required": []string{"item"}},
-		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true, Title: firstNonEmpty(o.Title, "Get "+name)},
+		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true, Title: cmp.Or(o.Title, "Get "+name)},
 	}
 }
 
@@ -176,7 +177,7 @@ func listTool(name string, o *ontology.Object) *sdk.Tool {
 		}
 		props["sort"] = map[string]any{"enum": sorts, "description": "A field to sort by; -field sorts descending."}
 	}
-	title := firstNonEmpty(o.Title, name)
+	title := cmp.Or(o.Title, name)
 	return &sdk.Tool{
 		Name:        name + "_list",
 		Title:       "List " + title,
@@ -199,7 +200,7 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 		desc += " A person must approve each call: the call answers approval_pending with an approvalId; poll check_approval with it."
 	}
 	destructive := a.Destructive
-	title := firstNonEmpty(a.Title, name)
+	title := cmp.Or(a.Title, name)
 	return &sdk.Tool{
 		Name:        name,
 		Title:       title,
@@ -242,13 +243,4 @@ func describe(declared, generated string) string {
 		return generated
 	}
 	return declared + " " + generated
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
