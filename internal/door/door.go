@@ -24,6 +24,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -245,21 +246,25 @@ func (d *door) storeDown(w http.ResponseWriter, r *http.Request, err error) bool
 }
 
 // classOf tells a request's class: a tools/call by its tool; any other
-// method reads; a body that cannot be read as one request bills writes.
+// method reads; a body that cannot be read as one request bills writes. It
+// reads the body as strictly as the MCP SDK does — member names match
+// exactly and none may repeat — so that the tool billed is the tool run.
 func (d *door) classOf(body []byte) Class {
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	if err := json.Unmarshal(body, &msg); err != nil {
+	v, err := jcs.Parse(body)
+	msg, ok := v.(map[string]any)
+	if err != nil || !ok {
 		return ClassWrite
 	}
-	if msg.Method != "tools/call" {
+	method, _ := msg["method"].(string)
+	if method != "tools/call" {
+		if _, isString := msg["method"].(string); !isString {
+			return ClassWrite
+		}
 		return ClassRead
 	}
-	return d.c.ToolClass(msg.Params.Name)
+	params, _ := msg["params"].(map[string]any)
+	name, _ := params["name"].(string)
+	return d.c.ToolClass(name)
 }
 
 // facts reads the request facts. The address is the socket's peer, or,

@@ -335,3 +335,25 @@ func settle(t *testing.T) {
 		time.Sleep(time.Duration(61-s) * time.Second)
 	}
 }
+
+// TestClassIsReadAsTheSDKReadsIt: a body that names one tool to the door
+// and another to the SDK (a member name in another case, or repeated)
+// cannot bill a write as a read.
+func TestClassIsReadAsTheSDKReadsIt(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.WritesPerMinute = 1 })
+	settle(t)
+	token := f.token(t, "agent")
+	if resp, _ := post(t, f.url, token, callAction); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first write: %d", resp.StatusCode)
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cancel_order","Name":"order_get"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cancel_order","name":"order_get"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","METHOD":"ping","params":{"name":"cancel_order"}}`,
+	} {
+		if resp, _ := post(t, f.url, token, body); resp.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("%s was billed as a read: %d", body, resp.StatusCode)
+		}
+	}
+}
