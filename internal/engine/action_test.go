@@ -630,3 +630,32 @@ func TestConcurrentIdenticalCallsShareOneApproval(t *testing.T) {
 		t.Fatalf("%d staged records, want 1", n)
 	}
 }
+
+// TestUnrecordedEffectIsNotNothingRan: on a separate datasource, an effect
+// that committed but whose end could not be recorded is reported as an
+// unknown outcome — never "nothing ran" — and audit verify flags it.
+func TestUnrecordedEffectIsNotNothingRan(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	if _, err := testdb.Pool(t, dataURL).Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, testdb.RuntimePool(t, dataURL))
+	engine.SetBeforeFinish(e, func() {
+		if _, err := b.admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION orangerail.audit_append(bytea) FROM orangerail_runtime"); err != nil {
+			t.Error(err)
+		}
+	})
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "ran"}`))
+	want(t, out, engine.StatusOutcomeUnknown)
+	var notes int
+	if err := testdb.Pool(t, dataURL).QueryRow(ctx, "SELECT count(*) FROM order_notes").Scan(&notes); err != nil || notes != 1 {
+		t.Fatalf("the effect: %d notes (%v)", notes, err)
+	}
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || len(r.Unfinished) != 1 || r.Unfinished[0].CorrelationID != out.CorrelationID {
+		t.Fatalf("verify: %+v %v", r, err)
+	}
+}

@@ -100,6 +100,9 @@ type Engine struct {
 	// afterConsume, set only by tests (export_test.go), runs right after an
 	// approval is consumed, inside the consuming transaction.
 	afterConsume func()
+	// beforeFinish, set only by tests, runs after an effect on a separate
+	// datasource committed and before its end is recorded.
+	beforeFinish func()
 }
 
 // New returns an Engine for c.

@@ -196,6 +196,7 @@ func (x *execution) started(target json.RawMessage) *Record {
 // the service database, which is also the datasource: all of it commits or
 // none of it does.
 func (x *execution) together(ctx context.Context) *Outcome {
+	finished := false // the effect ran and its end was recorded, all uncommitted
 	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if ok, err := x.consume(ctx, tx); !ok || err != nil {
 			return err
@@ -223,9 +224,23 @@ func (x *execution) together(ctx context.Context) *Outcome {
 		if err := effect.Commit(ctx); err != nil {
 			return err
 		}
-		return x.finish(ctx, tx, result, nil)
+		if err := x.finish(ctx, tx, result, nil); err != nil {
+			return err
+		}
+		finished = true
+		return nil
 	})
+	if finished && err != nil {
+		// Only the COMMIT failed: whether it took effect cannot be known here.
+		return x.unknown(ctx, err)
+	}
 	return x.outcome(ctx, err)
+}
+
+// unknown reports an effect that may have run but whose end could not be
+// confirmed or recorded. A caller told this must not simply retry.
+func (x *execution) unknown(ctx context.Context, err error) *Outcome {
+	return x.e.failure(ctx, "execute "+x.c.name, &Outcome{Status: StatusOutcomeUnknown, CorrelationID: x.correlation, ApprovalID: x.approvalID, Err: err})
 }
 
 // apart runs the effect in the datasource's own transaction. The consume
@@ -263,15 +278,25 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 	if !started {
 		return x.outcome(ctx, err)
 	}
-	if runErr == nil && err != nil { // the effect ran but did not commit
-		runErr = err
+	if runErr == nil && err != nil {
+		// The effect ran but its COMMIT failed: it may or may not have
+		// taken effect. execution_started stays without an end, which
+		// `audit verify` reports.
+		return x.unknown(ctx, err)
 	}
-	if runErr != nil {
-		result = nil
+	// The effect's end is recorded even if the caller has gone: the
+	// effect is done (or undone) either way.
+	finishCtx := context.WithoutCancel(ctx)
+	if x.e.beforeFinish != nil {
+		x.e.beforeFinish()
 	}
-	err = database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
-		return x.finish(ctx, stx, result, runErr)
+	err = database.InTenant(finishCtx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
+		return x.finish(finishCtx, stx, result, runErr)
 	})
+	if err != nil && runErr == nil {
+		// Committed, but unrecorded: never "nothing ran".
+		return x.unknown(ctx, err)
+	}
 	return x.outcome(ctx, err)
 }
 

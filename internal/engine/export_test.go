@@ -4,3 +4,7 @@ package engine
 // consumed, inside the consuming transaction: a test's stand-in for a
 // process that dies there.
 func SetAfterConsume(e *Engine, f func()) { e.afterConsume = f }
+
+// SetBeforeFinish installs a hook that runs after an effect on a separate
+// datasource committed and before its end is recorded.
+func SetBeforeFinish(e *Engine, f func()) { e.beforeFinish = f }

@@ -35,6 +35,7 @@ const (
 	StatusAuditBlocked       Status = "audit_blocked"       // the audit record could not be written, so nothing ran
 	StatusSignatureMismatch  Status = "signature_mismatch"  // the action changed since the approval was staged
 	StatusInternalError      Status = "internal_error"      // an unexpected internal error
+	StatusOutcomeUnknown     Status = "outcome_unknown"     // the effect may have run; its end could not be confirmed or recorded
 )
 
 // Diagnostic classifies a failure orangerail can positively identify, from

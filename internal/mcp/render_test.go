@@ -42,6 +42,7 @@ func TestRenderEveryStatus(t *testing.T) {
 		{engine.StatusResolveError, true, "the target could not be read from the datasource. The datasource error is withheld; an operator can read it in the audit log or host log"},
 		{engine.StatusAuditBlocked, true, "the audit record could not be written, so nothing ran. The store error is withheld; an operator can read it in the host log"},
 		{engine.StatusInternalError, true, "an unexpected internal error. The underlying error is withheld; an operator can read it in the host log"},
+		{engine.StatusOutcomeUnknown, true, "may have run, but its outcome could not be confirmed or recorded; do not call it again"},
 	}
 	for _, tt := range tests {
 		out := &engine.Outcome{Status: tt.status, CorrelationID: id.String(), ApprovalID: &id, Err: errors.New(driverText)}

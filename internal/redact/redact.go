@@ -20,6 +20,8 @@ var failures = map[string]failure{
 	"resolve_error":  {"the target could not be read from the datasource", "datasource error", "the audit log or host log", "the host log"},
 	"audit_blocked":  {"the audit record could not be written, so nothing ran", "store error", "the host log", "the host log"},
 	"internal_error": {"an unexpected internal error", "underlying error", "the host log", "the host log"},
+	"outcome_unknown": {"the action may have run, but its outcome could not be confirmed or recorded; do not call it again until an operator has checked",
+		"underlying error", "the host log and the audit log (an unfinished execution)", "the host log"},
 }
 
 // diagnostics are the sentences for classified failures. A code is the
