@@ -240,6 +240,10 @@ func TestGovernedLifecycle(t *testing.T) {
 	other := support("acme")
 	other.Subject = "agent-8"
 	want(t, e.Check(ctx, other, id), engine.StatusNotFound)
+	// The requester without the role any more may not run it.
+	demoted := support("acme")
+	demoted.Roles = nil
+	want(t, e.Check(ctx, demoted, id), engine.StatusDenied)
 
 	out := e.Check(ctx, support("acme"), id)
 	want(t, out, engine.StatusOK)

@@ -47,6 +47,11 @@ func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) *
 	if out := approvalStatus(approval); out != nil {
 		return out
 	}
+	// The caller must still be allowed the action when it runs: a role
+	// revoked since staging stops it.
+	if !e.MayCall(caller, approval.Action) {
+		return &Outcome{Status: StatusDenied, ApprovalID: &id, CorrelationID: approvalID}
+	}
 	a, ok := e.cfg.Actions[approval.Action]
 	if !ok {
 		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, CorrelationID: approvalID, ApprovalID: &id,

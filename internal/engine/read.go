@@ -132,8 +132,14 @@ func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawM
 				continue
 			}
 			for i, l := range in.include {
-				if !e.linkTouches(l, object) {
+				switch {
+				case !e.linkTouches(l, object):
 					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: fmt.Sprintf("%q is not a link of %s", truncate(l), object)})
+				case slices.Index(in.include, l) < i:
+					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: "listed twice"})
+				}
+				if len(issues) > 0 {
+					break // one bad entry is enough: the list may be long
 				}
 			}
 		default:

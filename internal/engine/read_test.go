@@ -101,6 +101,7 @@ func TestGet(t *testing.T) {
 		{`{}`, "/id"},
 		{`{"id": "o-1001", "org_id": "globex"}`, "/org_id"},
 		{`{"id": "o-1001", "include": ["nope"]}`, "/include/0"},
+		{`{"id": "o-1001", "include": ["order_customer", "order_customer"]}`, "/include/1"},
 		{`[1]`, ""},
 		{`{"id": "` + strings.Repeat("x", 2000) + `"}`, "/id"},
 	}
