@@ -34,7 +34,7 @@ REVOKE ALL ON orangerail.query_sessions FROM PUBLIC;
 
 -- query_session_bind binds a backend (of the query role) to a tenant.
 -- +goose StatementBegin
-CREATE FUNCTION orangerail.query_session_bind(p_pid integer, p_tenant text) RETURNS void
+CREATE FUNCTION orangerail.query_session_bind(p_pid integer, p_tenant text) RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
@@ -49,16 +49,19 @@ BEGIN
     DELETE FROM orangerail.query_sessions WHERE bound_at < now() - interval '1 hour';
     INSERT INTO orangerail.query_sessions (pid, backend_start, tenant_id) VALUES (p_pid, started, p_tenant)
         ON CONFLICT (pid, backend_start) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, bound_at = now();
+    RETURN started;
 END
 $fn$;
 -- +goose StatementEnd
 
+-- query_session_unbind forgets one binding: the backend's pid and start
+-- time, so a pid reused by another backend keeps its own binding.
 -- +goose StatementBegin
-CREATE FUNCTION orangerail.query_session_unbind(p_pid integer) RETURNS void
+CREATE FUNCTION orangerail.query_session_unbind(p_pid integer, p_started timestamptz) RETURNS void
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-    DELETE FROM orangerail.query_sessions WHERE pid = p_pid;
+    DELETE FROM orangerail.query_sessions WHERE pid = p_pid AND backend_start = p_started;
 $fn$;
 -- +goose StatementEnd
 
@@ -74,9 +77,9 @@ AS $fn$
 $fn$;
 -- +goose StatementEnd
 
-REVOKE ALL ON FUNCTION orangerail.query_session_bind(integer, text), orangerail.query_session_unbind(integer),
+REVOKE ALL ON FUNCTION orangerail.query_session_bind(integer, text), orangerail.query_session_unbind(integer, timestamptz),
     orangerail.query_session_tenant() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION orangerail.query_session_bind(integer, text), orangerail.query_session_unbind(integer)
+GRANT EXECUTE ON FUNCTION orangerail.query_session_bind(integer, text), orangerail.query_session_unbind(integer, timestamptz)
     TO orangerail_runtime;
 GRANT EXECUTE ON FUNCTION orangerail.query_session_tenant() TO orangerail_readonly;
 
@@ -97,6 +100,21 @@ CREATE POLICY audit_query ON orangerail.audit FOR SELECT TO orangerail_readonly
     USING (tenant_id = (SELECT orangerail.query_session_tenant()));
 CREATE POLICY audit_heads_query ON orangerail.audit_heads FOR SELECT TO orangerail_readonly
     USING (tenant_id = (SELECT orangerail.query_session_tenant()));
+
+-- The query role's statements are not tracked in pg_stat_activity, where
+-- other sessions of the same role (another tenant's query) could read their
+-- text; and it holds a bounded number of connections. Both need a
+-- superuser; a migration run by another owner keeps going and says so.
+-- +goose StatementBegin
+DO $quiet$
+BEGIN
+    ALTER ROLE orangerail_query SET track_activities = off;
+    ALTER ROLE orangerail_query CONNECTION LIMIT 32;
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'could not configure orangerail_query: %; run as a superuser: ALTER ROLE orangerail_query SET track_activities = off', SQLERRM;
+END
+$quiet$;
+-- +goose StatementEnd
 
 -- Side-effect built-ins: executable by the runtime and the owner only.
 -- Revoking needs the built-ins' owner (a superuser); a migration run by
@@ -183,7 +201,7 @@ CREATE POLICY audit_auditor ON orangerail.audit FOR SELECT TO orangerail_auditor
 CREATE POLICY audit_heads_auditor ON orangerail.audit_heads FOR SELECT TO orangerail_auditor, orangerail_readonly
     USING (tenant_id IN (SELECT g.tenant_id FROM orangerail.auditor_grants g WHERE g.role_name = session_user));
 DROP FUNCTION orangerail.query_session_tenant();
-DROP FUNCTION orangerail.query_session_unbind(integer);
+DROP FUNCTION orangerail.query_session_unbind(integer, timestamptz);
 DROP FUNCTION orangerail.query_session_bind(integer, text);
 DROP TABLE orangerail.query_sessions;
 -- orangerail_query stays: roles are shared by the cluster's databases.

@@ -7,10 +7,11 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
-const querySessionBind = `-- name: QuerySessionBind :exec
-SELECT orangerail.query_session_bind($1::integer, $2::text)
+const querySessionBind = `-- name: QuerySessionBind :one
+SELECT orangerail.query_session_bind($1::integer, $2::text)::timestamptz AS backend_start
 `
 
 type QuerySessionBindParams struct {
@@ -18,17 +19,25 @@ type QuerySessionBindParams struct {
 	TenantID string
 }
 
-// Binds a backend of orangerail_query to a tenant, before its agent SQL runs.
-func (q *Queries) QuerySessionBind(ctx context.Context, db DBTX, arg *QuerySessionBindParams) error {
-	_, err := db.Exec(ctx, querySessionBind, arg.Pid, arg.TenantID)
-	return err
+// Binds a backend of orangerail_query to a tenant, before its agent SQL
+// runs, and returns the backend's start time, which names the binding.
+func (q *Queries) QuerySessionBind(ctx context.Context, db DBTX, arg *QuerySessionBindParams) (time.Time, error) {
+	row := db.QueryRow(ctx, querySessionBind, arg.Pid, arg.TenantID)
+	var backend_start time.Time
+	err := row.Scan(&backend_start)
+	return backend_start, err
 }
 
 const querySessionUnbind = `-- name: QuerySessionUnbind :exec
-SELECT orangerail.query_session_unbind($1::integer)
+SELECT orangerail.query_session_unbind($1::integer, $2::timestamptz)
 `
 
-func (q *Queries) QuerySessionUnbind(ctx context.Context, db DBTX, pid int32) error {
-	_, err := db.Exec(ctx, querySessionUnbind, pid)
+type QuerySessionUnbindParams struct {
+	Pid          int32
+	BackendStart time.Time
+}
+
+func (q *Queries) QuerySessionUnbind(ctx context.Context, db DBTX, arg *QuerySessionUnbindParams) error {
+	_, err := db.Exec(ctx, querySessionUnbind, arg.Pid, arg.BackendStart)
 	return err
 }

@@ -37,6 +37,9 @@ const (
 	MaxBytes = 256 << 10
 )
 
+// MaxConcurrent bounds the queries one Querier runs at once; more wait.
+const MaxConcurrent = 4
+
 // QueryRole is the login every query runs as.
 const QueryRole = "orangerail_query"
 
@@ -65,8 +68,9 @@ type Config struct {
 // Querier runs read-only queries. It is safe for concurrent use: each query
 // has a connection of its own.
 type Querier struct {
-	cfg  Config
-	conn *pgx.ConnConfig
+	cfg   Config
+	conn  *pgx.ConnConfig
+	slots chan struct{}
 }
 
 // New returns a Querier.
@@ -81,7 +85,7 @@ func New(c Config) (*Querier, error) {
 	if len(c.Schemas) == 0 {
 		c.Schemas = []string{"orangerail"}
 	}
-	return &Querier{cfg: c, conn: pc.ConnConfig}, nil
+	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent)}, nil
 }
 
 // RoleError says the query login is not the dedicated low-privilege role,
@@ -105,6 +109,14 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	}
 	res := &Result{Columns: []string{}, Rows: [][]any{}}
 
+	// Each query holds a connection of its own for up to Timeout: bound how
+	// many it may hold, so a burst cannot use up the server's connections.
+	select {
+	case q.slots <- struct{}{}:
+		defer func() { <-q.slots }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	conn, err := pgx.ConnectConfig(ctx, q.conn.Copy())
 	if err != nil {
 		return nil, fmt.Errorf("connect as %s: %w", QueryRole, err)
@@ -124,10 +136,13 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 		return nil, &RoleError{Login: login}
 	}
 	res.Guards = append(res.Guards, GuardRole)
-	if err := db.New().QuerySessionBind(ctx, q.cfg.Store, &db.QuerySessionBindParams{Pid: pid, TenantID: tenant}); err != nil {
+	started, err := db.New().QuerySessionBind(ctx, q.cfg.Store, &db.QuerySessionBindParams{Pid: pid, TenantID: tenant})
+	if err != nil {
 		return nil, fmt.Errorf("bind the query session: %w", err)
 	}
-	defer func() { _ = db.New().QuerySessionUnbind(context.WithoutCancel(ctx), q.cfg.Store, pid) }()
+	defer func() {
+		_ = db.New().QuerySessionUnbind(context.WithoutCancel(ctx), q.cfg.Store, &db.QuerySessionUnbindParams{Pid: pid, BackendStart: started})
+	}()
 
 	// Transaction: read only, its snapshot taken by a trusted statement
 	// before any agent SQL, so nothing can make it read-write.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -359,5 +360,36 @@ func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
 		if _, err := conn.Exec(ctx, sql); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 			t.Errorf("%s as %s: %v, want permission denied", sql, sqlquery.QueryRole, err)
 		}
+	}
+}
+
+// TestOtherQueriesTextIsHidden: a tenant's running query is not readable
+// by another tenant's query through pg_stat_activity.
+func TestOtherQueriesTextIsHidden(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM generate_series(1, 30000000) AS secret_marker")
+		done <- err
+	}()
+	deadline := time.Now().Add(3 * time.Second)
+	seen := false
+	for time.Now().Before(deadline) && !seen {
+		res, err := b.q.Query(ctx, "acme", "SELECT coalesce(string_agg(query, ' '), '') FROM pg_stat_activity WHERE usename = 'orangerail_query'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text, _ := res.Rows[0][0].(string); strings.Contains(text, "secret_marker") {
+			seen = true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := <-done; err != nil && !strings.Contains(err.Error(), "57014") {
+		t.Fatal(err)
+	}
+	if seen {
+		t.Fatal("one tenant's query read another's SQL text from pg_stat_activity")
 	}
 }
