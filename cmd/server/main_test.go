@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -411,7 +410,7 @@ func TestServeHTTP(t *testing.T) {
 	t.Setenv(SecretKeyEnv, strings.Repeat("ab", 32))
 
 	start := func(issuer string) (base string, stop func()) {
-		port := freePort(t)
+		port := testdb.FreePort(t)
 		example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -451,7 +450,7 @@ func TestServeHTTP(t *testing.T) {
 		return resp.StatusCode
 	}
 
-	base, stop := start(fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	base, stop := start(fmt.Sprintf("http://127.0.0.1:%d", testdb.FreePort(t)))
 	if h, r := status(base+"/healthz"), status(base+"/readyz"); h != 200 || r != 503 {
 		t.Fatalf("with the issuer down: healthz %d, readyz %d", h, r)
 	}
@@ -480,16 +479,6 @@ func TestServeHTTP(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `\"status\":\"paid\"`) {
 		t.Fatalf("order_get over HTTP: %d %s", resp.StatusCode, body)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestAuditorGrant(t *testing.T) {

@@ -3,7 +3,6 @@ package devdb
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,7 +57,7 @@ func TestFindStartsAPrivateCluster(t *testing.T) {
 		}
 		return
 	}
-	port := freePort(t)
+	port := testdb.FreePort(t)
 	dir := filepath.Join(t.TempDir(), "postgres")
 	got, err := Find(context.Background(), Options{LocalURL: "postgres://postgres@127.0.0.1:1/x?connect_timeout=2", Dir: dir, Port: port})
 	if err != nil {
@@ -84,14 +83,4 @@ func TestFindStartsAPrivateCluster(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), "SELECT current_database()").Scan(&db); err != nil || db != DemoDatabase {
 		t.Fatalf("current_database = %q, %v", db, err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
