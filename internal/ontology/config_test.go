@@ -151,3 +151,20 @@ func replace(old, new string) func(string) string {
 		return strings.Replace(b, old, new, 1)
 	}
 }
+
+// FuzzParse holds the loader to never panicking: any bytes give a config
+// or Problems.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(base))
+	f.Add([]byte("service: s\nobjects: {o: {table: t, key: k, tenant_column: c, fields: [k]}}\n"))
+	f.Add([]byte("{"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err == nil && cfg == nil {
+			t.Fatal("no config and no error")
+		}
+		if _, isProblems := err.(Problems); err != nil && !isProblems {
+			t.Fatalf("an error that is not Problems: %v", err)
+		}
+	})
+}

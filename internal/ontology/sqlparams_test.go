@@ -1,7 +1,9 @@
 package ontology
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -33,4 +35,23 @@ func TestBindSQL(t *testing.T) {
 			t.Errorf("BindSQL(%q) accepted", bad)
 		}
 	}
+}
+
+// FuzzBindSQL holds the parameter rewriter to never panicking and to
+// numbering every name it returns.
+func FuzzBindSQL(f *testing.F) {
+	for _, seed := range []string{"SELECT :a, :b::int", "SELECT ':x' -- :y\n, $t$ :z $t$", "/* :a */ :b"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		out, names, err := BindSQL(sql)
+		if err != nil {
+			return
+		}
+		for i := range names {
+			if !strings.Contains(out, fmt.Sprintf("$%d", i+1)) {
+				t.Fatalf("%q: name %d has no $%d in %q", sql, i, i+1, out)
+			}
+		}
+	})
 }
