@@ -596,3 +596,24 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatalf("no sql: %v", body)
 	}
 }
+
+// TestDevModeIsStamped: every audit record the development identity causes
+// says dev_mode.
+func TestDevModeIsStamped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, nil)
+	dev := agent("support")
+	dev.DevMode = true
+	cs := connect(t, s, dev)
+	if res, body := call(t, cs, "add_order_note", `{"order_id": "o-1001", "note": "from a laptop"}`); res.IsError {
+		t.Fatalf("call: %v", body)
+	}
+	var total, stamped int
+	if err := b.admin.QueryRow(context.Background(), "SELECT count(*), count(*) FILTER (WHERE dev_mode) FROM orangerail.audit").Scan(&total, &stamped); err != nil {
+		t.Fatal(err)
+	}
+	if total != 2 || stamped != 2 {
+		t.Fatalf("%d of %d records stamped dev_mode", stamped, total)
+	}
+}
