@@ -16,7 +16,6 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
-	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // operatorFlags are what every approvals command needs.
@@ -41,7 +40,7 @@ func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc
 	if f.config == "" {
 		return nil, nil, fmt.Errorf("--config is required: the ontology config names each action's effect and target")
 	}
-	cfg, err := ontology.Load(f.config)
+	cfg, err := loadConfig(f.config)
 	if err != nil {
 		return nil, nil, err
 	}
