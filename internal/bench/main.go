@@ -158,7 +158,7 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		return err
 	}
 
-	if err := mcpReadCall(ctx, emit); err != nil {
+	if err := mcpReadCall(ctx, server, emit); err != nil {
 		return fmt.Errorf("mcp_read_call: %w", err)
 	}
 
@@ -283,8 +283,9 @@ func lifecycleBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, d ti
 
 // mcpReadCall runs internal/mcp's BenchmarkReadCall (only that package may
 // speak MCP) and reports its governed figures beside its baseline's.
-func mcpReadCall(ctx context.Context, emit func(result)) error {
+func mcpReadCall(ctx context.Context, server string, emit func(result)) error {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkReadCall$", "-benchtime", "5s", "./internal/mcp")
+	cmd.Env = append(os.Environ(), "TEST_DATABASE_URL="+server) // the same server as the rest of the run
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
