@@ -12,7 +12,8 @@ import (
 // Code is a stable, documented refusal code such as X_DATABASE_UNREACHABLE.
 type Code string
 
-// The codes. Add a code here and describe it in table.
+// The codes. Add a code here and describe it in table; a test holds the two
+// in step.
 const (
 	DatabaseURLInvalid  Code = "X_DATABASE_URL_INVALID"
 	DatabaseUnreachable Code = "X_DATABASE_UNREACHABLE"
