@@ -172,6 +172,10 @@ BEGIN
         WHEN jsonb_typeof(j->'at') IS DISTINCT FROM 'string'
           OR j->>'at' !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$'
             THEN 'field "at" must be an RFC 3339 UTC time with microseconds'
+        -- A time Postgres would read as another (24:00:00, a leap second)
+        -- is refused: the text must be the instant the column holds.
+        WHEN to_char((j->>'at')::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') <> j->>'at'
+            THEN 'field "at" must name the instant it spells'
         WHEN jsonb_typeof(j->'correlation_id') IS DISTINCT FROM 'string'
           OR length(j->>'correlation_id') NOT BETWEEN 1 AND 128
             THEN 'field "correlation_id" must be a string of 1 to 128 characters'

@@ -47,7 +47,8 @@ type Database struct {
 	Source Source
 	// Dir holds a private cluster's data, socket and log; "" otherwise.
 	Dir string
-	// StopFunc stops a private cluster this process started; nil otherwise.
+	// StopFunc stops a private cluster this process started; nil otherwise
+	// (also for a private cluster that was already running).
 	StopFunc func() error
 }
 
@@ -172,7 +173,7 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	run := func(name string, args ...string) error {
+	run := func(ctx context.Context, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 		if asUser != "" {
 			cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", asUser, "--", filepath.Join(bin, name)}, args...)...)
@@ -185,24 +186,33 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 	}
 	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
 		logf("initializing a private Postgres cluster in %s", data)
-		if err := run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"); err != nil {
+		if err := run(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"); err != nil {
 			return nil, err
 		}
 	}
+	started := false
 	if !answers(port) {
 		logf("starting the private cluster on 127.0.0.1:%d", port)
 		pgOpts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s", port, dir)
-		if err := run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-o", pgOpts, "-w", "start"); err != nil {
+		if err := run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-o", pgOpts, "-w", "start"); err != nil {
 			return nil, err
 		}
+		started = true
 	}
 	serverURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	u, err := ensureDatabase(ctx, serverURL, opts.Database)
 	if err != nil {
 		return nil, err
 	}
-	stop := func() error { return run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop") }
-	return &Database{URL: u, Source: SourcePrivate, Dir: dir, StopFunc: stop}, nil
+	db := &Database{URL: u, Source: SourcePrivate, Dir: dir}
+	if started {
+		// Stopping runs when the demo is interrupted, so it must not use
+		// the interrupted context.
+		db.StopFunc = func() error {
+			return run(context.WithoutCancel(ctx), "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
+		}
+	}
+	return db, nil
 }
 
 // runAs returns the user to run the cluster as and the directory to keep it

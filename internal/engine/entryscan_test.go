@@ -21,6 +21,8 @@ var entryCases = []string{
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","phase":"approved","tenant":"acme","v":1}`,
 	`{"actor":{"kind":"agent","subject":"a","kind":"human"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-02-30T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T24:00:00.000000Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-12-31T23:59:60.000000Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
 	`{"actor":{"kind":"agent","subject":""},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
 	`{"action":null,"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,

@@ -118,7 +118,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
-		chain := chainChecker{tenant: tenant, prevHash: GenesisHash, open: map[string]UnfinishedExecution{}}
+		chain := chainChecker{tenant: tenant, prevHash: GenesisHash, open: map[string][]UnfinishedExecution{}}
 		// One goroutine reads the next page while this one checks the last.
 		pages := make(chan []*db.AuditChainPageRow, 1)
 		fetchErr := make(chan error, 1)
@@ -162,8 +162,8 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		if report.Break == nil && (report.HeadSeq != chain.prevSeq || !bytes.Equal(report.HeadHash, chain.prevHash)) {
 			report.Break = &ChainBreak{Seq: report.HeadSeq, Problem: ProblemHeadMismatch, Expected: chain.prevHash, Found: report.HeadHash}
 		}
-		for _, u := range chain.open {
-			report.Unfinished = append(report.Unfinished, u)
+		for _, starts := range chain.open {
+			report.Unfinished = append(report.Unfinished, starts...)
 		}
 		slices.SortFunc(report.Unfinished, func(a, b UnfinishedExecution) int { return int(a.Seq - b.Seq) })
 
@@ -228,7 +228,7 @@ type chainChecker struct {
 	prevSeq  int64
 	prevHash Hash
 	brk      *ChainBreak
-	open     map[string]UnfinishedExecution
+	open     map[string][]UnfinishedExecution // by correlation id
 }
 
 // checkPage checks a page of rows that follows the rows already checked.
@@ -275,7 +275,7 @@ func (c *chainChecker) check(row *db.AuditChainPageRow, entryHash [HashSize]byte
 
 	switch phase := Phase(row.Phase); {
 	case phase == PhaseExecutionStarted:
-		c.open[row.CorrelationID] = UnfinishedExecution{Seq: row.Seq, CorrelationID: row.CorrelationID, Action: deref(row.Action), At: row.At}
+		c.open[row.CorrelationID] = append(c.open[row.CorrelationID], UnfinishedExecution{Seq: row.Seq, CorrelationID: row.CorrelationID, Action: deref(row.Action), At: row.At})
 	case phase.Finishes():
 		delete(c.open, row.CorrelationID)
 	}

@@ -23,6 +23,10 @@ import (
 // MaxDepth bounds the nesting of arrays and objects the parser accepts.
 const MaxDepth = 512
 
+// MaxNumberLength bounds a number literal: a double never needs more, and
+// comparing a longer one exactly would cost time for nothing.
+const MaxNumberLength = 512
+
 // SyntaxError reports input that is not I-JSON, at a byte offset.
 type SyntaxError struct {
 	Offset int
@@ -419,6 +423,9 @@ func (p *parser) number() (Number, error) {
 		}
 	}
 	lit := string(p.data[start:p.pos])
+	if len(lit) > MaxNumberLength {
+		return "", &SyntaxError{Offset: start, Msg: fmt.Sprintf("number literal longer than %d characters", MaxNumberLength)}
+	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil {
 		return "", &SyntaxError{Offset: start, Msg: "number out of range of a double"}

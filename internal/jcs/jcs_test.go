@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -77,6 +78,7 @@ func TestCanonicalizeRefuses(t *testing.T) {
 		{"invalid escape", `"\x"`},
 		{"single quotes", `'a'`},
 		{"NaN", `NaN`},
+		{"huge literal", "1" + strings.Repeat("0", 600)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
