@@ -663,3 +663,23 @@ func TestUnrecordedEffectIsNotNothingRan(t *testing.T) {
 		t.Fatalf("verify: %+v %v", r, err)
 	}
 }
+
+// TestResultsKeepExactNumbers: a result holding numbers no double holds
+// (a big numeric, NaN) is still audited, exactly.
+func TestResultsKeepExactNumbers(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
+		return strings.Replace(s, "RETURNING id\"}", "RETURNING id, 12345678901234567890::numeric AS big, 'NaN'::float8 AS nan\"}", 1)
+	}, nil)
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "n"}`))
+	want(t, out, engine.StatusOK)
+	var big, nan string
+	err := b.admin.QueryRow(ctx, `SELECT convert_from(entry, 'UTF8')::jsonb->'result'->'rows'->0->>'big', convert_from(entry, 'UTF8')::jsonb->'result'->'rows'->0->>'nan'
+		FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'execution_succeeded'`, out.CorrelationID).Scan(&big, &nan)
+	if err != nil || big != "12345678901234567890" || nan != "NaN" {
+		t.Fatalf("audited result: big %q nan %q (%v)", big, nan, err)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}

@@ -99,6 +99,16 @@ func (r *Record) Entry() ([]byte, error) {
 	if r.At.IsZero() {
 		return nil, errors.New("audit record has no time")
 	}
+	// A row or a result may hold numbers no double holds (a bigint, a
+	// numeric): they are kept exactly, as strings.
+	prior, err := lossless(r.Prior)
+	if err != nil {
+		return nil, fmt.Errorf("prior state: %w", err)
+	}
+	result, err := lossless(r.Result)
+	if err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
 	return jcs.Marshal(&entry{
 		V:             AuditVersion,
 		Tenant:        r.Tenant,
@@ -110,8 +120,8 @@ func (r *Record) Entry() ([]byte, error) {
 		DevMode:       r.DevMode,
 		ApprovalID:    r.ApprovalID,
 		Input:         r.Input,
-		Prior:         r.Prior,
-		Result:        r.Result,
+		Prior:         prior,
+		Result:        result,
 		Error:         r.Error,
 		Diagnostic:    r.Diagnostic,
 	})
@@ -124,6 +134,13 @@ func (h Hash) String() string { return hex.EncodeToString(h) }
 
 // MarshalText encodes h as hex.
 func (h Hash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+func lossless(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return raw, nil
+	}
+	return jcs.CanonicalizeLossless(raw)
+}
 
 // Link is a position in a tenant's chain.
 type Link struct {
@@ -178,7 +195,8 @@ func classifyAuditError(err error) error {
 		switch pgErr.Code {
 		case "ORA01":
 			return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err)
-		case "ORA02", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire, pgerrcode.DatetimeFieldOverflow:
+		case "ORA02", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire, pgerrcode.DatetimeFieldOverflow,
+			pgerrcode.UntranslatableCharacter: // 22P05: a \u0000 jsonb cannot hold
 			return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err)
 		case "ORA03":
 			return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err)

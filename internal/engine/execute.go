@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -367,7 +369,7 @@ func runSQL(ctx context.Context, tx pgx.Tx, c *call) (json.RawMessage, error) {
 		}
 		row := make(map[string]any, len(fields))
 		for i, f := range fields {
-			row[f.Name] = values[i]
+			row[f.Name] = jsonValue(values[i])
 		}
 		returned = append(returned, row)
 	}
@@ -375,6 +377,23 @@ func runSQL(ctx context.Context, tx pgx.Tx, c *call) (json.RawMessage, error) {
 		return nil, err
 	}
 	return json.Marshal(map[string]any{"rows_affected": rows.CommandTag().RowsAffected(), "rows": returned})
+}
+
+// jsonValue makes a returned value encodable: a float JSON cannot spell
+// (NaN, ±Inf) becomes its text. Exactness of large numbers is kept by the
+// audit record's canonical form.
+func jsonValue(v any) any {
+	switch f := v.(type) {
+	case float64:
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+	case float32:
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return strconv.FormatFloat(float64(f), 'g', -1, 32)
+		}
+	}
+	return v
 }
 
 // paramValue passes a JSON input value to Postgres as text it parses into

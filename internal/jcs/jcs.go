@@ -49,6 +49,19 @@ func Canonicalize(data []byte) ([]byte, error) {
 	return Append(make([]byte, 0, len(data)), v), nil
 }
 
+// CanonicalizeLossless is Canonicalize for data orangerail records but did
+// not receive as input (a row, a statement's result): a number a double
+// cannot hold exactly becomes a JSON string of its literal, instead of
+// refusing the whole value. Everything else is as Canonicalize.
+func CanonicalizeLossless(data []byte) ([]byte, error) {
+	p := parser{data: data, lossless: true}
+	v, err := p.parse()
+	if err != nil {
+		return nil, err
+	}
+	return Append(make([]byte, 0, len(data)), v), nil
+}
+
 // Marshal encodes v with encoding/json and returns its canonical form.
 func Marshal(v any) ([]byte, error) {
 	raw, err := json.Marshal(v)
@@ -62,6 +75,10 @@ func Marshal(v any) ([]byte, error) {
 // map[string]any.
 func Parse(data []byte) (any, error) {
 	p := parser{data: data}
+	return p.parse()
+}
+
+func (p *parser) parse() (any, error) {
 	p.skipSpace()
 	v, err := p.value(0)
 	if err != nil {
@@ -159,8 +176,9 @@ func appendString(b []byte, s string) []byte {
 }
 
 type parser struct {
-	data []byte
-	pos  int
+	data     []byte
+	pos      int
+	lossless bool // inexact numbers become strings instead of errors
 }
 
 func (p *parser) fail(msg string) error {
@@ -387,7 +405,7 @@ func (p *parser) hex4() (rune, error) {
 // number reads a number token and returns its canonical text: the shortest
 // form that round-trips through a double, as ECMAScript prints it. A number
 // whose canonical text denotes a different value is refused.
-func (p *parser) number() (Number, error) {
+func (p *parser) number() (any, error) {
 	start := p.pos
 	if p.data[p.pos] == '-' {
 		p.pos++
@@ -428,10 +446,16 @@ func (p *parser) number() (Number, error) {
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil {
+		if p.lossless {
+			return lit, nil
+		}
 		return "", &SyntaxError{Offset: start, Msg: "number out of range of a double"}
 	}
 	canon := formatNumber(f)
 	if canon != lit && !sameValue(canon, lit) {
+		if p.lossless {
+			return lit, nil
+		}
 		return "", &SyntaxError{Offset: start, Msg: fmt.Sprintf("number %s is not exactly representable; send it as a string", lit)}
 	}
 	return Number(canon), nil

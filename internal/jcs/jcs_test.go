@@ -154,3 +154,17 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 	})
 }
+
+func TestCanonicalizeLossless(t *testing.T) {
+	t.Parallel()
+	got, err := CanonicalizeLossless([]byte(`{"id": 12345678901234567890, "n": 1234567890123456.78, "ok": 1.50, "big": 1e400}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"big":"1e400","id":"12345678901234567890","n":"1234567890123456.78","ok":1.5}`; string(got) != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	if _, err := CanonicalizeLossless([]byte(`{"a":1,"a":2}`)); err == nil {
+		t.Fatal("a repeated member was accepted")
+	}
+}
