@@ -194,12 +194,24 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 		fmt.Fprintf(out, "With Claude Code:\n  claude mcp add --transport http orangerail %s --header 'Authorization: Bearer %s'\n\n",
 			*facts.MCPURL, facts.Tokens["agent"]["acme"])
 	}
-	fmt.Fprintf(out, "Or connect over stdio as a development identity:\n  %s\n", shellJoin(facts.StdioCommand))
-	fmt.Fprintf(out, "With Claude Code:\n  claude mcp add orangerail-stdio -- %s\n\n", shellJoin(facts.StdioCommand))
-	common := fmt.Sprintf("--tenant acme --config %s --database-url '%s'", facts.Config, facts.DatabaseURL)
+	// A URL with a password is not printed: the commands read it from the
+	// environment instead (demo.json, readable by its owner only, has it).
+	urlArg := shellJoin([]string{facts.DatabaseURL})
+	if database.HasPassword(facts.DatabaseURL) {
+		urlArg = `"$DATABASE_URL"`
+		fmt.Fprintln(out, "The database URL holds a password, so the commands below read it from $DATABASE_URL.")
+	}
+	stdio := shellJoin(facts.StdioCommand)
+	if i := slices.Index(facts.StdioCommand, "--database-url"); i >= 0 && i+1 < len(facts.StdioCommand) {
+		stdio = shellJoin(facts.StdioCommand[:i+1]) + " " + urlArg + " " + shellJoin(facts.StdioCommand[i+2:])
+	}
+	fmt.Fprintf(out, "Or connect over stdio as a development identity:\n  %s\n", stdio)
+	fmt.Fprintf(out, "With Claude Code:\n  claude mcp add orangerail-stdio -- %s\n\n", stdio)
+	common := fmt.Sprintf("--tenant acme --config %s --database-url %s", shellJoin([]string{facts.Config}), urlArg)
+	self := shellJoin([]string{facts.Self})
 	fmt.Fprintf(out, "Approve what the agent stages:\n  %s approvals list %s\n  %s approvals show ID %s\n  %s approvals approve ID --as YOUR_NAME --digest DIGEST %s\n\n",
-		facts.Self, common, facts.Self, common, facts.Self, common)
-	fmt.Fprintf(out, "Verify the audit log:\n  %s audit verify --database-url '%s'\n\n", facts.Self, facts.DatabaseURL)
+		self, common, self, common, self, common)
+	fmt.Fprintf(out, "Verify the audit log:\n  %s audit verify --database-url %s\n\n", self, urlArg)
 }
 
 // shellJoin quotes arguments for a POSIX shell.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -549,5 +550,16 @@ func TestAuditorGrant(t *testing.T) {
 		if code != exitError || !(strings.Contains(stderr, "X_AUDITOR_INVALID") || strings.Contains(stderr, "X_TENANT_INVALID")) {
 			t.Errorf("grant %v: exit %d %q", bad, code, stderr)
 		}
+	}
+}
+
+func TestDemoNeverPrintsAPassword(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	facts := &demoFacts{DatabaseURL: "postgres://alice:s3cret@127.0.0.1:5432/orangerail_demo", Config: "/x/orangerail.yaml", Self: "/x/orangerail",
+		StdioCommand: []string{"/x/orangerail", "serve", "--stdio", "--database-url", "postgres://alice:s3cret@127.0.0.1:5432/orangerail_demo", "--dev-tenant", "acme"}}
+	printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
+	if strings.Contains(out.String(), "s3cret") || !strings.Contains(out.String(), `--database-url "$DATABASE_URL" --dev-tenant acme`) {
+		t.Fatalf("demo output:\n%s", out.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	neturl "net/url"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgerrcode"
@@ -122,13 +123,30 @@ func ClassifyConnectError(cfg *pgx.ConnConfig, err error) error {
 	return errcode.New(errcode.DatabaseUnreachable, fmt.Sprintf("cannot reach Postgres at %s: %s", where, reason), err)
 }
 
-// RedactURL returns a URL for display, its password replaced by xxxxx.
+// RedactURL returns where a URL or keyword/value string points, for
+// display: user, host, port and database, and never a password, in
+// whatever part of the string it was given.
 func RedactURL(u string) string {
-	parsed, err := neturl.Parse(u)
+	cfg, err := pgconn.ParseConfig(u)
 	if err != nil {
-		return "(unparseable URL)"
+		return "(unparseable database URL)"
 	}
-	return parsed.Redacted()
+	if strings.HasPrefix(cfg.Host, "/") { // a Unix socket directory
+		q := neturl.Values{"host": {cfg.Host}, "port": {strconv.Itoa(int(cfg.Port))}}
+		return fmt.Sprintf("postgres://%s@/%s?%s", cfg.User, cfg.Database, q.Encode())
+	}
+	return fmt.Sprintf("postgres://%s@%s/%s", cfg.User, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.Database)
+}
+
+// HasPassword reports whether a URL or keyword/value string carries a
+// password of its own.
+func HasPassword(u string) bool {
+	parsed, err := neturl.Parse(u)
+	if err == nil && parsed.Scheme != "" {
+		_, inUser := parsed.User.Password()
+		return inUser || parsed.Query().Has("password")
+	}
+	return strings.Contains(u, "password=")
 }
 
 // OpenDatasource returns a pool on a team's own database, logged in as its

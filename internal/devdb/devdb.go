@@ -12,11 +12,12 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
+	osuser "os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -186,20 +187,28 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 	}
 	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
 		logf("initializing a private Postgres cluster in %s", data)
-		if err := run(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"); err != nil {
+		// Reachable only through a socket in dir, which only its owner
+		// may enter: no TCP, so no other local user can connect.
+		if err := run(ctx, "initdb", "-D", data, "-U", "postgres", "--auth-local=trust", "--auth-host=reject", "-E", "UTF8", "--no-instructions"); err != nil {
 			return nil, err
 		}
 	}
+	// The settings go in the cluster's own file, not on a command line a
+	// shell would split.
+	settings := fmt.Sprintf("listen_addresses = ''\nport = %d\nunix_socket_directories = '%s'\n", port, strings.ReplaceAll(dir, "'", "''"))
+	if err := writeAs(filepath.Join(data, "postgresql.auto.conf"), settings, asUser); err != nil {
+		return nil, err
+	}
 	started := false
-	if !answers(port) {
-		logf("starting the private cluster on 127.0.0.1:%d", port)
-		pgOpts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s", port, dir)
-		if err := run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-o", pgOpts, "-w", "start"); err != nil {
+	if !answers(dir, port) {
+		logf("starting the private cluster (socket in %s, port %d)", dir, port)
+		if err := run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-w", "start"); err != nil {
 			return nil, err
 		}
 		started = true
 	}
-	serverURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	serverURL := (&url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/postgres",
+		RawQuery: url.Values{"host": {dir}, "port": {strconv.Itoa(port)}, "sslmode": {"disable"}}.Encode()}).String()
 	u, err := ensureDatabase(ctx, serverURL, opts.Database)
 	if err != nil {
 		return nil, err
@@ -220,26 +229,36 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 // refuses to run as root) and a dir it owns. When postgres cannot reach dir
 // (a checkout under /root, say), the cluster lives in the system temporary
 // directory instead, under a name derived from dir.
-func runAs(dir string) (user_, clusterDir string, err error) {
+func runAs(dir string) (runUser, clusterDir string, err error) {
 	if os.Geteuid() != 0 {
 		return "", dir, os.MkdirAll(dir, 0o700)
 	}
-	pg, err := user.Lookup("postgres")
+	pg, err := osuser.Lookup("postgres")
 	if err != nil {
 		return "", "", errors.New("running as root, but there is no postgres user to run a private cluster as")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", err
 	}
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
 	if exec.Command("runuser", "-u", "postgres", "--", "test", "-x", filepath.Dir(dir)).Run() != nil {
 		sum := sha256.Sum256([]byte(dir))
 		dir = filepath.Join(os.TempDir(), "orangerail-postgres-"+hex.EncodeToString(sum[:6]))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 			return "", "", err
 		}
+		// In a shared directory, a directory someone else made first is
+		// not ours to start a cluster in.
+		info, err := os.Lstat(dir)
+		if err != nil {
+			return "", "", err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok || !info.IsDir() || (st.Uid != 0 && int(st.Uid) != uid) || info.Mode().Perm()&0o077 != 0 {
+			return "", "", fmt.Errorf("%s exists and is not a private directory of root or postgres; remove it", dir)
+		}
 	}
-	uid, _ := strconv.Atoi(pg.Uid)
-	gid, _ := strconv.Atoi(pg.Gid)
 	return "postgres", dir, filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -248,11 +267,29 @@ func runAs(dir string) (user_, clusterDir string, err error) {
 	})
 }
 
-func answers(port int) bool {
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+// answers reports whether a cluster listens on the socket for port in dir.
+func answers(dir string, port int) bool {
+	c, err := net.DialTimeout("unix", filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", port)), time.Second)
 	if err != nil {
 		return false
 	}
 	c.Close()
 	return true
+}
+
+// writeAs writes a file the cluster's user owns.
+func writeAs(path, content, user string) error {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return err
+	}
+	if user == "" {
+		return nil
+	}
+	pg, err := osuser.Lookup(user)
+	if err != nil {
+		return err
+	}
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
+	return os.Lchown(path, uid, gid)
 }

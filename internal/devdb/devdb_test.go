@@ -83,4 +83,13 @@ func TestFindStartsAPrivateCluster(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), "SELECT current_database()").Scan(&db); err != nil || db != DemoDatabase {
 		t.Fatalf("current_database = %q, %v", db, err)
 	}
+	// Only the socket, in a directory only its owner enters, reaches it.
+	if tcp, err := pgx.Connect(context.Background(), fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", port)); err == nil {
+		tcp.Close(context.Background())
+		t.Fatal("the private cluster accepts TCP connections")
+	}
+	info, err := os.Stat(got.Dir)
+	if err != nil || info.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("the cluster's directory is open to others: %v %v", info.Mode(), err)
+	}
 }

@@ -1,0 +1,30 @@
+package database
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://alice:s3cret@db.example.com:6432/orders":           "postgres://alice@db.example.com:6432/orders",
+		"postgres://alice@db.example.com/orders?password=s3cret":       "postgres://alice@db.example.com:5432/orders",
+		"host=db.example.com user=alice password=s3cret dbname=orders": "postgres://alice@db.example.com:5432/orders",
+		"postgres://postgres@/demo?host=%2Ftmp%2Fpg%20dir&port=54329":  "postgres://postgres@/demo?host=%2Ftmp%2Fpg+dir&port=54329",
+		"postgres://[::1": "(unparseable database URL)",
+	} {
+		got := RedactURL(in)
+		if got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]bool{
+		"postgres://alice:s3cret@h/d": true, "postgres://alice@h/d?password=x": true, "host=h password=x": true,
+		"postgres://alice@h/d": false, "host=h user=alice": false,
+	} {
+		if HasPassword(in) != want {
+			t.Errorf("HasPassword(%q) != %v", in, want)
+		}
+	}
+}
