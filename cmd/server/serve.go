@@ -237,7 +237,10 @@ func (rt *runtime) serveHTTP(ctx context.Context, listening chan<- string) error
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// A body is at most http.max_body_bytes and an answer takes at most a
+	// query's timeout: these bound what a slow or stalled client can hold.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
 	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", door.Path, "preset", string(cfg.Preset))
 	if listening != nil {
 		listening <- ln.Addr().String()
