@@ -5,9 +5,10 @@ SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
 .PHONY: run test lint generate check-generated bench build e2e
 
-## run: the local demo — finds or starts a database, migrates it, and waits
+## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
+LISTEN ?= 127.0.0.1:8080
 run: build
-	@exec bin/orangerail demo
+	@exec bin/orangerail demo --listen $(LISTEN)
 
 ## test: lint, the generated-code check, every test with the race detector,
 ## and the end-to-end run through the TypeScript MCP SDK

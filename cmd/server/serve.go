@@ -235,7 +235,7 @@ func (rt *runtime) serveHTTP(ctx context.Context, listening chan<- string) error
 	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (set http.listen, or for the demo `make run LISTEN=127.0.0.1:8081`)", err)
 	}
 	// A body is at most http.max_body_bytes and an answer takes at most a
 	// query's timeout: these bound what a slow or stalled client can hold.
