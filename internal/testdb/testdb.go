@@ -72,36 +72,33 @@ func ServerURL(tb testing.TB) string {
 // superuser URL. The database is dropped when the test ends.
 func New(tb testing.TB) string {
 	tb.Helper()
-	ctx := context.Background()
 	admin := ServerURL(tb)
 	tmpl, err := template()
 	if err != nil {
 		tb.Fatalf("prepare template database: %v", err)
 	}
-	name := "orangerail_test_" + randomSuffix()
-	if err := exec(ctx, admin, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{tmpl}.Sanitize())); err != nil {
-		tb.Fatalf("create test database: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := exec(context.Background(), admin, fmt.Sprintf("DROP DATABASE %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
-			tb.Errorf("drop test database %s: %v", name, err)
-		}
-	})
-	return WithDatabase(tb, admin, name)
+	return createDatabase(tb, admin, " TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
 }
 
 // NewEmpty creates an unmigrated database and returns its superuser URL.
+// The database is dropped when the test ends.
 func NewEmpty(tb testing.TB) string {
 	tb.Helper()
-	ctx := context.Background()
-	admin := ServerURL(tb)
+	return createDatabase(tb, ServerURL(tb), "")
+}
+
+// createDatabase creates a database of a fresh name on the admin URL's
+// server with the CREATE DATABASE options given, drops it when the test
+// ends, and returns its superuser URL.
+func createDatabase(tb testing.TB, admin, options string) string {
+	tb.Helper()
 	name := "orangerail_test_" + randomSuffix()
-	if err := exec(ctx, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	ident := pgx.Identifier{name}.Sanitize()
+	if err := exec(context.Background(), admin, "CREATE DATABASE "+ident+options); err != nil {
 		tb.Fatalf("create test database: %v", err)
 	}
 	tb.Cleanup(func() {
-		if err := exec(context.Background(), admin, fmt.Sprintf("DROP DATABASE %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
+		if err := exec(context.Background(), admin, "DROP DATABASE "+ident+" WITH (FORCE)"); err != nil {
 			tb.Errorf("drop test database %s: %v", name, err)
 		}
 	})
@@ -131,15 +128,23 @@ func RuntimePool(tb testing.TB, url string) *pgxpool.Pool {
 	return pool
 }
 
-// WithDatabase returns u with its database (and optionally user) replaced.
+// WithDatabase returns u with its database replaced.
 func WithDatabase(tb testing.TB, u, dbname string) string {
 	tb.Helper()
+	s, err := withDatabase(u, dbname)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func withDatabase(u, dbname string) (string, error) {
 	parsed, err := url.Parse(u)
 	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
-		tb.Fatalf("%s must be a postgres:// URL", EnvURL)
+		return "", fmt.Errorf("%s must be a postgres:// URL", EnvURL)
 	}
 	parsed.Path = "/" + dbname
-	return parsed.String()
+	return parsed.String(), nil
 }
 
 // WithUser returns u logging in as user with password.
@@ -237,12 +242,11 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
 		return "", err
 	}
-	parsed, err := url.Parse(admin)
+	u, err := withDatabase(admin, name)
 	if err != nil {
 		return "", err
 	}
-	parsed.Path = "/" + name
-	if err := database.MigrateUp(ctx, parsed.String()); err != nil {
+	if err := database.MigrateUp(ctx, u); err != nil {
 		return "", err
 	}
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {
