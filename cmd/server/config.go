@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -44,7 +45,7 @@ func newConfigCmd() *cobra.Command {
 					dsURL = os.Getenv(cfg.Datasource.URLEnv)
 				}
 				if dsURL != "" {
-					found, err := checkCatalog(cmd, cfg, dsURL)
+					found, err := checkCatalog(cmd.Context(), cfg, dsURL)
 					if err != nil {
 						return err
 					}
@@ -84,15 +85,17 @@ func newConfigCmd() *cobra.Command {
 	return cmd
 }
 
-func checkCatalog(cmd *cobra.Command, cfg *ontology.Config, url string) (ontology.Problems, error) {
+// checkCatalog connects to the database at url and lists where cfg
+// disagrees with its catalog.
+func checkCatalog(ctx context.Context, cfg *ontology.Config, url string) (ontology.Problems, error) {
 	connCfg, err := database.ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pgx.ConnectConfig(cmd.Context(), connCfg.ConnConfig)
+	conn, err := pgx.ConnectConfig(ctx, connCfg.ConnConfig)
 	if err != nil {
 		return nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
 	}
-	defer conn.Close(cmd.Context())
-	return cfg.CheckCatalog(cmd.Context(), conn)
+	defer conn.Close(ctx)
+	return cfg.CheckCatalog(ctx, conn)
 }

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -260,25 +259,16 @@ func (rt *runtime) serveHTTP(ctx context.Context, listening chan<- string) error
 // checkCatalogOn checks the config against the datasource it will serve:
 // its own pool, or the service database.
 func checkCatalogOn(ctx context.Context, cfg *ontology.Config, data *pgxpool.Pool, serviceURL string) error {
-	var conn *pgx.Conn
+	var problems ontology.Problems
+	var err error
 	if data != nil {
-		c, err := data.Acquire(ctx)
-		if err != nil {
+		err = data.AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
+			problems, err = cfg.CheckCatalog(ctx, c.Conn())
 			return err
-		}
-		defer c.Release()
-		conn = c.Conn()
+		})
 	} else {
-		connCfg, err := database.ParseURL(serviceURL)
-		if err != nil {
-			return err
-		}
-		if conn, err = pgx.ConnectConfig(ctx, connCfg.ConnConfig); err != nil {
-			return database.ClassifyConnectError(connCfg.ConnConfig, err)
-		}
-		defer conn.Close(ctx)
+		problems, err = checkCatalog(ctx, cfg, serviceURL)
 	}
-	problems, err := cfg.CheckCatalog(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -292,20 +282,13 @@ func checkCatalogOn(ctx context.Context, cfg *ontology.Config, data *pgxpool.Poo
 // without one gets a key kept in keyFile.
 func secretKey(stdio bool, keyFile string) ([]byte, error) {
 	if text := os.Getenv(SecretKeyEnv); text != "" {
-		key, err := hex.DecodeString(strings.TrimSpace(text))
-		if err != nil || len(key) != engine.KeySize {
-			return nil, errcode.New(errcode.SecretKeyMissing, SecretKeyEnv+" is not 64 hex characters", nil)
-		}
-		return key, nil
+		return parseKey(text, SecretKeyEnv)
 	}
 	if !stdio {
 		return nil, errcode.New(errcode.SecretKeyMissing, SecretKeyEnv+" is not set", nil)
 	}
 	if text, err := os.ReadFile(keyFile); err == nil {
-		if key, err := hex.DecodeString(strings.TrimSpace(string(text))); err == nil && len(key) == engine.KeySize {
-			return key, nil
-		}
-		return nil, errcode.New(errcode.SecretKeyMissing, keyFile+" is not 64 hex characters", nil)
+		return parseKey(string(text), keyFile)
 	}
 	key := make([]byte, engine.KeySize)
 	if _, err := rand.Read(key); err != nil {
@@ -315,4 +298,14 @@ func secretKey(stdio bool, keyFile string) ([]byte, error) {
 		return nil, err
 	}
 	return key, os.WriteFile(keyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600)
+}
+
+// parseKey decodes a server key written as hex; source names where the
+// text came from, for the error.
+func parseKey(text, source string) ([]byte, error) {
+	key, err := hex.DecodeString(strings.TrimSpace(text))
+	if err != nil || len(key) != engine.KeySize {
+		return nil, errcode.New(errcode.SecretKeyMissing, source+" is not 64 hex characters", nil)
+	}
+	return key, nil
 }

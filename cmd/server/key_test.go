@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+func TestSecretKeyRefusals(t *testing.T) {
+	dir := t.TempDir()
+	badFile := filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(badFile, []byte("not hex\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, env, keyFile string
+		stdio              bool
+		wantIn             string
+	}{
+		{name: "http without a key", wantIn: SecretKeyEnv + " is not set"},
+		{name: "env not hex", env: "zz", wantIn: SecretKeyEnv + " is not 64 hex"},
+		{name: "env too short", env: strings.Repeat("ab", 31), stdio: true, wantIn: SecretKeyEnv + " is not 64 hex"},
+		{name: "key file not hex", keyFile: badFile, stdio: true, wantIn: badFile + " is not 64 hex"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(SecretKeyEnv, tc.env)
+			_, err := secretKey(tc.stdio, tc.keyFile)
+			if errcode.Of(err) != errcode.SecretKeyMissing || !strings.Contains(err.Error(), tc.wantIn) {
+				t.Fatalf("secretKey = %v, want %s saying %q", err, errcode.SecretKeyMissing, tc.wantIn)
+			}
+		})
+	}
+}
+
+func TestSecretKeyKeptForStdio(t *testing.T) {
+	t.Setenv(SecretKeyEnv, "")
+	keyFile := filepath.Join(t.TempDir(), "sub", "secret.key")
+	first, err := secretKey(true, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := secretKey(true, keyFile)
+	if err != nil || !bytes.Equal(first, again) {
+		t.Fatalf("second run = %x, %v; want the kept key %x", again, err, first)
+	}
+	info, err := os.Stat(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode = %v, want 0600", info.Mode().Perm())
+	}
+
+	want := strings.Repeat("cd", 32)
+	t.Setenv(SecretKeyEnv, " "+want+"\n")
+	fromEnv, err := secretKey(true, keyFile)
+	if err != nil || hex.EncodeToString(fromEnv) != want {
+		t.Fatalf("with %s set = %x, %v; want %s over the kept file", SecretKeyEnv, fromEnv, err, want)
+	}
+}
