@@ -138,6 +138,17 @@ func RedactURL(u string) string {
 	return fmt.Sprintf("postgres://%s@%s/%s", cfg.User, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), cfg.Database)
 }
 
+// WithDatabase returns the postgres:// URL u naming the database dbname
+// instead of its own.
+func WithDatabase(u, dbname string) (string, error) {
+	parsed, err := neturl.Parse(u)
+	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
+		return "", errcode.New(errcode.DatabaseURLInvalid, "a postgres:// URL is needed to name another database on its server", nil)
+	}
+	parsed.Path = "/" + dbname
+	return parsed.String(), nil
+}
+
 // HasPassword reports whether a URL or keyword/value string carries a
 // password of its own.
 func HasPassword(u string) bool {

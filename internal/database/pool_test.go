@@ -3,6 +3,8 @@ package database
 import (
 	"strings"
 	"testing"
+
+	"github.com/orangerail/orangerail/internal/errcode"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -25,6 +27,24 @@ func TestRedactURL(t *testing.T) {
 	} {
 		if HasPassword(in) != want {
 			t.Errorf("HasPassword(%q) != %v", in, want)
+		}
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://alice@db.example.com:6432/orders?sslmode=disable": "postgres://alice@db.example.com:6432/demo?sslmode=disable",
+		"postgresql://alice@db.example.com":                           "postgresql://alice@db.example.com/demo",
+		"postgres://postgres@/postgres?host=%2Ftmp%2Fpg":              "postgres://postgres@/demo?host=%2Ftmp%2Fpg",
+	} {
+		if got, err := WithDatabase(in, "demo"); err != nil || got != want {
+			t.Errorf("WithDatabase(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"host=db.example.com dbname=orders", "mysql://alice@h/d", "postgres://[::1"} {
+		if _, err := WithDatabase(in, "demo"); errcode.Of(err) != errcode.DatabaseURLInvalid {
+			t.Errorf("WithDatabase(%q) = %v, want %s", in, err, errcode.DatabaseURLInvalid)
 		}
 	}
 }

@@ -120,12 +120,7 @@ func ensureDatabase(ctx context.Context, serverURL, dbname string) (string, erro
 			return "", err
 		}
 	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return "", err
-	}
-	u.Path = "/" + dbname
-	return u.String(), nil
+	return database.WithDatabase(serverURL, dbname)
 }
 
 // binDir finds the directory of initdb and pg_ctl: PATH first, then the

@@ -131,20 +131,11 @@ func RuntimePool(tb testing.TB, url string) *pgxpool.Pool {
 // WithDatabase returns u with its database replaced.
 func WithDatabase(tb testing.TB, u, dbname string) string {
 	tb.Helper()
-	s, err := withDatabase(u, dbname)
+	s, err := database.WithDatabase(u, dbname)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("%s must be a postgres:// URL: %v", EnvURL, err)
 	}
 	return s
-}
-
-func withDatabase(u, dbname string) (string, error) {
-	parsed, err := url.Parse(u)
-	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
-		return "", fmt.Errorf("%s must be a postgres:// URL", EnvURL)
-	}
-	parsed.Path = "/" + dbname
-	return parsed.String(), nil
 }
 
 // WithUser returns u logging in as user with password.
@@ -242,7 +233,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
 		return "", err
 	}
-	u, err := withDatabase(admin, name)
+	u, err := database.WithDatabase(admin, name)
 	if err != nil {
 		return "", err
 	}
