@@ -208,6 +208,16 @@ func TestGovernedLifecycle(t *testing.T) {
 	if string(view.Input) != string(args) || view.Effect == "" || !strings.Contains(string(view.Target), `"status":"paid"`) {
 		t.Fatalf("view %+v", view)
 	}
+	// A target that cannot be read is said so, not shown as absent.
+	if _, err := b.admin.Exec(ctx, "REVOKE SELECT ON orders FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	if unread, err := e.ShowApproval(ctx, "acme", id); err != nil || unread.Target != nil || !strings.Contains(unread.TargetError, "permission denied") {
+		t.Fatalf("view of an unreadable target = %+v, %v; want its error", unread, err)
+	}
+	if _, err := b.admin.Exec(ctx, "GRANT SELECT ON orders TO orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
 
 	decide := func(c *engine.Caller, d engine.Decision) *engine.Outcome { return e.Decide(ctx, c, d) }
 	tests := []struct {

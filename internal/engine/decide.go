@@ -148,8 +148,9 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 	v := e.view(a)
 	if action, ok := e.cfg.Actions[a.Action]; ok && action.Target != nil {
 		c := &call{action: action}
-		if err := json.Unmarshal(a.Input, &c.values); err == nil {
-			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		err := json.Unmarshal(a.Input, &c.values)
+		if err == nil {
+			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
 				v.Target, err = e.resolveTarget(ctx, tx, tenant, action, c, false)
 				return err
 			})
