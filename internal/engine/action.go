@@ -167,21 +167,7 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 	if issue != nil {
 		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
 	}
-	suffix := ""
-	if lock {
-		suffix = " FOR UPDATE"
-	}
-	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2%s) r",
-		selectList(o), o.QuotedTable(), quote(o.TenantColumn), quote(o.Key), suffix)
-	rows, err := tx.Query(ctx, sql, tenant, key)
-	if err != nil {
-		return nil, err
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(found) == 0 {
-		return nil, err
-	}
-	return json.RawMessage(found[0]), nil
+	return fetchRow(ctx, tx, o, tenant, o.Key, key, lock)
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -64,14 +64,14 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	var err error
 	if len(in.include) == 0 {
 		// The common read: one statement, its transaction in one round trip.
-		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, rowSQL(o, o.Key), []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
+		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, rowSQL(o, o.Key, false), []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
 			row, err = firstRow(rows)
 			return err
 		})
 	} else {
 		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			var err error
-			if row, err = fetchRow(ctx, tx, o, caller.Tenant, o.Key, in.key); err != nil || row == nil {
+			if row, err = fetchRow(ctx, tx, o, caller.Tenant, o.Key, in.key, false); err != nil || row == nil {
 				return err
 			}
 			for _, name := range in.include {
@@ -188,7 +188,7 @@ func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, objec
 		return nil, nil
 	}
 	if !many {
-		return fetchRow(ctx, tx, target, caller.Tenant, thereField, value) // no row encodes as null
+		return fetchRow(ctx, tx, target, caller.Tenant, thereField, value, false) // no row encodes as null
 	}
 	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 ORDER BY %s LIMIT %d) r",
 		selectList(target), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), quote(target.Key), target.List.MaxLimit)
@@ -216,16 +216,21 @@ func selectList(o *ontology.Object) string {
 }
 
 // rowSQL selects the object's row whose column equals $2 in tenant $1, as
-// a JSON object of the object's fields.
-func rowSQL(o *ontology.Object, column string) string {
-	return fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) r",
-		selectList(o), o.QuotedTable(), quote(o.TenantColumn), quote(column))
+// a JSON object of the object's fields; forUpdate locks it until the
+// transaction ends.
+func rowSQL(o *ontology.Object, column string, forUpdate bool) string {
+	lock := ""
+	if forUpdate {
+		lock = " FOR UPDATE"
+	}
+	return fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2%s) r",
+		selectList(o), o.QuotedTable(), quote(o.TenantColumn), quote(column), lock)
 }
 
 // fetchRow reads the object's row whose column equals value in the tenant;
 // nil when there is none.
-func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column, value string) (json.RawMessage, error) {
-	rows, err := tx.Query(ctx, rowSQL(o, column), tenant, value)
+func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column, value string, forUpdate bool) (json.RawMessage, error) {
+	rows, err := tx.Query(ctx, rowSQL(o, column, forUpdate), tenant, value)
 	if err != nil {
 		return nil, err
 	}
