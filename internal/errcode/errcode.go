@@ -47,6 +47,7 @@ const (
 	MCPUnauthorized      Code = "X_MCP_UNAUTHORIZED"
 	MCPLimitsUnavailable Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected     Code = "X_MCP_QUERY_REJECTED"
+	InputInvalid         Code = "X_INPUT_INVALID"
 )
 
 // Entry describes one code.
@@ -113,6 +114,8 @@ var table = []Entry{
 		"Choose a new name of [a-z_][a-z0-9_]*; orangerail never turns an existing role into an auditor."},
 	{MCPQueryRejected, "The read-only SQL tool refused the statement; the rule it broke is named (one_statement, select_only, no_into, no_locking, no_modifying, banned_function, no_unicode_escape, syntax, too_long).",
 		"Send exactly one plain SELECT (CTEs, joins and window functions are fine) without locking clauses, INTO, data-modifying CTEs, U& escapes or calls into the banned function families."},
+	{InputInvalid, "A tool's arguments do not satisfy its input schema or the read's rules; each issue is listed at its JSON pointer path.",
+		"Fix each issue at its path and call the tool again; tools/list shows every tool's input schema."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
 }

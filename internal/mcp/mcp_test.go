@@ -20,6 +20,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
@@ -331,11 +332,11 @@ func TestFailuresAreRedacted(t *testing.T) {
 	// invalid_input: every issue at its path, with the code.
 	res, body = call(t, cs, "cancel_order", `{"order_id": 5, "extra": true}`)
 	issues, _ := body["issues"].([]any)
-	if !res.IsError || body["code"] != mcp.InputInvalidCode || len(issues) < 2 {
+	if !res.IsError || body["code"] != string(errcode.InputInvalid) || len(issues) < 2 {
 		t.Fatalf("invalid_input: %v", body)
 	}
 	res, body = call(t, cs, "order_list", `{"sort": "org_id; DROP TABLE orders"}`)
-	if !res.IsError || body["code"] != mcp.InputInvalidCode || !strings.Contains(string(mustJSON(body["issues"])), `"/sort"`) {
+	if !res.IsError || body["code"] != string(errcode.InputInvalid) || !strings.Contains(string(mustJSON(body["issues"])), `"/sort"`) {
 		t.Fatalf("list invalid_input: %v", body)
 	}
 }
@@ -382,7 +383,7 @@ func TestCheckApprovalCycle(t *testing.T) {
 	if res, body = call(t, cs, "check_approval", `{"approvalId": "not-an-id"}`); !res.IsError || body["status"] != "not_found" {
 		t.Fatalf("bad id: %v", body)
 	}
-	if res, body = call(t, cs, "check_approval", `{}`); !res.IsError || body["code"] != mcp.InputInvalidCode {
+	if res, body = call(t, cs, "check_approval", `{}`); !res.IsError || body["code"] != string(errcode.InputInvalid) {
 		t.Fatalf("no id: %v", body)
 	}
 }
@@ -577,7 +578,8 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatalf("query: %v", body)
 	}
 	res, body = call(t, cs, "sql_query", `{"sql": "SELECT 1; DELETE FROM audit"}`)
-	if !res.IsError || body["code"] != "X_MCP_QUERY_REJECTED" || body["rule"] != "one_statement" {
+	rejected, _ := errcode.Explain(string(errcode.MCPQueryRejected))
+	if !res.IsError || body["code"] != "X_MCP_QUERY_REJECTED" || body["rule"] != "one_statement" || !strings.HasSuffix(body["message"].(string), rejected.Fix) {
 		t.Fatalf("refusal: %v", body)
 	}
 	res, body = call(t, cs, "sql_query", `{"sql": "SELECT * FROM orangerail.tenants"}`)
@@ -592,7 +594,7 @@ func TestSQLQueryTool(t *testing.T) {
 	if res.IsError || body["truncatedBy"] != "rows" || body["rowCount"] != float64(1000) {
 		t.Fatalf("truncation: %v %v", body["truncatedBy"], body["rowCount"])
 	}
-	if res, body = call(t, cs, "sql_query", `{}`); !res.IsError || body["code"] != mcp.InputInvalidCode {
+	if res, body = call(t, cs, "sql_query", `{}`); !res.IsError || body["code"] != string(errcode.InputInvalid) {
 		t.Fatalf("no sql: %v", body)
 	}
 }

@@ -7,11 +7,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/redact"
 )
-
-// InputInvalidCode is the stable code of a refused input.
-const InputInvalidCode = "X_INPUT_INVALID"
 
 // render turns an engine outcome into what the agent receives. Nothing of
 // Outcome.Err reaches it: failing statuses carry the correlation id and
@@ -57,13 +55,13 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 		message = fmt.Sprintf("Tool %q ran in dry-run mode: the call was recorded and nothing executed.", name)
 	case engine.StatusInvalidInput:
 		isError = true
-		body["code"] = InputInvalidCode
+		body["code"] = string(errcode.InputInvalid)
 		issues := out.Issues
 		if issues == nil {
 			issues = []engine.Issue{}
 		}
 		body["issues"] = issues
-		message = fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, InputInvalidCode)
+		message = fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, errcode.InputInvalid)
 	default:
 		isError = true
 		if out.CorrelationID != "" {

@@ -34,9 +34,10 @@ func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, arg
 	var refusal *sqlguard.Refusal
 	switch {
 	case errors.As(err, &refusal):
-		outcome, code = "rejected", string(errcode.MCPQueryRejected)
+		rejected := errcode.New(errcode.MCPQueryRejected, "", refusal)
+		outcome, code = "rejected", string(rejected.Code)
 		body := map[string]any{"status": "rejected", "code": code, "rule": string(refusal.Rule),
-			"message": fmt.Sprintf("sql_query refused the statement (%s): rule %s. %s", code, refusal.Rule, refusalFix)}
+			"message": fmt.Sprintf("sql_query refused the statement (%s): rule %s. %s", code, refusal.Rule, rejected.Fix())}
 		return &sdk.CallToolResult{IsError: true, StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: body["message"].(string)}}}
 	case err != nil:
 		outcome = "failed"
@@ -61,5 +62,3 @@ func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, arg
 	text, _ := json.Marshal(body)
 	return &sdk.CallToolResult{StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: summary + "\n" + string(text)}}}
 }
-
-const refusalFix = "Send exactly one plain SELECT: no INTO, no locking clause, no data-modifying CTE, no calls into banned function families, no U& escapes."
