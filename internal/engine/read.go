@@ -89,11 +89,7 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 		return &Outcome{Status: StatusNotFound}
 	}
 	if len(in.include) > 0 {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(row, &obj); err != nil {
-			return e.internal(ctx, "get "+object, err)
-		}
-		body, err := json.Marshal(map[string]any{"item": obj, "links": links})
+		body, err := json.Marshal(map[string]any{"item": row, "links": links})
 		if err != nil {
 			return e.internal(ctx, "get "+object, err)
 		}

@@ -29,10 +29,8 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 	switch out.Status {
 	case engine.StatusOK:
 		if t.read() {
-			var data map[string]any
-			_ = json.Unmarshal(out.Data, &data)
-			text, _ := json.Marshal(data)
-			return &sdk.CallToolResult{StructuredContent: data, Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}}
+			// Data is compact JSON already: sent as is, it is encoded once.
+			return &sdk.CallToolResult{StructuredContent: out.Data, Content: []sdk.Content{&sdk.TextContent{Text: string(out.Data)}}}
 		}
 		body["status"] = "executed"
 		body["result"] = json.RawMessage(out.Data)
