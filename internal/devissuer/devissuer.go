@@ -9,7 +9,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -29,13 +28,6 @@ type Key struct {
 // Public returns the key's public half as a JWK.
 func (k *Key) Public() jose.JSONWebKey {
 	return jose.JSONWebKey{Key: &k.private.PublicKey, KeyID: k.ID, Algorithm: string(jose.ES256), Use: "sig"}
-}
-
-// PublicDER is the public key in PKIX DER form, for tests that misuse it
-// as an HMAC secret.
-func (k *Key) PublicDER() []byte {
-	b, _ := x509.MarshalPKIXPublicKey(&k.private.PublicKey)
-	return b
 }
 
 // Issuer serves discovery and keys and mints tokens. Its issuer URL is

@@ -184,7 +184,6 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.challenge(w, r, !errors.Is(err, errNoToken))
 		return
 	}
-	caller.Facts = facts
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, d.http.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
@@ -288,7 +287,7 @@ func (d *door) facts(r *http.Request) identity.RequestFacts {
 			addr = chain[i]
 		}
 	}
-	return identity.RequestFacts{Address: addr, UserAgent: r.UserAgent(), Origin: r.Header.Get("Origin"), Path: r.URL.Path}
+	return identity.RequestFacts{Address: addr}
 }
 
 // origin is the server's own origin as the client reached it.

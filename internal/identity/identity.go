@@ -26,16 +26,12 @@ import (
 type RequestFacts struct {
 	// Address is the client's IP: the socket's peer, or, behind declared
 	// proxies, the address the outermost trusted proxy saw.
-	Address   string
-	UserAgent string
-	Origin    string
-	Path      string
+	Address string
 }
 
 // Caller is a verified caller and the request it sent.
 type Caller struct {
 	engine.Caller
-	Facts RequestFacts
 	// Expires is when the caller's token stops being valid.
 	Expires time.Time
 }
