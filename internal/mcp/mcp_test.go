@@ -566,8 +566,17 @@ func TestSQLQueryTool(t *testing.T) {
 	}
 	auditor := agent("auditor")
 	cs := connect(t, s, auditor)
-	if !slices.Contains(toolNames(t, cs), "sql_query") {
+	listed, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(listed.Tools, func(tool *sdk.Tool) bool { return tool.Name == "sql_query" })
+	if i < 0 {
 		t.Fatal("an auditor does not see sql_query")
+	}
+	// The description names the search path the querier sets: the default.
+	if d := listed.Tools[i].Description; !strings.Contains(d, "(schemas: orangerail;") {
+		t.Fatalf("sql_query description %q does not name its schemas", d)
 	}
 	// Something in the audit log to read.
 	if out := e.Call(ctx, agent("support"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "n"}`)); out.Status != engine.StatusOK {

@@ -78,7 +78,7 @@ func (s *Server) declare() map[string]*tool {
 		tools[name+"_list"] = &tool{def: listTool(name, o), kind: kindList, subject: name, visible: canRead}
 	}
 	if q := cfg.SQLQuery; q.Enabled && s.querier != nil {
-		tools[ontology.SQLQueryTool] = &tool{def: sqlTool(q), kind: kindSQL,
+		tools[ontology.SQLQueryTool] = &tool{def: sqlTool(s.querier.Schemas()), kind: kindSQL,
 			visible: func(c *engine.Caller) bool { return c.Authenticated() && c.HasRole(q.Roles...) }}
 	}
 	if cfg.Preset == ontology.PresetReadonly {
@@ -210,11 +210,7 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 	}
 }
 
-func sqlTool(q ontology.SQLQuery) *sdk.Tool {
-	schemas := q.Schemas
-	if len(schemas) == 0 {
-		schemas = []string{"orangerail"}
-	}
+func sqlTool(schemas []string) *sdk.Tool {
 	return &sdk.Tool{
 		Name:  ontology.SQLQueryTool,
 		Title: "Read-only SQL",

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,9 +69,10 @@ type Config struct {
 // Querier runs read-only queries. It is safe for concurrent use: each query
 // has a connection of its own.
 type Querier struct {
-	cfg   Config
-	conn  *pgx.ConnConfig
-	slots chan struct{}
+	cfg        Config
+	conn       *pgx.ConnConfig
+	slots      chan struct{}
+	searchPath string // the statement that sets Schemas as the search path
 }
 
 // New returns a Querier.
@@ -85,8 +87,16 @@ func New(c Config) (*Querier, error) {
 	if len(c.Schemas) == 0 {
 		c.Schemas = []string{"orangerail"}
 	}
-	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent)}, nil
+	schemas := make([]string, len(c.Schemas))
+	for i, s := range c.Schemas {
+		schemas[i] = pgx.Identifier{s}.Sanitize()
+	}
+	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent),
+		searchPath: "SET LOCAL search_path TO " + strings.Join(schemas, ", ")}, nil
 }
+
+// Schemas returns the search path a query sees.
+func (q *Querier) Schemas() []string { return slices.Clone(q.cfg.Schemas) }
 
 // RoleError says the query login is not the dedicated low-privilege role,
 // so the role layer could not engage and nothing ran.
@@ -166,11 +176,7 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds())); err != nil {
 		return nil, err
 	}
-	schemas := make([]string, len(q.cfg.Schemas))
-	for i, s := range q.cfg.Schemas {
-		schemas[i] = pgx.Identifier{s}.Sanitize()
-	}
-	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+strings.Join(schemas, ", ")); err != nil {
+	if _, err := tx.Exec(ctx, q.searchPath); err != nil {
 		return nil, err
 	}
 	res.Guards = append(res.Guards, GuardLimits)
