@@ -20,8 +20,8 @@ func TestRenderEveryStatus(t *testing.T) {
 	t.Parallel()
 	driverText := `ERROR: permission denied for table "orders_secret" (SQLSTATE 42501)`
 	id := uuid.New()
-	action := &tool{def: actionTool("cancel_order", actionFixture()), kind: kindAction}
-	read := &tool{def: &readDef, kind: kindGet}
+	action := &tool{def: actionTool("cancel_order", actionFixture()), kind: ontology.ToolAction}
+	read := &tool{def: &readDef, kind: ontology.ToolGet}
 	tests := []struct {
 		status  engine.Status
 		isError bool

@@ -138,7 +138,7 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 			// Exactly what the SDK answers for a tool it does not have.
 			return nil, unknownTool(req.Params.Name)
 		}
-		if t.kind == kindSQL {
+		if t.kind == ontology.ToolSQLQuery {
 			return s.runSQL(ctx, t, caller, req.Params.Arguments), nil
 		}
 		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
@@ -184,5 +184,5 @@ func (s *Server) ServeStdio(ctx context.Context, caller *engine.Caller) error {
 // sql_query). An unknown tool does not.
 func (s *Server) ReadOnly(name string) bool {
 	t, ok := s.tools[name]
-	return ok && (t.read() || t.kind == kindSQL)
+	return ok && (t.read() || t.kind == ontology.ToolSQLQuery)
 }

@@ -18,36 +18,25 @@ import (
 	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
-// toolKind says what a tool does.
-type toolKind int
-
-const (
-	kindGet toolKind = iota
-	kindList
-	kindAction
-	kindCheck
-	kindSQL
-)
-
 // tool is one governed tool: its MCP declaration, who may see it and what
 // a call does.
 type tool struct {
 	def     *sdk.Tool
-	kind    toolKind
+	kind    ontology.ToolKind
 	subject string // the object or action it serves
 	visible func(*engine.Caller) bool
 }
 
 // read reports whether the tool only reads: its failures are not audited.
-func (t *tool) read() bool { return t.kind == kindGet || t.kind == kindList }
+func (t *tool) read() bool { return t.kind == ontology.ToolGet || t.kind == ontology.ToolList }
 
 func (t *tool) run(ctx context.Context, e *engine.Engine, caller *engine.Caller, args json.RawMessage) *engine.Outcome {
 	switch t.kind {
-	case kindGet:
+	case ontology.ToolGet:
 		return e.Get(ctx, caller, t.subject, args)
-	case kindList:
+	case ontology.ToolList:
 		return e.List(ctx, caller, t.subject, args)
-	case kindAction:
+	case ontology.ToolAction:
 		return e.Call(ctx, caller, t.subject, args)
 	}
 	var in struct {
@@ -67,32 +56,49 @@ func unknownTool(name string) error {
 // confirmation prompt before each call of a tool.
 const requiresUserInteraction = "anthropic/requiresUserInteraction"
 
-// declare makes every tool the config declares.
+// declare makes every tool the config declares, under the name the config
+// validated. A read-only server offers no action tools and no
+// check_approval; sql_query needs a querier.
 func (s *Server) declare() map[string]*tool {
 	tools := map[string]*tool{}
 	cfg, e := s.cfg, s.engine
-	for _, name := range slices.Sorted(maps.Keys(cfg.Objects)) {
-		o := cfg.Objects[name]
-		canRead := func(c *engine.Caller) bool { return e.CanRead(c, name) }
-		tools[name+"_get"] = &tool{def: getTool(name, o, s.linksOf(name)), kind: kindGet, subject: name, visible: canRead}
-		tools[name+"_list"] = &tool{def: listTool(name, o), kind: kindList, subject: name, visible: canRead}
-	}
-	if q := cfg.SQLQuery; q.Enabled && s.querier != nil {
-		tools[ontology.SQLQueryTool] = &tool{def: sqlTool(s.querier.Schemas()), kind: kindSQL,
-			visible: func(c *engine.Caller) bool { return c.Authenticated() && c.HasRole(q.Roles...) }}
-	}
-	if cfg.Preset == ontology.PresetReadonly {
-		return tools // no action tools and no check_approval
-	}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Actions)) {
-		a := cfg.Actions[name]
-		def := actionTool(name, a)
-		if hostPrompts(cfg.HostApprovalPrompt, a) {
-			def.Meta = sdk.Meta{requiresUserInteraction: true}
+	for _, d := range cfg.Tools() {
+		subject := d.Subject
+		t := &tool{kind: d.Kind, subject: subject}
+		switch d.Kind {
+		case ontology.ToolGet:
+			t.def = getTool(subject, cfg.Objects[subject], s.linksOf(subject))
+			t.visible = func(c *engine.Caller) bool { return e.CanRead(c, subject) }
+		case ontology.ToolList:
+			t.def = listTool(subject, cfg.Objects[subject])
+			t.visible = func(c *engine.Caller) bool { return e.CanRead(c, subject) }
+		case ontology.ToolSQLQuery:
+			if s.querier == nil {
+				continue
+			}
+			roles := cfg.SQLQuery.Roles
+			t.def = sqlTool(s.querier.Schemas())
+			t.visible = func(c *engine.Caller) bool { return c.Authenticated() && c.HasRole(roles...) }
+		case ontology.ToolAction:
+			if cfg.Preset == ontology.PresetReadonly {
+				continue
+			}
+			a := cfg.Actions[subject]
+			t.def = actionTool(subject, a)
+			if hostPrompts(cfg.HostApprovalPrompt, a) {
+				t.def.Meta = sdk.Meta{requiresUserInteraction: true}
+			}
+			t.visible = func(c *engine.Caller) bool { return e.MayCall(c, subject) }
+		case ontology.ToolCheckApproval:
+			if cfg.Preset == ontology.PresetReadonly {
+				continue
+			}
+			t.def = checkTool()
+			t.visible = func(c *engine.Caller) bool { return c.Authenticated() }
 		}
-		tools[name] = &tool{def: def, kind: kindAction, subject: name, visible: func(c *engine.Caller) bool { return e.MayCall(c, name) }}
+		t.def.Name = d.Name
+		tools[d.Name] = t
 	}
-	tools[ontology.CheckApprovalTool] = &tool{def: checkTool(), kind: kindCheck, visible: func(c *engine.Caller) bool { return c.Authenticated() }}
 	return tools
 }
 
@@ -141,7 +147,6 @@ func getTool(name string, o *ontology.Object, links []string) *sdk.Tool {
 		output["links"] = map[string]any{"type": "object"}
 	}
 	return &sdk.Tool{
-		Name:         name + "_get",
 		Title:        cmp.Or(o.Title, "Get "+name),
 		Description:  describe(o.Description, fmt.Sprintf("Read one %s by its %s.", name, o.Key)),
 		InputSchema:  map[string]any{"type": "object", "properties": props, "required": []string{o.Key}, "additionalProperties": false},
@@ -179,7 +184,6 @@ func listTool(name string, o *ontology.Object) *sdk.Tool {
 	}
 	title := cmp.Or(o.Title, name)
 	return &sdk.Tool{
-		Name:        name + "_list",
 		Title:       "List " + title,
 		Description: describe(o.Description, fmt.Sprintf("List %s rows, a page at a time.", name)),
 		InputSchema: map[string]any{"type": "object", "properties": props, "additionalProperties": false},
@@ -202,7 +206,6 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 	destructive := a.Destructive
 	title := cmp.Or(a.Title, name)
 	return &sdk.Tool{
-		Name:        name,
 		Title:       title,
 		Description: desc,
 		InputSchema: schemaOf(a.Input),
@@ -212,7 +215,6 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 
 func sqlTool(schemas []string) *sdk.Tool {
 	return &sdk.Tool{
-		Name:  ontology.SQLQueryTool,
 		Title: "Read-only SQL",
 		Description: fmt.Sprintf("Run one read-only SELECT over your tenant's rows (schemas: %s; e.g. the audit log in audit, "+
 			"its verifier audit_verify('TENANT')). At most %d rows and %d bytes come back, in %s; truncation is reported.",
@@ -225,7 +227,6 @@ func sqlTool(schemas []string) *sdk.Tool {
 
 func checkTool() *sdk.Tool {
 	return &sdk.Tool{
-		Name:  ontology.CheckApprovalTool,
 		Title: "Check an approval",
 		Description: "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
 			"an approved one executes now and returns its result; an approval that executed already reports consumed.",

@@ -14,25 +14,44 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // CheckApprovalTool is the name of the tool that polls an approval.
 const CheckApprovalTool = "check_approval"
 
+// ToolKind says what a tool does.
+type ToolKind int
+
+// The kinds of tool.
+const (
+	ToolCheckApproval ToolKind = iota // polls an approval a staged call returned
+	ToolSQLQuery                      // runs one read-only SELECT
+	ToolGet                           // reads one row of an object
+	ToolList                          // lists an object's rows
+	ToolAction                        // asks to take an action
+)
+
 // Tool is one MCP tool the config declares, with the field that declares it.
 type Tool struct {
 	Name string
+	Kind ToolKind
+	// Subject is the object or action the tool serves; empty for the
+	// built-in tools.
+	Subject string
 	// Path is the field path of the declaration: objects.X or actions.X.
 	Path string
 }
 
 // Tools lists every tool the config declares, in a stable order:
-// check_approval, then each object's get and list, then each action.
+// check_approval, sql_query when enabled, then each object's get and list,
+// then each action. It is the one place a tool's name is made.
 func (c *Config) Tools() []Tool {
-	tools := []Tool{{Name: CheckApprovalTool}}
+	tools := []Tool{{Name: CheckApprovalTool, Kind: ToolCheckApproval}}
 	if c.SQLQuery.Enabled {
-		tools = append(tools, Tool{Name: SQLQueryTool, Path: "sql_query"})
+		tools = append(tools, Tool{Name: SQLQueryTool, Kind: ToolSQLQuery, Path: "sql_query"})
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
-		tools = append(tools, Tool{Name: name + "_get", Path: "objects." + name}, Tool{Name: name + "_list", Path: "objects." + name})
+		path := "objects." + name
+		tools = append(tools, Tool{Name: name + "_get", Kind: ToolGet, Subject: name, Path: path},
+			Tool{Name: name + "_list", Kind: ToolList, Subject: name, Path: path})
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
-		tools = append(tools, Tool{Name: name, Path: "actions." + name})
+		tools = append(tools, Tool{Name: name, Kind: ToolAction, Subject: name, Path: "actions." + name})
 	}
 	return tools
 }
