@@ -254,11 +254,10 @@ func (d *door) classOf(body []byte) Class {
 	if err != nil || !ok {
 		return ClassWrite
 	}
-	method, _ := msg["method"].(string)
-	if method != "tools/call" {
-		if _, isString := msg["method"].(string); !isString {
-			return ClassWrite
-		}
+	switch method, isString := msg["method"].(string); {
+	case !isString:
+		return ClassWrite
+	case method != "tools/call":
 		return ClassRead
 	}
 	params, _ := msg["params"].(map[string]any)

@@ -351,6 +351,8 @@ func TestClassIsReadAsTheSDKReadsIt(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cancel_order","Name":"order_get"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cancel_order","name":"order_get"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","METHOD":"ping","params":{"name":"cancel_order"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":7,"params":{"name":"order_get"}}`,
+		`{"jsonrpc":"2.0","id":1,"params":{"name":"order_get"}}`,
 	} {
 		if resp, _ := post(t, f.url, token, body); resp.StatusCode != http.StatusTooManyRequests {
 			t.Errorf("%s was billed as a read: %d", body, resp.StatusCode)

@@ -65,19 +65,20 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 		if out.CorrelationID != "" {
 			body["correlationId"] = out.CorrelationID
 		}
-		if d := redact.Diagnostic(string(out.Diagnostic)); d != "" && redact.Withholds(string(out.Status)) {
+		withholds := redact.Withholds(string(out.Status))
+		if d := redact.Diagnostic(string(out.Diagnostic)); d != "" && withholds {
 			body["diagnostic"] = d
 		}
 		if out.Code != "" {
 			body["code"] = string(out.Code)
 		}
-		message = refusals[out.Status]
-		if redact.Withholds(string(out.Status)) {
+		switch refusal, known := refusals[out.Status]; {
+		case withholds:
 			message = redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read())
-		} else if message == "" {
+		case known:
+			message = fmt.Sprintf("Tool %q refused: %s", name, refusal)
+		default:
 			message = fmt.Sprintf("Tool %q did not complete: %s.", name, out.Status)
-		} else {
-			message = fmt.Sprintf("Tool %q refused: %s", name, message)
 		}
 	}
 	body["message"] = message
