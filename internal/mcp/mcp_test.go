@@ -557,7 +557,8 @@ func TestSQLQueryTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: quiet})
+	var logBuf lockedBuffer
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,6 +606,12 @@ func TestSQLQueryTool(t *testing.T) {
 	}
 	if res, body = call(t, cs, "sql_query", `{}`); !res.IsError || body["code"] != string(errcode.InputInvalid) {
 		t.Fatalf("no sql: %v", body)
+	}
+	// Every call leaves its line in the host log, a refused input too.
+	for _, outcome := range []string{"ok", "rejected", "failed", "invalid_input"} {
+		if !strings.Contains(logBuf.String(), `"tool":"sql_query","outcome":"`+outcome+`"`) {
+			t.Errorf("the host log has no sql_query call with outcome %s:\n%s", outcome, logBuf.String())
+		}
 	}
 }
 

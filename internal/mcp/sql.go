@@ -19,18 +19,19 @@ import (
 // guards that engaged, or a refusal naming its rule. A statement Postgres
 // refuses reports its SQLSTATE only; the text goes to the host log.
 func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, args json.RawMessage) *sdk.CallToolResult {
-	var in struct {
-		SQL *string `json:"sql"`
-	}
-	if err := json.Unmarshal(args, &in); err != nil || in.SQL == nil {
-		out := &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/sql", Message: "required: one SELECT statement"}}}
-		return render(t, out)
-	}
-	res, err := s.querier.Query(ctx, caller.Tenant, *in.SQL)
 	outcome, code := "ok", ""
 	defer func() {
 		s.log.InfoContext(ctx, "tool call", "tool", t.def.Name, "outcome", outcome, "actor", caller.Subject, "tenant", caller.Tenant, "code", code)
 	}()
+	var in struct {
+		SQL *string `json:"sql"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil || in.SQL == nil {
+		outcome = string(engine.StatusInvalidInput) // logged as every tool logs a refused input
+		out := &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/sql", Message: "required: one SELECT statement"}}}
+		return render(t, out)
+	}
+	res, err := s.querier.Query(ctx, caller.Tenant, *in.SQL)
 	var refusal *sqlguard.Refusal
 	switch {
 	case errors.As(err, &refusal):
