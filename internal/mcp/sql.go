@@ -60,6 +60,9 @@ func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, arg
 		body["truncatedBy"] = res.TruncatedBy
 		summary = fmt.Sprintf("%d row(s), truncated by the %s limit.", len(res.Rows), res.TruncatedBy)
 	}
+	// The rows were encoded as they were read; the body is encoded once,
+	// here, and sent as those bytes. Every value in it came from
+	// json.Marshal or is a string or a number, so encoding cannot fail.
 	text, _ := json.Marshal(body)
-	return &sdk.CallToolResult{StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: summary + "\n" + string(text)}}}
+	return &sdk.CallToolResult{StructuredContent: json.RawMessage(text), Content: []sdk.Content{&sdk.TextContent{Text: summary + "\n" + string(text)}}}
 }

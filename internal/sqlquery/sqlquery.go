@@ -47,7 +47,9 @@ const QueryRole = "orangerail_query"
 // Result is a query's answer.
 type Result struct {
 	Columns []string `json:"columns"`
-	Rows    [][]any  `json:"rows"`
+	// Rows are each row's values as a JSON array, encoded once: the byte
+	// cap counts these bytes, and they are what the caller sends on.
+	Rows []json.RawMessage `json:"rows"`
 	// Guards are the layers that engaged for this query.
 	Guards []string `json:"guards"`
 	// TruncatedBy is "rows" or "bytes" when the answer was cut short.
@@ -117,7 +119,7 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{}, Rows: [][]any{}}
+	res := &Result{Columns: []string{}, Rows: []json.RawMessage{}}
 
 	// Each query holds a connection of its own for up to Timeout: bound how
 	// many it may hold, so a burst cannot use up the server's connections.
@@ -208,7 +210,7 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 			break
 		}
 		res.Bytes += len(encoded)
-		res.Rows = append(res.Rows, values)
+		res.Rows = append(res.Rows, encoded)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -296,20 +296,20 @@ func TestTenantIsolationAndLimits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	count := func(tenant, sql string) any {
+	count := func(tenant, sql string) string {
 		res, err := b.q.Query(ctx, tenant, sql)
 		if err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
-		return res.Rows[0][0]
+		return string(res.Rows[0])
 	}
-	if n := count("acme", "SELECT count(*) FROM audit"); n != int64(3) {
+	if n := count("acme", "SELECT count(*) FROM audit"); n != "[3]" {
 		t.Fatalf("acme sees %v audit rows", n)
 	}
-	if n := count("acme", "SELECT count(*) FROM audit WHERE tenant_id = 'globex'"); n != int64(0) {
+	if n := count("acme", "SELECT count(*) FROM audit WHERE tenant_id = 'globex'"); n != "[0]" {
 		t.Fatalf("acme sees %v of globex's rows", n)
 	}
-	if n := count("nobody", "SELECT count(*) FROM audit"); n != int64(0) {
+	if n := count("nobody", "SELECT count(*) FROM audit"); n != "[0]" {
 		t.Fatalf("an unknown tenant sees %v rows", n)
 	}
 
@@ -381,7 +381,7 @@ func TestOtherQueriesTextIsHidden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if text, _ := res.Rows[0][0].(string); strings.Contains(text, "secret_marker") {
+		if strings.Contains(string(res.Rows[0]), "secret_marker") {
 			seen = true
 		}
 		time.Sleep(50 * time.Millisecond)
