@@ -262,7 +262,7 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		id := uuid.New()
 		approval, err = q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
 			ID: id, TenantID: caller.Tenant, Action: c.name, RequestedBy: caller.actor().Subject,
-			Input: c.input, InputDigest: c.digest, DefinitionHash: definitionHash(c.action),
+			Input: c.input, InputDigest: c.digest, DefinitionHash: e.definitions[c.name],
 			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)),
 		})
 		if err != nil {

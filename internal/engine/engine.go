@@ -96,6 +96,9 @@ type Engine struct {
 	mode       Mode
 	log        *slog.Logger
 	now        func() time.Time
+	// definitions holds each action's definition hash, by name, computed
+	// once: the config does not change while the engine runs.
+	definitions map[string][]byte
 
 	// afterConsume, set only by tests (export_test.go), runs right after an
 	// approval is consumed, inside the consuming transaction.
@@ -125,6 +128,10 @@ func New(c Config) (*Engine, error) {
 		now:        c.NowFunc,
 	}
 	e.sameDB = e.datasource == e.store
+	e.definitions = make(map[string][]byte, len(c.Ontology.Actions))
+	for name, a := range c.Ontology.Actions {
+		e.definitions[name] = definitionHash(a)
+	}
 	if e.now == nil {
 		e.now = time.Now
 	}

@@ -157,7 +157,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	if x.e.afterConsume != nil {
 		x.e.afterConsume()
 	}
-	if !bytes.Equal(consumed.DefinitionHash, definitionHash(x.c.action)) {
+	if !bytes.Equal(consumed.DefinitionHash, x.e.definitions[x.c.name]) {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
 			errors.New("the action's declaration changed after the approval was staged"))
 	}
