@@ -1,7 +1,6 @@
--- name: ApprovalInsert :one
-INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, input, input_digest, definition_hash, expires_at)
-VALUES (@id, @tenant_id, @action, @requested_by, @input, @input_digest, @definition_hash, @expires_at)
-RETURNING *;
+-- name: ApprovalStage :one
+-- Inserts a pending approval and appends its staged record (entry).
+SELECT * FROM orangerail.approval_stage(@id, @action, @requested_by, @input, @input_digest, @definition_hash, @expires_at, @entry);
 
 -- name: ApprovalGet :one
 SELECT * FROM orangerail.approvals WHERE id = @id AND tenant_id = @tenant_id;
@@ -13,26 +12,25 @@ WHERE tenant_id = @tenant_id AND requested_by = @requested_by AND action = @acti
   AND input_digest = @input_digest AND status IN ('pending', 'approved');
 
 -- name: ApprovalDecide :one
--- Decides a pending, unexpired approval. No row: it was decided already or lapsed.
-UPDATE orangerail.approvals
-SET status = @status, decided_by = @decided_by, decided_at = now(), decision_note = @decision_note
-WHERE id = @id AND tenant_id = @tenant_id AND status = 'pending' AND expires_at > now()
-RETURNING *;
+-- Decides a pending, unexpired approval and appends the decision's record
+-- (entry). No row: it was decided already or lapsed.
+SELECT * FROM orangerail.approval_decide(@id, @status, @decided_by, sqlc.narg(decision_note), @entry);
 
 -- name: ApprovalConsume :one
 -- The consume compare-and-swap: exactly one caller gets the row. No row:
 -- someone else consumed it, it was never approved, or it lapsed.
-UPDATE orangerail.approvals
-SET status = 'consumed', consumed_at = now()
-WHERE id = @id AND tenant_id = @tenant_id AND status = 'approved' AND expires_at > now()
-RETURNING *;
+SELECT * FROM orangerail.approval_consume(@id);
 
--- name: ApprovalExpireLapsed :many
--- Marks open approvals past their expiry as expired.
-UPDATE orangerail.approvals
-SET status = 'expired'
+-- name: ApprovalLapsed :many
+-- The tenant's open approvals past their expiry.
+SELECT id, action FROM orangerail.approvals
 WHERE tenant_id = @tenant_id AND status IN ('pending', 'approved') AND expires_at <= now()
-RETURNING id;
+ORDER BY created_at, id;
+
+-- name: ApprovalExpire :one
+-- Expires one lapsed approval and appends its expired record (entry). No
+-- row: it was expired, decided or consumed meanwhile.
+SELECT * FROM orangerail.approval_expire(@id, @entry);
 
 -- name: ApprovalList :many
 -- A tenant's approvals, newest first; status '' lists every status.

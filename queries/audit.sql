@@ -34,3 +34,20 @@ INSERT INTO orangerail.tenants (id) VALUES (@id) ON CONFLICT DO NOTHING;
 
 -- name: TenantList :many
 SELECT id FROM orangerail.tenants ORDER BY id;
+
+-- name: ApprovalsUnexplained :many
+SELECT u.approval_id::uuid AS approval_id, u.action::text AS action, u.status::text AS status,
+       u.missing::text[] AS missing
+FROM orangerail.approvals_unexplained(@tenant_id::text) AS u;
+
+-- name: AuditUnexplainedExecutions :many
+SELECT u.seq::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
+       u.action::text AS action, u.missing::text[] AS missing
+FROM orangerail.audit_unexplained_executions(@tenant_id::text) AS u;
+
+-- name: AuditApprovalDecided :one
+-- Whether the chain holds the approved record of an approval.
+SELECT EXISTS (
+    SELECT FROM orangerail.audit
+    WHERE tenant_id = @tenant_id AND approval_id = @approval_id AND phase = 'approved'
+)::bool AS decided;

@@ -123,7 +123,7 @@ func newApprovalsCmd() *cobra.Command {
 	var showJSON bool
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show what an approval would execute: the verbatim input, its digest, the effect, the rollback and the target now",
+		Short: "Show what an approval would execute: the input (canonical: the bytes its digest covers), its digest, the effect, the rollback and the target now",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, closeAll, err := f.engine(cmd.Context())
@@ -199,7 +199,7 @@ func printApproval(w io.Writer, v *engine.ApprovalView) {
 		fmt.Fprint(w, " (destructive)")
 	}
 	fmt.Fprintf(w, "\n  requested by: %s at %s\n  expires:      %s\n", v.RequestedBy, v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "  input (verbatim, what executes):\n    %s\n  digest:       %s\n", v.Input, v.Digest)
+	fmt.Fprintf(w, "  input (canonical, what executes):\n    %s\n  digest:       %s\n", v.Input, v.Digest)
 	if v.Effect != "" {
 		fmt.Fprintf(w, "  effect:       %s\n", v.Effect)
 	}

@@ -100,7 +100,6 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		fmt.Fprintln(w, "no tenants have audit records yet")
 		return
 	}
-	const listed = 10
 	for _, r := range reports {
 		status := "OK"
 		if !r.OK() {
@@ -110,24 +109,35 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		if b := r.Break; b != nil {
 			fmt.Fprintf(w, "  chain broken at seq %d: %s\n    expected hash %s\n    found hash    %s\n", b.Seq, describeProblem(b.Problem), b.Expected, b.Found)
 		}
-		if n := len(r.Unfinished); n > 0 {
-			fmt.Fprintf(w, "  %d execution(s) started but never finished:\n", n)
-			for _, u := range r.Unfinished[:min(n, listed)] {
-				fmt.Fprintf(w, "    seq %d  %s  action %q  correlation %s\n", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
-			}
-			if n > listed {
-				fmt.Fprintf(w, "    … and %d more (use --json for all)\n", n-listed)
-			}
-		}
-		if n := len(r.Unaudited); n > 0 {
-			fmt.Fprintf(w, "  %d consumed approval(s) with no audit record of their execution:\n", n)
-			for _, u := range r.Unaudited[:min(n, listed)] {
-				fmt.Fprintf(w, "    approval %s  action %q  consumed %s\n", u.ApprovalID, u.Action, u.ConsumedAt.UTC().Format(time.RFC3339))
-			}
-			if n > listed {
-				fmt.Fprintf(w, "    … and %d more (use --json for all)\n", n-listed)
-			}
-		}
+		listFindings(w, r.Unfinished, "execution(s) started but never finished", func(u engine.UnfinishedExecution) string {
+			return fmt.Sprintf("seq %d  %s  action %q  correlation %s", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
+		})
+		listFindings(w, r.Unaudited, "consumed approval(s) with no audit record of their execution", func(u engine.UnauditedApproval) string {
+			return fmt.Sprintf("approval %s  action %q  consumed %s", u.ApprovalID, u.Action, u.ConsumedAt.UTC().Format(time.RFC3339))
+		})
+		listFindings(w, r.UnexplainedApprovals, "approval(s) whose status the chain does not explain (written around orangerail)", func(u engine.UnexplainedApproval) string {
+			return fmt.Sprintf("approval %s  action %q  status %s  missing %v", u.ApprovalID, u.Action, u.Status, u.Missing)
+		})
+		listFindings(w, r.UnexplainedExecutions, "execution record(s) of an approval the chain does not show staged and approved", func(u engine.UnexplainedExecution) string {
+			return fmt.Sprintf("seq %d  %s  approval %s  action %q  missing %v", u.Seq, u.Phase, u.ApprovalID, u.Action, u.Missing)
+		})
+	}
+}
+
+// listFindings prints how many findings of one kind there are and the
+// first few, one a line.
+func listFindings[T any](w io.Writer, findings []T, what string, line func(T) string) {
+	const listed = 10
+	n := len(findings)
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %d %s:\n", n, what)
+	for _, f := range findings[:min(n, listed)] {
+		fmt.Fprintf(w, "    %s\n", line(f))
+	}
+	if n > listed {
+		fmt.Fprintf(w, "    … and %d more (use --json for all)\n", n-listed)
 	}
 }
 

@@ -13,21 +13,13 @@ import (
 )
 
 const approvalConsume = `-- name: ApprovalConsume :one
-UPDATE orangerail.approvals
-SET status = 'consumed', consumed_at = now()
-WHERE id = $1 AND tenant_id = $2 AND status = 'approved' AND expires_at > now()
-RETURNING id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_consume($1)
 `
-
-type ApprovalConsumeParams struct {
-	ID       uuid.UUID
-	TenantID string
-}
 
 // The consume compare-and-swap: exactly one caller gets the row. No row:
 // someone else consumed it, it was never approved, or it lapsed.
-func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, arg *ApprovalConsumeParams) (*OrangerailApproval, error) {
-	row := db.QueryRow(ctx, approvalConsume, arg.ID, arg.TenantID)
+func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, id uuid.UUID) (*OrangerailApproval, error) {
+	row := db.QueryRow(ctx, approvalConsume, id)
 	var i OrangerailApproval
 	err := row.Scan(
 		&i.ID,
@@ -49,28 +41,26 @@ func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, arg *ApprovalCon
 }
 
 const approvalDecide = `-- name: ApprovalDecide :one
-UPDATE orangerail.approvals
-SET status = $1, decided_by = $2, decided_at = now(), decision_note = $3
-WHERE id = $4 AND tenant_id = $5 AND status = 'pending' AND expires_at > now()
-RETURNING id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_decide($1, $2, $3, $4, $5)
 `
 
 type ApprovalDecideParams struct {
-	Status       string
-	DecidedBy    *string
-	DecisionNote *string
 	ID           uuid.UUID
-	TenantID     string
+	Status       string
+	DecidedBy    string
+	DecisionNote *string
+	Entry        []byte
 }
 
-// Decides a pending, unexpired approval. No row: it was decided already or lapsed.
+// Decides a pending, unexpired approval and appends the decision's record
+// (entry). No row: it was decided already or lapsed.
 func (q *Queries) ApprovalDecide(ctx context.Context, db DBTX, arg *ApprovalDecideParams) (*OrangerailApproval, error) {
 	row := db.QueryRow(ctx, approvalDecide,
+		arg.ID,
 		arg.Status,
 		arg.DecidedBy,
 		arg.DecisionNote,
-		arg.ID,
-		arg.TenantID,
+		arg.Entry,
 	)
 	var i OrangerailApproval
 	err := row.Scan(
@@ -92,32 +82,37 @@ func (q *Queries) ApprovalDecide(ctx context.Context, db DBTX, arg *ApprovalDeci
 	return &i, err
 }
 
-const approvalExpireLapsed = `-- name: ApprovalExpireLapsed :many
-UPDATE orangerail.approvals
-SET status = 'expired'
-WHERE tenant_id = $1 AND status IN ('pending', 'approved') AND expires_at <= now()
-RETURNING id
+const approvalExpire = `-- name: ApprovalExpire :one
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_expire($1, $2)
 `
 
-// Marks open approvals past their expiry as expired.
-func (q *Queries) ApprovalExpireLapsed(ctx context.Context, db DBTX, tenantID string) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, approvalExpireLapsed, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+type ApprovalExpireParams struct {
+	ID    uuid.UUID
+	Entry []byte
+}
+
+// Expires one lapsed approval and appends its expired record (entry). No
+// row: it was expired, decided or consumed meanwhile.
+func (q *Queries) ApprovalExpire(ctx context.Context, db DBTX, arg *ApprovalExpireParams) (*OrangerailApproval, error) {
+	row := db.QueryRow(ctx, approvalExpire, arg.ID, arg.Entry)
+	var i OrangerailApproval
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Action,
+		&i.RequestedBy,
+		&i.Input,
+		&i.InputDigest,
+		&i.DefinitionHash,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.DecidedBy,
+		&i.DecidedAt,
+		&i.DecisionNote,
+		&i.ConsumedAt,
+	)
+	return &i, err
 }
 
 const approvalFindOpen = `-- name: ApprovalFindOpen :one
@@ -192,52 +187,36 @@ func (q *Queries) ApprovalGet(ctx context.Context, db DBTX, arg *ApprovalGetPara
 	return &i, err
 }
 
-const approvalInsert = `-- name: ApprovalInsert :one
-INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, input, input_digest, definition_hash, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at
+const approvalLapsed = `-- name: ApprovalLapsed :many
+SELECT id, action FROM orangerail.approvals
+WHERE tenant_id = $1 AND status IN ('pending', 'approved') AND expires_at <= now()
+ORDER BY created_at, id
 `
 
-type ApprovalInsertParams struct {
-	ID             uuid.UUID
-	TenantID       string
-	Action         string
-	RequestedBy    string
-	Input          []byte
-	InputDigest    []byte
-	DefinitionHash []byte
-	ExpiresAt      time.Time
+type ApprovalLapsedRow struct {
+	ID     uuid.UUID
+	Action string
 }
 
-func (q *Queries) ApprovalInsert(ctx context.Context, db DBTX, arg *ApprovalInsertParams) (*OrangerailApproval, error) {
-	row := db.QueryRow(ctx, approvalInsert,
-		arg.ID,
-		arg.TenantID,
-		arg.Action,
-		arg.RequestedBy,
-		arg.Input,
-		arg.InputDigest,
-		arg.DefinitionHash,
-		arg.ExpiresAt,
-	)
-	var i OrangerailApproval
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.Action,
-		&i.RequestedBy,
-		&i.Input,
-		&i.InputDigest,
-		&i.DefinitionHash,
-		&i.Status,
-		&i.CreatedAt,
-		&i.ExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.DecisionNote,
-		&i.ConsumedAt,
-	)
-	return &i, err
+// The tenant's open approvals past their expiry.
+func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, tenantID string) ([]*ApprovalLapsedRow, error) {
+	rows, err := db.Query(ctx, approvalLapsed, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ApprovalLapsedRow
+	for rows.Next() {
+		var i ApprovalLapsedRow
+		if err := rows.Scan(&i.ID, &i.Action); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const approvalList = `-- name: ApprovalList :many
@@ -287,4 +266,51 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const approvalStage = `-- name: ApprovalStage :one
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_stage($1, $2, $3, $4, $5, $6, $7, $8)
+`
+
+type ApprovalStageParams struct {
+	ID             uuid.UUID
+	Action         string
+	RequestedBy    string
+	Input          []byte
+	InputDigest    []byte
+	DefinitionHash []byte
+	ExpiresAt      time.Time
+	Entry          []byte
+}
+
+// Inserts a pending approval and appends its staged record (entry).
+func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStageParams) (*OrangerailApproval, error) {
+	row := db.QueryRow(ctx, approvalStage,
+		arg.ID,
+		arg.Action,
+		arg.RequestedBy,
+		arg.Input,
+		arg.InputDigest,
+		arg.DefinitionHash,
+		arg.ExpiresAt,
+		arg.Entry,
+	)
+	var i OrangerailApproval
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Action,
+		&i.RequestedBy,
+		&i.Input,
+		&i.InputDigest,
+		&i.DefinitionHash,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.DecidedBy,
+		&i.DecidedAt,
+		&i.DecisionNote,
+		&i.ConsumedAt,
+	)
+	return &i, err
 }

@@ -44,6 +44,44 @@ func (q *Queries) ApprovalsUnaudited(ctx context.Context, db DBTX, tenantID stri
 	return items, nil
 }
 
+const approvalsUnexplained = `-- name: ApprovalsUnexplained :many
+SELECT u.approval_id::uuid AS approval_id, u.action::text AS action, u.status::text AS status,
+       u.missing::text[] AS missing
+FROM orangerail.approvals_unexplained($1::text) AS u
+`
+
+type ApprovalsUnexplainedRow struct {
+	ApprovalID uuid.UUID
+	Action     string
+	Status     string
+	Missing    []string
+}
+
+func (q *Queries) ApprovalsUnexplained(ctx context.Context, db DBTX, tenantID string) ([]*ApprovalsUnexplainedRow, error) {
+	rows, err := db.Query(ctx, approvalsUnexplained, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ApprovalsUnexplainedRow
+	for rows.Next() {
+		var i ApprovalsUnexplainedRow
+		if err := rows.Scan(
+			&i.ApprovalID,
+			&i.Action,
+			&i.Status,
+			&i.Missing,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditAppend = `-- name: AuditAppend :one
 SELECT a.seq::bigint AS seq, a.hash::bytea AS hash
 FROM orangerail.audit_append($1::bytea) AS a
@@ -60,6 +98,26 @@ func (q *Queries) AuditAppend(ctx context.Context, db DBTX, entry []byte) (*Audi
 	var i AuditAppendRow
 	err := row.Scan(&i.Seq, &i.Hash)
 	return &i, err
+}
+
+const auditApprovalDecided = `-- name: AuditApprovalDecided :one
+SELECT EXISTS (
+    SELECT FROM orangerail.audit
+    WHERE tenant_id = $1 AND approval_id = $2 AND phase = 'approved'
+)::bool AS decided
+`
+
+type AuditApprovalDecidedParams struct {
+	TenantID   string
+	ApprovalID *uuid.UUID
+}
+
+// Whether the chain holds the approved record of an approval.
+func (q *Queries) AuditApprovalDecided(ctx context.Context, db DBTX, arg *AuditApprovalDecidedParams) (bool, error) {
+	row := db.QueryRow(ctx, auditApprovalDecided, arg.TenantID, arg.ApprovalID)
+	var decided bool
+	err := row.Scan(&decided)
+	return decided, err
 }
 
 const auditChainPage = `-- name: AuditChainPage :many
@@ -139,6 +197,46 @@ func (q *Queries) AuditHead(ctx context.Context, db DBTX, tenantID string) (*Aud
 	var i AuditHeadRow
 	err := row.Scan(&i.Seq, &i.Hash)
 	return &i, err
+}
+
+const auditUnexplainedExecutions = `-- name: AuditUnexplainedExecutions :many
+SELECT u.seq::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
+       u.action::text AS action, u.missing::text[] AS missing
+FROM orangerail.audit_unexplained_executions($1::text) AS u
+`
+
+type AuditUnexplainedExecutionsRow struct {
+	Seq        int64
+	ApprovalID uuid.UUID
+	Phase      string
+	Action     string
+	Missing    []string
+}
+
+func (q *Queries) AuditUnexplainedExecutions(ctx context.Context, db DBTX, tenantID string) ([]*AuditUnexplainedExecutionsRow, error) {
+	rows, err := db.Query(ctx, auditUnexplainedExecutions, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*AuditUnexplainedExecutionsRow
+	for rows.Next() {
+		var i AuditUnexplainedExecutionsRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ApprovalID,
+			&i.Phase,
+			&i.Action,
+			&i.Missing,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const auditUnfinished = `-- name: AuditUnfinished :many

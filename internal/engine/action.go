@@ -1,13 +1,16 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -49,11 +53,15 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 	if !e.MayCall(caller, action) {
 		return &Outcome{Status: StatusDenied}
 	}
+	correlation := uuid.NewString()
+	if limit := e.cfg.Limits.MaxInputBytes; len(args) > limit {
+		return e.refuseInput(ctx, caller, action, correlation, errcode.InputTooLarge, []Issue{{
+			Path: "", Message: fmt.Sprintf("the input is %d bytes; at most %d are accepted (limits.max_input_bytes)", len(args), limit)}})
+	}
 	c, issues := e.checkInput(action, a, caller.Tenant, args)
 	if issues != nil {
-		return &Outcome{Status: StatusInvalidInput, Issues: issues}
+		return e.refuseInput(ctx, caller, action, correlation, errcode.InputInvalid, issues)
 	}
-	correlation := uuid.NewString()
 
 	// Resolve and check before anything is staged: a call that cannot run
 	// now is refused now.
@@ -108,17 +116,85 @@ func (e *Engine) checkInput(name string, a *ontology.Action, tenant string, inpu
 	if err != nil {
 		return nil, []Issue{{Path: "", Message: "the input is not valid JSON: " + err.Error()}}
 	}
+	var decoded any
+	if err := json.Unmarshal(canonical, &decoded); err != nil {
+		return nil, []Issue{{Path: "", Message: "the input is not valid JSON"}}
+	}
+	if issues := nulIssues("", decoded, nil); issues != nil {
+		return nil, issues
+	}
 	if issues := validateInput(a.InputSchema(), canonical); issues != nil {
 		return nil, issues
 	}
-	var values map[string]any
-	if err := json.Unmarshal(canonical, &values); err != nil {
+	values, ok := decoded.(map[string]any)
+	if !ok {
 		return nil, []Issue{{Path: "", Message: "the input must be a JSON object"}}
 	}
 	return &call{
 		name: name, action: a, input: input, canonical: canonical, values: values,
-		digest: e.mac("input digest v1", []byte(tenant), []byte(name), canonical),
+		digest: e.inputDigest(tenant, name, canonical),
 	}, nil
+}
+
+// inputDigest is the digest of an action's canonical input in a tenant:
+// what an approver approves, and what the consume checks the stored input
+// against.
+func (e *Engine) inputDigest(tenant, action string, canonical []byte) []byte {
+	return e.mac("input digest v1", []byte(tenant), []byte(action), canonical)
+}
+
+// nulIssues lists every string and member name of v, at its JSON pointer
+// path, that holds U+0000. No input may carry one: Postgres cannot store
+// it in the audit record of the call (jsonb) nor in most columns an effect
+// writes, so it is refused, at its path, before anything is staged.
+func nulIssues(path string, v any, issues []Issue) []Issue {
+	const msg = "must not contain the NUL character (U+0000)"
+	switch v := v.(type) {
+	case string:
+		if strings.ContainsRune(v, 0) {
+			issues = append(issues, Issue{Path: path, Message: msg})
+		}
+	case []any:
+		for i, item := range v {
+			issues = nulIssues(path+"/"+strconv.Itoa(i), item, issues)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			p := path + "/" + escapePointer(truncate(k))
+			if strings.ContainsRune(k, 0) {
+				issues = append(issues, Issue{Path: p, Message: "member names " + msg})
+			}
+			issues = nulIssues(p, v[k], issues)
+		}
+	}
+	return issues
+}
+
+// refuseInput records a call refused for its input, without the input (it
+// may be what cannot be stored), and returns its outcome: an agent cannot
+// make attempts that leave no trace.
+func (e *Engine) refuseInput(ctx context.Context, caller *Caller, action, correlation string, code errcode.Code, issues []Issue) *Outcome {
+	rec := &Record{Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: PhaseInvalidInput, Action: action,
+		Actor: caller.actor(), DevMode: caller.DevMode, Error: issuesText(code, issues)}
+	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {
+		return e.auditBlocked(ctx, action, correlation, err)
+	}
+	return &Outcome{Status: StatusInvalidInput, Code: code, Issues: issues, CorrelationID: correlation}
+}
+
+// issuesText summarizes issues for an audit record, bounded.
+func issuesText(code errcode.Code, issues []Issue) string {
+	const shown = 20
+	var b strings.Builder
+	b.WriteString(string(code))
+	for i, is := range issues {
+		if i == shown {
+			fmt.Fprintf(&b, "; and %d more", len(issues)-shown)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %s", cmp.Or(is.Path, "(input)"), truncate(is.Message))
+	}
+	return b.String()
 }
 
 var issuePrinter = message.NewPrinter(language.English)
@@ -256,19 +332,19 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if err := q.TenantEnsure(ctx, tx, caller.Tenant); err != nil {
-			return err
-		}
 		id := uuid.New()
-		approval, err = q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
-			ID: id, TenantID: caller.Tenant, Action: c.name, RequestedBy: caller.actor().Subject,
-			Input: c.input, InputDigest: c.digest, DefinitionHash: e.definitions[c.name],
-			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)),
-		})
+		entry, err := encodeEntry(e.record(caller, c, PhaseStaged, id.String(), &id))
 		if err != nil {
-			return err
+			return &auditAppendError{err}
 		}
-		return appendAudit(ctx, tx, e.record(caller, c, PhaseStaged, id.String(), &id))
+		// The approval keeps the canonical input: the bytes its digest
+		// covers, the bytes an approver is shown, the bytes that execute.
+		approval, err = q.ApprovalStage(ctx, tx, &db.ApprovalStageParams{
+			ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
+			Input: c.canonical, InputDigest: c.digest, DefinitionHash: e.definitions[c.name],
+			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
+		})
+		return changeError(err)
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && retry {
@@ -288,18 +364,36 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 // expireLapsed marks the tenant's open approvals past their expiry as
 // expired, each with an audit record.
 func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) error {
-	ids, err := db.New().ApprovalExpireLapsed(ctx, tx, tenant)
+	q := db.New()
+	lapsed, err := q.ApprovalLapsed(ctx, tx, tenant)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		rec := &Record{Tenant: tenant, At: e.now(), CorrelationID: id.String(), Phase: PhaseExpired,
-			Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, ApprovalID: &id}
-		if err := appendAudit(ctx, tx, rec); err != nil {
-			return err
+	for _, a := range lapsed {
+		entry, err := encodeEntry(&Record{Tenant: tenant, At: e.now(), CorrelationID: a.ID.String(), Phase: PhaseExpired,
+			Action: a.Action, Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, ApprovalID: &a.ID})
+		if err != nil {
+			return &auditAppendError{err}
+		}
+		// No row: another transaction expired, decided or consumed it
+		// meanwhile, and recorded that.
+		if _, err := q.ApprovalExpire(ctx, tx, &db.ApprovalExpireParams{ID: a.ID, Entry: entry}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return changeError(err)
 		}
 	}
 	return nil
+}
+
+// changeError marks the failure of an audited approval change whose audit
+// record the database refused, so the caller reports audit_blocked.
+func changeError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code != pgerrcode.CheckViolation {
+		if coded, ok := auditErrorCode(err); ok {
+			return &auditAppendError{coded}
+		}
+	}
+	return err
 }
 
 // record builds an audit record of a call, its input masked as the action

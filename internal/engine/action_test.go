@@ -15,8 +15,10 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -205,7 +207,8 @@ func TestGovernedLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(view.Input) != string(args) || view.Effect == "" || !strings.Contains(string(view.Target), `"status":"paid"`) {
+	// The approver sees the canonical input: the bytes the digest covers.
+	if canonical, _ := jcs.Canonicalize(args); string(view.Input) != string(canonical) || view.Effect == "" || !strings.Contains(string(view.Target), `"status":"paid"`) {
 		t.Fatalf("view %+v", view)
 	}
 	// A target that cannot be read is said so, not shown as absent.
@@ -539,7 +542,7 @@ func TestVerifyFindsAnOrphanedConsume(t *testing.T) {
 	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
 	approve(t, b.engine, "acme", staged.ApprovalID.String())
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "UPDATE orangerail.approvals SET status = 'consumed', consumed_at = now() WHERE id = $1", staged.ApprovalID)
+		_, err := db.New().ApprovalConsume(ctx, tx, *staged.ApprovalID)
 		return err
 	})
 	if err != nil {
@@ -598,10 +601,12 @@ func TestApprovedInputRecheckedAtExecution(t *testing.T) {
 	}
 	// A copy of the staged row with an input the schema refuses, as a
 	// writer outside the engine might leave it.
+	// Its digest is the forged input's, so only the schema can stop it.
 	var forged string
+	digest := engine.InputDigest(b.engine, "acme", "cancel_order", []byte(`{"order_id":"o-1001","reason":""}`))
 	err := b.admin.QueryRow(ctx, `INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, input, input_digest, definition_hash, expires_at)
-		SELECT gen_random_uuid(), tenant_id, action, requested_by, '{"order_id": "o-1001", "reason": ""}', input_digest, definition_hash, expires_at
-		FROM orangerail.approvals WHERE id = $1 RETURNING id::text`, staged.ApprovalID).Scan(&forged)
+		SELECT gen_random_uuid(), tenant_id, action, requested_by, '{"order_id": "o-1001", "reason": ""}', $2, definition_hash, expires_at
+		FROM orangerail.approvals WHERE id = $1 RETURNING id::text`, staged.ApprovalID, digest).Scan(&forged)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -122,10 +123,16 @@ func (r *Record) Entry() ([]byte, error) {
 		Input:         r.Input,
 		Prior:         prior,
 		Result:        result,
-		Error:         r.Error,
+		Error:         storable(r.Error),
 		Diagnostic:    r.Diagnostic,
 	})
 }
+
+// storable spells each U+0000 of free text as the six characters \u0000:
+// Postgres' jsonb, which the audit table parses every entry with, cannot
+// hold the character, and an operator's text that carries one must not
+// block the record it explains.
+func storable(s string) string { return strings.ReplaceAll(s, "\x00", `\u0000`) }
 
 // Hash is a chain hash. It prints, and encodes to JSON, as hex.
 type Hash []byte
@@ -176,9 +183,9 @@ func link(prev []byte, seq int64, entryHash [HashSize]byte) Hash {
 // the record commits or rolls back with that transaction. If it fails,
 // the caller must not run the effect the record announces.
 func AppendAudit(ctx context.Context, tx db.DBTX, rec *Record) (Link, error) {
-	entry, err := rec.Entry()
+	entry, err := encodeEntry(rec)
 	if err != nil {
-		return Link{}, errcode.New(errcode.AuditEntryInvalid, "the audit record could not be encoded", err)
+		return Link{}, err
 	}
 	row, err := db.New().AuditAppend(ctx, tx, entry)
 	if err != nil {
@@ -187,22 +194,41 @@ func AppendAudit(ctx context.Context, tx db.DBTX, rec *Record) (Link, error) {
 	return Link{Seq: row.Seq, Hash: row.Hash}, nil
 }
 
+// encodeEntry returns rec's entry, or a coded error when it cannot be
+// encoded.
+func encodeEntry(rec *Record) ([]byte, error) {
+	entry, err := rec.Entry()
+	if err != nil {
+		return nil, errcode.New(errcode.AuditEntryInvalid, "the audit record could not be encoded", err)
+	}
+	return entry, nil
+}
+
 // classifyAuditError maps the SQLSTATEs orangerail's schema raises (see
 // migrations/00001_foundation.sql) to codes.
 func classifyAuditError(err error) error {
+	if coded, ok := auditErrorCode(err); ok {
+		return coded
+	}
+	return fmt.Errorf("append audit record: %w", err)
+}
+
+// auditErrorCode returns err as a coded error, and true, when its SQLSTATE
+// is one an audit append raises.
+func auditErrorCode(err error) (error, bool) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "ORA01":
-			return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err)
-		case "ORA02", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire, pgerrcode.DatetimeFieldOverflow,
+			return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err), true
+		case "ORA02", "ORA05", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire, pgerrcode.DatetimeFieldOverflow,
 			pgerrcode.UntranslatableCharacter: // 22P05: a \u0000 jsonb cannot hold
-			return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err)
+			return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err), true
 		case "ORA03":
-			return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err)
+			return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err), true
 		case pgerrcode.CheckViolation: // tenants_id_format
-			return errcode.New(errcode.TenantInvalid, "the tenant id is not of the accepted form", err)
+			return errcode.New(errcode.TenantInvalid, "the tenant id is not of the accepted form", err), true
 		}
 	}
-	return fmt.Errorf("append audit record: %w", err)
+	return nil, false
 }

@@ -314,16 +314,15 @@ func TestTenantIsolation(t *testing.T) {
 			return nil
 		})
 	}
-	// Runtime writing into another tenant is refused by the policy.
+	// Runtime writing into another tenant is refused: it changes approvals
+	// only through functions that take the transaction's tenant.
 	err := database.InTenant(ctx, b.runtime, "tenant-a", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		_, err := db.New().ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
-			ID: uuid.New(), TenantID: "tenant-b", Action: "x", RequestedBy: "y", Input: []byte(`{}`),
-			InputDigest: make([]byte, 32), DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
-		})
+		_, err := tx.Exec(ctx, `INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, input, input_digest, definition_hash, expires_at)
+			VALUES (gen_random_uuid(), 'tenant-b', 'x', 'y', '{}', $1, $1, now() + interval '1 hour')`, make([]byte, 32))
 		return err
 	})
 	if sqlState(err) != pgerrcode.InsufficientPrivilege {
-		t.Fatalf("cross-tenant insert = %v, want a row-level security refusal", err)
+		t.Fatalf("cross-tenant insert = %v, want a refusal", err)
 	}
 	// Without a tenant, the runtime sees nothing.
 	if n := count(b.runtime, "audit", "tenant-a"); n != 0 {
@@ -449,17 +448,32 @@ func sqlState(err error) string {
 	return ""
 }
 
-// stageApproval inserts a pending approval of cancel_order with the given
-// verbatim input, creating the tenant if needed.
+// stageApproval stages a pending approval of cancel_order with the given
+// input, through the audited function the engine uses.
 func stageApproval(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, input string) error {
-	q := db.New()
-	if err := q.TenantEnsure(ctx, tx, tenant); err != nil {
+	rec := record(tenant, engine.PhaseStaged, id.String())
+	rec.ApprovalID = &id
+	entry, err := rec.Entry()
+	if err != nil {
 		return err
 	}
 	digest := sha256.Sum256([]byte(input + id.String()))
-	_, err := q.ApprovalInsert(ctx, tx, &db.ApprovalInsertParams{
-		ID: id, TenantID: tenant, Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(input),
-		InputDigest: digest[:], DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour),
+	_, err = db.New().ApprovalStage(ctx, tx, &db.ApprovalStageParams{
+		ID: id, Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(input),
+		InputDigest: digest[:], DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour), Entry: entry,
 	})
+	return err
+}
+
+// decideApproval decides a pending approval of cancel_order as a person,
+// through the audited function the engine uses.
+func decideApproval(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, status, by string) error {
+	rec := record(tenant, engine.Phase(status), id.String())
+	rec.ApprovalID, rec.Actor, rec.Input = &id, engine.Actor{Subject: by, Kind: engine.ActorHuman}, nil
+	entry, err := rec.Entry()
+	if err != nil {
+		return err
+	}
+	_, err = db.New().ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, Status: status, DecidedBy: by, Entry: entry})
 	return err
 }

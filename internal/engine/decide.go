@@ -14,6 +14,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jcs"
 )
 
 // Decision is a person's verdict on an approval.
@@ -75,24 +76,23 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 			status, phase = "approved", PhaseApproved
 		}
 		var note *string
+		rec := &Record{Tenant: decider.Tenant, At: e.now(), CorrelationID: id.String(), Phase: phase, Action: a.Action,
+			Actor: decider.actor(), DevMode: decider.DevMode, ApprovalID: &id}
 		if d.Note != "" {
 			note = &d.Note
+			rec.Result, _ = json.Marshal(map[string]string{"note": d.Note})
 		}
-		decided, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, TenantID: decider.Tenant, Status: status, DecidedBy: &decider.Subject, DecisionNote: note})
+		entry, err := encodeEntry(rec)
+		if err != nil {
+			return &auditAppendError{err}
+		}
+		decided, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, Status: status, DecidedBy: rec.Actor.Subject, DecisionNote: note, Entry: entry})
 		if errors.Is(err, pgx.ErrNoRows) { // lapsed or decided this instant
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
 			return nil
 		}
 		if err != nil {
-			return err
-		}
-		rec := &Record{Tenant: decider.Tenant, At: e.now(), CorrelationID: id.String(), Phase: phase, Action: a.Action,
-			Actor: decider.actor(), DevMode: decider.DevMode, ApprovalID: &id}
-		if d.Note != "" {
-			rec.Result, _ = json.Marshal(map[string]string{"note": d.Note})
-		}
-		if err := appendAudit(ctx, tx, rec); err != nil {
-			return err
+			return changeError(err)
 		}
 		out = &Outcome{Status: StatusOK, ApprovalID: &id, CorrelationID: id.String(), ExpiresAt: &decided.ExpiresAt}
 		return nil
@@ -183,6 +183,12 @@ func (e *Engine) view(a *db.OrangerailApproval) *ApprovalView {
 		ID: a.ID, Tenant: a.TenantID, Action: a.Action, Status: a.Status, RequestedBy: a.RequestedBy,
 		Input: a.Input, Digest: DigestHex(a.InputDigest), CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, DecisionNote: a.DecisionNote, ConsumedAt: a.ConsumedAt,
+	}
+	// An approval staged before inputs were stored canonical is shown
+	// canonical too: the form its digest covers, free of layout that could
+	// mislead a reader.
+	if canonical, err := jcs.Canonicalize(a.Input); err == nil {
+		v.Input = canonical
 	}
 	if action, ok := e.cfg.Actions[a.Action]; ok {
 		v.Effect, v.Rollback, v.Destructive = action.Effect, action.Rollback, action.Destructive

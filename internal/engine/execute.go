@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,7 +141,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 		return true, nil
 	}
 	q := db.New()
-	consumed, err := q.ApprovalConsume(ctx, stx, &db.ApprovalConsumeParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
+	consumed, err := q.ApprovalConsume(ctx, stx, x.approval.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		now, err := q.ApprovalGet(ctx, stx, &db.ApprovalGetParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
 		if err != nil {
@@ -160,6 +161,21 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	if !bytes.Equal(consumed.DefinitionHash, x.e.definitions[x.c.name]) {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
 			errors.New("the action's declaration changed after the approval was staged"))
+	}
+	// The digest an approver approved must be the stored input's, and the
+	// chain must hold the decision: a row written around the engine, or an
+	// input changed after staging, does not execute.
+	if !hmac.Equal(consumed.InputDigest, x.e.inputDigest(x.caller.Tenant, x.c.name, x.c.canonical)) {
+		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
+			errors.New("the stored input is not the input whose digest was approved"))
+	}
+	decided, err := q.AuditApprovalDecided(ctx, stx, &db.AuditApprovalDecidedParams{TenantID: x.caller.Tenant, ApprovalID: &x.approval.ID})
+	if err != nil {
+		return false, err
+	}
+	if !decided {
+		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
+			errors.New("the audit chain holds no decision approving this approval"))
 	}
 	if issues := validateInput(x.c.action.InputSchema(), x.c.canonical); issues != nil {
 		x.out = &Outcome{Status: StatusInvalidInput, Issues: issues, CorrelationID: x.correlation, ApprovalID: x.approvalID}

@@ -8,3 +8,9 @@ func SetAfterConsume(e *Engine, f func()) { e.afterConsume = f }
 // SetBeforeFinish installs a hook that runs after an effect on a separate
 // datasource committed and before its end is recorded.
 func SetBeforeFinish(e *Engine, f func()) { e.beforeFinish = f }
+
+// InputDigest is the digest of an action's canonical input in a tenant,
+// as the engine computes it, for tests that write approvals around it.
+func InputDigest(e *Engine, tenant, action string, canonical []byte) []byte {
+	return e.inputDigest(tenant, action, canonical)
+}

@@ -39,3 +39,22 @@ func FollowsConsume(p Phase) bool {
 func (p Phase) Finishes() bool {
 	return p == PhaseExecutionSucceeded || p == PhaseExecutionFailed
 }
+
+// RequiredPhases are the records an approval of the given status needs in
+// its tenant's chain: the approval functions append them with each change,
+// so an approval without them was written around orangerail.
+// orangerail.approval_required_phases holds the same table; a test holds
+// them equal.
+func RequiredPhases(status string) []Phase {
+	switch status {
+	case "pending":
+		return []Phase{PhaseStaged}
+	case "approved", "consumed":
+		return []Phase{PhaseStaged, PhaseApproved}
+	case "rejected":
+		return []Phase{PhaseStaged, PhaseRejected}
+	case "expired":
+		return []Phase{PhaseStaged, PhaseExpired}
+	}
+	return nil
+}

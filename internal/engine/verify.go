@@ -60,20 +60,46 @@ type UnauditedApproval struct {
 	ConsumedAt time.Time `json:"consumed_at"`
 }
 
+// UnexplainedApproval is an approval whose status the chain does not
+// explain: Missing are the records its status needs (RequiredPhases) that
+// the chain lacks. Approvals change only through functions that append
+// those records, so one is a row written around orangerail.
+type UnexplainedApproval struct {
+	ApprovalID uuid.UUID `json:"approval_id"`
+	Action     string    `json:"action"`
+	Status     string    `json:"status"`
+	Missing    []Phase   `json:"missing"`
+}
+
+// UnexplainedExecution is a record that follows the consume of an approval
+// (FollowsConsume) but is not preceded in the chain by that approval's
+// staged and approved records: nobody can be shown to have approved what
+// ran.
+type UnexplainedExecution struct {
+	Seq        int64     `json:"seq"`
+	ApprovalID uuid.UUID `json:"approval_id"`
+	Phase      Phase     `json:"phase"`
+	Action     string    `json:"action,omitempty"`
+	Missing    []Phase   `json:"missing"`
+}
+
 // Report is what verifying one tenant found.
 type Report struct {
-	Tenant     string                `json:"tenant"`
-	Records    int64                 `json:"records"`
-	HeadSeq    int64                 `json:"head_seq"`
-	HeadHash   Hash                  `json:"head_hash"`
-	Break      *ChainBreak           `json:"chain_break,omitempty"`
-	Unfinished []UnfinishedExecution `json:"unfinished_executions"`
-	Unaudited  []UnauditedApproval   `json:"unaudited_approvals"`
+	Tenant                string                 `json:"tenant"`
+	Records               int64                  `json:"records"`
+	HeadSeq               int64                  `json:"head_seq"`
+	HeadHash              Hash                   `json:"head_hash"`
+	Break                 *ChainBreak            `json:"chain_break,omitempty"`
+	Unfinished            []UnfinishedExecution  `json:"unfinished_executions"`
+	Unaudited             []UnauditedApproval    `json:"unaudited_approvals"`
+	UnexplainedApprovals  []UnexplainedApproval  `json:"unexplained_approvals"`
+	UnexplainedExecutions []UnexplainedExecution `json:"unexplained_executions"`
 }
 
 // OK reports whether the tenant's audit verified without a finding.
 func (r *Report) OK() bool {
-	return r.Break == nil && len(r.Unfinished) == 0 && len(r.Unaudited) == 0
+	return r.Break == nil && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
+		len(r.UnexplainedApprovals) == 0 && len(r.UnexplainedExecutions) == 0
 }
 
 // VerifyOptions tunes verification. The zero value is ready to use.
@@ -105,7 +131,8 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 	if pageSize <= 0 {
 		pageSize = VerifyPageSizeDefault
 	}
-	report := &Report{Tenant: tenant, Unfinished: []UnfinishedExecution{}, Unaudited: []UnauditedApproval{}}
+	report := &Report{Tenant: tenant, Unfinished: []UnfinishedExecution{}, Unaudited: []UnauditedApproval{},
+		UnexplainedApprovals: []UnexplainedApproval{}, UnexplainedExecutions: []UnexplainedExecution{}}
 	q := db.New()
 	txOpts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := database.InTenant(ctx, conn, tenant, txOpts, func(tx pgx.Tx) error {
@@ -174,12 +201,45 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		for _, u := range unaudited {
 			report.Unaudited = append(report.Unaudited, UnauditedApproval{ApprovalID: u.ApprovalID, Action: u.Action, ConsumedAt: u.ConsumedAt})
 		}
-		return nil
+		return explain(ctx, tx, report)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return report, nil
+}
+
+// explain adds to report the approvals and executions the chain does not
+// explain. Postgres answers both from its indexes on the snapshot the
+// chain was read in, so memory stays bounded however many approvals a
+// tenant has.
+func explain(ctx context.Context, tx pgx.Tx, report *Report) error {
+	q := db.New()
+	approvals, err := q.ApprovalsUnexplained(ctx, tx, report.Tenant)
+	if err != nil {
+		return fmt.Errorf("read unexplained approvals: %w", err)
+	}
+	for _, a := range approvals {
+		report.UnexplainedApprovals = append(report.UnexplainedApprovals,
+			UnexplainedApproval{ApprovalID: a.ApprovalID, Action: a.Action, Status: a.Status, Missing: phasesOf(a.Missing)})
+	}
+	executions, err := q.AuditUnexplainedExecutions(ctx, tx, report.Tenant)
+	if err != nil {
+		return fmt.Errorf("read unexplained executions: %w", err)
+	}
+	for _, x := range executions {
+		report.UnexplainedExecutions = append(report.UnexplainedExecutions, UnexplainedExecution{
+			Seq: x.Seq, ApprovalID: x.ApprovalID, Phase: Phase(x.Phase), Action: x.Action, Missing: phasesOf(x.Missing)})
+	}
+	return nil
+}
+
+func phasesOf(names []string) []Phase {
+	phases := make([]Phase, len(names))
+	for i, n := range names {
+		phases[i] = Phase(n)
+	}
+	return phases
 }
 
 // VerifyAll verifies every tenant of the database, in id order.

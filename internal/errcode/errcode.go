@@ -48,6 +48,7 @@ const (
 	MCPLimitsUnavailable Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected     Code = "X_MCP_QUERY_REJECTED"
 	InputInvalid         Code = "X_INPUT_INVALID"
+	InputTooLarge        Code = "X_INPUT_TOO_LARGE"
 )
 
 // Entry describes one code.
@@ -116,6 +117,8 @@ var table = []Entry{
 		"Send exactly one plain SELECT (CTEs, joins and window functions are fine) without locking clauses, INTO, data-modifying CTEs, U& escapes or calls into the banned function families."},
 	{InputInvalid, "A tool's arguments do not satisfy its input schema or the read's rules; each issue is listed at its JSON pointer path.",
 		"Fix each issue at its path and call the tool again; tools/list shows every tool's input schema."},
+	{InputTooLarge, "An action's input is larger than the server accepts (limits.max_input_bytes, default 64 KiB, counted as sent).",
+		"Send a smaller input; an operator can raise limits.max_input_bytes in the config."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
 }

@@ -319,6 +319,22 @@ func TestFailuresAreRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// invalid_input: every issue at its path, with the code; an action's
+	// refusal is recorded under the correlation id it carries.
+	res, body = call(t, cs, "cancel_order", `{"order_id": 5, "extra": true}`)
+	issues, _ := body["issues"].([]any)
+	if !res.IsError || body["code"] != string(errcode.InputInvalid) || len(issues) < 2 || body["correlationId"] == nil {
+		t.Fatalf("invalid_input: %v", body)
+	}
+	res, body = call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "`+strings.Repeat("x", 70_000)+`"}`)
+	if !res.IsError || body["code"] != string(errcode.InputTooLarge) {
+		t.Fatalf("input too large: %v", body)
+	}
+	res, body = call(t, cs, "order_list", `{"sort": "org_id; DROP TABLE orders"}`)
+	if !res.IsError || body["code"] != string(errcode.InputInvalid) || !strings.Contains(string(mustJSON(body["issues"])), `"/sort"`) {
+		t.Fatalf("list invalid_input: %v", body)
+	}
+
 	// audit_blocked: a store error, host log only.
 	if _, err := b.admin.Exec(ctx, "GRANT INSERT (org_id, order_id, note) ON order_notes TO orangerail_runtime; REVOKE EXECUTE ON FUNCTION orangerail.audit_append(bytea) FROM orangerail_runtime"); err != nil {
 		t.Fatal(err)
@@ -329,16 +345,6 @@ func TestFailuresAreRedacted(t *testing.T) {
 		t.Fatalf("audit_blocked: %s", text(res))
 	}
 
-	// invalid_input: every issue at its path, with the code.
-	res, body = call(t, cs, "cancel_order", `{"order_id": 5, "extra": true}`)
-	issues, _ := body["issues"].([]any)
-	if !res.IsError || body["code"] != string(errcode.InputInvalid) || len(issues) < 2 {
-		t.Fatalf("invalid_input: %v", body)
-	}
-	res, body = call(t, cs, "order_list", `{"sort": "org_id; DROP TABLE orders"}`)
-	if !res.IsError || body["code"] != string(errcode.InputInvalid) || !strings.Contains(string(mustJSON(body["issues"])), `"/sort"`) {
-		t.Fatalf("list invalid_input: %v", body)
-	}
 }
 
 func mustJSON(v any) []byte {

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -53,13 +54,17 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 		message = fmt.Sprintf("Tool %q ran in dry-run mode: the call was recorded and nothing executed.", name)
 	case engine.StatusInvalidInput:
 		isError = true
-		body["code"] = string(errcode.InputInvalid)
+		code := cmp.Or(out.Code, errcode.InputInvalid)
+		body["code"] = string(code)
+		if out.CorrelationID != "" {
+			body["correlationId"] = out.CorrelationID
+		}
 		issues := out.Issues
 		if issues == nil {
 			issues = []engine.Issue{}
 		}
 		body["issues"] = issues
-		message = fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, errcode.InputInvalid)
+		message = fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, code)
 	default:
 		isError = true
 		if out.CorrelationID != "" {
@@ -100,5 +105,5 @@ var refusals = map[engine.Status]string{
 	engine.StatusNotFound:           "nothing of that id or key exists for this caller.",
 	engine.StatusPreconditionFailed: "the action's precondition does not hold for the target as it is now.",
 	engine.StatusNotImplemented:     "the action is declared but has no effect yet; the call was recorded.",
-	engine.StatusSignatureMismatch:  "the action changed after this approval was staged, so it will not run. Stage the call again.",
+	engine.StatusSignatureMismatch:  "the approval no longer matches the action's declaration or the input that was approved, so it will not run. Stage the call again.",
 }

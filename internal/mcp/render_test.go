@@ -37,7 +37,7 @@ func TestRenderEveryStatus(t *testing.T) {
 		{engine.StatusDenied, true, "may not"},
 		{engine.StatusNotFound, true, "nothing of that id"},
 		{engine.StatusPreconditionFailed, true, "precondition"},
-		{engine.StatusSignatureMismatch, true, "changed after this approval was staged"},
+		{engine.StatusSignatureMismatch, true, "no longer matches the action's declaration or the input that was approved"},
 		{engine.StatusFailed, true, "the datasource rejected the action. The datasource error is withheld; an operator can read it in the audit log or host log under correlationId"},
 		{engine.StatusResolveError, true, "the target could not be read from the datasource. The datasource error is withheld; an operator can read it in the audit log or host log"},
 		{engine.StatusAuditBlocked, true, "the audit record could not be written, so nothing ran. The store error is withheld; an operator can read it in the host log"},

@@ -69,6 +69,7 @@ type Config struct {
 	Preset             Preset             `yaml:"preset"`
 	HostApprovalPrompt HostPrompt         `yaml:"host_approval_prompt"`
 	Approvals          Approvals          `yaml:"approvals"`
+	Limits             Limits             `yaml:"limits"`
 	Objects            map[string]*Object `yaml:"objects"`
 	Links              map[string]*Link   `yaml:"links"`
 	Actions            map[string]*Action `yaml:"actions"`
@@ -204,6 +205,17 @@ type Approvals struct {
 	// Defaults to true.
 	FourEyes *bool `yaml:"four_eyes"`
 }
+
+// Limits bound what one call may carry.
+type Limits struct {
+	// MaxInputBytes caps an action call's input, as sent; a larger input
+	// is refused (X_INPUT_TOO_LARGE) before it is parsed. Defaults to
+	// MaxInputBytesDefault.
+	MaxInputBytes int `yaml:"max_input_bytes"`
+}
+
+// MaxInputBytesDefault is the default Limits.MaxInputBytes: 64 KiB.
+const MaxInputBytesDefault = 64 << 10
 
 // Duration is a time.Duration written as Go writes one ("24h", "90m").
 type Duration time.Duration
@@ -426,6 +438,7 @@ func (c *Config) withDefaults() {
 		fourEyes := true
 		c.Approvals.FourEyes = &fourEyes
 	}
+	c.Limits.MaxInputBytes = cmp.Or(c.Limits.MaxInputBytes, MaxInputBytesDefault)
 	h := &c.HTTP
 	h.Listen = cmp.Or(h.Listen, HTTPListenDefault)
 	h.MaxBodyBytes = cmp.Or(h.MaxBodyBytes, MaxBodyBytesDefault)

@@ -38,6 +38,7 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[OIDC](), props(schema, "identity", "oidc")},
 		{reflect.TypeFor[HumanRule](), props(schema, "identity", "oidc", "human")},
 		{reflect.TypeFor[Approvals](), props(schema, "approvals")},
+		{reflect.TypeFor[Limits](), props(schema, "limits")},
 		{reflect.TypeFor[HTTP](), props(schema, "http")},
 		{reflect.TypeFor[SQLQuery](), props(schema, "sql_query")},
 		{reflect.TypeFor[RateLimits](), props(schema, "http", "rate_limits")},
