@@ -172,7 +172,9 @@ func ChainHash(prev []byte, seq int64, entry []byte) Hash {
 func link(prev []byte, seq int64, entryHash [HashSize]byte) Hash {
 	var buf [HashSize + 8 + HashSize]byte
 	copy(buf[:HashSize], prev)
-	binary.BigEndian.PutUint64(buf[HashSize:HashSize+8], uint64(seq))
+	// int8send(seq): the two's-complement bytes of seq, as Postgres sends
+	// an int8 (seq > 0 by the table's CHECK).
+	binary.BigEndian.PutUint64(buf[HashSize:HashSize+8], uint64(seq)) //nolint:gosec // the bit pattern is the point, not the value
 	copy(buf[HashSize+8:], entryHash[:])
 	sum := sha256.Sum256(buf[:])
 	return sum[:]

@@ -64,12 +64,9 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 			out = refuse(StatusDenied, errcode.ApprovalFourEyes)
 			return nil
 		}
-		if d.Approve {
-			shown, err := hex.DecodeString(d.Digest)
-			if err != nil || !hmac.Equal(shown, a.InputDigest) {
-				out = refuse(StatusInvalidInput, errcode.ApprovalArgumentsMismatch)
-				return nil
-			}
+		if d.Approve && !digestIs(d.Digest, a.InputDigest) {
+			out = refuse(StatusInvalidInput, errcode.ApprovalArgumentsMismatch)
+			return nil
 		}
 		status, phase := "rejected", PhaseRejected
 		if d.Approve {
@@ -101,6 +98,13 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 		return e.storeFailure(ctx, "decide approval", d.ApprovalID, err)
 	}
 	return out
+}
+
+// digestIs reports whether shown, as hex, is digest. A digest that is not
+// hex is not any digest.
+func digestIs(shown string, digest []byte) bool {
+	b, err := hex.DecodeString(shown)
+	return err == nil && hmac.Equal(b, digest)
 }
 
 // ApprovalView is an approval as an approver reviews it: the verbatim input

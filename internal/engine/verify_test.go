@@ -28,7 +28,7 @@ func tamper(t *testing.T, b *testBundle, stmts ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	all := append([]string{
 		"ALTER TABLE orangerail.audit DISABLE TRIGGER USER",
 		"ALTER TABLE orangerail.audit_heads DISABLE TRIGGER USER",
@@ -363,8 +363,6 @@ func TestEntryIsCanonical(t *testing.T) {
 		t.Fatalf("entry\n got %s\nwant %s", got, want)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // TestAfterConsumePhasesMatchSQL holds the Go set of post-consume phases
 // and orangerail.approvals_unaudited to the same phases.

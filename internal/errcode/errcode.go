@@ -35,7 +35,7 @@ const (
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 
 	IdentityRequired Code = "X_IDENTITY_REQUIRED"
-	SecretKeyMissing Code = "X_SECRET_KEY_MISSING"
+	SecretKeyMissing Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
 	ConfigInvalid    Code = "X_CONFIG_INVALID"
 	AuditorInvalid   Code = "X_AUDITOR_INVALID"
 
