@@ -68,7 +68,7 @@ var table = []Entry{
 		"Run the newer orangerail, or migrate down with it first; this binary refuses to touch a schema it does not know."},
 	{DatabaseRoleMissing, "The login cannot assume the orangerail_runtime role.",
 		"Run `orangerail migrate up` as the schema owner, and `GRANT orangerail_runtime TO <login>` if the server logs in as another user."},
-	{TenantInvalid, "A tenant id is empty or holds characters outside [A-Za-z0-9._:@-] (first character alphanumeric, at most 128).",
+	{TenantInvalid, "A tenant id is empty or holds characters outside [A-Za-z0-9._-] (first a letter or digit, at most 128).",
 		"Use a tenant id of that form; map your identity provider's claim to one."},
 	{TenantUnknown, "No tenant of that id exists in this database.",
 		"Check the id with `orangerail audit verify` (which lists tenants), or let the tenant's first governed call create it."},
