@@ -7,10 +7,13 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,16 +207,60 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if err := idToken.Claims(&claims); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
+	var dates struct {
+		Exp json.RawMessage `json:"exp"`
+		Nbf json.RawMessage `json:"nbf"`
+		Iat json.RawMessage `json:"iat"`
+	}
+	if err := idToken.Claims(&dates); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	// The verifier reads these dates leniently (a string of digits, an
+	// overflowing float); they are read here again, strictly, and only
+	// these readings decide.
+	exp, err := numericDate("exp", dates.Exp)
+	if err != nil {
+		return nil, err
+	}
+	notBefore, err := numericDate("nbf", dates.Nbf)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := numericDate("iat", dates.Iat); err != nil {
+		return nil, err
+	}
 	now := r.now()
-	if idToken.Expiry.IsZero() || !now.Before(idToken.Expiry.Add(r.skew)) {
-		return nil, fmt.Errorf("%w: expired at %s", ErrInvalidToken, idToken.Expiry.UTC().Format(time.RFC3339))
+	if exp.IsZero() || !now.Before(exp.Add(r.skew)) {
+		return nil, fmt.Errorf("%w: expired at %s", ErrInvalidToken, exp.UTC().Format(time.RFC3339))
 	}
-	if nbf, ok := claims["nbf"].(float64); ok {
-		if notBefore := time.Unix(int64(nbf), 0); now.Add(r.skew).Before(notBefore) {
-			return nil, fmt.Errorf("%w: not valid before %s", ErrInvalidToken, notBefore.UTC().Format(time.RFC3339))
-		}
+	if !notBefore.IsZero() && now.Add(r.skew).Before(notBefore) {
+		return nil, fmt.Errorf("%w: not valid before %s", ErrInvalidToken, notBefore.UTC().Format(time.RFC3339))
 	}
-	return r.callerOf(idToken.Subject, idToken.Expiry, claims)
+	return r.callerOf(idToken.Subject, exp, claims)
+}
+
+// maxNumericDate is the last second of the year 9999: no honest token's
+// date is later, and every date up to it converts to a time exactly.
+const maxNumericDate = 253402300799
+
+// numericDate reads a token's date claim (RFC 7519 NumericDate): absent,
+// the zero time; else a JSON number of seconds since the epoch, integer or
+// decimal, above 0 and at most maxNumericDate. Anything else — a string, a
+// null, an overflowing or negative number — makes the token invalid.
+func numericDate(name string, raw json.RawMessage) (time.Time, error) {
+	if raw == nil {
+		return time.Time{}, nil
+	}
+	refuse := fmt.Errorf("%w: %q is not a date in seconds between 1970 and 9999", ErrInvalidToken, name)
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return time.Time{}, refuse // a string, null, true, an array or object
+	}
+	v, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || !(v > 0 && v <= maxNumericDate) {
+		return time.Time{}, refuse
+	}
+	sec, frac := math.Modf(v)
+	return time.Unix(int64(sec), int64(frac*1e9)), nil
 }
 
 // callerOf maps verified claims to a caller, as the config says.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -500,5 +501,54 @@ func TestCachedTokenStillExpires(t *testing.T) {
 	now = now.Add(2 * time.Minute) // past exp and the skew
 	if _, err := r.Resolve(context.Background(), tok); !errors.Is(err, identity.ErrInvalidToken) {
 		t.Fatalf("an expired token was served from the cache: %v", err)
+	}
+}
+
+// TestMalformedDatesAreRefused: exp, nbf and iat are JSON numbers of
+// seconds between 1970 and 9999, or the token is invalid — a date as a
+// string, or one no clock reaches, is never read leniently.
+func TestMalformedDatesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	now := f.clock.Now()
+	soon, past := float64(now.Add(time.Hour).Unix()), float64(now.Add(-time.Hour).Unix())
+	for name, extra := range map[string]map[string]any{
+		"nbf as a string":                      {"nbf": strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+		"nbf as a string in the past":          {"nbf": strconv.FormatInt(now.Add(-time.Hour).Unix(), 10)},
+		"nbf of 1e300":                         {"nbf": 1e300},
+		"nbf past int64":                       {"nbf": 1e19},
+		"nbf negative":                         {"nbf": -past},
+		"nbf zero":                             {"nbf": 0},
+		"nbf null":                             {"nbf": nil},
+		"nbf true":                             {"nbf": true},
+		"nbf an array":                         {"nbf": []float64{past}},
+		"exp as a string":                      {"exp": strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+		"exp of 1e300":                         {"exp": 1e300},
+		"exp in the year 10000":                {"exp": float64(253402300800)},
+		"exp beyond 2^53":                      {"exp": float64(1 << 60)},
+		"exp null":                             {"exp": nil},
+		"iat as a string":                      {"iat": strconv.FormatInt(now.Unix(), 10)},
+		"iat of 1e300":                         {"iat": 1e300},
+		"iat negative":                         {"iat": -1.5},
+		"iat an object":                        {"iat": map[string]any{"s": past}},
+		"nbf the string 1e3 beside a good exp": {"nbf": "1e3", "exp": soon},
+	} {
+		c := f.claims(nil)
+		for k, v := range extra {
+			c.Extra[k] = v
+		}
+		if _, err := f.resolver.Resolve(ctx, f.token(t, c)); !errors.Is(err, identity.ErrInvalidToken) {
+			t.Errorf("%s: %v, want ErrInvalidToken", name, err)
+		}
+	}
+	// Decimals are numbers like any other.
+	c := f.claims(map[string]any{"exp": soon + 0.5, "nbf": past + 0.25, "iat": past + 0.75})
+	caller, err := f.resolver.Resolve(ctx, f.token(t, c))
+	if err != nil {
+		t.Fatalf("decimal dates: %v", err)
+	}
+	if want := time.Unix(int64(soon), 5e8); !caller.Expires.Equal(want) {
+		t.Fatalf("expires %v, want %v", caller.Expires, want)
 	}
 }
