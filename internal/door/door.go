@@ -73,9 +73,13 @@ func CallerFrom(ctx context.Context) *identity.Caller {
 }
 
 // New returns the door's handler: /mcp, the protected-resource metadata,
-// /healthz and /readyz.
+// /healthz and /readyz. c.Ontology.HTTP.PublicURL must be set, as
+// ontology.Parse sets or requires it: it panics otherwise.
 func New(c Config) http.Handler {
-	d := &door{c: c, http: c.Ontology.HTTP, log: c.Logger}
+	if c.Ontology.HTTP.PublicURL == "" {
+		panic("door: the config has no http.public_url")
+	}
+	d := &door{c: c, http: c.Ontology.HTTP, log: c.Logger, origin: strings.TrimSuffix(c.Ontology.HTTP.PublicURL, "/")}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -104,6 +108,10 @@ type door struct {
 	c    Config
 	http ontology.HTTP
 	log  *slog.Logger
+	// origin is the configured public URL, without a trailing slash: the
+	// one name of this server the challenge and the metadata give. A
+	// request's Host is never echoed.
+	origin string
 
 	// over remembers, until its window ends, each failed-authentication
 	// bucket known to be past the limit: counts only grow within a window,
@@ -290,18 +298,9 @@ func (d *door) facts(r *http.Request) identity.RequestFacts {
 	return identity.RequestFacts{Address: addr}
 }
 
-// origin is the server's own origin as the client reached it.
-func (d *door) origin(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil || (d.http.TrustedProxyHops > 0 && r.Header.Get("X-Forwarded-Proto") == "https") {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
-
 // challenge answers 401 with where to learn how to get a token.
 func (d *door) challenge(w http.ResponseWriter, r *http.Request, tokenSent bool) {
-	value := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s/.well-known/oauth-protected-resource%s"`, d.origin(r), Path)
+	value := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s/.well-known/oauth-protected-resource%s"`, d.origin, Path)
 	if tokenSent {
 		value += `, error="invalid_token"`
 	}
@@ -310,10 +309,10 @@ func (d *door) challenge(w http.ResponseWriter, r *http.Request, tokenSent bool)
 }
 
 // metadata serves the RFC 9728 protected-resource document.
-func (d *door) metadata(w http.ResponseWriter, r *http.Request) {
+func (d *door) metadata(w http.ResponseWriter, _ *http.Request) {
 	cfg := d.c.Ontology
 	doc := map[string]any{
-		"resource":                 d.origin(r) + Path,
+		"resource":                 d.origin + Path,
 		"bearer_methods_supported": []string{"header"},
 		"resource_name":            cfg.Service,
 		"scopes_supported":         scopes(cfg),

@@ -68,6 +68,8 @@ func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config))
 	issuerSrv := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuerSrv.Close)
 	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuerSrv.URL, Audience: "orangerail", TenantClaim: "org_id"}
+	// Not the test server's own URL: the door names the configured one.
+	cfg.HTTP.PublicURL = publicURL
 	if cfgEdit != nil {
 		cfgEdit(cfg)
 	}
@@ -131,6 +133,9 @@ func errorCode(m map[string]any) string {
 	return code
 }
 
+// publicURL is the URL the test doors are configured to be reached at.
+const publicURL = "https://mcp.example.com"
+
 const callGet = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1"}}}`
 const callAction = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cancel_order","arguments":{}}}`
 
@@ -138,7 +143,7 @@ func TestChallenge(t *testing.T) {
 	t.Parallel()
 	f := newDoor(t, door.NewMemoryLimiter(), nil)
 	resp, m := post(t, f.url, "", callGet)
-	want := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, f.url)
+	want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want || errorCode(m) != "X_MCP_UNAUTHORIZED" {
 		t.Fatalf("no token: %d %q %v", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), m)
 	}
@@ -159,7 +164,7 @@ func TestChallenge(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&doc)
 		resp.Body.Close()
 		servers, _ := doc["authorization_servers"].([]any)
-		if doc["resource"] != f.url+"/mcp" || len(servers) != 1 || servers[0] != f.issuerAt ||
+		if doc["resource"] != publicURL+"/mcp" || len(servers) != 1 || servers[0] != f.issuerAt ||
 			fmt.Sprint(doc["scopes_supported"]) != "[orders:write]" {
 			t.Fatalf("%s: %v", path, doc)
 		}
@@ -170,6 +175,44 @@ func TestChallenge(t *testing.T) {
 			t.Fatalf("%s: %v %v", path, resp, err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// TestHostIsNotEchoed: the challenge and the protected-resource metadata
+// name the configured public URL, whatever Host or forwarding headers a
+// request claims — even behind trusted proxies.
+func TestHostIsNotEchoed(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.HTTP.PublicURL = "https://mcp.example.com:8443/" // a trailing slash is not doubled
+	})
+	hostile := func(req *http.Request) {
+		req.Host = "evil.example.com"
+		req.Header.Set("X-Forwarded-Proto", "http")
+		req.Header.Set("X-Forwarded-Host", "evil.example.com")
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.url+door.Path, strings.NewReader(callGet))
+	hostile(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer realm="orangerail", resource_metadata="https://mcp.example.com:8443/.well-known/oauth-protected-resource/mcp"` {
+		t.Fatalf("challenge: %q", got)
+	}
+	req, _ = http.NewRequest(http.MethodGet, f.url+"/.well-known/oauth-protected-resource/mcp", nil)
+	hostile(req)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&doc)
+	resp.Body.Close()
+	if doc["resource"] != "https://mcp.example.com:8443/mcp" {
+		t.Fatalf("metadata: %v", doc)
 	}
 }
 
