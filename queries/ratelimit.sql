@@ -9,7 +9,3 @@ RETURNING c.hits, c.window_start;
 -- Forgets windows that ended more than a minute ago.
 DELETE FROM orangerail.rate_counters WHERE window_start < now() - interval '2 minutes';
 
--- name: RateCount :one
--- The hits in a bucket's current window.
-SELECT coalesce(sum(hits), 0)::integer AS hits FROM orangerail.rate_counters
-WHERE bucket = @bucket AND window_start = date_trunc('minute', now());

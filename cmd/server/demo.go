@@ -39,8 +39,8 @@ type demoFacts struct {
 	Tokens map[string]map[string]string `json:"tokens,omitempty"`
 	// Issuer is the development OIDC issuer's URL.
 	Issuer string `json:"issuer,omitempty"`
-	// MCPURL is the Streamable HTTP endpoint; empty until HTTP serves
-	// verified callers (the Identity issue).
+	// MCPURL is the Streamable HTTP endpoint under the demo's public URL;
+	// null with --prepare-only, which serves nothing.
 	MCPURL         *string  `json:"mcp_url"`
 	DatabaseURL    string   `json:"database_url"`
 	DatabaseSource string   `json:"database_source"`
@@ -77,7 +77,8 @@ func seedExample(ctx context.Context, url string) error {
 func newDemoCmd() *cobra.Command {
 	var (
 		prepareOnly bool
-		listen      string
+		listenAddr  string
+		publicURL   string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -127,10 +128,11 @@ func newDemoCmd() *cobra.Command {
 				printDemo(out, found, facts, factsPath)
 				return nil
 			}
-			return serveDemo(ctx, out, found, facts, factsPath, listen)
+			return serveDemo(ctx, out, found, facts, factsPath, listenAddr, publicURL)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", ontology.HTTPListenDefault, "where the demo serves MCP over HTTP")
+	cmd.Flags().StringVar(&listenAddr, "listen", ontology.HTTPListenDefault, "where the demo serves MCP over HTTP")
+	cmd.Flags().StringVar(&publicURL, "public-url", "", "the URL clients reach the demo at (default http://<the bound loopback address>; required off loopback)")
 	cmd.Flags().BoolVar(&prepareOnly, "prepare-only", false, "prepare the database and the facts, then exit (for scripts)")
 	return cmd
 }
@@ -236,19 +238,35 @@ const demoTokenLifetime = 12 * time.Hour
 // serveDemo starts the development issuer, serves the example over HTTP
 // with tokens from it, prints and records how to connect, and runs until
 // ctx ends.
-func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts *demoFacts, factsPath, listen string) error {
+func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts *demoFacts, factsPath, listenAddr, publicURL string) error {
+	// Bound first, so that a port 0 has its number before the URL naming
+	// it is made.
+	ln, err := listen(listenAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if publicURL == "" {
+		var ok bool
+		if publicURL, ok = ontology.LoopbackURL(ln.Addr().String()); !ok {
+			return fmt.Errorf("--listen %s is not a loopback address: pass --public-url, the URL clients reach the demo at", listenAddr)
+		}
+	}
+	if err := ontology.CheckPublicURL(publicURL); err != nil {
+		return fmt.Errorf("--public-url: %w", err)
+	}
 	iss, err := devissuer.New()
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	issuerLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	issuerSrv := &http.Server{Handler: iss.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = issuerSrv.Serve(ln) }()
+	go func() { _ = issuerSrv.Serve(issuerLn) }()
 	defer issuerSrv.Close()
-	issuer := "http://" + ln.Addr().String()
+	issuer := "http://" + issuerLn.Addr().String()
 
 	cfg, err := ontology.Parse(orders.Config)
 	if err != nil {
@@ -256,7 +274,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	}
 	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuer, Audience: "orangerail", TenantClaim: "org_id",
 		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
-	cfg.HTTP.Listen = listen
+	cfg.HTTP.Listen, cfg.HTTP.PublicURL = ln.Addr().String(), publicURL
 	cfg.SQLQuery = ontology.SQLQuery{Enabled: true, Roles: []string{"auditor"}}
 	key, err := secretKey(true, filepath.Join(demoStateDir, "secret.key"))
 	if err != nil {
@@ -287,22 +305,16 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		}
 	}
 
-	listening := make(chan string, 1)
-	served := make(chan error, 1)
-	go func() { served <- rt.serveHTTP(ctx, listening) }()
-	select {
-	case addr := <-listening:
-		url := "http://" + addr + door.Path
-		facts.MCPURL = &url
-	case err := <-served:
-		return err
-	}
+	url := strings.TrimSuffix(publicURL, "/") + door.Path
+	facts.MCPURL = &url
+	// The address is bound: clients that read these facts before Serve
+	// starts wait in its backlog.
 	if err := writeFacts(factsPath, facts); err != nil {
 		return err
 	}
 	printDemo(out, found, facts, factsPath)
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
-	err = <-served
+	err = rt.serveHTTP(ctx, ln)
 	fmt.Fprintln(out, "stopped")
 	return err
 }

@@ -387,6 +387,20 @@ func TestServeRefusals(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "X_CONFIG_INVALID") || !strings.Contains(stderr, "objects.o") {
 		t.Fatalf("broken config: exit %d %q", code, stderr)
 	}
+	// Off loopback, the URL clients reach the server at must be named: it
+	// is never taken from a request's Host.
+	exampleText, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := filepath.Join(t.TempDir(), "public.yaml")
+	if err := os.WriteFile(public, append(exampleText, "http: {listen: \"0.0.0.0:8080\"}\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = cli(t, "serve", "--config", public, "--database-url", url)
+	if code != exitError || !strings.Contains(stderr, "X_CONFIG_INVALID") || !strings.Contains(stderr, "http.public_url") {
+		t.Fatalf("no public URL off loopback: exit %d %q", code, stderr)
+	}
 	// The example on a database without its tables: the catalog check refuses.
 	code, _, stderr = cli(t, "serve", "--stdio", "--config", example, "--database-url", url, "--key-file", filepath.Join(t.TempDir(), "k"))
 	if code != exitError || !strings.Contains(stderr, "datasource_schema_mismatch") {

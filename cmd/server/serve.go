@@ -192,9 +192,9 @@ func (rt *runtime) close() {
 	}
 }
 
-// serveHTTP serves the door on cfg.HTTP.Listen until ctx ends, then shuts
-// down gracefully. listening, when set, receives the bound address.
-func (rt *runtime) serveHTTP(ctx context.Context, listening chan<- string) error {
+// serveHTTP serves the door on ln, or when ln is nil on cfg.HTTP.Listen,
+// until ctx ends, then shuts down gracefully.
+func (rt *runtime) serveHTTP(ctx context.Context, ln net.Listener) error {
 	cfg := rt.cfg
 	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
 	if err != nil {
@@ -232,18 +232,17 @@ func (rt *runtime) serveHTTP(ctx context.Context, listening chan<- string) error
 	if err := resolver.Ready(ctx); err != nil {
 		rt.log.Warn("OIDC discovery failed; /readyz reports not ready until it succeeds", "error", err)
 	}
-	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("%w (set http.listen, or for the demo `make run LISTEN=127.0.0.1:8081`)", err)
+	if ln == nil {
+		if ln, err = listen(cfg.HTTP.Listen); err != nil {
+			return err
+		}
 	}
 	// A body is at most http.max_body_bytes and an answer takes at most a
 	// query's timeout: these bound what a slow or stalled client can hold.
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
-	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", door.Path, "preset", string(cfg.Preset))
-	if listening != nil {
-		listening <- ln.Addr().String()
-	}
+	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", door.Path,
+		"public_url", cfg.HTTP.PublicURL, "preset", string(cfg.Preset))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -254,6 +253,15 @@ func (rt *runtime) serveHTTP(ctx context.Context, listening chan<- string) error
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}
+}
+
+// listen binds the HTTP address; a busy one says how to move.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set http.listen, or for the demo `make run LISTEN=127.0.0.1:8081`)", err)
+	}
+	return ln, nil
 }
 
 // checkCatalogOn checks the config against the datasource it will serve:

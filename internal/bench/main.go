@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,7 +29,9 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
+	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -160,6 +163,10 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 
 	if err := mcpReadCall(ctx, server, emit); err != nil {
 		return fmt.Errorf("mcp_read_call: %w", err)
+	}
+
+	if err := tokenVerification(ctx, emit); err != nil {
+		return fmt.Errorf("token verification: %w", err)
 	}
 
 	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
@@ -328,6 +335,69 @@ func mcpReadCall(ctx context.Context, server string, emit func(result)) error {
 			name := strings.Replace(m.name, "mcp_read_call", "mcp_read_call"+v.suffix, 1)
 			emit(result{Name: name, Value: round(g), Unit: m.unit, Baseline: ptr(round(b)), Ratio: ptr(round2(g / b))})
 		}
+	}
+	return nil
+}
+
+// tokenVerification measures what the door spends on a token, since it
+// verifies every token it is sent: a refused one (a forged signature under
+// the issuer's key id, and an id the issuer does not publish, neither of
+// which fetches keys) against the baseline of a valid token verified
+// before, which the resolver reuses.
+func tokenVerification(ctx context.Context, emit func(result)) error {
+	iss, err := devissuer.New()
+	if err != nil {
+		return err
+	}
+	srv := httptest.NewServer(iss.Handler())
+	defer srv.Close()
+	resolver, err := identity.NewResolver(ontology.OIDC{Issuer: srv.URL, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{})
+	if err != nil {
+		return err
+	}
+	claims := devissuer.Claims{Issuer: srv.URL, Subject: "bench", Audience: "orangerail", Expiry: time.Now().Add(time.Hour),
+		Extra: map[string]any{"org_id": "acme"}}
+	valid, err := iss.Token(claims)
+	if err != nil {
+		return err
+	}
+	forger, err := devissuer.NewKey()
+	if err != nil {
+		return err
+	}
+	unknownID, err := devissuer.SignWith(forger, claims)
+	if err != nil {
+		return err
+	}
+	forger.ID = iss.KeyID()
+	badSignature, err := devissuer.SignWith(forger, claims)
+	if err != nil {
+		return err
+	}
+	const n = 5000
+	perToken := func(token string, wantValid bool) (float64, error) {
+		if _, err := resolver.Resolve(ctx, token); (err == nil) != wantValid {
+			return 0, fmt.Errorf("a bench token verified as %v: %v", !wantValid, err)
+		}
+		start := time.Now()
+		for range n {
+			_, _ = resolver.Resolve(ctx, token)
+		}
+		return float64(time.Since(start).Microseconds()) / n, nil
+	}
+	cached, err := perToken(valid, true)
+	if err != nil {
+		return err
+	}
+	for _, tc := range []struct{ name, token string }{
+		{"token_refused_bad_signature", badSignature},
+		{"token_refused_unknown_key_id", unknownID},
+	} {
+		us, err := perToken(tc.token, false)
+		if err != nil {
+			return err
+		}
+		emit(result{Name: tc.name, Value: round2(us), Unit: "µs/token", Baseline: ptr(round2(cached)), Ratio: ptr(round2(us / cached))})
 	}
 	return nil
 }

@@ -10,10 +10,12 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 )
 
-// tenantIDPattern is the form of a tenant id. The check constraint
-// tenants_id_format holds the database to the same pattern; a test keeps
-// them equal.
-var tenantIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+// tenantIDPattern is the form of a tenant id: letters, digits, '.', '_'
+// and '-', first a letter or digit, at most 128 characters. No separator
+// a key may be built with (':', '@', '/', a space) can appear in one. The
+// check constraint tenants_id_format (migrations/00005) holds the database
+// to the same pattern; a test keeps them equal.
+var tenantIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // ValidateTenantID returns an X_TENANT_INVALID error unless id is a
 // well-formed tenant id.

@@ -2,8 +2,11 @@ package database_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -15,8 +18,9 @@ func TestTenantPatternMatchesConstraint(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t, testdb.New(t))
 	samples := []string{
-		"acme", "a", "A9", "org_123", "t.e-s:t@x", "0", strings.Repeat("a", 128), strings.Repeat("a", 129),
+		"acme", "a", "A9", "org_123", "t.e-s.t_x", "0", strings.Repeat("a", 128), strings.Repeat("a", 129),
 		"", "-acme", "_a", "acme corp", "acme/1", "ümlaut", "a\x00b", "a\nb", "a'b", `a"b`, "a;DROP",
+		"a:b", "ops@acme", "acme\n", "acme$",
 	}
 	for _, s := range samples {
 		goOK := database.ValidateTenantID(s) == nil
@@ -24,5 +28,82 @@ func TestTenantPatternMatchesConstraint(t *testing.T) {
 		if dbOK := err == nil; goOK != dbOK {
 			t.Errorf("tenant %q: Go accepts=%v, database accepts=%v (%v)", s, goOK, dbOK, err)
 		}
+	}
+}
+
+// TestTenantIDsHoldNoSeparator: ':' and '@' (which keys and subjects use
+// as separators) are not tenant id characters, in Go or in the database.
+func TestTenantIDsHoldNoSeparator(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"a:b", "acme:eu", "ops@acme", "a@b:c"} {
+		if database.ValidateTenantID(id) == nil {
+			t.Errorf("tenant id %q was accepted", id)
+		}
+	}
+}
+
+// TestTenantIDMigrationRefusesOldIDs: a database holding a tenant id the
+// new alphabet refuses is not migrated, and is told which ids and what to
+// do; once they are gone the migration applies, and goes down again.
+func TestTenantIDMigrationRefusesOldIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	m, err := database.NewMigrator(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for {
+		v, err := m.Version(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v < 5 {
+			break
+		}
+		if _, err := m.Down(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := testdb.Pool(t, url)
+	// Tenant ids the old alphabet allowed.
+	if _, err := pool.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ('acme'), ('acme:eu'), ('ops@acme')"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Up(ctx)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !strings.Contains(pgErr.Message, "2 tenant id(s)") ||
+		!strings.Contains(pgErr.Message, "'acme:eu'") || !strings.Contains(pgErr.Hint, "SELECT id FROM orangerail.tenants") {
+		t.Fatalf("migrating a database with old tenant ids: %v", err)
+	}
+	var kept int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM orangerail.tenants").Scan(&kept); err != nil || kept != 3 {
+		t.Fatalf("the refused migration changed the tenants: %d %v", kept, err)
+	}
+
+	if _, err := pool.Exec(ctx, "DELETE FROM orangerail.tenants WHERE id <> 'acme'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("migrating once the old ids are gone: %v", err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ('acme:eu')"); err == nil {
+		t.Fatal("the database accepted a tenant id with ':'")
+	}
+	for {
+		v, err := m.Version(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v < 5 {
+			break
+		}
+		if _, err := m.Down(ctx); err != nil {
+			t.Fatalf("down: %v", err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ('acme:eu')"); err != nil {
+		t.Fatalf("down did not restore the old alphabet: %v", err)
 	}
 }

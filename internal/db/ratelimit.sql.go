@@ -10,19 +10,6 @@ import (
 	"time"
 )
 
-const rateCount = `-- name: RateCount :one
-SELECT coalesce(sum(hits), 0)::integer AS hits FROM orangerail.rate_counters
-WHERE bucket = $1 AND window_start = date_trunc('minute', now())
-`
-
-// The hits in a bucket's current window.
-func (q *Queries) RateCount(ctx context.Context, db DBTX, bucket string) (int32, error) {
-	row := db.QueryRow(ctx, rateCount, bucket)
-	var hits int32
-	err := row.Scan(&hits)
-	return hits, err
-}
-
 const rateHit = `-- name: RateHit :one
 INSERT INTO orangerail.rate_counters AS c (bucket, window_start, hits)
 VALUES ($1, date_trunc('minute', now()), 1)

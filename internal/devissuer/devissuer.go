@@ -67,6 +67,13 @@ func (i *Issuer) Rotate(k *Key) {
 	i.current = k
 }
 
+// KeyID returns the id of the key that signs new tokens.
+func (i *Issuer) KeyID() string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.current.ID
+}
+
 // Handler serves /.well-known/openid-configuration and /jwks.
 func (i *Issuer) Handler() http.Handler {
 	mux := http.NewServeMux()

@@ -73,9 +73,13 @@ func CallerFrom(ctx context.Context) *identity.Caller {
 }
 
 // New returns the door's handler: /mcp, the protected-resource metadata,
-// /healthz and /readyz.
+// /healthz and /readyz. c.Ontology.HTTP.PublicURL must be set, as
+// ontology.Parse sets or requires it: it panics otherwise.
 func New(c Config) http.Handler {
-	d := &door{c: c, http: c.Ontology.HTTP, log: c.Logger}
+	if c.Ontology.HTTP.PublicURL == "" {
+		panic("door: the config has no http.public_url")
+	}
+	d := &door{c: c, http: c.Ontology.HTTP, log: c.Logger, origin: strings.TrimSuffix(c.Ontology.HTTP.PublicURL, "/")}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -104,84 +108,26 @@ type door struct {
 	c    Config
 	http ontology.HTTP
 	log  *slog.Logger
+	// origin is the configured public URL, without a trailing slash: the
+	// one name of this server the challenge and the metadata give. A
+	// request's Host is never echoed.
+	origin string
 
-	// failures remembers each address's failed authentications for
-	// failureMemo, so a good request does not wait on the store to learn
-	// that its address is not flooding.
-	mu       sync.Mutex
-	failures map[string]failureCount
-}
-
-type failureCount struct {
-	hits int
-	end  time.Time // the window's end
-	at   time.Time // when this was read
-}
-
-// failureMemo is how long a read of an address's failures is reused. A
-// flood seen by another replica reaches this one within it.
-const failureMemo = time.Second
-
-// failuresOf returns an address's failed authentications this window.
-func (d *door) failuresOf(ctx context.Context, bucket string) (int, time.Time, error) {
-	now := time.Now()
-	d.mu.Lock()
-	f, ok := d.failures[bucket]
-	d.mu.Unlock()
-	if ok && now.Sub(f.at) < failureMemo && now.Before(f.end) {
-		return f.hits, f.end, nil
-	}
-	hits, end, err := d.c.Limiter.Count(ctx, bucket)
-	if err == nil {
-		d.remember(bucket, hits, end)
-	}
-	return hits, end, err
-}
-
-func (d *door) remember(bucket string, hits int, end time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.failures == nil || len(d.failures) > 100_000 {
-		d.failures = map[string]failureCount{}
-	}
-	d.failures[bucket] = failureCount{hits: hits, end: end, at: time.Now()}
+	// over remembers, until its window ends, each failed-authentication
+	// bucket known to be past the limit: counts only grow within a window,
+	// so a flood is refused without a write to the store per request.
+	mu   sync.Mutex
+	over map[string]time.Time
 }
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	facts := d.facts(r)
-
 	if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(d.http.AllowedOrigins, origin) {
 		d.refuse(w, r, http.StatusForbidden, errcode.MCPOriginRefused, "this origin may not call the server", 0)
 		return
 	}
-
-	// Failed authentications are counted per address; past the limit the
-	// address is refused before any token is verified.
-	authBucket := "auth:" + facts.Address
-	if failures, end, err := d.failuresOf(ctx, authBucket); err != nil {
-		if d.storeDown(w, r, err) {
-			return
-		}
-	} else if failures >= d.http.RateLimits.FailedAuthPerMinute {
-		d.refuse(w, r, http.StatusTooManyRequests, errcode.MCPAuthThrottled, "too many failed authentications from this address", time.Until(end))
-		return
-	}
-	caller, err := d.authenticate(r)
-	if err != nil {
-		if !errors.Is(err, identity.ErrInvalidToken) && !errors.Is(err, errNoToken) {
-			// The issuer could not be asked: not the client's fault.
-			d.log.ErrorContext(ctx, "token verification unavailable", "error", err, "address", facts.Address)
-			d.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPUnauthorized, "tokens cannot be verified right now; retry shortly", 0)
-			return
-		}
-		if hits, end, herr := d.c.Limiter.Hit(ctx, authBucket); herr != nil {
-			d.log.ErrorContext(ctx, "rate-limit store unavailable", "error", herr)
-		} else {
-			d.remember(authBucket, hits, end)
-		}
-		d.log.InfoContext(ctx, "authentication refused", "address", facts.Address, "reason", err.Error())
-		d.challenge(w, r, !errors.Is(err, errNoToken))
+	caller, ok := d.authenticate(w, r)
+	if !ok {
 		return
 	}
 
@@ -207,7 +153,7 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if class == ClassWrite {
 			limit = d.http.RateLimits.WritesPerMinute
 		}
-		hits, end, err := d.c.Limiter.Hit(ctx, fmt.Sprintf("call:%s:%s:%s", caller.Tenant, caller.Subject, class))
+		hits, end, err := d.c.Limiter.Hit(ctx, bucket(bucketCalls, caller.Tenant, caller.Subject, string(class)))
 		switch {
 		case err != nil:
 			if d.storeDown(w, r, err) {
@@ -223,15 +169,78 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.c.MCP.ServeHTTP(w, r.WithContext(context.WithValue(ctx, callerKey{}, caller)))
 }
 
-var errNoToken = errors.New("no bearer token")
-
-func (d *door) authenticate(r *http.Request) (*identity.Caller, error) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return nil, errNoToken
+// authenticate returns the request's verified caller, or answers the
+// request itself and reports false.
+//
+// A request with a token is always verified, and a valid token always
+// passes: failed authentications are throttled per address, but a flood
+// from one address (everyone behind one NAT) must never lock out a caller
+// that holds a valid token. Verifying is cheap: the resolver reuses tokens
+// it verified, and fetches keys again at most once per interval. Refused
+// tokens, and requests without one, are counted in two buckets per address;
+// past http.rate_limits.failed_auth_per_minute in a bucket, further such
+// requests are answered 429 instead of 401.
+func (d *door) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Caller, bool) {
+	ctx := r.Context()
+	address := d.facts(r).Address
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		if !d.throttled(w, r, bucket(bucketNoToken, address), "too many requests without a token from this address") {
+			d.challenge(w, r, false)
+		}
+		return nil, false
 	}
-	return d.c.Resolver.Resolve(r.Context(), strings.TrimSpace(token))
+	caller, err := d.c.Resolver.Resolve(ctx, token)
+	switch {
+	case err == nil:
+		return caller, true
+	case !errors.Is(err, identity.ErrInvalidToken):
+		// The issuer could not be asked: not the client's fault.
+		d.log.ErrorContext(ctx, "token verification unavailable", "error", err, "address", address)
+		d.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPIdentityUnavailable, "tokens cannot be verified right now; retry shortly", 0)
+		return nil, false
+	}
+	d.log.InfoContext(ctx, "authentication refused", "address", address, "reason", err.Error())
+	if !d.throttled(w, r, bucket(bucketBadToken, address), "too many invalid tokens from this address") {
+		d.challenge(w, r, true)
+	}
+	return nil, false
 }
+
+// throttled counts a failed authentication in the bucket key names and,
+// past the limit this window, answers 429 and reports true. When the count
+// cannot be kept, nothing is throttled: the request is refused all the
+// same.
+func (d *door) throttled(w http.ResponseWriter, r *http.Request, key, msg string) bool {
+	ctx := r.Context()
+	now := time.Now()
+	d.mu.Lock()
+	end, known := d.over[key]
+	d.mu.Unlock()
+	if !known || !now.Before(end) {
+		hits, windowEnd, err := d.c.Limiter.Hit(ctx, key)
+		if err != nil {
+			d.log.ErrorContext(ctx, "rate-limit store unavailable", "error", err)
+			return false
+		}
+		if hits <= d.http.RateLimits.FailedAuthPerMinute {
+			return false
+		}
+		end = windowEnd
+		d.mu.Lock()
+		if d.over == nil || len(d.over) >= maxOverBuckets {
+			d.over = map[string]time.Time{} // start over rather than track age
+		}
+		d.over[key] = end
+		d.mu.Unlock()
+	}
+	d.refuse(w, r, http.StatusTooManyRequests, errcode.MCPAuthThrottled, msg, end.Sub(now))
+	return true
+}
+
+// maxOverBuckets bounds the buckets a door remembers as over the limit.
+const maxOverBuckets = 100_000
 
 // storeDown handles an unreachable rate-limit store as the config says,
 // and reports whether the request was refused.
@@ -289,18 +298,9 @@ func (d *door) facts(r *http.Request) identity.RequestFacts {
 	return identity.RequestFacts{Address: addr}
 }
 
-// origin is the server's own origin as the client reached it.
-func (d *door) origin(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil || (d.http.TrustedProxyHops > 0 && r.Header.Get("X-Forwarded-Proto") == "https") {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
-
 // challenge answers 401 with where to learn how to get a token.
 func (d *door) challenge(w http.ResponseWriter, r *http.Request, tokenSent bool) {
-	value := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s/.well-known/oauth-protected-resource%s"`, d.origin(r), Path)
+	value := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s/.well-known/oauth-protected-resource%s"`, d.origin, Path)
 	if tokenSent {
 		value += `, error="invalid_token"`
 	}
@@ -309,10 +309,10 @@ func (d *door) challenge(w http.ResponseWriter, r *http.Request, tokenSent bool)
 }
 
 // metadata serves the RFC 9728 protected-resource document.
-func (d *door) metadata(w http.ResponseWriter, r *http.Request) {
+func (d *door) metadata(w http.ResponseWriter, _ *http.Request) {
 	cfg := d.c.Ontology
 	doc := map[string]any{
-		"resource":                 d.origin(r) + Path,
+		"resource":                 d.origin + Path,
 		"bearer_methods_supported": []string{"header"},
 		"resource_name":            cfg.Service,
 		"scopes_supported":         scopes(cfg),
@@ -343,8 +343,11 @@ func scopes(cfg *ontology.Config) []string {
 // refuse answers a JSON-RPC error carrying a code and its fix.
 func (d *door) refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration) {
 	entry, _ := errcode.Explain(string(code))
-	if retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+	if retryAfter > 0 || status == http.StatusTooManyRequests {
+		// Every 429 says when to retry: within the one-minute window, and at
+		// least a second even when clocks disagree on the window's end.
+		secs := min(max(int(math.Ceil(retryAfter.Seconds())), 1), 60)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -68,6 +68,8 @@ func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config))
 	issuerSrv := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuerSrv.Close)
 	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuerSrv.URL, Audience: "orangerail", TenantClaim: "org_id"}
+	// Not the test server's own URL: the door names the configured one.
+	cfg.HTTP.PublicURL = publicURL
 	if cfgEdit != nil {
 		cfgEdit(cfg)
 	}
@@ -131,6 +133,9 @@ func errorCode(m map[string]any) string {
 	return code
 }
 
+// publicURL is the URL the test doors are configured to be reached at.
+const publicURL = "https://mcp.example.com"
+
 const callGet = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1"}}}`
 const callAction = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cancel_order","arguments":{}}}`
 
@@ -138,7 +143,7 @@ func TestChallenge(t *testing.T) {
 	t.Parallel()
 	f := newDoor(t, door.NewMemoryLimiter(), nil)
 	resp, m := post(t, f.url, "", callGet)
-	want := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, f.url)
+	want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want || errorCode(m) != "X_MCP_UNAUTHORIZED" {
 		t.Fatalf("no token: %d %q %v", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), m)
 	}
@@ -159,7 +164,7 @@ func TestChallenge(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&doc)
 		resp.Body.Close()
 		servers, _ := doc["authorization_servers"].([]any)
-		if doc["resource"] != f.url+"/mcp" || len(servers) != 1 || servers[0] != f.issuerAt ||
+		if doc["resource"] != publicURL+"/mcp" || len(servers) != 1 || servers[0] != f.issuerAt ||
 			fmt.Sprint(doc["scopes_supported"]) != "[orders:write]" {
 			t.Fatalf("%s: %v", path, doc)
 		}
@@ -170,6 +175,44 @@ func TestChallenge(t *testing.T) {
 			t.Fatalf("%s: %v %v", path, resp, err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// TestHostIsNotEchoed: the challenge and the protected-resource metadata
+// name the configured public URL, whatever Host or forwarding headers a
+// request claims — even behind trusted proxies.
+func TestHostIsNotEchoed(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.HTTP.PublicURL = "https://mcp.example.com:8443/" // a trailing slash is not doubled
+	})
+	hostile := func(req *http.Request) {
+		req.Host = "evil.example.com"
+		req.Header.Set("X-Forwarded-Proto", "http")
+		req.Header.Set("X-Forwarded-Host", "evil.example.com")
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.url+door.Path, strings.NewReader(callGet))
+	hostile(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer realm="orangerail", resource_metadata="https://mcp.example.com:8443/.well-known/oauth-protected-resource/mcp"` {
+		t.Fatalf("challenge: %q", got)
+	}
+	req, _ = http.NewRequest(http.MethodGet, f.url+"/.well-known/oauth-protected-resource/mcp", nil)
+	hostile(req)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&doc)
+	resp.Body.Close()
+	if doc["resource"] != "https://mcp.example.com:8443/mcp" {
+		t.Fatalf("metadata: %v", doc)
 	}
 }
 
@@ -239,14 +282,6 @@ func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 		}
 		return out
 	}
-	count := func(codes []int, code int) (n int) {
-		for _, c := range codes {
-			if c == code {
-				n++
-			}
-		}
-		return n
-	}
 	writes := statuses(callAction, 5)
 	if count(writes, 200) != 3 || count(writes, 429) != 2 {
 		t.Fatalf("writes across two replicas: %v", writes)
@@ -265,31 +300,70 @@ func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestFailedAuthFloodIsPerAddress floods from one address; another address
-// (as a trusted proxy reports it) still gets in, and the flooding address
-// is refused before the verifier runs.
-func TestFailedAuthFloodIsPerAddress(t *testing.T) {
-	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
-		c.HTTP.TrustedProxyHops = 1
-		c.HTTP.RateLimits.FailedAuthPerMinute = 5
-	})
-	settle(t)
-	for range 5 {
-		if resp, _ := post(t, f.url, "forged", callGet, "X-Forwarded-For", "203.0.113.7"); resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("flood: %d", resp.StatusCode)
+// flood sends n requests from address (as a trusted proxy reports it)
+// with token, and returns their statuses.
+func flood(t *testing.T, url, token, address string, n int) []int {
+	t.Helper()
+	var out []int
+	for range n {
+		resp, m := post(t, url, token, callGet, "X-Forwarded-For", address)
+		if resp.StatusCode == http.StatusTooManyRequests && (resp.Header.Get("Retry-After") == "" || errorCode(m) != "X_MCP_AUTH_THROTTLED") {
+			t.Fatalf("429 without Retry-After or code: %v %v", resp.Header, m)
+		}
+		out = append(out, resp.StatusCode)
+	}
+	return out
+}
+
+func count(codes []int, code int) (n int) {
+	for _, c := range codes {
+		if c == code {
+			n++
 		}
 	}
-	before := f.resolver.calls.Load()
-	resp, m := post(t, f.url, f.token(t, "agent"), callGet, "X-Forwarded-For", "203.0.113.7")
-	if resp.StatusCode != http.StatusTooManyRequests || errorCode(m) != "X_MCP_AUTH_THROTTLED" || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("the flooding address: %d %v", resp.StatusCode, m)
+	return n
+}
+
+// TestAnonymousFloodDoesNotLockOutTokens: requests without a token from
+// one address (everyone behind one NAT) are throttled past the limit, and
+// a valid token from that address still gets in; so does a bad token,
+// which its own allowance refuses 401 as before.
+func TestAnonymousFloodDoesNotLockOutTokens(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
+	settle(t)
+	codes := flood(t, f.url, "", "203.0.113.7", 25) // the default limit is 20
+	if count(codes, 401) != 20 || count(codes, 429) != 5 {
+		t.Fatalf("token-less flood: %v", codes)
 	}
-	if f.resolver.calls.Load() != before {
-		t.Fatal("the verifier ran for a throttled address")
+	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet, "X-Forwarded-For", "203.0.113.7"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a valid token from the flooding address: %d", resp.StatusCode)
 	}
-	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet, "X-Forwarded-For", "198.51.100.4"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("another address was locked out: %d", resp.StatusCode)
+	if resp, m := post(t, f.url, "forged", callGet, "X-Forwarded-For", "203.0.113.7"); resp.StatusCode != http.StatusUnauthorized || errorCode(m) != "X_MCP_UNAUTHORIZED" {
+		t.Fatalf("a bad token from the flooding address: %d %v", resp.StatusCode, m)
+	}
+}
+
+// TestBadTokenFloodDoesNotLockOutTokens: refused tokens from one address
+// are throttled past the limit, a valid token from it still gets in, and
+// so does a request without a token (which gets its challenge).
+func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
+	settle(t)
+	codes := flood(t, f.url, "forged", "203.0.113.7", 25)
+	if count(codes, 401) != 20 || count(codes, 429) != 5 {
+		t.Fatalf("bad-token flood: %v", codes)
+	}
+	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet, "X-Forwarded-For", "203.0.113.7"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a valid token from the flooding address: %d", resp.StatusCode)
+	}
+	if resp, _ := post(t, f.url, "", callGet, "X-Forwarded-For", "203.0.113.7"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token from the flooding address: %d", resp.StatusCode)
+	}
+	// Another address has its own allowance.
+	if codes := flood(t, f.url, "forged", "198.51.100.4", 1); codes[0] != http.StatusUnauthorized {
+		t.Fatalf("a bad token from another address: %v", codes)
 	}
 	// Without trusted hops, the header is not believed: every request
 	// comes from the socket's address.
@@ -297,8 +371,41 @@ func TestFailedAuthFloodIsPerAddress(t *testing.T) {
 	for _, xff := range []string{"10.0.0.1", "10.0.0.2"} {
 		post(t, g.url, "forged", callGet, "X-Forwarded-For", xff)
 	}
-	if resp, _ := post(t, g.url, g.token(t, "agent"), callGet, "X-Forwarded-For", "10.0.0.3"); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := post(t, g.url, "forged", callGet, "X-Forwarded-For", "10.0.0.3"); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a spoofed X-Forwarded-For escaped the limit: %d", resp.StatusCode)
+	}
+}
+
+// TestFailedAuthSharedAcrossReplicas runs two doors on one database: an
+// address's failed authentications are counted once for both, each kind
+// apart, and a valid token passes on either.
+func TestFailedAuthSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	pool := testdb.RuntimePool(t, url)
+	limits := func(c *ontology.Config) { c.HTTP.TrustedProxyHops, c.HTTP.RateLimits.FailedAuthPerMinute = 1, 6 }
+	a := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	b := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	settle(t)
+	var bad, anonymous []int
+	for i := range 8 {
+		srv := a
+		if i%2 == 1 {
+			srv = b
+		}
+		bad = append(bad, flood(t, srv.url, "forged", "203.0.113.7", 1)...)
+		anonymous = append(anonymous, flood(t, srv.url, "", "203.0.113.7", 1)...)
+	}
+	if count(bad, 401) != 6 || count(bad, 429) != 2 {
+		t.Fatalf("bad tokens across two replicas: %v", bad)
+	}
+	if count(anonymous, 401) != 6 || count(anonymous, 429) != 2 {
+		t.Fatalf("requests without a token across two replicas: %v", anonymous)
+	}
+	for _, srv := range []*fixture{a, b} {
+		if codes := flood(t, srv.url, srv.token(t, "agent"), "203.0.113.7", 1); codes[0] != http.StatusOK {
+			t.Fatalf("a valid token from the throttled address: %v", codes)
+		}
 	}
 }
 
@@ -316,13 +423,25 @@ func TestStoreUnreachable(t *testing.T) {
 	}
 }
 
+// TestIssuerUnreachable: a token that cannot be verified because the
+// issuer does not answer is not the client's fault: 503 with its own code,
+// counted against no one.
+func TestIssuerUnreachable(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.Identity.OIDC.Issuer = fmt.Sprintf("http://127.0.0.1:%d", testdb.FreePort(t))
+		c.HTTP.RateLimits.FailedAuthPerMinute = 1
+	})
+	for range 3 {
+		if resp, m := post(t, f.url, f.token(t, "agent"), callGet); resp.StatusCode != http.StatusServiceUnavailable || errorCode(m) != "X_MCP_IDENTITY_UNAVAILABLE" {
+			t.Fatalf("issuer down: %d %v", resp.StatusCode, m)
+		}
+	}
+}
+
 type failing struct{}
 
 func (failing) Hit(context.Context, string) (int, time.Time, error) {
-	return 0, time.Time{}, errors.New("store down")
-}
-
-func (failing) Count(context.Context, string) (int, time.Time, error) {
 	return 0, time.Time{}, errors.New("store down")
 }
 

@@ -3,6 +3,7 @@ package door
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,9 +18,30 @@ type Limiter interface {
 	// Hit counts one hit in the bucket's current window and returns the
 	// window's total and when the window ends.
 	Hit(ctx context.Context, bucket string) (hits int, windowEnd time.Time, err error)
-	// Count returns the hits in the bucket's current window, without
-	// counting one.
-	Count(ctx context.Context, bucket string) (hits int, windowEnd time.Time, err error)
+}
+
+// bucketKind names what a rate bucket counts.
+type bucketKind string
+
+// The kinds of bucket.
+const (
+	bucketCalls    bucketKind = "call"      // one caller's calls of one class: tenant, subject, class
+	bucketNoToken  bucketKind = "no-token"  // requests without a token from one address
+	bucketBadToken bucketKind = "bad-token" // refused tokens from one address
+)
+
+// bucket names a rate bucket: its kind, then each part quoted as Go quotes
+// a string. A quoted part ends at its first unescaped quote and reads back
+// exactly, so a key names one list of parts only: no tenant, subject or
+// address, whatever it holds, can make its bucket another's. It is the one
+// place bucket keys are made.
+func bucket(kind bucketKind, parts ...string) string {
+	key := []byte(kind)
+	for _, p := range parts {
+		key = append(key, ' ')
+		key = strconv.AppendQuote(key, p)
+	}
+	return string(key)
 }
 
 // PostgresLimiter keeps the counters in orangerail.rate_counters, so every
@@ -49,15 +71,6 @@ func (l *PostgresLimiter) Hit(ctx context.Context, bucket string) (int, time.Tim
 	return int(row.Hits), row.WindowStart.Add(time.Minute), nil
 }
 
-// Count implements Limiter.
-func (l *PostgresLimiter) Count(ctx context.Context, bucket string) (int, time.Time, error) {
-	hits, err := db.New().RateCount(ctx, l.pool, bucket)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	return int(hits), time.Now().Truncate(time.Minute).Add(time.Minute), nil
-}
-
 // MemoryLimiter keeps the counters in this process: for a single replica.
 type MemoryLimiter struct {
 	mu      sync.Mutex
@@ -85,13 +98,5 @@ func (l *MemoryLimiter) Hit(_ context.Context, bucket string) (int, time.Time, e
 	defer l.mu.Unlock()
 	end := l.roll()
 	l.buckets[bucket]++
-	return l.buckets[bucket], end, nil
-}
-
-// Count implements Limiter.
-func (l *MemoryLimiter) Count(_ context.Context, bucket string) (int, time.Time, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	end := l.roll()
 	return l.buckets[bucket], end, nil
 }

@@ -39,16 +39,17 @@ const (
 	ConfigInvalid    Code = "X_CONFIG_INVALID"
 	AuditorInvalid   Code = "X_AUDITOR_INVALID"
 
-	MCPBodyTooLarge      Code = "X_MCP_BODY_TOO_LARGE"
-	MCPProtocol          Code = "X_MCP_PROTOCOL"
-	MCPOriginRefused     Code = "X_MCP_ORIGIN_REFUSED"
-	MCPRateLimited       Code = "X_MCP_RATE_LIMITED"
-	MCPAuthThrottled     Code = "X_MCP_AUTH_THROTTLED"
-	MCPUnauthorized      Code = "X_MCP_UNAUTHORIZED"
-	MCPLimitsUnavailable Code = "X_MCP_LIMITS_UNAVAILABLE"
-	MCPQueryRejected     Code = "X_MCP_QUERY_REJECTED"
-	InputInvalid         Code = "X_INPUT_INVALID"
-	InputTooLarge        Code = "X_INPUT_TOO_LARGE"
+	MCPBodyTooLarge        Code = "X_MCP_BODY_TOO_LARGE"
+	MCPProtocol            Code = "X_MCP_PROTOCOL"
+	MCPOriginRefused       Code = "X_MCP_ORIGIN_REFUSED"
+	MCPRateLimited         Code = "X_MCP_RATE_LIMITED"
+	MCPAuthThrottled       Code = "X_MCP_AUTH_THROTTLED"
+	MCPUnauthorized        Code = "X_MCP_UNAUTHORIZED"
+	MCPIdentityUnavailable Code = "X_MCP_IDENTITY_UNAVAILABLE"
+	MCPLimitsUnavailable   Code = "X_MCP_LIMITS_UNAVAILABLE"
+	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
+	InputInvalid           Code = "X_INPUT_INVALID"
+	InputTooLarge          Code = "X_INPUT_TOO_LARGE"
 )
 
 // Entry describes one code.
@@ -69,7 +70,7 @@ var table = []Entry{
 		"Run the newer orangerail, or migrate down with it first; this binary refuses to touch a schema it does not know."},
 	{DatabaseRoleMissing, "The login cannot assume the orangerail_runtime role.",
 		"Run `orangerail migrate up` as the schema owner, and `GRANT orangerail_runtime TO <login>` if the server logs in as another user."},
-	{TenantInvalid, "A tenant id is empty or holds characters outside [A-Za-z0-9._:@-] (first character alphanumeric, at most 128).",
+	{TenantInvalid, "A tenant id is empty or holds characters outside [A-Za-z0-9._-] (first a letter or digit, at most 128).",
 		"Use a tenant id of that form; map your identity provider's claim to one."},
 	{TenantUnknown, "No tenant of that id exists in this database.",
 		"Check the id with `orangerail audit verify` (which lists tenants), or let the tenant's first governed call create it."},
@@ -105,10 +106,12 @@ var table = []Entry{
 		"Call from a non-browser client, or have the operator add the origin to http.allowed_origins."},
 	{MCPRateLimited, "The caller has made more calls of this class (reads, or writes) this minute than allowed.",
 		"Wait for the number of seconds in Retry-After, then retry."},
-	{MCPAuthThrottled, "Too many failed authentications came from this address this minute.",
-		"Fix the token the client sends, and retry after the number of seconds in Retry-After."},
+	{MCPAuthThrottled, "Too many requests from this address this minute carried an invalid token, or none (the two are counted apart; a valid token is never throttled by them).",
+		"Send a valid token (the 401 challenge names where to get one); a request without one, or with a refused one, may follow after the number of seconds in Retry-After."},
 	{MCPUnauthorized, "The request carries no valid bearer token.",
 		"Send an access token from the issuer named in the protected-resource metadata, in `Authorization: Bearer …`."},
+	{MCPIdentityUnavailable, "The server could not verify the token: the OIDC issuer's discovery document or signing keys could not be fetched.",
+		"Retry shortly; an operator checks that the issuer in identity.oidc.issuer is reachable from the server (/readyz reports it)."},
 	{MCPLimitsUnavailable, "The rate-limit counters could not be read, and the server is set to refuse calls then (on_store_error: closed).",
 		"Retry shortly; an operator checks the database the counters live in."},
 	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor.",

@@ -7,10 +7,13 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,18 +55,23 @@ const (
 	ScopesClaimDefault = "scope"
 )
 
-// Resolver verifies OIDC bearer tokens. Discovery happens on first use and
-// is retried until it succeeds; signing keys are cached and fetched again
-// when a token names a key the cache does not hold, so an issuer's key
-// rotation needs no restart. A Resolver is safe for concurrent use.
+// Resolver verifies OIDC bearer tokens. Discovery and the first fetch of
+// the issuer's signing keys happen on first use and are retried until they
+// succeed; the keys are cached, and fetched again when a token names a key
+// the cache does not hold, at most once per MinRefetchInterval, so an
+// issuer's key rotation needs no restart and a flood of forged tokens
+// cannot make orangerail flood the issuer. A Resolver is safe for
+// concurrent use.
 type Resolver struct {
-	cfg    ontology.OIDC
-	skew   time.Duration
-	now    func() time.Time
-	client *http.Client
+	cfg     ontology.OIDC
+	skew    time.Duration
+	now     func() time.Time
+	client  *http.Client
+	refetch time.Duration
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
+	keys     *keySet
 
 	cacheMu sync.Mutex
 	cache   map[[sha256.Size]byte]cached
@@ -89,6 +97,10 @@ type ResolverOptions struct {
 	HTTPClient *http.Client
 	// NowFunc returns the current time. Defaults to time.Now.
 	NowFunc func() time.Time
+	// MinRefetchInterval is the least time between two fetches of the
+	// issuer's keys once they are loaded. Defaults to
+	// MinRefetchIntervalDefault.
+	MinRefetchInterval time.Duration
 }
 
 // NewResolver returns a Resolver for cfg. The issuer must be https, except
@@ -97,7 +109,8 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	if err := ontology.CheckIssuer(cfg.Issuer); err != nil {
 		return nil, err
 	}
-	r := &Resolver{cfg: cfg, skew: time.Duration(cfg.ClockSkew), now: opts.NowFunc, client: opts.HTTPClient}
+	r := &Resolver{cfg: cfg, skew: time.Duration(cfg.ClockSkew), now: opts.NowFunc, client: opts.HTTPClient,
+		refetch: cmp.Or(opts.MinRefetchInterval, MinRefetchIntervalDefault)}
 	if r.skew == 0 {
 		r.skew = ClockSkewDefault
 	}
@@ -110,31 +123,41 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	return r, nil
 }
 
-// Ready loads the issuer's discovery document if it is not loaded yet.
+// Ready loads the issuer's discovery document and signing keys if they are
+// not loaded yet.
 func (r *Resolver) Ready(ctx context.Context) error {
-	_, err := r.load(ctx)
-	return err
+	_, keys, err := r.load(ctx)
+	if err != nil {
+		return err
+	}
+	return keys.ready(ctx)
 }
 
-func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+// load reads the issuer's discovery document, once it succeeds: the
+// verifier it returns checks tokens against the keys at its jwks_uri.
+func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.verifier != nil {
-		return r.verifier, nil
+		return r.verifier, r.keys, nil
 	}
-	ctx = oidc.ClientContext(ctx, r.client)
-	provider, err := oidc.NewProvider(ctx, r.cfg.Issuer)
+	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, r.client), r.cfg.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("OIDC discovery at %s: %w", r.cfg.Issuer, err)
+		return nil, nil, fmt.Errorf("OIDC discovery at %s: %w", r.cfg.Issuer, err)
 	}
-	// The key set outlives this call: it must fetch with a context of its own.
-	keysCtx := oidc.ClientContext(context.Background(), r.client)
-	r.verifier = provider.VerifierContext(keysCtx, &oidc.Config{
+	var discovered struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := provider.Claims(&discovered); err != nil || discovered.JWKSURI == "" {
+		return nil, nil, fmt.Errorf("OIDC discovery at %s names no jwks_uri", r.cfg.Issuer)
+	}
+	r.keys = &keySet{url: discovered.JWKSURI, client: r.client, now: r.now, interval: r.refetch}
+	r.verifier = oidc.NewVerifier(r.cfg.Issuer, r.keys, &oidc.Config{
 		ClientID:             r.cfg.Audience,
 		SupportedSigningAlgs: SigningAlgorithms,
 		SkipExpiryCheck:      true, // checked below, with this resolver's skew
 	})
-	return r.verifier, nil
+	return r.verifier, r.keys, nil
 }
 
 // Resolve verifies a bearer token and maps its claims to a caller. Every
@@ -169,11 +192,14 @@ func (r *Resolver) Resolve(ctx context.Context, token string) (*Caller, error) {
 }
 
 func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
-	v, err := r.load(ctx)
+	v, keys, err := r.load(ctx)
 	if err != nil {
 		return nil, err // not the token's fault: the issuer is unreachable
 	}
-	idToken, err := v.Verify(oidc.ClientContext(ctx, r.client), token)
+	if err := keys.ready(ctx); err != nil {
+		return nil, err // nor is a key set that cannot be had
+	}
+	idToken, err := v.Verify(ctx, token)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
@@ -181,16 +207,60 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if err := idToken.Claims(&claims); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
+	var dates struct {
+		Exp json.RawMessage `json:"exp"`
+		Nbf json.RawMessage `json:"nbf"`
+		Iat json.RawMessage `json:"iat"`
+	}
+	if err := idToken.Claims(&dates); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	// The verifier reads these dates leniently (a string of digits, an
+	// overflowing float); they are read here again, strictly, and only
+	// these readings decide.
+	exp, err := numericDate("exp", dates.Exp)
+	if err != nil {
+		return nil, err
+	}
+	notBefore, err := numericDate("nbf", dates.Nbf)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := numericDate("iat", dates.Iat); err != nil {
+		return nil, err
+	}
 	now := r.now()
-	if idToken.Expiry.IsZero() || !now.Before(idToken.Expiry.Add(r.skew)) {
-		return nil, fmt.Errorf("%w: expired at %s", ErrInvalidToken, idToken.Expiry.UTC().Format(time.RFC3339))
+	if exp.IsZero() || !now.Before(exp.Add(r.skew)) {
+		return nil, fmt.Errorf("%w: expired at %s", ErrInvalidToken, exp.UTC().Format(time.RFC3339))
 	}
-	if nbf, ok := claims["nbf"].(float64); ok {
-		if notBefore := time.Unix(int64(nbf), 0); now.Add(r.skew).Before(notBefore) {
-			return nil, fmt.Errorf("%w: not valid before %s", ErrInvalidToken, notBefore.UTC().Format(time.RFC3339))
-		}
+	if !notBefore.IsZero() && now.Add(r.skew).Before(notBefore) {
+		return nil, fmt.Errorf("%w: not valid before %s", ErrInvalidToken, notBefore.UTC().Format(time.RFC3339))
 	}
-	return r.callerOf(idToken.Subject, idToken.Expiry, claims)
+	return r.callerOf(idToken.Subject, exp, claims)
+}
+
+// maxNumericDate is the last second of the year 9999: no honest token's
+// date is later, and every date up to it converts to a time exactly.
+const maxNumericDate = 253402300799
+
+// numericDate reads a token's date claim (RFC 7519 NumericDate): absent,
+// the zero time; else a JSON number of seconds since the epoch, integer or
+// decimal, above 0 and at most maxNumericDate. Anything else — a string, a
+// null, an overflowing or negative number — makes the token invalid.
+func numericDate(name string, raw json.RawMessage) (time.Time, error) {
+	if raw == nil {
+		return time.Time{}, nil
+	}
+	refuse := fmt.Errorf("%w: %q is not a date in seconds between 1970 and 9999", ErrInvalidToken, name)
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return time.Time{}, refuse // a string, null, true, an array or object
+	}
+	v, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || !(v > 0 && v <= maxNumericDate) {
+		return time.Time{}, refuse
+	}
+	sec, frac := math.Modf(v)
+	return time.Unix(int64(sec), int64(frac*1e9)), nil
 }
 
 // callerOf maps verified claims to a caller, as the config says.

@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,26 +29,69 @@ type fixture struct {
 	issuer   *devissuer.Issuer
 	url      string
 	resolver *identity.Resolver
+	clock    *clock
+	// jwks counts the requests for the issuer's keys.
+	jwks atomic.Int32
+	// jwksDown, while set, answers those requests 503.
+	jwksDown atomic.Bool
+}
+
+// clock is a test's time, moved by hand; it starts at the real time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
 
 func setup(t *testing.T, edit func(*ontology.OIDC)) *fixture {
+	t.Helper()
+	return setupWith(t, edit, identity.ResolverOptions{})
+}
+
+// setupWith serves a development issuer, counting its key fetches, and a
+// resolver for it on the fixture's clock.
+func setupWith(t *testing.T, edit func(*ontology.OIDC), opts identity.ResolverOptions) *fixture {
 	t.Helper()
 	iss, err := devissuer.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(iss.Handler())
+	f := &fixture{issuer: iss, clock: &clock{t: time.Now()}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/jwks" {
+			f.jwks.Add(1)
+			if f.jwksDown.Load() {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		iss.Handler().ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
+	f.url = srv.URL
 	cfg := ontology.OIDC{Issuer: srv.URL, Audience: "orangerail", TenantClaim: "org_id",
 		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
 	if edit != nil {
 		edit(&cfg)
 	}
-	r, err := identity.NewResolver(cfg, identity.ResolverOptions{})
-	if err != nil {
+	if opts.NowFunc == nil {
+		opts.NowFunc = f.clock.Now
+	}
+	if f.resolver, err = identity.NewResolver(cfg, opts); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{issuer: iss, url: srv.URL, resolver: r}
+	return f
 }
 
 func (f *fixture) claims(extra map[string]any) devissuer.Claims {
@@ -143,7 +189,7 @@ func TestRefusedTokens(t *testing.T) {
 
 // TestKeyRotation: a token signed with a key the issuer has not published
 // is refused; once the issuer publishes it, the same token verifies, with
-// no restart.
+// no restart, as soon as the keys may be fetched again.
 func TestKeyRotation(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -163,8 +209,147 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("a token of an unpublished key: %v", err)
 	}
 	f.issuer.Rotate(next)
+	f.clock.Advance(identity.MinRefetchIntervalDefault)
 	if _, err := f.resolver.Resolve(ctx, tok); err != nil {
 		t.Fatalf("after rotation: %v", err)
+	}
+	if _, err := f.resolver.Resolve(ctx, f.token(t, f.claims(map[string]any{"roles": "other"}))); err != nil {
+		t.Fatalf("a new token of the new key: %v", err)
+	}
+	if n := f.jwks.Load(); n != 2 {
+		t.Fatalf("%d key fetches, want 2 (the first, and the new key's)", n)
+	}
+}
+
+// forgedWithKnownID signs with a key of the issuer's published id that is
+// not the issuer's key: a bad signature under a known key id.
+func forgedWithKnownID(t *testing.T, f *fixture, c devissuer.Claims) string {
+	t.Helper()
+	forger, err := devissuer.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger.ID = f.issuer.KeyID()
+	tok, err := devissuer.SignWith(forger, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestBadSignaturesFetchNoKeys: a token naming a key the issuer publishes,
+// with a signature that key does not verify, is refused from the cache; it
+// never makes the resolver fetch the keys again, however long since the
+// last fetch.
+func TestBadSignaturesFetchNoKeys(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	if _, err := f.resolver.Resolve(ctx, f.token(t, f.claims(nil))); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		f.clock.Advance(identity.MinRefetchIntervalDefault)
+		tok := forgedWithKnownID(t, f, f.claims(map[string]any{"n": i}))
+		if i%2 == 1 {
+			tok = tamper(f.token(t, f.claims(map[string]any{"n": i})))
+		}
+		if _, err := f.resolver.Resolve(ctx, tok); !errors.Is(err, identity.ErrInvalidToken) {
+			t.Fatalf("bad signature %d: %v", i, err)
+		}
+	}
+	if n := f.jwks.Load(); n != 1 {
+		t.Fatalf("%d key fetches for 50 bad signatures under a known key id, want 1 (the first)", n)
+	}
+}
+
+// TestUnknownKeyIDsFetchAtMostOncePerInterval: tokens naming key ids the
+// issuer does not publish, sent all at once, fetch the keys at most once
+// per interval, the first fetch included.
+func TestUnknownKeyIDsFetchAtMostOncePerInterval(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	if _, err := f.resolver.Resolve(ctx, f.token(t, f.claims(nil))); err != nil {
+		t.Fatal(err)
+	}
+	unknown := func() {
+		t.Helper()
+		var tokens []string
+		for range 50 {
+			k, err := devissuer.NewKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := devissuer.SignWith(k, f.claims(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens = append(tokens, tok)
+		}
+		var wg sync.WaitGroup
+		for _, tok := range tokens {
+			wg.Go(func() {
+				if _, err := f.resolver.Resolve(ctx, tok); !errors.Is(err, identity.ErrInvalidToken) {
+					t.Errorf("unknown key id: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	unknown()
+	if n := f.jwks.Load(); n != 1 {
+		t.Fatalf("%d key fetches within the first interval, want 1", n)
+	}
+	f.clock.Advance(identity.MinRefetchIntervalDefault)
+	unknown()
+	if n := f.jwks.Load(); n != 2 {
+		t.Fatalf("%d key fetches after one interval, want 2", n)
+	}
+	unknown()
+	if n := f.jwks.Load(); n != 2 {
+		t.Fatalf("%d key fetches, still within the second interval, want 2", n)
+	}
+
+	// The interval is the resolver's to set.
+	g := setupWith(t, nil, identity.ResolverOptions{MinRefetchInterval: 10 * time.Minute})
+	if _, err := g.resolver.Resolve(ctx, g.token(t, g.claims(nil))); err != nil {
+		t.Fatal(err)
+	}
+	next, err := devissuer.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.issuer.Rotate(next)
+	tok := g.token(t, g.claims(nil))
+	g.clock.Advance(9 * time.Minute)
+	if _, err := g.resolver.Resolve(ctx, tok); !errors.Is(err, identity.ErrInvalidToken) || g.jwks.Load() != 1 {
+		t.Fatalf("within a 10-minute interval: %v, %d fetches", err, g.jwks.Load())
+	}
+	g.clock.Advance(time.Minute)
+	if _, err := g.resolver.Resolve(ctx, tok); err != nil || g.jwks.Load() != 2 {
+		t.Fatalf("after it: %v, %d fetches", err, g.jwks.Load())
+	}
+}
+
+// TestUnreachableKeysAreNotAnInvalidToken: while the issuer's keys cannot
+// be fetched a first time, no token is blamed; once they can, tokens
+// verify.
+func TestUnreachableKeysAreNotAnInvalidToken(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	f.jwksDown.Store(true)
+	ctx := context.Background()
+	tok := f.token(t, f.claims(nil))
+	if err := f.resolver.Ready(ctx); err == nil {
+		t.Fatal("ready without keys")
+	}
+	if _, err := f.resolver.Resolve(ctx, tok); err == nil || errors.Is(err, identity.ErrInvalidToken) {
+		t.Fatalf("keys unreachable: %v", err)
+	}
+	f.jwksDown.Store(false)
+	if _, err := f.resolver.Resolve(ctx, tok); err != nil {
+		t.Fatalf("keys reachable again: %v", err)
 	}
 }
 
@@ -308,5 +493,54 @@ func TestCachedTokenStillExpires(t *testing.T) {
 	now = now.Add(2 * time.Minute) // past exp and the skew
 	if _, err := r.Resolve(context.Background(), tok); !errors.Is(err, identity.ErrInvalidToken) {
 		t.Fatalf("an expired token was served from the cache: %v", err)
+	}
+}
+
+// TestMalformedDatesAreRefused: exp, nbf and iat are JSON numbers of
+// seconds between 1970 and 9999, or the token is invalid — a date as a
+// string, or one no clock reaches, is never read leniently.
+func TestMalformedDatesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	now := f.clock.Now()
+	soon, past := float64(now.Add(time.Hour).Unix()), float64(now.Add(-time.Hour).Unix())
+	for name, extra := range map[string]map[string]any{
+		"nbf as a string":                      {"nbf": strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+		"nbf as a string in the past":          {"nbf": strconv.FormatInt(now.Add(-time.Hour).Unix(), 10)},
+		"nbf of 1e300":                         {"nbf": 1e300},
+		"nbf past int64":                       {"nbf": 1e19},
+		"nbf negative":                         {"nbf": -past},
+		"nbf zero":                             {"nbf": 0},
+		"nbf null":                             {"nbf": nil},
+		"nbf true":                             {"nbf": true},
+		"nbf an array":                         {"nbf": []float64{past}},
+		"exp as a string":                      {"exp": strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+		"exp of 1e300":                         {"exp": 1e300},
+		"exp in the year 10000":                {"exp": float64(253402300800)},
+		"exp beyond 2^53":                      {"exp": float64(1 << 60)},
+		"exp null":                             {"exp": nil},
+		"iat as a string":                      {"iat": strconv.FormatInt(now.Unix(), 10)},
+		"iat of 1e300":                         {"iat": 1e300},
+		"iat negative":                         {"iat": -1.5},
+		"iat an object":                        {"iat": map[string]any{"s": past}},
+		"nbf the string 1e3 beside a good exp": {"nbf": "1e3", "exp": soon},
+	} {
+		c := f.claims(nil)
+		for k, v := range extra {
+			c.Extra[k] = v
+		}
+		if _, err := f.resolver.Resolve(ctx, f.token(t, c)); !errors.Is(err, identity.ErrInvalidToken) {
+			t.Errorf("%s: %v, want ErrInvalidToken", name, err)
+		}
+	}
+	// Decimals are numbers like any other.
+	c := f.claims(map[string]any{"exp": soon + 0.5, "nbf": past + 0.25, "iat": past + 0.75})
+	caller, err := f.resolver.Resolve(ctx, f.token(t, c))
+	if err != nil {
+		t.Fatalf("decimal dates: %v", err)
+	}
+	if want := time.Unix(int64(soon), 5e8); !caller.Expires.Equal(want) {
+		t.Fatalf("expires %v, want %v", caller.Expires, want)
 	}
 }

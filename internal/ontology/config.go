@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -134,10 +135,49 @@ func CheckIssuer(issuer string) error {
 	return fmt.Errorf("the issuer %q must be https (plain http is allowed on loopback only)", issuer)
 }
 
+// LoopbackURL returns http://<listen> when listen is a loopback address
+// (localhost, 127.0.0.0/8, ::1) with a port: the URL a server listening
+// there is reached at. Any other address has no such URL: only the
+// operator knows the name clients use.
+func LoopbackURL(listen string) (string, bool) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "" {
+		return "", false
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", false
+	}
+	return "http://" + net.JoinHostPort(host, port), true
+}
+
+// CheckPublicURL refuses a public URL that is not an http or https origin:
+// a scheme and a host (and port), with no user, path, query or fragment.
+// MCP is served at /mcp under it, and RFC 9728 places the metadata at
+// /.well-known/oauth-protected-resource/mcp, both from the origin.
+func CheckPublicURL(public string) error {
+	u, err := url.Parse(public)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.Hostname() == "":
+		return fmt.Errorf("%q is not an absolute http or https URL", public)
+	case u.User != nil:
+		return fmt.Errorf("%q holds a user: name the server only", public)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(public, "#"):
+		return fmt.Errorf("%q has a query or fragment: name the server only", public)
+	case u.Path != "" && u.Path != "/":
+		return fmt.Errorf("%q has a path: name the server's origin only (MCP is served at /mcp under it)", public)
+	}
+	return nil
+}
+
 // HTTP configures the Streamable HTTP door.
 type HTTP struct {
 	// Listen is the address to serve on. Defaults to HTTPListenDefault.
 	Listen string `yaml:"listen"`
+	// PublicURL is the origin clients reach this server at, such as
+	// https://mcp.example.com: the 401 challenge and the protected-resource
+	// metadata name it, never the Host a request claims. Required unless
+	// Listen is a loopback address; then it defaults to http://<listen>.
+	PublicURL string `yaml:"public_url"`
 	// AllowedOrigins are the browser origins that may call; a request
 	// with any other Origin is refused. Defaults to none.
 	AllowedOrigins []string `yaml:"allowed_origins"`
@@ -441,6 +481,9 @@ func (c *Config) withDefaults() {
 	c.Limits.MaxInputBytes = cmp.Or(c.Limits.MaxInputBytes, MaxInputBytesDefault)
 	h := &c.HTTP
 	h.Listen = cmp.Or(h.Listen, HTTPListenDefault)
+	if h.PublicURL == "" {
+		h.PublicURL, _ = LoopbackURL(h.Listen)
+	}
 	h.MaxBodyBytes = cmp.Or(h.MaxBodyBytes, MaxBodyBytesDefault)
 	r := &h.RateLimits
 	r.ReadsPerMinute = cmp.Or(r.ReadsPerMinute, ReadsPerMinuteDefault)

@@ -102,6 +102,16 @@ func TestBrokenConfigs(t *testing.T) {
 			return add("sql_query: {enabled: true, roles: [auditor]}\n")(replace("  cancel_order:", "  sql_query:")(s))
 		}, []string{"actions.sql_query"}},
 		{"redact_audit not an input", replace("    where:", "    redact_audit: [card]\n    where:"), []string{"actions.cancel_order.redact_audit.0"}},
+		{"public_url missing off loopback", add("http: {listen: \"0.0.0.0:8080\"}\n"), []string{"http.public_url"}},
+		{"public_url missing with a malformed listen", add("http: {listen: \"127.0.0.1\"}\n"), []string{"http.public_url"}},
+		{"public_url relative", add("http: {public_url: mcp.example.com}\n"), []string{"http.public_url"}},
+		{"public_url not http", add("http: {public_url: \"ftp://mcp.example.com\"}\n"), []string{"http.public_url"}},
+		{"public_url with a query", add("http: {public_url: \"https://mcp.example.com/?a=1\"}\n"), []string{"http.public_url"}},
+		{"public_url with an empty query", add("http: {public_url: \"https://mcp.example.com?\"}\n"), []string{"http.public_url"}},
+		{"public_url with a fragment", add("http: {public_url: \"https://mcp.example.com#x\"}\n"), []string{"http.public_url"}},
+		{"public_url with a path", add("http: {public_url: \"https://gw.example.com/orangerail\"}\n"), []string{"http.public_url"}},
+		{"public_url with a user", add("http: {public_url: \"https://u:p@mcp.example.com\"}\n"), []string{"http.public_url"}},
+		{"public_url without a host", add("http: {public_url: \"https://:443\"}\n"), []string{"http.public_url"}},
 		{"several problems at once", func(s string) string {
 			return replace("    key: id", "    key: pk")(replace(`target.status == "paid"`, `target.status`)(s))
 		}, []string{"actions.cancel_order.where", "objects.order.key"}},
@@ -167,4 +177,27 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("an error that is not Problems: %v", err)
 		}
 	})
+}
+
+// TestPublicURL: the URL clients reach the server at is the configured
+// one, or, on a loopback listen only, http://<listen>.
+func TestPublicURL(t *testing.T) {
+	t.Parallel()
+	for extra, want := range map[string]string{
+		"":                                     "http://127.0.0.1:8080",
+		"http: {listen: \"127.0.0.1:9000\"}\n": "http://127.0.0.1:9000",
+		"http: {listen: \"localhost:9000\"}\n": "http://localhost:9000",
+		"http: {listen: \"[::1]:9000\"}\n":     "http://[::1]:9000",
+		"http: {listen: \"0.0.0.0:8080\", public_url: \"https://mcp.example.com\"}\n":   "https://mcp.example.com",
+		"http: {listen: \":8080\", public_url: \"https://mcp.example.com:8443/\"}\n":    "https://mcp.example.com:8443/",
+		"http: {listen: \"127.0.0.1:9000\", public_url: \"https://mcp.example.com\"}\n": "https://mcp.example.com",
+	} {
+		cfg, err := Parse([]byte(base + extra))
+		if err != nil {
+			t.Fatalf("%q: %v", extra, err)
+		}
+		if cfg.HTTP.PublicURL != want {
+			t.Errorf("%q: public URL %q, want %q", extra, cfg.HTTP.PublicURL, want)
+		}
+	}
 }

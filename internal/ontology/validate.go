@@ -89,6 +89,11 @@ func (c *Config) validate() Problems {
 			add("identity.oidc.issuer", "%v", err)
 		}
 	}
+	if h := c.HTTP; h.PublicURL == "" {
+		add("http.public_url", "is required when http.listen (%q) is not a loopback address: set the URL clients reach this server at, such as https://mcp.example.com", h.Listen)
+	} else if err := CheckPublicURL(h.PublicURL); err != nil {
+		add("http.public_url", "%v", err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		c.Objects[name].validate("objects."+name, add)
 	}

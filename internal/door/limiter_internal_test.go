@@ -1,0 +1,54 @@
+package door
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestBucketKeysAreUnambiguous: a bucket's key reads back into exactly its
+// kind and parts, so two different callers (or addresses) never share a
+// bucket, whatever their names hold — separators, quotes, backslashes,
+// spaces, control characters or bytes that are not UTF-8.
+func TestBucketKeysAreUnambiguous(t *testing.T) {
+	t.Parallel()
+	cases := [][]string{
+		{"a:b", "c", "read"}, {"a", "b:c", "read"}, // joined with ':' these were one bucket
+		{"a", "b c", "read"}, {"a b", "c", "read"},
+		{"a", `b" "c`, "read"}, {"a", `b`, `c" "read`},
+		{"a", `b\`, "read"}, {"a", `b\" "`, "read"},
+		{"acme", "agent\x00", "write"}, {"acme", "agent\xff", "write"}, {"acme", "agent\ufffd", "write"},
+		{"acme", "", "read"}, {"", "acme", "read"},
+	}
+	seen := map[string][]string{}
+	for _, parts := range cases {
+		key := bucket(bucketCalls, parts...)
+		if prev, ok := seen[key]; ok {
+			t.Errorf("%q and %q share the bucket %s", prev, parts, key)
+		}
+		seen[key] = parts
+		if got := parse(t, key); strings.Join(got, "\x00") != strings.Join(append([]string{string(bucketCalls)}, parts...), "\x00") {
+			t.Errorf("%s reads back as %q, want %q", key, got, parts)
+		}
+	}
+	if bucket(bucketNoToken, "203.0.113.7") == bucket(bucketBadToken, "203.0.113.7") {
+		t.Error("requests without a token and refused tokens share a bucket")
+	}
+}
+
+// parse reads a bucket key back: its kind, then its quoted parts.
+func parse(t *testing.T, key string) []string {
+	t.Helper()
+	kind, rest, _ := strings.Cut(key, " ")
+	out := []string{kind}
+	for rest != "" {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		part, _ := strconv.Unquote(q)
+		out = append(out, part)
+		rest = strings.TrimPrefix(rest[len(q):], " ")
+	}
+	return out
+}
