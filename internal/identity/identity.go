@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
@@ -275,6 +277,9 @@ func (r *Resolver) callerOf(subject string, expires time.Time, claims map[string
 	if subject == "" {
 		return nil, fmt.Errorf("%w: no subject", ErrInvalidToken)
 	}
+	if err := checkSubject(subject); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
 	c := &Caller{Expires: expires}
 	c.Subject, c.Tenant, c.Kind = subject, tenant, engine.ActorAgent
 	c.Roles = stringList(claims[cmp.Or(r.cfg.RolesClaim, RolesClaimDefault)])
@@ -301,6 +306,27 @@ func stringList(v any) []string {
 			}
 		}
 		return out
+	}
+	return nil
+}
+
+// MaxSubjectBytes bounds a token's subject, as OpenID Connect bounds sub
+// (255 ASCII characters).
+const MaxSubjectBytes = 255
+
+// checkSubject refuses a subject no audit record should carry: every
+// record names its actor, so a subject holding U+0000 (which the audit
+// table's jsonb cannot store) would block every call of its caller, and
+// other control characters would reach the people who read the log.
+func checkSubject(subject string) error {
+	if len(subject) > MaxSubjectBytes {
+		return fmt.Errorf("the subject is longer than %d bytes", MaxSubjectBytes)
+	}
+	if !utf8.ValidString(subject) {
+		return errors.New("the subject is not UTF-8")
+	}
+	if strings.ContainsFunc(subject, unicode.IsControl) {
+		return errors.New("the subject holds a control character")
 	}
 	return nil
 }

@@ -544,3 +544,34 @@ func TestMalformedDatesAreRefused(t *testing.T) {
 		t.Fatalf("expires %v, want %v", caller.Expires, want)
 	}
 }
+
+// TestHostileSubjectsAreRefused: every audit record names its caller, and
+// the audit table cannot hold U+0000, so a token whose subject holds one
+// would have blocked every call it made; other control characters would
+// reach the people who read the log.
+func TestHostileSubjectsAreRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	for name, subject := range map[string]string{
+		"NUL":         "agent\x00-7",
+		"escape":      "agent\x1b[2J",
+		"CR":          "agent-7\rroot",
+		"C1":          "agent\u0085",
+		"over 255":    strings.Repeat("a", 256),
+		"DEL":         "agent\x7f",
+		"line feed":   "agent\n7",
+		"tab":         "agent\t7",
+		"NUL at once": "\x00",
+	} {
+		c := f.claims(nil)
+		c.Subject = subject
+		if _, err := f.resolver.Resolve(context.Background(), f.token(t, c)); !errors.Is(err, identity.ErrInvalidToken) {
+			t.Errorf("%s: %v, want ErrInvalidToken", name, err)
+		}
+	}
+	c := f.claims(nil)
+	c.Subject = "user@example.com|Ünïcødé 名前"
+	if caller, err := f.resolver.Resolve(context.Background(), f.token(t, c)); err != nil || caller.Subject != c.Subject {
+		t.Fatalf("a plain subject: %+v %v", caller, err)
+	}
+}
