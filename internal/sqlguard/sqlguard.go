@@ -1,8 +1,9 @@
 // Package sqlguard decides, on the real Postgres grammar, whether a
 // statement an agent sent may run as a read-only query: exactly one SELECT,
 // with no INTO, no locking clause, no data-modifying statement at any
-// depth, no call into a banned function family anywhere in the tree, and no
-// U& escapes. It is one of the read-only SQL tool's layers, not the only
+// depth, no call into a banned function family anywhere in the tree —
+// spelled as a call f(x) or as a field selection x.f or (x).f, which
+// Postgres resolves as f(x) — and no U& escapes. It is one of the read-only SQL tool's layers, not the only
 // one: the statement still runs read-only, as a low-privilege role, under
 // limits.
 package sqlguard
@@ -135,11 +136,43 @@ func check(node any) error {
 		if len(n.Funcname) == 0 {
 			return nil
 		}
-		name := strings.ToLower(n.Funcname[len(n.Funcname)-1].GetString_().GetSval())
-		for _, prefix := range BannedPrefixes {
-			if strings.HasPrefix(name, prefix) {
-				return &Refusal{Rule: RuleFunction, Detail: fmt.Sprintf("functions named %s* may not be called", prefix)}
+		return callable(n.Funcname[len(n.Funcname)-1].GetString_().GetSval(), "")
+	case *pg.ColumnRef:
+		// a.b is column b of relation a, or else the call b(a) (Postgres
+		// reads a.b as b(a) when a is a column or a whole row); a.b.c may
+		// likewise call c. Only the first part never names a function.
+		for _, f := range n.Fields[min(1, len(n.Fields)):] {
+			if err := callable(f.GetString_().GetSval(), "x.f calls f(x)"); err != nil {
+				return err
 			}
+		}
+	case *pg.A_Indirection:
+		// (x).f selects field f of x, or else calls f(x); (x).f.g may call
+		// g(f(x)).
+		for _, f := range n.Indirection {
+			if err := callable(f.GetString_().GetSval(), "(x).f calls f(x)"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// callable refuses a name that may resolve to a function in a banned
+// family. It is the one place the function rule is decided: for a call's
+// name, and for every name Postgres may resolve as a call (a part after a
+// dot). how, when set, says how a name that is not spelled as a call calls
+// one. Names are matched case-insensitively, which refuses more than
+// Postgres would resolve (a quoted "PG_SLEEP" is not pg_sleep), never less.
+func callable(name, how string) error {
+	lower := strings.ToLower(name)
+	for _, prefix := range BannedPrefixes {
+		if strings.HasPrefix(lower, prefix) {
+			detail := fmt.Sprintf("functions named %s* may not be called", prefix)
+			if how != "" {
+				detail += fmt.Sprintf(", nor named after a dot (%s): leave %s unqualified or alias it", how, name)
+			}
+			return &Refusal{Rule: RuleFunction, Detail: detail}
 		}
 	}
 	return nil

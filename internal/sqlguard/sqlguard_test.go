@@ -46,6 +46,50 @@ func TestBannedNamesAreMatchedOnTheLastPart(t *testing.T) {
 	}
 }
 
+// TestFieldSelectionIsACall: Postgres resolves x.f and (x).f as the call
+// f(x) when x is a column, a whole row or any expression, so a name after a
+// dot is held to the function rule wherever it stands.
+func TestFieldSelectionIsACall(t *testing.T) {
+	t.Parallel()
+	for sql, banned := range map[string]bool{
+		"SELECT (pid).pg_terminate_backend FROM t":                         true,
+		"SELECT (pid).pg_cancel_backend FROM t":                            true,
+		"SELECT ('orangerail.audit'::regclass).pg_relation_size":           true,
+		"SELECT (42::bigint).pg_try_advisory_lock_shared":                  true,
+		"SELECT (42).pg_advisory_xact_lock":                                true,
+		"SELECT x.pg_terminate_backend FROM (SELECT 1 AS x) s":             true,
+		"SELECT s.x.pg_terminate_backend FROM (SELECT 1 AS x) s":           true,
+		`SELECT x."pg_terminate_backend" FROM t`:                           true,
+		`SELECT x."PG_Terminate_Backend" FROM t`:                           true,
+		"SELECT x.PG_TERMINATE_BACKEND FROM t":                             true,
+		"SELECT (x).a.pg_sleep FROM t":                                     true,
+		"SELECT (x).pg_catalog.pg_sleep FROM t":                            true,
+		"SELECT 1 FROM t WHERE (t.pid).pg_terminate_backend":               true,
+		"SELECT 1 FROM t ORDER BY t.pid.pg_cancel_backend":                 true,
+		"SELECT count(*) FILTER (WHERE (pid).pg_terminate_backend) FROM t": true,
+		"SELECT * FROM t JOIN u ON (t.a).pg_advisory_unlock_all":           true,
+		"SELECT (SELECT (1).pg_sleep)":                                     true,
+		"SELECT x.set_config FROM t":                                       true,
+		"SELECT x.lo_unlink FROM t":                                        true,
+		"SELECT (x).nextval FROM t":                                        true,
+		"SELECT pg_catalog.pg_terminate_backend(1)":                        true,
+		`SELECT "pg_catalog"."PG_TERMINATE_BACKEND"(1)`:                    true,
+		"SELECT pid FROM t":                                                false,
+		"SELECT t.pid, (t.pid).x FROM t":                                   false,
+		"SELECT pg_thing FROM t":                                           false, // unqualified: a column, never a call
+		"SELECT (x).* FROM t":                                              false,
+		"SELECT (arr)[1] FROM t":                                           false,
+		"SELECT pg_alias.a FROM t AS pg_alias":                             false, // the first part never names a function
+		"SELECT t.* FROM t":                                                false,
+	} {
+		_, err := Check(sql)
+		var r *Refusal
+		if got := errors.As(err, &r) && r.Rule == RuleFunction; got != banned {
+			t.Errorf("Check(%q) = %v; banned %v", sql, err, banned)
+		}
+	}
+}
+
 // FuzzCheck holds the guard to never panicking and to accepting only what
 // parses as exactly one SELECT.
 func FuzzCheck(f *testing.F) {

@@ -93,7 +93,7 @@ var allowed = []string{
 	"SELECT $x$; DELETE FROM audit; $x$",
 	"SELECT pg_thing FROM (SELECT 1 AS pg_thing) t",
 	`SELECT "pg_sleep" FROM (SELECT 1 AS "pg_sleep") t`,
-	"SELECT x.set_configured, x.lo_res FROM (SELECT 1 AS set_configured, 2 AS lo_res) x",
+	"SELECT set_configured, lo_res FROM (SELECT 1 AS set_configured, 2 AS lo_res) x",
 	"SELECT relname FROM pg_class ORDER BY relname LIMIT 5",
 	"SELECT count(*) FROM pg_catalog.pg_tables",
 	"SELECT table_name FROM information_schema.tables WHERE table_schema = 'orangerail'",
@@ -234,6 +234,17 @@ var rejected = []struct {
 	{"SELECT nextval('s')", sqlguard.RuleFunction},
 	{"SELECT setval('s', 100)", sqlguard.RuleFunction},
 	{"SELECT txid_current()", sqlguard.RuleFunction},
+	// Field selection is a call: x.f and (x).f are f(x) to Postgres. A
+	// qualified column named like a banned family is refused with them.
+	{"SELECT (pid).pg_terminate_backend FROM (SELECT pg_backend_pid() AS pid) s", sqlguard.RuleFunction},
+	{"SELECT (1).pg_cancel_backend", sqlguard.RuleFunction},
+	{"SELECT ('orangerail.audit'::regclass).pg_relation_size", sqlguard.RuleFunction},
+	{"SELECT (42::bigint).pg_try_advisory_lock_shared", sqlguard.RuleFunction},
+	{"SELECT (42::bigint).pg_advisory_xact_lock", sqlguard.RuleFunction},
+	{"SELECT s.pg_column_size FROM (SELECT 1 AS x) s", sqlguard.RuleFunction},
+	{`SELECT (seq)."pg_terminate_backend" FROM audit`, sqlguard.RuleFunction},
+	{"SELECT a.seq FROM audit a WHERE (a.seq).PG_CANCEL_BACKEND", sqlguard.RuleFunction},
+	{"SELECT x.set_configured, x.lo_res FROM (SELECT 1 AS set_configured, 2 AS lo_res) x", sqlguard.RuleFunction},
 	// U& escapes.
 	{`SELECT U&"\0070g_sleep"(1)`, sqlguard.RuleUnicode},
 	{`SELECT U&'\0041'`, sqlguard.RuleUnicode},
