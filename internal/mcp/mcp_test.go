@@ -576,7 +576,7 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatal("an auditor does not see sql_query")
 	}
 	// The description names the search path the querier sets: the default.
-	if d := listed.Tools[i].Description; !strings.Contains(d, "(schemas: orangerail;") {
+	if d := listed.Tools[i].Description; !strings.Contains(d, "(schemas: orangerail, the only relations it may read;") {
 		t.Fatalf("sql_query description %q does not name its schemas", d)
 	}
 	// Something in the audit log to read.

@@ -3,13 +3,15 @@
 // with no INTO, no locking clause, no data-modifying statement at any
 // depth, no call into a banned function family anywhere in the tree —
 // spelled as a call f(x) or as a field selection x.f or (x).f, which
-// Postgres resolves as f(x) — and no U& escapes. It is one of the read-only SQL tool's layers, not the only
-// one: the statement still runs read-only, as a low-privilege role, under
-// limits.
+// Postgres resolves as f(x) — no relation outside the schemas it may read,
+// and no U& escapes. It is one of the read-only SQL tool's layers, not the
+// only one: the statement still runs read-only, as a low-privilege role,
+// under limits.
 package sqlguard
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -31,6 +33,7 @@ const (
 	RuleFunction     Rule = "banned_function" // a call into a banned function family
 	RuleUnicode      Rule = "no_unicode_escape"
 	RuleTooLong      Rule = "too_long"
+	RuleRelation     Rule = "relation_not_allowed" // a relation outside the allowed schemas, e.g. a catalog
 )
 
 // MaxLength bounds a statement, in bytes.
@@ -62,8 +65,11 @@ func (r *Refusal) Error() string {
 }
 
 // Check returns the one statement of sql, without a trailing semicolon,
-// when it may run, and a *Refusal otherwise.
-func Check(sql string) (string, error) {
+// when it may run, and a *Refusal otherwise. schemas are the schemas whose
+// relations the statement may read (the search path it runs under): a
+// relation named with a schema must name one of them, and no relation may
+// be a catalog's.
+func Check(sql string, schemas []string) (string, error) {
 	if len(sql) > MaxLength {
 		return "", &Refusal{Rule: RuleTooLong, Detail: fmt.Sprintf("longer than %d bytes", MaxLength)}
 	}
@@ -87,7 +93,7 @@ func Check(sql string) (string, error) {
 	if raw.Stmt.GetSelectStmt() == nil {
 		return "", &Refusal{Rule: RuleSelectOnly}
 	}
-	if err := walk(raw.Stmt.ProtoReflect()); err != nil {
+	if err := (rules{schemas: schemas}).walk(raw.Stmt.ProtoReflect()); err != nil {
 		return "", err
 	}
 	start, end := int(raw.StmtLocation), len(sql)
@@ -97,9 +103,14 @@ func Check(sql string) (string, error) {
 	return sql[start:end], nil
 }
 
+// rules are the rules a statement is held to, with what they depend on.
+type rules struct {
+	schemas []string // the schemas whose relations may be read
+}
+
 // walk visits every message of the tree.
-func walk(m protoreflect.Message) error {
-	if err := check(m.Interface()); err != nil {
+func (r rules) walk(m protoreflect.Message) error {
+	if err := r.check(m.Interface()); err != nil {
 		return err
 	}
 	var err error
@@ -108,12 +119,12 @@ func walk(m protoreflect.Message) error {
 		case fd.IsList() && fd.Message() != nil:
 			list := v.List()
 			for i := 0; i < list.Len() && err == nil; i++ {
-				err = walk(list.Get(i).Message())
+				err = r.walk(list.Get(i).Message())
 			}
 		case fd.IsMap():
 			// The parse tree has no maps.
 		case fd.Message() != nil:
-			err = walk(v.Message())
+			err = r.walk(v.Message())
 		}
 		return err == nil
 	})
@@ -121,7 +132,7 @@ func walk(m protoreflect.Message) error {
 }
 
 // check applies the rules to one node.
-func check(node any) error {
+func (r rules) check(node any) error {
 	switch n := node.(type) {
 	case *pg.SelectStmt:
 		if n.IntoClause != nil {
@@ -146,6 +157,8 @@ func check(node any) error {
 				return err
 			}
 		}
+	case *pg.RangeVar:
+		return r.readable(n.Schemaname, n.Relname)
 	case *pg.A_Indirection:
 		// (x).f selects field f of x, or else calls f(x); (x).f.g may call
 		// g(f(x)).
@@ -174,6 +187,29 @@ func callable(name, how string) error {
 			}
 			return &Refusal{Rule: RuleFunction, Detail: detail}
 		}
+	}
+	return nil
+}
+
+// readable refuses a relation outside the allowed schemas. A catalog
+// relation describes the whole database — every tenant's row counts in
+// pg_stat_user_tables, pg_class.reltuples, pg_statio_* — and Postgres
+// cannot deny a role what PUBLIC may read, so it is refused here: a
+// schema-qualified name must name an allowed schema, never a system one
+// (pg_catalog, pg_toast, pg_temp…, information_schema), even if allowed;
+// an unqualified name must not start with pg_, since pg_catalog is
+// implicitly first on every search path and each of its relations is named
+// pg_* (information_schema is never on the path unless named).
+func (r rules) readable(schema, relation string) error {
+	if schema == "" {
+		if strings.HasPrefix(strings.ToLower(relation), "pg_") {
+			return &Refusal{Rule: RuleRelation, Detail: fmt.Sprintf("%s is a catalog relation (pg_*); only relations in %s may be read", relation, strings.Join(r.schemas, ", "))}
+		}
+		return nil
+	}
+	lower := strings.ToLower(schema)
+	if strings.HasPrefix(lower, "pg_") || lower == "information_schema" || !slices.Contains(r.schemas, schema) {
+		return &Refusal{Rule: RuleRelation, Detail: fmt.Sprintf("schema %s may not be read; only relations in %s may be read", schema, strings.Join(r.schemas, ", "))}
 	}
 	return nil
 }

@@ -115,7 +115,7 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	if err := database.ValidateTenantID(tenant); err != nil {
 		return nil, err
 	}
-	statement, err := sqlguard.Check(sql)
+	statement, err := sqlguard.Check(sql, q.cfg.Schemas)
 	if err != nil {
 		return nil, err
 	}
