@@ -1,6 +1,7 @@
 // Package sqlquery runs an agent's read-only SQL in four layers, each of
 // which must engage for the query to run: a dedicated low-privilege login
-// on a connection used once (role), a read-only transaction whose snapshot
+// on a connection used once, the statement run as a role without even that
+// login's privileges (role), a read-only transaction whose snapshot
 // a trusted statement takes first (transaction), the real Postgres grammar
 // (parse, package sqlguard), and server-side limits on time, rows and
 // bytes (limits).
@@ -44,6 +45,19 @@ const MaxConcurrent = 4
 // QueryRole is the login every query runs as.
 const QueryRole = "orangerail_query"
 
+// AgentRole is the role an agent's SQL runs as: the query login switches to
+// it (SET LOCAL ROLE) before the statement. It has orangerail_readonly's
+// rights and not the privileges of QueryRole, the login every tenant's
+// query backend runs as, and Postgres lets a backend signal only backends
+// whose login the current user has the privileges of: so no query can
+// cancel or terminate another tenant's (or any) backend.
+const AgentRole = "orangerail_query_agent"
+
+// WorkMem bounds the memory each sort or hash of a query may take in the
+// database before it spills to temporary files (which the query login's
+// temp_file_limit bounds in turn; see migration 00004).
+const WorkMem = "4MB"
+
 // Result is a query's answer.
 type Result struct {
 	Columns []string `json:"columns"`
@@ -71,10 +85,10 @@ type Config struct {
 // Querier runs read-only queries. It is safe for concurrent use: each query
 // has a connection of its own.
 type Querier struct {
-	cfg        Config
-	conn       *pgx.ConnConfig
-	slots      chan struct{}
-	searchPath string // the statement that sets Schemas as the search path
+	cfg   Config
+	conn  *pgx.ConnConfig
+	slots chan struct{}
+	setup string // the statements that set a query's limits, search path and role
 }
 
 // New returns a Querier.
@@ -93,18 +107,32 @@ func New(c Config) (*Querier, error) {
 	for i, s := range c.Schemas {
 		schemas[i] = pgx.Identifier{s}.Sanitize()
 	}
-	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent),
-		searchPath: "SET LOCAL search_path TO " + strings.Join(schemas, ", ")}, nil
+	// Trusted statements, sent as one simple-protocol message: SET LOCAL
+	// reverts with the transaction, which is never committed.
+	setup := strings.Join([]string{
+		fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds()),
+		fmt.Sprintf("SET LOCAL work_mem = '%s'", WorkMem),
+		"SET LOCAL search_path TO " + strings.Join(schemas, ", "),
+		"SET LOCAL ROLE " + pgx.Identifier{AgentRole}.Sanitize(),
+	}, "; ")
+	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent), setup: setup}, nil
 }
 
 // Schemas returns the search path a query sees.
 func (q *Querier) Schemas() []string { return slices.Clone(q.cfg.Schemas) }
 
 // RoleError says the query login is not the dedicated low-privilege role,
-// so the role layer could not engage and nothing ran.
-type RoleError struct{ Login string }
+// or the role agent SQL would run as is not AgentRole without QueryRole's
+// privileges, so the role layer could not engage and nothing ran.
+type RoleError struct {
+	Login string // session_user
+	Role  string // current_user after the switch; empty when the login was refused
+}
 
 func (e *RoleError) Error() string {
+	if e.Role != "" {
+		return fmt.Sprintf("agent SQL would run as %q, not a plain %s without the privileges of %s: refusing to run it", e.Role, AgentRole, QueryRole)
+	}
 	return fmt.Sprintf("the query login is %q, not a plain %s: refusing to run agent SQL", e.Login, QueryRole)
 }
 
@@ -120,18 +148,32 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 		return nil, err
 	}
 	res := &Result{Columns: []string{}, Rows: []json.RawMessage{}}
+	err = q.session(ctx, tenant, func(ctx context.Context, tx pgx.Tx) error {
+		// Every layer engaged, or session would not have called.
+		res.Guards = []string{GuardRole, GuardTransaction, GuardParse, GuardLimits}
+		return q.read(ctx, tx, statement, res)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
+// session runs fn in a transaction of a fresh query connection bound to
+// tenant, with the role, transaction and limits layers engaged: fn's
+// statements run as AgentRole, read-only, under the limits.
+func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	// Each query holds a connection of its own for up to Timeout: bound how
 	// many it may hold, so a burst cannot use up the server's connections.
 	select {
 	case q.slots <- struct{}{}:
 		defer func() { <-q.slots }()
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	conn, err := pgx.ConnectConfig(ctx, q.conn.Copy())
 	if err != nil {
-		return nil, fmt.Errorf("connect as %s: %w", QueryRole, err)
+		return fmt.Errorf("connect as %s: %w", QueryRole, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx)) // used once: discarded after the query
 
@@ -142,15 +184,14 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	err = conn.QueryRow(ctx, `SELECT session_user, r.rolsuper, r.rolbypassrls, pg_backend_pid()
 		FROM pg_roles r WHERE r.rolname = session_user`).Scan(&login, &super, &bypass, &pid)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if login != QueryRole || super || bypass {
-		return nil, &RoleError{Login: login}
+		return &RoleError{Login: login}
 	}
-	res.Guards = append(res.Guards, GuardRole)
 	started, err := db.New().QuerySessionBind(ctx, q.cfg.Store, &db.QuerySessionBindParams{Pid: pid, TenantID: tenant})
 	if err != nil {
-		return nil, fmt.Errorf("bind the query session: %w", err)
+		return fmt.Errorf("bind the query session: %w", err)
 	}
 	defer func() {
 		_ = db.New().QuerySessionUnbind(context.WithoutCancel(ctx), q.cfg.Store, &db.QuerySessionUnbindParams{Pid: pid, BackendStart: started})
@@ -160,33 +201,44 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	// before any agent SQL, so nothing can make it read-write.
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // never committed
 	var readOnly string
 	if err := tx.QueryRow(ctx, "SELECT current_setting('transaction_read_only')").Scan(&readOnly); err != nil {
-		return nil, err
+		return err
 	}
 	if readOnly != "on" {
-		return nil, errors.New("the query transaction is not read-only")
+		return errors.New("the query transaction is not read-only")
 	}
-	res.Guards = append(res.Guards, GuardTransaction)
-	res.Guards = append(res.Guards, GuardParse)
 
-	// Limits: a statement timeout, a row ceiling as an outer LIMIT (it
-	// clamps, never raises), and a byte cap while reading.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds())); err != nil {
-		return nil, err
+	// Limits, search path, and the role agent SQL runs as; then check that
+	// role has none of the login's privileges (so it can signal no query
+	// backend) and no way around RLS.
+	if _, err := tx.Exec(ctx, q.setup); err != nil {
+		return err
 	}
-	if _, err := tx.Exec(ctx, q.searchPath); err != nil {
-		return nil, err
+	var role string
+	var loginPrivileges bool
+	err = tx.QueryRow(ctx, `SELECT current_user, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, session_user, 'USAGE')
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&role, &super, &bypass, &loginPrivileges)
+	if err != nil {
+		return err
 	}
-	res.Guards = append(res.Guards, GuardLimits)
+	if role != AgentRole || super || bypass || loginPrivileges {
+		return &RoleError{Login: login, Role: role}
+	}
+	return fn(ctx, tx)
+}
+
+// read runs the checked statement under the row ceiling and byte cap and
+// fills res.
+func (q *Querier) read(ctx context.Context, tx pgx.Tx, statement string, res *Result) error {
 	wrapped := fmt.Sprintf("SELECT * FROM (\n%s\n) AS orangerail_query LIMIT %d", statement, MaxRows+1)
 	// One statement in the extended protocol: never the simple protocol.
 	rows, err := tx.Query(ctx, wrapped, pgx.QueryExecModeExec)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for _, f := range rows.FieldDescriptions() {
@@ -199,11 +251,11 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 		}
 		values, err := rows.Values()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		encoded, err := json.Marshal(values)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if res.Bytes+len(encoded) > MaxBytes {
 			res.TruncatedBy = "bytes"
@@ -213,8 +265,5 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 		res.Rows = append(res.Rows, encoded)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return rows.Err()
 }

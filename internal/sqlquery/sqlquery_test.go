@@ -333,6 +333,10 @@ func TestTenantIsolationAndLimits(t *testing.T) {
 	if n := count("nobody", "SELECT count(*) FROM audit"); n != "[0]" {
 		t.Fatalf("an unknown tenant sees %v rows", n)
 	}
+	// The statement runs as the agent role, in a session of the query login.
+	if who := count("acme", "SELECT current_user, session_user"); who != `["orangerail_query_agent","orangerail_query"]` {
+		t.Fatalf("the statement ran as %s", who)
+	}
 
 	res, err := b.q.Query(ctx, "acme", "SELECT * FROM generate_series(1, 5000)")
 	if err != nil || len(res.Rows) != sqlquery.MaxRows || res.TruncatedBy != "rows" {
@@ -346,8 +350,19 @@ func TestTenantIsolationAndLimits(t *testing.T) {
 	if err != nil || res.TruncatedBy != "bytes" || res.Bytes > sqlquery.MaxBytes || len(res.Rows) == 0 {
 		t.Fatalf("byte cap: %d rows, %d bytes, %q, %v", len(res.Rows), res.Bytes, res.TruncatedBy, err)
 	}
+	// The database bounds each query's memory and temporary files.
+	res, err = b.q.Query(ctx, "acme", "SELECT current_setting('work_mem'), current_setting('temp_file_limit')")
+	if err != nil || string(res.Rows[0]) != `["4MB","256MB"]` {
+		t.Fatalf("memory settings: %v %v", res, err)
+	}
+	_, err = b.q.Query(ctx, "acme", "SELECT count(*) FROM (SELECT * FROM generate_series(1, 50000000) ORDER BY 1 DESC) s")
+	var limitErr *pgconn.PgError
+	if !errors.As(err, &limitErr) || limitErr.Code != "53400" {
+		t.Fatalf("temp_file_limit: %v", err)
+	}
 	start := time.Now()
-	_, err = b.q.Query(ctx, "acme", "SELECT count(*) FROM generate_series(1, 100000000000)")
+	// Long but small: a join of two short series never fills temp files.
+	_, err = b.q.Query(ctx, "acme", "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b")
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
 		t.Fatalf("statement timeout: %v after %s", err, time.Since(start))
@@ -366,7 +381,7 @@ func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	for _, sql := range []string{
+	refused := []string{
 		"SELECT pg_sleep(0)",
 		"SELECT set_config('role', 'postgres', false)",
 		"SELECT pg_advisory_lock(1)",
@@ -376,10 +391,196 @@ func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
 		"SELECT * FROM ts_stat('select ''a''::tsvector')",
 		"SET ROLE orangerail_runtime",
 		"INSERT INTO orangerail.query_sessions VALUES (pg_backend_pid(), now(), 'globex', now())",
-	} {
+		// Every advisory-lock overload, the signals, sizes and files.
+		"SELECT pg_try_advisory_lock_shared(42::bigint)",
+		"SELECT (42::bigint).pg_try_advisory_lock_shared",
+		"SELECT pg_try_advisory_xact_lock_shared(1, 2)",
+		"SELECT pg_advisory_lock_shared(1, 2)",
+		"SELECT pg_advisory_xact_lock_shared(1)",
+		"SELECT pg_advisory_unlock_shared(1)",
+		"SELECT pg_advisory_unlock(1, 2)",
+		"SELECT pg_try_advisory_xact_lock(1, 2)",
+		"SELECT pg_terminate_backend(pg_backend_pid())",
+		"SELECT pg_cancel_backend(pg_backend_pid())",
+		"SELECT pg_relation_size('orangerail.audit')",
+		"SELECT ('orangerail.audit'::regclass).pg_relation_size",
+		"SELECT pg_total_relation_size('orangerail.audit')",
+		"SELECT pg_table_size('orangerail.audit')",
+		"SELECT pg_indexes_size('orangerail.audit')",
+		"SELECT pg_database_size(current_database())",
+		"SELECT pg_tablespace_size('pg_default')",
+		"SELECT pg_read_file('PG_VERSION')",
+		"SELECT pg_ls_dir('.')",
+		"SELECT pg_stat_file('PG_VERSION')",
+	}
+	for _, sql := range refused {
 		var pgErr *pgconn.PgError
 		if _, err := conn.Exec(ctx, sql); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 			t.Errorf("%s as %s: %v, want permission denied", sql, sqlquery.QueryRole, err)
+		}
+	}
+	// And as the role agent SQL runs as, where the Querier runs it.
+	runtime := testdb.RuntimePool(t, url)
+	q, err := sqlquery.New(sqlquery.Config{URL: testdb.WithUser(t, url, sqlquery.QueryRole, ""), Store: runtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range refused {
+		err := q.InSession(ctx, "acme", func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, sql)
+			return err
+		})
+		want := "42501"
+		if strings.HasPrefix(sql, "INSERT") {
+			want = "25006" // the read-only transaction refuses it first
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != want {
+			t.Errorf("%s as %s: %v, want SQLSTATE %s", sql, sqlquery.AgentRole, err, want)
+		}
+	}
+}
+
+// TestOneTenantCannotSignalAnother: with the guard bypassed, and even with
+// the signalling built-ins executable by PUBLIC again, one tenant's query
+// cannot cancel or terminate another tenant's running query backend: agent
+// SQL runs as a role without the privileges of the login all query
+// backends share.
+func TestOneTenantCannotSignalAnother(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	check := func(t *testing.T) {
+		// globex's query waits on a lock the superuser holds, bound and running.
+		lock, err := b.admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback(ctx)
+		if _, err := lock.Exec(ctx, "LOCK TABLE orangerail.audit IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		type answer struct {
+			res *sqlquery.Result
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			res, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM audit")
+			done <- answer{res, err}
+		}()
+		var pid int32
+		for pid == 0 {
+			err := b.admin.QueryRow(ctx, `SELECT q.pid FROM orangerail.query_sessions q JOIN pg_locks l ON l.pid = q.pid
+				WHERE q.tenant_id = 'globex' AND NOT l.granted`).Scan(&pid)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond) // poll gently; not an assertion
+		}
+		for _, signal := range []string{"pg_cancel_backend($1)", "pg_terminate_backend($1)", "pg_terminate_backend($1, 0)"} {
+			err := b.q.InSession(ctx, "acme", func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "SELECT "+signal, pid)
+				return err
+			})
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+				t.Errorf("acme's %s of globex's backend: %v, want permission denied", signal, err)
+			}
+		}
+		if err := lock.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if a := <-done; a.err != nil || string(a.res.Rows[0]) != "[3]" {
+			t.Fatalf("globex's query did not survive: %v %v", a.res, a.err)
+		}
+	}
+	t.Run("as migrated", check)
+	// Function privileges are the database's own: this test's database only.
+	if _, err := b.admin.Exec(ctx, `GRANT EXECUTE ON FUNCTION pg_cancel_backend(integer), pg_terminate_backend(integer, bigint) TO PUBLIC`); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("executable by PUBLIC", check)
+}
+
+// TestMigrationRevokesEveryOverload: migration 00004 finds the built-ins it
+// revokes in pg_proc, every overload, and its Down gives back exactly what
+// it took.
+func TestMigrationRevokesEveryOverload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	// Which of the families the agent role (and so PUBLIC) may execute.
+	executable := func() map[string]bool {
+		rows, err := admin.Query(ctx, `SELECT p.oid::regprocedure::text, has_function_privilege($1, p.oid, 'EXECUTE')
+			FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
+			AND (p.proname LIKE 'pg\_%advisory%' OR p.proname LIKE 'pg\_ls\_%' OR p.proname IN ('pg_terminate_backend', 'pg_cancel_backend',
+				'pg_relation_size', 'pg_total_relation_size', 'pg_table_size', 'pg_indexes_size', 'pg_database_size', 'pg_tablespace_size',
+				'pg_stat_file', 'pg_read_file', 'pg_read_binary_file'))`, sqlquery.AgentRole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+			name string
+			ok   bool
+		}, error) {
+			var v struct {
+				name string
+				ok   bool
+			}
+			return v, r.Scan(&v.name, &v.ok)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, v := range m {
+			out[v.name] = v.ok
+		}
+		return out
+	}
+	up := executable()
+	advisory := 0
+	for name, ok := range up {
+		if ok {
+			t.Errorf("%s is executable by %s", name, sqlquery.AgentRole)
+		}
+		if strings.Contains(name, "advisory") {
+			advisory++
+		}
+	}
+	if advisory < 20 {
+		t.Fatalf("only %d advisory-lock overloads found: %v", advisory, up)
+	}
+
+	m, err := database.NewMigrator(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	down := executable()
+	for name, want := range map[string]bool{
+		"pg_terminate_backend(integer,bigint)": true,  // PUBLIC's again
+		"pg_try_advisory_lock_shared(bigint)":  true,  // PUBLIC's again
+		"pg_relation_size(regclass)":           true,  // PUBLIC's again
+		"pg_advisory_lock(bigint)":             false, // 00003 revoked it
+		"pg_read_file(text)":                   false, // never PUBLIC's
+		"pg_ls_dir(text)":                      false, // never PUBLIC's
+	} {
+		if got, ok := down[name]; !ok || got != want {
+			t.Errorf("after Down, %s executable: %v (known %v), want %v", name, got, ok, want)
+		}
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, ok := range executable() {
+		if ok {
+			t.Errorf("after Down and Up, %s is executable by %s", name, sqlquery.AgentRole)
 		}
 	}
 }
@@ -404,7 +605,7 @@ func TestOtherQueriesTextIsHidden(t *testing.T) {
 	defer conn.Close(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM generate_series(1, 30000000) AS secret_marker")
+		_, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 1000) AS secret_marker")
 		done <- err
 	}()
 	deadline := time.Now().Add(3 * time.Second)
