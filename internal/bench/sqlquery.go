@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/sqlquery"
@@ -63,6 +65,7 @@ func sqlQueryHostileRSS(ctx context.Context, dbURL string, store *pgxpool.Pool, 
 		return err
 	}
 	const rounds = 3
+	ended := map[string]int{} // how hostile statements ended, by SQLSTATE or refusal
 	run := func(statements []string, hostile bool) (peakKB int64, failed int, err error) {
 		var mu sync.Mutex
 		var firstErr error
@@ -77,6 +80,7 @@ func sqlQueryHostileRSS(ctx context.Context, dbURL string, store *pgxpool.Pool, 
 					switch {
 					case err != nil && hostile:
 						failed++
+						ended[endedBy(err)]++
 					case err != nil && firstErr == nil:
 						firstErr = err
 					}
@@ -92,10 +96,19 @@ func sqlQueryHostileRSS(ctx context.Context, dbURL string, store *pgxpool.Pool, 
 		return fmt.Errorf("benign: %w", err)
 	}
 	hostile, failed, _ := run(hostileSQL(), true)
-	fmt.Fprintf(os.Stderr, "sql_query_hostile_rss: %d of %d hostile statements ended in a refusal or failure\n", failed, sqlQueryWorkers*rounds)
+	fmt.Fprintf(os.Stderr, "sql_query_hostile_rss: %d of %d hostile statements ended in a refusal or failure %v\n", failed, sqlQueryWorkers*rounds, ended)
 	mb := func(kb int64) float64 { return round2(float64(kb) / 1024) }
 	emit(result{Name: "sql_query_hostile_rss", Value: mb(hostile), Unit: "MiB", Baseline: ptr(mb(baseline)), Ratio: ptr(round2(float64(hostile) / float64(baseline)))})
 	return nil
+}
+
+// endedBy names how a query ended: its SQLSTATE, or its Go error type.
+func endedBy(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return fmt.Sprintf("%T", err)
 }
 
 // startPeakRSS returns memory to the OS, resets the process's peak RSS

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
@@ -33,14 +34,45 @@ const (
 )
 
 // Limits of one query.
+//
+// Memory is bounded before a row is built, at every layer: Postgres cuts
+// each long value to its share of RowChars characters (an outer projection
+// of left(value::text, share+1), so a huge value never leaves the
+// database); the connection refuses any one message — a row, or an error
+// quoting a huge value — longer than MaxMessageBytes before reading its
+// body (pgproto3's maximum body length); the answer keeps at most MaxBytes
+// of encoded rows; and at most MaxConcurrent queries run at once in a
+// process. A query so holds at most about MaxBytes plus a few times
+// MaxMessageBytes (the read buffer, the row's values, its encoding), and a
+// process running one Querier (serve runs one) at most MaxConcurrent times
+// that: MaxHeldBytes. In the database, work_mem and temp_file_limit bound a
+// query's sorts, hashes and spills, and statement_timeout its time.
 const (
 	Timeout  = 5 * time.Second
 	MaxRows  = 1000
 	MaxBytes = 256 << 10
+	// RowChars bounds the characters of one row's long values together:
+	// each column whose text may be long (text, numeric, json, arrays, any
+	// other type) may hold RowChars / such columns, its share, and a value
+	// longer is cut to its share and listed in Result.CutValues. Half of
+	// MaxBytes, so that a row of one cut value still fits the answer.
+	RowChars = MaxBytes / 2
+	// MaxMessageBytes bounds one protocol message from Postgres on a query's
+	// connection. The widest row the projection lets through — 1,664
+	// columns (Postgres's most), every value its share of four-byte
+	// characters — is about 0.6 MiB; a longer message ends the query with a
+	// *TooLargeError, its body never read.
+	MaxMessageBytes = 1 << 20
 )
 
 // MaxConcurrent bounds the queries one Querier runs at once; more wait.
 const MaxConcurrent = 4
+
+// MaxHeldBytes is about the most memory a Querier's answers hold at once:
+// MaxConcurrent queries, each with its answer, a message buffer, a row's
+// values and their encoding. The bench's sql_query_hostile_rss measures
+// what a process really takes.
+const MaxHeldBytes = MaxConcurrent * (MaxBytes + 3*MaxMessageBytes)
 
 // QueryRole is the login every query runs as.
 const QueryRole = "orangerail_query"
@@ -68,7 +100,29 @@ type Result struct {
 	Guards []string `json:"guards"`
 	// TruncatedBy is "rows" or "bytes" when the answer was cut short.
 	TruncatedBy string `json:"truncatedBy,omitempty"`
-	Bytes       int    `json:"bytes"`
+	// CutValues are the values cut to their first CutChars characters, by
+	// row and column: such a value is a JSON string of those characters,
+	// whatever the column's type (a cut number or JSON document is no
+	// longer one).
+	CutValues []CutValue `json:"cutValues,omitempty"`
+	CutChars  int        `json:"cutChars,omitempty"`
+	// Bytes counts the encoded rows and CutValues entries, at most MaxBytes.
+	Bytes int `json:"bytes"`
+}
+
+// CutValue names a value that was cut: Rows[Row][Column].
+type CutValue struct {
+	Row    int `json:"row"`
+	Column int `json:"column"`
+}
+
+// TooLargeError says one message from Postgres — a row, or an error
+// quoting a long value — exceeded MaxMessageBytes: the query was ended
+// before its body was read.
+type TooLargeError struct{ Bytes int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("a message of %d bytes from the database exceeds the query's limit of %d: the query was ended", e.Bytes, MaxMessageBytes)
 }
 
 // Config configures a Querier.
@@ -115,6 +169,9 @@ func New(c Config) (*Querier, error) {
 		"SET LOCAL search_path TO " + strings.Join(schemas, ", "),
 		"SET LOCAL ROLE " + pgx.Identifier{AgentRole}.Sanitize(),
 	}, "; ")
+	// pgx reads a message's length before its body and refuses one longer
+	// than this, so a huge row or error is never buffered.
+	pc.ConnConfig.MaxProtocolMessageBodyLen = MaxMessageBytes
 	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent), setup: setup}, nil
 }
 
@@ -151,8 +208,12 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	err = q.session(ctx, tenant, func(ctx context.Context, tx pgx.Tx) error {
 		// Every layer engaged, or session would not have called.
 		res.Guards = []string{GuardRole, GuardTransaction, GuardParse, GuardLimits}
-		return q.read(ctx, tx, statement, res)
+		return read(ctx, tx, statement, res)
 	})
+	var tooLarge *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &tooLarge) {
+		return nil, &TooLargeError{Bytes: tooLarge.ActualBodyLen}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -231,38 +292,54 @@ func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx contex
 	return fn(ctx, tx)
 }
 
-// read runs the checked statement under the row ceiling and byte cap and
-// fills res.
-func (q *Querier) read(ctx context.Context, tx pgx.Tx, statement string, res *Result) error {
-	wrapped := fmt.Sprintf("SELECT * FROM (\n%s\n) AS orangerail_query LIMIT %d", statement, MaxRows+1)
+// read runs the checked statement under the limits and fills res: it
+// describes the statement, has Postgres cut each long value (see answer.go),
+// and reads the rows as text, encoding each row once.
+func read(ctx context.Context, tx pgx.Tx, statement string, res *Result) error {
+	// The unnamed statement: described, not executed, and not kept.
+	described, err := tx.Conn().PgConn().Prepare(ctx, "", statement, nil)
+	if err != nil {
+		return err
+	}
+	a := newAnswer(described.Fields, tx.Conn().TypeMap())
+	for _, f := range described.Fields {
+		res.Columns = append(res.Columns, f.Name)
+	}
+	// Ending the read early (a limit reached) cancels the statement
+	// rather than draining what remains of it.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	// One statement in the extended protocol: never the simple protocol.
-	rows, err := tx.Query(ctx, wrapped, pgx.QueryExecModeExec)
+	rows, err := tx.Query(ctx, a.statement(statement, MaxRows+1), pgx.QueryExecModeExec)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	for _, f := range rows.FieldDescriptions() {
-		res.Columns = append(res.Columns, f.Name)
-	}
 	for rows.Next() {
 		if len(res.Rows) == MaxRows {
 			res.TruncatedBy = "rows"
 			break
 		}
-		values, err := rows.Values()
-		if err != nil {
-			return err
+		encoded, cut := a.encode(rows.RawValues())
+		cost := len(encoded)
+		for _, column := range cut {
+			cost += cutValueBytes(len(res.Rows), column)
 		}
-		encoded, err := json.Marshal(values)
-		if err != nil {
-			return err
-		}
-		if res.Bytes+len(encoded) > MaxBytes {
+		if res.Bytes+cost > MaxBytes {
 			res.TruncatedBy = "bytes"
 			break
 		}
-		res.Bytes += len(encoded)
+		for _, column := range cut {
+			res.CutValues = append(res.CutValues, CutValue{Row: len(res.Rows), Column: column})
+			res.CutChars = a.share
+		}
+		res.Bytes += cost
 		res.Rows = append(res.Rows, encoded)
+	}
+	if res.TruncatedBy != "" {
+		stop()
+		rows.Close()
+		return nil
 	}
 	rows.Close()
 	return rows.Err()

@@ -1,7 +1,9 @@
 package sqlquery_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -366,6 +368,127 @@ func TestTenantIsolationAndLimits(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
 		t.Fatalf("statement timeout: %v after %s", err, time.Since(start))
+	}
+}
+
+// TestValuesAreCutInTheDatabase: a long value is cut by Postgres before it
+// is sent — the query succeeds though the value is far larger than the
+// connection accepts in one message — and the answer says which values
+// were cut.
+func TestValuesAreCutInTheDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	res, err := b.q.Query(ctx, "acme", "SELECT repeat('x', 100000000) AS huge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 1 || res.TruncatedBy != "" || res.CutChars != sqlquery.RowChars || len(res.CutValues) != 1 ||
+		res.CutValues[0] != (sqlquery.CutValue{Row: 0, Column: 0}) || res.Bytes > sqlquery.MaxBytes {
+		t.Fatalf("a huge value: %d rows, truncatedBy %q, cut %v to %d, %d bytes", len(res.Rows), res.TruncatedBy, res.CutValues, res.CutChars, res.Bytes)
+	}
+	if want := `["` + strings.Repeat("x", sqlquery.RowChars) + `"]`; string(res.Rows[0]) != want {
+		t.Fatalf("the cut value is %d bytes, want the first %d characters", len(res.Rows[0]), sqlquery.RowChars)
+	}
+
+	// Each long column gets an equal share; short values are whole, and
+	// bounded types are never cut.
+	res, err = b.q.Query(ctx, "acme", "SELECT repeat('9', 100000)::numeric AS n, 'short' AS s, jsonb_build_object('k', repeat('é', 100000)) AS j, 7 AS i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := sqlquery.RowChars / 3
+	var row []any
+	if err := json.Unmarshal(res.Rows[0], &row); err != nil {
+		t.Fatal(err)
+	}
+	if res.CutChars != share || fmt.Sprint(res.CutValues) != "[{0 0} {0 2}]" || row[0] != strings.Repeat("9", share) || row[1] != "short" ||
+		len([]rune(row[2].(string))) != share || row[3] != float64(7) {
+		t.Fatalf("shares: cut %v to %d; row %.60v", res.CutValues, res.CutChars, row)
+	}
+
+	// The widest row: Postgres's most columns, every value cut to its share.
+	columns := make([]string, 1664)
+	for i := range columns {
+		columns[i] = fmt.Sprintf("repeat('x', 1000) AS c%d", i)
+	}
+	res, err = b.q.Query(ctx, "acme", "SELECT "+strings.Join(columns, ", "))
+	if err != nil || len(res.Rows) != 1 || len(res.CutValues) != 1664 || res.Bytes > sqlquery.MaxBytes {
+		t.Fatalf("1664 columns: %v", err)
+	}
+	// Of four-byte characters, the same row is within the message cap but
+	// beyond the answer's byte cap.
+	for i := range columns {
+		columns[i] = fmt.Sprintf("repeat('😀', 1000) AS c%d", i)
+	}
+	res, err = b.q.Query(ctx, "acme", "SELECT "+strings.Join(columns, ", "))
+	if err != nil || len(res.Rows) != 0 || res.TruncatedBy != "bytes" {
+		t.Fatalf("1664 columns of four-byte characters: %v", err)
+	}
+
+	// A row the byte cap leaves out ends the statement: the long rest of
+	// it is not read.
+	res, err = b.q.Query(ctx, "acme", "SELECT repeat('w', 100000) FROM generate_series(1, 100000)")
+	if err != nil || res.TruncatedBy != "bytes" || len(res.Rows) != 2 {
+		t.Fatalf("many long rows: %d rows, %q, %v", len(res.Rows), res.TruncatedBy, err)
+	}
+}
+
+// TestValuesKeepTheirJSONTypes: numbers, booleans, nulls, JSON and arrays
+// arrive as JSON of their kind; numbers JSON cannot spell (NaN, the
+// infinities) arrive as Postgres spells them, as strings.
+func TestValuesKeepTheirJSONTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.q.Query(context.Background(), "acme", `SELECT 1::int2, 2::int4, 3::int8, 4::oid, 1.5::float4, 2.5::float8,
+		'NaN'::float8, 'Infinity'::float8, '-Infinity'::float4, 12.340::numeric, 'NaN'::numeric, 'Infinity'::numeric, -0.5::numeric,
+		true, false, NULL, NULL::int, '{"a": [1, 2]}'::jsonb, '[1, 2]'::json, ARRAY[1, 2], ARRAY['a', 'b'], ARRAY['NaN'::float8],
+		'text', '', 'a"b\c', 1e300::float8`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, res.Rows[0]); err != nil {
+		t.Fatal(err)
+	}
+	want := `[1,2,3,4,1.5,2.5,"NaN","Infinity","-Infinity",12.340,"NaN","Infinity",-0.5,true,false,null,null,{"a":[1,2]},[1,2],[1,2],["a","b"],["NaN"],"text","","a\"b\\c",1e+300]`
+	if compact.String() != want {
+		t.Fatalf("got  %s\nwant %s", compact.String(), want)
+	}
+	if len(res.Columns) != 26 || len(res.CutValues) != 0 {
+		t.Fatalf("columns %v, cut %v", res.Columns, res.CutValues)
+	}
+	// Duplicate and odd column names are the statement's own.
+	res, err = b.q.Query(context.Background(), "acme", `SELECT 1 AS a, 2 AS a, 3 AS "x""); DROP", 4`)
+	if err != nil || fmt.Sprint(res.Columns) != `[a a x"); DROP ?column?]` || string(res.Rows[0]) != "[1,2,3,4]" {
+		t.Fatalf("names: %v %s %v", res, res.Rows, err)
+	}
+	// A statement of no columns.
+	res, err = b.q.Query(context.Background(), "acme", "SELECT FROM audit")
+	if err != nil || len(res.Columns) != 0 || len(res.Rows) != 3 || string(res.Rows[0]) != "[]" {
+		t.Fatalf("no columns: %v %v", res, err)
+	}
+}
+
+// TestTooLargeAMessageEndsTheQuery: a message longer than the connection
+// accepts — here an error quoting a 2 MB value — ends the query with a
+// clear refusal, its body unread, and the next query runs.
+func TestTooLargeAMessageEndsTheQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	before := b.state(t)
+	_, err := b.q.Query(ctx, "acme", "SELECT repeat('1x', 1000000)::int")
+	var tooLarge *sqlquery.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Bytes <= sqlquery.MaxMessageBytes {
+		t.Fatalf("an over-long error: %v", err)
+	}
+	if res, err := b.q.Query(ctx, "acme", "SELECT 1"); err != nil || string(res.Rows[0]) != "[1]" {
+		t.Fatalf("the next query: %v", err)
+	}
+	if after := b.state(t); after != before {
+		t.Fatalf("the ended query left the database changed:\n before %s\n after  %s", before, after)
 	}
 }
 
