@@ -65,8 +65,14 @@ const (
 	MaxMessageBytes = 1 << 20
 )
 
-// MaxConcurrent bounds the queries one Querier runs at once; more wait.
+// MaxConcurrent bounds the queries one Querier runs at once, for all
+// tenants; more wait.
 const MaxConcurrent = 4
+
+// MaxPerTenant bounds the queries one Querier runs at once for one tenant,
+// so that no tenant can hold every slot: another tenant's query waits at
+// most for a slot another tenant frees, never behind all of one tenant's.
+const MaxPerTenant = 2
 
 // MaxHeldBytes is about the most memory a Querier's answers hold at once:
 // MaxConcurrent queries, each with its answer, a message buffer, a row's
@@ -141,7 +147,7 @@ type Config struct {
 type Querier struct {
 	cfg   Config
 	conn  *pgx.ConnConfig
-	slots chan struct{}
+	slots *slots
 	setup string // the statements that set a query's limits, search path and role
 }
 
@@ -172,7 +178,7 @@ func New(c Config) (*Querier, error) {
 	// pgx reads a message's length before its body and refuses one longer
 	// than this, so a huge row or error is never buffered.
 	pc.ConnConfig.MaxProtocolMessageBodyLen = MaxMessageBytes
-	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent), setup: setup}, nil
+	return &Querier{cfg: c, conn: pc.ConnConfig, slots: newSlots(), setup: setup}, nil
 }
 
 // Schemas returns the search path a query sees.
@@ -225,13 +231,13 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 // statements run as AgentRole, read-only, under the limits.
 func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	// Each query holds a connection of its own for up to Timeout: bound how
-	// many it may hold, so a burst cannot use up the server's connections.
-	select {
-	case q.slots <- struct{}{}:
-		defer func() { <-q.slots }()
-	case <-ctx.Done():
-		return ctx.Err()
+	// many it may hold, so a burst cannot use up the server's connections,
+	// and how many one tenant may hold, so it cannot starve the others.
+	release, err := q.slots.acquire(ctx, tenant)
+	if err != nil {
+		return err
 	}
+	defer release()
 	conn, err := pgx.ConnectConfig(ctx, q.conn.Copy())
 	if err != nil {
 		return fmt.Errorf("connect as %s: %w", QueryRole, err)

@@ -626,6 +626,70 @@ func TestOneTenantCannotSignalAnother(t *testing.T) {
 	t.Run("executable by PUBLIC", check)
 }
 
+// TestOneTenantCannotHoldEverySlot: with one tenant's queries stuck (on a
+// lock the superuser holds), another tenant's query still runs: a tenant
+// holds at most its share of the slots.
+func TestOneTenantCannotHoldEverySlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	lock, err := b.admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "LOCK TABLE orangerail.audit IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		res *sqlquery.Result
+		err error
+	}
+	acme := make(chan answer, sqlquery.MaxConcurrent)
+	for range sqlquery.MaxConcurrent {
+		go func() {
+			res, err := b.q.Query(ctx, "acme", "SELECT count(*) FROM audit")
+			acme <- answer{res, err}
+		}()
+	}
+	waiting := func() int {
+		var n int
+		err := b.admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.query_sessions q JOIN pg_locks l ON l.pid = q.pid
+			WHERE q.tenant_id = 'acme' AND NOT l.granted`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for waiting() < sqlquery.MaxPerTenant {
+		time.Sleep(10 * time.Millisecond) // poll gently; not an assertion
+	}
+	globex := make(chan answer, 1)
+	go func() {
+		res, err := b.q.Query(ctx, "globex", "SELECT 1")
+		globex <- answer{res, err}
+	}()
+	select {
+	case a := <-globex:
+		if a.err != nil || string(a.res.Rows[0]) != "[1]" {
+			t.Fatalf("globex: %v %v", a.res, a.err)
+		}
+	case a := <-acme:
+		t.Fatalf("an acme query ended (%v) before globex's was answered: globex waited for acme's slots", a.err)
+	}
+	if n := waiting(); n != sqlquery.MaxPerTenant {
+		t.Fatalf("%d of acme's queries hold a slot, want %d", n, sqlquery.MaxPerTenant)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range sqlquery.MaxConcurrent {
+		if a := <-acme; a.err != nil || string(a.res.Rows[0]) != "[3]" {
+			t.Fatalf("acme, once the lock was gone: %v %v", a.res, a.err)
+		}
+	}
+}
+
 // TestMigrationRevokesEveryOverload: migration 00004 finds the built-ins it
 // revokes in pg_proc, every overload, and its Down gives back exactly what
 // it took.
