@@ -168,7 +168,10 @@ func New(c Config) (*Querier, error) {
 		schemas[i] = pgx.Identifier{s}.Sanitize()
 	}
 	// Trusted statements, sent as one simple-protocol message: SET LOCAL
-	// reverts with the transaction, which is never committed.
+	// reverts with the transaction, which is never committed. work_mem is
+	// set here too, so it holds where the migration could not set the
+	// login's default; temp_file_limit only a superuser may set, so it is
+	// the login's default alone (migration 00004).
 	setup := strings.Join([]string{
 		fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds()),
 		fmt.Sprintf("SET LOCAL work_mem = '%s'", WorkMem),
