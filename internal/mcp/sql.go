@@ -74,8 +74,9 @@ func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, arg
 		summary += fmt.Sprintf(" %d value(s) cut to their first %d characters, as strings (cutValues lists them by row and column).", len(res.CutValues), res.CutChars)
 	}
 	// The rows were encoded as they were read; the body is encoded once,
-	// here, and sent as those bytes. Every value in it came from
-	// json.Marshal or is a string or a number, so encoding cannot fail.
+	// here, and sent as those bytes. The rows are valid JSON by
+	// construction (sqlquery's FuzzEncode holds it) and every other value
+	// is a string, a number or a plain struct, so encoding cannot fail.
 	text, _ := json.Marshal(body)
 	return &sdk.CallToolResult{StructuredContent: json.RawMessage(text), Content: []sdk.Content{&sdk.TextContent{Text: summary + "\n" + string(text)}}}
 }

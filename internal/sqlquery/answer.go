@@ -133,22 +133,20 @@ func (a *answer) encode(values [][]byte) (json.RawMessage, []int) {
 			out = appendString(out, v)
 			continue
 		}
+		// Text is sent as is only where it is JSON of the column's kind (a
+		// type changed between describe and run cannot break the answer).
+		var raw bool
 		switch k {
-		case kindBool, kindInteger:
-			out = append(out, v...)
-		case kindFloat, kindNumeric:
-			if isJSONNumber(v) {
-				out = append(out, v...)
-			} else {
-				out = appendString(out, v) // NaN, Infinity, -Infinity
-			}
+		case kindBool:
+			raw = string(v) == "true" || string(v) == "false"
+		case kindInteger, kindFloat, kindNumeric:
+			raw = isJSONNumber(v) // not NaN, Infinity, -Infinity
 		case kindJSON, kindArray:
-			if json.Valid(v) {
-				out = append(out, v...)
-			} else {
-				out = appendString(out, v)
-			}
-		default:
+			raw = json.Valid(v)
+		}
+		if raw {
+			out = append(out, v...)
+		} else {
 			out = appendString(out, v)
 		}
 	}

@@ -314,10 +314,6 @@ func read(ctx context.Context, tx pgx.Tx, statement string, res *Result) error {
 	for _, f := range described.Fields {
 		res.Columns = append(res.Columns, f.Name)
 	}
-	// Ending the read early (a limit reached) cancels the statement
-	// rather than draining what remains of it.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
 	// One statement in the extended protocol: never the simple protocol.
 	rows, err := tx.Query(ctx, a.statement(statement, MaxRows+1), pgx.QueryExecModeExec)
 	if err != nil {
@@ -346,7 +342,11 @@ func read(ctx context.Context, tx pgx.Tx, statement string, res *Result) error {
 		res.Rows = append(res.Rows, encoded)
 	}
 	if res.TruncatedBy != "" {
-		stop()
+		// A limit was reached: have Postgres stop the statement rather than
+		// compute and send the rest, and read what it sent meanwhile, so
+		// the backend is idle before the slot is freed. The statement's
+		// end (57014, or done first) is not the agent's error.
+		_ = tx.Conn().PgConn().CancelRequest(ctx)
 		rows.Close()
 		return nil
 	}
