@@ -207,9 +207,16 @@ func (r rules) readable(schema, relation string) error {
 		}
 		return nil
 	}
-	lower := strings.ToLower(schema)
-	if strings.HasPrefix(lower, "pg_") || lower == "information_schema" || !slices.Contains(r.schemas, schema) {
+	if SystemSchema(schema) || !slices.Contains(r.schemas, schema) {
 		return &Refusal{Rule: RuleRelation, Detail: fmt.Sprintf("schema %s may not be read; only relations in %s may be read", schema, strings.Join(r.schemas, ", "))}
 	}
 	return nil
+}
+
+// SystemSchema says whether a schema is Postgres's own — pg_catalog,
+// pg_toast, pg_temp…, information_schema — whose relations no query may
+// read, even if named among its schemas.
+func SystemSchema(name string) bool {
+	lower := strings.ToLower(name)
+	return strings.HasPrefix(lower, "pg_") || lower == "information_schema"
 }
