@@ -51,7 +51,13 @@ func main() {
 	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
 	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
+	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (audit_append, lifecycle, mcp_read_call, sql_query, audit_verify)")
 	flag.Parse()
+	selected, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -run:", err)
+		os.Exit(2)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -64,13 +70,13 @@ func main() {
 			return pprof.StopCPUProfile
 		}
 	}
-	if err := run(context.Background(), *appendDuration, *chainRows, *keep); err != nil {
+	if err := run(context.Background(), *appendDuration, *chainRows, *keep, selected.MatchString); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep bool) error {
+func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep bool, want func(group string) bool) error {
 	server := os.Getenv("TEST_DATABASE_URL")
 	if server == "" {
 		server = devdb.LocalURL
@@ -117,6 +123,40 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
 	}
+	// First, while the process is small: it measures the process's memory.
+	if want("sql_query") {
+		if err := sqlQueryHostileRSS(ctx, dbURL, runtime, emit); err != nil {
+			return fmt.Errorf("sql_query_hostile_rss: %w", err)
+		}
+	}
+	if want("audit_append") {
+		if err := appendBenchmarks(ctx, admin, runtime, appendDuration, emit); err != nil {
+			return err
+		}
+	}
+	if want("lifecycle") {
+		if err := lifecycleBenchmarks(ctx, admin, runtime, appendDuration, emit); err != nil {
+			return err
+		}
+	}
+	if want("mcp_read_call") {
+		if err := mcpReadCall(ctx, server, emit); err != nil {
+			return fmt.Errorf("mcp_read_call: %w", err)
+		}
+	}
+	if want("token") {
+		if err := tokenVerification(ctx, emit); err != nil {
+			return fmt.Errorf("token verification: %w", err)
+		}
+	}
+	if want("audit_verify") {
+		return verifyBenchmarks(ctx, admin, runtime, chainRows, emit)
+	}
+	return nil
+}
+
+// appendBenchmarks measures audit appends against plain INSERTs.
+func appendBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, appendDuration time.Duration, emit func(result)) error {
 	const writers = 8
 	for _, tc := range []struct {
 		name    string
@@ -157,18 +197,11 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		emit(result{Name: tc.name, Value: round(chained), Unit: "appends/s", Baseline: ptr(round(plain)), Ratio: ptr(round2(ratio))})
 	}
 
-	if err := lifecycleBenchmarks(ctx, admin, runtime, appendDuration, emit); err != nil {
-		return err
-	}
+	return nil
+}
 
-	if err := mcpReadCall(ctx, server, emit); err != nil {
-		return fmt.Errorf("mcp_read_call: %w", err)
-	}
-
-	if err := tokenVerification(ctx, emit); err != nil {
-		return fmt.Errorf("token verification: %w", err)
-	}
-
+// verifyBenchmarks measures the Go and SQL verifiers over a long chain.
+func verifyBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, chainRows int, emit func(result)) error {
 	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
 		return fmt.Errorf("build chain: %w", err)
 	}

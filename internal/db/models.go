@@ -54,6 +54,10 @@ type OrangerailAuditorGrant struct {
 	TenantID string
 }
 
+type OrangerailQueryRevokedFunction struct {
+	Signature string
+}
+
 type OrangerailQuerySession struct {
 	Pid          int32
 	BackendStart time.Time

@@ -48,6 +48,7 @@ const (
 	MCPIdentityUnavailable Code = "X_MCP_IDENTITY_UNAVAILABLE"
 	MCPLimitsUnavailable   Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
+	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
 	InputInvalid           Code = "X_INPUT_INVALID"
 	InputTooLarge          Code = "X_INPUT_TOO_LARGE"
 )
@@ -116,8 +117,10 @@ var table = []Entry{
 		"Retry shortly; an operator checks the database the counters live in."},
 	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor.",
 		"Choose a new name of [a-z_][a-z0-9_]*; orangerail never turns an existing role into an auditor."},
-	{MCPQueryRejected, "The read-only SQL tool refused the statement; the rule it broke is named (one_statement, select_only, no_into, no_locking, no_modifying, banned_function, no_unicode_escape, syntax, too_long).",
-		"Send exactly one plain SELECT (CTEs, joins and window functions are fine) without locking clauses, INTO, data-modifying CTEs, U& escapes or calls into the banned function families."},
+	{MCPQueryRejected, "The read-only SQL tool refused the statement; the rule it broke is named (one_statement, select_only, no_into, no_locking, no_modifying, banned_function, relation_not_allowed, no_unicode_escape, syntax, too_long).",
+		"Send exactly one plain SELECT (CTEs, joins and window functions are fine) without locking clauses, INTO, data-modifying CTEs, U& escapes or calls into the banned function families (x.f and (x).f call f), reading only relations in the tool's schemas (no pg_* catalogs, no information_schema)."},
+	{MCPQueryTooLarge, "One message of the read-only SQL tool's answer from the database — a row, or an error quoting a long value — exceeded the connection's 1 MiB limit, though long values are cut in the database; the query was ended unread.",
+		"Select fewer or narrower columns, cut long values yourself (left(col, n)), and avoid errors that quote long values (casting a long string to a number)."},
 	{InputInvalid, "A tool's arguments do not satisfy its input schema or the read's rules; each issue is listed at its JSON pointer path.",
 		"Fix each issue at its path and call the tool again; tools/list shows every tool's input schema."},
 	{InputTooLarge, "An action's input is larger than the server accepts (limits.max_input_bytes, default 64 KiB, counted as sent).",

@@ -582,7 +582,7 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatal("an auditor does not see sql_query")
 	}
 	// The description names the search path the querier sets: the default.
-	if d := listed.Tools[i].Description; !strings.Contains(d, "(schemas: orangerail;") {
+	if d := listed.Tools[i].Description; !strings.Contains(d, "(schemas: orangerail, the only relations it may read;") {
 		t.Fatalf("sql_query description %q does not name its schemas", d)
 	}
 	// Something in the audit log to read.
@@ -609,6 +609,20 @@ func TestSQLQueryTool(t *testing.T) {
 	res, body = call(t, cs, "sql_query", `{"sql": "SELECT * FROM generate_series(1, 2000)"}`)
 	if res.IsError || body["truncatedBy"] != "rows" || body["rowCount"] != float64(1000) {
 		t.Fatalf("truncation: %v %v", body["truncatedBy"], body["rowCount"])
+	}
+	// A long value comes back cut, and listed; NaN comes back as a string.
+	res, body = call(t, cs, "sql_query", `{"sql": "SELECT repeat('x', 1000000) AS big, 'NaN'::float8 AS n"}`)
+	if res.IsError || fmt.Sprint(body["cutValues"]) != "[map[column:0 row:0]]" || body["cutChars"] != float64(sqlquery.RowChars) ||
+		body["rows"].([]any)[0].([]any)[1] != "NaN" || !strings.Contains(text(res), "1 value(s) cut to their first") {
+		t.Fatalf("cut values: %.300v", body)
+	}
+	// A message over the connection's limit ends the query, and says so
+	// without the database's words.
+	res, body = call(t, cs, "sql_query", `{"sql": "SELECT repeat('1x', 1000000)::int"}`)
+	assertRedacted(t, res)
+	tooLarge, _ := errcode.Explain(string(errcode.MCPQueryTooLarge))
+	if !res.IsError || body["code"] != "X_MCP_QUERY_TOO_LARGE" || !strings.HasSuffix(body["message"].(string), tooLarge.Fix) || strings.Contains(text(res), "1x1x") {
+		t.Fatalf("too large: %.300v", body)
 	}
 	if res, body = call(t, cs, "sql_query", `{}`); !res.IsError || body["code"] != string(errcode.InputInvalid) {
 		t.Fatalf("no sql: %v", body)

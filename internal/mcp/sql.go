@@ -13,10 +13,12 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/sqlguard"
+	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
 // runSQL answers the sql_query tool: rows as structured content with the
-// guards that engaged, or a refusal naming its rule. A statement Postgres
+// guards that engaged and the values cut, or a refusal naming its rule or
+// limit. A statement Postgres
 // refuses reports its SQLSTATE only; the text goes to the host log.
 func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, args json.RawMessage) *sdk.CallToolResult {
 	outcome, code := "ok", ""
@@ -33,7 +35,14 @@ func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, arg
 	}
 	res, err := s.querier.Query(ctx, caller.Tenant, *in.SQL)
 	var refusal *sqlguard.Refusal
+	var tooLarge *sqlquery.TooLargeError
 	switch {
+	case errors.As(err, &tooLarge):
+		refused := errcode.New(errcode.MCPQueryTooLarge, "", tooLarge)
+		outcome, code = "rejected", string(refused.Code)
+		body := map[string]any{"status": "rejected", "code": code,
+			"message": fmt.Sprintf("sql_query ended the statement (%s): one message of its answer exceeded %d bytes. %s", code, sqlquery.MaxMessageBytes, refused.Fix())}
+		return &sdk.CallToolResult{IsError: true, StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: body["message"].(string)}}}
 	case errors.As(err, &refusal):
 		rejected := errcode.New(errcode.MCPQueryRejected, "", refusal)
 		outcome, code = "rejected", string(rejected.Code)
@@ -60,9 +69,14 @@ func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, arg
 		body["truncatedBy"] = res.TruncatedBy
 		summary = fmt.Sprintf("%d row(s), truncated by the %s limit.", len(res.Rows), res.TruncatedBy)
 	}
+	if len(res.CutValues) > 0 {
+		body["cutValues"], body["cutChars"] = res.CutValues, res.CutChars
+		summary += fmt.Sprintf(" %d value(s) cut to their first %d characters, as strings (cutValues lists them by row and column).", len(res.CutValues), res.CutChars)
+	}
 	// The rows were encoded as they were read; the body is encoded once,
-	// here, and sent as those bytes. Every value in it came from
-	// json.Marshal or is a string or a number, so encoding cannot fail.
+	// here, and sent as those bytes. The rows are valid JSON by
+	// construction (sqlquery's FuzzEncode holds it) and every other value
+	// is a string, a number or a plain struct, so encoding cannot fail.
 	text, _ := json.Marshal(body)
 	return &sdk.CallToolResult{StructuredContent: json.RawMessage(text), Content: []sdk.Content{&sdk.TextContent{Text: summary + "\n" + string(text)}}}
 }

@@ -216,9 +216,10 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 func sqlTool(schemas []string) *sdk.Tool {
 	return &sdk.Tool{
 		Title: "Read-only SQL",
-		Description: fmt.Sprintf("Run one read-only SELECT over your tenant's rows (schemas: %s; e.g. the audit log in audit, "+
-			"its verifier audit_verify('TENANT')). At most %d rows and %d bytes come back, in %s; truncation is reported.",
-			strings.Join(schemas, ", "), sqlquery.MaxRows, sqlquery.MaxBytes, sqlquery.Timeout),
+		Description: fmt.Sprintf("Run one read-only SELECT over your tenant's rows (schemas: %s, the only relations it may read; e.g. the audit log in audit, "+
+			"its verifier audit_verify('TENANT')). At most %d rows and %d bytes come back, in %s; truncation is reported. "+
+			"A row's long values share %d characters: a longer value comes back cut, as a string, listed in cutValues.",
+			strings.Join(schemas, ", "), sqlquery.MaxRows, sqlquery.MaxBytes, sqlquery.Timeout, sqlquery.RowChars),
 		InputSchema: map[string]any{"type": "object", "required": []string{"sql"}, "additionalProperties": false,
 			"properties": map[string]any{"sql": map[string]any{"type": "string", "maxLength": sqlguard.MaxLength}}},
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, Title: "Read-only SQL"},

@@ -98,6 +98,8 @@ func TestBrokenConfigs(t *testing.T) {
 		{"read access typo", replace("    fields: [id, status]", "    fields: [id, status]\n    read_access: everyone"), []string{"objects.order.read_access"}},
 		{"missing required", replace("    tenant_column: org_id\n", ""), []string{"objects.order"}},
 		{"sql_query without roles", add("sql_query: {enabled: true}\n"), []string{"sql_query.roles"}},
+		{"sql_query reading system schemas", add("sql_query: {enabled: true, roles: [auditor], schemas: [orangerail, pg_catalog, information_schema]}\n"),
+			[]string{"sql_query.schemas.1", "sql_query.schemas.2"}},
 		{"an action named like the SQL tool", func(s string) string {
 			return add("sql_query: {enabled: true, roles: [auditor]}\n")(replace("  cancel_order:", "  sql_query:")(s))
 		}, []string{"actions.sql_query"}},

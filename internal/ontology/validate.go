@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/orangerail/orangerail/internal/sqlguard"
 )
 
 // toolNamePattern is what MCP hosts accept as a tool name.
@@ -83,6 +85,11 @@ func (c *Config) validate() Problems {
 
 	if c.SQLQuery.Enabled && len(c.SQLQuery.Roles) == 0 {
 		add("sql_query.roles", "name the roles that may query: the tool is for auditors, never for every caller")
+	}
+	for i, schema := range c.SQLQuery.Schemas {
+		if sqlguard.SystemSchema(schema) {
+			add(fmt.Sprintf("sql_query.schemas.%d", i), "%s is a system schema, which no query may read: name the schemas of your own tables", schema)
+		}
 	}
 	if o := c.Identity.OIDC; o != nil {
 		if err := CheckIssuer(o.Issuer); err != nil {

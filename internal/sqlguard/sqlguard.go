@@ -1,14 +1,17 @@
 // Package sqlguard decides, on the real Postgres grammar, whether a
 // statement an agent sent may run as a read-only query: exactly one SELECT,
 // with no INTO, no locking clause, no data-modifying statement at any
-// depth, no call into a banned function family anywhere in the tree, and no
-// U& escapes. It is one of the read-only SQL tool's layers, not the only
-// one: the statement still runs read-only, as a low-privilege role, under
-// limits.
+// depth, no call into a banned function family anywhere in the tree —
+// spelled as a call f(x) or as a field selection x.f or (x).f, which
+// Postgres resolves as f(x) — no relation outside the schemas it may read,
+// and no U& escapes. It is one of the read-only SQL tool's layers, not the
+// only one: the statement still runs read-only, as a low-privilege role,
+// under limits.
 package sqlguard
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -30,6 +33,7 @@ const (
 	RuleFunction     Rule = "banned_function" // a call into a banned function family
 	RuleUnicode      Rule = "no_unicode_escape"
 	RuleTooLong      Rule = "too_long"
+	RuleRelation     Rule = "relation_not_allowed" // a relation outside the allowed schemas, e.g. a catalog
 )
 
 // MaxLength bounds a statement, in bytes.
@@ -61,8 +65,11 @@ func (r *Refusal) Error() string {
 }
 
 // Check returns the one statement of sql, without a trailing semicolon,
-// when it may run, and a *Refusal otherwise.
-func Check(sql string) (string, error) {
+// when it may run, and a *Refusal otherwise. schemas are the schemas whose
+// relations the statement may read (the search path it runs under): a
+// relation named with a schema must name one of them, and no relation may
+// be a catalog's.
+func Check(sql string, schemas []string) (string, error) {
 	if len(sql) > MaxLength {
 		return "", &Refusal{Rule: RuleTooLong, Detail: fmt.Sprintf("longer than %d bytes", MaxLength)}
 	}
@@ -86,7 +93,7 @@ func Check(sql string) (string, error) {
 	if raw.Stmt.GetSelectStmt() == nil {
 		return "", &Refusal{Rule: RuleSelectOnly}
 	}
-	if err := walk(raw.Stmt.ProtoReflect()); err != nil {
+	if err := (rules{schemas: schemas}).walk(raw.Stmt.ProtoReflect()); err != nil {
 		return "", err
 	}
 	start, end := int(raw.StmtLocation), len(sql)
@@ -96,9 +103,14 @@ func Check(sql string) (string, error) {
 	return sql[start:end], nil
 }
 
+// rules are the rules a statement is held to, with what they depend on.
+type rules struct {
+	schemas []string // the schemas whose relations may be read
+}
+
 // walk visits every message of the tree.
-func walk(m protoreflect.Message) error {
-	if err := check(m.Interface()); err != nil {
+func (r rules) walk(m protoreflect.Message) error {
+	if err := r.check(m.Interface()); err != nil {
 		return err
 	}
 	var err error
@@ -107,12 +119,12 @@ func walk(m protoreflect.Message) error {
 		case fd.IsList() && fd.Message() != nil:
 			list := v.List()
 			for i := 0; i < list.Len() && err == nil; i++ {
-				err = walk(list.Get(i).Message())
+				err = r.walk(list.Get(i).Message())
 			}
 		case fd.IsMap():
 			// The parse tree has no maps.
 		case fd.Message() != nil:
-			err = walk(v.Message())
+			err = r.walk(v.Message())
 		}
 		return err == nil
 	})
@@ -120,7 +132,7 @@ func walk(m protoreflect.Message) error {
 }
 
 // check applies the rules to one node.
-func check(node any) error {
+func (r rules) check(node any) error {
 	switch n := node.(type) {
 	case *pg.SelectStmt:
 		if n.IntoClause != nil {
@@ -135,12 +147,76 @@ func check(node any) error {
 		if len(n.Funcname) == 0 {
 			return nil
 		}
-		name := strings.ToLower(n.Funcname[len(n.Funcname)-1].GetString_().GetSval())
-		for _, prefix := range BannedPrefixes {
-			if strings.HasPrefix(name, prefix) {
-				return &Refusal{Rule: RuleFunction, Detail: fmt.Sprintf("functions named %s* may not be called", prefix)}
+		return callable(n.Funcname[len(n.Funcname)-1].GetString_().GetSval(), "")
+	case *pg.ColumnRef:
+		// a.b is column b of relation a, or else the call b(a) (Postgres
+		// reads a.b as b(a) when a is a column or a whole row); a.b.c may
+		// likewise call c. Only the first part never names a function.
+		for _, f := range n.Fields[min(1, len(n.Fields)):] {
+			if err := callable(f.GetString_().GetSval(), "x.f calls f(x)"); err != nil {
+				return err
+			}
+		}
+	case *pg.RangeVar:
+		return r.readable(n.Schemaname, n.Relname)
+	case *pg.A_Indirection:
+		// (x).f selects field f of x, or else calls f(x); (x).f.g may call
+		// g(f(x)).
+		for _, f := range n.Indirection {
+			if err := callable(f.GetString_().GetSval(), "(x).f calls f(x)"); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// callable refuses a name that may resolve to a function in a banned
+// family. It is the one place the function rule is decided: for a call's
+// name, and for every name Postgres may resolve as a call (a part after a
+// dot). how, when set, says how a name that is not spelled as a call calls
+// one. Names are matched case-insensitively, which refuses more than
+// Postgres would resolve (a quoted "PG_SLEEP" is not pg_sleep), never less.
+func callable(name, how string) error {
+	lower := strings.ToLower(name)
+	for _, prefix := range BannedPrefixes {
+		if strings.HasPrefix(lower, prefix) {
+			detail := fmt.Sprintf("functions named %s* may not be called", prefix)
+			if how != "" {
+				detail += fmt.Sprintf(", nor named after a dot (%s): leave %s unqualified or alias it", how, name)
+			}
+			return &Refusal{Rule: RuleFunction, Detail: detail}
+		}
+	}
+	return nil
+}
+
+// readable refuses a relation outside the allowed schemas. A catalog
+// relation describes the whole database — every tenant's row counts in
+// pg_stat_user_tables, pg_class.reltuples, pg_statio_* — and Postgres
+// cannot deny a role what PUBLIC may read, so it is refused here: a
+// schema-qualified name must name an allowed schema, never a system one
+// (pg_catalog, pg_toast, pg_temp…, information_schema), even if allowed;
+// an unqualified name must not start with pg_, since pg_catalog is
+// implicitly first on every search path and each of its relations is named
+// pg_* (information_schema is never on the path unless named).
+func (r rules) readable(schema, relation string) error {
+	if schema == "" {
+		if strings.HasPrefix(strings.ToLower(relation), "pg_") {
+			return &Refusal{Rule: RuleRelation, Detail: fmt.Sprintf("%s is a catalog relation (pg_*); only relations in %s may be read", relation, strings.Join(r.schemas, ", "))}
+		}
+		return nil
+	}
+	if SystemSchema(schema) || !slices.Contains(r.schemas, schema) {
+		return &Refusal{Rule: RuleRelation, Detail: fmt.Sprintf("schema %s may not be read; only relations in %s may be read", schema, strings.Join(r.schemas, ", "))}
+	}
+	return nil
+}
+
+// SystemSchema says whether a schema is Postgres's own — pg_catalog,
+// pg_toast, pg_temp…, information_schema — whose relations no query may
+// read, even if named among its schemas.
+func SystemSchema(name string) bool {
+	lower := strings.ToLower(name)
+	return strings.HasPrefix(lower, "pg_") || lower == "information_schema"
 }

@@ -11,6 +11,9 @@ import (
 // layers against Postgres, is in package sqlquery. These tests pin what
 // this layer returns.
 
+// orangerail is the default schema list a Querier passes.
+var orangerail = []string{"orangerail"}
+
 func TestCheckReturnsTheStatement(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
@@ -20,7 +23,7 @@ func TestCheckReturnsTheStatement(t *testing.T) {
 		"/* lead */ SELECT 1;":                 "/* lead */ SELECT 1",
 		"WITH x AS (SELECT 1) SELECT * FROM x": "WITH x AS (SELECT 1) SELECT * FROM x",
 	} {
-		got, err := Check(in)
+		got, err := Check(in, orangerail)
 		if err != nil || got != want {
 			t.Errorf("Check(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -38,10 +41,113 @@ func TestBannedNamesAreMatchedOnTheLastPart(t *testing.T) {
 		"SELECT length(pg_thing) FROM t":        false,
 		"SELECT lower(set_config_value) FROM t": false,
 	} {
-		_, err := Check(sql)
+		_, err := Check(sql, orangerail)
 		var r *Refusal
 		if got := errors.As(err, &r) && r.Rule == RuleFunction; got != banned {
 			t.Errorf("Check(%q) = %v; banned %v", sql, err, banned)
+		}
+	}
+}
+
+// TestFieldSelectionIsACall: Postgres resolves x.f and (x).f as the call
+// f(x) when x is a column, a whole row or any expression, so a name after a
+// dot is held to the function rule wherever it stands.
+func TestFieldSelectionIsACall(t *testing.T) {
+	t.Parallel()
+	for sql, banned := range map[string]bool{
+		"SELECT (pid).pg_terminate_backend FROM t":                         true,
+		"SELECT (pid).pg_cancel_backend FROM t":                            true,
+		"SELECT ('orangerail.audit'::regclass).pg_relation_size":           true,
+		"SELECT (42::bigint).pg_try_advisory_lock_shared":                  true,
+		"SELECT (42).pg_advisory_xact_lock":                                true,
+		"SELECT x.pg_terminate_backend FROM (SELECT 1 AS x) s":             true,
+		"SELECT s.x.pg_terminate_backend FROM (SELECT 1 AS x) s":           true,
+		`SELECT x."pg_terminate_backend" FROM t`:                           true,
+		`SELECT x."PG_Terminate_Backend" FROM t`:                           true,
+		"SELECT x.PG_TERMINATE_BACKEND FROM t":                             true,
+		"SELECT (x).a.pg_sleep FROM t":                                     true,
+		"SELECT (x).pg_catalog.pg_sleep FROM t":                            true,
+		"SELECT 1 FROM t WHERE (t.pid).pg_terminate_backend":               true,
+		"SELECT 1 FROM t ORDER BY t.pid.pg_cancel_backend":                 true,
+		"SELECT count(*) FILTER (WHERE (pid).pg_terminate_backend) FROM t": true,
+		"SELECT * FROM t JOIN u ON (t.a).pg_advisory_unlock_all":           true,
+		"SELECT (SELECT (1).pg_sleep)":                                     true,
+		"SELECT x.set_config FROM t":                                       true,
+		"SELECT x.lo_unlink FROM t":                                        true,
+		"SELECT (x).nextval FROM t":                                        true,
+		"SELECT pg_catalog.pg_terminate_backend(1)":                        true,
+		`SELECT "pg_catalog"."PG_TERMINATE_BACKEND"(1)`:                    true,
+		"SELECT pid FROM t":                                                false,
+		"SELECT t.pid, (t.pid).x FROM t":                                   false,
+		"SELECT pg_thing FROM t":                                           false, // unqualified: a column, never a call
+		"SELECT (x).* FROM t":                                              false,
+		"SELECT (arr)[1] FROM t":                                           false,
+		"SELECT pg_alias.a FROM t AS pg_alias":                             false, // the first part never names a function
+		"SELECT t.* FROM t":                                                false,
+	} {
+		_, err := Check(sql, orangerail)
+		var r *Refusal
+		if got := errors.As(err, &r) && r.Rule == RuleFunction; got != banned {
+			t.Errorf("Check(%q) = %v; banned %v", sql, err, banned)
+		}
+	}
+}
+
+// TestOnlyAllowedRelationsAreRead: a statement reads relations in its
+// schemas only — never a catalog, which shows every tenant's statistics —
+// wherever the relation stands in the tree.
+func TestOnlyAllowedRelationsAreRead(t *testing.T) {
+	t.Parallel()
+	for sql, refused := range map[string]bool{
+		"SELECT * FROM pg_stat_user_tables":                                 true,
+		"SELECT n_tup_ins FROM pg_catalog.pg_stat_user_tables":              true,
+		"SELECT * FROM pg_statio_user_tables":                               true,
+		"SELECT reltuples FROM pg_class":                                    true,
+		`SELECT reltuples FROM "pg_class"`:                                  true,
+		"SELECT reltuples FROM PG_CLASS":                                    true,
+		`SELECT * FROM "pg_catalog"."pg_class"`:                             true,
+		"SELECT * FROM information_schema.tables":                           true,
+		"SELECT * FROM INFORMATION_SCHEMA.tables":                           true,
+		"SELECT * FROM pg_toast.pg_toast_2619":                              true,
+		"SELECT * FROM pg_temp.t":                                           true,
+		"SELECT * FROM pg_temp_3.t":                                         true,
+		"SELECT * FROM public.scratch":                                      true,
+		"SELECT * FROM other.audit":                                         true,
+		"SELECT * FROM db.pg_catalog.pg_class":                              true,
+		"TABLE pg_stat_activity":                                            true,
+		"SELECT * FROM ONLY pg_class":                                       true,
+		"SELECT * FROM audit WHERE seq IN (SELECT reltuples FROM pg_class)": true,
+		"SELECT (SELECT n_tup_ins FROM pg_stat_user_tables LIMIT 1)":        true,
+		"WITH c AS (SELECT * FROM pg_stat_user_tables) SELECT * FROM c":     true,
+		"SELECT * FROM audit a JOIN pg_stat_activity s ON true":             true,
+		"SELECT * FROM audit, LATERAL (SELECT * FROM pg_locks) l":           true,
+		"SELECT 1 WHERE EXISTS (SELECT FROM pg_roles)":                      true,
+		"SELECT * FROM audit":                                               false,
+		"SELECT * FROM orangerail.audit":                                    false,
+		`SELECT * FROM "orangerail"."audit"`:                                false,
+		"SELECT * FROM audit_heads h JOIN approvals p ON true":              false,
+		"WITH x AS (SELECT 1) SELECT * FROM x":                              false,
+		"SELECT * FROM orangerail.audit_verify('acme')":                     false, // a function, not a relation
+		"SELECT * FROM generate_series(1, 3)":                               false,
+		"SELECT 'pg_class'::text, NULL::pg_class":                           false, // names, not reads
+	} {
+		_, err := Check(sql, orangerail)
+		var r *Refusal
+		if got := errors.As(err, &r) && r.Rule == RuleRelation; got != refused {
+			t.Errorf("Check(%q) = %v; refused %v", sql, err, refused)
+		}
+	}
+	// The schemas are the caller's: another list allows other relations,
+	// but never a system schema.
+	for sql, refused := range map[string]bool{
+		"SELECT * FROM public.scratch":      false,
+		"SELECT * FROM orangerail.audit":    true,
+		"SELECT * FROM pg_catalog.pg_class": true,
+	} {
+		_, err := Check(sql, []string{"public", "pg_catalog"})
+		var r *Refusal
+		if got := errors.As(err, &r) && r.Rule == RuleRelation; got != refused {
+			t.Errorf("Check(%q, [public pg_catalog]) = %v; refused %v", sql, err, refused)
 		}
 	}
 }
@@ -54,7 +160,7 @@ func FuzzCheck(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, sql string) {
-		stmt, err := Check(sql)
+		stmt, err := Check(sql, orangerail)
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 // Package sqlquery runs an agent's read-only SQL in four layers, each of
 // which must engage for the query to run: a dedicated low-privilege login
-// on a connection used once (role), a read-only transaction whose snapshot
+// on a connection used once, the statement run as a role without even that
+// login's privileges (role), a read-only transaction whose snapshot
 // a trusted statement takes first (transaction), the real Postgres grammar
 // (parse, package sqlguard), and server-side limits on time, rows and
 // bytes (limits).
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
@@ -32,17 +34,67 @@ const (
 )
 
 // Limits of one query.
+//
+// Memory is bounded before a row is built, at every layer: Postgres cuts
+// each long value to its share of RowChars characters (an outer projection
+// of left(value::text, share+1), so a huge value never leaves the
+// database); the connection refuses any one message — a row, or an error
+// quoting a huge value — longer than MaxMessageBytes before reading its
+// body (pgproto3's maximum body length); the answer keeps at most MaxBytes
+// of encoded rows; and at most MaxConcurrent queries run at once in a
+// process. A query so holds at most about MaxBytes plus a few times
+// MaxMessageBytes (the read buffer, the row's values, its encoding), and a
+// process running one Querier (serve runs one) at most MaxConcurrent times
+// that: MaxHeldBytes. In the database, work_mem and temp_file_limit bound a
+// query's sorts, hashes and spills, and statement_timeout its time.
 const (
 	Timeout  = 5 * time.Second
 	MaxRows  = 1000
 	MaxBytes = 256 << 10
+	// RowChars bounds the characters of one row's long values together:
+	// each column whose text may be long (text, numeric, json, arrays, any
+	// other type) may hold RowChars / such columns, its share, and a value
+	// longer is cut to its share and listed in Result.CutValues. Half of
+	// MaxBytes, so that a row of one cut value still fits the answer.
+	RowChars = MaxBytes / 2
+	// MaxMessageBytes bounds one protocol message from Postgres on a query's
+	// connection. The widest row the projection lets through — 1,664
+	// columns (Postgres's most), every value its share of four-byte
+	// characters — is about 0.6 MiB; a longer message ends the query with a
+	// *TooLargeError, its body never read.
+	MaxMessageBytes = 1 << 20
 )
 
-// MaxConcurrent bounds the queries one Querier runs at once; more wait.
+// MaxConcurrent bounds the queries one Querier runs at once, for all
+// tenants; more wait.
 const MaxConcurrent = 4
+
+// MaxPerTenant bounds the queries one Querier runs at once for one tenant,
+// so that no tenant can hold every slot: another tenant's query waits at
+// most for a slot another tenant frees, never behind all of one tenant's.
+const MaxPerTenant = 2
+
+// MaxHeldBytes is about the most memory a Querier's answers hold at once:
+// MaxConcurrent queries, each with its answer, a message buffer, a row's
+// values and their encoding. The bench's sql_query_hostile_rss measures
+// what a process really takes.
+const MaxHeldBytes = MaxConcurrent * (MaxBytes + 3*MaxMessageBytes)
 
 // QueryRole is the login every query runs as.
 const QueryRole = "orangerail_query"
+
+// AgentRole is the role an agent's SQL runs as: the query login switches to
+// it (SET LOCAL ROLE) before the statement. It has orangerail_readonly's
+// rights and not the privileges of QueryRole, the login every tenant's
+// query backend runs as, and Postgres lets a backend signal only backends
+// whose login the current user has the privileges of: so no query can
+// cancel or terminate another tenant's (or any) backend.
+const AgentRole = "orangerail_query_agent"
+
+// WorkMem bounds the memory each sort or hash of a query may take in the
+// database before it spills to temporary files (which the query login's
+// temp_file_limit bounds in turn; see migration 00004).
+const WorkMem = "4MB"
 
 // Result is a query's answer.
 type Result struct {
@@ -54,7 +106,29 @@ type Result struct {
 	Guards []string `json:"guards"`
 	// TruncatedBy is "rows" or "bytes" when the answer was cut short.
 	TruncatedBy string `json:"truncatedBy,omitempty"`
-	Bytes       int    `json:"bytes"`
+	// CutValues are the values cut to their first CutChars characters, by
+	// row and column: such a value is a JSON string of those characters,
+	// whatever the column's type (a cut number or JSON document is no
+	// longer one).
+	CutValues []CutValue `json:"cutValues,omitempty"`
+	CutChars  int        `json:"cutChars,omitempty"`
+	// Bytes counts the encoded rows and CutValues entries, at most MaxBytes.
+	Bytes int `json:"bytes"`
+}
+
+// CutValue names a value that was cut: Rows[Row][Column].
+type CutValue struct {
+	Row    int `json:"row"`
+	Column int `json:"column"`
+}
+
+// TooLargeError says one message from Postgres — a row, or an error
+// quoting a long value — exceeded MaxMessageBytes: the query was ended
+// before its body was read.
+type TooLargeError struct{ Bytes int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("a message of %d bytes from the database exceeds the query's limit of %d: the query was ended", e.Bytes, MaxMessageBytes)
 }
 
 // Config configures a Querier.
@@ -71,10 +145,10 @@ type Config struct {
 // Querier runs read-only queries. It is safe for concurrent use: each query
 // has a connection of its own.
 type Querier struct {
-	cfg        Config
-	conn       *pgx.ConnConfig
-	slots      chan struct{}
-	searchPath string // the statement that sets Schemas as the search path
+	cfg   Config
+	conn  *pgx.ConnConfig
+	slots *slots
+	setup string // the statements that set a query's limits, search path and role
 }
 
 // New returns a Querier.
@@ -93,18 +167,38 @@ func New(c Config) (*Querier, error) {
 	for i, s := range c.Schemas {
 		schemas[i] = pgx.Identifier{s}.Sanitize()
 	}
-	return &Querier{cfg: c, conn: pc.ConnConfig, slots: make(chan struct{}, MaxConcurrent),
-		searchPath: "SET LOCAL search_path TO " + strings.Join(schemas, ", ")}, nil
+	// Trusted statements, sent as one simple-protocol message: SET LOCAL
+	// reverts with the transaction, which is never committed. work_mem is
+	// set here too, so it holds where the migration could not set the
+	// login's default; temp_file_limit only a superuser may set, so it is
+	// the login's default alone (migration 00004).
+	setup := strings.Join([]string{
+		fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds()),
+		fmt.Sprintf("SET LOCAL work_mem = '%s'", WorkMem),
+		"SET LOCAL search_path TO " + strings.Join(schemas, ", "),
+		"SET LOCAL ROLE " + pgx.Identifier{AgentRole}.Sanitize(),
+	}, "; ")
+	// pgx reads a message's length before its body and refuses one longer
+	// than this, so a huge row or error is never buffered.
+	pc.ConnConfig.MaxProtocolMessageBodyLen = MaxMessageBytes
+	return &Querier{cfg: c, conn: pc.ConnConfig, slots: newSlots(), setup: setup}, nil
 }
 
 // Schemas returns the search path a query sees.
 func (q *Querier) Schemas() []string { return slices.Clone(q.cfg.Schemas) }
 
 // RoleError says the query login is not the dedicated low-privilege role,
-// so the role layer could not engage and nothing ran.
-type RoleError struct{ Login string }
+// or the role agent SQL would run as is not AgentRole without QueryRole's
+// privileges, so the role layer could not engage and nothing ran.
+type RoleError struct {
+	Login string // session_user
+	Role  string // current_user after the switch; empty when the login was refused
+}
 
 func (e *RoleError) Error() string {
+	if e.Role != "" {
+		return fmt.Sprintf("agent SQL would run as %q, not a plain %s without the privileges of %s: refusing to run it", e.Role, AgentRole, QueryRole)
+	}
 	return fmt.Sprintf("the query login is %q, not a plain %s: refusing to run agent SQL", e.Login, QueryRole)
 }
 
@@ -115,23 +209,41 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	if err := database.ValidateTenantID(tenant); err != nil {
 		return nil, err
 	}
-	statement, err := sqlguard.Check(sql)
+	statement, err := sqlguard.Check(sql, q.cfg.Schemas)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Columns: []string{}, Rows: []json.RawMessage{}}
-
-	// Each query holds a connection of its own for up to Timeout: bound how
-	// many it may hold, so a burst cannot use up the server's connections.
-	select {
-	case q.slots <- struct{}{}:
-		defer func() { <-q.slots }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	err = q.session(ctx, tenant, func(ctx context.Context, tx pgx.Tx) error {
+		// Every layer engaged, or session would not have called.
+		res.Guards = []string{GuardRole, GuardTransaction, GuardParse, GuardLimits}
+		return read(ctx, tx, statement, res)
+	})
+	var tooLarge *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &tooLarge) {
+		return nil, &TooLargeError{Bytes: tooLarge.ActualBodyLen}
 	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// session runs fn in a transaction of a fresh query connection bound to
+// tenant, with the role, transaction and limits layers engaged: fn's
+// statements run as AgentRole, read-only, under the limits.
+func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	// Each query holds a connection of its own for up to Timeout: bound how
+	// many it may hold, so a burst cannot use up the server's connections,
+	// and how many one tenant may hold, so it cannot starve the others.
+	release, err := q.slots.acquire(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	conn, err := pgx.ConnectConfig(ctx, q.conn.Copy())
 	if err != nil {
-		return nil, fmt.Errorf("connect as %s: %w", QueryRole, err)
+		return fmt.Errorf("connect as %s: %w", QueryRole, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx)) // used once: discarded after the query
 
@@ -142,15 +254,14 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	err = conn.QueryRow(ctx, `SELECT session_user, r.rolsuper, r.rolbypassrls, pg_backend_pid()
 		FROM pg_roles r WHERE r.rolname = session_user`).Scan(&login, &super, &bypass, &pid)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if login != QueryRole || super || bypass {
-		return nil, &RoleError{Login: login}
+		return &RoleError{Login: login}
 	}
-	res.Guards = append(res.Guards, GuardRole)
 	started, err := db.New().QuerySessionBind(ctx, q.cfg.Store, &db.QuerySessionBindParams{Pid: pid, TenantID: tenant})
 	if err != nil {
-		return nil, fmt.Errorf("bind the query session: %w", err)
+		return fmt.Errorf("bind the query session: %w", err)
 	}
 	defer func() {
 		_ = db.New().QuerySessionUnbind(context.WithoutCancel(ctx), q.cfg.Store, &db.QuerySessionUnbindParams{Pid: pid, BackendStart: started})
@@ -160,61 +271,85 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	// before any agent SQL, so nothing can make it read-write.
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // never committed
 	var readOnly string
 	if err := tx.QueryRow(ctx, "SELECT current_setting('transaction_read_only')").Scan(&readOnly); err != nil {
-		return nil, err
+		return err
 	}
 	if readOnly != "on" {
-		return nil, errors.New("the query transaction is not read-only")
+		return errors.New("the query transaction is not read-only")
 	}
-	res.Guards = append(res.Guards, GuardTransaction)
-	res.Guards = append(res.Guards, GuardParse)
 
-	// Limits: a statement timeout, a row ceiling as an outer LIMIT (it
-	// clamps, never raises), and a byte cap while reading.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds())); err != nil {
-		return nil, err
+	// Limits, search path, and the role agent SQL runs as; then check that
+	// role has none of the login's privileges (so it can signal no query
+	// backend) and no way around RLS.
+	if _, err := tx.Exec(ctx, q.setup); err != nil {
+		return err
 	}
-	if _, err := tx.Exec(ctx, q.searchPath); err != nil {
-		return nil, err
-	}
-	res.Guards = append(res.Guards, GuardLimits)
-	wrapped := fmt.Sprintf("SELECT * FROM (\n%s\n) AS orangerail_query LIMIT %d", statement, MaxRows+1)
-	// One statement in the extended protocol: never the simple protocol.
-	rows, err := tx.Query(ctx, wrapped, pgx.QueryExecModeExec)
+	var role string
+	var loginPrivileges bool
+	err = tx.QueryRow(ctx, `SELECT current_user, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, session_user, 'USAGE')
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&role, &super, &bypass, &loginPrivileges)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer rows.Close()
-	for _, f := range rows.FieldDescriptions() {
+	if role != AgentRole || super || bypass || loginPrivileges {
+		return &RoleError{Login: login, Role: role}
+	}
+	return fn(ctx, tx)
+}
+
+// read runs the checked statement under the limits and fills res: it
+// describes the statement, has Postgres cut each long value (see answer.go),
+// and reads the rows as text, encoding each row once.
+func read(ctx context.Context, tx pgx.Tx, statement string, res *Result) error {
+	// The unnamed statement: described, not executed, and not kept.
+	described, err := tx.Conn().PgConn().Prepare(ctx, "", statement, nil)
+	if err != nil {
+		return err
+	}
+	a := newAnswer(described.Fields, tx.Conn().TypeMap())
+	for _, f := range described.Fields {
 		res.Columns = append(res.Columns, f.Name)
 	}
+	// One statement in the extended protocol: never the simple protocol.
+	rows, err := tx.Query(ctx, a.statement(statement, MaxRows+1), pgx.QueryExecModeExec)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
 	for rows.Next() {
 		if len(res.Rows) == MaxRows {
 			res.TruncatedBy = "rows"
 			break
 		}
-		values, err := rows.Values()
-		if err != nil {
-			return nil, err
+		encoded, cut := a.encode(rows.RawValues())
+		cost := len(encoded)
+		for _, column := range cut {
+			cost += cutValueBytes(len(res.Rows), column)
 		}
-		encoded, err := json.Marshal(values)
-		if err != nil {
-			return nil, err
-		}
-		if res.Bytes+len(encoded) > MaxBytes {
+		if res.Bytes+cost > MaxBytes {
 			res.TruncatedBy = "bytes"
 			break
 		}
-		res.Bytes += len(encoded)
+		for _, column := range cut {
+			res.CutValues = append(res.CutValues, CutValue{Row: len(res.Rows), Column: column})
+			res.CutChars = a.share
+		}
+		res.Bytes += cost
 		res.Rows = append(res.Rows, encoded)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+	if res.TruncatedBy != "" {
+		// A limit was reached: have Postgres stop the statement rather than
+		// compute and send the rest, and read what it sent meanwhile, so
+		// the backend is idle before the slot is freed. The statement's
+		// end (57014, or done first) is not the agent's error.
+		_ = tx.Conn().PgConn().CancelRequest(ctx)
+		rows.Close()
+		return nil
 	}
-	return res, nil
+	rows.Close()
+	return rows.Err()
 }

@@ -1,7 +1,9 @@
 package sqlquery_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -93,10 +95,7 @@ var allowed = []string{
 	"SELECT $x$; DELETE FROM audit; $x$",
 	"SELECT pg_thing FROM (SELECT 1 AS pg_thing) t",
 	`SELECT "pg_sleep" FROM (SELECT 1 AS "pg_sleep") t`,
-	"SELECT x.set_configured, x.lo_res FROM (SELECT 1 AS set_configured, 2 AS lo_res) x",
-	"SELECT relname FROM pg_class ORDER BY relname LIMIT 5",
-	"SELECT count(*) FROM pg_catalog.pg_tables",
-	"SELECT table_name FROM information_schema.tables WHERE table_schema = 'orangerail'",
+	"SELECT set_configured, lo_res FROM (SELECT 1 AS set_configured, 2 AS lo_res) x",
 	"SELECT current_user, session_user",
 	"SELECT now(), current_setting('search_path')",
 	"VALUES (1), (2)",
@@ -234,6 +233,33 @@ var rejected = []struct {
 	{"SELECT nextval('s')", sqlguard.RuleFunction},
 	{"SELECT setval('s', 100)", sqlguard.RuleFunction},
 	{"SELECT txid_current()", sqlguard.RuleFunction},
+	// Field selection is a call: x.f and (x).f are f(x) to Postgres. A
+	// qualified column named like a banned family is refused with them.
+	{"SELECT (pid).pg_terminate_backend FROM (SELECT pg_backend_pid() AS pid) s", sqlguard.RuleFunction},
+	{"SELECT (1).pg_cancel_backend", sqlguard.RuleFunction},
+	{"SELECT ('orangerail.audit'::regclass).pg_relation_size", sqlguard.RuleFunction},
+	{"SELECT (42::bigint).pg_try_advisory_lock_shared", sqlguard.RuleFunction},
+	{"SELECT (42::bigint).pg_advisory_xact_lock", sqlguard.RuleFunction},
+	{"SELECT s.pg_column_size FROM (SELECT 1 AS x) s", sqlguard.RuleFunction},
+	{`SELECT (seq)."pg_terminate_backend" FROM audit`, sqlguard.RuleFunction},
+	{"SELECT a.seq FROM audit a WHERE (a.seq).PG_CANCEL_BACKEND", sqlguard.RuleFunction},
+	{"SELECT x.set_configured, x.lo_res FROM (SELECT 1 AS set_configured, 2 AS lo_res) x", sqlguard.RuleFunction},
+	// Relations outside the search path's schemas: the catalogs show every
+	// tenant's statistics and are not the caller's to read.
+	{"SELECT relname FROM pg_class ORDER BY relname LIMIT 5", sqlguard.RuleRelation},
+	{"SELECT count(*) FROM pg_catalog.pg_tables", sqlguard.RuleRelation},
+	{"SELECT table_name FROM information_schema.tables WHERE table_schema = 'orangerail'", sqlguard.RuleRelation},
+	{"SELECT relname, n_tup_ins, n_tup_upd FROM pg_stat_user_tables", sqlguard.RuleRelation},
+	{"SELECT * FROM pg_statio_user_tables", sqlguard.RuleRelation},
+	{"SELECT relname, reltuples FROM pg_catalog.pg_class WHERE relname = 'audit'", sqlguard.RuleRelation},
+	{"SELECT * FROM pg_stat_activity", sqlguard.RuleRelation},
+	{"SELECT * FROM pg_authid", sqlguard.RuleRelation},
+	{"SELECT * FROM public.scratch", sqlguard.RuleRelation},
+	{"SELECT * FROM pg_toast.pg_toast_2619", sqlguard.RuleRelation},
+	{"SELECT * FROM audit WHERE seq > (SELECT max(n_tup_ins) FROM pg_stat_user_tables)", sqlguard.RuleRelation},
+	// A function that reads a relation's statistics is a pg_* function.
+	{"SELECT pg_stat_get_tuples_inserted('orangerail.audit'::regclass)", sqlguard.RuleFunction},
+	{"SELECT ('orangerail.audit'::regclass).pg_stat_get_live_tuples", sqlguard.RuleFunction},
 	// U& escapes.
 	{`SELECT U&"\0070g_sleep"(1)`, sqlguard.RuleUnicode},
 	{`SELECT U&'\0041'`, sqlguard.RuleUnicode},
@@ -246,7 +272,6 @@ var rejected = []struct {
 	{"SELECT * FROM orangerail.tenants", ""},
 	{"SELECT * FROM orangerail.query_sessions", ""},
 	{"SELECT * FROM scratch", ""},
-	{"SELECT * FROM pg_authid", ""},
 	{"SELECT orangerail.audit_append('{}')", ""},
 	{"SELECT orangerail.query_session_bind(1, 'globex')", ""},
 	{"SELECT * FROM does_not_exist", ""},
@@ -312,6 +337,10 @@ func TestTenantIsolationAndLimits(t *testing.T) {
 	if n := count("nobody", "SELECT count(*) FROM audit"); n != "[0]" {
 		t.Fatalf("an unknown tenant sees %v rows", n)
 	}
+	// The statement runs as the agent role, in a session of the query login.
+	if who := count("acme", "SELECT current_user, session_user"); who != `["orangerail_query_agent","orangerail_query"]` {
+		t.Fatalf("the statement ran as %s", who)
+	}
 
 	res, err := b.q.Query(ctx, "acme", "SELECT * FROM generate_series(1, 5000)")
 	if err != nil || len(res.Rows) != sqlquery.MaxRows || res.TruncatedBy != "rows" {
@@ -325,11 +354,143 @@ func TestTenantIsolationAndLimits(t *testing.T) {
 	if err != nil || res.TruncatedBy != "bytes" || res.Bytes > sqlquery.MaxBytes || len(res.Rows) == 0 {
 		t.Fatalf("byte cap: %d rows, %d bytes, %q, %v", len(res.Rows), res.Bytes, res.TruncatedBy, err)
 	}
+	// The database bounds each query's memory and temporary files.
+	res, err = b.q.Query(ctx, "acme", "SELECT current_setting('work_mem'), current_setting('temp_file_limit')")
+	if err != nil || string(res.Rows[0]) != `["4MB","256MB"]` {
+		t.Fatalf("memory settings: %v %v", res, err)
+	}
+	_, err = b.q.Query(ctx, "acme", "SELECT count(*) FROM (SELECT * FROM generate_series(1, 50000000) ORDER BY 1 DESC) s")
+	var limitErr *pgconn.PgError
+	if !errors.As(err, &limitErr) || limitErr.Code != "53400" {
+		t.Fatalf("temp_file_limit: %v", err)
+	}
 	start := time.Now()
-	_, err = b.q.Query(ctx, "acme", "SELECT count(*) FROM generate_series(1, 100000000000)")
+	// Long but small: a join of two short series never fills temp files.
+	_, err = b.q.Query(ctx, "acme", "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b")
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
 		t.Fatalf("statement timeout: %v after %s", err, time.Since(start))
+	}
+}
+
+// TestValuesAreCutInTheDatabase: a long value is cut by Postgres before it
+// is sent — the query succeeds though the value is far larger than the
+// connection accepts in one message — and the answer says which values
+// were cut.
+func TestValuesAreCutInTheDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	res, err := b.q.Query(ctx, "acme", "SELECT repeat('x', 100000000) AS huge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 1 || res.TruncatedBy != "" || res.CutChars != sqlquery.RowChars || len(res.CutValues) != 1 ||
+		res.CutValues[0] != (sqlquery.CutValue{Row: 0, Column: 0}) || res.Bytes > sqlquery.MaxBytes {
+		t.Fatalf("a huge value: %d rows, truncatedBy %q, cut %v to %d, %d bytes", len(res.Rows), res.TruncatedBy, res.CutValues, res.CutChars, res.Bytes)
+	}
+	if want := `["` + strings.Repeat("x", sqlquery.RowChars) + `"]`; string(res.Rows[0]) != want {
+		t.Fatalf("the cut value is %d bytes, want the first %d characters", len(res.Rows[0]), sqlquery.RowChars)
+	}
+
+	// Each long column gets an equal share; short values are whole, and
+	// bounded types are never cut.
+	res, err = b.q.Query(ctx, "acme", "SELECT repeat('9', 100000)::numeric AS n, 'short' AS s, jsonb_build_object('k', repeat('é', 100000)) AS j, 7 AS i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := sqlquery.RowChars / 3
+	var row []any
+	if err := json.Unmarshal(res.Rows[0], &row); err != nil {
+		t.Fatal(err)
+	}
+	if res.CutChars != share || fmt.Sprint(res.CutValues) != "[{0 0} {0 2}]" || row[0] != strings.Repeat("9", share) || row[1] != "short" ||
+		len([]rune(row[2].(string))) != share || row[3] != float64(7) {
+		t.Fatalf("shares: cut %v to %d; row %.60v", res.CutValues, res.CutChars, row)
+	}
+
+	// The widest row: Postgres's most columns, every value cut to its share.
+	columns := make([]string, 1664)
+	for i := range columns {
+		columns[i] = fmt.Sprintf("repeat('x', 1000) AS c%d", i)
+	}
+	res, err = b.q.Query(ctx, "acme", "SELECT "+strings.Join(columns, ", "))
+	if err != nil || len(res.Rows) != 1 || len(res.CutValues) != 1664 || res.Bytes > sqlquery.MaxBytes {
+		t.Fatalf("1664 columns: %v", err)
+	}
+	// Of four-byte characters, the same row is within the message cap but
+	// beyond the answer's byte cap.
+	for i := range columns {
+		columns[i] = fmt.Sprintf("repeat('😀', 1000) AS c%d", i)
+	}
+	res, err = b.q.Query(ctx, "acme", "SELECT "+strings.Join(columns, ", "))
+	if err != nil || len(res.Rows) != 0 || res.TruncatedBy != "bytes" {
+		t.Fatalf("1664 columns of four-byte characters: %v", err)
+	}
+
+	// A row the byte cap leaves out ends the statement: the long rest of
+	// it is not read.
+	res, err = b.q.Query(ctx, "acme", "SELECT repeat('w', 100000) FROM generate_series(1, 100000)")
+	if err != nil || res.TruncatedBy != "bytes" || len(res.Rows) != 2 {
+		t.Fatalf("many long rows: %d rows, %q, %v", len(res.Rows), res.TruncatedBy, err)
+	}
+}
+
+// TestValuesKeepTheirJSONTypes: numbers, booleans, nulls, JSON and arrays
+// arrive as JSON of their kind; numbers JSON cannot spell (NaN, the
+// infinities) arrive as Postgres spells them, as strings.
+func TestValuesKeepTheirJSONTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.q.Query(context.Background(), "acme", `SELECT 1::int2, 2::int4, 3::int8, 4::oid, 1.5::float4, 2.5::float8,
+		'NaN'::float8, 'Infinity'::float8, '-Infinity'::float4, 12.340::numeric, 'NaN'::numeric, 'Infinity'::numeric, -0.5::numeric,
+		true, false, NULL, NULL::int, '{"a": [1, 2]}'::jsonb, '[1, 2]'::json, ARRAY[1, 2], ARRAY['a', 'b'], ARRAY['NaN'::float8],
+		'text', '', 'a"b\c', 1e300::float8`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, res.Rows[0]); err != nil {
+		t.Fatal(err)
+	}
+	want := `[1,2,3,4,1.5,2.5,"NaN","Infinity","-Infinity",12.340,"NaN","Infinity",-0.5,true,false,null,null,{"a":[1,2]},[1,2],[1,2],["a","b"],["NaN"],"text","","a\"b\\c",1e+300]`
+	if compact.String() != want {
+		t.Fatalf("got  %s\nwant %s", compact.String(), want)
+	}
+	if len(res.Columns) != 26 || len(res.CutValues) != 0 {
+		t.Fatalf("columns %v, cut %v", res.Columns, res.CutValues)
+	}
+	// Duplicate and odd column names are the statement's own.
+	res, err = b.q.Query(context.Background(), "acme", `SELECT 1 AS a, 2 AS a, 3 AS "x""); DROP", 4`)
+	if err != nil || fmt.Sprint(res.Columns) != `[a a x"); DROP ?column?]` || string(res.Rows[0]) != "[1,2,3,4]" {
+		t.Fatalf("names: %v %s %v", res, res.Rows, err)
+	}
+	// A statement of no columns.
+	res, err = b.q.Query(context.Background(), "acme", "SELECT FROM audit")
+	if err != nil || len(res.Columns) != 0 || len(res.Rows) != 3 || string(res.Rows[0]) != "[]" {
+		t.Fatalf("no columns: %v %v", res, err)
+	}
+}
+
+// TestTooLargeAMessageEndsTheQuery: a message longer than the connection
+// accepts — here an error quoting a 2 MB value — ends the query with a
+// clear refusal, its body unread, and the next query runs.
+func TestTooLargeAMessageEndsTheQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	before := b.state(t)
+	_, err := b.q.Query(ctx, "acme", "SELECT repeat('1x', 1000000)::int")
+	var tooLarge *sqlquery.TooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Bytes <= sqlquery.MaxMessageBytes {
+		t.Fatalf("an over-long error: %v", err)
+	}
+	if res, err := b.q.Query(ctx, "acme", "SELECT 1"); err != nil || string(res.Rows[0]) != "[1]" {
+		t.Fatalf("the next query: %v", err)
+	}
+	if after := b.state(t); after != before {
+		t.Fatalf("the ended query left the database changed:\n before %s\n after  %s", before, after)
 	}
 }
 
@@ -345,7 +506,7 @@ func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	for _, sql := range []string{
+	refused := []string{
 		"SELECT pg_sleep(0)",
 		"SELECT set_config('role', 'postgres', false)",
 		"SELECT pg_advisory_lock(1)",
@@ -355,35 +516,293 @@ func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
 		"SELECT * FROM ts_stat('select ''a''::tsvector')",
 		"SET ROLE orangerail_runtime",
 		"INSERT INTO orangerail.query_sessions VALUES (pg_backend_pid(), now(), 'globex', now())",
-	} {
+		// Every advisory-lock overload, the signals, sizes and files.
+		"SELECT pg_try_advisory_lock_shared(42::bigint)",
+		"SELECT (42::bigint).pg_try_advisory_lock_shared",
+		"SELECT pg_try_advisory_xact_lock_shared(1, 2)",
+		"SELECT pg_advisory_lock_shared(1, 2)",
+		"SELECT pg_advisory_xact_lock_shared(1)",
+		"SELECT pg_advisory_unlock_shared(1)",
+		"SELECT pg_advisory_unlock(1, 2)",
+		"SELECT pg_try_advisory_xact_lock(1, 2)",
+		"SELECT pg_terminate_backend(pg_backend_pid())",
+		"SELECT pg_cancel_backend(pg_backend_pid())",
+		"SELECT pg_relation_size('orangerail.audit')",
+		"SELECT ('orangerail.audit'::regclass).pg_relation_size",
+		"SELECT pg_total_relation_size('orangerail.audit')",
+		"SELECT pg_table_size('orangerail.audit')",
+		"SELECT pg_indexes_size('orangerail.audit')",
+		"SELECT pg_database_size(current_database())",
+		"SELECT pg_tablespace_size('pg_default')",
+		"SELECT pg_read_file('PG_VERSION')",
+		"SELECT pg_ls_dir('.')",
+		"SELECT pg_stat_file('PG_VERSION')",
+	}
+	for _, sql := range refused {
 		var pgErr *pgconn.PgError
 		if _, err := conn.Exec(ctx, sql); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 			t.Errorf("%s as %s: %v, want permission denied", sql, sqlquery.QueryRole, err)
 		}
 	}
+	// And as the role agent SQL runs as, where the Querier runs it.
+	runtime := testdb.RuntimePool(t, url)
+	q, err := sqlquery.New(sqlquery.Config{URL: testdb.WithUser(t, url, sqlquery.QueryRole, ""), Store: runtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range refused {
+		err := q.InSession(ctx, "acme", func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, sql)
+			return err
+		})
+		want := "42501"
+		if strings.HasPrefix(sql, "INSERT") {
+			want = "25006" // the read-only transaction refuses it first
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != want {
+			t.Errorf("%s as %s: %v, want SQLSTATE %s", sql, sqlquery.AgentRole, err, want)
+		}
+	}
+}
+
+// TestOneTenantCannotSignalAnother: with the guard bypassed, and even with
+// the signalling built-ins executable by PUBLIC again, one tenant's query
+// cannot cancel or terminate another tenant's running query backend: agent
+// SQL runs as a role without the privileges of the login all query
+// backends share.
+func TestOneTenantCannotSignalAnother(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	check := func(t *testing.T) {
+		// globex's query waits on a lock the superuser holds, bound and running.
+		lock, err := b.admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback(ctx)
+		if _, err := lock.Exec(ctx, "LOCK TABLE orangerail.audit IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		type answer struct {
+			res *sqlquery.Result
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			res, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM audit")
+			done <- answer{res, err}
+		}()
+		var pid int32
+		for pid == 0 {
+			err := b.admin.QueryRow(ctx, `SELECT q.pid FROM orangerail.query_sessions q JOIN pg_locks l ON l.pid = q.pid
+				WHERE q.tenant_id = 'globex' AND NOT l.granted`).Scan(&pid)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond) // poll gently; not an assertion
+		}
+		for _, signal := range []string{"pg_cancel_backend($1)", "pg_terminate_backend($1)", "pg_terminate_backend($1, 0)"} {
+			err := b.q.InSession(ctx, "acme", func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "SELECT "+signal, pid)
+				return err
+			})
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+				t.Errorf("acme's %s of globex's backend: %v, want permission denied", signal, err)
+			}
+		}
+		if err := lock.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if a := <-done; a.err != nil || string(a.res.Rows[0]) != "[3]" {
+			t.Fatalf("globex's query did not survive: %v %v", a.res, a.err)
+		}
+	}
+	t.Run("as migrated", check)
+	// Function privileges are the database's own: this test's database only.
+	if _, err := b.admin.Exec(ctx, `GRANT EXECUTE ON FUNCTION pg_cancel_backend(integer), pg_terminate_backend(integer, bigint) TO PUBLIC`); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("executable by PUBLIC", check)
+}
+
+// TestOneTenantCannotHoldEverySlot: with one tenant's queries stuck (on a
+// lock the superuser holds), another tenant's query still runs: a tenant
+// holds at most its share of the slots.
+func TestOneTenantCannotHoldEverySlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	lock, err := b.admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "LOCK TABLE orangerail.audit IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		res *sqlquery.Result
+		err error
+	}
+	acme := make(chan answer, sqlquery.MaxConcurrent)
+	for range sqlquery.MaxConcurrent {
+		go func() {
+			res, err := b.q.Query(ctx, "acme", "SELECT count(*) FROM audit")
+			acme <- answer{res, err}
+		}()
+	}
+	waiting := func() int {
+		var n int
+		err := b.admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.query_sessions q JOIN pg_locks l ON l.pid = q.pid
+			WHERE q.tenant_id = 'acme' AND NOT l.granted`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for waiting() < sqlquery.MaxPerTenant {
+		time.Sleep(10 * time.Millisecond) // poll gently; not an assertion
+	}
+	globex := make(chan answer, 1)
+	go func() {
+		res, err := b.q.Query(ctx, "globex", "SELECT 1")
+		globex <- answer{res, err}
+	}()
+	select {
+	case a := <-globex:
+		if a.err != nil || string(a.res.Rows[0]) != "[1]" {
+			t.Fatalf("globex: %v %v", a.res, a.err)
+		}
+	case a := <-acme:
+		t.Fatalf("an acme query ended (%v) before globex's was answered: globex waited for acme's slots", a.err)
+	}
+	if n := waiting(); n != sqlquery.MaxPerTenant {
+		t.Fatalf("%d of acme's queries hold a slot, want %d", n, sqlquery.MaxPerTenant)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range sqlquery.MaxConcurrent {
+		if a := <-acme; a.err != nil || string(a.res.Rows[0]) != "[3]" {
+			t.Fatalf("acme, once the lock was gone: %v %v", a.res, a.err)
+		}
+	}
+}
+
+// TestMigrationRevokesEveryOverload: migration 00004 finds the built-ins it
+// revokes in pg_proc, every overload, and its Down gives back exactly what
+// it took.
+func TestMigrationRevokesEveryOverload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	// Which of the families the agent role (and so PUBLIC) may execute.
+	executable := func() map[string]bool {
+		rows, err := admin.Query(ctx, `SELECT p.oid::regprocedure::text, has_function_privilege($1, p.oid, 'EXECUTE')
+			FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
+			AND (p.proname LIKE 'pg\_%advisory%' OR p.proname LIKE 'pg\_ls\_%' OR p.proname IN ('pg_terminate_backend', 'pg_cancel_backend',
+				'pg_relation_size', 'pg_total_relation_size', 'pg_table_size', 'pg_indexes_size', 'pg_database_size', 'pg_tablespace_size',
+				'pg_stat_file', 'pg_read_file', 'pg_read_binary_file'))`, sqlquery.AgentRole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+			name string
+			ok   bool
+		}, error) {
+			var v struct {
+				name string
+				ok   bool
+			}
+			return v, r.Scan(&v.name, &v.ok)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, v := range m {
+			out[v.name] = v.ok
+		}
+		return out
+	}
+	up := executable()
+	advisory := 0
+	for name, ok := range up {
+		if ok {
+			t.Errorf("%s is executable by %s", name, sqlquery.AgentRole)
+		}
+		if strings.Contains(name, "advisory") {
+			advisory++
+		}
+	}
+	if advisory < 20 {
+		t.Fatalf("only %d advisory-lock overloads found: %v", advisory, up)
+	}
+
+	m, err := database.NewMigrator(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	down := executable()
+	for name, want := range map[string]bool{
+		"pg_terminate_backend(integer,bigint)": true,  // PUBLIC's again
+		"pg_try_advisory_lock_shared(bigint)":  true,  // PUBLIC's again
+		"pg_relation_size(regclass)":           true,  // PUBLIC's again
+		"pg_advisory_lock(bigint)":             false, // 00003 revoked it
+		"pg_read_file(text)":                   false, // never PUBLIC's
+		"pg_ls_dir(text)":                      false, // never PUBLIC's
+	} {
+		if got, ok := down[name]; !ok || got != want {
+			t.Errorf("after Down, %s executable: %v (known %v), want %v", name, got, ok, want)
+		}
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, ok := range executable() {
+		if ok {
+			t.Errorf("after Down and Up, %s is executable by %s", name, sqlquery.AgentRole)
+		}
+	}
 }
 
 // TestOtherQueriesTextIsHidden: a tenant's running query is not readable
-// by another tenant's query through pg_stat_activity.
+// by another tenant's query through pg_stat_activity: the guard refuses
+// the catalog, and the query role, reading it without the guard, does not
+// see the text.
 func TestOtherQueriesTextIsHidden(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
+	const peek = "SELECT coalesce(string_agg(query, ' '), '') FROM pg_stat_activity WHERE usename = 'orangerail_query'"
+	var refusal *sqlguard.Refusal
+	if _, err := b.q.Query(ctx, "acme", peek); !errors.As(err, &refusal) || refusal.Rule != sqlguard.RuleRelation {
+		t.Fatalf("reading pg_stat_activity: %v, want rule %s", err, sqlguard.RuleRelation)
+	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM generate_series(1, 30000000) AS secret_marker")
+		_, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 1000) AS secret_marker")
 		done <- err
 	}()
 	deadline := time.Now().Add(3 * time.Second)
 	seen := false
 	for time.Now().Before(deadline) && !seen {
-		res, err := b.q.Query(ctx, "acme", "SELECT coalesce(string_agg(query, ' '), '') FROM pg_stat_activity WHERE usename = 'orangerail_query'")
+		var text string
+		err := b.q.InSession(ctx, "acme", func(ctx context.Context, tx pgx.Tx) error {
+			return tx.QueryRow(ctx, peek).Scan(&text)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(res.Rows[0]), "secret_marker") {
-			seen = true
-		}
+		seen = strings.Contains(text, "secret_marker")
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err := <-done; err != nil && !strings.Contains(err.Error(), "57014") {
