@@ -748,8 +748,18 @@ func TestMigrationRevokesEveryOverload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.Down(ctx); err != nil {
-		t.Fatal(err)
+	// Down to just before 00004, whatever came after it.
+	for {
+		v, err := m.Version(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v < 4 {
+			break
+		}
+		if _, err := m.Down(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	down := executable()
 	for name, want := range map[string]bool{
