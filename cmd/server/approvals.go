@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -69,7 +70,12 @@ func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc
 		closeAll()
 		return nil, nil, err
 	}
-	e, err = engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Key: key})
+	catalog, err := cfg.ReadCatalog(ctx, cmp.Or(data, store))
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	e, err = engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Catalog: catalog, Key: key})
 	if err != nil {
 		closeAll()
 		return nil, nil, err

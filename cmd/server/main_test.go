@@ -302,7 +302,12 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := make([]byte, engine.KeySize)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, url), Key: key, Logger: slog.New(slog.DiscardHandler)})
+	runtime := testdb.RuntimePool(t, url)
+	catalog, err := cfg.ReadCatalog(ctx, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Catalog: catalog, Key: key, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
