@@ -289,6 +289,9 @@ func scalarText(path string, v json.RawMessage) (string, *Issue) {
 		if strings.ContainsRune(s, 0) {
 			return "", &Issue{Path: path, Message: "contains a NUL character"}
 		}
+		if len(s) > MaxValueLength { // invalid UTF-8 decodes longer: each byte a U+FFFD
+			return "", &Issue{Path: path, Message: fmt.Sprintf("longer than %d bytes", MaxValueLength)}
+		}
 		return s, nil
 	case string(v) == "true" || string(v) == "false":
 		return string(v), nil
