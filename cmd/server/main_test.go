@@ -328,8 +328,9 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, _ = run("show", id)
-	if code != exitOK || !strings.Contains(out, `{"order_id": "o-1001", "reason": "asked"}`) || !strings.Contains(out, "The order is cancelled") ||
-		!strings.Contains(out, `"status":"paid"`) || !strings.Contains(out, "--digest") {
+	input := "    {\n      \"order_id\": \"o-1001\",\n      \"reason\": \"asked\"\n    }\n"
+	if code != exitOK || !strings.Contains(out, input) || !strings.Contains(out, "The order is cancelled") ||
+		!strings.Contains(out, `      "status": "paid",`) || !strings.Contains(out, "--digest") {
 		t.Fatalf("show: exit %d\n%s", code, out)
 	}
 	_, out, _ = run("show", id, "--json")
