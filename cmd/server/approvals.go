@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 )
@@ -69,7 +71,12 @@ func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc
 		closeAll()
 		return nil, nil, err
 	}
-	e, err = engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Key: key})
+	catalog, err := cfg.ReadCatalog(ctx, cmp.Or(data, store))
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	e, err = engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Catalog: catalog, Key: key})
 	if err != nil {
 		closeAll()
 		return nil, nil, err
@@ -107,13 +114,7 @@ func newApprovalsCmd() *cobra.Command {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), views)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tSTATUS\tACTION\tREQUESTED BY\tCREATED\tEXPIRES")
-			for _, v := range views {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Status, v.Action, v.RequestedBy,
-					v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
-			}
-			return w.Flush()
+			return printApprovals(cmd.OutOrStdout(), views)
 		},
 	}
 	list.Flags().StringVar(&status, "status", "", "only approvals of this status (pending, approved, rejected, consumed, expired)")
@@ -193,39 +194,64 @@ func newApprovalsCmd() *cobra.Command {
 	return cmd
 }
 
+// printApprovals prints approvals as a table. Every text that came from an
+// agent or the database goes through display.Text: a tab, a line break or
+// an escape sequence cannot break the table or rewrite the terminal.
+func printApprovals(out io.Writer, views []*engine.ApprovalView) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tSTATUS\tACTION\tREQUESTED BY\tCREATED\tEXPIRES")
+	for _, v := range views {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, display.Text(v.Status), display.Text(v.Action), display.Text(v.RequestedBy),
+			v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return w.Flush()
+}
+
+// printApproval prints one approval for review. Every text that came from
+// an agent, the database or the config goes through display: the input
+// and the target are indented JSON whose unsafe characters are escaped, so
+// what the approver reads is what executes, however the agent spaced or
+// spelled it.
 func printApproval(w io.Writer, v *engine.ApprovalView) {
-	fmt.Fprintf(w, "approval %s (%s)\n  action:       %s", v.ID, v.Status, v.Action)
+	fmt.Fprintf(w, "approval %s (%s)\n  action:       %s", v.ID, display.Text(v.Status), display.Text(v.Action))
 	if v.Destructive {
 		fmt.Fprint(w, " (destructive)")
 	}
-	fmt.Fprintf(w, "\n  requested by: %s at %s\n  expires:      %s\n", v.RequestedBy, v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "  input (canonical, what executes):\n    %s\n  digest:       %s\n", v.Input, v.Digest)
+	fmt.Fprintf(w, "\n  requested by: %s at %s\n  expires:      %s\n", display.Text(v.RequestedBy), v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "  input (what executes, indented to read):\n    %s\n  digest:       %s\n", display.JSON(v.Input, "    ", "  "), display.Text(v.Digest))
 	if v.Effect != "" {
-		fmt.Fprintf(w, "  effect:       %s\n", v.Effect)
+		fmt.Fprintf(w, "  effect:       %s\n", display.Text(v.Effect))
 	}
 	if v.Rollback != "" {
-		fmt.Fprintf(w, "  rollback:     %s\n", v.Rollback)
+		fmt.Fprintf(w, "  rollback:     %s\n", display.Text(v.Rollback))
 	}
 	switch {
 	case v.TargetError != "":
-		fmt.Fprintf(w, "  target now:   could not be read: %s\n", v.TargetError)
+		fmt.Fprintf(w, "  target now:   could not be read: %s\n", display.Text(v.TargetError))
 	case v.Target != nil:
-		fmt.Fprintf(w, "  target now:   %s\n", v.Target)
+		fmt.Fprintf(w, "  target now:\n    %s\n", display.JSON(v.Target, "    ", "  "))
 	}
 	if v.DecidedBy != nil {
-		fmt.Fprintf(w, "  decided by:   %s at %s", *v.DecidedBy, v.DecidedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "  decided by:   %s at %s", display.Text(*v.DecidedBy), v.DecidedAt.UTC().Format(time.RFC3339))
 		if v.DecisionNote != nil {
-			fmt.Fprintf(w, " (%s)", *v.DecisionNote)
+			fmt.Fprintf(w, " (%s)", display.Text(*v.DecisionNote))
 		}
 		fmt.Fprintln(w)
 	}
 	if v.Status == "pending" {
-		fmt.Fprintf(w, "\nTo approve this exact input:\n  orangerail approvals approve %s --tenant %s --as YOUR_NAME --digest %s\n", v.ID, v.Tenant, v.Digest)
+		fmt.Fprintf(w, "\nTo approve this exact input:\n  orangerail approvals approve %s --tenant %s --as YOUR_NAME --digest %s\n", v.ID, display.Text(v.Tenant), display.Text(v.Digest))
 	}
 }
 
+// writeJSON prints v as indented JSON whose strings show no unsafe
+// character raw (display.JSON): encoding/json leaves C1 controls,
+// bidirectional overrides and zero-width characters as they are, in its
+// own strings and in raw JSON such as an approval's input.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, display.JSON(b, "", "  "))
+	return err
 }

@@ -45,7 +45,7 @@ func newConfigCmd() *cobra.Command {
 					dsURL = os.Getenv(cfg.Datasource.URLEnv)
 				}
 				if dsURL != "" {
-					found, err := checkCatalog(cmd.Context(), cfg, dsURL)
+					_, found, err := checkCatalog(cmd.Context(), cfg, dsURL)
 					if err != nil {
 						return err
 					}
@@ -85,16 +85,16 @@ func newConfigCmd() *cobra.Command {
 	return cmd
 }
 
-// checkCatalog connects to the database at url and lists where cfg
-// disagrees with its catalog.
-func checkCatalog(ctx context.Context, cfg *ontology.Config, url string) (ontology.Problems, error) {
+// checkCatalog connects to the database at url, reads its catalog and
+// lists where cfg disagrees with it.
+func checkCatalog(ctx context.Context, cfg *ontology.Config, url string) (*ontology.Catalog, ontology.Problems, error) {
 	connCfg, err := database.ParseURL(url)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	conn, err := pgx.ConnectConfig(ctx, connCfg.ConnConfig)
 	if err != nil {
-		return nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
+		return nil, nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
 	}
 	defer conn.Close(ctx)
 	return cfg.CheckCatalog(ctx, conn)

@@ -64,7 +64,7 @@ func seedExample(ctx context.Context, url string) error {
 	if _, err := conn.Exec(ctx, orders.Seed); err != nil {
 		return err
 	}
-	problems, err := cfg.CheckCatalog(ctx, conn)
+	_, problems, err := cfg.CheckCatalog(ctx, conn)
 	if err != nil {
 		return err
 	}

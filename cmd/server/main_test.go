@@ -302,7 +302,12 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := make([]byte, engine.KeySize)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, url), Key: key, Logger: slog.New(slog.DiscardHandler)})
+	runtime := testdb.RuntimePool(t, url)
+	catalog, err := cfg.ReadCatalog(ctx, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Catalog: catalog, Key: key, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +328,9 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, _ = run("show", id)
-	if code != exitOK || !strings.Contains(out, `{"order_id":"o-1001","reason":"asked"}`) || !strings.Contains(out, "The order is cancelled") ||
-		!strings.Contains(out, `"status":"paid"`) || !strings.Contains(out, "--digest") {
+	input := "    {\n      \"order_id\": \"o-1001\",\n      \"reason\": \"asked\"\n    }\n"
+	if code != exitOK || !strings.Contains(out, input) || !strings.Contains(out, "The order is cancelled") ||
+		!strings.Contains(out, `      "status": "paid",`) || !strings.Contains(out, "--digest") {
 		t.Fatalf("show: exit %d\n%s", code, out)
 	}
 	_, out, _ = run("show", id, "--json")

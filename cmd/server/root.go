@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 )
 
@@ -37,11 +38,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errFindings):
 		return exitFindings
 	}
+	// An error can carry what an agent sent or a database said: shown
+	// through display.Text, it stays one line and cannot rewrite the
+	// terminal.
 	var coded *errcode.Error
 	if errors.As(err, &coded) {
-		fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", coded.Error(), coded.Fix())
+		fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", display.Text(coded.Error()), coded.Fix())
 	} else {
-		fmt.Fprintf(stderr, "orangerail: %v\n", err)
+		fmt.Fprintf(stderr, "orangerail: %s\n", display.Text(err.Error()))
 	}
 	return exitError
 }

@@ -145,13 +145,14 @@ func openRuntime(ctx context.Context, cfg *ontology.Config, url string, key []by
 			return nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
 		}
 	}
-	if err = checkCatalogOn(ctx, cfg, rt.data, url); err != nil {
+	catalog, err := checkCatalogOn(ctx, cfg, rt.data, url)
+	if err != nil {
 		return nil, err
 	}
 	if rt.migrator, err = database.NewMigrator(ctx, url); err != nil {
 		return nil, err
 	}
-	rt.engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.store, Datasource: rt.data, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: log})
+	rt.engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.store, Datasource: rt.data, Catalog: catalog, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -264,26 +265,27 @@ func listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// checkCatalogOn checks the config against the datasource it will serve:
-// its own pool, or the service database.
-func checkCatalogOn(ctx context.Context, cfg *ontology.Config, data *pgxpool.Pool, serviceURL string) error {
+// checkCatalogOn checks the config against the datasource it will serve
+// (its own pool, or the service database) and returns the catalog it read.
+func checkCatalogOn(ctx context.Context, cfg *ontology.Config, data *pgxpool.Pool, serviceURL string) (*ontology.Catalog, error) {
+	var catalog *ontology.Catalog
 	var problems ontology.Problems
 	var err error
 	if data != nil {
 		err = data.AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
-			problems, err = cfg.CheckCatalog(ctx, c.Conn())
+			catalog, problems, err = cfg.CheckCatalog(ctx, c.Conn())
 			return err
 		})
 	} else {
-		problems, err = checkCatalog(ctx, cfg, serviceURL)
+		catalog, problems, err = checkCatalog(ctx, cfg, serviceURL)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(problems) > 0 {
-		return errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
+		return nil, errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
 	}
-	return nil
+	return catalog, nil
 }
 
 // secretKey reads the server key from the environment; a stdio developer

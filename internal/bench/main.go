@@ -284,7 +284,11 @@ func lifecycleBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, d ti
 	}
 	key := make([]byte, engine.KeySize)
 	_, _ = rand.Read(key)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Key: key})
+	catalog, err := cfg.ReadCatalog(ctx, runtime)
+	if err != nil {
+		return err
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Catalog: catalog, Key: key})
 	if err != nil {
 		return err
 	}

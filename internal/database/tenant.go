@@ -72,7 +72,28 @@ func QueryInTenant(ctx context.Context, pool *pgxpool.Pool, tenant, sql string, 
 	b.Queue(tenantScope, tenant)
 	b.Queue(sql, args...).Query(rows)
 	b.Queue(commit)
-	// A failure leaves the connection in an aborted transaction; the pool
-	// discards such a connection when it is released.
-	return pool.SendBatch(ctx, b).Close()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	err = conn.SendBatch(ctx, b).Close()
+	if err != nil {
+		endFailedRead(ctx, conn.Conn())
+	}
+	return err
+}
+
+// endFailedRead ends the transaction a failed pipelined read left open.
+// After an error Postgres skips the rest of the pipeline, COMMIT included,
+// so the connection sits in an aborted transaction, and the pool destroys a
+// connection released in a transaction: every refused read would cost a
+// new backend. A rollback, one more round trip on failures only, returns
+// it clean. A connection that broke (a cancelled context closes it) is
+// left for the pool to discard.
+func endFailedRead(ctx context.Context, conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 }

@@ -10,25 +10,41 @@ import (
 )
 
 const catalogTableColumns = `-- name: CatalogTableColumns :many
-SELECT a.attname::text AS column_name
-FROM pg_catalog.pg_attribute a
-WHERE a.attrelid = to_regclass($1::text) AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum
+WITH RECURSIVE col (attnum, attname, typid) AS (
+    SELECT a.attnum, a.attname, a.atttypid
+    FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = to_regclass($1::text) AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+    SELECT col.attnum, col.attname, t.typbasetype
+    FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
+    WHERE t.typtype = 'd'
+)
+SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid
+FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
+WHERE t.typtype <> 'd'
+ORDER BY col.attnum
 `
 
-func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName string) ([]string, error) {
+type CatalogTableColumnsRow struct {
+	ColumnName string
+	TypeOid    int64
+}
+
+// A table's columns, each with the type its values are compared as: a
+// domain's base type (through domains over domains), else its own.
+func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName string) ([]*CatalogTableColumnsRow, error) {
 	rows, err := db.Query(ctx, catalogTableColumns, tableName)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []*CatalogTableColumnsRow
 	for rows.Next() {
-		var column_name string
-		if err := rows.Scan(&column_name); err != nil {
+		var i CatalogTableColumnsRow
+		if err := rows.Scan(&i.ColumnName, &i.TypeOid); err != nil {
 			return nil, err
 		}
-		items = append(items, column_name)
+		items = append(items, &i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -47,7 +48,7 @@ func newEngine(t *testing.T, b *testBundle, key []byte, mode engine.Mode, edit f
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Datasource: datasource, Key: key, Mode: mode, Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Datasource: datasource, Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: key, Mode: mode, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

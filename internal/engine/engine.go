@@ -71,6 +71,11 @@ type Config struct {
 	Store *pgxpool.Pool
 	// Datasource holds the team's data. Nil: the Store.
 	Datasource *pgxpool.Pool
+	// Catalog is the datasource's tables as its live catalog describes
+	// them (ontology.Config.CheckCatalog, or ReadCatalog). Required: a
+	// read checks every value an agent sends against its column's type
+	// before any SQL runs.
+	Catalog *ontology.Catalog
 	// Key signs input digests and list cursors: 32 random bytes kept
 	// secret and shared by every replica. Required.
 	Key []byte
@@ -91,6 +96,7 @@ type Engine struct {
 	cfg        *ontology.Config
 	store      *pgxpool.Pool
 	datasource *pgxpool.Pool
+	catalog    *ontology.Catalog
 	sameDB     bool
 	key        []byte
 	mode       Mode
@@ -115,6 +121,8 @@ func New(c Config) (*Engine, error) {
 		return nil, errors.New("engine: Config.Ontology is required")
 	case c.Store == nil:
 		return nil, errors.New("engine: Config.Store is required")
+	case c.Catalog == nil:
+		return nil, errors.New("engine: Config.Catalog is required")
 	case len(c.Key) != KeySize:
 		return nil, errors.New("engine: Config.Key must be 32 bytes")
 	}
@@ -122,6 +130,7 @@ func New(c Config) (*Engine, error) {
 		cfg:        c.Ontology,
 		store:      c.Store,
 		datasource: cmp.Or(c.Datasource, c.Store),
+		catalog:    c.Catalog,
 		key:        slices.Clone(c.Key),
 		mode:       cmp.Or(c.Mode, ModeLive),
 		log:        cmp.Or(c.Logger, slog.Default()),

@@ -30,9 +30,13 @@ type listInput struct {
 }
 
 type filter struct {
-	field  string
-	op     ontology.FilterOp
+	field string
+	op    ontology.FilterOp
+	// values are the values as the agent wrote them, which a cursor binds;
+	// args are the same values checked against the column's type, which
+	// the statement binds.
 	values []string
+	args   []any
 }
 
 // cursor is where the previous page ended. It travels to the agent signed,
@@ -107,14 +111,14 @@ func listSQL(o *ontology.Object, tenant string, in listInput) (string, []any) {
 	for _, f := range in.filters {
 		col := quote(f.field)
 		if f.op == ontology.FilterIn {
-			ph := make([]string, len(f.values))
-			for i, v := range f.values {
+			ph := make([]string, len(f.args))
+			for i, v := range f.args {
 				ph[i] = param(v)
 			}
 			where = append(where, fmt.Sprintf("%s IN (%s)", col, strings.Join(ph, ", ")))
 			continue
 		}
-		where = append(where, fmt.Sprintf("%s %s %s", col, sqlOps[f.op], param(f.values[0])))
+		where = append(where, fmt.Sprintf("%s %s %s", col, sqlOps[f.op], param(f.args[0])))
 	}
 
 	key := quote(o.Key)
@@ -179,7 +183,7 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 					continue
 				}
 				for _, op := range slices.Sorted(maps.Keys(byField[field])) {
-					in.filters, issues = appendFilter(in.filters, issues, fpath, field, ops, op, byField[field][op])
+					in.filters, issues = e.appendFilter(in.filters, issues, object, fpath, field, ops, op, byField[field][op])
 				}
 			}
 		case "sort":
@@ -227,7 +231,10 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 	return in, nil
 }
 
-func appendFilter(filters []filter, issues []Issue, fpath, field string, allowed []ontology.FilterOp, op string, v json.RawMessage) ([]filter, []Issue) {
+// appendFilter checks one filter of a list and appends it, or its issues.
+// Each value is checked against its column's type here, so a value the
+// column cannot hold never reaches Postgres.
+func (e *Engine) appendFilter(filters []filter, issues []Issue, object, fpath, field string, allowed []ontology.FilterOp, op string, v json.RawMessage) ([]filter, []Issue) {
 	opPath := fpath + "/" + escapePointer(truncate(op))
 	if !slices.Contains(allowed, ontology.FilterOp(op)) {
 		return filters, append(issues, Issue{Path: opPath, Message: fmt.Sprintf("operator not allowed on %s; allowed: %s", field, joinOps(allowed))})
@@ -239,19 +246,19 @@ func appendFilter(filters []filter, issues []Issue, fpath, field string, allowed
 			return filters, append(issues, Issue{Path: opPath, Message: fmt.Sprintf("must be an array of 1 to %d values", MaxInValues)})
 		}
 		for i, item := range list {
-			s, issue := scalarText(fmt.Sprintf("%s/%d", opPath, i), item)
+			s, arg, issue := e.bindValue(object, field, fmt.Sprintf("%s/%d", opPath, i), item)
 			if issue != nil {
 				issues = append(issues, *issue)
 			}
-			f.values = append(f.values, s)
+			f.values, f.args = append(f.values, s), append(f.args, arg)
 		}
 		return append(filters, f), issues
 	}
-	s, issue := scalarText(opPath, v)
+	s, arg, issue := e.bindValue(object, field, opPath, v)
 	if issue != nil {
 		return filters, append(issues, *issue)
 	}
-	f.values = []string{s}
+	f.values, f.args = []string{s}, []any{arg}
 	return append(filters, f), issues
 }
 

@@ -42,9 +42,9 @@ var sqlOps = map[ontology.FilterOp]string{
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 // getInput is the input of an object's get: its key, by the key field's
-// own name, and links to include.
+// own name, checked against the key column's type, and links to include.
 type getInput struct {
-	key     string
+	key     any
 	include []string
 }
 
@@ -117,11 +117,11 @@ func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawM
 		v := raw[name]
 		switch name {
 		case o.Key:
-			s, issue := scalarText("/"+name, v)
+			_, key, issue := e.bindValue(object, name, "/"+name, v)
 			if issue != nil {
 				issues = append(issues, *issue)
 			}
-			in.key = s
+			in.key = key
 		case "include":
 			if err := json.Unmarshal(v, &in.include); err != nil {
 				issues = append(issues, Issue{Path: "/include", Message: "must be an array of link names"})
@@ -224,8 +224,9 @@ func rowSQL(o *ontology.Object, column string, forUpdate bool) string {
 }
 
 // fetchRow reads the object's row whose column equals value in the tenant;
-// nil when there is none.
-func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column, value string, forUpdate bool) (json.RawMessage, error) {
+// nil when there is none. value is text Postgres parses as the column's
+// type, or a value of a Go type that encodes as it.
+func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column string, value any, forUpdate bool) (json.RawMessage, error) {
 	rows, err := tx.Query(ctx, rowSQL(o, column, forUpdate), tenant, value)
 	if err != nil {
 		return nil, err
@@ -287,6 +288,9 @@ func scalarText(path string, v json.RawMessage) (string, *Issue) {
 		}
 		if strings.ContainsRune(s, 0) {
 			return "", &Issue{Path: path, Message: "contains a NUL character"}
+		}
+		if len(s) > MaxValueLength { // invalid UTF-8 decodes longer: each byte a U+FFFD
+			return "", &Issue{Path: path, Message: fmt.Sprintf("longer than %d bytes", MaxValueLength)}
 		}
 		return s, nil
 	case string(v) == "true" || string(v) == "false":

@@ -59,7 +59,7 @@ func (b *bundle) server(t testing.TB, edit func(string) string) (*mcp.Server, *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Mode: engine.ModeOf(cfg.Preset), Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Mode: engine.ModeOf(cfg.Preset), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +345,11 @@ func TestFailuresAreRedacted(t *testing.T) {
 		t.Fatalf("audit_blocked: %s", text(res))
 	}
 
+	// A filter value its column's type cannot hold is refused at its path.
+	res, body = call(t, cs, "order_list", `{"filters": {"created_at": {"gt": "not-a-time"}}}`)
+	if !res.IsError || body["code"] != string(errcode.InputInvalid) || !strings.Contains(string(mustJSON(body["issues"])), `"/filters/created_at/gt"`) {
+		t.Fatalf("list filter value invalid_input: %v", body)
+	}
 }
 
 func mustJSON(v any) []byte {
@@ -500,7 +505,7 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Logger: log})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +560,7 @@ func TestSQLQueryTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Key: b.key, Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,4 +659,15 @@ func TestDevModeIsStamped(t *testing.T) {
 	if total != 2 || stamped != 2 {
 		t.Fatalf("%d of %d records stamped dev_mode", stamped, total)
 	}
+}
+
+// readCatalog reads cfg's tables from the live catalog of the datasource
+// pool, as serve does.
+func readCatalog(t testing.TB, cfg *ontology.Config, pool *pgxpool.Pool) *ontology.Catalog {
+	t.Helper()
+	catalog, err := cfg.ReadCatalog(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return catalog
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/orangerail/orangerail/internal/db"
 )
@@ -31,30 +32,146 @@ func (o *Object) QuotedTable() string {
 	return pgx.Identifier(strings.Split(o.Table, ".")).Sanitize()
 }
 
-// CheckCatalog checks the config against the datasource's live catalog:
-// every object's table and columns exist, and every action's statement
-// prepares (so its tables, columns and types are right). It returns every
-// problem, each a DiagnosticSchemaMismatch; an error means the check itself
-// could not run.
-func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (Problems, error) {
-	var ps Problems
+// ValueKind is how a value an agent sends for a column is checked before
+// any SQL runs: by the column's type, as the live catalog names it.
+type ValueKind string
+
+// The value kinds.
+const (
+	// ValueText columns (text, varchar, char(n), name) take any string,
+	// number or boolean, as its text.
+	ValueText ValueKind = "text"
+	// ValueInteger columns (smallint, integer, bigint) take a whole number
+	// in the column's range, as a JSON number or a string of digits.
+	ValueInteger ValueKind = "integer"
+	// ValueNumeric columns take a number, as a JSON number or a string in
+	// JSON's number form, its exponent within what Postgres parses.
+	ValueNumeric ValueKind = "numeric"
+	// ValueFloat columns (real, double precision) take a number the
+	// column's size holds.
+	ValueFloat ValueKind = "float"
+	// ValueBoolean columns take true or false.
+	ValueBoolean ValueKind = "boolean"
+	// ValueTimestamptz columns take an RFC 3339 time with its offset.
+	ValueTimestamptz ValueKind = "timestamptz"
+	// ValueTimestamp columns take a date and time without an offset.
+	ValueTimestamp ValueKind = "timestamp"
+	// ValueDate columns take a date, YYYY-MM-DD.
+	ValueDate ValueKind = "date"
+	// ValueUUID columns take a UUID.
+	ValueUUID ValueKind = "uuid"
+	// ValueOther is every other type (enums, arrays, json, inet, ...): the
+	// value goes to Postgres as text, which refuses what the type cannot
+	// hold. An enum's labels are not copied: they change without a restart.
+	ValueOther ValueKind = "other"
+)
+
+// Column is a table column as the live catalog describes it.
+type Column struct {
+	Kind ValueKind
+	// Bits is an integer's or a float's size: 16, 32 or 64; else 0.
+	Bits int
+	// TypeOID is the type values are compared as: a domain's base type.
+	TypeOID uint32
+}
+
+// columnOf classifies a column by its (base) type's OID: built-in OIDs are
+// fixed, so a type of the same name in another schema is never mistaken
+// for one.
+func columnOf(oid uint32) Column {
+	c := Column{Kind: ValueOther, TypeOID: oid}
+	switch oid {
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID:
+		c.Kind = ValueText
+	case pgtype.Int2OID:
+		c.Kind, c.Bits = ValueInteger, 16
+	case pgtype.Int4OID:
+		c.Kind, c.Bits = ValueInteger, 32
+	case pgtype.Int8OID:
+		c.Kind, c.Bits = ValueInteger, 64
+	case pgtype.NumericOID:
+		c.Kind = ValueNumeric
+	case pgtype.Float4OID:
+		c.Kind, c.Bits = ValueFloat, 32
+	case pgtype.Float8OID:
+		c.Kind, c.Bits = ValueFloat, 64
+	case pgtype.BoolOID:
+		c.Kind = ValueBoolean
+	case pgtype.TimestamptzOID:
+		c.Kind = ValueTimestamptz
+	case pgtype.TimestampOID:
+		c.Kind = ValueTimestamp
+	case pgtype.DateOID:
+		c.Kind = ValueDate
+	case pgtype.UUIDOID:
+		c.Kind = ValueUUID
+	}
+	return c
+}
+
+// Catalog is what the datasource's live catalog says of each object's
+// table: whether it exists, and its columns with their types. It does not
+// change once read; it is safe for concurrent use.
+type Catalog struct {
+	// tables holds each object's table's columns, by object and column
+	// name; an object whose table does not exist has no entry.
+	tables map[string]map[string]Column
+}
+
+// Column returns the column under an object's field. ok is false when the
+// object's table or the column does not exist.
+func (c *Catalog) Column(object, field string) (col Column, ok bool) {
+	col, ok = c.tables[object][field]
+	return col, ok
+}
+
+// ReadCatalog reads each object's table's columns and their types from the
+// datasource's live catalog.
+func (c *Config) ReadCatalog(ctx context.Context, conn db.DBTX) (*Catalog, error) {
+	cat := &Catalog{tables: map[string]map[string]Column{}}
 	q := db.New()
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
-		o, path := c.Objects[name], "objects."+name
-		found, err := q.CatalogTableExists(ctx, conn, o.QuotedTable())
+		table := c.Objects[name].QuotedTable()
+		found, err := q.CatalogTableExists(ctx, conn, table)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
-			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: the datasource has no table %s", DiagnosticSchemaMismatch, o.QuotedTable())})
 			continue
 		}
-		columns, err := q.CatalogTableColumns(ctx, conn, o.QuotedTable())
+		rows, err := q.CatalogTableColumns(ctx, conn, table)
 		if err != nil {
 			return nil, err
 		}
+		columns := make(map[string]Column, len(rows))
+		for _, r := range rows {
+			columns[r.ColumnName] = columnOf(uint32(r.TypeOid))
+		}
+		cat.tables[name] = columns
+	}
+	return cat, nil
+}
+
+// CheckCatalog checks the config against the datasource's live catalog:
+// every object's table and columns exist, and every action's statement
+// prepares (so its tables, columns and types are right). It returns the
+// catalog it read and every problem, each a DiagnosticSchemaMismatch; an
+// error means the check itself could not run.
+func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problems, error) {
+	cat, err := c.ReadCatalog(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ps Problems
+	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
+		o, path := c.Objects[name], "objects."+name
+		columns, found := cat.tables[name]
+		if !found {
+			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: the datasource has no table %s", DiagnosticSchemaMismatch, o.QuotedTable())})
+			continue
+		}
 		missing := func(field, col string) {
-			if !slices.Contains(columns, col) {
+			if _, ok := columns[col]; !ok {
 				ps = append(ps, Problem{Path: path + "." + field, Message: fmt.Sprintf("%s: table %s has no column %q", DiagnosticSchemaMismatch, o.QuotedTable(), col)})
 			}
 		}
@@ -71,12 +188,12 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (Problems, error) 
 		if err := prepares(ctx, conn, a.Execute.SQL); err != nil {
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) {
-				return nil, err
+				return nil, nil, err
 			}
 			ps = append(ps, Problem{Path: "actions." + name + ".execute.sql", Message: fmt.Sprintf("%s: the datasource cannot prepare the statement: %s", DiagnosticSchemaMismatch, pgErr.Message)})
 		}
 	}
-	return ps.sorted(), nil
+	return cat, ps.sorted(), nil
 }
 
 // prepares prepares a statement under a throwaway name and drops it.

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// unsafeRune returns the first rune of s a terminal must not receive raw,
+// newlines aside, or -1.
+func unsafeRune(s string) rune {
+	for _, r := range s {
+		if r != '\n' && display.Unsafe(r) {
+			return r
+		}
+	}
+	return -1
+}
+
+// TestPrintApprovalEscapes pins what an approver reads when every text an
+// agent or the database supplied is hostile: the spoof (a carriage return
+// between JSON tokens, meant to overprint o-1001 with o-1002), escape
+// sequences, C1 controls, bidirectional overrides and zero-width
+// characters. Each shows as a visible escape; the input and the target are
+// indented JSON.
+func TestPrintApprovalEscapes(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	by, note := "bob\u200b", "ok\x1b[2K\rrejected"
+	v := &engine.ApprovalView{
+		ID:     uuid.MustParse("11111111-2222-3333-4444-555555555555"),
+		Tenant: "acme", Action: "cancel_order\u202e", Status: "approved", RequestedBy: "agent\u2066-7",
+		Input:  json.RawMessage("{\"order_id\":\"o-1001\",\r    \"reason\":\"Cancel o-1002 only\",\t\"memo\":\"\u202e1001-o\u202c \u009b2J\\u001b[2J\"}"),
+		Digest: strings.Repeat("ab", 32), Effect: "The order is cancelled.", Rollback: "None.\nReally.",
+		Target:    json.RawMessage(`{"id":"o-1001","status":"paid` + "\u200d" + `"}`),
+		CreatedAt: at, ExpiresAt: at.Add(time.Hour), DecidedBy: &by, DecidedAt: &at, DecisionNote: &note,
+	}
+	var out bytes.Buffer
+	printApproval(&out, v)
+	want := `approval 11111111-2222-3333-4444-555555555555 (approved)
+  action:       "cancel_order\u202e"
+  requested by: "agent\u2066-7" at 2025-01-02T03:04:05Z
+  expires:      2025-01-02T04:04:05Z
+  input (what executes, indented to read):
+    {
+      "order_id": "o-1001",
+      "reason": "Cancel o-1002 only",
+      "memo": "\u202e1001-o\u202c \u009b2J\u001b[2J"
+    }
+  digest:       abababababababababababababababababababababababababababababababab
+  effect:       The order is cancelled.
+  rollback:     "None.\nReally."
+  target now:
+    {
+      "id": "o-1001",
+      "status": "paid\u200d"
+    }
+  decided by:   "bob\u200b" at 2025-01-02T03:04:05Z ("ok\u001b[2K\rrejected")
+`
+	if out.String() != want {
+		t.Fatalf("printApproval =\n%s\nwant\n%s", out.String(), want)
+	}
+
+	out.Reset()
+	v.Status, v.TargetError = "pending\r", "pq: \x1b]0;owned\x07"
+	printApproval(&out, v)
+	for _, line := range []string{
+		`approval 11111111-2222-3333-4444-555555555555 ("pending\r")` + "\n",
+		`  target now:   could not be read: "pq: \u001b]0;owned\u0007"` + "\n",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("printApproval lacks %q:\n%s", line, out.String())
+		}
+	}
+	if r := unsafeRune(out.String()); r >= 0 {
+		t.Fatalf("printApproval shows %U raw:\n%s", r, out.String())
+	}
+
+	out.Reset()
+	if err := printApprovals(&out, []*engine.ApprovalView{v}); err != nil {
+		t.Fatal(err)
+	}
+	table := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(table) != 2 || !strings.Contains(table[1], `"pending\r"`) || !strings.Contains(table[1], `"cancel_order\u202e"`) ||
+		!strings.Contains(table[1], `"agent\u2066-7"`) || unsafeRune(out.String()) >= 0 {
+		t.Fatalf("printApprovals =\n%s", out.String())
+	}
+}
+
+// TestApprovalsShowSpoof stages the spoof through the engine, as an agent
+// would, and reads it back through the CLI: show, show --json, list, and
+// an error, none with a control, bidirectional or invisible character raw.
+func TestApprovalsShowSpoof(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	if err := seedExample(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := testdb.RuntimePool(t, url)
+	catalog, err := cfg.ReadCatalog(ctx, runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Catalog: catalog, Key: make([]byte, engine.KeySize), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &engine.Caller{Subject: "agent\u200b-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+	spoof := "{\"order_id\":\"o-1001\",\r    \"reason\":\"Cancel o-1002 only \u202e\u009b2J\"}"
+	staged := e.Call(ctx, agent, "cancel_order", json.RawMessage(spoof))
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s %v %v", staged.Status, staged.Issues, staged.Err)
+	}
+	common := []string{"--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme"}
+	run := func(args ...string) (int, string, string) {
+		return cli(t, append(append([]string{"approvals"}, args...), common...)...)
+	}
+
+	code, out, stderr := run("show", staged.ApprovalID.String())
+	if code != exitOK {
+		t.Fatalf("show: exit %d %s", code, stderr)
+	}
+	input := "    {\n      \"order_id\": \"o-1001\",\n      \"reason\": \"Cancel o-1002 only \\u202e\\u009b2J\"\n    }\n"
+	if !strings.Contains(out, input) || !strings.Contains(out, `requested by: "agent\u200b-7"`) {
+		t.Fatalf("show does not show the input and requester escaped:\n%s", out)
+	}
+	if r := unsafeRune(out); r >= 0 {
+		t.Fatalf("show prints %U raw:\n%s", r, out)
+	}
+
+	code, out, _ = run("show", staged.ApprovalID.String(), "--json")
+	var view struct {
+		RequestedBy string          `json:"requested_by"`
+		Input       json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal([]byte(out), &view); code != exitOK || err != nil || view.RequestedBy != agent.Subject {
+		t.Fatalf("show --json: exit %d, %v, requested_by %q:\n%s", code, err, view.RequestedBy, out)
+	}
+	var input1, input2 map[string]string
+	if err := errors.Join(json.Unmarshal(view.Input, &input1), json.Unmarshal([]byte(spoof), &input2)); err != nil || input1["reason"] != input2["reason"] {
+		t.Fatalf("show --json input %s is not the staged input (%v)", view.Input, err)
+	}
+	if r := unsafeRune(out); r >= 0 {
+		t.Fatalf("show --json prints %U raw:\n%s", r, out)
+	}
+
+	code, out, _ = run("list")
+	if code != exitOK || !strings.Contains(out, `"agent\u200b-7"`) || unsafeRune(out) >= 0 {
+		t.Fatalf("list: exit %d:\n%s", code, out)
+	}
+
+	// An error naming what an operator typed stays one line, escaped.
+	code, _, stderr = run("show", "x\x1b[2J\u202e")
+	if code != exitError || unsafeRune(stderr) >= 0 || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("show of a hostile id: exit %d %q", code, stderr)
+	}
+}
