@@ -5,17 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
-	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -107,22 +104,7 @@ func TestApprovalsShowSpoof(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	if err := seedExample(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ontology.Parse(orders.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runtime := testdb.RuntimePool(t, url)
-	catalog, err := cfg.ReadCatalog(ctx, runtime)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Catalog: catalog, Key: make([]byte, engine.KeySize), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := exampleEngine(t, url, make([]byte, engine.KeySize))
 	agent := &engine.Caller{Subject: "agent\u200b-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
 	spoof := "{\"order_id\":\"o-1001\",\r    \"reason\":\"Cancel o-1002 only \u202e\u009b2J\"}"
 	staged := e.Call(ctx, agent, "cancel_order", json.RawMessage(spoof))

@@ -290,10 +290,11 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
-func TestApprovalsCommands(t *testing.T) {
-	t.Parallel()
+// exampleEngine seeds the orders example into the database at url and
+// returns an engine serving it with key.
+func exampleEngine(t *testing.T, url string, key []byte) *engine.Engine {
+	t.Helper()
 	ctx := context.Background()
-	url := testdb.New(t)
 	if err := seedExample(ctx, url); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,6 @@ func TestApprovalsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := make([]byte, engine.KeySize)
 	runtime := testdb.RuntimePool(t, url)
 	catalog, err := cfg.ReadCatalog(ctx, runtime)
 	if err != nil {
@@ -311,6 +311,15 @@ func TestApprovalsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+func TestApprovalsCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	key := make([]byte, engine.KeySize)
+	e := exampleEngine(t, url, key)
 	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
 	staged := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "asked"}`))
 	other := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "asked"}`))

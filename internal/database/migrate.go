@@ -146,6 +146,19 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 	return result, nil
 }
 
+// DownTo rolls back every applied migration newer than version, newest
+// first; DownTo(ctx, 0) undoes them all.
+func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {
+	if err := m.refuseNewer(ctx); err != nil {
+		return nil, err
+	}
+	results, err := m.provider.DownTo(ctx, version)
+	if err != nil {
+		return results, fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return results, nil
+}
+
 // Status lists every known migration and whether it is applied.
 func (m *Migrator) Status(ctx context.Context) ([]*MigrationStatus, error) {
 	return m.provider.Status(ctx)

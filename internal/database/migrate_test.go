@@ -14,7 +14,8 @@ import (
 func TestMigrationsGoDownToZeroAndUpAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m, err := database.NewMigrator(ctx, testdb.NewEmpty(t))
+	url := testdb.NewEmpty(t)
+	m, err := database.NewMigrator(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,17 +23,12 @@ func TestMigrationsGoDownToZeroAndUpAgain(t *testing.T) {
 	if _, err := m.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		v, err := m.Version(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v == 0 {
-			break
-		}
-		if _, err := m.Down(ctx); err != nil {
-			t.Fatalf("down from %d: %v", v, err)
-		}
+	if _, err := m.DownTo(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	var schemaLeft bool
+	if err := testdb.Pool(t, url).QueryRow(ctx, "SELECT to_regnamespace('orangerail') IS NOT NULL").Scan(&schemaLeft); err != nil || schemaLeft {
+		t.Fatalf("after going down to zero the orangerail schema is still there (%v)", err)
 	}
 	if _, err := m.Up(ctx); err != nil {
 		t.Fatalf("up again: %v", err)

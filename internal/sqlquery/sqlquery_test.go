@@ -577,18 +577,8 @@ func TestOneTenantCannotSignalAnother(t *testing.T) {
 	ctx := context.Background()
 	check := func(t *testing.T) {
 		// globex's query waits on a lock the superuser holds, bound and running.
-		lock, err := b.admin.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback(ctx)
-		if _, err := lock.Exec(ctx, "LOCK TABLE orangerail.audit IN ACCESS EXCLUSIVE MODE"); err != nil {
-			t.Fatal(err)
-		}
-		type answer struct {
-			res *sqlquery.Result
-			err error
-		}
+		release := lockAudit(t, b)
+		defer func() { _ = release() }()
 		done := make(chan answer, 1)
 		go func() {
 			res, err := b.q.Query(ctx, "globex", "SELECT count(*) FROM audit")
@@ -613,7 +603,7 @@ func TestOneTenantCannotSignalAnother(t *testing.T) {
 				t.Errorf("acme's %s of globex's backend: %v, want permission denied", signal, err)
 			}
 		}
-		if err := lock.Rollback(ctx); err != nil {
+		if err := release(); err != nil {
 			t.Fatal(err)
 		}
 		if a := <-done; a.err != nil || string(a.res.Rows[0]) != "[3]" {
@@ -635,18 +625,8 @@ func TestOneTenantCannotHoldEverySlot(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	lock, err := b.admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, "LOCK TABLE orangerail.audit IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
-	type answer struct {
-		res *sqlquery.Result
-		err error
-	}
+	release := lockAudit(t, b)
+	defer func() { _ = release() }()
 	acme := make(chan answer, sqlquery.MaxConcurrent)
 	for range sqlquery.MaxConcurrent {
 		go func() {
@@ -682,7 +662,7 @@ func TestOneTenantCannotHoldEverySlot(t *testing.T) {
 	if n := waiting(); n != sqlquery.MaxPerTenant {
 		t.Fatalf("%d of acme's queries hold a slot, want %d", n, sqlquery.MaxPerTenant)
 	}
-	if err := lock.Rollback(ctx); err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 	for range sqlquery.MaxConcurrent {
@@ -749,17 +729,8 @@ func TestMigrationRevokesEveryOverload(t *testing.T) {
 	}
 	defer m.Close()
 	// Down to just before 00004, whatever came after it.
-	for {
-		v, err := m.Version(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v < 4 {
-			break
-		}
-		if _, err := m.Down(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := m.DownTo(ctx, 3); err != nil {
+		t.Fatal(err)
 	}
 	down := executable()
 	for name, want := range map[string]bool{
@@ -821,4 +792,27 @@ func TestOtherQueriesTextIsHidden(t *testing.T) {
 	if seen {
 		t.Fatal("one tenant's query read another's SQL text from pg_stat_activity")
 	}
+}
+
+// answer is what one Query returned, sent on a channel.
+type answer struct {
+	res *sqlquery.Result
+	err error
+}
+
+// lockAudit has the superuser hold a lock on the audit table that every
+// query of it waits on, and returns the func that lets go (safe to call
+// more than once).
+func lockAudit(t *testing.T, b *bundle) (release func() error) {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := b.admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, "LOCK TABLE orangerail.audit IN ACCESS EXCLUSIVE MODE"); err != nil {
+		_ = lock.Rollback(ctx)
+		t.Fatal(err)
+	}
+	return func() error { return lock.Rollback(ctx) }
 }
