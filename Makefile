@@ -39,4 +39,4 @@ bench:
 	$(GO) run ./internal/bench
 
 build:
-	$(GO) build -o bin/orangerail ./cmd/server
+	$(GO) build -o bin/orangerail ./cmd/orangerail

@@ -16,7 +16,7 @@ if [ "$installed" != "$sdk_version" ]; then
 fi
 cp e2e/client.mjs "$cache/client.mjs" # ESM resolves packages from the script's own directory
 
-go build -o bin/orangerail ./cmd/server
+go build -o bin/orangerail ./cmd/orangerail
 bin=$(pwd)/bin/orangerail
 
 db="orangerail_e2e_$$_$RANDOM"

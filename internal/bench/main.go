@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
@@ -135,7 +136,7 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		}
 	}
 	if want("lifecycle") {
-		if err := lifecycleBenchmarks(ctx, admin, runtime, appendDuration, emit); err != nil {
+		if err := lifecycleBenchmarks(ctx, admin, dbURL, appendDuration, emit); err != nil {
 			return err
 		}
 	}
@@ -267,7 +268,7 @@ func opsRate(ctx context.Context, writers int, d time.Duration, op func(ctx cont
 // lifecycleBenchmarks measures whole governed cycles: an agent stages an
 // update, a person reviews and approves it, the agent polls and it
 // executes against the example's tables.
-func lifecycleBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, d time.Duration, emit func(result)) error {
+func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string, d time.Duration, emit func(result)) error {
 	if _, err := admin.Exec(ctx, orders.Seed); err != nil {
 		return err
 	}
@@ -282,16 +283,12 @@ func lifecycleBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, d ti
 	if err != nil {
 		return err
 	}
-	key := make([]byte, engine.KeySize)
-	_, _ = rand.Read(key)
-	catalog, err := cfg.ReadCatalog(ctx, runtime)
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: dbURL})
 	if err != nil {
 		return err
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Catalog: catalog, Key: key})
-	if err != nil {
-		return err
-	}
+	defer rt.Close()
+	e := rt.Engine
 	person := &engine.Caller{Subject: "alice", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}
 	cycle := func(ctx context.Context, w, i int) error {
 		agent := &engine.Caller{Subject: fmt.Sprintf("agent-%d", w), Tenant: "acme", Roles: []string{"support"}, Kind: engine.ActorAgent}

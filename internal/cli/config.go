@@ -1,14 +1,13 @@
-package main
+package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -45,7 +44,7 @@ func newConfigCmd() *cobra.Command {
 					dsURL = os.Getenv(cfg.Datasource.URLEnv)
 				}
 				if dsURL != "" {
-					_, found, err := checkCatalog(cmd.Context(), cfg, dsURL)
+					_, found, err := app.CheckCatalog(cmd.Context(), cfg, dsURL)
 					if err != nil {
 						return err
 					}
@@ -83,19 +82,4 @@ func newConfigCmd() *cobra.Command {
 	}
 	cmd.AddCommand(check, schema)
 	return cmd
-}
-
-// checkCatalog connects to the database at url, reads its catalog and
-// lists where cfg disagrees with it.
-func checkCatalog(ctx context.Context, cfg *ontology.Config, url string) (*ontology.Catalog, ontology.Problems, error) {
-	connCfg, err := database.ParseURL(url)
-	if err != nil {
-		return nil, nil, err
-	}
-	conn, err := pgx.ConnectConfig(ctx, connCfg.ConnConfig)
-	if err != nil {
-		return nil, nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
-	}
-	defer conn.Close(ctx)
-	return cfg.CheckCatalog(ctx, conn)
 }

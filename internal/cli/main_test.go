@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
@@ -31,7 +32,7 @@ import (
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), args, &out, &errOut)
+	code = Run(context.Background(), args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -437,7 +438,7 @@ func TestServeHTTP(t *testing.T) {
 	}
 	issuerSrv := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuerSrv.Close)
-	t.Setenv(SecretKeyEnv, strings.Repeat("ab", 32))
+	t.Setenv(app.SecretKeyEnv, strings.Repeat("ab", 32))
 
 	start := func(issuer string) (base string, stop func()) {
 		port := testdb.FreePort(t)
@@ -453,7 +454,7 @@ func TestServeHTTP(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
 		done := make(chan int, 1)
 		go func() {
-			code := run(ctx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, io.Discard)
+			code := Run(ctx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, io.Discard)
 			done <- code
 		}()
 		base = fmt.Sprintf("http://127.0.0.1:%d", port)

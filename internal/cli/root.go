@@ -1,4 +1,8 @@
-package main
+// Package cli is orangerail's command line: the cobra tree parses flags,
+// calls the runtime app opens (or the engine and database packages), and
+// prints. It holds no rule of its own: what it refuses, the packages below
+// refuse.
+package cli
 
 import (
 	"context"
@@ -24,9 +28,9 @@ const (
 // errFindings marks a command that ran and reported findings.
 var errFindings = errors.New("findings reported")
 
-// run executes the command line and returns the process exit code. Errors
+// Run executes the command line and returns the process exit code. Errors
 // are printed as one line, with the code's fix, never as a stack trace.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -1,5 +1,7 @@
 // Command orangerail governs what AI agents may do: it serves a declared
 // ontology over MCP and keeps a hash-chained audit of every governed write.
+// Everything it does lives in internal/cli and below; main only wires the
+// process's signals, arguments and streams to it.
 package main
 
 import (
@@ -7,11 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/orangerail/orangerail/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -1,9 +1,7 @@
-package main
+package cli
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
@@ -31,7 +29,9 @@ func (f *operatorFlags) bind(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.tenant, "tenant", "", "the tenant whose approvals to read or decide (required)")
 }
 
-// engine opens what an operator command needs; close releases it.
+// engine opens what an operator command needs; closeFunc releases it.
+// These commands review and decide approvals; they never stage a call or
+// page a list, so the runtime signs with a key of its own.
 func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc func(), err error) {
 	if f.tenant == "" {
 		return nil, nil, errcode.New(errcode.TenantInvalid, "--tenant is required", nil)
@@ -46,42 +46,11 @@ func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := database.Open(ctx, f.url)
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: f.url})
 	if err != nil {
 		return nil, nil, err
 	}
-	pools := []*pgxpool.Pool{store}
-	closeAll := func() {
-		for _, p := range pools {
-			p.Close()
-		}
-	}
-	var data *pgxpool.Pool
-	if cfg.Datasource.URLEnv != "" {
-		if data, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv)); err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
-		}
-		pools = append(pools, data)
-	}
-	// These commands review and decide approvals; they never stage a call
-	// or page a list, so the signing key they run with is their own.
-	key := make([]byte, engine.KeySize)
-	if _, err := rand.Read(key); err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	catalog, err := cfg.ReadCatalog(ctx, cmp.Or(data, store))
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	e, err = engine.New(engine.Config{Ontology: cfg, Store: store, Datasource: data, Catalog: catalog, Key: key})
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	return e, closeAll, nil
+	return rt.Engine, rt.Close, nil
 }
 
 func newApprovalsCmd() *cobra.Command {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 
+	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
@@ -241,7 +241,7 @@ const demoTokenLifetime = 12 * time.Hour
 func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts *demoFacts, factsPath, listenAddr, publicURL string) error {
 	// Bound first, so that a port 0 has its number before the URL naming
 	// it is made.
-	ln, err := listen(listenAddr)
+	ln, err := app.Listen(ctx, listenAddr)
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	if err != nil {
 		return err
 	}
-	issuerLn, err := net.Listen("tcp", "127.0.0.1:0")
+	issuerLn, err := app.Listen(ctx, "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
@@ -276,15 +276,16 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
 	cfg.HTTP.Listen, cfg.HTTP.PublicURL = ln.Addr().String(), publicURL
 	cfg.SQLQuery = ontology.SQLQuery{Enabled: true, Roles: []string{"auditor"}}
-	key, err := secretKey(true, filepath.Join(demoStateDir, "secret.key"))
+	key, err := app.DevSecretKey(filepath.Join(demoStateDir, "secret.key"))
 	if err != nil {
 		return err
 	}
-	rt, err := openRuntime(ctx, cfg, found.URL, key, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: found.URL, Key: key,
+		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), Version: version, Serve: true})
 	if err != nil {
 		return err
 	}
-	defer rt.close()
+	defer rt.Close()
 
 	facts.Issuer = issuer
 	facts.Tokens = map[string]map[string]string{"agent": {}, "approver": {}, "auditor": {}}
@@ -314,7 +315,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	}
 	printDemo(out, found, facts, factsPath)
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
-	err = rt.serveHTTP(ctx, ln)
+	err = rt.ServeHTTP(ctx, ln)
 	fmt.Fprintln(out, "stopped")
 	return err
 }

@@ -1,0 +1,215 @@
+// Package app is orangerail's composition root: Open builds, once, what a
+// process runs — the database pools, the engine, the MCP server, the HTTP
+// front and the background workers — and Close tears it down in order.
+// Every command (serve, demo, approvals, audit) and the bench open their
+// runtime here; nothing else assembles one.
+package app
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	neturl "net/url"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/mcp"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/sqlquery"
+)
+
+// Settings say what to open.
+type Settings struct {
+	// Config is the loaded ontology. Required.
+	Config *ontology.Config
+	// DatabaseURL is orangerail's own database. Required.
+	DatabaseURL string
+	// Key signs input digests and list cursors. Nil: a random key, for a
+	// process that stages nothing and pages no list (an operator reviewing
+	// approvals).
+	Key []byte
+	// Logger receives the host log. Nil: discarded.
+	Logger *slog.Logger
+	// Version is the build's version, told to MCP clients.
+	Version string
+	// Serve opens what serving needs besides the engine: the config
+	// checked against the datasource's live catalog (any problem refuses
+	// to open), the MCP server with the read-only SQL tool, and what
+	// readiness reads. Without it the catalog is read, not judged.
+	Serve bool
+}
+
+// Runtime is what one process holds open. Its fields are set by Open and
+// never change.
+type Runtime struct {
+	Config *ontology.Config
+	// Store is orangerail's database, acting as orangerail_runtime.
+	Store *pgxpool.Pool
+	// Datasource is the team's data when it lives apart (nil: the Store).
+	Datasource *pgxpool.Pool
+	Engine     *engine.Engine
+	// MCP is the MCP server; nil unless Settings.Serve.
+	MCP *mcp.Server
+
+	url      string
+	migrator *database.Migrator
+	log      *slog.Logger
+}
+
+// Open builds a runtime. On failure it closes what it opened.
+func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
+	if s.Config == nil {
+		return nil, fmt.Errorf("app: Settings.Config is required")
+	}
+	rt := &Runtime{Config: s.Config, url: s.DatabaseURL, log: cmp.Or(s.Logger, slog.New(slog.DiscardHandler))}
+	defer func() {
+		if err != nil {
+			rt.Close()
+		}
+	}()
+	cfg := s.Config
+	if rt.Store, err = database.Open(ctx, s.DatabaseURL); err != nil {
+		return nil, err
+	}
+	if cfg.Datasource.URLEnv != "" {
+		if rt.Datasource, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv)); err != nil {
+			return nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
+		}
+	}
+	var catalog *ontology.Catalog
+	if s.Serve {
+		catalog, err = rt.checkCatalog(ctx)
+	} else {
+		catalog, err = cfg.ReadCatalog(ctx, cmp.Or(rt.Datasource, rt.Store))
+	}
+	if err != nil {
+		return nil, err
+	}
+	key := s.Key
+	if key == nil {
+		key = make([]byte, engine.KeySize)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+	}
+	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Catalog: catalog,
+		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log})
+	if err != nil {
+		return nil, err
+	}
+	if !s.Serve {
+		return rt, nil
+	}
+	if rt.migrator, err = database.NewMigrator(ctx, s.DatabaseURL); err != nil {
+		return nil, err
+	}
+	querier, err := rt.querier()
+	if err != nil {
+		return nil, err
+	}
+	rt.MCP, err = mcp.New(mcp.Options{Engine: rt.Engine, Ontology: cfg, Querier: querier, Version: s.Version, Logger: rt.log})
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// Close releases what Open opened. It is safe to call on a runtime Open
+// left half-built.
+func (rt *Runtime) Close() {
+	for _, p := range []*pgxpool.Pool{rt.Store, rt.Datasource} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	if rt.migrator != nil {
+		_ = rt.migrator.Close()
+	}
+}
+
+// Ready reports whether the runtime can serve: its database answers and
+// its schema is current.
+func (rt *Runtime) Ready(ctx context.Context) error {
+	if err := rt.Store.Ping(ctx); err != nil {
+		return err
+	}
+	if rt.migrator == nil {
+		return nil
+	}
+	return rt.migrator.Check(ctx)
+}
+
+// querier is the read-only SQL tool's, when the config enables it.
+func (rt *Runtime) querier() (*sqlquery.Querier, error) {
+	q := rt.Config.SQLQuery
+	if !q.Enabled {
+		return nil, nil
+	}
+	queryURL := os.Getenv(q.URLEnv)
+	if q.URLEnv == "" {
+		var err error
+		if queryURL, err = withUser(rt.url, sqlquery.QueryRole); err != nil {
+			return nil, err
+		}
+	}
+	querier, err := sqlquery.New(sqlquery.Config{URL: queryURL, Store: rt.Store, Schemas: q.Schemas})
+	if err != nil {
+		return nil, fmt.Errorf("sql_query: %w", err)
+	}
+	return querier, nil
+}
+
+// withUser returns a Postgres URL logging in as user, without a password.
+func withUser(serviceURL, user string) (string, error) {
+	u, err := neturl.Parse(serviceURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", errcode.New(errcode.DatabaseURLInvalid, "sql_query needs a postgres:// URL to derive its login from, or sql_query.url_env", nil)
+	}
+	u.User = neturl.User(user)
+	return u.String(), nil
+}
+
+// checkCatalog checks the config against the datasource it will serve (its
+// own pool, or the service database) and returns the catalog it read.
+func (rt *Runtime) checkCatalog(ctx context.Context) (*ontology.Catalog, error) {
+	var catalog *ontology.Catalog
+	var problems ontology.Problems
+	var err error
+	if rt.Datasource != nil {
+		err = rt.Datasource.AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
+			catalog, problems, err = rt.Config.CheckCatalog(ctx, c.Conn())
+			return err
+		})
+	} else {
+		catalog, problems, err = CheckCatalog(ctx, rt.Config, rt.url)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
+		return nil, errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
+	}
+	return catalog, nil
+}
+
+// CheckCatalog connects to the database at url, reads its catalog and
+// lists where cfg disagrees with it.
+func CheckCatalog(ctx context.Context, cfg *ontology.Config, url string) (*ontology.Catalog, ontology.Problems, error) {
+	connCfg, err := database.ParseURL(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, connCfg.ConnConfig)
+	if err != nil {
+		return nil, nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return cfg.CheckCatalog(ctx, conn)
+}

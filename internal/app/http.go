@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/door"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/identity"
+)
+
+// Listen binds the HTTP address; a busy one says how to move.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set http.listen, or for the demo `make run LISTEN=127.0.0.1:8081`)", err)
+	}
+	return ln, nil
+}
+
+// ServeHTTP serves the HTTP front on ln, or when ln is nil on the config's
+// http.listen, until ctx ends, then shuts down gracefully. The runtime
+// must have been opened with Settings.Serve and a config naming
+// identity.oidc.
+func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
+	cfg := rt.Config
+	if rt.MCP == nil {
+		return fmt.Errorf("app: the runtime was not opened to serve")
+	}
+	if cfg.Identity.OIDC == nil {
+		return errcode.New(errcode.IdentityRequired, "serving HTTP needs identity.oidc in the config", nil)
+	}
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	if err != nil {
+		return errcode.New(errcode.IdentityRequired, err.Error(), nil)
+	}
+	var limiter door.Limiter = door.NewPostgresLimiter(rt.Store)
+	if cfg.HTTP.RateLimits.Store == "memory" {
+		limiter = door.NewMemoryLimiter()
+	}
+	mcpHandler := rt.MCP.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {
+		c := door.CallerFrom(r.Context())
+		if c == nil {
+			return nil, identity.ErrInvalidToken
+		}
+		return &c.Caller, nil
+	})
+	handler := door.New(door.Config{
+		Ontology: cfg, Resolver: resolver, Limiter: limiter, MCP: mcpHandler, Logger: rt.log,
+		ToolClass: func(tool string) door.Class {
+			if rt.MCP.ReadOnly(tool) {
+				return door.ClassRead
+			}
+			return door.ClassWrite
+		},
+		ReadyFunc: func(ctx context.Context) error {
+			if err := rt.Ready(ctx); err != nil {
+				return err
+			}
+			return resolver.Ready(ctx)
+		},
+	})
+	if err := resolver.Ready(ctx); err != nil {
+		rt.log.Warn("OIDC discovery failed; /readyz reports not ready until it succeeds", "error", err)
+	}
+	if ln == nil {
+		if ln, err = Listen(ctx, cfg.HTTP.Listen); err != nil {
+			return err
+		}
+	}
+	// A body is at most http.max_body_bytes and an answer takes at most a
+	// query's timeout: these bound what a slow or stalled client can hold.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", door.Path,
+		"public_url", cfg.HTTP.PublicURL, "preset", string(cfg.Preset))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/internal/app"
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// version is orangerail's version, set at build time with -ldflags.
+var version = "dev"
+
+// devKeyFile is where a stdio developer's server keeps its key between
+// runs, so identical calls still share an approval after a restart.
+const devKeyFile = ".orangerail/secret.key"
+
+type serveFlags struct {
+	url, config, keyFile  string
+	stdio                 bool
+	devTenant, devSubject string
+	devRoles, devScopes   []string
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE [--stdio]",
+		Short: "Serve the ontology as governed MCP tools",
+		Long: "Serve loads the config (refusing it with every problem listed), checks it against the\n" +
+			"datasource's live catalog, and serves MCP: Streamable HTTP at POST /mcp, or with --stdio one\n" +
+			"local developer over stdin and stdout under the development identity, every audit record\n" +
+			"it causes stamped dev_mode. HTTP never runs in development mode: it needs identity.oidc.\n\n" +
+			"The server key comes from $" + app.SecretKeyEnv + " (64 hex characters); with --stdio and no key\n" +
+			"set, one is kept in " + devKeyFile + ".",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), f) },
+	}
+	databaseURLFlag(cmd.Flags(), &f.url)
+	cmd.Flags().StringVar(&f.config, "config", os.Getenv("ORANGERAIL_CONFIG"), "the ontology config file (default $ORANGERAIL_CONFIG)")
+	cmd.Flags().BoolVar(&f.stdio, "stdio", false, "serve one local developer over stdio with the development identity")
+	cmd.Flags().StringVar(&f.devTenant, "dev-tenant", "dev", "with --stdio: the development identity's tenant")
+	cmd.Flags().StringVar(&f.devSubject, "dev-subject", "local-dev", "with --stdio: the development identity's subject")
+	cmd.Flags().StringSliceVar(&f.devRoles, "dev-roles", nil, "with --stdio: the development identity's roles")
+	cmd.Flags().StringSliceVar(&f.devScopes, "dev-scopes", nil, "with --stdio: the development identity's scopes")
+	cmd.Flags().StringVar(&f.keyFile, "key-file", devKeyFile, "with --stdio and no $"+app.SecretKeyEnv+": where the development key is kept")
+	return cmd
+}
+
+func serve(ctx context.Context, f serveFlags) error {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)) // stdout is the stdio JSON-RPC channel
+	if f.config == "" {
+		return errors.New("--config is required")
+	}
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return err
+	}
+	if !f.stdio && cfg.Identity.OIDC == nil {
+		return errcode.New(errcode.IdentityRequired, "serving HTTP needs identity.oidc in the config", nil)
+	}
+	var key []byte
+	if f.stdio {
+		key, err = app.DevSecretKey(f.keyFile)
+	} else {
+		key, err = app.SecretKey()
+	}
+	if err != nil {
+		return err
+	}
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: f.url, Key: key, Logger: log, Version: version, Serve: true})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if !f.stdio {
+		return rt.ServeHTTP(ctx, nil)
+	}
+	if err := database.ValidateTenantID(f.devTenant); err != nil {
+		return err
+	}
+	dev := &engine.Caller{Subject: f.devSubject, Tenant: f.devTenant, Roles: f.devRoles, Scopes: f.devScopes, Kind: engine.ActorAgent, DevMode: true}
+	log.Info("serving over stdio with the development identity", "service", cfg.Service, "tenant", dev.Tenant, "subject", dev.Subject,
+		"preset", string(cfg.Preset), "tools", strings.Join(rt.MCP.ToolNames(dev), ","))
+	err = rt.MCP.ServeStdio(ctx, dev)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func loadConfig(path string) (*ontology.Config, error) {
+	cfg, err := ontology.Load(path)
+	var problems ontology.Problems
+	if errors.As(err, &problems) {
+		return nil, errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
+	}
+	return cfg, err
+}
