@@ -36,8 +36,16 @@ import (
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
-// profileVerify starts profiling the Go verifier and returns the stop func.
-var profileVerify = func() func() { return func() {} }
+// options are what the command line chose.
+type options struct {
+	appendDuration time.Duration
+	chainRows      int
+	keep           bool
+	want           func(group string) bool
+	// profileVerify starts profiling the Go verifier and returns the stop
+	// func.
+	profileVerify func() (stop func())
+}
 
 type result struct {
 	Name     string   `json:"name"`
@@ -48,36 +56,45 @@ type result struct {
 }
 
 func main() {
+	os.Exit(benchMain())
+}
+
+// benchMain runs the benchmarks the flags choose and returns the exit code.
+func benchMain() int {
 	appendDuration := flag.Duration("append-duration", 10*time.Second, "how long each append benchmark runs")
 	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
 	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
-	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (audit_append, lifecycle, mcp_read_call, sql_query, audit_verify)")
+	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (sql_query, audit_append, lifecycle, mcp_read_call, token, audit_verify)")
 	flag.Parse()
 	selected, err := regexp.Compile(*only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -run:", err)
-		os.Exit(2)
+		return 2
 	}
+	o := options{appendDuration: *appendDuration, chainRows: *chainRows, keep: *keep, want: selected.MatchString,
+		profileVerify: func() func() { return func() {} }}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			return 1
 		}
 		defer f.Close()
-		profileVerify = func() func() {
+		o.profileVerify = func() func() {
 			_ = pprof.StartCPUProfile(f)
 			return pprof.StopCPUProfile
 		}
 	}
-	if err := run(context.Background(), *appendDuration, *chainRows, *keep, selected.MatchString); err != nil {
+	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
-func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep bool, want func(group string) bool) error {
+func run(ctx context.Context, o options) error {
+	appendDuration, chainRows, keep, want := o.appendDuration, o.chainRows, o.keep, o.want
 	server := os.Getenv("TEST_DATABASE_URL")
 	if server == "" {
 		server = devdb.LocalURL
@@ -151,7 +168,7 @@ func run(ctx context.Context, appendDuration time.Duration, chainRows int, keep 
 		}
 	}
 	if want("audit_verify") {
-		return verifyBenchmarks(ctx, admin, runtime, chainRows, emit)
+		return verifyBenchmarks(ctx, admin, runtime, chainRows, o.profileVerify, emit)
 	}
 	return nil
 }
@@ -187,7 +204,7 @@ func appendBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, appendD
 				_, err := tx.Exec(ctx, `INSERT INTO plain_audit (tenant_id, seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, prev_hash, hash)
 					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 					tenant, int64(w)<<32|int64(i+1), entry, rec.At, rec.CorrelationID, string(rec.Phase), rec.Action, rec.Actor.Subject, string(rec.Actor.Kind), false,
-					[]byte(engine.GenesisHash), []byte(engine.GenesisHash))
+					[]byte(engine.Genesis()), []byte(engine.Genesis()))
 				return err
 			})
 		})
@@ -202,7 +219,7 @@ func appendBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, appendD
 }
 
 // verifyBenchmarks measures the Go and SQL verifiers over a long chain.
-func verifyBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, chainRows int, emit func(result)) error {
+func verifyBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, chainRows int, profileVerify func() func(), emit func(result)) error {
 	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
 		return fmt.Errorf("build chain: %w", err)
 	}
@@ -455,7 +472,7 @@ func buildChain(ctx context.Context, admin *pgxpool.Pool, tenant string, n int) 
 	if _, err := admin.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ($1)", tenant); err != nil {
 		return err
 	}
-	prev := engine.GenesisHash
+	prev := engine.Genesis()
 	seq := int64(0)
 	at := time.Now().Add(-time.Hour)
 	src := pgx.CopyFromFunc(func() ([]any, error) {

@@ -76,7 +76,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "Print the JSON Schema of the config file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := cmd.OutOrStdout().Write(ontology.SchemaJSON)
+			_, err := cmd.OutOrStdout().Write(ontology.Schema())
 			return err
 		},
 	}

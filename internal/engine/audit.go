@@ -155,8 +155,9 @@ type Link struct {
 	Hash Hash
 }
 
-// GenesisHash is the prev_hash of a chain's first record.
-var GenesisHash = Hash(make([]byte, HashSize))
+// Genesis returns the prev_hash of a chain's first record: 32 zero bytes,
+// a new slice each call.
+func Genesis() Hash { return make(Hash, HashSize) }
 
 // ChainHash returns the hash of the record at seq with the given canonical
 // entry, following the previous link's hash:

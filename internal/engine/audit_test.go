@@ -87,7 +87,7 @@ func TestAppendAuditChainsTheExactBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev := engine.GenesisHash
+	prev := engine.Genesis()
 	n := 0
 	for rows.Next() {
 		var seq int64

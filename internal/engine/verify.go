@@ -136,7 +136,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 	q := db.New()
 	txOpts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := database.InTenant(ctx, conn, tenant, txOpts, func(tx pgx.Tx) error {
-		report.HeadSeq, report.HeadHash = 0, GenesisHash
+		report.HeadSeq, report.HeadHash = 0, Genesis()
 		head, err := q.AuditHead(ctx, tx, tenant)
 		switch {
 		case err == nil:
@@ -145,7 +145,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
-		chain := chainChecker{tenant: tenant, prevHash: GenesisHash, open: map[string][]UnfinishedExecution{}}
+		chain := chainChecker{tenant: tenant, prevHash: Genesis(), open: map[string][]UnfinishedExecution{}}
 		// One goroutine reads the next page while this one checks the last.
 		pages := make(chan []*db.AuditChainPageRow, 1)
 		fetchErr := make(chan error, 1)

@@ -45,9 +45,9 @@ type Caller struct {
 // the host log; a client is told only that the token is invalid.
 var ErrInvalidToken = errors.New("invalid token")
 
-// SigningAlgorithms are the only algorithms a token may be signed with:
+// SigningAlgorithms returns the only algorithms a token may be signed with:
 // asymmetric ones. `none` and HMAC are refused.
-var SigningAlgorithms = []string{oidc.RS256, oidc.ES256, oidc.EdDSA}
+func SigningAlgorithms() []string { return []string{oidc.RS256, oidc.ES256, oidc.EdDSA} }
 
 // Defaults of the OIDC settings.
 const (
@@ -156,7 +156,7 @@ func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, er
 	r.keys = &keySet{url: discovered.JWKSURI, client: r.client, now: r.now, interval: r.refetch}
 	r.verifier = oidc.NewVerifier(r.cfg.Issuer, r.keys, &oidc.Config{
 		ClientID:             r.cfg.Audience,
-		SupportedSigningAlgs: SigningAlgorithms,
+		SupportedSigningAlgs: SigningAlgorithms(),
 		SkipExpiryCheck:      true, // checked below, with this resolver's skew
 	})
 	return r.verifier, r.keys, nil

@@ -208,8 +208,9 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 
 // signingAlgorithms is SigningAlgorithms as go-jose names them.
 func signingAlgorithms() []jose.SignatureAlgorithm {
-	out := make([]jose.SignatureAlgorithm, len(SigningAlgorithms))
-	for i, a := range SigningAlgorithms {
+	algs := SigningAlgorithms()
+	out := make([]jose.SignatureAlgorithm, len(algs))
+	for i, a := range algs {
 		out[i] = jose.SignatureAlgorithm(a)
 	}
 	return out

@@ -21,12 +21,16 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// SchemaJSON is the JSON Schema of the config file. Load checks every file
+// schemaJSON is the JSON Schema of the config file. Load checks every file
 // against it before anything else, so the schema and the loader cannot
 // disagree about a file's shape.
 //
 //go:embed config.schema.json
-var SchemaJSON []byte
+var schemaJSON []byte
+
+// Schema returns the JSON Schema of the config file, for editors; a copy,
+// so no caller can change what Load checks against.
+func Schema() []byte { return bytes.Clone(schemaJSON) }
 
 // Defaults of optional settings.
 const (
@@ -417,7 +421,7 @@ func Load(path string) (*Config, error) {
 	return Parse(data)
 }
 
-// Parse checks a config file's bytes: its shape against SchemaJSON, then
+// Parse checks a config file's bytes: its shape against Schema, then
 // every rule the schema cannot say (tool names, references, input schemas,
 // CEL preconditions, SQL parameters). On any problem it returns Problems.
 func Parse(data []byte) (*Config, error) {

@@ -51,7 +51,7 @@ func (ps Problems) sorted() Problems {
 func fieldPath(tokens []string) string { return strings.Join(tokens, ".") }
 
 var configSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(SchemaJSON))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ var configSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 
 var english = message.NewPrinter(language.English)
 
-// shapeProblems checks a config against SchemaJSON and returns every
+// shapeProblems checks a config against schemaJSON and returns every
 // violation at its field path.
 func shapeProblems(instance any) Problems {
 	schema, err := configSchema()

@@ -9,13 +9,13 @@ import (
 	"testing"
 )
 
-// TestSchemaAgreesWithLoader holds SchemaJSON and the Go types to the same
+// TestSchemaAgreesWithLoader holds schemaJSON and the Go types to the same
 // keys: every yaml key the loader reads is in the schema, and every key the
 // schema allows is read by the loader.
 func TestSchemaAgreesWithLoader(t *testing.T) {
 	t.Parallel()
 	var schema map[string]any
-	if err := json.Unmarshal(SchemaJSON, &schema); err != nil {
+	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
 		t.Fatal(err)
 	}
 	defs := schema["$defs"].(map[string]any)

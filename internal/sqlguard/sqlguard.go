@@ -39,13 +39,13 @@ const (
 // MaxLength bounds a statement, in bytes.
 const MaxLength = 64 << 10
 
-// BannedPrefixes are the function families no query may call, matched by
+// bannedPrefixes are the function families no query may call, matched by
 // prefix of the called name's last part, case-insensitively: server
 // administration and files (pg_*), settings and roles (set_config), large
 // objects (lo_*), other databases (dblink*), sequences (nextval, setval),
 // and functions that run SQL given as a string (query_to_xml and its
 // kin, ts_stat, ts_rewrite, crosstab).
-var BannedPrefixes = []string{
+var bannedPrefixes = []string{
 	"pg_", "set_config", "lo_", "dblink", "nextval", "setval",
 	"query_to_xml", "query_to_json", "table_to_xml", "cursor_to_xml", "schema_to_xml", "database_to_xml",
 	"ts_stat", "ts_rewrite", "crosstab", "txid_", "binary_upgrade_",
@@ -179,7 +179,7 @@ func (r rules) check(node any) error {
 // Postgres would resolve (a quoted "PG_SLEEP" is not pg_sleep), never less.
 func callable(name, how string) error {
 	lower := strings.ToLower(name)
-	for _, prefix := range BannedPrefixes {
+	for _, prefix := range bannedPrefixes {
 		if strings.HasPrefix(lower, prefix) {
 			detail := fmt.Sprintf("functions named %s* may not be called", prefix)
 			if how != "" {
