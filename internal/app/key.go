@@ -12,7 +12,7 @@ import (
 )
 
 // SecretKeyEnv names the environment variable holding the server key.
-const SecretKeyEnv = "ORANGERAIL_SECRET_KEY"
+const SecretKeyEnv = "ORANGERAIL_SECRET_KEY" //nolint:gosec // G101: the variable's name, not a credential
 
 // secretKey reads the server key from the environment; a local developer
 // (dev) without one gets a key kept in keyFile, so identical calls still

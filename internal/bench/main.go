@@ -106,7 +106,7 @@ func run(ctx context.Context, o options) error {
 	if keep {
 		fmt.Fprintln(os.Stderr, "bench database:", name)
 	} else {
-		defer adminExec(context.WithoutCancel(ctx), server, "DROP DATABASE "+name+" WITH (FORCE)")
+		defer func() { _ = adminExec(context.WithoutCancel(ctx), server, "DROP DATABASE "+name+" WITH (FORCE)") }()
 	}
 	u, err := url.Parse(server)
 	if err != nil {
@@ -312,7 +312,7 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 		args := json.RawMessage(fmt.Sprintf(`{"order_id": "bench-%d", "address": "%d Bench Street"}`, w, i))
 		staged := e.Call(ctx, agent, "update_shipping_address", args)
 		if staged.Status != engine.StatusApprovalPending {
-			return fmt.Errorf("stage: %s %v", staged.Status, staged.Err)
+			return fmt.Errorf("stage: %s %w", staged.Status, staged.Err)
 		}
 		view, err := e.ShowApproval(ctx, "acme", staged.ApprovalID.String())
 		if err != nil {
@@ -322,7 +322,7 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 			return fmt.Errorf("decide: %s %s", out.Status, out.Code)
 		}
 		if out := e.Check(ctx, agent, view.ID.String()); out.Status != engine.StatusOK {
-			return fmt.Errorf("check: %s %v", out.Status, out.Err)
+			return fmt.Errorf("check: %s %w", out.Status, out.Err)
 		}
 		return nil
 	}
@@ -347,7 +347,7 @@ func mcpReadCall(ctx context.Context, server string, emit func(result)) error {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("%v\n%s", err, out)
+		return fmt.Errorf("%w\n%s", err, out)
 	}
 	metrics := map[string]map[string]float64{} // sub-benchmark → unit → value
 	line := regexp.MustCompile(`^BenchmarkReadCall/(\w+)-\d+\s+\d+\s+(.*)$`)
@@ -428,7 +428,7 @@ func tokenVerification(ctx context.Context, emit func(result)) error {
 	const n = 5000
 	perToken := func(token string, wantValid bool) (float64, error) {
 		if _, err := resolver.Resolve(ctx, token); (err == nil) != wantValid {
-			return 0, fmt.Errorf("a bench token verified as %v: %v", !wantValid, err)
+			return 0, fmt.Errorf("a bench token verified as %v: %w", !wantValid, err)
 		}
 		start := time.Now()
 		for range n {

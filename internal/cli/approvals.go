@@ -131,7 +131,7 @@ func newApprovalsCmd() *cobra.Command {
 				if out.Code != "" {
 					return errcode.New(out.Code, fmt.Sprintf("approval %s: %s", args[0], out.Status), out.Err)
 				}
-				return fmt.Errorf("approval %s: %s (correlation %s): %v", args[0], out.Status, out.CorrelationID, out.Err)
+				return fmt.Errorf("approval %s: %s (correlation %s): %w", args[0], out.Status, out.CorrelationID, out.Err)
 			}
 			verb := "rejected"
 			if approve {

@@ -151,10 +151,10 @@ func newDemoFacts(found *devdb.Database) (*demoFacts, error) {
 	config := demoConfig
 	if _, err := os.Stat(config); err != nil {
 		config = filepath.Join(demoStateDir, "orangerail.yaml")
-		if err := os.MkdirAll(demoStateDir, 0o755); err != nil {
+		if err := os.MkdirAll(demoStateDir, 0o700); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(config, orders.Config, 0o644); err != nil {
+		if err := os.WriteFile(config, orders.Config, 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -174,7 +174,7 @@ func writeFacts(path string, facts *demoFacts) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o600)
@@ -217,13 +217,20 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 }
 
 // shellJoin quotes arguments for a POSIX shell.
+// needsQuoting reports whether r is anything but a character a shell word
+// may hold bare.
+func needsQuoting(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-_./:=,@", r)
+}
+
 func shellJoin(args []string) string {
 	quoted := make([]string, len(args))
 	for i, a := range args {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '=' || r == ',' || r == '@' ||
-				(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
-		}) < 0 {
+		if a != "" && !strings.ContainsFunc(a, needsQuoting) {
 			quoted[i] = a
 			continue
 		}

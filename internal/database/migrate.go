@@ -41,23 +41,23 @@ func NewMigrator(ctx context.Context, url string) (*Migrator, error) {
 	}
 	sqlDB := stdlib.OpenDB(*cfg.ConnConfig)
 	if err := sqlDB.PingContext(ctx); err != nil {
-		sqlDB.Close()
+		_ = sqlDB.Close()
 		return nil, ClassifyConnectError(cfg.ConnConfig, err)
 	}
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
-		sqlDB.Close()
+		_ = sqlDB.Close()
 		return nil, err
 	}
 	store, err := database.NewStore(database.DialectPostgres, VersionTable)
 	if err != nil {
-		sqlDB.Close()
+		_ = sqlDB.Close()
 		return nil, err
 	}
 	provider, err := goose.NewProvider("", sqlDB, migrations.FS,
 		goose.WithStore(store), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
 	if err != nil {
-		sqlDB.Close()
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
 	sources := provider.ListSources()

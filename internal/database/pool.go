@@ -57,7 +57,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	err = m.Check(ctx)
-	m.Close()
+	_ = m.Close()
 	if err != nil {
 		return nil, err
 	}

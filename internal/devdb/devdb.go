@@ -164,19 +164,21 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 	if port == 0 {
 		port = 54329
 	}
-	asUser, dir, err := runAs(dir)
+	asUser, dir, err := runAs(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
 	run := func(ctx context.Context, name string, args ...string) error {
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
+		// G204: the programs are the local Postgres installation's, found
+		// by binDir; their arguments are this package's own.
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...) //nolint:gosec // see above
 		if asUser != "" {
-			cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", asUser, "--", filepath.Join(bin, name)}, args...)...)
+			cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", asUser, "--", filepath.Join(bin, name)}, args...)...) //nolint:gosec // see above
 		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(string(out)))
+			return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
 		}
 		return nil
 	}
@@ -195,7 +197,7 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 		return nil, err
 	}
 	started := false
-	if !answers(dir, port) {
+	if !answers(ctx, dir, port) {
 		logf("starting the private cluster (socket in %s, port %d)", dir, port)
 		if err := run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-w", "start"); err != nil {
 			return nil, err
@@ -224,7 +226,7 @@ func startPrivate(ctx context.Context, opts Options, logf func(string, ...any)) 
 // refuses to run as root) and a dir it owns. When postgres cannot reach dir
 // (a checkout under /root, say), the cluster lives in the system temporary
 // directory instead, under a name derived from dir.
-func runAs(dir string) (runUser, clusterDir string, err error) {
+func runAs(ctx context.Context, dir string) (runUser, clusterDir string, err error) {
 	if os.Geteuid() != 0 {
 		return "", dir, os.MkdirAll(dir, 0o700)
 	}
@@ -237,7 +239,7 @@ func runAs(dir string) (runUser, clusterDir string, err error) {
 	}
 	uid, _ := strconv.Atoi(pg.Uid)
 	gid, _ := strconv.Atoi(pg.Gid)
-	if exec.Command("runuser", "-u", "postgres", "--", "test", "-x", filepath.Dir(dir)).Run() != nil {
+	if exec.CommandContext(ctx, "runuser", "-u", "postgres", "--", "test", "-x", filepath.Dir(dir)).Run() != nil { //nolint:gosec // G204: dir is this package's own cluster directory
 		sum := sha256.Sum256([]byte(dir))
 		dir = filepath.Join(os.TempDir(), "orangerail-postgres-"+hex.EncodeToString(sum[:6]))
 		if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
@@ -258,17 +260,18 @@ func runAs(dir string) (runUser, clusterDir string, err error) {
 		if err != nil {
 			return err
 		}
-		return os.Lchown(p, uid, gid)
+		return os.Lchown(p, uid, gid) //nolint:gosec // G122: Lchown never follows a link, and Walk does not descend into one
 	})
 }
 
 // answers reports whether a cluster listens on the socket for port in dir.
-func answers(dir string, port int) bool {
-	c, err := net.DialTimeout("unix", filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", port)), time.Second)
+func answers(ctx context.Context, dir string, port int) bool {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "unix", filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", port)))
 	if err != nil {
 		return false
 	}
-	c.Close()
+	_ = c.Close()
 	return true
 }
 

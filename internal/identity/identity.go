@@ -203,11 +203,11 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	}
 	idToken, err := v.Verify(ctx, token)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	var claims map[string]any
 	if err := idToken.Claims(&claims); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	var dates struct {
 		Exp json.RawMessage `json:"exp"`
@@ -215,7 +215,7 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 		Iat json.RawMessage `json:"iat"`
 	}
 	if err := idToken.Claims(&dates); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	// The verifier reads these dates leniently (a string of digits, an
 	// overflowing float); they are read here again, strictly, and only
@@ -278,7 +278,7 @@ func (r *Resolver) callerOf(subject string, expires time.Time, claims map[string
 		return nil, fmt.Errorf("%w: no subject", ErrInvalidToken)
 	}
 	if err := checkSubject(subject); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	c := &Caller{Expires: expires}
 	c.Subject, c.Tenant, c.Kind = subject, tenant, engine.ActorAgent

@@ -34,7 +34,7 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 			return &sdk.CallToolResult{StructuredContent: out.Data, Content: []sdk.Content{&sdk.TextContent{Text: string(out.Data)}}}
 		}
 		body["status"] = "executed"
-		body["result"] = json.RawMessage(out.Data)
+		body["result"] = out.Data
 		if out.ApprovalID == nil {
 			body["correlationId"] = out.CorrelationID
 		}

@@ -145,7 +145,7 @@ func (c *Config) ReadCatalog(ctx context.Context, conn db.DBTX) (*Catalog, error
 		}
 		columns := make(map[string]Column, len(rows))
 		for _, r := range rows {
-			columns[r.ColumnName] = columnOf(uint32(r.TypeOid))
+			columns[r.ColumnName] = columnOf(uint32(r.TypeOid)) //nolint:gosec // an oid is a uint32 that sqlc reads as int64
 		}
 		cat.tables[name] = columns
 	}

@@ -31,7 +31,7 @@ func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
 	c.UseLoader(refusingLoader{})
 	const loc = "urn:orangerail:input"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("invalid JSON Schema: %v", err)
+		return nil, fmt.Errorf("invalid JSON Schema: %w", err)
 	}
 	compiled, err := c.Compile(loc)
 	if err != nil {

@@ -414,7 +414,7 @@ type Execute struct {
 // Load reads and checks the config file at path. On any problem it returns
 // Problems, listing every one.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(path) //nolint:gosec // G304: reading the file the operator names is the point
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +460,7 @@ func jsonValue(doc *yaml.Node) (any, error) {
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("the file must be a mapping with string keys: %v", err)
+		return nil, fmt.Errorf("the file must be a mapping with string keys: %w", err)
 	}
 	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 }

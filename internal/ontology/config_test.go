@@ -1,6 +1,7 @@
 package ontology
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,7 +76,7 @@ func TestBrokenConfigs(t *testing.T) {
 		paths []string // every problem's path, sorted
 	}{
 		{"unknown top-level key", add("servce: typo\n"), []string{"servce"}},
-		{"unknown nested key", replace("    where:", "    policy: {aproval: required}\n    where:"), []string{"actions.cancel_order.policy.aproval"}},
+		{"unknown nested key", replace("    where:", "    policy: {aproval: required}\n    where:"), []string{"actions.cancel_order.policy.aproval"}}, //nolint:misspell // the typo is the test
 		{"bad preset", add("preset: yolo\n"), []string{"preset"}},
 		{"bad ttl", add("approvals: {ttl: soon}\n"), []string{"approvals.ttl"}},
 		{"tool name too long", replace("  cancel_order:", "  "+strings.Repeat("x", 65)+":"), []string{"actions." + strings.Repeat("x", 65)}},
@@ -122,8 +123,8 @@ func TestBrokenConfigs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := Parse([]byte(tt.edit(base)))
-			problems, ok := err.(Problems)
-			if !ok {
+			var problems Problems
+			if !errors.As(err, &problems) {
 				t.Fatalf("Parse = %v, want Problems", err)
 			}
 			var paths []string
@@ -175,7 +176,8 @@ func FuzzParse(f *testing.F) {
 		if err == nil && cfg == nil {
 			t.Fatal("no config and no error")
 		}
-		if _, isProblems := err.(Problems); err != nil && !isProblems {
+		var problems Problems
+		if err != nil && !errors.As(err, &problems) {
 			t.Fatalf("an error that is not Problems: %v", err)
 		}
 	})

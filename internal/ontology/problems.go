@@ -3,6 +3,7 @@ package ontology
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,8 +76,8 @@ func shapeProblems(instance any) Problems {
 	if err == nil {
 		return nil
 	}
-	verr, ok := err.(*jsonschema.ValidationError)
-	if !ok {
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
 		return Problems{{Message: err.Error()}}
 	}
 	var problems Problems

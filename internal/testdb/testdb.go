@@ -214,7 +214,9 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", name); err != nil {
 		return "", err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1))", name)
+	// The lock is the session's: closing the connection releases it too,
+	// so a failed unlock leaves nothing held.
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1))", name) }()
 
 	var exists, ready bool
 	err = conn.QueryRow(ctx, "SELECT true, datistemplate FROM pg_database WHERE datname = $1", name).Scan(&exists, &ready)
@@ -249,7 +251,8 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
