@@ -29,10 +29,10 @@ func TestEdits(t *testing.T) {
 func TestEditsThatDoNotApply(t *testing.T) {
 	t.Parallel()
 	for name, e := range map[string]Edit{
-		"delete a missing member":    Delete("actions.cancel_order.no_such_field"),
-		"delete under a missing key": Delete("no_such.section"),
-		"set under a scalar":         Set("service.name", "x"),
-		"a fragment of two values":   SetYAML("preset", "a\n---\nb"),
+		"delete a missing member":     Delete("actions.cancel_order.no_such_field"),
+		"delete under a missing key":  Delete("no_such.section"),
+		"set under a scalar":          Set("service.name", "x"),
+		"a fragment that is not YAML": SetYAML("preset", "{unclosed"),
 	} {
 		var root yaml.Node
 		if err := yaml.Unmarshal(orders.Config, &root); err != nil {
