@@ -30,8 +30,8 @@ type Effect interface {
 	// execution_started commits before Run, and the end is recorded after.
 	Transactional() bool
 	// Run performs the effect, once. ctx carries the deadline the engine
-	// gives every effect (see Engine.effectTimeout); an effect may set a
-	// shorter one of its own. An error means the effect did not take
+	// gives every effect, limits.statement_timeout and a grace (see
+	// effectGrace); an effect may set a shorter one of its own. An error means the effect did not take
 	// place, unless it wraps an OutcomeUnknown error: then it may have (a
 	// request that timed out after it was sent), and the engine reports
 	// outcome_unknown, leaving execution_started without an end for an
