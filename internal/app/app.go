@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/mcp"
@@ -99,7 +100,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 			return nil, err
 		}
 	}
-	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Catalog: catalog,
+	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Effects: effects.Factories(), Catalog: catalog,
 		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log})
 	if err != nil {
 		return nil, err

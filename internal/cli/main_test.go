@@ -23,6 +23,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -308,7 +309,7 @@ func exampleEngine(t *testing.T, url string, key []byte) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Catalog: catalog, Key: key, Logger: slog.New(slog.DiscardHandler)})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: catalog, Key: key, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,9 @@ package database
 import (
 	"context"
 	"regexp"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,17 +29,84 @@ func ValidateTenantID(id string) error {
 	return nil
 }
 
+// Limits bound how long one transaction's statements may wait. Without
+// them a statement blocked behind another transaction's row lock waits as
+// long as that transaction lasts: a call that hangs instead of failing.
+type Limits struct {
+	// LockTimeout bounds each wait for a lock (Postgres's lock_timeout);
+	// a wait past it fails with SQLSTATE 55P03. Zero: the server's setting.
+	LockTimeout time.Duration
+	// StatementTimeout bounds each statement (statement_timeout); a
+	// statement past it is cancelled with SQLSTATE 57014. Zero: the
+	// server's setting.
+	StatementTimeout time.Duration
+}
+
+// Bounded is a pool whose transactions run under Limits: InTenant and
+// QueryInTenant set them, locally, at the start of every transaction they
+// begin on it, so they end with the transaction and never outlive it on a
+// pooled connection. It is safe for concurrent use, as the pool is.
+type Bounded struct {
+	*pgxpool.Pool
+	Limits Limits
+}
+
+// Bound returns pool, its transactions bounded by limits.
+func Bound(pool *pgxpool.Pool, limits Limits) *Bounded {
+	return &Bounded{Pool: pool, Limits: limits}
+}
+
+func (b *Bounded) limits() Limits { return b.Limits }
+
+// limitsOf returns the limits conn's transactions run under; none for a
+// plain pool, connection or transaction.
+func limitsOf(conn any) Limits {
+	if l, ok := conn.(interface{ limits() Limits }); ok {
+		return l.limits()
+	}
+	return Limits{}
+}
+
+// scope returns the statement that opens a tenant's transaction: it scopes
+// the transaction to tenant and sets the limits, locally, in one statement,
+// so they cost no round trip of their own. set_config(…, true) is SET LOCAL
+// with its value as a parameter.
+func scope(tenant string, l Limits) (string, []any) {
+	sql, args := strings.Builder{}, []any{tenant}
+	sql.WriteString(tenantScope)
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"lock_timeout", l.LockTimeout}, {"statement_timeout", l.StatementTimeout}} {
+		if s.d <= 0 {
+			continue
+		}
+		args = append(args, strconv.FormatInt(Milliseconds(s.d), 10))
+		sql.WriteString(", set_config('" + s.name + "', $" + strconv.Itoa(len(args)) + ", true)")
+	}
+	return sql.String(), args
+}
+
+// Milliseconds is d as Postgres counts a timeout: whole milliseconds,
+// rounded up, so that a positive duration never becomes 0, which would
+// mean no limit at all.
+func Milliseconds(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
 // TxBeginner begins transactions: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
 type TxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
 // InTenant runs fn in a transaction scoped to tenant, and commits when fn
-// returns nil. It rolls back when fn fails or panics.
+// returns nil. It rolls back when fn fails or panics. On a *Bounded pool
+// the transaction runs under its Limits.
 func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
+	scopeSQL, scopeArgs := scope(tenant, limitsOf(conn))
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
 		return err
@@ -44,7 +114,7 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, tenantScope, tenant); err != nil {
+	if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {
@@ -60,16 +130,24 @@ const (
 	commit        = "COMMIT"
 )
 
+// Acquirer lends pooled connections: a *pgxpool.Pool or a *Bounded.
+type Acquirer interface {
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
 // QueryInTenant runs one read-only query scoped to tenant, in a transaction
 // of its own, with the whole transaction sent in one round trip. rows sees
-// the query's rows. It is InTenant for the common case of a single read.
-func QueryInTenant(ctx context.Context, pool *pgxpool.Pool, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
+// the query's rows. It is InTenant for the common case of a single read;
+// on a *Bounded pool the read runs under its Limits, set in the same round
+// trip.
+func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
+	scopeSQL, scopeArgs := scope(tenant, limitsOf(pool))
 	b := &pgx.Batch{}
 	b.Queue(beginReadOnly)
-	b.Queue(tenantScope, tenant)
+	b.Queue(scopeSQL, scopeArgs...)
 	b.Queue(sql, args...).Query(rows)
 	b.Queue(commit)
 	conn, err := pool.Acquire(ctx)

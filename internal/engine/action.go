@@ -297,15 +297,33 @@ func definitionHash(a *ontology.Action) []byte {
 		Policy      ontology.Policy  `json:"policy"`
 		Destructive bool             `json:"destructive"`
 		Idempotent  bool             `json:"idempotent"`
-		Execute     ontology.Execute `json:"execute"`
+		Execute     any              `json:"execute"`
 		Effect      string           `json:"effect"`
 		Rollback    string           `json:"rollback"`
-	}{a.Description, a.Target, a.Input, a.Where, a.Policy, a.Destructive, a.Idempotent, a.Execute, a.Effect, a.Rollback})
+	}{a.Description, a.Target, a.Input, a.Where, a.Policy, a.Destructive, a.Idempotent, executeDefinition(a.Execute), a.Effect, a.Rollback})
 	if err != nil {
 		panic("engine: an action's declaration is not JSON: " + err.Error())
 	}
 	sum := sha256.Sum256(canonical)
 	return sum[:]
+}
+
+// executeDefinition is an execute as its action's definition hash covers
+// it. The kinds of the first release keep the form they were hashed in
+// then — the Go field names of a struct holding both — so approvals staged
+// before execute became a union still execute (TestDefinitionHashesArePinned).
+// A kind added later is hashed as its member alone, {"<kind>": spec},
+// which no earlier form can equal.
+func executeDefinition(x ontology.Execute) any {
+	switch kind := x.Kind(); kind {
+	case ontology.ExecuteSQL, ontology.ExecuteNotImplemented:
+		return struct {
+			SQL            string
+			NotImplemented bool
+		}{x.SQL, x.NotImplemented}
+	default:
+		panic("engine: no definition form for execute kind " + string(kind))
+	}
 }
 
 // stage records a pending approval and its staged audit record in one
@@ -468,11 +486,17 @@ func (e *Engine) storeFailure(ctx context.Context, op, correlation string, err e
 	if correlation == "" {
 		correlation = uuid.NewString()
 	}
+	// A store that kept the call waiting past the limits is said so:
+	// nothing ran, and a retry may well succeed.
+	var diagnostic Diagnostic
+	if timedOut(err) {
+		diagnostic = DiagnosticStoreTimeout
+	}
 	var blocked *auditAppendError
 	if errors.As(err, &blocked) {
-		return e.auditBlocked(ctx, op, correlation, err)
+		return e.failure(ctx, op, &Outcome{Status: StatusAuditBlocked, CorrelationID: correlation, Diagnostic: diagnostic, Err: err})
 	}
-	return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Err: err})
+	return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Diagnostic: diagnostic, Err: err})
 }
 
 // auditAppendError marks a failed audit append inside a larger

@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
@@ -48,7 +49,7 @@ func newEngine(t *testing.T, b *testBundle, key []byte, mode engine.Mode, edit f
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Datasource: datasource, Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: key, Mode: mode, Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Datasource: datasource, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: key, Mode: mode, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

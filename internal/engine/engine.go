@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -71,6 +72,11 @@ type Config struct {
 	Store *pgxpool.Pool
 	// Datasource holds the team's data. Nil: the Store.
 	Datasource *pgxpool.Pool
+	// Effects makes each action's effect, by the kind its execute
+	// declares; the composition root supplies orangerail's
+	// (effects.Factories). Required for every kind the ontology's actions
+	// use but not_implemented.
+	Effects map[ontology.ExecuteKind]EffectFactory
 	// Catalog is the datasource's tables as its live catalog describes
 	// them (ontology.Config.CheckCatalog, or ReadCatalog). Required: a
 	// read checks every value an agent sends against its column's type
@@ -93,15 +99,23 @@ const KeySize = 32
 // Engine runs reads and the governed action lifecycle. It is safe for
 // concurrent use.
 type Engine struct {
-	cfg        *ontology.Config
-	store      *pgxpool.Pool
-	datasource *pgxpool.Pool
+	cfg *ontology.Config
+	// store and datasource run every transaction under the ontology's
+	// limits (lock_timeout, statement_timeout): a wait that lasts past
+	// them fails, classified, instead of hanging the call.
+	store      *database.Bounded
+	datasource *database.Bounded
 	catalog    *ontology.Catalog
 	sameDB     bool
-	key        []byte
-	mode       Mode
-	log        *slog.Logger
-	now        func() time.Time
+	// effects holds each action's effect, by name; none for an action
+	// declared not_implemented.
+	effects map[string]Effect
+	// effectTimeout is the deadline of an effect's context.
+	effectTimeout time.Duration
+	key           []byte
+	mode          Mode
+	log           *slog.Logger
+	now           func() time.Time
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
@@ -126,17 +140,27 @@ func New(c Config) (*Engine, error) {
 	case len(c.Key) != KeySize:
 		return nil, errors.New("engine: Config.Key must be 32 bytes")
 	}
-	e := &Engine{
-		cfg:        c.Ontology,
-		store:      c.Store,
-		datasource: cmp.Or(c.Datasource, c.Store),
-		catalog:    c.Catalog,
-		key:        slices.Clone(c.Key),
-		mode:       cmp.Or(c.Mode, ModeLive),
-		log:        cmp.Or(c.Logger, slog.Default()),
-		now:        c.NowFunc,
+	made, err := effects(c.Ontology.Actions, c.Effects)
+	if err != nil {
+		return nil, err
 	}
-	e.sameDB = e.datasource == e.store
+	lock, statement := c.Ontology.Limits.Timeouts()
+	limits := database.Limits{LockTimeout: lock, StatementTimeout: statement}
+	e := &Engine{
+		cfg:           c.Ontology,
+		store:         database.Bound(c.Store, limits),
+		catalog:       c.Catalog,
+		effects:       made,
+		effectTimeout: statement + effectGrace,
+		key:           slices.Clone(c.Key),
+		mode:          cmp.Or(c.Mode, ModeLive),
+		log:           cmp.Or(c.Logger, slog.Default()),
+		now:           c.NowFunc,
+	}
+	e.datasource, e.sameDB = e.store, true
+	if c.Datasource != nil && c.Datasource != c.Store {
+		e.datasource, e.sameDB = database.Bound(c.Datasource, limits), false
+	}
 	e.definitions = make(map[string][]byte, len(c.Ontology.Actions))
 	for name, a := range c.Ontology.Actions {
 		e.definitions[name] = definitionHash(a)

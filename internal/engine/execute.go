@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,11 +14,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/jcs"
-	"github.com/orangerail/orangerail/internal/ontology"
 )
-
-// MaxReturnedRows bounds the RETURNING rows an execution result carries.
-const MaxReturnedRows = 100
 
 // Check is an agent polling its approval. Pending, rejected, expired and
 // consumed approvals report their status; an approved one executes, once,
@@ -103,8 +97,11 @@ func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval 
 	if approval != nil {
 		approvalID = &approval.ID
 	}
-	x := &execution{e: e, caller: caller, c: c, approval: approval, approvalID: approvalID, correlation: correlation}
-	if e.sameDB {
+	x := &execution{e: e, caller: caller, c: c, approval: approval, approvalID: approvalID, correlation: correlation, effect: e.effects[c.name]}
+	// An action without an effect is refused by the consume's definition
+	// check before anything would run; it takes the together path, the
+	// one that keeps nothing of a refusal but its record.
+	if e.sameDB && (x.effect == nil || x.effect.Transactional()) {
 		return x.together(ctx)
 	}
 	return x.apart(ctx)
@@ -118,6 +115,7 @@ type execution struct {
 	approval    *db.OrangerailApproval
 	approvalID  *uuid.UUID
 	correlation string
+	effect      Effect // nil for an action declared without one
 	out         *Outcome
 }
 
@@ -233,18 +231,18 @@ func (x *execution) together(ctx context.Context) *Outcome {
 		}
 		// The effect runs in a savepoint, so that its failure is recorded
 		// in the same transaction instead of aborting it.
-		effect, err := tx.Begin(ctx)
+		savepoint, err := tx.Begin(ctx)
 		if err != nil {
 			return err
 		}
-		result, runErr := runSQL(ctx, effect, x.c)
+		result, runErr := x.run(ctx, savepoint, target)
 		if runErr != nil {
-			if err := effect.Rollback(ctx); err != nil {
+			if err := savepoint.Rollback(ctx); err != nil {
 				return err
 			}
-			return x.finish(ctx, tx, nil, runErr)
+			return x.finish(ctx, tx, EffectResult{}, runErr)
 		}
-		if err := effect.Commit(ctx); err != nil {
+		if err := savepoint.Commit(ctx); err != nil {
 			return err
 		}
 		if err := x.finish(ctx, tx, result, nil); err != nil {
@@ -266,26 +264,29 @@ func (x *execution) unknown(ctx context.Context, err error) *Outcome {
 	return x.e.failure(ctx, "execute "+x.c.name, &Outcome{Status: StatusOutcomeUnknown, CorrelationID: x.correlation, ApprovalID: x.approvalID, Err: err})
 }
 
-// apart runs the effect in the datasource's own transaction. The consume
-// and execution_started commit to the service database before the effect,
-// and the finishing record after it, so an execution cut short in between
-// is visible to `audit verify` as unfinished.
+// apart runs the effect outside the service database's transaction: in
+// the datasource's own transaction, the one holding the target's row lock,
+// or, for an effect that is not transactional, beside it. The consume and
+// execution_started commit to the service database before the effect, and
+// the finishing record after it, so an execution cut short in between is
+// visible to `audit verify` as unfinished.
 func (x *execution) apart(ctx context.Context) *Outcome {
 	var (
 		started bool
-		result  json.RawMessage
+		result  EffectResult
 		runErr  error
 	)
 	err := database.InTenant(ctx, x.e.datasource, x.caller.Tenant, pgx.TxOptions{}, func(dtx pgx.Tx) error {
+		var target json.RawMessage
 		err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
 			if ok, err := x.consume(ctx, stx); !ok || err != nil {
 				return err
 			}
-			target, ok, err := x.lockTarget(ctx, dtx, stx)
+			locked, ok, err := x.lockTarget(ctx, dtx, stx)
 			if !ok || err != nil {
 				return err
 			}
-			started = true
+			target, started = locked, true
 			return appendAudit(ctx, stx, x.started(target))
 		})
 		if err != nil {
@@ -295,11 +296,17 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 		if !started {
 			return nil
 		}
-		result, runErr = runSQL(ctx, dtx, x.c)
+		result, runErr = x.run(ctx, dtx, target)
 		return runErr // a failed effect rolls back; a good one commits
 	})
 	if !started {
 		return x.outcome(ctx, err)
+	}
+	if IsOutcomeUnknown(runErr) {
+		// The effect may have taken place: execution_started stays
+		// without an end, which `audit verify` reports, until an operator
+		// finds out.
+		return x.unknown(ctx, runErr)
 	}
 	if runErr == nil && err != nil {
 		// The effect ran but its COMMIT failed: it may or may not have
@@ -323,8 +330,24 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 	return x.outcome(ctx, err)
 }
 
+// run runs the action's effect once, under the engine's deadline for
+// effects. tx is the transaction holding the target's row lock; a
+// transactional effect does its work in it.
+func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) (EffectResult, error) {
+	if x.effect == nil {
+		return EffectResult{}, fmt.Errorf("the action %q has no effect", x.c.name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.e.effectTimeout)
+	defer cancel()
+	call := &EffectCall{Tenant: x.caller.Tenant, Action: x.c.name, CorrelationID: x.correlation, Input: x.c.canonical, Target: target}
+	if x.effect.Transactional() {
+		call.Tx = tx
+	}
+	return x.effect.Run(ctx, call)
+}
+
 // finish records how the effect ended and sets the outcome.
-func (x *execution) finish(ctx context.Context, stx pgx.Tx, result json.RawMessage, runErr error) error {
+func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult, runErr error) error {
 	if runErr != nil {
 		rec := x.record(PhaseExecutionFailed)
 		rec.Error, rec.Diagnostic = runErr.Error(), string(classify(runErr))
@@ -332,8 +355,8 @@ func (x *execution) finish(ctx context.Context, stx pgx.Tx, result json.RawMessa
 		return appendAudit(ctx, stx, rec)
 	}
 	rec := x.record(PhaseExecutionSucceeded)
-	rec.Result = result
-	x.out = &Outcome{Status: StatusOK, Data: result, CorrelationID: x.correlation, ApprovalID: x.approvalID}
+	rec.Result = result.Data
+	x.out = &Outcome{Status: StatusOK, Data: result.Data, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 	return appendAudit(ctx, stx, rec)
 }
 
@@ -351,79 +374,4 @@ func (x *execution) outcome(ctx context.Context, err error) *Outcome {
 		return x.e.failure(ctx, op, x.out)
 	}
 	return x.out
-}
-
-// runSQL runs the action's statement with its :params bound from the input
-// and returns {"rows_affected": n, "rows": [...]}.
-func runSQL(ctx context.Context, tx pgx.Tx, c *call) (json.RawMessage, error) {
-	sql, names, err := ontology.BindSQL(c.action.Execute.SQL)
-	if err != nil {
-		return nil, err
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(c.canonical, &raw); err != nil {
-		return nil, err
-	}
-	args := make([]any, len(names))
-	for i, name := range names {
-		args[i] = paramValue(raw[name])
-	}
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	returned := []map[string]any{}
-	fields := rows.FieldDescriptions()
-	for rows.Next() {
-		if len(returned) == MaxReturnedRows {
-			continue
-		}
-		values, err := rows.Values()
-		if err != nil {
-			return nil, err
-		}
-		row := make(map[string]any, len(fields))
-		for i, f := range fields {
-			row[f.Name] = jsonValue(values[i])
-		}
-		returned = append(returned, row)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return json.Marshal(map[string]any{"rows_affected": rows.CommandTag().RowsAffected(), "rows": returned})
-}
-
-// jsonValue makes a returned value encodable: a float JSON cannot spell
-// (NaN, ±Inf) becomes its text. Exactness of large numbers is kept by the
-// audit record's canonical form.
-func jsonValue(v any) any {
-	switch f := v.(type) {
-	case float64:
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return strconv.FormatFloat(f, 'g', -1, 64)
-		}
-	case float32:
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return strconv.FormatFloat(float64(f), 'g', -1, 32)
-		}
-	}
-	return v
-}
-
-// paramValue passes a JSON input value to Postgres as text it parses into
-// the parameter's own type: a string as itself, a number or boolean as its
-// literal, an object or array as JSON, null or absent as NULL.
-func paramValue(v json.RawMessage) any {
-	v = bytes.TrimSpace(v)
-	switch {
-	case len(v) == 0 || string(v) == "null":
-		return nil
-	case v[0] == '"':
-		var s string
-		_ = json.Unmarshal(v, &s)
-		return s
-	}
-	return string(v)
 }

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/orangerail/orangerail/internal/ontology"
+
 // SetAfterConsume installs a hook that runs right after an approval is
 // consumed, inside the consuming transaction: a test's stand-in for a
 // process that dies there.
@@ -14,3 +16,7 @@ func SetBeforeFinish(e *Engine, f func()) { e.beforeFinish = f }
 func InputDigest(e *Engine, tenant, action string, canonical []byte) []byte {
 	return e.inputDigest(tenant, action, canonical)
 }
+
+// DefinitionHash is the hash an approval records of its action's
+// declaration.
+func DefinitionHash(a *ontology.Action) []byte { return definitionHash(a) }

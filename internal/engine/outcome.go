@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -51,7 +53,10 @@ const (
 	DiagnosticDatasourceSchema        Diagnostic = ontology.DiagnosticSchemaMismatch
 	DiagnosticDatasourcePermission    Diagnostic = "datasource_permission_denied"
 	DiagnosticDatasourceConstraint    Diagnostic = "datasource_constraint_violation"
-	DiagnosticDatasourceTimeout       Diagnostic = "datasource_timeout"
+	DiagnosticDatasourceTimeout       Diagnostic = "datasource_timeout" // a lock wait or statement ran past limits.lock_timeout or statement_timeout
+	// DiagnosticStoreTimeout: a wait in orangerail's own database ran past
+	// the limits, so the call stopped before anything ran.
+	DiagnosticStoreTimeout Diagnostic = "store_timeout"
 )
 
 // Issue is one way an input fails its rules, at a JSON pointer path such as
@@ -89,15 +94,15 @@ func (o *Outcome) OK() bool {
 
 // classify returns the diagnostic of a datasource error.
 func classify(err error) Diagnostic {
+	if timedOut(err) {
+		return DiagnosticDatasourceTimeout
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code[:2] {
 		case "28", "3D": // invalid authorization, invalid catalog name
 			return DiagnosticDatasourceNotConfigured
 		case "08", "57": // connection exception, operator intervention
-			if pgErr.Code == "57014" { // query_canceled: statement_timeout
-				return DiagnosticDatasourceTimeout
-			}
 			return DiagnosticDatasourceUnavailable
 		case "42":
 			if pgErr.Code == "42501" {
@@ -114,4 +119,15 @@ func classify(err error) Diagnostic {
 		return DiagnosticDatasourceUnavailable
 	}
 	return DiagnosticNone
+}
+
+// timedOut reports whether err is a wait that ran past its limit: a lock
+// wait past lock_timeout (55P03), a statement cancelled at
+// statement_timeout (57014), or a context whose deadline passed.
+func timedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == pgerrcode.LockNotAvailable || pgErr.Code == pgerrcode.QueryCanceled
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -66,7 +67,7 @@ func setupTyped(t *testing.T) *exampleBundle {
 	}
 	key := make([]byte, engine.KeySize)
 	_, _ = rand.Read(key)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: key, Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: key, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/mcp"
@@ -59,7 +60,7 @@ func (b *bundle) server(t testing.TB, edit func(string) string) (*mcp.Server, *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Mode: engine.ModeOf(cfg.Preset), Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Mode: engine.ModeOf(cfg.Preset), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +506,7 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: log})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +561,7 @@ func TestSQLQueryTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

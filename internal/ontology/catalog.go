@@ -182,7 +182,7 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problem
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
 		a := c.Actions[name]
-		if a.Execute.SQL == "" {
+		if a.Execute.Kind() != ExecuteSQL {
 			continue
 		}
 		if err := prepares(ctx, conn, a.Execute.SQL); err != nil {

@@ -250,16 +250,46 @@ type Approvals struct {
 	FourEyes *bool `yaml:"four_eyes"`
 }
 
-// Limits bound what one call may carry.
+// Limits bound what one call may carry and how long it may wait.
 type Limits struct {
 	// MaxInputBytes caps an action call's input, as sent; a larger input
 	// is refused (X_INPUT_TOO_LARGE) before it is parsed. Defaults to
 	// MaxInputBytesDefault.
 	MaxInputBytes int `yaml:"max_input_bytes"`
+	// LockTimeout bounds each wait for a lock in every transaction
+	// orangerail runs, on its own database and the datasource (Postgres's
+	// lock_timeout): a row another transaction holds longer fails the call
+	// instead of hanging it. Defaults to LockTimeoutDefault; read it with
+	// Timeouts.
+	LockTimeout *Duration `yaml:"lock_timeout"`
+	// StatementTimeout bounds each statement of those transactions
+	// (statement_timeout), an effect's included. Defaults to
+	// StatementTimeoutDefault; read it with Timeouts.
+	StatementTimeout *Duration `yaml:"statement_timeout"`
 }
 
-// MaxInputBytesDefault is the default Limits.MaxInputBytes: 64 KiB.
-const MaxInputBytesDefault = 64 << 10
+// Defaults and bounds of Limits.
+const (
+	// MaxInputBytesDefault is the default Limits.MaxInputBytes: 64 KiB.
+	MaxInputBytesDefault    = 64 << 10
+	LockTimeoutDefault      = 5 * time.Second
+	StatementTimeoutDefault = 30 * time.Second
+	// TimeoutMax bounds both timeouts: a wait of a day is a hang.
+	TimeoutMax = 24 * time.Hour
+)
+
+// Timeouts returns the lock and statement timeouts, their defaults where
+// unset. Each is at least a millisecond: Postgres reads 0 as no limit.
+func (l Limits) Timeouts() (lock, statement time.Duration) {
+	lock, statement = LockTimeoutDefault, StatementTimeoutDefault
+	if l.LockTimeout != nil {
+		lock = time.Duration(*l.LockTimeout)
+	}
+	if l.StatementTimeout != nil {
+		statement = time.Duration(*l.StatementTimeout)
+	}
+	return lock, statement
+}
 
 // Duration is a time.Duration written as Go writes one ("24h", "90m").
 type Duration time.Duration
@@ -404,11 +434,46 @@ type Policy struct {
 	Scope    string         `yaml:"scope"`
 }
 
-// Execute is what an action does: a SQL statement with :named input
-// parameters, or nothing yet.
+// ExecuteKind names what an action's execute does: which member of the
+// Execute union is set.
+type ExecuteKind string
+
+// The execute kinds.
+const (
+	// ExecuteSQL runs one statement on the datasource: execute: {sql: …}.
+	ExecuteSQL ExecuteKind = "sql"
+	// ExecuteNotImplemented declares an action with no effect yet; a call
+	// is recorded and refused: execute: {not_implemented: true}.
+	ExecuteNotImplemented ExecuteKind = "not_implemented"
+)
+
+// ExecuteKinds lists every execute kind.
+func ExecuteKinds() []ExecuteKind { return []ExecuteKind{ExecuteSQL, ExecuteNotImplemented} }
+
+// Execute is what an action does: a union of which exactly one member is
+// set, the member's key naming its kind (the config schema holds a file to
+// one). A new kind of effect is a new member, its key the kind's name —
+// execute: {http: {…}} beside execute: {sql: "…"} — validated in
+// validateExecute and made into an effect by the kind's implementation.
 type Execute struct {
-	SQL            string `yaml:"sql"`
-	NotImplemented bool   `yaml:"not_implemented"`
+	// SQL is a statement with :named input parameters, run on the
+	// datasource (kind sql).
+	SQL string `yaml:"sql"`
+	// NotImplemented declares the action without an effect (kind
+	// not_implemented).
+	NotImplemented bool `yaml:"not_implemented"`
+}
+
+// Kind returns which member of the union is set; "" for none, which a
+// loaded config never holds.
+func (x Execute) Kind() ExecuteKind {
+	switch {
+	case x.SQL != "":
+		return ExecuteSQL
+	case x.NotImplemented:
+		return ExecuteNotImplemented
+	}
+	return ""
 }
 
 // Load reads and checks the config file at path. On any problem it returns
@@ -483,6 +548,8 @@ func (c *Config) withDefaults() {
 		c.Approvals.FourEyes = &fourEyes
 	}
 	c.Limits.MaxInputBytes = cmp.Or(c.Limits.MaxInputBytes, MaxInputBytesDefault)
+	lock, statement := c.Limits.Timeouts()
+	c.Limits.LockTimeout, c.Limits.StatementTimeout = (*Duration)(&lock), (*Duration)(&statement)
 	h := &c.HTTP
 	h.Listen = cmp.Or(h.Listen, HTTPListenDefault)
 	if h.PublicURL == "" {

@@ -115,6 +115,13 @@ func TestBrokenConfigs(t *testing.T) {
 		{"public_url with a path", add("http: {public_url: \"https://gw.example.com/orangerail\"}\n"), []string{"http.public_url"}},
 		{"public_url with a user", add("http: {public_url: \"https://u:p@mcp.example.com\"}\n"), []string{"http.public_url"}},
 		{"public_url without a host", add("http: {public_url: \"https://:443\"}\n"), []string{"http.public_url"}},
+		{"a lock timeout of zero", add("limits: {lock_timeout: 0s}\n"), []string{"limits.lock_timeout"}},
+		{"a statement timeout under a millisecond", add("limits: {statement_timeout: 500us}\n"), []string{"limits.statement_timeout"}},
+		{"a timeout past a day", add("limits: {lock_timeout: 25h, statement_timeout: 90000s}\n"), []string{"limits.lock_timeout", "limits.statement_timeout"}},
+		{"a timeout that is no duration", add("limits: {lock_timeout: soon}\n"), []string{"limits.lock_timeout"}},
+		{"an execute of two kinds", replace(`execute: {sql:`, `execute: {not_implemented: true, sql:`), []string{"actions.cancel_order.execute"}},
+		{"an execute of no kind", replace(`execute: {sql: "UPDATE orders SET status = 'x' WHERE id = :order_id"}`, `execute: {}`), []string{"actions.cancel_order.execute"}},
+		{"an execute of an unknown kind", replace(`execute: {sql: "UPDATE orders SET status = 'x' WHERE id = :order_id"}`, `execute: {smtp: {to: x}}`), []string{"actions.cancel_order.execute.smtp"}},
 		{"several problems at once", func(s string) string {
 			return replace("    key: id", "    key: pk")(replace(`target.status == "paid"`, `target.status`)(s))
 		}, []string{"actions.cancel_order.where", "objects.order.key"}},
@@ -181,6 +188,52 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("an error that is not Problems: %v", err)
 		}
 	})
+}
+
+// TestLimitsTimeouts: the lock and statement timeouts default when unset
+// and keep what the file says.
+func TestLimitsTimeouts(t *testing.T) {
+	t.Parallel()
+	for extra, want := range map[string][2]time.Duration{
+		"":                                 {LockTimeoutDefault, StatementTimeoutDefault},
+		"limits: {max_input_bytes: 100}\n": {LockTimeoutDefault, StatementTimeoutDefault},
+		"limits: {lock_timeout: 250ms}\n":  {250 * time.Millisecond, StatementTimeoutDefault},
+		"limits: {lock_timeout: 1ms, statement_timeout: 1h30m}\n": {time.Millisecond, 90 * time.Minute},
+		"limits: {statement_timeout: 24h}\n":                      {LockTimeoutDefault, TimeoutMax},
+	} {
+		cfg, err := Parse([]byte(base + extra))
+		if err != nil {
+			t.Fatalf("%q: %v", extra, err)
+		}
+		if lock, statement := cfg.Limits.Timeouts(); lock != want[0] || statement != want[1] {
+			t.Errorf("%q: timeouts %s, %s; want %s, %s", extra, lock, statement, want[0], want[1])
+		}
+	}
+	if lock, statement := (Limits{}).Timeouts(); lock != LockTimeoutDefault || statement != StatementTimeoutDefault {
+		t.Errorf("unset limits: %s, %s", lock, statement)
+	}
+}
+
+// TestExecuteKinds: each execute member names its kind.
+func TestExecuteKinds(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(base + `  refund_order:
+    description: d
+    input: {type: object}
+    execute: {not_implemented: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions["cancel_order"].Execute.Kind(); got != ExecuteSQL {
+		t.Errorf("cancel_order: kind %q", got)
+	}
+	if got := cfg.Actions["refund_order"].Execute.Kind(); got != ExecuteNotImplemented {
+		t.Errorf("refund_order: kind %q", got)
+	}
+	if got := (Execute{}).Kind(); got != "" {
+		t.Errorf("an empty execute: kind %q", got)
+	}
 }
 
 // TestPublicURL: the URL clients reach the server at is the configured

@@ -25,9 +25,6 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		}
 		return node
 	}
-	oneOfObject := func(node map[string]any, i int) map[string]any {
-		return node["oneOf"].([]any)[i].(map[string]any)
-	}
 	tests := []struct {
 		typ  reflect.Type
 		node map[string]any
@@ -48,6 +45,7 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[Action](), defs["action"].(map[string]any)},
 		{reflect.TypeFor[Target](), props(defs["action"].(map[string]any), "target")},
 		{reflect.TypeFor[Policy](), props(defs["action"].(map[string]any), "policy")},
+		{reflect.TypeFor[Execute](), props(defs["action"].(map[string]any), "execute")},
 	}
 	for _, tt := range tests {
 		var goKeys []string
@@ -65,14 +63,18 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 			t.Errorf("%s: the schema allows unknown keys", tt.typ.Name())
 		}
 	}
-	// Execute is one of two shapes; together they name the loader's keys.
+	// Execute is a union: one key of its properties, each a kind, and the
+	// loader reads each kind.
 	execute := props(defs["action"].(map[string]any), "execute")
-	var executeKeys []string
-	for i := range 2 {
-		executeKeys = append(executeKeys, slices.Collect(maps.Keys(oneOfObject(execute, i)["properties"].(map[string]any)))...)
+	if execute["minProperties"] != 1.0 || execute["maxProperties"] != 1.0 {
+		t.Errorf("execute: %v to %v keys, want exactly one", execute["minProperties"], execute["maxProperties"])
 	}
-	slices.Sort(executeKeys)
-	if want := []string{"not_implemented", "sql"}; !slices.Equal(executeKeys, want) {
-		t.Errorf("execute: schema allows %v, loader reads %v", executeKeys, want)
+	var kinds []string
+	for _, k := range ExecuteKinds() {
+		kinds = append(kinds, string(k))
+	}
+	slices.Sort(kinds)
+	if got := slices.Sorted(maps.Keys(execute["properties"].(map[string]any))); !slices.Equal(got, kinds) {
+		t.Errorf("execute: schema allows %v, the kinds are %v", got, kinds)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/orangerail/orangerail/internal/sqlguard"
 )
@@ -91,6 +92,15 @@ func (c *Config) validate() Problems {
 			add(fmt.Sprintf("sql_query.schemas.%d", i), "%s is a system schema, which no query may read: name the schemas of your own tables", schema)
 		}
 	}
+	lock, statement := c.Limits.Timeouts()
+	for _, l := range []struct {
+		key string
+		d   time.Duration
+	}{{"lock_timeout", lock}, {"statement_timeout", statement}} {
+		if l.d < time.Millisecond || l.d > TimeoutMax {
+			add("limits."+l.key, "%s is not between 1ms and %s: Postgres counts whole milliseconds and reads 0 as no limit at all", l.d, TimeoutMax)
+		}
+	}
 	if o := c.Identity.OIDC; o != nil {
 		if err := CheckIssuer(o.Issuer); err != nil {
 			add("identity.oidc.issuer", "%v", err)
@@ -172,17 +182,7 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 		}
 		a.where = program
 	}
-	if a.Execute.SQL != "" {
-		params, err := SQLParams(a.Execute.SQL)
-		if err != nil {
-			add(path+".execute.sql", "%v", err)
-		}
-		for _, p := range params {
-			if !slices.Contains(properties, p) {
-				add(path+".execute.sql", "the parameter :%s is not a property of the action's input", p)
-			}
-		}
-	}
+	validateExecute(a.Execute, path+".execute", properties, add)
 	for i, f := range a.RedactAudit {
 		if !slices.Contains(properties, f) {
 			add(fmt.Sprintf("%s.redact_audit.%d", path, i), "%q is not a property of the action's input", f)
@@ -196,6 +196,27 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 		if o, ok := c.Objects[a.Target.Object]; ok && !slices.Contains(o.Fields, f) {
 			add(fmt.Sprintf("%s.redact_prior.%d", path, i), "%q is not one of object %s's fields", f, a.Target.Object)
 		}
+	}
+}
+
+// validateExecute checks an action's execute, by its kind: the one place a
+// kind's rules beyond the schema live. properties are the input's.
+func validateExecute(x Execute, path string, properties []string, add func(path, format string, args ...any)) {
+	switch x.Kind() {
+	case ExecuteSQL:
+		params, err := SQLParams(x.SQL)
+		if err != nil {
+			add(path+".sql", "%v", err)
+		}
+		for _, p := range params {
+			if !slices.Contains(properties, p) {
+				add(path+".sql", "the parameter :%s is not a property of the action's input", p)
+			}
+		}
+	case ExecuteNotImplemented:
+	default:
+		// The schema admits one member; this is a bug if reached.
+		add(path, "names no effect: set one of %v", ExecuteKinds())
 	}
 }
 

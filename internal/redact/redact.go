@@ -33,6 +33,7 @@ var diagnostics = map[string]string{
 	"datasource_permission_denied":    "the datasource refused orangerail's role the privilege this action needs. The operator grants it.",
 	"datasource_constraint_violation": "the datasource refused the change because it breaks one of its constraints. Check the input against the current state of the data.",
 	"datasource_timeout":              "the datasource took too long and the statement was cancelled. Retry later.",
+	"store_timeout":                   "orangerail's own database was busy: a wait ran past its time limit, so the call stopped before anything ran. Retry later.",
 }
 
 // Withholds reports whether a status withholds an underlying error.

@@ -1,0 +1,148 @@
+package database_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// tracer counts the statements a pool sends on their own and the batches
+// it sends.
+type tracer struct{ queries, batches atomic.Int32 }
+
+func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	t.queries.Add(1)
+	return ctx
+}
+func (t *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	t.batches.Add(1)
+	return ctx
+}
+func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// onePool is a pool of a single connection, traced.
+func onePool(t *testing.T, url string) (*pgxpool.Pool, *tracer) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &tracer{}
+	cfg.MaxConns, cfg.ConnConfig.Tracer = 1, tr
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, tr
+}
+
+const settingsSQL = "SELECT current_setting('lock_timeout') || ' ' || current_setting('statement_timeout') || ' ' || current_setting('orangerail.tenant_id', true)"
+
+// TestBoundedTransactionsSetLimitsLocally: every transaction InTenant or
+// QueryInTenant begins on a bounded pool runs under its limits, set with
+// the tenant in the transaction's first statement (a read stays one
+// batch), and the limits end with the transaction: the pooled connection
+// is left as it was.
+func TestBoundedTransactionsSetLimitsLocally(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, tr := onePool(t, testdb.New(t))
+	bounded := database.Bound(pool, database.Limits{LockTimeout: 1500 * time.Millisecond, StatementTimeout: 30 * time.Second})
+	const want = "1500ms 30s acme"
+
+	var got string
+	err := database.InTenant(ctx, bounded, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, settingsSQL).Scan(&got)
+	})
+	if err != nil || got != want {
+		t.Fatalf("InTenant: settings %q (%v), want %q", got, err, want)
+	}
+
+	got = ""
+	tr.queries.Store(0)
+	err = database.QueryInTenant(ctx, bounded, "acme", settingsSQL, nil, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&got); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil || got != want {
+		t.Fatalf("QueryInTenant: settings %q (%v), want %q", got, err, want)
+	}
+	if q, b := tr.queries.Load(), tr.batches.Load(); q != 0 || b != 1 {
+		t.Fatalf("QueryInTenant sent %d statements and %d batches, want 0 and 1", q, b)
+	}
+
+	// The same connection, outside those transactions: the server's own.
+	if err := pool.QueryRow(ctx, settingsSQL).Scan(&got); err != nil || got != "0 0 " {
+		t.Fatalf("after the transactions: %q (%v)", got, err)
+	}
+	// A plain pool's transactions keep the server's settings.
+	err = database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, settingsSQL).Scan(&got)
+	})
+	if err != nil || got != "0 0 acme" {
+		t.Fatalf("a plain pool's transaction: %q (%v)", got, err)
+	}
+}
+
+// TestBoundedWaitsFail: a statement waiting on a row another transaction
+// holds fails with lock_not_available, and a statement running past its
+// limit is cancelled, each with its SQLSTATE, instead of waiting.
+func TestBoundedWaitsFail(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(ctx, "CREATE TABLE held (id int PRIMARY KEY); INSERT INTO held VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, "SELECT * FROM held WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	bounded := database.Bound(testdb.Pool(t, url), database.Limits{LockTimeout: 50 * time.Millisecond, StatementTimeout: 200 * time.Millisecond})
+	tests := []struct {
+		name, sql, code string
+	}{
+		{"a held row", "UPDATE held SET id = 1 WHERE id = 1", pgerrcode.LockNotAvailable},
+		{"a long statement", "SELECT pg_sleep(60)", pgerrcode.QueryCanceled},
+	}
+	for _, tt := range tests {
+		err := database.InTenant(ctx, bounded, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, tt.sql)
+			return err
+		})
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != tt.code {
+			t.Errorf("%s: %v, want SQLSTATE %s", tt.name, err, tt.code)
+		}
+	}
+}
+
+func TestMilliseconds(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]int64{0: 0, time.Nanosecond: 1, time.Millisecond: 1, 1500 * time.Microsecond: 2, 5 * time.Second: 5000} {
+		if got := database.Milliseconds(d); got != want {
+			t.Errorf("Milliseconds(%v) = %d, want %d", d, got, want)
+		}
+	}
+}

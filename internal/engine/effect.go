@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// Effect is what an action does when it executes: a statement on the
+// datasource today (internal/effects/sqleffect), an upstream call later.
+// The engine owns everything around it — the consume, the re-checks, the
+// target's row lock, the audit records and where each commits — and calls
+// Run once per execution, between execution_started and its end. An Effect
+// is made once per action (EffectFactory) and must be safe for concurrent
+// use: every execution of the action shares it.
+type Effect interface {
+	// Transactional reports whether the effect's work is done in the
+	// datasource transaction that holds the target's row lock
+	// (EffectCall.Tx), and so commits or rolls back with it. Where that
+	// transaction can be the service database's own — the datasource is
+	// the service database — the engine runs consume, audit records and a
+	// transactional effect as one transaction: all of it commits or none
+	// does. Otherwise, and always for an effect that is not transactional,
+	// execution_started commits before Run, and the end is recorded after.
+	Transactional() bool
+	// Run performs the effect, once. ctx carries the deadline the engine
+	// gives every effect, limits.statement_timeout and a grace (see
+	// effectGrace); an effect may set a shorter one of its own. An error means the effect did not take
+	// place, unless it wraps an OutcomeUnknown error: then it may have (a
+	// request that timed out after it was sent), and the engine reports
+	// outcome_unknown, leaving execution_started without an end for an
+	// operator to settle (`audit verify` lists it). A transactional
+	// effect's work is its transaction's, so its outcome is always known.
+	Run(ctx context.Context, call *EffectCall) (EffectResult, error)
+}
+
+// EffectCall is what one execution of an effect runs with. Nothing in it
+// may be kept after Run returns.
+type EffectCall struct {
+	// Tenant is the caller's tenant; Tx, when set, is scoped to it.
+	Tenant string
+	// Action is the action's name.
+	Action string
+	// CorrelationID identifies the execution in the audit log: an
+	// upstream that takes an idempotency key can be given it.
+	CorrelationID string
+	// Input is the call's input, canonical JSON (RFC 8785): the bytes an
+	// approver approved, checked again against the input schema.
+	Input json.RawMessage
+	// Target is the action's target row as locked and re-checked, as JSON;
+	// nil for an action without a target.
+	Target json.RawMessage
+	// Tx is the datasource transaction holding the target's row lock,
+	// scoped to Tenant and bounded by the limits; set for a Transactional
+	// effect only. Run must not commit or roll it back.
+	Tx pgx.Tx
+}
+
+// EffectResult is what an effect that took place produced.
+type EffectResult struct {
+	// Data is the effect's result as a JSON object: recorded in the
+	// execution_succeeded audit record and returned to the caller.
+	Data json.RawMessage
+	// RowsAffected is how many rows or records the effect changed, as far
+	// as it can tell.
+	RowsAffected int64
+}
+
+// EffectFactory makes the effect of one action, from its declaration,
+// once, when the engine is built. It returns an error for a declaration
+// it cannot run, which refuses to build the engine.
+type EffectFactory func(name string, a *ontology.Action) (Effect, error)
+
+// OutcomeUnknown wraps err, an effect's failure after which whether the
+// effect took place cannot be known.
+func OutcomeUnknown(err error) error { return &outcomeUnknownError{err} }
+
+// IsOutcomeUnknown reports whether err is, or wraps, an OutcomeUnknown
+// error.
+func IsOutcomeUnknown(err error) bool {
+	var u *outcomeUnknownError
+	return errors.As(err, &u)
+}
+
+type outcomeUnknownError struct{ err error }
+
+func (u *outcomeUnknownError) Error() string {
+	return "the effect may have taken place: " + u.err.Error()
+}
+func (u *outcomeUnknownError) Unwrap() error { return u.err }
+
+// effectGrace is how long past the statement timeout an effect's context
+// lasts. The database cancels a statement at statement_timeout and the
+// transaction lives on to record the failure; the context's deadline is a
+// backstop for a server that cannot answer at all, so it must not fire
+// first: an expired context closes the connection, and the transaction
+// with it.
+const effectGrace = 5 * time.Second
+
+// effects makes each action's effect with the factory of its kind.
+func effects(actions map[string]*ontology.Action, factories map[ontology.ExecuteKind]EffectFactory) (map[string]Effect, error) {
+	made := make(map[string]Effect, len(actions))
+	for name, a := range actions {
+		kind := a.Execute.Kind()
+		if kind == ontology.ExecuteNotImplemented {
+			continue
+		}
+		factory, ok := factories[kind]
+		if !ok {
+			return nil, fmt.Errorf("engine: actions.%s: no effect is configured for execute kind %q (Config.Effects)", name, kind)
+		}
+		effect, err := factory(name, a)
+		if err != nil {
+			return nil, fmt.Errorf("engine: actions.%s.execute.%s: %w", name, kind, err)
+		}
+		made[name] = effect
+	}
+	return made, nil
+}
