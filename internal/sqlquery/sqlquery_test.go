@@ -489,8 +489,35 @@ func TestTooLargeAMessageEndsTheQuery(t *testing.T) {
 	if res, err := b.q.Query(ctx, "acme", "SELECT 1"); err != nil || string(res.Rows[0]) != "[1]" {
 		t.Fatalf("the next query: %v", err)
 	}
+	// A discarded connection's backend ends when it next touches its
+	// socket: wait for it, so the comparison sees what it left behind.
+	b.waitQueryBackendsGone(t)
 	if after := b.state(t); after != before {
 		t.Fatalf("the ended query left the database changed:\n before %s\n after  %s", before, after)
+	}
+}
+
+// waitQueryBackendsGone waits, at most ten seconds, until no backend of the
+// query role is left in the test's database.
+func (b *bundle) waitQueryBackendsGone(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		var n int
+		err := b.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE usename = 'orangerail_query' AND datname = current_database()`).Scan(&n)
+		if err != nil {
+			t.Fatalf("query backends still running after 10s (%v)", err)
+		}
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d query backends still running after 10s", n)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
