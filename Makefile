@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: run test lint generate check-generated bench build e2e
+.PHONY: run test lint generate check-generated bench build e2e browser
 
 ## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
 LISTEN ?= 127.0.0.1:8080
@@ -12,9 +12,15 @@ run: build
 
 ## test: lint, the generated-code check, every test with the race detector,
 ## and the end-to-end run through the TypeScript MCP SDK
-test: lint check-generated
+test: lint check-generated browser
 	$(GO) test -race -count=1 ./...
 	e2e/run.sh
+
+## browser: the browser tests need Debian's chromium (CHROMIUM=path for another);
+## .ci/run installs it, and a missing one fails here before the long run
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "no browser at $(CHROMIUM): as root, run: apt-get update && apt-get install -y chromium (.ci/run does it)" >&2; exit 1; }
 
 ## e2e: the demo's stdio server driven by the official TypeScript MCP SDK client
 e2e:
