@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Status is the outcome of one engine call, from a closed set. Transports
@@ -87,31 +87,24 @@ func (o *Outcome) OK() bool {
 	return false
 }
 
-// classify returns the diagnostic of a datasource error.
+// classify returns the diagnostic of a datasource error: the store reads
+// what Postgres said (store.InterpretError), and the diagnostic names it for
+// the agent.
 func classify(err error) Diagnostic {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:2] {
-		case "28", "3D": // invalid authorization, invalid catalog name
-			return DiagnosticDatasourceNotConfigured
-		case "08", "57": // connection exception, operator intervention
-			if pgErr.Code == "57014" { // query_canceled: statement_timeout
-				return DiagnosticDatasourceTimeout
-			}
-			return DiagnosticDatasourceUnavailable
-		case "42":
-			if pgErr.Code == "42501" {
-				return DiagnosticDatasourcePermission
-			}
-			return DiagnosticDatasourceSchema
-		case "23":
-			return DiagnosticDatasourceConstraint
-		}
-		return DiagnosticNone
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
+	err = store.InterpretError(err)
+	switch {
+	case errors.Is(err, store.ErrLoginRefused):
+		return DiagnosticDatasourceNotConfigured
+	case errors.Is(err, store.ErrStatementTimeout):
+		return DiagnosticDatasourceTimeout
+	case errors.Is(err, store.ErrUnavailable):
 		return DiagnosticDatasourceUnavailable
+	case errors.Is(err, store.ErrPermission):
+		return DiagnosticDatasourcePermission
+	case errors.Is(err, store.ErrSchemaMismatch):
+		return DiagnosticDatasourceSchema
+	case errors.Is(err, store.ErrConstraint):
+		return DiagnosticDatasourceConstraint
 	}
 	return DiagnosticNone
 }
