@@ -38,6 +38,13 @@ const (
 	StatusOutcomeUnknown     Status = "outcome_unknown"     // the effect may have run; its end could not be confirmed or recorded
 )
 
+// Statuses returns every status.
+func Statuses() []Status {
+	return []Status{StatusOK, StatusApprovalPending, StatusPending, StatusRejected, StatusExpired, StatusConsumed,
+		StatusDryRun, StatusNotImplemented, StatusDenied, StatusInvalidInput, StatusNotFound, StatusPreconditionFailed,
+		StatusFailed, StatusResolveError, StatusAuditBlocked, StatusSignatureMismatch, StatusInternalError, StatusOutcomeUnknown}
+}
+
 // Diagnostic classifies a failure orangerail can positively identify, from
 // a closed set. It is derived from SQLSTATE codes and Go error types, never
 // from message text.
@@ -53,6 +60,12 @@ const (
 	DiagnosticDatasourceConstraint    Diagnostic = "datasource_constraint_violation"
 	DiagnosticDatasourceTimeout       Diagnostic = "datasource_timeout"
 )
+
+// Diagnostics returns every diagnostic but DiagnosticNone.
+func Diagnostics() []Diagnostic {
+	return []Diagnostic{DiagnosticDatasourceNotConfigured, DiagnosticDatasourceUnavailable, DiagnosticDatasourceSchema,
+		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout}
+}
 
 // Issue is one way an input fails its rules, at a JSON pointer path such as
 // /filters/status/in/0.
