@@ -66,14 +66,19 @@ func TestGrantAndRevokeAuditor(t *testing.T) {
 }
 
 // TestGrantAuditorRefuses a name that is no plain identifier, a role that
-// is not a plain auditor, a malformed tenant, and a database whose schema
-// is not current; none of them leaves a role or a grant.
+// is not a plain auditor, a malformed tenant, a password Postgres would
+// change, and a database whose schema is not current; none of them leaves
+// a role or a grant.
 func TestGrantAuditorRefuses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	fresh := scratchRole(t, admin) + "_b" // never created
+	fresh := scratchRole(t, admin) + "_b" // never created, unless a refusal fails
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", fresh)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{fresh}.Sanitize())
+	})
 	tests := []struct {
 		url  string
 		p    GrantAuditorParams
@@ -84,6 +89,7 @@ func TestGrantAuditorRefuses(t *testing.T) {
 		{url, GrantAuditorParams{Name: "orangerail_runtime", Tenant: "acme"}, errcode.AuditorInvalid},
 		{url, GrantAuditorParams{Name: fresh, Tenant: "no tenant"}, errcode.TenantInvalid},
 		{url, GrantAuditorParams{Name: fresh, Tenant: ""}, errcode.TenantInvalid},
+		{url, GrantAuditorParams{Name: fresh, Tenant: "acme", Password: "pass\u00a0word"}, errcode.AuditorPasswordInvalid},
 		{testdb.NewEmpty(t), GrantAuditorParams{Name: fresh, Tenant: "acme"}, errcode.DatabaseUnmigrated},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -54,31 +55,44 @@ func scratchRole(t *testing.T, admin *pgxpool.Pool) string {
 }
 
 // TestScramVerifierIsPostgres's: Postgres computes the verifier of each
-// password itself (sent in the clear, here only), and scramVerifier, given
-// the salt and cost Postgres chose, must compute the same string.
+// password itself (sent in the clear, here only), and ScramVerifier must
+// either compute the same string under the salt and cost Postgres chose,
+// or refuse the password. Before, a password SASLprep changes got a
+// verifier of its unprepared form, which no client's login matches.
 func TestScramVerifierIsPostgres(t *testing.T) {
 	t.Parallel()
 	admin := testdb.Pool(t, testdb.New(t))
 	ctx := context.Background()
 	name := scratchRole(t, admin)
 	role := pgx.Identifier{name}.Sanitize()
-	passwords := []string{
-		"correct horse battery staple",
-		"x",
-		`it's "quoted" \ and $dollared$`,
-		"pässwörd",         // composed: SASLprep leaves it
-		"日本語のパスワード",        // NFKC-stable
-		"a\x01b",           // a control character: SASLprep fails, the raw bytes count
-		"\U0001F600 emoji", // unassigned in SASLprep's Unicode 3.2: the raw bytes count
+	tests := []struct {
+		password string
+		refused  bool // SASLprep changes it
+	}{
+		{"correct horse battery staple", false},
+		{"x", false},
+		{`it's "quoted" \ and $dollared$`, false},
+		{"pässwörd", false},           // composed: SASLprep leaves it
+		{"日本語のパスワード", false},          // NFKC-stable
+		{"a\x01b", false},             // a control character: SASLprep fails, the raw bytes count
+		{"\U0001F600 emoji", false},   // unassigned in SASLprep's Unicode 3.2: the raw bytes count
+		{"pass\u00a0word", true},      // a no-break space: SASLprep maps it to a space
+		{"pass\u3000word", true},      // an ideographic space, likewise
+		{"pass\u00adword", true},      // a soft hyphen: SASLprep maps it to nothing
+		{"pass\u200dword", true},      // a zero-width joiner, likewise
+		{"pa\u0308ss", true},          // a decomposed umlaut: NFKC composes it
+		{"ｐａｓｓ", true},                // fullwidth letters: NFKC folds them
+		{"\u2163 and \ufb01ne", true}, // a roman numeral and a ligature: NFKC expands them
+		{"a\x01b\u00ad", true},        // SASLprep would fail (raw bytes), but refusing is safe
 	}
-	for _, password := range passwords {
+	for _, tt := range tests {
 		conn, err := admin.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = conn.Exec(ctx, "SET password_encryption = 'scram-sha-256'")
 		if err == nil {
-			_, err = conn.Exec(ctx, "ALTER ROLE "+role+" PASSWORD "+quoteLiteral(password))
+			_, err = conn.Exec(ctx, "ALTER ROLE "+role+" PASSWORD "+quoteLiteral(tt.password))
 		}
 		conn.Release()
 		if err != nil {
@@ -88,13 +102,19 @@ func TestScramVerifierIsPostgres(t *testing.T) {
 		if err := admin.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", name).Scan(&theirs); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := ScramVerifier(tt.password); tt.refused != (errcode.Of(err) == errcode.AuditorPasswordInvalid) {
+			t.Errorf("password %q: ScramVerifier = %v; refused should be %v", tt.password, err, tt.refused)
+		}
+		if tt.refused {
+			continue
+		}
 		iterations, salt := scramParts(t, theirs)
-		ours, err := scramVerifier(password, salt, iterations)
+		ours, err := scramVerifier(tt.password, salt, iterations)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ours != theirs {
-			t.Errorf("password %q: Postgres stores %s, orangerail computes %s", password, theirs, ours)
+			t.Errorf("password %q: Postgres stores %s, orangerail computes %s", tt.password, theirs, ours)
 		}
 	}
 }
