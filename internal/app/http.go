@@ -11,6 +11,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // Listen binds the HTTP address; a busy one says how to move.
@@ -40,7 +41,7 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		return errcode.New(errcode.IdentityRequired, err.Error(), nil)
 	}
 	var limiter door.Limiter = door.NewPostgresLimiter(rt.Store)
-	if cfg.HTTP.RateLimits.Store == "memory" {
+	if cfg.HTTP.RateLimits.Store == ontology.RateLimitMemory {
 		limiter = door.NewMemoryLimiter()
 	}
 	mcpHandler := rt.MCP.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // operatorFlags are what every approvals command needs.
@@ -76,7 +78,7 @@ func newApprovalsCmd() *cobra.Command {
 				return err
 			}
 			defer closeAll()
-			views, err := e.ListApprovals(cmd.Context(), f.tenant, status, limit)
+			views, err := e.ListApprovals(cmd.Context(), f.tenant, store.ApprovalStatus(status), limit)
 			if err != nil {
 				return err
 			}
@@ -86,7 +88,7 @@ func newApprovalsCmd() *cobra.Command {
 			return printApprovals(cmd.OutOrStdout(), views)
 		},
 	}
-	list.Flags().StringVar(&status, "status", "", "only approvals of this status (pending, approved, rejected, consumed, expired)")
+	list.Flags().StringVar(&status, "status", "", "only approvals of this status ("+approvalStatusList()+")")
 	list.Flags().Int32Var(&limit, "limit", 50, "at most this many")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
@@ -170,7 +172,7 @@ func printApprovals(out io.Writer, views []*engine.ApprovalView) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATUS\tACTION\tREQUESTED BY\tCREATED\tEXPIRES")
 	for _, v := range views {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, display.Text(v.Status), display.Text(v.Action), display.Text(v.RequestedBy),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, display.Text(string(v.Status)), display.Text(v.Action), display.Text(v.RequestedBy),
 			v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return w.Flush()
@@ -182,7 +184,7 @@ func printApprovals(out io.Writer, views []*engine.ApprovalView) error {
 // what the approver reads is what executes, however the agent spaced or
 // spelled it.
 func printApproval(w io.Writer, v *engine.ApprovalView) {
-	fmt.Fprintf(w, "approval %s (%s)\n  action:       %s", v.ID, display.Text(v.Status), display.Text(v.Action))
+	fmt.Fprintf(w, "approval %s (%s)\n  action:       %s", v.ID, display.Text(string(v.Status)), display.Text(v.Action))
 	if v.Destructive {
 		fmt.Fprint(w, " (destructive)")
 	}
@@ -207,7 +209,7 @@ func printApproval(w io.Writer, v *engine.ApprovalView) {
 		}
 		fmt.Fprintln(w)
 	}
-	if v.Status == "pending" {
+	if v.Status == store.ApprovalPending {
 		fmt.Fprintf(w, "\nTo approve this exact input:\n  orangerail approvals approve %s --tenant %s --as YOUR_NAME --digest %s\n", v.ID, display.Text(v.Tenant), display.Text(v.Digest))
 	}
 }
@@ -223,4 +225,13 @@ func writeJSON(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintln(w, display.JSON(b, "", "  "))
 	return err
+}
+
+// approvalStatusList names every approval status, for help text.
+func approvalStatusList() string {
+	names := make([]string, 0, len(store.ApprovalStatuses()))
+	for _, s := range store.ApprovalStatuses() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }

@@ -155,3 +155,30 @@ func TestApprovalsShowSpoof(t *testing.T) {
 		t.Fatalf("show of a hostile id: exit %d %q", code, stderr)
 	}
 }
+
+// TestApprovalsListStatus lists approvals of one status, and refuses a
+// status there is none of, naming the statuses, instead of listing
+// nothing as if no approval had it.
+func TestApprovalsListStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	e := exampleEngine(t, url, make([]byte, engine.KeySize))
+	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+	staged := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id":"o-1001","reason":"x"}`))
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s %v", staged.Status, staged.Err)
+	}
+	list := func(status string) (int, string, string) {
+		return cli(t, "approvals", "list", "--status", status, "--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme")
+	}
+	if code, out, stderr := list("pending"); code != exitOK || !strings.Contains(out, staged.ApprovalID.String()) {
+		t.Fatalf("list pending: exit %d %q %q", code, out, stderr)
+	}
+	if code, out, stderr := list("consumed"); code != exitOK || strings.Contains(out, staged.ApprovalID.String()) {
+		t.Fatalf("list consumed: exit %d %q %q", code, out, stderr)
+	}
+	if code, out, stderr := list("aproved"); code != exitError || out != "" || !strings.Contains(stderr, `"aproved"`) || !strings.Contains(stderr, "pending") {
+		t.Fatalf("list of a status there is none of: exit %d %q %q", code, out, stderr)
+	}
+}

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // RuntimeRole is the role every pooled connection of the server assumes.
@@ -61,9 +61,8 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	queries := db.New()
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		if err := queries.SessionAssumeRuntime(ctx, conn); err != nil {
+		if err := store.New(conn).SessionAssumeRuntime(ctx); err != nil {
 			return classifyRoleError(err)
 		}
 		return nil
@@ -82,15 +81,16 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// classifyRoleError explains why a connection could not assume the
+// runtime role. Setting a role fails with a class-42 error for only two
+// reasons: the role does not exist (42704), or the login may not assume it
+// (42501).
 func classifyRoleError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case pgerrcode.UndefinedObject:
-			return errcode.New(errcode.DatabaseUnmigrated, "the role "+RuntimeRole+" does not exist", err)
-		case pgerrcode.InsufficientPrivilege:
-			return errcode.New(errcode.DatabaseRoleMissing, "this login may not SET ROLE "+RuntimeRole, err)
-		}
+	switch {
+	case errors.Is(err, store.ErrPermission):
+		return errcode.New(errcode.DatabaseRoleMissing, "this login may not SET ROLE "+RuntimeRole, err)
+	case errors.Is(err, store.ErrSchemaMismatch):
+		return errcode.New(errcode.DatabaseUnmigrated, "the role "+RuntimeRole+" does not exist", err)
 	}
 	return fmt.Errorf("assume %s: %w", RuntimeRole, err)
 }

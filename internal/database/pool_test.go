@@ -4,7 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -45,6 +49,22 @@ func TestWithDatabase(t *testing.T) {
 	for _, in := range []string{"host=db.example.com dbname=orders", "mysql://alice@h/d", "postgres://[::1"} {
 		if _, err := WithDatabase(in, "demo"); errcode.Of(err) != errcode.DatabaseURLInvalid {
 			t.Errorf("WithDatabase(%q) = %v, want %s", in, err, errcode.DatabaseURLInvalid)
+		}
+	}
+}
+
+// TestClassifyRoleError: the store's reading of why a connection could not
+// assume the runtime role becomes the code that names the fix.
+func TestClassifyRoleError(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]errcode.Code{
+		pgerrcode.UndefinedObject:       errcode.DatabaseUnmigrated,
+		pgerrcode.InsufficientPrivilege: errcode.DatabaseRoleMissing,
+		pgerrcode.AdminShutdown:         "",
+	} {
+		err := classifyRoleError(store.InterpretError(&pgconn.PgError{Code: code}))
+		if errcode.Of(err) != want {
+			t.Errorf("%s: %v, want %q", code, err, want)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Limiter counts hits in fixed one-minute windows per bucket.
@@ -60,15 +60,15 @@ const pruneOdds = 200
 
 // Hit implements Limiter.
 func (l *PostgresLimiter) Hit(ctx context.Context, bucket string) (int, time.Time, error) {
-	q := db.New()
+	s := store.New(l.pool)
 	if rand.IntN(pruneOdds) == 0 {
-		_ = q.RatePrune(ctx, l.pool) // best effort: a failure leaves rows for the next prune
+		_ = s.RatePrune(ctx) // best effort: a failure leaves rows for the next prune
 	}
-	row, err := q.RateHit(ctx, l.pool, bucket)
+	w, err := s.RateHit(ctx, bucket)
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	return int(row.Hits), row.WindowStart.Add(time.Minute), nil
+	return w.Hits, w.Start.Add(time.Minute), nil
 }
 
 // MemoryLimiter keeps the counters in this process: for a single replica.

@@ -15,18 +15,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // redacted replaces a masked value in audit records.
@@ -333,21 +331,21 @@ func (e *Engine) stage(ctx context.Context, caller *Caller, c *call) *Outcome {
 }
 
 func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry bool) *Outcome {
-	q := db.New()
-	var approval *db.OrangerailApproval
+	var approval *store.Approval
 	var existing bool
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}
-		found, err := q.ApprovalFindOpen(ctx, tx, &db.ApprovalFindOpenParams{
+		st := store.New(tx)
+		found, err := st.ApprovalFindOpen(ctx, &store.ApprovalFindOpenParams{
 			TenantID: caller.Tenant, RequestedBy: caller.actor().Subject, Action: c.name, InputDigest: c.digest,
 		})
 		if err == nil {
 			approval, existing = found, true
 			return nil
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		id := uuid.New()
@@ -357,22 +355,21 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		}
 		// The approval keeps the canonical input: the bytes its digest
 		// covers, the bytes an approver is shown, the bytes that execute.
-		approval, err = q.ApprovalStage(ctx, tx, &db.ApprovalStageParams{
+		approval, err = st.ApprovalStage(ctx, &store.ApprovalStageParams{
 			ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
 			Input: c.canonical, InputDigest: c.digest, DefinitionHash: e.definitions[c.name],
 			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
 		})
 		return changeError(err)
 	})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && retry {
+	if errors.Is(err, store.ErrConflict) && retry {
 		// An identical call staged the same approval meanwhile: find it.
 		return e.stageOnce(ctx, caller, c, false)
 	}
 	if err != nil {
 		return e.storeFailure(ctx, "stage "+c.name, "", err)
 	}
-	if existing && approval.Status == "approved" {
+	if existing && approval.Status == store.ApprovalApproved {
 		// Repeating an approved call is polling it.
 		return e.Check(ctx, caller, approval.ID.String())
 	}
@@ -382,8 +379,8 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 // expireLapsed marks the tenant's open approvals past their expiry as
 // expired, each with an audit record.
 func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) error {
-	q := db.New()
-	lapsed, err := q.ApprovalLapsed(ctx, tx, tenant)
+	st := store.New(tx)
+	lapsed, err := st.ApprovalListLapsed(ctx, tenant)
 	if err != nil {
 		return err
 	}
@@ -395,7 +392,7 @@ func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) err
 		}
 		// No row: another transaction expired, decided or consumed it
 		// meanwhile, and recorded that.
-		if _, err := q.ApprovalExpire(ctx, tx, &db.ApprovalExpireParams{ID: a.ID, Entry: entry}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if _, err := st.ApprovalExpire(ctx, &store.ApprovalExpireParams{ID: a.ID, Entry: entry}); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return changeError(err)
 		}
 	}
@@ -405,8 +402,7 @@ func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) err
 // changeError marks the failure of an audited approval change whose audit
 // record the database refused, so the caller reports audit_blocked.
 func changeError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code != pgerrcode.CheckViolation {
+	if !errors.Is(err, store.ErrCheckViolation) {
 		if coded, ok := auditErrorCode(err); ok {
 			return &auditAppendError{coded}
 		}

@@ -16,12 +16,12 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -544,7 +544,7 @@ func TestVerifyFindsAnOrphanedConsume(t *testing.T) {
 	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
 	approve(t, b.engine, "acme", staged.ApprovalID.String())
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		_, err := db.New().ApprovalConsume(ctx, tx, *staged.ApprovalID)
+		_, err := store.New(tx).ApprovalConsume(ctx, *staged.ApprovalID)
 		return err
 	})
 	if err != nil {

@@ -14,12 +14,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // AuditVersion is the version of the audit entry format, the "v" member of
@@ -185,16 +183,16 @@ func link(prev []byte, seq int64, entryHash [HashSize]byte) Hash {
 // It must run in a transaction scoped to rec.Tenant (database.InTenant);
 // the record commits or rolls back with that transaction. If it fails,
 // the caller must not run the effect the record announces.
-func AppendAudit(ctx context.Context, tx db.DBTX, rec *Record) (Link, error) {
+func AppendAudit(ctx context.Context, tx store.DBTX, rec *Record) (Link, error) {
 	entry, err := encodeEntry(rec)
 	if err != nil {
 		return Link{}, err
 	}
-	row, err := db.New().AuditAppend(ctx, tx, entry)
+	l, err := store.New(tx).AuditAppend(ctx, entry)
 	if err != nil {
 		return Link{}, classifyAuditError(err)
 	}
-	return Link{Seq: row.Seq, Hash: row.Hash}, nil
+	return Link{Seq: l.Seq, Hash: l.Hash}, nil
 }
 
 // encodeEntry returns rec's entry, or a coded error when it cannot be
@@ -207,8 +205,7 @@ func encodeEntry(rec *Record) ([]byte, error) {
 	return entry, nil
 }
 
-// classifyAuditError maps the SQLSTATEs orangerail's schema raises (see
-// migrations/00001_foundation.sql) to codes.
+// classifyAuditError maps the store's refusals of an audit record to codes.
 func classifyAuditError(err error) error {
 	if coded, ok := auditErrorCode(err); ok {
 		return coded
@@ -216,22 +213,21 @@ func classifyAuditError(err error) error {
 	return fmt.Errorf("append audit record: %w", err)
 }
 
-// auditErrorCode returns err as a coded error, and true, when its SQLSTATE
-// is one an audit append raises.
+// auditErrorCode returns err as a coded error, and true, when it is a
+// refusal an audit append (or an audited approval change) raises.
 func auditErrorCode(err error) (error, bool) {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "ORA01":
-			return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err), true
-		case "ORA02", "ORA05", pgerrcode.InvalidTextRepresentation, pgerrcode.CharacterNotInRepertoire, pgerrcode.DatetimeFieldOverflow,
-			pgerrcode.UntranslatableCharacter: // 22P05: a \u0000 jsonb cannot hold
-			return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err), true
-		case "ORA03":
-			return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err), true
-		case pgerrcode.CheckViolation: // tenants_id_format
-			return errcode.New(errcode.TenantInvalid, "the tenant id is not of the accepted form", err), true
-		}
+	switch {
+	case errors.Is(err, store.ErrAppendOnly):
+		return errcode.New(errcode.AuditAppendOnly, "audit history cannot change", err), true
+	case errors.Is(err, store.ErrAuditEntryInvalid),
+		// Bytes Postgres cannot read as the entry: not UTF-8, not JSON, a
+		// date that does not exist, a \u0000 jsonb cannot hold.
+		errors.Is(err, store.ErrMalformedValue):
+		return errcode.New(errcode.AuditEntryInvalid, "the database refused the audit record", err), true
+	case errors.Is(err, store.ErrTenantMismatch):
+		return errcode.New(errcode.TenantInvalid, "the audit record's tenant is not the transaction's", err), true
+	case errors.Is(err, store.ErrCheckViolation): // tenants_id_format
+		return errcode.New(errcode.TenantInvalid, "the tenant id is not of the accepted form", err), true
 	}
 	return nil, false
 }

@@ -19,9 +19,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -142,7 +142,7 @@ func TestAppendAuditRefuses(t *testing.T) {
 
 	appendRaw := func(tenant string, entry string) error {
 		return database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			_, err := db.New().AuditAppend(ctx, tx, []byte(entry))
+			_, err := store.New(tx).AuditAppend(ctx, []byte(entry))
 			return err
 		})
 	}
@@ -185,7 +185,7 @@ func TestAppendAuditRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	_, err = db.New().AuditAppend(ctx, conn, []byte(valid))
+	_, err = store.New(conn).AuditAppend(ctx, []byte(valid))
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "ORA03" {
 		t.Fatalf("append without tenant = %v, want ORA03", err)
@@ -458,7 +458,7 @@ func stageApproval(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, 
 		return err
 	}
 	digest := sha256.Sum256([]byte(input + id.String()))
-	_, err = db.New().ApprovalStage(ctx, tx, &db.ApprovalStageParams{
+	_, err = store.New(tx).ApprovalStage(ctx, &store.ApprovalStageParams{
 		ID: id, Action: "cancel_order", RequestedBy: "agent-7", Input: []byte(input),
 		InputDigest: digest[:], DefinitionHash: make([]byte, 32), ExpiresAt: time.Now().Add(time.Hour), Entry: entry,
 	})
@@ -467,13 +467,13 @@ func stageApproval(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, 
 
 // decideApproval decides a pending approval of cancel_order as a person,
 // through the audited function the engine uses.
-func decideApproval(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, status, by string) error {
+func decideApproval(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, status store.ApprovalStatus, by string) error {
 	rec := record(tenant, engine.Phase(status), id.String())
 	rec.ApprovalID, rec.Actor, rec.Input = &id, engine.Actor{Subject: by, Kind: engine.ActorHuman}, nil
 	entry, err := rec.Entry()
 	if err != nil {
 		return err
 	}
-	_, err = db.New().ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, Status: status, DecidedBy: by, Entry: entry})
+	_, err = store.New(tx).ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: status, DecidedBy: by, Entry: entry})
 	return err
 }

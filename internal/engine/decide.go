@@ -6,15 +6,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Decision is a person's verdict on an approval.
@@ -39,14 +41,14 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 	if err != nil {
 		return refuse(StatusNotFound, errcode.ApprovalNotFound)
 	}
-	q := db.New()
 	var out *Outcome
 	err = database.InTenant(ctx, e.store, decider.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := e.expireLapsed(ctx, tx, decider.Tenant); err != nil {
 			return err
 		}
-		a, err := q.ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: decider.Tenant})
-		if errors.Is(err, pgx.ErrNoRows) {
+		st := store.New(tx)
+		a, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: decider.Tenant})
+		if errors.Is(err, store.ErrNotFound) {
 			out = refuse(StatusNotFound, errcode.ApprovalNotFound)
 			return nil
 		}
@@ -54,10 +56,10 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 			return err
 		}
 		switch {
-		case a.Status == "expired":
+		case a.Status == store.ApprovalExpired:
 			out = refuse(StatusExpired, errcode.ApprovalDecided)
 			return nil
-		case a.Status != "pending":
+		case a.Status != store.ApprovalPending:
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
 			return nil
 		case *e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject:
@@ -68,9 +70,9 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 			out = refuse(StatusInvalidInput, errcode.ApprovalArgumentsMismatch)
 			return nil
 		}
-		status, phase := "rejected", PhaseRejected
+		status, phase := store.ApprovalRejected, PhaseRejected
 		if d.Approve {
-			status, phase = "approved", PhaseApproved
+			status, phase = store.ApprovalApproved, PhaseApproved
 		}
 		var note *string
 		rec := &Record{Tenant: decider.Tenant, At: e.now(), CorrelationID: id.String(), Phase: phase, Action: a.Action,
@@ -83,8 +85,8 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 		if err != nil {
 			return &auditAppendError{err}
 		}
-		decided, err := q.ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, Status: status, DecidedBy: rec.Actor.Subject, DecisionNote: note, Entry: entry})
-		if errors.Is(err, pgx.ErrNoRows) { // lapsed or decided this instant
+		decided, err := st.ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: status, DecidedBy: rec.Actor.Subject, DecisionNote: note, Entry: entry})
+		if errors.Is(err, store.ErrNotFound) { // lapsed or decided this instant
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
 			return nil
 		}
@@ -111,24 +113,24 @@ func digestIs(shown string, digest []byte) bool {
 // that will execute, its digest, what the action does and how to undo it,
 // and the target's state now.
 type ApprovalView struct {
-	ID           uuid.UUID       `json:"id"`
-	Tenant       string          `json:"tenant"`
-	Action       string          `json:"action"`
-	Status       string          `json:"status"`
-	RequestedBy  string          `json:"requested_by"`
-	Input        json.RawMessage `json:"input"`
-	Digest       string          `json:"digest"`
-	Effect       string          `json:"effect,omitempty"`
-	Rollback     string          `json:"rollback,omitempty"`
-	Destructive  bool            `json:"destructive"`
-	Target       json.RawMessage `json:"target,omitempty"`
-	TargetError  string          `json:"target_error,omitempty"`
-	CreatedAt    time.Time       `json:"created_at"`
-	ExpiresAt    time.Time       `json:"expires_at"`
-	DecidedBy    *string         `json:"decided_by,omitempty"`
-	DecidedAt    *time.Time      `json:"decided_at,omitempty"`
-	DecisionNote *string         `json:"decision_note,omitempty"`
-	ConsumedAt   *time.Time      `json:"consumed_at,omitempty"`
+	ID           uuid.UUID            `json:"id"`
+	Tenant       string               `json:"tenant"`
+	Action       string               `json:"action"`
+	Status       store.ApprovalStatus `json:"status"`
+	RequestedBy  string               `json:"requested_by"`
+	Input        json.RawMessage      `json:"input"`
+	Digest       string               `json:"digest"`
+	Effect       string               `json:"effect,omitempty"`
+	Rollback     string               `json:"rollback,omitempty"`
+	Destructive  bool                 `json:"destructive"`
+	Target       json.RawMessage      `json:"target,omitempty"`
+	TargetError  string               `json:"target_error,omitempty"`
+	CreatedAt    time.Time            `json:"created_at"`
+	ExpiresAt    time.Time            `json:"expires_at"`
+	DecidedBy    *string              `json:"decided_by,omitempty"`
+	DecidedAt    *time.Time           `json:"decided_at,omitempty"`
+	DecisionNote *string              `json:"decision_note,omitempty"`
+	ConsumedAt   *time.Time           `json:"consumed_at,omitempty"`
 }
 
 // ShowApproval returns one approval of a tenant for review, with the
@@ -138,12 +140,12 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 	if err != nil {
 		return nil, errcode.New(errcode.ApprovalNotFound, "not an approval id", nil)
 	}
-	var a *db.OrangerailApproval
+	var a *store.Approval
 	err = database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		a, err = db.New().ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: tenant})
+		a, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, errcode.New(errcode.ApprovalNotFound, "no approval "+approvalID+" in tenant "+tenant, nil)
 	}
 	if err != nil {
@@ -166,13 +168,16 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 	return v, nil
 }
 
-// ListApprovals lists a tenant's approvals, newest first, optionally of one
-// status.
-func (e *Engine) ListApprovals(ctx context.Context, tenant, status string, limit int32) ([]*ApprovalView, error) {
-	var rows []*db.OrangerailApproval
+// ListApprovals lists a tenant's approvals, newest first, of one status or,
+// when status is empty, of every status.
+func (e *Engine) ListApprovals(ctx context.Context, tenant string, status store.ApprovalStatus, limit int32) ([]*ApprovalView, error) {
+	if status != "" && !slices.Contains(store.ApprovalStatuses(), status) {
+		return nil, fmt.Errorf("there is no approval status %q; the statuses are %v", status, store.ApprovalStatuses())
+	}
+	var rows []*store.Approval
 	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		rows, err = db.New().ApprovalList(ctx, tx, &db.ApprovalListParams{TenantID: tenant, Status: status, RowLimit: limit})
+		rows, err = store.New(tx).ApprovalList(ctx, &store.ApprovalListParams{TenantID: tenant, Status: status, Limit: limit})
 		return err
 	})
 	views := make([]*ApprovalView, len(rows))
@@ -182,7 +187,7 @@ func (e *Engine) ListApprovals(ctx context.Context, tenant, status string, limit
 	return views, err
 }
 
-func (e *Engine) view(a *db.OrangerailApproval) *ApprovalView {
+func (e *Engine) view(a *store.Approval) *ApprovalView {
 	v := &ApprovalView{
 		ID: a.ID, Tenant: a.TenantID, Action: a.Action, Status: a.Status, RequestedBy: a.RequestedBy,
 		Input: a.Input, Digest: DigestHex(a.InputDigest), CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,

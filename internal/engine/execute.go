@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Check is an agent polling its approval. Pending, rejected, expired and
@@ -24,16 +24,16 @@ func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) *
 	if err != nil || !caller.Authenticated() {
 		return &Outcome{Status: StatusNotFound}
 	}
-	var approval *db.OrangerailApproval
+	var approval *store.Approval
 	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}
-		approval, err = db.New().ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
+		approval, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
 		return err
 	})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, store.ErrNotFound):
 		return &Outcome{Status: StatusNotFound}
 	case err != nil:
 		return e.storeFailure(ctx, "check approval", approvalID, err)
@@ -70,16 +70,16 @@ func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) *
 
 // approvalStatus is the outcome of polling an approval that will not
 // execute now; nil for an approved one.
-func approvalStatus(a *db.OrangerailApproval) *Outcome {
+func approvalStatus(a *store.Approval) *Outcome {
 	out := &Outcome{ApprovalID: &a.ID, CorrelationID: a.ID.String()}
 	switch a.Status {
-	case "pending":
+	case store.ApprovalPending:
 		out.Status, out.ExpiresAt = StatusPending, &a.ExpiresAt
-	case "rejected":
+	case store.ApprovalRejected:
 		out.Status = StatusRejected
-	case "expired":
+	case store.ApprovalExpired:
 		out.Status = StatusExpired
-	case "consumed":
+	case store.ApprovalConsumed:
 		out.Status = StatusConsumed
 	default:
 		return nil
@@ -92,7 +92,7 @@ func approvalStatus(a *db.OrangerailApproval) *Outcome {
 // definition and the stored input against today's declaration. The target
 // is re-read under a row lock and the precondition re-evaluated, so what
 // was approved still holds when it runs.
-func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval *db.OrangerailApproval, correlation string) *Outcome {
+func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval *store.Approval, correlation string) *Outcome {
 	var approvalID *uuid.UUID
 	if approval != nil {
 		approvalID = &approval.ID
@@ -112,7 +112,7 @@ type execution struct {
 	e           *Engine
 	caller      *Caller
 	c           *call
-	approval    *db.OrangerailApproval
+	approval    *store.Approval
 	approvalID  *uuid.UUID
 	correlation string
 	effect      Effect // nil for an action declared without one
@@ -138,10 +138,10 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	if x.approval == nil {
 		return true, nil
 	}
-	q := db.New()
-	consumed, err := q.ApprovalConsume(ctx, stx, x.approval.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		now, err := q.ApprovalGet(ctx, stx, &db.ApprovalGetParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
+	st := store.New(stx)
+	consumed, err := st.ApprovalConsume(ctx, x.approval.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		now, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
 		if err != nil {
 			return false, err
 		}
@@ -167,7 +167,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
 			errors.New("the stored input is not the input whose digest was approved"))
 	}
-	decided, err := q.AuditApprovalDecided(ctx, stx, &db.AuditApprovalDecidedParams{TenantID: x.caller.Tenant, ApprovalID: &x.approval.ID})
+	decided, err := st.AuditApprovalDecided(ctx, &store.AuditApprovalDecidedParams{TenantID: x.caller.Tenant, ApprovalID: x.approval.ID})
 	if err != nil {
 		return false, err
 	}

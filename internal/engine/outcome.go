@@ -1,17 +1,15 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Status is the outcome of one engine call, from a closed set. Transports
@@ -40,6 +38,13 @@ const (
 	StatusOutcomeUnknown     Status = "outcome_unknown"     // the effect may have run; its end could not be confirmed or recorded
 )
 
+// Statuses returns every status.
+func Statuses() []Status {
+	return []Status{StatusOK, StatusApprovalPending, StatusPending, StatusRejected, StatusExpired, StatusConsumed,
+		StatusDryRun, StatusNotImplemented, StatusDenied, StatusInvalidInput, StatusNotFound, StatusPreconditionFailed,
+		StatusFailed, StatusResolveError, StatusAuditBlocked, StatusSignatureMismatch, StatusInternalError, StatusOutcomeUnknown}
+}
+
 // Diagnostic classifies a failure orangerail can positively identify, from
 // a closed set. It is derived from SQLSTATE codes and Go error types, never
 // from message text.
@@ -58,6 +63,12 @@ const (
 	// the limits, so the call stopped before anything ran.
 	DiagnosticStoreTimeout Diagnostic = "store_timeout"
 )
+
+// Diagnostics returns every diagnostic but DiagnosticNone.
+func Diagnostics() []Diagnostic {
+	return []Diagnostic{DiagnosticDatasourceNotConfigured, DiagnosticDatasourceUnavailable, DiagnosticDatasourceSchema,
+		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout, DiagnosticStoreTimeout}
+}
 
 // Issue is one way an input fails its rules, at a JSON pointer path such as
 // /filters/status/in/0.
@@ -92,31 +103,24 @@ func (o *Outcome) OK() bool {
 	return false
 }
 
-// classify returns the diagnostic of a datasource error.
+// classify returns the diagnostic of a datasource error: the store reads
+// what Postgres said (store.InterpretError), and the diagnostic names it for
+// the agent.
 func classify(err error) Diagnostic {
-	if timedOut(err) {
+	err = store.InterpretError(err)
+	switch {
+	case errors.Is(err, store.ErrLoginRefused):
+		return DiagnosticDatasourceNotConfigured
+	case errors.Is(err, store.ErrTimeout):
 		return DiagnosticDatasourceTimeout
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:2] {
-		case "28", "3D": // invalid authorization, invalid catalog name
-			return DiagnosticDatasourceNotConfigured
-		case "08", "57": // connection exception, operator intervention
-			return DiagnosticDatasourceUnavailable
-		case "42":
-			if pgErr.Code == "42501" {
-				return DiagnosticDatasourcePermission
-			}
-			return DiagnosticDatasourceSchema
-		case "23":
-			return DiagnosticDatasourceConstraint
-		}
-		return DiagnosticNone
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
+	case errors.Is(err, store.ErrUnavailable):
 		return DiagnosticDatasourceUnavailable
+	case errors.Is(err, store.ErrPermission):
+		return DiagnosticDatasourcePermission
+	case errors.Is(err, store.ErrSchemaMismatch):
+		return DiagnosticDatasourceSchema
+	case errors.Is(err, store.ErrConstraint):
+		return DiagnosticDatasourceConstraint
 	}
 	return DiagnosticNone
 }
@@ -125,9 +129,5 @@ func classify(err error) Diagnostic {
 // wait past lock_timeout (55P03), a statement cancelled at
 // statement_timeout (57014), or a context whose deadline passed.
 func timedOut(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code == pgerrcode.LockNotAvailable || pgErr.Code == pgerrcode.QueryCanceled
-	}
-	return errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(store.InterpretError(err), store.ErrTimeout)
 }

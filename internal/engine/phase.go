@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/orangerail/orangerail/internal/store"
+
 // Phase names the step of the governed lifecycle an audit record marks.
 type Phase string
 
@@ -45,15 +47,15 @@ func (p Phase) Finishes() bool {
 // so an approval without them was written around orangerail.
 // orangerail.approval_required_phases holds the same table; a test holds
 // them equal.
-func RequiredPhases(status string) []Phase {
+func RequiredPhases(status store.ApprovalStatus) []Phase {
 	switch status {
-	case "pending":
+	case store.ApprovalPending:
 		return []Phase{PhaseStaged}
-	case "approved", "consumed":
+	case store.ApprovalApproved, store.ApprovalConsumed:
 		return []Phase{PhaseStaged, PhaseApproved}
-	case "rejected":
+	case store.ApprovalRejected:
 		return []Phase{PhaseStaged, PhaseRejected}
-	case "expired":
+	case store.ApprovalExpired:
 		return []Phase{PhaseStaged, PhaseExpired}
 	}
 	return nil

@@ -14,10 +14,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Limits on read inputs.
@@ -250,8 +250,7 @@ func (e *Engine) readFailure(ctx context.Context, op string, err error, valueFie
 	if err == nil {
 		return nil
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code[:2] == "22" { // data exception: a value of the wrong form
+	if errors.Is(store.InterpretError(err), store.ErrInvalidValue) { // a value of the wrong form
 		return &Outcome{Status: StatusInvalidInput, Issues: []Issue{{Path: "/" + valueField, Message: "not a valid value for this field"}}}
 	}
 	return e.failure(ctx, op, &Outcome{Status: StatusResolveError, CorrelationID: uuid.NewString(), Diagnostic: classify(err), Err: err})

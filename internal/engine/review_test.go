@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // TestForgedApprovalNeitherRunsNorVerifiesClean is finding 4: the runtime
@@ -140,7 +140,7 @@ func TestApprovalChangesCarryTheirRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-			_, err := db.New().ApprovalDecide(ctx, tx, &db.ApprovalDecideParams{ID: id, Status: "approved", DecidedBy: "alice", Entry: entry})
+			_, err := store.New(tx).ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: store.ApprovalApproved, DecidedBy: "alice", Entry: entry})
 			return err
 		})
 		if sqlState(err) != "ORA05" {
@@ -158,7 +158,7 @@ func TestApprovalChangesCarryTheirRecord(t *testing.T) {
 func TestRequiredPhasesMatchSQL(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, status := range []string{"pending", "approved", "rejected", "expired", "consumed", "unknown"} {
+	for _, status := range append(store.ApprovalStatuses(), "unknown") {
 		var names []string
 		if err := b.admin.QueryRow(context.Background(), "SELECT orangerail.approval_required_phases($1)", status).Scan(&names); err != nil {
 			t.Fatal(err)

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Problem names how a chain is broken. orangerail.audit_verify reports the
@@ -65,10 +65,10 @@ type UnauditedApproval struct {
 // the chain lacks. Approvals change only through functions that append
 // those records, so one is a row written around orangerail.
 type UnexplainedApproval struct {
-	ApprovalID uuid.UUID `json:"approval_id"`
-	Action     string    `json:"action"`
-	Status     string    `json:"status"`
-	Missing    []Phase   `json:"missing"`
+	ApprovalID uuid.UUID            `json:"approval_id"`
+	Action     string               `json:"action"`
+	Status     store.ApprovalStatus `json:"status"`
+	Missing    []Phase              `json:"missing"`
 }
 
 // UnexplainedExecution is a record that follows the consume of an approval
@@ -133,21 +133,21 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 	}
 	report := &Report{Tenant: tenant, Unfinished: []UnfinishedExecution{}, Unaudited: []UnauditedApproval{},
 		UnexplainedApprovals: []UnexplainedApproval{}, UnexplainedExecutions: []UnexplainedExecution{}}
-	q := db.New()
 	txOpts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := database.InTenant(ctx, conn, tenant, txOpts, func(tx pgx.Tx) error {
+		st := store.New(tx)
 		report.HeadSeq, report.HeadHash = 0, Genesis()
-		head, err := q.AuditHead(ctx, tx, tenant)
+		head, err := st.AuditHead(ctx, tenant)
 		switch {
 		case err == nil:
 			report.HeadSeq, report.HeadHash = head.Seq, head.Hash
-		case !errors.Is(err, pgx.ErrNoRows):
+		case !errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
 		chain := chainChecker{tenant: tenant, prevHash: Genesis(), open: map[string][]UnfinishedExecution{}}
 		// One goroutine reads the next page while this one checks the last.
-		pages := make(chan []*db.AuditChainPageRow, 1)
+		pages := make(chan []store.AuditRecord, 1)
 		fetchErr := make(chan error, 1)
 		fetchCtx, stopFetch := context.WithCancel(ctx)
 		defer stopFetch()
@@ -155,7 +155,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			defer close(pages)
 			after := int64(0)
 			for {
-				rows, err := q.AuditChainPage(fetchCtx, tx, &db.AuditChainPageParams{TenantID: tenant, AfterSeq: after, PageSize: pageSize})
+				rows, err := st.AuditChainPage(fetchCtx, &store.AuditChainPageParams{TenantID: tenant, AfterSeq: after, PageSize: pageSize})
 				if err != nil {
 					fetchErr <- fmt.Errorf("read audit chain: %w", err)
 					return
@@ -194,14 +194,14 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		}
 		slices.SortFunc(report.Unfinished, func(a, b UnfinishedExecution) int { return int(a.Seq - b.Seq) })
 
-		unaudited, err := q.ApprovalsUnaudited(ctx, tx, tenant)
+		unaudited, err := st.ApprovalListUnaudited(ctx, tenant)
 		if err != nil {
 			return fmt.Errorf("read consumed approvals: %w", err)
 		}
 		for _, u := range unaudited {
 			report.Unaudited = append(report.Unaudited, UnauditedApproval{ApprovalID: u.ApprovalID, Action: u.Action, ConsumedAt: u.ConsumedAt})
 		}
-		return explain(ctx, tx, report)
+		return explain(ctx, st, report)
 	})
 	if err != nil {
 		return nil, err
@@ -213,9 +213,8 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 // explain. Postgres answers both from its indexes on the snapshot the
 // chain was read in, so memory stays bounded however many approvals a
 // tenant has.
-func explain(ctx context.Context, tx pgx.Tx, report *Report) error {
-	q := db.New()
-	approvals, err := q.ApprovalsUnexplained(ctx, tx, report.Tenant)
+func explain(ctx context.Context, st *store.Store, report *Report) error {
+	approvals, err := st.ApprovalListUnexplained(ctx, report.Tenant)
 	if err != nil {
 		return fmt.Errorf("read unexplained approvals: %w", err)
 	}
@@ -223,7 +222,7 @@ func explain(ctx context.Context, tx pgx.Tx, report *Report) error {
 		report.UnexplainedApprovals = append(report.UnexplainedApprovals,
 			UnexplainedApproval{ApprovalID: a.ApprovalID, Action: a.Action, Status: a.Status, Missing: phasesOf(a.Missing)})
 	}
-	executions, err := q.AuditUnexplainedExecutions(ctx, tx, report.Tenant)
+	executions, err := st.AuditListUnexplainedExecutions(ctx, report.Tenant)
 	if err != nil {
 		return fmt.Errorf("read unexplained executions: %w", err)
 	}
@@ -266,7 +265,7 @@ func Tenants(ctx context.Context, conn database.TxBeginner) ([]string, error) {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return db.New().TenantList(ctx, tx)
+	return store.New(tx).TenantList(ctx)
 }
 
 // TenantExists reports whether a tenant of that id exists.
@@ -294,7 +293,7 @@ type chainChecker struct {
 // checkPage checks a page of rows that follows the rows already checked.
 // The per-row work (hashing the entry, reading its columns) is spread over
 // the CPUs; linking the rows is sequential.
-func (c *chainChecker) checkPage(rows []*db.AuditChainPageRow) {
+func (c *chainChecker) checkPage(rows []store.AuditRecord) {
 	entryHashes := make([][HashSize]byte, len(rows))
 	columnsOK := make([]bool, len(rows))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(rows)/256))
@@ -303,17 +302,17 @@ func (c *chainChecker) checkPage(rows []*db.AuditChainPageRow) {
 		wg.Go(func() {
 			for i := w; i < len(rows); i += workers {
 				entryHashes[i] = sha256.Sum256(rows[i].Entry)
-				columnsOK[i] = columnsMatch(c.tenant, rows[i])
+				columnsOK[i] = columnsMatch(c.tenant, &rows[i])
 			}
 		})
 	}
 	wg.Wait()
-	for i, row := range rows {
-		c.check(row, entryHashes[i], columnsOK[i])
+	for i := range rows {
+		c.check(&rows[i], entryHashes[i], columnsOK[i])
 	}
 }
 
-func (c *chainChecker) check(row *db.AuditChainPageRow, entryHash [HashSize]byte, columnsOK bool) {
+func (c *chainChecker) check(row *store.AuditRecord, entryHash [HashSize]byte, columnsOK bool) {
 	if c.brk == nil {
 		expected := link(c.prevHash, row.Seq, entryHash)
 		problem := Problem("")
@@ -350,7 +349,7 @@ func deref(s *string) string {
 
 // columnsMatch reports whether a row's queryable columns are exactly those
 // its entry holds, under the rules of orangerail.audit_entry_columns.
-func columnsMatch(tenant string, row *db.AuditChainPageRow) bool {
+func columnsMatch(tenant string, row *store.AuditRecord) bool {
 	c, err := scanEntry(row.Entry)
 	if err != nil {
 		return false

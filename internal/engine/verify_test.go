@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // tamper runs statements as the superuser with the audit table's triggers
@@ -53,10 +53,10 @@ func tamper(t *testing.T, b *testBundle, stmts ...string) {
 // sqlBreak runs the SQL-only verifier.
 func sqlBreak(t *testing.T, b *testBundle, tenant string) *engine.ChainBreak {
 	t.Helper()
-	var rows []*db.AuditVerifySQLRow
+	var rows []*store.AuditBreak
 	err := database.InTenant(context.Background(), b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		var err error
-		rows, err = db.New().AuditVerifySQL(context.Background(), tx, tenant)
+		rows, err = store.New(tx).AuditVerify(context.Background(), tenant)
 		return err
 	})
 	if err != nil {
@@ -191,8 +191,6 @@ func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	q := db.New()
-
 	approved, orphan := uuid.New(), uuid.New()
 	appendPhase := func(tx pgx.Tx, phase engine.Phase, corr string, approval *uuid.UUID) {
 		rec := record("acme", phase, corr)
@@ -209,7 +207,7 @@ func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
 			if err := decideApproval(ctx, tx, "acme", id, "approved", "human-1"); err != nil {
 				return err
 			}
-			if _, err := q.ApprovalConsume(ctx, tx, id); err != nil {
+			if _, err := store.New(tx).ApprovalConsume(ctx, id); err != nil {
 				return err
 			}
 		}
@@ -246,7 +244,7 @@ func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
 	// The SQL functions an auditor would use agree with the Go verifier.
 	var sqlOpen []string
 	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		rows, err := q.AuditUnfinished(ctx, tx, "acme")
+		rows, err := store.New(tx).AuditListUnfinished(ctx, "acme")
 		for _, r := range rows {
 			sqlOpen = append(sqlOpen, r.CorrelationID)
 		}
@@ -261,7 +259,6 @@ func TestConsumeIsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	q := db.New()
 	id := uuid.New()
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := stageApproval(ctx, tx, "acme", id, `{"order_id": "o-1"}`); err != nil {
@@ -278,7 +275,7 @@ func TestConsumeIsExactlyOnce(t *testing.T) {
 	for range 12 {
 		wg.Go(func() {
 			_ = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-				if _, err := q.ApprovalConsume(ctx, tx, id); err == nil {
+				if _, err := store.New(tx).ApprovalConsume(ctx, id); err == nil {
 					wins.Add(1)
 				}
 				return nil
@@ -291,8 +288,8 @@ func TestConsumeIsExactlyOnce(t *testing.T) {
 	}
 	// The input is kept verbatim, whitespace and all.
 	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		a, err := q.ApprovalGet(ctx, tx, &db.ApprovalGetParams{ID: id, TenantID: "acme"})
-		if err == nil && (string(a.Input) != `{"order_id": "o-1"}` || a.Status != "consumed") {
+		a, err := store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: "acme"})
+		if err == nil && (string(a.Input) != `{"order_id": "o-1"}` || a.Status != store.ApprovalConsumed) {
 			err = fmt.Errorf("approval = %s %s", a.Input, a.Status)
 		}
 		return err
@@ -379,11 +376,11 @@ func TestAfterConsumePhasesMatchSQL(t *testing.T) {
 			if err := stageApproval(ctx, tx, "acme", id, `{}`); err != nil {
 				return err
 			}
-			q := db.New()
+			q := store.New(tx)
 			if err := decideApproval(ctx, tx, "acme", id, "approved", "h"); err != nil {
 				return err
 			}
-			if _, err := q.ApprovalConsume(ctx, tx, id); err != nil {
+			if _, err := q.ApprovalConsume(ctx, id); err != nil {
 				return err
 			}
 			rec := record("acme", phase, id.String())
@@ -396,8 +393,8 @@ func TestAfterConsumePhasesMatchSQL(t *testing.T) {
 		}
 		var orphaned bool
 		err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-			rows, err := db.New().ApprovalsUnaudited(ctx, tx, "acme")
-			orphaned = slices.ContainsFunc(rows, func(r *db.ApprovalsUnauditedRow) bool { return r.ApprovalID == id })
+			rows, err := store.New(tx).ApprovalListUnaudited(ctx, "acme")
+			orphaned = slices.ContainsFunc(rows, func(r *store.ApprovalUnaudited) bool { return r.ApprovalID == id })
 			return err
 		})
 		if err != nil {

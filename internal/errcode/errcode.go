@@ -34,10 +34,11 @@ const (
 	ApproverNotAllowed        Code = "X_APPROVER_NOT_ALLOWED"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 
-	IdentityRequired Code = "X_IDENTITY_REQUIRED"
-	SecretKeyMissing Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
-	ConfigInvalid    Code = "X_CONFIG_INVALID"
-	AuditorInvalid   Code = "X_AUDITOR_INVALID"
+	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
+	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
+	ConfigInvalid          Code = "X_CONFIG_INVALID"
+	AuditorInvalid         Code = "X_AUDITOR_INVALID"
+	AuditorPasswordInvalid Code = "X_AUDITOR_PASSWORD_INVALID" //nolint:gosec // G101: an error code's name, not a credential
 
 	MCPBodyTooLarge        Code = "X_MCP_BODY_TOO_LARGE"
 	MCPProtocol            Code = "X_MCP_PROTOCOL"
@@ -117,6 +118,8 @@ var table = []Entry{
 		"Retry shortly; an operator checks the database the counters live in."},
 	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor.",
 		"Choose a new name of [a-z_][a-z0-9_]*; orangerail never turns an existing role into an auditor."},
+	{AuditorPasswordInvalid, "The auditor's password holds a character Postgres and its clients change before hashing a password (SASLprep): a non-ASCII space such as the no-break space, an invisible character such as the soft hyphen, or a letter not in Unicode NFKC form (fullwidth, decomposed or compatibility letters). orangerail sends Postgres only the password's SCRAM verifier, which would not match the password a client logs in with.",
+		"Choose a password without such characters (printable ASCII always works), or write it in NFKC form with plain spaces."},
 	{MCPQueryRejected, "The read-only SQL tool refused the statement; the rule it broke is named (one_statement, select_only, no_into, no_locking, no_modifying, banned_function, relation_not_allowed, no_unicode_escape, syntax, too_long).",
 		"Send exactly one plain SELECT (CTEs, joins and window functions are fine) without locking clauses, INTO, data-modifying CTEs, U& escapes or calls into the banned function families (x.f and (x).f call f), reading only relations in the tool's schemas (no pg_* catalogs, no information_schema)."},
 	{MCPQueryTooLarge, "One message of the read-only SQL tool's answer from the database — a row, or an error quoting a long value — exceeded the connection's 1 MiB limit, though long values are cut in the database; the query was ended unread.",

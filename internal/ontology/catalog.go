@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/orangerail/orangerail/internal/db"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // DiagnosticSchemaMismatch classifies a config that names tables, columns
@@ -21,7 +21,7 @@ const DiagnosticSchemaMismatch = "datasource_schema_mismatch"
 
 // Conn is what the catalog check needs of a datasource connection.
 type Conn interface {
-	db.DBTX
+	store.DBTX
 	Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error)
 	Deallocate(ctx context.Context, name string) error
 }
@@ -127,25 +127,25 @@ func (c *Catalog) Column(object, field string) (col Column, ok bool) {
 
 // ReadCatalog reads each object's table's columns and their types from the
 // datasource's live catalog.
-func (c *Config) ReadCatalog(ctx context.Context, conn db.DBTX) (*Catalog, error) {
+func (c *Config) ReadCatalog(ctx context.Context, conn store.DBTX) (*Catalog, error) {
 	cat := &Catalog{tables: map[string]map[string]Column{}}
-	q := db.New()
+	q := store.New(conn)
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		table := c.Objects[name].QuotedTable()
-		found, err := q.CatalogTableExists(ctx, conn, table)
+		found, err := q.CatalogTableExists(ctx, table)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
 			continue
 		}
-		rows, err := q.CatalogTableColumns(ctx, conn, table)
+		rows, err := q.CatalogTableColumns(ctx, table)
 		if err != nil {
 			return nil, err
 		}
 		columns := make(map[string]Column, len(rows))
 		for _, r := range rows {
-			columns[r.ColumnName] = columnOf(uint32(r.TypeOid)) //nolint:gosec // an oid is a uint32 that sqlc reads as int64
+			columns[r.Name] = columnOf(r.TypeOID)
 		}
 		cat.tables[name] = columns
 	}

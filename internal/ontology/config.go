@@ -204,13 +204,45 @@ type RateLimits struct {
 	// FailedAuthPerMinute bounds failed authentications per client address.
 	// Defaults to 20.
 	FailedAuthPerMinute int `yaml:"failed_auth_per_minute"`
-	// Store is postgres (every replica shares the counters) or memory (one
-	// process). Defaults to postgres.
-	Store string `yaml:"store"`
-	// OnStoreError is closed (refuse while the counters cannot be read) or
-	// open (allow). Defaults to closed.
-	OnStoreError string `yaml:"on_store_error"`
+	// Store is where the counters are kept. Defaults to
+	// RateLimitStoreDefault.
+	Store RateLimitStore `yaml:"store"`
+	// OnStoreError is what happens while the counters cannot be read.
+	// Defaults to OnStoreErrorDefault.
+	OnStoreError FailureMode `yaml:"on_store_error"`
 }
+
+// RateLimitStore is where rate-limit counters are kept.
+type RateLimitStore string
+
+// The rate-limit stores.
+const (
+	// RateLimitPostgres keeps the counters in the service database, so
+	// every replica of a deployment shares one allowance.
+	RateLimitPostgres RateLimitStore = "postgres"
+	// RateLimitMemory keeps the counters in the process: for a single
+	// replica.
+	RateLimitMemory RateLimitStore = "memory"
+)
+
+// RateLimitStores returns every rate-limit store. The config schema's enum
+// for http.rate_limits.store is this list; a test holds them equal.
+func RateLimitStores() []RateLimitStore { return []RateLimitStore{RateLimitPostgres, RateLimitMemory} }
+
+// FailureMode is what a check does when it cannot run.
+type FailureMode string
+
+// The failure modes.
+const (
+	// FailClosed refuses what the check would have judged.
+	FailClosed FailureMode = "closed"
+	// FailOpen allows it.
+	FailOpen FailureMode = "open"
+)
+
+// FailureModes returns every failure mode. The config schema's enum for
+// http.rate_limits.on_store_error is this list; a test holds them equal.
+func FailureModes() []FailureMode { return []FailureMode{FailClosed, FailOpen} }
 
 // Defaults of the HTTP door.
 const (
@@ -219,6 +251,8 @@ const (
 	ReadsPerMinuteDefault      = 120
 	WritesPerMinuteDefault     = 20
 	FailedAuthPerMinuteDefault = 20
+	RateLimitStoreDefault      = RateLimitPostgres
+	OnStoreErrorDefault        = FailClosed
 )
 
 // SQLQuery configures the read-only SQL tool.
@@ -560,8 +594,8 @@ func (c *Config) withDefaults() {
 	r.ReadsPerMinute = cmp.Or(r.ReadsPerMinute, ReadsPerMinuteDefault)
 	r.WritesPerMinute = cmp.Or(r.WritesPerMinute, WritesPerMinuteDefault)
 	r.FailedAuthPerMinute = cmp.Or(r.FailedAuthPerMinute, FailedAuthPerMinuteDefault)
-	r.Store = cmp.Or(r.Store, "postgres")
-	r.OnStoreError = cmp.Or(r.OnStoreError, "closed")
+	r.Store = cmp.Or(r.Store, RateLimitStoreDefault)
+	r.OnStoreError = cmp.Or(r.OnStoreError, OnStoreErrorDefault)
 	for _, o := range c.Objects {
 		if o.ReadAccess.Kind == "" {
 			o.ReadAccess.Kind = ReadAccessDefault

@@ -78,3 +78,50 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		t.Errorf("execute: schema allows %v, the kinds are %v", got, kinds)
 	}
 }
+
+// TestSchemaEnumsAgreeWithTypes holds each closed set the schema spells as
+// an enum to the Go list of its typed values, and validate refuses a value
+// outside the list even when no schema stood in front (a config built in
+// code).
+func TestSchemaEnumsAgreeWithTypes(t *testing.T) {
+	t.Parallel()
+	var schema map[string]any
+	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
+		t.Fatal(err)
+	}
+	rateLimits := schema["properties"].(map[string]any)["http"].(map[string]any)["properties"].(map[string]any)["rate_limits"].(map[string]any)["properties"].(map[string]any)
+	enum := func(key string) []string {
+		var values []string
+		for _, v := range rateLimits[key].(map[string]any)["enum"].([]any) {
+			values = append(values, v.(string))
+		}
+		return values
+	}
+	if got, want := enum("store"), stringsOf(RateLimitStores()); !slices.Equal(got, want) {
+		t.Errorf("http.rate_limits.store: schema %v, Go %v", got, want)
+	}
+	if got, want := enum("on_store_error"), stringsOf(FailureModes()); !slices.Equal(got, want) {
+		t.Errorf("http.rate_limits.on_store_error: schema %v, Go %v", got, want)
+	}
+
+	cfg, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.RateLimits.Store, cfg.HTTP.RateLimits.OnStoreError = "redis", "maybe"
+	var paths []string
+	for _, p := range cfg.validate() {
+		paths = append(paths, p.Path)
+	}
+	if want := []string{"http.rate_limits.on_store_error", "http.rate_limits.store"}; !slices.Equal(paths, want) {
+		t.Fatalf("problems at %v, want %v", paths, want)
+	}
+}
+
+func stringsOf[S ~string](values []S) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
+}

@@ -106,6 +106,12 @@ func (c *Config) validate() Problems {
 			add("identity.oidc.issuer", "%v", err)
 		}
 	}
+	if r := c.HTTP.RateLimits; !slices.Contains(RateLimitStores(), r.Store) {
+		add("http.rate_limits.store", "is %q; it must be one of %v", r.Store, RateLimitStores())
+	}
+	if r := c.HTTP.RateLimits; !slices.Contains(FailureModes(), r.OnStoreError) {
+		add("http.rate_limits.on_store_error", "is %q; it must be one of %v", r.OnStoreError, FailureModes())
+	}
 	if h := c.HTTP; h.PublicURL == "" {
 		add("http.public_url", "is required when http.listen (%q) is not a loopback address: set the URL clients reach this server at, such as https://mcp.example.com", h.Listen)
 	} else if err := CheckPublicURL(h.PublicURL); err != nil {

@@ -3,7 +3,11 @@
 // where an operator finds it, and never any text from the failing layer.
 package redact
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/orangerail/orangerail/internal/engine"
+)
 
 // failure is how one failing status is explained.
 type failure struct {
@@ -15,30 +19,30 @@ type failure struct {
 
 // failures holds the sentence parts of every failing status; a status not
 // here has no withheld error.
-var failures = map[string]failure{
-	"failed":         {"the datasource rejected the action", "datasource error", "the audit log or host log", "the host log"},
-	"resolve_error":  {"the target could not be read from the datasource", "datasource error", "the audit log or host log", "the host log"},
-	"audit_blocked":  {"the audit record could not be written, so nothing ran", "store error", "the host log", "the host log"},
-	"internal_error": {"an unexpected internal error", "underlying error", "the host log", "the host log"},
-	"outcome_unknown": {"the action may have run, but its outcome could not be confirmed or recorded; do not call it again until an operator has checked",
+var failures = map[engine.Status]failure{
+	engine.StatusFailed:        {"the datasource rejected the action", "datasource error", "the audit log or host log", "the host log"},
+	engine.StatusResolveError:  {"the target could not be read from the datasource", "datasource error", "the audit log or host log", "the host log"},
+	engine.StatusAuditBlocked:  {"the audit record could not be written, so nothing ran", "store error", "the host log", "the host log"},
+	engine.StatusInternalError: {"an unexpected internal error", "underlying error", "the host log", "the host log"},
+	engine.StatusOutcomeUnknown: {"the action may have run, but its outcome could not be confirmed or recorded; do not call it again until an operator has checked",
 		"underlying error", "the host log and the audit log (an unfinished execution)", "the host log"},
 }
 
 // diagnostics are the sentences for classified failures. A code is the
 // only thing that crosses from the failing layer; the words are ours.
-var diagnostics = map[string]string{
-	"datasource_not_configured":       "the datasource is not configured, so the server could not connect. Its connection URL is missing or unusable, or its login was refused; the operator sets it for the process running orangerail, then retries.",
-	"datasource_unavailable":          "the datasource could not be reached. It may be down or restarting; retry later.",
-	"datasource_schema_mismatch":      "the datasource does not have the tables or columns the ontology declares. The operator runs `orangerail config check` against it.",
-	"datasource_permission_denied":    "the datasource refused orangerail's role the privilege this action needs. The operator grants it.",
-	"datasource_constraint_violation": "the datasource refused the change because it breaks one of its constraints. Check the input against the current state of the data.",
-	"datasource_timeout":              "the datasource took too long and the statement was cancelled. Retry later.",
-	"store_timeout":                   "orangerail's own database was busy: a wait ran past its time limit, so the call stopped before anything ran. Retry later.",
+var diagnostics = map[engine.Diagnostic]string{
+	engine.DiagnosticDatasourceNotConfigured: "the datasource is not configured, so the server could not connect. Its connection URL is missing or unusable, or its login was refused; the operator sets it for the process running orangerail, then retries.",
+	engine.DiagnosticDatasourceUnavailable:   "the datasource could not be reached. It may be down or restarting; retry later.",
+	engine.DiagnosticDatasourceSchema:        "the datasource does not have the tables or columns the ontology declares. The operator runs `orangerail config check` against it.",
+	engine.DiagnosticDatasourcePermission:    "the datasource refused orangerail's role the privilege this action needs. The operator grants it.",
+	engine.DiagnosticDatasourceConstraint:    "the datasource refused the change because it breaks one of its constraints. Check the input against the current state of the data.",
+	engine.DiagnosticDatasourceTimeout:       "the datasource took too long and the statement was cancelled. Retry later.",
+	engine.DiagnosticStoreTimeout:            "orangerail's own database was busy: a wait ran past its time limit, so the call stopped before anything ran. Retry later.",
 }
 
 // Withholds reports whether a status withholds an underlying error.
 func Withholds(status string) bool {
-	_, ok := failures[status]
+	_, ok := failures[engine.Status(status)]
 	return ok
 }
 
@@ -46,7 +50,7 @@ func Withholds(status string) bool {
 // tools, whose failures are not audited, so the host log is the only
 // channel named.
 func Message(tool, status, correlationID, diagnostic string, read bool) string {
-	f, ok := failures[status]
+	f, ok := failures[engine.Status(status)]
 	if !ok {
 		return fmt.Sprintf("Tool %q did not complete: %s.", tool, status)
 	}
@@ -55,7 +59,7 @@ func Message(tool, status, correlationID, diagnostic string, read bool) string {
 		where = f.whereRead
 	}
 	cause := f.cause
-	if sentence, ok := diagnostics[diagnostic]; ok {
+	if sentence, ok := diagnostics[engine.Diagnostic(diagnostic)]; ok {
 		cause = sentence
 	} else {
 		cause += "."
@@ -66,7 +70,7 @@ func Message(tool, status, correlationID, diagnostic string, read bool) string {
 
 // Diagnostic returns a diagnostic code if it is one of ours, else "".
 func Diagnostic(code string) string {
-	if _, ok := diagnostics[code]; ok {
+	if _, ok := diagnostics[engine.Diagnostic(code)]; ok {
 		return code
 	}
 	return ""

@@ -21,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/db"
 	"github.com/orangerail/orangerail/internal/sqlguard"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // The layers, as Result.Guards names them.
@@ -259,12 +259,13 @@ func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx contex
 	if login != QueryRole || super || bypass {
 		return &RoleError{Login: login}
 	}
-	started, err := db.New().QuerySessionBind(ctx, q.cfg.Store, &db.QuerySessionBindParams{Pid: pid, TenantID: tenant})
+	st := store.New(q.cfg.Store)
+	started, err := st.QuerySessionBind(ctx, &store.QuerySessionBindParams{PID: pid, TenantID: tenant})
 	if err != nil {
 		return fmt.Errorf("bind the query session: %w", err)
 	}
 	defer func() {
-		_ = db.New().QuerySessionUnbind(context.WithoutCancel(ctx), q.cfg.Store, &db.QuerySessionUnbindParams{Pid: pid, BackendStart: started})
+		_ = st.QuerySessionUnbind(context.WithoutCancel(ctx), &store.QuerySessionUnbindParams{PID: pid, BackendStart: started})
 	}()
 
 	// Transaction: read only, its snapshot taken by a trusted statement

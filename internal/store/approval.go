@@ -1,0 +1,227 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orangerail/orangerail/internal/db"
+)
+
+// ApprovalStatus is where an approval stands in its lifecycle.
+type ApprovalStatus string
+
+// The approval statuses. The CHECK constraint on orangerail.approvals.status
+// (migrations/00001) allows exactly these; a test holds them equal.
+const (
+	// ApprovalPending waits for a person's decision.
+	ApprovalPending ApprovalStatus = "pending"
+	// ApprovalApproved was approved and waits to be consumed.
+	ApprovalApproved ApprovalStatus = "approved"
+	// ApprovalRejected was rejected; it never executes.
+	ApprovalRejected ApprovalStatus = "rejected"
+	// ApprovalConsumed was consumed, exactly once, by the execution it
+	// allowed.
+	ApprovalConsumed ApprovalStatus = "consumed"
+	// ApprovalExpired lapsed before it was decided or consumed.
+	ApprovalExpired ApprovalStatus = "expired"
+)
+
+// ApprovalStatuses returns every approval status, in lifecycle order.
+func ApprovalStatuses() []ApprovalStatus {
+	return []ApprovalStatus{ApprovalPending, ApprovalApproved, ApprovalRejected, ApprovalConsumed, ApprovalExpired}
+}
+
+// Approval is one staged call: what was asked, by whom, and where its
+// decision stands.
+type Approval struct {
+	ID          uuid.UUID
+	TenantID    string
+	Action      string
+	RequestedBy string
+	// Input is the stored input: the bytes an approver reviews and the
+	// bytes that execute.
+	Input []byte
+	// InputDigest is the keyed digest of the canonical input.
+	InputDigest []byte
+	// DefinitionHash identifies the action's declaration at staging.
+	DefinitionHash []byte
+	Status         ApprovalStatus
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	DecidedBy      *string
+	DecidedAt      *time.Time
+	DecisionNote   *string
+	ConsumedAt     *time.Time
+}
+
+func approvalOf(r *db.OrangerailApproval) *Approval {
+	return &Approval{
+		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy,
+		Input: r.Input, InputDigest: r.InputDigest, DefinitionHash: r.DefinitionHash,
+		Status: ApprovalStatus(r.Status), CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, DecisionNote: r.DecisionNote, ConsumedAt: r.ConsumedAt,
+	}
+}
+
+// ApprovalStageParams stage an approval.
+type ApprovalStageParams struct {
+	ID             uuid.UUID
+	Action         string
+	RequestedBy    string
+	Input          []byte
+	InputDigest    []byte
+	DefinitionHash []byte
+	ExpiresAt      time.Time
+	// Entry is the canonical bytes of the staged audit record.
+	Entry []byte
+}
+
+// ApprovalStage inserts a pending approval in the transaction's tenant and
+// appends its staged record, which must describe it (else
+// ErrRecordMismatch). An identical open call staged meanwhile is
+// ErrConflict.
+func (s *Store) ApprovalStage(ctx context.Context, p *ApprovalStageParams) (*Approval, error) {
+	row, err := s.q.ApprovalStage(ctx, s.x, &db.ApprovalStageParams{
+		ID: p.ID, Action: p.Action, RequestedBy: p.RequestedBy, Input: p.Input, InputDigest: p.InputDigest,
+		DefinitionHash: p.DefinitionHash, ExpiresAt: p.ExpiresAt, Entry: p.Entry,
+	})
+	return one(row, err, approvalOf)
+}
+
+// ApprovalGetParams name one approval of a tenant.
+type ApprovalGetParams struct {
+	ID       uuid.UUID
+	TenantID string
+}
+
+// ApprovalGet returns one approval, or ErrNotFound.
+func (s *Store) ApprovalGet(ctx context.Context, p *ApprovalGetParams) (*Approval, error) {
+	row, err := s.q.ApprovalGet(ctx, s.x, &db.ApprovalGetParams{ID: p.ID, TenantID: p.TenantID})
+	return one(row, err, approvalOf)
+}
+
+// ApprovalFindOpenParams name a call: who asked which action of which
+// input, in which tenant.
+type ApprovalFindOpenParams struct {
+	TenantID    string
+	RequestedBy string
+	Action      string
+	InputDigest []byte
+}
+
+// ApprovalFindOpen returns the open (pending or approved) approval of an
+// identical call, or ErrNotFound.
+func (s *Store) ApprovalFindOpen(ctx context.Context, p *ApprovalFindOpenParams) (*Approval, error) {
+	row, err := s.q.ApprovalFindOpen(ctx, s.x, &db.ApprovalFindOpenParams{
+		TenantID: p.TenantID, RequestedBy: p.RequestedBy, Action: p.Action, InputDigest: p.InputDigest,
+	})
+	return one(row, err, approvalOf)
+}
+
+// ApprovalDecideParams decide an approval.
+type ApprovalDecideParams struct {
+	ID uuid.UUID
+	// Status is ApprovalApproved or ApprovalRejected (else ErrLifecycle).
+	Status       ApprovalStatus
+	DecidedBy    string
+	DecisionNote *string
+	// Entry is the canonical bytes of the decision's audit record.
+	Entry []byte
+}
+
+// ApprovalDecide decides a pending, unexpired approval of the
+// transaction's tenant and appends the decision's record. ErrNotFound: it
+// was decided already, or lapsed.
+func (s *Store) ApprovalDecide(ctx context.Context, p *ApprovalDecideParams) (*Approval, error) {
+	row, err := s.q.ApprovalDecide(ctx, s.x, &db.ApprovalDecideParams{
+		ID: p.ID, Status: string(p.Status), DecidedBy: p.DecidedBy, DecisionNote: p.DecisionNote, Entry: p.Entry,
+	})
+	return one(row, err, approvalOf)
+}
+
+// ApprovalConsume is the consume compare-and-swap: exactly one caller gets
+// the approved approval, now consumed. ErrNotFound: someone else consumed
+// it, it was never approved, or it lapsed.
+func (s *Store) ApprovalConsume(ctx context.Context, id uuid.UUID) (*Approval, error) {
+	row, err := s.q.ApprovalConsume(ctx, s.x, id)
+	return one(row, err, approvalOf)
+}
+
+// ApprovalRef names an approval and its action.
+type ApprovalRef struct {
+	ID     uuid.UUID
+	Action string
+}
+
+// ApprovalListLapsed lists a tenant's open approvals past their expiry,
+// oldest first.
+func (s *Store) ApprovalListLapsed(ctx context.Context, tenantID string) ([]*ApprovalRef, error) {
+	rows, err := s.q.ApprovalLapsed(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.ApprovalLapsedRow) *ApprovalRef { return &ApprovalRef{ID: r.ID, Action: r.Action} })
+}
+
+// ApprovalExpireParams expire one approval.
+type ApprovalExpireParams struct {
+	ID uuid.UUID
+	// Entry is the canonical bytes of the expired audit record.
+	Entry []byte
+}
+
+// ApprovalExpire expires one lapsed approval of the transaction's tenant
+// and appends its expired record. ErrNotFound: it was expired, decided or
+// consumed meanwhile.
+func (s *Store) ApprovalExpire(ctx context.Context, p *ApprovalExpireParams) (*Approval, error) {
+	row, err := s.q.ApprovalExpire(ctx, s.x, &db.ApprovalExpireParams{ID: p.ID, Entry: p.Entry})
+	return one(row, err, approvalOf)
+}
+
+// ApprovalListParams select a tenant's approvals.
+type ApprovalListParams struct {
+	TenantID string
+	// Status selects one status; empty selects every status.
+	Status ApprovalStatus
+	Limit  int32
+}
+
+// ApprovalList lists a tenant's approvals, newest first.
+func (s *Store) ApprovalList(ctx context.Context, p *ApprovalListParams) ([]*Approval, error) {
+	rows, err := s.q.ApprovalList(ctx, s.x, &db.ApprovalListParams{TenantID: p.TenantID, Status: string(p.Status), RowLimit: p.Limit})
+	return all(rows, err, approvalOf)
+}
+
+// ApprovalUnaudited is a consumed approval with no audit record of what
+// followed its consume.
+type ApprovalUnaudited struct {
+	ApprovalID uuid.UUID
+	Action     string
+	ConsumedAt time.Time
+}
+
+// ApprovalListUnaudited lists a tenant's consumed approvals the chain holds
+// no post-consume record of (orangerail.approvals_unaudited).
+func (s *Store) ApprovalListUnaudited(ctx context.Context, tenantID string) ([]*ApprovalUnaudited, error) {
+	rows, err := s.q.ApprovalsUnaudited(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.ApprovalsUnauditedRow) *ApprovalUnaudited {
+		return &ApprovalUnaudited{ApprovalID: r.ApprovalID, Action: r.Action, ConsumedAt: r.ConsumedAt}
+	})
+}
+
+// ApprovalUnexplained is an approval whose status the chain does not
+// explain, and the phases of the records it lacks.
+type ApprovalUnexplained struct {
+	ApprovalID uuid.UUID
+	Action     string
+	Status     ApprovalStatus
+	Missing    []string
+}
+
+// ApprovalListUnexplained lists a tenant's approvals whose status the chain
+// does not explain (orangerail.approvals_unexplained).
+func (s *Store) ApprovalListUnexplained(ctx context.Context, tenantID string) ([]*ApprovalUnexplained, error) {
+	rows, err := s.q.ApprovalsUnexplained(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.ApprovalsUnexplainedRow) *ApprovalUnexplained {
+		return &ApprovalUnexplained{ApprovalID: r.ApprovalID, Action: r.Action, Status: ApprovalStatus(r.Status), Missing: r.Missing}
+	})
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orangerail/orangerail/internal/db"
+)
+
+// AuditLink is a position in a tenant's chain: a record's seq and hash.
+type AuditLink struct {
+	Seq  int64
+	Hash []byte
+}
+
+// AuditAppend appends one canonical entry to the chain of the
+// transaction's tenant (orangerail.audit_append) and returns its link. An
+// entry that is not a valid record is ErrAuditEntryInvalid (or, for bytes
+// Postgres cannot read, ErrMalformedValue); one of another tenant than the
+// transaction's, or in a transaction that names none, ErrTenantMismatch.
+func (s *Store) AuditAppend(ctx context.Context, entry []byte) (*AuditLink, error) {
+	row, err := s.q.AuditAppend(ctx, s.x, entry)
+	return one(row, err, func(r *db.AuditAppendRow) *AuditLink { return &AuditLink{Seq: r.Seq, Hash: r.Hash} })
+}
+
+// AuditHead returns the last link of a tenant's chain, or ErrNotFound when
+// the tenant has no chain yet.
+func (s *Store) AuditHead(ctx context.Context, tenantID string) (*AuditLink, error) {
+	row, err := s.q.AuditHead(ctx, s.x, tenantID)
+	return one(row, err, func(r *db.AuditHeadRow) *AuditLink { return &AuditLink{Seq: r.Seq, Hash: r.Hash} })
+}
+
+// AuditRecord is one stored record of a chain: its exact entry bytes, the
+// queryable columns filled from them, and its link.
+type AuditRecord struct {
+	Seq           int64
+	Entry         []byte
+	At            time.Time
+	CorrelationID string
+	Phase         string
+	Action        *string
+	Actor         string
+	ActorKind     string
+	DevMode       bool
+	ApprovalID    *uuid.UUID
+	PrevHash      []byte
+	Hash          []byte
+}
+
+// AuditChainPageParams select one page of a tenant's chain.
+type AuditChainPageParams struct {
+	TenantID string
+	// AfterSeq is the last seq of the previous page; 0 starts the chain.
+	AfterSeq int64
+	PageSize int32
+}
+
+// AuditChainPage returns one page of a tenant's chain in seq order. The
+// records share one allocation: a page is read in one piece and checked in
+// one piece.
+func (s *Store) AuditChainPage(ctx context.Context, p *AuditChainPageParams) ([]AuditRecord, error) {
+	rows, err := s.q.AuditChainPage(ctx, s.x, &db.AuditChainPageParams{TenantID: p.TenantID, AfterSeq: p.AfterSeq, PageSize: p.PageSize})
+	if err != nil {
+		return nil, InterpretError(err)
+	}
+	page := make([]AuditRecord, len(rows))
+	for i, r := range rows {
+		page[i] = AuditRecord{
+			Seq: r.Seq, Entry: r.Entry, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
+			Actor: r.Actor, ActorKind: r.ActorKind, DevMode: r.DevMode, ApprovalID: r.ApprovalID, PrevHash: r.PrevHash, Hash: r.Hash,
+		}
+	}
+	return page, nil
+}
+
+// AuditBreak is a broken link the SQL verifier found.
+type AuditBreak struct {
+	Seq          int64
+	Problem      string
+	ExpectedHash []byte
+	FoundHash    []byte
+}
+
+// AuditVerify runs the SQL-only verifier (orangerail.audit_verify) on a
+// tenant's chain: no row when it is whole, else its first broken link.
+func (s *Store) AuditVerify(ctx context.Context, tenantID string) ([]*AuditBreak, error) {
+	rows, err := s.q.AuditVerifySQL(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.AuditVerifySQLRow) *AuditBreak {
+		return &AuditBreak{Seq: r.Seq, Problem: r.Problem, ExpectedHash: r.ExpectedHash, FoundHash: r.FoundHash}
+	})
+}
+
+// AuditUnfinished is an execution_started record no later record of its
+// correlation id finishes.
+type AuditUnfinished struct {
+	Seq           int64
+	CorrelationID string
+	Action        string
+	At            time.Time
+}
+
+// AuditListUnfinished lists a tenant's unfinished executions as SQL sees
+// them (orangerail.audit_unfinished).
+func (s *Store) AuditListUnfinished(ctx context.Context, tenantID string) ([]*AuditUnfinished, error) {
+	rows, err := s.q.AuditUnfinished(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.AuditUnfinishedRow) *AuditUnfinished {
+		return &AuditUnfinished{Seq: r.Seq, CorrelationID: r.CorrelationID, Action: r.Action, At: r.At}
+	})
+}
+
+// AuditUnexplainedExecution is a record that follows the consume of an
+// approval the chain does not show staged and approved before it, and the
+// phases of the records missing.
+type AuditUnexplainedExecution struct {
+	Seq        int64
+	ApprovalID uuid.UUID
+	Phase      string
+	Action     string
+	Missing    []string
+}
+
+// AuditListUnexplainedExecutions lists a tenant's execution records nobody
+// can be shown to have approved (orangerail.audit_unexplained_executions).
+func (s *Store) AuditListUnexplainedExecutions(ctx context.Context, tenantID string) ([]*AuditUnexplainedExecution, error) {
+	rows, err := s.q.AuditUnexplainedExecutions(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.AuditUnexplainedExecutionsRow) *AuditUnexplainedExecution {
+		return &AuditUnexplainedExecution{Seq: r.Seq, ApprovalID: r.ApprovalID, Phase: r.Phase, Action: r.Action, Missing: r.Missing}
+	})
+}
+
+// AuditApprovalDecidedParams name an approval of a tenant.
+type AuditApprovalDecidedParams struct {
+	TenantID   string
+	ApprovalID uuid.UUID
+}
+
+// AuditApprovalDecided reports whether the chain holds the approved record
+// of an approval.
+func (s *Store) AuditApprovalDecided(ctx context.Context, p *AuditApprovalDecidedParams) (bool, error) {
+	decided, err := s.q.AuditApprovalDecided(ctx, s.x, &db.AuditApprovalDecidedParams{TenantID: p.TenantID, ApprovalID: &p.ApprovalID})
+	return decided, InterpretError(err)
+}

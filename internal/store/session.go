@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/db"
+)
+
+// SessionAssumeRuntime makes the connection act as orangerail_runtime for
+// the rest of its life: the first thing every pooled connection of the
+// server does. A missing role is ErrSchemaMismatch; a login that may not
+// assume it, ErrPermission.
+func (s *Store) SessionAssumeRuntime(ctx context.Context) error {
+	return InterpretError(s.q.SessionAssumeRuntime(ctx, s.x))
+}
+
+// QuerySessionBindParams name a backend of the query login and the tenant
+// its agent SQL reads.
+type QuerySessionBindParams struct {
+	PID      int32
+	TenantID string
+}
+
+// QuerySessionBind binds a backend of orangerail_query to a tenant before
+// its agent SQL runs, and returns the backend's start time, which names
+// the binding.
+func (s *Store) QuerySessionBind(ctx context.Context, p *QuerySessionBindParams) (time.Time, error) {
+	started, err := s.q.QuerySessionBind(ctx, s.x, &db.QuerySessionBindParams{Pid: p.PID, TenantID: p.TenantID})
+	return started, InterpretError(err)
+}
+
+// QuerySessionUnbindParams name a binding.
+type QuerySessionUnbindParams struct {
+	PID          int32
+	BackendStart time.Time
+}
+
+// QuerySessionUnbind ends a binding.
+func (s *Store) QuerySessionUnbind(ctx context.Context, p *QuerySessionUnbindParams) error {
+	return InterpretError(s.q.QuerySessionUnbind(ctx, s.x, &db.QuerySessionUnbindParams{Pid: p.PID, BackendStart: p.BackendStart}))
+}
