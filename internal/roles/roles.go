@@ -119,7 +119,7 @@ func ownerConn(ctx context.Context, url, name, tenant string) (*pgx.Conn, error)
 		return nil, err
 	}
 	err = m.Check(ctx)
-	m.Close()
+	_ = m.Close()
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func TestInterpretError(t *testing.T) {
 			if errors.As(tt.err, &pgErr) && !errors.As(got, &pgErr) {
 				t.Error("the *pgconn.PgError is not reachable")
 			}
-			if again := store.InterpretError(got); again != got {
+			if again := store.InterpretError(got); again != got { //nolint:errorlint // the very same error, not one like it
 				t.Error("interpreting twice wraps twice")
 			}
 		})
@@ -86,7 +86,7 @@ func TestInterpretError(t *testing.T) {
 		t.Error("nil is not nil")
 	}
 	for _, err := range []error{errors.New("plain"), &pgconn.PgError{Code: "XX000"}, &pgconn.PgError{Code: "P0001"}} {
-		if got := store.InterpretError(err); got != err {
+		if got := store.InterpretError(err); got != err { //nolint:errorlint // the very same error, not one like it
 			t.Errorf("%v: an error no sentinel describes came back as %v", err, got)
 		}
 	}

@@ -104,43 +104,43 @@ func TestApprovalLifecycle(t *testing.T) {
 		}
 		open, err := s.ApprovalFindOpen(ctx, &store.ApprovalFindOpenParams{TenantID: "acme", RequestedBy: "agent-7", Action: "cancel_order", InputDigest: a.InputDigest})
 		if err != nil || open.ID != id {
-			return fmt.Errorf("find open: %v %v", open, err)
+			return fmt.Errorf("find open: %v %w", open, err)
 		}
 		decided, err := s.ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: store.ApprovalApproved, DecidedBy: "alice",
 			Entry: []byte(`{"action":"cancel_order","actor":{"kind":"human","subject":"alice"},"approval_id":"` + id.String() +
 				`","at":"2026-11-29T20:56:16.000000Z","correlation_id":"c","dev_mode":false,"phase":"approved","tenant":"acme","v":1}`)})
 		if err != nil || decided.Status != store.ApprovalApproved || *decided.DecidedBy != "alice" {
-			return fmt.Errorf("decide: %+v %v", decided, err)
+			return fmt.Errorf("decide: %+v %w", decided, err)
 		}
 		if ok, err := s.AuditApprovalDecided(ctx, &store.AuditApprovalDecidedParams{TenantID: "acme", ApprovalID: id}); !ok || err != nil {
-			return fmt.Errorf("decided in the chain: %v %v", ok, err)
+			return fmt.Errorf("decided in the chain: %v %w", ok, err)
 		}
 		consumed, err := s.ApprovalConsume(ctx, id)
 		if err != nil || consumed.Status != store.ApprovalConsumed || consumed.ConsumedAt == nil {
-			return fmt.Errorf("consume: %+v %v", consumed, err)
+			return fmt.Errorf("consume: %+v %w", consumed, err)
 		}
 		if _, err := s.ApprovalConsume(ctx, id); !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("second consume: %v, want ErrNotFound", err)
+			return fmt.Errorf("second consume: %w, want ErrNotFound", err)
 		}
 		list, err := s.ApprovalList(ctx, &store.ApprovalListParams{TenantID: "acme", Status: store.ApprovalConsumed, Limit: 10})
 		if err != nil || len(list) != 1 || list[0].ID != id {
-			return fmt.Errorf("list: %v %v", list, err)
+			return fmt.Errorf("list: %v %w", list, err)
 		}
 		unaudited, err := s.ApprovalListUnaudited(ctx, "acme")
 		if err != nil || len(unaudited) != 1 || unaudited[0].ApprovalID != id {
-			return fmt.Errorf("unaudited: %v %v", unaudited, err)
+			return fmt.Errorf("unaudited: %v %w", unaudited, err)
 		}
 		head, err := s.AuditHead(ctx, "acme")
 		if err != nil || head.Seq != 2 || len(head.Hash) != 32 {
-			return fmt.Errorf("head: %+v %v", head, err)
+			return fmt.Errorf("head: %+v %w", head, err)
 		}
 		page, err := s.AuditChainPage(ctx, &store.AuditChainPageParams{TenantID: "acme", PageSize: 10})
 		if err != nil || len(page) != 2 || page[1].Phase != "approved" || *page[1].ApprovalID != id {
-			return fmt.Errorf("chain: %+v %v", page, err)
+			return fmt.Errorf("chain: %+v %w", page, err)
 		}
 		breaks, err := s.AuditVerify(ctx, "acme")
 		if err != nil || len(breaks) != 0 {
-			return fmt.Errorf("verify: %v %v", breaks, err)
+			return fmt.Errorf("verify: %v %w", breaks, err)
 		}
 		return nil
 	})

@@ -47,8 +47,11 @@ func Set(path string, v any) Edit {
 func SetYAML(path, fragment string) Edit {
 	return func(root *yaml.Node) error {
 		var doc yaml.Node
-		if err := yaml.Unmarshal([]byte(fragment), &doc); err != nil || len(doc.Content) != 1 {
-			return fmt.Errorf("set %s: the fragment is not one YAML value: %v", path, err)
+		if err := yaml.Unmarshal([]byte(fragment), &doc); err != nil {
+			return fmt.Errorf("set %s: the fragment is not YAML: %w", path, err)
+		}
+		if len(doc.Content) != 1 {
+			return fmt.Errorf("set %s: the fragment is not one YAML value", path)
 		}
 		parent, key, err := walk(root, path, true)
 		if err != nil {
