@@ -20,7 +20,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
-	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -37,18 +37,11 @@ func approver(tenant string) *engine.Caller {
 	return &engine.Caller{Subject: "alice@example.com", Tenant: tenant, Roles: []string{"approver"}, Kind: engine.ActorHuman}
 }
 
-// newEngine serves cfg (the example's config, edited by edit) on b's
-// database.
-func newEngine(t *testing.T, b *testBundle, key []byte, mode engine.Mode, edit func(string) string, datasource *pgxpool.Pool) *engine.Engine {
+// newEngine serves the example's config, with edits applied to its YAML
+// tree, on b's database.
+func newEngine(t *testing.T, b *testBundle, key []byte, mode engine.Mode, datasource *pgxpool.Pool, edits ...ontologytest.Edit) *engine.Engine {
 	t.Helper()
-	text := string(orders.Config)
-	if edit != nil {
-		text = edit(text)
-	}
-	cfg, err := ontology.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := ontologytest.Parse(t, orders.Config, edits...)
 	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Datasource: datasource, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: key, Mode: mode, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +289,7 @@ func TestExactlyOneExecutionUnderConcurrentPolls(t *testing.T) {
 	approve(t, b.engine, "acme", id)
 
 	// A second engine, as a second replica, polls too.
-	replica := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, nil)
+	replica := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil)
 	results := make([]engine.Status, 64)
 	var wg sync.WaitGroup
 	for i := range results {
@@ -347,7 +340,7 @@ func TestDryRunBesideLive(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	sandbox := newEngine(t, b.testBundle, b.key, engine.ModeDryRun, nil, nil)
+	sandbox := newEngine(t, b.testBundle, b.key, engine.ModeDryRun, nil)
 
 	// The sandbox never stages.
 	out := sandbox.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
@@ -384,9 +377,8 @@ func TestDeclarationChangesAfterStaging(t *testing.T) {
 
 	// The statement changed: the approval never runs under it.
 	id := stageApproved("o-1001")
-	changed := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
-		return strings.Replace(s, "SET status = 'cancelled'", "SET status = 'cancelled', total_cents = 0", 1)
-	}, nil)
+	changed := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.cancel_order.execute.sql",
+		"UPDATE orders SET status = 'cancelled', total_cents = 0 WHERE id = :order_id AND org_id = current_setting('orangerail.tenant_id')"))
 	want(t, changed.Check(ctx, support("acme"), id), engine.StatusSignatureMismatch)
 	if orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
 		t.Fatal("executed under a changed declaration")
@@ -394,10 +386,8 @@ func TestDeclarationChangesAfterStaging(t *testing.T) {
 
 	// An input the schema no longer admits is refused at execution.
 	id = stageApproved("o-1002")
-	stricter := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
-		s = strings.Replace(s, "reason: {type: string, minLength: 1, maxLength: 500}", "reason: {type: string, minLength: 1, maxLength: 5}", 1)
-		return s
-	}, nil)
+	stricter := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("actions.cancel_order.input.properties.reason.maxLength", 5))
 	// A changed input schema changes the definition hash too, so the
 	// signature check refuses first.
 	want(t, stricter.Check(ctx, support("acme"), id), engine.StatusSignatureMismatch)
@@ -408,9 +398,7 @@ func TestApprovalExpiry(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	short := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
-		return strings.Replace(s, "ttl: 24h", "ttl: 1s", 1)
-	}, nil)
+	short := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("approvals.ttl", "1s"))
 	pending := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
 	approved := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
 	approve(t, short, "acme", approved.ApprovalID.String())
@@ -437,17 +425,14 @@ func TestNotImplementedAndMasking(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
-		s = strings.Replace(s, `execute: {sql: "INSERT INTO order_notes`, `redact_audit: [note]
-    execute: {sql: "INSERT INTO order_notes`, 1)
-		return s + `  refund_order:
-    description: Refund an order.
-    target: {object: order, key_from: order_id}
-    input: {type: object, required: [order_id], properties: {order_id: {type: string}}}
-    policy: {approval: required}
-    execute: {not_implemented: true}
-`
-	}, nil)
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("actions.add_order_note.redact_audit", []string{"note"}),
+		ontologytest.SetYAML("actions.refund_order", `
+description: Refund an order.
+target: {object: order, key_from: order_id}
+input: {type: object, required: [order_id], properties: {order_id: {type: string}}}
+policy: {approval: required}
+execute: {not_implemented: true}`))
 	out := e.Call(ctx, support("acme"), "refund_order", json.RawMessage(`{"order_id": "o-1001"}`))
 	want(t, out, engine.StatusNotImplemented)
 	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"not_implemented"}) {
@@ -509,7 +494,7 @@ func TestSeparateDatasource(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := testdb.RuntimePool(t, dataURL)
-	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, data)
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, data)
 
 	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "apart"}`))
 	want(t, out, engine.StatusOK)
@@ -568,7 +553,7 @@ func TestCrashAfterConsume(t *testing.T) {
 	id := staged.ApprovalID.String()
 	approve(t, b.engine, "acme", id)
 
-	crashing := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, nil)
+	crashing := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil)
 	engine.SetAfterConsume(crashing, func() { panic("process killed") })
 	func() {
 		defer func() {
@@ -663,7 +648,7 @@ func TestUnrecordedEffectIsNotNothingRan(t *testing.T) {
 	if _, err := testdb.Pool(t, dataURL).Exec(ctx, orders.Seed); err != nil {
 		t.Fatal(err)
 	}
-	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, testdb.RuntimePool(t, dataURL))
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL))
 	engine.SetBeforeFinish(e, func() {
 		if _, err := b.admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION orangerail.audit_append(bytea) FROM orangerail_runtime"); err != nil {
 			t.Error(err)
@@ -687,9 +672,9 @@ func TestResultsKeepExactNumbers(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string {
-		return strings.Replace(s, "RETURNING id\"}", "RETURNING id, 12345678901234567890::numeric AS big, 'NaN'::float8 AS nan\"}", 1)
-	}, nil)
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.execute.sql",
+		"INSERT INTO order_notes (org_id, order_id, note) VALUES (current_setting('orangerail.tenant_id'), :order_id, :note) "+
+			"RETURNING id, 12345678901234567890::numeric AS big, 'NaN'::float8 AS nan"))
 	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "n"}`))
 	want(t, out, engine.StatusOK)
 	var big, nan string

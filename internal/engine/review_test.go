@@ -16,6 +16,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -213,7 +214,7 @@ func TestApproverSeesTheCanonicalInput(t *testing.T) {
 	}
 
 	// The limit is the config's.
-	raised := newEngine(t, b.testBundle, b.key, engine.ModeLive, func(s string) string { return s + "\nlimits:\n  max_input_bytes: 1048576\n" }, nil)
+	raised := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("limits.max_input_bytes", 1<<20))
 	want(t, raised.Call(ctx, support("acme"), "cancel_order", json.RawMessage(padded)), engine.StatusApprovalPending)
 	verifyClean(t, b.testBundle, "acme")
 }
