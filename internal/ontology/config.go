@@ -169,7 +169,7 @@ func CheckPublicURL(public string) error {
 	return nil
 }
 
-// HTTP configures the Streamable HTTP door.
+// HTTP configures the HTTP front.
 type HTTP struct {
 	// Listen is the address to serve on. Defaults to HTTPListenDefault.
 	Listen string `yaml:"listen"`
@@ -208,7 +208,7 @@ type RateLimits struct {
 	OnStoreError string `yaml:"on_store_error"`
 }
 
-// Defaults of the HTTP door.
+// Defaults of the HTTP front.
 const (
 	HTTPListenDefault          = "127.0.0.1:8080"
 	MaxBodyBytesDefault        = 1 << 20

@@ -1,4 +1,4 @@
-package door_test
+package front_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/devissuer"
-	"github.com/orangerail/orangerail/internal/door"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -53,9 +53,9 @@ func (f *fixture) token(t *testing.T, subject string) string {
 	return tok
 }
 
-// newDoor serves a door whose MCP endpoint answers 200 with the caller's
+// newDoor serves a front whose MCP endpoint answers 200 with the caller's
 // subject; cfgEdit adjusts the example config.
-func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config)) *fixture {
+func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)) *fixture {
 	t.Helper()
 	cfg, err := ontology.Parse(orders.Config)
 	if err != nil {
@@ -68,7 +68,7 @@ func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config))
 	issuerSrv := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuerSrv.Close)
 	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuerSrv.URL, Audience: "orangerail", TenantClaim: "org_id"}
-	// Not the test server's own URL: the door names the configured one.
+	// Not the test server's own URL: the front names the configured one.
 	cfg.HTTP.PublicURL = publicURL
 	if cfgEdit != nil {
 		cfgEdit(cfg)
@@ -78,30 +78,44 @@ func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config))
 		t.Fatal(err)
 	}
 	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}}
-	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.served.Add(1)
-		_, _ = io.WriteString(w, door.CallerFrom(r.Context()).Subject)
+		_, _ = io.WriteString(w, front.CallerFrom(r.Context()).Subject)
 	})
-	h := door.New(door.Config{
-		Ontology: cfg, Resolver: f.resolver, Limiter: limiter, MCP: mcp,
-		ToolClass: func(tool string) door.Class {
-			if strings.HasSuffix(tool, "_get") {
-				return door.ClassRead
-			}
-			return door.ClassWrite
-		},
-		ReadyFunc: func(context.Context) error { return nil },
-		Logger:    slog.New(slog.DiscardHandler),
-	})
+	h := front.New(front.Config{Ontology: cfg, Resolver: f.resolver, Limiter: limiter, Logger: slog.New(slog.DiscardHandler)})
+	mount(h, cfg, echo)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	return f
 }
 
+// mount mounts the routes as the app does: mcp in place of the MCP
+// endpoint.
+func mount(h *front.Front, cfg *ontology.Config, mcp http.Handler) {
+	h.Mount(mcpPath, mcp, front.Policy{
+		Auth: front.AuthBearer, Resource: mcpPath, CheckOrigin: true,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
+		Rate: front.ToolCalls(func(tool string) front.Class {
+			if strings.HasSuffix(tool, "_get") {
+				return front.ClassRead
+			}
+			return front.ClassWrite
+		}),
+	})
+	metadata := h.Metadata(mcpPath)
+	h.Mount("GET "+front.MetadataPath(mcpPath), metadata, front.Policy{})
+	h.Mount("GET "+front.MetadataPath(""), metadata, front.Policy{})
+	h.Mount("GET /healthz", front.Healthz(), front.Policy{})
+	h.Mount("GET /readyz", h.Readyz(func(context.Context) error { return nil }), front.Policy{})
+}
+
+// mcpPath is where the tests mount MCP, as the app does.
+const mcpPath = "/mcp"
+
 func post(t *testing.T, url, token, body string, header ...string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+door.Path, strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url+mcpPath, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +147,7 @@ func errorCode(m map[string]any) string {
 	return code
 }
 
-// publicURL is the URL the test doors are configured to be reached at.
+// publicURL is the URL the test fronts are configured to be reached at.
 const publicURL = "https://mcp.example.com"
 
 const callGet = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1"}}}`
@@ -141,7 +155,7 @@ const callAction = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"nam
 
 func TestChallenge(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), nil)
+	f := newDoor(t, front.NewMemoryLimiter(), nil)
 	resp, m := post(t, f.url, "", callGet)
 	want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want || errorCode(m) != "X_MCP_UNAUTHORIZED" {
@@ -183,7 +197,7 @@ func TestChallenge(t *testing.T) {
 // request claims — even behind trusted proxies.
 func TestHostIsNotEchoed(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
 		c.HTTP.TrustedProxyHops = 1
 		c.HTTP.PublicURL = "https://mcp.example.com:8443/" // a trailing slash is not doubled
 	})
@@ -192,7 +206,7 @@ func TestHostIsNotEchoed(t *testing.T) {
 		req.Header.Set("X-Forwarded-Proto", "http")
 		req.Header.Set("X-Forwarded-Host", "evil.example.com")
 	}
-	req, _ := http.NewRequest(http.MethodPost, f.url+door.Path, strings.NewReader(callGet))
+	req, _ := http.NewRequest(http.MethodPost, f.url+mcpPath, strings.NewReader(callGet))
 	hostile(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -218,7 +232,7 @@ func TestHostIsNotEchoed(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
 		c.HTTP.MaxBodyBytes = 4096
 		c.HTTP.AllowedOrigins = []string{"https://console.example.com"}
 	})
@@ -248,15 +262,15 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// TestRateLimitsSharedAcrossReplicas runs two doors on one database: their
+// TestRateLimitsSharedAcrossReplicas runs two fronts on one database: their
 // callers share one allowance per class.
 func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
 	pool := testdb.RuntimePool(t, url)
 	limits := func(c *ontology.Config) { c.HTTP.RateLimits.ReadsPerMinute, c.HTTP.RateLimits.WritesPerMinute = 6, 3 }
-	a := newDoor(t, door.NewPostgresLimiter(pool), limits)
-	b := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	a := newDoor(t, front.NewPostgresLimiter(pool), limits)
+	b := newDoor(t, front.NewPostgresLimiter(pool), limits)
 	// Both replicas trust one issuer, as behind one URL.
 	b.issuer, b.issuerAt = a.issuer, a.issuerAt
 	bResolver, err := identity.NewResolver(ontology.OIDC{Issuer: a.issuerAt, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{})
@@ -330,7 +344,7 @@ func count(codes []int, code int) (n int) {
 // which its own allowance refuses 401 as before.
 func TestAnonymousFloodDoesNotLockOutTokens(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
 	settle(t)
 	codes := flood(t, f.url, "", "203.0.113.7", 25) // the default limit is 20
 	if count(codes, 401) != 20 || count(codes, 429) != 5 {
@@ -349,7 +363,7 @@ func TestAnonymousFloodDoesNotLockOutTokens(t *testing.T) {
 // so does a request without a token (which gets its challenge).
 func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
 	settle(t)
 	codes := flood(t, f.url, "forged", "203.0.113.7", 25)
 	if count(codes, 401) != 20 || count(codes, 429) != 5 {
@@ -367,7 +381,7 @@ func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 	}
 	// Without trusted hops, the header is not believed: every request
 	// comes from the socket's address.
-	g := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.FailedAuthPerMinute = 2 })
+	g := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.FailedAuthPerMinute = 2 })
 	for _, xff := range []string{"10.0.0.1", "10.0.0.2"} {
 		post(t, g.url, "forged", callGet, "X-Forwarded-For", xff)
 	}
@@ -376,7 +390,7 @@ func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 	}
 }
 
-// TestFailedAuthSharedAcrossReplicas runs two doors on one database: an
+// TestFailedAuthSharedAcrossReplicas runs two fronts on one database: an
 // address's failed authentications are counted once for both, each kind
 // apart, and a valid token passes on either.
 func TestFailedAuthSharedAcrossReplicas(t *testing.T) {
@@ -384,8 +398,8 @@ func TestFailedAuthSharedAcrossReplicas(t *testing.T) {
 	url := testdb.New(t)
 	pool := testdb.RuntimePool(t, url)
 	limits := func(c *ontology.Config) { c.HTTP.TrustedProxyHops, c.HTTP.RateLimits.FailedAuthPerMinute = 1, 6 }
-	a := newDoor(t, door.NewPostgresLimiter(pool), limits)
-	b := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	a := newDoor(t, front.NewPostgresLimiter(pool), limits)
+	b := newDoor(t, front.NewPostgresLimiter(pool), limits)
 	settle(t)
 	var bad, anonymous []int
 	for i := range 8 {
@@ -428,7 +442,7 @@ func TestStoreUnreachable(t *testing.T) {
 // counted against no one.
 func TestIssuerUnreachable(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
 		c.Identity.OIDC.Issuer = fmt.Sprintf("http://127.0.0.1:%d", testdb.FreePort(t))
 		c.HTTP.RateLimits.FailedAuthPerMinute = 1
 	})
@@ -455,12 +469,12 @@ func settle(t *testing.T) {
 	}
 }
 
-// TestClassIsReadAsTheSDKReadsIt: a body that names one tool to the door
+// TestClassIsReadAsTheSDKReadsIt: a body that names one tool to the front
 // and another to the SDK (a member name in another case, or repeated)
 // cannot bill a write as a read.
 func TestClassIsReadAsTheSDKReadsIt(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.WritesPerMinute = 1 })
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.WritesPerMinute = 1 })
 	settle(t)
 	token := f.token(t, "agent")
 	if resp, _ := post(t, f.url, token, callAction); resp.StatusCode != http.StatusOK {
