@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/mcp"
 )
 
 // Listen binds the HTTP address; a busy one says how to move.
@@ -78,14 +78,10 @@ func (rt *Runtime) front(resolver *identity.Resolver) *front.Front {
 	if cfg.HTTP.RateLimits.Store == "memory" {
 		limiter = front.NewMemoryLimiter()
 	}
-	f := front.New(front.Config{Ontology: cfg, Resolver: resolver, Limiter: limiter, Logger: rt.log})
-	mcpHandler := rt.MCP.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {
-		c := front.CallerFrom(r.Context())
-		if c == nil {
-			return nil, identity.ErrInvalidToken
-		}
-		return &c.Caller, nil
-	})
+	// One verification per request: the front's, through go-sdk's
+	// RequireBearerToken, whose TokenInfo the MCP handler authorizes on.
+	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: limiter, Logger: rt.log})
+	mcpHandler := rt.MCP.HTTPHandler()
 	f.Mount(MCPPath, mcpHandler, front.Policy{
 		Auth: front.AuthBearer, Resource: MCPPath, CheckOrigin: true,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,

@@ -82,11 +82,15 @@ type Policy struct {
 	Rate RateFunc
 }
 
-// Resolver verifies a bearer token. A refusal of the token itself wraps
+// Authenticator verifies a request's bearer token. Authenticate verifies
+// it exactly once and, on success, returns the caller and the request the
+// route's handler is to serve: one carrying the verified caller as that
+// handler reads it (mcp.Authenticator's carries go-sdk's TokenInfo). It
+// writes nothing. A refusal of the token itself wraps
 // identity.ErrInvalidToken; any other error means the token could not be
 // checked.
-type Resolver interface {
-	Resolve(ctx context.Context, token string) (*identity.Caller, error)
+type Authenticator interface {
+	Authenticate(r *http.Request) (*identity.Caller, *http.Request, error)
 }
 
 // Config configures the front.
@@ -95,8 +99,8 @@ type Config struct {
 	// metadata names. Its HTTP.PublicURL must be set, as ontology.Parse
 	// sets or requires it.
 	Ontology *ontology.Config
-	// Resolver verifies the tokens of bearer routes.
-	Resolver Resolver
+	// Authenticator verifies the tokens of bearer routes.
+	Authenticator Authenticator
 	// Limiter counts allowances and failed authentications.
 	Limiter Limiter
 	// Logger receives the host log. Defaults to slog.Default().
@@ -150,8 +154,8 @@ func New(c Config) *Front {
 // panics on a pattern that conflicts.
 func (f *Front) Mount(pattern string, handler http.Handler, p Policy) {
 	switch {
-	case p.Auth == AuthBearer && (p.Resource == "" || f.c.Resolver == nil):
-		panic("front: " + pattern + ": a bearer route needs a Resource and the front a Resolver")
+	case p.Auth == AuthBearer && (p.Resource == "" || f.c.Authenticator == nil):
+		panic("front: " + pattern + ": a bearer route needs a Resource and the front an Authenticator")
 	case p.Rate != nil && (p.Auth != AuthBearer || p.MaxBodyBytes <= 0 || f.c.Limiter == nil):
 		panic("front: " + pattern + ": a rate needs a bearer route, a body cap and a Limiter")
 	case p.OneMessage && p.MaxBodyBytes <= 0:
@@ -179,7 +183,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var caller *identity.Caller
 	if p.Auth == AuthBearer {
 		var ok bool
-		if caller, ok = f.authenticate(w, r, p.Resource); !ok {
+		if caller, r, ok = f.authenticate(w, r, p.Resource); !ok {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller))
@@ -240,8 +244,8 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 	return true
 }
 
-// authenticate returns the request's verified caller, or answers the
-// request itself and reports false.
+// authenticate returns the request's verified caller and the request to
+// serve, or answers the request itself and reports false.
 //
 // A request with a token is always verified, and a valid token always
 // passes: failed authentications are throttled per address, but a flood
@@ -251,32 +255,31 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 // tokens, and requests without one, are counted in two buckets per address;
 // past http.rate_limits.failed_auth_per_minute in a bucket, further such
 // requests are answered 429 instead of 401.
-func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource string) (*identity.Caller, bool) {
+func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource string) (*identity.Caller, *http.Request, bool) {
 	ctx := r.Context()
 	address := f.facts(r).Address
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		if !f.throttled(w, r, bucket(bucketNoToken, address), "too many requests without a token from this address") {
 			f.challenge(w, r, resource, false)
 		}
-		return nil, false
+		return nil, nil, false
 	}
-	caller, err := f.c.Resolver.Resolve(ctx, token)
+	caller, verified, err := f.c.Authenticator.Authenticate(r)
 	switch {
 	case err == nil:
-		return caller, true
+		return caller, verified, true
 	case !errors.Is(err, identity.ErrInvalidToken):
 		// The issuer could not be asked: not the client's fault.
 		f.log.ErrorContext(ctx, "token verification unavailable", "error", err, "address", address)
 		f.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPIdentityUnavailable, "tokens cannot be verified right now; retry shortly", 0)
-		return nil, false
+		return nil, nil, false
 	}
 	f.log.InfoContext(ctx, "authentication refused", "address", address, "reason", err.Error())
 	if !f.throttled(w, r, bucket(bucketBadToken, address), "too many invalid tokens from this address") {
 		f.challenge(w, r, resource, true)
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // throttled counts a failed authentication in the bucket key names and,

@@ -18,6 +18,7 @@ import (
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -54,7 +55,8 @@ func (f *fixture) token(t *testing.T, subject string) string {
 }
 
 // newDoor serves a front whose MCP endpoint answers 200 with the caller's
-// subject; cfgEdit adjusts the example config.
+// subject; cfgEdit adjusts the example config. Tokens are verified as the
+// app verifies them, by mcp.Authenticator.
 func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)) *fixture {
 	t.Helper()
 	cfg, err := ontology.Parse(orders.Config)
@@ -82,7 +84,7 @@ func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)
 		f.served.Add(1)
 		_, _ = io.WriteString(w, front.CallerFrom(r.Context()).Subject)
 	})
-	h := front.New(front.Config{Ontology: cfg, Resolver: f.resolver, Limiter: limiter, Logger: slog.New(slog.DiscardHandler)})
+	h := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(f.resolver), Limiter: limiter, Logger: slog.New(slog.DiscardHandler)})
 	mount(h, cfg, echo)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -90,10 +92,10 @@ func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)
 	return f
 }
 
-// mount mounts the routes as the app does: mcp in place of the MCP
-// endpoint.
-func mount(h *front.Front, cfg *ontology.Config, mcp http.Handler) {
-	h.Mount(mcpPath, mcp, front.Policy{
+// mount mounts the routes as the app does, endpoint in place of the MCP
+// handler.
+func mount(h *front.Front, cfg *ontology.Config, endpoint http.Handler) {
+	h.Mount(mcpPath, endpoint, front.Policy{
 		Auth: front.AuthBearer, Resource: mcpPath, CheckOrigin: true,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
 		Rate: front.ToolCalls(func(tool string) front.Class {
@@ -490,5 +492,86 @@ func TestClassIsReadAsTheSDKReadsIt(t *testing.T) {
 		if resp, _ := post(t, f.url, token, body); resp.StatusCode != http.StatusTooManyRequests {
 			t.Errorf("%s was billed as a read: %d", body, resp.StatusCode)
 		}
+	}
+}
+
+// TestPolicyIsPerRoute: each route is served within its own policy — a
+// second bearer route's challenge names its own metadata, and it checks
+// origins, caps bodies and bills only as its policy says — and a policy
+// the front cannot enforce is refused at Mount.
+func TestPolicyIsPerRoute(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), nil) // for its issuer
+	// A front of its own, so that this test mounts what it needs.
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: f.issuerAt, Audience: "orangerail", TenantClaim: "org_id"}
+	cfg.HTTP.PublicURL = publicURL
+	h := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(f.resolver), Limiter: front.NewMemoryLimiter(), Logger: slog.New(slog.DiscardHandler)})
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		caller := "anonymous"
+		if c := front.CallerFrom(r.Context()); c != nil {
+			caller = c.Subject
+		}
+		_, _ = fmt.Fprintf(w, "%s %d", caller, len(body))
+	})
+	mount(h, cfg, echo)
+	h.Mount("/api/v1/", echo, front.Policy{Auth: front.AuthBearer, Resource: "/api/v1"})
+	h.Mount("GET /open", echo, front.Policy{})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	do := func(method, path, token, body string, header ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, _ := do(http.MethodPost, "/api/v1/approvals", "", "")
+	if want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/api/v1"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("the second route's challenge: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	token := f.token(t, "person")
+	big := strings.Repeat("x", int(cfg.HTTP.MaxBodyBytes)+1)
+	for range 3 { // neither origin-checked, capped nor billed
+		if resp, got := do(http.MethodPost, "/api/v1/approvals", token, big, "Origin", "https://evil.example.com"); resp.StatusCode != http.StatusOK || got != fmt.Sprintf("person %d", len(big)) {
+			t.Fatalf("the second route: %d %q", resp.StatusCode, got)
+		}
+	}
+	if resp, _ := do(http.MethodPost, mcpPath, token, callGet, "Origin", "https://evil.example.com"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("/mcp kept its own policy: %d", resp.StatusCode)
+	}
+	if resp, got := do(http.MethodGet, "/open", "", ""); resp.StatusCode != http.StatusOK || got != "anonymous 0" {
+		t.Fatalf("an open route: %d %q", resp.StatusCode, got)
+	}
+
+	for name, p := range map[string]front.Policy{
+		"bearer without a resource": {Auth: front.AuthBearer},
+		"rate without bearer":       {MaxBodyBytes: 10, Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })},
+		"rate without a body cap":   {Auth: front.AuthBearer, Resource: "/x", Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })},
+		"batches without a body":    {OneMessage: true},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: mounted", name)
+				}
+			}()
+			h.Mount("/"+strings.ReplaceAll(name, " ", "-"), echo, p)
+		}()
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -52,15 +53,11 @@ func BenchmarkReadCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	caller := agent("support")
-	governedSrv := httptest.NewServer(governed.HTTPHandler(func(context.Context, string, *http.Request) (*engine.Caller, error) {
-		return caller, nil
-	}))
+	governedSrv := httptest.NewServer(mcp.NewAuthenticator(fixed{caller}).Require(governed.HTTPHandler()))
 	b.Cleanup(governedSrv.Close)
-	doorFront := front.New(front.Config{Ontology: cfg, Resolver: resolver, Limiter: front.NewPostgresLimiter(bundle.runtime), Logger: quiet})
-	doorFront.Mount("/mcp", governed.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {
-		return &front.CallerFrom(r.Context()).Caller, nil
-	}), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true, MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
-		Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })})
+	doorFront := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: front.NewPostgresLimiter(bundle.runtime), Logger: quiet})
+	doorFront.Mount("/mcp", governed.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true, Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })})
 	doorSrv := httptest.NewServer(doorFront)
 	b.Cleanup(doorSrv.Close)
 
@@ -121,4 +118,11 @@ func BenchmarkReadCall(b *testing.B) {
 			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// fixed resolves every token to one caller.
+type fixed struct{ caller *engine.Caller }
+
+func (f fixed) Resolve(context.Context, string) (*identity.Caller, error) {
+	return &identity.Caller{Caller: *f.caller}, nil
 }

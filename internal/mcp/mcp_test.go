@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,6 +21,8 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/front"
+	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
@@ -432,12 +434,7 @@ func TestStreamableHTTP(t *testing.T) {
 	b := setup(t)
 	s, _ := b.server(t, nil)
 	callers := map[string]*engine.Caller{"support-token": agent("support"), "plain-token": agent()}
-	srv := httptest.NewServer(s.HTTPHandler(func(_ context.Context, token string, _ *http.Request) (*engine.Caller, error) {
-		if c, ok := callers[token]; ok {
-			return c, nil
-		}
-		return nil, errors.New("unknown token")
-	}))
+	srv := httptest.NewServer(mcp.NewAuthenticator(byToken(callers)).Require(s.HTTPHandler()))
 	t.Cleanup(srv.Close)
 
 	session := func(token string) (*sdk.ClientSession, error) {
@@ -479,6 +476,17 @@ func TestStreamableHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", resp.StatusCode)
 	}
+}
+
+// byToken resolves each token it holds to its caller, and refuses any
+// other.
+type byToken map[string]*engine.Caller
+
+func (b byToken) Resolve(_ context.Context, token string) (*identity.Caller, error) {
+	if c, ok := b[token]; ok {
+		return &identity.Caller{Caller: *c}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown token", identity.ErrInvalidToken)
 }
 
 type bearer struct {
@@ -670,4 +678,80 @@ func readCatalog(t testing.TB, cfg *ontology.Config, pool *pgxpool.Pool) *ontolo
 		t.Fatal(err)
 	}
 	return catalog
+}
+
+// counted counts the tokens it is asked to verify.
+type counted struct {
+	Resolver mcp.Resolver
+	calls    atomic.Int32
+}
+
+func (c *counted) Resolve(ctx context.Context, token string) (*identity.Caller, error) {
+	c.calls.Add(1)
+	return c.Resolver.Resolve(ctx, token)
+}
+
+// TestOneVerificationPerRequest: behind the front, each HTTP request's
+// token is verified exactly once, and the tool handlers authorize on the
+// TokenInfo that one verification produced: each caller's catalog and
+// calls are its own. The MCP handler mounted without bearer auth serves
+// no one, whatever token a request carries.
+func TestOneVerificationPerRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, nil)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver := &counted{Resolver: byToken{"support-token": agent("support"), "plain-token": agent()}}
+	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: front.NewMemoryLimiter(), Logger: quiet})
+	f.Mount("/mcp", s.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", MaxBodyBytes: 1 << 20, OneMessage: true})
+	f.Mount("/bare", s.HTTPHandler(), front.Policy{})
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		f.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	session := func(token string) *sdk.ClientSession {
+		t.Helper()
+		client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: client, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	support, plain := session("support-token"), session("plain-token")
+	if got := toolNames(t, support); !slices.Contains(got, "cancel_order") {
+		t.Fatalf("support sees %v", got)
+	}
+	if got := toolNames(t, plain); slices.Contains(got, "cancel_order") {
+		t.Fatalf("plain sees %v", got)
+	}
+	if _, err := plain.CallTool(context.Background(), &sdk.CallToolParams{Name: "cancel_order", Arguments: map[string]any{"order_id": "o-1001", "reason": "x"}}); err == nil {
+		t.Fatal("a hidden tool answered")
+	}
+	if res, body := call(t, support, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`); res.IsError || body["status"] != "approval_pending" {
+		t.Fatalf("stage: %v", body)
+	}
+	if n, verified := requests.Load(), resolver.calls.Load(); n == 0 || verified != n {
+		t.Fatalf("%d requests, %d verifications", n, verified)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/bare", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer support-token")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the MCP handler without bearer auth: %d", resp.StatusCode)
+	}
 }

@@ -69,7 +69,8 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// callerKey carries the caller of an HTTP request to its tool handlers.
+// callerKey carries the caller of an HTTP request to its tool handlers, in
+// its TokenInfo's Extra.
 const callerKey = "orangerail.caller"
 
 // visible lists the tools caller may see, by name, sorted. A tool the
@@ -155,12 +156,13 @@ func private(_ context.Context, _ sdk.Request, c *sdk.Cacheable) {
 	c.TTLMs, c.CacheScope = 0, "private"
 }
 
+// callerOf is the caller of an HTTP request's tool call: the one its
+// Authenticator verified, from req.Extra.TokenInfo.
 func callerOf(req *sdk.CallToolRequest) *engine.Caller {
-	if req.Extra == nil || req.Extra.TokenInfo == nil {
+	if req.Extra == nil {
 		return nil
 	}
-	c, _ := req.Extra.TokenInfo.Extra[callerKey].(*engine.Caller)
-	return c
+	return callerOfInfo(req.Extra.TokenInfo)
 }
 
 // ToolNames lists, for tests and diagnostics, the tools caller may see.
