@@ -80,7 +80,7 @@ func (rt *Runtime) front(resolver *identity.Resolver) *front.Front {
 	}
 	// One verification per request: the front's, through go-sdk's
 	// RequireBearerToken, whose TokenInfo the MCP handler authorizes on.
-	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: limiter, Logger: rt.log})
+	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: limiter, Logger: rt.log, Hooks: rt.Hooks})
 	mcpHandler := rt.MCP.HTTPHandler()
 	f.Mount(MCPPath, mcpHandler, front.Policy{
 		Auth: front.AuthBearer, Resource: MCPPath, CheckOrigin: true,

@@ -85,6 +85,8 @@ type Config struct {
 	Logger *slog.Logger
 	// NowFunc returns the current time. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Hooks receives the engine's events. Nil: none are emitted.
+	Hooks *Hooks
 }
 
 // KeySize is the size of Config.Key.
@@ -102,6 +104,7 @@ type Engine struct {
 	mode       Mode
 	log        *slog.Logger
 	now        func() time.Time
+	hooks      *Hooks
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
@@ -135,6 +138,7 @@ func New(c Config) (*Engine, error) {
 		mode:       cmp.Or(c.Mode, ModeLive),
 		log:        cmp.Or(c.Logger, slog.Default()),
 		now:        c.NowFunc,
+		hooks:      c.Hooks,
 	}
 	e.sameDB = e.datasource == e.store
 	e.definitions = make(map[string][]byte, len(c.Ontology.Actions))

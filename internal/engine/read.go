@@ -50,7 +50,9 @@ type getInput struct {
 
 // Get reads one row of an object by key, scoped to the caller's tenant.
 // args is the tool input: {"<key field>": value, "include": [link names]}.
-func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args json.RawMessage) *Outcome {
+func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args json.RawMessage) (out *Outcome) {
+	ctx = e.observe(ctx)
+	defer e.settle(ctx, OpGet, object, caller, &out)
 	o, ok := e.cfg.Objects[object]
 	if !ok || !canRead(caller, o) {
 		return e.deniedOrMissing(ok)

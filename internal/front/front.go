@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -103,6 +104,10 @@ type Config struct {
 	Authenticator Authenticator
 	// Limiter counts allowances and failed authentications.
 	Limiter Limiter
+	// Hooks receives a RequestRefused event per refusal (the host log's
+	// "request refused" lines are one subscriber of them) and a RateRefused
+	// event per spent allowance. Nil: none.
+	Hooks *engine.Hooks
 	// Logger receives the host log. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -237,6 +242,11 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 	case err != nil:
 		return !f.storeDown(w, r, err)
 	case hits > limit:
+		allowance := engine.AllowanceReads
+		if class == ClassWrite {
+			allowance = engine.AllowanceWrites
+		}
+		f.c.Hooks.Emit(engine.RateRefused{Allowance: allowance, Code: errcode.MCPRateLimited, Tenant: caller.Tenant, Actor: caller.Subject})
 		f.refuse(w, r, http.StatusTooManyRequests, errcode.MCPRateLimited,
 			fmt.Sprintf("more than %d %s calls this minute", limit, class), time.Until(end))
 		return false
@@ -260,7 +270,7 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource st
 	address := f.facts(r).Address
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		if !f.throttled(w, r, bucket(bucketNoToken, address), "too many requests without a token from this address") {
+		if !f.throttled(w, r, engine.AllowanceNoToken, address, "too many requests without a token from this address") {
 			f.challenge(w, r, resource, false)
 		}
 		return nil, nil, false
@@ -276,18 +286,22 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource st
 		return nil, nil, false
 	}
 	f.log.InfoContext(ctx, "authentication refused", "address", address, "reason", err.Error())
-	if !f.throttled(w, r, bucket(bucketBadToken, address), "too many invalid tokens from this address") {
+	if !f.throttled(w, r, engine.AllowanceBadToken, address, "too many invalid tokens from this address") {
 		f.challenge(w, r, resource, true)
 	}
 	return nil, nil, false
 }
 
-// throttled counts a failed authentication in the bucket key names and,
-// past the limit this window, answers 429 and reports true. When the count
-// cannot be kept, nothing is throttled: the request is refused all the
-// same.
-func (f *Front) throttled(w http.ResponseWriter, r *http.Request, key, msg string) bool {
+// throttled counts a failed authentication from address in the allowance's
+// bucket and, past the limit this window, answers 429 and reports true.
+// When the count cannot be kept, nothing is throttled: the request is
+// refused all the same.
+func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engine.Allowance, address, msg string) bool {
 	ctx := r.Context()
+	key := bucket(bucketBadToken, address)
+	if allowance == engine.AllowanceNoToken {
+		key = bucket(bucketNoToken, address)
+	}
 	now := time.Now()
 	f.mu.Lock()
 	end, known := f.over[key]
@@ -309,6 +323,7 @@ func (f *Front) throttled(w http.ResponseWriter, r *http.Request, key, msg strin
 		f.over[key] = end
 		f.mu.Unlock()
 	}
+	f.c.Hooks.Emit(engine.RateRefused{Allowance: allowance, Code: errcode.MCPAuthThrottled, Address: address})
 	f.refuse(w, r, http.StatusTooManyRequests, errcode.MCPAuthThrottled, msg, end.Sub(now))
 	return true
 }
@@ -382,5 +397,5 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request, status int, code 
 			"data":    map[string]string{"code": string(code), "fix": entry.Fix},
 		},
 	})
-	f.log.InfoContext(r.Context(), "request refused", "code", string(code), "status", status, "path", r.URL.Path)
+	f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: status, Code: code})
 }

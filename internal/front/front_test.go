@@ -9,13 +9,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
@@ -41,6 +44,20 @@ type fixture struct {
 	issuerAt string
 	resolver *counting
 	served   atomic.Int32
+	hooks    *engine.Hooks
+	events   *recorder
+}
+
+// recorder is a subscriber keeping every event it is handed.
+type recorder struct {
+	mu     sync.Mutex
+	events []engine.Event
+}
+
+func (r *recorder) record(ev engine.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
 }
 
 // token mints a valid token for subject in tenant acme.
@@ -79,12 +96,15 @@ func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}}
+	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}, hooks: engine.NewHooks(), events: &recorder{}}
+	f.hooks.Subscribe(0, f.events.record)
+	t.Cleanup(f.hooks.Close)
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.served.Add(1)
 		_, _ = io.WriteString(w, front.CallerFrom(r.Context()).Subject)
 	})
-	h := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(f.resolver), Limiter: limiter, Logger: slog.New(slog.DiscardHandler)})
+	h := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(f.resolver), Limiter: limiter,
+		Logger: slog.New(slog.DiscardHandler), Hooks: f.hooks})
 	mount(h, cfg, echo)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -573,5 +593,44 @@ func TestPolicyIsPerRoute(t *testing.T) {
 			}()
 			h.Mount("/"+strings.ReplaceAll(name, " ", "-"), echo, p)
 		}()
+	}
+}
+
+// TestRefusalsAreEvents: every refusal is a RequestRefused event — the
+// host log's line is its subscriber — and every spent allowance a
+// RateRefused event naming whose it was.
+func TestRefusalsAreEvents(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.HTTP.RateLimits.WritesPerMinute, c.HTTP.RateLimits.FailedAuthPerMinute = 1, 1
+	})
+	settle(t)
+	token := f.token(t, "agent")
+	post(t, f.url, token, callGet, "Origin", "https://evil.example.com") // 403
+	post(t, f.url, token, callAction)                                    // 200
+	post(t, f.url, token, callAction)                                    // 429: writes
+	flood(t, f.url, "", "203.0.113.7", 2)                                // 401, then 429: no token
+	f.hooks.Close()
+
+	var got []string
+	for _, ev := range f.events.events {
+		switch ev := ev.(type) {
+		case engine.RequestRefused:
+			got = append(got, fmt.Sprintf("refused %s %d %s", ev.Path, ev.HTTPStatus, ev.Code))
+		case engine.RateRefused:
+			got = append(got, fmt.Sprintf("rate %s %s %q %q %q", ev.Allowance, ev.Code, ev.Tenant, ev.Actor, ev.Address))
+		default:
+			t.Errorf("an event the front does not emit: %#v", ev)
+		}
+	}
+	want := []string{
+		"refused /mcp 403 X_MCP_ORIGIN_REFUSED",
+		`rate writes X_MCP_RATE_LIMITED "acme" "agent" ""`, "refused /mcp 429 X_MCP_RATE_LIMITED",
+		"refused /mcp 401 X_MCP_UNAUTHORIZED",
+		`rate no_token X_MCP_AUTH_THROTTLED "" "" "203.0.113.7"`, "refused /mcp 429 X_MCP_AUTH_THROTTLED",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n%q\nwant:\n%q", got, want)
 	}
 }

@@ -517,7 +517,9 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: log})
+	hooks := engine.NewHooks()
+	hooks.Subscribe(0, engine.HostLog(log))
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: log, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,6 +528,7 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	}
 	_, body := call(t, connect(t, s, agent("support")), "add_order_note", `{"order_id": "o-1001", "note": "a private remark"}`)
 	correlation, _ := body["correlationId"].(string)
+	hooks.Close() // every line emitted so far is written
 	logged := logBuf.String()
 	var full, gate bool
 	for _, line := range strings.Split(strings.TrimSpace(logged), "\n") {
@@ -577,7 +580,10 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logBuf lockedBuffer
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
+	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
+	hooks := engine.NewHooks()
+	hooks.Subscribe(0, engine.HostLog(log))
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: log, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,6 +647,7 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatalf("no sql: %v", body)
 	}
 	// Every call leaves its line in the host log, a refused input too.
+	hooks.Close() // every line emitted so far is written
 	for _, outcome := range []string{"ok", "rejected", "failed", "invalid_input"} {
 		if !strings.Contains(logBuf.String(), `"tool":"sql_query","outcome":"`+outcome+`"`) {
 			t.Errorf("the host log has no sql_query call with outcome %s:\n%s", outcome, logBuf.String())
@@ -753,5 +760,60 @@ func TestOneVerificationPerRequest(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the MCP handler without bearer auth: %d", resp.StatusCode)
+	}
+}
+
+// TestToolCallsAreEvents: each tool call is a ToolCalled event with its
+// tool, outcome, caller and correlation id — the host log's "tool call"
+// line is one subscriber — beside the engine's gate outcome of it.
+func TestToolCallsAreEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := engine.NewHooks()
+	t.Cleanup(hooks.Close)
+	var mu sync.Mutex
+	var events []engine.Event
+	hooks.Subscribe(0, func(ev engine.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+	})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, s, agent("support"))
+	call(t, cs, "order_get", `{"id": "o-1001"}`)
+	_, body := call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`)
+	call(t, cs, "order_list", `{"limit": 0}`)
+	hooks.Close()
+
+	var got []string
+	for _, ev := range events {
+		switch ev := ev.(type) {
+		case engine.ToolCalled:
+			got = append(got, fmt.Sprintf("tool %s %s %s %s %s correlated:%v", ev.Tool, ev.Outcome, ev.Actor, ev.Tenant, ev.Code, ev.CorrelationID != ""))
+			if ev.Tool == "cancel_order" && ev.CorrelationID != body["approvalId"] {
+				t.Errorf("the stage's event names %q, the agent was told %v", ev.CorrelationID, body["approvalId"])
+			}
+		case engine.Gate:
+			got = append(got, fmt.Sprintf("gate %s %s %s", ev.Op, ev.Subject, ev.Status))
+		}
+	}
+	want := []string{
+		"gate get order ok", "tool order_get ok agent-7 acme  correlated:false",
+		"gate call cancel_order approval_pending", "tool cancel_order approval_pending agent-7 acme  correlated:true",
+		"gate list order invalid_input", "tool order_list invalid_input agent-7 acme  correlated:false",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n%q\nwant:\n%q", got, want)
 	}
 }

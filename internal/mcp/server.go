@@ -30,8 +30,11 @@ type Options struct {
 	Version string
 	// Querier answers the sql_query tool when the config enables it.
 	Querier *sqlquery.Querier
-	// Logger receives one line per tool call (tool, outcome, actor, code,
-	// correlation id; never arguments, rows or tokens). Defaults to
+	// Hooks receives a ToolCalled event per tool call (the host log's
+	// "tool call" lines are one subscriber of them). Nil: none.
+	Hooks *engine.Hooks
+	// Logger receives what an operator needs to read a failure: the
+	// database's words of a failed query, a panic's stack. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
 }
@@ -43,6 +46,7 @@ type Server struct {
 	querier *sqlquery.Querier
 	cfg     *ontology.Config
 	version string
+	hooks   *engine.Hooks
 	log     *slog.Logger
 	schemas *sdk.SchemaCache
 	tools   map[string]*tool
@@ -61,6 +65,7 @@ func New(opts Options) (*Server, error) {
 		querier:  opts.Querier,
 		cfg:      opts.Ontology,
 		version:  cmp.Or(opts.Version, "dev"),
+		hooks:    opts.Hooks,
 		log:      cmp.Or(opts.Logger, slog.Default()),
 		schemas:  sdk.NewSchemaCache(),
 		profiles: map[string]*sdk.Server{},
@@ -144,8 +149,8 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 		}
 		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
 		res := render(t, out)
-		s.log.InfoContext(ctx, "tool call", "tool", t.def.Name, "outcome", string(out.Status), "actor", caller.Subject,
-			"tenant", caller.Tenant, "code", string(out.Code), "correlation_id", out.CorrelationID)
+		s.hooks.Emit(engine.ToolCalled{Tool: t.def.Name, Outcome: out.Status, Actor: caller.Subject, Tenant: caller.Tenant,
+			Code: out.Code, CorrelationID: out.CorrelationID})
 		return res, nil
 	}
 }
