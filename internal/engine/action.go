@@ -501,6 +501,9 @@ func appendAudit(ctx context.Context, tx pgx.Tx, rec *Record) error {
 	}
 	emitOnCommit(ctx, tx, AuditAppended{Tenant: rec.Tenant, Seq: link.Seq, Phase: rec.Phase, Action: rec.Action,
 		CorrelationID: rec.CorrelationID, Actor: rec.Actor.Subject})
+	if rec.Phase == PhaseExecutionStarted {
+		startedOnCommit(ctx, tx)
+	}
 	return nil
 }
 

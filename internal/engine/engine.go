@@ -115,6 +115,8 @@ type Engine struct {
 	// beforeFinish, set only by tests, runs after an effect on a separate
 	// datasource committed and before its end is recorded.
 	beforeFinish func()
+	// beforeRead, set only by tests, runs as a get reads.
+	beforeRead func()
 }
 
 // New returns an Engine for c.

@@ -241,3 +241,40 @@ func (x *execution) attempted(ctx context.Context, out **Outcome) {
 			ApprovalID: approval, Outcome: o.Status, Diagnostic: o.Diagnostic})
 	}
 }
+
+type startedKey struct{}
+
+// startWatch returns ctx carrying a flag that startedOnCommit sets once an
+// execution_started record commits under it.
+func startWatch(ctx context.Context) (context.Context, *bool) {
+	started := new(bool)
+	return context.WithValue(ctx, startedKey{}, started), started
+}
+
+// startedOnCommit sets the execution's flag, if it has one, once tx (which
+// appended its execution_started record) commits.
+func startedOnCommit(ctx context.Context, tx pgx.Tx) {
+	if started, ok := ctx.Value(startedKey{}).(*bool); ok {
+		database.AfterCommit(tx, func() { *started = true })
+	}
+}
+
+// contain answers an execution that panicked, logging the panic with its
+// stack under the execution's correlation id (the id its audit records
+// carry). Once its execution_started record committed, the effect may
+// have run: outcome_unknown, which tells the caller not to simply retry.
+// Before, nothing ran: whatever the execution began rolled back with its
+// transaction, and the answer is internal_error.
+func (x *execution) contain(ctx context.Context, started *bool, out **Outcome) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	status := StatusInternalError
+	if *started {
+		status = StatusOutcomeUnknown
+	}
+	x.e.log.ErrorContext(ctx, "engine panic", "op", "execute "+x.c.name, "status", string(status), "correlation_id", x.correlation,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	*out = &Outcome{Status: status, CorrelationID: x.correlation, ApprovalID: x.approvalID, Err: fmt.Errorf("panic: %v", v)}
+}

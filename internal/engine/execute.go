@@ -112,6 +112,8 @@ func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval 
 	}
 	x := &execution{e: e, caller: caller, c: c, approval: approval, approvalID: approvalID, correlation: correlation}
 	defer x.attempted(ctx, &out)
+	ctx, started := startWatch(ctx)
+	defer x.contain(ctx, started, &out)
 	if e.sameDB {
 		return x.together(ctx)
 	}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,11 +15,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // recorder is a subscriber keeping every event it is handed.
@@ -292,3 +295,101 @@ func TestHostLogLines(t *testing.T) {
 func hostLogTo(w io.Writer) func(engine.Event) {
 	return engine.HostLog(slog.New(slog.NewJSONHandler(w, nil)))
 }
+
+// panicOnce returns a hook that panics the first time it runs, with text
+// no answer may carry.
+func panicOnce() func() {
+	var once sync.Once
+	return func() { once.Do(func() { panic("the secret panic text") }) }
+}
+
+// panicLine finds the host log's line of a contained panic under
+// correlation, and checks it carries the stack and the panic.
+func panicLine(t *testing.T, logged, correlation, frame string) {
+	t.Helper()
+	for _, line := range strings.Split(logged, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "engine panic" || m["correlation_id"] != correlation {
+			continue
+		}
+		if stack, _ := m["stack"].(string); !strings.Contains(stack, frame) || m["panic"] != "the secret panic text" {
+			t.Fatalf("the panic's line lacks its stack or text: %v", m)
+		}
+		return
+	}
+	t.Fatalf("no panic line under %q in:\n%s", correlation, logged)
+}
+
+// TestPanicsAreContained: a panic in a read or an execution is recovered,
+// logged with its stack under a correlation id, and answered — never with
+// its text — and the engine serves on. Before its execution_started record
+// commits, an execution that panics ran nothing (internal_error); after,
+// on a separate datasource, its effect may have run (outcome_unknown,
+// which audit verify explains as unfinished).
+func TestPanicsAreContained(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	data := testdb.Pool(t, dataURL)
+	if _, err := data.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf strings.Builder
+	var logMu sync.Mutex
+	logged := func() string { logMu.Lock(); defer logMu.Unlock(); return logBuf.String() }
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logBuf.Write(p)
+	}), nil))
+	newEngine := func(datasource *pgxpool.Pool) *engine.Engine {
+		e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Datasource: datasource,
+			Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: b.key, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	together := newEngine(nil)
+	engine.SetBeforeRead(together, panicOnce())
+	out := together.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`))
+	want(t, out, engine.StatusInternalError)
+	panicLine(t, logged(), out.CorrelationID, "engine.(*Engine).Get")
+	want(t, together.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusOK)
+
+	engine.SetAfterConsume(together, panicOnce())
+	staged := together.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	approve(t, together, "acme", staged.ApprovalID.String())
+	out = together.Check(ctx, support("acme"), staged.ApprovalID.String())
+	want(t, out, engine.StatusInternalError)
+	panicLine(t, logged(), out.CorrelationID, "engine.(*execution).consume")
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
+		t.Fatal("an execution that panicked before its effect changed the order")
+	}
+	want(t, together.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+	verifyClean(t, b.testBundle, "acme")
+
+	apart := newEngine(testdb.RuntimePool(t, dataURL))
+	engine.SetBeforeFinish(apart, panicOnce())
+	out = apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "ran"}`))
+	want(t, out, engine.StatusOutcomeUnknown)
+	panicLine(t, logged(), out.CorrelationID, "engine.(*execution).apart")
+	if out.Err == nil || !strings.Contains(out.Err.Error(), "the secret panic text") {
+		t.Fatalf("the outcome's error (an operator's) lacks the panic: %v", out.Err)
+	}
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || len(r.Unfinished) != 1 || r.Unfinished[0].CorrelationID != out.CorrelationID {
+		t.Fatalf("verify: %+v %v", r, err)
+	}
+	want(t, apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "again"}`)), engine.StatusOK)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -57,6 +57,9 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	if !ok || !canRead(caller, o) {
 		return e.deniedOrMissing(ok)
 	}
+	if e.beforeRead != nil {
+		e.beforeRead()
+	}
 	in, issues := e.parseGetInput(object, o, args)
 	if len(issues) > 0 {
 		return &Outcome{Status: StatusInvalidInput, Issues: issues}

@@ -18,11 +18,14 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -179,8 +182,10 @@ type route struct {
 	next http.Handler
 }
 
-func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	f, p := rt.f, rt.p
+	w := &responseWriter{ResponseWriter: raw}
+	defer f.contain(w, r)
 	if origin := r.Header.Get("Origin"); p.CheckOrigin && origin != "" && !slices.Contains(f.http.AllowedOrigins, origin) {
 		f.refuse(w, r, http.StatusForbidden, errcode.MCPOriginRefused, "this origin may not call the server", 0)
 		return
@@ -209,7 +214,11 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBody reads the body within the policy's cap, refusing a batch when
 // the policy says so, or answers the request itself and reports false.
 func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.MaxBodyBytes))
+	raw := w
+	if rw, ok := w.(*responseWriter); ok {
+		raw = rw.ResponseWriter // which MaxBytesReader tells to close the connection after a body too large
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(raw, r.Body, p.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		f.refuse(w, r, http.StatusRequestEntityTooLarge, errcode.MCPBodyTooLarge,
@@ -377,14 +386,74 @@ func (f *Front) challenge(w http.ResponseWriter, r *http.Request, resource strin
 	f.refuse(w, r, http.StatusUnauthorized, errcode.MCPUnauthorized, "a valid bearer token is required", 0)
 }
 
+// contain answers a request whose handler panicked: 500, internal_error
+// under a correlation id of its own, the panic and its stack in the host
+// log under that id, never in the answer. The connection serves on. An
+// answer already begun is cut short; http.ErrAbortHandler, a handler's
+// deliberate abort, goes on to the server.
+func (f *Front) contain(w *responseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	correlation := uuid.NewString()
+	f.log.ErrorContext(r.Context(), "handler panic", "path", r.URL.Path, "correlation_id", correlation,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if w.wrote {
+		return
+	}
+	clear(w.Header()) // nothing of the answer the handler began goes out
+	f.answer(w, r, http.StatusInternalServerError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0, correlation)
+}
+
+// responseWriter notes whether the answer began.
+type responseWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *responseWriter) WriteHeader(status int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher, for a handler that streams.
+func (w *responseWriter) Flush() {
+	w.wrote = true
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the server's writer.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // refuse answers a JSON-RPC error carrying a code and its fix.
 func (f *Front) refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration) {
+	f.answer(w, r, status, code, msg, retryAfter, "")
+}
+
+// answer is refuse with, when set, the correlation id an operator finds
+// the refusal's cause under.
+func (f *Front) answer(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration, correlation string) {
 	entry, _ := errcode.Explain(string(code))
 	if retryAfter > 0 || status == http.StatusTooManyRequests {
 		// Every 429 says when to retry: within the one-minute window, and at
 		// least a second even when clocks disagree on the window's end.
 		secs := min(max(int(math.Ceil(retryAfter.Seconds())), 1), 60)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	data := map[string]string{"code": string(code), "fix": entry.Fix}
+	if correlation != "" {
+		data["correlationId"] = correlation
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -394,7 +463,7 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request, status int, code 
 		"error": map[string]any{
 			"code":    -32000,
 			"message": fmt.Sprintf("%s: %s", code, msg),
-			"data":    map[string]string{"code": string(code), "fix": entry.Fix},
+			"data":    data,
 		},
 	})
 	f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: status, Code: code})

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -634,3 +636,81 @@ func TestRefusalsAreEvents(t *testing.T) {
 		t.Fatalf("events:\n%q\nwant:\n%q", got, want)
 	}
 }
+
+// TestHandlerPanicIsContained: a mounted handler that panics is answered
+// 500 with X_INTERNAL_ERROR and a correlation id — never the panic's text
+// or the headers it had set — the panic and its stack go to the host log
+// under that id, and the connection serves on. A deliberate abort
+// (http.ErrAbortHandler) still aborts.
+func TestHandlerPanicIsContained(t *testing.T) {
+	t.Parallel()
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.PublicURL = publicURL
+	var logBuf strings.Builder
+	var logMu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logBuf.Write(p)
+	}), nil))
+	h := front.New(front.Config{Ontology: cfg, Logger: log})
+	h.Mount("/boom", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Half-Built", "yes")
+		panic("the secret panic text")
+	}), front.Policy{MaxBodyBytes: 1024})
+	h.Mount("/abort", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }), front.Policy{})
+	h.Mount("/ok", front.Healthz(), front.Policy{})
+	srv := httptest.NewUnstartedServer(h)
+	var closed atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0) // the abort's own line
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{}}
+
+	resp, m := send(t, client, srv.URL+"/boom")
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	correlation, _ := data["correlationId"].(string)
+	if resp.StatusCode != http.StatusInternalServerError || errorCode(m) != "X_INTERNAL_ERROR" || correlation == "" ||
+		resp.Header.Get("X-Half-Built") != "" || strings.Contains(fmt.Sprint(m), "secret") {
+		t.Fatalf("the panic's answer: %d %v %v", resp.StatusCode, resp.Header, m)
+	}
+	logMu.Lock()
+	logged := logBuf.String()
+	logMu.Unlock()
+	if !strings.Contains(logged, `"msg":"handler panic"`) || !strings.Contains(logged, correlation) ||
+		!strings.Contains(logged, "the secret panic text") || !strings.Contains(logged, `"stack":"goroutine`) {
+		t.Fatalf("the host log:\n%s", logged)
+	}
+	if resp, _ := send(t, client, srv.URL+"/ok"); resp.StatusCode != http.StatusOK || closed.Load() != 0 {
+		t.Fatalf("after the panic: %d, %d connections closed", resp.StatusCode, closed.Load())
+	}
+	if _, err := client.Post(srv.URL+"/abort", "application/json", nil); err == nil {
+		t.Fatal("a deliberate abort was answered")
+	}
+}
+
+// send posts an empty JSON body and reads the JSON answer.
+func send(t *testing.T, client *http.Client, url string) (*http.Response, map[string]any) {
+	t.Helper()
+	resp, err := client.Post(url, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp, m
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -816,4 +818,102 @@ func TestToolCallsAreEvents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events:\n%q\nwant:\n%q", got, want)
 	}
+}
+
+// TestToolPanicIsContained: a tool handler that panics answers
+// internal_error with a correlation id — never the panic's text — logs
+// the panic and its stack under that id, and the same session serves on:
+// in memory, over stdio's framing, and over Streamable HTTP behind the
+// front, where the connection is not dropped either.
+func TestToolPanicIsContained(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf lockedBuffer
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var armed atomic.Bool
+	mcp.SetBeforeTool(s, func(string) {
+		if armed.CompareAndSwap(true, false) {
+			panic("the secret panic text")
+		}
+	})
+	survives := func(t *testing.T, cs *sdk.ClientSession) {
+		t.Helper()
+		armed.Store(true)
+		res, body := call(t, cs, "order_get", `{"id": "o-1001"}`)
+		correlation, _ := body["correlationId"].(string)
+		if !res.IsError || body["status"] != "internal_error" || correlation == "" || strings.Contains(text(res), "secret") {
+			t.Fatalf("the panicking call: %v %s", body, text(res))
+		}
+		var logged bool
+		for _, line := range strings.Split(logBuf.String(), "\n") {
+			logged = logged || (strings.Contains(line, `"msg":"tool handler panic"`) && strings.Contains(line, correlation) &&
+				strings.Contains(line, "the secret panic text") && strings.Contains(line, `"stack":"goroutine`))
+		}
+		if !logged {
+			t.Fatalf("no panic line under %s:\n%s", correlation, logBuf.String())
+		}
+		if res, body := call(t, cs, "order_get", `{"id": "o-1001"}`); res.IsError || body["item"] == nil {
+			t.Fatalf("the next call on the session: %v", body)
+		}
+		if names := toolNames(t, cs); !slices.Contains(names, "order_get") {
+			t.Fatalf("the session lists %v", names)
+		}
+	}
+
+	t.Run("in memory", func(t *testing.T) { survives(t, connect(t, s, agent("support"))) })
+
+	t.Run("stdio framing", func(t *testing.T) {
+		ctx := context.Background()
+		clientIn, serverOut := io.Pipe()
+		serverIn, clientOut := io.Pipe()
+		ss, err := s.Connect(ctx, agent("support"), &sdk.IOTransport{Reader: serverIn, Writer: serverOut})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ss.Close() })
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(ctx, &sdk.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		survives(t, cs)
+	})
+
+	t.Run("streamable HTTP", func(t *testing.T) {
+		f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(byToken{"t": agent("support")}),
+			Limiter: front.NewMemoryLimiter(), Logger: quiet})
+		f.Mount("/mcp", s.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", MaxBodyBytes: 1 << 20, OneMessage: true})
+		srv := httptest.NewUnstartedServer(f)
+		var closed atomic.Int32
+		srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+			if state == http.StateClosed || state == http.StateHijacked {
+				closed.Add(1)
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		client := &http.Client{Transport: bearer{token: "t", next: &http.Transport{}}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: client, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		survives(t, cs)
+		if n := closed.Load(); n != 0 {
+			t.Fatalf("the server closed %d connections", n)
+		}
+	})
 }

@@ -8,11 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
@@ -53,6 +56,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	profiles map[string]*sdk.Server // by the names of the tools a caller sees
+
+	// beforeTool, set only by tests (export_test.go), runs as a tool
+	// handler starts.
+	beforeTool func(tool string)
 }
 
 // New returns a Server for opts.
@@ -133,10 +140,17 @@ func (s *Server) Run(ctx context.Context, caller *engine.Caller, t sdk.Transport
 	return s.build(s.visible(caller), caller).Run(ctx, t)
 }
 
-// handler runs one tool call for the request's caller.
+// handler runs one tool call for the request's caller. A panic in it is
+// contained: the call answers internal_error and the session or
+// connection serves on.
 func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
-	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
 		caller := fixed
+		defer func() {
+			if v := recover(); v != nil {
+				res, err = s.contained(ctx, t, caller, v), nil
+			}
+		}()
 		if caller == nil {
 			caller = callerOf(req)
 		}
@@ -144,15 +158,34 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 			// Exactly what the SDK answers for a tool it does not have.
 			return nil, unknownTool(req.Params.Name)
 		}
+		if s.beforeTool != nil {
+			s.beforeTool(t.def.Name)
+		}
 		if t.kind == ontology.ToolSQLQuery {
 			return s.runSQL(ctx, t, caller, req.Params.Arguments), nil
 		}
 		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
-		res := render(t, out)
+		res = render(t, out)
 		s.hooks.Emit(engine.ToolCalled{Tool: t.def.Name, Outcome: out.Status, Actor: caller.Subject, Tenant: caller.Tenant,
 			Code: out.Code, CorrelationID: out.CorrelationID})
 		return res, nil
 	}
+}
+
+// contained answers a tool call that panicked: internal_error under a
+// correlation id of its own, the panic and its stack in the host log under
+// that id, never in the answer.
+func (s *Server) contained(ctx context.Context, t *tool, caller *engine.Caller, v any) *sdk.CallToolResult {
+	correlation := uuid.NewString()
+	s.log.ErrorContext(ctx, "tool handler panic", "tool", t.def.Name, "correlation_id", correlation,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	out := &engine.Outcome{Status: engine.StatusInternalError, CorrelationID: correlation}
+	ev := engine.ToolCalled{Tool: t.def.Name, Outcome: out.Status, CorrelationID: correlation}
+	if caller != nil {
+		ev.Actor, ev.Tenant = caller.Subject, caller.Tenant
+	}
+	s.hooks.Emit(ev)
+	return render(t, out)
 }
 
 // private marks every cacheable result as the caller's own and stale at
