@@ -219,9 +219,12 @@ func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Call
 		return
 	}
 	o := *out
-	e.hooks.Emit(Gate{Op: op, Subject: subject, Status: o.Status, Code: o.Code, Diagnostic: o.Diagnostic,
-		Actor: caller.actor().Subject, ActorKind: caller.actor().Kind, Tenant: caller.Tenant,
-		CorrelationID: o.CorrelationID, DevMode: caller.DevMode})
+	g := Gate{Op: op, Subject: subject, Status: o.Status, Code: o.Code, Diagnostic: o.Diagnostic, CorrelationID: o.CorrelationID}
+	if caller != nil { // a nil caller is a caller's bug, contained above
+		a := caller.actor()
+		g.Actor, g.ActorKind, g.Tenant, g.DevMode = a.Subject, a.Kind, caller.Tenant, caller.DevMode
+	}
+	e.hooks.Emit(g)
 }
 
 // attempted emits the effect attempt an execution ended in, if it reached
