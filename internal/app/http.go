@@ -39,7 +39,7 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return errcode.New(errcode.IdentityRequired, err.Error(), nil)
 	}
-	handler := rt.front(resolver)
+	handler := rt.routes(resolver)
 	if err := resolver.Ready(ctx); err != nil {
 		rt.log.Warn("OIDC discovery failed; /readyz reports not ready until it succeeds", "error", err)
 	}
@@ -69,10 +69,10 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 // MCPPath is where MCP is served over HTTP.
 const MCPPath = "/mcp"
 
-// front builds the HTTP front and mounts every route on it, each with its
+// routes builds the HTTP front and mounts every route on it, each with its
 // policy. A route for a new surface (the approvers' desk, metrics) mounts
 // here.
-func (rt *Runtime) front(resolver *identity.Resolver) *front.Front {
+func (rt *Runtime) routes(resolver *identity.Resolver) *front.Front {
 	cfg := rt.Config
 	var limiter front.Limiter = front.NewPostgresLimiter(rt.Store)
 	if cfg.HTTP.RateLimits.Store == "memory" {
@@ -81,8 +81,7 @@ func (rt *Runtime) front(resolver *identity.Resolver) *front.Front {
 	// One verification per request: the front's, through go-sdk's
 	// RequireBearerToken, whose TokenInfo the MCP handler authorizes on.
 	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: limiter, Logger: rt.log, Hooks: rt.Hooks})
-	mcpHandler := rt.MCP.HTTPHandler()
-	f.Mount(MCPPath, mcpHandler, front.Policy{
+	f.Mount(MCPPath, rt.MCP.HTTPHandler(), front.Policy{
 		Auth: front.AuthBearer, Resource: MCPPath, CheckOrigin: true,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
 		Rate: front.ToolCalls(func(tool string) front.Class {
