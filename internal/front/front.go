@@ -4,7 +4,8 @@
 // route's handler runs: the 401 challenge naming the RFC 9728 metadata,
 // the failed-authentication throttle, the body cap, the refusal of
 // JSON-RPC batches, the per-caller allowances. Every refusal carries a
-// stable code and its fix.
+// stable code and its fix, and is an event on engine.Hooks; a panic in a
+// route is contained and answered X_INTERNAL_ERROR.
 package front
 
 import (
