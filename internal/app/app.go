@@ -58,6 +58,10 @@ type Runtime struct {
 	Engine     *engine.Engine
 	// MCP is the MCP server; nil unless Settings.Serve.
 	MCP *mcp.Server
+	// Hooks carries the events of the engine, the MCP server and the HTTP
+	// front to their subscribers; the host log is the first. A subscriber
+	// (metrics, an auditor of refusals) subscribes here.
+	Hooks *engine.Hooks
 
 	url      string
 	migrator *database.Migrator
@@ -69,7 +73,8 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if s.Config == nil {
 		return nil, fmt.Errorf("app: Settings.Config is required")
 	}
-	rt := &Runtime{Config: s.Config, url: s.DatabaseURL, log: cmp.Or(s.Logger, slog.New(slog.DiscardHandler))}
+	rt := &Runtime{Config: s.Config, url: s.DatabaseURL, log: cmp.Or(s.Logger, slog.New(slog.DiscardHandler)), Hooks: engine.NewHooks()}
+	rt.Hooks.Subscribe(0, engine.HostLog(rt.log))
 	defer func() {
 		if err != nil {
 			rt.Close()
@@ -101,7 +106,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 		}
 	}
 	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Effects: effects.Factories(), Catalog: catalog,
-		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log})
+		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks})
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +120,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.MCP, err = mcp.New(mcp.Options{Engine: rt.Engine, Ontology: cfg, Querier: querier, Version: s.Version, Logger: rt.log})
+	rt.MCP, err = mcp.New(mcp.Options{Engine: rt.Engine, Ontology: cfg, Querier: querier, Version: s.Version, Logger: rt.log, Hooks: rt.Hooks})
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +138,8 @@ func (rt *Runtime) Close() {
 	if rt.migrator != nil {
 		_ = rt.migrator.Close()
 	}
+	// Last: what the runtime emitted until now reaches its subscribers.
+	rt.Hooks.Close()
 }
 
 // Ready reports whether the runtime can serve: its database answers and

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/orangerail/orangerail/internal/door"
-	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -40,32 +40,7 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return errcode.New(errcode.IdentityRequired, err.Error(), nil)
 	}
-	var limiter door.Limiter = door.NewPostgresLimiter(rt.Store)
-	if cfg.HTTP.RateLimits.Store == ontology.RateLimitMemory {
-		limiter = door.NewMemoryLimiter()
-	}
-	mcpHandler := rt.MCP.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {
-		c := door.CallerFrom(r.Context())
-		if c == nil {
-			return nil, identity.ErrInvalidToken
-		}
-		return &c.Caller, nil
-	})
-	handler := door.New(door.Config{
-		Ontology: cfg, Resolver: resolver, Limiter: limiter, MCP: mcpHandler, Logger: rt.log,
-		ToolClass: func(tool string) door.Class {
-			if rt.MCP.ReadOnly(tool) {
-				return door.ClassRead
-			}
-			return door.ClassWrite
-		},
-		ReadyFunc: func(ctx context.Context) error {
-			if err := rt.Ready(ctx); err != nil {
-				return err
-			}
-			return resolver.Ready(ctx)
-		},
-	})
+	handler := rt.routes(resolver)
 	if err := resolver.Ready(ctx); err != nil {
 		rt.log.Warn("OIDC discovery failed; /readyz reports not ready until it succeeds", "error", err)
 	}
@@ -78,7 +53,7 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	// query's timeout: these bound what a slow or stalled client can hold.
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
-	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", door.Path,
+	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", MCPPath,
 		"public_url", cfg.HTTP.PublicURL, "preset", string(cfg.Preset))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -90,4 +65,42 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}
+}
+
+// MCPPath is where MCP is served over HTTP.
+const MCPPath = "/mcp"
+
+// routes builds the HTTP front and mounts every route on it, each with its
+// policy. A route for a new surface (the approvers' desk, metrics) mounts
+// here.
+func (rt *Runtime) routes(resolver *identity.Resolver) *front.Front {
+	cfg := rt.Config
+	var limiter front.Limiter = front.NewPostgresLimiter(rt.Store)
+	if cfg.HTTP.RateLimits.Store == ontology.RateLimitMemory {
+		limiter = front.NewMemoryLimiter()
+	}
+	// One verification per request: the front's, through go-sdk's
+	// RequireBearerToken, whose TokenInfo the MCP handler authorizes on.
+	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: limiter, Logger: rt.log, Hooks: rt.Hooks})
+	f.Mount(MCPPath, rt.MCP.HTTPHandler(), front.Policy{
+		Auth: front.AuthBearer, Resource: MCPPath, CheckOrigin: true,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
+		Rate: front.ToolCalls(func(tool string) front.Class {
+			if rt.MCP.ReadOnly(tool) {
+				return front.ClassRead
+			}
+			return front.ClassWrite
+		}),
+	})
+	metadata := f.Metadata(MCPPath)
+	f.Mount("GET "+front.MetadataPath(MCPPath), metadata, front.Policy{})
+	f.Mount("GET "+front.MetadataPath(""), metadata, front.Policy{})
+	f.Mount("GET /healthz", front.Healthz(), front.Policy{})
+	f.Mount("GET /readyz", f.Readyz(func(ctx context.Context) error {
+		if err := rt.Ready(ctx); err != nil {
+			return err
+		}
+		return resolver.Ready(ctx)
+	}), front.Policy{})
+	return f
 }

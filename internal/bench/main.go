@@ -390,7 +390,7 @@ func mcpReadCall(ctx context.Context, server string, emit func(result)) error {
 	return nil
 }
 
-// tokenVerification measures what the door spends on a token, since it
+// tokenVerification measures what the front spends on a token, since it
 // verifies every token it is sent: a refused one (a forged signature under
 // the issuer's key id, and an id the issuer does not publish, neither of
 // which fetches keys) against the baseline of a valid token verified

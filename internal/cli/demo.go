@@ -23,7 +23,6 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
-	"github.com/orangerail/orangerail/internal/door"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -313,7 +312,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		}
 	}
 
-	url := strings.TrimSuffix(publicURL, "/") + door.Path
+	url := strings.TrimSuffix(publicURL, "/") + app.MCPPath
 	facts.MCPURL = &url
 	// The address is bound: clients that read these facts before Serve
 	// starts wait in its backlog.

@@ -101,7 +101,8 @@ type TxBeginner interface {
 
 // InTenant runs fn in a transaction scoped to tenant, and commits when fn
 // returns nil. It rolls back when fn fails or panics. On a *Bounded pool
-// the transaction runs under its Limits.
+// the transaction runs under its Limits. After the commit it runs what
+// AfterCommit registered on fn's transaction.
 func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
@@ -117,10 +118,36 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	c := &committing{Tx: tx}
+	if err := fn(c); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	for _, f := range c.after {
+		f()
+	}
+	return nil
+}
+
+// committing is the transaction InTenant hands its fn: it keeps what
+// AfterCommit registers until the commit.
+type committing struct {
+	pgx.Tx
+	after []func()
+}
+
+// AfterCommit runs f once tx, the transaction InTenant handed its fn, has
+// committed, and never if it rolls back: for what must happen only if the
+// transaction's writes did. Given any other transaction, which InTenant
+// does not commit, f runs at once.
+func AfterCommit(tx pgx.Tx, f func()) {
+	if c, ok := tx.(*committing); ok {
+		c.after = append(c.after, f)
+		return
+	}
+	f()
 }
 
 // Statements of a pipelined read; see QueryInTenant.

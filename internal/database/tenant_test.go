@@ -154,3 +154,41 @@ func TestQueryInTenantFailureKeepsConnection(t *testing.T) {
 		t.Fatalf("10 failed and 10 good reads opened %d connections on %d backends, want 1", n, len(pids))
 	}
 }
+
+// TestAfterCommit: what AfterCommit registers on InTenant's transaction
+// runs once it committed — after the commit, in order — and never when it
+// rolls back, on an error or a panic.
+func TestAfterCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.New(t))
+	var ran []string
+	err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		database.AfterCommit(tx, func() { ran = append(ran, "first") })
+		database.AfterCommit(tx, func() { ran = append(ran, "second") })
+		if len(ran) != 0 {
+			t.Error("ran before the commit")
+		}
+		_, err := tx.Exec(ctx, "SELECT 1")
+		return err
+	})
+	if err != nil || strings.Join(ran, ",") != "first,second" {
+		t.Fatalf("after a commit: %v %v", ran, err)
+	}
+
+	ran = nil
+	_ = database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		database.AfterCommit(tx, func() { ran = append(ran, "failed") })
+		return errors.New("rolled back")
+	})
+	func() {
+		defer func() { _ = recover() }()
+		_ = database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			database.AfterCommit(tx, func() { ran = append(ran, "panicked") })
+			panic("rolled back")
+		})
+	}()
+	if len(ran) != 0 {
+		t.Fatalf("ran after a rollback: %v", ran)
+	}
+}

@@ -43,7 +43,9 @@ type call struct {
 // Call is an agent's call of an action: it validates the input, resolves
 // the target, checks the precondition, and then, as the action's policy
 // says, stages an approval or executes at once. args is the raw tool input.
-func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args json.RawMessage) *Outcome {
+func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args json.RawMessage) (out *Outcome) {
+	ctx = e.observe(ctx)
+	defer e.settle(ctx, OpCall, action, caller, &out)
 	a, ok := e.cfg.Actions[action]
 	if !ok {
 		return &Outcome{Status: StatusNotFound}
@@ -360,6 +362,10 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 			Input: c.canonical, InputDigest: c.digest, DefinitionHash: e.definitions[c.name],
 			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
 		})
+		if err == nil {
+			approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionStaged, Action: c.name,
+				Tenant: caller.Tenant, Actor: caller.actor().Subject})
+		}
 		return changeError(err)
 	})
 	if errors.Is(err, store.ErrConflict) && retry {
@@ -371,7 +377,7 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 	}
 	if existing && approval.Status == store.ApprovalApproved {
 		// Repeating an approved call is polling it.
-		return e.Check(ctx, caller, approval.ID.String())
+		return e.check(ctx, caller, approval.ID.String())
 	}
 	return &Outcome{Status: StatusApprovalPending, ApprovalID: &approval.ID, ExpiresAt: &approval.ExpiresAt, CorrelationID: approval.ID.String()}
 }
@@ -392,8 +398,13 @@ func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) err
 		}
 		// No row: another transaction expired, decided or consumed it
 		// meanwhile, and recorded that.
-		if _, err := st.ApprovalExpire(ctx, &store.ApprovalExpireParams{ID: a.ID, Entry: entry}); err != nil && !errors.Is(err, store.ErrNotFound) {
+		_, err = st.ApprovalExpire(ctx, &store.ApprovalExpireParams{ID: a.ID, Entry: entry})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return changeError(err)
+		}
+		if err == nil {
+			approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: a.ID, Transition: TransitionExpired, Action: a.Action,
+				Tenant: tenant, Actor: "orangerail"})
 		}
 	}
 	return nil
@@ -504,8 +515,14 @@ func (e *auditAppendError) Unwrap() error { return e.err }
 
 // appendAudit appends rec in tx; a failure is an *auditAppendError.
 func appendAudit(ctx context.Context, tx pgx.Tx, rec *Record) error {
-	if _, err := AppendAudit(ctx, tx, rec); err != nil {
+	link, err := AppendAudit(ctx, tx, rec)
+	if err != nil {
 		return &auditAppendError{err}
+	}
+	emitOnCommit(ctx, tx, AuditAppended{Tenant: rec.Tenant, Seq: link.Seq, Phase: rec.Phase, Action: rec.Action,
+		CorrelationID: rec.CorrelationID, Actor: rec.Actor.Subject})
+	if rec.Phase == PhaseExecutionStarted {
+		startedOnCommit(ctx, tx)
 	}
 	return nil
 }

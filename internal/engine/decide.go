@@ -32,7 +32,9 @@ type Decision struct {
 // Decide approves or rejects a pending approval. The decider must be a
 // person holding the approver role in the approval's tenant and, when
 // four_eyes is on, not its requester. An approval is decided once.
-func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outcome {
+func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) (result *Outcome) {
+	ctx = e.observe(ctx)
+	defer e.settle(ctx, OpDecide, d.ApprovalID, decider, &result)
 	refuse := func(status Status, code errcode.Code) *Outcome { return &Outcome{Status: status, Code: code} }
 	if !decider.Authenticated() || decider.Kind != ActorHuman || !decider.HasRole(e.cfg.Approvals.ApproverRole) {
 		return refuse(StatusDenied, errcode.ApproverNotAllowed)
@@ -93,6 +95,12 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 		if err != nil {
 			return changeError(err)
 		}
+		transition := TransitionRejected
+		if d.Approve {
+			transition = TransitionApproved
+		}
+		approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: transition, Action: a.Action,
+			Tenant: decider.Tenant, Actor: rec.Actor.Subject})
 		out = &Outcome{Status: StatusOK, ApprovalID: &id, CorrelationID: id.String(), ExpiresAt: &decided.ExpiresAt}
 		return nil
 	})

@@ -91,6 +91,8 @@ type Config struct {
 	Logger *slog.Logger
 	// NowFunc returns the current time. Defaults to time.Now.
 	NowFunc func() time.Time
+	// Hooks receives the engine's events. Nil: none are emitted.
+	Hooks *Hooks
 }
 
 // KeySize is the size of Config.Key.
@@ -116,6 +118,7 @@ type Engine struct {
 	mode          Mode
 	log           *slog.Logger
 	now           func() time.Time
+	hooks         *Hooks
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
@@ -126,6 +129,8 @@ type Engine struct {
 	// beforeFinish, set only by tests, runs after an effect on a separate
 	// datasource committed and before its end is recorded.
 	beforeFinish func()
+	// beforeRead, set only by tests, runs as a get reads.
+	beforeRead func()
 }
 
 // New returns an Engine for c.
@@ -156,6 +161,7 @@ func New(c Config) (*Engine, error) {
 		mode:          cmp.Or(c.Mode, ModeLive),
 		log:           cmp.Or(c.Logger, slog.Default()),
 		now:           c.NowFunc,
+		hooks:         c.Hooks,
 	}
 	e.datasource, e.sameDB = e.store, true
 	if c.Datasource != nil && c.Datasource != c.Store {

@@ -19,7 +19,14 @@ import (
 // Check is an agent polling its approval. Pending, rejected, expired and
 // consumed approvals report their status; an approved one executes, once,
 // whoever polls first.
-func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) *Outcome {
+func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) (out *Outcome) {
+	ctx = e.observe(ctx)
+	defer e.settle(ctx, OpCheck, approvalID, caller, &out)
+	return e.check(ctx, caller, approvalID)
+}
+
+// check is Check, for a call that has entered the engine already.
+func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *Outcome {
 	id, err := uuid.Parse(approvalID)
 	if err != nil || !caller.Authenticated() {
 		return &Outcome{Status: StatusNotFound}
@@ -92,12 +99,15 @@ func approvalStatus(a *store.Approval) *Outcome {
 // definition and the stored input against today's declaration. The target
 // is re-read under a row lock and the precondition re-evaluated, so what
 // was approved still holds when it runs.
-func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval *store.Approval, correlation string) *Outcome {
+func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval *store.Approval, correlation string) (out *Outcome) {
 	var approvalID *uuid.UUID
 	if approval != nil {
 		approvalID = &approval.ID
 	}
 	x := &execution{e: e, caller: caller, c: c, approval: approval, approvalID: approvalID, correlation: correlation, effect: e.effects[c.name]}
+	defer x.attempted(ctx, &out)
+	ctx, started := startWatch(ctx)
+	defer x.contain(ctx, started, &out)
 	// An action without an effect is refused by the consume's definition
 	// check before anything would run; it takes the together path, the
 	// one that keeps nothing of a refusal but its record.
@@ -153,6 +163,8 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	approvalChanged(ctx, stx, ApprovalChanged{ApprovalID: x.approval.ID, Transition: TransitionConsumed, Action: x.c.name,
+		Tenant: x.caller.Tenant, Actor: x.caller.actor().Subject})
 	if x.e.afterConsume != nil {
 		x.e.afterConsume()
 	}

@@ -11,6 +11,9 @@ func SetAfterConsume(e *Engine, f func()) { e.afterConsume = f }
 // datasource committed and before its end is recorded.
 func SetBeforeFinish(e *Engine, f func()) { e.beforeFinish = f }
 
+// SetBeforeRead installs a hook that runs as each get reads.
+func SetBeforeRead(e *Engine, f func()) { e.beforeRead = f }
+
 // InputDigest is the digest of an action's canonical input in a tenant,
 // as the engine computes it, for tests that write approvals around it.
 func InputDigest(e *Engine, tenant, action string, canonical []byte) []byte {

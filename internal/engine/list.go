@@ -51,7 +51,9 @@ type cursor struct {
 // tool input: {"filters": {field: {op: value}}, "sort": "field" | "-field",
 // "limit": n, "cursor": "…"}, every part optional and whitelisted by the
 // object's list spec.
-func (e *Engine) List(ctx context.Context, caller *Caller, object string, args json.RawMessage) *Outcome {
+func (e *Engine) List(ctx context.Context, caller *Caller, object string, args json.RawMessage) (out *Outcome) {
+	ctx = e.observe(ctx)
+	defer e.settle(ctx, OpList, object, caller, &out)
 	o, ok := e.cfg.Objects[object]
 	if !ok || !canRead(caller, o) {
 		return e.deniedOrMissing(ok)

@@ -50,10 +50,15 @@ type getInput struct {
 
 // Get reads one row of an object by key, scoped to the caller's tenant.
 // args is the tool input: {"<key field>": value, "include": [link names]}.
-func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args json.RawMessage) *Outcome {
+func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args json.RawMessage) (out *Outcome) {
+	ctx = e.observe(ctx)
+	defer e.settle(ctx, OpGet, object, caller, &out)
 	o, ok := e.cfg.Objects[object]
 	if !ok || !canRead(caller, o) {
 		return e.deniedOrMissing(ok)
+	}
+	if e.beforeRead != nil {
+		e.beforeRead()
 	}
 	in, issues := e.parseGetInput(object, o, args)
 	if len(issues) > 0 {

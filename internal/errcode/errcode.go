@@ -50,6 +50,7 @@ const (
 	MCPLimitsUnavailable   Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
 	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
+	InternalError          Code = "X_INTERNAL_ERROR"
 	InputInvalid           Code = "X_INPUT_INVALID"
 	InputTooLarge          Code = "X_INPUT_TOO_LARGE"
 )
@@ -124,6 +125,8 @@ var table = []Entry{
 		"Send exactly one plain SELECT (CTEs, joins and window functions are fine) without locking clauses, INTO, data-modifying CTEs, U& escapes or calls into the banned function families (x.f and (x).f call f), reading only relations in the tool's schemas (no pg_* catalogs, no information_schema)."},
 	{MCPQueryTooLarge, "One message of the read-only SQL tool's answer from the database — a row, or an error quoting a long value — exceeded the connection's 1 MiB limit, though long values are cut in the database; the query was ended unread.",
 		"Select fewer or narrower columns, cut long values yourself (left(col, n)), and avoid errors that quote long values (casting a long string to a number)."},
+	{InternalError, "An unexpected internal error (a bug) interrupted the request; its details are withheld from the answer.",
+		"Retry; if it persists, an operator finds the error and its stack in the host log under the correlationId the answer carries, and reports the bug."},
 	{InputInvalid, "A tool's arguments do not satisfy its input schema or the read's rules; each issue is listed at its JSON pointer path.",
 		"Fix each issue at its path and call the tool again; tools/list shows every tool's input schema."},
 	{InputTooLarge, "An action's input is larger than the server accepts (limits.max_input_bytes, default 64 KiB, counted as sent).",

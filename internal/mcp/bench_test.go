@@ -13,15 +13,16 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/devissuer"
-	"github.com/orangerail/orangerail/internal/door"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // BenchmarkReadCall measures order_get over Streamable HTTP three ways:
 // governed (the MCP server for a fixed caller: tenant scope, read access,
-// the engine's checks), door (the same behind the HTTP door: an OIDC token
+// the engine's checks), door (the same behind the HTTP front: an OIDC token
 // verified, the address and the caller's allowance counted in Postgres),
 // and, as the baseline, a bare go-sdk server whose one tool runs the same
 // SELECT through pgx. All serve in-process on loopback; each reports
@@ -52,18 +53,12 @@ func BenchmarkReadCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	caller := agent("support")
-	governedSrv := httptest.NewServer(governed.HTTPHandler(func(context.Context, string, *http.Request) (*engine.Caller, error) {
-		return caller, nil
-	}))
+	governedSrv := httptest.NewServer(mcp.NewAuthenticator(fixed{caller}).Require(governed.HTTPHandler()))
 	b.Cleanup(governedSrv.Close)
-	doorSrv := httptest.NewServer(door.New(door.Config{
-		Ontology: cfg, Resolver: resolver, Limiter: door.NewPostgresLimiter(bundle.runtime), Logger: quiet,
-		MCP: governed.HTTPHandler(func(_ context.Context, _ string, r *http.Request) (*engine.Caller, error) {
-			return &door.CallerFrom(r.Context()).Caller, nil
-		}),
-		ToolClass: func(string) door.Class { return door.ClassRead },
-		ReadyFunc: func(context.Context) error { return nil },
-	}))
+	doorFront := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: front.NewPostgresLimiter(bundle.runtime), Logger: quiet})
+	doorFront.Mount("/mcp", governed.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true, Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })})
+	doorSrv := httptest.NewServer(doorFront)
 	b.Cleanup(doorSrv.Close)
 
 	bare := sdk.NewServer(&sdk.Implementation{Name: "bare", Version: "1"}, nil)
@@ -93,7 +88,7 @@ func BenchmarkReadCall(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		url  string
-	}{{"governed", governedSrv.URL}, {"door", doorSrv.URL + door.Path}, {"baseline", bareSrv.URL}} {
+	}{{"governed", governedSrv.URL}, {"door", doorSrv.URL + "/mcp"}, {"baseline", bareSrv.URL}} {
 		b.Run(tc.name, func(b *testing.B) {
 			client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
 			cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).
@@ -123,4 +118,11 @@ func BenchmarkReadCall(b *testing.B) {
 			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// fixed resolves every token to one caller.
+type fixed struct{ caller *engine.Caller }
+
+func (f fixed) Resolve(context.Context, string) (*identity.Caller, error) {
+	return &identity.Caller{Caller: *f.caller}, nil
 }

@@ -4,14 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,6 +24,8 @@ import (
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/front"
+	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
@@ -433,12 +437,7 @@ func TestStreamableHTTP(t *testing.T) {
 	b := setup(t)
 	s, _ := b.server(t, nil)
 	callers := map[string]*engine.Caller{"support-token": agent("support"), "plain-token": agent()}
-	srv := httptest.NewServer(s.HTTPHandler(func(_ context.Context, token string, _ *http.Request) (*engine.Caller, error) {
-		if c, ok := callers[token]; ok {
-			return c, nil
-		}
-		return nil, errors.New("unknown token")
-	}))
+	srv := httptest.NewServer(mcp.NewAuthenticator(byToken(callers)).Require(s.HTTPHandler()))
 	t.Cleanup(srv.Close)
 
 	session := func(token string) (*sdk.ClientSession, error) {
@@ -482,6 +481,17 @@ func TestStreamableHTTP(t *testing.T) {
 	}
 }
 
+// byToken resolves each token it holds to its caller, and refuses any
+// other.
+type byToken map[string]*engine.Caller
+
+func (b byToken) Resolve(_ context.Context, token string) (*identity.Caller, error) {
+	if c, ok := b[token]; ok {
+		return &identity.Caller{Caller: *c}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown token", identity.ErrInvalidToken)
+}
+
 type bearer struct {
 	token string
 	next  http.RoundTripper
@@ -510,7 +520,9 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: log})
+	hooks := engine.NewHooks()
+	hooks.Subscribe(0, engine.HostLog(log))
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: log, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,6 +531,7 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	}
 	_, body := call(t, connect(t, s, agent("support")), "add_order_note", `{"order_id": "o-1001", "note": "a private remark"}`)
 	correlation, _ := body["correlationId"].(string)
+	hooks.Close() // every line emitted so far is written
 	logged := logBuf.String()
 	var full, gate bool
 	for _, line := range strings.Split(strings.TrimSpace(logged), "\n") {
@@ -570,7 +583,10 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logBuf lockedBuffer
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
+	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
+	hooks := engine.NewHooks()
+	hooks.Subscribe(0, engine.HostLog(log))
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: log, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,6 +650,7 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatalf("no sql: %v", body)
 	}
 	// Every call leaves its line in the host log, a refused input too.
+	hooks.Close() // every line emitted so far is written
 	for _, outcome := range []string{"ok", "rejected", "failed", "invalid_input"} {
 		if !strings.Contains(logBuf.String(), `"tool":"sql_query","outcome":"`+outcome+`"`) {
 			t.Errorf("the host log has no sql_query call with outcome %s:\n%s", outcome, logBuf.String())
@@ -671,4 +688,233 @@ func readCatalog(t testing.TB, cfg *ontology.Config, pool *pgxpool.Pool) *ontolo
 		t.Fatal(err)
 	}
 	return catalog
+}
+
+// counted counts the tokens it is asked to verify.
+type counted struct {
+	Resolver mcp.Resolver
+	calls    atomic.Int32
+}
+
+func (c *counted) Resolve(ctx context.Context, token string) (*identity.Caller, error) {
+	c.calls.Add(1)
+	return c.Resolver.Resolve(ctx, token)
+}
+
+// TestOneVerificationPerRequest: behind the front, each HTTP request's
+// token is verified exactly once, and the tool handlers authorize on the
+// TokenInfo that one verification produced: each caller's catalog and
+// calls are its own. The MCP handler mounted without bearer auth serves
+// no one, whatever token a request carries.
+func TestOneVerificationPerRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, nil)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver := &counted{Resolver: byToken{"support-token": agent("support"), "plain-token": agent()}}
+	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: front.NewMemoryLimiter(), Logger: quiet})
+	f.Mount("/mcp", s.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", MaxBodyBytes: 1 << 20, OneMessage: true})
+	f.Mount("/bare", s.HTTPHandler(), front.Policy{})
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		f.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	session := func(token string) *sdk.ClientSession {
+		t.Helper()
+		client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: client, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	support, plain := session("support-token"), session("plain-token")
+	if got := toolNames(t, support); !slices.Contains(got, "cancel_order") {
+		t.Fatalf("support sees %v", got)
+	}
+	if got := toolNames(t, plain); slices.Contains(got, "cancel_order") {
+		t.Fatalf("plain sees %v", got)
+	}
+	if _, err := plain.CallTool(context.Background(), &sdk.CallToolParams{Name: "cancel_order", Arguments: map[string]any{"order_id": "o-1001", "reason": "x"}}); err == nil {
+		t.Fatal("a hidden tool answered")
+	}
+	if res, body := call(t, support, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`); res.IsError || body["status"] != "approval_pending" {
+		t.Fatalf("stage: %v", body)
+	}
+	if n, verified := requests.Load(), resolver.calls.Load(); n == 0 || verified != n {
+		t.Fatalf("%d requests, %d verifications", n, verified)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/bare", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer support-token")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the MCP handler without bearer auth: %d", resp.StatusCode)
+	}
+}
+
+// TestToolCallsAreEvents: each tool call is a ToolCalled event with its
+// tool, outcome, caller and correlation id — the host log's "tool call"
+// line is one subscriber — beside the engine's gate outcome of it.
+func TestToolCallsAreEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := engine.NewHooks()
+	t.Cleanup(hooks.Close)
+	var mu sync.Mutex
+	var events []engine.Event
+	hooks.Subscribe(0, func(ev engine.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+	})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, s, agent("support"))
+	call(t, cs, "order_get", `{"id": "o-1001"}`)
+	_, body := call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`)
+	call(t, cs, "order_list", `{"limit": 0}`)
+	hooks.Close()
+
+	var got []string
+	for _, ev := range events {
+		switch ev := ev.(type) {
+		case engine.ToolCalled:
+			got = append(got, fmt.Sprintf("tool %s %s %s %s %s correlated:%v", ev.Tool, ev.Outcome, ev.Actor, ev.Tenant, ev.Code, ev.CorrelationID != ""))
+			if ev.Tool == "cancel_order" && ev.CorrelationID != body["approvalId"] {
+				t.Errorf("the stage's event names %q, the agent was told %v", ev.CorrelationID, body["approvalId"])
+			}
+		case engine.Gate:
+			got = append(got, fmt.Sprintf("gate %s %s %s", ev.Op, ev.Subject, ev.Status))
+		}
+	}
+	want := []string{
+		"gate get order ok", "tool order_get ok agent-7 acme  correlated:false",
+		"gate call cancel_order approval_pending", "tool cancel_order approval_pending agent-7 acme  correlated:true",
+		"gate list order invalid_input", "tool order_list invalid_input agent-7 acme  correlated:false",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// TestToolPanicIsContained: a tool handler that panics answers
+// internal_error with a correlation id — never the panic's text — logs
+// the panic and its stack under that id, and the same session serves on:
+// in memory, over stdio's framing, and over Streamable HTTP behind the
+// front, where the connection is not dropped either.
+func TestToolPanicIsContained(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf lockedBuffer
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var armed atomic.Bool
+	mcp.SetBeforeTool(s, func(string) {
+		if armed.CompareAndSwap(true, false) {
+			panic("the secret panic text")
+		}
+	})
+	survives := func(t *testing.T, cs *sdk.ClientSession) {
+		t.Helper()
+		armed.Store(true)
+		res, body := call(t, cs, "order_get", `{"id": "o-1001"}`)
+		correlation, _ := body["correlationId"].(string)
+		if !res.IsError || body["status"] != "internal_error" || correlation == "" || strings.Contains(text(res), "secret") {
+			t.Fatalf("the panicking call: %v %s", body, text(res))
+		}
+		var logged bool
+		for _, line := range strings.Split(logBuf.String(), "\n") {
+			logged = logged || (strings.Contains(line, `"msg":"tool handler panic"`) && strings.Contains(line, correlation) &&
+				strings.Contains(line, "the secret panic text") && strings.Contains(line, `"stack":"goroutine`))
+		}
+		if !logged {
+			t.Fatalf("no panic line under %s:\n%s", correlation, logBuf.String())
+		}
+		if res, body := call(t, cs, "order_get", `{"id": "o-1001"}`); res.IsError || body["item"] == nil {
+			t.Fatalf("the next call on the session: %v", body)
+		}
+		if names := toolNames(t, cs); !slices.Contains(names, "order_get") {
+			t.Fatalf("the session lists %v", names)
+		}
+	}
+
+	t.Run("in memory", func(t *testing.T) { survives(t, connect(t, s, agent("support"))) })
+
+	t.Run("stdio framing", func(t *testing.T) {
+		ctx := context.Background()
+		clientIn, serverOut := io.Pipe()
+		serverIn, clientOut := io.Pipe()
+		ss, err := s.Connect(ctx, agent("support"), &sdk.IOTransport{Reader: serverIn, Writer: serverOut})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ss.Close() })
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(ctx, &sdk.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		survives(t, cs)
+	})
+
+	t.Run("streamable HTTP", func(t *testing.T) {
+		f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(byToken{"t": agent("support")}),
+			Limiter: front.NewMemoryLimiter(), Logger: quiet})
+		f.Mount("/mcp", s.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", MaxBodyBytes: 1 << 20, OneMessage: true})
+		srv := httptest.NewUnstartedServer(f)
+		var closed atomic.Int32
+		srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+			if state == http.StateClosed || state == http.StateHijacked {
+				closed.Add(1)
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		client := &http.Client{Transport: bearer{token: "t", next: &http.Transport{}}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: client, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		survives(t, cs)
+		if n := closed.Load(); n != 0 {
+			t.Fatalf("the server closed %d connections", n)
+		}
+	})
 }

@@ -8,11 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
@@ -30,8 +33,11 @@ type Options struct {
 	Version string
 	// Querier answers the sql_query tool when the config enables it.
 	Querier *sqlquery.Querier
-	// Logger receives one line per tool call (tool, outcome, actor, code,
-	// correlation id; never arguments, rows or tokens). Defaults to
+	// Hooks receives a ToolCalled event per tool call (the host log's
+	// "tool call" lines are one subscriber of them). Nil: none.
+	Hooks *engine.Hooks
+	// Logger receives what an operator needs to read a failure: the
+	// database's words of a failed query, a panic's stack. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
 }
@@ -43,12 +49,17 @@ type Server struct {
 	querier *sqlquery.Querier
 	cfg     *ontology.Config
 	version string
+	hooks   *engine.Hooks
 	log     *slog.Logger
 	schemas *sdk.SchemaCache
 	tools   map[string]*tool
 
 	mu       sync.Mutex
 	profiles map[string]*sdk.Server // by the names of the tools a caller sees
+
+	// beforeTool, set only by tests (export_test.go), runs as a tool
+	// handler starts.
+	beforeTool func(tool string)
 }
 
 // New returns a Server for opts.
@@ -61,6 +72,7 @@ func New(opts Options) (*Server, error) {
 		querier:  opts.Querier,
 		cfg:      opts.Ontology,
 		version:  cmp.Or(opts.Version, "dev"),
+		hooks:    opts.Hooks,
 		log:      cmp.Or(opts.Logger, slog.Default()),
 		schemas:  sdk.NewSchemaCache(),
 		profiles: map[string]*sdk.Server{},
@@ -69,7 +81,8 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// callerKey carries the caller of an HTTP request to its tool handlers.
+// callerKey carries the caller of an HTTP request to its tool handlers, in
+// its TokenInfo's Extra.
 const callerKey = "orangerail.caller"
 
 // visible lists the tools caller may see, by name, sorted. A tool the
@@ -127,10 +140,17 @@ func (s *Server) Run(ctx context.Context, caller *engine.Caller, t sdk.Transport
 	return s.build(s.visible(caller), caller).Run(ctx, t)
 }
 
-// handler runs one tool call for the request's caller.
+// handler runs one tool call for the request's caller. A panic in it is
+// contained: the call answers internal_error and the session or
+// connection serves on.
 func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
-	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
 		caller := fixed
+		defer func() {
+			if v := recover(); v != nil {
+				res, err = s.contained(ctx, t, caller, v), nil
+			}
+		}()
 		if caller == nil {
 			caller = callerOf(req)
 		}
@@ -138,15 +158,34 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 			// Exactly what the SDK answers for a tool it does not have.
 			return nil, unknownTool(req.Params.Name)
 		}
+		if s.beforeTool != nil {
+			s.beforeTool(t.def.Name)
+		}
 		if t.kind == ontology.ToolSQLQuery {
 			return s.runSQL(ctx, t, caller, req.Params.Arguments), nil
 		}
 		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
-		res := render(t, out)
-		s.log.InfoContext(ctx, "tool call", "tool", t.def.Name, "outcome", string(out.Status), "actor", caller.Subject,
-			"tenant", caller.Tenant, "code", string(out.Code), "correlation_id", out.CorrelationID)
+		res = render(t, out)
+		s.hooks.Emit(engine.ToolCalled{Tool: t.def.Name, Outcome: out.Status, Actor: caller.Subject, Tenant: caller.Tenant,
+			Code: out.Code, CorrelationID: out.CorrelationID})
 		return res, nil
 	}
+}
+
+// contained answers a tool call that panicked: internal_error under a
+// correlation id of its own, the panic and its stack in the host log under
+// that id, never in the answer.
+func (s *Server) contained(ctx context.Context, t *tool, caller *engine.Caller, v any) *sdk.CallToolResult {
+	correlation := uuid.NewString()
+	s.log.ErrorContext(ctx, "tool handler panic", "tool", t.def.Name, "correlation_id", correlation,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	out := &engine.Outcome{Status: engine.StatusInternalError, CorrelationID: correlation}
+	ev := engine.ToolCalled{Tool: t.def.Name, Outcome: out.Status, CorrelationID: correlation}
+	if caller != nil {
+		ev.Actor, ev.Tenant = caller.Subject, caller.Tenant
+	}
+	s.hooks.Emit(ev)
+	return render(t, out)
 }
 
 // private marks every cacheable result as the caller's own and stale at
@@ -155,12 +194,13 @@ func private(_ context.Context, _ sdk.Request, c *sdk.Cacheable) {
 	c.TTLMs, c.CacheScope = 0, "private"
 }
 
+// callerOf is the caller of an HTTP request's tool call: the one its
+// Authenticator verified, from req.Extra.TokenInfo.
 func callerOf(req *sdk.CallToolRequest) *engine.Caller {
-	if req.Extra == nil || req.Extra.TokenInfo == nil {
+	if req.Extra == nil {
 		return nil
 	}
-	c, _ := req.Extra.TokenInfo.Extra[callerKey].(*engine.Caller)
-	return c
+	return callerOfInfo(req.Extra.TokenInfo)
 }
 
 // ToolNames lists, for tests and diagnostics, the tools caller may see.

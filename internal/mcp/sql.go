@@ -21,15 +21,16 @@ import (
 // limit. A statement Postgres
 // refuses reports its SQLSTATE only; the text goes to the host log.
 func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, args json.RawMessage) *sdk.CallToolResult {
-	outcome, code := "ok", ""
+	outcome, code, correlation := engine.StatusOK, errcode.Code(""), ""
 	defer func() {
-		s.log.InfoContext(ctx, "tool call", "tool", t.def.Name, "outcome", outcome, "actor", caller.Subject, "tenant", caller.Tenant, "code", code)
+		s.hooks.Emit(engine.ToolCalled{Tool: t.def.Name, Outcome: outcome, Actor: caller.Subject, Tenant: caller.Tenant,
+			Code: code, CorrelationID: correlation})
 	}()
 	var in struct {
 		SQL *string `json:"sql"`
 	}
 	if err := json.Unmarshal(args, &in); err != nil || in.SQL == nil {
-		outcome = string(engine.StatusInvalidInput) // logged as every tool logs a refused input
+		outcome = engine.StatusInvalidInput // reported as every tool reports a refused input
 		out := &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/sql", Message: "required: one SELECT statement"}}}
 		return render(t, out)
 	}
@@ -39,19 +40,19 @@ func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, arg
 	switch {
 	case errors.As(err, &tooLarge):
 		refused := errcode.New(errcode.MCPQueryTooLarge, "", tooLarge)
-		outcome, code = "rejected", string(refused.Code)
-		body := map[string]any{"status": "rejected", "code": code,
+		outcome, code = engine.StatusRejected, refused.Code
+		body := map[string]any{"status": "rejected", "code": string(code),
 			"message": fmt.Sprintf("sql_query ended the statement (%s): one message of its answer exceeded %d bytes. %s", code, sqlquery.MaxMessageBytes, refused.Fix())}
 		return &sdk.CallToolResult{IsError: true, StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: body["message"].(string)}}}
 	case errors.As(err, &refusal):
 		rejected := errcode.New(errcode.MCPQueryRejected, "", refusal)
-		outcome, code = "rejected", string(rejected.Code)
-		body := map[string]any{"status": "rejected", "code": code, "rule": string(refusal.Rule),
+		outcome, code = engine.StatusRejected, rejected.Code
+		body := map[string]any{"status": "rejected", "code": string(code), "rule": string(refusal.Rule),
 			"message": fmt.Sprintf("sql_query refused the statement (%s): rule %s. %s", code, refusal.Rule, rejected.Fix())}
 		return &sdk.CallToolResult{IsError: true, StructuredContent: body, Content: []sdk.Content{&sdk.TextContent{Text: body["message"].(string)}}}
 	case err != nil:
-		outcome = "failed"
-		correlation := uuid.NewString()
+		outcome = engine.StatusFailed
+		correlation = uuid.NewString()
 		body := map[string]any{"status": "failed", "correlationId": correlation}
 		message := fmt.Sprintf("sql_query failed. The database error is withheld; an operator can read it in the host log under correlationId %q.", correlation)
 		var pgErr *pgconn.PgError

@@ -173,7 +173,7 @@ func CheckPublicURL(public string) error {
 	return nil
 }
 
-// HTTP configures the Streamable HTTP door.
+// HTTP configures the HTTP front.
 type HTTP struct {
 	// Listen is the address to serve on. Defaults to HTTPListenDefault.
 	Listen string `yaml:"listen"`
@@ -244,7 +244,7 @@ const (
 // http.rate_limits.on_store_error is this list; a test holds them equal.
 func FailureModes() []FailureMode { return []FailureMode{FailClosed, FailOpen} }
 
-// Defaults of the HTTP door.
+// Defaults of the HTTP front.
 const (
 	HTTPListenDefault          = "127.0.0.1:8080"
 	MaxBodyBytesDefault        = 1 << 20

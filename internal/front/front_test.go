@@ -1,4 +1,4 @@
-package door_test
+package front_test
 
 import (
 	"context"
@@ -6,18 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/devissuer"
-	"github.com/orangerail/orangerail/internal/door"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -40,6 +46,20 @@ type fixture struct {
 	issuerAt string
 	resolver *counting
 	served   atomic.Int32
+	hooks    *engine.Hooks
+	events   *recorder
+}
+
+// recorder is a subscriber keeping every event it is handed.
+type recorder struct {
+	mu     sync.Mutex
+	events []engine.Event
+}
+
+func (r *recorder) record(ev engine.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
 }
 
 // token mints a valid token for subject in tenant acme.
@@ -53,9 +73,10 @@ func (f *fixture) token(t *testing.T, subject string) string {
 	return tok
 }
 
-// newDoor serves a door whose MCP endpoint answers 200 with the caller's
-// subject; cfgEdit adjusts the example config.
-func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config)) *fixture {
+// newDoor serves a front whose MCP endpoint answers 200 with the caller's
+// subject; cfgEdit adjusts the example config. Tokens are verified as the
+// app verifies them, by mcp.Authenticator.
+func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)) *fixture {
 	t.Helper()
 	cfg, err := ontology.Parse(orders.Config)
 	if err != nil {
@@ -68,7 +89,7 @@ func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config))
 	issuerSrv := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuerSrv.Close)
 	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuerSrv.URL, Audience: "orangerail", TenantClaim: "org_id"}
-	// Not the test server's own URL: the door names the configured one.
+	// Not the test server's own URL: the front names the configured one.
 	cfg.HTTP.PublicURL = publicURL
 	if cfgEdit != nil {
 		cfgEdit(cfg)
@@ -77,31 +98,48 @@ func newDoor(t *testing.T, limiter door.Limiter, cfgEdit func(*ontology.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}}
-	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}, hooks: engine.NewHooks(), events: &recorder{}}
+	f.hooks.Subscribe(0, f.events.record)
+	t.Cleanup(f.hooks.Close)
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.served.Add(1)
-		_, _ = io.WriteString(w, door.CallerFrom(r.Context()).Subject)
+		_, _ = io.WriteString(w, front.CallerFrom(r.Context()).Subject)
 	})
-	h := door.New(door.Config{
-		Ontology: cfg, Resolver: f.resolver, Limiter: limiter, MCP: mcp,
-		ToolClass: func(tool string) door.Class {
-			if strings.HasSuffix(tool, "_get") {
-				return door.ClassRead
-			}
-			return door.ClassWrite
-		},
-		ReadyFunc: func(context.Context) error { return nil },
-		Logger:    slog.New(slog.DiscardHandler),
-	})
+	h := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(f.resolver), Limiter: limiter,
+		Logger: slog.New(slog.DiscardHandler), Hooks: f.hooks})
+	mount(h, cfg, echo)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	return f
 }
 
+// mount mounts the routes as the app does, endpoint in place of the MCP
+// handler.
+func mount(h *front.Front, cfg *ontology.Config, endpoint http.Handler) {
+	h.Mount(mcpPath, endpoint, front.Policy{
+		Auth: front.AuthBearer, Resource: mcpPath, CheckOrigin: true,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
+		Rate: front.ToolCalls(func(tool string) front.Class {
+			if strings.HasSuffix(tool, "_get") {
+				return front.ClassRead
+			}
+			return front.ClassWrite
+		}),
+	})
+	metadata := h.Metadata(mcpPath)
+	h.Mount("GET "+front.MetadataPath(mcpPath), metadata, front.Policy{})
+	h.Mount("GET "+front.MetadataPath(""), metadata, front.Policy{})
+	h.Mount("GET /healthz", front.Healthz(), front.Policy{})
+	h.Mount("GET /readyz", h.Readyz(func(context.Context) error { return nil }), front.Policy{})
+}
+
+// mcpPath is where the tests mount MCP, as the app does.
+const mcpPath = "/mcp"
+
 func post(t *testing.T, url, token, body string, header ...string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+door.Path, strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url+mcpPath, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +171,7 @@ func errorCode(m map[string]any) string {
 	return code
 }
 
-// publicURL is the URL the test doors are configured to be reached at.
+// publicURL is the URL the test fronts are configured to be reached at.
 const publicURL = "https://mcp.example.com"
 
 const callGet = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1"}}}`
@@ -141,7 +179,7 @@ const callAction = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"nam
 
 func TestChallenge(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), nil)
+	f := newDoor(t, front.NewMemoryLimiter(), nil)
 	resp, m := post(t, f.url, "", callGet)
 	want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want || errorCode(m) != "X_MCP_UNAUTHORIZED" {
@@ -183,7 +221,7 @@ func TestChallenge(t *testing.T) {
 // request claims — even behind trusted proxies.
 func TestHostIsNotEchoed(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
 		c.HTTP.TrustedProxyHops = 1
 		c.HTTP.PublicURL = "https://mcp.example.com:8443/" // a trailing slash is not doubled
 	})
@@ -192,7 +230,7 @@ func TestHostIsNotEchoed(t *testing.T) {
 		req.Header.Set("X-Forwarded-Proto", "http")
 		req.Header.Set("X-Forwarded-Host", "evil.example.com")
 	}
-	req, _ := http.NewRequest(http.MethodPost, f.url+door.Path, strings.NewReader(callGet))
+	req, _ := http.NewRequest(http.MethodPost, f.url+mcpPath, strings.NewReader(callGet))
 	hostile(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -218,7 +256,7 @@ func TestHostIsNotEchoed(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
 		c.HTTP.MaxBodyBytes = 4096
 		c.HTTP.AllowedOrigins = []string{"https://console.example.com"}
 	})
@@ -248,15 +286,15 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// TestRateLimitsSharedAcrossReplicas runs two doors on one database: their
+// TestRateLimitsSharedAcrossReplicas runs two fronts on one database: their
 // callers share one allowance per class.
 func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
 	pool := testdb.RuntimePool(t, url)
 	limits := func(c *ontology.Config) { c.HTTP.RateLimits.ReadsPerMinute, c.HTTP.RateLimits.WritesPerMinute = 6, 3 }
-	a := newDoor(t, door.NewPostgresLimiter(pool), limits)
-	b := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	a := newDoor(t, front.NewPostgresLimiter(pool), limits)
+	b := newDoor(t, front.NewPostgresLimiter(pool), limits)
 	// Both replicas trust one issuer, as behind one URL.
 	b.issuer, b.issuerAt = a.issuer, a.issuerAt
 	bResolver, err := identity.NewResolver(ontology.OIDC{Issuer: a.issuerAt, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{})
@@ -330,7 +368,7 @@ func count(codes []int, code int) (n int) {
 // which its own allowance refuses 401 as before.
 func TestAnonymousFloodDoesNotLockOutTokens(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
 	settle(t)
 	codes := flood(t, f.url, "", "203.0.113.7", 25) // the default limit is 20
 	if count(codes, 401) != 20 || count(codes, 429) != 5 {
@@ -349,7 +387,7 @@ func TestAnonymousFloodDoesNotLockOutTokens(t *testing.T) {
 // so does a request without a token (which gets its challenge).
 func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
 	settle(t)
 	codes := flood(t, f.url, "forged", "203.0.113.7", 25)
 	if count(codes, 401) != 20 || count(codes, 429) != 5 {
@@ -367,7 +405,7 @@ func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 	}
 	// Without trusted hops, the header is not believed: every request
 	// comes from the socket's address.
-	g := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.FailedAuthPerMinute = 2 })
+	g := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.FailedAuthPerMinute = 2 })
 	for _, xff := range []string{"10.0.0.1", "10.0.0.2"} {
 		post(t, g.url, "forged", callGet, "X-Forwarded-For", xff)
 	}
@@ -376,7 +414,7 @@ func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 	}
 }
 
-// TestFailedAuthSharedAcrossReplicas runs two doors on one database: an
+// TestFailedAuthSharedAcrossReplicas runs two fronts on one database: an
 // address's failed authentications are counted once for both, each kind
 // apart, and a valid token passes on either.
 func TestFailedAuthSharedAcrossReplicas(t *testing.T) {
@@ -384,8 +422,8 @@ func TestFailedAuthSharedAcrossReplicas(t *testing.T) {
 	url := testdb.New(t)
 	pool := testdb.RuntimePool(t, url)
 	limits := func(c *ontology.Config) { c.HTTP.TrustedProxyHops, c.HTTP.RateLimits.FailedAuthPerMinute = 1, 6 }
-	a := newDoor(t, door.NewPostgresLimiter(pool), limits)
-	b := newDoor(t, door.NewPostgresLimiter(pool), limits)
+	a := newDoor(t, front.NewPostgresLimiter(pool), limits)
+	b := newDoor(t, front.NewPostgresLimiter(pool), limits)
 	settle(t)
 	var bad, anonymous []int
 	for i := range 8 {
@@ -428,7 +466,7 @@ func TestStoreUnreachable(t *testing.T) {
 // counted against no one.
 func TestIssuerUnreachable(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) {
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
 		c.Identity.OIDC.Issuer = fmt.Sprintf("http://127.0.0.1:%d", testdb.FreePort(t))
 		c.HTTP.RateLimits.FailedAuthPerMinute = 1
 	})
@@ -455,12 +493,12 @@ func settle(t *testing.T) {
 	}
 }
 
-// TestClassIsReadAsTheSDKReadsIt: a body that names one tool to the door
+// TestClassIsReadAsTheSDKReadsIt: a body that names one tool to the front
 // and another to the SDK (a member name in another case, or repeated)
 // cannot bill a write as a read.
 func TestClassIsReadAsTheSDKReadsIt(t *testing.T) {
 	t.Parallel()
-	f := newDoor(t, door.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.WritesPerMinute = 1 })
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.RateLimits.WritesPerMinute = 1 })
 	settle(t)
 	token := f.token(t, "agent")
 	if resp, _ := post(t, f.url, token, callAction); resp.StatusCode != http.StatusOK {
@@ -478,3 +516,201 @@ func TestClassIsReadAsTheSDKReadsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyIsPerRoute: each route is served within its own policy — a
+// second bearer route's challenge names its own metadata, and it checks
+// origins, caps bodies and bills only as its policy says — and a policy
+// the front cannot enforce is refused at Mount.
+func TestPolicyIsPerRoute(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), nil) // for its issuer
+	// A front of its own, so that this test mounts what it needs.
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: f.issuerAt, Audience: "orangerail", TenantClaim: "org_id"}
+	cfg.HTTP.PublicURL = publicURL
+	h := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(f.resolver), Limiter: front.NewMemoryLimiter(), Logger: slog.New(slog.DiscardHandler)})
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		caller := "anonymous"
+		if c := front.CallerFrom(r.Context()); c != nil {
+			caller = c.Subject
+		}
+		_, _ = fmt.Fprintf(w, "%s %d", caller, len(body))
+	})
+	mount(h, cfg, echo)
+	h.Mount("/api/v1/", echo, front.Policy{Auth: front.AuthBearer, Resource: "/api/v1"})
+	h.Mount("GET /open", echo, front.Policy{})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	do := func(method, path, token, body string, header ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, _ := do(http.MethodPost, "/api/v1/approvals", "", "")
+	if want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/api/v1"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("the second route's challenge: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	token := f.token(t, "person")
+	big := strings.Repeat("x", int(cfg.HTTP.MaxBodyBytes)+1)
+	for range 3 { // neither origin-checked, capped nor billed
+		if resp, got := do(http.MethodPost, "/api/v1/approvals", token, big, "Origin", "https://evil.example.com"); resp.StatusCode != http.StatusOK || got != fmt.Sprintf("person %d", len(big)) {
+			t.Fatalf("the second route: %d %q", resp.StatusCode, got)
+		}
+	}
+	if resp, _ := do(http.MethodPost, mcpPath, token, callGet, "Origin", "https://evil.example.com"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("/mcp kept its own policy: %d", resp.StatusCode)
+	}
+	if resp, got := do(http.MethodGet, "/open", "", ""); resp.StatusCode != http.StatusOK || got != "anonymous 0" {
+		t.Fatalf("an open route: %d %q", resp.StatusCode, got)
+	}
+
+	for name, p := range map[string]front.Policy{
+		"bearer without a resource": {Auth: front.AuthBearer},
+		"rate without bearer":       {MaxBodyBytes: 10, Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })},
+		"rate without a body cap":   {Auth: front.AuthBearer, Resource: "/x", Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })},
+		"batches without a body":    {OneMessage: true},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: mounted", name)
+				}
+			}()
+			h.Mount("/"+strings.ReplaceAll(name, " ", "-"), echo, p)
+		}()
+	}
+}
+
+// TestRefusalsAreEvents: every refusal is a RequestRefused event — the
+// host log's line is its subscriber — and every spent allowance a
+// RateRefused event naming whose it was.
+func TestRefusalsAreEvents(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.HTTP.RateLimits.WritesPerMinute, c.HTTP.RateLimits.FailedAuthPerMinute = 1, 1
+	})
+	settle(t)
+	token := f.token(t, "agent")
+	post(t, f.url, token, callGet, "Origin", "https://evil.example.com") // 403
+	post(t, f.url, token, callAction)                                    // 200
+	post(t, f.url, token, callAction)                                    // 429: writes
+	flood(t, f.url, "", "203.0.113.7", 2)                                // 401, then 429: no token
+	f.hooks.Close()
+
+	var got []string
+	for _, ev := range f.events.events {
+		switch ev := ev.(type) {
+		case engine.RequestRefused:
+			got = append(got, fmt.Sprintf("refused %s %d %s", ev.Path, ev.HTTPStatus, ev.Code))
+		case engine.RateRefused:
+			got = append(got, fmt.Sprintf("rate %s %s %q %q %q", ev.Allowance, ev.Code, ev.Tenant, ev.Actor, ev.Address))
+		default:
+			t.Errorf("an event the front does not emit: %#v", ev)
+		}
+	}
+	want := []string{
+		"refused /mcp 403 X_MCP_ORIGIN_REFUSED",
+		`rate writes X_MCP_RATE_LIMITED "acme" "agent" ""`, "refused /mcp 429 X_MCP_RATE_LIMITED",
+		"refused /mcp 401 X_MCP_UNAUTHORIZED",
+		`rate no_token X_MCP_AUTH_THROTTLED "" "" "203.0.113.7"`, "refused /mcp 429 X_MCP_AUTH_THROTTLED",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// TestHandlerPanicIsContained: a mounted handler that panics is answered
+// 500 with X_INTERNAL_ERROR and a correlation id — never the panic's text
+// or the headers it had set — the panic and its stack go to the host log
+// under that id, and the connection serves on. A deliberate abort
+// (http.ErrAbortHandler) still aborts.
+func TestHandlerPanicIsContained(t *testing.T) {
+	t.Parallel()
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.PublicURL = publicURL
+	var logBuf strings.Builder
+	var logMu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logBuf.Write(p)
+	}), nil))
+	h := front.New(front.Config{Ontology: cfg, Logger: log})
+	h.Mount("/boom", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Half-Built", "yes")
+		panic("the secret panic text")
+	}), front.Policy{MaxBodyBytes: 1024})
+	h.Mount("/abort", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }), front.Policy{})
+	h.Mount("/ok", front.Healthz(), front.Policy{})
+	srv := httptest.NewUnstartedServer(h)
+	var closed atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0) // the abort's own line
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{}}
+
+	resp, m := send(t, client, srv.URL+"/boom")
+	e, _ := m["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	correlation, _ := data["correlationId"].(string)
+	if resp.StatusCode != http.StatusInternalServerError || errorCode(m) != "X_INTERNAL_ERROR" || correlation == "" ||
+		resp.Header.Get("X-Half-Built") != "" || strings.Contains(fmt.Sprint(m), "secret") {
+		t.Fatalf("the panic's answer: %d %v %v", resp.StatusCode, resp.Header, m)
+	}
+	logMu.Lock()
+	logged := logBuf.String()
+	logMu.Unlock()
+	if !strings.Contains(logged, `"msg":"handler panic"`) || !strings.Contains(logged, correlation) ||
+		!strings.Contains(logged, "the secret panic text") || !strings.Contains(logged, `"stack":"goroutine`) {
+		t.Fatalf("the host log:\n%s", logged)
+	}
+	if resp, _ := send(t, client, srv.URL+"/ok"); resp.StatusCode != http.StatusOK || closed.Load() != 0 {
+		t.Fatalf("after the panic: %d, %d connections closed", resp.StatusCode, closed.Load())
+	}
+	if _, err := client.Post(srv.URL+"/abort", "application/json", nil); err == nil {
+		t.Fatal("a deliberate abort was answered")
+	}
+}
+
+// send posts an empty JSON body and reads the JSON answer.
+func send(t *testing.T, client *http.Client, url string) (*http.Response, map[string]any) {
+	t.Helper()
+	resp, err := client.Post(url, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp, m
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,0 +1,396 @@
+package engine_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/effects"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// recorder is a subscriber keeping every event it is handed.
+type recorder struct {
+	mu     sync.Mutex
+	events []engine.Event
+}
+
+func (r *recorder) record(ev engine.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+}
+
+func (r *recorder) all() []engine.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// hookedEngine serves the example on b's database, emitting into hooks,
+// its clock now.
+func hookedEngine(t *testing.T, b *exampleBundle, hooks *engine.Hooks, now func() time.Time) *engine.Engine {
+	t.Helper()
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key,
+		Logger: quiet, Hooks: hooks, NowFunc: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestHooksSeeTheLifecycle: a subscriber sees each kind of event the
+// engine emits — a gate outcome per call, every approval transition, every
+// audit append, the effect attempt — each once its transaction committed:
+// an expiry a rolled-back transaction made and undid is not reported.
+func TestHooksSeeTheLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	hooks := engine.NewHooks()
+	t.Cleanup(hooks.Close)
+	rec := &recorder{}
+	hooks.Subscribe(0, rec.record)
+	e := hookedEngine(t, b, hooks, nil)
+	// A clock almost a day behind stages approvals that lapse at once.
+	past := hookedEngine(t, b, nil, func() time.Time { return time.Now().Add(-24*time.Hour + 300*time.Millisecond) })
+
+	want(t, e.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusOK)
+	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := *staged.ApprovalID
+	view, err := e.ShowApproval(ctx, "acme", id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: id.String(), Approve: true, Digest: view.Digest}), engine.StatusOK)
+	executed := e.Check(ctx, support("acme"), id.String())
+	want(t, executed, engine.StatusOK)
+
+	old := past.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
+	want(t, old, engine.StatusApprovalPending)
+	lapsed := *old.ApprovalID
+	for lapsing := true; lapsing; { // until the database's clock passes its expiry
+		if err := b.admin.QueryRow(ctx, "SELECT expires_at > now() FROM orangerail.approvals WHERE id = $1", lapsed).Scan(&lapsing); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Polling an unknown approval expires the lapsed one in a transaction
+	// that then rolls back (nothing found): no expiry happened.
+	want(t, e.Check(ctx, support("acme"), uuid.NewString()), engine.StatusNotFound)
+	want(t, e.Check(ctx, support("acme"), lapsed.String()), engine.StatusExpired)
+	hooks.Close()
+
+	var got []string
+	for _, ev := range rec.all() {
+		switch ev := ev.(type) {
+		case engine.Gate:
+			got = append(got, fmt.Sprintf("gate %s %s", ev.Op, ev.Status))
+			if ev.Tenant != "acme" || ev.Actor == "" {
+				t.Errorf("gate without its caller: %+v", ev)
+			}
+		case engine.ApprovalChanged:
+			got = append(got, fmt.Sprintf("approval %s %s", ev.Transition, map[uuid.UUID]string{id: "staged-call", lapsed: "lapsed-call"}[ev.ApprovalID]))
+		case engine.AuditAppended:
+			got = append(got, fmt.Sprintf("audit %s seq>0:%v", ev.Phase, ev.Seq > 0))
+		case engine.EffectAttempted:
+			got = append(got, fmt.Sprintf("effect %s %s", ev.Action, ev.Outcome))
+			if ev.ApprovalID != id || ev.CorrelationID != executed.CorrelationID {
+				t.Errorf("effect of another call: %+v", ev)
+			}
+		default:
+			t.Errorf("an event the engine does not emit: %#v", ev)
+		}
+	}
+	wantEvents := []string{
+		"gate get ok",
+		"approval staged staged-call", "audit staged seq>0:false", "gate call approval_pending",
+		"approval approved staged-call", "audit approved seq>0:false", "gate decide ok",
+		"approval consumed staged-call", "audit execution_started seq>0:true", "audit execution_succeeded seq>0:true",
+		"effect cancel_order ok", "gate check ok",
+		"gate check not_found",
+		"approval expired lapsed-call", "audit expired seq>0:false", "gate check expired",
+	}
+	if !slices.Equal(got, wantEvents) {
+		t.Fatalf("events:\n%q\nwant:\n%q", got, wantEvents)
+	}
+}
+
+// TestBlockedSubscriberBlocksNoCall: a subscriber that stops reading does
+// not slow or block a call — its events are dropped and counted — and
+// another subscriber still receives every event.
+func TestBlockedSubscriberBlocksNoCall(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	hooks := engine.NewHooks()
+	t.Cleanup(hooks.Close)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stuck := hooks.Subscribe(1, func(engine.Event) {
+		once.Do(func() { close(blocked) })
+		<-release
+	})
+	rec := &recorder{}
+	hooks.Subscribe(0, rec.record)
+	e := hookedEngine(t, b, hooks, nil)
+
+	want(t, e.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusOK)
+	<-blocked // the subscriber holds its first event and reads no more
+	const calls = 20
+	for range calls {
+		want(t, e.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusOK)
+	}
+	// One event is held, one fits the buffer; every other was dropped.
+	if got := stuck.Dropped(); got != calls-1 {
+		t.Fatalf("dropped %d events, want %d", got, calls-1)
+	}
+	close(release)
+	hooks.Close()
+	if n := len(rec.all()); n != calls+1 {
+		t.Fatalf("the other subscriber received %d events, want %d", n, calls+1)
+	}
+}
+
+// TestPanickingSubscriberBreaksNoCall: a subscriber that panics on every
+// event changes no answer, and another subscriber receives every event.
+func TestPanickingSubscriberBreaksNoCall(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	hooks := engine.NewHooks()
+	t.Cleanup(hooks.Close)
+	panicking := hooks.Subscribe(0, func(engine.Event) { panic("a subscriber's bug") })
+	rec := &recorder{}
+	hooks.Subscribe(0, rec.record)
+	e := hookedEngine(t, b, hooks, nil)
+
+	got := e.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`))
+	want(t, got, engine.StatusOK)
+	if plain := b.engine.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)); string(plain.Data) != string(got.Data) {
+		t.Fatalf("the answer changed: %s, want %s", got.Data, plain.Data)
+	}
+	want(t, e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`)), engine.StatusApprovalPending)
+	hooks.Close()
+	n := uint64(len(rec.all()))
+	if n == 0 || panicking.Panics() != n {
+		t.Fatalf("%d panics for %d events", panicking.Panics(), n)
+	}
+}
+
+// TestHooksDeliver holds the dispatcher to its contract: each subscriber
+// gets every event in order, Close delivers what is buffered, a closed
+// subscription or Hooks gets nothing more, and nil Hooks are inert.
+func TestHooksDeliver(t *testing.T) {
+	t.Parallel()
+	var none *engine.Hooks
+	none.Emit(engine.Gate{}) // nil Hooks: nothing happens
+	none.Close()
+
+	hooks := engine.NewHooks()
+	a, b := &recorder{}, &recorder{}
+	subA := hooks.Subscribe(0, a.record)
+	hooks.Subscribe(0, b.record)
+	for i := range 100 {
+		hooks.Emit(engine.AuditAppended{Seq: int64(i)})
+	}
+	subA.Close()
+	subA.Close() // twice is fine
+	hooks.Emit(engine.AuditAppended{Seq: 100})
+	hooks.Close()
+	hooks.Emit(engine.AuditAppended{Seq: 101})
+	late := &recorder{}
+	hooks.Subscribe(0, late.record).Close()
+
+	seqs := func(r *recorder) []int64 {
+		var out []int64
+		for _, ev := range r.all() {
+			out = append(out, ev.(engine.AuditAppended).Seq)
+		}
+		return out
+	}
+	if got := seqs(a); len(got) != 100 || !slices.IsSorted(got) {
+		t.Fatalf("a closed subscriber got %v", got)
+	}
+	if got := seqs(b); len(got) != 101 || !slices.IsSorted(got) || got[100] != 100 {
+		t.Fatalf("an open subscriber got %v", got)
+	}
+	if len(late.all()) != 0 {
+		t.Fatal("closed Hooks delivered")
+	}
+}
+
+// TestEventsAreValues: every event is made of plain values — no pointer,
+// slice, map, channel, function or interface — so that the copy each
+// subscriber gets is its own, and nothing it does reaches an emitter.
+func TestEventsAreValues(t *testing.T) {
+	t.Parallel()
+	var check func(path string, typ reflect.Type)
+	check = func(path string, typ reflect.Type) {
+		switch typ.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+			t.Errorf("%s is a %s", path, typ.Kind())
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				check(path+"."+typ.Field(i).Name, typ.Field(i).Type)
+			}
+		case reflect.Array:
+			check(path+"[]", typ.Elem())
+		}
+	}
+	for _, ev := range []engine.Event{engine.ToolCalled{}, engine.Gate{}, engine.ApprovalChanged{}, engine.AuditAppended{},
+		engine.EffectAttempted{}, engine.RateRefused{}, engine.RequestRefused{}} {
+		check(reflect.TypeOf(ev).Name(), reflect.TypeOf(ev))
+	}
+}
+
+// TestHostLogLines: the host-log subscriber writes a tool call's and a
+// refused request's lines with exactly their fields.
+func TestHostLogLines(t *testing.T) {
+	t.Parallel()
+	var buf strings.Builder
+	log := hostLogTo(&buf)
+	log(engine.ToolCalled{Tool: "order_get", Outcome: engine.StatusOK, Actor: "agent-7", Tenant: "acme", CorrelationID: "c-1"})
+	log(engine.RequestRefused{Path: "/mcp", HTTPStatus: 429, Code: errcode.MCPRateLimited})
+	log(engine.Gate{Op: engine.OpGet}) // no line of its own
+	var lines []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "time")
+		lines = append(lines, m)
+	}
+	want := []map[string]any{
+		{"level": "INFO", "msg": "tool call", "tool": "order_get", "outcome": "ok", "actor": "agent-7", "tenant": "acme", "code": "", "correlation_id": "c-1"},
+		{"level": "INFO", "msg": "request refused", "code": "X_MCP_RATE_LIMITED", "status": float64(429), "path": "/mcp"},
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Fatalf("lines %v, want %v", lines, want)
+	}
+}
+
+// hostLogTo is the host-log subscriber writing JSON to w.
+func hostLogTo(w io.Writer) func(engine.Event) {
+	return engine.HostLog(slog.New(slog.NewJSONHandler(w, nil)))
+}
+
+// panicOnce returns a hook that panics the first time it runs, with text
+// no answer may carry.
+func panicOnce() func() {
+	var once sync.Once
+	return func() { once.Do(func() { panic("the secret panic text") }) }
+}
+
+// panicLine finds the host log's line of a contained panic under
+// correlation, and checks it carries the stack and the panic.
+func panicLine(t *testing.T, logged, correlation, frame string) {
+	t.Helper()
+	for _, line := range strings.Split(logged, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "engine panic" || m["correlation_id"] != correlation {
+			continue
+		}
+		if stack, _ := m["stack"].(string); !strings.Contains(stack, frame) || m["panic"] != "the secret panic text" {
+			t.Fatalf("the panic's line lacks its stack or text: %v", m)
+		}
+		return
+	}
+	t.Fatalf("no panic line under %q in:\n%s", correlation, logged)
+}
+
+// TestPanicsAreContained: a panic in a read or an execution is recovered,
+// logged with its stack under a correlation id, and answered — never with
+// its text — and the engine serves on. Before its execution_started record
+// commits, an execution that panics ran nothing (internal_error); after,
+// on a separate datasource, its effect may have run (outcome_unknown,
+// which audit verify explains as unfinished).
+func TestPanicsAreContained(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	data := testdb.Pool(t, dataURL)
+	if _, err := data.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf strings.Builder
+	var logMu sync.Mutex
+	logged := func() string { logMu.Lock(); defer logMu.Unlock(); return logBuf.String() }
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logBuf.Write(p)
+	}), nil))
+	newEngine := func(datasource *pgxpool.Pool) *engine.Engine {
+		e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Datasource: datasource,
+			Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: b.key, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	together := newEngine(nil)
+	engine.SetBeforeRead(together, panicOnce())
+	out := together.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`))
+	want(t, out, engine.StatusInternalError)
+	panicLine(t, logged(), out.CorrelationID, "engine.(*Engine).Get")
+	want(t, together.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusOK)
+
+	engine.SetAfterConsume(together, panicOnce())
+	staged := together.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	approve(t, together, "acme", staged.ApprovalID.String())
+	out = together.Check(ctx, support("acme"), staged.ApprovalID.String())
+	want(t, out, engine.StatusInternalError)
+	panicLine(t, logged(), out.CorrelationID, "engine.(*execution).consume")
+	if orderStatus(t, b.testBundle, "acme", "o-1001") != "paid" {
+		t.Fatal("an execution that panicked before its effect changed the order")
+	}
+	want(t, together.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+	verifyClean(t, b.testBundle, "acme")
+
+	apart := newEngine(testdb.RuntimePool(t, dataURL))
+	engine.SetBeforeFinish(apart, panicOnce())
+	out = apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "ran"}`))
+	want(t, out, engine.StatusOutcomeUnknown)
+	panicLine(t, logged(), out.CorrelationID, "engine.(*execution).apart")
+	if out.Err == nil || !strings.Contains(out.Err.Error(), "the secret panic text") {
+		t.Fatalf("the outcome's error (an operator's) lacks the panic: %v", out.Err)
+	}
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || len(r.Unfinished) != 1 || r.Unfinished[0].CorrelationID != out.CorrelationID {
+		t.Fatalf("verify: %+v %v", r, err)
+	}
+	want(t, apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "again"}`)), engine.StatusOK)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,0 +1,471 @@
+// Package front is orangerail's HTTP front. Each route is mounted by its
+// owner with a Policy — who may call it, the origins, body and rate limits
+// it is served within — and the front enforces the policy before the
+// route's handler runs: the 401 challenge naming the RFC 9728 metadata,
+// the failed-authentication throttle, the body cap, the refusal of
+// JSON-RPC batches, the per-caller allowances. Every refusal carries a
+// stable code and its fix, and is an event on engine.Hooks; a panic in a
+// route is contained and answered X_INTERNAL_ERROR.
+package front
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// Class is what a request bills of its caller's allowance.
+type Class string
+
+// The classes.
+const (
+	// ClassNone bills nothing.
+	ClassNone  Class = ""
+	ClassRead  Class = "read"
+	ClassWrite Class = "write"
+)
+
+// Auth is what a route requires of its caller.
+type Auth int
+
+// The kinds of auth.
+const (
+	// AuthNone serves anyone: discovery documents, health.
+	AuthNone Auth = iota
+	// AuthBearer serves only a request whose bearer token verifies, an
+	// agent's or a person's. A request without one, or with a refused one,
+	// is answered 401 with a challenge naming the route's protected-resource
+	// metadata; past http.rate_limits.failed_auth_per_minute from one
+	// address it is answered 429. A valid token is never throttled.
+	AuthBearer
+)
+
+// RateFunc tells what a request bills, from the request and its body.
+type RateFunc func(r *http.Request, body []byte) Class
+
+// Policy is what the front enforces on a route before its handler runs,
+// in this order: origin, auth, body, batch, rate.
+type Policy struct {
+	Auth Auth
+	// Resource is the path of the protected resource a bearer route
+	// serves (RFC 9728): its challenge names the metadata at
+	// MetadataPath(Resource). Required with AuthBearer.
+	Resource string
+	// CheckOrigin refuses a request whose Origin header is not one of
+	// http.allowed_origins (DNS-rebinding and cross-site protection). A
+	// request without an Origin is not a browser's and passes.
+	CheckOrigin bool
+	// MaxBodyBytes caps the body, which the front reads whole before the
+	// handler runs. Zero leaves the body to the handler, unread.
+	MaxBodyBytes int64
+	// OneMessage refuses a body that is a JSON-RPC batch, whatever the
+	// protocol version. Needs MaxBodyBytes.
+	OneMessage bool
+	// Rate bills each request to its caller's allowance of that class
+	// (http.rate_limits); nil bills nothing. Needs AuthBearer, whose
+	// caller the allowance is, and MaxBodyBytes.
+	Rate RateFunc
+}
+
+// Authenticator verifies a request's bearer token. Authenticate verifies
+// it exactly once and, on success, returns the caller and the request the
+// route's handler is to serve: one carrying the verified caller as that
+// handler reads it (mcp.Authenticator's carries go-sdk's TokenInfo). It
+// writes nothing. A refusal of the token itself wraps
+// identity.ErrInvalidToken; any other error means the token could not be
+// checked.
+type Authenticator interface {
+	Authenticate(r *http.Request) (*identity.Caller, *http.Request, error)
+}
+
+// Config configures the front.
+type Config struct {
+	// Ontology holds the http settings and what the protected-resource
+	// metadata names. Its HTTP.PublicURL must be set, as ontology.Parse
+	// sets or requires it.
+	Ontology *ontology.Config
+	// Authenticator verifies the tokens of bearer routes.
+	Authenticator Authenticator
+	// Limiter counts allowances and failed authentications.
+	Limiter Limiter
+	// Hooks receives a RequestRefused event per refusal (the host log's
+	// "request refused" lines are one subscriber of them) and a RateRefused
+	// event per spent allowance. Nil: none.
+	Hooks *engine.Hooks
+	// Logger receives the host log. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the verified caller the front put in a bearer
+// route's request context.
+func CallerFrom(ctx context.Context) *identity.Caller {
+	c, _ := ctx.Value(callerKey{}).(*identity.Caller)
+	return c
+}
+
+// Front is the HTTP front: an http.Handler serving the routes mounted on
+// it. Mount every route before serving.
+type Front struct {
+	c    Config
+	http ontology.HTTP
+	log  *slog.Logger
+	mux  *http.ServeMux
+	// origin is the configured public URL, without a trailing slash: the
+	// one name of this server the challenge and the metadata give. A
+	// request's Host is never echoed.
+	origin string
+
+	// over remembers, until its window ends, each failed-authentication
+	// bucket known to be past the limit: counts only grow within a window,
+	// so a flood is refused without a write to the store per request.
+	mu   sync.Mutex
+	over map[string]time.Time
+}
+
+// New returns a front with no routes. It panics if c.Ontology has no
+// http.public_url.
+func New(c Config) *Front {
+	if c.Ontology.HTTP.PublicURL == "" {
+		panic("front: the config has no http.public_url")
+	}
+	f := &Front{c: c, http: c.Ontology.HTTP, log: c.Logger, mux: http.NewServeMux(),
+		origin: strings.TrimSuffix(c.Ontology.HTTP.PublicURL, "/")}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	return f
+}
+
+// Mount serves handler at pattern (as http.ServeMux reads patterns) within
+// policy p. It panics on a policy that cannot be enforced, as ServeMux
+// panics on a pattern that conflicts.
+func (f *Front) Mount(pattern string, handler http.Handler, p Policy) {
+	switch {
+	case p.Auth == AuthBearer && (p.Resource == "" || f.c.Authenticator == nil):
+		panic("front: " + pattern + ": a bearer route needs a Resource and the front an Authenticator")
+	case p.Rate != nil && (p.Auth != AuthBearer || p.MaxBodyBytes <= 0 || f.c.Limiter == nil):
+		panic("front: " + pattern + ": a rate needs a bearer route, a body cap and a Limiter")
+	case p.OneMessage && p.MaxBodyBytes <= 0:
+		panic("front: " + pattern + ": refusing batches needs a body cap")
+	}
+	f.mux.Handle(pattern, &route{f: f, p: p, next: handler})
+}
+
+// ServeHTTP implements http.Handler.
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
+
+// route is one mounted handler and its policy.
+type route struct {
+	f    *Front
+	p    Policy
+	next http.Handler
+}
+
+func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
+	f, p := rt.f, rt.p
+	w := &responseWriter{ResponseWriter: raw}
+	defer f.contain(w, r)
+	if origin := r.Header.Get("Origin"); p.CheckOrigin && origin != "" && !slices.Contains(f.http.AllowedOrigins, origin) {
+		f.refuse(w, r, http.StatusForbidden, errcode.MCPOriginRefused, "this origin may not call the server", 0)
+		return
+	}
+	var caller *identity.Caller
+	if p.Auth == AuthBearer {
+		var ok bool
+		if caller, r, ok = f.authenticate(w, r, p.Resource); !ok {
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller))
+	}
+	if p.MaxBodyBytes > 0 {
+		body, ok := f.readBody(w, r, p)
+		if !ok {
+			return
+		}
+		if p.Rate != nil && !f.allowed(w, r, caller, p.Rate(r, body)) {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	rt.next.ServeHTTP(w, r)
+}
+
+// readBody reads the body within the policy's cap, refusing a batch when
+// the policy says so, or answers the request itself and reports false.
+func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]byte, bool) {
+	raw := w
+	if rw, ok := w.(*responseWriter); ok {
+		raw = rw.ResponseWriter // which MaxBytesReader tells to close the connection after a body too large
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(raw, r.Body, p.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		f.refuse(w, r, http.StatusRequestEntityTooLarge, errcode.MCPBodyTooLarge,
+			fmt.Sprintf("the body is larger than %d bytes", p.MaxBodyBytes), 0)
+		return nil, false
+	}
+	if err != nil {
+		f.refuse(w, r, http.StatusBadRequest, errcode.MCPProtocol, "the body could not be read", 0)
+		return nil, false
+	}
+	if trimmed := bytes.TrimSpace(body); p.OneMessage && len(trimmed) > 0 && trimmed[0] == '[' {
+		f.refuse(w, r, http.StatusBadRequest, errcode.MCPProtocol, "JSON-RPC batches are not accepted", 0)
+		return nil, false
+	}
+	return body, true
+}
+
+// allowed bills a request of class to its caller's allowance, or answers
+// the request itself and reports false.
+func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity.Caller, class Class) bool {
+	if class == ClassNone {
+		return true
+	}
+	limit := f.http.RateLimits.ReadsPerMinute
+	if class == ClassWrite {
+		limit = f.http.RateLimits.WritesPerMinute
+	}
+	hits, end, err := f.c.Limiter.Hit(r.Context(), bucket(bucketCalls, caller.Tenant, caller.Subject, string(class)))
+	switch {
+	case err != nil:
+		return !f.storeDown(w, r, err)
+	case hits > limit:
+		allowance := engine.AllowanceReads
+		if class == ClassWrite {
+			allowance = engine.AllowanceWrites
+		}
+		f.c.Hooks.Emit(engine.RateRefused{Allowance: allowance, Code: errcode.MCPRateLimited, Tenant: caller.Tenant, Actor: caller.Subject})
+		f.refuse(w, r, http.StatusTooManyRequests, errcode.MCPRateLimited,
+			fmt.Sprintf("more than %d %s calls this minute", limit, class), time.Until(end))
+		return false
+	}
+	return true
+}
+
+// authenticate returns the request's verified caller and the request to
+// serve, or answers the request itself and reports false.
+//
+// A request with a token is always verified, and a valid token always
+// passes: failed authentications are throttled per address, but a flood
+// from one address (everyone behind one NAT) must never lock out a caller
+// that holds a valid token. Verifying is cheap: the resolver reuses tokens
+// it verified, and fetches keys again at most once per interval. Refused
+// tokens, and requests without one, are counted in two buckets per address;
+// past http.rate_limits.failed_auth_per_minute in a bucket, further such
+// requests are answered 429 instead of 401.
+func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource string) (*identity.Caller, *http.Request, bool) {
+	ctx := r.Context()
+	address := f.facts(r).Address
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		if !f.throttled(w, r, engine.AllowanceNoToken, address, "too many requests without a token from this address") {
+			f.challenge(w, r, resource, false)
+		}
+		return nil, nil, false
+	}
+	caller, verified, err := f.c.Authenticator.Authenticate(r)
+	switch {
+	case err == nil:
+		return caller, verified, true
+	case !errors.Is(err, identity.ErrInvalidToken):
+		// The issuer could not be asked: not the client's fault.
+		f.log.ErrorContext(ctx, "token verification unavailable", "error", err, "address", address)
+		f.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPIdentityUnavailable, "tokens cannot be verified right now; retry shortly", 0)
+		return nil, nil, false
+	}
+	f.log.InfoContext(ctx, "authentication refused", "address", address, "reason", err.Error())
+	if !f.throttled(w, r, engine.AllowanceBadToken, address, "too many invalid tokens from this address") {
+		f.challenge(w, r, resource, true)
+	}
+	return nil, nil, false
+}
+
+// throttled counts a failed authentication from address in the allowance's
+// bucket and, past the limit this window, answers 429 and reports true.
+// When the count cannot be kept, nothing is throttled: the request is
+// refused all the same.
+func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engine.Allowance, address, msg string) bool {
+	ctx := r.Context()
+	key := bucket(bucketBadToken, address)
+	if allowance == engine.AllowanceNoToken {
+		key = bucket(bucketNoToken, address)
+	}
+	now := time.Now()
+	f.mu.Lock()
+	end, known := f.over[key]
+	f.mu.Unlock()
+	if !known || !now.Before(end) {
+		hits, windowEnd, err := f.c.Limiter.Hit(ctx, key)
+		if err != nil {
+			f.log.ErrorContext(ctx, "rate-limit store unavailable", "error", err)
+			return false
+		}
+		if hits <= f.http.RateLimits.FailedAuthPerMinute {
+			return false
+		}
+		end = windowEnd
+		f.mu.Lock()
+		if f.over == nil || len(f.over) >= maxOverBuckets {
+			f.over = map[string]time.Time{} // start over rather than track age
+		}
+		f.over[key] = end
+		f.mu.Unlock()
+	}
+	f.c.Hooks.Emit(engine.RateRefused{Allowance: allowance, Code: errcode.MCPAuthThrottled, Address: address})
+	f.refuse(w, r, http.StatusTooManyRequests, errcode.MCPAuthThrottled, msg, end.Sub(now))
+	return true
+}
+
+// maxOverBuckets bounds the buckets a front remembers as over the limit.
+const maxOverBuckets = 100_000
+
+// storeDown handles an unreachable rate-limit store as the config says,
+// and reports whether the request was refused.
+func (f *Front) storeDown(w http.ResponseWriter, r *http.Request, err error) bool {
+	f.log.ErrorContext(r.Context(), "rate-limit store unavailable", "error", err)
+	if f.http.RateLimits.OnStoreError == "open" {
+		return false
+	}
+	f.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPLimitsUnavailable, "the rate limits cannot be checked right now", 0)
+	return true
+}
+
+// facts reads the request facts. The address is the socket's peer, or,
+// behind trusted_proxy_hops proxies, the address the outermost trusted
+// proxy saw; X-Forwarded-For is never read otherwise.
+func (f *Front) facts(r *http.Request) identity.RequestFacts {
+	addr, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		addr = r.RemoteAddr
+	}
+	if hops := f.http.TrustedProxyHops; hops > 0 {
+		var chain []string
+		for _, h := range r.Header.Values("X-Forwarded-For") {
+			for _, a := range strings.Split(h, ",") {
+				chain = append(chain, strings.TrimSpace(a))
+			}
+		}
+		// Each trusted proxy appended the address it saw; the client is
+		// hops entries from the end.
+		if i := len(chain) - hops; i >= 0 && net.ParseIP(chain[i]) != nil {
+			addr = chain[i]
+		}
+	}
+	return identity.RequestFacts{Address: addr}
+}
+
+// challenge answers 401 with where to learn how to get a token for the
+// resource.
+func (f *Front) challenge(w http.ResponseWriter, r *http.Request, resource string, tokenSent bool) {
+	value := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s%s"`, f.origin, MetadataPath(resource))
+	if tokenSent {
+		value += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", value)
+	f.refuse(w, r, http.StatusUnauthorized, errcode.MCPUnauthorized, "a valid bearer token is required", 0)
+}
+
+// contain answers a request whose handler panicked: 500, internal_error
+// under a correlation id of its own, the panic and its stack in the host
+// log under that id, never in the answer. The connection serves on. An
+// answer already begun is cut short; http.ErrAbortHandler, a handler's
+// deliberate abort, goes on to the server.
+func (f *Front) contain(w *responseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	correlation := uuid.NewString()
+	f.log.ErrorContext(r.Context(), "handler panic", "path", r.URL.Path, "correlation_id", correlation,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if w.wrote {
+		return
+	}
+	clear(w.Header()) // nothing of the answer the handler began goes out
+	f.answer(w, r, http.StatusInternalServerError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0, correlation)
+}
+
+// responseWriter notes whether the answer began.
+type responseWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *responseWriter) WriteHeader(status int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher, for a handler that streams.
+func (w *responseWriter) Flush() {
+	w.wrote = true
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the server's writer.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// refuse answers a JSON-RPC error carrying a code and its fix.
+func (f *Front) refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration) {
+	f.answer(w, r, status, code, msg, retryAfter, "")
+}
+
+// answer is refuse with, when set, the correlation id an operator finds
+// the refusal's cause under.
+func (f *Front) answer(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration, correlation string) {
+	entry, _ := errcode.Explain(string(code))
+	if retryAfter > 0 || status == http.StatusTooManyRequests {
+		// Every 429 says when to retry: within the one-minute window, and at
+		// least a second even when clocks disagree on the window's end.
+		secs := min(max(int(math.Ceil(retryAfter.Seconds())), 1), 60)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	data := map[string]string{"code": string(code), "fix": entry.Fix}
+	if correlation != "" {
+		data["correlationId"] = correlation
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      nil,
+		"error": map[string]any{
+			"code":    -32000,
+			"message": fmt.Sprintf("%s: %s", code, msg),
+			"data":    data,
+		},
+	})
+	f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: status, Code: code})
+}

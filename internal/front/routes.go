@@ -1,0 +1,110 @@
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// The handlers the front provides for its owners to mount: the
+// protected-resource metadata, health and readiness.
+
+// metadataPrefix is where RFC 9728 puts protected-resource metadata.
+const metadataPrefix = "/.well-known/oauth-protected-resource"
+
+// MetadataPath is the path of the protected-resource metadata of the
+// resource at path resource (RFC 9728 section 3.1); the empty resource is
+// the server's root.
+func MetadataPath(resource string) string { return metadataPrefix + resource }
+
+// Metadata serves the RFC 9728 protected-resource document of the resource
+// at path resource, named by the configured public URL.
+func (f *Front) Metadata(resource string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		cfg := f.c.Ontology
+		doc := map[string]any{
+			"resource":                 f.origin + resource,
+			"bearer_methods_supported": []string{"header"},
+			"resource_name":            cfg.Service,
+			"scopes_supported":         scopes(cfg),
+		}
+		if o := cfg.Identity.OIDC; o != nil {
+			servers := o.AuthorizationServers
+			if len(servers) == 0 {
+				servers = []string{o.Issuer}
+			}
+			doc["authorization_servers"] = servers
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*") // public discovery data (RFC 9728 section 3.1)
+		_ = json.NewEncoder(w).Encode(doc)
+	})
+}
+
+// scopes lists every scope an action's policy names.
+func scopes(cfg *ontology.Config) []string {
+	set := map[string]bool{}
+	for _, a := range cfg.Actions {
+		if a.Policy.Scope != "" {
+			set[a.Policy.Scope] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// Healthz answers that the process serves.
+func Healthz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+}
+
+// Readyz answers whether ready reports the server able to serve; why not
+// goes to the host log.
+func (f *Front) Readyz(ready func(ctx context.Context) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready(r.Context()); err != nil {
+			f.log.WarnContext(r.Context(), "not ready", "error", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+}
+
+// ToolCalls bills MCP requests: a POSTed tools/call by its tool's class,
+// which toolClass tells (an unknown tool is a write); any other method
+// reads; a body that cannot be read as one request bills writes. Other
+// HTTP methods bill nothing. The body is read as strictly as the MCP SDK
+// reads it — member names match exactly and none may repeat — so that the
+// tool billed is the tool run.
+func ToolCalls(toolClass func(tool string) Class) RateFunc {
+	return func(r *http.Request, body []byte) Class {
+		if r.Method != http.MethodPost {
+			return ClassNone
+		}
+		v, err := jcs.Parse(body)
+		msg, ok := v.(map[string]any)
+		if err != nil || !ok {
+			return ClassWrite
+		}
+		switch method, isString := msg["method"].(string); {
+		case !isString:
+			return ClassWrite
+		case method != "tools/call":
+			return ClassRead
+		}
+		params, _ := msg["params"].(map[string]any)
+		name, _ := params["name"].(string)
+		return toolClass(name)
+	}
+}
