@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
+LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
 .PHONY: run test lint generate check-generated bench build e2e browser
 
@@ -26,11 +27,10 @@ browser:
 e2e:
 	e2e/run.sh
 
-## lint: gofmt and go vet
+## lint: golangci-lint (pinned in tools/lint, configured in .golangci.yml:
+## gofmt, go vet, staticcheck, errcheck, gosec, revive, bodyclose, …)
 lint:
-	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
-	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
+	$(LINT) run ./...
 
 ## generate: regenerate sqlc code in internal/db
 generate:

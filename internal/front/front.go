@@ -397,7 +397,7 @@ func (f *Front) contain(w *responseWriter, r *http.Request) {
 	if v == nil {
 		return
 	}
-	if v == http.ErrAbortHandler {
+	if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 		panic(v)
 	}
 	correlation := uuid.NewString()

@@ -137,7 +137,18 @@ func mount(h *front.Front, cfg *ontology.Config, endpoint http.Handler) {
 // mcpPath is where the tests mount MCP, as the app does.
 const mcpPath = "/mcp"
 
-func post(t *testing.T, url, token, body string, header ...string) (*http.Response, map[string]any) {
+// reply is what a test reads of a response: its body is read and closed
+// by the helper that made the request.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func replyOf(resp *http.Response) *reply {
+	return &reply{StatusCode: resp.StatusCode, Header: resp.Header}
+}
+
+func post(t *testing.T, url, token, body string, header ...string) (*reply, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url+mcpPath, strings.NewReader(body))
 	if err != nil {
@@ -158,7 +169,7 @@ func post(t *testing.T, url, token, body string, header ...string) (*http.Respon
 	b, _ := io.ReadAll(resp.Body)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	return resp, m
+	return replyOf(resp), m
 }
 
 func errorCode(m map[string]any) string {
@@ -546,7 +557,7 @@ func TestPolicyIsPerRoute(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	do := func(method, path, token, body string, header ...string) (*http.Response, string) {
+	do := func(method, path, token, body string, header ...string) (*reply, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		if token != "" {
@@ -561,7 +572,7 @@ func TestPolicyIsPerRoute(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return replyOf(resp), string(b)
 	}
 	resp, _ := do(http.MethodPost, "/api/v1/approvals", "", "")
 	if want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/api/v1"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
@@ -693,13 +704,14 @@ func TestHandlerPanicIsContained(t *testing.T) {
 	if resp, _ := send(t, client, srv.URL+"/ok"); resp.StatusCode != http.StatusOK || closed.Load() != 0 {
 		t.Fatalf("after the panic: %d, %d connections closed", resp.StatusCode, closed.Load())
 	}
-	if _, err := client.Post(srv.URL+"/abort", "application/json", nil); err == nil {
+	if resp, err := client.Post(srv.URL+"/abort", "application/json", nil); err == nil {
+		_ = resp.Body.Close()
 		t.Fatal("a deliberate abort was answered")
 	}
 }
 
 // send posts an empty JSON body and reads the JSON answer.
-func send(t *testing.T, client *http.Client, url string) (*http.Response, map[string]any) {
+func send(t *testing.T, client *http.Client, url string) (*reply, map[string]any) {
 	t.Helper()
 	resp, err := client.Post(url, "application/json", strings.NewReader("{}"))
 	if err != nil {
@@ -708,7 +720,7 @@ func send(t *testing.T, client *http.Client, url string) (*http.Response, map[st
 	defer resp.Body.Close()
 	var m map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&m)
-	return resp, m
+	return replyOf(resp), m
 }
 
 type writerFunc func([]byte) (int, error)

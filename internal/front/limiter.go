@@ -61,7 +61,7 @@ const pruneOdds = 200
 // Hit implements Limiter.
 func (l *PostgresLimiter) Hit(ctx context.Context, bucket string) (int, time.Time, error) {
 	s := store.New(l.pool)
-	if rand.IntN(pruneOdds) == 0 {
+	if rand.IntN(pruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
 		_ = s.RatePrune(ctx) // best effort: a failure leaves rows for the next prune
 	}
 	w, err := s.RateHit(ctx, bucket)
