@@ -1,0 +1,58 @@
+package mcp
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/golden"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// TestGoldenAnswers holds what an agent receives for every status of
+// every kind of tool to the files under testdata/answers: the content,
+// the structured content and isError, byte for byte.
+func TestGoldenAnswers(t *testing.T) {
+	t.Parallel()
+	id := uuid.MustParse("6f1d0d2e-0000-4000-8000-000000000001")
+	expires := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	action := actionTool("cancel_order", actionFixture())
+	action.Name = "cancel_order" // as the server names each tool it builds
+	tools := map[string]*tool{
+		"action":         {def: action, kind: ontology.ToolAction},
+		"read":           {def: &readDef, kind: ontology.ToolGet},
+		"check_approval": {def: &sdk.Tool{Name: "check_approval"}, kind: ontology.ToolCheckApproval},
+	}
+	for kind, tl := range tools {
+		for _, status := range engine.Statuses() {
+			out := &engine.Outcome{Status: status, CorrelationID: id.String(), ApprovalID: &id, ExpiresAt: &expires,
+				Err: errors.New(`ERROR: permission denied for table "orders_secret" (SQLSTATE 42501)`)}
+			switch status {
+			case engine.StatusOK:
+				out.Err = nil
+				out.Data = json.RawMessage(`{"id":"o-1001","status":"paid"}`)
+				if tl.kind == ontology.ToolAction {
+					out.ApprovalID = nil // executed at once, without an approval
+				}
+			case engine.StatusInvalidInput:
+				out.Issues = []engine.Issue{{Path: "/reason", Message: "minLength: got 0, want 1"}}
+				out.Code = errcode.InputInvalid
+			case engine.StatusFailed, engine.StatusResolveError:
+				out.Diagnostic = engine.DiagnosticDatasourcePermission
+			case engine.StatusDenied:
+				out.Code = errcode.ApproverNotAllowed
+			}
+			if out.OK() {
+				out.Err = nil
+			}
+			golden.JSON(t, filepath.Join("testdata", "answers", kind, string(status)+".json"), render(tl, out))
+		}
+	}
+}
