@@ -26,6 +26,7 @@ import (
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -254,8 +255,12 @@ func TestConfigCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data = []byte(strings.NewReplacer("key_from: order_id", "key_from: orderid", "preset: approval-for-writes", "preset: fast").Replace(string(data)))
-	if err := os.WriteFile(broken, data, 0o600); err != nil {
+	mistyped := []ontologytest.Edit{
+		ontologytest.Set("actions.cancel_order.target.key_from", "orderid"),
+		ontologytest.Set("actions.update_shipping_address.target.key_from", "orderid"),
+		ontologytest.Set("actions.add_order_note.target.key_from", "orderid"),
+	}
+	if err := os.WriteFile(broken, ontologytest.Apply(t, data, append(mistyped, ontologytest.Set("preset", "fast"))...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = cli(t, "config", "check", broken, "--json")
@@ -269,8 +274,7 @@ func TestConfigCheck(t *testing.T) {
 		// The schema refuses the preset before semantic checks run.
 		t.Fatalf("broken preset: exit %d %+v", code, report)
 	}
-	data = []byte(strings.Replace(string(data), "preset: fast", "preset: sandbox", 1))
-	if err := os.WriteFile(broken, data, 0o600); err != nil {
+	if err := os.WriteFile(broken, ontologytest.Apply(t, data, append(mistyped, ontologytest.Set("preset", "sandbox"))...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = cli(t, "config", "check", broken)

@@ -28,6 +28,7 @@ import (
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -53,17 +54,11 @@ func setup(t testing.TB) *bundle {
 	return &bundle{url: url, admin: admin, runtime: testdb.RuntimePool(t, url), key: key}
 }
 
-// server serves the example, its config edited by edit, in a mode.
-func (b *bundle) server(t testing.TB, edit func(string) string) (*mcp.Server, *engine.Engine) {
+// server serves the example, with edits applied to its config's YAML
+// tree, in the mode its preset names.
+func (b *bundle) server(t testing.TB, edits ...ontologytest.Edit) (*mcp.Server, *engine.Engine) {
 	t.Helper()
-	text := string(orders.Config)
-	if edit != nil {
-		text = edit(text)
-	}
-	cfg, err := ontology.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := ontologytest.Parse(t, orders.Config, edits...)
 	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Mode: engine.ModeOf(cfg.Preset), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +142,7 @@ func text(res *sdk.CallToolResult) string {
 func TestCatalogPerCaller(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, _ := b.server(t, nil)
+	s, _ := b.server(t)
 	reads := []string{"order_get", "order_list", "product_get", "product_list"}
 	tests := []struct {
 		name   string
@@ -185,7 +180,7 @@ func TestCatalogPerCaller(t *testing.T) {
 func TestAnnotationsAndSchemas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, _ := b.server(t, nil)
+	s, _ := b.server(t)
 	res, err := connect(t, s, agent("support")).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -243,10 +238,7 @@ func TestPresetsAndHostPrompt(t *testing.T) {
 		{"readonly", "all-actions", false, nil},
 	}
 	for _, tt := range tests {
-		s, _ := b.server(t, func(c string) string {
-			c = strings.Replace(c, "preset: approval-for-writes", "preset: "+tt.preset, 1)
-			return strings.Replace(c, `host_approval_prompt: "off"`, "host_approval_prompt: "+tt.prompt, 1)
-		})
+		s, _ := b.server(t, ontologytest.Set("preset", tt.preset), ontologytest.Set("host_approval_prompt", tt.prompt))
 		res, err := connect(t, s, agent("support")).ListTools(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -289,7 +281,7 @@ func assertRedacted(t *testing.T, res *sdk.CallToolResult) {
 func TestFailuresAreRedacted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, _ := b.server(t, nil)
+	s, _ := b.server(t)
 	cs := connect(t, s, agent("support"))
 	ctx := context.Background()
 
@@ -365,7 +357,7 @@ func mustJSON(v any) []byte {
 func TestCheckApprovalCycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, e := b.server(t, nil)
+	s, e := b.server(t)
 	cs := connect(t, s, agent("support"))
 	ctx := context.Background()
 
@@ -407,10 +399,8 @@ func TestCheckApprovalCycle(t *testing.T) {
 func TestSandboxBesideLive(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	live, e := b.server(t, nil)
-	sandbox, _ := b.server(t, func(c string) string {
-		return strings.Replace(c, "preset: approval-for-writes", "preset: sandbox", 1)
-	})
+	live, e := b.server(t)
+	sandbox, _ := b.server(t, ontologytest.Set("preset", "sandbox"))
 	ctx := context.Background()
 	liveCS, sandboxCS := connect(t, live, agent("support")), connect(t, sandbox, agent("support"))
 
@@ -435,7 +425,7 @@ func TestSandboxBesideLive(t *testing.T) {
 func TestStreamableHTTP(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, _ := b.server(t, nil)
+	s, _ := b.server(t)
 	callers := map[string]*engine.Caller{"support-token": agent("support"), "plain-token": agent()}
 	srv := httptest.NewServer(mcp.NewAuthenticator(byToken(callers)).Require(s.HTTPHandler()))
 	t.Cleanup(srv.Close)
@@ -663,7 +653,7 @@ func TestSQLQueryTool(t *testing.T) {
 func TestDevModeIsStamped(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, _ := b.server(t, nil)
+	s, _ := b.server(t)
 	dev := agent("support")
 	dev.DevMode = true
 	cs := connect(t, s, dev)
@@ -709,7 +699,7 @@ func (c *counted) Resolve(ctx context.Context, token string) (*identity.Caller, 
 func TestOneVerificationPerRequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, _ := b.server(t, nil)
+	s, _ := b.server(t)
 	cfg, err := ontology.Parse(orders.Config)
 	if err != nil {
 		t.Fatal(err)
