@@ -1,0 +1,71 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportsPointDown holds the house's layering, as DESIGN.md draws it
+// (cli → app → front, mcp → engine → store → db), to the real import graph:
+// each rule names packages that must not import others, directly or not.
+func TestImportsPointDown(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/orangerail/orangerail/"
+	cmd := exec.CommandContext(context.Background(), "go", "list", "-deps=false", "-f", `{{.ImportPath}}|{{join .Imports " "}}|{{join .Deps " "}}`, module+"...")
+	cmd.Dir = "../.."
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	deps, imports := map[string][]string{}, map[string][]string{}
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "|")
+		pkg := strings.TrimPrefix(fields[0], module)
+		imports[pkg], deps[pkg] = strings.Fields(fields[1]), strings.Fields(fields[2])
+	}
+	if len(deps) < 10 {
+		t.Fatalf("go list listed %d packages", len(deps))
+	}
+	rules := []struct {
+		pkg       string // a package path, or a prefix ending in /
+		forbidden []string
+	}{
+		// The engine knows no transport, no composition and no effect.
+		{"internal/engine", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/effects", "net/http", "github.com/modelcontextprotocol/go-sdk"}},
+		{"internal/store", []string{"internal/engine", "internal/app", "internal/front", "internal/mcp", "internal/ontology"}},
+		{"internal/front", []string{"internal/app", "internal/cli", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
+		{"internal/mcp", []string{"internal/app", "internal/cli", "internal/front"}},
+		{"internal/effects/", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp"}},
+		{"internal/app", []string{"internal/cli"}},
+	}
+	for pkg, ds := range deps {
+		for _, r := range rules {
+			if pkg != r.pkg && !(strings.HasSuffix(r.pkg, "/") && strings.HasPrefix(pkg, r.pkg)) {
+				continue
+			}
+			for _, d := range ds {
+				for _, f := range r.forbidden {
+					if strings.TrimPrefix(d, module) == f || strings.HasPrefix(strings.TrimPrefix(d, module), f+"/") {
+						t.Errorf("%s depends on %s", pkg, d)
+					}
+				}
+			}
+		}
+		// One owner each: the sqlc package and the MCP SDK.
+		for _, d := range imports[pkg] {
+			if d == module+"internal/db" && pkg != "internal/store" {
+				t.Errorf("%s imports internal/db; only internal/store may", pkg)
+			}
+			if strings.HasPrefix(d, "github.com/modelcontextprotocol/go-sdk") && pkg != "internal/mcp" {
+				t.Errorf("%s imports %s; only internal/mcp may", pkg, d)
+			}
+		}
+	}
+}
