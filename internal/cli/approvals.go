@@ -56,13 +56,18 @@ func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc
 }
 
 func newApprovalsCmd() *cobra.Command {
-	var f operatorFlags
+	f := &operatorFlags{}
 	cmd := &cobra.Command{
 		Use:   "approvals",
 		Short: "List, review and decide the approvals agents staged",
 	}
 	f.bind(cmd)
+	cmd.AddCommand(newApprovalsListCmd(f), newApprovalsShowCmd(f))
+	cmd.AddCommand(newApprovalsDecideCmds(f)...)
+	return cmd
+}
 
+func newApprovalsListCmd(f *operatorFlags) *cobra.Command {
 	var (
 		status string
 		limit  int32
@@ -91,8 +96,11 @@ func newApprovalsCmd() *cobra.Command {
 	list.Flags().StringVar(&status, "status", "", "only approvals of this status ("+approvalStatusList()+")")
 	list.Flags().Int32Var(&limit, "limit", 50, "at most this many")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return list
+}
 
-	var showJSON bool
+func newApprovalsShowCmd(f *operatorFlags) *cobra.Command {
+	var asJSON bool
 	show := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show what an approval would execute: the input (canonical: the bytes its digest covers), its digest, the effect, the rollback and the target now",
@@ -107,15 +115,19 @@ func newApprovalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if showJSON {
+			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
 			printApproval(cmd.OutOrStdout(), v)
 			return nil
 		},
 	}
-	show.Flags().BoolVar(&showJSON, "json", false, "print JSON (the digest under \"digest\")")
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON (the digest under \"digest\")")
+	return show
+}
 
+// newApprovalsDecideCmds returns approve and reject.
+func newApprovalsDecideCmds(f *operatorFlags) []*cobra.Command {
 	var as, digest, note string
 	decide := func(approve bool) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
@@ -160,9 +172,7 @@ func newApprovalsCmd() *cobra.Command {
 	}
 	reject.Flags().StringVar(&as, "as", "", "who decides (recorded in the audit log)")
 	reject.Flags().StringVar(&note, "note", "", "why, kept with the decision")
-
-	cmd.AddCommand(list, show, approve, reject)
-	return cmd
+	return []*cobra.Command{approve, reject}
 }
 
 // printApprovals prints approvals as a table. Every text that came from an

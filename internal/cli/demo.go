@@ -216,6 +216,30 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 }
 
 // shellJoin quotes arguments for a POSIX shell.
+// mintDemoTokens mints an agent, an approver and an auditor token for
+// each demo tenant, by role then tenant.
+func mintDemoTokens(iss *devissuer.Issuer, issuer string) (map[string]map[string]string, error) {
+	tokens := map[string]map[string]string{"agent": {}, "approver": {}, "auditor": {}}
+	var err error
+	for _, tenant := range []string{"acme", "globex"} {
+		mint := func(subject string, extra map[string]any) (string, error) {
+			extra["org_id"] = tenant
+			return iss.Token(devissuer.Claims{Issuer: issuer, Subject: subject, Audience: "orangerail",
+				Expiry: time.Now().Add(demoTokenLifetime), Extra: extra})
+		}
+		if tokens["agent"][tenant], err = mint("demo-agent@"+tenant, map[string]any{"roles": []string{"support"}, "scope": "orders:write"}); err != nil {
+			return nil, err
+		}
+		if tokens["approver"][tenant], err = mint("demo-approver@"+tenant, map[string]any{"roles": []string{"approver"}, "kind": "human"}); err != nil {
+			return nil, err
+		}
+		if tokens["auditor"][tenant], err = mint("demo-auditor@"+tenant, map[string]any{"roles": []string{"auditor"}}); err != nil {
+			return nil, err
+		}
+	}
+	return tokens, nil
+}
+
 // needsQuoting reports whether r is anything but a character a shell word
 // may hold bare.
 func needsQuoting(r rune) bool {
@@ -294,22 +318,8 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	defer rt.Close()
 
 	facts.Issuer = issuer
-	facts.Tokens = map[string]map[string]string{"agent": {}, "approver": {}, "auditor": {}}
-	for _, tenant := range []string{"acme", "globex"} {
-		mint := func(subject string, extra map[string]any) (string, error) {
-			extra["org_id"] = tenant
-			return iss.Token(devissuer.Claims{Issuer: issuer, Subject: subject, Audience: "orangerail",
-				Expiry: time.Now().Add(demoTokenLifetime), Extra: extra})
-		}
-		if facts.Tokens["agent"][tenant], err = mint("demo-agent@"+tenant, map[string]any{"roles": []string{"support"}, "scope": "orders:write"}); err != nil {
-			return err
-		}
-		if facts.Tokens["approver"][tenant], err = mint("demo-approver@"+tenant, map[string]any{"roles": []string{"approver"}, "kind": "human"}); err != nil {
-			return err
-		}
-		if facts.Tokens["auditor"][tenant], err = mint("demo-auditor@"+tenant, map[string]any{"roles": []string{"auditor"}}); err != nil {
-			return err
-		}
+	if facts.Tokens, err = mintDemoTokens(iss, issuer); err != nil {
+		return err
 	}
 
 	url := strings.TrimSuffix(publicURL, "/") + app.MCPPath

@@ -147,32 +147,9 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 
 		chain := chainChecker{tenant: tenant, prevHash: Genesis(), open: map[string][]UnfinishedExecution{}}
 		// One goroutine reads the next page while this one checks the last.
-		pages := make(chan []store.AuditRecord, 1)
-		fetchErr := make(chan error, 1)
 		fetchCtx, stopFetch := context.WithCancel(ctx)
 		defer stopFetch()
-		go func() {
-			defer close(pages)
-			after := int64(0)
-			for {
-				rows, err := st.AuditChainPage(fetchCtx, &store.AuditChainPageParams{TenantID: tenant, AfterSeq: after, PageSize: pageSize})
-				if err != nil {
-					fetchErr <- fmt.Errorf("read audit chain: %w", err)
-					return
-				}
-				if len(rows) > 0 {
-					after = rows[len(rows)-1].Seq
-					select {
-					case pages <- rows:
-					case <-fetchCtx.Done():
-						return
-					}
-				}
-				if len(rows) < int(pageSize) {
-					return
-				}
-			}
-		}()
+		pages, fetchErr := fetchPages(fetchCtx, st, tenant, pageSize)
 		for rows := range pages {
 			chain.checkPage(rows)
 			report.Records += int64(len(rows))
@@ -207,6 +184,38 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		return nil, err
 	}
 	return report, nil
+}
+
+// fetchPages reads a tenant's chain in pages of pageSize, in seq order, on
+// a goroutine of its own, and sends each page on the first channel, which
+// it closes at the end; a failure goes to the second. Cancelling ctx stops
+// it.
+func fetchPages(ctx context.Context, st *store.Store, tenant string, pageSize int32) (<-chan []store.AuditRecord, <-chan error) {
+	pages := make(chan []store.AuditRecord, 1)
+	fetchErr := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		after := int64(0)
+		for {
+			rows, err := st.AuditChainPage(ctx, &store.AuditChainPageParams{TenantID: tenant, AfterSeq: after, PageSize: pageSize})
+			if err != nil {
+				fetchErr <- fmt.Errorf("read audit chain: %w", err)
+				return
+			}
+			if len(rows) > 0 {
+				after = rows[len(rows)-1].Seq
+				select {
+				case pages <- rows:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if len(rows) < int(pageSize) {
+				return
+			}
+		}
+	}()
+	return pages, fetchErr
 }
 
 // explain adds to report the approvals and executions the chain does not

@@ -53,38 +53,9 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 		body["correlationId"] = out.CorrelationID
 		message = fmt.Sprintf("Tool %q ran in dry-run mode: the call was recorded and nothing executed.", name)
 	case engine.StatusInvalidInput:
-		isError = true
-		code := cmp.Or(out.Code, errcode.InputInvalid)
-		body["code"] = string(code)
-		if out.CorrelationID != "" {
-			body["correlationId"] = out.CorrelationID
-		}
-		issues := out.Issues
-		if issues == nil {
-			issues = []engine.Issue{}
-		}
-		body["issues"] = issues
-		message = fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, code)
+		isError, message = true, invalidInput(name, out, body)
 	default:
-		isError = true
-		if out.CorrelationID != "" {
-			body["correlationId"] = out.CorrelationID
-		}
-		withholds := redact.Withholds(string(out.Status))
-		if d := redact.Diagnostic(string(out.Diagnostic)); d != "" && withholds {
-			body["diagnostic"] = d
-		}
-		if out.Code != "" {
-			body["code"] = string(out.Code)
-		}
-		switch refusal, known := refusals[out.Status]; {
-		case withholds:
-			message = redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read())
-		case known:
-			message = fmt.Sprintf("Tool %q refused: %s", name, refusal)
-		default:
-			message = fmt.Sprintf("Tool %q did not complete: %s.", name, out.Status)
-		}
+		isError, message = true, failure(t, out, body)
 	}
 	body["message"] = message
 	res := &sdk.CallToolResult{IsError: isError, Content: []sdk.Content{&sdk.TextContent{Text: message}}}
@@ -97,6 +68,46 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 	}
 	res.StructuredContent = body
 	return res
+}
+
+// invalidInput fills body with a refused input's code and issues, and
+// returns the message.
+func invalidInput(name string, out *engine.Outcome, body map[string]any) string {
+	code := cmp.Or(out.Code, errcode.InputInvalid)
+	body["code"] = string(code)
+	if out.CorrelationID != "" {
+		body["correlationId"] = out.CorrelationID
+	}
+	issues := out.Issues
+	if issues == nil {
+		issues = []engine.Issue{}
+	}
+	body["issues"] = issues
+	return fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, code)
+}
+
+// failure fills body with what a failing status may say — its correlation
+// id, its diagnostic where the status withholds an error, its code — and
+// returns the message, redact's sentence where something is withheld.
+func failure(t *tool, out *engine.Outcome, body map[string]any) string {
+	name := t.def.Name
+	if out.CorrelationID != "" {
+		body["correlationId"] = out.CorrelationID
+	}
+	withholds := redact.Withholds(string(out.Status))
+	if d := redact.Diagnostic(string(out.Diagnostic)); d != "" && withholds {
+		body["diagnostic"] = d
+	}
+	if out.Code != "" {
+		body["code"] = string(out.Code)
+	}
+	switch refusal, known := refusals[out.Status]; {
+	case withholds:
+		return redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read())
+	case known:
+		return fmt.Sprintf("Tool %q refused: %s", name, refusal)
+	}
+	return fmt.Sprintf("Tool %q did not complete: %s.", name, out.Status)
 }
 
 // refusals explain the statuses that withhold nothing.
