@@ -78,14 +78,8 @@ func displayUserCode(code string) string {
 
 // deviceAuthorization starts a device grant (RFC 8628 3.1, 3.2).
 func (i *Issuer) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	if e := parsePost(w, r); e != nil {
-		writeOAuthError(w, e)
-		return
-	}
-	c, e := i.authenticateClient(r)
-	if e != nil {
-		writeOAuthError(w, e)
+	c, ok := i.clientPost(w, r)
+	if !ok {
 		return
 	}
 	form := r.PostForm

@@ -82,21 +82,34 @@ func repeated(v url.Values) (string, bool) {
 	return "", false
 }
 
-// token is the token endpoint.
-func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
-	// RFC 6749 5.1: token responses are never cached.
+// clientPost starts an answer to a client's form POST: never cached
+// (RFC 6749 5.1), the form parsed, the client authenticated. It reports
+// false, having answered the error, when the request goes no further.
+func (i *Issuer) clientPost(w http.ResponseWriter, r *http.Request) (*client, bool) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
 	if e := parsePost(w, r); e != nil {
 		writeOAuthError(w, e)
-		return
+		return nil, false
 	}
 	c, e := i.authenticateClient(r)
 	if e != nil {
 		writeOAuthError(w, e)
+		return nil, false
+	}
+	return c, true
+}
+
+// token is the token endpoint.
+func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
+	c, ok := i.clientPost(w, r)
+	if !ok {
 		return
 	}
-	var grant *issued
+	var (
+		grant *issued
+		e     *oauthError
+	)
 	switch r.PostForm.Get("grant_type") {
 	case grantAuthorizationCode:
 		grant, e = i.exchangeCode(c, r.PostForm)

@@ -20,28 +20,11 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/engine/enginetest"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
-
-// recorder is a subscriber keeping every event it is handed.
-type recorder struct {
-	mu     sync.Mutex
-	events []engine.Event
-}
-
-func (r *recorder) record(ev engine.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-}
-
-func (r *recorder) all() []engine.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
 
 // hookedEngine serves the example on b's database, emitting into hooks,
 // its clock now.
@@ -69,8 +52,8 @@ func TestHooksSeeTheLifecycle(t *testing.T) {
 	ctx := context.Background()
 	hooks := engine.NewHooks()
 	t.Cleanup(hooks.Close)
-	rec := &recorder{}
-	hooks.Subscribe(0, rec.record)
+	rec := &enginetest.Recorder{}
+	hooks.Subscribe(0, rec.Record)
 	e := hookedEngine(t, b, hooks, nil)
 	// A clock almost a day behind stages approvals that lapse at once.
 	past := hookedEngine(t, b, nil, func() time.Time { return time.Now().Add(-24*time.Hour + 300*time.Millisecond) })
@@ -103,7 +86,7 @@ func TestHooksSeeTheLifecycle(t *testing.T) {
 	hooks.Close()
 
 	var got []string
-	for _, ev := range rec.all() {
+	for _, ev := range rec.All() {
 		switch ev := ev.(type) {
 		case engine.Gate:
 			got = append(got, fmt.Sprintf("gate %s %s", ev.Op, ev.Status))
@@ -152,8 +135,8 @@ func TestBlockedSubscriberBlocksNoCall(t *testing.T) {
 		once.Do(func() { close(blocked) })
 		<-release
 	})
-	rec := &recorder{}
-	hooks.Subscribe(0, rec.record)
+	rec := &enginetest.Recorder{}
+	hooks.Subscribe(0, rec.Record)
 	e := hookedEngine(t, b, hooks, nil)
 
 	want(t, e.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusOK)
@@ -168,7 +151,7 @@ func TestBlockedSubscriberBlocksNoCall(t *testing.T) {
 	}
 	close(release)
 	hooks.Close()
-	if n := len(rec.all()); n != calls+1 {
+	if n := len(rec.All()); n != calls+1 {
 		t.Fatalf("the other subscriber received %d events, want %d", n, calls+1)
 	}
 }
@@ -182,8 +165,8 @@ func TestPanickingSubscriberBreaksNoCall(t *testing.T) {
 	hooks := engine.NewHooks()
 	t.Cleanup(hooks.Close)
 	panicking := hooks.Subscribe(0, func(engine.Event) { panic("a subscriber's bug") })
-	rec := &recorder{}
-	hooks.Subscribe(0, rec.record)
+	rec := &enginetest.Recorder{}
+	hooks.Subscribe(0, rec.Record)
 	e := hookedEngine(t, b, hooks, nil)
 
 	got := e.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`))
@@ -193,7 +176,7 @@ func TestPanickingSubscriberBreaksNoCall(t *testing.T) {
 	}
 	want(t, e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`)), engine.StatusApprovalPending)
 	hooks.Close()
-	n := uint64(len(rec.all()))
+	n := uint64(len(rec.All()))
 	if n == 0 || panicking.Panics() != n {
 		t.Fatalf("%d panics for %d events", panicking.Panics(), n)
 	}
@@ -209,9 +192,9 @@ func TestHooksDeliver(t *testing.T) {
 	none.Close()
 
 	hooks := engine.NewHooks()
-	a, b := &recorder{}, &recorder{}
-	subA := hooks.Subscribe(0, a.record)
-	hooks.Subscribe(0, b.record)
+	a, b := &enginetest.Recorder{}, &enginetest.Recorder{}
+	subA := hooks.Subscribe(0, a.Record)
+	hooks.Subscribe(0, b.Record)
 	for i := range 100 {
 		hooks.Emit(engine.AuditAppended{Seq: int64(i)})
 	}
@@ -220,12 +203,12 @@ func TestHooksDeliver(t *testing.T) {
 	hooks.Emit(engine.AuditAppended{Seq: 100})
 	hooks.Close()
 	hooks.Emit(engine.AuditAppended{Seq: 101})
-	late := &recorder{}
-	hooks.Subscribe(0, late.record).Close()
+	late := &enginetest.Recorder{}
+	hooks.Subscribe(0, late.Record).Close()
 
-	seqs := func(r *recorder) []int64 {
+	seqs := func(r *enginetest.Recorder) []int64 {
 		var out []int64
-		for _, ev := range r.all() {
+		for _, ev := range r.All() {
 			out = append(out, ev.(engine.AuditAppended).Seq)
 		}
 		return out
@@ -236,7 +219,7 @@ func TestHooksDeliver(t *testing.T) {
 	if got := seqs(b); len(got) != 101 || !slices.IsSorted(got) || got[100] != 100 {
 		t.Fatalf("an open subscriber got %v", got)
 	}
-	if len(late.all()) != 0 {
+	if len(late.All()) != 0 {
 		t.Fatal("closed Hooks delivered")
 	}
 }

@@ -30,7 +30,14 @@ func setupExample(t *testing.T) *exampleBundle {
 	if _, err := b.admin.Exec(context.Background(), orders.Seed); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
-	cfg, err := ontology.Parse(orders.Config)
+	return serve(t, b, orders.Config)
+}
+
+// serve returns an engine serving config on b's database, with a key of
+// its own.
+func serve(t *testing.T, b *testBundle, config []byte) *exampleBundle {
+	t.Helper()
+	cfg, err := ontology.Parse(config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,10 @@ package engine_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"testing"
 
-	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
-	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // typedSchema is a table with a column of every type the engine checks
@@ -61,17 +58,7 @@ func setupTyped(t *testing.T) *exampleBundle {
 	if _, err := b.admin.Exec(context.Background(), typedSchema); err != nil {
 		t.Fatalf("schema: %v", err)
 	}
-	cfg, err := ontology.Parse([]byte(typedConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := make([]byte, engine.KeySize)
-	_, _ = rand.Read(key)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: key, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &exampleBundle{testBundle: b, engine: e, key: key}
+	return serve(t, b, []byte(typedConfig))
 }
 
 // unchecked is the issue a value gets only when Postgres refused it: a

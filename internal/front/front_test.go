@@ -21,6 +21,7 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/engine/enginetest"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
@@ -47,19 +48,7 @@ type fixture struct {
 	resolver *counting
 	served   atomic.Int32
 	hooks    *engine.Hooks
-	events   *recorder
-}
-
-// recorder is a subscriber keeping every event it is handed.
-type recorder struct {
-	mu     sync.Mutex
-	events []engine.Event
-}
-
-func (r *recorder) record(ev engine.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
+	events   *enginetest.Recorder
 }
 
 // token mints a valid token for subject in tenant acme.
@@ -98,8 +87,8 @@ func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}, hooks: engine.NewHooks(), events: &recorder{}}
-	f.hooks.Subscribe(0, f.events.record)
+	f := &fixture{issuer: iss, issuerAt: issuerSrv.URL, resolver: &counting{Resolver: resolver}, hooks: engine.NewHooks(), events: &enginetest.Recorder{}}
+	f.hooks.Subscribe(0, f.events.Record)
 	t.Cleanup(f.hooks.Close)
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.served.Add(1)
@@ -150,11 +139,21 @@ func replyOf(resp *http.Response) *reply {
 
 func post(t *testing.T, url, token, body string, header ...string) (*reply, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+mcpPath, strings.NewReader(body))
+	resp, b := request(t, http.MethodPost, url+mcpPath, token, body, append([]string{"Content-Type", "application/json"}, header...)...)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp, m
+}
+
+// request sends one request, with a bearer token unless token is empty and
+// the header's name-value pairs, and returns the reply and its body, read
+// and closed.
+func request(t *testing.T, method, url, token, body string, header ...string) (*reply, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -167,9 +166,7 @@ func post(t *testing.T, url, token, body string, header ...string) (*reply, map[
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return replyOf(resp), m
+	return replyOf(resp), b
 }
 
 func errorCode(m map[string]any) string {
@@ -559,20 +556,8 @@ func TestPolicyIsPerRoute(t *testing.T) {
 
 	do := func(method, path, token, body string, header ...string) (*reply, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return replyOf(resp), string(b)
+		resp, b := request(t, method, srv.URL+path, token, body, header...)
+		return resp, string(b)
 	}
 	resp, _ := do(http.MethodPost, "/api/v1/approvals", "", "")
 	if want := `Bearer realm="orangerail", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/api/v1"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
@@ -627,7 +612,7 @@ func TestRefusalsAreEvents(t *testing.T) {
 	f.hooks.Close()
 
 	var got []string
-	for _, ev := range f.events.events {
+	for _, ev := range f.events.All() {
 		switch ev := ev.(type) {
 		case engine.RequestRefused:
 			got = append(got, fmt.Sprintf("refused %s %d %s", ev.Path, ev.HTTPStatus, ev.Code))
