@@ -146,6 +146,17 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 	return result, nil
 }
 
+// CheckCurrent reports whether the database at url has this binary's
+// schema: migrated, and not by a newer orangerail.
+func CheckCurrent(ctx context.Context, url string) error {
+	m, err := NewMigrator(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = m.Close() }()
+	return m.Check(ctx)
+}
+
 // DownTo rolls back every applied migration newer than version, newest
 // first; DownTo(ctx, 0) undoes them all.
 func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {

@@ -52,13 +52,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := NewMigrator(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	err = m.Check(ctx)
-	_ = m.Close()
-	if err != nil {
+	if err := CheckCurrent(ctx, url); err != nil {
 		return nil, err
 	}
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {

@@ -114,13 +114,7 @@ func ownerConn(ctx context.Context, url, name, tenant string) (*pgx.Conn, error)
 	if err := database.ValidateTenantID(tenant); err != nil {
 		return nil, err
 	}
-	m, err := database.NewMigrator(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	err = m.Check(ctx)
-	_ = m.Close()
-	if err != nil {
+	if err := database.CheckCurrent(ctx, url); err != nil {
 		return nil, err
 	}
 	cfg, err := database.ParseURL(url)
