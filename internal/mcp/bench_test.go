@@ -30,7 +30,7 @@ import (
 // JSON lines.
 func BenchmarkReadCall(b *testing.B) {
 	bundle := setup(b)
-	governed, _ := bundle.server(b, nil)
+	governed, _ := bundle.server(b)
 	iss, err := devissuer.New()
 	if err != nil {
 		b.Fatal(err)
