@@ -75,3 +75,24 @@ type OrangerailTenant struct {
 	ID        string
 	CreatedAt time.Time
 }
+
+type OrangerailWebhookOutbox struct {
+	ID            uuid.UUID
+	Seq           int64
+	TenantID      string
+	ApprovalID    uuid.UUID
+	Event         string
+	Action        string
+	RequestedBy   string
+	DecidedBy     *string
+	DecidedAt     *time.Time
+	ExpiresAt     time.Time
+	OccurredAt    time.Time
+	State         string
+	Attempts      int32
+	NextAttemptAt time.Time
+	LockedUntil   *time.Time
+	DeliveredTo   []string
+	LastError     *string
+	DeliveredAt   *time.Time
+}

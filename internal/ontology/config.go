@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,6 +79,8 @@ type Config struct {
 	Objects            map[string]*Object `yaml:"objects"`
 	Links              map[string]*Link   `yaml:"links"`
 	Actions            map[string]*Action `yaml:"actions"`
+	// Webhooks are the endpoints told of approval events. Defaults to none.
+	Webhooks []Webhook `yaml:"webhooks"`
 }
 
 // Datasource names where the team's data lives.
@@ -254,6 +257,68 @@ const (
 	RateLimitStoreDefault      = RateLimitPostgres
 	OnStoreErrorDefault        = FailClosed
 )
+
+// WebhookEvent is an approval event a webhook may subscribe to.
+type WebhookEvent string
+
+// The webhook events (the store's outbox holds the same set; a test keeps
+// them equal).
+const (
+	WebhookApprovalPending  WebhookEvent = "approval.pending"
+	WebhookApprovalApproved WebhookEvent = "approval.approved"
+	WebhookApprovalRejected WebhookEvent = "approval.rejected"
+	WebhookApprovalExpired  WebhookEvent = "approval.expired"
+)
+
+// WebhookEvents returns every webhook event. The config schema's enum for
+// webhooks[].events is this list; a test holds them equal.
+func WebhookEvents() []WebhookEvent {
+	return []WebhookEvent{WebhookApprovalPending, WebhookApprovalApproved, WebhookApprovalRejected, WebhookApprovalExpired}
+}
+
+// Webhook is one endpoint told of approval events, signed per the
+// Standard Webhooks convention.
+type Webhook struct {
+	// URL receives the POSTs: https, or http on loopback. It is the
+	// endpoint's identity in the outbox, so two endpoints never share one.
+	URL string `yaml:"url"`
+	// SecretEnv names the environment variable holding the signing secret,
+	// written whsec_ and base64. The secret itself is never in the file.
+	SecretEnv string `yaml:"secret_env"`
+	// Events are the events sent. Defaults to every event.
+	Events []WebhookEvent `yaml:"events"`
+	// IncludeInput adds the approval's verbatim input to the payload.
+	// Defaults to false: the input can hold what the endpoint should not
+	// see.
+	IncludeInput bool `yaml:"include_input"`
+}
+
+// Subscribes reports whether the endpoint is sent ev.
+func (w Webhook) Subscribes(ev WebhookEvent) bool {
+	return len(w.Events) == 0 || slices.Contains(w.Events, ev)
+}
+
+// CheckWebhookURL refuses an endpoint URL that is not https (plain http is
+// allowed on loopback only), or that holds a user or a fragment: a
+// password in a URL ends up in logs, and the secret is the credential.
+func CheckWebhookURL(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil || u.Hostname() == "" || u.Opaque != "":
+		return fmt.Errorf("%q is not an absolute URL", endpoint)
+	case u.User != nil:
+		return fmt.Errorf("%q holds a user: the signing secret is the endpoint's credential", endpoint)
+	case u.Fragment != "" || strings.Contains(endpoint, "#"):
+		return fmt.Errorf("%q has a fragment, which is never sent", endpoint)
+	case u.Scheme == "https":
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); u.Scheme == "http" && (host == "localhost" || (ip != nil && ip.IsLoopback())) {
+		return nil
+	}
+	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", endpoint)
+}
 
 // SQLQuery configures the read-only SQL tool.
 type SQLQuery struct {

@@ -122,6 +122,13 @@ func TestBrokenConfigs(t *testing.T) {
 		{"an execute of two kinds", replace(`execute: {sql:`, `execute: {not_implemented: true, sql:`), []string{"actions.cancel_order.execute"}},
 		{"an execute of no kind", replace(`execute: {sql: "UPDATE orders SET status = 'x' WHERE id = :order_id"}`, `execute: {}`), []string{"actions.cancel_order.execute"}},
 		{"an execute of an unknown kind", replace(`execute: {sql: "UPDATE orders SET status = 'x' WHERE id = :order_id"}`, `execute: {smtp: {to: x}}`), []string{"actions.cancel_order.execute.smtp"}},
+		{"a webhook over plain http off loopback", add("webhooks: [{url: \"http://hooks.example.com/in\", secret_env: HOOK_SECRET}]\n"), []string{"webhooks.0.url"}},
+		{"a webhook URL with a user", add("webhooks: [{url: \"https://u:p@hooks.example.com/in\", secret_env: HOOK_SECRET}]\n"), []string{"webhooks.0.url"}},
+		{"a webhook URL that is relative", add("webhooks: [{url: /in, secret_env: HOOK_SECRET}]\n"), []string{"webhooks.0.url"}},
+		{"a webhook without its secret's variable", add("webhooks: [{url: \"https://hooks.example.com/in\"}]\n"), []string{"webhooks.0"}},
+		{"a webhook secret's variable misnamed", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: \"whsec_abc\"}]\n"), []string{"webhooks.0.secret_env"}},
+		{"a webhook event unknown", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: S, events: [approval.pending, approval.consumed]}]\n"), []string{"webhooks.0.events.1"}},
+		{"two webhooks to one URL", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: A}, {url: \"https://hooks.example.com/in\", secret_env: B}]\n"), []string{"webhooks.1.url"}},
 		{"several problems at once", func(s string) string {
 			return replace("    key: id", "    key: pk")(replace(`target.status == "paid"`, `target.status`)(s))
 		}, []string{"actions.cancel_order.where", "objects.order.key"}},
@@ -238,6 +245,20 @@ func TestExecuteKinds(t *testing.T) {
 
 // TestPublicURL: the URL clients reach the server at is the configured
 // one, or, on a loopback listen only, http://<listen>.
+// TestWebhooksConfig reads endpoints: loopback http allowed, events
+// defaulting to every event.
+func TestWebhooksConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(add("webhooks: [{url: \"http://127.0.0.1:9000/in\", secret_env: HOOK_SECRET}, {url: \"https://hooks.example.com/in\", secret_env: OTHER, events: [approval.approved], include_input: true}]\n")(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.Webhooks[0], cfg.Webhooks[1]
+	if !a.Subscribes(WebhookApprovalExpired) || a.IncludeInput || b.Subscribes(WebhookApprovalPending) || !b.Subscribes(WebhookApprovalApproved) || !b.IncludeInput {
+		t.Fatalf("webhooks read as %+v", cfg.Webhooks)
+	}
+}
+
 func TestPublicURL(t *testing.T) {
 	t.Parallel()
 	for extra, want := range map[string]string{

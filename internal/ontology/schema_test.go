@@ -39,6 +39,7 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[HTTP](), props(schema, "http")},
 		{reflect.TypeFor[SQLQuery](), props(schema, "sql_query")},
 		{reflect.TypeFor[RateLimits](), props(schema, "http", "rate_limits")},
+		{reflect.TypeFor[Webhook](), props(schema, "webhooks")["items"].(map[string]any)},
 		{reflect.TypeFor[Object](), defs["object"].(map[string]any)},
 		{reflect.TypeFor[ListSpec](), props(defs["object"].(map[string]any), "list")},
 		{reflect.TypeFor[Link](), defs["link"].(map[string]any)},
@@ -102,6 +103,14 @@ func TestSchemaEnumsAgreeWithTypes(t *testing.T) {
 	}
 	if got, want := enum("on_store_error"), stringsOf(FailureModes()); !slices.Equal(got, want) {
 		t.Errorf("http.rate_limits.on_store_error: schema %v, Go %v", got, want)
+	}
+
+	var events []string
+	for _, v := range schema["properties"].(map[string]any)["webhooks"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)["events"].(map[string]any)["items"].(map[string]any)["enum"].([]any) {
+		events = append(events, v.(string))
+	}
+	if want := stringsOf(WebhookEvents()); !slices.Equal(events, want) {
+		t.Errorf("webhooks.events: schema %v, Go %v", events, want)
 	}
 
 	cfg, err := Parse([]byte(base))

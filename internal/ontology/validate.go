@@ -117,6 +117,7 @@ func (c *Config) validate() Problems {
 	} else if err := CheckPublicURL(h.PublicURL); err != nil {
 		add("http.public_url", "%v", err)
 	}
+	c.validateWebhooks(add)
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		c.Objects[name].validate("objects."+name, add)
 	}
@@ -231,3 +232,32 @@ func inputProperties(schema map[string]any) []string {
 	props, _ := schema["properties"].(map[string]any)
 	return slices.Sorted(maps.Keys(props))
 }
+
+// validateWebhooks checks each endpoint: its URL, that its secret's
+// variable is named, that its events are known, and that no two share a
+// URL (the outbox records delivery per URL).
+func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
+	seen := map[string]int{}
+	for i, w := range c.Webhooks {
+		path := fmt.Sprintf("webhooks.%d", i)
+		if err := CheckWebhookURL(w.URL); err != nil {
+			add(path+".url", "%v", err)
+		} else if j, ok := seen[w.URL]; ok {
+			add(path+".url", "webhooks.%d sends to the same URL: list an endpoint once, with every event it takes", j)
+		} else {
+			seen[w.URL] = i
+		}
+		if !envNamePattern.MatchString(w.SecretEnv) {
+			add(path+".secret_env", "name the environment variable holding the endpoint's signing secret (whsec_ and base64), such as ORDERS_WEBHOOK_SECRET")
+		}
+		for k, ev := range w.Events {
+			if !slices.Contains(WebhookEvents(), ev) {
+				add(fmt.Sprintf("%s.events.%d", path, k), "is %q; it must be one of %v", ev, WebhookEvents())
+			}
+		}
+	}
+}
+
+// envNamePattern is the form of an environment variable's name, as the
+// schema spells it for every *_env key.
+var envNamePattern = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)

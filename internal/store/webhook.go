@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orangerail/orangerail/internal/db"
+)
+
+// WebhookEvent is what happened to an approval, as a webhook announces it.
+type WebhookEvent string
+
+// The webhook events. The CHECK constraint on
+// orangerail.webhook_outbox.event (migrations/00009) allows exactly these,
+// and its trigger writes them; a test holds them equal.
+const (
+	WebhookApprovalPending  WebhookEvent = "approval.pending"
+	WebhookApprovalApproved WebhookEvent = "approval.approved"
+	WebhookApprovalRejected WebhookEvent = "approval.rejected"
+	WebhookApprovalExpired  WebhookEvent = "approval.expired"
+)
+
+// WebhookEvents returns every webhook event.
+func WebhookEvents() []WebhookEvent {
+	return []WebhookEvent{WebhookApprovalPending, WebhookApprovalApproved, WebhookApprovalRejected, WebhookApprovalExpired}
+}
+
+// WebhookState is where an outbox row's delivery stands.
+type WebhookState string
+
+// The delivery states, held to the CHECK constraint on
+// orangerail.webhook_outbox.state by a test.
+const (
+	// WebhookQueued waits for its next attempt.
+	WebhookQueued WebhookState = "queued"
+	// WebhookDelivered reached every endpoint subscribed to its event.
+	WebhookDelivered WebhookState = "delivered"
+	// WebhookFailed ran out of attempts.
+	WebhookFailed WebhookState = "failed"
+)
+
+// WebhookStates returns every delivery state.
+func WebhookStates() []WebhookState {
+	return []WebhookState{WebhookQueued, WebhookDelivered, WebhookFailed}
+}
+
+// WebhookMessage is one outbox row: an approval event, what the approval
+// was when it happened, and where its delivery stands.
+type WebhookMessage struct {
+	ID uuid.UUID
+	// Seq orders messages as their events happened.
+	Seq         int64
+	TenantID    string
+	ApprovalID  uuid.UUID
+	Event       WebhookEvent
+	Action      string
+	RequestedBy string
+	DecidedBy   *string
+	DecidedAt   *time.Time
+	ExpiresAt   time.Time
+	OccurredAt  time.Time
+	State       WebhookState
+	// Attempts counts the claims: an attempt that died mid-way counts.
+	Attempts      int
+	NextAttemptAt time.Time
+	LockedUntil   *time.Time
+	// DeliveredTo are the endpoint URLs that answered 2xx.
+	DeliveredTo []string
+	LastError   *string
+	DeliveredAt *time.Time
+}
+
+func webhookMessageOf(r *db.OrangerailWebhookOutbox) *WebhookMessage {
+	return &WebhookMessage{
+		ID: r.ID, Seq: r.Seq, TenantID: r.TenantID, ApprovalID: r.ApprovalID, Event: WebhookEvent(r.Event), Action: r.Action,
+		RequestedBy: r.RequestedBy, DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, ExpiresAt: r.ExpiresAt,
+		OccurredAt: r.OccurredAt, State: WebhookState(r.State), Attempts: int(r.Attempts), NextAttemptAt: r.NextAttemptAt,
+		LockedUntil: r.LockedUntil, DeliveredTo: r.DeliveredTo, LastError: r.LastError, DeliveredAt: r.DeliveredAt,
+	}
+}
+
+// WebhookDueTenants names up to limit tenants with a message due at now,
+// across tenants (a SECURITY DEFINER function returning ids only).
+func (s *Store) WebhookDueTenants(ctx context.Context, now time.Time, limit int32) ([]string, error) {
+	ids, err := s.q.WebhookDueTenants(ctx, s.x, &db.WebhookDueTenantsParams{Now: now, RowLimit: limit})
+	if err != nil {
+		return nil, InterpretError(err)
+	}
+	return ids, nil
+}
+
+// WebhookClaimParams claim due messages.
+type WebhookClaimParams struct {
+	TenantID string
+	Now      time.Time
+	// Until is when the lease ends: another worker may claim the message
+	// then, if this one has not marked it.
+	Until time.Time
+	Limit int32
+}
+
+// WebhookClaim leases up to Limit of the tenant's due messages to the
+// caller and counts the attempt. Messages another transaction is claiming
+// are skipped, never waited for.
+func (s *Store) WebhookClaim(ctx context.Context, p *WebhookClaimParams) ([]*WebhookMessage, error) {
+	rows, err := s.q.WebhookClaim(ctx, s.x, &db.WebhookClaimParams{LockedUntil: p.Until, TenantID: p.TenantID, Now: p.Now, RowLimit: p.Limit})
+	return all(rows, err, webhookMessageOf)
+}
+
+// WebhookMarkParams record how an attempt went.
+type WebhookMarkParams struct {
+	ID       uuid.UUID
+	TenantID string
+	// DeliveredTo are the endpoints that have answered 2xx so far.
+	DeliveredTo []string
+	// At is when the message was delivered, or when to try again.
+	At        time.Time
+	LastError string
+}
+
+// WebhookMarkDelivered marks a message delivered at p.At.
+func (s *Store) WebhookMarkDelivered(ctx context.Context, p *WebhookMarkParams) error {
+	return InterpretError(s.q.WebhookDelivered(ctx, s.x, &db.WebhookDeliveredParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), ID: p.ID, TenantID: p.TenantID}))
+}
+
+// WebhookMarkRetry releases a message to be tried again at p.At.
+func (s *Store) WebhookMarkRetry(ctx context.Context, p *WebhookMarkParams) error {
+	return InterpretError(s.q.WebhookRetry(ctx, s.x, &db.WebhookRetryParams{NextAttemptAt: p.At, DeliveredTo: nonNil(p.DeliveredTo),
+		LastError: p.LastError, ID: p.ID, TenantID: p.TenantID}))
+}
+
+// WebhookMarkFailed gives a message up: its attempts ran out.
+func (s *Store) WebhookMarkFailed(ctx context.Context, p *WebhookMarkParams) error {
+	return InterpretError(s.q.WebhookFail(ctx, s.x, &db.WebhookFailParams{DeliveredTo: nonNil(p.DeliveredTo), LastError: p.LastError, ID: p.ID, TenantID: p.TenantID}))
+}
+
+// WebhookRedeliver queues a message of the tenant again, due at now, for
+// every endpoint subscribed to its event. ErrNotFound: the tenant has no
+// such message.
+func (s *Store) WebhookRedeliver(ctx context.Context, tenantID string, id uuid.UUID, now time.Time) (*WebhookMessage, error) {
+	row, err := s.q.WebhookRedeliver(ctx, s.x, &db.WebhookRedeliverParams{Now: now, ID: id, TenantID: tenantID})
+	return one(row, err, webhookMessageOf)
+}
+
+// WebhookListParams list a tenant's messages.
+type WebhookListParams struct {
+	TenantID string
+	// State lists only messages in it; "" lists every state.
+	State WebhookState
+	Limit int32
+}
+
+// WebhookList lists a tenant's messages, newest first.
+func (s *Store) WebhookList(ctx context.Context, p *WebhookListParams) ([]*WebhookMessage, error) {
+	rows, err := s.q.WebhookList(ctx, s.x, &db.WebhookListParams{TenantID: p.TenantID, State: string(p.State), RowLimit: p.Limit})
+	return all(rows, err, webhookMessageOf)
+}
+
+// nonNil makes a nil list the empty array: the column is NOT NULL.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,53 @@
+-- name: WebhookDueTenants :many
+-- The tenants with an outbox row due at now (at most row_limit).
+SELECT t::text AS tenant_id FROM orangerail.webhook_outbox_due_tenants(@now::timestamptz, @row_limit::integer) t;
+
+-- name: WebhookClaim :many
+-- Leases up to row_limit of the tenant's due rows to the caller until
+-- locked_until, counting the attempt. SKIP LOCKED: a row another worker is
+-- claiming meanwhile is left to it.
+UPDATE orangerail.webhook_outbox o
+SET locked_until = @locked_until::timestamptz, attempts = o.attempts + 1
+WHERE o.id IN (
+    SELECT d.id FROM orangerail.webhook_outbox d
+    WHERE d.tenant_id = @tenant_id AND d.state = 'queued' AND d.next_attempt_at <= @now::timestamptz
+      AND (d.locked_until IS NULL OR d.locked_until <= @now::timestamptz)
+    ORDER BY d.next_attempt_at, d.seq
+    LIMIT @row_limit
+    FOR UPDATE SKIP LOCKED)
+RETURNING o.*;
+
+-- name: WebhookDelivered :exec
+-- Every endpoint answered: the row is done.
+UPDATE orangerail.webhook_outbox
+SET state = 'delivered', delivered_at = @now::timestamptz, delivered_to = @delivered_to::text[],
+    locked_until = NULL, last_error = NULL
+WHERE id = @id AND tenant_id = @tenant_id;
+
+-- name: WebhookRetry :exec
+-- Some endpoint failed: try again at next_attempt_at.
+UPDATE orangerail.webhook_outbox
+SET next_attempt_at = @next_attempt_at::timestamptz, delivered_to = @delivered_to::text[],
+    locked_until = NULL, last_error = @last_error::text
+WHERE id = @id AND tenant_id = @tenant_id;
+
+-- name: WebhookFail :exec
+-- The attempts ran out.
+UPDATE orangerail.webhook_outbox
+SET state = 'failed', delivered_to = @delivered_to::text[], locked_until = NULL, last_error = @last_error::text
+WHERE id = @id AND tenant_id = @tenant_id;
+
+-- name: WebhookRedeliver :one
+-- Queues a row again, for every subscribed endpoint, due at now.
+UPDATE orangerail.webhook_outbox
+SET state = 'queued', attempts = 0, next_attempt_at = @now::timestamptz, locked_until = NULL,
+    delivered_to = '{}', last_error = NULL, delivered_at = NULL
+WHERE id = @id AND tenant_id = @tenant_id
+RETURNING *;
+
+-- name: WebhookList :many
+-- A tenant's outbox, newest first; state '' lists every state.
+SELECT * FROM orangerail.webhook_outbox
+WHERE tenant_id = @tenant_id AND (@state::text = '' OR state = @state::text)
+ORDER BY seq DESC
+LIMIT @row_limit;
