@@ -24,6 +24,7 @@ import (
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
+	"github.com/orangerail/orangerail/internal/webhooks"
 )
 
 // Settings say what to open.
@@ -66,6 +67,8 @@ type Runtime struct {
 	url      string
 	migrator *database.Migrator
 	log      *slog.Logger
+	// webhooks delivers the outbox while serving with webhooks configured.
+	webhooks *webhooks.Worker
 }
 
 // Open builds a runtime. On failure it closes what it opened.
@@ -124,12 +127,38 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := rt.startWebhooks(); err != nil {
+		return nil, err
+	}
 	return rt, nil
+}
+
+// startWebhooks starts the outbox's delivery worker when the config names
+// endpoints. Without any, messages stay queued (webhooks list shows them)
+// until an endpoint is configured.
+func (rt *Runtime) startWebhooks() error {
+	if len(rt.Config.Webhooks) == 0 {
+		return nil
+	}
+	endpoints, err := webhooks.Endpoints(rt.Config.Webhooks, os.Getenv)
+	if err != nil {
+		return err
+	}
+	rt.webhooks, err = webhooks.New(webhooks.Config{Pool: rt.Store, Endpoints: endpoints, PublicURL: rt.Config.HTTP.PublicURL, Logger: rt.log})
+	if err != nil {
+		return err
+	}
+	rt.webhooks.Start()
+	return nil
 }
 
 // Close releases what Open opened. It is safe to call on a runtime Open
 // left half-built.
 func (rt *Runtime) Close() {
+	// First: a delivery in flight finishes on the pool it needs.
+	if rt.webhooks != nil {
+		rt.webhooks.Stop()
+	}
 	for _, p := range []*pgxpool.Pool{rt.Store, rt.Datasource} {
 		if p != nil {
 			p.Close()

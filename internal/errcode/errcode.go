@@ -40,6 +40,9 @@ const (
 	AuditorInvalid         Code = "X_AUDITOR_INVALID"
 	AuditorPasswordInvalid Code = "X_AUDITOR_PASSWORD_INVALID" //nolint:gosec // G101: an error code's name, not a credential
 
+	WebhookNotFound     Code = "X_WEBHOOK_NOT_FOUND"
+	WebhookStateInvalid Code = "X_WEBHOOK_STATE_INVALID"
+
 	MCPBodyTooLarge        Code = "X_MCP_BODY_TOO_LARGE"
 	MCPProtocol            Code = "X_MCP_PROTOCOL"
 	MCPOriginRefused       Code = "X_MCP_ORIGIN_REFUSED"
@@ -101,6 +104,10 @@ var table = []Entry{
 		"Set ORANGERAIL_SECRET_KEY to 64 hex characters (`openssl rand -hex 32`), the same on every replica."},
 	{ConfigInvalid, "The ontology config has problems; each is listed with its field path.",
 		"Fix each problem; `orangerail config check FILE` lists them all."},
+	{WebhookNotFound, "No webhook message of that id exists in the tenant.",
+		"Check the id and the tenant with `orangerail webhooks list --tenant T`."},
+	{WebhookStateInvalid, "There is no webhook delivery state of that name.",
+		"Name one of queued, delivered or failed, or leave --status out to list every state."},
 	{MCPBodyTooLarge, "The request body is larger than the server accepts (http.max_body_bytes, default 1 MiB).",
 		"Send a smaller request: one JSON-RPC message, with arguments of reasonable size."},
 	{MCPProtocol, "The request is not one JSON-RPC message: batches are not accepted, whatever the protocol version.",

@@ -1,0 +1,409 @@
+// Package webhooks tells a team's endpoints of approval events: a staging
+// (approval.pending), a decision (approval.approved, approval.rejected) and
+// an expiry (approval.expired), signed per the Standard Webhooks convention
+// (https://www.standardwebhooks.com/).
+//
+// The events are not sent by the engine. A trigger on orangerail.approvals
+// (migrations/00009) writes each to an outbox in the same transaction as
+// the change, so a change that rolls back announces nothing and no code
+// path can forget one. A Worker, started by the composition root, claims
+// due messages (FOR UPDATE SKIP LOCKED, with a lease, so replicas share the
+// work and a message is claimed once), POSTs them outside any transaction
+// with bounded timeouts, and retries failures with exponential backoff and
+// jitter until MaxAttempts, then marks them failed. Delivery is
+// at-least-once: a receiver deduplicates on webhook-id, which a message
+// keeps across retries and redeliveries.
+package webhooks
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// Endpoint is one configured receiver, its secret read.
+type Endpoint struct {
+	URL          string
+	Secret       Secret
+	Events       []store.WebhookEvent
+	IncludeInput bool
+}
+
+func (e *Endpoint) subscribes(ev store.WebhookEvent) bool {
+	return len(e.Events) == 0 || slices.Contains(e.Events, ev)
+}
+
+// Endpoints reads the config's webhooks, each secret from the environment
+// variable it names (getenv). A variable unset or not a whsec_ secret is
+// X_CONFIG_INVALID at its field path; the message never holds the value.
+func Endpoints(hooks []ontology.Webhook, getenv func(string) string) ([]Endpoint, error) {
+	var out []Endpoint
+	for i, h := range hooks {
+		path := fmt.Sprintf("webhooks.%d.secret_env", i)
+		raw := getenv(h.SecretEnv)
+		if raw == "" {
+			return nil, errcode.New(errcode.ConfigInvalid, fmt.Sprintf("%s: the environment variable %s is not set; set it to the endpoint's signing secret (whsec_ and base64)", path, h.SecretEnv), nil)
+		}
+		secret, err := ParseSecret(raw)
+		if err != nil {
+			return nil, errcode.New(errcode.ConfigInvalid, fmt.Sprintf("%s: the value of %s is refused: %v", path, h.SecretEnv, err), nil)
+		}
+		e := Endpoint{URL: h.URL, Secret: secret, IncludeInput: h.IncludeInput}
+		for _, ev := range h.Events {
+			e.Events = append(e.Events, store.WebhookEvent(ev))
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Defaults of Config.
+const (
+	MaxAttemptsDefault = 12
+	TimeoutDefault     = 10 * time.Second
+	PollDefault        = 2 * time.Second
+	BatchDefault       = 20
+	// BackoffBase is the first retry's delay; each later one doubles, to
+	// BackoffMax.
+	BackoffBase = 5 * time.Second
+	BackoffMax  = time.Hour
+	// maxRedirects bounds same-host redirects followed.
+	maxRedirects = 3
+	// maxErrorText bounds the last_error kept per message.
+	maxErrorText = 300
+)
+
+// Config is what a Worker needs. Zero values take the defaults above.
+type Config struct {
+	// Pool is orangerail's database, as orangerail_runtime. Required.
+	Pool interface {
+		database.TxBeginner
+		store.DBTX
+	}
+	Endpoints []Endpoint
+	// PublicURL is the origin the desk is served at (http.public_url).
+	PublicURL string
+	// Client sends the POSTs. Nil: a client with Timeout that follows
+	// redirects to the same scheme and host only.
+	Client *http.Client
+	// Timeout bounds each POST.
+	Timeout time.Duration
+	// MaxAttempts is how many attempts a message gets before it is marked
+	// failed.
+	MaxAttempts int
+	// Backoff is the delay before attempt n+1 after n failed. Nil:
+	// exponential from BackoffBase to BackoffMax, with jitter.
+	Backoff func(n int) time.Duration
+	// Now is the clock; nil: time.Now. Due times and leases are compared
+	// with it, never with the database's clock, so a test can move it.
+	Now func() time.Time
+	// Poll is how often the background loop looks for due messages.
+	Poll time.Duration
+	// Batch is how many messages one claim leases.
+	Batch int32
+	// Logger receives one line per failed attempt: message, event,
+	// endpoint URL, attempt and what failed; never a secret or a payload.
+	Logger *slog.Logger
+}
+
+// Worker delivers the outbox. RunOnce does one round; Start runs rounds in
+// the background until Stop. It is safe for concurrent use, and several
+// Workers (replicas) may share a database.
+type Worker struct {
+	c     Config
+	lease time.Duration
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Worker for c.
+func New(c Config) (*Worker, error) {
+	if c.Pool == nil {
+		return nil, errors.New("webhooks: Config.Pool is required")
+	}
+	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.Poll = cmp.Or(c.Poll, PollDefault)
+	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	if c.Backoff == nil {
+		c.Backoff = Backoff
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Client == nil {
+		c.Client = newClient(c.Timeout)
+	}
+	// The lease outlasts the slowest round of one claim, so a message is
+	// never claimed twice while its first worker still holds it.
+	lease := time.Duration(c.Batch)*time.Duration(max(len(c.Endpoints), 1))*c.Timeout + time.Minute
+	return &Worker{c: c, lease: lease}, nil
+}
+
+// newClient returns a client bounded by timeout that follows a redirect
+// only to the same scheme and host: a receiver cannot send the signed
+// payload elsewhere.
+func newClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			first := via[0].URL
+			if len(via) > maxRedirects || req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+}
+
+// Backoff is the default delay after n failed attempts: BackoffBase
+// doubled n-1 times, at most BackoffMax, with half of it random so
+// replicas and endpoints recovering together do not retry in step.
+func Backoff(n int) time.Duration {
+	d := BackoffMax
+	if n >= 1 && n < 20 {
+		d = min(BackoffBase<<(n-1), BackoffMax)
+	}
+	return d/2 + rand.N(d/2+1) //nolint:gosec // G404: jitter needs no secrecy
+}
+
+// Start runs rounds in the background, every Poll, until Stop. A second
+// Start while running does nothing.
+func (w *Worker) Start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel, w.done = cancel, make(chan struct{})
+	go w.loop(ctx, w.done)
+}
+
+func (w *Worker) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(w.c.Poll)
+	defer t.Stop()
+	for {
+		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			w.c.Logger.Warn("webhook round failed", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop ends the background rounds and waits for the current one. It is
+// safe to call without Start, and more than once. A message whose round
+// was cut short is retried once its lease ends.
+func (w *Worker) Stop() {
+	w.mu.Lock()
+	cancel, done := w.cancel, w.done
+	w.cancel = nil
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// RunOnce claims the messages due now, tenant by tenant, delivers each and
+// records how it went. It returns how many messages it handled.
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	now := w.c.Now()
+	tenants, err := store.New(w.c.Pool).WebhookDueTenants(ctx, now, 100)
+	if err != nil {
+		return 0, err
+	}
+	handled := 0
+	var errs []error
+	for _, tenant := range tenants {
+		var claimed []*store.WebhookMessage
+		err := database.InTenant(ctx, w.c.Pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+			claimed, err = store.New(tx).WebhookClaim(ctx, &store.WebhookClaimParams{TenantID: tenant, Now: now, Until: now.Add(w.lease), Limit: w.c.Batch})
+			return err
+		})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, m := range claimed {
+			if err := w.deliver(ctx, m); err != nil {
+				errs = append(errs, err)
+			}
+			handled++
+		}
+	}
+	return handled, errors.Join(errs...)
+}
+
+// deliver POSTs m to every subscribed endpoint it has not reached, and
+// marks it delivered, to retry, or failed.
+func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
+	delivered := slices.Clone(m.DeliveredTo)
+	var failures []string
+	var input []byte
+	for i := range w.c.Endpoints {
+		e := &w.c.Endpoints[i]
+		if !e.subscribes(m.Event) || slices.Contains(delivered, e.URL) {
+			continue
+		}
+		if e.IncludeInput && input == nil {
+			var err error
+			if input, err = w.input(ctx, m); err != nil {
+				failures = append(failures, "reading the input: "+err.Error())
+				continue
+			}
+		}
+		var body []byte
+		if e.IncludeInput {
+			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, input))
+		} else {
+			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, nil))
+		}
+		if err := w.post(ctx, e, m.ID.String(), body); err != nil {
+			failures = append(failures, e.URL+": "+err.Error())
+			w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
+				"endpoint", e.URL, "attempt", m.Attempts, "error", err.Error())
+			continue
+		}
+		delivered = append(delivered, e.URL)
+	}
+	mark := &store.WebhookMarkParams{ID: m.ID, TenantID: m.TenantID, DeliveredTo: delivered, At: w.c.Now()}
+	return database.InTenant(ctx, w.c.Pool, m.TenantID, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		s := store.New(tx)
+		switch {
+		case len(failures) == 0:
+			return s.WebhookMarkDelivered(ctx, mark)
+		case m.Attempts >= w.c.MaxAttempts:
+			mark.LastError = errorText(failures)
+			return s.WebhookMarkFailed(ctx, mark)
+		default:
+			mark.LastError = errorText(failures)
+			mark.At = mark.At.Add(w.c.Backoff(m.Attempts))
+			return s.WebhookMarkRetry(ctx, mark)
+		}
+	})
+}
+
+// input reads the approval's verbatim input, for an endpoint configured to
+// receive it.
+func (w *Worker) input(ctx context.Context, m *store.WebhookMessage) ([]byte, error) {
+	var input []byte
+	err := database.InTenant(ctx, w.c.Pool, m.TenantID, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		a, err := store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: m.ApprovalID, TenantID: m.TenantID})
+		if err != nil {
+			return err
+		}
+		input = a.Input
+		return nil
+	})
+	return input, err
+}
+
+// errStatus is a reply that is not 2xx.
+type errStatus struct{ code int }
+
+func (e errStatus) Error() string {
+	return "answered " + strconv.Itoa(e.code) + " " + http.StatusText(e.code)
+}
+
+// post sends one signed POST and reports anything but a 2xx.
+func (w *Worker) post(ctx context.Context, e *Endpoint, id string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, w.c.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	at := w.c.Now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "orangerail-webhooks")
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set(HeaderSignature, Sign(e.Secret, id, at, body))
+	resp, err := w.c.Client.Do(req)
+	if err != nil {
+		// The client's error names the URL, which holds no credential
+		// (config refuses a user in it), and never a header.
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	// Read a little of the reply so the connection can be reused; a
+	// receiver's body is never kept.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return errStatus{resp.StatusCode}
+	}
+	return nil
+}
+
+func errorText(failures []string) string {
+	s := failures[0]
+	if len(failures) > 1 {
+		s = fmt.Sprintf("%s (and %d more)", s, len(failures)-1)
+	}
+	if len(s) > maxErrorText {
+		s = s[:maxErrorText]
+	}
+	return s
+}
+
+// List lists a tenant's messages, newest first; state "" lists every state.
+func List(ctx context.Context, pool database.TxBeginner, tenant string, state store.WebhookState, limit int32) ([]*store.WebhookMessage, error) {
+	if state != "" && !slices.Contains(store.WebhookStates(), state) {
+		return nil, errcode.New(errcode.WebhookStateInvalid, fmt.Sprintf("there is no webhook state %q; the states are %v", state, store.WebhookStates()), nil)
+	}
+	var out []*store.WebhookMessage
+	err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		out, err = store.New(tx).WebhookList(ctx, &store.WebhookListParams{TenantID: tenant, State: state, Limit: limit})
+		return err
+	})
+	return out, err
+}
+
+// Redeliver queues a tenant's message again, due now, for every endpoint
+// subscribed to its event, with its attempts reset. It keeps its id, so a
+// receiver that saw it already can tell.
+func Redeliver(ctx context.Context, pool database.TxBeginner, tenant, id string, now time.Time) (*store.WebhookMessage, error) {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return nil, errcode.New(errcode.WebhookNotFound, "the webhook message id is not a UUID", nil)
+	}
+	var m *store.WebhookMessage
+	err = database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		m, err = store.New(tx).WebhookRedeliver(ctx, tenant, uid, now)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errcode.New(errcode.WebhookNotFound, "the tenant has no webhook message "+uid.String(), err)
+	}
+	return m, err
+}

@@ -1,0 +1,565 @@
+package webhooks_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/app"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/store"
+	"github.com/orangerail/orangerail/internal/testdb"
+	"github.com/orangerail/orangerail/internal/webhooks"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// secret is the Standard Webhooks documentation's example secret.
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// tolerance is how far a receiver lets webhook-timestamp stray from its
+// clock: the convention's libraries use five minutes.
+const tolerance = 5 * time.Minute
+
+// verify is an independent Standard Webhooks check, as a receiver writes
+// it from the convention: the timestamp within tolerance of now, and one
+// of the space-separated v1 signatures equal to the base64 HMAC-SHA256 of
+// id.timestamp.body under the base64-decoded secret.
+func verify(secret string, h http.Header, body []byte, now time.Time) error {
+	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	if id == "" || ts == "" || sigs == "" {
+		return errors.New("missing headers")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return err
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("timestamp %s is %s from now", ts, d)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return err
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
+	want := mac.Sum(nil)
+	for _, s := range strings.Fields(sigs) {
+		version, sig, _ := strings.Cut(s, ",")
+		got, err := base64.StdEncoding.DecodeString(sig)
+		if version == "v1" && err == nil && hmac.Equal(got, want) {
+			return nil
+		}
+	}
+	return errors.New("no signature matches")
+}
+
+// TestSignMatchesTheConventionsExample signs the example message of the
+// Standard Webhooks documentation and gets its signature.
+func TestSignMatchesTheConventionsExample(t *testing.T) {
+	t.Parallel()
+	s, err := webhooks.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := webhooks.Sign(s, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Fatalf("Sign = %s, want %s", got, want)
+	}
+	h := http.Header{}
+	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set("webhook-timestamp", "1614265330")
+	h.Set("webhook-signature", "v1,bm9wZQ== "+got)
+	if err := verify(secret, h, []byte(`{"test": 2432232314}`), time.Unix(1614265330+60, 0)); err != nil {
+		t.Fatalf("the verifier refuses the example: %v", err)
+	}
+	if err := verify(secret, h, []byte(`{"test": 2432232314}`), time.Unix(1614265330, 0).Add(tolerance+time.Second)); err == nil {
+		t.Fatal("the verifier accepts a stale timestamp")
+	}
+	if err := verify(secret, h, []byte(`{"test": 2432232315}`), time.Unix(1614265330, 0)); err == nil {
+		t.Fatal("the verifier accepts another body")
+	}
+}
+
+// TestSecretsAreCheckedAndNeverShown: a secret without its prefix, not
+// base64 or too short is refused without its value in the error; a read
+// secret prints as [secret] however it is formatted.
+func TestSecretsAreCheckedAndNeverShown(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_not*base64", "whsec_c2hvcnQ="} {
+		_, err := webhooks.Endpoints([]ontology.Webhook{{URL: "https://h.example.com", SecretEnv: "HOOK"}}, func(string) string { return bad })
+		var coded *errcode.Error
+		if !errors.As(err, &coded) || coded.Code != errcode.ConfigInvalid || !strings.Contains(err.Error(), "webhooks.0.secret_env") ||
+			strings.Contains(err.Error(), strings.TrimPrefix(bad, "whsec_")) {
+			t.Errorf("secret %q: %v", bad, err)
+		}
+	}
+	if _, err := webhooks.Endpoints([]ontology.Webhook{{URL: "https://h.example.com", SecretEnv: "HOOK"}}, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "HOOK is not set") {
+		t.Errorf("unset: %v", err)
+	}
+	eps, err := webhooks.Endpoints([]ontology.Webhook{{URL: "https://h.example.com", SecretEnv: "HOOK"}}, func(string) string { return secret })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		if s := fmt.Sprintf(format, eps); strings.Contains(s, "MfKQ9r8") || strings.Contains(s, "1\xf2\x90") {
+			t.Errorf("%s shows the secret: %s", format, s)
+		}
+	}
+	if b, _ := json.Marshal(eps); bytes.Contains(b, []byte("MfKQ9r8")) {
+		t.Errorf("JSON shows the secret: %s", b)
+	}
+}
+
+// clock is a test clock the worker reads; nothing sleeps.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// delivery is one request a receiver saw.
+type delivery struct {
+	header http.Header
+	body   []byte
+}
+
+// receiver is a local endpoint that records each request and answers the
+// next status of its script (200 once the script is spent).
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	seen   []delivery
+	script []int
+}
+
+func newReceiver(t *testing.T, script ...int) *receiver {
+	r := &receiver{script: script}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.seen = append(r.seen, delivery{req.Header.Clone(), body})
+		status := http.StatusOK
+		if len(r.script) > 0 {
+			status, r.script = r.script[0], r.script[1:]
+		}
+		r.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) deliveries() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
+}
+
+type bundle struct {
+	admin   *pgxpool.Pool
+	runtime *pgxpool.Pool
+	engine  *engine.Engine
+	clock   *clock
+}
+
+// setup serves the example on a database of its own, with a clock an
+// hour ahead of the database's, so every message is due at once.
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := app.Open(ctx, app.Settings{Config: ontologytest.Parse(t, orders.Config), DatabaseURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return &bundle{admin: admin, runtime: testdb.RuntimePool(t, url), engine: rt.Engine, clock: &clock{now: time.Now().Add(time.Hour)}}
+}
+
+// worker returns a worker for endpoints on b's clock, each retry a minute
+// per failed attempt later.
+func (b *bundle) worker(t *testing.T, c webhooks.Config) *webhooks.Worker {
+	t.Helper()
+	c.Pool, c.Now, c.PublicURL = b.runtime, b.clock.Now, "https://desk.example.com"
+	if c.Backoff == nil {
+		c.Backoff = func(n int) time.Duration { return time.Duration(n) * time.Minute }
+	}
+	w, err := webhooks.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func endpoint(t *testing.T, url string, includeInput bool, events ...ontology.WebhookEvent) webhooks.Endpoint {
+	t.Helper()
+	eps, err := webhooks.Endpoints([]ontology.Webhook{{URL: url, SecretEnv: "HOOK", Events: events, IncludeInput: includeInput}}, func(string) string { return secret })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps[0]
+}
+
+func support(tenant string) *engine.Caller {
+	return &engine.Caller{Subject: "agent-7", Tenant: tenant, Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+}
+
+// stage asks to cancel o-1001 for reason; it waits for a person.
+func (b *bundle) stage(t *testing.T, reason string) string {
+	t.Helper()
+	out := b.engine.Call(context.Background(), support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": `+strconv.Quote(reason)+`}`))
+	if out.Status != engine.StatusApprovalPending || out.ApprovalID == nil {
+		t.Fatalf("stage: %s %v", out.Status, out.Err)
+	}
+	return out.ApprovalID.String()
+}
+
+func (b *bundle) runOnce(t *testing.T, w *webhooks.Worker) int {
+	t.Helper()
+	n, err := w.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestDeliversSignedEvents: a staging and a rejection each reach the
+// endpoint, signed so an independent verifier accepts them, with the
+// documented payload and without the input; an endpoint configured with
+// include_input gets the input, and only the events it subscribes to.
+func TestDeliversSignedEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	plain, withInput := newReceiver(t), newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{
+		endpoint(t, plain.URL, false),
+		endpoint(t, withInput.URL, true, ontology.WebhookApprovalPending),
+	}})
+	id := b.stage(t, "customer asked: card 4111")
+	if n := b.runOnce(t, w); n != 1 {
+		t.Fatalf("handled %d messages, want 1", n)
+	}
+	view, err := b.engine.ShowApproval(context.Background(), "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := b.engine.Decide(context.Background(), &engine.Caller{Subject: "alice@example.com", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman},
+		engine.Decision{ApprovalID: id, Approve: false, Digest: view.Digest, Note: "no"})
+	if out.Status != engine.StatusOK {
+		t.Fatalf("reject: %s %v", out.Status, out.Err)
+	}
+	if n := b.runOnce(t, w); n != 1 {
+		t.Fatalf("handled %d messages, want 1", n)
+	}
+
+	got := plain.deliveries()
+	if len(got) != 2 {
+		t.Fatalf("the endpoint saw %d requests, want 2", len(got))
+	}
+	for i, want := range []struct {
+		typ, status string
+		decidedBy   any
+	}{{"approval.pending", "pending", nil}, {"approval.rejected", "rejected", "alice@example.com"}} {
+		d := got[i]
+		if err := verify(secret, d.header, d.body, b.clock.Now()); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if ct := d.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Content-Type %q", ct)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(d.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		data := p["data"].(map[string]any)
+		if p["type"] != want.typ || data["status"] != want.status || data["id"] != id || data["tenant"] != "acme" ||
+			data["action"] != "cancel_order" || data["requested_by"] != "agent-7" || data["decided_by"] != want.decidedBy ||
+			data["url"] != "https://desk.example.com/approvals/"+id || data["expires_at"] == nil {
+			t.Errorf("request %d: payload %s", i, d.body)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, p["timestamp"].(string)); err != nil {
+			t.Errorf("timestamp %v", p["timestamp"])
+		}
+		if _, ok := data["input"]; ok || bytes.Contains(d.body, []byte("4111")) {
+			t.Errorf("request %d carries the input: %s", i, d.body)
+		}
+	}
+	if got[0].header.Get("webhook-id") == got[1].header.Get("webhook-id") {
+		t.Error("two events share a webhook-id")
+	}
+	withIn := withInput.deliveries()
+	if len(withIn) != 1 || !bytes.Contains(withIn[0].body, []byte(`"input":{"order_id":"o-1001","reason":"customer asked: card 4111"}`)) {
+		t.Fatalf("the include_input endpoint saw %d requests: %s", len(withIn), withIn)
+	}
+	if err := verify(secret, withIn[0].header, withIn[0].body, b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := webhooks.List(context.Background(), b.runtime, "acme", store.WebhookDelivered, 10)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("delivered messages %v %v", msgs, err)
+	}
+}
+
+// TestRetriesWithBackoffThenFails: an endpoint answering 500 is retried,
+// not before its backoff, with the same webhook-id, until the attempts run
+// out; the message is then failed, and redelivering it sends it again.
+// The log names each failure and never the secret.
+func TestRetriesWithBackoffThenFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := newReceiver(t, 500, 503, 500, 500)
+	var log bytes.Buffer
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}, MaxAttempts: 3,
+		Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	b.stage(t, "late")
+
+	for attempt := 1; attempt <= 3; attempt++ {
+		if n := b.runOnce(t, w); n != 1 {
+			t.Fatalf("attempt %d: handled %d", attempt, n)
+		}
+		seen := r.deliveries()
+		if err := verify(secret, seen[len(seen)-1].header, seen[len(seen)-1].body, b.clock.Now()); err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		if n := b.runOnce(t, w); n != 0 {
+			t.Fatalf("attempt %d: retried before its backoff", attempt)
+		}
+		b.clock.Advance(time.Duration(attempt) * time.Minute)
+	}
+	if n := b.runOnce(t, w); n != 0 {
+		t.Fatal("a failed message was tried again")
+	}
+	seen := r.deliveries()
+	if len(seen) != 3 {
+		t.Fatalf("the endpoint saw %d attempts, want 3", len(seen))
+	}
+	for _, d := range seen {
+		if d.header.Get("webhook-id") != seen[0].header.Get("webhook-id") {
+			t.Fatal("a retry changed the webhook-id")
+		}
+	}
+	failed, err := webhooks.List(context.Background(), b.runtime, "acme", store.WebhookFailed, 10)
+	if err != nil || len(failed) != 1 || failed[0].Attempts != 3 || failed[0].LastError == nil || !strings.Contains(*failed[0].LastError, "500") {
+		t.Fatalf("failed messages %+v %v", failed, err)
+	}
+	if !strings.Contains(log.String(), "webhook delivery failed") || strings.Contains(log.String(), "MfKQ9r8") {
+		t.Fatalf("log: %s", log.String())
+	}
+
+	// Redeliver: the script's next 500, then a 200.
+	if _, err := webhooks.Redeliver(context.Background(), b.runtime, "acme", failed[0].ID.String(), b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b.runOnce(t, w)
+	b.clock.Advance(time.Minute)
+	b.runOnce(t, w)
+	seen = r.deliveries()
+	if len(seen) != 5 || seen[4].header.Get("webhook-id") != seen[0].header.Get("webhook-id") {
+		t.Fatalf("after redelivery the endpoint saw %d requests", len(seen))
+	}
+	if done, err := webhooks.List(context.Background(), b.runtime, "acme", store.WebhookDelivered, 10); err != nil || len(done) != 1 {
+		t.Fatalf("delivered after redelivery: %v %v", done, err)
+	}
+
+	var coded *errcode.Error
+	if _, err := webhooks.Redeliver(context.Background(), b.runtime, "globex", failed[0].ID.String(), b.clock.Now()); !errors.As(err, &coded) || coded.Code != errcode.WebhookNotFound {
+		t.Fatalf("another tenant redelivers: %v", err)
+	}
+	if _, err := webhooks.List(context.Background(), b.runtime, "acme", "lost", 10); !errors.As(err, &coded) || coded.Code != errcode.WebhookStateInvalid {
+		t.Fatalf("list of an unknown state: %v", err)
+	}
+}
+
+// TestOneEndpointFailingRetriesOnlyIt: a retry goes to the endpoints that
+// have not answered 2xx, never again to one that has.
+func TestOneEndpointFailingRetriesOnlyIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	good, flaky := newReceiver(t), newReceiver(t, 500)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, good.URL, false), endpoint(t, flaky.URL, false)}})
+	b.stage(t, "two")
+	b.runOnce(t, w)
+	b.clock.Advance(time.Minute)
+	b.runOnce(t, w)
+	if g, f := len(good.deliveries()), len(flaky.deliveries()); g != 1 || f != 2 {
+		t.Fatalf("good saw %d, flaky %d; want 1 and 2", g, f)
+	}
+}
+
+// TestRolledBackChangeSendsNothing: an approval whose audit record cannot
+// be appended is never staged (audit_blocked), and no endpoint hears of
+// it: the outbox row rolled back with it. The append fails inside the
+// SECURITY DEFINER staging function, by a trigger refusing every audit
+// row.
+func TestRolledBackChangeSendsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, true)}})
+	if _, err := b.admin.Exec(ctx, `CREATE FUNCTION public.refuse_audit() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'audit append refused' USING ERRCODE = 'ORA01'; END$$;
+		CREATE TRIGGER refuse_audit BEFORE INSERT ON orangerail.audit FOR EACH ROW EXECUTE FUNCTION public.refuse_audit()`); err != nil {
+		t.Fatal(err)
+	}
+	out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "blocked"}`))
+	if out.Status != engine.StatusAuditBlocked {
+		t.Fatalf("staging with the audit blocked: %s", out.Status)
+	}
+	var rows int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.webhook_outbox").Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("%d outbox rows (%v)", rows, err)
+	}
+	if n := b.runOnce(t, w); n != 0 || len(r.deliveries()) != 0 {
+		t.Fatalf("handled %d, the endpoint saw %d", n, len(r.deliveries()))
+	}
+}
+
+// TestTwoWorkersDeliverEachOnce: two workers (two replicas) running at
+// once share the outbox; each message reaches the endpoint once.
+func TestTwoWorkersDeliverEachOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := newReceiver(t)
+	const staged = 8
+	for i := range staged {
+		b.stage(t, fmt.Sprintf("reason %d", i))
+	}
+	workers := []*webhooks.Worker{
+		b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}, Batch: 3}),
+		b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}, Batch: 3}),
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*staged)
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range staged {
+				if _, err := w.RunOnce(context.Background()); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, d := range r.deliveries() {
+		ids[d.header.Get("webhook-id")]++
+	}
+	if len(ids) != staged {
+		t.Fatalf("%d messages delivered, want %d", len(ids), staged)
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("message %s delivered %d times", id, n)
+		}
+	}
+}
+
+// TestRedirectsStayOnTheHost: a redirect to another host is not followed
+// (the signed payload never leaves the endpoint's host) and counts as a
+// failure; a redirect on the same host is followed.
+func TestRedirectsStayOnTheHost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	elsewhere := newReceiver(t)
+	var sameHost []string
+	var mu sync.Mutex
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		sameHost = append(sameHost, req.URL.Path)
+		mu.Unlock()
+		switch req.URL.Path {
+		case "/away":
+			http.Redirect(w, req, elsewhere.URL+"/stolen", http.StatusTemporaryRedirect)
+		case "/moved":
+			http.Redirect(w, req, "/here", http.StatusPermanentRedirect)
+		}
+	}))
+	t.Cleanup(front.Close)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, front.URL+"/away", false), endpoint(t, front.URL+"/moved", false)}})
+	b.stage(t, "redirect")
+	b.runOnce(t, w)
+	if n := len(elsewhere.deliveries()); n != 0 {
+		t.Fatalf("another host received %d requests", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(sameHost, []string{"/away", "/moved", "/here"}) {
+		t.Fatalf("the endpoint's host saw %v", sameHost)
+	}
+	queued, err := webhooks.List(context.Background(), b.runtime, "acme", store.WebhookQueued, 10)
+	if err != nil || len(queued) != 1 || !strings.Contains(*queued[0].LastError, "307") || len(queued[0].DeliveredTo) != 1 {
+		t.Fatalf("after a cross-host redirect: %+v %v", queued, err)
+	}
+}
+
+// TestStartStop: the background loop delivers, and Stop ends it (twice,
+// and without Start, safely); goleak checks nothing is left running.
+func TestStartStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}, Poll: time.Millisecond})
+	w.Stop()
+	b.stage(t, "loop")
+	w.Start()
+	w.Start()
+	for range 5000 {
+		if len(r.deliveries()) > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.Stop()
+	w.Stop()
+	if len(r.deliveries()) != 1 {
+		t.Fatalf("the loop delivered %d", len(r.deliveries()))
+	}
+}
