@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// TestWebhooksCommands lists a tenant's webhook messages, by state, and
+// queues one again; the states and the ids are checked where the command
+// takes them.
+func TestWebhooksCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	e := exampleEngine(t, url, make([]byte, engine.KeySize))
+	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+	if out := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "asked"}`)); out.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s", out.Status)
+	}
+	run := func(args ...string) (int, string, string) {
+		return cli(t, append(append([]string{"webhooks"}, args...), "--database-url", url, "--tenant", "acme")...)
+	}
+	code, out, stderr := run("list")
+	if code != exitOK || strings.Count(out, "approval.pending") != 1 || !strings.Contains(out, "queued") {
+		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ = run("list", "--status", "failed"); code != exitOK || strings.Contains(out, "approval.pending") {
+		t.Fatalf("list --status failed: exit %d\n%s", code, out)
+	}
+	code, _, stderr = run("list", "--status", "lost")
+	if code != exitError {
+		t.Fatalf("list of an unknown state: exit %d", code)
+	}
+	oneLine(t, stderr, "X_WEBHOOK_STATE_INVALID")
+
+	_, out, _ = run("list", "--json")
+	var msgs []struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &msgs); err != nil || len(msgs) != 1 {
+		t.Fatalf("list --json: %v\n%s", err, out)
+	}
+	if code, out, stderr = run("redeliver", msgs[0].ID); code != exitOK || !strings.Contains(out, "queued again") {
+		t.Fatalf("redeliver: exit %d %q %q", code, out, stderr)
+	}
+	for _, id := range []string{"not-an-id", "11111111-2222-3333-4444-555555555555"} {
+		code, _, stderr = run("redeliver", id)
+		if code != exitError {
+			t.Fatalf("redeliver %s: exit %d", id, code)
+		}
+		oneLine(t, stderr, "X_WEBHOOK_NOT_FOUND")
+	}
+	// Another tenant's message is not found either.
+	code, _, stderr = cli(t, "webhooks", "redeliver", msgs[0].ID, "--database-url", url, "--tenant", "globex")
+	if code != exitError {
+		t.Fatalf("redeliver of another tenant's message: exit %d", code)
+	}
+	oneLine(t, stderr, "X_WEBHOOK_NOT_FOUND")
+}
