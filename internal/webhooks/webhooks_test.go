@@ -13,6 +13,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,10 +170,13 @@ type receiver struct {
 	mu     sync.Mutex
 	seen   []delivery
 	script []int
+	// arrived gets a value per request, for a test waiting on the
+	// background loop.
+	arrived chan struct{}
 }
 
 func newReceiver(t *testing.T, script ...int) *receiver {
-	r := &receiver{script: script}
+	r := &receiver{script: script, arrived: make(chan struct{}, 100)}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
@@ -180,6 +186,10 @@ func newReceiver(t *testing.T, script ...int) *receiver {
 			status, r.script = r.script[0], r.script[1:]
 		}
 		r.mu.Unlock()
+		select {
+		case r.arrived <- struct{}{}:
+		default:
+		}
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(r.Close)
@@ -551,15 +561,44 @@ func TestStartStop(t *testing.T) {
 	b.stage(t, "loop")
 	w.Start()
 	w.Start()
-	for range 5000 {
-		if len(r.deliveries()) > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	<-r.arrived
 	w.Stop()
 	w.Stop()
 	if len(r.deliveries()) != 1 {
 		t.Fatalf("the loop delivered %d", len(r.deliveries()))
+	}
+}
+
+// TestReadmeDocumentsThePayload holds the README's payload table to the
+// fields Payload and Data marshal.
+func TestReadmeDocumentsThePayload(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "## Notifications")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_.]+)`(?:, `([a-z_.]+)`)?(?:, `([a-z_.]+)`)? \\|").FindAllStringSubmatch(section, -1) {
+		for _, f := range m[1:] {
+			if f != "" {
+				documented = append(documented, f)
+			}
+		}
+	}
+	var fields []string
+	for f := range reflect.TypeFor[webhooks.Payload]().Fields() {
+		if name := strings.Split(f.Tag.Get("json"), ",")[0]; name != "data" {
+			fields = append(fields, name)
+		}
+	}
+	for f := range reflect.TypeFor[webhooks.Data]().Fields() {
+		fields = append(fields, "data."+strings.Split(f.Tag.Get("json"), ",")[0])
+	}
+	slices.Sort(documented)
+	slices.Sort(fields)
+	if !slices.Equal(documented, fields) {
+		t.Fatalf("README documents %v; the payload has %v", documented, fields)
 	}
 }
