@@ -602,3 +602,43 @@ func TestReadmeDocumentsThePayload(t *testing.T) {
 		t.Fatalf("README documents %v; the payload has %v", documented, fields)
 	}
 }
+
+// TestServingRuntimeDelivers: app.Open, serving with webhooks configured,
+// starts the worker with the secret from the environment and Close stops
+// it; a secret variable unset refuses to open, naming the field.
+func TestServingRuntimeDelivers(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.New(t)
+	if _, err := testdb.Pool(t, url).Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	r := newReceiver(t)
+	cfg := ontologytest.Parse(t, orders.Config, ontologytest.SetYAML("webhooks", fmt.Sprintf("[{url: %q, secret_env: ORANGERAIL_TEST_WEBHOOK_SECRET}]", r.URL)))
+
+	t.Setenv("ORANGERAIL_TEST_WEBHOOK_SECRET", "")
+	_, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: url, Serve: true})
+	var coded *errcode.Error
+	if !errors.As(err, &coded) || coded.Code != errcode.ConfigInvalid || !strings.Contains(err.Error(), "webhooks.0.secret_env") {
+		t.Fatalf("open without the secret: %v", err)
+	}
+
+	t.Setenv("ORANGERAIL_TEST_WEBHOOK_SECRET", secret)
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: url, Serve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rt.Engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "served"}`))
+	if out.Status != engine.StatusApprovalPending {
+		rt.Close()
+		t.Fatalf("stage: %s", out.Status)
+	}
+	<-r.arrived
+	rt.Close()
+	d := r.deliveries()
+	if len(d) != 1 || !bytes.Contains(d[0].body, []byte(`"type":"approval.pending"`)) {
+		t.Fatalf("the endpoint saw %d requests", len(d))
+	}
+	if err := verify(secret, d[0].header, d[0].body, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
