@@ -17,25 +17,30 @@ WHERE o.id IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING o.*;
 
+-- The marks below change a row only while the caller's lease (the
+-- locked_until its claim returned) still holds it: a worker whose lease
+-- ran out, and whose message another worker claimed since, cannot
+-- overwrite what that worker records.
+
 -- name: WebhookDelivered :exec
 -- Every endpoint answered: the row is done.
 UPDATE orangerail.webhook_outbox
 SET state = 'delivered', delivered_at = @now::timestamptz, delivered_to = @delivered_to::text[],
     locked_until = NULL, last_error = NULL
-WHERE id = @id AND tenant_id = @tenant_id;
+WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
 -- name: WebhookRetry :exec
 -- Some endpoint failed: try again at next_attempt_at.
 UPDATE orangerail.webhook_outbox
 SET next_attempt_at = @next_attempt_at::timestamptz, delivered_to = @delivered_to::text[],
     locked_until = NULL, last_error = @last_error::text
-WHERE id = @id AND tenant_id = @tenant_id;
+WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
 -- name: WebhookFail :exec
 -- The attempts ran out.
 UPDATE orangerail.webhook_outbox
 SET state = 'failed', delivered_to = @delivered_to::text[], locked_until = NULL, last_error = @last_error::text
-WHERE id = @id AND tenant_id = @tenant_id;
+WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
 -- name: WebhookRedeliver :one
 -- Queues a row again, for every subscribed endpoint, due at now.

@@ -80,10 +80,11 @@ func (q *Queries) WebhookClaim(ctx context.Context, db DBTX, arg *WebhookClaimPa
 }
 
 const webhookDelivered = `-- name: WebhookDelivered :exec
+
 UPDATE orangerail.webhook_outbox
 SET state = 'delivered', delivered_at = $1::timestamptz, delivered_to = $2::text[],
     locked_until = NULL, last_error = NULL
-WHERE id = $3 AND tenant_id = $4
+WHERE id = $3 AND tenant_id = $4 AND locked_until = $5::timestamptz
 `
 
 type WebhookDeliveredParams struct {
@@ -91,8 +92,13 @@ type WebhookDeliveredParams struct {
 	DeliveredTo []string
 	ID          uuid.UUID
 	TenantID    string
+	Lease       time.Time
 }
 
+// The marks below change a row only while the caller's lease (the
+// locked_until its claim returned) still holds it: a worker whose lease
+// ran out, and whose message another worker claimed since, cannot
+// overwrite what that worker records.
 // Every endpoint answered: the row is done.
 func (q *Queries) WebhookDelivered(ctx context.Context, db DBTX, arg *WebhookDeliveredParams) error {
 	_, err := db.Exec(ctx, webhookDelivered,
@@ -100,6 +106,7 @@ func (q *Queries) WebhookDelivered(ctx context.Context, db DBTX, arg *WebhookDel
 		arg.DeliveredTo,
 		arg.ID,
 		arg.TenantID,
+		arg.Lease,
 	)
 	return err
 }
@@ -137,7 +144,7 @@ func (q *Queries) WebhookDueTenants(ctx context.Context, db DBTX, arg *WebhookDu
 const webhookFail = `-- name: WebhookFail :exec
 UPDATE orangerail.webhook_outbox
 SET state = 'failed', delivered_to = $1::text[], locked_until = NULL, last_error = $2::text
-WHERE id = $3 AND tenant_id = $4
+WHERE id = $3 AND tenant_id = $4 AND locked_until = $5::timestamptz
 `
 
 type WebhookFailParams struct {
@@ -145,6 +152,7 @@ type WebhookFailParams struct {
 	LastError   string
 	ID          uuid.UUID
 	TenantID    string
+	Lease       time.Time
 }
 
 // The attempts ran out.
@@ -154,6 +162,7 @@ func (q *Queries) WebhookFail(ctx context.Context, db DBTX, arg *WebhookFailPara
 		arg.LastError,
 		arg.ID,
 		arg.TenantID,
+		arg.Lease,
 	)
 	return err
 }
@@ -256,7 +265,7 @@ const webhookRetry = `-- name: WebhookRetry :exec
 UPDATE orangerail.webhook_outbox
 SET next_attempt_at = $1::timestamptz, delivered_to = $2::text[],
     locked_until = NULL, last_error = $3::text
-WHERE id = $4 AND tenant_id = $5
+WHERE id = $4 AND tenant_id = $5 AND locked_until = $6::timestamptz
 `
 
 type WebhookRetryParams struct {
@@ -265,6 +274,7 @@ type WebhookRetryParams struct {
 	LastError     string
 	ID            uuid.UUID
 	TenantID      string
+	Lease         time.Time
 }
 
 // Some endpoint failed: try again at next_attempt_at.
@@ -275,6 +285,7 @@ func (q *Queries) WebhookRetry(ctx context.Context, db DBTX, arg *WebhookRetryPa
 		arg.LastError,
 		arg.ID,
 		arg.TenantID,
+		arg.Lease,
 	)
 	return err
 }

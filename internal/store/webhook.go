@@ -109,10 +109,12 @@ func (s *Store) WebhookClaim(ctx context.Context, p *WebhookClaimParams) ([]*Web
 	return all(rows, err, webhookMessageOf)
 }
 
-// WebhookMarkParams record how an attempt went.
+// WebhookMarkParams record how an attempt went. A mark changes the message
+// only while Lease (its LockedUntil as claimed) still holds it.
 type WebhookMarkParams struct {
 	ID       uuid.UUID
 	TenantID string
+	Lease    time.Time
 	// DeliveredTo are the endpoints that have answered 2xx so far.
 	DeliveredTo []string
 	// At is when the message was delivered, or when to try again.
@@ -122,18 +124,18 @@ type WebhookMarkParams struct {
 
 // WebhookMarkDelivered marks a message delivered at p.At.
 func (s *Store) WebhookMarkDelivered(ctx context.Context, p *WebhookMarkParams) error {
-	return InterpretError(s.q.WebhookDelivered(ctx, s.x, &db.WebhookDeliveredParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), ID: p.ID, TenantID: p.TenantID}))
+	return InterpretError(s.q.WebhookDelivered(ctx, s.x, &db.WebhookDeliveredParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
 }
 
 // WebhookMarkRetry releases a message to be tried again at p.At.
 func (s *Store) WebhookMarkRetry(ctx context.Context, p *WebhookMarkParams) error {
 	return InterpretError(s.q.WebhookRetry(ctx, s.x, &db.WebhookRetryParams{NextAttemptAt: p.At, DeliveredTo: nonNil(p.DeliveredTo),
-		LastError: p.LastError, ID: p.ID, TenantID: p.TenantID}))
+		LastError: p.LastError, ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
 }
 
 // WebhookMarkFailed gives a message up: its attempts ran out.
 func (s *Store) WebhookMarkFailed(ctx context.Context, p *WebhookMarkParams) error {
-	return InterpretError(s.q.WebhookFail(ctx, s.x, &db.WebhookFailParams{DeliveredTo: nonNil(p.DeliveredTo), LastError: p.LastError, ID: p.ID, TenantID: p.TenantID}))
+	return InterpretError(s.q.WebhookFail(ctx, s.x, &db.WebhookFailParams{DeliveredTo: nonNil(p.DeliveredTo), LastError: p.LastError, ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
 }
 
 // WebhookRedeliver queues a message of the tenant again, due at now, for

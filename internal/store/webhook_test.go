@@ -131,8 +131,15 @@ func TestWebhookOutboxFollowsApprovals(t *testing.T) {
 		if err != nil || len(again) != 0 {
 			t.Errorf("leased messages claimed again: %+v %v", again, err)
 		}
+		// A worker whose lease is not the row's marks nothing.
+		if err := s.WebhookMarkFailed(ctx, &store.WebhookMarkParams{ID: claimed[0].ID, TenantID: "acme", LastError: "stale", Lease: now}); err != nil {
+			return err
+		}
+		if failed, err := s.WebhookList(ctx, &store.WebhookListParams{TenantID: "acme", State: store.WebhookFailed, Limit: 10}); err != nil || len(failed) != 0 {
+			t.Errorf("a stale lease marked a message: %+v %v", failed, err)
+		}
 		for _, m := range claimed {
-			if err := s.WebhookMarkDelivered(ctx, &store.WebhookMarkParams{ID: m.ID, TenantID: "acme", At: now}); err != nil {
+			if err := s.WebhookMarkDelivered(ctx, &store.WebhookMarkParams{ID: m.ID, TenantID: "acme", At: now, Lease: *m.LockedUntil}); err != nil {
 				return err
 			}
 		}

@@ -296,7 +296,7 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 		}
 		delivered = append(delivered, e.URL)
 	}
-	mark := &store.WebhookMarkParams{ID: m.ID, TenantID: m.TenantID, DeliveredTo: delivered, At: w.c.Now()}
+	mark := &store.WebhookMarkParams{ID: m.ID, TenantID: m.TenantID, Lease: *m.LockedUntil, DeliveredTo: delivered, At: w.c.Now()}
 	return database.InTenant(ctx, w.c.Pool, m.TenantID, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
 		switch {
