@@ -151,3 +151,35 @@ func TestWebhookOutboxFollowsApprovals(t *testing.T) {
 		t.Fatalf("due after delivery %v %v", due, err)
 	}
 }
+
+// TestWebhookOutboxAnnouncesExpiry: an approval that lapses and is
+// expired makes an approval.expired message, with no decider.
+func TestWebhookOutboxAnnouncesExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	id := uuid.New()
+	if err := b.inTenant(t, "acme", func(s *store.Store) error {
+		p := stageParams(id, "x")
+		// Just after the transaction began (created_at): lapsed by the
+		// next transaction.
+		p.ExpiresAt = time.Now()
+		_, err := s.ApprovalStage(ctx, p)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*store.WebhookMessage
+	if err := b.inTenant(t, "acme", func(s *store.Store) (err error) {
+		if _, err := s.ApprovalExpire(ctx, &store.ApprovalExpireParams{ID: id, Entry: entry("acme", "expired", id, "orangerail")}); err != nil {
+			return err
+		}
+		msgs, err = s.WebhookList(ctx, &store.WebhookListParams{TenantID: "acme", Limit: 10})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || msgs[0].Event != store.WebhookApprovalExpired || msgs[0].DecidedBy != nil || msgs[1].Event != store.WebhookApprovalPending {
+		t.Fatalf("outbox %+v", msgs)
+	}
+}

@@ -290,6 +290,10 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 		}
 		if err := w.post(ctx, e, m.ID.String(), body); err != nil {
 			failures = append(failures, e.URL+": "+err.Error())
+			if ctx.Err() != nil {
+				// Stopping: the message is retried once its lease ends.
+				return ctx.Err()
+			}
 			w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
 				"endpoint", e.URL, "attempt", m.Attempts, "error", err.Error())
 			continue
