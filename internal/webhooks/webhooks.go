@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,8 +43,11 @@ import (
 
 // Endpoint is one configured receiver, its secret read.
 type Endpoint struct {
-	URL          string
-	Secret       Secret
+	URL string
+	// Secrets sign each message, one signature each: while a secret is
+	// rotated the variable holds the new and the old, space-separated,
+	// and a receiver holding either verifies.
+	Secrets      []Secret
 	Events       []store.WebhookEvent
 	IncludeInput bool
 }
@@ -60,14 +64,17 @@ func Endpoints(hooks []ontology.Webhook, getenv func(string) string) ([]Endpoint
 	for i, h := range hooks {
 		path := fmt.Sprintf("webhooks.%d.secret_env", i)
 		raw := getenv(h.SecretEnv)
-		if raw == "" {
+		if strings.TrimSpace(raw) == "" {
 			return nil, errcode.New(errcode.ConfigInvalid, fmt.Sprintf("%s: the environment variable %s is not set; set it to the endpoint's signing secret (whsec_ and base64)", path, h.SecretEnv), nil)
 		}
-		secret, err := ParseSecret(raw)
-		if err != nil {
-			return nil, errcode.New(errcode.ConfigInvalid, fmt.Sprintf("%s: the value of %s is refused: %v", path, h.SecretEnv, err), nil)
+		e := Endpoint{URL: h.URL, IncludeInput: h.IncludeInput}
+		for _, field := range strings.Fields(raw) {
+			secret, err := ParseSecret(field)
+			if err != nil {
+				return nil, errcode.New(errcode.ConfigInvalid, fmt.Sprintf("%s: the value of %s is refused: %v", path, h.SecretEnv, err), nil)
+			}
+			e.Secrets = append(e.Secrets, secret)
 		}
-		e := Endpoint{URL: h.URL, Secret: secret, IncludeInput: h.IncludeInput}
 		for _, ev := range h.Events {
 			e.Events = append(e.Events, store.WebhookEvent(ev))
 		}
@@ -352,7 +359,11 @@ func (w *Worker) post(ctx context.Context, e *Endpoint, id string, body []byte) 
 	req.Header.Set("User-Agent", "orangerail-webhooks")
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
-	req.Header.Set(HeaderSignature, Sign(e.Secret, id, at, body))
+	sigs := make([]string, len(e.Secrets))
+	for i, secret := range e.Secrets {
+		sigs[i] = Sign(secret, id, at, body)
+	}
+	req.Header.Set(HeaderSignature, strings.Join(sigs, " "))
 	resp, err := w.c.Client.Do(req)
 	if err != nil {
 		// The client's error names the URL, which holds no credential

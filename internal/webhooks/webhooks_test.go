@@ -421,6 +421,31 @@ func TestRetriesWithBackoffThenFails(t *testing.T) {
 	}
 }
 
+// TestRotatingSecretsSignWithEach: a variable holding two secrets
+// (rotation) signs with both, so a receiver holding either verifies.
+func TestRotatingSecretsSignWithEach(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := newReceiver(t)
+	const next = "whsec_QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI="
+	eps, err := webhooks.Endpoints([]ontology.Webhook{{URL: r.URL, SecretEnv: "HOOK"}}, func(string) string { return next + "  " + secret })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := b.worker(t, webhooks.Config{Endpoints: eps})
+	b.stage(t, "rotate")
+	b.runOnce(t, w)
+	d := r.deliveries()
+	if len(d) != 1 || len(strings.Fields(d[0].header.Get("webhook-signature"))) != 2 {
+		t.Fatalf("deliveries %v", d)
+	}
+	for _, s := range []string{secret, next} {
+		if err := verify(s, d[0].header, d[0].body, b.clock.Now()); err != nil {
+			t.Errorf("a receiver holding %s…: %v", s[:10], err)
+		}
+	}
+}
+
 // TestOneEndpointFailingRetriesOnlyIt: a retry goes to the endpoints that
 // have not answered 2xx, never again to one that has.
 func TestOneEndpointFailingRetriesOnlyIt(t *testing.T) {
