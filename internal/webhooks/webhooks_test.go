@@ -23,11 +23,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/app"
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -665,5 +668,52 @@ func TestServingRuntimeDelivers(t *testing.T) {
 	}
 	if err := verify(secret, d[0].header, d[0].body, time.Now()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOwnerWithoutSuperuser migrates as an owner that is no superuser, so
+// Row Level Security (FORCE) binds the trigger and the due-tenants
+// function acting as it: staging still writes its message, and the worker
+// still finds and delivers it.
+func TestOwnerWithoutSuperuser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.NewEmpty(t)
+	admin := testdb.Pool(t, url)
+	owner := "orangerail_test_owner_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	var dbname string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+		t.Fatal(err)
+	}
+	ident := pgx.Identifier{owner}.Sanitize()
+	t.Cleanup(func() {
+		_, _ = testdb.Pool(t, testdb.ServerURL(t)).Exec(context.Background(), "DROP ROLE IF EXISTS "+ident)
+	})
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+ident+" LOGIN NOSUPERUSER NOBYPASSRLS; ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" OWNER TO "+ident+
+		"; ALTER SCHEMA public OWNER TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	ownerURL := testdb.WithUser(t, url, owner, "")
+	if err := database.MigrateUp(ctx, ownerURL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "GRANT orangerail_runtime TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	ownerPool := testdb.Pool(t, ownerURL)
+	if _, err := ownerPool.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := app.Open(ctx, app.Settings{Config: ontologytest.Parse(t, orders.Config), DatabaseURL: ownerURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	b := &bundle{admin: admin, runtime: rt.Store, engine: rt.Engine, clock: &clock{now: time.Now().Add(time.Hour)}}
+	r := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}})
+	b.stage(t, "owner")
+	if n := b.runOnce(t, w); n != 1 || len(r.deliveries()) != 1 {
+		t.Fatalf("handled %d, delivered %d", n, len(r.deliveries()))
 	}
 }
