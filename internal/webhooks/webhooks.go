@@ -149,6 +149,12 @@ func New(c Config) (*Worker, error) {
 	if c.Pool == nil {
 		return nil, errors.New("webhooks: Config.Pool is required")
 	}
+	for _, e := range c.Endpoints {
+		// An unsigned message would be one no receiver can trust.
+		if len(e.Secrets) == 0 {
+			return nil, fmt.Errorf("webhooks: the endpoint %s has no secret", e.URL)
+		}
+	}
 	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
 	c.Poll = cmp.Or(c.Poll, PollDefault)

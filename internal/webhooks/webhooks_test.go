@@ -142,6 +142,27 @@ func TestSecretsAreCheckedAndNeverShown(t *testing.T) {
 	}
 }
 
+// TestBackoffGrowsWithJitterToItsCap: the delay after n failures lies in
+// the upper half of BackoffBase doubled n-1 times, and never past
+// BackoffMax however many failures.
+func TestBackoffGrowsWithJitterToItsCap(t *testing.T) {
+	t.Parallel()
+	for n := 1; n <= 40; n++ {
+		full := webhooks.BackoffMax
+		if n < 20 {
+			full = min(webhooks.BackoffBase<<(n-1), webhooks.BackoffMax)
+		}
+		for range 50 {
+			if d := webhooks.Backoff(n); d < full/2 || d > full {
+				t.Fatalf("Backoff(%d) = %s, want within [%s, %s]", n, d, full/2, full)
+			}
+		}
+	}
+	if _, err := webhooks.New(webhooks.Config{Pool: &pgxpool.Pool{}, Endpoints: []webhooks.Endpoint{{URL: "https://h.example.com"}}}); err == nil {
+		t.Fatal("an endpoint without a secret was accepted")
+	}
+}
+
 // clock is a test clock the worker reads; nothing sleeps.
 type clock struct {
 	mu  sync.Mutex
