@@ -39,7 +39,7 @@ func screenshot(ctx context.Context, t *testing.T, name string) {
 }
 
 // signInBrowser signs in at the issuer's login page, typing like a person.
-func signInBrowser(t *testing.T, ctx context.Context, f *fixture, username string) {
+func signInBrowser(ctx context.Context, t *testing.T, f *fixture, username string) {
 	t.Helper()
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(f.base+web.Path),
@@ -62,7 +62,7 @@ func signInBrowser(t *testing.T, ctx context.Context, f *fixture, username strin
 func TestDeskInABrowser(t *testing.T) {
 	f := newFixture(t)
 	ada := browsertest.New(t)
-	signInBrowser(t, ada, f, "ada")
+	signInBrowser(ada, t, f, "ada")
 
 	// A marker on the page survives only if the page is never reloaded.
 	if _, err := chromedp.Run(ada, chromedp.Evaluate[bool](`window.deskMarker = true`)); err != nil {
@@ -141,7 +141,7 @@ func TestDeskInABrowser(t *testing.T) {
 	// Bob, at another browser, sees it decided, and the other approval,
 	// asked for him, without buttons.
 	bob := browsertest.New(t)
-	signInBrowser(t, bob, f, "bob")
+	signInBrowser(bob, t, f, "bob")
 	bobWait, cancelBob := context.WithTimeout(bob, 30*time.Second)
 	defer cancelBob()
 	if err := chromedp.Do(bobWait, chromedp.Navigate(f.base+web.Path+"/"+first), chromedp.WaitVisible(chromedp.ID("why"))); err != nil {

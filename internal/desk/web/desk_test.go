@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orangerail/orangerail/internal/desk/web"
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/store"
@@ -326,7 +327,7 @@ func TestEventsStreamTheListAsItChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+web.Path+"/events", nil)
-	resp, err := ada.http.Do(req)
+	resp, err := ada.http.Do(req) //nolint:bodyclose // closed by the defer below; the reader goroutine reads it until then
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,5 +405,31 @@ func TestSignInRefusals(t *testing.T) {
 	to = c.get(f.base + web.Path + "/signin?next=" + url.QueryEscape("https://evil.example/"))
 	if to.status != http.StatusSeeOther {
 		t.Fatalf("signin: %d", to.status)
+	}
+}
+
+// TestTextFromAgentsIsShownEscaped: an input holding bidirectional
+// overrides and control characters reaches the list and the detail page
+// only as visible escapes.
+func TestTextFromAgentsIsShownEscaped(t *testing.T) {
+	f := newFixture(t)
+	agent := &engine.Caller{Subject: "agent\u202e-7", Tenant: tenant, Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+	out := f.rt.Engine.Call(context.Background(), agent, "cancel_order", []byte(`{"order_id":"o-1001","reason":"ok\u202edesrever\u0007\u200b"}`))
+	if out.ApprovalID == nil {
+		t.Fatalf("staging: %+v", out)
+	}
+	ada := f.client(t)
+	list := ada.signIn("ada")
+	detail := ada.get(f.base + web.Path + "/" + out.ApprovalID.String())
+	for name, body := range map[string]string{"list": list.body, "detail": detail.body} {
+		if strings.ContainsAny(body, "\u202e\u0007\u200b") {
+			t.Errorf("the %s page holds a raw override, control or invisible character", name)
+		}
+		if !strings.Contains(body, `\u202edesrever\u0007\u200b`) {
+			t.Errorf("the %s page does not show the input's escapes", name)
+		}
+	}
+	if !strings.Contains(detail.body, `&#34;agent\u202e-7&#34;`) {
+		t.Errorf("the requester is not shown escaped:\n%s", detail.body)
 	}
 }

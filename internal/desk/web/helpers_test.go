@@ -67,7 +67,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	issuerSrv := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuerSrv.Close)
-	var handler http.Handler = http.NotFoundHandler()
+	var handler http.Handler // set below, before any request
 	deskSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(deskSrv.Close)
 

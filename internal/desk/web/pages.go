@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,7 +44,10 @@ type page struct {
 // row is one approval in a list, every text made safe to show.
 type row struct {
 	ID, Action, Title, Status, RequestedBy string
-	RequestedAt, ExpiresAt                 time.Time
+	// Input is the input on one line, cut short: enough to tell two
+	// approvals of one action apart in a list.
+	Input                  string
+	RequestedAt, ExpiresAt time.Time
 }
 
 // detail is one approval under review.
@@ -61,6 +65,9 @@ func funcs() template.FuncMap {
 	return template.FuncMap{
 		"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		// shown is display.Text for a value that did not pass through a
+		// row: a person's subject and tenant.
+		"shown": display.Text,
 	}
 }
 
@@ -70,7 +77,22 @@ func (d *Desk) rowOf(v *engine.ApprovalView) row {
 		title = a.Title
 	}
 	return row{ID: v.ID.String(), Action: display.Text(v.Action), Title: display.Text(title), Status: string(v.Status),
-		RequestedBy: display.Text(v.RequestedBy), RequestedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt}
+		RequestedBy: display.Text(v.RequestedBy), Input: summary(v.Input), RequestedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt}
+}
+
+// summaryRunes is how much of an input a list shows.
+const summaryRunes = 80
+
+// summary is the input as a list shows it: escaped as display.JSON
+// escapes it, on one line, at most summaryRunes long.
+func summary(input []byte) string {
+	// With no indent, display.JSON's only line breaks are between members
+	// (a newline inside a string is shown escaped).
+	shown := []rune(strings.ReplaceAll(display.JSON(input, "", ""), "\n", " "))
+	if len(shown) > summaryRunes {
+		return string(shown[:summaryRunes-1]) + "…"
+	}
+	return string(shown)
 }
 
 func (d *Desk) rows(views []*engine.ApprovalView) []row {
