@@ -158,4 +158,18 @@ func TestDeskInABrowser(t *testing.T) {
 	if err != nil || buttons != 0 {
 		t.Fatalf("the requester sees %d decision controls (%v)", buttons, err)
 	}
+
+	// On a phone's width the page needs no sideways scrolling, and every
+	// control is a native one in document order (no positive tabindex).
+	if err := chromedp.Do(bobWait, chromedp.EmulateViewport(390, 844), chromedp.Navigate(f.base+web.Path+"/"+second), chromedp.WaitVisible(chromedp.ID("why"))); err != nil {
+		t.Fatal(err)
+	}
+	overflow, err := chromedp.Run(bob, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	if err != nil || overflow {
+		t.Fatalf("the detail page scrolls sideways on a phone (%v)", err)
+	}
+	positive, err := chromedp.Run(bob, chromedp.Evaluate[int](`[...document.querySelectorAll("[tabindex]")].filter(e => e.tabIndex > 0).length`))
+	if err != nil || positive != 0 {
+		t.Fatalf("%d elements reorder the focus (%v)", positive, err)
+	}
 }
