@@ -76,28 +76,37 @@ func TestRejectWithANote(t *testing.T) {
 	}
 }
 
-// TestNoButtonsForTheRequesterOrANonApprover: with four-eyes on, bob (for
-// whom the agent asked) sees the approval but no decision buttons, and a
-// decision he forges anyway is refused by the engine; carol, who holds no
-// approver role, sees none either.
-func TestNoButtonsForTheRequesterOrANonApprover(t *testing.T) {
+// TestNoButtonsForTheRequester: with four-eyes on, bob (for whom the
+// agent asked) sees the approval but no decision buttons, and a decision
+// he forges anyway is refused by the engine. Carol, who is neither
+// approver nor auditor, is refused the desk's pages altogether.
+func TestNoButtonsForTheRequester(t *testing.T) {
 	f := newFixture(t)
 	id := f.stage(t, "o-1001")
-	for _, tc := range []struct{ user, why string }{
-		{"bob", "You requested this approval; another approver must decide it (four-eyes)."},
-		{"carol", "You do not hold the approver role"},
-	} {
-		c := f.client(t)
-		c.signIn(tc.user)
-		detail := c.get(f.base + web.Path + "/" + id)
-		if detail.status != http.StatusOK || strings.Contains(detail.body, "approve-form") || strings.Contains(detail.body, "reject-form") ||
-			strings.Contains(detail.body, "Approve:") || !strings.Contains(detail.body, tc.why) {
-			t.Errorf("%s's view of the approval: %d\n%s", tc.user, detail.status, detail.body)
+	bob := f.client(t)
+	bob.signIn("bob")
+	detail := bob.get(f.base + web.Path + "/" + id)
+	if detail.status != http.StatusOK || strings.Contains(detail.body, "approve-form") || strings.Contains(detail.body, "reject-form") ||
+		strings.Contains(detail.body, "Approve:") || !strings.Contains(detail.body, "You requested this approval; another approver must decide it (four-eyes).") {
+		t.Errorf("bob's view of the approval: %d\n%s", detail.status, detail.body)
+	}
+	forged := bob.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"reject"}}, nil)
+	if forged.status != http.StatusForbidden || !strings.Contains(forged.body, string(errcode.ApprovalFourEyes)) {
+		t.Errorf("bob's forged decision: %d\n%s", forged.status, forged.body)
+	}
+	carol := f.client(t)
+	landed := carol.signIn("carol")
+	if landed.status != http.StatusForbidden || !strings.Contains(landed.body, string(errcode.ApproverNotAllowed)) || strings.Contains(landed.body, id) {
+		t.Errorf("carol's list: %d\n%s", landed.status, landed.body)
+	}
+	for _, path := range []string{"/" + id, "/audit", "/events"} {
+		if got := carol.get(f.base + web.Path + path); got.status != http.StatusForbidden || strings.Contains(got.body, "o-1001") {
+			t.Errorf("carol's %s: %d\n%s", path, got.status, got.body)
 		}
-		forged := c.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"reject"}}, nil)
-		if forged.status != http.StatusForbidden {
-			t.Errorf("%s's forged decision: %d\n%s", tc.user, forged.status, forged.body)
-		}
+	}
+	// She can still sign out.
+	if out := carol.submit(landed, web.Path+"/signout", nil); out.status != http.StatusOK {
+		t.Errorf("carol signing out: %d", out.status)
 	}
 	v, err := f.rt.Engine.ShowApproval(context.Background(), tenant, id)
 	if err != nil || v.Status != store.ApprovalPending {

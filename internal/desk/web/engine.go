@@ -33,6 +33,17 @@ func (d *Desk) decideApproval(ctx context.Context, person *engine.Caller, id str
 	return d.c.Engine.Decide(ctx, person, engine.Decision{ApprovalID: id, Approve: approve, Digest: digest, Note: note})
 }
 
+// auditorRole is the role that reads the audit log (as `orangerail
+// auditor` grants it to database logins).
+const auditorRole = "auditor"
+
+// mayReview reports whether the person may read the tenant's approvals
+// and audit log at all: inputs can hold what only approvers and auditors
+// should see.
+func (d *Desk) mayReview(person *engine.Caller) bool {
+	return person.Kind == engine.ActorHuman && person.HasRole(d.c.Engine.ApproverRole(), auditorRole)
+}
+
 // mayDecide reports whether the person may be shown decision buttons on
 // v: a pending approval, an approver, and not its requester when four-eyes
 // is on. The engine decides again on the POST; this only keeps a button

@@ -10,6 +10,9 @@ import (
 	"github.com/orangerail/orangerail/internal/store"
 )
 
+// heartbeatPolls is how many quiet polls pass between heartbeats.
+const heartbeatPolls = 10
+
 // events streams the pending list as server-sent events: an event
 // "pending" carrying the list's rows as HTML, at once and whenever the
 // list changes. The list is re-read from the database every PollInterval,
@@ -29,7 +32,7 @@ func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
 	tick := time.NewTicker(d.c.PollInterval)
 	defer tick.Stop()
 	last := ""
-	for {
+	for polls := 1; ; polls++ {
 		if live, err := store.New(d.c.Store).DeskSessionGet(ctx, s.idHash); err != nil || live == nil {
 			return // signed out, revoked, expired, or the database is gone: the page's next load says which
 		}
@@ -60,6 +63,11 @@ func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
 				return
 			}
 			if err := rc.Flush(); err != nil {
+				return
+			}
+		} else if polls%heartbeatPolls == 0 {
+			// A comment line keeps proxies from closing a quiet stream.
+			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -88,7 +89,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	const secret = "desk secret for tests"
 	desk, err := web.New(web.Config{Ontology: cfg, ClientSecret: secret, Engine: rt.Engine, Store: rt.Store, Resolver: resolver,
-		PollInterval: 100 * time.Millisecond})
+		PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

