@@ -442,3 +442,41 @@ func TestTextFromAgentsIsShownEscaped(t *testing.T) {
 		t.Errorf("the requester is not shown escaped:\n%s", detail.body)
 	}
 }
+
+// TestAuditView: the chain head, and records filtered by action, actor,
+// correlation id and phase, each linking to its approval.
+func TestAuditView(t *testing.T) {
+	f := newFixture(t)
+	first, second := f.stage(t, "o-1001"), f.stage(t, "o-1002")
+	ada := f.client(t)
+	ada.signIn("ada")
+	ada.follow(ada.submit(ada.get(f.base+web.Path+"/"+first), "reject-form", map[string]string{"note": "no"}))
+	count := func(body, s string) int { return strings.Count(body, s) }
+
+	all := ada.get(f.base + web.Path + "/audit")
+	// Two staged records and one rejection: the head is record 3.
+	if !strings.Contains(all.body, "record <strong>3</strong>") || count(all.body, `<td data-label="Seq">`) != 3 {
+		t.Fatalf("the whole log:\n%s", all.body)
+	}
+	for _, tc := range []struct {
+		query string
+		want  int
+		links []string
+	}{
+		{"actor=ada%40example.com", 1, []string{first}},
+		{"phase=staged", 2, []string{first, second}},
+		{"correlation_id=" + second, 1, []string{second}},
+		{"action=cancel_order&phase=rejected", 1, []string{first}},
+		{"action=no_such_action", 0, nil},
+	} {
+		got := ada.get(f.base + web.Path + "/audit?" + tc.query)
+		if n := count(got.body, `<td data-label="Seq">`); got.status != http.StatusOK || n != tc.want {
+			t.Errorf("%s: %d records (status %d), want %d", tc.query, n, got.status, tc.want)
+		}
+		for _, id := range tc.links {
+			if !strings.Contains(got.body, `href="/approvals/`+id+`"`) {
+				t.Errorf("%s: no link to approval %s", tc.query, id)
+			}
+		}
+	}
+}
