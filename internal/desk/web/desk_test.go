@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -410,10 +411,48 @@ func TestSignInRefusals(t *testing.T) {
 	if got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.DeskSignInFailed)) {
 		t.Errorf("a forged code: %d\n%s", got.status, got.body)
 	}
-	// next never leaves the desk.
-	to = c.get(f.base + web.Path + "/signin?next=" + url.QueryEscape("https://evil.example/"))
-	if to.status != http.StatusSeeOther {
-		t.Fatalf("signin: %d", to.status)
+}
+
+// TestSignInReturnsToThePageAsked: a page asked for without a session is
+// where the sign-in lands; a next outside the desk lands on the list.
+func TestSignInReturnsToThePageAsked(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	c := f.client(t)
+	login := c.follow(c.get(f.base + web.Path + "/" + id))
+	landed := c.follow(c.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))
+	if landed.url != f.base+web.Path+"/"+id || !strings.Contains(landed.body, "approve-form") {
+		t.Fatalf("landed at %s", landed.url)
+	}
+	for _, next := range []string{"https://evil.example/approvals/x", "//evil.example/approvals", "/approvals/../mcp", `/approvals\evil`, "/mcp"} {
+		c := f.client(t)
+		login := c.follow(c.get(f.base + web.Path + "/signin?next=" + url.QueryEscape(next)))
+		landed := c.follow(c.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))
+		if landed.url != f.base+web.Path {
+			t.Errorf("next %q landed at %s, want the list", next, landed.url)
+		}
+	}
+}
+
+// TestIssuerDown: with the issuer unreachable, signing in says so.
+func TestIssuerDown(t *testing.T) {
+	f := newFixture(t)
+	cfg := *f.rt.Config
+	oidcCfg := *cfg.Identity.OIDC
+	oidcCfg.Issuer = "http://127.0.0.1:1"
+	cfg.Identity.OIDC = &oidcCfg
+	resolver, err := identity.NewResolver(oidcCfg, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk, err := web.New(web.Config{Ontology: &cfg, Engine: f.rt.Engine, Store: f.rt.Store, Resolver: resolver, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	desk.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, web.Path+"/signin", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), string(errcode.DeskSignInFailed)) {
+		t.Fatalf("signing in with the issuer down: %d\n%s", rec.Code, rec.Body)
 	}
 }
 
