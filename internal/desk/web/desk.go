@@ -114,6 +114,11 @@ func New(c Config) (*Desk, error) {
 		return nil, err
 	}
 	d.crossing = http.NewCrossOriginProtection()
+	// Behind a proxy that rewrites Host, a browser without Sec-Fetch-Site
+	// is judged by its Origin: the desk's public origin is its own.
+	if err := d.crossing.AddTrustedOrigin(d.base); err != nil {
+		return nil, err
+	}
 	d.crossing.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.refuse(w, r, http.StatusForbidden, formRefusedCode, "This form came from another site; it was not submitted.")
 	}))

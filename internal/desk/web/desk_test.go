@@ -41,6 +41,10 @@ func TestSignInReviewAndApprove(t *testing.T) {
 		strings.Contains(done.body, "approve-form") {
 		t.Fatalf("after approving: %d\n%s", done.status, done.body)
 	}
+	// The agent's next poll executes what ada approved.
+	if out := f.rt.Engine.Check(context.Background(), agent, id); out.Status != engine.StatusOK {
+		t.Fatalf("the agent's check after approval: %+v", out)
+	}
 	// The audit log names the verified subject as the decider.
 	audit := ada.get(f.base + web.Path + "/audit?phase=approved&correlation_id=" + id)
 	if !strings.Contains(audit.body, "ada@example.com (human)") || !strings.Contains(audit.body, `href="/approvals/`+id+`"`) {

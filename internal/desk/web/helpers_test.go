@@ -112,11 +112,13 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{base: deskSrv.URL, issuerURL: issuerSrv.URL, iss: iss, rt: rt, admin: testdb.Pool(t, dbURL)}
 }
 
-// stage has an agent acting for bob ask to cancel an order, through the
-// engine as MCP would, and returns the approval's id.
+// agent is the agent acting for bob.
+var agent = &engine.Caller{Subject: agentFor, Tenant: tenant, Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+
+// stage has the agent ask to cancel an order, through the engine as MCP
+// would, and returns the approval's id.
 func (f *fixture) stage(t *testing.T, order string) string {
 	t.Helper()
-	agent := &engine.Caller{Subject: agentFor, Tenant: tenant, Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
 	args, _ := json.Marshal(map[string]string{"order_id": order, "reason": "customer asked"})
 	out := f.rt.Engine.Call(context.Background(), agent, "cancel_order", args)
 	if out.Status != engine.StatusApprovalPending || out.ApprovalID == nil {
