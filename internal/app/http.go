@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
@@ -40,7 +42,10 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return errcode.New(errcode.IdentityRequired, err.Error(), nil)
 	}
-	handler := rt.routes(resolver)
+	handler, err := rt.routes(resolver)
+	if err != nil {
+		return err
+	}
 	if err := resolver.Ready(ctx); err != nil {
 		rt.log.Warn("OIDC discovery failed; /readyz reports not ready until it succeeds", "error", err)
 	}
@@ -73,7 +78,7 @@ const MCPPath = "/mcp"
 // routes builds the HTTP front and mounts every route on it, each with its
 // policy. A route for a new surface (the approvers' desk, metrics) mounts
 // here.
-func (rt *Runtime) routes(resolver *identity.Resolver) *front.Front {
+func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 	cfg := rt.Config
 	var limiter front.Limiter = front.NewPostgresLimiter(rt.Store)
 	if cfg.HTTP.RateLimits.Store == ontology.RateLimitMemory {
@@ -102,5 +107,36 @@ func (rt *Runtime) routes(resolver *identity.Resolver) *front.Front {
 		}
 		return resolver.Ready(ctx)
 	}), front.Policy{})
-	return f
+	if cfg.Desk != nil {
+		desk, err := rt.desk(resolver)
+		if err != nil {
+			return nil, err
+		}
+		// The desk authenticates by its own session cookie, not a bearer
+		// token, and refuses cross-site forms itself
+		// (http.CrossOriginProtection and a per-session form token): a
+		// browser's same-origin POST carries an Origin that
+		// http.allowed_origins, the list of MCP's browser clients, need not
+		// name.
+		policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: DeskMaxBodyBytes}
+		f.Mount(web.Path, desk, policy)
+		f.Mount(web.Path+"/", desk, policy)
+	}
+	return f, nil
+}
+
+// DeskMaxBodyBytes caps a request to the desk: its forms are a decision
+// and a note.
+const DeskMaxBodyBytes = 64 << 10
+
+// desk builds the approvers' desk from the config's desk section.
+func (rt *Runtime) desk(resolver *identity.Resolver) (*web.Desk, error) {
+	secret := ""
+	if env := rt.Config.Desk.ClientSecretEnv; env != "" {
+		if secret = os.Getenv(env); secret == "" {
+			return nil, errcode.New(errcode.ConfigInvalid, "desk.client_secret_env names "+env+", which is not set", nil)
+		}
+	}
+	return web.New(web.Config{Ontology: rt.Config, ClientSecret: secret, Engine: rt.Engine, Store: rt.Store,
+		Resolver: resolver, Logger: rt.log})
 }

@@ -54,6 +54,18 @@ type OrangerailAuditorGrant struct {
 	TenantID string
 }
 
+type OrangerailDeskSession struct {
+	IDHash    []byte
+	TenantID  string
+	Subject   string
+	Issuer    string
+	Caller    []byte
+	FormToken string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	RevokedAt *time.Time
+}
+
 type OrangerailQueryRevokedFunction struct {
 	Signature string
 }

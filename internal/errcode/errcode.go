@@ -56,6 +56,11 @@ const (
 	InternalError          Code = "X_INTERNAL_ERROR"
 	InputInvalid           Code = "X_INPUT_INVALID"
 	InputTooLarge          Code = "X_INPUT_TOO_LARGE"
+
+	DeskSignInFailed   Code = "X_DESK_SIGN_IN_FAILED"
+	DeskSignInRequired Code = "X_DESK_SIGN_IN_REQUIRED"
+	DeskNotAPerson     Code = "X_DESK_NOT_A_PERSON"
+	DeskFormRefused    Code = "X_DESK_FORM_REFUSED"
 )
 
 // Entry describes one code.
@@ -140,6 +145,14 @@ var table = []Entry{
 		"Send a smaller input; an operator can raise limits.max_input_bytes in the config."},
 	{NoDatabaseAvailable, "No Postgres was found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no local Postgres binaries were found.",
 		"Install PostgreSQL (e.g. `apt-get install postgresql`), start Docker and run `docker compose up -d postgres`, or set DATABASE_URL."},
+	{DeskSignInFailed, "The sign-in at the approvers' desk did not complete: the issuer refused it, the sign-in page was left too long or opened in another browser, or the tokens it returned did not verify.",
+		"Start again from /approvals; if it keeps failing, check the desk's client_id and secret at the issuer and that its redirect URI is <public_url>/approvals/callback."},
+	{DeskSignInRequired, "The desk page needs a signed-in person: there is no session, or it expired or was revoked.",
+		"Sign in again at /approvals."},
+	{DeskNotAPerson, "The token the issuer returned is not a person's (identity.oidc.human) or names no tenant: only people decide approvals.",
+		"Sign in with a person's account; ask the identity provider's administrator to set the claim identity.oidc.human reads."},
+	{DeskFormRefused, "The desk refused a form: it came from another site, or without this session's form token (cross-site request forgery protection).",
+		"Reload the page and submit the form again from the desk itself."},
 }
 
 // Explain returns the entry for a code, matched case-insensitively.

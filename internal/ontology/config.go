@@ -75,6 +75,7 @@ type Config struct {
 	Preset             Preset             `yaml:"preset"`
 	HostApprovalPrompt HostPrompt         `yaml:"host_approval_prompt"`
 	Approvals          Approvals          `yaml:"approvals"`
+	Desk               *Desk              `yaml:"desk"`
 	Limits             Limits             `yaml:"limits"`
 	Objects            map[string]*Object `yaml:"objects"`
 	Links              map[string]*Link   `yaml:"links"`
@@ -117,6 +118,17 @@ type OIDC struct {
 	// AuthorizationServers are advertised in the protected-resource
 	// metadata. Defaults to the issuer.
 	AuthorizationServers []string `yaml:"authorization_servers"`
+}
+
+// Desk configures the approvers' web desk at /approvals, an OAuth client
+// of the identity.oidc issuer. Absent: the desk is off.
+type Desk struct {
+	// ClientID is the desk's client id at the issuer.
+	ClientID string `yaml:"client_id"`
+	// ClientSecretEnv names the environment variable holding the client's
+	// secret. Empty: a public client, which the issuer authenticates by
+	// PKCE alone.
+	ClientSecretEnv string `yaml:"client_secret_env"`
 }
 
 // HumanRule marks a caller as a person when its Claim holds one of Values.

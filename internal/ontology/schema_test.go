@@ -34,6 +34,7 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[Identity](), props(schema, "identity")},
 		{reflect.TypeFor[OIDC](), props(schema, "identity", "oidc")},
 		{reflect.TypeFor[HumanRule](), props(schema, "identity", "oidc", "human")},
+		{reflect.TypeFor[Desk](), props(schema, "desk")},
 		{reflect.TypeFor[Approvals](), props(schema, "approvals")},
 		{reflect.TypeFor[Limits](), props(schema, "limits")},
 		{reflect.TypeFor[HTTP](), props(schema, "http")},

@@ -106,6 +106,9 @@ func (c *Config) validate() Problems {
 			add("identity.oidc.issuer", "%v", err)
 		}
 	}
+	if d := c.Desk; d != nil && c.Identity.OIDC == nil {
+		add("desk", "needs identity.oidc: the desk signs people in at that issuer")
+	}
 	if r := c.HTTP.RateLimits; !slices.Contains(RateLimitStores(), r.Store) {
 		add("http.rate_limits.store", "is %q; it must be one of %v", r.Store, RateLimitStores())
 	}

@@ -1,0 +1,154 @@
+// Package web is the approvers' desk at /approvals: a server-rendered site
+// where a person signs in at the team's OIDC provider (authorization code
+// with PKCE), sees the tenant's pending approvals update as agents stage
+// them, reviews one — the verbatim input, the target now, the effect and
+// rollback — and approves or rejects it, and reads the tenant's audit log.
+//
+// Sessions live in Postgres (orangerail.desk_sessions), keyed by a hash of
+// the id the cookie carries, so any replica serves any person and signing
+// out ends the session everywhere. Every state-changing request is a POST
+// that must pass http.CrossOriginProtection and carry the session's form
+// token. Pages carry no inline script: the Content-Security-Policy allows
+// only this package's embedded stylesheet and script.
+package web
+
+import (
+	"cmp"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// Path is where the desk is mounted; every route of it is below.
+const Path = "/approvals"
+
+// Defaults of [Config].
+const (
+	SessionTTLDefault   = 8 * time.Hour
+	PollIntervalDefault = 2 * time.Second
+)
+
+// ContentSecurityPolicy is every desk page's policy: nothing but this
+// origin's stylesheet, script and images, no inline script or style, no
+// framing, forms posted only here.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Config configures the desk.
+type Config struct {
+	// Ontology holds identity.oidc, desk, http.public_url and approvals.
+	// Its Desk must be set.
+	Ontology *ontology.Config
+	// ClientSecret is the desk's client secret (read from
+	// desk.client_secret_env by the caller); empty for a public client.
+	ClientSecret string
+	// Engine lists, shows and decides approvals.
+	Engine *engine.Engine
+	// Store is orangerail's database, acting as orangerail_runtime: the
+	// sessions and the audit log.
+	Store *pgxpool.Pool
+	// Resolver verifies the access token the sign-in returns and maps its
+	// claims to the person, as it does for bearer tokens.
+	Resolver *identity.Resolver
+	// HTTPClient reaches the issuer (discovery, keys, token endpoint).
+	// Defaults to http.DefaultClient.
+	HTTPClient *http.Client
+	// SessionTTL bounds a session; a session never outlives the access
+	// token it began with. Defaults to SessionTTLDefault.
+	SessionTTL time.Duration
+	// PollInterval is how often a live list re-reads the pending
+	// approvals. Defaults to PollIntervalDefault.
+	PollInterval time.Duration
+	// Logger receives the host log. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Desk serves the approvers' desk.
+type Desk struct {
+	c        Config
+	log      *slog.Logger
+	base     string // the public URL, without a trailing slash
+	secure   bool   // cookies are Secure and __Host- prefixed
+	oidc     *provider
+	pages    *template.Template
+	mux      *http.ServeMux
+	crossing *http.CrossOriginProtection
+}
+
+//go:embed templates assets
+var webFS embed.FS
+
+// New returns the desk. It contacts no one: the issuer is discovered at
+// the first sign-in.
+func New(c Config) (*Desk, error) {
+	o := c.Ontology
+	if o == nil || o.Desk == nil || o.Identity.OIDC == nil || c.Engine == nil || c.Store == nil || c.Resolver == nil {
+		return nil, errors.New("desk: the config needs desk and identity.oidc, and an engine, a store and a resolver")
+	}
+	c.SessionTTL = cmp.Or(c.SessionTTL, SessionTTLDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.HTTPClient = cmp.Or(c.HTTPClient, http.DefaultClient)
+	d := &Desk{c: c, log: cmp.Or(c.Logger, slog.Default()), base: strings.TrimSuffix(o.HTTP.PublicURL, "/")}
+	u, err := url.Parse(d.base)
+	if err != nil {
+		return nil, err
+	}
+	// Outside loopback the desk is reached over https, and its cookies say
+	// so: Secure, and __Host- so no subdomain can plant or shadow them.
+	d.secure = u.Scheme == "https"
+	d.oidc = newProvider(c, d.base+Path+"/callback")
+	d.pages, err = template.New("").Funcs(funcs()).ParseFS(webFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	d.crossing = http.NewCrossOriginProtection()
+	// Behind a proxy that rewrites Host, a browser without Sec-Fetch-Site
+	// is judged by its Origin: the desk's public origin is its own.
+	if err := d.crossing.AddTrustedOrigin(d.base); err != nil {
+		return nil, err
+	}
+	d.crossing.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.refuse(w, r, http.StatusForbidden, formRefusedCode, "This form came from another site; it was not submitted.")
+	}))
+	assets, err := fs.Sub(webFS, "assets")
+	if err != nil {
+		return nil, err
+	}
+	m := http.NewServeMux()
+	m.Handle("GET "+Path+"/assets/", http.StripPrefix(Path+"/assets/", http.FileServerFS(assets)))
+	m.HandleFunc("GET "+Path+"/signin", d.signIn)
+	m.HandleFunc("GET "+Path+"/callback", d.callback)
+	m.HandleFunc("POST "+Path+"/signout", d.withSession(d.signOut))
+	m.HandleFunc("GET "+Path, d.withSession(d.list))
+	m.HandleFunc("GET "+Path+"/{$}", d.withSession(d.list))
+	m.HandleFunc("GET "+Path+"/events", d.withSession(d.events))
+	m.HandleFunc("GET "+Path+"/audit", d.withSession(d.audit))
+	m.HandleFunc("GET "+Path+"/{id}", d.withSession(d.detail))
+	m.HandleFunc("POST "+Path+"/{id}/decision", d.withSession(d.decide))
+	d.mux = m
+	return d, nil
+}
+
+// ServeHTTP implements http.Handler: every answer carries the security
+// headers, and a POST from another site is refused before any handler.
+func (d *Desk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+	d.crossing.Handler(d.mux).ServeHTTP(w, r)
+}

@@ -1,0 +1,525 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/desk/web"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+func TestSignInReviewAndApprove(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := f.client(t)
+	list := ada.signIn("ada")
+	if list.status != http.StatusOK || list.url != f.base+web.Path || !strings.Contains(list.body, "/approvals/"+id) {
+		t.Fatalf("after signing in: %d %s\n%s", list.status, list.url, list.body)
+	}
+	detail := ada.get(f.base + web.Path + "/" + id)
+	for _, want := range []string{`&#34;order_id&#34;: &#34;o-1001&#34;`, `&#34;status&#34;: &#34;paid&#34;`,
+		"The order is cancelled and the customer is emailed.", "re-create the order by hand", agentFor,
+		"Approve: let the agent run cancel_order", "Reject: cancel_order will not run", "data-countdown"} {
+		if !strings.Contains(detail.body, want) {
+			t.Errorf("the detail page lacks %q", want)
+		}
+	}
+	done := ada.follow(ada.submit(detail, "approve-form", nil))
+	if done.status != http.StatusOK || !strings.Contains(done.body, "Your decision is recorded: this approval is approved.") ||
+		strings.Contains(done.body, "approve-form") {
+		t.Fatalf("after approving: %d\n%s", done.status, done.body)
+	}
+	// The agent's next poll executes what ada approved.
+	if out := f.rt.Engine.Check(context.Background(), agent, id); out.Status != engine.StatusOK {
+		t.Fatalf("the agent's check after approval: %+v", out)
+	}
+	// The audit log names the verified subject as the decider.
+	audit := ada.get(f.base + web.Path + "/audit?phase=approved&correlation_id=" + id)
+	if !strings.Contains(audit.body, "ada@example.com (human)") || !strings.Contains(audit.body, `href="/approvals/`+id+`"`) {
+		t.Fatalf("the audit view does not show ada's approval:\n%s", audit.body)
+	}
+	// Deciding twice is a conflict, shown with its code.
+	again := ada.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"reject"}}, nil)
+	if again.status != http.StatusConflict || !strings.Contains(again.body, string(errcode.ApprovalDecided)) {
+		t.Fatalf("a second decision: %d\n%s", again.status, again.body)
+	}
+}
+
+func TestApproveWithAnotherDigestIsRefused(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := f.client(t)
+	ada.signIn("ada")
+	detail := ada.get(f.base + web.Path + "/" + id)
+	got := ada.submit(detail, "approve-form", map[string]string{"digest": strings.Repeat("00", 32)})
+	if got.status != http.StatusUnprocessableEntity || !strings.Contains(got.body, string(errcode.ApprovalArgumentsMismatch)) {
+		t.Fatalf("approving another digest: %d\n%s", got.status, got.body)
+	}
+}
+
+func TestRejectWithANote(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := f.client(t)
+	ada.signIn("ada")
+	detail := ada.get(f.base + web.Path + "/" + id)
+	done := ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": "not this one"}))
+	if !strings.Contains(done.body, "this approval is rejected") || !strings.Contains(done.body, "not this one") {
+		t.Fatalf("after rejecting:\n%s", done.body)
+	}
+}
+
+// TestNoButtonsForTheRequester: with four-eyes on, bob (for whom the
+// agent asked) sees the approval but no decision buttons, and a decision
+// he forges anyway is refused by the engine. Carol, who is neither
+// approver nor auditor, is refused the desk's pages altogether.
+func TestNoButtonsForTheRequester(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	bob := f.client(t)
+	bob.signIn("bob")
+	detail := bob.get(f.base + web.Path + "/" + id)
+	if detail.status != http.StatusOK || strings.Contains(detail.body, "approve-form") || strings.Contains(detail.body, "reject-form") ||
+		strings.Contains(detail.body, "Approve:") || !strings.Contains(detail.body, "You requested this approval; another approver must decide it (four-eyes).") {
+		t.Errorf("bob's view of the approval: %d\n%s", detail.status, detail.body)
+	}
+	forged := bob.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"reject"}}, nil)
+	if forged.status != http.StatusForbidden || !strings.Contains(forged.body, string(errcode.ApprovalFourEyes)) {
+		t.Errorf("bob's forged decision: %d\n%s", forged.status, forged.body)
+	}
+	carol := f.client(t)
+	landed := carol.signIn("carol")
+	if landed.status != http.StatusForbidden || !strings.Contains(landed.body, string(errcode.ApproverNotAllowed)) || strings.Contains(landed.body, id) {
+		t.Errorf("carol's list: %d\n%s", landed.status, landed.body)
+	}
+	for _, path := range []string{"/" + id, "/audit", "/events"} {
+		if got := carol.get(f.base + web.Path + path); got.status != http.StatusForbidden || strings.Contains(got.body, "o-1001") {
+			t.Errorf("carol's %s: %d\n%s", path, got.status, got.body)
+		}
+	}
+	// She can still sign out.
+	if out := carol.submit(landed, web.Path+"/signout", nil); out.status != http.StatusOK {
+		t.Errorf("carol signing out: %d", out.status)
+	}
+	v, err := f.rt.Engine.ShowApproval(context.Background(), tenant, id)
+	if err != nil || v.Status != store.ApprovalPending {
+		t.Fatalf("the approval is %v (%v), want still pending", v.Status, err)
+	}
+}
+
+func TestAnotherTenantsApprovalIsNotFound(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	eve := f.client(t)
+	eve.signIn("eve")
+	for _, path := range []string{"/" + id, "/00000000-0000-0000-0000-000000000000", "/not-an-id"} {
+		if got := eve.get(f.base + web.Path + path); got.status != http.StatusNotFound || !strings.Contains(got.body, string(errcode.ApprovalNotFound)) {
+			t.Errorf("%s: %d\n%s", path, got.status, got.body)
+		}
+	}
+}
+
+func TestAnAgentCannotSignIn(t *testing.T) {
+	f := newFixture(t)
+	got := f.client(t).signIn("mallory")
+	if got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.DeskNotAPerson)) {
+		t.Fatalf("an agent's sign-in: %d\n%s", got.status, got.body)
+	}
+}
+
+// TestSessions: the cookie is HttpOnly and SameSite=Lax; the database
+// keeps only the id's hash; a forged cookie, the stored hash used as a
+// cookie, a signed-out session, a revoked one and an expired one are all
+// refused — every replica reads the same table.
+func TestSessions(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ada := f.client(t)
+	landed := ada.signIn("ada")
+	if landed.status != http.StatusOK {
+		t.Fatalf("sign-in: %d", landed.status)
+	}
+	cookie := ada.sessionCookie()
+	if cookie == "" {
+		t.Fatal("no session cookie")
+	}
+	var stored []byte
+	var n int
+	if err := f.admin.QueryRow(ctx, `SELECT id_hash, (SELECT count(*) FROM orangerail.desk_sessions s2
+		WHERE position($1::bytea IN s2::text::bytea) > 0) FROM orangerail.desk_sessions`, []byte(cookie)).Scan(&stored, &n); err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256([]byte(cookie)); hex.EncodeToString(stored) != hex.EncodeToString(sum[:]) || n != 0 {
+		t.Fatalf("the table holds %x and the id appears in %d rows; want only the id's SHA-256", stored, n)
+	}
+
+	refused := func(name, value string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, f.base+web.Path, nil)
+		req.AddCookie(&http.Cookie{Name: "orangerail_desk", Value: value})
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), web.Path+"/signin") {
+			t.Errorf("%s: %d to %q, want sent to sign in", name, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	accepted := func(value string) bool {
+		req, _ := http.NewRequest(http.MethodGet, f.base+web.Path, nil)
+		req.AddCookie(&http.Cookie{Name: "orangerail_desk", Value: value})
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	if !accepted(cookie) {
+		t.Fatal("the session's own cookie is refused")
+	}
+	refused("a forged cookie", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+	refused("the stored hash as a cookie", hex.EncodeToString(stored))
+	refused("the cookie with a character changed", cookie[:len(cookie)-1]+string(rune('A'+(cookie[len(cookie)-1]-'A'+1)%26)))
+
+	// Expiry: a session past its time is refused.
+	if _, err := f.admin.Exec(ctx, `UPDATE orangerail.desk_sessions SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	refused("an expired session", cookie)
+
+	// Revocation of every session of a person (an operator's).
+	bob := f.client(t)
+	bob.signIn("bob")
+	if !accepted(bob.sessionCookie()) {
+		t.Fatal("bob's session is refused")
+	}
+	if n, err := store.New(f.admin).DeskSessionRevokeSubject(ctx, f.issuerURL, agentFor); err != nil || n != 1 {
+		t.Fatalf("revoking bob: %d, %v", n, err)
+	}
+	refused("a revoked session", bob.sessionCookie())
+
+	// Signing out ends the session for a copy of the cookie too.
+	carol := f.client(t)
+	page := carol.signIn("carol")
+	stolen := carol.sessionCookie()
+	out := carol.submit(page, web.Path+"/signout", nil)
+	if out.status != http.StatusOK || !strings.Contains(out.body, "Signed out") {
+		t.Fatalf("signing out: %d\n%s", out.status, out.body)
+	}
+	refused("a signed-out session", stolen)
+}
+
+// TestCookieAttributes: outside loopback the session cookie is __Host-
+// prefixed and Secure; everywhere it is HttpOnly and SameSite=Lax.
+func TestCookieAttributes(t *testing.T) {
+	f := newFixture(t)
+	ada := f.client(t)
+	login := ada.follow(ada.get(f.base + web.Path))
+	landed := ada.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"})
+	back := ada.get(landed.header.Get("Location"))
+	var set *http.Cookie
+	for _, c := range (&http.Response{Header: back.header}).Cookies() {
+		if c.Name == "orangerail_desk" && c.Value != "" {
+			set = c
+		}
+	}
+	if set == nil || !set.HttpOnly || set.SameSite != http.SameSiteLaxMode || set.Path != "/" || set.Secure {
+		t.Fatalf("the session cookie on loopback http: %+v", set)
+	}
+
+	cfg := *f.rt.Config
+	cfg.HTTP.PublicURL = "https://desk.example.com"
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk, err := web.New(web.Config{Ontology: &cfg, Engine: f.rt.Engine, Store: f.rt.Store, Resolver: resolver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	desk.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "https://desk.example.com"+web.Path, nil))
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 || cookies[0].Name != "__Host-orangerail_desk" || !cookies[0].Secure || !cookies[0].HttpOnly || cookies[0].Path != "/" {
+		t.Fatalf("the session cookie on https: %+v", cookies)
+	}
+}
+
+// TestCrossSitePostsAreRefused: a POST from another site is refused even
+// with a valid form token, and one without the form token even from the
+// desk itself; neither decides anything.
+func TestCrossSitePostsAreRefused(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := f.client(t)
+	ada.signIn("ada")
+	detail := ada.get(f.base + web.Path + "/" + id)
+	form := formsOf(t, detail.body)["approve-form"].values
+	target := f.base + web.Path + "/" + id + "/decision"
+	for _, tc := range []struct {
+		name   string
+		form   url.Values
+		header http.Header
+		code   errcode.Code
+	}{
+		{"cross-site, by Sec-Fetch-Site", form, http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}}, errcode.DeskFormRefused},
+		{"cross-origin, by Origin", form, http.Header{"Origin": {"https://evil.example"}}, errcode.DeskFormRefused},
+		{"without the form token", url.Values{"decision": {"approve"}, "digest": form["digest"]}, nil, errcode.DeskFormRefused},
+		{"with another form token", url.Values{"decision": {"approve"}, "digest": form["digest"], "form_token": {"ABCDEFGHIJKLMNOPQRSTUVWXYZ"}}, nil, errcode.DeskFormRefused},
+	} {
+		got := ada.post(target, tc.form, tc.header)
+		if got.status != http.StatusForbidden || !strings.Contains(got.body, string(tc.code)) {
+			t.Errorf("%s: %d\n%s", tc.name, got.status, got.body)
+		}
+	}
+	// Signing out is a POST too.
+	if got := ada.post(f.base+web.Path+"/signout", url.Values{}, nil); got.status != http.StatusForbidden {
+		t.Errorf("signing out without the form token: %d", got.status)
+	}
+	v, err := f.rt.Engine.ShowApproval(context.Background(), tenant, id)
+	if err != nil || v.Status != store.ApprovalPending {
+		t.Fatalf("the approval is %v (%v), want still pending", v.Status, err)
+	}
+	if got := ada.post(target, form, http.Header{"Origin": {f.base}, "Sec-Fetch-Site": {"same-origin"}}); got.status != http.StatusSeeOther {
+		t.Fatalf("the same form from the desk itself: %d\n%s", got.status, got.body)
+	}
+}
+
+// TestContentSecurityPolicy: every answer carries the strict policy, and
+// no page holds an inline script, an event handler attribute or an inline
+// style the policy would have to allow.
+func TestContentSecurityPolicy(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := f.client(t)
+	ada.signIn("ada")
+	for _, path := range []string{"", "/" + id, "/audit", "/assets/desk.js", "/assets/desk.css", "/nope-nope", "/signin"} {
+		got := ada.get(f.base + web.Path + path)
+		if csp := got.header.Get("Content-Security-Policy"); csp != web.ContentSecurityPolicy {
+			t.Errorf("%s: CSP %q", path, csp)
+		}
+		if got.header.Get("X-Content-Type-Options") != "nosniff" || got.header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("%s: headers %v", path, got.header)
+		}
+		if strings.HasSuffix(path, ".js") || strings.HasSuffix(path, ".css") {
+			continue
+		}
+		lower := strings.ToLower(got.body)
+		if strings.Contains(lower, "<script>") || strings.Contains(lower, " style=") || strings.Contains(lower, "<style") ||
+			strings.Contains(lower, " onclick=") || strings.Contains(lower, " onload=") || strings.Contains(lower, "javascript:") {
+			t.Errorf("%s holds inline script or style:\n%s", path, got.body)
+		}
+	}
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"} {
+		if !strings.Contains(web.ContentSecurityPolicy, want) {
+			t.Errorf("the policy lacks %s", want)
+		}
+	}
+}
+
+// TestEventsStreamTheListAsItChanges: the live list's stream sends the
+// rows at once and again when an approval is staged, read from the
+// database (as another replica's staging would be).
+func TestEventsStreamTheListAsItChanges(t *testing.T) {
+	f := newFixture(t)
+	ada := f.client(t)
+	ada.signIn("ada")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+web.Path+"/events", nil)
+	resp, err := ada.http.Do(req) //nolint:bodyclose // closed by the defer below; the reader goroutine reads it until then
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan string)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		var ev strings.Builder
+		for sc.Scan() {
+			if sc.Text() == "" {
+				if ev.Len() > 0 {
+					select {
+					case events <- ev.String():
+					case <-ctx.Done():
+						return
+					}
+				}
+				ev.Reset()
+				continue
+			}
+			ev.WriteString(sc.Text() + "\n")
+		}
+	}()
+	next := func() string {
+		for ev := range events {
+			if strings.HasPrefix(ev, "event: pending") {
+				return ev
+			}
+		}
+		t.Fatal("the stream ended")
+		return ""
+	}
+	if first := next(); !strings.Contains(first, "Nothing is waiting") {
+		t.Fatalf("the first event: %s", first)
+	}
+	id := f.stage(t, "o-1001")
+	if second := next(); !strings.Contains(second, "/approvals/"+id) {
+		t.Fatalf("after staging: %s", second)
+	}
+	// Signing out ends the stream.
+	if _, err := store.New(f.admin).DeskSessionRevokeSubject(ctx, f.issuerURL, "ada@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	for range events { //nolint:revive // drained until the server ends the stream
+	}
+}
+
+func TestSignInRefusals(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(t)
+	// A callback that did not start in this browser.
+	got := c.get(f.base + web.Path + "/callback?code=x&state=y")
+	if got.status != http.StatusBadRequest || !strings.Contains(got.body, string(errcode.DeskSignInFailed)) {
+		t.Errorf("a callback without its sign-in: %d\n%s", got.status, got.body)
+	}
+	// A sign-in whose state is swapped.
+	to := c.get(f.base + web.Path + "/signin")
+	u, _ := url.Parse(to.header.Get("Location"))
+	got = c.get(f.base + web.Path + "/callback?code=x&state=" + url.QueryEscape(u.Query().Get("state")+"x"))
+	if got.status != http.StatusBadRequest {
+		t.Errorf("a swapped state: %d", got.status)
+	}
+	// A code the issuer never issued.
+	to = c.get(f.base + web.Path + "/signin")
+	u, _ = url.Parse(to.header.Get("Location"))
+	got = c.get(f.base + web.Path + "/callback?code=forged&state=" + url.QueryEscape(u.Query().Get("state")))
+	if got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.DeskSignInFailed)) {
+		t.Errorf("a forged code: %d\n%s", got.status, got.body)
+	}
+}
+
+// TestSignInReturnsToThePageAsked: a page asked for without a session is
+// where the sign-in lands; a next outside the desk lands on the list.
+func TestSignInReturnsToThePageAsked(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	c := f.client(t)
+	login := c.follow(c.get(f.base + web.Path + "/" + id))
+	landed := c.follow(c.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))
+	if landed.url != f.base+web.Path+"/"+id || !strings.Contains(landed.body, "approve-form") {
+		t.Fatalf("landed at %s", landed.url)
+	}
+	for _, next := range []string{"https://evil.example/approvals/x", "//evil.example/approvals", "/approvals/../mcp", `/approvals\evil`, "/mcp"} {
+		c := f.client(t)
+		login := c.follow(c.get(f.base + web.Path + "/signin?next=" + url.QueryEscape(next)))
+		landed := c.follow(c.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))
+		if landed.url != f.base+web.Path {
+			t.Errorf("next %q landed at %s, want the list", next, landed.url)
+		}
+	}
+}
+
+// TestIssuerDown: with the issuer unreachable, signing in says so.
+func TestIssuerDown(t *testing.T) {
+	f := newFixture(t)
+	cfg := *f.rt.Config
+	oidcCfg := *cfg.Identity.OIDC
+	oidcCfg.Issuer = "http://127.0.0.1:1"
+	cfg.Identity.OIDC = &oidcCfg
+	resolver, err := identity.NewResolver(oidcCfg, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk, err := web.New(web.Config{Ontology: &cfg, Engine: f.rt.Engine, Store: f.rt.Store, Resolver: resolver, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	desk.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, web.Path+"/signin", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), string(errcode.DeskSignInFailed)) {
+		t.Fatalf("signing in with the issuer down: %d\n%s", rec.Code, rec.Body)
+	}
+}
+
+// TestTextFromAgentsIsShownEscaped: an input holding bidirectional
+// overrides and control characters reaches the list and the detail page
+// only as visible escapes.
+func TestTextFromAgentsIsShownEscaped(t *testing.T) {
+	f := newFixture(t)
+	agent := &engine.Caller{Subject: "agent\u202e-7", Tenant: tenant, Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+	out := f.rt.Engine.Call(context.Background(), agent, "cancel_order", []byte(`{"order_id":"o-1001","reason":"ok\u202edesrever\u0007\u200b"}`))
+	if out.ApprovalID == nil {
+		t.Fatalf("staging: %+v", out)
+	}
+	ada := f.client(t)
+	list := ada.signIn("ada")
+	detail := ada.get(f.base + web.Path + "/" + out.ApprovalID.String())
+	for name, body := range map[string]string{"list": list.body, "detail": detail.body} {
+		if strings.ContainsAny(body, "\u202e\u0007\u200b") {
+			t.Errorf("the %s page holds a raw override, control or invisible character", name)
+		}
+		if !strings.Contains(body, `\u202edesrever\u0007\u200b`) {
+			t.Errorf("the %s page does not show the input's escapes", name)
+		}
+	}
+	if !strings.Contains(detail.body, `&#34;agent\u202e-7&#34;`) {
+		t.Errorf("the requester is not shown escaped:\n%s", detail.body)
+	}
+}
+
+// TestAuditView: the chain head, and records filtered by action, actor,
+// correlation id and phase, each linking to its approval.
+func TestAuditView(t *testing.T) {
+	f := newFixture(t)
+	first, second := f.stage(t, "o-1001"), f.stage(t, "o-1002")
+	ada := f.client(t)
+	ada.signIn("ada")
+	ada.follow(ada.submit(ada.get(f.base+web.Path+"/"+first), "reject-form", map[string]string{"note": "no"}))
+	count := func(body, s string) int { return strings.Count(body, s) }
+
+	all := ada.get(f.base + web.Path + "/audit")
+	// Two staged records and one rejection: the head is record 3.
+	if !strings.Contains(all.body, "record <strong>3</strong>") || count(all.body, `<td data-label="Seq">`) != 3 {
+		t.Fatalf("the whole log:\n%s", all.body)
+	}
+	for _, tc := range []struct {
+		query string
+		want  int
+		links []string
+	}{
+		{"actor=ada%40example.com", 1, []string{first}},
+		{"phase=staged", 2, []string{first, second}},
+		{"correlation_id=" + second, 1, []string{second}},
+		{"action=cancel_order&phase=rejected", 1, []string{first}},
+		{"action=no_such_action", 0, nil},
+	} {
+		got := ada.get(f.base + web.Path + "/audit?" + tc.query)
+		if n := count(got.body, `<td data-label="Seq">`); got.status != http.StatusOK || n != tc.want {
+			t.Errorf("%s: %d records (status %d), want %d", tc.query, n, got.status, tc.want)
+		}
+		for _, id := range tc.links {
+			if !strings.Contains(got.body, `href="/approvals/`+id+`"`) {
+				t.Errorf("%s: no link to approval %s", tc.query, id)
+			}
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package web
+
+// Every call the desk makes of the engine's approval functions is in this
+// file, so a change of their signatures is adapted here alone.
+
+import (
+	"context"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// listLimit is how many pending approvals the list shows.
+const listLimit = 100
+
+// pending lists the tenant's pending approvals, newest first.
+func (d *Desk) pending(ctx context.Context, tenant string) ([]*engine.ApprovalView, error) {
+	return d.c.Engine.ListApprovals(ctx, tenant, store.ApprovalPending, listLimit)
+}
+
+// recent lists the tenant's approvals of every status, newest first.
+func (d *Desk) recent(ctx context.Context, tenant string, limit int32) ([]*engine.ApprovalView, error) {
+	return d.c.Engine.ListApprovals(ctx, tenant, "", limit)
+}
+
+// show returns one approval of the tenant with its target now.
+func (d *Desk) show(ctx context.Context, tenant, id string) (*engine.ApprovalView, error) {
+	return d.c.Engine.ShowApproval(ctx, tenant, id)
+}
+
+// decide records the person's decision.
+func (d *Desk) decideApproval(ctx context.Context, person *engine.Caller, id string, approve bool, digest, note string) *engine.Outcome {
+	return d.c.Engine.Decide(ctx, person, engine.Decision{ApprovalID: id, Approve: approve, Digest: digest, Note: note})
+}
+
+// auditorRole is the role that reads the audit log (as `orangerail
+// auditor` grants it to database logins).
+const auditorRole = "auditor"
+
+// mayReview reports whether the person may read the tenant's approvals
+// and audit log at all: inputs can hold what only approvers and auditors
+// should see.
+func (d *Desk) mayReview(person *engine.Caller) bool {
+	return person.Kind == engine.ActorHuman && person.HasRole(d.c.Engine.ApproverRole(), auditorRole)
+}
+
+// mayDecide reports whether the person may be shown decision buttons on
+// v: a pending approval, an approver, and not its requester when four-eyes
+// is on. The engine decides again on the POST; this only keeps a button
+// off a page where it could not work.
+func (d *Desk) mayDecide(person *engine.Caller, v *engine.ApprovalView) bool {
+	if v.Status != store.ApprovalPending || person.Kind != engine.ActorHuman || !person.HasRole(d.c.Engine.ApproverRole()) {
+		return false
+	}
+	return !(*d.c.Ontology.Approvals.FourEyes && v.RequestedBy == person.Subject)
+}

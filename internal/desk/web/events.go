@@ -1,0 +1,80 @@
+package web
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// heartbeatPolls is how many quiet polls pass between heartbeats.
+const heartbeatPolls = 10
+
+// events streams the pending list as server-sent events: an event
+// "pending" carrying the list's rows as HTML, at once and whenever the
+// list changes. The list is re-read from the database every PollInterval,
+// so an approval staged through any replica shows on every desk. The
+// stream ends when the session does.
+func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// A reconnecting browser waits this long (ms) before trying again.
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", (2 * d.c.PollInterval).Milliseconds()); err != nil {
+		return
+	}
+	_ = rc.Flush()
+	tick := time.NewTicker(d.c.PollInterval)
+	defer tick.Stop()
+	last := ""
+	for polls := 1; ; polls++ {
+		if live, err := store.New(d.c.Store).DeskSessionGet(ctx, s.idHash); err != nil || live == nil {
+			return // signed out, revoked, expired, or the database is gone: the page's next load says which
+		}
+		pending, err := d.pending(ctx, s.caller.Tenant)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.WarnContext(ctx, "desk: the live list could not be read", "error", err)
+			}
+			return
+		}
+		var b bytes.Buffer
+		if err := d.pages.ExecuteTemplate(&b, "rows", &page{Rows: d.rows(pending)}); err != nil {
+			d.log.ErrorContext(ctx, "desk: the live list did not render", "error", err)
+			return
+		}
+		// The server's write timeout would cut a long stream; each poll
+		// moves the deadline on.
+		_ = rc.SetWriteDeadline(time.Now().Add(d.c.PollInterval + 30*time.Second))
+		if html := b.String(); html != last {
+			last = html
+			var ev strings.Builder
+			ev.WriteString("event: pending\n")
+			for line := range strings.SplitSeq(strings.TrimRight(html, "\n"), "\n") {
+				ev.WriteString("data: " + line + "\n")
+			}
+			ev.WriteString("\n")
+			if _, err := w.Write([]byte(ev.String())); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		} else if polls%heartbeatPolls == 0 {
+			// A comment line keeps proxies from closing a quiet stream.
+			if _, err := w.Write([]byte(":\n\n")); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// The codes the desk refuses with, beside the engine's.
+const (
+	signInFailedCode   = errcode.DeskSignInFailed
+	signInRequiredCode = errcode.DeskSignInRequired
+	notAPersonCode     = errcode.DeskNotAPerson
+	formRefusedCode    = errcode.DeskFormRefused
+)
+
+// page is what every template reads.
+type page struct {
+	Title     string
+	Person    *engine.Caller
+	FormToken string
+	// A refusal: its code, what happened and the fix.
+	Code, Error, Fix string
+	Notice           string
+	Rows             []row
+	Recent           []row
+	Approval         *detail
+	Audit            *auditPage
+}
+
+// row is one approval in a list, every text made safe to show.
+type row struct {
+	ID, Action, Title, Status, RequestedBy string
+	// Input is the input on one line, cut short: enough to tell two
+	// approvals of one action apart in a list.
+	Input                  string
+	RequestedAt, ExpiresAt time.Time
+}
+
+// detail is one approval under review.
+type detail struct {
+	row
+	Input, Target, TargetError, Digest, Effect, Rollback string
+	Destructive                                          bool
+	DecidedBy, DecidedAt, Note                           string
+	// MayDecide shows the decision forms; Why says why they are not shown.
+	MayDecide bool
+	Why       string
+}
+
+func funcs() template.FuncMap {
+	return template.FuncMap{
+		"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		// shown is display.Text for a value that did not pass through a
+		// row: a person's subject and tenant.
+		"shown": display.Text,
+	}
+}
+
+func (d *Desk) rowOf(v *engine.ApprovalView) row {
+	title := v.Action
+	if a, ok := d.c.Ontology.Actions[v.Action]; ok && a.Title != "" {
+		title = a.Title
+	}
+	return row{ID: v.ID.String(), Action: display.Text(v.Action), Title: display.Text(title), Status: string(v.Status),
+		RequestedBy: display.Text(v.RequestedBy), Input: summary(v.Input), RequestedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt}
+}
+
+// summaryRunes is how much of an input a list shows.
+const summaryRunes = 80
+
+// summary is the input as a list shows it: escaped as display.JSON
+// escapes it, on one line, at most summaryRunes long.
+func summary(input []byte) string {
+	// With no indent, display.JSON's only line breaks are between members
+	// (a newline inside a string is shown escaped).
+	shown := []rune(strings.ReplaceAll(display.JSON(input, "", ""), "\n", " "))
+	if len(shown) > summaryRunes {
+		return string(shown[:summaryRunes-1]) + "…"
+	}
+	return string(shown)
+}
+
+func (d *Desk) rows(views []*engine.ApprovalView) []row {
+	rows := make([]row, len(views))
+	for i, v := range views {
+		rows[i] = d.rowOf(v)
+	}
+	return rows
+}
+
+// render writes a page; a template failure is the desk's own defect.
+func (d *Desk) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
+	var b bytes.Buffer
+	if err := d.pages.ExecuteTemplate(&b, name, p); err != nil {
+		d.log.ErrorContext(r.Context(), "desk: a page did not render", "page", name, "error", err)
+		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// refuse shows a refusal page with its code and fix.
+func (d *Desk) refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string) {
+	d.refuseIn(w, r, nil, status, code, msg)
+}
+
+// refuseIn shows a refusal page to a signed-in person, with the page's
+// header (and its sign-out button).
+func (d *Desk) refuseIn(w http.ResponseWriter, r *http.Request, s *session, status int, code errcode.Code, msg string) {
+	p := &page{Title: "Refused", Code: string(code), Error: msg}
+	if s != nil {
+		p.Person, p.FormToken = s.caller, s.formToken
+	}
+	if e, ok := errcode.Explain(string(code)); ok {
+		p.Fix = e.Fix
+	}
+	d.render(w, r, status, "refused.html", p)
+}
+
+// failed answers a failure of the desk's own (the database, a template):
+// the details go to the host log, never to the page.
+func (d *Desk) failed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	d.log.ErrorContext(r.Context(), "desk: could not "+what, "error", err)
+	d.refuse(w, r, http.StatusInternalServerError, errcode.InternalError, "The desk could not "+what+"; try again shortly.")
+}
+
+func (d *Desk) pageFor(s *session, title string) *page {
+	return &page{Title: title, Person: s.caller, FormToken: s.formToken}
+}
+
+func (d *Desk) list(w http.ResponseWriter, r *http.Request, s *session) {
+	pending, err := d.pending(r.Context(), s.caller.Tenant)
+	if err != nil {
+		d.failed(w, r, "list the approvals", err)
+		return
+	}
+	recent, err := d.recent(r.Context(), s.caller.Tenant, 20)
+	if err != nil {
+		d.failed(w, r, "list the approvals", err)
+		return
+	}
+	p := d.pageFor(s, "Pending approvals")
+	p.Rows = d.rows(pending)
+	for _, v := range recent {
+		if v.Status != store.ApprovalPending {
+			p.Recent = append(p.Recent, d.rowOf(v))
+		}
+	}
+	d.render(w, r, http.StatusOK, "list.html", p)
+}
+
+func (d *Desk) detail(w http.ResponseWriter, r *http.Request, s *session) {
+	d.showDetail(w, r, s, http.StatusOK, nil)
+}
+
+// showDetail renders one approval; refused, when set, is a decision the
+// engine just refused.
+func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, status int, refused *engine.Outcome) {
+	v, err := d.show(r.Context(), s.caller.Tenant, r.PathValue("id"))
+	if errcode.Of(err) == errcode.ApprovalNotFound {
+		// Another tenant's approval and no approval look the same.
+		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
+		return
+	}
+	if err != nil {
+		d.failed(w, r, "read the approval", err)
+		return
+	}
+	p := d.pageFor(s, "Approval "+v.ID.String())
+	dt := &detail{row: d.rowOf(v), Input: display.JSON(v.Input, "", "  "), Digest: v.Digest, Effect: display.Text(v.Effect),
+		Rollback: display.Text(v.Rollback), Destructive: v.Destructive, MayDecide: d.mayDecide(s.caller, v)}
+	if len(v.Target) > 0 {
+		dt.Target = display.JSON(v.Target, "", "  ")
+	}
+	if v.TargetError != "" {
+		dt.TargetError = "The target could not be read now."
+		d.log.WarnContext(r.Context(), "desk: the approval's target could not be read", "approval_id", v.ID, "error", v.TargetError)
+	}
+	if v.DecidedBy != nil {
+		dt.DecidedBy = display.Text(*v.DecidedBy)
+	}
+	if v.DecidedAt != nil {
+		dt.DecidedAt = v.DecidedAt.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	if v.DecisionNote != nil {
+		dt.Note = display.Text(*v.DecisionNote)
+	}
+	switch {
+	case dt.MayDecide:
+	case v.Status != store.ApprovalPending:
+		dt.Why = "This approval is " + string(v.Status) + "; there is nothing left to decide."
+	case !s.caller.HasRole(d.c.Engine.ApproverRole()):
+		dt.Why = "You do not hold the approver role, so you cannot decide this approval."
+	default:
+		dt.Why = "You requested this approval; another approver must decide it (four-eyes)."
+	}
+	p.Approval = dt
+	if r.URL.Query().Get("decided") != "" {
+		p.Notice = "Your decision is recorded: this approval is " + string(v.Status) + "."
+	}
+	if refused != nil {
+		p.Code = string(refused.Code)
+		p.Error = refusalText(refused.Code)
+		if e, ok := errcode.Explain(string(refused.Code)); ok {
+			p.Fix = e.Fix
+		}
+	}
+	d.render(w, r, status, "detail.html", p)
+}
+
+// refusalText says in plain words why a decision was refused.
+func refusalText(code errcode.Code) string {
+	switch code {
+	case errcode.ApprovalArgumentsMismatch:
+		return "The input shown to you is not the input stored: nothing was decided. Review the approval again."
+	case errcode.ApprovalDecided:
+		return "This approval was decided, or lapsed, before your decision arrived."
+	case errcode.ApprovalFourEyes:
+		return "You requested this approval; another approver must decide it."
+	case errcode.ApproverNotAllowed:
+		return "You may not decide approvals."
+	default:
+		return "Your decision was not recorded."
+	}
+}
+
+func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
+	var approve bool
+	switch r.PostFormValue("decision") {
+	case "approve":
+		approve = true
+	case "reject":
+	default:
+		d.refuseIn(w, r, s, http.StatusBadRequest, formRefusedCode, "The form named no decision; use the Approve or Reject button.")
+		return
+	}
+	id := r.PathValue("id")
+	out := d.decideApproval(r.Context(), s.caller, id, approve, r.PostFormValue("digest"), r.PostFormValue("note"))
+	if out.Status == engine.StatusOK {
+		http.Redirect(w, r, Path+"/"+url.PathEscape(id)+"?decided=1", http.StatusSeeOther)
+		return
+	}
+	status := http.StatusForbidden
+	switch out.Code {
+	case errcode.ApprovalNotFound:
+		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
+		return
+	case errcode.ApprovalDecided:
+		status = http.StatusConflict
+	case errcode.ApprovalArgumentsMismatch:
+		status = http.StatusUnprocessableEntity
+	case "":
+		d.failed(w, r, "record the decision", errors.New(string(out.Status)))
+		return
+	}
+	d.showDetail(w, r, s, status, out)
+}
+
+// auditPage is the audit view: the chain head and a page of records.
+type auditPage struct {
+	HeadSeq                             int64
+	HeadHash                            string
+	Action, Actor, CorrelationID, Phase string
+	Records                             []auditRow
+	Older                               string // the next page's query, if any
+}
+
+type auditRow struct {
+	Seq                                          int64
+	At                                           time.Time
+	Phase, Action, Actor, ActorKind, Correlation string
+	ApprovalID                                   string
+}
+
+const auditPageSize = 50
+
+func (d *Desk) audit(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	a := &auditPage{Action: q.Get("action"), Actor: q.Get("actor"), CorrelationID: q.Get("correlation_id"), Phase: q.Get("phase")}
+	before, _ := strconv.ParseInt(q.Get("before"), 10, 64)
+	head, records, err := d.auditRecords(r.Context(), s.caller.Tenant, &store.AuditSearchParams{Action: a.Action, Actor: a.Actor,
+		CorrelationID: a.CorrelationID, Phase: a.Phase, BeforeSeq: max(before, 0), Limit: auditPageSize})
+	if err != nil {
+		d.failed(w, r, "read the audit log", err)
+		return
+	}
+	if head != nil {
+		a.HeadSeq, a.HeadHash = head.Seq, fmt.Sprintf("%x", head.Hash)
+	}
+	for _, rec := range records {
+		ar := auditRow{Seq: rec.Seq, At: rec.At, Phase: display.Text(rec.Phase), Actor: display.Text(rec.Actor),
+			ActorKind: display.Text(rec.ActorKind), Correlation: display.Text(rec.CorrelationID)}
+		if rec.Action != nil {
+			ar.Action = display.Text(*rec.Action)
+		}
+		if rec.ApprovalID != nil && *rec.ApprovalID != uuid.Nil {
+			ar.ApprovalID = rec.ApprovalID.String()
+		}
+		a.Records = append(a.Records, ar)
+	}
+	if len(records) == auditPageSize {
+		older := url.Values{}
+		for k, v := range map[string]string{"action": a.Action, "actor": a.Actor, "correlation_id": a.CorrelationID, "phase": a.Phase} {
+			if v != "" {
+				older.Set(k, v)
+			}
+		}
+		older.Set("before", strconv.FormatInt(records[len(records)-1].Seq, 10))
+		a.Older = Path + "/audit?" + older.Encode()
+	}
+	p := d.pageFor(s, "Audit log")
+	p.Audit = a
+	d.render(w, r, http.StatusOK, "audit.html", p)
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }

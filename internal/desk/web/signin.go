@@ -1,0 +1,153 @@
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/orangerail/orangerail/internal/engine"
+)
+
+// provider is the issuer as the desk's OAuth client sees it, discovered at
+// the first sign-in and kept once discovery succeeds.
+type provider struct {
+	c           Config
+	redirectURL string
+
+	mu       sync.Mutex
+	oauth    *oauth2.Config
+	verifier *oidc.IDTokenVerifier
+}
+
+func newProvider(c Config, redirectURL string) *provider {
+	return &provider{c: c, redirectURL: redirectURL}
+}
+
+// load discovers the issuer, once it answers.
+func (p *provider) load(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifier, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.oauth != nil {
+		return p.oauth, p.verifier, nil
+	}
+	ctx = oidc.ClientContext(ctx, p.c.HTTPClient)
+	discovered, err := oidc.NewProvider(ctx, p.c.Ontology.Identity.OIDC.Issuer)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.oauth = &oauth2.Config{ClientID: p.c.Ontology.Desk.ClientID, ClientSecret: p.c.ClientSecret, RedirectURL: p.redirectURL,
+		Endpoint: discovered.Endpoint(), Scopes: []string{oidc.ScopeOpenID}}
+	p.verifier = discovered.Verifier(&oidc.Config{ClientID: p.c.Ontology.Desk.ClientID})
+	return p.oauth, p.verifier, nil
+}
+
+// loginTTL bounds how long a sign-in may take at the issuer.
+const loginTTL = 10 * time.Minute
+
+// signIn starts an authorization request: a state, a nonce and a PKCE
+// verifier, kept in a short-lived cookie of this browser, and the browser
+// sent to the issuer's login page.
+func (d *Desk) signIn(w http.ResponseWriter, r *http.Request) {
+	config, _, err := d.oidc.load(r.Context())
+	if err != nil {
+		d.log.WarnContext(r.Context(), "desk: the issuer could not be discovered", "error", err)
+		d.refuse(w, r, http.StatusServiceUnavailable, signInFailedCode, "The sign-in service does not answer; try again shortly.")
+		return
+	}
+	state, nonce, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
+	// These are random URL-safe strings, so a dot cannot occur in them.
+	d.setCookie(w, loginCookie, strings.Join([]string{state, nonce, verifier, localPath(r.URL.Query().Get("next"))}, "."), loginTTL)
+	http.Redirect(w, r, config.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
+}
+
+// localPath returns next when it is a path of the desk, else the list: a
+// sign-in never sends the browser anywhere else.
+func localPath(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || (u.Path != Path && !strings.HasPrefix(u.Path, Path+"/")) ||
+		strings.Contains(next, `\`) || strings.Contains(next, ".") {
+		return Path
+	}
+	return u.Path
+}
+
+// callback completes the sign-in: the state must be this browser's, the
+// code is exchanged with the PKCE verifier, the ID token must verify and
+// carry the nonce, and the access token must verify as the API's bearer
+// tokens do, naming a person and a tenant.
+func (d *Desk) callback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	cookie, err := r.Cookie(d.cookieName(loginCookie))
+	d.setCookie(w, loginCookie, "", -1) // one use
+	parts := []string{}
+	if err == nil {
+		parts = strings.Split(cookie.Value, ".")
+	}
+	q := r.URL.Query()
+	if len(parts) != 4 || subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(parts[0])) != 1 {
+		d.refuse(w, r, http.StatusBadRequest, signInFailedCode, "This sign-in did not start in this browser, or it took too long. Start again.")
+		return
+	}
+	nonce, verifier, next := parts[1], parts[2], parts[3]
+	if e := q.Get("error"); e != "" {
+		d.refuse(w, r, http.StatusForbidden, signInFailedCode, "The sign-in service refused the sign-in ("+e+").")
+		return
+	}
+	caller, issuer, expires, err := d.exchange(ctx, q.Get("code"), verifier, nonce)
+	if errors.Is(err, errNotAPerson) {
+		d.refuse(w, r, http.StatusForbidden, notAPersonCode, "This account is not a person's, or names no tenant; only people decide approvals.")
+		return
+	}
+	if err != nil {
+		d.log.WarnContext(ctx, "desk: sign-in failed", "error", err)
+		d.refuse(w, r, http.StatusForbidden, signInFailedCode, "The sign-in could not be completed. Start again.")
+		return
+	}
+	if err := d.startSession(ctx, w, caller, issuer, expires); err != nil {
+		d.failed(w, r, "start a session", err)
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: next passed localPath when the sign-in began: a path of the desk
+}
+
+var errNotAPerson = errors.New("not a person")
+
+// exchange redeems the code and verifies both tokens.
+func (d *Desk) exchange(ctx context.Context, code, verifier, nonce string) (*engine.Caller, string, time.Time, error) {
+	config, idVerifier, err := d.oidc.load(ctx)
+	if err != nil {
+		return nil, "", time.Time{}, err
+	}
+	ctx = oidc.ClientContext(ctx, d.c.HTTPClient)
+	tok, err := config.Exchange(ctx, code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		return nil, "", time.Time{}, err
+	}
+	rawID, _ := tok.Extra("id_token").(string)
+	idToken, err := idVerifier.Verify(ctx, rawID)
+	if err != nil {
+		return nil, "", time.Time{}, err
+	}
+	if subtle.ConstantTimeCompare([]byte(idToken.Nonce), []byte(nonce)) != 1 {
+		return nil, "", time.Time{}, errors.New("the ID token's nonce is not this sign-in's")
+	}
+	caller, err := d.c.Resolver.Resolve(ctx, tok.AccessToken)
+	if err != nil {
+		return nil, "", time.Time{}, err
+	}
+	if caller.Subject != idToken.Subject {
+		return nil, "", time.Time{}, errors.New("the access and ID tokens name different subjects")
+	}
+	if caller.Kind != engine.ActorHuman || caller.Tenant == "" {
+		return nil, "", time.Time{}, errNotAPerson
+	}
+	return &caller.Caller, idToken.Issuer, caller.Expires, nil
+}

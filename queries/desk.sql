@@ -1,0 +1,37 @@
+-- name: DeskSessionCreate :exec
+-- Starts a desk session; id_hash is the SHA-256 of the cookie's id.
+INSERT INTO orangerail.desk_sessions (id_hash, tenant_id, subject, issuer, caller, form_token, expires_at)
+VALUES (@id_hash, @tenant_id, @subject, @issuer, @caller, @form_token, @expires_at);
+
+-- name: DeskSessionGet :one
+-- A live session: neither expired nor revoked.
+SELECT * FROM orangerail.desk_sessions
+WHERE id_hash = @id_hash AND revoked_at IS NULL AND expires_at > now();
+
+-- name: DeskSessionRevoke :exec
+-- Ends one session (signing out).
+UPDATE orangerail.desk_sessions SET revoked_at = now() WHERE id_hash = @id_hash AND revoked_at IS NULL;
+
+-- name: DeskSessionRevokeSubject :execrows
+-- Ends every session of one person (an operator's revocation).
+UPDATE orangerail.desk_sessions SET revoked_at = now()
+WHERE issuer = @issuer AND subject = @subject AND revoked_at IS NULL;
+
+-- name: DeskSessionPrune :exec
+-- Forgets sessions that ended more than a day ago.
+DELETE FROM orangerail.desk_sessions
+WHERE expires_at < now() - interval '1 day' OR revoked_at < now() - interval '1 day';
+
+-- name: DeskAuditSearch :many
+-- A tenant's audit records, newest first, each filter '' matching any;
+-- before_seq 0 starts at the head.
+SELECT seq, at, correlation_id, phase, action, actor, actor_kind, approval_id
+FROM orangerail.audit
+WHERE tenant_id = @tenant_id
+  AND (@action::text = '' OR action = @action::text)
+  AND (@actor::text = '' OR actor = @actor::text)
+  AND (@correlation_id::text = '' OR correlation_id = @correlation_id::text)
+  AND (@phase::text = '' OR phase = @phase::text)
+  AND (@before_seq::bigint = 0 OR seq < @before_seq::bigint)
+ORDER BY seq DESC
+LIMIT @row_limit;
