@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -38,6 +41,10 @@ type demoFacts struct {
 	Tokens map[string]map[string]string `json:"tokens,omitempty"`
 	// Issuer is the development OIDC issuer's URL.
 	Issuer string `json:"issuer,omitempty"`
+	// DeskURL is the approvers' web desk; Logins are the issuer's accounts
+	// that sign in to it: {"approver": {tenant: {"username","password"}}}.
+	DeskURL string                          `json:"desk_url,omitempty"`
+	Logins  map[string]map[string]demoLogin `json:"logins,omitempty"`
 	// MCPURL is the Streamable HTTP endpoint under the demo's public URL;
 	// null with --prepare-only, which serves nothing.
 	MCPURL         *string  `json:"mcp_url"`
@@ -46,6 +53,12 @@ type demoFacts struct {
 	Config         string   `json:"config"`
 	StdioCommand   []string `json:"stdio_command"`
 	Self           string   `json:"orangerail"`
+}
+
+// demoLogin is one account at the development issuer.
+type demoLogin struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 // seedExample creates and fills the example's tables, then checks the
@@ -195,6 +208,14 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 		fmt.Fprintf(out, "With Claude Code:\n  claude mcp add --transport http orangerail %s --header 'Authorization: Bearer %s'\n\n",
 			*facts.MCPURL, facts.Tokens["agent"]["acme"])
 	}
+	if facts.DeskURL != "" {
+		fmt.Fprintf(out, "The approvers' desk (sign in at the development issuer): %s\n", facts.DeskURL)
+		for _, tenant := range slices.Sorted(maps.Keys(facts.Logins["approver"])) {
+			l := facts.Logins["approver"][tenant]
+			fmt.Fprintf(out, "  approver, tenant %s: username %s  password %s\n", tenant, l.Username, l.Password)
+		}
+		fmt.Fprintln(out)
+	}
 	// A URL with a password is not printed: the commands read it from the
 	// environment instead (demo.json, readable by its owner only, has it).
 	urlArg := shellJoin([]string{facts.DatabaseURL})
@@ -215,7 +236,30 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 	fmt.Fprintf(out, "Verify the audit log:\n  %s audit verify --database-url %s\n\n", self, urlArg)
 }
 
-// shellJoin quotes arguments for a POSIX shell.
+// demoDeskClient is the desk's client id at the development issuer.
+const demoDeskClient = "orangerail-desk"
+
+// addDemoApprovers gives each demo tenant one approver account at the
+// development issuer, a person holding the approver role, with a password
+// made for this run: {"approver": {tenant: login}}.
+func addDemoApprovers(iss *devissuer.Issuer) (map[string]map[string]demoLogin, error) {
+	logins := map[string]map[string]demoLogin{"approver": {}}
+	for _, tenant := range []string{"acme", "globex"} {
+		secret := make([]byte, 8)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, err
+		}
+		login := demoLogin{Username: "approver@" + tenant, Password: hex.EncodeToString(secret)}
+		err := iss.AddAccount(devissuer.Account{Username: login.Username, Password: login.Password, Subject: "demo-approver@" + tenant,
+			Claims: map[string]any{"org_id": tenant, "roles": []string{"approver"}, "kind": "human"}})
+		if err != nil {
+			return nil, err
+		}
+		logins["approver"][tenant] = login
+	}
+	return logins, nil
+}
+
 // mintDemoTokens mints an agent, an approver and an auditor token for
 // each demo tenant, by role then tenant.
 func mintDemoTokens(iss *devissuer.Issuer, issuer string) (map[string]map[string]string, error) {
@@ -250,6 +294,7 @@ func needsQuoting(r rune) bool {
 	return !strings.ContainsRune("-_./:=,@", r)
 }
 
+// shellJoin quotes arguments for a POSIX shell.
 func shellJoin(args []string) string {
 	quoted := make([]string, len(args))
 	for i, a := range args {
@@ -306,6 +351,13 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
 	cfg.HTTP.Listen, cfg.HTTP.PublicURL = ln.Addr().String(), publicURL
 	cfg.SQLQuery = ontology.SQLQuery{Enabled: true, Roles: []string{"auditor"}}
+	// The desk signs people in at the development issuer, as a public
+	// client (PKCE alone) whose one redirect is the desk's callback.
+	deskURL := strings.TrimSuffix(publicURL, "/") + web.Path
+	cfg.Desk = &ontology.Desk{ClientID: demoDeskClient}
+	if err := iss.AddClient(devissuer.Client{ID: demoDeskClient, RedirectURIs: []string{deskURL + "/callback"}}); err != nil {
+		return err
+	}
 	key, err := app.DevSecretKey(filepath.Join(demoStateDir, "secret.key"))
 	if err != nil {
 		return err
@@ -321,7 +373,11 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	if facts.Tokens, err = mintDemoTokens(iss, issuer); err != nil {
 		return err
 	}
+	if facts.Logins, err = addDemoApprovers(iss); err != nil {
+		return err
+	}
 
+	facts.DeskURL = deskURL
 	url := strings.TrimSuffix(publicURL, "/") + app.MCPPath
 	facts.MCPURL = &url
 	// The address is bound: clients that read these facts before Serve
