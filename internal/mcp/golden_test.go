@@ -47,7 +47,7 @@ func TestGoldenAnswers(t *testing.T) {
 			case engine.StatusFailed, engine.StatusResolveError:
 				out.Diagnostic = engine.DiagnosticDatasourcePermission
 			case engine.StatusDenied:
-				out.Code = errcode.ApproverNotAllowed
+				out.Code = errcode.Forbidden
 			}
 			if out.OK() {
 				out.Err = nil
