@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/desk/api"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
@@ -95,6 +96,7 @@ func (rt *Runtime) routes(resolver *identity.Resolver) *front.Front {
 	metadata := f.Metadata(MCPPath)
 	f.Mount("GET "+front.MetadataPath(MCPPath), metadata, front.Policy{})
 	f.Mount("GET "+front.MetadataPath(""), metadata, front.Policy{})
+	api.New(rt.Engine, rt.log).Mount(f)
 	f.Mount("GET /healthz", front.Healthz(), front.Policy{})
 	f.Mount("GET /readyz", f.Readyz(func(ctx context.Context) error {
 		if err := rt.Ready(ctx); err != nil {

@@ -206,24 +206,28 @@ func digestIs(shown string, digest []byte) bool {
 // that will execute, its digest, what the action does and how to undo it,
 // and the target's state now.
 type ApprovalView struct {
-	ID           uuid.UUID            `json:"id"`
-	Tenant       string               `json:"tenant"`
-	Action       string               `json:"action"`
-	Status       store.ApprovalStatus `json:"status"`
-	RequestedBy  string               `json:"requested_by"`
-	Input        json.RawMessage      `json:"input"`
-	Digest       string               `json:"digest"`
-	Effect       string               `json:"effect,omitempty"`
-	Rollback     string               `json:"rollback,omitempty"`
-	Destructive  bool                 `json:"destructive"`
-	Target       json.RawMessage      `json:"target,omitempty"`
-	TargetError  string               `json:"target_error,omitempty"`
-	CreatedAt    time.Time            `json:"created_at"`
-	ExpiresAt    time.Time            `json:"expires_at"`
-	DecidedBy    *string              `json:"decided_by,omitempty"`
-	DecidedAt    *time.Time           `json:"decided_at,omitempty"`
-	DecisionNote *string              `json:"decision_note,omitempty"`
-	ConsumedAt   *time.Time           `json:"consumed_at,omitempty"`
+	ID          uuid.UUID            `json:"id"`
+	Tenant      string               `json:"tenant"`
+	Action      string               `json:"action"`
+	Title       string               `json:"title,omitempty"`
+	Status      store.ApprovalStatus `json:"status"`
+	RequestedBy string               `json:"requested_by"`
+	Input       json.RawMessage      `json:"input"`
+	Digest      string               `json:"digest"`
+	Effect      string               `json:"effect,omitempty"`
+	Rollback    string               `json:"rollback,omitempty"`
+	Destructive bool                 `json:"destructive"`
+	Target      json.RawMessage      `json:"target,omitempty"`
+	TargetError string               `json:"target_error,omitempty"`
+	// WouldWrite is what the action's statement sets, column by column,
+	// when the input tells it all (ReviewApproval); nil otherwise.
+	WouldWrite   json.RawMessage `json:"would_write,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	DecidedBy    *string         `json:"decided_by,omitempty"`
+	DecidedAt    *time.Time      `json:"decided_at,omitempty"`
+	DecisionNote *string         `json:"decision_note,omitempty"`
+	ConsumedAt   *time.Time      `json:"consumed_at,omitempty"`
 }
 
 // ShowApproval returns one approval of a tenant for review, with the
@@ -293,7 +297,7 @@ func (e *Engine) view(a *store.Approval) *ApprovalView {
 		v.Input = canonical
 	}
 	if action, ok := e.cfg.Actions[a.Action]; ok {
-		v.Effect, v.Rollback, v.Destructive = action.Effect, action.Rollback, action.Destructive
+		v.Title, v.Effect, v.Rollback, v.Destructive = action.Title, action.Effect, action.Rollback, action.Destructive
 	}
 	return v
 }

@@ -89,7 +89,7 @@ var table = []Entry{
 		"This is a bug in orangerail or a manual edit: report it."},
 	{ApprovalArgumentsMismatch, "The digest the approver approved is not the digest of the approval's input: the approver saw other arguments.",
 		"Show the approval again (`orangerail approvals show ID`), review the input it prints, and approve with the digest printed there."},
-	{ApprovalDecided, "The approval was decided already, or lapsed; an approval is decided once.",
+	{ApprovalDecided, "The approval was decided already (approved, rejected or executed); an approval is decided once.",
 		"Show it (`orangerail approvals show ID`) to see its status; the agent stages the call anew if it is still wanted."},
 	{ApprovalFourEyes, "The approver is the caller who requested the approval, and four_eyes is on.",
 		"Have another person with the approver role decide it."},

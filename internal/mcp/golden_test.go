@@ -48,6 +48,8 @@ func TestGoldenAnswers(t *testing.T) {
 				out.Diagnostic = engine.DiagnosticDatasourcePermission
 			case engine.StatusDenied:
 				out.Code = errcode.Forbidden
+			case engine.StatusRejected:
+				out.Note = "The customer withdrew the request."
 			}
 			if out.OK() {
 				out.Err = nil
