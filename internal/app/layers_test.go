@@ -43,6 +43,8 @@ func TestImportsPointDown(t *testing.T) {
 		{"internal/front", []string{"internal/app", "internal/cli", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
 		{"internal/mcp", []string{"internal/app", "internal/cli", "internal/front"}},
 		{"internal/effects/", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp"}},
+		// The desk's surfaces call the engine and mount on the front.
+		{"internal/desk/", []string{"internal/app", "internal/cli", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
 		{"internal/app", []string{"internal/cli"}},
 	}
 	for pkg, ds := range deps {
