@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -86,6 +88,20 @@ func TestDecisionAPI(t *testing.T) {
 	a = decide(cancel, agent, `{"decision":"approve","digest":"00"}`)
 	c.check(t, "POST", "/approvals/{id}/decision", a)
 	refused("agent_token", a, 403, "X_FORBIDDEN")
+
+	// A cross-site request from a browser.
+	req, _ := http.NewRequest("POST", d.base+"/api/v1/approvals/"+cancel+"/decision", strings.NewReader(`{"decision":"reject"}`))
+	req.Header.Set("Authorization", "Bearer "+bob)
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crossSite := &answer{status: resp.StatusCode, header: resp.Header}
+	crossSite.body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	c.check(t, "POST", "/approvals/{id}/decision", crossSite)
+	refused("cross_site", crossSite, 403, "X_MCP_ORIGIN_REFUSED")
 
 	// A person without the action's approver role.
 	a = get("/approvals/"+cancel, dave)
@@ -306,6 +322,27 @@ func TestDecisionAPI(t *testing.T) {
 		t.Fatalf("paged %v, want the pending %v", ids, pending)
 	}
 	refused("bad_cursor", get("/approvals?cursor=forged.x", bob), 400, "X_REQUEST_INVALID")
+
+	// A store that fails: 500 with a correlation id, its cause withheld.
+	if _, err := d.admin.Exec(ctx, "REVOKE SELECT ON orangerail.approvals, orangerail.audit, orangerail.audit_heads FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	for path, route := range map[string]string{"/approvals": "/approvals", "/approvals/" + cancel: "/approvals/{id}",
+		"/audit": "/audit", "/audit/head": "/audit/head"} {
+		a := get(path, frank)
+		if path == "/approvals/"+cancel || path == "/approvals" {
+			a = get(path, bob)
+		}
+		c.check(t, "GET", route, a)
+		refused("internal_error", a, 500, "X_INTERNAL_ERROR")
+		if strings.Contains(string(a.body), "permission") {
+			t.Fatalf("the store's error reached the caller: %s", a.body)
+		}
+	}
+	a = decide(own, bob, `{"decision":"reject","note":"x"}`)
+	c.check(t, "POST", "/approvals/{id}/decision", a)
+	refused("internal_error", a, 500, "X_INTERNAL_ERROR")
+	delete(refusals, "internal_error") // its message carries a fresh correlation id
 
 	// Past the failed-authentication allowance, an address is answered 429
 	// on every route.
