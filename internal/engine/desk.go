@@ -82,7 +82,7 @@ func (e *Engine) PageApprovals(ctx context.Context, caller *Caller, q ApprovalQu
 		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("limit must be 1 to %d", MaxApprovalPage), nil)
 	}
 	params := &store.ApprovalPageParams{TenantID: caller.Tenant, Actions: e.DecidableActions(caller), Status: q.Status,
-		Action: q.Action, RequestedBy: q.RequestedBy, Limit: int32(q.Limit) + 1}
+		Action: q.Action, RequestedBy: q.RequestedBy, Limit: int32(q.Limit) + 1} //nolint:gosec // G115: bounded to MaxApprovalPage above
 	bound := q
 	bound.Cursor = ""
 	if q.Cursor != "" {
@@ -170,27 +170,35 @@ func (e *Engine) ReviewApproval(ctx context.Context, caller *Caller, approvalID 
 		return nil, errcode.New(errcode.Forbidden, "deciding "+a.Action+" needs one of the roles "+fmt.Sprint(e.ApproverRoles(a.Action)), nil)
 	}
 	v := e.view(a)
-	action, ok := e.cfg.Actions[a.Action]
-	if !ok {
-		return v, nil
-	}
-	var values map[string]any
-	if err := json.Unmarshal(a.Input, &values); err != nil {
-		v.TargetError = "the input could not be read"
-		return v, nil
-	}
-	v.WouldWrite = wouldWrite(action, values)
-	if action.Target != nil {
-		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-			v.Target, err = e.resolveTarget(ctx, tx, caller.Tenant, action, &call{action: action, values: values}, false)
-			return err
-		})
-		if err != nil {
-			// What went wrong is named, never the datasource's own words.
-			v.TargetError = "the target could not be read now: " + string(classify(err))
-		}
+	if action, ok := e.cfg.Actions[a.Action]; ok {
+		e.review(ctx, caller.Tenant, action, a.Input, v)
 	}
 	return v, nil
+}
+
+// review fills in what the approver is shown beside the input: what the
+// statement would write, and the target re-read now (or why it could not
+// be: a name for what went wrong, never the datasource's own words).
+func (e *Engine) review(ctx context.Context, tenant string, action *ontology.Action, input []byte, v *ApprovalView) {
+	var values map[string]any
+	if json.Unmarshal(input, &values) != nil {
+		v.TargetError = "the input could not be read"
+		return
+	}
+	v.WouldWrite = wouldWrite(action, values)
+	if action.Target == nil {
+		return
+	}
+	err := database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		v.Target, err = e.resolveTarget(ctx, tx, tenant, action, &call{action: action, values: values}, false)
+		return err
+	})
+	if err != nil {
+		v.TargetError = "the target could not be read now"
+		if d := classify(err); d != DiagnosticNone {
+			v.TargetError += " (" + string(d) + ")"
+		}
+	}
 }
 
 // noSuchApproval is the one answer for an approval unknown and one of
@@ -302,7 +310,7 @@ func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*
 	bound := q
 	bound.Cursor = ""
 	params := &store.AuditPageParams{TenantID: caller.Tenant, CorrelationID: q.CorrelationID, Action: q.Action, Actor: q.Actor,
-		Phase: string(q.Phase), Limit: int32(q.Limit) + 1}
+		Phase: string(q.Phase), Limit: int32(q.Limit) + 1} //nolint:gosec // G115: bounded to MaxApprovalPage above
 	if q.Cursor != "" {
 		c, err := e.openCursor(caller.Tenant, cursorObjectAudit, q.Cursor)
 		var ac auditCursor

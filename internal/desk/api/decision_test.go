@@ -323,6 +323,20 @@ func TestDecisionAPI(t *testing.T) {
 	}
 	refused("bad_cursor", get("/approvals?cursor=forged.x", bob), 400, "X_REQUEST_INVALID")
 
+	// A target that cannot be read now is said so, in orangerail's words.
+	if _, err := d.admin.Exec(ctx, "REVOKE SELECT ON orders FROM orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+	unread := get("/approvals/"+own, bob)
+	c.check(t, "GET", "/approvals/{id}", unread)
+	if u := unread.json(t); u["target_now"] != nil || u["target_error"] != "the target could not be read now (datasource_permission_denied)" ||
+		strings.Contains(string(unread.body), "permission denied for") {
+		t.Fatalf("an unreadable target: %s", unread.body)
+	}
+	if _, err := d.admin.Exec(ctx, "GRANT SELECT ON orders TO orangerail_runtime"); err != nil {
+		t.Fatal(err)
+	}
+
 	// A store that fails: 500 with a correlation id, its cause withheld.
 	if _, err := d.admin.Exec(ctx, "REVOKE SELECT ON orangerail.approvals, orangerail.audit, orangerail.audit_heads FROM orangerail_runtime"); err != nil {
 		t.Fatal(err)
