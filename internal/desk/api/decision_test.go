@@ -20,6 +20,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/golden"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // TestDecisionAPI drives every route of the API over HTTP with real
@@ -372,6 +373,21 @@ func TestDecisionAPI(t *testing.T) {
 	a = decide(cancel, "not-a-token", `{"decision":"reject"}`)
 	c.check(t, "POST", "/approvals/{id}/decision", a)
 	refused("throttled", a, 429, "X_MCP_AUTH_THROTTLED")
+
+	// An issuer that cannot be reached: the token cannot be checked, which
+	// is not the caller's fault.
+	dead := newDesk(t, func(cfg *ontology.Config) {
+		cfg.Identity.OIDC.Issuer = fmt.Sprintf("http://127.0.0.1:%d", testdb.FreePort(t))
+	}, nil)
+	for path, route := range map[string]string{"/approvals": "/approvals", "/approvals/" + cancel: "/approvals/{id}",
+		"/audit": "/audit", "/audit/head": "/audit/head"} {
+		a := dead.do("GET", "/api/v1"+path, bob, "")
+		c.check(t, "GET", route, a)
+		refused("identity_unavailable", a, 503, "X_MCP_IDENTITY_UNAVAILABLE")
+	}
+	a = dead.do("POST", "/api/v1/approvals/"+cancel+"/decision", bob, `{"decision":"reject"}`)
+	c.check(t, "POST", "/approvals/{id}/decision", a)
+	refused("identity_unavailable", a, 503, "X_MCP_IDENTITY_UNAVAILABLE")
 
 	c.covered(t)
 	for name, a := range refusals {
