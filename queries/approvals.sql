@@ -38,3 +38,23 @@ SELECT * FROM orangerail.approvals
 WHERE tenant_id = @tenant_id AND (@status::text = '' OR status = @status::text)
 ORDER BY created_at DESC, id
 LIMIT @row_limit;
+
+-- name: ApprovalPage :many
+-- One page of a tenant's approvals, newest first, of the given actions:
+-- after the (created_at, id) of the previous page's last row, when given.
+-- An empty status, action or requested_by selects every one.
+SELECT * FROM orangerail.approvals
+WHERE tenant_id = @tenant_id AND action = ANY(@actions::text[])
+  AND (@status::text = '' OR status = @status::text)
+  AND (@action::text = '' OR action = @action::text)
+  AND (@requested_by::text = '' OR requested_by = @requested_by::text)
+  AND (sqlc.narg(after_created_at)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(after_created_at)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT @row_limit;
+
+-- name: ApprovalSweepLock :one
+-- Takes the tenant's sweep lock until the transaction ends, if no other
+-- transaction holds it: one replica sweeps a tenant at a time, and the
+-- others pass on without waiting.
+SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail approval sweep ' || @tenant_id::text, 0))::bool AS locked;

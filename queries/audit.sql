@@ -51,3 +51,26 @@ SELECT EXISTS (
     SELECT FROM orangerail.audit
     WHERE tenant_id = @tenant_id AND approval_id = @approval_id AND phase = 'approved'
 )::bool AS decided;
+
+-- name: AuditRequesterIssuer :one
+-- The issuer of the actor whose call staged an approval; '' when the
+-- staged record names none (records written before issuers were kept).
+SELECT coalesce(convert_from(entry, 'UTF8')::jsonb->'actor'->>'issuer', '')::text AS issuer
+FROM orangerail.audit
+WHERE tenant_id = @tenant_id AND approval_id = @approval_id AND phase = 'staged'
+ORDER BY seq
+LIMIT 1;
+
+-- name: AuditPage :many
+-- One page of a tenant's records, newest first, before seq @before_seq
+-- (0: from the head). An empty filter selects every one.
+SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
+FROM orangerail.audit
+WHERE tenant_id = @tenant_id
+  AND (@before_seq::bigint = 0 OR seq < @before_seq::bigint)
+  AND (@correlation_id::text = '' OR correlation_id = @correlation_id::text)
+  AND (@action::text = '' OR action = @action::text)
+  AND (@actor::text = '' OR actor = @actor::text)
+  AND (@phase::text = '' OR phase = @phase::text)
+ORDER BY seq DESC
+LIMIT @row_limit;

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	neturl "net/url"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,7 +47,14 @@ type Settings struct {
 	// to open), the MCP server with the read-only SQL tool, and what
 	// readiness reads. Without it the catalog is read, not judged.
 	Serve bool
+	// SweepEvery is how often a serving runtime expires lapsed approvals
+	// (engine.Sweep), so that no list shows one as pending. Zero:
+	// DefaultSweepEvery.
+	SweepEvery time.Duration
 }
+
+// DefaultSweepEvery is how often a serving runtime sweeps by default.
+const DefaultSweepEvery = 15 * time.Second
 
 // Runtime is what one process holds open. Its fields are set by Open and
 // never change.
@@ -69,6 +77,8 @@ type Runtime struct {
 	log      *slog.Logger
 	// webhooks delivers the outbox while serving with webhooks configured.
 	webhooks *webhooks.Worker
+	// stopSweep stops the sweeper and waits for it; nil when none runs.
+	stopSweep func()
 }
 
 // Open builds a runtime. On failure it closes what it opened.
@@ -130,6 +140,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if err := rt.startWebhooks(); err != nil {
 		return nil, err
 	}
+	rt.startSweeper(cmp.Or(s.SweepEvery, DefaultSweepEvery))
 	return rt, nil
 }
 
@@ -152,10 +163,41 @@ func (rt *Runtime) startWebhooks() error {
 	return nil
 }
 
+// startSweeper expires lapsed approvals every interval until Close. Every
+// replica sweeps; the engine lets one sweep a tenant at a time.
+func (rt *Runtime) startSweeper(every time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	rt.stopSweep = func() {
+		cancel()
+		<-done
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if n, err := rt.Engine.Sweep(ctx); err != nil && ctx.Err() == nil {
+				rt.log.Warn("approval sweep failed; it is retried", "error", err)
+			} else if n > 0 {
+				rt.log.Info("expired lapsed approvals", "count", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
 // Close releases what Open opened. It is safe to call on a runtime Open
 // left half-built.
 func (rt *Runtime) Close() {
-	// First: a delivery in flight finishes on the pool it needs.
+	// First: the sweeper and a delivery in flight finish on the pools they need.
+	if rt.stopSweep != nil {
+		rt.stopSweep()
+	}
 	if rt.webhooks != nil {
 		rt.webhooks.Stop()
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/desk/api"
 	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
@@ -100,6 +101,7 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 	metadata := f.Metadata(MCPPath)
 	f.Mount("GET "+front.MetadataPath(MCPPath), metadata, front.Policy{})
 	f.Mount("GET "+front.MetadataPath(""), metadata, front.Policy{})
+	api.New(rt.Engine, rt.log).Mount(f)
 	f.Mount("GET /healthz", front.Healthz(), front.Policy{})
 	f.Mount("GET /readyz", f.Readyz(func(ctx context.Context) error {
 		if err := rt.Ready(ctx); err != nil {

@@ -43,9 +43,8 @@ func TestImportsPointDown(t *testing.T) {
 		{"internal/front", []string{"internal/app", "internal/cli", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
 		{"internal/mcp", []string{"internal/app", "internal/cli", "internal/front"}},
 		{"internal/effects/", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp"}},
-		// The desk is a surface the app mounts: it calls the engine and the
-		// store, never the other surfaces or its mount.
-		{"internal/desk/", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
+		// The desk's surfaces call the engine and mount on the front.
+		{"internal/desk/", []string{"internal/app", "internal/cli", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
 		{"internal/app", []string{"internal/cli"}},
 		// Webhooks run beside the engine, never in its path.
 		{"internal/webhooks", []string{"internal/engine", "internal/app", "internal/cli", "internal/front", "internal/mcp"}},

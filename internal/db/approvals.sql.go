@@ -268,6 +268,76 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 	return items, nil
 }
 
+const approvalPage = `-- name: ApprovalPage :many
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+WHERE tenant_id = $1 AND action = ANY($2::text[])
+  AND ($3::text = '' OR status = $3::text)
+  AND ($4::text = '' OR action = $4::text)
+  AND ($5::text = '' OR requested_by = $5::text)
+  AND ($6::timestamptz IS NULL
+       OR (created_at, id) < ($6::timestamptz, $7::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $8
+`
+
+type ApprovalPageParams struct {
+	TenantID       string
+	Actions        []string
+	Status         string
+	Action         string
+	RequestedBy    string
+	AfterCreatedAt *time.Time
+	AfterID        *uuid.UUID
+	RowLimit       int32
+}
+
+// One page of a tenant's approvals, newest first, of the given actions:
+// after the (created_at, id) of the previous page's last row, when given.
+// An empty status, action or requested_by selects every one.
+func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPageParams) ([]*OrangerailApproval, error) {
+	rows, err := db.Query(ctx, approvalPage,
+		arg.TenantID,
+		arg.Actions,
+		arg.Status,
+		arg.Action,
+		arg.RequestedBy,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*OrangerailApproval
+	for rows.Next() {
+		var i OrangerailApproval
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Action,
+			&i.RequestedBy,
+			&i.Input,
+			&i.InputDigest,
+			&i.DefinitionHash,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.DecidedBy,
+			&i.DecidedAt,
+			&i.DecisionNote,
+			&i.ConsumedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const approvalStage = `-- name: ApprovalStage :one
 SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_stage($1, $2, $3, $4, $5, $6, $7, $8)
 `
@@ -313,4 +383,18 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 		&i.ConsumedAt,
 	)
 	return &i, err
+}
+
+const approvalSweepLock = `-- name: ApprovalSweepLock :one
+SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail approval sweep ' || $1::text, 0))::bool AS locked
+`
+
+// Takes the tenant's sweep lock until the transaction ends, if no other
+// transaction holds it: one replica sweeps a tenant at a time, and the
+// others pass on without waiting.
+func (q *Queries) ApprovalSweepLock(ctx context.Context, db DBTX, tenantID string) (bool, error) {
+	row := db.QueryRow(ctx, approvalSweepLock, tenantID)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
 }

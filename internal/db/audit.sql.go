@@ -199,6 +199,109 @@ func (q *Queries) AuditHead(ctx context.Context, db DBTX, tenantID string) (*Aud
 	return &i, err
 }
 
+const auditPage = `-- name: AuditPage :many
+SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
+FROM orangerail.audit
+WHERE tenant_id = $1
+  AND ($2::bigint = 0 OR seq < $2::bigint)
+  AND ($3::text = '' OR correlation_id = $3::text)
+  AND ($4::text = '' OR action = $4::text)
+  AND ($5::text = '' OR actor = $5::text)
+  AND ($6::text = '' OR phase = $6::text)
+ORDER BY seq DESC
+LIMIT $7
+`
+
+type AuditPageParams struct {
+	TenantID      string
+	BeforeSeq     int64
+	CorrelationID string
+	Action        string
+	Actor         string
+	Phase         string
+	RowLimit      int32
+}
+
+type AuditPageRow struct {
+	Seq           int64
+	Entry         []byte
+	At            time.Time
+	CorrelationID string
+	Phase         string
+	Action        *string
+	Actor         string
+	ActorKind     string
+	DevMode       bool
+	ApprovalID    *uuid.UUID
+	PrevHash      []byte
+	Hash          []byte
+}
+
+// One page of a tenant's records, newest first, before seq @before_seq
+// (0: from the head). An empty filter selects every one.
+func (q *Queries) AuditPage(ctx context.Context, db DBTX, arg *AuditPageParams) ([]*AuditPageRow, error) {
+	rows, err := db.Query(ctx, auditPage,
+		arg.TenantID,
+		arg.BeforeSeq,
+		arg.CorrelationID,
+		arg.Action,
+		arg.Actor,
+		arg.Phase,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*AuditPageRow
+	for rows.Next() {
+		var i AuditPageRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Entry,
+			&i.At,
+			&i.CorrelationID,
+			&i.Phase,
+			&i.Action,
+			&i.Actor,
+			&i.ActorKind,
+			&i.DevMode,
+			&i.ApprovalID,
+			&i.PrevHash,
+			&i.Hash,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditRequesterIssuer = `-- name: AuditRequesterIssuer :one
+SELECT coalesce(convert_from(entry, 'UTF8')::jsonb->'actor'->>'issuer', '')::text AS issuer
+FROM orangerail.audit
+WHERE tenant_id = $1 AND approval_id = $2 AND phase = 'staged'
+ORDER BY seq
+LIMIT 1
+`
+
+type AuditRequesterIssuerParams struct {
+	TenantID   string
+	ApprovalID *uuid.UUID
+}
+
+// The issuer of the actor whose call staged an approval; ” when the
+// staged record names none (records written before issuers were kept).
+func (q *Queries) AuditRequesterIssuer(ctx context.Context, db DBTX, arg *AuditRequesterIssuerParams) (string, error) {
+	row := db.QueryRow(ctx, auditRequesterIssuer, arg.TenantID, arg.ApprovalID)
+	var issuer string
+	err := row.Scan(&issuer)
+	return issuer, err
+}
+
 const auditUnexplainedExecutions = `-- name: AuditUnexplainedExecutions :many
 SELECT u.seq::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
        u.action::text AS action, u.missing::text[] AS missing

@@ -294,18 +294,31 @@ func definitionHash(a *ontology.Action) []byte {
 		Target      *ontology.Target `json:"target"`
 		Input       map[string]any   `json:"input"`
 		Where       string           `json:"where"`
-		Policy      ontology.Policy  `json:"policy"`
+		Policy      any              `json:"policy"`
 		Destructive bool             `json:"destructive"`
 		Idempotent  bool             `json:"idempotent"`
 		Execute     any              `json:"execute"`
 		Effect      string           `json:"effect"`
 		Rollback    string           `json:"rollback"`
-	}{a.Description, a.Target, a.Input, a.Where, a.Policy, a.Destructive, a.Idempotent, executeDefinition(a.Execute), a.Effect, a.Rollback})
+	}{a.Description, a.Target, a.Input, a.Where, policyDefinition(a.Policy), a.Destructive, a.Idempotent, executeDefinition(a.Execute), a.Effect, a.Rollback})
 	if err != nil {
 		panic("engine: an action's declaration is not JSON: " + err.Error())
 	}
 	sum := sha256.Sum256(canonical)
 	return sum[:]
+}
+
+// policyDefinition is a policy as its action's definition hash covers it:
+// who may call the action, in the form of the first release (the Go field
+// names). Who may decide its approvals (ApproverRoles) is left out: it
+// changes nothing an approval executes, and a change of approvers must not
+// void the approvals open (TestDefinitionHashesArePinned).
+func policyDefinition(p ontology.Policy) any {
+	return struct {
+		Approval ontology.ApprovalPolicy
+		Roles    []string
+		Scope    string
+	}{p.Approval, p.Roles, p.Scope}
 }
 
 // executeDefinition is an execute as its action's definition hash covers
@@ -385,29 +398,37 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 // expireLapsed marks the tenant's open approvals past their expiry as
 // expired, each with an audit record.
 func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) error {
+	_, err := e.expireLapsedCount(ctx, tx, tenant)
+	return err
+}
+
+// expireLapsedCount is expireLapsed, counting the approvals it expired.
+func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string) (int, error) {
 	st := store.New(tx)
 	lapsed, err := st.ApprovalListLapsed(ctx, tenant)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	expired := 0
 	for _, a := range lapsed {
 		entry, err := encodeEntry(&Record{Tenant: tenant, At: e.now(), CorrelationID: a.ID.String(), Phase: PhaseExpired,
 			Action: a.Action, Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, ApprovalID: &a.ID})
 		if err != nil {
-			return &auditAppendError{err}
+			return expired, &auditAppendError{err}
 		}
 		// No row: another transaction expired, decided or consumed it
 		// meanwhile, and recorded that.
 		_, err = st.ApprovalExpire(ctx, &store.ApprovalExpireParams{ID: a.ID, Entry: entry})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return changeError(err)
+			return expired, changeError(err)
 		}
 		if err == nil {
+			expired++
 			approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: a.ID, Transition: TransitionExpired, Action: a.Action,
 				Tenant: tenant, Actor: "orangerail"})
 		}
 	}
-	return nil
+	return expired, nil
 }
 
 // changeError marks the failure of an audited approval change whose audit

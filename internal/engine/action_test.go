@@ -224,8 +224,8 @@ func TestGovernedLifecycle(t *testing.T) {
 		d      engine.Decision
 		code   errcode.Code
 	}{
-		{"an agent", support("acme"), engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.ApproverNotAllowed},
-		{"a person without the role", &engine.Caller{Subject: "bob", Tenant: "acme", Kind: engine.ActorHuman}, engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.ApproverNotAllowed},
+		{"an agent", support("acme"), engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.Forbidden},
+		{"a person without the role", &engine.Caller{Subject: "bob", Tenant: "acme", Kind: engine.ActorHuman}, engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.Forbidden},
 		{"the requester", &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}, engine.Decision{ApprovalID: id, Approve: true, Digest: view.Digest}, errcode.ApprovalFourEyes},
 		{"another digest", approver("acme"), engine.Decision{ApprovalID: id, Approve: true, Digest: strings.Repeat("0", 64)}, errcode.ApprovalArgumentsMismatch},
 		{"no digest", approver("acme"), engine.Decision{ApprovalID: id, Approve: true}, errcode.ApprovalArgumentsMismatch},

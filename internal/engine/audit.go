@@ -45,6 +45,9 @@ const (
 type Actor struct {
 	Subject string    `json:"subject"`
 	Kind    ActorKind `json:"kind"`
+	// Issuer is the issuer that verified the token, when one did; records
+	// written before it was kept have none, and still verify.
+	Issuer string `json:"issuer,omitempty"`
 }
 
 // Record is one audit record before it is written. Tenant, At,

@@ -29,19 +29,36 @@ type Decision struct {
 	Note   string
 }
 
-// Decide approves or rejects a pending approval. The decider must be a
-// person holding the approver role in the approval's tenant and, when
-// four_eyes is on, not its requester. An approval is decided once.
-func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) (result *Outcome) {
+// Decided is what a decision made of an approval.
+type Decided struct {
+	ID        uuid.UUID
+	Status    store.ApprovalStatus
+	DecidedBy string
+	DecidedAt time.Time
+}
+
+// Decide is DecideApproval for a caller that needs only the outcome.
+func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outcome {
+	out, _ := e.DecideApproval(ctx, decider, d)
+	return out
+}
+
+// DecideApproval approves or rejects a pending approval. The decider must be a
+// person holding one of the action's approver roles (policy.approver_roles)
+// in the approval's tenant and, when four_eyes is on, not its requester:
+// not the same subject of the same issuer. An approval is decided once; a
+// lapsed one is never decided. On success the outcome is StatusOK and
+// decided says what was recorded.
+func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision) (result *Outcome, decided *Decided) {
 	ctx = e.observe(ctx)
 	defer e.settle(ctx, OpDecide, d.ApprovalID, decider, &result)
 	refuse := func(status Status, code errcode.Code) *Outcome { return &Outcome{Status: status, Code: code} }
-	if !decider.Authenticated() || decider.Kind != ActorHuman || !decider.HasRole(e.cfg.Approvals.ApproverRole) {
-		return refuse(StatusDenied, errcode.ApproverNotAllowed)
+	if !decider.Authenticated() || decider.Kind != ActorHuman {
+		return refuse(StatusDenied, errcode.Forbidden), nil
 	}
 	id, err := uuid.Parse(d.ApprovalID)
 	if err != nil {
-		return refuse(StatusNotFound, errcode.ApprovalNotFound)
+		return refuse(StatusNotFound, errcode.ApprovalNotFound), nil
 	}
 	var out *Outcome
 	err = database.InTenant(ctx, e.store, decider.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -57,16 +74,27 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) (resul
 		if err != nil {
 			return err
 		}
+		if !e.MayDecide(decider, a.Action) {
+			out = refuse(StatusDenied, errcode.Forbidden)
+			return nil
+		}
 		switch {
 		case a.Status == store.ApprovalExpired:
-			out = refuse(StatusExpired, errcode.ApprovalDecided)
+			out = refuse(StatusExpired, errcode.ApprovalExpired)
 			return nil
 		case a.Status != store.ApprovalPending:
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
 			return nil
-		case *e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject:
-			out = refuse(StatusDenied, errcode.ApprovalFourEyes)
-			return nil
+		}
+		if *e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject {
+			same, err := sameIssuer(ctx, st, decider, id)
+			if err != nil {
+				return err
+			}
+			if same {
+				out = refuse(StatusDenied, errcode.ApprovalFourEyes)
+				return nil
+			}
 		}
 		if d.Approve && !digestIs(d.Digest, a.InputDigest) {
 			out = refuse(StatusInvalidInput, errcode.ApprovalArgumentsMismatch)
@@ -87,7 +115,7 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) (resul
 		if err != nil {
 			return &auditAppendError{err}
 		}
-		decided, err := st.ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: status, DecidedBy: rec.Actor.Subject, DecisionNote: note, Entry: entry})
+		row, err := st.ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: status, DecidedBy: rec.Actor.Subject, DecisionNote: note, Entry: entry})
 		if errors.Is(err, store.ErrNotFound) { // lapsed or decided this instant
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
 			return nil
@@ -101,13 +129,70 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) (resul
 		}
 		approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: transition, Action: a.Action,
 			Tenant: decider.Tenant, Actor: rec.Actor.Subject})
-		out = &Outcome{Status: StatusOK, ApprovalID: &id, CorrelationID: id.String(), ExpiresAt: &decided.ExpiresAt}
+		out = &Outcome{Status: StatusOK, ApprovalID: &id, CorrelationID: id.String(), ExpiresAt: &row.ExpiresAt}
+		decided = &Decided{ID: id, Status: row.Status, DecidedBy: rec.Actor.Subject, DecidedAt: rec.At.UTC().Truncate(time.Microsecond)}
+		if row.DecidedAt != nil {
+			decided.DecidedAt = *row.DecidedAt
+		}
 		return nil
 	})
 	if err != nil {
-		return e.storeFailure(ctx, "decide approval", d.ApprovalID, err)
+		return e.storeFailure(ctx, "decide approval", d.ApprovalID, err), nil
 	}
-	return out
+	return out, decided
+}
+
+// sameIssuer reports whether the decider's issuer is the requester's, as
+// the approval's staged record names it. A record that names none (written
+// before issuers were kept, or by a caller no issuer vouched for) counts
+// as the same: four-eyes then compares subjects alone, as it did.
+func sameIssuer(ctx context.Context, st *store.Store, decider *Caller, id uuid.UUID) (bool, error) {
+	issuer, err := st.AuditRequesterIssuer(ctx, decider.Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return issuer == "" || decider.Issuer == "" || issuer == decider.Issuer, nil
+}
+
+// ApproverRoles returns the roles of which a person needs one to decide
+// the action's approvals; none for an action not declared.
+func (e *Engine) ApproverRoles(action string) []string {
+	if a, ok := e.cfg.Actions[action]; ok {
+		return a.Policy.ApproverRoles
+	}
+	return nil
+}
+
+// MayDecide reports whether caller is a verified person holding one of the
+// action's approver roles.
+func (e *Engine) MayDecide(caller *Caller, action string) bool {
+	return caller.Authenticated() && caller.Kind == ActorHuman && caller.HasRole(e.ApproverRoles(action)...)
+}
+
+// DecidableActions returns, sorted, the actions whose approvals caller may
+// decide.
+func (e *Engine) DecidableActions(caller *Caller) []string {
+	var names []string
+	for name := range e.cfg.Actions {
+		if e.MayDecide(caller, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// MayAudit reports whether caller is a verified person who may read the
+// tenant's audit log: one holding approvals.auditor_role or any action's
+// approver role.
+func (e *Engine) MayAudit(caller *Caller) bool {
+	if !caller.Authenticated() || caller.Kind != ActorHuman {
+		return false
+	}
+	return caller.HasRole(e.cfg.Approvals.AuditorRole) || len(e.DecidableActions(caller)) > 0
 }
 
 // digestIs reports whether shown, as hex, is digest. A digest that is not
@@ -121,24 +206,28 @@ func digestIs(shown string, digest []byte) bool {
 // that will execute, its digest, what the action does and how to undo it,
 // and the target's state now.
 type ApprovalView struct {
-	ID           uuid.UUID            `json:"id"`
-	Tenant       string               `json:"tenant"`
-	Action       string               `json:"action"`
-	Status       store.ApprovalStatus `json:"status"`
-	RequestedBy  string               `json:"requested_by"`
-	Input        json.RawMessage      `json:"input"`
-	Digest       string               `json:"digest"`
-	Effect       string               `json:"effect,omitempty"`
-	Rollback     string               `json:"rollback,omitempty"`
-	Destructive  bool                 `json:"destructive"`
-	Target       json.RawMessage      `json:"target,omitempty"`
-	TargetError  string               `json:"target_error,omitempty"`
-	CreatedAt    time.Time            `json:"created_at"`
-	ExpiresAt    time.Time            `json:"expires_at"`
-	DecidedBy    *string              `json:"decided_by,omitempty"`
-	DecidedAt    *time.Time           `json:"decided_at,omitempty"`
-	DecisionNote *string              `json:"decision_note,omitempty"`
-	ConsumedAt   *time.Time           `json:"consumed_at,omitempty"`
+	ID          uuid.UUID            `json:"id"`
+	Tenant      string               `json:"tenant"`
+	Action      string               `json:"action"`
+	Title       string               `json:"title,omitempty"`
+	Status      store.ApprovalStatus `json:"status"`
+	RequestedBy string               `json:"requested_by"`
+	Input       json.RawMessage      `json:"input"`
+	Digest      string               `json:"digest"`
+	Effect      string               `json:"effect,omitempty"`
+	Rollback    string               `json:"rollback,omitempty"`
+	Destructive bool                 `json:"destructive"`
+	Target      json.RawMessage      `json:"target,omitempty"`
+	TargetError string               `json:"target_error,omitempty"`
+	// WouldWrite is what the action's statement sets, column by column,
+	// when the input tells it all (ReviewApproval); nil otherwise.
+	WouldWrite   json.RawMessage `json:"would_write,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	DecidedBy    *string         `json:"decided_by,omitempty"`
+	DecidedAt    *time.Time      `json:"decided_at,omitempty"`
+	DecisionNote *string         `json:"decision_note,omitempty"`
+	ConsumedAt   *time.Time      `json:"consumed_at,omitempty"`
 }
 
 // ShowApproval returns one approval of a tenant for review, with the
@@ -208,7 +297,7 @@ func (e *Engine) view(a *store.Approval) *ApprovalView {
 		v.Input = canonical
 	}
 	if action, ok := e.cfg.Actions[a.Action]; ok {
-		v.Effect, v.Rollback, v.Destructive = action.Effect, action.Rollback, action.Destructive
+		v.Title, v.Effect, v.Rollback, v.Destructive = action.Title, action.Effect, action.Rollback, action.Destructive
 	}
 	return v
 }

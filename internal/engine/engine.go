@@ -41,10 +41,14 @@ func ModeOf(p ontology.Preset) Mode {
 type Caller struct {
 	// Subject identifies the caller; empty for an anonymous caller.
 	Subject string
-	Tenant  string
-	Roles   []string
-	Scopes  []string
-	Kind    ActorKind
+	// Issuer is the OIDC issuer that verified the caller's token; empty for
+	// a caller no issuer vouched for (stdio's development identity, the
+	// CLI). A subject is unique only within its issuer.
+	Issuer string
+	Tenant string
+	Roles  []string
+	Scopes []string
+	Kind   ActorKind
 	// DevMode marks the local development identity; every audit record it
 	// causes says so.
 	DevMode bool
@@ -60,7 +64,7 @@ func (c *Caller) HasRole(roles ...string) bool {
 
 // actor is the caller as an audit record names it.
 func (c *Caller) actor() Actor {
-	return Actor{Subject: cmp.Or(c.Subject, "anonymous"), Kind: cmp.Or(c.Kind, ActorAgent)}
+	return Actor{Subject: cmp.Or(c.Subject, "anonymous"), Kind: cmp.Or(c.Kind, ActorAgent), Issuer: c.Issuer}
 }
 
 // Config configures an Engine.

@@ -32,6 +32,10 @@ var entryCases = []string{
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"stage-d","tenant":"acme","v":1}`,
 	`{"actor":"a","at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
 	`[{"v":1}]`,
+	// The actor's issuer (kept since decisions name who verified the
+	// person): accepted beside entries without one; repeated, refused.
+	`{"actor":{"issuer":"https://id.example","kind":"human","subject":"bob"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","tenant":"acme","v":1}`,
+	`{"actor":{"issuer":"https://id.example","kind":"human","subject":"bob","issuer":"https://other.example"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","tenant":"acme","v":1}`,
 }
 
 func TestScanEntryAgreesWithSQL(t *testing.T) {
@@ -75,9 +79,10 @@ func TestScanEntryAgreesWithSQL(t *testing.T) {
 				c.tenant, c.atTime.Format(atLayout), c.correlationID, c.phase, c.subject, c.kind, c.devMode)
 		}
 	}
-	// The first five cases are well-formed; the rest are not.
-	if accepted != 5 {
-		t.Fatalf("%d entries accepted by both, want 5", accepted)
+	// The first five cases are well-formed, and the one with an issuer;
+	// the rest are not.
+	if accepted != 6 {
+		t.Fatalf("%d entries accepted by both, want 6", accepted)
 	}
 }
 

@@ -84,6 +84,9 @@ func approvalStatus(a *store.Approval) *Outcome {
 		out.Status, out.ExpiresAt = StatusPending, &a.ExpiresAt
 	case store.ApprovalRejected:
 		out.Status = StatusRejected
+		if a.DecisionNote != nil {
+			out.Note = *a.DecisionNote
+		}
 	case store.ApprovalExpired:
 		out.Status = StatusExpired
 	case store.ApprovalConsumed:

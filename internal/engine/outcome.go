@@ -89,6 +89,8 @@ type Outcome struct {
 	CorrelationID string
 	Issues        []Issue
 	Diagnostic    Diagnostic
+	// Note is the decider's note on a rejected approval, for the agent.
+	Note string
 	// Code names a refusal from the closed set of errcode, when one fits.
 	Code errcode.Code
 	Err  error

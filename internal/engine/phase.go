@@ -23,6 +23,13 @@ const (
 	PhaseResolveError       Phase = "resolve_error"
 )
 
+// Phases returns every phase, in lifecycle order.
+func Phases() []Phase {
+	return []Phase{PhaseStaged, PhaseApproved, PhaseRejected, PhaseExpired, PhaseDryRun, PhaseNotImplemented,
+		PhaseExecutionStarted, PhaseExecutionSucceeded, PhaseExecutionFailed,
+		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError}
+}
+
 // FollowsConsume reports whether a record of phase p can follow the consume
 // of an approval, and so shows the consumed approval was acted on.
 // orangerail.approvals_unaudited uses the same set.

@@ -31,7 +31,9 @@ const (
 	ApprovalArgumentsMismatch Code = "X_APPROVAL_ARGUMENTS_MISMATCH"
 	ApprovalDecided           Code = "X_APPROVAL_DECIDED"
 	ApprovalFourEyes          Code = "X_APPROVAL_FOUR_EYES"
-	ApproverNotAllowed        Code = "X_APPROVER_NOT_ALLOWED"
+	ApprovalExpired           Code = "X_APPROVAL_EXPIRED"
+	Forbidden                 Code = "X_FORBIDDEN"
+	RequestInvalid            Code = "X_REQUEST_INVALID"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
@@ -95,12 +97,16 @@ var table = []Entry{
 		"This is a bug in orangerail or a manual edit: report it."},
 	{ApprovalArgumentsMismatch, "The digest the approver approved is not the digest of the approval's input: the approver saw other arguments.",
 		"Show the approval again (`orangerail approvals show ID`), review the input it prints, and approve with the digest printed there."},
-	{ApprovalDecided, "The approval was decided already, or lapsed; an approval is decided once.",
+	{ApprovalDecided, "The approval was decided already (approved, rejected or executed); an approval is decided once.",
 		"Show it (`orangerail approvals show ID`) to see its status; the agent stages the call anew if it is still wanted."},
 	{ApprovalFourEyes, "The approver is the caller who requested the approval, and four_eyes is on.",
 		"Have another person with the approver role decide it."},
-	{ApproverNotAllowed, "The decider is not a person holding the approver role in the approval's tenant.",
-		"Decide as a human identity with the role named by approvals.approver_role in the config."},
+	{ApprovalExpired, "The approval lapsed (approvals.ttl) before anyone decided it; a lapsed approval is never decided.",
+		"Nothing will execute; the agent stages the call anew if it is still wanted, and a person decides that one in time."},
+	{Forbidden, "The caller may not do this: the approvals API serves people only (not agent tokens), deciding or reviewing an action's approvals needs one of its approver roles (policy.approver_roles, default approvals.approver_role), and reading the audit log needs the auditor role (approvals.auditor_role) or an approver role.",
+		"Sign in as a person whose token carries one of those roles; an operator grants roles at the identity provider."},
+	{RequestInvalid, "The request to the approvals API is malformed: a query parameter or the JSON body is not of the documented form (each problem is named).",
+		"Fix the request as the message says; the API's OpenAPI document is at /api/v1/openapi.json."},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail approvals list --tenant T`."},
 	{IdentityRequired, "Serving MCP over HTTP needs a verified identity for every caller, and none is configured.",

@@ -81,6 +81,10 @@ type Policy struct {
 	// OneMessage refuses a body that is a JSON-RPC batch, whatever the
 	// protocol version. Needs MaxBodyBytes.
 	OneMessage bool
+	// PlainErrors answers the front's refusals as {"error": {"code",
+	// "message", "fix"}} (WriteError) instead of a JSON-RPC error: for a
+	// route that is a JSON API, not MCP.
+	PlainErrors bool
 	// Rate bills each request to its caller's allowance of that class
 	// (http.rate_limits); nil bills nothing. Needs AuthBearer, whose
 	// caller the allowance is, and MaxBodyBytes.
@@ -185,7 +189,7 @@ type route struct {
 
 func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	f, p := rt.f, rt.p
-	w := &responseWriter{ResponseWriter: raw}
+	w := &responseWriter{ResponseWriter: raw, plain: p.PlainErrors}
 	defer f.contain(w, r)
 	if origin := r.Header.Get("Origin"); p.CheckOrigin && origin != "" && !slices.Contains(f.http.AllowedOrigins, origin) {
 		f.refuse(w, r, http.StatusForbidden, errcode.MCPOriginRefused, "this origin may not call the server", 0)
@@ -414,6 +418,7 @@ func (f *Front) contain(w *responseWriter, r *http.Request) {
 type responseWriter struct {
 	http.ResponseWriter
 	wrote bool
+	plain bool // the route's refusals are WriteError's
 }
 
 func (w *responseWriter) WriteHeader(status int) {
@@ -442,6 +447,28 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request, status int, code 
 	f.answer(w, r, status, code, msg, retryAfter, "")
 }
 
+// ErrorBody is the refusal of a JSON API route: the code, what went wrong
+// and the code's fix.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the member of ErrorBody.
+type ErrorDetail struct {
+	Code    errcode.Code `json:"code"`
+	Message string       `json:"message"`
+	Fix     string       `json:"fix"`
+}
+
+// WriteError answers a JSON API request with status and an ErrorBody of
+// code, whose fix is the code's.
+func WriteError(w http.ResponseWriter, status int, code errcode.Code, msg string) {
+	entry, _ := errcode.Explain(string(code))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(ErrorBody{Error: ErrorDetail{Code: code, Message: msg, Fix: entry.Fix}})
+}
+
 // answer is refuse with, when set, the correlation id an operator finds
 // the refusal's cause under.
 func (f *Front) answer(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration, correlation string) {
@@ -451,6 +478,11 @@ func (f *Front) answer(w http.ResponseWriter, r *http.Request, status int, code 
 		// least a second even when clocks disagree on the window's end.
 		secs := min(max(int(math.Ceil(retryAfter.Seconds())), 1), 60)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	if rw, ok := w.(*responseWriter); ok && rw.plain {
+		WriteError(w, status, code, msg)
+		f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: status, Code: code})
+		return
 	}
 	data := map[string]string{"code": string(code), "fix": entry.Fix}
 	if correlation != "" {

@@ -281,7 +281,8 @@ func (r *Resolver) callerOf(subject string, expires time.Time, claims map[string
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	c := &Caller{Expires: expires}
-	c.Subject, c.Tenant, c.Kind = subject, tenant, engine.ActorAgent
+	// The verifier accepts only tokens whose iss is the configured issuer.
+	c.Subject, c.Issuer, c.Tenant, c.Kind = subject, r.cfg.Issuer, tenant, engine.ActorAgent
 	c.Roles = stringList(claims[cmp.Or(r.cfg.RolesClaim, RolesClaimDefault)])
 	c.Scopes = stringList(claims[cmp.Or(r.cfg.ScopesClaim, ScopesClaimDefault)])
 	if h := r.cfg.Human; h != nil {

@@ -113,7 +113,7 @@ func Save(path, issuer string, tok *oauth2.Token) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	b, err := json.Marshal(kept{AccessToken: tok.AccessToken, Expiry: tok.Expiry, Issuer: issuer})
+	b, err := json.Marshal(kept{AccessToken: tok.AccessToken, Expiry: tok.Expiry, Issuer: issuer}) //nolint:gosec // G117: keeping the token in its owner-only file is the point
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,9 @@ func TestGoldenAnswers(t *testing.T) {
 			case engine.StatusFailed, engine.StatusResolveError:
 				out.Diagnostic = engine.DiagnosticDatasourcePermission
 			case engine.StatusDenied:
-				out.Code = errcode.ApproverNotAllowed
+				out.Code = errcode.Forbidden
+			case engine.StatusRejected:
+				out.Note = "The customer withdrew the request."
 			}
 			if out.OK() {
 				out.Err = nil

@@ -39,12 +39,20 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 			body["correlationId"] = out.CorrelationID
 		}
 		message = fmt.Sprintf("Tool %q executed.", name)
+		if len(out.Data) > 0 {
+			// The text says what happened, for clients that show only text.
+			message = fmt.Sprintf("Tool %q executed. Its result: %s", name, out.Data)
+		}
 	case engine.StatusApprovalPending:
 		message = fmt.Sprintf("Tool %q is waiting for a person to approve it. Poll check_approval with approvalId %q.", name, out.ApprovalID)
 	case engine.StatusPending:
 		message = "The approval is still waiting for a person. Poll again later."
 	case engine.StatusRejected:
 		message = "A person rejected this approval; it will not run."
+		if out.Note != "" {
+			body["note"] = out.Note
+			message = fmt.Sprintf("A person rejected this approval; it will not run. Their note: %q", out.Note)
+		}
 	case engine.StatusExpired:
 		message = "The approval lapsed before it executed; it will not run. Stage the call again if it is still wanted."
 	case engine.StatusConsumed:

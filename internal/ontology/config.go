@@ -39,6 +39,7 @@ const (
 	HostPromptDefault    = HostPromptOff
 	ApprovalTTLDefault   = 24 * time.Hour
 	ApproverRoleDefault  = "approver"
+	AuditorRoleDefault   = "auditor"
 	ListMaxLimitDefault  = 100
 	ReadAccessDefault    = ReadAuthenticated
 	configSchemaLocation = "https://orangerail.dev/schema/config.json"
@@ -356,6 +357,10 @@ type Approvals struct {
 	// ApproverRole is the role a person needs to decide. Defaults to
 	// ApproverRoleDefault.
 	ApproverRole string `yaml:"approver_role"`
+	// AuditorRole is the role a person needs to read the audit log through
+	// the approvals API (an approver role also reads it). Defaults to
+	// AuditorRoleDefault.
+	AuditorRole string `yaml:"auditor_role"`
 	// FourEyes, when true, refuses an approver who is the requester.
 	// Defaults to true.
 	FourEyes *bool `yaml:"four_eyes"`
@@ -543,6 +548,9 @@ type Policy struct {
 	Approval ApprovalPolicy `yaml:"approval"`
 	Roles    []string       `yaml:"roles"`
 	Scope    string         `yaml:"scope"`
+	// ApproverRoles are the roles of which a person needs one to decide
+	// this action's approvals. Defaults to approvals.approver_role.
+	ApproverRoles []string `yaml:"approver_roles"`
 }
 
 // ExecuteKind names what an action's execute does: which member of the
@@ -653,6 +661,14 @@ func (c *Config) withDefaults() {
 	}
 	if c.Approvals.ApproverRole == "" {
 		c.Approvals.ApproverRole = ApproverRoleDefault
+	}
+	if c.Approvals.AuditorRole == "" {
+		c.Approvals.AuditorRole = AuditorRoleDefault
+	}
+	for _, a := range c.Actions {
+		if a != nil && len(a.Policy.ApproverRoles) == 0 {
+			a.Policy.ApproverRoles = []string{c.Approvals.ApproverRole}
+		}
 	}
 	if c.Approvals.FourEyes == nil {
 		fourEyes := true

@@ -68,6 +68,26 @@ func TestBaseFixtureIsValid(t *testing.T) {
 	}
 }
 
+// TestApproverRoles: an action's approver roles default to
+// approvals.approver_role, and a declared list is kept.
+func TestApproverRoles(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(add("approvals: {approver_role: lead}\n")(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions["cancel_order"].Policy.ApproverRoles; len(got) != 1 || got[0] != "lead" || cfg.Approvals.AuditorRole != AuditorRoleDefault {
+		t.Fatalf("approver roles %v, auditor role %q", got, cfg.Approvals.AuditorRole)
+	}
+	cfg, err = Parse([]byte(replace("    where:", "    policy: {approval: required, approver_roles: [ops, finance]}\n    where:")(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions["cancel_order"].Policy.ApproverRoles; len(got) != 2 || got[0] != "ops" || got[1] != "finance" {
+		t.Fatalf("approver roles %v", got)
+	}
+}
+
 func TestBrokenConfigs(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -132,6 +152,9 @@ func TestBrokenConfigs(t *testing.T) {
 		{"a webhook secret's variable misnamed", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: \"whsec_abc\"}]\n"), []string{"webhooks.0.secret_env"}},
 		{"a webhook event unknown", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: S, events: [approval.pending, approval.consumed]}]\n"), []string{"webhooks.0.events.1"}},
 		{"two webhooks to one URL", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: A}, {url: \"https://hooks.example.com/in\", secret_env: B}]\n"), []string{"webhooks.1.url"}},
+		{"approver_roles empty", replace("    where:", "    policy: {approval: required, approver_roles: []}\n    where:"), []string{"actions.cancel_order.policy.approver_roles"}},
+		{"approver_roles repeated", replace("    where:", "    policy: {approval: required, approver_roles: [a, a]}\n    where:"), []string{"actions.cancel_order.policy.approver_roles"}},
+		{"auditor_role empty", add("approvals: {auditor_role: \"\"}\n"), []string{"approvals.auditor_role"}},
 		{"several problems at once", func(s string) string {
 			return replace("    key: id", "    key: pk")(replace(`target.status == "paid"`, `target.status`)(s))
 		}, []string{"actions.cancel_order.where", "objects.order.key"}},

@@ -225,3 +225,37 @@ func (s *Store) ApprovalListUnexplained(ctx context.Context, tenantID string) ([
 		return &ApprovalUnexplained{ApprovalID: r.ApprovalID, Action: r.Action, Status: ApprovalStatus(r.Status), Missing: r.Missing}
 	})
 }
+
+// ApprovalPageParams select one page of a tenant's approvals.
+type ApprovalPageParams struct {
+	TenantID string
+	// Actions are the actions whose approvals may be listed; none lists
+	// nothing.
+	Actions []string
+	// Status, Action and RequestedBy select one each; empty selects all.
+	Status      ApprovalStatus
+	Action      string
+	RequestedBy string
+	// AfterCreatedAt and AfterID are the previous page's last row; nil
+	// starts at the newest.
+	AfterCreatedAt *time.Time
+	AfterID        *uuid.UUID
+	Limit          int32
+}
+
+// ApprovalPage returns one page of a tenant's approvals, newest first.
+func (s *Store) ApprovalPage(ctx context.Context, p *ApprovalPageParams) ([]*Approval, error) {
+	rows, err := s.q.ApprovalPage(ctx, s.x, &db.ApprovalPageParams{TenantID: p.TenantID, Actions: p.Actions, Status: string(p.Status),
+		Action: p.Action, RequestedBy: p.RequestedBy, AfterCreatedAt: p.AfterCreatedAt, AfterID: p.AfterID, RowLimit: p.Limit})
+	return all(rows, err, approvalOf)
+}
+
+// ApprovalSweepLock takes the tenant's sweep lock for the transaction and
+// reports true, or reports false when another transaction holds it.
+func (s *Store) ApprovalSweepLock(ctx context.Context, tenantID string) (bool, error) {
+	locked, err := s.q.ApprovalSweepLock(ctx, s.x, tenantID)
+	if err != nil {
+		return false, InterpretError(err)
+	}
+	return locked, nil
+}

@@ -142,3 +142,41 @@ func (s *Store) AuditApprovalDecided(ctx context.Context, p *AuditApprovalDecide
 	decided, err := s.q.AuditApprovalDecided(ctx, s.x, &db.AuditApprovalDecidedParams{TenantID: p.TenantID, ApprovalID: &p.ApprovalID})
 	return decided, InterpretError(err)
 }
+
+// AuditRequesterIssuer returns the issuer of the actor whose call staged
+// an approval: "" when its staged record names none. ErrNotFound: there is
+// no staged record of it.
+func (s *Store) AuditRequesterIssuer(ctx context.Context, tenantID string, approvalID uuid.UUID) (string, error) {
+	issuer, err := s.q.AuditRequesterIssuer(ctx, s.x, &db.AuditRequesterIssuerParams{TenantID: tenantID, ApprovalID: &approvalID})
+	if err != nil {
+		return "", InterpretError(err)
+	}
+	return issuer, nil
+}
+
+// AuditPageParams select one page of a tenant's records.
+type AuditPageParams struct {
+	TenantID string
+	// BeforeSeq is the last seq of the previous page; 0 starts at the head.
+	BeforeSeq int64
+	// The filters; empty selects every record.
+	CorrelationID, Action, Actor, Phase string
+	Limit                               int32
+}
+
+// AuditPage returns one page of a tenant's records, newest first.
+func (s *Store) AuditPage(ctx context.Context, p *AuditPageParams) ([]AuditRecord, error) {
+	rows, err := s.q.AuditPage(ctx, s.x, &db.AuditPageParams{TenantID: p.TenantID, BeforeSeq: p.BeforeSeq, CorrelationID: p.CorrelationID,
+		Action: p.Action, Actor: p.Actor, Phase: p.Phase, RowLimit: p.Limit})
+	if err != nil {
+		return nil, InterpretError(err)
+	}
+	page := make([]AuditRecord, len(rows))
+	for i, r := range rows {
+		page[i] = AuditRecord{
+			Seq: r.Seq, Entry: r.Entry, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
+			Actor: r.Actor, ActorKind: r.ActorKind, DevMode: r.DevMode, ApprovalID: r.ApprovalID, PrevHash: r.PrevHash, Hash: r.Hash,
+		}
+	}
+	return page, nil
+}

@@ -101,7 +101,7 @@ func TestNoButtonsForTheRequester(t *testing.T) {
 	}
 	carol := f.client(t)
 	landed := carol.signIn("carol")
-	if landed.status != http.StatusForbidden || !strings.Contains(landed.body, string(errcode.ApproverNotAllowed)) || strings.Contains(landed.body, id) {
+	if landed.status != http.StatusForbidden || !strings.Contains(landed.body, string(errcode.Forbidden)) || strings.Contains(landed.body, id) {
 		t.Errorf("carol's list: %d\n%s", landed.status, landed.body)
 	}
 	for _, path := range []string{"/" + id, "/audit", "/events"} {

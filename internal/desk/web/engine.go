@@ -33,23 +33,20 @@ func (d *Desk) decideApproval(ctx context.Context, person *engine.Caller, id str
 	return d.c.Engine.Decide(ctx, person, engine.Decision{ApprovalID: id, Approve: approve, Digest: digest, Note: note})
 }
 
-// auditorRole is the role that reads the audit log (as `orangerail
-// auditor` grants it to database logins).
-const auditorRole = "auditor"
-
 // mayReview reports whether the person may read the tenant's approvals
-// and audit log at all: inputs can hold what only approvers and auditors
-// should see.
+// and audit log at all (inputs can hold what only approvers and auditors
+// should see): a person holding the auditor role or any action's approver
+// role, as the engine decides for the API.
 func (d *Desk) mayReview(person *engine.Caller) bool {
-	return person.Kind == engine.ActorHuman && person.HasRole(d.c.Engine.ApproverRole(), auditorRole)
+	return d.c.Engine.MayAudit(person)
 }
 
 // mayDecide reports whether the person may be shown decision buttons on
-// v: a pending approval, an approver, and not its requester when four-eyes
-// is on. The engine decides again on the POST; this only keeps a button
-// off a page where it could not work.
+// v: a pending approval, one of its action's approver roles, and not its
+// requester when four-eyes is on. The engine decides again on the POST;
+// this only keeps a button off a page where it could not work.
 func (d *Desk) mayDecide(person *engine.Caller, v *engine.ApprovalView) bool {
-	if v.Status != store.ApprovalPending || person.Kind != engine.ActorHuman || !person.HasRole(d.c.Engine.ApproverRole()) {
+	if v.Status != store.ApprovalPending || !d.c.Engine.MayDecide(person, v.Action) {
 		return false
 	}
 	return !(*d.c.Ontology.Approvals.FourEyes && v.RequestedBy == person.Subject)

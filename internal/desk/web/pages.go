@@ -231,10 +231,12 @@ func refusalText(code errcode.Code) string {
 	case errcode.ApprovalArgumentsMismatch:
 		return "The input shown to you is not the input stored: nothing was decided. Review the approval again."
 	case errcode.ApprovalDecided:
-		return "This approval was decided, or lapsed, before your decision arrived."
+		return "This approval was decided before your decision arrived."
+	case errcode.ApprovalExpired:
+		return "This approval lapsed before your decision arrived: nothing was decided."
 	case errcode.ApprovalFourEyes:
 		return "You requested this approval; another approver must decide it."
-	case errcode.ApproverNotAllowed:
+	case errcode.Forbidden:
 		return "You may not decide approvals."
 	default:
 		return "Your decision was not recorded."
@@ -262,7 +264,7 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	case errcode.ApprovalNotFound:
 		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
 		return
-	case errcode.ApprovalDecided:
+	case errcode.ApprovalDecided, errcode.ApprovalExpired:
 		status = http.StatusConflict
 	case errcode.ApprovalArgumentsMismatch:
 		status = http.StatusUnprocessableEntity

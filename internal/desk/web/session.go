@@ -130,7 +130,7 @@ func (d *Desk) withSession(h sessionHandler) http.HandlerFunc {
 			return
 		}
 		if !d.mayReview(s.caller) && r.URL.Path != Path+"/signout" {
-			d.refuseIn(w, r, s, http.StatusForbidden, errcode.ApproverNotAllowed, "The desk is for approvers and auditors; you hold neither role.")
+			d.refuseIn(w, r, s, http.StatusForbidden, errcode.Forbidden, "The desk is for approvers and auditors; you hold neither role.")
 			return
 		}
 		if r.Method == http.MethodPost {

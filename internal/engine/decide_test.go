@@ -1,0 +1,79 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+)
+
+// TestDecideNamesTheVerifiedPerson: who may decide is the action's
+// approver roles, four-eyes compares the verified identity (subject and
+// issuer), and the record names the decider's subject, issuer and kind.
+func TestDecideNamesTheVerifiedPerson(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("actions.update_shipping_address.policy.approver_roles", []string{"shipping-lead"}))
+	const issuer = "https://id.example"
+	person := func(subject string, roles ...string) *engine.Caller {
+		return &engine.Caller{Subject: subject, Issuer: issuer, Tenant: "acme", Roles: roles, Scopes: []string{"orders:write"}, Kind: engine.ActorHuman}
+	}
+	stage := func(c *engine.Caller, action, args string) (string, string) {
+		t.Helper()
+		out := e.Call(ctx, c, action, json.RawMessage(args))
+		want(t, out, engine.StatusApprovalPending)
+		v, err := e.ShowApproval(ctx, "acme", out.ApprovalID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.ApprovalID.String(), v.Digest
+	}
+
+	// The action's approver roles, not approvals.approver_role.
+	ship, shipDigest := stage(support("acme"), "update_shipping_address", `{"order_id": "o-1001", "address": "2 New Street"}`)
+	if out := e.Decide(ctx, person("bob", "approver"), engine.Decision{ApprovalID: ship, Approve: true, Digest: shipDigest}); out.Code != errcode.Forbidden {
+		t.Fatalf("an approver without the action's role: %s %s", out.Status, out.Code)
+	}
+	if got := e.DecidableActions(person("bob", "approver")); len(got) != 2 || got[0] != "add_order_note" || got[1] != "cancel_order" {
+		t.Fatalf("bob decides %v", got)
+	}
+	out, decided := e.DecideApproval(ctx, person("erin", "shipping-lead"), engine.Decision{ApprovalID: ship, Approve: true, Digest: shipDigest})
+	want(t, out, engine.StatusOK)
+	if decided == nil || decided.DecidedBy != "erin" || decided.Status != "approved" || decided.DecidedAt.IsZero() {
+		t.Fatalf("decided %+v", decided)
+	}
+	var actor struct {
+		Actor engine.Actor `json:"actor"`
+	}
+	var entry []byte
+	if err := b.admin.QueryRow(ctx, "SELECT entry FROM orangerail.audit WHERE approval_id = $1 AND phase = 'approved'", ship).Scan(&entry); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(entry, &actor); err != nil || actor.Actor != (engine.Actor{Subject: "erin", Kind: engine.ActorHuman, Issuer: issuer}) {
+		t.Fatalf("the approved record's actor: %s", entry)
+	}
+
+	// Four-eyes: the requester, verified by the same issuer, may not
+	// decide; a namesake of another issuer is another person.
+	own, ownDigest := stage(person("carol", "support", "approver"), "cancel_order", `{"order_id": "o-1002", "reason": "mine"}`)
+	if out := e.Decide(ctx, person("carol", "approver"), engine.Decision{ApprovalID: own, Approve: true, Digest: ownDigest}); out.Code != errcode.ApprovalFourEyes {
+		t.Fatalf("the requester deciding: %s %s", out.Status, out.Code)
+	}
+	namesake := person("carol", "approver")
+	namesake.Issuer = "https://elsewhere.example"
+	want(t, e.Decide(ctx, namesake, engine.Decision{ApprovalID: own, Approve: false, Note: "not mine"}), engine.StatusOK)
+
+	// A requester no issuer vouched for (stdio, or a record from before
+	// issuers were kept) is compared by subject alone.
+	old, oldDigest := stage(&engine.Caller{Subject: "dave", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorHuman},
+		"cancel_order", `{"order_id": "o-1002", "reason": "old"}`)
+	if out := e.Decide(ctx, person("dave", "approver"), engine.Decision{ApprovalID: old, Approve: true, Digest: oldDigest}); out.Code != errcode.ApprovalFourEyes {
+		t.Fatalf("an unvouched requester deciding: %s %s", out.Status, out.Code)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}

@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// Sweep expires every tenant's lapsed approvals, auditing each expiry as
+// the engine's other paths do (approval_expire), and returns how many it
+// expired. Expiry is eager so that no list shows a lapsed approval as
+// pending. Replicas may sweep at once: a tenant is swept by one of them at
+// a time (a transaction-scoped advisory lock another sweeper passes over
+// without waiting), and an approval expired, decided or consumed by
+// another transaction meanwhile is left as that one left it.
+func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	tenants, err := store.New(e.store).TenantList(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: list tenants: %w", err)
+	}
+	total := 0
+	for _, tenant := range tenants {
+		n := 0
+		err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			locked, err := store.New(tx).ApprovalSweepLock(ctx, tenant)
+			if err != nil || !locked {
+				return err
+			}
+			n, err = e.expireLapsedCount(ctx, tx, tenant)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("sweep tenant %s: %w", tenant, err)
+		}
+		total += n
+	}
+	return total, nil
+}
