@@ -50,10 +50,12 @@ check(staged.structuredContent?.status === "approval_pending" && id, "cancel_ord
 const pending = await client.callTool({ name: "check_approval", arguments: { approvalId: id } });
 check(pending.structuredContent?.status === "pending", "check_approval before the decision", pending);
 
-const common = ["--tenant", "acme", "--config", facts.config, "--database-url", facts.database_url];
-const view = JSON.parse(execFileSync(facts.orangerail, ["approvals", "show", id, "--json", ...common]));
+// A person decides through the deployment's API with their own token.
+const asApprover = { env: { ...process.env, ORANGERAIL_TOKEN: facts.tokens.approver.acme } };
+const common = ["--server", facts.server_url];
+const view = JSON.parse(execFileSync(facts.orangerail, ["approvals", "show", id, "--json", ...common], asApprover));
 check(view.digest?.length === 64 && view.input?.reason === "end to end", "approvals show", view);
-execFileSync(facts.orangerail, ["approvals", "approve", id, "--as", "e2e-approver", "--digest", view.digest, ...common]);
+execFileSync(facts.orangerail, ["approvals", "approve", id, "--digest", view.digest, ...common], asApprover);
 
 const done = await client.callTool({ name: "check_approval", arguments: { approvalId: id } });
 check(!done.isError && done.structuredContent?.status === "executed", "check_approval executes the approved call", done);

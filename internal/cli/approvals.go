@@ -14,35 +14,76 @@ import (
 
 	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/desk/api"
+	"github.com/orangerail/orangerail/internal/desk/client"
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
-// operatorFlags are what every approvals command needs.
-type operatorFlags struct {
+// approvalsFlags are what every approvals command needs. A command goes
+// through the deployment's API as the person signed in (--server), or, in
+// an emergency, straight to the database as its owner (--break-glass).
+type approvalsFlags struct {
+	server              string
+	breakGlass          bool
+	reason              string
 	url, config, tenant string
 }
 
-func (f *operatorFlags) bind(cmd *cobra.Command) {
-	databaseURLFlag(cmd.PersistentFlags(), &f.url)
-	cmd.PersistentFlags().StringVar(&f.config, "config", os.Getenv("ORANGERAIL_CONFIG"), "the ontology config file (default $ORANGERAIL_CONFIG)")
-	cmd.PersistentFlags().StringVar(&f.tenant, "tenant", "", "the tenant whose approvals to read or decide (required)")
+// ServerEnv names the environment variable --server defaults to.
+const ServerEnv = "ORANGERAIL_SERVER"
+
+func (f *approvalsFlags) bind(cmd *cobra.Command) {
+	flags := cmd.PersistentFlags()
+	flags.StringVar(&f.server, "server", os.Getenv(ServerEnv), "the deployment's address, its http.public_url (default $"+ServerEnv+"); the token comes from $"+login.TokenEnv+" or `orangerail login`")
+	flags.BoolVar(&f.breakGlass, "break-glass", false, "go to the database as its owner, around the API (an emergency; audited as the database login, and reported by `audit verify`)")
+	flags.StringVar(&f.reason, "reason", "", "with --break-glass: why, recorded with the decision (required)")
+	databaseURLFlag(flags, &f.url)
+	flags.StringVar(&f.config, "config", os.Getenv("ORANGERAIL_CONFIG"), "with --break-glass: the ontology config file (default $ORANGERAIL_CONFIG)")
+	flags.StringVar(&f.tenant, "tenant", "", "with --break-glass: the tenant whose approvals to read or decide")
 }
 
-// engine opens what an operator command needs; closeFunc releases it.
-// These commands review and decide approvals; they never stage a call or
-// page a list, so the runtime signs with a key of its own.
-func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc func(), err error) {
+// client returns the API client of the signed-in person, or nil when the
+// command goes to the database (--break-glass).
+func (f *approvalsFlags) client() (*client.Client, error) {
+	switch {
+	case f.breakGlass && f.server != "":
+		return nil, errcode.New(errcode.ApprovalsPath, "--server and --break-glass exclude each other: the API, or the database around it", nil)
+	case f.breakGlass:
+		if strings.TrimSpace(f.reason) == "" {
+			return nil, errcode.New(errcode.ApprovalsPath, "--break-glass needs --reason TEXT: the decision records why the API was bypassed", nil)
+		}
+		return nil, nil
+	case f.server == "":
+		return nil, errcode.New(errcode.ApprovalsPath, "pass --server URL (the deployment's http.public_url, or set $"+ServerEnv+
+			"); only in an emergency, --break-glass --reason TEXT with the database owner's --database-url", nil)
+	}
+	path, err := login.TokenPath()
+	if err != nil {
+		return nil, err
+	}
+	token, err := login.Token(path, time.Now())
+	if err != nil {
+		return nil, errcode.New(errcode.MCPUnauthorized, err.Error(), nil)
+	}
+	return client.New(f.server, token)
+}
+
+// engine opens what the database path needs; closeFunc releases it. These
+// commands review and decide approvals; they never stage a call or page a
+// list, so the runtime signs with a key of its own.
+func (f *approvalsFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc func(), err error) {
 	if f.tenant == "" {
-		return nil, nil, errcode.New(errcode.TenantInvalid, "--tenant is required", nil)
+		return nil, nil, errcode.New(errcode.TenantInvalid, "--tenant is required with --break-glass", nil)
 	}
 	if err := database.ValidateTenantID(f.tenant); err != nil {
 		return nil, nil, err
 	}
 	if f.config == "" {
-		return nil, nil, fmt.Errorf("--config is required: the ontology config names each action's effect and target")
+		return nil, nil, fmt.Errorf("--config is required with --break-glass: the ontology config names each action's effect and target")
 	}
 	cfg, err := loadConfig(f.config)
 	if err != nil {
@@ -55,11 +96,26 @@ func (f *operatorFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc
 	return rt.Engine, rt.Close, nil
 }
 
+// approveCommand is the command that approves v's exact input the way this
+// one reached it, runnable as printed (the binary's own path, no hidden
+// flag); a break-glass one needs its reason written in.
+func (f *approvalsFlags) approveCommand(v *engine.ApprovalView) string {
+	self, err := os.Executable()
+	if err != nil {
+		self = "orangerail"
+	}
+	if f.breakGlass {
+		return shellJoin([]string{self, "approvals", "approve", v.ID.String(), "--break-glass", "--reason", "WHY",
+			"--tenant", v.Tenant, "--config", f.config, "--digest", v.Digest}) + ` --database-url "$DATABASE_URL"`
+	}
+	return shellJoin([]string{self, "approvals", "approve", v.ID.String(), "--server", f.server, "--digest", v.Digest})
+}
+
 func newApprovalsCmd() *cobra.Command {
-	f := &operatorFlags{}
+	f := &approvalsFlags{}
 	cmd := &cobra.Command{
 		Use:   "approvals",
-		Short: "List, review and decide the approvals agents staged",
+		Short: "List, review and decide the approvals agents staged, as the person signed in",
 	}
 	f.bind(cmd)
 	cmd.AddCommand(newApprovalsListCmd(f), newApprovalsShowCmd(f))
@@ -67,7 +123,7 @@ func newApprovalsCmd() *cobra.Command {
 	return cmd
 }
 
-func newApprovalsListCmd(f *operatorFlags) *cobra.Command {
+func newApprovalsListCmd(f *approvalsFlags) *cobra.Command {
 	var (
 		status string
 		limit  int32
@@ -75,15 +131,10 @@ func newApprovalsListCmd(f *operatorFlags) *cobra.Command {
 	)
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List a tenant's approvals, newest first",
+		Short: "List the tenant's approvals, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, closeAll, err := f.engine(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeAll()
-			views, err := e.ListApprovals(cmd.Context(), f.tenant, store.ApprovalStatus(status), limit)
+			views, err := f.list(cmd.Context(), store.ApprovalStatus(status), limit)
 			if err != nil {
 				return err
 			}
@@ -93,32 +144,53 @@ func newApprovalsListCmd(f *operatorFlags) *cobra.Command {
 			return printApprovals(cmd.OutOrStdout(), views)
 		},
 	}
-	list.Flags().StringVar(&status, "status", "", "only approvals of this status ("+approvalStatusList()+")")
+	list.Flags().StringVar(&status, "status", "", "only approvals of this status ("+approvalStatusList()+"); the API's default is pending")
 	list.Flags().Int32Var(&limit, "limit", 50, "at most this many")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return list
 }
 
-func newApprovalsShowCmd(f *operatorFlags) *cobra.Command {
+// list reads approvals through the API or, breaking glass, the database.
+func (f *approvalsFlags) list(ctx context.Context, status store.ApprovalStatus, limit int32) ([]*engine.ApprovalView, error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		e, closeAll, err := f.engine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAll()
+		return e.ListApprovals(ctx, f.tenant, status, limit)
+	}
+	page, err := c.List(ctx, client.ListQuery{Status: string(status), Limit: int(limit)})
+	if err != nil {
+		return nil, err
+	}
+	views := make([]*engine.ApprovalView, len(page.Items))
+	for i, it := range page.Items {
+		views[i] = &engine.ApprovalView{ID: it.ID, Action: it.Action, Title: it.Title, Status: it.Status, RequestedBy: it.RequestedBy,
+			Digest: it.Digest, CreatedAt: it.RequestedAt, ExpiresAt: it.ExpiresAt}
+	}
+	return views, nil
+}
+
+func newApprovalsShowCmd(f *approvalsFlags) *cobra.Command {
 	var asJSON bool
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show what an approval would execute: the input (canonical: the bytes its digest covers), its digest, the effect, the rollback and the target now",
+		Short: "Show what an approval would execute: the input (canonical: the bytes its digest covers), its digest, the effect, the rollback, the target now and what would be written",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, closeAll, err := f.engine(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeAll()
-			v, err := e.ShowApproval(cmd.Context(), f.tenant, args[0])
+			v, err := f.show(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			printApproval(cmd.OutOrStdout(), v)
+			printApproval(cmd.OutOrStdout(), v, f.approveCommand(v))
 			return nil
 		},
 	}
@@ -126,53 +198,93 @@ func newApprovalsShowCmd(f *operatorFlags) *cobra.Command {
 	return show
 }
 
+// show reads one approval through the API or, breaking glass, the database.
+func (f *approvalsFlags) show(ctx context.Context, id string) (*engine.ApprovalView, error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		e, closeAll, err := f.engine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAll()
+		return e.ShowApproval(ctx, f.tenant, id)
+	}
+	d, err := c.Show(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	v := &engine.ApprovalView{ID: d.ID, Action: d.Action, Title: d.Title, Status: d.Status, RequestedBy: d.RequestedBy,
+		Input: d.Input, Digest: d.Digest, Effect: d.Effect, Rollback: d.Rollback, CreatedAt: d.RequestedAt, ExpiresAt: d.ExpiresAt,
+		DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, DecisionNote: d.Note}
+	if string(d.TargetNow) != "null" {
+		v.Target = d.TargetNow
+	}
+	if string(d.WouldWrite) != "null" {
+		v.WouldWrite = d.WouldWrite
+	}
+	if d.TargetError != nil {
+		v.TargetError = *d.TargetError
+	}
+	return v, nil
+}
+
 // newApprovalsDecideCmds returns approve and reject.
-func newApprovalsDecideCmds(f *operatorFlags) []*cobra.Command {
-	var as, digest, note string
+func newApprovalsDecideCmds(f *approvalsFlags) []*cobra.Command {
+	var digest, note string
 	decide := func(approve bool) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			if as == "" {
-				return fmt.Errorf("--as is required: the decision is recorded under that name")
-			}
-			e, closeAll, err := f.engine(cmd.Context())
+			by, err := f.decide(cmd.Context(), args[0], approve, digest, note)
 			if err != nil {
 				return err
-			}
-			defer closeAll()
-			decider := &engine.Caller{Subject: as, Tenant: f.tenant, Roles: []string{e.ApproverRole()}, Kind: engine.ActorHuman}
-			out := e.Decide(cmd.Context(), decider, engine.Decision{ApprovalID: args[0], Approve: approve, Digest: digest, Note: note})
-			if !out.OK() {
-				if out.Code != "" {
-					return errcode.New(out.Code, fmt.Sprintf("approval %s: %s", args[0], out.Status), out.Err)
-				}
-				return fmt.Errorf("approval %s: %s (correlation %s): %w", args[0], out.Status, out.CorrelationID, out.Err)
 			}
 			verb := "rejected"
 			if approve {
 				verb = "approved"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s as %s\n", verb, args[0], as)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s as %s\n", verb, args[0], display.Text(by))
 			return nil
 		}
 	}
 	approve := &cobra.Command{
-		Use:   "approve ID --as NAME --digest DIGEST",
+		Use:   "approve ID --digest DIGEST",
 		Short: "Approve exactly the input whose digest `show` printed",
 		Args:  cobra.ExactArgs(1),
 		RunE:  decide(true),
 	}
-	approve.Flags().StringVar(&as, "as", "", "who decides (recorded in the audit log)")
 	approve.Flags().StringVar(&digest, "digest", "", "the digest `approvals show` printed for the input you reviewed")
 	approve.Flags().StringVar(&note, "note", "", "a note kept with the decision")
 	reject := &cobra.Command{
-		Use:   "reject ID --as NAME [--note TEXT]",
-		Short: "Reject an approval",
+		Use:   "reject ID [--note TEXT]",
+		Short: "Reject an approval; the note reaches the agent",
 		Args:  cobra.ExactArgs(1),
 		RunE:  decide(false),
 	}
-	reject.Flags().StringVar(&as, "as", "", "who decides (recorded in the audit log)")
-	reject.Flags().StringVar(&note, "note", "", "why, kept with the decision")
+	reject.Flags().StringVar(&note, "note", "", "why, kept with the decision and told to the agent")
 	return []*cobra.Command{approve, reject}
+}
+
+// decide records a decision through the API as the signed-in person and
+// returns who the record names.
+func (f *approvalsFlags) decide(ctx context.Context, id string, approve bool, digest, note string) (string, error) {
+	c, err := f.client()
+	if err != nil {
+		return "", err
+	}
+	if c == nil {
+		return f.decideBreakingGlass(ctx, id, approve, digest, note)
+	}
+	d := api.DecisionRequest{Decision: "reject", Digest: digest, Note: note}
+	if approve {
+		d.Decision = "approve"
+	}
+	res, err := c.Decide(ctx, id, d)
+	if err != nil {
+		return "", err
+	}
+	return res.DecidedBy, nil
 }
 
 // printApprovals prints approvals as a table. Every text that came from an
@@ -193,7 +305,9 @@ func printApprovals(out io.Writer, views []*engine.ApprovalView) error {
 // and the target are indented JSON whose unsafe characters are escaped, so
 // what the approver reads is what executes, however the agent spaced or
 // spelled it.
-func printApproval(w io.Writer, v *engine.ApprovalView) {
+// printApproval prints v as its approver reviews it; approve is the
+// command that approves its exact input, printed for a pending one.
+func printApproval(w io.Writer, v *engine.ApprovalView, approve string) {
 	fmt.Fprintf(w, "approval %s (%s)\n  action:       %s", v.ID, display.Text(string(v.Status)), display.Text(v.Action))
 	if v.Destructive {
 		fmt.Fprint(w, " (destructive)")
@@ -212,6 +326,9 @@ func printApproval(w io.Writer, v *engine.ApprovalView) {
 	case v.Target != nil:
 		fmt.Fprintf(w, "  target now:\n    %s\n", display.JSON(v.Target, "    ", "  "))
 	}
+	if len(v.WouldWrite) > 0 {
+		fmt.Fprintf(w, "  would write:\n    %s\n", display.JSON(v.WouldWrite, "    ", "  "))
+	}
 	if v.DecidedBy != nil {
 		fmt.Fprintf(w, "  decided by:   %s at %s", display.Text(*v.DecidedBy), v.DecidedAt.UTC().Format(time.RFC3339))
 		if v.DecisionNote != nil {
@@ -220,7 +337,7 @@ func printApproval(w io.Writer, v *engine.ApprovalView) {
 		fmt.Fprintln(w)
 	}
 	if v.Status == store.ApprovalPending {
-		fmt.Fprintf(w, "\nTo approve this exact input:\n  orangerail approvals approve %s --tenant %s --as YOUR_NAME --digest %s\n", v.ID, display.Text(v.Tenant), display.Text(v.Digest))
+		fmt.Fprintf(w, "\nTo approve this exact input:\n  %s\n", display.Text(approve))
 	}
 }
 
@@ -244,4 +361,11 @@ func approvalStatusList() string {
 		names = append(names, string(s))
 	}
 	return strings.Join(names, ", ")
+}
+
+// decideBreakingGlass decides straight in the database, as its owner,
+// around the API: an emergency path, recorded as the database login with
+// the reason, and reported by `audit verify`.
+func (f *approvalsFlags) decideBreakingGlass(ctx context.Context, id string, approve bool, digest, note string) (string, error) {
+	return "", errcode.New(errcode.RequestInvalid, "deciding with --break-glass is not available in this build: decide through --server", nil)
 }

@@ -46,7 +46,7 @@ func TestPrintApprovalEscapes(t *testing.T) {
 		CreatedAt: at, ExpiresAt: at.Add(time.Hour), DecidedBy: &by, DecidedAt: &at, DecisionNote: &note,
 	}
 	var out bytes.Buffer
-	printApproval(&out, v)
+	printApproval(&out, v, "orangerail approvals approve ID --server URL --digest D")
 	want := `approval 11111111-2222-3333-4444-555555555555 (approved)
   action:       "cancel_order\u202e"
   requested by: "agent\u2066-7" at 2025-01-02T03:04:05Z
@@ -73,7 +73,7 @@ func TestPrintApprovalEscapes(t *testing.T) {
 
 	out.Reset()
 	v.Status, v.TargetError = "pending\r", "pq: \x1b]0;owned\x07"
-	printApproval(&out, v)
+	printApproval(&out, v, "orangerail approvals approve ID --server URL --digest D")
 	for _, line := range []string{
 		`approval 11111111-2222-3333-4444-555555555555 ("pending\r")` + "\n",
 		`  target now:   could not be read: "pq: \u001b]0;owned\u0007"` + "\n",
@@ -111,7 +111,7 @@ func TestApprovalsShowSpoof(t *testing.T) {
 	if staged.Status != engine.StatusApprovalPending {
 		t.Fatalf("stage: %s %v %v", staged.Status, staged.Issues, staged.Err)
 	}
-	common := []string{"--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme"}
+	common := []string{"--break-glass", "--reason", "the desk is down", "--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme"}
 	run := func(args ...string) (int, string, string) {
 		return cli(t, append(append([]string{"approvals"}, args...), common...)...)
 	}
@@ -170,7 +170,7 @@ func TestApprovalsListStatus(t *testing.T) {
 		t.Fatalf("stage: %s %v", staged.Status, staged.Err)
 	}
 	list := func(status string) (int, string, string) {
-		return cli(t, "approvals", "list", "--status", status, "--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme")
+		return cli(t, "approvals", "list", "--break-glass", "--reason", "r", "--status", status, "--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme")
 	}
 	if code, out, stderr := list("pending"); code != exitOK || !strings.Contains(out, staged.ApprovalID.String()) {
 		t.Fatalf("list pending: exit %d %q %q", code, out, stderr)

@@ -26,6 +26,7 @@ import (
 	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -43,8 +44,11 @@ type demoFacts struct {
 	Issuer string `json:"issuer,omitempty"`
 	// DeskURL is the approvers' web desk; Logins are the issuer's accounts
 	// that sign in to it: {"approver": {tenant: {"username","password"}}}.
-	DeskURL string                          `json:"desk_url,omitempty"`
-	Logins  map[string]map[string]demoLogin `json:"logins,omitempty"`
+	DeskURL string `json:"desk_url,omitempty"`
+	// ServerURL is the deployment's public URL, which the approvals
+	// commands take as --server.
+	ServerURL string                          `json:"server_url,omitempty"`
+	Logins    map[string]map[string]demoLogin `json:"logins,omitempty"`
 	// MCPURL is the Streamable HTTP endpoint under the demo's public URL;
 	// null with --prepare-only, which serves nothing.
 	MCPURL         *string  `json:"mcp_url"`
@@ -229,10 +233,17 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 	}
 	fmt.Fprintf(out, "Or connect over stdio as a development identity:\n  %s\n", stdio)
 	fmt.Fprintf(out, "With Claude Code:\n  claude mcp add orangerail-stdio -- %s\n\n", stdio)
-	common := fmt.Sprintf("--tenant acme --config %s --database-url %s", shellJoin([]string{facts.Config}), urlArg)
 	self := shellJoin([]string{facts.Self})
-	fmt.Fprintf(out, "Approve what the agent stages:\n  %s approvals list %s\n  %s approvals show ID %s\n  %s approvals approve ID --as YOUR_NAME --digest DIGEST %s\n\n",
-		self, common, self, common, self, common)
+	if facts.ServerURL != "" {
+		server := shellJoin([]string{facts.ServerURL})
+		fmt.Fprintf(out, "Decide what the agent stages from the command line, as a person (the approver login above):\n"+
+			"  %s login --issuer %s\n  %s approvals list --server %s\n  %s approvals show ID --server %s\n"+
+			"  %s approvals approve ID --server %s --digest DIGEST\n\n",
+			self, shellJoin([]string{facts.Issuer}), self, server, self, server, self, server)
+	}
+	fmt.Fprintf(out, "Only if the server cannot be reached: the database owner decides around it, and audit verify reports it:\n"+
+		"  %s approvals list --break-glass --reason WHY --tenant acme --config %s --database-url %s\n\n",
+		self, shellJoin([]string{facts.Config}), urlArg)
 	fmt.Fprintf(out, "Verify the audit log:\n  %s audit verify --database-url %s\n\n", self, urlArg)
 }
 
@@ -358,6 +369,11 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	if err := iss.AddClient(devissuer.Client{ID: demoDeskClient, RedirectURIs: []string{deskURL + "/callback"}}); err != nil {
 		return err
 	}
+	// `orangerail login` signs in with the device grant, as the command
+	// line's public client.
+	if err := iss.AddClient(devissuer.Client{ID: login.ClientIDDefault}); err != nil {
+		return err
+	}
 	key, err := app.DevSecretKey(filepath.Join(demoStateDir, "secret.key"))
 	if err != nil {
 		return err
@@ -377,7 +393,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		return err
 	}
 
-	facts.DeskURL = deskURL
+	facts.DeskURL, facts.ServerURL = deskURL, strings.TrimSuffix(publicURL, "/")
 	url := strings.TrimSuffix(publicURL, "/") + app.MCPPath
 	facts.MCPURL = &url
 	// The address is bound: clients that read these facts before Serve

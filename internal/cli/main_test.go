@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -320,12 +322,64 @@ func exampleEngine(t *testing.T, url string, key []byte) *engine.Engine {
 	return e
 }
 
+// servedExample serves the orders example over HTTP on the database at
+// url, verifying tokens of a development issuer, and returns the public URL
+// and a function minting a token of a person (roles) in tenant acme.
+func servedExample(t *testing.T, url string) (string, func(subject string, roles ...string) string) {
+	t.Helper()
+	ctx := context.Background()
+	iss, err := devissuer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuerSrv := httptest.NewServer(iss.Handler())
+	t.Cleanup(issuerSrv.Close)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuerSrv.URL, Audience: "orangerail", TenantClaim: "org_id",
+		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}
+	cfg.HTTP.RateLimits.Store = ontology.RateLimitMemory
+	ln, err := app.Listen(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.PublicURL = "http://" + ln.Addr().String()
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: url, Key: make([]byte, engine.KeySize), Serve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rt.ServeHTTP(serveCtx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		rt.Close()
+	})
+	mint := func(subject string, roles ...string) string {
+		tok, err := iss.Token(devissuer.Claims{Issuer: issuerSrv.URL, Subject: subject, Audience: "orangerail",
+			Expiry: time.Now().Add(time.Hour), Extra: map[string]any{"org_id": "acme", "roles": roles, "kind": "human"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	return cfg.HTTP.PublicURL, mint
+}
+
+// TestApprovalsCommands decides through the deployment's API as the person
+// whose token the command sends, as the desk does: the audit record names
+// that person, never a typed name, and the command `show` prints runs as
+// printed.
 func TestApprovalsCommands(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	key := make([]byte, engine.KeySize)
-	e := exampleEngine(t, url, key)
+	e := exampleEngine(t, url, make([]byte, engine.KeySize))
+	server, mint := servedExample(t, url)
 	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
 	staged := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "asked"}`))
 	other := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "asked"}`))
@@ -333,11 +387,15 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Fatalf("stage: %s %s", staged.Status, other.Status)
 	}
 	id := staged.ApprovalID.String()
-	common := []string{"--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme"}
+	t.Setenv(login.TokenEnv, mint("alice@example.com", "approver"))
+	t.Setenv(ServerEnv, "")
 	run := func(args ...string) (int, string, string) {
-		return cli(t, append(append([]string{"approvals"}, args...), common...)...)
+		return cli(t, append(append([]string{"approvals"}, args...), "--server", server)...)
 	}
 
+	if code, _, stderr := cli(t, "approvals", "list"); code != exitError || !strings.Contains(stderr, "X_APPROVALS_PATH") {
+		t.Fatalf("no --server: exit %d %q", code, stderr)
+	}
 	code, out, stderr := run("list")
 	if code != exitOK || strings.Count(out, "pending") != 2 {
 		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
@@ -345,45 +403,45 @@ func TestApprovalsCommands(t *testing.T) {
 	code, out, _ = run("show", id)
 	input := "    {\n      \"order_id\": \"o-1001\",\n      \"reason\": \"asked\"\n    }\n"
 	if code != exitOK || !strings.Contains(out, input) || !strings.Contains(out, "The order is cancelled") ||
-		!strings.Contains(out, `      "status": "paid",`) || !strings.Contains(out, "--digest") {
+		!strings.Contains(out, `      "status": "paid",`) || !strings.Contains(out, "would write:") {
 		t.Fatalf("show: exit %d\n%s", code, out)
 	}
-	_, out, _ = run("show", id, "--json")
-	var view struct {
-		Digest string          `json:"digest"`
-		Input  json.RawMessage `json:"input"`
-	}
-	if err := json.Unmarshal([]byte(out), &view); err != nil || len(view.Digest) != 64 {
-		t.Fatalf("show --json: %v\n%s", err, out)
+	// The command show prints approves, run exactly as printed.
+	printed := out[strings.LastIndex(out, "\n  ")+3 : len(out)-1]
+	words := strings.Fields(printed)
+	if self, _ := os.Executable(); words[0] != self || !slices.Contains(words, "--server") || !slices.Contains(words, "--digest") {
+		t.Fatalf("the printed command %q", printed)
 	}
 
-	code, _, stderr = run("approve", id, "--as", "alice", "--digest", strings.Repeat("ab", 32))
+	code, _, stderr = run("approve", id, "--digest", strings.Repeat("ab", 32))
 	if code != exitError {
 		t.Fatalf("approve with another digest: exit %d", code)
 	}
 	oneLine(t, stderr, "X_APPROVAL_ARGUMENTS_MISMATCH")
-	if code, _, stderr = run("approve", id, "--digest", view.Digest); code != exitError || !strings.Contains(stderr, "--as") {
-		t.Fatalf("approve without --as: exit %d %q", code, stderr)
+	if code, out, stderr = cli(t, words[1:]...); code != exitOK || !strings.Contains(out, "approved "+id+" as alice@example.com") {
+		t.Fatalf("the printed approve: exit %d %q %q", code, out, stderr)
 	}
-	if code, out, stderr = run("approve", id, "--as", "alice", "--digest", view.Digest); code != exitOK || !strings.Contains(out, "approved") {
-		t.Fatalf("approve: exit %d %q %q", code, out, stderr)
-	}
-	code, _, stderr = run("reject", id, "--as", "bob")
+	code, _, stderr = run("reject", id)
 	if code != exitError {
 		t.Fatalf("deciding twice: exit %d", code)
 	}
 	oneLine(t, stderr, "X_APPROVAL_DECIDED")
-	if code, _, _ = run("reject", other.ApprovalID.String(), "--as", "bob", "--note", "not now"); code != exitOK {
+	if code, _, _ = run("reject", other.ApprovalID.String(), "--note", "not now"); code != exitOK {
 		t.Fatalf("reject: exit %d", code)
 	}
 	if code, _, stderr = run("show", "not-an-id"); code != exitError || !strings.Contains(stderr, "X_APPROVAL_NOT_FOUND") {
 		t.Fatalf("show of a bad id: exit %d %q", code, stderr)
 	}
+	t.Setenv(login.TokenEnv, "")
+	t.Setenv(login.TokenFileEnv, filepath.Join(t.TempDir(), "none.json"))
+	if code, _, stderr = run("list"); code != exitError || !strings.Contains(stderr, "orangerail login") {
+		t.Fatalf("no token: exit %d %q", code, stderr)
+	}
 
-	// The decider named with --as is the audit record's actor.
+	// The person the token names is the audit record's actor.
 	pool := testdb.Pool(t, url)
 	var actor, kind string
-	if err := pool.QueryRow(ctx, "SELECT actor, actor_kind FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'approved'", id).Scan(&actor, &kind); err != nil || actor != "alice" || kind != "human" {
+	if err := pool.QueryRow(ctx, "SELECT actor, actor_kind FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'approved'", id).Scan(&actor, &kind); err != nil || actor != "alice@example.com" || kind != "human" {
 		t.Fatalf("approved record actor %q %q (%v)", actor, kind, err)
 	}
 	if out := e.Check(ctx, agent, id); out.Status != engine.StatusOK {

@@ -34,6 +34,7 @@ const (
 	ApprovalExpired           Code = "X_APPROVAL_EXPIRED"
 	Forbidden                 Code = "X_FORBIDDEN"
 	RequestInvalid            Code = "X_REQUEST_INVALID"
+	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
@@ -105,6 +106,8 @@ var table = []Entry{
 		"Nothing will execute; the agent stages the call anew if it is still wanted, and a person decides that one in time."},
 	{Forbidden, "The caller may not do this: the approvals API serves people only (not agent tokens), deciding or reviewing an action's approvals needs one of its approver roles (policy.approver_roles, default approvals.approver_role), and reading the audit log needs the auditor role (approvals.auditor_role) or an approver role.",
 		"Sign in as a person whose token carries one of those roles; an operator grants roles at the identity provider."},
+	{ApprovalsPath, "An approvals command names neither how to reach the approvals nor both: the deployment's API as the person signed in (--server), or, in an emergency, the database as its owner (--break-glass with a --reason).",
+		"Pass --server with the deployment's http.public_url (or set ORANGERAIL_SERVER) and sign in with `orangerail login` (or set ORANGERAIL_TOKEN); only when the API cannot be reached, --break-glass --reason TEXT with the database owner's --database-url."},
 	{RequestInvalid, "The request to the approvals API is malformed: a query parameter or the JSON body is not of the documented form (each problem is named).",
 		"Fix the request as the message says; the API's OpenAPI document is at /api/v1/openapi.json."},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/internal/login"
+)
+
+// IssuerEnv names the environment variable `login --issuer` defaults to.
+const IssuerEnv = "ORANGERAIL_ISSUER"
+
+func newLoginCmd() *cobra.Command {
+	var issuer, clientID, config string
+	cmd := &cobra.Command{
+		Use:   "login [--issuer URL]",
+		Short: "Sign in as a person at the team's OIDC issuer (device authorization grant) for the approvals commands",
+		Long: "login asks the issuer for a device code, shows where to enter it, and waits while you sign in\n" +
+			"there in a browser. The access token is kept in a file only you can read ($" + login.TokenFileEnv + ", else\n" +
+			"orangerail/token.json in your configuration directory); `approvals … --server URL` sends it.\n" +
+			"$" + login.TokenEnv + ", when set, is sent instead.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if issuer == "" && config != "" {
+				cfg, err := loadConfig(config)
+				if err != nil {
+					return err
+				}
+				if cfg.Identity.OIDC != nil {
+					issuer = cfg.Identity.OIDC.Issuer
+				}
+			}
+			if issuer == "" {
+				return fmt.Errorf("--issuer is required (or $%s, or --config naming identity.oidc)", IssuerEnv)
+			}
+			path, err := login.TokenPath()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			tok, err := login.Device(cmd.Context(), login.Options{Issuer: issuer, ClientID: clientID,
+				Prompt: func(uri, complete, code string) {
+					fmt.Fprintf(out, "Open %s and enter the code %s\n", uri, code)
+					if complete != "" {
+						fmt.Fprintf(out, "  (or open %s)\n", complete)
+					}
+					fmt.Fprintln(out, "Waiting for you to approve it there…")
+				}})
+			if err != nil {
+				return err
+			}
+			if err := login.Save(path, issuer, tok); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "Signed in; the token is kept in %s until %s.\n", path, tok.Expiry.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&issuer, "issuer", os.Getenv(IssuerEnv), "the OIDC issuer (default $"+IssuerEnv+")")
+	cmd.Flags().StringVar(&clientID, "client-id", login.ClientIDDefault, "the command line's public client id at the issuer")
+	cmd.Flags().StringVar(&config, "config", os.Getenv("ORANGERAIL_CONFIG"), "read the issuer from this config's identity.oidc")
+	return cmd
+}
