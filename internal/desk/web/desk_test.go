@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -521,5 +522,29 @@ func TestAuditView(t *testing.T) {
 				t.Errorf("%s: no link to approval %s", tc.query, id)
 			}
 		}
+	}
+}
+
+// TestApproversSeeOnlyTheirActions: with per-action approver roles, the
+// desk shows a person only the approvals of actions they may decide, as
+// the API does; another action's approval is refused, its input unshown.
+func TestApproversSeeOnlyTheirActions(t *testing.T) {
+	f := newFixtureWith(t, ontologytest.Set("actions.cancel_order.policy.approver_roles", []string{"finance"}))
+	id := f.stage(t, "o-1001")
+	ada := f.client(t) // an approver, of the other actions
+	ada.signIn("ada")
+	if list := ada.get(f.base + web.Path); list.status != http.StatusOK || strings.Contains(list.body, id) {
+		t.Fatalf("ada's list shows a cancel_order approval: %d\n%s", list.status, list.body)
+	}
+	if got := ada.get(f.base + web.Path + "/" + id); got.status != http.StatusForbidden || strings.Contains(got.body, "customer asked") {
+		t.Fatalf("ada opened cancel_order's approval: %d\n%s", got.status, got.body)
+	}
+	fin := f.client(t) // finance decides cancel_order
+	fin.signIn("fin")
+	if list := fin.get(f.base + web.Path); !strings.Contains(list.body, id) {
+		t.Fatalf("fin's list lacks the approval:\n%s", list.body)
+	}
+	if got := fin.get(f.base + web.Path + "/" + id); got.status != http.StatusOK || !strings.Contains(got.body, "customer asked") || !strings.Contains(got.body, "would-write") {
+		t.Fatalf("fin's review: %d\n%s", got.status, got.body)
 	}
 }

@@ -5,6 +5,7 @@ package web
 
 import (
 	"context"
+	"slices"
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/store"
@@ -13,19 +14,32 @@ import (
 // listLimit is how many pending approvals the list shows.
 const listLimit = 100
 
-// pending lists the tenant's pending approvals, newest first.
-func (d *Desk) pending(ctx context.Context, tenant string) ([]*engine.ApprovalView, error) {
-	return d.c.Engine.ListApprovals(ctx, tenant, store.ApprovalPending, listLimit)
+// pending lists the pending approvals the person may decide, newest
+// first: the engine's page for this caller, as the API serves it.
+func (d *Desk) pending(ctx context.Context, person *engine.Caller) ([]*engine.ApprovalView, error) {
+	page, err := d.c.Engine.PageApprovals(ctx, person, engine.ApprovalQuery{Status: store.ApprovalPending, Limit: listLimit})
+	if err != nil {
+		return nil, err
+	}
+	return page.Items, nil
 }
 
-// recent lists the tenant's approvals of every status, newest first.
-func (d *Desk) recent(ctx context.Context, tenant string, limit int32) ([]*engine.ApprovalView, error) {
-	return d.c.Engine.ListApprovals(ctx, tenant, "", limit)
+// recent lists the tenant's approvals of every status, newest first, of
+// the actions the person may decide.
+func (d *Desk) recent(ctx context.Context, person *engine.Caller, limit int32) ([]*engine.ApprovalView, error) {
+	all, err := d.c.Engine.ListApprovals(ctx, person.Tenant, "", limit)
+	if err != nil {
+		return nil, err
+	}
+	decides := d.c.Engine.DecidableActions(person)
+	return slices.DeleteFunc(all, func(v *engine.ApprovalView) bool { return !slices.Contains(decides, v.Action) }), nil
 }
 
-// show returns one approval of the tenant with its target now.
-func (d *Desk) show(ctx context.Context, tenant, id string) (*engine.ApprovalView, error) {
-	return d.c.Engine.ShowApproval(ctx, tenant, id)
+// show returns one approval with its target now and what it would write,
+// when the person may decide it: the engine refuses another action's
+// approver, as the API does.
+func (d *Desk) show(ctx context.Context, person *engine.Caller, id string) (*engine.ApprovalView, error) {
+	return d.c.Engine.ReviewApproval(ctx, person, id)
 }
 
 // decide records the person's decision.

@@ -36,7 +36,7 @@ func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
 		if live, err := store.New(d.c.Store).DeskSessionGet(ctx, s.idHash); err != nil || live == nil {
 			return // signed out, revoked, expired, or the database is gone: the page's next load says which
 		}
-		pending, err := d.pending(ctx, s.caller.Tenant)
+		pending, err := d.pending(ctx, s.caller)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.WarnContext(ctx, "desk: the live list could not be read", "error", err)

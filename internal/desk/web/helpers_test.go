@@ -26,6 +26,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -51,6 +52,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t)
+}
+
+// newFixtureWith is newFixture with edits to the example's config.
+func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	dbURL := testdb.New(t)
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -74,7 +81,7 @@ func newFixture(t *testing.T) *fixture {
 
 	extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id, human: {claim: kind, values: [human]}}\n"+
 		"http: {public_url: %q}\ndesk: {client_id: %s, client_secret_env: DESK_SECRET}\n", issuerSrv.URL, deskSrv.URL, clientID)
-	cfg, err := ontology.Parse(append(append([]byte{}, orders.Config...), extra...))
+	cfg, err := ontology.Parse(append(ontologytest.Apply(t, orders.Config, edits...), extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +108,7 @@ func newFixture(t *testing.T) *fixture {
 		{Username: "ada", Subject: "ada@example.com", Claims: map[string]any{"org_id": tenant, "roles": []string{"approver"}, "kind": "human"}},
 		{Username: "bob", Subject: agentFor, Claims: map[string]any{"org_id": tenant, "roles": []string{"approver", "support"}, "kind": "human"}},
 		{Username: "carol", Subject: "carol@example.com", Claims: map[string]any{"org_id": tenant, "roles": []string{"support"}, "kind": "human"}},
+		{Username: "fin", Subject: "fin@example.com", Claims: map[string]any{"org_id": tenant, "roles": []string{"finance"}, "kind": "human"}},
 		{Username: "eve", Subject: "eve@example.com", Claims: map[string]any{"org_id": "globex", "roles": []string{"approver"}, "kind": "human"}},
 		{Username: "mallory", Subject: "agent-9", Claims: map[string]any{"org_id": tenant, "roles": []string{"approver"}}},
 	} {

@@ -54,6 +54,9 @@ type row struct {
 type detail struct {
 	row
 	Input, Target, TargetError, Digest, Effect, Rollback string
+	// WouldWrite is what the action's statement sets, computed from the
+	// input; empty when it is computed at run time.
+	WouldWrite string
 	Destructive                                          bool
 	DecidedBy, DecidedAt, Note                           string
 	// MayDecide shows the decision forms; Why says why they are not shown.
@@ -146,12 +149,12 @@ func (d *Desk) pageFor(s *session, title string) *page {
 }
 
 func (d *Desk) list(w http.ResponseWriter, r *http.Request, s *session) {
-	pending, err := d.pending(r.Context(), s.caller.Tenant)
+	pending, err := d.pending(r.Context(), s.caller)
 	if err != nil {
 		d.failed(w, r, "list the approvals", err)
 		return
 	}
-	recent, err := d.recent(r.Context(), s.caller.Tenant, 20)
+	recent, err := d.recent(r.Context(), s.caller, 20)
 	if err != nil {
 		d.failed(w, r, "list the approvals", err)
 		return
@@ -173,10 +176,15 @@ func (d *Desk) detail(w http.ResponseWriter, r *http.Request, s *session) {
 // showDetail renders one approval; refused, when set, is a decision the
 // engine just refused.
 func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, status int, refused *engine.Outcome) {
-	v, err := d.show(r.Context(), s.caller.Tenant, r.PathValue("id"))
-	if errcode.Of(err) == errcode.ApprovalNotFound {
+	v, err := d.show(r.Context(), s.caller, r.PathValue("id"))
+	switch errcode.Of(err) {
+	case errcode.ApprovalNotFound:
 		// Another tenant's approval and no approval look the same.
 		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
+		return
+	case errcode.Forbidden:
+		// Another action's approvals are its own approvers' to read.
+		d.refuseIn(w, r, s, http.StatusForbidden, errcode.Forbidden, "You may not review approvals of this action: its approvers decide it.")
 		return
 	}
 	if err != nil {
@@ -186,6 +194,9 @@ func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, st
 	p := d.pageFor(s, "Approval "+v.ID.String())
 	dt := &detail{row: d.rowOf(v), Input: display.JSON(v.Input, "", "  "), Digest: v.Digest, Effect: display.Text(v.Effect),
 		Rollback: display.Text(v.Rollback), Destructive: v.Destructive, MayDecide: d.mayDecide(s.caller, v)}
+	if len(v.WouldWrite) > 0 {
+		dt.WouldWrite = display.JSON(v.WouldWrite, "", "  ")
+	}
 	if len(v.Target) > 0 {
 		dt.Target = display.JSON(v.Target, "", "  ")
 	}
