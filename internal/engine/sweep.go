@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("sweep: list tenants: %w", err)
 	}
 	total := 0
+	var errs []error
 	for _, tenant := range tenants {
 		n := 0
 		err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -34,9 +36,11 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			return err
 		})
 		if err != nil {
-			return total, fmt.Errorf("sweep tenant %s: %w", tenant, err)
+			// One tenant's failure leaves the others to be swept.
+			errs = append(errs, fmt.Errorf("sweep tenant %s: %w", tenant, err))
+			continue
 		}
 		total += n
 	}
-	return total, nil
+	return total, errors.Join(errs...)
 }

@@ -408,7 +408,9 @@ func (f *Front) contain(w *responseWriter, r *http.Request) {
 	f.log.ErrorContext(r.Context(), "handler panic", "path", r.URL.Path, "correlation_id", correlation,
 		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	if w.wrote {
-		return
+		// Part of an answer went out: end the connection, so the client
+		// sees a cut answer, not one that looks complete.
+		panic(http.ErrAbortHandler)
 	}
 	clear(w.Header()) // nothing of the answer the handler began goes out
 	f.answer(w, r, http.StatusInternalServerError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0, correlation)

@@ -658,6 +658,11 @@ func TestHandlerPanicIsContained(t *testing.T) {
 		panic("the secret panic text")
 	}), front.Policy{MaxBodyBytes: 1024})
 	h.Mount("/abort", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }), front.Policy{})
+	h.Mount("/half", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"partial":`)
+		w.(http.Flusher).Flush()
+		panic("cut short")
+	}), front.Policy{})
 	h.Mount("/ok", front.Healthz(), front.Policy{})
 	srv := httptest.NewUnstartedServer(h)
 	var closed atomic.Int32
@@ -692,6 +697,16 @@ func TestHandlerPanicIsContained(t *testing.T) {
 	if resp, err := client.Post(srv.URL+"/abort", "application/json", nil); err == nil {
 		_ = resp.Body.Close()
 		t.Fatal("a deliberate abort was answered")
+	}
+	// A panic after part of the answer went out ends the connection: the
+	// client sees a cut answer, never one that looks complete.
+	resp2, err := client.Post(srv.URL+"/half", "application/json", nil)
+	if err == nil {
+		_, err = io.ReadAll(resp2.Body)
+		_ = resp2.Body.Close()
+	}
+	if err == nil {
+		t.Fatal("a half-written answer read as complete")
 	}
 }
 

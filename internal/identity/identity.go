@@ -201,7 +201,13 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if err := keys.ready(ctx); err != nil {
 		return nil, err // nor is a key set that cannot be had
 	}
-	idToken, err := v.Verify(ctx, token)
+	var fetchFault error
+	idToken, err := v.Verify(context.WithValue(ctx, fetchFaultKey{}, &fetchFault), token)
+	if fetchFault != nil {
+		// The token names a key the issuer could not be asked for: the
+		// issuer's fault, answered as unavailable, not as a bad token.
+		return nil, fmt.Errorf("fetch the issuer's keys: %w", fetchFault)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}

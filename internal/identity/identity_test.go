@@ -575,3 +575,35 @@ func TestHostileSubjectsAreRefused(t *testing.T) {
 		t.Fatalf("a plain subject: %+v %v", caller, err)
 	}
 }
+
+// TestRotatedKeyDuringAnOutageIsNotAnInvalidToken: a token naming a key
+// the cache lacks, while the issuer's keys cannot be fetched, is the
+// issuer's fault: not an invalid token (which the front counts toward an
+// address's bad-token throttle).
+func TestRotatedKeyDuringAnOutageIsNotAnInvalidToken(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	if _, err := f.resolver.Resolve(ctx, f.token(t, f.claims(nil))); err != nil {
+		t.Fatal(err) // keys cached
+	}
+	next, err := devissuer.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.issuer.Rotate(next)
+	tok, err := devissuer.SignWith(next, f.claims(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.jwksDown.Store(true)
+	f.clock.Advance(identity.MinRefetchIntervalDefault)
+	if _, err := f.resolver.Resolve(ctx, tok); err == nil || errors.Is(err, identity.ErrInvalidToken) {
+		t.Fatalf("a new key while the keys cannot be fetched: %v", err)
+	}
+	f.jwksDown.Store(false)
+	f.clock.Advance(identity.MinRefetchIntervalDefault)
+	if _, err := f.resolver.Resolve(ctx, tok); err != nil {
+		t.Fatalf("once the keys can be fetched: %v", err)
+	}
+}

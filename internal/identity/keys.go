@@ -92,10 +92,19 @@ func (k *keySet) VerifySignature(ctx context.Context, token string) ([]byte, err
 	case errors.Is(err, errTooSoon):
 		return nil, fmt.Errorf("the issuer publishes no key of id %q (its keys were fetched less than %s ago)", kid, k.interval)
 	case err != nil:
+		// Not the token's fault: go-oidc flattens this error into text, so
+		// say so to the resolver through the context.
+		if fault, ok := ctx.Value(fetchFaultKey{}).(*error); ok {
+			*fault = err
+		}
 		return nil, err
 	}
 	return verifyWith(jws, k.lookup(kid))
 }
+
+// fetchFaultKey carries, through go-oidc's verification, where the key set
+// records that fetching the issuer's keys failed.
+type fetchFaultKey struct{}
 
 // lookup returns the cached keys of id kid; every key when kid is empty.
 func (k *keySet) lookup(kid string) []jose.JSONWebKey {

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -188,6 +189,12 @@ func newClient(timeout time.Duration) *http.Client {
 			if len(via) > maxRedirects || req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
 				return http.ErrUseLastResponse
 			}
+			// 301, 302 and 303 turn the POST into a GET without its body: a
+			// 2xx to that would count a message as delivered unsent. Only
+			// 307 and 308 keep the method and the body.
+			if code := req.Response.StatusCode; code != http.StatusTemporaryRedirect && code != http.StatusPermanentRedirect {
+				return http.ErrUseLastResponse
+			}
 			return nil
 		},
 	}
@@ -259,8 +266,11 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	var errs []error
 	for _, tenant := range tenants {
 		var claimed []*store.WebhookMessage
+		// The lease runs from this claim, not from the round's start: the
+		// tenants before this one took their time delivering.
+		claimedAt := w.c.Now()
 		err := database.InTenant(ctx, w.c.Pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
-			claimed, err = store.New(tx).WebhookClaim(ctx, &store.WebhookClaimParams{TenantID: tenant, Now: now, Until: now.Add(w.lease), Limit: w.c.Batch})
+			claimed, err = store.New(tx).WebhookClaim(ctx, &store.WebhookClaimParams{TenantID: tenant, Now: claimedAt, Until: claimedAt.Add(w.lease), Limit: w.c.Batch})
 			return err
 		})
 		if err != nil {
@@ -391,8 +401,15 @@ func errorText(failures []string) string {
 	if len(failures) > 1 {
 		s = fmt.Sprintf("%s (and %d more)", s, len(failures)-1)
 	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) > maxErrorText {
-		s = s[:maxErrorText]
+		// Cut on a character's boundary: Postgres refuses text that is not
+		// UTF-8, and a mark refused would leave the message leased forever.
+		cut := maxErrorText
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
 	}
 	return s
 }

@@ -579,10 +579,15 @@ func TestRedirectsStayOnTheHost(t *testing.T) {
 			http.Redirect(w, req, elsewhere.URL+"/stolen", http.StatusTemporaryRedirect)
 		case "/moved":
 			http.Redirect(w, req, "/here", http.StatusPermanentRedirect)
+		case "/seeother":
+			// Followed, this would turn the POST into a bodiless GET that
+			// /here answers 200.
+			http.Redirect(w, req, "/here", http.StatusSeeOther)
 		}
 	}))
 	t.Cleanup(front.Close)
-	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, front.URL+"/away", false), endpoint(t, front.URL+"/moved", false)}})
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, front.URL+"/away", false), endpoint(t, front.URL+"/moved", false),
+		endpoint(t, front.URL+"/seeother", false)}})
 	b.stage(t, "redirect")
 	b.runOnce(t, w)
 	if n := len(elsewhere.deliveries()); n != 0 {
@@ -590,7 +595,7 @@ func TestRedirectsStayOnTheHost(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Equal(sameHost, []string{"/away", "/moved", "/here"}) {
+	if !slices.Equal(sameHost, []string{"/away", "/moved", "/here", "/seeother"}) {
 		t.Fatalf("the endpoint's host saw %v", sameHost)
 	}
 	queued, err := webhooks.List(context.Background(), b.runtime, "acme", store.WebhookQueued, 10)

@@ -99,7 +99,12 @@ func New(c Config) (*Desk, error) {
 	}
 	c.SessionTTL = cmp.Or(c.SessionTTL, SessionTTLDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
-	c.HTTPClient = cmp.Or(c.HTTPClient, http.DefaultClient)
+	// Bounded: discovery holds the provider's lock, and go-oidc fetches the
+	// issuer's keys with this client under a context that is never
+	// cancelled, so an issuer that never answers must not hang sign-ins.
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
 	d := &Desk{c: c, log: cmp.Or(c.Logger, slog.Default()), base: strings.TrimSuffix(o.HTTP.PublicURL, "/")}
 	u, err := url.Parse(d.base)
 	if err != nil {

@@ -56,9 +56,9 @@ type detail struct {
 	Input, Target, TargetError, Digest, Effect, Rollback string
 	// WouldWrite is what the action's statement sets, computed from the
 	// input; empty when it is computed at run time.
-	WouldWrite string
-	Destructive                                          bool
-	DecidedBy, DecidedAt, Note                           string
+	WouldWrite                 string
+	Destructive                bool
+	DecidedBy, DecidedAt, Note string
 	// MayDecide shows the decision forms; Why says why they are not shown.
 	MayDecide bool
 	Why       string
