@@ -74,3 +74,8 @@ WHERE tenant_id = @tenant_id
   AND (@phase::text = '' OR phase = @phase::text)
 ORDER BY seq DESC
 LIMIT @row_limit;
+
+-- name: AuditBreakGlass :many
+SELECT b.seq::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
+       b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason
+FROM orangerail.audit_break_glass(@tenant_id::text) AS b;

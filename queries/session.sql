@@ -2,3 +2,13 @@
 -- Every pooled connection of the server acts as orangerail_runtime
 -- (the SQL spelling of SET ROLE).
 SELECT set_config('role', 'orangerail_runtime', false);
+
+-- name: SessionOperator :one
+-- Who the connection logged in as, whether it acts with that login's own
+-- rights (no SET ROLE), and whether that login owns the orangerail schema
+-- or is a superuser: what a break-glass decision needs.
+SELECT session_user::text AS login, (current_user = session_user)::boolean AS own_rights,
+       EXISTS (
+           SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_namespace n
+           WHERE r.rolname = session_user AND n.nspname = 'orangerail'
+             AND (r.rolsuper OR r.oid = n.nspowner))::boolean AS owner;

@@ -121,6 +121,9 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		listFindings(w, r.UnexplainedExecutions, "execution record(s) of an approval the chain does not show staged and approved", func(u engine.UnexplainedExecution) string {
 			return fmt.Sprintf("seq %d  %s  approval %s  action %q  missing %v", u.Seq, u.Phase, u.ApprovalID, u.Action, u.Missing)
 		})
+		listFindings(w, r.BreakGlass, "break-glass decision(s) by the database owner (reported, not a failure)", func(b engine.BreakGlassDecision) string {
+			return fmt.Sprintf("seq %d  %s  %s  approval %s  operator %q  reason %q", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase, b.ApprovalID, b.Operator, b.Reason)
+		})
 	}
 }
 

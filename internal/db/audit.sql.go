@@ -120,6 +120,48 @@ func (q *Queries) AuditApprovalDecided(ctx context.Context, db DBTX, arg *AuditA
 	return decided, err
 }
 
+const auditBreakGlass = `-- name: AuditBreakGlass :many
+SELECT b.seq::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
+       b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason
+FROM orangerail.audit_break_glass($1::text) AS b
+`
+
+type AuditBreakGlassRow struct {
+	Seq        int64
+	ApprovalID string
+	Phase      string
+	Operator   string
+	At         time.Time
+	Reason     string
+}
+
+func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string) ([]*AuditBreakGlassRow, error) {
+	rows, err := db.Query(ctx, auditBreakGlass, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*AuditBreakGlassRow
+	for rows.Next() {
+		var i AuditBreakGlassRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ApprovalID,
+			&i.Phase,
+			&i.Operator,
+			&i.At,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditChainPage = `-- name: AuditChainPage :many
 SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
 FROM orangerail.audit

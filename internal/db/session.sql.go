@@ -19,3 +19,27 @@ func (q *Queries) SessionAssumeRuntime(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, sessionAssumeRuntime)
 	return err
 }
+
+const sessionOperator = `-- name: SessionOperator :one
+SELECT session_user::text AS login, (current_user = session_user)::boolean AS own_rights,
+       EXISTS (
+           SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_namespace n
+           WHERE r.rolname = session_user AND n.nspname = 'orangerail'
+             AND (r.rolsuper OR r.oid = n.nspowner))::boolean AS owner
+`
+
+type SessionOperatorRow struct {
+	Login     string
+	OwnRights bool
+	Owner     bool
+}
+
+// Who the connection logged in as, whether it acts with that login's own
+// rights (no SET ROLE), and whether that login owns the orangerail schema
+// or is a superuser: what a break-glass decision needs.
+func (q *Queries) SessionOperator(ctx context.Context, db DBTX) (*SessionOperatorRow, error) {
+	row := db.QueryRow(ctx, sessionOperator)
+	var i SessionOperatorRow
+	err := row.Scan(&i.Login, &i.OwnRights, &i.Owner)
+	return &i, err
+}

@@ -34,12 +34,19 @@ const HashSize = sha256.Size
 // ActorKind says who caused an audit record.
 type ActorKind string
 
-// The kinds of actor.
+// The kinds of actor. orangerail.audit_entry_columns accepts the same
+// kinds (migrations/00010); a test holds them equal.
 const (
-	ActorAgent  ActorKind = "agent"
-	ActorHuman  ActorKind = "human"
-	ActorSystem ActorKind = "system"
+	ActorAgent ActorKind = "agent"
+	ActorHuman ActorKind = "human"
+	// ActorOperator is a login that owns the database deciding around the
+	// API (DecideBreakGlass); its subject is the database session_user.
+	ActorOperator ActorKind = "operator"
+	ActorSystem   ActorKind = "system"
 )
+
+// ActorKinds returns every kind of actor, sorted.
+func ActorKinds() []ActorKind { return []ActorKind{ActorAgent, ActorHuman, ActorOperator, ActorSystem} }
 
 // Actor is who caused an audit record.
 type Actor struct {

@@ -52,21 +52,60 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision) (result *Outcome, decided *Decided) {
 	ctx = e.observe(ctx)
 	defer e.settle(ctx, OpDecide, d.ApprovalID, decider, &result)
-	refuse := func(status Status, code errcode.Code) *Outcome { return &Outcome{Status: status, Code: code} }
 	if !decider.Authenticated() || decider.Kind != ActorHuman {
 		return refuse(StatusDenied, errcode.Forbidden), nil
 	}
+	return e.decide(ctx, e.store, decider.Tenant, d, decisionRules{
+		who: func(context.Context, *store.Store) (*Caller, *Outcome, error) { return decider, nil, nil },
+		may: func(a *store.Approval) bool { return e.MayDecide(decider, a.Action) },
+		fourEyes: func(ctx context.Context, st *store.Store, a *store.Approval) (bool, error) {
+			if !*e.cfg.Approvals.FourEyes || a.RequestedBy != decider.Subject {
+				return false, nil
+			}
+			return sameIssuer(ctx, st, decider, a.ID)
+		},
+	})
+}
+
+func refuse(status Status, code errcode.Code) *Outcome { return &Outcome{Status: status, Code: code} }
+
+// decisionRules are what differs between a person's decision and an
+// operator's: who decides, whether they may decide the approval's action,
+// and whether four-eyes refuses them.
+type decisionRules struct {
+	// who names the decider from inside the decision's transaction, or
+	// refuses.
+	who      func(ctx context.Context, st *store.Store) (*Caller, *Outcome, error)
+	may      func(a *store.Approval) bool
+	fourEyes func(ctx context.Context, st *store.Store, a *store.Approval) (bool, error)
+	// extra are members the decision's record carries in its result beside
+	// the note.
+	extra map[string]string
+}
+
+// decide records a decision through conn, in tenant, under rules: the
+// approval must exist, be the decider's to decide, be pending and
+// unexpired, pass four-eyes, and when approved the digest shown must be
+// its input's. The record is appended by approval_decide in the same
+// transaction that changes the approval.
+func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant string, d Decision, rules decisionRules) (*Outcome, *Decided) {
 	id, err := uuid.Parse(d.ApprovalID)
 	if err != nil {
 		return refuse(StatusNotFound, errcode.ApprovalNotFound), nil
 	}
 	var out *Outcome
-	err = database.InTenant(ctx, e.store, decider.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := e.expireLapsed(ctx, tx, decider.Tenant); err != nil {
+	var decided *Decided
+	err = database.InTenant(ctx, conn, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		decider, refused, err := rules.who(ctx, st)
+		if err != nil || refused != nil {
+			out = refused
 			return err
 		}
-		st := store.New(tx)
-		a, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: decider.Tenant})
+		if err := e.expireLapsed(ctx, tx, tenant); err != nil {
+			return err
+		}
+		a, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
 		if errors.Is(err, store.ErrNotFound) {
 			out = refuse(StatusNotFound, errcode.ApprovalNotFound)
 			return nil
@@ -74,7 +113,7 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 		if err != nil {
 			return err
 		}
-		if !e.MayDecide(decider, a.Action) {
+		if !rules.may(a) {
 			out = refuse(StatusDenied, errcode.Forbidden)
 			return nil
 		}
@@ -86,15 +125,13 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
 			return nil
 		}
-		if *e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject {
-			same, err := sameIssuer(ctx, st, decider, id)
-			if err != nil {
-				return err
-			}
-			if same {
-				out = refuse(StatusDenied, errcode.ApprovalFourEyes)
-				return nil
-			}
+		same, err := rules.fourEyes(ctx, st, a)
+		if err != nil {
+			return err
+		}
+		if same {
+			out = refuse(StatusDenied, errcode.ApprovalFourEyes)
+			return nil
 		}
 		if d.Approve && !digestIs(d.Digest, a.InputDigest) {
 			out = refuse(StatusInvalidInput, errcode.ApprovalArgumentsMismatch)
@@ -105,11 +142,18 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 			status, phase = store.ApprovalApproved, PhaseApproved
 		}
 		var note *string
-		rec := &Record{Tenant: decider.Tenant, At: e.now(), CorrelationID: id.String(), Phase: phase, Action: a.Action,
+		rec := &Record{Tenant: tenant, At: e.now(), CorrelationID: id.String(), Phase: phase, Action: a.Action,
 			Actor: decider.actor(), DevMode: decider.DevMode, ApprovalID: &id}
+		result := map[string]string{}
+		for k, v := range rules.extra {
+			result[k] = v
+		}
 		if d.Note != "" {
 			note = &d.Note
-			rec.Result, _ = json.Marshal(map[string]string{"note": d.Note})
+			result["note"] = d.Note
+		}
+		if len(result) > 0 {
+			rec.Result, _ = json.Marshal(result)
 		}
 		entry, err := encodeEntry(rec)
 		if err != nil {
@@ -128,7 +172,7 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 			transition = TransitionApproved
 		}
 		approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: transition, Action: a.Action,
-			Tenant: decider.Tenant, Actor: rec.Actor.Subject})
+			Tenant: tenant, Actor: rec.Actor.Subject})
 		out = &Outcome{Status: StatusOK, ApprovalID: &id, CorrelationID: id.String(), ExpiresAt: &row.ExpiresAt}
 		decided = &Decided{ID: id, Status: row.Status, DecidedBy: rec.Actor.Subject, DecidedAt: rec.At.UTC().Truncate(time.Microsecond)}
 		if row.DecidedAt != nil {

@@ -110,7 +110,7 @@ func scanEntry(entry []byte) (entryColumns, error) {
 		return err
 	})
 	if err != nil || !hasSubject || !hasKind || len(c.subject) == 0 ||
-		!slices.Contains([]ActorKind{ActorAgent, ActorHuman, ActorSystem}, ActorKind(c.kind)) {
+		!slices.Contains(ActorKinds(), ActorKind(c.kind)) {
 		return c, errEntry
 	}
 	if n := utf8.RuneCount(c.correlationID); n < 1 || n > 128 {

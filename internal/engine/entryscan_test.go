@@ -36,6 +36,10 @@ var entryCases = []string{
 	// person): accepted beside entries without one; repeated, refused.
 	`{"actor":{"issuer":"https://id.example","kind":"human","subject":"bob"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","tenant":"acme","v":1}`,
 	`{"actor":{"issuer":"https://id.example","kind":"human","subject":"bob","issuer":"https://other.example"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","tenant":"acme","v":1}`,
+	// An operator's break-glass decision (migrations/00010): accepted; a
+	// kind neither side knows, refused.
+	`{"actor":{"kind":"operator","subject":"postgres"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","result":{"break_glass_reason":"desk down"},"tenant":"acme","v":1}`,
+	`{"actor":{"kind":"root","subject":"postgres"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","tenant":"acme","v":1}`,
 }
 
 func TestScanEntryAgreesWithSQL(t *testing.T) {
@@ -79,10 +83,10 @@ func TestScanEntryAgreesWithSQL(t *testing.T) {
 				c.tenant, c.atTime.Format(atLayout), c.correlationID, c.phase, c.subject, c.kind, c.devMode)
 		}
 	}
-	// The first five cases are well-formed, and the one with an issuer;
-	// the rest are not.
-	if accepted != 6 {
-		t.Fatalf("%d entries accepted by both, want 6", accepted)
+	// The first five cases are well-formed, and the one with an issuer
+	// and the operator's; the rest are not.
+	if accepted != 7 {
+		t.Fatalf("%d entries accepted by both, want 7", accepted)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -83,6 +84,17 @@ type UnexplainedExecution struct {
 	Missing    []Phase   `json:"missing"`
 }
 
+// BreakGlassDecision is a record an operator made around the API
+// (DecideBreakGlass): who, when, on which approval, and the reason given.
+type BreakGlassDecision struct {
+	Seq        int64      `json:"seq"`
+	ApprovalID *uuid.UUID `json:"approval_id,omitempty"`
+	Phase      Phase      `json:"phase"`
+	Operator   string     `json:"operator"`
+	At         time.Time  `json:"at"`
+	Reason     string     `json:"reason"`
+}
+
 // Report is what verifying one tenant found.
 type Report struct {
 	Tenant                string                 `json:"tenant"`
@@ -94,9 +106,15 @@ type Report struct {
 	Unaudited             []UnauditedApproval    `json:"unaudited_approvals"`
 	UnexplainedApprovals  []UnexplainedApproval  `json:"unexplained_approvals"`
 	UnexplainedExecutions []UnexplainedExecution `json:"unexplained_executions"`
+	// BreakGlass lists every record an operator made, in seq order
+	// (orangerail.audit_break_glass lists the same).
+	BreakGlass []BreakGlassDecision `json:"break_glass"`
 }
 
 // OK reports whether the tenant's audit verified without a finding.
+// Break-glass decisions are reported, not findings: they are legitimate,
+// made by the database's owner, and visible in the report; a forged one
+// would have to be appended around audit_append, which breaks the chain.
 func (r *Report) OK() bool {
 	return r.Break == nil && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
 		len(r.UnexplainedApprovals) == 0 && len(r.UnexplainedExecutions) == 0
@@ -132,7 +150,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		pageSize = VerifyPageSizeDefault
 	}
 	report := &Report{Tenant: tenant, Unfinished: []UnfinishedExecution{}, Unaudited: []UnauditedApproval{},
-		UnexplainedApprovals: []UnexplainedApproval{}, UnexplainedExecutions: []UnexplainedExecution{}}
+		UnexplainedApprovals: []UnexplainedApproval{}, UnexplainedExecutions: []UnexplainedExecution{}, BreakGlass: []BreakGlassDecision{}}
 	txOpts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := database.InTenant(ctx, conn, tenant, txOpts, func(tx pgx.Tx) error {
 		st := store.New(tx)
@@ -163,6 +181,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		default:
 		}
 		report.Break = chain.brk
+		report.BreakGlass = append(report.BreakGlass, chain.breakGlass...)
 		if report.Break == nil && (report.HeadSeq != chain.prevSeq || !bytes.Equal(report.HeadHash, chain.prevHash)) {
 			report.Break = &ChainBreak{Seq: report.HeadSeq, Problem: ProblemHeadMismatch, Expected: chain.prevHash, Found: report.HeadHash}
 		}
@@ -297,6 +316,8 @@ type chainChecker struct {
 	prevHash Hash
 	brk      *ChainBreak
 	open     map[string][]UnfinishedExecution // by correlation id
+	// breakGlass are the operators' records, in seq order.
+	breakGlass []BreakGlassDecision
 }
 
 // checkPage checks a page of rows that follows the rows already checked.
@@ -340,6 +361,10 @@ func (c *chainChecker) check(row *store.AuditRecord, entryHash [HashSize]byte, c
 		}
 	}
 	c.prevSeq, c.prevHash = row.Seq, row.Hash
+	if row.ActorKind == string(ActorOperator) {
+		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: row.Seq, ApprovalID: row.ApprovalID,
+			Phase: Phase(row.Phase), Operator: row.Actor, At: row.At, Reason: breakGlassReason(row.Entry)})
+	}
 
 	switch phase := Phase(row.Phase); {
 	case phase == PhaseExecutionStarted:
@@ -347,6 +372,27 @@ func (c *chainChecker) check(row *store.AuditRecord, entryHash [HashSize]byte, c
 	case phase.Finishes():
 		delete(c.open, row.CorrelationID)
 	}
+}
+
+// breakGlassReason is the reason an operator's record gives, read as
+// orangerail.audit_break_glass reads it: the text of the result's
+// BreakGlassReasonMember, empty when there is none.
+func breakGlassReason(entry []byte) string {
+	var e struct {
+		Result map[string]json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(entry, &e) != nil {
+		return ""
+	}
+	raw, ok := e.Result[BreakGlassReasonMember]
+	if !ok || string(raw) == "null" {
+		return ""
+	}
+	var reason string
+	if json.Unmarshal(raw, &reason) != nil {
+		return string(raw)
+	}
+	return reason
 }
 
 func deref(s *string) string {

@@ -36,6 +36,7 @@ const (
 	RequestInvalid            Code = "X_REQUEST_INVALID"
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
+	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
 
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
@@ -112,6 +113,8 @@ var table = []Entry{
 		"Fix the request as the message says; the API's OpenAPI document is at /api/v1/openapi.json."},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail approvals list --tenant T`."},
+	{BreakGlassRefused, "A break-glass decision needs a reason and a connection logged in as the owner of the orangerail schema (or a superuser) acting as itself; this one gave no reason, or is a runtime login or SET ROLE to another role.",
+		"Decide through the desk or `orangerail approvals approve --server URL` when it is up; otherwise pass --reason TEXT and the owner's database URL (the one `orangerail migrate` runs with), not the runtime's."},
 	{IdentityRequired, "Serving MCP over HTTP needs a verified identity for every caller, and none is configured.",
 		"Configure identity.oidc in the config, or serve a local developer over stdio with `orangerail serve --stdio`."},
 	{SecretKeyMissing, "The server's secret key (which signs input digests and list cursors) is missing or malformed.",

@@ -130,6 +130,30 @@ func (s *Store) AuditListUnexplainedExecutions(ctx context.Context, tenantID str
 	})
 }
 
+// AuditBreakGlassRecord is a record an operator made around the API (a
+// break-glass decision), with the reason it gives.
+type AuditBreakGlassRecord struct {
+	Seq        int64
+	ApprovalID *uuid.UUID // nil when the record names none
+	Phase      string
+	Operator   string
+	At         time.Time
+	Reason     string
+}
+
+// AuditListBreakGlass lists a tenant's operator records in seq order
+// (orangerail.audit_break_glass).
+func (s *Store) AuditListBreakGlass(ctx context.Context, tenantID string) ([]*AuditBreakGlassRecord, error) {
+	rows, err := s.q.AuditBreakGlass(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.AuditBreakGlassRow) *AuditBreakGlassRecord {
+		rec := &AuditBreakGlassRecord{Seq: r.Seq, Phase: r.Phase, Operator: r.Operator, At: r.At, Reason: r.Reason}
+		if id, err := uuid.Parse(r.ApprovalID); err == nil {
+			rec.ApprovalID = &id
+		}
+		return rec
+	})
+}
+
 // AuditApprovalDecidedParams name an approval of a tenant.
 type AuditApprovalDecidedParams struct {
 	TenantID   string

@@ -51,6 +51,10 @@ var (
 	// ErrLifecycle: a change breaks the approval lifecycle (ORA04,
 	// migrations/00001 and 00006).
 	ErrLifecycle = errors.New("store: approval lifecycle violated")
+	// ErrNotOperator: an operator's record was appended by a login that is
+	// neither the orangerail schema's owner nor a superuser (ORA06,
+	// migrations/00010).
+	ErrNotOperator = errors.New("store: the login is not the database owner")
 
 	// ErrPermission: the role lacks a privilege the statement needs (42501).
 	ErrPermission = errors.New("store: permission denied")
@@ -84,14 +88,15 @@ var (
 	ErrLoginRefused = errors.New("store: login refused")
 )
 
-// The SQLSTATEs orangerail's own schema raises (migrations/00001 and
-// 00006). They are read here, by code, and nowhere else.
+// The SQLSTATEs orangerail's own schema raises (migrations/00001, 00006
+// and 00010). They are read here, by code, and nowhere else.
 const (
 	codeAppendOnly     = "ORA01"
 	codeEntryInvalid   = "ORA02"
 	codeTenantMismatch = "ORA03"
 	codeLifecycle      = "ORA04"
 	codeRecordMismatch = "ORA05"
+	codeNotOperator    = "ORA06"
 )
 
 // Error is an error a sentinel describes: it matches the sentinel and
@@ -158,6 +163,8 @@ func sentinelOfCode(code string) error {
 		return ErrLifecycle
 	case codeRecordMismatch:
 		return ErrRecordMismatch
+	case codeNotOperator:
+		return ErrNotOperator
 	case pgerrcode.UniqueViolation:
 		return ErrConflict
 	case pgerrcode.CheckViolation:

@@ -40,3 +40,25 @@ type QuerySessionUnbindParams struct {
 func (s *Store) QuerySessionUnbind(ctx context.Context, p *QuerySessionUnbindParams) error {
 	return InterpretError(s.q.QuerySessionUnbind(ctx, s.x, &db.QuerySessionUnbindParams{Pid: p.PID, BackendStart: p.BackendStart}))
 }
+
+// SessionOperator is who a connection logged in as, for a break-glass
+// decision.
+type SessionOperator struct {
+	// Login is the session_user: the login that connected, which no SQL
+	// the connection runs can change.
+	Login string
+	// OwnRights: the connection acts as its login (current_user is
+	// session_user), not as a role it SET ROLE to.
+	OwnRights bool
+	// Owner: the login owns the orangerail schema or is a superuser.
+	Owner bool
+}
+
+// SessionOperatorGet reads who the connection logged in as.
+func (s *Store) SessionOperatorGet(ctx context.Context) (*SessionOperator, error) {
+	row, err := s.q.SessionOperator(ctx, s.x)
+	if err != nil {
+		return nil, InterpretError(err)
+	}
+	return &SessionOperator{Login: row.Login, OwnRights: row.OwnRights, Owner: row.Owner}, nil
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/orangerail/orangerail/internal/desk/api"
+	"github.com/orangerail/orangerail/internal/engine"
 )
 
 // contract holds real answers to the OpenAPI document: each is validated
@@ -128,5 +129,34 @@ func (c *contract) covered(t *testing.T) {
 		slices.Sort(missing)
 		t.Errorf("no answer was checked for %d documented responses:\n%s\nseen: %v", len(missing), strings.Join(missing, "\n"),
 			slices.Sorted(maps.Keys(c.seen)))
+	}
+}
+
+// TestDocumentActorKindsAreTheEngines: the document's actor kinds are
+// exactly the kinds the audit log accepts (engine.ActorKinds), so a
+// record an operator made (break glass) is described, not a surprise.
+func TestDocumentActorKindsAreTheEngines(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				AuditItem struct {
+					Properties struct {
+						ActorKind struct {
+							Enum []string `json:"enum"`
+						} `json:"actor_kind"`
+					} `json:"properties"`
+				} `json:"AuditItem"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(api.Document, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, k := range engine.ActorKinds() {
+		kinds = append(kinds, string(k))
+	}
+	if got := doc.Components.Schemas.AuditItem.Properties.ActorKind.Enum; !slices.Equal(got, kinds) {
+		t.Fatalf("the document's actor kinds %v, the engine's %v", got, kinds)
 	}
 }
