@@ -365,7 +365,27 @@ func approvalStatusList() string {
 
 // decideBreakingGlass decides straight in the database, as its owner,
 // around the API: an emergency path, recorded as the database login with
-// the reason, and reported by `audit verify`.
+// the reason, and reported by `audit verify`. The engine refuses a login
+// that is not the owner.
 func (f *approvalsFlags) decideBreakingGlass(ctx context.Context, id string, approve bool, digest, note string) (string, error) {
-	return "", errcode.New(errcode.RequestInvalid, "deciding with --break-glass is not available in this build: decide through --server", nil)
+	e, closeAll, err := f.engine(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer closeAll()
+	// The owner's own connection: not the engine's pool, whose connections
+	// act as orangerail_runtime.
+	owner, err := database.OpenDatasource(ctx, f.url)
+	if err != nil {
+		return "", err
+	}
+	defer owner.Close()
+	out, decided := e.DecideBreakGlassApproval(ctx, owner, f.tenant, f.reason, engine.Decision{ApprovalID: id, Approve: approve, Digest: digest, Note: note})
+	if decided == nil {
+		if out.Code != "" {
+			return "", errcode.New(out.Code, fmt.Sprintf("approval %s: %s", id, out.Status), out.Err)
+		}
+		return "", fmt.Errorf("approval %s: %s (correlation %s): %w", id, out.Status, out.CorrelationID, out.Err)
+	}
+	return decided.DecidedBy, nil
 }

@@ -182,3 +182,56 @@ func TestApprovalsListStatus(t *testing.T) {
 		t.Fatalf("list of a status there is none of: exit %d %q %q", code, out, stderr)
 	}
 }
+
+// TestApprovalsBreakGlass decides around the API as the database owner,
+// with a reason: the record names the database login, audit verify lists
+// it; a runtime login is refused, and so is a decision without a reason.
+func TestApprovalsBreakGlass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	e := exampleEngine(t, url, make([]byte, engine.KeySize))
+	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
+	staged := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "asked"}`))
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s", staged.Status)
+	}
+	id := staged.ApprovalID.String()
+	glass := func(dbURL string, args ...string) (int, string, string) {
+		return cli(t, append(append([]string{"approvals"}, args...), "--tenant", "acme", "--config", "../../examples/orders/orangerail.yaml", "--database-url", dbURL)...)
+	}
+	_, out, _ := glass(url, "show", id, "--json", "--break-glass", "--reason", "the desk is down")
+	var view struct {
+		Digest string `json:"digest"`
+	}
+	if err := json.Unmarshal([]byte(out), &view); err != nil || view.Digest == "" {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	if code, _, stderr := glass(url, "approve", id, "--break-glass", "--digest", view.Digest); code != exitError || !strings.Contains(stderr, "X_APPROVALS_PATH") {
+		t.Fatalf("no reason: exit %d %q", code, stderr)
+	}
+
+	admin := testdb.Pool(t, url)
+	login := "cli_runtime_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN PASSWORD 'pw' IN ROLE orangerail_runtime; GRANT SELECT ON orangerail_schema_version TO "+login); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
+	})
+	if code, _, stderr := glass(testdb.WithUser(t, url, login, "pw"), "approve", id, "--break-glass", "--reason", "r", "--digest", view.Digest); code != exitError || !strings.Contains(stderr, "X_BREAK_GLASS_REFUSED") {
+		t.Fatalf("a runtime login: exit %d %q", code, stderr)
+	}
+
+	code, out, stderr := glass(url, "approve", id, "--break-glass", "--reason", "the desk is down", "--digest", view.Digest)
+	if code != exitOK || !strings.Contains(out, "approved "+id+" as postgres") {
+		t.Fatalf("break-glass approve: exit %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", url); code != exitOK || !strings.Contains(out, "the desk is down") {
+		t.Fatalf("audit verify: exit %d\n%s", code, out)
+	}
+	if out := e.Check(ctx, agent, id); out.Status != engine.StatusOK {
+		t.Fatalf("check after a break-glass approval: %s", out.Status)
+	}
+}
