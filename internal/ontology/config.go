@@ -20,6 +20,8 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // schemaJSON is the JSON Schema of the config file. Load checks every file
@@ -271,23 +273,21 @@ const (
 	OnStoreErrorDefault        = FailClosed
 )
 
-// WebhookEvent is an approval event a webhook may subscribe to.
-type WebhookEvent string
+// WebhookEvent is an approval event a webhook may subscribe to: the
+// store's closed set, which its outbox's CHECK constraint holds.
+type WebhookEvent = store.WebhookEvent
 
-// The webhook events (the store's outbox holds the same set; a test keeps
-// them equal).
+// The webhook events.
 const (
-	WebhookApprovalPending  WebhookEvent = "approval.pending"
-	WebhookApprovalApproved WebhookEvent = "approval.approved"
-	WebhookApprovalRejected WebhookEvent = "approval.rejected"
-	WebhookApprovalExpired  WebhookEvent = "approval.expired"
+	WebhookApprovalPending  = store.WebhookApprovalPending
+	WebhookApprovalApproved = store.WebhookApprovalApproved
+	WebhookApprovalRejected = store.WebhookApprovalRejected
+	WebhookApprovalExpired  = store.WebhookApprovalExpired
 )
 
 // WebhookEvents returns every webhook event. The config schema's enum for
 // webhooks[].events is this list; a test holds them equal.
-func WebhookEvents() []WebhookEvent {
-	return []WebhookEvent{WebhookApprovalPending, WebhookApprovalApproved, WebhookApprovalRejected, WebhookApprovalExpired}
-}
+func WebhookEvents() []WebhookEvent { return store.WebhookEvents() }
 
 // Webhook is one endpoint told of approval events, signed per the
 // Standard Webhooks convention.
