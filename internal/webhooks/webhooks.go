@@ -76,9 +76,7 @@ func Endpoints(hooks []ontology.Webhook, getenv func(string) string) ([]Endpoint
 			}
 			e.Secrets = append(e.Secrets, secret)
 		}
-		for _, ev := range h.Events {
-			e.Events = append(e.Events, store.WebhookEvent(ev))
-		}
+		e.Events = append(e.Events, h.Events...)
 		out = append(out, e)
 	}
 	return out, nil
