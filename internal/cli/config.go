@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -52,13 +54,19 @@ func newConfigCmd() *cobra.Command {
 					catalog = "checked against " + database.RedactURL(dsURL)
 				}
 			}
+			waivers := approvalWaivers(cfg)
 			if asJSON {
-				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog}); err != nil {
+				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog, "waivers": waivers}); err != nil {
 					return err
 				}
 			} else {
 				for _, p := range problems {
 					fmt.Fprintln(out, p)
+				}
+				// A waiver loads, but a reviewer should see every
+				// destructive action that runs without a person.
+				for _, w := range waivers {
+					fmt.Fprintf(out, "%s: destructive, runs without approval; waived: %q\n", w.Path, w.Reason)
 				}
 				fmt.Fprintf(out, "%s: %d problem(s); catalog %s\n", args[0], len(problems), catalog)
 			}
@@ -82,4 +90,26 @@ func newConfigCmd() *cobra.Command {
 	}
 	cmd.AddCommand(check, schema)
 	return cmd
+}
+
+// waiver is a destructive action that runs without approval, and the
+// reason the config writes for it.
+type waiver struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// approvalWaivers lists the config's waivers by action name; none for a
+// config that did not load.
+func approvalWaivers(cfg *ontology.Config) []waiver {
+	waivers := []waiver{}
+	if cfg == nil {
+		return waivers
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Actions)) {
+		if reason := cfg.Actions[name].ApprovalWaived; reason != "" {
+			waivers = append(waivers, waiver{Path: "actions." + name + ".approval_waived", Reason: reason})
+		}
+	}
+	return waivers
 }

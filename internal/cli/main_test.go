@@ -239,6 +239,37 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatalf("example without a database: exit %d\n%s", code, out)
 	}
 
+	// A destructive action that runs without approval loads with its
+	// waiver, and the check shows the reason.
+	waived := filepath.Join(t.TempDir(), "waived.yaml")
+	exampleData, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(waived, ontologytest.Apply(t, exampleData, ontologytest.Set("actions.cancel_order.policy.approval", "none"),
+		ontologytest.Set("actions.cancel_order.approval_waived", "support cancels unshipped orders on the phone")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, "config", "check", waived, "--database-url", "")
+	if code != exitOK || !strings.Contains(out, `actions.cancel_order.approval_waived: destructive, runs without approval; waived: "support cancels unshipped orders on the phone"`) {
+		t.Fatalf("waived example: exit %d\n%s", code, out)
+	}
+	code, out, _ = cli(t, "config", "check", waived, "--database-url", "", "--json")
+	var waivers struct {
+		Waivers []struct{ Path, Reason string }
+	}
+	if err := json.Unmarshal([]byte(out), &waivers); err != nil || code != exitOK || len(waivers.Waivers) != 1 ||
+		waivers.Waivers[0].Path != "actions.cancel_order.approval_waived" || waivers.Waivers[0].Reason != "support cancels unshipped orders on the phone" {
+		t.Fatalf("waived example --json: exit %d %v\n%s", code, err, out)
+	}
+	// Without the waiver, the same policy does not load.
+	if err := os.WriteFile(waived, ontologytest.Apply(t, exampleData, ontologytest.Set("actions.cancel_order.policy.approval", "none")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = cli(t, "config", "check", waived, "--database-url", ""); code != exitFindings || !strings.Contains(out, "actions.cancel_order.policy.approval:") {
+		t.Fatalf("unwaived destructive action: exit %d\n%s", code, out)
+	}
+
 	url := testdb.New(t)
 	code, out, _ = cli(t, "config", "check", example, "--database-url", url)
 	if code != exitFindings || !strings.Contains(out, "objects.order.table: datasource_schema_mismatch") {

@@ -43,11 +43,13 @@ func shortLimits(t testing.TB) func(doc map[string]any) {
 			"target":      map[string]any{"object": "order", "key_from": "order_id"},
 			"input": map[string]any{"type": "object", "required": []any{"order_id", "other_id"},
 				"properties": map[string]any{"order_id": map[string]any{"type": "string"}, "other_id": map[string]any{"type": "string"}}},
+			"policy":  map[string]any{"roles": []any{"support"}},
 			"execute": map[string]any{"sql": "UPDATE orders SET status = status WHERE id = :other_id AND org_id = current_setting('orangerail.tenant_id')"},
 		}
 		actions["slow_action"] = map[string]any{
 			"description": "Sleep.",
 			"input":       map[string]any{"type": "object"},
+			"policy":      map[string]any{"roles": []any{"support"}},
 			"execute":     map[string]any{"sql": "SELECT true AS slept FROM pg_sleep(60)"},
 		}
 	}

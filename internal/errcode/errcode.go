@@ -41,6 +41,7 @@ const (
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
 	ConfigInvalid          Code = "X_CONFIG_INVALID"
+	PolicyMissing          Code = "X_POLICY_MISSING"
 	AuditorInvalid         Code = "X_AUDITOR_INVALID"
 	AuditorPasswordInvalid Code = "X_AUDITOR_PASSWORD_INVALID" //nolint:gosec // G101: an error code's name, not a credential
 
@@ -121,6 +122,8 @@ var table = []Entry{
 		"Set ORANGERAIL_SECRET_KEY to 64 hex characters (`openssl rand -hex 32`), the same on every replica."},
 	{ConfigInvalid, "The ontology config has problems; each is listed with its field path.",
 		"Fix each problem; `orangerail config check FILE` lists them all."},
+	{PolicyMissing, "An action in the config names no roles, no scope and no approval (actions.NAME.policy), so it would be open to every authenticated caller; deny by default refuses to load it.",
+		"Give the action a policy: roles that may call it (policy: {roles: [support]}), a scope (policy: {scope: \"orders:write\"}), or a person's approval of every call (policy: {approval: required})."},
 	{WebhookNotFound, "No webhook message of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail webhooks list --tenant T`."},
 	{WebhookStateInvalid, "There is no webhook delivery state of that name.",

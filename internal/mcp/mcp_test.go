@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -150,7 +151,9 @@ func TestCatalogPerCaller(t *testing.T) {
 		want   []string
 	}{
 		{"anonymous", &engine.Caller{Tenant: "acme"}, []string{"product_get", "product_list"}},
-		{"agent without roles", agent(), append([]string{"add_order_note", "check_approval"}, reads...)},
+		// Deny by default: every action names who may call it, so an
+		// agent without roles gets reads alone.
+		{"agent without roles", agent(), append([]string{"check_approval"}, reads...)},
 		{"support agent", agent("support"), append([]string{"add_order_note", "cancel_order", "check_approval", "customer_get", "customer_list", "update_shipping_address"}, reads...)},
 	}
 	for _, tt := range tests {
@@ -174,6 +177,75 @@ func TestCatalogPerCaller(t *testing.T) {
 	if hiddenErr == nil || missingErr == nil ||
 		strings.ReplaceAll(hiddenErr.Error(), "cancel_order", "X") != strings.ReplaceAll(missingErr.Error(), "no_such_tool", "X") {
 		t.Fatalf("hidden: %v; missing: %v", hiddenErr, missingErr)
+	}
+}
+
+// TestDemoAuditorCannotCallAnyAction: the demo's auditor token (roles
+// [auditor], no scope) sees no action, and a call to each answers as an
+// unknown tool and writes nothing, over the demo's config (the example
+// with sql_query for auditors).
+func TestDemoAuditorCannotCallAnyAction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s, _ := b.server(t, ontologytest.SetYAML("sql_query", "{enabled: true, roles: [auditor]}"))
+	auditor := &engine.Caller{Subject: "demo-auditor@acme", Tenant: "acme", Roles: []string{"auditor"}, Kind: engine.ActorAgent}
+	cs := connect(t, s, auditor)
+	cfg := ontologytest.Parse(t, orders.Config)
+	names := toolNames(t, cs)
+	args := map[string]string{
+		"add_order_note":          `{"order_id": "o-1001", "note": "written by the auditor"}`,
+		"cancel_order":            `{"order_id": "o-1001", "reason": "the auditor cancels"}`,
+		"update_shipping_address": `{"order_id": "o-1001", "address": "1 Auditor Lane"}`,
+	}
+	if got, want := slices.Sorted(maps.Keys(args)), slices.Sorted(maps.Keys(cfg.Actions)); !slices.Equal(got, want) {
+		t.Fatalf("the test calls %v; the example declares %v", got, want)
+	}
+	// Everything a call could write: notes, approvals, audit records and
+	// the order the calls name.
+	const writesQuery = "SELECT (SELECT count(*) FROM order_notes)::text || (SELECT count(*) FROM orangerail.approvals) || (SELECT count(*) FROM orangerail.audit) || " +
+		"(SELECT status || shipping_address FROM orders WHERE org_id = 'acme' AND id = 'o-1001')"
+	var before string
+	if err := b.admin.QueryRow(ctx, writesQuery).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	for name, input := range args {
+		if slices.Contains(names, name) {
+			t.Errorf("the auditor sees %s", name)
+		}
+		_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(input)})
+		_, missingErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}})
+		if err == nil || missingErr == nil || strings.ReplaceAll(err.Error(), name, "X") != strings.ReplaceAll(missingErr.Error(), "no_such_tool", "X") {
+			t.Errorf("the auditor's call to %s: %v, want it answered as an unknown tool (%v)", name, err, missingErr)
+		}
+	}
+	var after string
+	if err := b.admin.QueryRow(ctx, writesQuery).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("the auditor's calls wrote: %q before, %q after", before, after)
+	}
+}
+
+// TestWaiverInToolDescription: a destructive action that runs without
+// approval says so, with the config's reason, in its tool's description.
+func TestWaiverInToolDescription(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, ontologytest.Set("actions.cancel_order.policy.approval", "none"),
+		ontologytest.Set("actions.cancel_order.approval_waived", "support cancels unshipped orders on the phone"))
+	res, err := connect(t, s, agent("support")).ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(res.Tools, func(tool *sdk.Tool) bool { return tool.Name == "cancel_order" })
+	if i < 0 {
+		t.Fatal("support does not see cancel_order")
+	}
+	d := res.Tools[i].Description
+	if !strings.HasSuffix(d, " Destructive, and runs without approval: support cancels unshipped orders on the phone") || strings.Contains(d, "A person must approve") {
+		t.Fatalf("cancel_order description %q lacks the waiver", d)
 	}
 }
 

@@ -203,6 +203,11 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 	if a.Policy.Approval == ontology.ApprovalRequired {
 		desc += " A person must approve each call: the call answers approval_pending with an approvalId; poll check_approval with it."
 	}
+	if a.ApprovalWaived != "" {
+		// The host and the agent see that this destructive action runs
+		// without a person, and why the config says that is fine.
+		desc += " Destructive, and runs without approval: " + a.ApprovalWaived
+	}
 	destructive := a.Destructive
 	title := cmp.Or(a.Title, name)
 	return &sdk.Tool{

@@ -514,10 +514,14 @@ type Action struct {
 	Where       string         `yaml:"where"`
 	Policy      Policy         `yaml:"policy"`
 	Destructive bool           `yaml:"destructive"`
-	Idempotent  bool           `yaml:"idempotent"`
-	Execute     Execute        `yaml:"execute"`
-	Effect      string         `yaml:"effect"`
-	Rollback    string         `yaml:"rollback"`
+	// ApprovalWaived is the written reason a destructive action runs
+	// without approval; without it, a destructive action must require
+	// approval. Shown wherever the action is described.
+	ApprovalWaived string  `yaml:"approval_waived"`
+	Idempotent     bool    `yaml:"idempotent"`
+	Execute        Execute `yaml:"execute"`
+	Effect         string  `yaml:"effect"`
+	Rollback       string  `yaml:"rollback"`
 	// RedactAudit lists input fields masked in audit records.
 	RedactAudit []string `yaml:"redact_audit"`
 	// RedactPrior lists target fields masked in the prior state audit

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orangerail/orangerail/internal/errcode"
 )
 
 func TestExampleConfigLoads(t *testing.T) {
@@ -41,6 +43,13 @@ func TestExampleConfigLoads(t *testing.T) {
 	if cfg.Actions["add_order_note"].Policy.Approval != ApprovalNone {
 		t.Fatalf("default approval policy not applied")
 	}
+	// The demo's auditor reads and never writes: no action of the example
+	// is open to it.
+	for name, a := range cfg.Actions {
+		if len(a.Policy.Roles) == 0 || slices.Contains(a.Policy.Roles, cfg.Approvals.AuditorRole) {
+			t.Errorf("%s: roles %v, want roles stated and without %s", name, a.Policy.Roles, cfg.Approvals.AuditorRole)
+		}
+	}
 }
 
 // base is a minimal valid config the broken fixtures start from.
@@ -58,6 +67,7 @@ actions:
     target: {object: order, key_from: order_id}
     input: {type: object, properties: {order_id: {type: string}}}
     where: target.status == "paid"
+    policy: {roles: [support]}
     execute: {sql: "UPDATE orders SET status = 'x' WHERE id = :order_id"}
 `
 
@@ -79,7 +89,7 @@ func TestApproverRoles(t *testing.T) {
 	if got := cfg.Actions["cancel_order"].Policy.ApproverRoles; len(got) != 1 || got[0] != "lead" || cfg.Approvals.AuditorRole != AuditorRoleDefault {
 		t.Fatalf("approver roles %v, auditor role %q", got, cfg.Approvals.AuditorRole)
 	}
-	cfg, err = Parse([]byte(replace("    where:", "    policy: {approval: required, approver_roles: [ops, finance]}\n    where:")(base)))
+	cfg, err = Parse([]byte(replace("    policy: {roles: [support]}", "    policy: {approval: required, approver_roles: [ops, finance]}")(base)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +106,7 @@ func TestBrokenConfigs(t *testing.T) {
 		paths []string // every problem's path, sorted
 	}{
 		{"unknown top-level key", add("servce: typo\n"), []string{"servce"}},
-		{"unknown nested key", replace("    where:", "    policy: {aproval: required}\n    where:"), []string{"actions.cancel_order.policy.aproval"}}, //nolint:misspell // the typo is the test
+		{"unknown nested key", replace("    policy: {roles: [support]}", "    policy: {aproval: required}"), []string{"actions.cancel_order.policy.aproval"}}, //nolint:misspell // the typo is the test
 		{"bad preset", add("preset: yolo\n"), []string{"preset"}},
 		{"bad ttl", add("approvals: {ttl: soon}\n"), []string{"approvals.ttl"}},
 		{"tool name too long", replace("  cancel_order:", "  "+strings.Repeat("x", 65)+":"), []string{"actions." + strings.Repeat("x", 65)}},
@@ -152,9 +162,17 @@ func TestBrokenConfigs(t *testing.T) {
 		{"a webhook secret's variable misnamed", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: \"whsec_abc\"}]\n"), []string{"webhooks.0.secret_env"}},
 		{"a webhook event unknown", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: S, events: [approval.pending, approval.consumed]}]\n"), []string{"webhooks.0.events.1"}},
 		{"two webhooks to one URL", add("webhooks: [{url: \"https://hooks.example.com/in\", secret_env: A}, {url: \"https://hooks.example.com/in\", secret_env: B}]\n"), []string{"webhooks.1.url"}},
-		{"approver_roles empty", replace("    where:", "    policy: {approval: required, approver_roles: []}\n    where:"), []string{"actions.cancel_order.policy.approver_roles"}},
-		{"approver_roles repeated", replace("    where:", "    policy: {approval: required, approver_roles: [a, a]}\n    where:"), []string{"actions.cancel_order.policy.approver_roles"}},
+		{"approver_roles empty", replace("    policy: {roles: [support]}", "    policy: {approval: required, approver_roles: []}"), []string{"actions.cancel_order.policy.approver_roles"}},
+		{"approver_roles repeated", replace("    policy: {roles: [support]}", "    policy: {approval: required, approver_roles: [a, a]}"), []string{"actions.cancel_order.policy.approver_roles"}},
 		{"auditor_role empty", add("approvals: {auditor_role: \"\"}\n"), []string{"approvals.auditor_role"}},
+		{"an action with no policy", replace("    policy: {roles: [support]}\n", ""), []string{"actions.cancel_order.policy"}},
+		{"an action whose policy names nobody", replace("    policy: {roles: [support]}", "    policy: {approval: none, approver_roles: [lead]}"), []string{"actions.cancel_order.policy"}},
+		{"an action whose policy is empty", replace("    policy: {roles: [support]}", "    policy: {}"), []string{"actions.cancel_order.policy"}},
+		{"a destructive action without approval", replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    destructive: true"), []string{"actions.cancel_order.policy.approval"}},
+		{"a destructive action with approval none", replace("    policy: {roles: [support]}", "    policy: {roles: [support], approval: none}\n    destructive: true"), []string{"actions.cancel_order.policy.approval"}},
+		{"a waiver that waives nothing", replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    approval_waived: because"), []string{"actions.cancel_order.approval_waived"}},
+		{"a waiver beside required approval", replace("    policy: {roles: [support]}", "    policy: {approval: required}\n    destructive: true\n    approval_waived: because"), []string{"actions.cancel_order.approval_waived"}},
+		{"an empty waiver", replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    destructive: true\n    approval_waived: \"\""), []string{"actions.cancel_order.approval_waived"}},
 		{"several problems at once", func(s string) string {
 			return replace("    key: id", "    key: pk")(replace(`target.status == "paid"`, `target.status`)(s))
 		}, []string{"actions.cancel_order.where", "objects.order.key"}},
@@ -247,12 +265,33 @@ func TestLimitsTimeouts(t *testing.T) {
 	}
 }
 
+// TestPolicyMissing: an action with no policy does not load, and its
+// problem names X_POLICY_MISSING at the policy's field path; a destructive
+// action's written waiver loads, and is kept for display.
+func TestPolicyMissing(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(replace("    policy: {roles: [support]}\n", "")(base)))
+	var problems Problems
+	if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != "actions.cancel_order.policy" ||
+		!strings.Contains(problems[0].Message, string(errcode.PolicyMissing)) {
+		t.Fatalf("Parse = %v, want one %s at actions.cancel_order.policy", err, errcode.PolicyMissing)
+	}
+	cfg, err := Parse([]byte(replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    destructive: true\n    approval_waived: the status flip is undone by hand")(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Actions["cancel_order"]; a.ApprovalWaived != "the status flip is undone by hand" || a.Policy.Approval != ApprovalNone {
+		t.Fatalf("waived action = %+v", a)
+	}
+}
+
 // TestExecuteKinds: each execute member names its kind.
 func TestExecuteKinds(t *testing.T) {
 	t.Parallel()
 	cfg, err := Parse([]byte(base + `  refund_order:
     description: d
     input: {type: object}
+    policy: {approval: required}
     execute: {not_implemented: true}
 `))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/sqlguard"
 )
 
@@ -176,6 +177,7 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 	}
 	a.inputSchema = schema
 	properties := inputProperties(a.Input)
+	validatePolicy(a, path, add)
 
 	if a.Target != nil {
 		if _, ok := c.Objects[a.Target.Object]; !ok {
@@ -206,6 +208,26 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 		if o, ok := c.Objects[a.Target.Object]; ok && !slices.Contains(o.Fields, f) {
 			add(fmt.Sprintf("%s.redact_prior.%d", path, i), "%q is not one of object %s's fields", f, a.Target.Object)
 		}
+	}
+}
+
+// validatePolicy holds an action to deny by default: with no policy an
+// action would be open to every authenticated caller, so it must name who
+// may call it (roles or a scope) or send every call to a person. approval:
+// none alone names nobody, and so does not count. A destructive action
+// waits for a person unless the config writes down why it need not.
+func validatePolicy(a *Action, path string, add func(path, format string, args ...any)) {
+	p := a.Policy
+	if len(p.Roles) == 0 && p.Scope == "" && p.Approval != ApprovalRequired {
+		add(path+".policy", "%s: the action names no roles, no scope and no approval, so nobody was chosen to call it: "+
+			"set policy: {roles: [...]}, policy: {scope: ...} or policy: {approval: required}", errcode.PolicyMissing)
+	}
+	switch {
+	case a.Destructive && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
+		add(path+".policy.approval", "the action is destructive, so a person must approve each call: "+
+			"set policy: {approval: required}, or write why not in approval_waived: \"reason\"")
+	case a.ApprovalWaived != "" && (!a.Destructive || p.Approval == ApprovalRequired):
+		add(path+".approval_waived", "waives nothing: it is for a destructive action without policy.approval: required; remove it")
 	}
 }
 
