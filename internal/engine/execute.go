@@ -224,7 +224,7 @@ func (r *resolveError) Unwrap() error { return r.err }
 
 func (x *execution) started(target json.RawMessage) *Record {
 	rec := x.record(PhaseExecutionStarted)
-	rec.Prior = mask(target, x.c.action.RedactPrior)
+	rec.Prior = mask(target, x.c.action.PriorMasks())
 	return rec
 }
 
@@ -370,7 +370,7 @@ func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult,
 		return appendAudit(ctx, stx, rec)
 	}
 	rec := x.record(PhaseExecutionSucceeded)
-	rec.Result = result.Data
+	rec.Result = mask(result.Data, x.c.action.ResultMasks())
 	x.out = &Outcome{Status: StatusOK, Data: result.Data, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 	return appendAudit(ctx, stx, rec)
 }
