@@ -222,9 +222,15 @@ type resolveError struct{ err error }
 func (r *resolveError) Error() string { return r.err.Error() }
 func (r *resolveError) Unwrap() error { return r.err }
 
+// started is the execution_started record, with the target's prior state
+// masked by redact_prior, or withheld whole when only the input is masked:
+// the input's masks say the action handles secrets, but not where the row
+// keeps them.
 func (x *execution) started(target json.RawMessage) *Record {
 	rec := x.record(PhaseExecutionStarted)
-	rec.Prior = mask(target, x.c.action.PriorMasks())
+	if !x.c.action.WithholdsPrior() {
+		rec.Prior = mask(target, x.c.action.PriorMasks())
+	}
 	return rec
 }
 

@@ -122,3 +122,29 @@ redact_result: [/rows/0/payment/card/number, /rows/0/payment/card/a~1b]`))
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
+
+// TestRedactAuditAloneWithholdsPrior: an action that masks only its input
+// records no prior state at all, rather than the row half masked by the
+// input's names; one that masks nothing keeps the row.
+func TestRedactAuditAloneWithholdsPrior(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("actions.add_order_note.redact_audit", []string{"note"}))
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "card 4111"}`))
+	want(t, out, engine.StatusOK)
+	started := auditEntry(t, b, out.CorrelationID, engine.PhaseExecutionStarted)
+	if prior, ok := started["prior"]; ok {
+		t.Fatalf("redact_audit alone kept the prior state %v", prior)
+	}
+	if at(started, "input", "note") != "[redacted]" {
+		t.Fatalf("input %v", started["input"])
+	}
+	out = b.engine.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "plain"}`))
+	want(t, out, engine.StatusOK)
+	if at(auditEntry(t, b, out.CorrelationID, engine.PhaseExecutionStarted), "prior", "id") != "o-1001" {
+		t.Fatal("an action without masks lost its prior state")
+	}
+	verifyClean(t, b.testBundle, "acme")
+}

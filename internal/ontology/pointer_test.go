@@ -63,7 +63,7 @@ func TestMaskPathsChecked(t *testing.T) {
 		audit = append(audit, p.String())
 	}
 	if !slices.Equal(audit, []string{"/order_id", "/card/number", "/items/0/sku", "/extra/any/depth"}) ||
-		len(a.PriorMasks()) != 2 || len(a.ResultMasks()) != 1 {
+		len(a.PriorMasks()) != 2 || len(a.ResultMasks()) != 1 || a.WithholdsPrior() {
 		t.Fatalf("masks %v %v %v", audit, a.PriorMasks(), a.ResultMasks())
 	}
 	for _, bad := range []string{"/items/x/sku", "/items/0/name", "/card/number/x", "/card/cvv"} {
