@@ -447,26 +447,63 @@ func changeError(err error) error {
 func (e *Engine) record(caller *Caller, c *call, phase Phase, correlation string, approval *uuid.UUID) *Record {
 	return &Record{
 		Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: phase, Action: c.name,
-		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval, Input: mask(c.canonical, c.action.RedactAudit),
+		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval, Input: mask(c.canonical, c.action.AuditMasks()),
 	}
 }
 
-// mask replaces the named top-level members of a JSON object.
-func mask(object []byte, fields []string) json.RawMessage {
-	if len(fields) == 0 || object == nil {
-		return object
+// mask replaces each value a pointer names in a JSON value with the
+// redacted marker, and returns the value canonical. A path that names
+// nothing in this value masks nothing. A value that cannot be read is
+// withheld whole rather than kept unmasked.
+func mask(value json.RawMessage, pointers []ontology.Pointer) json.RawMessage {
+	if len(pointers) == 0 || value == nil {
+		return value
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(object, &m); err != nil {
-		return object
+	// A row or a result may hold numbers no double holds: read losslessly,
+	// as the entry will be.
+	canonical, err := jcs.CanonicalizeLossless(value)
+	if err != nil {
+		return nil
 	}
-	for _, f := range fields {
-		if _, ok := m[f]; ok {
-			m[f] = json.RawMessage(`"` + redacted + `"`)
+	v, err := jcs.Parse(canonical)
+	if err != nil {
+		return nil
+	}
+	for _, p := range pointers {
+		maskAt(v, p)
+	}
+	return jcs.Append(nil, v)
+}
+
+// maskAt replaces the value at p inside v, if there is one.
+func maskAt(v any, p ontology.Pointer) {
+	for i, token := range p {
+		last := i == len(p)-1
+		switch node := v.(type) {
+		case map[string]any:
+			next, ok := node[token]
+			if !ok {
+				return
+			}
+			if last {
+				node[token] = redacted
+				return
+			}
+			v = next
+		case []any:
+			n, ok := ontology.Index(token)
+			if !ok || n >= len(node) {
+				return
+			}
+			if last {
+				node[n] = redacted
+				return
+			}
+			v = node[n]
+		default:
+			return
 		}
 	}
-	out, _ := json.Marshal(m)
-	return out
 }
 
 // auditRefusal records a call that stops before any effect, and returns

@@ -222,9 +222,15 @@ type resolveError struct{ err error }
 func (r *resolveError) Error() string { return r.err.Error() }
 func (r *resolveError) Unwrap() error { return r.err }
 
+// started is the execution_started record, with the target's prior state
+// masked by redact_prior, or withheld whole when only the input is masked:
+// the input's masks say the action handles secrets, but not where the row
+// keeps them.
 func (x *execution) started(target json.RawMessage) *Record {
 	rec := x.record(PhaseExecutionStarted)
-	rec.Prior = mask(target, x.c.action.RedactPrior)
+	if !x.c.action.WithholdsPrior() {
+		rec.Prior = mask(target, x.c.action.PriorMasks())
+	}
 	return rec
 }
 
@@ -370,7 +376,7 @@ func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult,
 		return appendAudit(ctx, stx, rec)
 	}
 	rec := x.record(PhaseExecutionSucceeded)
-	rec.Result = result.Data
+	rec.Result = mask(result.Data, x.c.action.ResultMasks())
 	x.out = &Outcome{Status: StatusOK, Data: result.Data, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 	return appendAudit(ctx, stx, rec)
 }

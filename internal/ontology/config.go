@@ -522,15 +522,37 @@ type Action struct {
 	Execute        Execute `yaml:"execute"`
 	Effect         string  `yaml:"effect"`
 	Rollback       string  `yaml:"rollback"`
-	// RedactAudit lists input fields masked in audit records.
+	// RedactAudit lists the paths of input values masked in audit records:
+	// JSON pointers, or bare top-level names. Set alone, on an action with
+	// a target, it withholds the prior state from audit records: the masks
+	// name the input, not the row, and a row masked by the input's names
+	// would be half masked.
 	RedactAudit []string `yaml:"redact_audit"`
-	// RedactPrior lists target fields masked in the prior state audit
-	// records keep.
+	// RedactPrior lists the paths masked in the prior state audit records
+	// keep, each beginning with one of the target object's fields.
 	RedactPrior []string `yaml:"redact_prior"`
+	// RedactResult lists the paths masked in the result an
+	// execution_succeeded record keeps.
+	RedactResult []string `yaml:"redact_result"`
 
-	inputSchema *jsonschema.Schema
-	where       cel.Program
+	inputSchema                         *jsonschema.Schema
+	where                               cel.Program
+	auditMasks, priorMasks, resultMasks []Pointer
 }
+
+// AuditMasks returns the parsed paths of redact_audit.
+func (a *Action) AuditMasks() []Pointer { return a.auditMasks }
+
+// PriorMasks returns the parsed paths of redact_prior.
+func (a *Action) PriorMasks() []Pointer { return a.priorMasks }
+
+// ResultMasks returns the parsed paths of redact_result.
+func (a *Action) ResultMasks() []Pointer { return a.resultMasks }
+
+// WithholdsPrior reports whether audit records leave out the target's
+// prior state: the input is masked but the row is given no masks of its
+// own.
+func (a *Action) WithholdsPrior() bool { return len(a.RedactAudit) > 0 && len(a.RedactPrior) == 0 }
 
 // InputSchema returns the action's compiled input schema.
 func (a *Action) InputSchema() *jsonschema.Schema { return a.inputSchema }

@@ -135,6 +135,12 @@ func TestBrokenConfigs(t *testing.T) {
 			return add("sql_query: {enabled: true, roles: [auditor]}\n")(replace("  cancel_order:", "  sql_query:")(s))
 		}, []string{"actions.sql_query"}},
 		{"redact_audit not an input", replace("    where:", "    redact_audit: [card]\n    where:"), []string{"actions.cancel_order.redact_audit.0"}},
+		{"redact_audit pointer not an input", replace("    where:", "    redact_audit: [/card/number]\n    where:"), []string{"actions.cancel_order.redact_audit.0"}},
+		{"redact_audit pointer inside a string", replace("    where:", "    redact_audit: [order_id, /order_id/x]\n    where:"), []string{"actions.cancel_order.redact_audit.1"}},
+		{"redact_audit pointer with a bad escape", replace("    where:", "    redact_audit: [\"/order~2id\"]\n    where:"), []string{"actions.cancel_order.redact_audit.0"}},
+		{"redact_prior pointer not a field", replace("    where:", "    redact_prior: [/status, /secret/x]\n    where:"), []string{"actions.cancel_order.redact_prior.1"}},
+		{"redact_prior pointer with a bad escape", replace("    where:", "    redact_prior: [\"/status~\"]\n    where:"), []string{"actions.cancel_order.redact_prior.0"}},
+		{"redact_result pointer with a bad escape", replace("    where:", "    redact_result: [/rows/0/id, \"/rows/~x\"]\n    where:"), []string{"actions.cancel_order.redact_result.1"}},
 		{"public_url missing off loopback", add("http: {listen: \"0.0.0.0:8080\"}\n"), []string{"http.public_url"}},
 		{"public_url missing with a malformed listen", add("http: {listen: \"127.0.0.1\"}\n"), []string{"http.public_url"}},
 		{"public_url relative", add("http: {public_url: mcp.example.com}\n"), []string{"http.public_url"}},

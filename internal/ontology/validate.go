@@ -195,19 +195,48 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 		a.where = program
 	}
 	validateExecute(a.Execute, path+".execute", properties, add)
+	a.auditMasks = nil
 	for i, f := range a.RedactAudit {
-		if !slices.Contains(properties, f) {
-			add(fmt.Sprintf("%s.redact_audit.%d", path, i), "%q is not a property of the action's input", f)
+		at := fmt.Sprintf("%s.redact_audit.%d", path, i)
+		p, err := ParsePointer(f)
+		if err == nil {
+			err = checkInputPointer(a.Input, p)
 		}
-	}
-	for i, f := range a.RedactPrior {
-		if a.Target == nil {
-			add(fmt.Sprintf("%s.redact_prior.%d", path, i), "the action has no target, so no prior state to mask")
+		if err != nil {
+			add(at, "%v", err)
 			continue
 		}
-		if o, ok := c.Objects[a.Target.Object]; ok && !slices.Contains(o.Fields, f) {
-			add(fmt.Sprintf("%s.redact_prior.%d", path, i), "%q is not one of object %s's fields", f, a.Target.Object)
+		a.auditMasks = append(a.auditMasks, p)
+	}
+	a.priorMasks = nil
+	for i, f := range a.RedactPrior {
+		at := fmt.Sprintf("%s.redact_prior.%d", path, i)
+		if a.Target == nil {
+			add(at, "the action has no target, so no prior state to mask")
+			continue
 		}
+		p, err := ParsePointer(f)
+		if err != nil {
+			add(at, "%v", err)
+			continue
+		}
+		// A row's fields are known; what a json column holds is not.
+		if o, ok := c.Objects[a.Target.Object]; ok && !slices.Contains(o.Fields, p[0]) {
+			add(at, "%q is not one of object %s's fields", p[0], a.Target.Object)
+			continue
+		}
+		a.priorMasks = append(a.priorMasks, p)
+	}
+	a.resultMasks = nil
+	for i, f := range a.RedactResult {
+		// A result has no declared shape: only the path's spelling can be
+		// checked.
+		p, err := ParsePointer(f)
+		if err != nil {
+			add(fmt.Sprintf("%s.redact_result.%d", path, i), "%v", err)
+			continue
+		}
+		a.resultMasks = append(a.resultMasks, p)
 	}
 }
 

@@ -1,0 +1,150 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+)
+
+// auditEntry returns the entry of the one record of a correlation id in a
+// phase, as the audit table holds it.
+func auditEntry(t *testing.T, b *exampleBundle, correlation string, phase engine.Phase) map[string]any {
+	t.Helper()
+	var raw []byte
+	if err := b.admin.QueryRow(context.Background(), "SELECT entry FROM orangerail.audit WHERE correlation_id = $1 AND phase = $2",
+		correlation, string(phase)).Scan(&raw); err != nil {
+		t.Fatalf("%s record: %v", phase, err)
+	}
+	var entry map[string]any
+	if err := json.Unmarshal(raw, &entry); err != nil {
+		t.Fatal(err)
+	}
+	return entry
+}
+
+// at follows a path of member names and indexes through a decoded value.
+func at(v any, path ...any) any {
+	for _, step := range path {
+		switch s := step.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[s]
+		case int:
+			a, _ := v.([]any)
+			if s >= len(a) {
+				return nil
+			}
+			v = a[s]
+		}
+	}
+	return v
+}
+
+// TestMaskNestedPaths: redact_audit, redact_prior and redact_result take
+// JSON pointers into nested members and array elements, escapes included,
+// and mask those values in the input, prior and result audit records keep,
+// leaving their siblings; the approval keeps the input exactly; and the
+// masked records stay canonical, their chain verifying.
+func TestMaskNestedPaths(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	for _, stmt := range []string{
+		`ALTER TABLE orders ADD COLUMN payment jsonb NOT NULL DEFAULT '{"card": {"number": "4000 0000", "brand": "visa"}}'`,
+		"GRANT UPDATE (payment) ON orders TO orangerail_runtime",
+	} {
+		if _, err := b.admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("objects.order.fields", []string{"id", "status", "total_cents", "customer_id", "shipping_address", "created_at", "payment"}),
+		ontologytest.SetYAML("actions.pay_order", `
+description: Record the card an order is paid with.
+target: {object: order, key_from: order_id}
+input:
+  type: object
+  required: [order_id, card, items]
+  properties:
+    order_id: {type: string}
+    card: {type: object, properties: {number: {type: string}, brand: {type: string}, a/b: {type: string}}}
+    items: {type: array, items: {type: object, properties: {sku: {type: string}, qty: {type: integer}}}}
+policy: {approval: required}
+execute: {sql: "UPDATE orders SET payment = jsonb_build_object('card', CAST(:card AS jsonb)) WHERE id = :order_id AND org_id = current_setting('orangerail.tenant_id') RETURNING id, payment"}
+redact_audit: [/card/number, /card/a~1b, /items/1/sku, /items/9/sku]
+redact_prior: [/payment/card/number]
+redact_result: [/rows/0/payment/card/number, /rows/0/payment/card/a~1b]`))
+
+	input := `{"order_id": "o-1001", "card": {"number": "4111 1111", "brand": "amex", "a/b": "slash secret"}, "items": [{"sku": "SKU-SEEN", "qty": 1}, {"sku": "SKU-HIDDEN", "qty": 2}]}`
+	staged := e.Call(ctx, support("acme"), "pay_order", json.RawMessage(input))
+	want(t, staged, engine.StatusApprovalPending)
+	approve(t, e, "acme", staged.ApprovalID.String())
+	want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+	id := staged.ApprovalID.String()
+
+	for _, r := range []struct {
+		correlation string
+		phase       engine.Phase
+	}{{staged.CorrelationID, engine.PhaseStaged}, {id, engine.PhaseExecutionStarted}, {id, engine.PhaseExecutionSucceeded}} {
+		phase := r.phase
+		in := auditEntry(t, b, r.correlation, phase)["input"]
+		if at(in, "card", "number") != "[redacted]" || at(in, "card", "a/b") != "[redacted]" || at(in, "items", 1, "sku") != "[redacted]" ||
+			at(in, "card", "brand") != "amex" || at(in, "items", 0, "sku") != "SKU-SEEN" || at(in, "items", 1, "qty") != float64(2) {
+			t.Fatalf("%s input %v", phase, in)
+		}
+	}
+	prior := auditEntry(t, b, id, engine.PhaseExecutionStarted)["prior"]
+	if at(prior, "payment", "card", "number") != "[redacted]" || at(prior, "payment", "card", "brand") != "visa" || at(prior, "id") != "o-1001" {
+		t.Fatalf("prior %v", prior)
+	}
+	result := auditEntry(t, b, id, engine.PhaseExecutionSucceeded)["result"]
+	if at(result, "rows", 0, "payment", "card", "number") != "[redacted]" || at(result, "rows", 0, "payment", "card", "a/b") != "[redacted]" ||
+		at(result, "rows", 0, "payment", "card", "brand") != "amex" {
+		t.Fatalf("result %v", result)
+	}
+	var entries string
+	if err := b.admin.QueryRow(ctx, "SELECT string_agg(convert_from(entry, 'UTF8'), ' ') FROM orangerail.audit WHERE correlation_id IN ($1, $2)", id, staged.CorrelationID).Scan(&entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"4111", "4000", "slash secret", "SKU-HIDDEN"} {
+		if strings.Contains(entries, secret) {
+			t.Fatalf("the audit log holds %q: %s", secret, entries)
+		}
+	}
+	var kept string
+	if err := b.admin.QueryRow(ctx, "SELECT input::text FROM orangerail.approvals WHERE id = $1", staged.ApprovalID).Scan(&kept); err != nil ||
+		!strings.Contains(kept, "4111 1111") || !strings.Contains(kept, "slash secret") || !strings.Contains(kept, "SKU-HIDDEN") {
+		t.Fatalf("approval input %q (%v)", kept, err)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestRedactAuditAloneWithholdsPrior: an action that masks only its input
+// records no prior state at all, rather than the row half masked by the
+// input's names; one that masks nothing keeps the row.
+func TestRedactAuditAloneWithholdsPrior(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("actions.add_order_note.redact_audit", []string{"note"}))
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "card 4111"}`))
+	want(t, out, engine.StatusOK)
+	started := auditEntry(t, b, out.CorrelationID, engine.PhaseExecutionStarted)
+	if prior, ok := started["prior"]; ok {
+		t.Fatalf("redact_audit alone kept the prior state %v", prior)
+	}
+	if at(started, "input", "note") != "[redacted]" {
+		t.Fatalf("input %v", started["input"])
+	}
+	out = b.engine.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "plain"}`))
+	want(t, out, engine.StatusOK)
+	if at(auditEntry(t, b, out.CorrelationID, engine.PhaseExecutionStarted), "prior", "id") != "o-1001" {
+		t.Fatal("an action without masks lost its prior state")
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
