@@ -687,3 +687,62 @@ func TestDemoNeverPrintsAPassword(t *testing.T) {
 		t.Fatalf("demo output:\n%s", out.String())
 	}
 }
+
+// TestServeStdioTokenRefusals: `serve --stdio --token-env VAR` verifies the
+// token before serving anything, and refuses a missing, expired or foreign
+// one in one coded line that never holds the token; the token names the
+// caller, so the --dev-* flags are refused beside it.
+func TestServeStdioTokenRefusals(t *testing.T) {
+	url := testdb.New(t)
+	iss, err := devissuer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuerSrv := httptest.NewServer(iss.Handler())
+	t.Cleanup(issuerSrv.Close)
+	example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "orangerail.yaml")
+	extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id}\n", issuerSrv.URL)
+	if err := os.WriteFile(config, append(example, extra...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(args ...string) (int, string) {
+		code, _, stderr := cli(t, append([]string{"serve", "--config", config, "--database-url", url, "--key-file", filepath.Join(t.TempDir(), "k")}, args...)...)
+		return code, stderr
+	}
+	const env = "ORANGERAIL_TEST_STDIO_TOKEN"
+	t.Setenv(env, "")
+	code, stderr := serve("--stdio", "--token-env", env)
+	if code != exitError {
+		t.Fatalf("no token: exit %d", code)
+	}
+	oneLine(t, stderr, "X_STDIO_TOKEN_REFUSED")
+	expired, err := iss.Token(devissuer.Claims{Issuer: issuerSrv.URL, Subject: "agent-7", Audience: "orangerail",
+		Expiry: time.Now().Add(-time.Hour), Extra: map[string]any{"org_id": "acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := iss.Token(devissuer.Claims{Issuer: issuerSrv.URL, Subject: "agent-7", Audience: "another-service",
+		Expiry: time.Now().Add(time.Hour), Extra: map[string]any{"org_id": "acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, token := range map[string]string{"expired": expired, "another audience": other} {
+		t.Setenv(env, token)
+		code, stderr := serve("--stdio", "--token-env", env)
+		if code != exitError || strings.Contains(stderr, token) {
+			t.Fatalf("%s: exit %d %q", name, code, stderr)
+		}
+		oneLine(t, stderr, "X_STDIO_TOKEN_REFUSED")
+	}
+	if code, stderr := serve("--stdio", "--token-env", env, "--dev-subject", "someone"); code != exitError ||
+		!strings.Contains(stderr, "token-env") || !strings.Contains(stderr, "dev-subject") {
+		t.Fatalf("--token-env with --dev-subject: exit %d %q", code, stderr)
+	}
+	if code, stderr := serve("--token-env", env); code != exitError || !strings.Contains(stderr, "--token-env is for --stdio") {
+		t.Fatalf("--token-env over HTTP: exit %d %q", code, stderr)
+	}
+}

@@ -26,6 +26,7 @@ const devKeyFile = ".orangerail/secret.key"
 type serveFlags struct {
 	url, config, keyFile  string
 	stdio                 bool
+	tokenEnv              string
 	devTenant, devSubject string
 	devRoles, devScopes   []string
 }
@@ -33,12 +34,15 @@ type serveFlags struct {
 func newServeCmd() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve --config FILE [--stdio]",
+		Use:   "serve --config FILE [--stdio [--token-env VAR]]",
 		Short: "Serve the ontology as governed MCP tools",
 		Long: "Serve loads the config (refusing it with every problem listed), checks it against the\n" +
 			"datasource's live catalog, and serves MCP: Streamable HTTP at POST /mcp, or with --stdio one\n" +
 			"local developer over stdin and stdout under the development identity, every audit record\n" +
-			"it causes stamped dev_mode. HTTP never runs in development mode: it needs identity.oidc.\n\n" +
+			"it causes stamped dev_mode. HTTP never runs in development mode: it needs identity.oidc.\n" +
+			"With --stdio --token-env VAR, stdio serves the caller of the token in $VAR instead, verified\n" +
+			"as HTTP verifies one (identity.oidc), re-verified before every request: once it expires, every\n" +
+			"request is refused X_STDIO_TOKEN_REFUSED. A token refused at start exits before serving.\n\n" +
 			"The server key comes from $" + app.SecretKeyEnv + " (64 hex characters); with --stdio and no key\n" +
 			"set, one is kept in " + devKeyFile + ".",
 		Args: cobra.NoArgs,
@@ -51,6 +55,10 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.devSubject, "dev-subject", "local-dev", "with --stdio: the development identity's subject")
 	cmd.Flags().StringSliceVar(&f.devRoles, "dev-roles", nil, "with --stdio: the development identity's roles")
 	cmd.Flags().StringSliceVar(&f.devScopes, "dev-scopes", nil, "with --stdio: the development identity's scopes")
+	cmd.Flags().StringVar(&f.tokenEnv, "token-env", "", "with --stdio: serve the caller of the access token in this environment variable, verified by identity.oidc")
+	for _, dev := range []string{"dev-tenant", "dev-subject", "dev-roles", "dev-scopes"} {
+		cmd.MarkFlagsMutuallyExclusive("token-env", dev) // the token names the caller
+	}
 	cmd.Flags().StringVar(&f.keyFile, "key-file", devKeyFile, "with --stdio and no $"+app.SecretKeyEnv+": where the development key is kept")
 	return cmd
 }
@@ -66,6 +74,16 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	if !f.stdio && cfg.Identity.OIDC == nil {
 		return errcode.New(errcode.IdentityRequired, "serving HTTP needs identity.oidc in the config", nil)
+	}
+	if f.tokenEnv != "" && !f.stdio {
+		return errors.New("--token-env is for --stdio: over HTTP each request carries its own token")
+	}
+	var real *app.StdioIdentity
+	if f.tokenEnv != "" {
+		// Verified before anything is opened: a refused token serves nothing.
+		if real, err = app.VerifyStdioToken(ctx, cfg, os.Getenv(f.tokenEnv)); err != nil {
+			return err
+		}
 	}
 	var key []byte
 	if f.stdio {
@@ -84,13 +102,23 @@ func serve(ctx context.Context, f serveFlags) error {
 	if !f.stdio {
 		return rt.ServeHTTP(ctx, nil)
 	}
-	if err := database.ValidateTenantID(f.devTenant); err != nil {
-		return err
+	var (
+		caller *engine.Caller
+		check  func(context.Context) error
+	)
+	if real != nil {
+		caller, check = &real.Caller.Caller, real.Check
+		log.Info("serving over stdio as the token's caller", "service", cfg.Service, "tenant", caller.Tenant, "subject", caller.Subject,
+			"expires", real.Caller.Expires, "preset", string(cfg.Preset), "tools", strings.Join(rt.MCP.ToolNames(caller), ","))
+	} else {
+		if err := database.ValidateTenantID(f.devTenant); err != nil {
+			return err
+		}
+		caller = &engine.Caller{Subject: f.devSubject, Tenant: f.devTenant, Roles: f.devRoles, Scopes: f.devScopes, Kind: engine.ActorAgent, DevMode: true}
+		log.Info("serving over stdio with the development identity", "service", cfg.Service, "tenant", caller.Tenant, "subject", caller.Subject,
+			"preset", string(cfg.Preset), "tools", strings.Join(rt.MCP.ToolNames(caller), ","))
 	}
-	dev := &engine.Caller{Subject: f.devSubject, Tenant: f.devTenant, Roles: f.devRoles, Scopes: f.devScopes, Kind: engine.ActorAgent, DevMode: true}
-	log.Info("serving over stdio with the development identity", "service", cfg.Service, "tenant", dev.Tenant, "subject", dev.Subject,
-		"preset", string(cfg.Preset), "tools", strings.Join(rt.MCP.ToolNames(dev), ","))
-	err = rt.MCP.ServeStdio(ctx, dev)
+	err = rt.ServeStdio(ctx, caller, check)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

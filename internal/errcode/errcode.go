@@ -55,6 +55,7 @@ const (
 	MCPAuthThrottled       Code = "X_MCP_AUTH_THROTTLED"
 	MCPUnauthorized        Code = "X_MCP_UNAUTHORIZED"
 	MCPIdentityUnavailable Code = "X_MCP_IDENTITY_UNAVAILABLE"
+	StdioTokenRefused      Code = "X_STDIO_TOKEN_REFUSED" //nolint:gosec // G101: an error code's name, not a credential
 	MCPLimitsUnavailable   Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
 	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
@@ -142,6 +143,8 @@ var table = []Entry{
 		"Send an access token from the issuer named in the protected-resource metadata, in `Authorization: Bearer …`."},
 	{MCPIdentityUnavailable, "The server could not verify the token: the OIDC issuer's discovery document or signing keys could not be fetched.",
 		"Retry shortly; an operator checks that the issuer in identity.oidc.issuer is reachable from the server (/readyz reports it)."},
+	{StdioTokenRefused, "`orangerail serve --stdio --token-env VAR` was given no token in $VAR, or a token the issuer in identity.oidc does not vouch for (a bad signature, another issuer or audience, expired, no tenant), or the session's token has expired since it started.",
+		"Put a fresh access token from the issuer in identity.oidc.issuer in the variable (`orangerail login` gets one) and start the server again; or leave --token-env out to serve under the development identity."},
 	{MCPLimitsUnavailable, "The rate-limit counters could not be read, and the server is set to refuse calls then (on_store_error: closed).",
 		"Retry shortly; an operator checks the database the counters live in."},
 	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor.",

@@ -16,9 +16,11 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 )
@@ -215,9 +217,53 @@ func schemaOf(v any) map[string]any {
 }
 
 // ServeStdio serves one caller over this process's stdin and stdout until
-// the client disconnects or ctx ends. stdout carries only JSON-RPC.
-func (s *Server) ServeStdio(ctx context.Context, caller *engine.Caller) error {
-	return s.Run(ctx, caller, &sdk.StdioTransport{})
+// the client disconnects or ctx ends. stdout carries only JSON-RPC. check,
+// when set, is asked before every request, as RunChecked asks it.
+func (s *Server) ServeStdio(ctx context.Context, caller *engine.Caller, check func(context.Context) error) error {
+	return s.RunChecked(ctx, caller, check, &sdk.StdioTransport{})
+}
+
+// RunChecked serves one caller over a transport as Run does, asking check
+// before answering each request (a notification or ping excepted): a
+// session's token is honoured only while it verifies, as HTTP verifies
+// each request's, so once it expires tools/list, tools/call and every
+// other request are refused as unauthenticated. The session stays open so
+// the client reads why rather than a closed pipe. A nil check allows all.
+func (s *Server) RunChecked(ctx context.Context, caller *engine.Caller, check func(context.Context) error, t sdk.Transport) error {
+	srv := s.build(s.visible(caller), caller)
+	if check != nil {
+		srv.AddReceivingMiddleware(s.checked(check))
+	}
+	return srv.Run(ctx, t)
+}
+
+// codeUnauthenticated is the JSON-RPC error of a request whose session's
+// token no longer verifies: a server-defined code (-32000 to -32099).
+const codeUnauthenticated = -32001
+
+// checked refuses each request check refuses, under check's code
+// (X_MCP_UNAUTHORIZED when it has none).
+func (s *Server) checked(check func(context.Context) error) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "ping" || strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
+			}
+			if err := check(ctx); err != nil {
+				// The client is told the code's cause and fix, never the
+				// refusal's reason: that is the host log's, as over HTTP.
+				s.log.WarnContext(ctx, "request refused: the session's token no longer verifies", "method", method, "error", err.Error())
+				code := errcode.MCPUnauthorized
+				var coded *errcode.Error
+				if errors.As(err, &coded) {
+					code = coded.Code
+				}
+				entry, _ := errcode.Explain(string(code))
+				return nil, &jsonrpc.Error{Code: codeUnauthenticated, Message: string(code) + ": " + entry.Cause + " Fix: " + entry.Fix}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // ReadOnly reports whether the named tool only reads (a get, a list or
