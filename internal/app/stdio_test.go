@@ -110,7 +110,12 @@ func TestStdioUnderAToken(t *testing.T) {
 	serveCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- rt.MCP.RunChecked(serveCtx, &id.Caller.Caller, id.Check, serverT) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("the stdio session: %v", err)
+		}
+	})
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientT, nil)
 	if err != nil {
 		t.Fatal(err)
