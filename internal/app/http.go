@@ -39,7 +39,11 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	if cfg.Identity.OIDC == nil {
 		return errcode.New(errcode.IdentityRequired, "serving HTTP needs identity.oidc in the config", nil)
 	}
-	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	admission, err := identity.AdmissionOf(cfg.Identity)
+	if err != nil {
+		return errcode.New(errcode.ConfigInvalid, err.Error(), nil)
+	}
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{Admission: admission})
 	if err != nil {
 		return errcode.New(errcode.IdentityRequired, err.Error(), nil)
 	}

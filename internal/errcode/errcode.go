@@ -56,6 +56,8 @@ const (
 	MCPUnauthorized        Code = "X_MCP_UNAUTHORIZED"
 	MCPIdentityUnavailable Code = "X_MCP_IDENTITY_UNAVAILABLE"
 	StdioTokenRefused      Code = "X_STDIO_TOKEN_REFUSED" //nolint:gosec // G101: an error code's name, not a credential
+	IdentityOriginRefused  Code = "X_IDENTITY_ORIGIN_REFUSED"
+	IdentityNetworkRefused Code = "X_IDENTITY_NETWORK_REFUSED"
 	MCPLimitsUnavailable   Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
 	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
@@ -135,6 +137,10 @@ var table = []Entry{
 		"Send each JSON-RPC request in its own HTTP request."},
 	{MCPOriginRefused, "The request came from a browser origin the server does not allow (DNS-rebinding and cross-site protection).",
 		"Call from a non-browser client, or have the operator add the origin to http.allowed_origins."},
+	{IdentityOriginRefused, "The request carries an Origin header, so a browser sent it, and identity.refuse_browser_origins refuses browser-origin calls even with a valid token.",
+		"Call from a non-browser client (one that sends no Origin header), or have the operator unset identity.refuse_browser_origins."},
+	{IdentityNetworkRefused, "The request came from an address outside every network in identity.allowed_networks, so its token, though valid, is refused.",
+		"Call from an allowed network, or have the operator add yours to identity.allowed_networks (behind proxies, check http.trusted_proxy_hops)."},
 	{MCPRateLimited, "The caller has made more calls of this class (reads, or writes) this minute than allowed.",
 		"Wait for the number of seconds in Retry-After, then retry."},
 	{MCPAuthThrottled, "Too many requests from this address this minute carried an invalid token, or none (the two are counted apart; a valid token is never throttled by them).",

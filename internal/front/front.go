@@ -191,6 +191,9 @@ func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	f, p := rt.f, rt.p
 	w := &responseWriter{ResponseWriter: raw, plain: p.PlainErrors}
 	defer f.contain(w, r)
+	// Every route's handler, and the resolver it asks, sees the request's
+	// facts as the front read them (the desk's sign-in admits by them).
+	r = r.WithContext(identity.WithFacts(r.Context(), f.facts(r)))
 	if origin := r.Header.Get("Origin"); p.CheckOrigin && origin != "" && !slices.Contains(f.http.AllowedOrigins, origin) {
 		f.refuse(w, r, http.StatusForbidden, errcode.MCPOriginRefused, "this origin may not call the server", 0)
 		return
@@ -281,7 +284,9 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 // requests are answered 429 instead of 401.
 func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource string) (*identity.Caller, *http.Request, bool) {
 	ctx := r.Context()
-	address := f.facts(r).Address
+	// The resolver admits a valid token for the facts ServeHTTP put in ctx.
+	facts, _ := identity.FactsFrom(ctx)
+	address := facts.Address
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		if !f.throttled(w, r, engine.AllowanceNoToken, address, "too many requests without a token from this address") {
@@ -293,6 +298,16 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource st
 	switch {
 	case err == nil:
 		return caller, verified, true
+	case errors.Is(err, identity.ErrRefused):
+		// A valid token refused by policy for where it came from: no sign
+		// of guessing, so it counts toward no throttle.
+		code, msg := errcode.IdentityNetworkRefused, "this address may not call the server"
+		if errors.Is(err, identity.ErrOriginRefused) {
+			code, msg = errcode.IdentityOriginRefused, "browser-origin calls are refused"
+		}
+		f.log.InfoContext(ctx, "authentication refused by policy", "address", address, "code", string(code))
+		f.refuse(w, r, http.StatusForbidden, code, msg, 0)
+		return nil, nil, false
 	case !errors.Is(err, identity.ErrInvalidToken):
 		// The issuer could not be asked: not the client's fault.
 		f.log.ErrorContext(ctx, "token verification unavailable", "error", err, "address", address)
@@ -356,7 +371,7 @@ func (f *Front) storeDown(w http.ResponseWriter, r *http.Request, err error) boo
 	return true
 }
 
-// facts reads the request facts. The address is the socket's peer, or,
+// facts reads the request facts the resolver admits a caller by. The address is the socket's peer, or,
 // behind trusted_proxy_hops proxies, the address the outermost trusted
 // proxy saw; X-Forwarded-For is never read otherwise.
 func (f *Front) facts(r *http.Request) identity.RequestFacts {
@@ -377,7 +392,7 @@ func (f *Front) facts(r *http.Request) identity.RequestFacts {
 			addr = chain[i]
 		}
 	}
-	return identity.RequestFacts{Address: addr}
+	return identity.RequestFacts{Address: addr, UserAgent: r.UserAgent(), Origin: r.Header.Get("Origin"), Path: r.URL.Path}
 }
 
 // challenge answers 401 with where to learn how to get a token for the

@@ -83,7 +83,11 @@ func newDoor(t *testing.T, limiter front.Limiter, cfgEdit func(*ontology.Config)
 	if cfgEdit != nil {
 		cfgEdit(cfg)
 	}
-	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	admission, err := identity.AdmissionOf(cfg.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{Admission: admission})
 	if err != nil {
 		t.Fatal(err)
 	}

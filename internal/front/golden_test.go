@@ -57,6 +57,18 @@ func TestGoldenRefusals(t *testing.T) {
 	resp, m = post(t, f.url, token, callAction)
 	record("rate_limited", resp, m)
 
+	guarded := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.HTTP.AllowedOrigins = []string{"https://app.example.com"}
+		c.Identity.RefuseBrowserOrigins = true
+		c.Identity.AllowedNetworks = []string{"203.0.113.0/24"}
+	})
+	guardedToken := guarded.token(t, "agent")
+	resp, m = post(t, guarded.url, guardedToken, callGet, "X-Forwarded-For", "203.0.113.7", "Origin", "https://app.example.com")
+	record("browser_origin_refused", resp, m)
+	resp, m = post(t, guarded.url, guardedToken, callGet, "X-Forwarded-For", "198.51.100.7")
+	record("network_refused", resp, m)
+
 	metadata, err := http.Get(f.url + front.MetadataPath(mcpPath))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,87 @@ type RequestFacts struct {
 	// Address is the client's IP: the socket's peer, or, behind declared
 	// proxies, the address the outermost trusted proxy saw.
 	Address string
+	// UserAgent is the request's User-Agent header, as the client chose it.
+	UserAgent string
+	// Origin is the request's Origin header: set by a browser, so a
+	// request with one came from a web page.
+	Origin string
+	// Path is the request's URL path.
+	Path string
+}
+
+type factsKey struct{}
+
+// WithFacts returns ctx carrying the facts of the request it serves, for
+// the Resolver to admit the caller by.
+func WithFacts(ctx context.Context, f RequestFacts) context.Context {
+	return context.WithValue(ctx, factsKey{}, f)
+}
+
+// FactsFrom returns the request facts ctx carries, and whether it carries
+// any.
+func FactsFrom(ctx context.Context) (RequestFacts, bool) {
+	f, ok := ctx.Value(factsKey{}).(RequestFacts)
+	return f, ok
+}
+
+// ErrRefused is wrapped by every refusal of a valid token for the request
+// it came in: the deployment's policy, not the token, refuses it, so it is
+// no sign of a guessed or forged token. ErrOriginRefused and
+// ErrNetworkRefused tell which policy.
+var ErrRefused = errors.New("refused by the identity policy")
+
+// The policies' refusals; each wraps ErrRefused.
+var (
+	ErrOriginRefused  = fmt.Errorf("%w: a browser origin (identity.refuse_browser_origins)", ErrRefused)
+	ErrNetworkRefused = fmt.Errorf("%w: an address outside identity.allowed_networks", ErrRefused)
+)
+
+// Admission is what a request's facts must satisfy for a valid token to be
+// accepted. The zero value admits every request.
+type Admission struct {
+	// RefuseBrowserOrigins refuses a request with an Origin header.
+	RefuseBrowserOrigins bool
+	// Networks, when not empty, are the only networks a caller may call
+	// from.
+	Networks []netip.Prefix
+}
+
+// AdmissionOf reads the admission policy of the identity config, which
+// ontology's validation has checked.
+func AdmissionOf(c ontology.Identity) (Admission, error) {
+	a := Admission{RefuseBrowserOrigins: c.RefuseBrowserOrigins}
+	for i, n := range c.AllowedNetworks {
+		p, err := ontology.ParseNetwork(n)
+		if err != nil {
+			return Admission{}, fmt.Errorf("identity.allowed_networks.%d: %w", i, err)
+		}
+		a.Networks = append(a.Networks, p)
+	}
+	return a, nil
+}
+
+// Admit reports whether a request with these facts may be served, or which
+// policy refuses it. An address that cannot be read is in no network:
+// when networks are set, a request whose address is unknown is refused.
+func (a Admission) Admit(f RequestFacts) error {
+	if a.RefuseBrowserOrigins && f.Origin != "" {
+		return ErrOriginRefused
+	}
+	if len(a.Networks) == 0 {
+		return nil
+	}
+	addr, err := netip.ParseAddr(f.Address)
+	if err != nil {
+		return ErrNetworkRefused
+	}
+	addr = addr.Unmap() // ::ffff:10.1.2.3 is 10.1.2.3, as a dual-stack socket reports it
+	for _, n := range a.Networks {
+		if n.Contains(addr) {
+			return nil
+		}
+	}
+	return ErrNetworkRefused
 }
 
 // Caller is a verified caller and the request it sent.
@@ -66,6 +148,7 @@ const (
 // concurrent use.
 type Resolver struct {
 	cfg     ontology.OIDC
+	admit   Admission
 	skew    time.Duration
 	now     func() time.Time
 	client  *http.Client
@@ -103,6 +186,10 @@ type ResolverOptions struct {
 	// issuer's keys once they are loaded. Defaults to
 	// MinRefetchIntervalDefault.
 	MinRefetchInterval time.Duration
+	// Admission is what the facts of a request (WithFacts) must satisfy
+	// for its valid token to be accepted. A request whose context carries
+	// no facts is judged by empty ones. The zero value admits all.
+	Admission Admission
 }
 
 // NewResolver returns a Resolver for cfg. The issuer must be https, except
@@ -111,7 +198,7 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	if err := ontology.CheckIssuer(cfg.Issuer); err != nil {
 		return nil, err
 	}
-	r := &Resolver{cfg: cfg, skew: time.Duration(cfg.ClockSkew), now: opts.NowFunc, client: opts.HTTPClient,
+	r := &Resolver{cfg: cfg, admit: opts.Admission, skew: time.Duration(cfg.ClockSkew), now: opts.NowFunc, client: opts.HTTPClient,
 		refetch: cmp.Or(opts.MinRefetchInterval, MinRefetchIntervalDefault)}
 	if r.skew == 0 {
 		r.skew = ClockSkewDefault
@@ -162,10 +249,25 @@ func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, er
 	return r.verifier, r.keys, nil
 }
 
-// Resolve verifies a bearer token and maps its claims to a caller. Every
-// refusal wraps ErrInvalidToken. A token verified in the last CacheTTL is
-// not verified again; each call returns a caller of its own.
+// Resolve verifies a bearer token and maps its claims to a caller, then
+// admits it for the request facts ctx carries (WithFacts). Every refusal of
+// the token wraps ErrInvalidToken; a valid token the admission policy
+// refuses for this request wraps ErrRefused instead. A token verified in
+// the last CacheTTL is not verified again, but every request is admitted
+// on its own facts; each call returns a caller of its own.
 func (r *Resolver) Resolve(ctx context.Context, token string) (*Caller, error) {
+	c, err := r.resolve(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	facts, _ := FactsFrom(ctx)
+	if err := r.admit.Admit(facts); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (r *Resolver) resolve(ctx context.Context, token string) (*Caller, error) {
 	key := sha256.Sum256([]byte(token))
 	now := r.now()
 	r.cacheMu.Lock()

@@ -94,7 +94,7 @@ func (a *Authenticator) verify(ctx context.Context, token string, _ *http.Reques
 	switch {
 	case err == nil && caller != nil:
 		return &auth.TokenInfo{UserID: caller.Subject, Scopes: caller.Scopes, Extra: map[string]any{callerKey: &caller.Caller}}, nil
-	case err == nil, errors.Is(err, identity.ErrInvalidToken):
+	case err == nil, errors.Is(err, identity.ErrInvalidToken), errors.Is(err, identity.ErrRefused):
 		return nil, auth.ErrInvalidToken // its text is all a client of Require sees
 	}
 	return nil, errors.New("the token could not be verified")

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -97,6 +98,14 @@ type Datasource struct {
 // Identity configures how callers are recognized.
 type Identity struct {
 	OIDC *OIDC `yaml:"oidc"`
+	// RefuseBrowserOrigins refuses every request carrying an Origin
+	// header, whatever its token: a browser sent it, and this deployment
+	// serves no browser page that should call it.
+	RefuseBrowserOrigins bool `yaml:"refuse_browser_origins"`
+	// AllowedNetworks, when set, binds tokens to networks: a valid token
+	// from an address outside every one of these CIDRs is refused. The
+	// address is the one the front computes (http.trusted_proxy_hops).
+	AllowedNetworks []string `yaml:"allowed_networks"`
 }
 
 // OIDC configures bearer-token verification.
@@ -728,4 +737,18 @@ func (c *Config) withDefaults() {
 			a.Policy.Approval = ApprovalNone
 		}
 	}
+}
+
+// ParseNetwork reads one of identity.allowed_networks: a CIDR such as
+// 10.0.0.0/8 or 2001:db8::/32, whose address has no bits past its prefix
+// (10.1.2.3/8 is refused: which network was meant is unclear).
+func ParseNetwork(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8", s)
+	}
+	if p != p.Masked() {
+		return netip.Prefix{}, fmt.Errorf("%q has bits set past its prefix length; write %s", s, p.Masked())
+	}
+	return p, nil
 }

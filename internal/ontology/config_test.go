@@ -154,6 +154,10 @@ func TestBrokenConfigs(t *testing.T) {
 		{"a desk without identity.oidc", add("desk: {client_id: desk}\n"), []string{"desk"}},
 		{"a desk without a client id", add("desk: {client_secret_env: DESK_SECRET}\n"), []string{"desk"}},
 		{"a desk secret env that is no variable name", add("desk: {client_id: desk, client_secret_env: \"$X\"}\n"), []string{"desk.client_secret_env"}},
+		{"an allowed network that is no CIDR", add("identity: {allowed_networks: [10.0.0.0/8, 10.1.2.3, 10.0.0.0/33]}\n"), []string{"identity.allowed_networks.1", "identity.allowed_networks.2"}},
+		{"an allowed network with host bits", add("identity: {allowed_networks: [\"2001:db8::/32\", 10.1.2.3/8]}\n"), []string{"identity.allowed_networks.1"}},
+		{"no allowed networks at all", add("identity: {allowed_networks: []}\n"), []string{"identity.allowed_networks"}},
+		{"refuse_browser_origins not a boolean", add("identity: {refuse_browser_origins: sometimes}\n"), []string{"identity.refuse_browser_origins"}},
 		{"a lock timeout of zero", add("limits: {lock_timeout: 0s}\n"), []string{"limits.lock_timeout"}},
 		{"a statement timeout under a millisecond", add("limits: {statement_timeout: 500us}\n"), []string{"limits.statement_timeout"}},
 		{"a timeout past a day", add("limits: {lock_timeout: 25h, statement_timeout: 90000s}\n"), []string{"limits.lock_timeout", "limits.statement_timeout"}},
@@ -348,5 +352,18 @@ func TestPublicURL(t *testing.T) {
 		if cfg.HTTP.PublicURL != want {
 			t.Errorf("%q: public URL %q, want %q", extra, cfg.HTTP.PublicURL, want)
 		}
+	}
+}
+
+// TestIdentityAdmission: identity.refuse_browser_origins and
+// identity.allowed_networks load as written.
+func TestIdentityAdmission(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(base + "identity: {refuse_browser_origins: true, allowed_networks: [10.0.0.0/8, \"2001:db8::/32\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Identity.RefuseBrowserOrigins || !slices.Equal(c.Identity.AllowedNetworks, []string{"10.0.0.0/8", "2001:db8::/32"}) {
+		t.Fatalf("identity = %+v", c.Identity)
 	}
 }

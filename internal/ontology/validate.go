@@ -107,6 +107,11 @@ func (c *Config) validate() Problems {
 			add("identity.oidc.issuer", "%v", err)
 		}
 	}
+	for i, n := range c.Identity.AllowedNetworks {
+		if _, err := ParseNetwork(n); err != nil {
+			add(fmt.Sprintf("identity.allowed_networks.%d", i), "%v", err)
+		}
+	}
 	if d := c.Desk; d != nil && c.Identity.OIDC == nil {
 		add("desk", "needs identity.oidc: the desk signs people in at that issuer")
 	}

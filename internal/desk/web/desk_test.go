@@ -548,3 +548,18 @@ func TestApproversSeeOnlyTheirActions(t *testing.T) {
 		t.Fatalf("fin's review: %d\n%s", got.status, got.body)
 	}
 }
+
+// TestSignInBoundToNetworks: identity.allowed_networks binds the desk's
+// sign-in as it binds bearer calls: a person signing in from outside every
+// listed network is refused with its code; from inside, signed in.
+func TestSignInBoundToNetworks(t *testing.T) {
+	t.Parallel()
+	outside := newFixtureWith(t, ontologytest.Set("identity.allowed_networks", []string{"203.0.113.0/24"}))
+	if p := outside.client(t).signIn("ada"); p.status != http.StatusForbidden || !strings.Contains(p.body, "X_IDENTITY_NETWORK_REFUSED") {
+		t.Fatalf("a sign-in from loopback outside 203.0.113.0/24: %d\n%s", p.status, p.body)
+	}
+	inside := newFixtureWith(t, ontologytest.Set("identity.allowed_networks", []string{"127.0.0.0/8", "::1/128"}))
+	if p := inside.client(t).signIn("ada"); p.status != http.StatusOK || strings.Contains(p.body, "X_IDENTITY") {
+		t.Fatalf("a sign-in from loopback inside 127.0.0.0/8: %d\n%s", p.status, p.body)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
@@ -81,7 +83,7 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 
 	extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id, human: {claim: kind, values: [human]}}\n"+
 		"http: {public_url: %q}\ndesk: {client_id: %s, client_secret_env: DESK_SECRET}\n", issuerSrv.URL, deskSrv.URL, clientID)
-	cfg, err := ontology.Parse(append(ontologytest.Apply(t, orders.Config, edits...), extra...))
+	cfg, err := ontology.Parse(ontologytest.Apply(t, append(slices.Clip(orders.Config), extra...), edits...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,11 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{})
+	admission, err := identity.AdmissionOf(cfg.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver, err := identity.NewResolver(*cfg.Identity.OIDC, identity.ResolverOptions{Admission: admission})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +106,12 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler = desk
+	// Served behind the front, as the app serves it.
+	door := front.New(front.Config{Ontology: cfg, Logger: slog.New(slog.DiscardHandler)})
+	policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: app.DeskMaxBodyBytes}
+	door.Mount(web.Path, desk, policy)
+	door.Mount(web.Path+"/", desk, policy)
+	handler = door
 	if err := iss.AddClient(devissuer.Client{ID: clientID, Secret: secret, RedirectURIs: []string{deskSrv.URL + web.Path + "/callback"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/identity"
 )
 
 // provider is the issuer as the desk's OAuth client sees it, discovered at
@@ -102,6 +104,10 @@ func (d *Desk) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller, issuer, expires, err := d.exchange(ctx, q.Get("code"), verifier, nonce)
+	if errors.Is(err, identity.ErrNetworkRefused) {
+		d.refuse(w, r, http.StatusForbidden, errcode.IdentityNetworkRefused, "This address may not sign in to the desk (identity.allowed_networks).")
+		return
+	}
 	if errors.Is(err, errNotAPerson) {
 		d.refuse(w, r, http.StatusForbidden, notAPersonCode, "This account is not a person's, or names no tenant; only people decide approvals.")
 		return
@@ -138,6 +144,14 @@ func (d *Desk) exchange(ctx context.Context, code, verifier, nonce string) (*eng
 	}
 	if subtle.ConstantTimeCompare([]byte(idToken.Nonce), []byte(nonce)) != 1 {
 		return nil, "", time.Time{}, errors.New("the ID token's nonce is not this sign-in's")
+	}
+	// The desk is a browser's page by design: identity.allowed_networks
+	// binds its sign-in as it binds bearer calls, but
+	// refuse_browser_origins, which is about bearer calls from web pages,
+	// does not refuse it.
+	if facts, ok := identity.FactsFrom(ctx); ok {
+		facts.Origin = ""
+		ctx = identity.WithFacts(ctx, facts)
 	}
 	caller, err := d.c.Resolver.Resolve(ctx, tok.AccessToken)
 	if err != nil {
