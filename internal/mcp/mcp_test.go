@@ -674,7 +674,7 @@ func TestSQLQueryTool(t *testing.T) {
 		t.Fatal(out.Status)
 	}
 	res, body := call(t, cs, "sql_query", `{"sql": "SELECT phase FROM audit ORDER BY seq"}`)
-	if res.IsError || body["rowCount"] != float64(2) || fmt.Sprint(body["guards"]) != "[role transaction parse limits]" {
+	if res.IsError || body["rowCount"] != float64(2) || fmt.Sprint(body["guards"]) != "[role transaction parse catalog limits]" {
 		t.Fatalf("query: %v", body)
 	}
 	res, body = call(t, cs, "sql_query", `{"sql": "SELECT 1; DELETE FROM audit"}`)

@@ -34,6 +34,10 @@ const (
 	RuleUnicode      Rule = "no_unicode_escape"
 	RuleTooLong      Rule = "too_long"
 	RuleRelation     Rule = "relation_not_allowed" // a relation outside the allowed schemas, e.g. a catalog
+	// The catalog layer's rules (package sqlquery decides them, against the
+	// live catalog, from the calls Calls lists).
+	RuleVolatile   Rule = "volatile_function"   // a call that may resolve to a VOLATILE function or operator
+	RuleUnresolved Rule = "unresolved_function" // a call the catalog cannot resolve, or only to a function outside pg_catalog and the schemas, or an extension's
 )
 
 // MaxLength bounds a statement, in bytes.

@@ -2,6 +2,7 @@ package sqlguard
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -169,4 +170,26 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("accepted %q, whose statement %q is not one SELECT (%v)", sql, stmt, perr)
 		}
 	})
+}
+
+// TestCalls: every function, field selection and operator a statement may
+// call is listed for the catalog layer, with its schema and arity.
+func TestCalls(t *testing.T) {
+	calls, err := Calls("SELECT pg_catalog.lower(a.b), -x, 1 OPERATOR(public.+) 2, y LIKE 'z', (w).f, count(*), 1 = ANY (SELECT 1) FROM t a WHERE q BETWEEN 1 AND 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Call{
+		{Schema: "pg_catalog", Name: "lower", Args: 1},
+		{Name: "b", Args: 1, Optional: true},
+		{Name: "-", Args: 1, Operator: true},
+		{Schema: "public", Name: "+", Args: 2, Operator: true},
+		{Name: "~~", Args: 2, Operator: true},
+		{Name: "f", Args: 1, Optional: true},
+		{Name: "count", Args: 0},
+		{Name: "=", Args: 2, Operator: true},
+	}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("calls:\n got %+v\nwant %+v", calls, want)
+	}
 }

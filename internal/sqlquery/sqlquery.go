@@ -1,10 +1,11 @@
-// Package sqlquery runs an agent's read-only SQL in four layers, each of
+// Package sqlquery runs an agent's read-only SQL in five layers, each of
 // which must engage for the query to run: a dedicated low-privilege login
 // on a connection used once, the statement run as a role without even that
 // login's privileges (role), a read-only transaction whose snapshot
 // a trusted statement takes first (transaction), the real Postgres grammar
-// (parse, package sqlguard), and server-side limits on time, rows and
-// bytes (limits).
+// (parse, package sqlguard), every function and operator it calls resolved
+// against the live catalog (catalog, catalog.go), and server-side limits on
+// time, rows and bytes (limits).
 package sqlquery
 
 import (
@@ -202,8 +203,8 @@ func (e *RoleError) Error() string {
 	return fmt.Sprintf("the query login is %q, not a plain %s: refusing to run agent SQL", e.Login, QueryRole)
 }
 
-// Query runs one agent statement for a tenant. A statement the parse layer
-// refuses returns a *sqlguard.Refusal; a statement Postgres refuses returns
+// Query runs one agent statement for a tenant. A statement the parse or
+// catalog layer refuses returns a *sqlguard.Refusal; a statement Postgres refuses returns
 // its error (for the operator's log, never for the agent).
 func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error) {
 	if err := database.ValidateTenantID(tenant); err != nil {
@@ -215,8 +216,12 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	}
 	res := &Result{Columns: []string{}, Rows: []json.RawMessage{}}
 	err = q.session(ctx, tenant, func(ctx context.Context, tx pgx.Tx) error {
+		// Catalog: every call resolved, before the statement runs.
+		if err := q.resolve(ctx, tx, statement); err != nil {
+			return err
+		}
 		// Every layer engaged, or session would not have called.
-		res.Guards = []string{GuardRole, GuardTransaction, GuardParse, GuardLimits}
+		res.Guards = []string{GuardRole, GuardTransaction, GuardParse, GuardCatalog, GuardLimits}
 		return read(ctx, tx, statement, res)
 	})
 	var tooLarge *pgproto3.ExceededMaxBodyLenErr

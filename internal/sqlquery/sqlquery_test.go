@@ -112,6 +112,11 @@ var allowed = []string{
 	"SELECT * FROM audit_heads",
 	"SELECT sha256(entry) FROM audit",
 	"SELECT * FROM audit a JOIN audit b ON a.seq = b.seq - 1",
+	// The catalog layer's allow-list, and calls it resolves as safe.
+	"SELECT random(), gen_random_uuid() IS NOT NULL, clock_timestamp() IS NOT NULL",
+	"SELECT 'a' LIKE 'a%', 2 = ANY (ARRAY[1, 2]), 1 IN (1, 2), -1, 1 = ANY (SELECT 1)",
+	"SELECT s.seq, (s.hash) FROM audit s",
+	"SELECT pg_catalog.lower('A'), orangerail.audit_verify('acme') IS NOT NULL",
 }
 
 // rejected must not run: refused by the parse layer (rule set) or by
@@ -272,8 +277,38 @@ var rejected = []struct {
 	{"SELECT * FROM orangerail.tenants", ""},
 	{"SELECT * FROM orangerail.query_sessions", ""},
 	{"SELECT * FROM scratch", ""},
-	{"SELECT orangerail.audit_append('{}')", ""},
-	{"SELECT orangerail.query_session_bind(1, 'globex')", ""},
+	// The catalog layer: what no list of names knows. VOLATILE built-ins
+	// outside the banned families — large-object reads and writes, index
+	// maintenance, sequences, session state, clocks — however called.
+	{"SELECT lowrite(0, 'x')", sqlguard.RuleVolatile},
+	{"SELECT loread(0, 1)", sqlguard.RuleVolatile},
+	{"SELECT brin_summarize_new_values('audit')", sqlguard.RuleVolatile},
+	{"SELECT brin_summarize_range('audit', 0)", sqlguard.RuleVolatile},
+	{"SELECT brin_desummarize_range('audit', 0)", sqlguard.RuleVolatile},
+	{"SELECT gin_clean_pending_list('audit')", sqlguard.RuleVolatile},
+	{"SELECT setseed(0.5)", sqlguard.RuleVolatile},
+	{"SELECT currval('s')", sqlguard.RuleVolatile},
+	{"SELECT * FROM audit WHERE seq > (SELECT lastval())", sqlguard.RuleVolatile},
+	{"SELECT ('s'::regclass).currval", sqlguard.RuleVolatile},
+	{"SELECT pg_catalog.timeofday()", sqlguard.RuleVolatile},
+	// The tool's own schema's VOLATILE functions (Postgres refuses them
+	// too: TestDatabaseRefusesWithoutTheParser).
+	{"SELECT orangerail.audit_append('{}')", sqlguard.RuleVolatile},
+	{"SELECT orangerail.query_session_bind(1, 'globex')", sqlguard.RuleVolatile},
+	{"SELECT * FROM audit WHERE orangerail.audit_append('{}') IS NULL", sqlguard.RuleVolatile},
+	// Extensions' functions (installed by TestCorpus), in the tool's schema
+	// or outside it, and calls the catalog cannot resolve.
+	{"SELECT * FROM pgstattuple('orangerail.audit')", sqlguard.RuleUnresolved},
+	{"SELECT orangerail.pgstattuple('orangerail.audit')", sqlguard.RuleUnresolved},
+	{"SELECT ('orangerail.audit'::regclass).pgstattuple", sqlguard.RuleUnresolved},
+	{"SELECT public.gen_random_bytes(4)", sqlguard.RuleUnresolved},
+	{"SELECT gen_random_bytes(4)", sqlguard.RuleUnresolved},
+	{"SELECT public.digest('x', 'sha256')", sqlguard.RuleUnresolved},
+	{"SELECT 1 OPERATOR(public.+) 1", sqlguard.RuleUnresolved},
+	{"SELECT 1 !~~~ 1", sqlguard.RuleUnresolved},
+	{"SELECT no_such_function(1)", sqlguard.RuleUnresolved},
+	{"SELECT lower('a', 'b', 'c')", sqlguard.RuleUnresolved},
+	{"SELECT information_schema._pg_truetypid(null, null)", sqlguard.RuleUnresolved},
 	{"SELECT * FROM does_not_exist", ""},
 }
 
@@ -284,6 +319,12 @@ func TestCorpus(t *testing.T) {
 	}
 	b := setup(t)
 	ctx := context.Background()
+	// Extensions whose functions only the catalog layer knows to refuse:
+	// one in the tool's schema (its tuple statistics see every tenant's
+	// rows), one outside it.
+	if _, err := b.admin.Exec(ctx, "CREATE EXTENSION pgstattuple SCHEMA orangerail; CREATE EXTENSION pgcrypto SCHEMA public"); err != nil {
+		t.Fatal(err)
+	}
 	before := b.state(t)
 
 	for _, sql := range allowed {
@@ -292,7 +333,7 @@ func TestCorpus(t *testing.T) {
 			t.Errorf("allowed %q: %v", sql, err)
 			continue
 		}
-		if len(res.Guards) != 4 {
+		if len(res.Guards) != 5 {
 			t.Errorf("allowed %q: guards %v", sql, res.Guards)
 		}
 	}
@@ -564,6 +605,9 @@ func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
 		"SELECT pg_read_file('PG_VERSION')",
 		"SELECT pg_ls_dir('.')",
 		"SELECT pg_stat_file('PG_VERSION')",
+		// The tool's schema's writers, which the catalog layer refuses first.
+		"SELECT orangerail.audit_append('{}')",
+		"SELECT orangerail.query_session_bind(1, 'globex')",
 	}
 	for _, sql := range refused {
 		var pgErr *pgconn.PgError
