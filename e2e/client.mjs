@@ -70,7 +70,7 @@ const auditor = new Client({ name: "orangerail-e2e-auditor", version: "1.0.0" })
 await auditor.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${facts.tokens.auditor.acme}` } } }));
 const audited = await auditor.callTool({ name: "sql_query", arguments: { sql: "SELECT phase FROM audit ORDER BY seq" } });
 check(!audited.isError && audited.structuredContent?.rows?.map((r) => r[0]).join(",") === "staged,approved,execution_started,execution_succeeded"
-  && audited.structuredContent?.guards?.length === 4, "sql_query reads the audit log", audited.structuredContent);
+  && audited.structuredContent?.guards?.join(",") === "role,transaction,parse,catalog,limits", "sql_query reads the audit log", audited.structuredContent);
 const write = await auditor.callTool({ name: "sql_query", arguments: { sql: "WITH d AS (DELETE FROM audit RETURNING 1) SELECT * FROM d" } });
 check(write.isError && write.structuredContent?.code === "X_MCP_QUERY_REJECTED" && write.structuredContent?.rule === "no_modifying",
   "sql_query refuses a data-modifying CTE", write.structuredContent);
