@@ -514,6 +514,11 @@ const (
 	ApprovalRequired ApprovalPolicy = "required"
 )
 
+// IdempotencyKeyArg is the reserved, optional argument of an idempotent
+// action's tool: the key a retry sends so that it gets the first call's
+// result instead of running again. It is never part of the action's input.
+const IdempotencyKeyArg = "idempotencyKey"
+
 // Action is something an agent may ask to do.
 type Action struct {
 	Title       string         `yaml:"title"`

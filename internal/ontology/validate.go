@@ -183,6 +183,12 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 	a.inputSchema = schema
 	properties := inputProperties(a.Input)
 	validatePolicy(a, path, add)
+	if a.Idempotent && slices.Contains(properties, IdempotencyKeyArg) {
+		// The tool's arguments carry the key beside the input: an input
+		// property of the same name could never be told from it.
+		add(path+".input.properties."+IdempotencyKeyArg, "%s: %s is the argument an idempotent action's retries send their key in; "+
+			"rename the property or drop idempotent: true", errcode.MCPIdempotencyShadowed, IdempotencyKeyArg)
+	}
 
 	if a.Target != nil {
 		if _, ok := c.Objects[a.Target.Object]; !ok {
