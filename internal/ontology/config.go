@@ -391,6 +391,22 @@ type Limits struct {
 	// (statement_timeout), an effect's included. Defaults to
 	// StatementTimeoutDefault; read it with Timeouts.
 	StatementTimeout *Duration `yaml:"statement_timeout"`
+	// IdempotencyTTL is how long the first result of an idempotent
+	// action's call stays filed under its key; a retry after that runs
+	// again. Defaults to IdempotencyTTLDefault; read it with
+	// IdempotencyKeyTTL.
+	IdempotencyTTL *Duration `yaml:"idempotency_ttl"`
+}
+
+// IdempotencyTTLDefault is the default Limits.IdempotencyTTL.
+const IdempotencyTTLDefault = 24 * time.Hour
+
+// IdempotencyKeyTTL returns limits.idempotency_ttl, its default where unset.
+func (l Limits) IdempotencyKeyTTL() time.Duration {
+	if l.IdempotencyTTL != nil {
+		return time.Duration(*l.IdempotencyTTL)
+	}
+	return IdempotencyTTLDefault
 }
 
 // Defaults and bounds of Limits.

@@ -102,6 +102,9 @@ func (c *Config) validate() Problems {
 			add("limits."+l.key, "%s is not between 1ms and %s: Postgres counts whole milliseconds and reads 0 as no limit at all", l.d, TimeoutMax)
 		}
 	}
+	if ttl := c.Limits.IdempotencyKeyTTL(); ttl < time.Second {
+		add("limits.idempotency_ttl", "%s is under a second: a key must outlive the retries it answers", ttl)
+	}
 	if o := c.Identity.OIDC; o != nil {
 		if err := CheckIssuer(o.Issuer); err != nil {
 			add("identity.oidc.issuer", "%v", err)
