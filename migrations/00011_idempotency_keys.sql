@@ -26,9 +26,10 @@ CREATE POLICY idempotency_keys_tenant ON orangerail.idempotency_keys TO orangera
     WITH CHECK (tenant_id = current_setting('orangerail.tenant_id', true));
 
 REVOKE ALL ON orangerail.idempotency_keys FROM PUBLIC;
--- The runtime files a result, replaces an expired one and prunes: it
--- never changes a live row.
-GRANT SELECT, INSERT, UPDATE, DELETE ON orangerail.idempotency_keys TO orangerail_runtime;
+-- The runtime claims a key, files its result, replaces an expired one and
+-- prunes: it never rewrites which key a row names.
+GRANT SELECT, INSERT, DELETE ON orangerail.idempotency_keys TO orangerail_runtime;
+GRANT UPDATE (input_digest, outcome, expires_at) ON orangerail.idempotency_keys TO orangerail_runtime;
 
 -- +goose Down
 DROP TABLE orangerail.idempotency_keys;

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
@@ -74,6 +77,15 @@ func TestIdempotentRetryRunsOnce(t *testing.T) {
 	want(t, e.Call(ctx, other, "add_order_note", args), engine.StatusOK)
 	if notes, _ := notesAndRuns(t, b, "acme", "called once"); notes != 2 {
 		t.Fatalf("%d notes after another caller's call, want 2", notes)
+	}
+	// The runtime sees a tenant's keys only in that tenant.
+	for tenant, keys := range map[string]int{"acme": 2, "globex": 0} {
+		var n int
+		if err := database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, "SELECT count(*) FROM orangerail.idempotency_keys").Scan(&n)
+		}); err != nil || n != keys {
+			t.Fatalf("the runtime in %s sees %d keys (%v), want %d", tenant, n, err, keys)
+		}
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
