@@ -66,6 +66,16 @@ type OrangerailDeskSession struct {
 	RevokedAt *time.Time
 }
 
+type OrangerailIdempotencyKey struct {
+	TenantID    string
+	Action      string
+	Subject     string
+	Key         string
+	InputDigest []byte
+	Outcome     []byte
+	ExpiresAt   time.Time
+}
+
 type OrangerailQueryRevokedFunction struct {
 	Signature string
 }

@@ -58,11 +58,24 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 		return e.refuseInput(ctx, caller, action, correlation, errcode.InputTooLarge, []Issue{{
 			Path: "", Message: fmt.Sprintf("the input is %d bytes; at most %d are accepted (limits.max_input_bytes)", len(args), limit)}})
 	}
+	key, args, issue := takeIdempotencyKey(a, args)
+	if issue != nil {
+		return e.refuseInput(ctx, caller, action, correlation, errcode.InputInvalid, []Issue{*issue})
+	}
 	c, issues := e.checkInput(action, a, caller.Tenant, args)
 	if issues != nil {
 		return e.refuseInput(ctx, caller, action, correlation, errcode.InputInvalid, issues)
 	}
+	if key != "" {
+		return e.idempotent(ctx, caller, c, key, correlation, func() *Outcome { return e.run(ctx, caller, c, correlation) })
+	}
+	return e.run(ctx, caller, c, correlation)
+}
 
+// run carries a checked call on: it resolves the target, checks the
+// precondition, and stages or executes as the action's policy says.
+func (e *Engine) run(ctx context.Context, caller *Caller, c *call, correlation string) *Outcome {
+	a := c.action
 	// Resolve and check before anything is staged: a call that cannot run
 	// now is refused now.
 	var target json.RawMessage

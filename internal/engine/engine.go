@@ -126,6 +126,8 @@ type Engine struct {
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
+	// keys lines up this process's calls under one idempotency key.
+	keys keyLocks
 
 	// afterConsume, set only by tests (export_test.go), runs right after an
 	// approval is consumed, inside the consuming transaction.

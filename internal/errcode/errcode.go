@@ -42,6 +42,7 @@ const (
 	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
 	ConfigInvalid          Code = "X_CONFIG_INVALID"
 	PolicyMissing          Code = "X_POLICY_MISSING"
+	MCPIdempotencyShadowed Code = "X_MCP_IDEMPOTENCY_KEY_SHADOWED"
 	AuditorInvalid         Code = "X_AUDITOR_INVALID"
 	AuditorPasswordInvalid Code = "X_AUDITOR_PASSWORD_INVALID" //nolint:gosec // G101: an error code's name, not a credential
 
@@ -64,6 +65,7 @@ const (
 	InternalError          Code = "X_INTERNAL_ERROR"
 	InputInvalid           Code = "X_INPUT_INVALID"
 	InputTooLarge          Code = "X_INPUT_TOO_LARGE"
+	IdempotencyKeyReused   Code = "X_IDEMPOTENCY_KEY_REUSED"
 
 	DeskSignInFailed   Code = "X_DESK_SIGN_IN_FAILED"
 	DeskSignInRequired Code = "X_DESK_SIGN_IN_REQUIRED"
@@ -127,6 +129,10 @@ var table = []Entry{
 		"Fix each problem; `orangerail config check FILE` lists them all."},
 	{PolicyMissing, "An action in the config names no roles, no scope and no approval (actions.NAME.policy), so it would be open to every authenticated caller; deny by default refuses to load it.",
 		"Give the action a policy: roles that may call it (policy: {roles: [support]}), a scope (policy: {scope: \"orders:write\"}), or a person's approval of every call (policy: {approval: required})."},
+	{MCPIdempotencyShadowed, "An idempotent action's input declares a property named idempotencyKey (actions.NAME.input.properties.idempotencyKey); that argument is reserved for the idempotency key a retry sends, so the action's own input would be shadowed.",
+		"Rename the input property, or drop idempotent: true from the action."},
+	{IdempotencyKeyReused, "The idempotencyKey was sent before with a different input to the same action; a key names one call, and answers its retries with that call's result.",
+		"Send a new idempotencyKey for a different call, or repeat the first call's input exactly to get its result."},
 	{WebhookNotFound, "No webhook message of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail webhooks list --tenant T`."},
 	{WebhookStateInvalid, "There is no webhook delivery state of that name.",

@@ -213,9 +213,28 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 	return &sdk.Tool{
 		Title:       title,
 		Description: desc,
-		InputSchema: schemaOf(a.Input),
+		InputSchema: actionSchema(a),
 		Annotations: &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: a.Idempotent},
 	}
+}
+
+// actionSchema is an action's input schema as its tool shows it: an
+// idempotent action's carries the reserved, optional idempotencyKey, which
+// the engine takes out before the input is checked (the config cannot
+// declare it: ontology refuses the shadowing at load).
+func actionSchema(a *ontology.Action) map[string]any {
+	schema := schemaOf(a.Input)
+	if !a.Idempotent || schema == nil {
+		return schema
+	}
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+		schema["properties"] = props
+	}
+	props[ontology.IdempotencyKeyArg] = map[string]any{"type": "string", "minLength": 1, "maxLength": 255,
+		"description": "Optional. A retry with the same key and input gets the first call's result instead of running again; the same key with another input is refused."}
+	return schema
 }
 
 func sqlTool(schemas []string) *sdk.Tool {

@@ -391,6 +391,22 @@ type Limits struct {
 	// (statement_timeout), an effect's included. Defaults to
 	// StatementTimeoutDefault; read it with Timeouts.
 	StatementTimeout *Duration `yaml:"statement_timeout"`
+	// IdempotencyTTL is how long the first result of an idempotent
+	// action's call stays filed under its key; a retry after that runs
+	// again. Defaults to IdempotencyTTLDefault; read it with
+	// IdempotencyKeyTTL.
+	IdempotencyTTL *Duration `yaml:"idempotency_ttl"`
+}
+
+// IdempotencyTTLDefault is the default Limits.IdempotencyTTL.
+const IdempotencyTTLDefault = 24 * time.Hour
+
+// IdempotencyKeyTTL returns limits.idempotency_ttl, its default where unset.
+func (l Limits) IdempotencyKeyTTL() time.Duration {
+	if l.IdempotencyTTL != nil {
+		return time.Duration(*l.IdempotencyTTL)
+	}
+	return IdempotencyTTLDefault
 }
 
 // Defaults and bounds of Limits.
@@ -513,6 +529,11 @@ const (
 	ApprovalNone     ApprovalPolicy = "none"
 	ApprovalRequired ApprovalPolicy = "required"
 )
+
+// IdempotencyKeyArg is the reserved, optional argument of an idempotent
+// action's tool: the key a retry sends so that it gets the first call's
+// result instead of running again. It is never part of the action's input.
+const IdempotencyKeyArg = "idempotencyKey"
 
 // Action is something an agent may ask to do.
 type Action struct {

@@ -295,6 +295,24 @@ func TestPolicyMissing(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeyShadowed: an idempotent action whose input already
+// declares idempotencyKey does not load, X_MCP_IDEMPOTENCY_KEY_SHADOWED at
+// that property's field path; the same input without idempotent: true
+// loads, the name being reserved only where the key is offered.
+func TestIdempotencyKeyShadowed(t *testing.T) {
+	t.Parallel()
+	shadowing := replace("{order_id: {type: string}}}", "{order_id: {type: string}, idempotencyKey: {type: string}}}")(base)
+	_, err := Parse([]byte(replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    idempotent: true")(shadowing)))
+	var problems Problems
+	if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != "actions.cancel_order.input.properties.idempotencyKey" ||
+		!strings.Contains(problems[0].Message, string(errcode.MCPIdempotencyShadowed)) {
+		t.Fatalf("Parse = %v, want one %s at actions.cancel_order.input.properties.idempotencyKey", err, errcode.MCPIdempotencyShadowed)
+	}
+	if _, err := Parse([]byte(shadowing)); err != nil {
+		t.Fatalf("a non-idempotent action's idempotencyKey property: %v", err)
+	}
+}
+
 // TestExecuteKinds: each execute member names its kind.
 func TestExecuteKinds(t *testing.T) {
 	t.Parallel()

@@ -102,6 +102,9 @@ func (c *Config) validate() Problems {
 			add("limits."+l.key, "%s is not between 1ms and %s: Postgres counts whole milliseconds and reads 0 as no limit at all", l.d, TimeoutMax)
 		}
 	}
+	if ttl := c.Limits.IdempotencyKeyTTL(); ttl < time.Second {
+		add("limits.idempotency_ttl", "%s is under a second: a key must outlive the retries it answers", ttl)
+	}
 	if o := c.Identity.OIDC; o != nil {
 		if err := CheckIssuer(o.Issuer); err != nil {
 			add("identity.oidc.issuer", "%v", err)
@@ -183,6 +186,12 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 	a.inputSchema = schema
 	properties := inputProperties(a.Input)
 	validatePolicy(a, path, add)
+	if a.Idempotent && slices.Contains(properties, IdempotencyKeyArg) {
+		// The tool's arguments carry the key beside the input: an input
+		// property of the same name could never be told from it.
+		add(path+".input.properties."+IdempotencyKeyArg, "%s: %s is the argument an idempotent action's retries send their key in; "+
+			"rename the property or drop idempotent: true", errcode.MCPIdempotencyShadowed, IdempotencyKeyArg)
+	}
 
 	if a.Target != nil {
 		if _, ok := c.Objects[a.Target.Object]; !ok {

@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// idempotencyKeyMax bounds a key's length, in characters.
+const idempotencyKeyMax = 255
+
+// idempotencyPruneOdds is how often filing a key also forgets the tenant's
+// expired ones: rarely enough to cost nothing, often enough that the table
+// holds about one TTL of keys.
+const idempotencyPruneOdds = 100
+
+// takeIdempotencyKey takes the reserved idempotencyKey argument out of a
+// call's arguments, so that what is validated, digested, staged and
+// executed is the action's input alone. It returns the key ("" when none
+// was sent) and the arguments without it, or the issue that refuses it: a
+// key on an action that is not idempotent, or one that is not a string of
+// 1 to 255 characters.
+func takeIdempotencyKey(a *ontology.Action, args json.RawMessage) (string, json.RawMessage, *Issue) {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(args, &members) != nil {
+		return "", args, nil // not an object: checkInput says why
+	}
+	raw, ok := members[ontology.IdempotencyKeyArg]
+	if !ok {
+		return "", args, nil
+	}
+	at := "/" + ontology.IdempotencyKeyArg
+	if !a.Idempotent {
+		return "", nil, &Issue{Path: at, Message: "the action is not idempotent, so it takes no idempotencyKey: leave it out"}
+	}
+	var key string
+	if json.Unmarshal(raw, &key) != nil || key == "" || utf8.RuneCountInString(key) > idempotencyKeyMax {
+		return "", nil, &Issue{Path: at, Message: "the idempotencyKey must be a string of 1 to 255 characters"}
+	}
+	delete(members, ontology.IdempotencyKeyArg)
+	rest, err := json.Marshal(members)
+	if err != nil {
+		return "", nil, &Issue{Path: "", Message: "the input is not valid JSON"}
+	}
+	return key, rest, nil
+}
+
+// filedOutcome is an outcome as a key keeps it.
+type filedOutcome struct {
+	Status        Status       `json:"status"`
+	Data          []byte       `json:"data,omitempty"` // base64: the answer byte for byte, which a RawMessage would compact
+	ApprovalID    *uuid.UUID   `json:"approvalId,omitempty"`
+	ExpiresAt     *time.Time   `json:"expiresAt,omitempty"`
+	CorrelationID string       `json:"correlationId,omitempty"`
+	Issues        []Issue      `json:"issues,omitempty"`
+	Diagnostic    Diagnostic   `json:"diagnostic,omitempty"`
+	Note          string       `json:"note,omitempty"`
+	Code          errcode.Code `json:"code,omitempty"`
+	Err           string       `json:"error,omitempty"`
+}
+
+// fileable reports whether an outcome answers the call itself, and so is
+// what a retry gets back: one that says the call could not be tried (the
+// store or the audit failed, the result is unknown) leaves the key free
+// for a retry to run.
+func fileable(o *Outcome) bool {
+	switch o.Status {
+	case StatusOK, StatusApprovalPending, StatusDryRun, StatusNotImplemented, StatusNotFound,
+		StatusPreconditionFailed, StatusFailed:
+		return true
+	}
+	return false
+}
+
+func fileOutcome(o *Outcome) ([]byte, error) {
+	f := filedOutcome{Status: o.Status, Data: o.Data, ApprovalID: o.ApprovalID, ExpiresAt: o.ExpiresAt,
+		CorrelationID: o.CorrelationID, Issues: o.Issues, Diagnostic: o.Diagnostic, Note: o.Note, Code: o.Code}
+	if o.Err != nil {
+		f.Err = o.Err.Error()
+	}
+	return json.Marshal(f)
+}
+
+func unfileOutcome(b []byte) (*Outcome, error) {
+	var f filedOutcome
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, err
+	}
+	o := &Outcome{Status: f.Status, Data: json.RawMessage(f.Data), ApprovalID: f.ApprovalID, ExpiresAt: f.ExpiresAt,
+		CorrelationID: f.CorrelationID, Issues: f.Issues, Diagnostic: f.Diagnostic, Note: f.Note, Code: f.Code}
+	if f.Err != "" {
+		o.Err = errors.New(f.Err)
+	}
+	return o, nil
+}
+
+// errNotFiled rolls back a key's claim when its call's outcome is not
+// filed.
+var errNotFiled = errors.New("the outcome is not filed")
+
+// idempotent runs a call under an idempotency key: the first call claims
+// the key, runs, and files its outcome in the claiming transaction; a
+// retry with the same input gets that outcome back without running; a
+// retry with another input is refused. A concurrent retry's claim waits in
+// Postgres for the first call's transaction to end, so the call runs once
+// across replicas; inside one process retries wait in line first, so that
+// they do not hold connections the first call needs.
+func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func() *Outcome) *Outcome {
+	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
+	defer e.keys.lock(k)()
+	var out *Outcome
+	reused := false
+	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		if rand.IntN(idempotencyPruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
+			if err := st.IdempotencyPrune(ctx, caller.Tenant); err != nil {
+				return err
+			}
+		}
+		claimed, err := st.IdempotencyClaim(ctx, k, c.digest, e.now().Add(e.cfg.Limits.IdempotencyKeyTTL()))
+		if err != nil {
+			return err
+		}
+		if !claimed {
+			found, err := st.IdempotencyFind(ctx, k)
+			if err != nil {
+				return err
+			}
+			if !hmac.Equal(found.InputDigest, c.digest) {
+				reused = true
+				return nil
+			}
+			out, err = unfileOutcome(found.Outcome)
+			return err
+		}
+		out = run()
+		if !fileable(out) {
+			return errNotFiled
+		}
+		filed, err := fileOutcome(out)
+		if err != nil {
+			return err
+		}
+		return st.IdempotencySave(ctx, k, filed)
+	})
+	switch {
+	case reused:
+		return e.refuseInput(ctx, caller, c.name, correlation, errcode.IdempotencyKeyReused, []Issue{{
+			Path: "/" + ontology.IdempotencyKeyArg, Message: "the key was sent before with a different input: send a new key for a new call"}})
+	case errors.Is(err, errNotFiled):
+		return out
+	case err != nil && out != nil:
+		// The call ran but its outcome could not be filed: answer it; a
+		// retry runs again, as it would have without a key.
+		return out
+	case err != nil:
+		return e.storeFailure(ctx, "idempotency key of "+c.name, correlation, err)
+	}
+	return out
+}
+
+// keyLocks holds the keys calls in this process are running under, each
+// with the calls waiting for it.
+type keyLocks struct {
+	mu   sync.Mutex
+	held map[store.IdempotencyKey]*keyLock
+}
+
+type keyLock struct {
+	mu      sync.Mutex
+	waiters int
+}
+
+// lock waits until no other call of this process runs under k, and returns
+// the unlock.
+func (l *keyLocks) lock(k store.IdempotencyKey) func() {
+	l.mu.Lock()
+	if l.held == nil {
+		l.held = map[store.IdempotencyKey]*keyLock{}
+	}
+	kl := l.held[k]
+	if kl == nil {
+		kl = &keyLock{}
+		l.held[k] = kl
+	}
+	kl.waiters++
+	l.mu.Unlock()
+	kl.mu.Lock()
+	return func() {
+		kl.mu.Unlock()
+		l.mu.Lock()
+		if kl.waiters--; kl.waiters == 0 {
+			delete(l.held, k)
+		}
+		l.mu.Unlock()
+	}
+}

@@ -1,0 +1,173 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+)
+
+// idempotentNotes serves the example with add_order_note marked
+// idempotent: it runs at once, without approval, so a second run is a
+// second note.
+func idempotentNotes(t *testing.T) (*exampleBundle, *engine.Engine) {
+	t.Helper()
+	b := setupExample(t)
+	return b, newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+}
+
+// notesAndRuns counts the tenant's notes saying note, and the
+// execution_succeeded records of add_order_note in its audit chain.
+func notesAndRuns(t *testing.T, b *exampleBundle, tenant, note string) (notes, runs int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE org_id = $1 AND note = $2", tenant, note).Scan(&notes); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit WHERE tenant_id = $1 AND action = 'add_order_note' AND phase = 'execution_succeeded'",
+		tenant).Scan(&runs); err != nil {
+		t.Fatal(err)
+	}
+	return notes, runs
+}
+
+// TestIdempotentRetryRunsOnce: sixteen concurrent calls of an idempotent
+// action under one key write one note and one execution record, and every
+// one of them, and a later retry, answers the first call's result; the
+// key never reaches the audit chain, whose records pass verification.
+func TestIdempotentRetryRunsOnce(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "called once", "idempotencyKey": "retry-7f0c"}`)
+	outs := make([]*engine.Outcome, 16)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Go(func() { outs[i] = e.Call(ctx, support("acme"), "add_order_note", args) })
+	}
+	wg.Wait()
+	for _, out := range outs {
+		want(t, out, engine.StatusOK)
+		if out.CorrelationID != outs[0].CorrelationID || string(out.Data) != string(outs[0].Data) {
+			t.Fatalf("a retry answered %s %s, the first call %s %s", out.CorrelationID, out.Data, outs[0].CorrelationID, outs[0].Data)
+		}
+	}
+	again := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, again, engine.StatusOK)
+	if again.CorrelationID != outs[0].CorrelationID || string(again.Data) != string(outs[0].Data) {
+		t.Fatalf("a later retry answered %s %s", again.CorrelationID, again.Data)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "called once"); notes != 1 || runs != 1 {
+		t.Fatalf("%d notes and %d execution records, want one of each", notes, runs)
+	}
+	var keyed int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme' AND position('idempotencyKey' in convert_from(entry, 'UTF8')) > 0").Scan(&keyed); err != nil || keyed != 0 {
+		t.Fatalf("%d audit records carry the key (%v)", keyed, err)
+	}
+	// Another caller's key of the same name is its own.
+	other := support("acme")
+	other.Subject = "agent-8"
+	want(t, e.Call(ctx, other, "add_order_note", args), engine.StatusOK)
+	if notes, _ := notesAndRuns(t, b, "acme", "called once"); notes != 2 {
+		t.Fatalf("%d notes after another caller's call, want 2", notes)
+	}
+	// The runtime sees a tenant's keys only in that tenant.
+	for tenant, keys := range map[string]int{"acme": 2, "globex": 0} {
+		var n int
+		if err := database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, "SELECT count(*) FROM orangerail.idempotency_keys").Scan(&n)
+		}); err != nil || n != keys {
+			t.Fatalf("the runtime in %s sees %d keys (%v), want %d", tenant, n, err, keys)
+		}
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestIdempotencyKeyReused: the same key with another input is refused
+// X_IDEMPOTENCY_KEY_REUSED at /idempotencyKey, and nothing runs.
+func TestIdempotencyKeyReused(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	want(t, e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "first", "idempotencyKey": "k1"}`)), engine.StatusOK)
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "second", "idempotencyKey": "k1"}`))
+	want(t, out, engine.StatusInvalidInput)
+	if out.Code != errcode.IdempotencyKeyReused || len(out.Issues) != 1 || out.Issues[0].Path != "/idempotencyKey" {
+		t.Fatalf("code %s, issues %v", out.Code, out.Issues)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "second"); notes != 0 || runs != 1 {
+		t.Fatalf("%d notes, %d runs after the refusal", notes, runs)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestIdempotencyKeyRefused: a key on an action that is not idempotent,
+// and a key that is not a string of 1 to 255 characters, are refused
+// X_INPUT_INVALID at /idempotencyKey, and nothing runs.
+func TestIdempotencyKeyRefused(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		e    *engine.Engine
+		args string
+	}{
+		{b.engine, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": "k1"}`},
+		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": ""}`},
+		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": 7}`},
+		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": "` + longKey + `"}`},
+	} {
+		out := c.e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(c.args))
+		want(t, out, engine.StatusInvalidInput)
+		if out.Code != errcode.InputInvalid || len(out.Issues) != 1 || out.Issues[0].Path != "/idempotencyKey" {
+			t.Fatalf("%s: code %s, issues %v", c.args, out.Code, out.Issues)
+		}
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "refused"); notes != 0 || runs != 0 {
+		t.Fatalf("%d notes, %d runs after refusals", notes, runs)
+	}
+}
+
+// longKey is 256 characters, one past the bound.
+var longKey = func() string {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = 'k'
+	}
+	return string(b)
+}()
+
+// TestIdempotencyKeyExpires: once a key's TTL has passed, the key files a
+// new call, which runs.
+func TestIdempotencyKeyExpires(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "twice", "idempotencyKey": "k1"}`)
+	first := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusOK)
+	// The TTL passes.
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.idempotency_keys SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	second := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, second, engine.StatusOK)
+	if second.CorrelationID == first.CorrelationID {
+		t.Fatal("an expired key answered its first result")
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "twice"); notes != 2 || runs != 2 {
+		t.Fatalf("%d notes and %d runs, want 2 of each", notes, runs)
+	}
+	// And the new result is filed under the key again.
+	third := e.Call(ctx, support("acme"), "add_order_note", args)
+	if third.CorrelationID != second.CorrelationID {
+		t.Fatalf("the renewed key answered %s, want %s", third.CorrelationID, second.CorrelationID)
+	}
+}
