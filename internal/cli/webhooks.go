@@ -1,17 +1,18 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/display"
-	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/webhooks"
 )
@@ -24,11 +25,15 @@ func newWebhooksCmd() *cobra.Command {
 	}
 	databaseURLFlag(cmd.PersistentFlags(), &url)
 	cmd.PersistentFlags().StringVar(&tenant, "tenant", "", "the tenant whose webhook messages to read (required)")
-	check := func() error {
-		if tenant == "" {
-			return errcode.New(errcode.TenantInvalid, "--tenant is required", nil)
+	// open checks --tenant and opens the database, as the runtime acts.
+	open := func(ctx context.Context) (*pgxpool.Pool, error) {
+		if err := requireTenant(tenant); err != nil {
+			return nil, err
 		}
-		return database.ValidateTenantID(tenant)
+		if err := database.ValidateTenantID(tenant); err != nil {
+			return nil, err
+		}
+		return database.Open(ctx, url)
 	}
 
 	var (
@@ -41,10 +46,7 @@ func newWebhooksCmd() *cobra.Command {
 		Short: "List a tenant's webhook messages, newest first, with where each delivery stands",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := check(); err != nil {
-				return err
-			}
-			pool, err := database.Open(cmd.Context(), url)
+			pool, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -72,10 +74,7 @@ func newWebhooksCmd() *cobra.Command {
 		Short: "Queue a message again for every endpoint subscribed to its event, its attempts reset; a running server sends it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := check(); err != nil {
-				return err
-			}
-			pool, err := database.Open(cmd.Context(), url)
+			pool, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}
