@@ -48,10 +48,10 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 	defer e.settle(ctx, OpCall, action, caller, &out)
 	a, ok := e.cfg.Actions[action]
 	if !ok {
-		return &Outcome{Status: StatusNotFound}
+		return &Outcome{Status: StatusNotFound, Code: errcode.MCPToolUnknown}
 	}
-	if !e.MayCall(caller, action) {
-		return &Outcome{Status: StatusDenied}
+	if out := e.Admit(ctx, caller, action); out != nil {
+		return out
 	}
 	correlation := uuid.NewString()
 	if limit := e.cfg.Limits.MaxInputBytes; len(args) > limit {
@@ -103,20 +103,6 @@ func (e *Engine) run(ctx context.Context, caller *Caller, c *call, correlation s
 		return e.stage(ctx, caller, c)
 	}
 	return e.execute(ctx, caller, c, nil, correlation)
-}
-
-// MayCall reports whether caller may call the action: an authenticated
-// caller holding one of the policy's roles and its scope, when it names
-// them. A transport lists only the actions a caller may call.
-func (e *Engine) MayCall(caller *Caller, action string) bool {
-	a, ok := e.cfg.Actions[action]
-	if !ok || !caller.Authenticated() {
-		return false
-	}
-	if len(a.Policy.Roles) > 0 && !caller.HasRole(a.Policy.Roles...) {
-		return false
-	}
-	return a.Policy.Scope == "" || slices.Contains(caller.Scopes, a.Policy.Scope)
 }
 
 // checkInput validates an input against the action's schema and returns
@@ -272,11 +258,8 @@ func (e *Engine) where(a *ontology.Action, target json.RawMessage, input map[str
 		return true, nil
 	}
 	vars := map[string]any{
-		"input": input,
-		"caller": map[string]any{
-			"subject": caller.Subject, "tenant": caller.Tenant, "roles": caller.Roles,
-			"scopes": caller.Scopes, "kind": string(caller.Kind),
-		},
+		"input":  input,
+		"caller": callerVars(caller),
 	}
 	if a.Target != nil {
 		var t map[string]any
@@ -529,7 +512,7 @@ func (e *Engine) auditRefusal(ctx context.Context, caller *Caller, c *call, appr
 	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {
 		return e.auditBlocked(ctx, c.name, correlation, err)
 	}
-	out := &Outcome{Status: status, CorrelationID: correlation, ApprovalID: approval, Err: cause}
+	out := &Outcome{Status: status, Code: status.refusalCode(), CorrelationID: correlation, ApprovalID: approval, Err: cause}
 	if cause != nil {
 		return e.failure(ctx, string(phase)+" "+c.name, out)
 	}

@@ -156,15 +156,28 @@ func TestActionInputAndAuthorization(t *testing.T) {
 			t.Errorf("Call(%.50s) = %s %v, want invalid_input at %q", tt.args, out.Status, out.Issues, tt.path)
 		}
 	}
+	// Outside the action's roles, or unauthenticated: the tool does not
+	// exist for the caller. Without its scope: refused, naming it, and
+	// recorded in the tenant's chain.
+	for _, c := range []*engine.Caller{agent("acme"), {Tenant: "acme"}} {
+		out := b.engine.Call(ctx, c, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+		if out.Status != engine.StatusNotFound || out.Code != errcode.MCPToolUnknown {
+			t.Errorf("caller %+v: %s %s, want not_found %s", c, out.Status, out.Code, errcode.MCPToolUnknown)
+		}
+	}
 	noScope := support("acme")
 	noScope.Scopes = nil
-	for _, c := range []*engine.Caller{agent("acme"), noScope, {Tenant: "acme"}} {
-		want(t, b.engine.Call(ctx, c, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`)), engine.StatusDenied)
+	out := b.engine.Call(ctx, noScope, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	if out.Status != engine.StatusDenied || out.Code != errcode.MCPScopeDenied || out.Scope != "orders:write" {
+		t.Fatalf("a token without the scope: %s %s %q", out.Status, out.Code, out.Scope)
+	}
+	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"refused"}) {
+		t.Fatalf("the scope refusal's records: %v", got)
 	}
 	want(t, b.engine.Call(ctx, support("acme"), "drop_tables", json.RawMessage(`{}`)), engine.StatusNotFound)
 	want(t, b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-9999", "reason": "x"}`)), engine.StatusNotFound)
 	// o-1003 shipped: the precondition refuses before anything is staged.
-	out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1003", "reason": "x"}`))
+	out = b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1003", "reason": "x"}`))
 	want(t, out, engine.StatusPreconditionFailed)
 	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"precondition_failed"}) {
 		t.Fatalf("phases %v", got)
@@ -248,10 +261,19 @@ func TestGovernedLifecycle(t *testing.T) {
 	other := support("acme")
 	other.Subject = "agent-8"
 	want(t, e.Check(ctx, other, id), engine.StatusNotFound)
-	// The requester without the role any more may not run it.
+	// The requester without the role any more, or polling with a token
+	// without the action's scope, may not run it; each refusal is
+	// recorded under the approval, which stays approved.
 	demoted := support("acme")
 	demoted.Roles = nil
-	want(t, e.Check(ctx, demoted, id), engine.StatusDenied)
+	if out := e.Check(ctx, demoted, id); out.Status != engine.StatusDenied || out.Code != errcode.Forbidden {
+		t.Fatalf("a demoted poller: %s %s", out.Status, out.Code)
+	}
+	unscoped := support("acme")
+	unscoped.Scopes = nil
+	if out := e.Check(ctx, unscoped, id); out.Status != engine.StatusDenied || out.Code != errcode.MCPScopeDenied || out.Scope != "orders:write" {
+		t.Fatalf("a poller without the scope: %s %s %q", out.Status, out.Code, out.Scope)
+	}
 
 	out := e.Check(ctx, support("acme"), id)
 	want(t, out, engine.StatusOK)
@@ -259,7 +281,7 @@ func TestGovernedLifecycle(t *testing.T) {
 		t.Fatal("the order was not cancelled")
 	}
 	want(t, e.Check(ctx, support("acme"), id), engine.StatusConsumed)
-	if got := phases(t, b.testBundle, "acme", id); !slices.Equal(got, []string{"staged", "approved", "execution_started", "execution_succeeded"}) {
+	if got := phases(t, b.testBundle, "acme", id); !slices.Equal(got, []string{"staged", "approved", "refused", "refused", "execution_started", "execution_succeeded"}) {
 		t.Fatalf("phases %v", got)
 	}
 	var prior string

@@ -126,6 +126,8 @@ type Engine struct {
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
+	// tools holds every tool the ontology declares, by name.
+	tools map[string]ontology.Tool
 	// keys lines up this process's calls under one idempotency key.
 	keys keyLocks
 
@@ -177,6 +179,10 @@ func New(c Config) (*Engine, error) {
 	for name, a := range c.Ontology.Actions {
 		e.definitions[name] = definitionHash(a)
 	}
+	e.tools = map[string]ontology.Tool{}
+	for _, t := range c.Ontology.Tools() {
+		e.tools[t.Name] = t
+	}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -194,24 +200,6 @@ func (e *Engine) mac(purpose string, parts ...[]byte) []byte {
 		h.Write(p)
 	}
 	return h.Sum(nil)
-}
-
-// CanRead reports whether caller may read the object.
-func (e *Engine) CanRead(caller *Caller, object string) bool {
-	o, ok := e.cfg.Objects[object]
-	return ok && canRead(caller, o)
-}
-
-func canRead(caller *Caller, o *ontology.Object) bool {
-	switch o.ReadAccess.Kind {
-	case ontology.ReadPublic:
-		return true
-	case ontology.ReadAuthenticated:
-		return caller.Authenticated()
-	case ontology.ReadRoles:
-		return caller.Authenticated() && caller.HasRole(o.ReadAccess.Roles...)
-	}
-	return false
 }
 
 // failure logs an outcome's full error under its correlation id and

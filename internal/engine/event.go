@@ -18,7 +18,8 @@ import (
 // its own — and hold no arguments, rows, tokens or error texts.
 type Event interface{ event() }
 
-// ToolCalled is a tool call a transport answered.
+// ToolCalled is a tool call a transport answered: every tools/call, a
+// call of a tool that does not exist or is hidden from the caller too.
 type ToolCalled struct {
 	Tool          string
 	Outcome       Status
@@ -26,6 +27,52 @@ type ToolCalled struct {
 	Tenant        string
 	Code          errcode.Code
 	CorrelationID string
+	// Refusal names the gate that refused the call; "" for a call no gate
+	// refused (whatever its outcome).
+	Refusal Refusal
+	// Scope is the scope a RefusalScope found missing.
+	Scope string
+}
+
+// Refusal names the gate that refused a tool call, from a closed set.
+type Refusal string
+
+// The refusals, in the order the gates run.
+const (
+	// RefusalUnknown: no tool of the name exists.
+	RefusalUnknown Refusal = "unknown"
+	// RefusalHidden: the tool exists, and the caller is outside its
+	// audience; the caller was answered as for an unknown tool.
+	RefusalHidden Refusal = "hidden"
+	// RefusalScope: the caller's token lacks the tool's scope.
+	RefusalScope Refusal = "scope"
+	// RefusalPolicy: the action's policy refused the call — its
+	// precondition, or a poller no longer allowed the action.
+	RefusalPolicy Refusal = "policy"
+)
+
+// RefusalOf classifies an outcome a tool call ended in by the gate that
+// refused it; "" when none did.
+func RefusalOf(o *Outcome) Refusal {
+	switch {
+	case o.Code == errcode.MCPToolUnknown:
+		return RefusalHidden
+	case o.Code == errcode.MCPScopeDenied:
+		return RefusalScope
+	case o.Status == StatusDenied, o.Status == StatusPreconditionFailed:
+		return RefusalPolicy
+	}
+	return ""
+}
+
+// Level is the host log level of the call's line: warn for a refusal
+// (an agent probing tools or scopes shows up there), info otherwise —
+// failures are logged in full, at error, where they happen.
+func (ev ToolCalled) Level() slog.Level {
+	if ev.Refusal != "" {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
 }
 
 // Op names an engine call.
@@ -144,17 +191,19 @@ func (RateRefused) event()     {}
 func (RequestRefused) event()  {}
 
 // HostLog returns the subscriber that writes the host log's event lines:
-// one per tool call (tool, outcome, actor, tenant, code, correlation_id)
-// and one per refused HTTP request (code, status, path). No event holds
-// arguments, rows or tokens, so no line can.
+// one per tool call (tool, outcome, refusal, actor, tenant, code, scope,
+// correlation_id; warn for a refusal, info otherwise) and one per refused
+// HTTP request (code, status, path; warn). No event holds arguments, rows
+// or tokens, so no line can.
 func HostLog(log *slog.Logger) func(Event) {
+	ctx := context.Background()
 	return func(ev Event) {
 		switch ev := ev.(type) {
 		case ToolCalled:
-			log.Info("tool call", "tool", ev.Tool, "outcome", string(ev.Outcome), "actor", ev.Actor,
-				"tenant", ev.Tenant, "code", string(ev.Code), "correlation_id", ev.CorrelationID)
+			log.Log(ctx, ev.Level(), "tool call", "tool", ev.Tool, "outcome", string(ev.Outcome), "refusal", string(ev.Refusal),
+				"actor", ev.Actor, "tenant", ev.Tenant, "code", string(ev.Code), "scope", ev.Scope, "correlation_id", ev.CorrelationID)
 		case RequestRefused:
-			log.Info("request refused", "code", string(ev.Code), "status", ev.HTTPStatus, "path", ev.Path)
+			log.Warn("request refused", "code", string(ev.Code), "status", ev.HTTPStatus, "path", ev.Path)
 		}
 	}
 }

@@ -51,15 +51,16 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if out := approvalStatus(approval); out != nil {
 		return out
 	}
-	// The caller must still be allowed the action when it runs: a role
-	// revoked since staging stops it.
-	if !e.MayCall(caller, approval.Action) {
-		return &Outcome{Status: StatusDenied, ApprovalID: &id, CorrelationID: approvalID}
-	}
 	a, ok := e.cfg.Actions[approval.Action]
 	if !ok {
 		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, CorrelationID: approvalID, ApprovalID: &id,
 			Err: fmt.Errorf("the action %q is no longer declared", approval.Action)})
+	}
+	// The poller must still be allowed the action when it runs: a role
+	// revoked, or a token without the action's scope, stops it; the
+	// approval stays approved for a poller who is.
+	if out := e.recheck(ctx, caller, approval.Action, &id); out != nil {
+		return out
 	}
 	c := &call{name: approval.Action, action: a, input: approval.Input, digest: approval.InputDigest}
 	if c.canonical, err = jcs.Canonicalize(approval.Input); err != nil {
@@ -140,7 +141,7 @@ func (x *execution) record(phase Phase) *Record {
 func (x *execution) refuse(ctx context.Context, stx pgx.Tx, phase Phase, status Status, cause error) error {
 	rec := x.record(phase)
 	rec.Error = cause.Error()
-	x.out = &Outcome{Status: status, CorrelationID: x.correlation, ApprovalID: x.approvalID, Err: cause}
+	x.out = &Outcome{Status: status, Code: status.refusalCode(), CorrelationID: x.correlation, ApprovalID: x.approvalID, Err: cause}
 	return appendAudit(ctx, stx, rec)
 }
 

@@ -255,6 +255,10 @@ func TestHostLogLines(t *testing.T) {
 	var buf strings.Builder
 	log := hostLogTo(&buf)
 	log(engine.ToolCalled{Tool: "order_get", Outcome: engine.StatusOK, Actor: "agent-7", Tenant: "acme", CorrelationID: "c-1"})
+	log(engine.ToolCalled{Tool: "order_list", Outcome: engine.StatusInvalidInput, Actor: "agent-7", Tenant: "acme", Code: errcode.InputInvalid})
+	log(engine.ToolCalled{Tool: "cancel_order", Outcome: engine.StatusNotFound, Actor: "agent-7", Tenant: "acme", Code: errcode.MCPToolUnknown, Refusal: engine.RefusalHidden})
+	log(engine.ToolCalled{Tool: "cancel_order", Outcome: engine.StatusDenied, Actor: "agent-7", Tenant: "acme", Code: errcode.MCPScopeDenied,
+		Scope: "orders:write", CorrelationID: "c-2", Refusal: engine.RefusalScope})
 	log(engine.RequestRefused{Path: "/mcp", HTTPStatus: 429, Code: errcode.MCPRateLimited})
 	log(engine.Gate{Op: engine.OpGet}) // no line of its own
 	var lines []map[string]any
@@ -267,8 +271,11 @@ func TestHostLogLines(t *testing.T) {
 		lines = append(lines, m)
 	}
 	want := []map[string]any{
-		{"level": "INFO", "msg": "tool call", "tool": "order_get", "outcome": "ok", "actor": "agent-7", "tenant": "acme", "code": "", "correlation_id": "c-1"},
-		{"level": "INFO", "msg": "request refused", "code": "X_MCP_RATE_LIMITED", "status": float64(429), "path": "/mcp"},
+		{"level": "INFO", "msg": "tool call", "tool": "order_get", "outcome": "ok", "refusal": "", "actor": "agent-7", "tenant": "acme", "code": "", "scope": "", "correlation_id": "c-1"},
+		{"level": "INFO", "msg": "tool call", "tool": "order_list", "outcome": "invalid_input", "refusal": "", "actor": "agent-7", "tenant": "acme", "code": "X_INPUT_INVALID", "scope": "", "correlation_id": ""},
+		{"level": "WARN", "msg": "tool call", "tool": "cancel_order", "outcome": "not_found", "refusal": "hidden", "actor": "agent-7", "tenant": "acme", "code": "X_MCP_TOOL_UNKNOWN", "scope": "", "correlation_id": ""},
+		{"level": "WARN", "msg": "tool call", "tool": "cancel_order", "outcome": "denied", "refusal": "scope", "actor": "agent-7", "tenant": "acme", "code": "X_MCP_SCOPE_DENIED", "scope": "orders:write", "correlation_id": "c-2"},
+		{"level": "WARN", "msg": "request refused", "code": "X_MCP_RATE_LIMITED", "status": float64(429), "path": "/mcp"},
 	}
 	if !reflect.DeepEqual(lines, want) {
 		t.Fatalf("lines %v, want %v", lines, want)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -55,8 +56,11 @@ func (e *Engine) List(ctx context.Context, caller *Caller, object string, args j
 	ctx = e.observe(ctx)
 	defer e.settle(ctx, OpList, object, caller, &out)
 	o, ok := e.cfg.Objects[object]
-	if !ok || !canRead(caller, o) {
-		return e.deniedOrMissing(ok)
+	if !ok {
+		return &Outcome{Status: StatusNotFound, Code: errcode.MCPToolUnknown}
+	}
+	if out := e.Admit(ctx, caller, ontology.ListTool(object)); out != nil {
+		return out
 	}
 	in, issues := e.parseListInput(caller, object, o, args)
 	if len(issues) > 0 {

@@ -45,6 +45,16 @@ func Statuses() []Status {
 		StatusFailed, StatusResolveError, StatusAuditBlocked, StatusSignatureMismatch, StatusInternalError, StatusOutcomeUnknown}
 }
 
+// refusalCode is the code a refusal of status carries: X_FORBIDDEN for a
+// policy's refusal (a precondition that does not hold); "" for the others,
+// which name their own or none.
+func (s Status) refusalCode() errcode.Code {
+	if s == StatusPreconditionFailed {
+		return errcode.Forbidden
+	}
+	return ""
+}
+
 // Diagnostic classifies a failure orangerail can positively identify, from
 // a closed set. It is derived from SQLSTATE codes and Go error types, never
 // from message text.
@@ -93,7 +103,10 @@ type Outcome struct {
 	Note string
 	// Code names a refusal from the closed set of errcode, when one fits.
 	Code errcode.Code
-	Err  error
+	// Scope is the scope a refusal under X_MCP_SCOPE_DENIED found the
+	// caller's token without.
+	Scope string
+	Err   error
 }
 
 // OK reports whether the outcome is a success of its kind.

@@ -21,13 +21,18 @@ const (
 	PhaseSignatureMismatch  Phase = "signature_mismatch"
 	PhaseInvalidInput       Phase = "invalid_input"
 	PhaseResolveError       Phase = "resolve_error"
+	// PhaseRefused is a tool call a gate refused before anything ran: a
+	// scope the caller's token lacks, or a caller no longer allowed the
+	// action its approved approval would execute. Its error names the
+	// code and why.
+	PhaseRefused Phase = "refused"
 )
 
 // Phases returns every phase, in lifecycle order.
 func Phases() []Phase {
 	return []Phase{PhaseStaged, PhaseApproved, PhaseRejected, PhaseExpired, PhaseDryRun, PhaseNotImplemented,
 		PhaseExecutionStarted, PhaseExecutionSucceeded, PhaseExecutionFailed,
-		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError}
+		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused}
 }
 
 // FollowsConsume reports whether a record of phase p can follow the consume

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -54,8 +55,11 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	ctx = e.observe(ctx)
 	defer e.settle(ctx, OpGet, object, caller, &out)
 	o, ok := e.cfg.Objects[object]
-	if !ok || !canRead(caller, o) {
-		return e.deniedOrMissing(ok)
+	if !ok {
+		return &Outcome{Status: StatusNotFound, Code: errcode.MCPToolUnknown}
+	}
+	if out := e.Admit(ctx, caller, ontology.GetTool(object)); out != nil {
+		return out
 	}
 	if e.beforeRead != nil {
 		e.beforeRead()
@@ -102,13 +106,6 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	}
 	body, _ := json.Marshal(map[string]json.RawMessage{"item": row})
 	return &Outcome{Status: StatusOK, Data: body}
-}
-
-func (e *Engine) deniedOrMissing(exists bool) *Outcome {
-	if !exists {
-		return &Outcome{Status: StatusNotFound}
-	}
-	return &Outcome{Status: StatusDenied}
 }
 
 func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawMessage) (getInput, []Issue) {
@@ -177,7 +174,7 @@ func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, objec
 		hereField, there, thereField, many = toField, fromObj, fromField, true
 	}
 	target := e.cfg.Objects[there]
-	if !canRead(caller, target) {
+	if !e.canRead(caller, target) {
 		return map[string]string{"withheld": "the caller may not read " + there}, nil
 	}
 	var fields map[string]json.RawMessage

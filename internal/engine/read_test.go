@@ -13,6 +13,7 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -133,15 +134,16 @@ func TestGet(t *testing.T) {
 		}
 	}
 
-	// Read access.
-	if out := get(anonymous, "order", `{"id": "o-1001"}`); out.Status != engine.StatusDenied {
-		t.Fatalf("anonymous order read: %s", out.Status)
+	// Read access: a caller outside an object's audience is answered as
+	// for a tool that does not exist.
+	if out := get(anonymous, "order", `{"id": "o-1001"}`); out.Status != engine.StatusNotFound || out.Code != errcode.MCPToolUnknown {
+		t.Fatalf("anonymous order read: %s %s", out.Status, out.Code)
 	}
 	if out := get(anonymous, "product", `{"sku": "anvil"}`); out.Status != engine.StatusOK {
 		t.Fatalf("anonymous public product read: %s", out.Status)
 	}
-	if out := get(agent("acme"), "customer", `{"id": "c-1"}`); out.Status != engine.StatusDenied {
-		t.Fatalf("customer read without a role: %s", out.Status)
+	if out := get(agent("acme"), "customer", `{"id": "c-1"}`); out.Status != engine.StatusNotFound || out.Code != errcode.MCPToolUnknown {
+		t.Fatalf("customer read without a role: %s %s", out.Status, out.Code)
 	}
 	if out := get(agent("acme", "support"), "customer", `{"id": "c-1"}`); out.Status != engine.StatusOK {
 		t.Fatalf("customer read with support: %s", out.Status)

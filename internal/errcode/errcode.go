@@ -43,6 +43,9 @@ const (
 	ConfigInvalid          Code = "X_CONFIG_INVALID"
 	PolicyMissing          Code = "X_POLICY_MISSING"
 	MCPIdempotencyShadowed Code = "X_MCP_IDEMPOTENCY_KEY_SHADOWED"
+	MCPScopeUnknown        Code = "X_MCP_SCOPE_UNKNOWN"
+	MCPScopeConflict       Code = "X_MCP_SCOPE_CONFLICT"
+	MCPScopeUncovered      Code = "X_MCP_SCOPE_UNCOVERED"
 	AuditorInvalid         Code = "X_AUDITOR_INVALID"
 	AuditorPasswordInvalid Code = "X_AUDITOR_PASSWORD_INVALID" //nolint:gosec // G101: an error code's name, not a credential
 
@@ -61,6 +64,8 @@ const (
 	IdentityNetworkRefused Code = "X_IDENTITY_NETWORK_REFUSED"
 	MCPLimitsUnavailable   Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
+	MCPToolUnknown         Code = "X_MCP_TOOL_UNKNOWN"
+	MCPScopeDenied         Code = "X_MCP_SCOPE_DENIED"
 	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
 	InternalError          Code = "X_INTERNAL_ERROR"
 	InputInvalid           Code = "X_INPUT_INVALID"
@@ -111,8 +116,8 @@ var table = []Entry{
 		"Have another person with the approver role decide it."},
 	{ApprovalExpired, "The approval lapsed (approvals.ttl) before anyone decided it; a lapsed approval is never decided.",
 		"Nothing will execute; the agent stages the call anew if it is still wanted, and a person decides that one in time."},
-	{Forbidden, "The caller may not do this: the approvals API serves people only (not agent tokens), deciding or reviewing an action's approvals needs one of its approver roles (policy.approver_roles, default approvals.approver_role), and reading the audit log needs the auditor role (approvals.auditor_role) or an approver role.",
-		"Sign in as a person whose token carries one of those roles; an operator grants roles at the identity provider."},
+	{Forbidden, "The caller may not do this. For a person: the approvals API serves people only (not agent tokens), deciding or reviewing an action's approvals needs one of its approver roles (policy.approver_roles, default approvals.approver_role), and reading the audit log needs the auditor role (approvals.auditor_role) or an approver role. For an agent's tool call: the action's policy refused it — its where precondition does not hold for the target as it is now, or, when an approval executes, the poller is no longer among the action's callers (policy.roles, policy.audience).",
+		"A person: sign in as one whose token carries one of those roles; an operator grants roles at the identity provider. An agent: do not retry as is; read the action's description for when it applies, or ask the account's owner for the role."},
 	{ApprovalsPath, "An approvals command names neither how to reach the approvals nor both: the deployment's API as the person signed in (--server), or, in an emergency, the database as its owner (--break-glass with a --reason).",
 		"Pass --server with the deployment's http.public_url (or set ORANGERAIL_SERVER) and sign in with `orangerail login` (or set ORANGERAIL_TOKEN); only when the API cannot be reached, --break-glass --reason TEXT with the database owner's --database-url."},
 	{RequestInvalid, "The request to the approvals API is malformed: a query parameter or the JSON body is not of the documented form (each problem is named).",
@@ -131,6 +136,16 @@ var table = []Entry{
 		"Give the action a policy: roles that may call it (policy: {roles: [support]}), a scope (policy: {scope: \"orders:write\"}), or a person's approval of every call (policy: {approval: required})."},
 	{MCPIdempotencyShadowed, "An idempotent action's input declares a property named idempotencyKey (actions.NAME.input.properties.idempotencyKey); that argument is reserved for the idempotency key a retry sends, so the action's own input would be shadowed.",
 		"Rename the input property, or drop idempotent: true from the action."},
+	{MCPScopeUnknown, "The config's scopes map lists a tool name no tool has (scopes.SCOPE.N): no object, action or built-in tool of this config makes it.",
+		"Correct the name to one `orangerail config check FILE` accepts (objects make NAME_get and NAME_list, actions their own name, plus check_approval and, when enabled, sql_query), or remove it."},
+	{MCPScopeConflict, "A tool is listed under two scopes of the config's scopes map, or under a scope other than the one its action's policy.scope names: a tool is granted by exactly one scope, so the map and the policy cannot disagree about which.",
+		"List the tool under one scope only; for an action with policy.scope, that scope (or drop policy.scope and let the map say it)."},
+	{MCPScopeUncovered, "The config has a scopes map, and a tool is under none of its scopes: given at all, the map must grant every tool, so that no tool answers a token by being forgotten.",
+		"List the tool under the scope a token must carry to call it; `orangerail config check FILE` names each tool left out."},
+	{MCPToolUnknown, "No tool of that name is offered to this caller: none exists, or the caller is outside its audience (its roles or audience predicate); the two answer alike, so that probing names reveals nothing.",
+		"Call tools/list for the tools this caller may use. If a tool should be there, an operator checks the caller's roles against the tool's declaration."},
+	{MCPScopeDenied, "The tool is offered to this caller, but the connection's token does not carry the scope that grants it (the config's scopes map, or the action's policy.scope); the scope is checked before the input is read.",
+		"Request a token with the scope named in the error (an OAuth client asks for it in its scope parameter; `orangerail login` passes identity.oidc.scopes) and reconnect with it."},
 	{IdempotencyKeyReused, "The idempotencyKey was sent before with a different input to the same action; a key names one call, and answers its retries with that call's result.",
 		"Send a new idempotencyKey for a different call, or repeat the first call's input exactly to get its result."},
 	{WebhookNotFound, "No webhook message of that id exists in the tenant.",

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"maps"
 	"net/http"
-	"slices"
 
 	"github.com/orangerail/orangerail/internal/jcs"
-	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // The handlers the front provides for its owners to mount: the
@@ -32,7 +29,7 @@ func (f *Front) Metadata(resource string) http.Handler {
 			"resource":                 f.origin + resource,
 			"bearer_methods_supported": []string{"header"},
 			"resource_name":            cfg.Service,
-			"scopes_supported":         scopes(cfg),
+			"scopes_supported":         cfg.ScopeNames(),
 		}
 		if o := cfg.Identity.OIDC; o != nil {
 			servers := o.AuthorizationServers
@@ -45,17 +42,6 @@ func (f *Front) Metadata(resource string) http.Handler {
 		w.Header().Set("Access-Control-Allow-Origin", "*") // public discovery data (RFC 9728 section 3.1)
 		_ = json.NewEncoder(w).Encode(doc)
 	})
-}
-
-// scopes lists every scope an action's policy names.
-func scopes(cfg *ontology.Config) []string {
-	set := map[string]bool{}
-	for _, a := range cfg.Actions {
-		if a.Policy.Scope != "" {
-			set[a.Policy.Scope] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
 }
 
 // Healthz answers that the process serves.

@@ -46,7 +46,7 @@ func TestGoldenAnswers(t *testing.T) {
 				out.Code = errcode.InputInvalid
 			case engine.StatusFailed, engine.StatusResolveError:
 				out.Diagnostic = engine.DiagnosticDatasourcePermission
-			case engine.StatusDenied:
+			case engine.StatusDenied, engine.StatusPreconditionFailed:
 				out.Code = errcode.Forbidden
 			case engine.StatusRejected:
 				out.Note = "The customer withdrew the request."
@@ -57,4 +57,15 @@ func TestGoldenAnswers(t *testing.T) {
 			golden.JSON(t, filepath.Join("testdata", "answers", kind, string(status)+".json"), render(tl, out))
 		}
 	}
+}
+
+// TestGoldenGateErrors holds the protocol errors of the gates before a
+// tool's input to files: a tool the caller is not offered (hidden or
+// nonexistent, one answer) and a scope the connection's token lacks.
+func TestGoldenGateErrors(t *testing.T) {
+	t.Parallel()
+	golden.JSON(t, filepath.Join("testdata", "errors", "tool_unknown.json"), unknownTool("cancel_order"))
+	out := &engine.Outcome{Status: engine.StatusDenied, Code: errcode.MCPScopeDenied, Scope: "orders:write",
+		CorrelationID: "6f1d0d2e-0000-4000-8000-000000000002"}
+	golden.JSON(t, filepath.Join("testdata", "errors", "scope_denied.json"), scopeDenied("cancel_order", out))
 }

@@ -244,7 +244,7 @@ func TestWaiverInToolDescription(t *testing.T) {
 		t.Fatal("support does not see cancel_order")
 	}
 	d := res.Tools[i].Description
-	if !strings.HasSuffix(d, " Destructive, and runs without approval: support cancels unshipped orders on the phone") || strings.Contains(d, "A person must approve") {
+	if !strings.Contains(d, " Destructive, and runs without approval: support cancels unshipped orders on the phone.") || strings.Contains(d, "A person must approve") {
 		t.Fatalf("cancel_order description %q lacks the waiver", d)
 	}
 }

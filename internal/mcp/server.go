@@ -92,8 +92,8 @@ const callerKey = "orangerail.caller"
 // does not exist, and each handler checks the caller again.
 func (s *Server) visible(caller *engine.Caller) []string {
 	var names []string
-	for name, t := range s.tools {
-		if t.visible(caller) {
+	for name := range s.tools {
+		if s.engine.Sees(caller, name) {
 			names = append(names, name)
 		}
 	}
@@ -127,7 +127,48 @@ func (s *Server) build(names []string, fixed *engine.Caller) *sdk.Server {
 		t := s.tools[name]
 		srv.AddTool(t.def, s.handler(t, fixed))
 	}
+	srv.AddReceivingMiddleware(s.offered(names, fixed))
 	return srv
+}
+
+// offered answers a tools/call of a tool this server does not hold —
+// one that does not exist, or one the caller does not see — as the
+// handlers answer a hidden tool, byte for byte, and emits its ToolCalled,
+// so that the host log has a line for every tools/call.
+func (s *Server) offered(names []string, fixed *engine.Caller) sdk.Middleware {
+	held := make(map[string]bool, len(names))
+	for _, name := range names {
+		held[name] = true
+	}
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			call, ok := req.(*sdk.CallToolRequest)
+			if method != "tools/call" || !ok || call.Params == nil || held[call.Params.Name] {
+				return next(ctx, method, req)
+			}
+			caller := fixed
+			if caller == nil {
+				caller = callerOf(call)
+			}
+			refusal := engine.RefusalUnknown
+			if _, exists := s.tools[call.Params.Name]; exists {
+				refusal = engine.RefusalHidden
+			}
+			s.emit(call.Params.Name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
+			return nil, unknownTool(call.Params.Name)
+		}
+	}
+}
+
+// emit hands the hooks a tool call's ToolCalled: refusal names the gate
+// that refused it, or is "" to classify the outcome (engine.RefusalOf).
+func (s *Server) emit(name string, caller *engine.Caller, out *engine.Outcome, refusal engine.Refusal) {
+	ev := engine.ToolCalled{Tool: name, Outcome: out.Status, Code: out.Code, Scope: out.Scope,
+		CorrelationID: out.CorrelationID, Refusal: cmp.Or(refusal, engine.RefusalOf(out))}
+	if caller != nil {
+		ev.Actor, ev.Tenant = caller.Subject, caller.Tenant
+	}
+	s.hooks.Emit(ev)
 }
 
 // Connect serves one caller over a transport (stdio, in-memory) until the
@@ -156,8 +197,17 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 		if caller == nil {
 			caller = callerOf(req)
 		}
-		if caller == nil || !t.visible(caller) {
-			// Exactly what the SDK answers for a tool it does not have.
+		if caller == nil {
+			s.emit(t.def.Name, nil, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, engine.RefusalHidden)
+			return nil, unknownTool(req.Params.Name)
+		}
+		// The gates before the input: a hidden tool answers as an unknown
+		// one; a scope the token lacks is a protocol error naming it.
+		if out := s.engine.Admit(ctx, caller, t.def.Name); out != nil {
+			s.emit(t.def.Name, caller, out, "")
+			if out.Code == errcode.MCPScopeDenied {
+				return nil, scopeDenied(t.def.Name, out)
+			}
 			return nil, unknownTool(req.Params.Name)
 		}
 		if s.beforeTool != nil {
@@ -168,8 +218,7 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 		}
 		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
 		res = render(t, out)
-		s.hooks.Emit(engine.ToolCalled{Tool: t.def.Name, Outcome: out.Status, Actor: caller.Subject, Tenant: caller.Tenant,
-			Code: out.Code, CorrelationID: out.CorrelationID})
+		s.emit(t.def.Name, caller, out, "")
 		return res, nil
 	}
 }
@@ -182,11 +231,7 @@ func (s *Server) contained(ctx context.Context, t *tool, caller *engine.Caller, 
 	s.log.ErrorContext(ctx, "tool handler panic", "tool", t.def.Name, "correlation_id", correlation,
 		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	out := &engine.Outcome{Status: engine.StatusInternalError, CorrelationID: correlation}
-	ev := engine.ToolCalled{Tool: t.def.Name, Outcome: out.Status, CorrelationID: correlation}
-	if caller != nil {
-		ev.Actor, ev.Tenant = caller.Subject, caller.Tenant
-	}
-	s.hooks.Emit(ev)
+	s.emit(t.def.Name, caller, out, "")
 	return render(t, out)
 }
 

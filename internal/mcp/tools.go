@@ -13,18 +13,18 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlguard"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
-// tool is one governed tool: its MCP declaration, who may see it and what
-// a call does.
+// tool is one governed tool: its MCP declaration and what a call does.
+// Who may see and call it is the engine's to say (Engine.Sees, Admit).
 type tool struct {
 	def     *sdk.Tool
 	kind    ontology.ToolKind
 	subject string // the object or action it serves
-	visible func(*engine.Caller) bool
 }
 
 // read reports whether the tool only reads: its failures are not audited.
@@ -48,8 +48,36 @@ func (t *tool) run(ctx context.Context, e *engine.Engine, caller *engine.Caller,
 	return e.Check(ctx, caller, in.ApprovalID)
 }
 
+// unknownTool is the answer to a call of a tool the caller has not been
+// offered — none of the name exists, or the caller is outside its
+// audience — byte for byte the same for both: the SDK's answer for a tool
+// it does not hold, with the stable code in the error's data.
 func unknownTool(name string) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: unknownToolData}
+}
+
+var unknownToolData = mustJSON(map[string]string{"code": string(errcode.MCPToolUnknown)})
+
+// scopeDenied is the answer to a call of a tool the caller was offered
+// but whose scope its connection's token lacks: a protocol error, not a
+// tool result — the tool never ran, and the client can fix it by asking
+// for a token with the scope, which the error names.
+func scopeDenied(name string, out *engine.Outcome) error {
+	entry, _ := errcode.Explain(string(errcode.MCPScopeDenied))
+	return &jsonrpc.Error{
+		Code: jsonrpc.CodeInvalidRequest,
+		Message: fmt.Sprintf("%s: the tool %q needs the scope %q, which this connection's token does not carry. Fix: %s",
+			errcode.MCPScopeDenied, name, out.Scope, entry.Fix),
+		Data: mustJSON(map[string]string{"code": string(errcode.MCPScopeDenied), "scope": out.Scope, "correlationId": out.CorrelationID}),
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("mcp: " + err.Error())
+	}
+	return b
 }
 
 // requiresUserInteraction is the _meta key asking a host for its own
@@ -61,24 +89,20 @@ const requiresUserInteraction = "anthropic/requiresUserInteraction"
 // check_approval; sql_query needs a querier.
 func (s *Server) declare() map[string]*tool {
 	tools := map[string]*tool{}
-	cfg, e := s.cfg, s.engine
+	cfg := s.cfg
 	for _, d := range cfg.Tools() {
 		subject := d.Subject
 		t := &tool{kind: d.Kind, subject: subject}
 		switch d.Kind {
 		case ontology.ToolGet:
 			t.def = getTool(subject, cfg.Objects[subject], s.linksOf(subject))
-			t.visible = func(c *engine.Caller) bool { return e.CanRead(c, subject) }
 		case ontology.ToolList:
 			t.def = listTool(subject, cfg.Objects[subject])
-			t.visible = func(c *engine.Caller) bool { return e.CanRead(c, subject) }
 		case ontology.ToolSQLQuery:
 			if s.querier == nil {
 				continue
 			}
-			roles := cfg.SQLQuery.Roles
 			t.def = sqlTool(s.querier.Schemas())
-			t.visible = func(c *engine.Caller) bool { return c.Authenticated() && c.HasRole(roles...) }
 		case ontology.ToolAction:
 			if cfg.Preset == ontology.PresetReadonly {
 				continue
@@ -88,15 +112,18 @@ func (s *Server) declare() map[string]*tool {
 			if hostPrompts(cfg.HostApprovalPrompt, a) {
 				t.def.Meta = sdk.Meta{requiresUserInteraction: true}
 			}
-			t.visible = func(c *engine.Caller) bool { return e.MayCall(c, subject) }
 		case ontology.ToolCheckApproval:
 			if cfg.Preset == ontology.PresetReadonly {
 				continue
 			}
 			t.def = checkTool()
-			t.visible = func(c *engine.Caller) bool { return c.Authenticated() }
 		}
 		t.def.Name = d.Name
+		if scope := cfg.ToolScope(d.Name); scope != "" {
+			// The agent learns which scope a call needs before it is
+			// refused for lacking it.
+			t.def.Description += fmt.Sprintf(" Needs the scope %s.", scope)
+		}
 		tools[d.Name] = t
 	}
 	return tools
@@ -206,7 +233,7 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 	if a.ApprovalWaived != "" {
 		// The host and the agent see that this destructive action runs
 		// without a person, and why the config says that is fine.
-		desc += " Destructive, and runs without approval: " + a.ApprovalWaived
+		desc += " Destructive, and runs without approval: " + strings.TrimRight(a.ApprovalWaived, ".") + "."
 	}
 	destructive := a.Destructive
 	title := cmp.Or(a.Title, name)

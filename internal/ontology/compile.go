@@ -61,6 +61,18 @@ func compileWhere(expr string, hasTarget bool) (cel.Program, error) {
 	if hasTarget {
 		vars = append(vars, cel.Variable("target", cel.MapType(cel.StringType, cel.DynType)))
 	}
+	return compileBool(expr, vars...)
+}
+
+// compileAudience compiles an audience predicate. It sees the caller and
+// nothing else — never a call's input — so that whether a tool exists for
+// a caller cannot depend on what the caller sends.
+func compileAudience(expr string) (cel.Program, error) {
+	return compileBool(expr, cel.Variable("caller", cel.MapType(cel.StringType, cel.DynType)))
+}
+
+// compileBool compiles a boolean CEL expression over vars, bounded in cost.
+func compileBool(expr string, vars ...cel.EnvOption) (cel.Program, error) {
 	env, err := cel.NewEnv(vars...)
 	if err != nil {
 		return nil, err
@@ -75,5 +87,6 @@ func compileWhere(expr string, hasTarget bool) (cel.Program, error) {
 	return env.Program(ast, cel.CostLimit(whereCostLimit))
 }
 
-// whereCostLimit bounds the work one evaluation of a precondition may do.
+// whereCostLimit bounds the work one evaluation of a precondition or an
+// audience may do.
 const whereCostLimit = 100_000

@@ -84,6 +84,14 @@ type Config struct {
 	Objects            map[string]*Object `yaml:"objects"`
 	Links              map[string]*Link   `yaml:"links"`
 	Actions            map[string]*Action `yaml:"actions"`
+	// Scopes, when set, maps each scope a token may carry to the tools it
+	// grants, and must grant every tool exactly once: a scope is a
+	// capability of the caller's connection, checked before the tool's
+	// input is read. Without it, an action's policy.scope is its tool's.
+	Scopes map[string][]string `yaml:"scopes"`
+	// toolScopes is the scope granting each tool, by name, when Scopes is
+	// set: made once, at load.
+	toolScopes map[string]string
 	// Webhooks are the endpoints told of approval events. Defaults to none.
 	Webhooks []Webhook `yaml:"webhooks"`
 }
@@ -350,11 +358,20 @@ type SQLQuery struct {
 	Roles []string `yaml:"roles"`
 	// Schemas are the search path a query sees. Defaults to orangerail.
 	Schemas []string `yaml:"schemas"`
+	// Audience, when set, is a CEL predicate over caller that must also
+	// be true for the tool to be offered.
+	Audience string `yaml:"audience"`
 	// URLEnv names the environment variable holding the URL the query
 	// login (orangerail_query) connects with. Defaults to the service
 	// database's URL with that user.
 	URLEnv string `yaml:"url_env"`
+
+	audience cel.Program
 }
+
+// AudienceProgram returns the compiled sql_query.audience, or nil when it
+// has none.
+func (q *SQLQuery) AudienceProgram() cel.Program { return q.audience }
 
 // SQLQueryTool is the read-only SQL tool's name.
 const SQLQueryTool = "sql_query"
@@ -488,8 +505,17 @@ type Object struct {
 	TenantColumn string     `yaml:"tenant_column"`
 	Fields       []string   `yaml:"fields"`
 	ReadAccess   ReadAccess `yaml:"read_access"`
-	List         ListSpec   `yaml:"list"`
+	// Audience, when set, is a CEL predicate over caller that must also
+	// be true for the object's tools to be offered and its rows read.
+	Audience string   `yaml:"audience"`
+	List     ListSpec `yaml:"list"`
+
+	audience cel.Program
 }
+
+// AudienceProgram returns the object's compiled audience predicate, or nil
+// when it has none.
+func (o *Object) AudienceProgram() cel.Program { return o.audience }
 
 // FilterOp is a comparison a list may filter by.
 type FilterOp string
@@ -566,7 +592,7 @@ type Action struct {
 	RedactResult []string `yaml:"redact_result"`
 
 	inputSchema                         *jsonschema.Schema
-	where                               cel.Program
+	where, audience                     cel.Program
 	auditMasks, priorMasks, resultMasks []Pointer
 }
 
@@ -583,6 +609,10 @@ func (a *Action) ResultMasks() []Pointer { return a.resultMasks }
 // prior state: the input is masked but the row is given no masks of its
 // own.
 func (a *Action) WithholdsPrior() bool { return len(a.RedactAudit) > 0 && len(a.RedactPrior) == 0 }
+
+// AudienceProgram returns the action's compiled policy.audience, or nil
+// when it has none.
+func (a *Action) AudienceProgram() cel.Program { return a.audience }
 
 // InputSchema returns the action's compiled input schema.
 func (a *Action) InputSchema() *jsonschema.Schema { return a.inputSchema }
@@ -604,6 +634,9 @@ type Policy struct {
 	Approval ApprovalPolicy `yaml:"approval"`
 	Roles    []string       `yaml:"roles"`
 	Scope    string         `yaml:"scope"`
+	// Audience, when set, is a CEL predicate over caller that must also
+	// be true for the action's tool to be offered (beside Roles).
+	Audience string `yaml:"audience"`
 	// ApproverRoles are the roles of which a person needs one to decide
 	// this action's approvals. Defaults to approvals.approver_role.
 	ApproverRoles []string `yaml:"approver_roles"`

@@ -385,3 +385,87 @@ func TestIdentityAdmission(t *testing.T) {
 		t.Fatalf("identity = %+v", c.Identity)
 	}
 }
+
+// TestScopesMap: a scopes map grants each tool once, and, given at all,
+// every tool; each breach is a boot problem with its stable code at its
+// field path. A tool's scope is the map's, or, without a map, its
+// action's policy.scope.
+func TestScopesMap(t *testing.T) {
+	t.Parallel()
+	const covering = "scopes:\n  orders:read: [check_approval, order_get, order_list]\n  orders:write: [cancel_order]\n"
+	cfg, err := Parse([]byte(add(covering)(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tool, want := range map[string]string{"order_get": "orders:read", "check_approval": "orders:read", "cancel_order": "orders:write"} {
+		if got := cfg.ToolScope(tool); got != want {
+			t.Errorf("ToolScope(%s) = %q, want %q", tool, got, want)
+		}
+	}
+	if got := cfg.ScopeNames(); !slices.Equal(got, []string{"orders:read", "orders:write"}) {
+		t.Errorf("ScopeNames = %v", got)
+	}
+	// Without a map, an action's policy.scope is its tool's, and nothing
+	// else needs a scope.
+	cfg, err = Parse([]byte(replace("    policy: {roles: [support]}", "    policy: {roles: [support], scope: \"orders:write\"}")(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ToolScope("cancel_order") != "orders:write" || cfg.ToolScope("order_get") != "" || !slices.Equal(cfg.ScopeNames(), []string{"orders:write"}) {
+		t.Fatalf("without a map: %q %q %v", cfg.ToolScope("cancel_order"), cfg.ToolScope("order_get"), cfg.ScopeNames())
+	}
+	// A map that names the action's scope may stand for its policy: deny
+	// by default is met by the scope.
+	if _, err := Parse([]byte(add(covering)(replace("    policy: {roles: [support]}", "    policy: {approval: none}")(base)))); err != nil {
+		t.Fatalf("an action the map scopes, with approval: none: %v", err)
+	}
+
+	tests := []struct {
+		name, config, path string
+		code               errcode.Code
+	}{
+		{"unknown tool", add(covering + "  orders:admin: [order_delete]\n")(base), "scopes.orders:admin.0", errcode.MCPScopeUnknown},
+		{"a tool under two scopes", add(covering + "  orders:all: [order_get]\n")(base), "scopes.orders:read.1", errcode.MCPScopeConflict},
+		{"a tool under another scope than its policy's",
+			add("scopes:\n  orders:read: [check_approval, order_get, order_list]\n  orders:cancel: [cancel_order]\n")(
+				replace("    policy: {roles: [support]}", "    policy: {roles: [support], scope: \"orders:write\"}")(base)),
+			"scopes.orders:cancel.0", errcode.MCPScopeConflict},
+		{"a tool under no scope", add("scopes:\n  orders:read: [check_approval, order_get]\n  orders:write: [cancel_order]\n")(base), "scopes", errcode.MCPScopeUncovered},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.config))
+		var problems Problems
+		if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != tt.path || !strings.Contains(problems[0].Message, string(tt.code)) {
+			t.Errorf("%s: Parse = %v, want one %s at %s", tt.name, err, tt.code, tt.path)
+		}
+	}
+	// Not a scope token (RFC 6749 section 3.3): refused by the schema.
+	if _, err := Parse([]byte(add("scopes:\n  \"orders write\": [check_approval, order_get, order_list, cancel_order]\n")(base))); err == nil {
+		t.Fatal("a scope name with a space loaded")
+	}
+}
+
+// TestAudienceCompiles: an audience predicate sees caller and nothing
+// else, and must be boolean; each problem is at its field path.
+func TestAudienceCompiles(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(replace("    policy: {roles: [support]}", "    policy: {audience: 'caller.tenant == \"acme\"'}")(base)))
+	if err != nil {
+		t.Fatalf("an action named by its audience alone: %v", err)
+	}
+	if cfg.Actions["cancel_order"].AudienceProgram() == nil {
+		t.Fatal("the audience was not compiled")
+	}
+	tests := map[string]string{
+		"actions.cancel_order.policy.audience": replace("    policy: {roles: [support]}", "    policy: {roles: [support], audience: 'input.order_id == \"x\"'}")(base),
+		"objects.order.audience":               replace("    fields: [id, status]\n", "    fields: [id, status]\n    audience: caller.tenant\n")(base),
+		"sql_query.audience":                   add("sql_query: {enabled: true, roles: [auditor], audience: 'caller.roles.size() >'}\n")(base),
+	}
+	for path, config := range tests {
+		_, err := Parse([]byte(config))
+		var problems Problems
+		if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != path {
+			t.Errorf("Parse = %v, want one problem at %s", err, path)
+		}
+	}
+}

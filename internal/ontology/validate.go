@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/cel-go/cel"
+
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/sqlguard"
 )
@@ -51,13 +53,47 @@ func (c *Config) Tools() []Tool {
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		path := "objects." + name
-		tools = append(tools, Tool{Name: name + "_get", Kind: ToolGet, Subject: name, Path: path},
-			Tool{Name: name + "_list", Kind: ToolList, Subject: name, Path: path})
+		tools = append(tools, Tool{Name: GetTool(name), Kind: ToolGet, Subject: name, Path: path},
+			Tool{Name: ListTool(name), Kind: ToolList, Subject: name, Path: path})
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
 		tools = append(tools, Tool{Name: name, Kind: ToolAction, Subject: name, Path: "actions." + name})
 	}
 	return tools
+}
+
+// GetTool is the name of the tool that reads one row of object.
+func GetTool(object string) string { return object + "_get" }
+
+// ListTool is the name of the tool that lists object's rows.
+func ListTool(object string) string { return object + "_list" }
+
+// ToolScope returns the scope a caller's token must carry to call the
+// named tool: the scopes map's, or, without a map, an action's
+// policy.scope; "" when the tool needs none.
+func (c *Config) ToolScope(tool string) string {
+	if c.Scopes != nil {
+		return c.toolScopes[tool]
+	}
+	if a, ok := c.Actions[tool]; ok {
+		return a.Policy.Scope
+	}
+	return ""
+}
+
+// ScopeNames lists every scope the config names, sorted: the scopes map's
+// and every action's policy.scope.
+func (c *Config) ScopeNames() []string {
+	set := map[string]bool{}
+	for s := range c.Scopes {
+		set[s] = true
+	}
+	for _, a := range c.Actions {
+		if a.Policy.Scope != "" {
+			set[a.Policy.Scope] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // validate checks every rule the schema cannot express, and returns all
@@ -84,10 +120,12 @@ func (c *Config) validate() Problems {
 		}
 		claimed[t.Name] = t
 	}
+	c.validateScopes(claimed, add)
 
 	if c.SQLQuery.Enabled && len(c.SQLQuery.Roles) == 0 {
 		add("sql_query.roles", "name the roles that may query: the tool is for auditors, never for every caller")
 	}
+	c.SQLQuery.audience = audienceProgram(c.SQLQuery.Audience, "sql_query.audience", add)
 	for i, schema := range c.SQLQuery.Schemas {
 		if sqlguard.SystemSchema(schema) {
 			add(fmt.Sprintf("sql_query.schemas.%d", i), "%s is a system schema, which no query may read: name the schemas of your own tables", schema)
@@ -131,7 +169,9 @@ func (c *Config) validate() Problems {
 	}
 	c.validateWebhooks(add)
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
-		c.Objects[name].validate("objects."+name, add)
+		o, path := c.Objects[name], "objects."+name
+		o.validate(path, add)
+		o.audience = audienceProgram(o.Audience, path+".audience", add)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Links)) {
 		l, path := c.Links[name], "links."+name
@@ -185,7 +225,8 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 	}
 	a.inputSchema = schema
 	properties := inputProperties(a.Input)
-	validatePolicy(a, path, add)
+	validatePolicy(a, path, c.Scopes != nil && c.toolScopes[name] != "", add)
+	a.audience = audienceProgram(a.Policy.Audience, path+".policy.audience", add)
 	if a.Idempotent && slices.Contains(properties, IdempotencyKeyArg) {
 		// The tool's arguments carry the key beside the input: an input
 		// property of the same name could never be told from it.
@@ -256,14 +297,15 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 
 // validatePolicy holds an action to deny by default: with no policy an
 // action would be open to every authenticated caller, so it must name who
-// may call it (roles or a scope) or send every call to a person. approval:
+// may call it (roles, an audience, or a scope: its own policy.scope or the
+// scopes map's, when mapScoped) or send every call to a person. approval:
 // none alone names nobody, and so does not count. A destructive action
 // waits for a person unless the config writes down why it need not.
-func validatePolicy(a *Action, path string, add func(path, format string, args ...any)) {
+func validatePolicy(a *Action, path string, mapScoped bool, add func(path, format string, args ...any)) {
 	p := a.Policy
-	if len(p.Roles) == 0 && p.Scope == "" && p.Approval != ApprovalRequired {
-		add(path+".policy", "%s: the action names no roles, no scope and no approval, so nobody was chosen to call it: "+
-			"set policy: {roles: [...]}, policy: {scope: ...} or policy: {approval: required}", errcode.PolicyMissing)
+	if len(p.Roles) == 0 && p.Scope == "" && p.Audience == "" && !mapScoped && p.Approval != ApprovalRequired {
+		add(path+".policy", "%s: the action names no roles, no audience, no scope and no approval, so nobody was chosen to call it: "+
+			"set policy: {roles: [...]}, policy: {scope: ...}, policy: {audience: ...} or policy: {approval: required}", errcode.PolicyMissing)
 	}
 	switch {
 	case a.Destructive && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
@@ -272,6 +314,71 @@ func validatePolicy(a *Action, path string, add func(path, format string, args .
 	case a.ApprovalWaived != "" && (!a.Destructive || p.Approval == ApprovalRequired):
 		add(path+".approval_waived", "waives nothing: it is for a destructive action without policy.approval: required; remove it")
 	}
+}
+
+// audienceProgram compiles an audience predicate, reporting a problem at
+// path; nil when expr is empty or does not compile.
+func audienceProgram(expr, path string, add func(path, format string, args ...any)) cel.Program {
+	if expr == "" {
+		return nil
+	}
+	program, err := compileAudience(expr)
+	if err != nil {
+		add(path, "%v", err)
+		return nil
+	}
+	return program
+}
+
+// validateScopes checks the scopes map against the tools the config
+// makes (claimed, by name) and records which scope grants each tool. A
+// tool is granted by exactly one scope, and by the one its action's
+// policy.scope names, if any; given at all, the map grants every tool.
+func (c *Config) validateScopes(claimed map[string]Tool, add func(path, format string, args ...any)) {
+	c.toolScopes = nil
+	if c.Scopes == nil {
+		return
+	}
+	c.toolScopes = map[string]string{}
+	listed := map[string]bool{} // conflicting or not: uncovered is for a tool never listed
+	for _, scope := range slices.Sorted(maps.Keys(c.Scopes)) {
+		for i, name := range c.Scopes[scope] {
+			at := fmt.Sprintf("scopes.%s.%d", scope, i)
+			t, ok := claimed[name]
+			listed[name] = true
+			switch {
+			case !ok:
+				add(at, "%s: no tool is named %q: name one of this config's tools (%s)", errcode.MCPScopeUnknown, name, toolList(claimed))
+				continue
+			case c.toolScopes[name] != "":
+				add(at, "%s: the tool %s is granted by scopes.%s already; a tool is granted by one scope", errcode.MCPScopeConflict, name, c.toolScopes[name])
+				continue
+			}
+			if t.Kind == ToolAction {
+				if own := c.Actions[t.Subject].Policy.Scope; own != "" && own != scope {
+					add(at, "%s: the tool %s's policy.scope is %q, not %q: list it under %s, or drop its policy.scope",
+						errcode.MCPScopeConflict, name, own, scope, own)
+					continue
+				}
+			}
+			c.toolScopes[name] = scope
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(claimed)) {
+		if listed[name] {
+			continue
+		}
+		hint := "list it under the scope a token must carry to call it"
+		if t := claimed[name]; t.Kind == ToolAction && c.Actions[t.Subject].Policy.Scope != "" {
+			hint = fmt.Sprintf("list it under %s, its policy.scope", c.Actions[t.Subject].Policy.Scope)
+		}
+		add("scopes", "%s: no scope grants the tool %s: %s", errcode.MCPScopeUncovered, name, hint)
+	}
+}
+
+// toolList names the tools, sorted, for a problem's message.
+func toolList(tools map[string]Tool) string {
+	return strings.Join(slices.Sorted(maps.Keys(tools)), ", ")
 }
 
 // validateExecute checks an action's execute, by its kind: the one place a
