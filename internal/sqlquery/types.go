@@ -66,11 +66,14 @@ func readTypes(ctx context.Context, tx pgx.Tx, oids []uint32) (map[uint32]typeIn
 
 // catalogTables lists every column the current role may read of every
 // relation in the given schemas, in the schemas' order, by relation name
-// and column position. Nothing here reads a row, or a count of rows.
-const catalogTables = `SELECT n.nspname, c.relname, a.attname, a.atttypid
+// and column position. Nothing here reads a row, or a count of rows. A
+// column of a domain is listed by the type the domain is over, as an
+// answer's column is (Postgres describes a result's column so).
+const catalogTables = `SELECT n.nspname, c.relname, a.attname, CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 	FROM pg_catalog.pg_class c
 	JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 	JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+	JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 	WHERE n.nspname = ANY ($1) AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
 		AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')
 		AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')

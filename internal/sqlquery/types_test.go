@@ -149,7 +149,8 @@ func TestTablesTheQueryRoleMayRead(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	_, err := b.admin.Exec(ctx, `CREATE TABLE orangerail.partly (open int8, secret text, later_dropped text);
+	_, err := b.admin.Exec(ctx, `CREATE DOMAIN orangerail.big AS int8;
+		CREATE TABLE orangerail.partly (open orangerail.big, secret text, later_dropped text);
 		ALTER TABLE orangerail.partly DROP COLUMN later_dropped;
 		GRANT SELECT (open) ON orangerail.partly TO orangerail_readonly;
 		CREATE TABLE orangerail.closed (x int);
