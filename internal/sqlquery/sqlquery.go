@@ -312,7 +312,7 @@ func (q *Querier) connect(ctx context.Context) (*pgx.Conn, int32, error) {
 		err = &RoleError{Login: login}
 	}
 	if err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+		_ = conn.Close(context.WithoutCancel(ctx)) // a failed check: nothing was read
 		return nil, 0, err
 	}
 	return conn, pid, nil
