@@ -68,12 +68,21 @@ await client.close();
 // An auditor reads the audit log with read-only SQL; a write is refused.
 const auditor = new Client({ name: "orangerail-e2e-auditor", version: "1.0.0" });
 await auditor.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${facts.tokens.auditor.acme}` } } }));
-const audited = await auditor.callTool({ name: "sql_query", arguments: { sql: "SELECT phase FROM audit ORDER BY seq" } });
+// Listing the tools has the SDK validate each answer's structured content
+// against the output schema sql_query advertises.
+const sqlTool = (await auditor.listTools()).tools.find((t) => t.name === "sql_query");
+check(sqlTool?.outputSchema?.required?.includes("columns") && sqlTool?.description?.includes("orangerail.audit(tenant_id text, seq int8"),
+  "sql_query lists what it may read and its output schema", sqlTool);
+const audited = await auditor.callTool({ name: "sql_query", arguments: { sql: "SELECT phase, seq, at, hash FROM audit ORDER BY seq" } });
+const [first] = audited.structuredContent?.rows ?? [];
 check(!audited.isError && audited.structuredContent?.rows?.map((r) => r[0]).join(",") === "staged,approved,execution_started,execution_succeeded"
-  && audited.structuredContent?.guards?.join(",") === "role,transaction,parse,catalog,limits", "sql_query reads the audit log", audited.structuredContent);
+  && audited.structuredContent?.columns?.map((c) => `${c.name} ${c.type}`).join(",") === "phase text,seq int8,at timestamptz,hash bytea"
+  && first?.[1] === 1 && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00$/.test(first?.[2]) && /^[0-9a-f]{64}$/.test(first?.[3])
+  && audited.structuredContent?.guards?.join(",") === "role,transaction,parse,catalog,limits", "sql_query reads the audit log, values by type", audited.structuredContent);
 const write = await auditor.callTool({ name: "sql_query", arguments: { sql: "WITH d AS (DELETE FROM audit RETURNING 1) SELECT * FROM d" } });
-check(write.isError && write.structuredContent?.code === "X_MCP_QUERY_REJECTED" && write.structuredContent?.rule === "no_modifying",
-  "sql_query refuses a data-modifying CTE", write.structuredContent);
+const refusal = JSON.parse(write.content?.[1]?.text ?? "{}"); // a refusal travels as text: the message, then its body
+check(write.isError && !write.structuredContent && refusal.code === "X_MCP_QUERY_REJECTED" && refusal.rule === "no_modifying",
+  "sql_query refuses a data-modifying CTE", write);
 await auditor.close();
 
 // A forged token is refused.

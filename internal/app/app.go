@@ -129,7 +129,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if rt.migrator, err = database.NewMigrator(ctx, s.DatabaseURL); err != nil {
 		return nil, err
 	}
-	querier, err := rt.querier()
+	querier, err := rt.querier(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func (rt *Runtime) Ready(ctx context.Context) error {
 }
 
 // querier is the read-only SQL tool's, when the config enables it.
-func (rt *Runtime) querier() (*sqlquery.Querier, error) {
+func (rt *Runtime) querier(ctx context.Context) (*sqlquery.Querier, error) {
 	q := rt.Config.SQLQuery
 	if !q.Enabled {
 		return nil, nil
@@ -238,7 +238,7 @@ func (rt *Runtime) querier() (*sqlquery.Querier, error) {
 			return nil, err
 		}
 	}
-	querier, err := sqlquery.New(sqlquery.Config{URL: queryURL, Store: rt.Store, Schemas: q.Schemas})
+	querier, err := sqlquery.New(ctx, sqlquery.Config{URL: queryURL, Store: rt.Store, Schemas: q.Schemas})
 	if err != nil {
 		return nil, fmt.Errorf("sql_query: %w", err)
 	}

@@ -60,7 +60,7 @@ func sqlQueryHostileRSS(ctx context.Context, dbURL string, store *pgxpool.Pool, 
 		return err
 	}
 	u.User = url.User(sqlquery.QueryRole)
-	q, err := sqlquery.New(sqlquery.Config{URL: u.String(), Store: store})
+	q, err := sqlquery.New(ctx, sqlquery.Config{URL: u.String(), Store: store})
 	if err != nil {
 		return err
 	}

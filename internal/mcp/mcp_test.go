@@ -640,7 +640,7 @@ func TestSQLQueryTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := sqlquery.New(sqlquery.Config{URL: testdb.WithUser(t, b.url, sqlquery.QueryRole, ""), Store: b.runtime})
+	q, err := sqlquery.New(ctx, sqlquery.Config{URL: testdb.WithUser(t, b.url, sqlquery.QueryRole, ""), Store: b.runtime})
 	if err != nil {
 		t.Fatal(err)
 	}

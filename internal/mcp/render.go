@@ -9,6 +9,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/redact"
 )
 
@@ -67,7 +68,7 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 	}
 	body["message"] = message
 	res := &sdk.CallToolResult{IsError: isError, Content: []sdk.Content{&sdk.TextContent{Text: message}}}
-	if t.read() {
+	if t.read() || t.kind == ontology.ToolSQLQuery {
 		// A read's structured content must match its output schema, so a
 		// refusal travels as text.
 		text, _ := json.Marshal(body)

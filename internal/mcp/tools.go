@@ -15,8 +15,6 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
-	"github.com/orangerail/orangerail/internal/sqlguard"
-	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
 // tool is one governed tool: its MCP declaration and what a call does.
@@ -102,7 +100,7 @@ func (s *Server) declare() map[string]*tool {
 			if s.querier == nil {
 				continue
 			}
-			t.def = sqlTool(s.querier.Schemas())
+			t.def = sqlTool(s.querier)
 		case ontology.ToolAction:
 			if cfg.Preset == ontology.PresetReadonly {
 				continue
@@ -262,19 +260,6 @@ func actionSchema(a *ontology.Action) map[string]any {
 	props[ontology.IdempotencyKeyArg] = map[string]any{"type": "string", "minLength": 1, "maxLength": 255,
 		"description": "Optional. A retry with the same key and input gets the first call's result instead of running again; the same key with another input is refused."}
 	return schema
-}
-
-func sqlTool(schemas []string) *sdk.Tool {
-	return &sdk.Tool{
-		Title: "Read-only SQL",
-		Description: fmt.Sprintf("Run one read-only SELECT over your tenant's rows (schemas: %s, the only relations it may read; e.g. the audit log in audit, "+
-			"its verifier audit_verify('TENANT')). At most %d rows and %d bytes come back, in %s; truncation is reported. "+
-			"A row's long values share %d characters: a longer value comes back cut, as a string, listed in cutValues.",
-			strings.Join(schemas, ", "), sqlquery.MaxRows, sqlquery.MaxBytes, sqlquery.Timeout, sqlquery.RowChars),
-		InputSchema: map[string]any{"type": "object", "required": []string{"sql"}, "additionalProperties": false,
-			"properties": map[string]any{"sql": map[string]any{"type": "string", "maxLength": sqlguard.MaxLength}}},
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, Title: "Read-only SQL"},
-	}
 }
 
 func checkTool() *sdk.Tool {

@@ -99,7 +99,8 @@ const WorkMem = "4MB"
 
 // Result is a query's answer.
 type Result struct {
-	Columns []string `json:"columns"`
+	// Columns name each column of the rows, and its Postgres type.
+	Columns []Column `json:"columns"`
 	// Rows are each row's values as a JSON array, encoded once: the byte
 	// cap counts these bytes, and they are what the caller sends on.
 	Rows []json.RawMessage `json:"rows"`
@@ -115,6 +116,15 @@ type Result struct {
 	CutChars  int        `json:"cutChars,omitempty"`
 	// Bytes counts the encoded rows and CutValues entries, at most MaxBytes.
 	Bytes int `json:"bytes"`
+}
+
+// Column is one column of an answer, or of a relation a query may read:
+// its name and its Postgres type's name (pg_type's typname, an array's
+// written as its element's with "[]": "int8", "timestamptz", "text[]",
+// an enum's own name).
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
 }
 
 // CutValue names a value that was cut: Rows[Row][Column].
@@ -146,14 +156,18 @@ type Config struct {
 // Querier runs read-only queries. It is safe for concurrent use: each query
 // has a connection of its own.
 type Querier struct {
-	cfg   Config
-	conn  *pgx.ConnConfig
-	slots *slots
-	setup string // the statements that set a query's limits, search path and role
+	cfg    Config
+	conn   *pgx.ConnConfig
+	slots  *slots
+	setup  string  // the statements that set a query's limits, styles, search path and role
+	tables []Table // what a query may read, as the catalog said at New
 }
 
-// New returns a Querier.
-func New(c Config) (*Querier, error) {
+// New returns a Querier, having read from the live catalog, as the role
+// agent SQL runs as, the relations and columns a query may read (Tables):
+// a query login that cannot log in, or is not the dedicated role, fails
+// here rather than at an agent's first query.
+func New(ctx context.Context, c Config) (*Querier, error) {
 	if c.Store == nil {
 		return nil, errors.New("sqlquery: Config.Store is required")
 	}
@@ -172,21 +186,41 @@ func New(c Config) (*Querier, error) {
 	// reverts with the transaction, which is never committed. work_mem is
 	// set here too, so it holds where the migration could not set the
 	// login's default; temp_file_limit only a superuser may set, so it is
-	// the login's default alone (migration 00004).
+	// the login's default alone (migration 00004). The output styles are
+	// pinned, whatever the server's or the role's defaults, because the
+	// answer's values are their text (answer.go): timestamps in UTC, dates
+	// ISO (the day/month order for input is left as configured), intervals
+	// ISO 8601, bytea hex, floats exact.
 	setup := strings.Join([]string{
 		fmt.Sprintf("SET LOCAL statement_timeout = %d", Timeout.Milliseconds()),
 		fmt.Sprintf("SET LOCAL work_mem = '%s'", WorkMem),
+		"SET LOCAL TimeZone = 'UTC'",
+		"SET LOCAL DateStyle = 'ISO'",
+		"SET LOCAL IntervalStyle = 'iso_8601'",
+		"SET LOCAL bytea_output = 'hex'",
+		"SET LOCAL extra_float_digits = 1",
 		"SET LOCAL search_path TO " + strings.Join(schemas, ", "),
 		"SET LOCAL ROLE " + pgx.Identifier{AgentRole}.Sanitize(),
 	}, "; ")
 	// pgx reads a message's length before its body and refuses one longer
 	// than this, so a huge row or error is never buffered.
 	pc.ConnConfig.MaxProtocolMessageBodyLen = MaxMessageBytes
-	return &Querier{cfg: c, conn: pc.ConnConfig, slots: newSlots(), setup: setup}, nil
+	q := &Querier{cfg: c, conn: pc.ConnConfig, slots: newSlots(), setup: setup}
+	if q.tables, err = q.readTables(ctx); err != nil {
+		return nil, fmt.Errorf("sqlquery: read the relations %s may read: %w", AgentRole, err)
+	}
+	return q, nil
 }
 
 // Schemas returns the search path a query sees.
 func (q *Querier) Schemas() []string { return slices.Clone(q.cfg.Schemas) }
+
+// Tables returns the relations (tables, views, materialized views, foreign
+// tables) in the schemas a query may read, each with the columns it may
+// read, in the schemas' order and then by name: the catalog as the role
+// agent SQL runs as saw it at New. Names and types only: nothing of any
+// tenant's rows, not even their number.
+func (q *Querier) Tables() []Table { return slices.Clone(q.tables) }
 
 // RoleError says the query login is not the dedicated low-privilege role,
 // or the role agent SQL would run as is not AgentRole without QueryRole's
@@ -214,7 +248,7 @@ func (q *Querier) Query(ctx context.Context, tenant, sql string) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{}, Rows: []json.RawMessage{}}
+	res := &Result{Columns: []Column{}, Rows: []json.RawMessage{}}
 	err = q.session(ctx, tenant, func(ctx context.Context, tx pgx.Tx) error {
 		// Catalog: every call resolved, before the statement runs.
 		if err := q.resolve(ctx, tx, statement); err != nil {
@@ -246,24 +280,11 @@ func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx contex
 		return err
 	}
 	defer release()
-	conn, err := pgx.ConnectConfig(ctx, q.conn.Copy())
-	if err != nil {
-		return fmt.Errorf("connect as %s: %w", QueryRole, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx)) // used once: discarded after the query
-
-	// Role: the login is the dedicated role, without a way around RLS.
-	var login string
-	var super, bypass bool
-	var pid int32
-	err = conn.QueryRow(ctx, `SELECT session_user, r.rolsuper, r.rolbypassrls, pg_backend_pid()
-		FROM pg_roles r WHERE r.rolname = session_user`).Scan(&login, &super, &bypass, &pid)
+	conn, pid, err := q.connect(ctx)
 	if err != nil {
 		return err
 	}
-	if login != QueryRole || super || bypass {
-		return &RoleError{Login: login}
-	}
+	defer conn.Close(context.WithoutCancel(ctx)) // used once: discarded after the query
 	st := store.New(q.cfg.Store)
 	started, err := st.QuerySessionBind(ctx, &store.QuerySessionBindParams{PID: pid, TenantID: tenant})
 	if err != nil {
@@ -272,7 +293,34 @@ func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx contex
 	defer func() {
 		_ = st.QuerySessionUnbind(context.WithoutCancel(ctx), &store.QuerySessionUnbindParams{PID: pid, BackendStart: started})
 	}()
+	return q.inTx(ctx, conn, fn)
+}
 
+// connect opens a query connection and checks the role layer's login: the
+// dedicated role, without a way around RLS. The caller closes it.
+func (q *Querier) connect(ctx context.Context) (*pgx.Conn, int32, error) {
+	conn, err := pgx.ConnectConfig(ctx, q.conn.Copy())
+	if err != nil {
+		return nil, 0, fmt.Errorf("connect as %s: %w", QueryRole, err)
+	}
+	var login string
+	var super, bypass bool
+	var pid int32
+	err = conn.QueryRow(ctx, `SELECT session_user, r.rolsuper, r.rolbypassrls, pg_backend_pid()
+		FROM pg_roles r WHERE r.rolname = session_user`).Scan(&login, &super, &bypass, &pid)
+	if err == nil && (login != QueryRole || super || bypass) {
+		err = &RoleError{Login: login}
+	}
+	if err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx)) // a failed check: nothing was read
+		return nil, 0, err
+	}
+	return conn, pid, nil
+}
+
+// inTx runs fn in a transaction of conn with the transaction and limits
+// layers engaged, as AgentRole.
+func (q *Querier) inTx(ctx context.Context, conn *pgx.Conn, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	// Transaction: read only, its snapshot taken by a trusted statement
 	// before any agent SQL, so nothing can make it read-write.
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
@@ -288,16 +336,16 @@ func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx contex
 		return errors.New("the query transaction is not read-only")
 	}
 
-	// Limits, search path, and the role agent SQL runs as; then check that
-	// role has none of the login's privileges (so it can signal no query
-	// backend) and no way around RLS.
+	// Limits, styles, search path, and the role agent SQL runs as; then
+	// check that role has none of the login's privileges (so it can signal
+	// no query backend) and no way around RLS.
 	if _, err := tx.Exec(ctx, q.setup); err != nil {
 		return err
 	}
-	var role string
-	var loginPrivileges bool
-	err = tx.QueryRow(ctx, `SELECT current_user, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, session_user, 'USAGE')
-		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&role, &super, &bypass, &loginPrivileges)
+	var login, role string
+	var super, bypass, loginPrivileges bool
+	err = tx.QueryRow(ctx, `SELECT session_user, current_user, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, session_user, 'USAGE')
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&login, &role, &super, &bypass, &loginPrivileges)
 	if err != nil {
 		return err
 	}
@@ -316,9 +364,17 @@ func read(ctx context.Context, tx pgx.Tx, statement string, res *Result) error {
 	if err != nil {
 		return err
 	}
-	a := newAnswer(described.Fields, tx.Conn().TypeMap())
+	oids := make([]uint32, len(described.Fields))
+	for i, f := range described.Fields {
+		oids[i] = f.DataTypeOID
+	}
+	types, err := readTypes(ctx, tx, oids)
+	if err != nil {
+		return err
+	}
+	a := newAnswer(described.Fields, types)
 	for _, f := range described.Fields {
-		res.Columns = append(res.Columns, f.Name)
+		res.Columns = append(res.Columns, Column{Name: f.Name, Type: types[f.DataTypeOID].typeName()})
 	}
 	// One statement in the extended protocol: never the simple protocol.
 	rows, err := tx.Query(ctx, a.statement(statement, MaxRows+1), pgx.QueryExecModeExec)
