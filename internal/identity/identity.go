@@ -267,6 +267,16 @@ func (r *Resolver) Resolve(ctx context.Context, token string) (*Caller, error) {
 	return c, nil
 }
 
+// AdmitNetwork admits the request ctx carries the facts of by its address
+// alone: for a person whose token was verified when a session began (the
+// desk's), every later request of the session is bound to the networks
+// the token was. The origin is the page's own concern there: the desk is a
+// browser page, and refuses cross-site posts itself.
+func (r *Resolver) AdmitNetwork(ctx context.Context) error {
+	facts, _ := FactsFrom(ctx)
+	return Admission{Networks: r.admit.Networks}.Admit(facts)
+}
+
 func (r *Resolver) resolve(ctx context.Context, token string) (*Caller, error) {
 	key := sha256.Sum256([]byte(token))
 	now := r.now()

@@ -7,15 +7,33 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// Call is one function or operator a statement may call, as the parse tree
-// names it: the catalog layer resolves each against the live catalog.
+// CallKind says what a Call calls.
+type CallKind int
+
+// The kinds of call.
+const (
+	// CallFunction calls a function by name: f(x), x.f, (x).f.
+	CallFunction CallKind = iota
+	// CallOperator calls an operator's function: a + b, x LIKE y, = ANY.
+	CallOperator
+	// CallCast converts to the named type (x::t, CAST(x AS t), t 'lit'),
+	// which calls a cast's function or the type's input function.
+	CallCast
+)
+
+// Call is one function, operator or cast a statement may call, as the
+// parse tree names it: the catalog layer resolves each against the live
+// catalog.
 type Call struct {
 	Schema string // the schema the call names, or "" to use the search path
-	Name   string // the function's or operator's name, as Postgres compares it
-	// Args is how many arguments the call passes: a function's, or an
-	// operator's operands (1 for a prefix operator, 2 otherwise).
-	Args     int
-	Operator bool
+	// Name is the function's, operator's or cast's target type's name, as
+	// Postgres compares it.
+	Name string
+	// Args is how many arguments the call passes: a function's, an
+	// operator's operands (1 for a prefix operator, 2 otherwise), a cast's
+	// one.
+	Args int
+	Kind CallKind
 	// Optional marks a name Postgres resolves as a call only when it is no
 	// column (x.f, (x).f): no function of that name is not an error.
 	Optional bool
@@ -23,8 +41,10 @@ type Call struct {
 
 // Calls lists the calls of statement, one that Check accepted: every
 // function call, field selection that may be one (x.f, (x).f call f(x)),
-// and operator (a + b, OPERATOR(s.+), x = ANY (…), IN, LIKE…), in the order
-// they stand, repeats included.
+// operator (a + b, OPERATOR(s.+), x = ANY (…), IN, LIKE…) and explicit cast
+// (x::t, CAST(x AS t), t 'literal'), in the order they stand, repeats
+// included. Casts Postgres inserts by itself, between types an expression
+// mixes, stand nowhere in the statement and are not listed.
 func Calls(statement string) ([]Call, error) {
 	tree, err := pg.Parse(statement)
 	if err != nil {
@@ -60,7 +80,7 @@ func collect(m protoreflect.Message, calls *[]Call) {
 		}
 	case *pg.A_Expr:
 		if c, ok := named(n.Name); ok && operatorName(c.Name) {
-			c.Operator, c.Args = true, 2
+			c.Kind, c.Args = CallOperator, 2
 			if n.Lexpr == nil {
 				c.Args = 1
 			}
@@ -68,7 +88,12 @@ func collect(m protoreflect.Message, calls *[]Call) {
 		}
 	case *pg.SubLink:
 		if c, ok := named(n.OperName); ok && operatorName(c.Name) {
-			c.Operator, c.Args = true, 2
+			c.Kind, c.Args = CallOperator, 2
+			*calls = append(*calls, c)
+		}
+	case *pg.TypeCast:
+		if c, ok := named(n.GetTypeName().GetNames()); ok {
+			c.Kind, c.Args = CallCast, 1
 			*calls = append(*calls, c)
 		}
 	}

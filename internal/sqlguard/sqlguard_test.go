@@ -175,19 +175,23 @@ func FuzzCheck(f *testing.F) {
 // TestCalls: every function, field selection and operator a statement may
 // call is listed for the catalog layer, with its schema and arity.
 func TestCalls(t *testing.T) {
-	calls, err := Calls("SELECT pg_catalog.lower(a.b), -x, 1 OPERATOR(public.+) 2, y LIKE 'z', (w).f, count(*), 1 = ANY (SELECT 1) FROM t a WHERE q BETWEEN 1 AND 2")
+	calls, err := Calls("SELECT pg_catalog.lower(a.b), -x, 1 OPERATOR(public.+) 2, y LIKE 'z', (w).f, count(*), 1 = ANY (SELECT 1), a.c::text, CAST(d AS int), s.t '1' FROM t a WHERE q BETWEEN 1 AND 2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Call{
 		{Schema: "pg_catalog", Name: "lower", Args: 1},
 		{Name: "b", Args: 1, Optional: true},
-		{Name: "-", Args: 1, Operator: true},
-		{Schema: "public", Name: "+", Args: 2, Operator: true},
-		{Name: "~~", Args: 2, Operator: true},
+		{Name: "-", Args: 1, Kind: CallOperator},
+		{Schema: "public", Name: "+", Args: 2, Kind: CallOperator},
+		{Name: "~~", Args: 2, Kind: CallOperator},
 		{Name: "f", Args: 1, Optional: true},
 		{Name: "count", Args: 0},
-		{Name: "=", Args: 2, Operator: true},
+		{Name: "=", Args: 2, Kind: CallOperator},
+		{Name: "text", Args: 1, Kind: CallCast},
+		{Name: "c", Args: 1, Optional: true},
+		{Schema: "pg_catalog", Name: "int4", Args: 1, Kind: CallCast},
+		{Schema: "s", Name: "t", Args: 1, Kind: CallCast},
 	}
 	if !slices.Equal(calls, want) {
 		t.Fatalf("calls:\n got %+v\nwant %+v", calls, want)

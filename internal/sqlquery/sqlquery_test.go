@@ -117,6 +117,11 @@ var allowed = []string{
 	"SELECT 'a' LIKE 'a%', 2 = ANY (ARRAY[1, 2]), 1 IN (1, 2), -1, 1 = ANY (SELECT 1)",
 	"SELECT s.seq, (s.hash) FROM audit s",
 	"SELECT pg_catalog.lower('A'), orangerail.audit_verify('acme') IS NOT NULL",
+	// Casts: each function converting to the type is judged, but for an
+	// extension type's that no column holds (hstore, installed by
+	// TestCorpus, casts to json; no column is an hstore).
+	"SELECT '2026-11-30'::date, CAST(seq AS text), DATE '2026-11-30', 1.5::numeric(10, 2), '{}'::json, '{}'::jsonb, 'audit'::regclass FROM audit",
+	"SELECT ARRAY[1, 2]::int8[], '1 day'::interval, 1::pg_catalog.int4",
 }
 
 // rejected must not run: refused by the parse layer (rule set) or by
@@ -307,6 +312,15 @@ var rejected = []struct {
 	{"SELECT 1 OPERATOR(public.+) 1", sqlguard.RuleUnresolved},
 	{"SELECT 1 !~~~ 1", sqlguard.RuleUnresolved},
 	{"SELECT no_such_function(1)", sqlguard.RuleUnresolved},
+	// Casts: to a type whose cast function is VOLATILE (a function of the
+	// tool's own schema, installed by TestCorpus), to an extension's type
+	// (its input function is the extension's), to a type outside the
+	// schemas, and to none.
+	{"SELECT 1::int8::probe", sqlguard.RuleVolatile},
+	{"SELECT CAST(seq AS orangerail.probe) FROM audit", sqlguard.RuleVolatile},
+	{"SELECT 'a=>1'::hstore", sqlguard.RuleUnresolved},
+	{"SELECT 'a=>1'::public.hstore", sqlguard.RuleUnresolved},
+	{"SELECT 1::no_such_type", sqlguard.RuleUnresolved},
 	{"SELECT lower('a', 'b', 'c')", sqlguard.RuleUnresolved},
 	{"SELECT information_schema._pg_truetypid(null, null)", sqlguard.RuleUnresolved},
 	{"SELECT * FROM does_not_exist", ""},
@@ -322,7 +336,12 @@ func TestCorpus(t *testing.T) {
 	// Extensions whose functions only the catalog layer knows to refuse:
 	// one in the tool's schema (its tuple statistics see every tenant's
 	// rows), one outside it.
-	if _, err := b.admin.Exec(ctx, "CREATE EXTENSION pgstattuple SCHEMA orangerail; CREATE EXTENSION pgcrypto SCHEMA public"); err != nil {
+	// And a cast whose function is VOLATILE, in the tool's schema, and an
+	// extension's type with casts to built-in types, outside it.
+	if _, err := b.admin.Exec(ctx, "CREATE EXTENSION pgstattuple SCHEMA orangerail; CREATE EXTENSION pgcrypto SCHEMA public; "+
+		"CREATE EXTENSION hstore SCHEMA public; CREATE TYPE orangerail.probe AS (x int8); "+
+		"CREATE FUNCTION orangerail.probe_of(int8) RETURNS orangerail.probe LANGUAGE sql VOLATILE AS 'SELECT ROW($1)::orangerail.probe'; "+
+		"CREATE CAST (int8 AS orangerail.probe) WITH FUNCTION orangerail.probe_of(int8)"); err != nil {
 		t.Fatal(err)
 	}
 	before := b.state(t)

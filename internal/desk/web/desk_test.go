@@ -563,3 +563,33 @@ func TestSignInBoundToNetworks(t *testing.T) {
 		t.Fatalf("a sign-in from loopback inside 127.0.0.0/8: %d\n%s", p.status, p.body)
 	}
 }
+
+// TestSessionBoundToNetworks: identity.allowed_networks binds every request
+// of a desk session, not only its sign-in: the session's cookie, sent from
+// an address outside the networks (here through a trusted proxy), is
+// refused with its code, and still serves inside.
+func TestSessionBoundToNetworks(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, ontologytest.Set("identity.allowed_networks", []string{"127.0.0.0/8", "::1/128"}),
+		ontologytest.Set("http.trusted_proxy_hops", 1))
+	c := f.client(t)
+	if p := c.signIn("ada"); p.status != http.StatusOK {
+		t.Fatalf("sign-in from loopback: %d\n%s", p.status, p.body)
+	}
+	from := func(addr string) response {
+		req, err := http.NewRequest(http.MethodGet, f.base+web.Path+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr != "" {
+			req.Header.Set("X-Forwarded-For", addr)
+		}
+		return c.do(req)
+	}
+	if got := from("203.0.113.9"); got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.IdentityNetworkRefused)) {
+		t.Fatalf("the session from 203.0.113.9: %d\n%s", got.status, got.body)
+	}
+	if got := from("127.0.0.1"); got.status != http.StatusOK {
+		t.Fatalf("the session from 127.0.0.1: %d\n%s", got.status, got.body)
+	}
+}

@@ -129,6 +129,14 @@ func (d *Desk) withSession(h sessionHandler) http.HandlerFunc {
 			d.refuse(w, r, http.StatusUnauthorized, signInRequiredCode, "Sign in again: there is no session, or it ended.")
 			return
 		}
+		// A session is bound to the networks its token was
+		// (identity.allowed_networks), on every request, not only at
+		// sign-in: a session cookie carried elsewhere is refused there.
+		if err := d.c.Resolver.AdmitNetwork(r.Context()); err != nil {
+			d.log.WarnContext(r.Context(), "desk request refused", "subject", s.caller.Subject, "error", err.Error())
+			d.refuse(w, r, http.StatusForbidden, errcode.IdentityNetworkRefused, "This session may not be used from this network.")
+			return
+		}
 		if !d.mayReview(s.caller) && r.URL.Path != Path+"/signout" {
 			d.refuseIn(w, r, s, http.StatusForbidden, errcode.Forbidden, "The desk is for approvers and auditors; you hold neither role.")
 			return
