@@ -40,6 +40,22 @@ const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
 check(["order_get", "order_list", "cancel_order", "check_approval"].every((n) => names.includes(n)), "tools/list over HTTP", names);
 
+// The describe tools: the SDK checks each answer against its tool's output
+// schema; a hidden object answers as one that does not exist.
+check(["describe_object", "describe_action", "list_policies", "errors_explain"].every((n) => names.includes(n)), "the describe tools are listed", names);
+const order = await client.callTool({ name: "describe_object", arguments: { object: "order" } });
+check(!order.isError && order.structuredContent?.key === "id"
+  && order.structuredContent?.fields?.find((f) => f.name === "created_at")?.type === "timestamptz", "describe_object order", order.structuredContent);
+const cancelDescribed = await client.callTool({ name: "describe_action", arguments: { action: "cancel_order" } });
+check(!cancelDescribed.isError && cancelDescribed.structuredContent?.policy?.approval?.required === true
+  && !JSON.stringify(cancelDescribed).includes("UPDATE orders"), "describe_action cancel_order, without its SQL", cancelDescribed.structuredContent);
+const policies = await client.callTool({ name: "list_policies", arguments: {} });
+check(!policies.isError && policies.structuredContent?.policies?.some((p) => p.action === "cancel_order"), "list_policies", policies.structuredContent);
+const explained = await client.callTool({ name: "errors_explain", arguments: { code: "X_FORBIDDEN" } });
+check(!explained.isError && explained.structuredContent?.fix?.includes("describe_action"), "errors_explain gives the agent's fix", explained.structuredContent);
+const unknownCode = await client.callTool({ name: "errors_explain", arguments: { code: "X_NO_SUCH_CODE" } });
+check(unknownCode.isError && unknownCode.content?.some((c) => c.text?.includes('"path":"/code"')), "errors_explain refuses an unknown code at /code", unknownCode);
+
 const read = await client.callTool({ name: "order_get", arguments: { id: "o-1002" } });
 check(!read.isError && read.structuredContent?.item?.status === "pending", "order_get reads o-1002", read);
 

@@ -26,6 +26,7 @@ import (
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
@@ -195,6 +196,13 @@ func TestErrorsExplain(t *testing.T) {
 	code, out, _ := cli(t, "errors", "explain", "x_database_unreachable")
 	if code != exitOK || !strings.Contains(out, "X_DATABASE_UNREACHABLE") || !strings.Contains(out, "fix:") {
 		t.Fatalf("explain: exit %d %q", code, out)
+	}
+	// One table, two audiences: the CLI prints the operator's fix, never
+	// the one the errors_explain tool tells an agent.
+	entry, _ := errcode.Explain("X_FORBIDDEN")
+	code, out, _ = cli(t, "errors", "explain", "X_FORBIDDEN")
+	if code != exitOK || !strings.Contains(out, "fix:   "+entry.Fix+"\n") || entry.AgentFix == "" || strings.Contains(out, entry.AgentFix) {
+		t.Fatalf("explain X_FORBIDDEN: exit %d %q", code, out)
 	}
 	code, _, stderr := cli(t, "errors", "explain", "X_NOPE")
 	if code != exitError || !strings.Contains(stderr, "X_NOPE") {

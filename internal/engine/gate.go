@@ -87,6 +87,10 @@ func (e *Engine) inAudience(caller *Caller, t ontology.Tool) bool {
 	switch t.Kind {
 	case ontology.ToolCheckApproval:
 		return caller.Authenticated()
+	case ontology.ToolDescribeObject, ontology.ToolDescribeAction, ontology.ToolListPolicies, ontology.ToolErrorsExplain:
+		// Every authenticated caller may ask; what a describe answers is
+		// filtered to what the caller sees (describe.go).
+		return caller.Authenticated()
 	case ontology.ToolSQLQuery:
 		q := &e.cfg.SQLQuery
 		return caller.Authenticated() && caller.HasRole(q.Roles...) && e.audience(caller, t.Name, q.AudienceProgram())

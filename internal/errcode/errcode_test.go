@@ -4,8 +4,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +67,61 @@ func TestEveryCodeIsExplained(t *testing.T) {
 	}
 	if declared != len(All()) {
 		t.Fatalf("%d codes declared, %d explained", declared, len(All()))
+	}
+}
+
+// agentCodes are the codes an agent's call can be answered with: in a tool
+// result, a JSON-RPC error, or an HTTP refusal of /mcp. Each must carry an
+// AgentFix; no other code may.
+var agentCodes = []Code{
+	Forbidden, InputInvalid, InputTooLarge, IdempotencyKeyReused,
+	MCPToolUnknown, MCPScopeDenied, MCPQueryRejected, MCPQueryTooLarge,
+	MCPBodyTooLarge, MCPProtocol, MCPOriginRefused, IdentityOriginRefused, IdentityNetworkRefused,
+	MCPRateLimited, MCPAuthThrottled, MCPUnauthorized, MCPIdentityUnavailable, MCPLimitsUnavailable,
+	StdioTokenRefused, InternalError,
+}
+
+// TestAgentFixes: one table, two audiences. Every code an agent can
+// receive has a fix written for an agent, which names nothing only an
+// operator can run; an operator-only code has none, and an agent is told
+// to hand it to the operator.
+func TestAgentFixes(t *testing.T) {
+	t.Parallel()
+	for _, e := range All() {
+		agent := slices.Contains(agentCodes, e.Code)
+		switch {
+		case agent && e.AgentFix == "":
+			t.Errorf("%s: an agent can receive it, so it needs an AgentFix", e.Code)
+		case !agent && e.AgentFix != "":
+			t.Errorf("%s: has an AgentFix, but is not in agentCodes: add it there if an agent can receive it", e.Code)
+		case agent && (strings.Contains(e.AgentFix, "`orangerail") || strings.Contains(e.AgentFix, "config check")):
+			t.Errorf("%s: the agent's fix names an operator's command: %q", e.Code, e.AgentFix)
+		}
+		if e.OperatorOnly() == agent || e.ForAgent() == "" || (!agent && e.ForAgent() == e.Fix) {
+			t.Errorf("%s: operator only %v, ForAgent %q", e.Code, e.OperatorOnly(), e.ForAgent())
+		}
+	}
+	// What agents are answered is held in the MCP and front golden files:
+	// every code there is one agentCodes lists.
+	code := regexp.MustCompile(`X_[A-Z0-9_]+`)
+	for _, dir := range []string{"../mcp/testdata", "../front/testdata"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".json") {
+				return err
+			}
+			b, err := os.ReadFile(path) //nolint:gosec // G304: this repository's golden files
+			if err != nil {
+				return err
+			}
+			for _, c := range code.FindAllString(string(b), -1) {
+				if _, known := Explain(c); known && !slices.Contains(agentCodes, Code(c)) {
+					t.Errorf("%s answers an agent %s, which agentCodes does not list", path, c)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -25,7 +25,8 @@ import (
 // scopesMap grants every tool of the example: reads and polls under
 // orders:read, actions under orders:write.
 var scopesMap = ontologytest.SetYAML("scopes", `{
-  "orders:read": [check_approval, order_get, order_list, customer_get, customer_list, product_get, product_list],
+  "orders:read": [check_approval, describe_object, describe_action, list_policies, errors_explain,
+    order_get, order_list, customer_get, customer_list, product_get, product_list],
   "orders:write": [cancel_order, update_shipping_address, add_order_note]}`)
 
 func scoped(tenant string, scopes ...string) *engine.Caller {

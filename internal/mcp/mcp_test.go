@@ -145,6 +145,7 @@ func TestCatalogPerCaller(t *testing.T) {
 	b := setup(t)
 	s, _ := b.server(t)
 	reads := []string{"order_get", "order_list", "product_get", "product_list"}
+	describes := []string{"describe_action", "describe_object", "errors_explain", "list_policies"}
 	tests := []struct {
 		name   string
 		caller *engine.Caller
@@ -153,8 +154,10 @@ func TestCatalogPerCaller(t *testing.T) {
 		{"anonymous", &engine.Caller{Tenant: "acme"}, []string{"product_get", "product_list"}},
 		// Deny by default: every action names who may call it, so an
 		// agent without roles gets reads alone.
-		{"agent without roles", agent(), append([]string{"check_approval"}, reads...)},
-		{"support agent", agent("support"), append([]string{"add_order_note", "cancel_order", "check_approval", "customer_get", "customer_list", "update_shipping_address"}, reads...)},
+		// Every authenticated caller sees the describe tools, which
+		// describe only what it sees.
+		{"agent without roles", agent(), slices.Concat([]string{"check_approval"}, describes, reads)},
+		{"support agent", agent("support"), slices.Concat([]string{"add_order_note", "cancel_order", "check_approval", "customer_get", "customer_list", "update_shipping_address"}, describes, reads)},
 	}
 	for _, tt := range tests {
 		got := toolNames(t, connect(t, s, tt.caller))

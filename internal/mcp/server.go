@@ -216,7 +216,7 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 		if t.kind == ontology.ToolSQLQuery {
 			return s.runSQL(ctx, t, caller, req.Params.Arguments), nil
 		}
-		out := t.run(ctx, s.engine, caller, req.Params.Arguments)
+		out := s.run(ctx, t, caller, req.Params.Arguments)
 		res = render(t, out)
 		s.emit(t.def.Name, caller, out, "")
 		return res, nil

@@ -26,10 +26,17 @@ type tool struct {
 }
 
 // read reports whether the tool only reads: its failures are not audited.
-func (t *tool) read() bool { return t.kind == ontology.ToolGet || t.kind == ontology.ToolList }
+func (t *tool) read() bool {
+	return t.kind == ontology.ToolGet || t.kind == ontology.ToolList || t.kind.Describes()
+}
 
-func (t *tool) run(ctx context.Context, e *engine.Engine, caller *engine.Caller, args json.RawMessage) *engine.Outcome {
+// run answers a call of t (sql_query excepted: runSQL answers it) once
+// the gates before the input have admitted it.
+func (s *Server) run(ctx context.Context, t *tool, caller *engine.Caller, args json.RawMessage) *engine.Outcome {
+	e := s.engine
 	switch t.kind {
+	case ontology.ToolDescribeObject, ontology.ToolDescribeAction, ontology.ToolListPolicies, ontology.ToolErrorsExplain:
+		return s.describe(ctx, t, caller, args)
 	case ontology.ToolGet:
 		return e.Get(ctx, caller, t.subject, args)
 	case ontology.ToolList:
@@ -59,13 +66,14 @@ var unknownToolData = mustJSON(map[string]string{"code": string(errcode.MCPToolU
 // scopeDenied is the answer to a call of a tool the caller was offered
 // but whose scope its connection's token lacks: a protocol error, not a
 // tool result — the tool never ran, and the client can fix it by asking
-// for a token with the scope, which the error names.
+// for a token with the scope, which the error names (the agent's fix, not
+// the operator's).
 func scopeDenied(name string, out *engine.Outcome) error {
 	entry, _ := errcode.Explain(string(errcode.MCPScopeDenied))
 	return &jsonrpc.Error{
 		Code: jsonrpc.CodeInvalidRequest,
 		Message: fmt.Sprintf("%s: the tool %q needs the scope %q, which this connection's token does not carry. Fix: %s",
-			errcode.MCPScopeDenied, name, out.Scope, entry.Fix),
+			errcode.MCPScopeDenied, name, out.Scope, entry.ForAgent()),
 		Data: mustJSON(map[string]string{"code": string(errcode.MCPScopeDenied), "scope": out.Scope, "correlationId": out.CorrelationID}),
 	}
 }
@@ -115,6 +123,10 @@ func (s *Server) declare() map[string]*tool {
 				continue
 			}
 			t.def = checkTool()
+		case ontology.ToolDescribeObject, ontology.ToolDescribeAction, ontology.ToolListPolicies, ontology.ToolErrorsExplain:
+			if t.def = describeTool(cfg, d.Kind); t.def == nil {
+				continue
+			}
 		}
 		t.def.Name = d.Name
 		if scope := cfg.ToolScope(d.Name); scope != "" {

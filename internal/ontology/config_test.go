@@ -22,7 +22,7 @@ func TestExampleConfigLoads(t *testing.T) {
 	for _, tool := range cfg.Tools() {
 		names = append(names, tool.Name)
 	}
-	want := []string{"check_approval", "customer_get", "customer_list", "order_get", "order_list", "product_get", "product_list",
+	want := []string{"check_approval", "describe_object", "describe_action", "list_policies", "errors_explain", "customer_get", "customer_list", "order_get", "order_list", "product_get", "product_list",
 		"add_order_note", "cancel_order", "update_shipping_address"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
@@ -113,6 +113,7 @@ func TestBrokenConfigs(t *testing.T) {
 		{"tool name with a space", replace("  cancel_order:", "  \"cancel order\":"), []string{"actions.cancel order"}},
 		{"colliding tool names", replace("  cancel_order:", "  order_get:"), []string{"actions.order_get"}},
 		{"collision with check_approval", replace("  cancel_order:", "  check_approval:"), []string{"actions.check_approval"}},
+		{"collision with describe_object", replace("  cancel_order:", "  describe_object:"), []string{"actions.describe_object"}},
 		{"unknown target object", replace("{object: order,", "{object: ordr,"), []string{"actions.cancel_order.target.object"}},
 		{"key_from not an input", replace("key_from: order_id", "key_from: id"), []string{"actions.cancel_order.target.key_from"}},
 		{"invalid input schema", replace("{type: object, properties: {order_id: {type: string}}}", "{type: object, properties: {order_id: {type: strin}}}"), []string{"actions.cancel_order.input"}},
@@ -392,7 +393,8 @@ func TestIdentityAdmission(t *testing.T) {
 // action's policy.scope.
 func TestScopesMap(t *testing.T) {
 	t.Parallel()
-	const covering = "scopes:\n  orders:read: [check_approval, order_get, order_list]\n  orders:write: [cancel_order]\n"
+	const describes = "describe_object, describe_action, list_policies, errors_explain"
+	const covering = "scopes:\n  orders:read: [check_approval, " + describes + ", order_get, order_list]\n  orders:write: [cancel_order]\n"
 	cfg, err := Parse([]byte(add(covering)(base)))
 	if err != nil {
 		t.Fatal(err)
@@ -425,12 +427,15 @@ func TestScopesMap(t *testing.T) {
 		code               errcode.Code
 	}{
 		{"unknown tool", add(covering + "  orders:admin: [order_delete]\n")(base), "scopes.orders:admin.0", errcode.MCPScopeUnknown},
-		{"a tool under two scopes", add(covering + "  orders:all: [order_get]\n")(base), "scopes.orders:read.1", errcode.MCPScopeConflict},
+		{"a tool under two scopes", add(covering + "  orders:all: [order_get]\n")(base), "scopes.orders:read.5", errcode.MCPScopeConflict},
 		{"a tool under another scope than its policy's",
-			add("scopes:\n  orders:read: [check_approval, order_get, order_list]\n  orders:cancel: [cancel_order]\n")(
+			add("scopes:\n  orders:read: [check_approval, " + describes + ", order_get, order_list]\n  orders:cancel: [cancel_order]\n")(
 				replace("    policy: {roles: [support]}", "    policy: {roles: [support], scope: \"orders:write\"}")(base)),
 			"scopes.orders:cancel.0", errcode.MCPScopeConflict},
-		{"a tool under no scope", add("scopes:\n  orders:read: [check_approval, order_get]\n  orders:write: [cancel_order]\n")(base), "scopes", errcode.MCPScopeUncovered},
+		{"a tool under no scope", add("scopes:\n  orders:read: [check_approval, " + describes + ", order_get]\n  orders:write: [cancel_order]\n")(base), "scopes", errcode.MCPScopeUncovered},
+		// The describe tools are tools like any other: a map grants them too.
+		{"a describe tool under no scope", add("scopes:\n  orders:read: [check_approval, describe_action, list_policies, errors_explain, order_get, order_list]\n  orders:write: [cancel_order]\n")(base),
+			"scopes", errcode.MCPScopeUncovered},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.config))

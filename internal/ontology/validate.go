@@ -17,20 +17,45 @@ import (
 // toolNamePattern is what MCP hosts accept as a tool name.
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// CheckApprovalTool is the name of the tool that polls an approval.
-const CheckApprovalTool = "check_approval"
+// The built-in tools' names.
+const (
+	// CheckApprovalTool polls an approval.
+	CheckApprovalTool = "check_approval"
+	// DescribeObjectTool describes an object the caller may read.
+	DescribeObjectTool = "describe_object"
+	// DescribeActionTool describes an action the caller may call.
+	DescribeActionTool = "describe_action"
+	// ListPoliciesTool lists the policy of every action the caller may call.
+	ListPoliciesTool = "list_policies"
+	// ErrorsExplainTool explains an error code to an agent.
+	ErrorsExplainTool = "errors_explain"
+)
 
 // ToolKind says what a tool does.
 type ToolKind int
 
 // The kinds of tool.
 const (
-	ToolCheckApproval ToolKind = iota // polls an approval a staged call returned
-	ToolSQLQuery                      // runs one read-only SELECT
-	ToolGet                           // reads one row of an object
-	ToolList                          // lists an object's rows
-	ToolAction                        // asks to take an action
+	ToolCheckApproval  ToolKind = iota // polls an approval a staged call returned
+	ToolSQLQuery                       // runs one read-only SELECT
+	ToolGet                            // reads one row of an object
+	ToolList                           // lists an object's rows
+	ToolAction                         // asks to take an action
+	ToolDescribeObject                 // describes an object the caller may read
+	ToolDescribeAction                 // describes an action the caller may call
+	ToolListPolicies                   // lists the policies of the actions the caller may call
+	ToolErrorsExplain                  // explains an error code, with a fix for an agent
 )
+
+// Describes reports whether the kind is a describe tool: one that answers
+// from the declaration what the caller may use, and reads no row.
+func (k ToolKind) Describes() bool {
+	switch k {
+	case ToolDescribeObject, ToolDescribeAction, ToolListPolicies, ToolErrorsExplain:
+		return true
+	}
+	return false
+}
 
 // Tool is one MCP tool the config declares, with the field that declares it.
 type Tool struct {
@@ -44,13 +69,16 @@ type Tool struct {
 }
 
 // Tools lists every tool the config declares, in a stable order:
-// check_approval, sql_query when enabled, then each object's get and list,
-// then each action. It is the one place a tool's name is made.
+// check_approval, sql_query when enabled, the describe tools, then each
+// object's get and list, then each action. It is the one place a tool's
+// name is made.
 func (c *Config) Tools() []Tool {
 	tools := []Tool{{Name: CheckApprovalTool, Kind: ToolCheckApproval}}
 	if c.SQLQuery.Enabled {
 		tools = append(tools, Tool{Name: SQLQueryTool, Kind: ToolSQLQuery, Path: "sql_query"})
 	}
+	tools = append(tools, Tool{Name: DescribeObjectTool, Kind: ToolDescribeObject}, Tool{Name: DescribeActionTool, Kind: ToolDescribeAction},
+		Tool{Name: ListPoliciesTool, Kind: ToolListPolicies}, Tool{Name: ErrorsExplainTool, Kind: ToolErrorsExplain})
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		path := "objects." + name
 		tools = append(tools, Tool{Name: GetTool(name), Kind: ToolGet, Subject: name, Path: path},
