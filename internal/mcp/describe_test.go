@@ -68,20 +68,7 @@ func outputSchema(t *testing.T, cs *sdk.ClientSession, tool string) *jsonschema.
 	if i < 0 || list.Tools[i].OutputSchema == nil {
 		t.Fatalf("%s is not listed with an output schema", tool)
 	}
-	raw, _ := json.Marshal(list.Tools[i].OutputSchema)
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("urn:test:output", doc); err != nil {
-		t.Fatal(err)
-	}
-	schema, err := c.Compile("urn:test:output")
-	if err != nil {
-		t.Fatalf("%s's output schema: %v", tool, err)
-	}
-	return schema
+	return compileOutputSchema(t, list.Tools[i])
 }
 
 // rawResult is a tool call's response as the wire carried it, over a

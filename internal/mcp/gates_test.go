@@ -109,8 +109,8 @@ func TestThreeOutcomes(t *testing.T) {
 	without, _ := b.server(t, scopesMap, ontologytest.Delete("actions.add_order_note"),
 		ontologytest.SetYAML("scopes.orders:write", "[cancel_order, update_shipping_address]"))
 	args := `{"order_id": "o-1001", "note": "hello"}`
-	hidden := rawAnswer(t, s, globex, "add_order_note", args)
-	absent := rawAnswer(t, without, globex, "add_order_note", args)
+	hidden := rawResult(t, s, globex, "add_order_note", args)
+	absent := rawResult(t, without, globex, "add_order_note", args)
 	if !bytes.Equal(hidden, absent) || !bytes.Contains(hidden, []byte(errcode.MCPToolUnknown)) {
 		t.Fatalf("hidden answered\n%s\nabsent answered\n%s", hidden, absent)
 	}
@@ -234,31 +234,6 @@ func TestEveryToolCallIsAnEvent(t *testing.T) {
 	if strings.Contains(logged.String(), secret) {
 		t.Fatal("the host log holds an argument")
 	}
-}
-
-// rawAnswer calls tool as caller over a fresh session and returns the
-// call's JSON-RPC response as the wire carries it.
-func rawAnswer(t *testing.T, s *mcp.Server, caller *engine.Caller, tool, args string) []byte {
-	t.Helper()
-	ctx := context.Background()
-	serverT, clientT := sdk.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, caller, serverT)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	rec := &recording{Transport: clientT}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, rec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: json.RawMessage(args)}); err == nil {
-		t.Fatalf("%s answered", tool)
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return rec.last
 }
 
 // recording is a client transport that keeps the last response it read,

@@ -65,8 +65,8 @@ func sqlSession(t *testing.T) (*sdk.ClientSession, *sdk.Tool) {
 	return cs, listed.Tools[i]
 }
 
-// outputSchema compiles the output schema a tool advertises.
-func outputSchema(t *testing.T, tool *sdk.Tool) *jsonschema.Schema {
+// compileOutputSchema compiles the output schema tool advertises.
+func compileOutputSchema(t *testing.T, tool *sdk.Tool) *jsonschema.Schema {
 	t.Helper()
 	raw, err := json.Marshal(tool.OutputSchema)
 	if err != nil || tool.OutputSchema == nil {
@@ -108,7 +108,7 @@ const sqlTypes = `SELECT '123e4567-e89b-12d3-a456-426614174000'::uuid AS uuid, '
 func TestSQLQueryAnswersByType(t *testing.T) {
 	t.Parallel()
 	cs, tool := sqlSession(t)
-	schema := outputSchema(t, tool)
+	schema := compileOutputSchema(t, tool)
 	answer := func(sql string) (*sdk.CallToolResult, map[string]any) {
 		t.Helper()
 		res, body := call(t, cs, "sql_query", fmt.Sprintf(`{"sql": %q}`, sql))
