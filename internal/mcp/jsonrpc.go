@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -126,13 +127,24 @@ func unknownMethod(body []byte) (string, bool) {
 // method. The SDK's table of them is unexported; AddReceivingCustomMethod
 // is documented to refuse exactly their names, so a server made for the
 // question asks the SDK itself, in step with its version. orangerail adds
-// no custom methods. It runs only for a request the SDK refused.
+// no custom methods.
 func standardMethod(method string) bool {
+	if _, ok := standardMethods.Load(method); ok {
+		return true
+	}
 	probe := sdk.NewServer(&sdk.Implementation{Name: "probe", Version: "0"}, nil)
-	return sdk.AddReceivingCustomMethod(probe, method, func(context.Context, *sdk.ServerSession, *probeParams) (*probeResult, error) {
+	standard := sdk.AddReceivingCustomMethod(probe, method, func(context.Context, *sdk.ServerSession, *probeParams) (*probeResult, error) {
 		return &probeResult{}, nil
 	}) != nil
+	if standard {
+		standardMethods.Store(method, true) // a few dozen names at most: the SDK's
+	}
+	return standard
 }
+
+// standardMethods remembers the methods standardMethod found standard,
+// so that a message of one costs no probe.
+var standardMethods sync.Map
 
 type probeParams struct{ sdk.ParamsBase }
 
