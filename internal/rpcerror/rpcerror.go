@@ -11,7 +11,6 @@ package rpcerror
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -176,8 +175,7 @@ func Check(body []byte) (json.RawMessage, *Problem) {
 		return invalid(`"id" must be a string or a number`)
 	}
 	if method, ok := msg["method"]; ok {
-		var s string
-		if err := json.Unmarshal(method, &s); err != nil {
+		if len(method) == 0 || method[0] != '"' {
 			return invalid(`"method" must be a string`)
 		}
 		return id, nil
@@ -191,6 +189,3 @@ func Check(body []byte) (json.RawMessage, *Problem) {
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
-
-// ErrTooLong reports a message longer than the bound it was read within.
-var ErrTooLong = errors.New("the message is longer than the limit")
