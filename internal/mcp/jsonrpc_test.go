@@ -60,7 +60,7 @@ func rawPost(t *testing.T, method, u, body string, header ...string) httpAnswer 
 	return a
 }
 
-// TestJSONRPCOverHTTP: behind the front, as the app mounts it, every
+// TestGoldenJSONRPCOverHTTP: behind the front, as the app mounts it, every
 // answer to a message go-sdk cannot take is a JSON-RPC error
 // (application/json) carrying the request's id when one could be read —
 // an unknown method -32601 (200 to a request), a body that is not JSON
@@ -69,7 +69,7 @@ func rawPost(t *testing.T, method, u, body string, header ...string) httpAnswer 
 // refusals (Accept, Content-Type, method) are JSON-RPC too. A loopback
 // Origin and Host reach the SDK and are served. The bodies are held to
 // testdata/jsonrpc/http.
-func TestJSONRPCOverHTTP(t *testing.T) {
+func TestGoldenJSONRPCOverHTTP(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s, _ := b.server(t)

@@ -15,7 +15,7 @@ import (
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
-// TestStdioAnswersAndServesOn serves the real server over stdio's framing
+// TestGoldenStdioAnswersAndServesOn serves the real server over stdio's framing
 // through pipes, with http.max_body_bytes at 4096: a line longer than that
 // is answered X_MCP_BODY_TOO_LARGE (with its id when the part read holds
 // it, else null) and skipped, one of exactly 4096 bytes is read; a line
@@ -23,7 +23,7 @@ import (
 // -32600, an unknown method -32601 — each with its data — and after every
 // one the session serves the next message. The answers are held to
 // testdata/jsonrpc/stdio.
-func TestStdioAnswersAndServesOn(t *testing.T) {
+func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s, _ := b.server(t, ontologytest.Set("http.max_body_bytes", 4096))
