@@ -218,7 +218,7 @@ func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		if p.Rate != nil && !f.allowed(w, r, caller, p.Rate(r, body), rpcerror.ID(body)) {
+		if p.Rate != nil && !f.allowed(w, r, caller, p.Rate(r, body), body) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -255,8 +255,8 @@ func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]by
 }
 
 // allowed bills a request of class to its caller's allowance, or answers
-// the request, whose JSON-RPC id is id, itself and reports false.
-func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity.Caller, class Class, id json.RawMessage) bool {
+// the request, whose body is body, itself and reports false.
+func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity.Caller, class Class, body []byte) bool {
 	if class == ClassNone {
 		return true
 	}
@@ -275,7 +275,7 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 		}
 		f.c.Hooks.Emit(engine.RateRefused{Allowance: allowance, Code: errcode.MCPRateLimited, Tenant: caller.Tenant, Actor: caller.Subject})
 		f.refuse(w, r, refusal{status: http.StatusTooManyRequests, code: errcode.MCPRateLimited,
-			msg: fmt.Sprintf("more than %d %s calls this minute", limit, class), retryAfter: time.Until(end), id: id, limit: int64(limit)})
+			msg: fmt.Sprintf("more than %d %s calls this minute", limit, class), retryAfter: time.Until(end), id: rpcerror.ID(body), limit: int64(limit)})
 		return false
 	}
 	return true

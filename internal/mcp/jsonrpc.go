@@ -68,8 +68,8 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method == http.MethodPost && mediaType == "application/json" {
-			if id, problem := rpcerror.Check(body); problem != nil {
-				problem.Response(id).Write(w, http.StatusBadRequest)
+			if problem := rpcerror.Check(body); problem != nil {
+				problem.Response(rpcerror.ID(body)).Write(w, http.StatusBadRequest)
 				return
 			}
 		}

@@ -157,19 +157,18 @@ func judgeLine(line []byte, tooLong bool, limit int64) (jsonrpc.Message, *rpcerr
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil, nil
 	}
-	id, problem := rpcerror.Check(line)
-	if problem != nil {
-		return nil, problem.Response(id)
+	if problem := rpcerror.Check(line); problem != nil {
+		return nil, problem.Response(rpcerror.ID(line))
 	}
 	msg, err := jsonrpc.DecodeMessage(line)
 	if err != nil {
-		return nil, rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, "the message is not a JSON-RPC message the server reads", 0)
+		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, "the message is not a JSON-RPC message the server reads", 0)
 	}
 	// The SDK answers a request of a method it does not serve -32601 too,
 	// but without the data HTTP's answer carries; a notification of one
 	// it ignores, as JSON-RPC asks.
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !standardMethod(req.Method) {
-		return nil, rpcerror.New(id, rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", req.Method), 0)
+		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", req.Method), 0)
 	}
 	return msg, nil
 }

@@ -146,22 +146,21 @@ func IsBatch(body []byte) bool {
 // time, whatever the protocol version.
 var ErrBatch = &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPProtocol, Msg: "JSON-RPC batches are not accepted"}
 
-// Check reads body as one JSON-RPC 2.0 message and returns its id (as ID
-// does) and, when it is not one, the problem: not JSON (parse error), a
-// batch, or JSON that is neither a request nor a response (invalid
-// request). It checks the envelope only — the method, params and whether
-// an id belongs are the receiver's to judge — so that a message it passes
-// is one the MCP SDK reads rather than refuses as malformed.
-func Check(body []byte) (json.RawMessage, *Problem) {
-	id := ID(body)
+// Check reads body as one JSON-RPC 2.0 message and returns, when it is
+// not one, the problem: not JSON (parse error), a batch, or JSON that is
+// neither a request nor a response (invalid request). It checks the
+// envelope only — the method, params and whether an id belongs are the
+// receiver's to judge — so that a message it passes is one the MCP SDK
+// reads rather than refuses as malformed. The answer's id is ID(body).
+func Check(body []byte) *Problem {
 	if !json.Valid(body) {
-		return id, &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
+		return &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
 	}
 	if IsBatch(body) {
-		return id, ErrBatch
+		return ErrBatch
 	}
-	invalid := func(msg string) (json.RawMessage, *Problem) {
-		return id, &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPInvalidRequest, Msg: msg}
+	invalid := func(msg string) *Problem {
+		return &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPInvalidRequest, Msg: msg}
 	}
 	var msg map[string]json.RawMessage
 	if err := json.Unmarshal(body, &msg); err != nil || msg == nil {
@@ -178,14 +177,14 @@ func Check(body []byte) (json.RawMessage, *Problem) {
 		if len(method) == 0 || method[0] != '"' {
 			return invalid(`"method" must be a string`)
 		}
-		return id, nil
+		return nil
 	}
 	_, result := msg["result"]
 	_, failed := msg["error"]
 	if !hasID || isNull(rawID) || result == failed {
 		return invalid(`the message is neither a request ("method" is missing) nor a response (an "id" and a "result" or an "error")`)
 	}
-	return id, nil
+	return nil
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }

@@ -53,7 +53,7 @@ func TestCheck(t *testing.T) {
 		`{"jsonrpc":"2.0","result":{}}`:                   errcode.MCPInvalidRequest,
 		`{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`: errcode.MCPInvalidRequest,
 	} {
-		_, p := Check([]byte(body))
+		p := Check([]byte(body))
 		var got errcode.Code
 		if p != nil {
 			got = p.Code
