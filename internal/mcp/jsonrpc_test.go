@@ -145,4 +145,17 @@ func TestGoldenJSONRPCOverHTTP(t *testing.T) {
 	if got := rawPost(t, http.MethodPost, endpoint, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); got.Status != http.StatusOK || got.Body["result"] == nil {
 		t.Fatalf("tools/list: %+v", got)
 	}
+
+	// Served without the front, the handler caps a body at
+	// http.max_body_bytes itself, and answers a longer one 413 in JSON-RPC
+	// with the id read before the cut.
+	bare := httptest.NewServer(mcp.NewAuthenticator(byToken{"t": agent("support")}).Require(s.HTTPHandler()))
+	t.Cleanup(bare.Close)
+	got := rawPost(t, http.MethodPost, bare.URL, `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"`+
+		strings.Repeat("x", int(cfg.HTTP.MaxBodyBytes))+`"}}}`)
+	golden.JSON(t, filepath.Join("testdata", "jsonrpc", "http", "body_too_large_without_the_front.json"), got)
+	if e, _ := got.Body["error"].(map[string]any); got.Status != http.StatusRequestEntityTooLarge || got.Body["id"] != 99.0 ||
+		e["data"].(map[string]any)["limit"] != float64(cfg.HTTP.MaxBodyBytes) {
+		t.Fatalf("a body too large without the front: %+v", got)
+	}
 }
