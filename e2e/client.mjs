@@ -3,13 +3,27 @@
 // the protected-resource metadata (RFC 9728) from the 401 challenge, then
 // an order is read, a governed cancellation is staged, a person approves it
 // with the CLI, the agent polls it to completion, and the audit log
-// verifies. Over stdio, the development identity's catalog is listed.
+// verifies. Over stdio, the development identity's catalog is listed. Over
+// both, an unknown method is the JSON-RPC error -32601 the SDK reads.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { discoverOAuthProtectedResourceMetadata, extractResourceMetadataUrl, discoverAuthorizationServerMetadata } from "@modelcontextprotocol/sdk/client/auth.js";
+import { EmptyResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+
+// unknownMethod asks a client's server for a method it does not serve: the
+// SDK must read the answer as a JSON-RPC error, -32601 with its stable code.
+async function unknownMethod(c, over) {
+  try {
+    await c.request({ method: "no/such/method", params: {} }, EmptyResultSchema);
+    check(false, `an unknown method over ${over} is refused`, {});
+  } catch (e) {
+    check(e?.code === -32601 && e?.data?.code === "X_MCP_METHOD_UNKNOWN", `an unknown method over ${over} is JSON-RPC -32601`,
+      { code: e?.code, message: e?.message, data: e?.data });
+  }
+}
 
 function check(ok, what, detail) {
   if (!ok) {
@@ -39,6 +53,7 @@ await client.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { 
 const { tools } = await client.listTools();
 const names = tools.map((t) => t.name).sort();
 check(["order_get", "order_list", "cancel_order", "check_approval"].every((n) => names.includes(n)), "tools/list over HTTP", names);
+await unknownMethod(client, "HTTP");
 
 // The describe tools: the SDK checks each answer against its tool's output
 // schema; a hidden object answers as one that does not exist.
@@ -117,6 +132,7 @@ const local = new Client({ name: "orangerail-e2e", version: "1.0.0" });
 await local.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
 const stdioTools = (await local.listTools()).tools.map((t) => t.name);
 check(stdioTools.includes("cancel_order"), "tools/list over stdio", stdioTools);
+await unknownMethod(local, "stdio");
 await local.close();
 
 execFileSync(facts.orangerail, ["audit", "verify", "--database-url", facts.database_url], { stdio: "inherit" });

@@ -67,6 +67,10 @@ const (
 	MCPToolUnknown         Code = "X_MCP_TOOL_UNKNOWN"
 	MCPScopeDenied         Code = "X_MCP_SCOPE_DENIED"
 	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
+	MCPParseError          Code = "X_MCP_PARSE_ERROR"
+	MCPInvalidRequest      Code = "X_MCP_INVALID_REQUEST"
+	MCPMethodUnknown       Code = "X_MCP_METHOD_UNKNOWN"
+	MCPHostRefused         Code = "X_MCP_HOST_REFUSED"
 	InternalError          Code = "X_INTERNAL_ERROR"
 	InputInvalid           Code = "X_INPUT_INVALID"
 	InputTooLarge          Code = "X_INPUT_TOO_LARGE"
@@ -182,13 +186,25 @@ var table = []Entry{
 		"Check the id and the tenant with `orangerail webhooks list --tenant T`.", ""},
 	{WebhookStateInvalid, "There is no webhook delivery state of that name.",
 		"Name one of queued, delivered or failed, or leave --status out to list every state.", ""},
-	{MCPBodyTooLarge, "The request body is larger than the server accepts (http.max_body_bytes, default 1 MiB).",
+	{MCPBodyTooLarge, "The request body (over stdio, the message's line) is larger than the server accepts (http.max_body_bytes, default 1 MiB).",
 		"Send a smaller request: one JSON-RPC message, with arguments of reasonable size.",
 		"Send a smaller request: one JSON-RPC message, with arguments of reasonable size."},
 	{MCPProtocol, "The request is not one JSON-RPC message: batches are not accepted, whatever the protocol version.",
 		"Send each JSON-RPC request in its own HTTP request.",
 		"Send each JSON-RPC request in its own HTTP request, never a batch."},
-	{MCPOriginRefused, "The request came from a browser origin the server does not allow (DNS-rebinding and cross-site protection).",
+	{MCPParseError, "The message is not JSON: over HTTP the request's body, over stdio its line, does not parse as one JSON value.",
+		"Send exactly one JSON-RPC 2.0 message as JSON: over HTTP as a POST body with Content-Type application/json, over stdio on one line ending in a newline.",
+		"Send exactly one JSON-RPC 2.0 message as JSON: over HTTP as a POST body with Content-Type application/json, over stdio on one line ending in a newline."},
+	{MCPInvalidRequest, "The message is JSON but not a JSON-RPC 2.0 message the server takes (\"jsonrpc\" must be \"2.0\", \"method\" a string, \"id\" a string or a number that a request has and a notification has not, and a method's required \"params\" present), or the HTTP request is not one MCP's Streamable HTTP takes (a POST with Content-Type application/json, an Accept naming application/json and text/event-stream, a supported MCP-Protocol-Version); the message says which.",
+		"Fix the message or the request as the error's message says; an MCP SDK's client sends well-formed requests.",
+		"Fix the message or the request as the error's message says; an MCP SDK's client sends well-formed requests."},
+	{MCPMethodUnknown, "The server serves no JSON-RPC method of that name.",
+		"Call a method of the MCP specification (initialize, tools/list, tools/call, …), spelled exactly; the initialize answer's capabilities say which the server offers.",
+		"Call a method of the MCP specification (initialize, tools/list, tools/call, …), spelled exactly; the initialize answer's capabilities say which the server offers."},
+	{MCPHostRefused, "The request reached the server over a loopback connection, but its Host header names no loopback host (localhost, 127.0.0.0/8, [::1]): what a browser tricked by DNS rebinding sends.",
+		"Call the server by a loopback name (http://localhost:PORT, http://127.0.0.1:PORT); a reverse proxy on the same machine passes a loopback Host, or the server listens off loopback with http.public_url set.",
+		"Call the server by a loopback name (http://localhost:PORT or http://127.0.0.1:PORT), as a local client does."},
+	{MCPOriginRefused, "The request came from a browser origin the server does not allow: one not in http.allowed_origins and, when http.listen is a loopback address, not a loopback origin either (DNS-rebinding and cross-site protection).",
 		"Call from a non-browser client, or have the operator add the origin to http.allowed_origins.",
 		"Call from a client that is not a browser page; a browser origin calls only if the operator allows it."},
 	{IdentityOriginRefused, "The request carries an Origin header, so a browser sent it, and identity.refuse_browser_origins refuses browser-origin calls even with a valid token.",

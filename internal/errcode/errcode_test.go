@@ -78,7 +78,7 @@ var agentCodes = []Code{
 	MCPToolUnknown, MCPScopeDenied, MCPQueryRejected, MCPQueryTooLarge,
 	MCPBodyTooLarge, MCPProtocol, MCPOriginRefused, IdentityOriginRefused, IdentityNetworkRefused,
 	MCPRateLimited, MCPAuthThrottled, MCPUnauthorized, MCPIdentityUnavailable, MCPLimitsUnavailable,
-	StdioTokenRefused, InternalError,
+	StdioTokenRefused, InternalError, MCPParseError, MCPInvalidRequest, MCPMethodUnknown, MCPHostRefused,
 }
 
 // TestAgentFixes: one table, two audiences. Every code an agent can

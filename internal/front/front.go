@@ -10,6 +10,7 @@ package front
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,6 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +32,7 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/rpcerror"
 )
 
 // Class is what a request bills of its caller's allowance.
@@ -72,8 +73,11 @@ type Policy struct {
 	// MetadataPath(Resource). Required with AuthBearer.
 	Resource string
 	// CheckOrigin refuses a request whose Origin header is not one of
-	// http.allowed_origins (DNS-rebinding and cross-site protection). A
-	// request without an Origin is not a browser's and passes.
+	// http.allowed_origins (DNS-rebinding and cross-site protection) —
+	// nor, when http.listen is a loopback address, a loopback origin —
+	// and one that came over loopback naming another Host
+	// (hostAndOriginAllowed). A request without an Origin is not a
+	// browser's and passes the Origin check.
 	CheckOrigin bool
 	// MaxBodyBytes caps the body, which the front reads whole before the
 	// handler runs. Zero leaves the body to the handler, unread.
@@ -140,6 +144,9 @@ type Front struct {
 	// one name of this server the challenge and the metadata give. A
 	// request's Host is never echoed.
 	origin string
+	// loopback is whether http.listen is a loopback address, where a
+	// loopback Origin may call (hostAndOriginAllowed).
+	loopback bool
 
 	// over remembers, until its window ends, each failed-authentication
 	// bucket known to be past the limit: counts only grow within a window,
@@ -159,6 +166,7 @@ func New(c Config) *Front {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
+	_, f.loopback = ontology.LoopbackURL(c.Ontology.HTTP.Listen)
 	return f
 }
 
@@ -194,8 +202,7 @@ func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	// Every route's handler, and the resolver it asks, sees the request's
 	// facts as the front read them (the desk's sign-in admits by them).
 	r = r.WithContext(identity.WithFacts(r.Context(), f.facts(r)))
-	if origin := r.Header.Get("Origin"); p.CheckOrigin && origin != "" && !slices.Contains(f.http.AllowedOrigins, origin) {
-		f.refuse(w, r, http.StatusForbidden, errcode.MCPOriginRefused, "this origin may not call the server", 0)
+	if p.CheckOrigin && !f.hostAndOriginAllowed(w, r) {
 		return
 	}
 	var caller *identity.Caller
@@ -211,7 +218,7 @@ func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		if p.Rate != nil && !f.allowed(w, r, caller, p.Rate(r, body)) {
+		if p.Rate != nil && !f.allowed(w, r, caller, p.Rate(r, body), body) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -226,27 +233,30 @@ func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]by
 	if rw, ok := w.(*responseWriter); ok {
 		raw = rw.ResponseWriter // which MaxBytesReader tells to close the connection after a body too large
 	}
+	// What was read of a body too large is at most the cap: its id, when
+	// the prefix holds it, names the request refused.
 	body, err := io.ReadAll(http.MaxBytesReader(raw, r.Body, p.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		f.refuse(w, r, http.StatusRequestEntityTooLarge, errcode.MCPBodyTooLarge,
-			fmt.Sprintf("the body is larger than %d bytes", p.MaxBodyBytes), 0)
+		f.refuse(w, r, refusal{status: http.StatusRequestEntityTooLarge, code: errcode.MCPBodyTooLarge,
+			msg: fmt.Sprintf("the body is larger than %d bytes", p.MaxBodyBytes), id: rpcerror.ID(body), limit: p.MaxBodyBytes})
 		return nil, false
 	}
 	if err != nil {
-		f.refuse(w, r, http.StatusBadRequest, errcode.MCPProtocol, "the body could not be read", 0)
+		f.refuse(w, r, refusal{status: http.StatusBadRequest, code: errcode.MCPProtocol, msg: "the body could not be read"})
 		return nil, false
 	}
-	if trimmed := bytes.TrimSpace(body); p.OneMessage && len(trimmed) > 0 && trimmed[0] == '[' {
-		f.refuse(w, r, http.StatusBadRequest, errcode.MCPProtocol, "JSON-RPC batches are not accepted", 0)
+	if p.OneMessage && rpcerror.IsBatch(body) {
+		f.refuse(w, r, refusal{status: http.StatusBadRequest, code: rpcerror.ErrBatch.Code, msg: rpcerror.ErrBatch.Msg,
+			rpcCode: rpcerror.ErrBatch.RPCCode})
 		return nil, false
 	}
 	return body, true
 }
 
 // allowed bills a request of class to its caller's allowance, or answers
-// the request itself and reports false.
-func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity.Caller, class Class) bool {
+// the request, whose body is body, itself and reports false.
+func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity.Caller, class Class, body []byte) bool {
 	if class == ClassNone {
 		return true
 	}
@@ -264,8 +274,8 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 			allowance = engine.AllowanceWrites
 		}
 		f.c.Hooks.Emit(engine.RateRefused{Allowance: allowance, Code: errcode.MCPRateLimited, Tenant: caller.Tenant, Actor: caller.Subject})
-		f.refuse(w, r, http.StatusTooManyRequests, errcode.MCPRateLimited,
-			fmt.Sprintf("more than %d %s calls this minute", limit, class), time.Until(end))
+		f.refuse(w, r, refusal{status: http.StatusTooManyRequests, code: errcode.MCPRateLimited,
+			msg: fmt.Sprintf("more than %d %s calls this minute", limit, class), retryAfter: time.Until(end), id: rpcerror.ID(body), limit: int64(limit)})
 		return false
 	}
 	return true
@@ -306,12 +316,12 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource st
 			code, msg = errcode.IdentityOriginRefused, "browser-origin calls are refused"
 		}
 		f.log.InfoContext(ctx, "authentication refused by policy", "address", address, "code", string(code))
-		f.refuse(w, r, http.StatusForbidden, code, msg, 0)
+		f.refuse(w, r, refusal{status: http.StatusForbidden, code: code, msg: msg})
 		return nil, nil, false
 	case !errors.Is(err, identity.ErrInvalidToken):
 		// The issuer could not be asked: not the client's fault.
 		f.log.ErrorContext(ctx, "token verification unavailable", "error", err, "address", address)
-		f.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPIdentityUnavailable, "tokens cannot be verified right now; retry shortly", 0)
+		f.refuse(w, r, refusal{status: http.StatusServiceUnavailable, code: errcode.MCPIdentityUnavailable, msg: "tokens cannot be verified right now; retry shortly"})
 		return nil, nil, false
 	}
 	f.log.InfoContext(ctx, "authentication refused", "address", address, "reason", err.Error())
@@ -353,7 +363,9 @@ func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engi
 		f.mu.Unlock()
 	}
 	f.c.Hooks.Emit(engine.RateRefused{Allowance: allowance, Code: errcode.MCPAuthThrottled, Address: address})
-	f.refuse(w, r, http.StatusTooManyRequests, errcode.MCPAuthThrottled, msg, end.Sub(now))
+	// The body is not read before the token verifies: the answer has no id.
+	f.refuse(w, r, refusal{status: http.StatusTooManyRequests, code: errcode.MCPAuthThrottled, msg: msg, retryAfter: end.Sub(now),
+		limit: int64(f.http.RateLimits.FailedAuthPerMinute)})
 	return true
 }
 
@@ -367,7 +379,7 @@ func (f *Front) storeDown(w http.ResponseWriter, r *http.Request, err error) boo
 	if f.http.RateLimits.OnStoreError == "open" {
 		return false
 	}
-	f.refuse(w, r, http.StatusServiceUnavailable, errcode.MCPLimitsUnavailable, "the rate limits cannot be checked right now", 0)
+	f.refuse(w, r, refusal{status: http.StatusServiceUnavailable, code: errcode.MCPLimitsUnavailable, msg: "the rate limits cannot be checked right now"})
 	return true
 }
 
@@ -403,7 +415,7 @@ func (f *Front) challenge(w http.ResponseWriter, r *http.Request, resource strin
 		value += `, error="invalid_token"`
 	}
 	w.Header().Set("WWW-Authenticate", value)
-	f.refuse(w, r, http.StatusUnauthorized, errcode.MCPUnauthorized, "a valid bearer token is required", 0)
+	f.refuse(w, r, refusal{status: http.StatusUnauthorized, code: errcode.MCPUnauthorized, msg: "a valid bearer token is required"})
 }
 
 // contain answers a request whose handler panicked: 500, internal_error
@@ -428,7 +440,8 @@ func (f *Front) contain(w *responseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	clear(w.Header()) // nothing of the answer the handler began goes out
-	f.answer(w, r, http.StatusInternalServerError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0, correlation)
+	f.refuse(w, r, refusal{status: http.StatusInternalServerError, code: errcode.InternalError,
+		msg: "an unexpected internal error; the details are withheld", correlation: correlation})
 }
 
 // responseWriter notes whether the answer began.
@@ -459,9 +472,24 @@ func (w *responseWriter) Flush() {
 // Unwrap gives http.ResponseController the server's writer.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// refuse answers a JSON-RPC error carrying a code and its fix.
-func (f *Front) refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration) {
-	f.answer(w, r, status, code, msg, retryAfter, "")
+// refusal is one answer of the front's refusing a request.
+type refusal struct {
+	status int
+	code   errcode.Code
+	msg    string
+	// retryAfter, when set, is when the client may try again.
+	retryAfter time.Duration
+	// id is the request's JSON-RPC id, when its body was read and held
+	// one: the body of a route that is refused before the body is read
+	// (its origin, its token) is never read to find it.
+	id json.RawMessage
+	// limit is the bound the request hit, when it hit one.
+	limit int64
+	// correlation is the id an operator finds the refusal's cause under in
+	// the host log, when it has one there.
+	correlation string
+	// rpcCode is the JSON-RPC error code; zero is rpcerror.CodeServerError.
+	rpcCode int
 }
 
 // ErrorBody is the refusal of a JSON API route: the code, what went wrong
@@ -486,35 +514,22 @@ func WriteError(w http.ResponseWriter, status int, code errcode.Code, msg string
 	_ = json.NewEncoder(w).Encode(ErrorBody{Error: ErrorDetail{Code: code, Message: msg, Fix: entry.Fix}})
 }
 
-// answer is refuse with, when set, the correlation id an operator finds
-// the refusal's cause under.
-func (f *Front) answer(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string, retryAfter time.Duration, correlation string) {
-	entry, _ := errcode.Explain(string(code))
-	if retryAfter > 0 || status == http.StatusTooManyRequests {
+// refuse answers a refusal: a JSON-RPC error carrying the request's id
+// when it was read, and data with the code, its cause and fix, and the
+// bound hit; or, on a PlainErrors route, WriteError's body.
+func (f *Front) refuse(w http.ResponseWriter, r *http.Request, x refusal) {
+	if x.retryAfter > 0 || x.status == http.StatusTooManyRequests {
 		// Every 429 says when to retry: within the one-minute window, and at
 		// least a second even when clocks disagree on the window's end.
-		secs := min(max(int(math.Ceil(retryAfter.Seconds())), 1), 60)
+		secs := min(max(int(math.Ceil(x.retryAfter.Seconds())), 1), 60)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
+	defer f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: x.status, Code: x.code})
 	if rw, ok := w.(*responseWriter); ok && rw.plain {
-		WriteError(w, status, code, msg)
-		f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: status, Code: code})
+		WriteError(w, x.status, x.code, x.msg)
 		return
 	}
-	data := map[string]string{"code": string(code), "fix": entry.Fix}
-	if correlation != "" {
-		data["correlationId"] = correlation
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      nil,
-		"error": map[string]any{
-			"code":    -32000,
-			"message": fmt.Sprintf("%s: %s", code, msg),
-			"data":    data,
-		},
-	})
-	f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: status, Code: code})
+	answer := rpcerror.New(x.id, cmp.Or(x.rpcCode, rpcerror.CodeServerError), x.code, x.msg, x.limit)
+	answer.Error.Data.CorrelationID = x.correlation
+	answer.Write(w, x.status)
 }

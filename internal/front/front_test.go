@@ -22,6 +22,7 @@ import (
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/engine/enginetest"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/mcp"
@@ -149,6 +150,31 @@ func post(t *testing.T, url, token, body string, header ...string) (*reply, map[
 	return resp, m
 }
 
+// hostPost is post with the request's Host header set to host.
+func hostPost(t *testing.T, url, token, host, body string, header ...string) (*reply, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+mcpPath, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return replyOf(resp), m
+}
+
 // request sends one request, with a bearer token unless token is empty and
 // the header's name-value pairs, and returns the reply and its body, read
 // and closed.
@@ -230,31 +256,45 @@ func TestChallenge(t *testing.T) {
 
 // TestHostIsNotEchoed: the challenge and the protected-resource metadata
 // name the configured public URL, whatever Host or forwarding headers a
-// request claims — even behind trusted proxies.
+// request claims — even behind trusted proxies. (The test server listens
+// on loopback, where /mcp refuses a Host naming no loopback host before
+// any challenge: that refusal echoes nothing either.)
 func TestHostIsNotEchoed(t *testing.T) {
 	t.Parallel()
 	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
 		c.HTTP.TrustedProxyHops = 1
 		c.HTTP.PublicURL = "https://mcp.example.com:8443/" // a trailing slash is not doubled
 	})
-	hostile := func(req *http.Request) {
-		req.Host = "evil.example.com"
+	hostile := func(req *http.Request, host string) {
+		req.Host = host
 		req.Header.Set("X-Forwarded-Proto", "http")
 		req.Header.Set("X-Forwarded-Host", "evil.example.com")
 	}
-	req, _ := http.NewRequest(http.MethodPost, f.url+mcpPath, strings.NewReader(callGet))
-	hostile(req)
+	for _, host := range []string{"localhost:1", "evil.example.com"} {
+		req, _ := http.NewRequest(http.MethodPost, f.url+mcpPath, strings.NewReader(callGet))
+		hostile(req, host)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "evil") || strings.Contains(string(body), "localhost:1") {
+			t.Fatalf("Host %s: the answer echoes it: %s", host, body)
+		}
+		if host == "evil.example.com" {
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), string(errcode.MCPHostRefused)) {
+				t.Fatalf("Host %s over loopback: %d %s", host, resp.StatusCode, body)
+			}
+			continue
+		}
+		if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer realm="orangerail", resource_metadata="https://mcp.example.com:8443/.well-known/oauth-protected-resource/mcp"` {
+			t.Fatalf("challenge: %q", got)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, f.url+"/.well-known/oauth-protected-resource/mcp", nil)
+	hostile(req, "evil.example.com")
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if got := resp.Header.Get("WWW-Authenticate"); got != `Bearer realm="orangerail", resource_metadata="https://mcp.example.com:8443/.well-known/oauth-protected-resource/mcp"` {
-		t.Fatalf("challenge: %q", got)
-	}
-	req, _ = http.NewRequest(http.MethodGet, f.url+"/.well-known/oauth-protected-resource/mcp", nil)
-	hostile(req)
-	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

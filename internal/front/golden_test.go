@@ -47,14 +47,20 @@ func TestGoldenRefusals(t *testing.T) {
 	record("bad_token_throttled", resp, m)
 	resp, m = post(t, f.url, token, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"order_get","arguments":{"x":"`+strings.Repeat("x", 5000)+`"}}}`)
 	record("body_too_large", resp, m)
+	// The id is read from what was read of a body too large: after the
+	// cut, it is not.
+	resp, m = post(t, f.url, token, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"order_get","arguments":{"x":"`+strings.Repeat("x", 5000)+`"}},"id":1}`)
+	record("body_too_large_id_unread", resp, m)
 	resp, m = post(t, f.url, token, "["+callGet+"]")
 	record("batch", resp, m)
 	resp, m = post(t, f.url, token, callGet, "Origin", "https://evil.example.com")
 	record("origin", resp, m)
+	resp, m = hostPost(t, f.url, token, "evil.example.com", callGet)
+	record("host_refused", resp, m)
 	if resp, _ := post(t, f.url, token, callAction); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the first write: %d", resp.StatusCode)
 	}
-	resp, m = post(t, f.url, token, callAction)
+	resp, m = post(t, f.url, token, strings.Replace(callAction, `"id":1`, `"id":"call-7"`, 1))
 	record("rate_limited", resp, m)
 
 	guarded := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {

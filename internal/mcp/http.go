@@ -10,7 +10,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/rpcerror"
 )
 
 // Resolver verifies a bearer token and maps its claims to a caller, as
@@ -111,18 +113,20 @@ func (discard) WriteHeader(int)             {}
 // HTTPHandler serves Streamable HTTP to requests an Authenticator
 // verified: a request without their TokenInfo is answered 401. It is
 // stateless: each request is answered by the server of its own caller's
-// catalog, and each tool call is authorized for that caller.
+// catalog, and each tool call is authorized for that caller. Every refusal
+// is a JSON-RPC error (answerJSONRPC).
 func (s *Server) HTTPHandler() http.Handler {
-	streamable := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+	streamable := s.answerJSONRPC(sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		caller := callerOfInfo(auth.TokenInfoFromContext(r.Context()))
 		if caller == nil {
 			return nil
 		}
 		return s.forCaller(caller)
-	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: s.maxBodyBytes()}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if callerOfInfo(auth.TokenInfoFromContext(r.Context())) == nil {
-			http.Error(w, "a verified bearer token is required", http.StatusUnauthorized)
+			rpcerror.New(nil, rpcerror.CodeServerError, errcode.MCPUnauthorized, "a verified bearer token is required", 0).
+				Write(w, http.StatusUnauthorized)
 			return
 		}
 		streamable.ServeHTTP(w, r)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -263,9 +264,11 @@ func schemaOf(v any) map[string]any {
 
 // ServeStdio serves one caller over this process's stdin and stdout until
 // the client disconnects or ctx ends. stdout carries only JSON-RPC. check,
-// when set, is asked before every request, as RunChecked asks it.
+// when set, is asked before every request, as RunChecked asks it. Each
+// line is read within a bound, and one that is no message is answered,
+// not fatal (ServeLines).
 func (s *Server) ServeStdio(ctx context.Context, caller *engine.Caller, check func(context.Context) error) error {
-	return s.RunChecked(ctx, caller, check, &sdk.StdioTransport{})
+	return s.ServeLines(ctx, caller, check, os.Stdin, os.Stdout)
 }
 
 // RunChecked serves one caller over a transport as Run does, asking check

@@ -1,0 +1,200 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/rpcerror"
+)
+
+// maxBodyBytes is the bound on one message, over HTTP (its body) and
+// stdio (its line): http.max_body_bytes, which the front caps a body at
+// too.
+func (s *Server) maxBodyBytes() int64 {
+	if n := s.cfg.HTTP.MaxBodyBytes; n > 0 {
+		return n
+	}
+	return sdk.DefaultMaxRequestBodyBytes
+}
+
+// answerJSONRPC serves next, go-sdk's Streamable HTTP handler, so that a
+// client receives every refusal as a JSON-RPC error carrying its request's
+// id when the body held one. The SDK answers what it cannot take in plain
+// text with 400 (a body that is not JSON or not JSON-RPC, an unknown
+// method, a missing id, a missing Accept) or 403, 405, 413, 415; here:
+//
+//   - a POSTed JSON body is read first: one too large is 413
+//     X_MCP_BODY_TOO_LARGE; one that is not JSON is -32700
+//     X_MCP_PARSE_ERROR, a batch or JSON that is no JSON-RPC message -32600
+//     (rpcerror.Check) — each 400, as the SDK answered;
+//   - what the SDK then refuses in plain text is answered in JSON-RPC
+//     instead, with the SDK's status, except that a request of a method the
+//     SDK does not know is -32601 X_MCP_METHOD_UNKNOWN answered 200, as any
+//     other JSON-RPC error to a request (a strict client reads the code
+//     only from a 2xx); the SDK's words are the message.
+//
+// Nothing the SDK refuses is let through, and nothing it takes is refused
+// but what rpcerror.Check refuses, which the SDK refuses too.
+func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
+	limit := s.maxBodyBytes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Body != nil {
+			var err error
+			body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				rpcerror.New(rpcerror.ID(body), rpcerror.CodeServerError, errcode.MCPBodyTooLarge,
+					fmt.Sprintf("the body is larger than %d bytes", limit), limit).Write(w, http.StatusRequestEntityTooLarge)
+				return
+			case err != nil:
+				rpcerror.New(nil, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, "the body could not be read", 0).
+					Write(w, http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method == http.MethodPost && mediaType == "application/json" {
+			if problem := rpcerror.Check(body); problem != nil {
+				problem.Response(rpcerror.ID(body)).Write(w, http.StatusBadRequest)
+				return
+			}
+		}
+		caught := &plainRefusal{ResponseWriter: w}
+		next.ServeHTTP(caught, r)
+		if caught.status != 0 {
+			s.answerRefusal(w, r, body, caught.status, strings.TrimSpace(caught.text.String()))
+		}
+	})
+}
+
+// answerRefusal answers in JSON-RPC what the SDK refused with status and
+// the plain text sdkText.
+func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, body []byte, status int, sdkText string) {
+	id := rpcerror.ID(body)
+	var answer *rpcerror.Response
+	switch {
+	case status >= http.StatusInternalServerError:
+		correlation := uuid.NewString()
+		s.log.ErrorContext(r.Context(), "the MCP SDK failed a request", "status", status, "error", sdkText, "correlation_id", correlation)
+		answer = rpcerror.New(id, rpcerror.CodeInternalError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0)
+		answer.Error.Data.CorrelationID = correlation
+	case status == http.StatusForbidden:
+		// The SDK's localhost protection; behind the front, which refuses
+		// the same requests first, it never answers.
+		answer = rpcerror.New(id, rpcerror.CodeServerError, errcode.MCPHostRefused, "the Host header names no loopback host, though the request came over loopback", 0)
+	case status == http.StatusRequestEntityTooLarge:
+		answer = rpcerror.New(id, rpcerror.CodeServerError, errcode.MCPBodyTooLarge, sdkText, s.maxBodyBytes())
+	default:
+		if method, ok := unknownMethod(body); ok {
+			answer = rpcerror.New(id, rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", method), 0)
+			if id != nil {
+				status = http.StatusOK
+			}
+			break
+		}
+		answer = rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, sdkText, 0)
+	}
+	answer.Write(w, status)
+}
+
+// unknownMethod returns the method of a request body whose method go-sdk
+// does not serve, and reports whether it is one.
+func unknownMethod(body []byte) (string, bool) {
+	var msg struct {
+		Method *string `json:"method"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method == nil {
+		return "", false
+	}
+	return *msg.Method, !standardMethod(*msg.Method)
+}
+
+// standardMethod reports whether go-sdk serves method as a standard MCP
+// method. The SDK's table of them is unexported; AddReceivingCustomMethod
+// is documented to refuse exactly their names, so a server made for the
+// question asks the SDK itself, in step with its version. orangerail adds
+// no custom methods.
+func standardMethod(method string) bool {
+	if _, ok := standardMethods.Load(method); ok {
+		return true
+	}
+	probe := sdk.NewServer(&sdk.Implementation{Name: "probe", Version: "0"}, nil)
+	standard := sdk.AddReceivingCustomMethod(probe, method, func(context.Context, *sdk.ServerSession, *probeParams) (*probeResult, error) {
+		return &probeResult{}, nil
+	}) != nil
+	if standard {
+		standardMethods.Store(method, true) // a few dozen names at most: the SDK's
+	}
+	return standard
+}
+
+// standardMethods remembers the methods standardMethod found standard,
+// so that a message of one costs no probe.
+var standardMethods sync.Map
+
+type probeParams struct{ sdk.ParamsBase }
+
+type probeResult struct{ sdk.ResultBase }
+
+// plainRefusal passes an answer through, but holds back one that is a
+// refusal in plain text (http.Error's): its status and, up to a bound, its
+// text.
+type plainRefusal struct {
+	http.ResponseWriter
+	status  int // the refusal's, or 0
+	started bool
+	text    bytes.Buffer
+}
+
+func (p *plainRefusal) WriteHeader(status int) {
+	if p.started || p.status != 0 {
+		return
+	}
+	mediaType, _, _ := mime.ParseMediaType(p.Header().Get("Content-Type"))
+	if status >= http.StatusBadRequest && mediaType == "text/plain" {
+		p.status = status
+		return
+	}
+	p.started = true
+	p.ResponseWriter.WriteHeader(status)
+}
+
+func (p *plainRefusal) Write(b []byte) (int, error) {
+	if !p.started && p.status == 0 {
+		p.WriteHeader(http.StatusOK)
+	}
+	if p.status != 0 {
+		const maxText = 1 << 10
+		p.text.Write(b[:min(len(b), max(0, maxText-p.text.Len()))])
+		return len(b), nil
+	}
+	return p.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher, for the SDK's streams.
+func (p *plainRefusal) Flush() {
+	if p.status != 0 {
+		return
+	}
+	if f, ok := p.ResponseWriter.(http.Flusher); ok {
+		p.started = true
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer beneath.
+func (p *plainRefusal) Unwrap() http.ResponseWriter { return p.ResponseWriter }

@@ -1,0 +1,161 @@
+package mcp_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/front"
+	"github.com/orangerail/orangerail/internal/golden"
+	"github.com/orangerail/orangerail/internal/mcp"
+	"github.com/orangerail/orangerail/internal/ontology"
+)
+
+// httpAnswer is what a client receives over HTTP, for the golden files.
+type httpAnswer struct {
+	Status      int            `json:"status"`
+	ContentType string         `json:"content_type"`
+	Allow       string         `json:"allow,omitempty"`
+	Body        map[string]any `json:"body"`
+}
+
+// rawPost sends one request to the MCP endpoint at u with the headers an
+// MCP client sends (and a bearer token), then header's name-value pairs
+// over them; a "Host" pair sets the Host.
+func rawPost(t *testing.T, method, u, body string, header ...string) httpAnswer {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer t")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		switch {
+		case header[i] == "Host":
+			req.Host = header[i+1]
+		case header[i+1] == "":
+			req.Header.Del(header[i])
+		default:
+			req.Header.Set(header[i], header[i+1])
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := httpAnswer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Allow: resp.Header.Get("Allow")}
+	if len(b) > 0 && json.Unmarshal(b, &a.Body) != nil {
+		a.Body = map[string]any{"not JSON": string(b)}
+	}
+	return a
+}
+
+// TestGoldenJSONRPCOverHTTP: behind the front, as the app mounts it, every
+// answer to a message go-sdk cannot take is a JSON-RPC error
+// (application/json) carrying the request's id when one could be read —
+// an unknown method -32601 (200 to a request), a body that is not JSON
+// -32700, one that is no JSON-RPC request -32600, a batch -32600 — with
+// data naming the stable code, its cause and fix; the SDK's other plain
+// refusals (Accept, Content-Type, method) are JSON-RPC too. A loopback
+// Origin and Host reach the SDK and are served. The bodies are held to
+// testdata/jsonrpc/http.
+func TestGoldenJSONRPCOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(byToken{"t": agent("support")}),
+		Limiter: front.NewMemoryLimiter(), Logger: quiet})
+	f.Mount("/mcp", s.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true})
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	endpoint := srv.URL + "/mcp"
+	self, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+	cases := []struct {
+		name, method, body string
+		header             []string
+		status             int
+		rpcCode            float64
+		id                 any
+	}{
+		{name: "unknown_method", body: `{"jsonrpc":"2.0","id":5,"method":"no/such/method"}`, status: 200, rpcCode: -32601, id: 5.0},
+		{name: "unknown_method_string_id", body: `{"jsonrpc":"2.0","id":"q-1","method":"tools/lists","params":{}}`, status: 200, rpcCode: -32601, id: "q-1"},
+		{name: "unknown_notification", body: `{"jsonrpc":"2.0","method":"notifications/no_such"}`, status: 400, rpcCode: -32601},
+		{name: "not_json", body: `this is not json`, status: 400, rpcCode: -32700},
+		{name: "broken_json_after_id", body: `{"jsonrpc":"2.0","id":6,"method":"tools/list",`, status: 400, rpcCode: -32700, id: 6.0},
+		{name: "empty_body", body: ``, status: 400, rpcCode: -32700},
+		{name: "no_jsonrpc", body: `{"id":7,"method":"tools/list"}`, status: 400, rpcCode: -32600, id: 7.0},
+		{name: "no_method", body: `{"jsonrpc":"2.0","id":8}`, status: 400, rpcCode: -32600, id: 8.0},
+		{name: "method_not_string", body: `{"jsonrpc":"2.0","id":9,"method":42}`, status: 400, rpcCode: -32600, id: 9.0},
+		{name: "id_not_string_or_number", body: `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`, status: 400, rpcCode: -32600},
+		{name: "not_an_object", body: `"tools/list"`, status: 400, rpcCode: -32600},
+		{name: "request_without_id", body: `{"jsonrpc":"2.0","method":"tools/list"}`, status: 400, rpcCode: -32600},
+		{name: "notification_with_id", body: `{"jsonrpc":"2.0","id":10,"method":"notifications/initialized"}`, status: 400, rpcCode: -32600, id: 10.0},
+		{name: "params_missing", body: `{"jsonrpc":"2.0","id":11,"method":"tools/call"}`, status: 400, rpcCode: -32600, id: 11.0},
+		{name: "batch", body: `[{"jsonrpc":"2.0","id":12,"method":"tools/list"}]`, status: 400, rpcCode: -32600},
+		{name: "accept_missing", body: `{"jsonrpc":"2.0","id":13,"method":"tools/list"}`, header: []string{"Accept", ""}, status: 400, rpcCode: -32600, id: 13.0},
+		{name: "content_type_not_json", body: `{"jsonrpc":"2.0","id":14,"method":"tools/list"}`, header: []string{"Content-Type", "text/plain"}, status: 415, rpcCode: -32600, id: 14.0},
+		{name: "get", method: http.MethodGet, status: 405, rpcCode: -32600},
+		{name: "protocol_version_unsupported", body: `{"jsonrpc":"2.0","id":15,"method":"tools/list"}`, header: []string{"MCP-Protocol-Version", "1999-01-01"}, status: 400, rpcCode: -32600, id: 15.0},
+		{name: "dns_rebinding", body: initialize, header: []string{"Host", "evil.example.com", "Origin", "http://evil.example.com"}, status: 403, rpcCode: -32000},
+	}
+	for _, c := range cases {
+		method := c.method
+		if method == "" {
+			method = http.MethodPost
+		}
+		got := rawPost(t, method, endpoint, c.body, c.header...)
+		golden.JSON(t, filepath.Join("testdata", "jsonrpc", "http", c.name+".json"), got)
+		e, _ := got.Body["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if got.Status != c.status || got.ContentType != "application/json" || got.Body["jsonrpc"] != "2.0" ||
+			e["code"] != c.rpcCode || got.Body["id"] != c.id || data["code"] == nil || data["cause"] == "" || data["fix"] == "" {
+			t.Errorf("%s: %d %s %v, want %d, JSON-RPC %v, id %v, data with code, cause and fix", c.name, got.Status, got.ContentType, got.Body, c.status, c.rpcCode, c.id)
+		}
+	}
+
+	// The conformance suite's DNS-rebinding scenario, accepted: a loopback
+	// Origin and Host initialize, then notify.
+	loopback := []string{"Host", self.Host, "Origin", "http://" + self.Host}
+	if got := rawPost(t, http.MethodPost, endpoint, initialize, loopback...); got.Status != http.StatusOK || got.Body["result"] == nil {
+		t.Fatalf("initialize with a loopback Origin and Host: %+v", got)
+	}
+	if got := rawPost(t, http.MethodPost, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, loopback...); got.Status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized with a loopback Origin and Host: %+v", got)
+	}
+	if got := rawPost(t, http.MethodPost, endpoint, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); got.Status != http.StatusOK || got.Body["result"] == nil {
+		t.Fatalf("tools/list: %+v", got)
+	}
+
+	// Served without the front, the handler caps a body at
+	// http.max_body_bytes itself, and answers a longer one 413 in JSON-RPC
+	// with the id read before the cut.
+	bare := httptest.NewServer(mcp.NewAuthenticator(byToken{"t": agent("support")}).Require(s.HTTPHandler()))
+	t.Cleanup(bare.Close)
+	got := rawPost(t, http.MethodPost, bare.URL, `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"`+
+		strings.Repeat("x", int(cfg.HTTP.MaxBodyBytes))+`"}}}`)
+	golden.JSON(t, filepath.Join("testdata", "jsonrpc", "http", "body_too_large_without_the_front.json"), got)
+	if e, _ := got.Body["error"].(map[string]any); got.Status != http.StatusRequestEntityTooLarge || got.Body["id"] != 99.0 ||
+		e["data"].(map[string]any)["limit"] != float64(cfg.HTTP.MaxBodyBytes) {
+		t.Fatalf("a body too large without the front: %+v", got)
+	}
+}

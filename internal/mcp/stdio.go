@@ -1,0 +1,206 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/rpcerror"
+)
+
+// ServeLines serves one caller over MCP's stdio framing — one JSON-RPC
+// message per line — read from in and answered on out, until in ends or
+// ctx does; check as RunChecked asks it. ServeStdio serves it on this
+// process's stdin and stdout.
+//
+// A line is read within http.max_body_bytes and never buffered past it: a
+// longer one is answered X_MCP_BODY_TOO_LARGE (with its id when the part
+// read holds it) and skipped to its end; a line that is not JSON is
+// answered -32700, one that is a batch or no JSON-RPC message -32600 —
+// and the session serves the next line, where go-sdk's own stdio
+// transport ends it.
+func (s *Server) ServeLines(ctx context.Context, caller *engine.Caller, check func(context.Context) error, in io.ReadCloser, out io.Writer) error {
+	return s.RunChecked(ctx, caller, check, &lineTransport{in: in, out: out, max: s.maxBodyBytes(), log: s.log})
+}
+
+// lineTransport is the transport ServeLines serves.
+type lineTransport struct {
+	in  io.ReadCloser
+	out io.Writer
+	max int64
+	log *slog.Logger
+}
+
+// Connect implements sdk.Transport.
+func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
+	c := &lineConn{in: t.in, out: t.out, log: t.log, incoming: make(chan lineRead), closed: make(chan struct{})}
+	// A goroutine reads, so that Close unblocks a Read waiting for input
+	// (as go-sdk's own transports do); it stays blocked in a read of in
+	// that Close does not end, as theirs does.
+	go c.readLoop(bufio.NewReaderSize(t.in, 64<<10), t.max)
+	return c, nil
+}
+
+type lineRead struct {
+	msg jsonrpc.Message
+	err error
+}
+
+// lineConn is one stdio session's connection. Write and Close are safe
+// for concurrent use; Close may be called more than once.
+type lineConn struct {
+	in       io.Closer
+	out      io.Writer
+	log      *slog.Logger
+	writeMu  sync.Mutex
+	incoming chan lineRead
+	once     sync.Once
+	closed   chan struct{}
+}
+
+// Read implements sdk.Connection.
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, io.EOF
+	case r := <-c.incoming:
+		return r.msg, r.err
+	}
+}
+
+// Write implements sdk.Connection.
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("encoding a message: %w", err)
+	}
+	return c.writeLine(data)
+}
+
+// writeLine writes one message and its newline in one write, so that
+// answers written by the reader and by the session never interleave.
+func (c *lineConn) writeLine(data []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_, err := c.out.Write(append(data, '\n'))
+	return err
+}
+
+// Close implements sdk.Connection.
+func (c *lineConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.closed)
+		err = c.in.Close()
+	})
+	return err
+}
+
+// SessionID implements sdk.Connection.
+func (c *lineConn) SessionID() string { return "" }
+
+// readLoop reads lines until in ends, handing each message to Read and
+// answering each line that is none itself.
+func (c *lineConn) readLoop(r *bufio.Reader, limit int64) {
+	for {
+		line, tooLong, err := readLine(r, limit)
+		if msg, answer := judgeLine(line, tooLong, limit); answer != nil {
+			c.log.Warn("stdio message refused", "code", string(answer.Error.Data.Code), "reason", answer.Error.Message)
+			data, _ := json.Marshal(answer)
+			if werr := c.writeLine(data); werr != nil {
+				c.deliver(lineRead{err: werr})
+				return
+			}
+		} else if msg != nil && !c.deliver(lineRead{msg: msg}) {
+			return
+		}
+		if err != nil {
+			c.deliver(lineRead{err: err})
+			return
+		}
+	}
+}
+
+// deliver hands r to Read, and reports false once the connection closed.
+func (c *lineConn) deliver(r lineRead) bool {
+	select {
+	case c.incoming <- r:
+		return true
+	case <-c.closed:
+		return false
+	}
+}
+
+// judgeLine reads one line as a message, or returns the answer refusing
+// it. A blank line is neither.
+func judgeLine(line []byte, tooLong bool, limit int64) (jsonrpc.Message, *rpcerror.Response) {
+	if tooLong {
+		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeServerError, errcode.MCPBodyTooLarge,
+			fmt.Sprintf("the message is longer than %d bytes", limit), limit)
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil, nil
+	}
+	if problem := rpcerror.Check(line); problem != nil {
+		return nil, problem.Response(rpcerror.ID(line))
+	}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, "the message is not a JSON-RPC message the server reads", 0)
+	}
+	// The SDK answers a request of a method it does not serve -32601 too,
+	// but without the data HTTP's answer carries; a notification of one
+	// it ignores, as JSON-RPC asks.
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !standardMethod(req.Method) {
+		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", req.Method), 0)
+	}
+	return msg, nil
+}
+
+// readLine reads one line, without its newline (LF or CRLF), keeping at
+// most limit+1 bytes of it: of a longer line, it returns the first limit
+// bytes, having read the rest to its end unkept, and reports it too long.
+// err is the read's error (io.EOF at the end of in, with the last line if
+// it had no newline).
+func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err error) {
+	var total int64 // the line's length, its LF excluded
+	var last byte
+	for {
+		chunk, rerr := r.ReadSlice('\n')
+		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
+		total += int64(len(chunk))
+		if len(chunk) > 0 {
+			last = chunk[len(chunk)-1]
+		}
+		if room := limit + 1 - int64(len(line)); room > 0 { // + 1: a CR the limit does not count
+			line = append(line, chunk[:min(int64(len(chunk)), room)]...)
+		}
+		if errors.Is(rerr, bufio.ErrBufferFull) {
+			continue
+		}
+		if last == '\r' {
+			total--
+			line = line[:min(int64(len(line)), total)]
+		}
+		if total > limit {
+			return line[:min(int64(len(line)), limit)], true, rerr
+		}
+		return line, false, rerr
+	}
+}

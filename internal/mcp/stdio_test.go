@@ -1,0 +1,117 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/golden"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+)
+
+// TestGoldenStdioAnswersAndServesOn serves the real server over stdio's framing
+// through pipes, with http.max_body_bytes at 4096: a line longer than that
+// is answered X_MCP_BODY_TOO_LARGE (with its id when the part read holds
+// it, else null) and skipped, one of exactly 4096 bytes is read; a line
+// that is not JSON is -32700, one that is no JSON-RPC message or a batch
+// -32600, an unknown method -32601 — each with its data — and after every
+// one the session serves the next message. The answers are held to
+// testdata/jsonrpc/stdio.
+func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, ontologytest.Set("http.max_body_bytes", 4096))
+	serverIn, client := io.Pipe()
+	answers, serverOut := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- s.ServeLines(ctx, agent("support"), nil, serverIn, serverOut) }()
+	read := bufio.NewScanner(answers)
+	read.Buffer(nil, 1<<20)
+	// exchange sends line and returns the one answer it gets.
+	exchange := func(name, line string) map[string]any {
+		t.Helper()
+		go func() { _, _ = io.WriteString(client, line) }()
+		got := make(chan map[string]any, 1)
+		go func() {
+			var m map[string]any
+			if read.Scan() {
+				_ = json.Unmarshal(read.Bytes(), &m)
+			}
+			got <- m
+		}()
+		select {
+		case m := <-got:
+			if m == nil {
+				t.Fatalf("%s: no answer; the session ended: %v", name, read.Err())
+			}
+			return m
+		case err := <-done:
+			t.Fatalf("%s: the session ended: %v", name, err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: no answer", name)
+		}
+		return nil
+	}
+	refused := func(name, line string, rpcCode float64, code string, id any) {
+		t.Helper()
+		m := exchange(name, line)
+		golden.JSON(t, filepath.Join("testdata", "jsonrpc", "stdio", name+".json"), m)
+		e, _ := m["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e["code"] != rpcCode || m["id"] != id || data["code"] != code || data["cause"] == "" || data["fix"] == "" {
+			t.Fatalf("%s: %v, want %v %s with id %v", name, m, rpcCode, code, id)
+		}
+	}
+	served := func(name, line string, id float64) map[string]any {
+		t.Helper()
+		m := exchange(name, line)
+		if m["id"] != id || m["error"] != nil {
+			t.Fatalf("%s: %v", name, m)
+		}
+		return m
+	}
+
+	served("initialize", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n", 1)
+	if _, err := io.WriteString(client, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	call := func(id, pad int) string { // a tools/call line of pad x's
+		return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"` + strings.Repeat("x", pad) + `"}}}`
+	}
+	short := len(call(2, 0))
+	refused("too_long", call(2, 4097-short)+"\n", -32000, "X_MCP_BODY_TOO_LARGE", 2.0)
+	// Exactly the limit is read, CRLF and all; the tool answers it.
+	if m := served("at_the_limit", call(3, 4096-short)+"\r\n", 3); m["result"] == nil {
+		t.Fatalf("a line of the limit: %v", m)
+	}
+	refused("too_long_id_unread", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"order_get","arguments":{"id":"`+strings.Repeat("x", 1<<20)+`"}},"id":4}`+"\n",
+		-32000, "X_MCP_BODY_TOO_LARGE", nil)
+	refused("not_json", "{oops\n", -32700, "X_MCP_PARSE_ERROR", nil)
+	refused("no_jsonrpc", `{"id":5,"method":"tools/list"}`+"\n", -32600, "X_MCP_INVALID_REQUEST", 5.0)
+	refused("batch", `[{"jsonrpc":"2.0","id":6,"method":"tools/list"}]`+"\n", -32600, "X_MCP_PROTOCOL", nil)
+	refused("unknown_method", `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`+"\n", -32601, "X_MCP_METHOD_UNKNOWN", 7.0)
+	if m := served("tools/list after them", "\n"+`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n", 8); m["result"] == nil {
+		t.Fatalf("tools/list: %v", m)
+	}
+
+	_ = client.Close()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, io.EOF) {
+			t.Fatalf("the session ended with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the session did not end at the end of its input")
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

@@ -1,0 +1,190 @@
+// Package rpcerror is the one shape of the JSON-RPC errors orangerail
+// answers outside a method's own result: the HTTP front's refusals, and the
+// MCP transports' answers to messages the SDK cannot take (not JSON, not a
+// JSON-RPC message, an unknown method, a line too long). Each carries the
+// request's id when it could be read (null only when none could), and data
+// naming its stable code, the code's cause and fix, and the bound that was
+// hit. It also reads a message as far as those answers need: its id, and
+// whether it is one JSON-RPC message at all.
+package rpcerror
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// The JSON-RPC 2.0 error codes these answers use.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInternalError  = -32603
+	// CodeServerError is the server-defined code (-32000 to -32099) of a
+	// refusal that is not about the message itself: no token, a rate, an
+	// origin.
+	CodeServerError = -32000
+)
+
+// Data is an error's data member: the stable code, and what the code's
+// entry in errcode says of it.
+type Data struct {
+	Code  errcode.Code `json:"code"`
+	Cause string       `json:"cause"`
+	Fix   string       `json:"fix"`
+	// Limit is the bound that was hit — bytes of a body, calls a minute —
+	// or zero (absent) when the refusal hit none.
+	Limit int64 `json:"limit,omitempty"`
+	// CorrelationID is where an operator finds the refusal's cause in the
+	// host log, when it has one there.
+	CorrelationID string `json:"correlationId,omitempty"`
+}
+
+// DataOf is the data of a refusal under code; limit as Data.Limit.
+func DataOf(code errcode.Code, limit int64) Data {
+	entry, _ := errcode.Explain(string(code))
+	return Data{Code: code, Cause: entry.Cause, Fix: entry.Fix, Limit: limit}
+}
+
+// Error is a JSON-RPC error object.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    Data   `json:"data"`
+}
+
+// Response is a JSON-RPC error response.
+type Response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   Error           `json:"error"`
+}
+
+// New returns the error response to the message of id (nil: null) under
+// rpcCode, whose message is code and msg and whose data is DataOf(code,
+// limit).
+func New(id json.RawMessage, rpcCode int, code errcode.Code, msg string, limit int64) *Response {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	return &Response{JSONRPC: "2.0", ID: id, Error: Error{Code: rpcCode, Message: Message(code, msg), Data: DataOf(code, limit)}}
+}
+
+// Message is the error message of a refusal: its code, then what went
+// wrong.
+func Message(code errcode.Code, msg string) string { return fmt.Sprintf("%s: %s", code, msg) }
+
+// Write answers an HTTP request with status and the response as JSON.
+func (r *Response) Write(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(r)
+}
+
+// ID returns the id member of the JSON-RPC message body begins with — a
+// string or a number, as sent — or nil when none can be read: body is not
+// an object, holds no id before it ends or breaks off, holds two, or its id
+// is null or of another type. body may be a prefix of the message (a body
+// cut at a size limit): an id is read if it is whole before the cut. Every
+// member but the id is skipped unread.
+func ID(body []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var id json.RawMessage
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return id
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return id
+		}
+		if key != "id" {
+			continue
+		}
+		// A number at the very end of a prefix may be cut short: only one
+		// followed by more of the body is whole.
+		if id != nil || dec.InputOffset() >= int64(len(body)) || !isID(value) {
+			return nil
+		}
+		id = value
+	}
+	return id
+}
+
+// isID reports whether a JSON value is a string or a number.
+func isID(v json.RawMessage) bool {
+	return len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))
+}
+
+// Problem is why a message is not one JSON-RPC message to hand on: its
+// JSON-RPC code, stable code and what is wrong.
+type Problem struct {
+	RPCCode int
+	Code    errcode.Code
+	Msg     string
+}
+
+// Response is the answer to a message of id refused for the problem.
+func (p *Problem) Response(id json.RawMessage) *Response {
+	return New(id, p.RPCCode, p.Code, p.Msg, 0)
+}
+
+// IsBatch reports whether body is a JSON-RPC batch: a JSON array.
+func IsBatch(body []byte) bool {
+	trimmed := bytes.TrimSpace(body)
+	return len(trimmed) > 0 && trimmed[0] == '['
+}
+
+// ErrBatch is the problem of a batch: orangerail accepts one message at a
+// time, whatever the protocol version.
+var ErrBatch = &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPProtocol, Msg: "JSON-RPC batches are not accepted"}
+
+// Check reads body as one JSON-RPC 2.0 message and returns, when it is
+// not one, the problem: not JSON (parse error), a batch, or JSON that is
+// neither a request nor a response (invalid request). It checks the
+// envelope only — the method, params and whether an id belongs are the
+// receiver's to judge — so that a message it passes is one the MCP SDK
+// reads rather than refuses as malformed. The answer's id is ID(body).
+func Check(body []byte) *Problem {
+	if !json.Valid(body) {
+		return &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
+	}
+	if IsBatch(body) {
+		return ErrBatch
+	}
+	invalid := func(msg string) *Problem {
+		return &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPInvalidRequest, Msg: msg}
+	}
+	var msg map[string]json.RawMessage
+	if err := json.Unmarshal(body, &msg); err != nil || msg == nil {
+		return invalid("the message is not a JSON object")
+	}
+	if v, ok := msg["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
+		return invalid(`"jsonrpc" must be "2.0"`)
+	}
+	rawID, hasID := msg["id"]
+	if hasID && !isID(rawID) && !isNull(rawID) {
+		return invalid(`"id" must be a string or a number`)
+	}
+	if method, ok := msg["method"]; ok {
+		if len(method) == 0 || method[0] != '"' {
+			return invalid(`"method" must be a string`)
+		}
+		return nil
+	}
+	_, result := msg["result"]
+	_, failed := msg["error"]
+	if !hasID || isNull(rawID) || result == failed {
+		return invalid(`the message is neither a request ("method" is missing) nor a response (an "id" and a "result" or an "error")`)
+	}
+	return nil
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }

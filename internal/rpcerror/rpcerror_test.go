@@ -1,0 +1,65 @@
+package rpcerror
+
+import (
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// TestID reads the id a body begins with, whole or cut at a limit, and
+// none where it cannot be told.
+func TestID(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"ping"}`:            `7`,
+		`{"id":"a\"b","params":{"id":1}}`:                     `"a\"b"`,
+		` { "id" : -1.5e3 } `:                                 `-1.5e3`,
+		`{"jsonrpc":"2.0","id":12345,"params":{"x":"cut here`: `12345`,
+		`{"jsonrpc":"2.0","id":12`:                            ``, // the number may go on past the cut
+		`{"jsonrpc":"2.0","id":"ab`:                           ``,
+		`{"params":{"x":"cut before the id`:                   ``,
+		`{"id":1,"id":2}`:                                     ``, // which one?
+		`{"id":null}`:                                         ``,
+		`{"id":true}`:                                         ``,
+		`{"id":{"a":1}}`:                                      ``,
+		`[{"id":1}]`:                                          ``,
+		`not json`:                                            ``,
+		``:                                                    ``,
+	} {
+		if got := string(ID([]byte(body))); got != want {
+			t.Errorf("ID(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+// TestCheck tells a JSON-RPC message from what is none, by the envelope.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]errcode.Code{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`:         "",
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`: "",
+		`{"jsonrpc":"2.0","id":1,"result":{}}`:                   "",
+		`{"jsonrpc":"2.0","id":"x","error":{"code":1}}`:          "",
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`:            "", // the SDK's to judge
+		`{"jsonrpc":"2.0","id":1,"method":"ping"} x`:             errcode.MCPParseError,
+		``: errcode.MCPParseError,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`: errcode.MCPProtocol,
+		`17`:                                     errcode.MCPInvalidRequest,
+		`{"id":1,"method":"ping"}`:               errcode.MCPInvalidRequest,
+		`{"jsonrpc":2.0,"id":1,"method":"ping"}`: errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":[1],"method":"ping"}`:      errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":1,"method":null}`:          errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":1}`:                        errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","result":{}}`:                   errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`: errcode.MCPInvalidRequest,
+	} {
+		p := Check([]byte(body))
+		var got errcode.Code
+		if p != nil {
+			got = p.Code
+		}
+		if got != want {
+			t.Errorf("Check(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
