@@ -61,7 +61,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 		object := t.subject
 		o := s.cfg.Objects[object]
 		srv.AddResource(&sdk.Resource{URI: ObjectURI(object), Name: object, Title: cmpOr(o.Title, object),
-			Description: fmt.Sprintf("The schema of a %s row, how a list of them filters, sorts and pages, and its links.", object), MIMEType: resourceMIME},
+			Description: fmt.Sprintf("The schema of one %s row, how a list of them filters, sorts and pages, and its links.", object), MIMEType: resourceMIME},
 			func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 				caller := resourceCaller(fixed, req)
 				if caller == nil || !s.engine.CanRead(caller, object) {
@@ -121,12 +121,17 @@ func (s *Server) readApproval(ctx context.Context, caller *engine.Caller, uri st
 	return a, nil
 }
 
+// jsonResource is a resource's content: v as indented JSON, its < > &
+// written as themselves (a model reads it, not a browser).
 func jsonResource(uri string, v any) (*sdk.ReadResourceResult, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: resourceMIME, Text: string(b)}}}, nil
+	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: resourceMIME, Text: b.String()}}}, nil
 }
 
 func cmpOr(a, b string) string {
@@ -157,9 +162,13 @@ func (s *Server) ontologyDoc(names []string) map[string]any {
 	}
 	for object := range readable {
 		o := s.cfg.Objects[object]
-		objects[object] = map[string]any{"title": cmpOr(o.Title, object), "description": o.Description, "key": o.Key, "fields": o.Fields,
+		doc := map[string]any{"title": cmpOr(o.Title, object), "key": o.Key, "fields": o.Fields,
 			"readAccess": readAccessWords(o), "tools": []string{ontology.GetTool(object), ontology.ListTool(object)},
 			"schema": ObjectURI(object)}
+		if o.Description != "" {
+			doc["description"] = o.Description
+		}
+		objects[object] = doc
 	}
 	// Action targets are named only for objects the caller reads: done
 	// after every object is known.
@@ -195,11 +204,14 @@ func (s *Server) objectDoc(object string, names []string) map[string]any {
 	for field, ops := range o.List.Filters {
 		filters[field] = ops
 	}
-	doc := map[string]any{"name": object, "title": cmpOr(o.Title, object), "description": o.Description, "key": o.Key,
+	doc := map[string]any{"name": object, "title": cmpOr(o.Title, object), "key": o.Key,
 		"readAccess": readAccessWords(o),
 		"tools":      map[string]string{"get": ontology.GetTool(object), "list": ontology.ListTool(object)},
 		"list":       map[string]any{"filters": filters, "sort": o.List.Sort, "maxLimit": o.List.MaxLimit},
 		"links":      s.visibleLinks(readable, object)}
+	if o.Description != "" {
+		doc["description"] = o.Description
+	}
 	if t, ok := s.tools[ontology.GetTool(object)]; ok {
 		doc["schema"] = rowSchema(t.def)
 	}
@@ -278,14 +290,14 @@ func (s *Server) actionDoc(t *tool, readable map[string]bool) map[string]any {
 func (s *Server) policyWords(tool string, a *ontology.Action) string {
 	var parts []string
 	if len(a.Policy.Roles) > 0 {
-		parts = append(parts, fmt.Sprintf("Offered to callers with one of the roles %s.", strings.Join(a.Policy.Roles, ", ")))
+		parts = append(parts, fmt.Sprintf("Offered to callers with %s.", roleWords(a.Policy.Roles)))
 	}
 	if scope := s.cfg.ToolScope(tool); scope != "" {
 		parts = append(parts, fmt.Sprintf("A call needs a token carrying the scope %s.", scope))
 	}
 	switch {
 	case a.Policy.Approval == ontology.ApprovalRequired:
-		who := fmt.Sprintf("A person with one of the roles %s approves each call before it runs", strings.Join(a.Policy.ApproverRoles, ", "))
+		who := fmt.Sprintf("A person with %s approves each call before it runs", roleWords(a.Policy.ApproverRoles))
 		if *s.cfg.Approvals.FourEyes {
 			who += ", never the caller who requested it"
 		}
@@ -310,9 +322,17 @@ func readAccessWords(o *ontology.Object) string {
 	case ontology.ReadPublic:
 		return "anyone"
 	case ontology.ReadRoles:
-		return "callers with one of the roles " + strings.Join(o.ReadAccess.Roles, ", ")
+		return "callers with " + roleWords(o.ReadAccess.Roles)
 	}
 	return "any signed-in caller"
+}
+
+// roleWords names roles as a sentence does.
+func roleWords(roles []string) string {
+	if len(roles) == 1 {
+		return "the role " + roles[0]
+	}
+	return "one of the roles " + strings.Join(roles, ", ")
 }
 
 // approvalDoc is an approval resource's content: the approval, and what
