@@ -180,7 +180,8 @@ func (s *Server) capabilities(session bool) *sdk.ServerCapabilities {
 func (s *Server) undeclared(caps *sdk.ServerCapabilities) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if (caps.Prompts == nil && strings.HasPrefix(method, "prompts/")) || (caps.Logging == nil && method == "logging/setLevel") {
+			// Logging is never declared: orangerail sends no log messages.
+			if (caps.Prompts == nil && strings.HasPrefix(method, "prompts/")) || method == "logging/setLevel" {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served: the server does not declare its capability", method)}
 			}
 			return next(ctx, method, req)
@@ -350,7 +351,9 @@ func (s *Server) RunChecked(ctx context.Context, caller *engine.Caller, check fu
 	select {
 	case <-ctx.Done():
 		_ = ss.Close()
-		<-ended
+		if err := <-ended; err != nil {
+			s.log.DebugContext(ctx, "a session closed as its context ended", "error", err)
+		}
 		return ctx.Err()
 	case err := <-ended:
 		return err

@@ -171,6 +171,7 @@ func TestCapabilitiesExact(t *testing.T) {
 	if _, err := cs.ListPrompts(ctx, nil); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeMethodNotFound {
 		t.Fatalf("prompts/list without the capability: %v", err)
 	}
+	//nolint:staticcheck // SA1019: the test holds that the deprecated logging method is refused.
 	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeMethodNotFound {
 		t.Fatalf("logging/setLevel without the capability: %v", err)
 	}
@@ -205,6 +206,13 @@ func TestCapabilitiesExact(t *testing.T) {
 	}
 	if res, err := hs.ListResources(ctx, nil); err != nil || len(res.Resources) != 4 {
 		t.Fatalf("resources/list over HTTP: %+v %v", res, err)
+	}
+	// Each request's handlers read its own caller, from its token.
+	if doc, text := readJSON(t, hs, mcp.OntologyURI); len(doc["actions"].(map[string]any)) != 3 {
+		t.Fatalf("the ontology over HTTP: %s", text)
+	}
+	if res, err := hs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "request_cancellation", Arguments: map[string]string{"order_id": "o-1", "reason": "r"}}); err != nil || len(res.Messages) != 1 {
+		t.Fatalf("prompts/get over HTTP: %+v %v", res, err)
 	}
 }
 
@@ -449,7 +457,7 @@ func TestApprovalSubscribe(t *testing.T) {
 
 	other := &engine.Caller{Subject: "agent-8", Tenant: "acme", Roles: []string{"support"}, Kind: engine.ActorAgent}
 	var rpcErr *jsonrpc.Error
-	if err := connectWith(t, sv.s, other, nil, legacy).Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); !errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeResourceNotFound {
+	if err := connectWith(t, sv.s, other, nil, legacy).Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || rpcErr.Message != "Resource not found" {
 		t.Fatalf("another caller subscribes: %v", err)
 	}
 	otherOpts, otherCh := updates()
