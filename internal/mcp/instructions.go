@@ -44,7 +44,7 @@ func (s *Server) instructions(names []string, session bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s is governed by orangerail: every call you make is checked against its ontology, scoped to your tenant, and recorded in an append-only audit log.", s.cfg.Service)
 	if s.cfg.Preset == ontology.PresetSandbox && len(governed)+len(direct) > 0 {
-		b.WriteString(" This deployment is a sandbox: action calls are recorded and nothing executes.")
+		b.WriteString(" This deployment is a sandbox: an action call answers dry_run; it is recorded, and nothing is staged or executed.")
 	}
 	if len(objects) > 0 {
 		fmt.Fprintf(&b, " You may read these objects, each with its NAME_get and NAME_list tools: %s.", listed(objects))
@@ -55,7 +55,11 @@ func (s *Server) instructions(names []string, session bool) string {
 	if len(direct) > 0 {
 		fmt.Fprintf(&b, " These actions run when called, without approval: %s.", listed(direct))
 	}
-	if len(governed) > 0 && check {
+	switch {
+	case len(governed) > 0 && s.cfg.Preset == ontology.PresetSandbox:
+		// A sandbox stages no approval: every action call answers dry_run.
+		fmt.Fprintf(&b, " These actions would need a person's approval: %s.", listed(governed))
+	case len(governed) > 0 && check:
 		fmt.Fprintf(&b, " These actions need a person's approval: %s.", listed(governed))
 		b.WriteString(" Approvals: a call of one of them does not run; it answers status approval_pending with an approvalId. " +
 			"A person decides it at the approvals desk. Poll check_approval with that approvalId: it answers pending until then; " +

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,7 +61,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 		}
 		object := t.subject
 		o := s.cfg.Objects[object]
-		srv.AddResource(&sdk.Resource{URI: ObjectURI(object), Name: object, Title: cmpOr(o.Title, object),
+		srv.AddResource(&sdk.Resource{URI: ObjectURI(object), Name: object, Title: cmp.Or(o.Title, object),
 			Description: fmt.Sprintf("The schema of one %s row, how a list of them filters, sorts and pages, and its links.", object), MIMEType: resourceMIME},
 			func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 				caller := resourceCaller(fixed, req)
@@ -134,13 +135,6 @@ func jsonResource(uri string, v any) (*sdk.ReadResourceResult, error) {
 	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: resourceMIME, Text: b.String()}}}, nil
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // ontologyDoc is the ontology as a caller with the catalog names may see
 // it: the objects it may read, the links between two of them, and the
 // actions it may call — what each is and its policy in words. It holds no
@@ -162,7 +156,7 @@ func (s *Server) ontologyDoc(names []string) map[string]any {
 	}
 	for object := range readable {
 		o := s.cfg.Objects[object]
-		doc := map[string]any{"title": cmpOr(o.Title, object), "key": o.Key, "fields": o.Fields,
+		doc := map[string]any{"title": cmp.Or(o.Title, object), "key": o.Key, "fields": o.Fields,
 			"readAccess": readAccessWords(o), "tools": []string{ontology.GetTool(object), ontology.ListTool(object)},
 			"schema": ObjectURI(object)}
 		if o.Description != "" {
@@ -179,7 +173,7 @@ func (s *Server) ontologyDoc(names []string) map[string]any {
 	}
 	doc := map[string]any{"service": s.cfg.Service, "preset": string(s.cfg.Preset), "objects": objects,
 		"links": s.visibleLinks(readable, ""), "actions": actions}
-	if governed {
+	if governed && s.cfg.Preset != ontology.PresetSandbox { // a sandbox stages nothing
 		doc["approvals"] = map[string]any{
 			"ttl":      time.Duration(s.cfg.Approvals.TTL).String(),
 			"fourEyes": *s.cfg.Approvals.FourEyes,
@@ -204,7 +198,7 @@ func (s *Server) objectDoc(object string, names []string) map[string]any {
 	for field, ops := range o.List.Filters {
 		filters[field] = ops
 	}
-	doc := map[string]any{"name": object, "title": cmpOr(o.Title, object), "key": o.Key,
+	doc := map[string]any{"name": object, "title": cmp.Or(o.Title, object), "key": o.Key,
 		"readAccess": readAccessWords(o),
 		"tools":      map[string]string{"get": ontology.GetTool(object), "list": ontology.ListTool(object)},
 		"list":       map[string]any{"filters": filters, "sort": o.List.Sort, "maxLimit": o.List.MaxLimit},
@@ -263,7 +257,7 @@ func (s *Server) visibleLinks(readable map[string]bool, object string) map[strin
 // actionDoc is one action as its caller may see it.
 func (s *Server) actionDoc(t *tool, readable map[string]bool) map[string]any {
 	a := s.cfg.Actions[t.subject]
-	doc := map[string]any{"title": cmpOr(a.Title, t.subject), "description": a.Description, "tool": t.def.Name,
+	doc := map[string]any{"title": cmp.Or(a.Title, t.subject), "description": a.Description, "tool": t.def.Name,
 		"input": t.def.InputSchema, "approval": string(a.Policy.Approval), "destructive": a.Destructive, "idempotent": a.Idempotent,
 		"policy": s.policyWords(t.def.Name, a)}
 	if a.Target != nil {

@@ -137,6 +137,13 @@ func TestInstructionsPerCaller(t *testing.T) {
 		}
 	}
 
+	// A sandbox stages nothing: its instructions say so, and describe no
+	// approval to poll.
+	sandbox := instructions(connect(t, b.serve(t, -1, ontologytest.Set("preset", "sandbox")).s, agent("support")))
+	if !strings.Contains(sandbox, "sandbox: an action call answers dry_run") || strings.Contains(sandbox, "approval_pending") {
+		t.Errorf("the sandbox's instructions:\n%s", sandbox)
+	}
+
 	// A large catalog: every list is cut by count, the instructions stay
 	// within their bound, and no object is named twice.
 	var edits []ontologytest.Edit
