@@ -3,13 +3,16 @@
 // the protected-resource metadata (RFC 9728) from the 401 challenge, then
 // an order is read, a governed cancellation is staged, a person approves it
 // with the CLI, the agent polls it to completion, and the audit log
-// verifies. Over stdio, the development identity's catalog is listed. Over
-// both, an unknown method is the JSON-RPC error -32601 the SDK reads.
+// verifies. What each caller is told besides its tools — instructions,
+// resources, prompts, capabilities — is read over both doors. Over stdio,
+// the development identity's catalog is listed, and a subscription to an
+// approval hears of a decision the HTTP server's process made. Over both,
+// an unknown method is the JSON-RPC error -32601 the SDK reads.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { discoverOAuthProtectedResourceMetadata, extractResourceMetadataUrl, discoverAuthorizationServerMetadata } from "@modelcontextprotocol/sdk/client/auth.js";
-import { EmptyResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { EmptyResultSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 
@@ -71,6 +74,21 @@ check(!explained.isError && explained.structuredContent?.fix?.includes("describe
 const unknownCode = await client.callTool({ name: "errors_explain", arguments: { code: "X_NO_SUCH_CODE" } });
 check(unknownCode.isError && unknownCode.content?.some((c) => c.text?.includes('"path":"/code"')), "errors_explain refuses an unknown code at /code", unknownCode);
 
+// What the agent is told before its first call.
+const caps = client.getServerCapabilities();
+check(caps.tools && !caps.tools.listChanged && caps.resources && !caps.resources.subscribe && caps.prompts && !caps.logging,
+  "capabilities over HTTP: exactly what is served", caps);
+const told = client.getInstructions() ?? "";
+check(told.includes("need a person's approval: cancel_order") && told.includes("check_approval"), "instructions name the governed actions", told);
+const listed = (await client.listResources()).resources.map((r) => r.uri);
+check(listed.includes("orangerail://ontology") && listed.includes("orangerail://objects/order"), "resources/list", listed);
+const onto = JSON.parse((await client.readResource({ uri: "orangerail://ontology" })).contents[0].text);
+check(onto.actions?.cancel_order?.approval === "required" && !JSON.stringify(onto).includes("UPDATE orders"), "the ontology resource", onto);
+const prompts = (await client.listPrompts()).prompts.map((p) => p.name);
+check(prompts.includes("request_cancellation"), "prompts/list", prompts);
+const prompt = await client.getPrompt({ name: "request_cancellation", arguments: { order_id: "o-1002", reason: "moved" } });
+check(prompt.messages[0]?.content?.text?.startsWith("A customer asked to cancel order o-1002 because: moved."), "prompts/get renders", prompt);
+
 const read = await client.callTool({ name: "order_get", arguments: { id: "o-1002" } });
 check(!read.isError && read.structuredContent?.item?.status === "pending", "order_get reads o-1002", read);
 
@@ -80,6 +98,8 @@ check(staged.structuredContent?.status === "approval_pending" && id, "cancel_ord
 
 const pending = await client.callTool({ name: "check_approval", arguments: { approvalId: id } });
 check(pending.structuredContent?.status === "pending", "check_approval before the decision", pending);
+const approvalDoc = JSON.parse((await client.readResource({ uri: `orangerail://approvals/${id}` })).contents[0].text);
+check(approvalDoc.status === "pending" && approvalDoc.action === "cancel_order", "the approval resource", approvalDoc);
 
 // A person decides through the deployment's API with their own token.
 const asApprover = { env: { ...process.env, ORANGERAIL_TOKEN: facts.tokens.approver.acme } };
@@ -114,6 +134,10 @@ const write = await auditor.callTool({ name: "sql_query", arguments: { sql: "WIT
 const refusal = JSON.parse(write.content?.[1]?.text ?? "{}"); // a refusal travels as text: the message, then its body
 check(write.isError && !write.structuredContent && refusal.code === "X_MCP_QUERY_REJECTED" && refusal.rule === "no_modifying",
   "sql_query refuses a data-modifying CTE", write);
+const auditorTold = auditor.getInstructions() ?? "";
+check(!auditorTold.includes("cancel_order") && auditorTold.includes("sql_query"), "the auditor's instructions name only what it sees", auditorTold);
+const auditorPrompts = (await auditor.listPrompts()).prompts;
+check(auditorPrompts.length === 0, "the auditor is offered no prompt", auditorPrompts);
 await auditor.close();
 
 // A forged token is refused.
@@ -133,6 +157,20 @@ await local.connect(new StdioClientTransport({ command, args, stderr: "ignore" }
 const stdioTools = (await local.listTools()).tools.map((t) => t.name);
 check(stdioTools.includes("cancel_order"), "tools/list over stdio", stdioTools);
 await unknownMethod(local, "stdio");
+check(local.getServerCapabilities()?.resources?.subscribe === true, "resources are subscribable over stdio", local.getServerCapabilities());
+// A subscription hears of a decision another process (the HTTP server,
+// through its API) makes: the stdio server polls what is subscribed.
+const updated = new Promise((resolve) => local.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => resolve(n.params.uri)));
+const stdioStaged = await local.callTool({ name: "update_shipping_address", arguments: { order_id: "o-1001", address: "2 Subscriber Street" } });
+const stdioID = stdioStaged.structuredContent?.approvalId;
+check(stdioStaged.structuredContent?.status === "approval_pending" && stdioID, "update_shipping_address stages over stdio", stdioStaged);
+await local.subscribeResource({ uri: `orangerail://approvals/${stdioID}` });
+const stdioView = JSON.parse(execFileSync(facts.orangerail, ["approvals", "show", stdioID, "--json", ...common], asApprover));
+execFileSync(facts.orangerail, ["approvals", "approve", stdioID, "--digest", stdioView.digest, ...common], asApprover);
+const notified = await Promise.race([updated, new Promise((resolve) => setTimeout(() => resolve("timeout"), 15000))]);
+check(notified === `orangerail://approvals/${stdioID}`, "a subscribed approval's decision is notified over stdio", notified);
+const stdioDoc = JSON.parse((await local.readResource({ uri: `orangerail://approvals/${stdioID}` })).contents[0].text);
+check(stdioDoc.status === "approved", "the approval reads approved, and reading executed nothing", stdioDoc);
 await local.close();
 
 execFileSync(facts.orangerail, ["audit", "verify", "--database-url", facts.database_url], { stdio: "inherit" });

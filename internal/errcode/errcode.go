@@ -80,6 +80,11 @@ const (
 	DeskSignInRequired Code = "X_DESK_SIGN_IN_REQUIRED"
 	DeskNotAPerson     Code = "X_DESK_NOT_A_PERSON"
 	DeskFormRefused    Code = "X_DESK_FORM_REFUSED"
+
+	MCPPromptPlaceholderUnknown Code = "X_MCP_PROMPT_PLACEHOLDER_UNKNOWN"
+	MCPPromptArgumentDuplicate  Code = "X_MCP_PROMPT_ARGUMENT_DUPLICATE"
+	MCPPromptArgumentUnused     Code = "X_MCP_PROMPT_ARGUMENT_UNUSED"
+	MCPPromptArgumentsInvalid   Code = "X_MCP_PROMPT_ARGUMENTS_INVALID"
 )
 
 // Entry describes one code, for two audiences: Fix is the operator's (and
@@ -260,6 +265,15 @@ var table = []Entry{
 		"Sign in with a person's account; ask the identity provider's administrator to set the claim identity.oidc.human reads.", ""},
 	{DeskFormRefused, "The desk refused a form: it came from another site, or without this session's form token (cross-site request forgery protection).",
 		"Reload the page and submit the form again from the desk itself.", ""},
+	{MCPPromptPlaceholderUnknown, "A prompt's message (prompts.NAME.message) holds a placeholder {{name}} that names none of the prompt's arguments, or braces that are not a placeholder: nobody could fill it, and the model would read it as written.",
+		"Declare the argument under prompts.NAME.arguments, correct the placeholder's name, or take the braces out; a placeholder is {{name}}, a name being a letter or _ then letters, digits or _.", ""},
+	{MCPPromptArgumentDuplicate, "A prompt declares two arguments of one name (prompts.NAME.arguments.N.name): a client could not tell which value goes where.",
+		"Name each of the prompt's arguments once.", ""},
+	{MCPPromptArgumentUnused, "A prompt declares an argument its message never uses (no {{name}} in prompts.NAME.message): a person would be asked for a value that is then dropped.",
+		"Use the argument in the message as {{name}}, or remove it from prompts.NAME.arguments.", ""},
+	{MCPPromptArgumentsInvalid, "prompts/get was sent arguments the prompt does not take: a required argument is missing or empty, an argument is not one the prompt declares, or a value is longer than the server accepts.",
+		"Send each required argument, by the names prompts/list shows for the prompt, and only those it declares.",
+		"Send each required argument, by the names prompts/list shows for the prompt, and only those it declares."},
 }
 
 // Explain returns the entry for a code, matched case-insensitively.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,6 +44,11 @@ type Options struct {
 	// database's words of a failed query, a panic's stack. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// ApprovalPoll is how often a session's subscribed approvals are
+	// re-read, to see changes other processes made (a decision at the
+	// desk of another replica). Defaults to ApprovalPollDefault; negative:
+	// never, only this process's changes (through Hooks) are seen.
+	ApprovalPoll time.Duration
 }
 
 // Server builds MCP servers whose tool catalog is the one a caller may see.
@@ -58,7 +64,11 @@ type Server struct {
 	tools   map[string]*tool
 
 	mu       sync.Mutex
-	profiles map[string]*sdk.Server // by the names of the tools a caller sees
+	profiles map[string]*sdk.Server // by the names of the tools and prompts a caller sees
+
+	// watch tells sessions subscribed to an approval's resource when its
+	// status changes (resources.go).
+	watch *watcher
 
 	// beforeTool, set only by tests (export_test.go), runs as a tool
 	// handler starts.
@@ -81,6 +91,10 @@ func New(opts Options) (*Server, error) {
 		profiles: map[string]*sdk.Server{},
 	}
 	s.tools = s.declare()
+	s.watch = newWatcher(s.engine, s.log, opts.ApprovalPoll)
+	if opts.Hooks != nil {
+		opts.Hooks.Subscribe(0, s.watch.observe)
+	}
 	return s, nil
 }
 
@@ -106,30 +120,74 @@ func (s *Server) visible(caller *engine.Caller) []string {
 // shared by every caller who sees the same tools; the handlers read the
 // caller from each request.
 func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
-	names := s.visible(caller)
-	key := strings.Join(names, ",")
+	names, prompts := s.visible(caller), s.visiblePrompts(caller)
+	key := strings.Join(names, ",") + "|" + strings.Join(prompts, ",")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if srv, ok := s.profiles[key]; ok {
 		return srv
 	}
-	srv := s.build(names, nil)
+	srv := s.build(names, prompts, nil)
 	s.profiles[key] = srv
 	return srv
 }
 
-// build makes an MCP server with the named tools. fixed, when set, is the
-// caller of every request (stdio, in-memory); otherwise each request
-// carries its own.
-func (s *Server) build(names []string, fixed *engine.Caller) *sdk.Server {
-	srv := sdk.NewServer(&sdk.Implementation{Name: "orangerail", Title: s.cfg.Service, Version: s.version},
-		&sdk.ServerOptions{SchemaCache: s.schemas, SetCacheable: private})
+// session builds the MCP server of one session of caller (stdio,
+// in-memory): the caller of every request is fixed.
+func (s *Server) session(caller *engine.Caller) *sdk.Server {
+	return s.build(s.visible(caller), s.visiblePrompts(caller), caller)
+}
+
+// build makes an MCP server with the named tools and prompts, the
+// resources of that catalog and instructions for it. fixed, when set, is
+// the caller of every request of the server's one session (stdio,
+// in-memory), where resources/subscribe works; otherwise each request
+// carries its own, and nothing is subscribed.
+func (s *Server) build(names, prompts []string, fixed *engine.Caller) *sdk.Server {
+	opts := &sdk.ServerOptions{SchemaCache: s.schemas, SetCacheable: private,
+		Instructions: s.instructions(names, fixed != nil), Capabilities: s.capabilities(fixed != nil)}
+	var srv *sdk.Server // the subscribe handler's, set before any request
+	if fixed != nil {
+		opts.SubscribeHandler = func(ctx context.Context, req *sdk.SubscribeRequest) error { return s.subscribe(ctx, srv, fixed, req) }
+		opts.UnsubscribeHandler = s.unsubscribe
+	}
+	srv = sdk.NewServer(&sdk.Implementation{Name: "orangerail", Title: s.cfg.Service, Version: s.version}, opts)
 	for _, name := range names {
 		t := s.tools[name]
 		srv.AddTool(t.def, s.handler(t, fixed))
 	}
-	srv.AddReceivingMiddleware(s.offered(names, fixed))
+	s.addResources(srv, names, fixed)
+	s.addPrompts(srv, prompts, fixed)
+	srv.AddReceivingMiddleware(s.offered(names, fixed), s.undeclared(opts.Capabilities))
 	return srv
+}
+
+// capabilities are exactly what a server serves: tools, without
+// listChanged (a catalog never changes while a session lasts, so none is
+// ever sent); resources, subscribable only where a session lasts
+// (session); prompts only when the config declares any, for anyone; and
+// no logging, which orangerail never sends.
+func (s *Server) capabilities(session bool) *sdk.ServerCapabilities {
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{Subscribe: session}}
+	if len(s.cfg.Prompts) > 0 {
+		caps.Prompts = &sdk.PromptCapabilities{}
+	}
+	return caps
+}
+
+// undeclared answers a request of a capability the server does not
+// declare as a method it does not have (-32601): the SDK would answer
+// prompts/list, or take logging/setLevel, without the capability.
+func (s *Server) undeclared(caps *sdk.ServerCapabilities) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			// Logging is never declared: orangerail sends no log messages.
+			if (caps.Prompts == nil && strings.HasPrefix(method, "prompts/")) || method == "logging/setLevel" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served: the server does not declare its capability", method)}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // offered answers a tools/call of a tool this server does not hold —
@@ -175,13 +233,17 @@ func (s *Server) emit(name string, caller *engine.Caller, out *engine.Outcome, r
 // Connect serves one caller over a transport (stdio, in-memory) until the
 // client disconnects or ctx ends.
 func (s *Server) Connect(ctx context.Context, caller *engine.Caller, t sdk.Transport) (*sdk.ServerSession, error) {
-	return s.build(s.visible(caller), caller).Connect(ctx, t, nil)
+	ss, err := s.session(caller).Connect(ctx, t, nil)
+	if err == nil {
+		go func() { _ = ss.Wait(); s.watch.drop(ss) }()
+	}
+	return ss, err
 }
 
 // Run serves one caller over a transport until the client disconnects or
 // ctx ends.
 func (s *Server) Run(ctx context.Context, caller *engine.Caller, t sdk.Transport) error {
-	return s.build(s.visible(caller), caller).Run(ctx, t)
+	return s.RunChecked(ctx, caller, nil, t)
 }
 
 // handler runs one tool call for the request's caller. A panic in it is
@@ -278,11 +340,27 @@ func (s *Server) ServeStdio(ctx context.Context, caller *engine.Caller, check fu
 // other request are refused as unauthenticated. The session stays open so
 // the client reads why rather than a closed pipe. A nil check allows all.
 func (s *Server) RunChecked(ctx context.Context, caller *engine.Caller, check func(context.Context) error, t sdk.Transport) error {
-	srv := s.build(s.visible(caller), caller)
+	srv := s.session(caller)
 	if check != nil {
 		srv.AddReceivingMiddleware(s.checked(check))
 	}
-	return srv.Run(ctx, t)
+	ss, err := srv.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	defer s.watch.drop(ss)
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		_ = ss.Close()
+		if err := <-ended; err != nil {
+			s.log.DebugContext(ctx, "a session closed as its context ended", "error", err)
+		}
+		return ctx.Err()
+	case err := <-ended:
+		return err
+	}
 }
 
 // codeUnauthenticated is the JSON-RPC error of a request whose session's

@@ -94,6 +94,9 @@ type Config struct {
 	toolScopes map[string]string
 	// Webhooks are the endpoints told of approval events. Defaults to none.
 	Webhooks []Webhook `yaml:"webhooks"`
+	// Prompts are the message templates the MCP server offers, by name.
+	// Defaults to none (and then no prompts capability is declared).
+	Prompts map[string]*Prompt `yaml:"prompts"`
 }
 
 // Datasource names where the team's data lives.

@@ -196,6 +196,7 @@ func (c *Config) validate() Problems {
 		add("http.public_url", "%v", err)
 	}
 	c.validateWebhooks(add)
+	c.validatePrompts(add)
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		o, path := c.Objects[name], "objects."+name
 		o.validate(path, add)
