@@ -20,7 +20,7 @@ func TestRenderEveryStatus(t *testing.T) {
 	t.Parallel()
 	driverText := `ERROR: permission denied for table "orders_secret" (SQLSTATE 42501)`
 	id := uuid.New()
-	action := &tool{def: actionTool("cancel_order", actionFixture()), kind: ontology.ToolAction}
+	action := &tool{def: actionTool("cancel_order", actionFixture(), nil), kind: ontology.ToolAction}
 	read := &tool{def: &readDef, kind: ontology.ToolGet}
 	tests := []struct {
 		status  engine.Status
@@ -79,7 +79,7 @@ func TestRenderEveryStatus(t *testing.T) {
 var readDef = sdk.Tool{Name: "order_get"}
 
 func actionFixture() *ontology.Action {
-	return &ontology.Action{Description: "Cancel an order.", Input: map[string]any{"type": "object"}, Destructive: true}
+	return &ontology.Action{Description: "Cancel an order.", Input: map[string]any{"type": "object"}, Destructive: new(true)}
 }
 
 func text0(res *sdk.CallToolResult) string {

@@ -308,10 +308,10 @@ func validatePolicy(a *Action, path string, mapScoped bool, add func(path, forma
 			"set policy: {roles: [...]}, policy: {scope: ...}, policy: {audience: ...} or policy: {approval: required}", errcode.PolicyMissing)
 	}
 	switch {
-	case a.Destructive && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
+	case a.DeclaredDestructive() && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
 		add(path+".policy.approval", "the action is destructive, so a person must approve each call: "+
 			"set policy: {approval: required}, or write why not in approval_waived: \"reason\"")
-	case a.ApprovalWaived != "" && (!a.Destructive || p.Approval == ApprovalRequired):
+	case a.ApprovalWaived != "" && (!a.DeclaredDestructive() || p.Approval == ApprovalRequired):
 		add(path+".approval_waived", "waives nothing: it is for a destructive action without policy.approval: required; remove it")
 	}
 }
