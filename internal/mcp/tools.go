@@ -220,7 +220,7 @@ func answerSchema(result map[string]any) map[string]any {
 		"approvalId":    map[string]any{"type": "string", "format": "uuid", "description": "The approval to poll with check_approval."},
 		"expiresAt":     map[string]any{"type": "string", "format": "date-time", "description": "When a pending approval lapses."},
 		"correlationId": map[string]any{"type": "string", "description": "Finds this call in the audit log."},
-		"code":          map[string]any{"type": "string", "description": "A stable error code (errors_explain, or orangerail errors explain)."},
+		"code":          map[string]any{"type": "string", "description": "A stable error code, such as X_INPUT_INVALID: its cause and fix are documented."},
 		"issues": map[string]any{"type": "array", "items": map[string]any{"type": "object", "required": []string{"path", "message"}, "additionalProperties": false,
 			"properties": map[string]any{"path": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"}}},
 			"description": "Each problem of the arguments, at its JSON pointer."},
