@@ -474,11 +474,15 @@ func TestCheckApprovalCycle(t *testing.T) {
 	if _, body = call(t, cs, "check_approval", `{"approvalId": "`+id+`"}`); body["status"] != "consumed" {
 		t.Fatalf("re-poll: %v", body)
 	}
-	if res, body = call(t, cs, "check_approval", `{"approvalId": "not-an-id"}`); !res.IsError || body["status"] != "not_found" {
-		t.Fatalf("bad id: %v", body)
+	// The input is held to the schema check_approval advertises: a UUID,
+	// and nothing beside it; an id of no approval is not found.
+	if res, body = call(t, cs, "check_approval", `{"approvalId": "6f1d0d2e-0000-4000-8000-000000000009"}`); !res.IsError || body["status"] != "not_found" {
+		t.Fatalf("unknown id: %v", body)
 	}
-	if res, body = call(t, cs, "check_approval", `{}`); !res.IsError || body["code"] != string(errcode.InputInvalid) {
-		t.Fatalf("no id: %v", body)
+	for _, args := range []string{`{}`, `{"approvalId": "not-an-id"}`, `{"approvalId": 7}`, `{"approvalId": "` + id + `", "force": true}`, `[]`} {
+		if res, body = call(t, cs, "check_approval", args); !res.IsError || body["code"] != string(errcode.InputInvalid) {
+			t.Fatalf("check_approval %s: %v", args, body)
+		}
 	}
 }
 

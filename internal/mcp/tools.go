@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"unicode"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -39,13 +41,42 @@ func (t *tool) run(ctx context.Context, e *engine.Engine, caller *engine.Caller,
 	case ontology.ToolAction:
 		return e.Call(ctx, caller, t.subject, args)
 	}
-	var in struct {
-		ApprovalID string `json:"approvalId"`
+	id, issues := approvalIDOf(args)
+	if issues != nil {
+		return &engine.Outcome{Status: engine.StatusInvalidInput, Issues: issues}
 	}
-	if err := json.Unmarshal(args, &in); err != nil || in.ApprovalID == "" {
-		return &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/approvalId", Message: "required: the approvalId a staged call returned"}}}
+	return e.Check(ctx, caller, id)
+}
+
+// approvalIDOf reads check_approval's arguments as its input schema
+// (checkTool) says: an object holding approvalId, a UUID, and nothing
+// else.
+func approvalIDOf(args json.RawMessage) (string, []engine.Issue) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(args, &raw); err != nil || raw == nil {
+		return "", []engine.Issue{{Path: "", Message: "the input must be a JSON object"}}
 	}
-	return e.Check(ctx, caller, in.ApprovalID)
+	var issues []engine.Issue
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		if name != "approvalId" {
+			issues = append(issues, engine.Issue{Path: ontology.Pointer{truncated(name)}.String(), Message: "unknown property"})
+		}
+	}
+	var id string
+	if v, ok := raw["approvalId"]; !ok {
+		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "required: the approvalId a staged call returned"})
+	} else if err := json.Unmarshal(v, &id); err != nil || uuid.Validate(id) != nil || len(id) != 36 {
+		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "must be the UUID a staged call returned as approvalId"})
+	}
+	return id, issues
+}
+
+// truncated shortens a name an agent sent before an issue repeats it.
+func truncated(s string) string {
+	if r := []rune(s); len(r) > 64 {
+		return string(r[:64]) + "…"
+	}
+	return s
 }
 
 // unknownTool is the answer to a call of a tool the caller has not been
