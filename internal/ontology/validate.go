@@ -1,6 +1,7 @@
 package ontology
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -220,7 +221,11 @@ func (c *Config) fieldRefProblem(ref string) string {
 func (c *Config) validateAction(name string, add func(path, format string, args ...any)) {
 	a, path := c.Actions[name], "actions."+name
 	schema, err := compileInput(a.Input)
-	if err != nil {
+	var bad *defaultError
+	switch {
+	case errors.As(err, &bad):
+		add(path+".input."+bad.path, "%s", bad.message)
+	case err != nil:
 		add(path+".input", "%v", err)
 	}
 	a.inputSchema = schema
