@@ -316,13 +316,13 @@ func withArticle(noun string) string {
 }
 
 // plural makes a noun phrase's last word plural, by English's regular
-// rules: orders, addresses, categories, boxes; a phrase ending in a
-// plural or uncountable-looking s is left as it is ("news").
+// rules: orders, addresses, statuses, categories, boxes; a word ending in
+// any other s is taken to be plural already ("series", "news").
 func plural(noun string) string {
 	lower := strings.ToLower(noun)
 	vowel := func(b byte) bool { return strings.IndexByte("aeiou", b) >= 0 }
 	switch n := len(lower); {
-	case strings.HasSuffix(lower, "ss"), strings.HasSuffix(lower, "sh"), strings.HasSuffix(lower, "ch"),
+	case strings.HasSuffix(lower, "ss"), strings.HasSuffix(lower, "us"), strings.HasSuffix(lower, "sh"), strings.HasSuffix(lower, "ch"),
 		strings.HasSuffix(lower, "x"), strings.HasSuffix(lower, "z"):
 		return noun + "es"
 	case strings.HasSuffix(lower, "s"):
