@@ -112,10 +112,17 @@ func (e *Engine) checkInput(name string, a *ontology.Action, tenant string, inpu
 	if len(input) == 0 {
 		input = []byte("{}")
 	}
-	input = withDefaults(a.Input, input)
 	canonical, err := jcs.Canonicalize(input)
 	if err != nil {
 		return nil, []Issue{{Path: "", Message: "the input is not valid JSON: " + err.Error()}}
+	}
+	// The declared defaults become part of the input before its digest is
+	// taken: the approval shows exactly what executes.
+	if filled, ok := withDefaults(a.Input, canonical); ok {
+		if canonical, err = jcs.Canonicalize(filled); err != nil {
+			return nil, []Issue{{Path: "", Message: "the input with its defaults is not valid JSON: " + err.Error()}}
+		}
+		input = canonical
 	}
 	var decoded any
 	if err := json.Unmarshal(canonical, &decoded); err != nil {

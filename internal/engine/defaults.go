@@ -7,40 +7,39 @@ import (
 	"slices"
 )
 
-// withDefaults returns an action's input with the defaults its input
-// schema declares filled in, or the input unchanged when it declares none
-// that apply (or the input is not a JSON object, which checkInput refuses).
+// withDefaults returns an action's canonical input with the defaults its
+// input schema declares filled in, and whether it filled any. canonical is
+// RFC 8785 JSON, which decodes losslessly (jcs refused invalid UTF-8 and
+// lone surrogates already); an input that is not a JSON object is left to
+// checkInput to refuse.
 //
-// Defaults are applied before anything else looks at the input: before it
-// is canonicalized, so the digest an approver approves, the approval that
-// stores it, the precondition and the statement all see the input exactly
-// as it executes. A default applies to a property declared under
-// "properties" that the input leaves out, at the top and inside each
-// object property the input holds (recursively); defaults behind $ref,
-// allOf, anyOf, oneOf or if/then are not applied, since which of them
-// holds depends on the value. An explicit null is a value, not a gap.
-func withDefaults(schema map[string]any, input []byte) []byte {
+// Defaults are applied before anything else looks at the input — the
+// digest an approver approves, the approval that stores it, the
+// precondition and the statement all see the input exactly as it
+// executes. A default applies to a property declared under "properties"
+// that the input leaves out, at the top and inside each object property
+// the input holds (recursively); defaults behind $ref, allOf, anyOf, oneOf
+// or if/then are not applied, since which of them holds depends on the
+// value. An explicit null is a value, not a gap.
+func withDefaults(schema map[string]any, canonical []byte) ([]byte, bool) {
 	if !declaresDefault(schema) {
-		return input
+		return canonical, false
 	}
 	var schemaJSON map[string]any // the YAML's values as JSON decodes them
 	if b, err := json.Marshal(schema); err != nil || json.Unmarshal(b, &schemaJSON) != nil {
-		return input
+		return canonical, false
 	}
-	dec := json.NewDecoder(bytes.NewReader(input))
+	dec := json.NewDecoder(bytes.NewReader(canonical))
 	dec.UseNumber() // numbers pass through as written
 	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return input
-	}
-	if !fillDefaults(schemaJSON, v) {
-		return input
+	if err := dec.Decode(&v); err != nil || !fillDefaults(schemaJSON, v) {
+		return canonical, false
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
-		return input
+		return canonical, false
 	}
-	return out
+	return out, true
 }
 
 // fillDefaults fills v's missing properties from schema's defaults and

@@ -143,8 +143,9 @@ func scalarSchema() map[string]any {
 // row_to_json makes of the column, numerics excepted (readColumns sends
 // them as text, so no digit is lost to a client's doubles). A nullable
 // column's value may be null. Known limits, as Postgres writes them: a
-// timestamptz or date of infinity, or before year 1 (written with BC),
-// does not match its format, which clients treat as an annotation.
+// timestamptz or date of infinity, or before year 1 (written with BC), and
+// a timestamptz whose session time zone gives it an offset in seconds
+// (local mean time, before time zones), do not match their format.
 func (e *Engine) fieldSchema(object, field string) map[string]any {
 	col, known := e.column(object, field)
 	if !known {
