@@ -10,28 +10,35 @@ import (
 )
 
 const catalogTableColumns = `-- name: CatalogTableColumns :many
-WITH RECURSIVE col (attnum, attname, typid) AS (
-    SELECT a.attnum, a.attname, a.atttypid
+WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
+    SELECT a.attnum, a.attname, a.atttypid, a.attnotnull, a.atttypmod
     FROM pg_catalog.pg_attribute a
     WHERE a.attrelid = to_regclass($1::text) AND a.attnum > 0 AND NOT a.attisdropped
   UNION ALL
-    SELECT col.attnum, col.attname, t.typbasetype
+    SELECT col.attnum, col.attname, t.typbasetype, col.not_null OR t.typnotnull,
+           CASE WHEN col.typmod >= 0 THEN col.typmod ELSE t.typtypmod END
     FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
     WHERE t.typtype = 'd'
 )
-SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid
+SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid,
+       (NOT col.not_null)::boolean AS nullable, col.typmod::int4 AS type_modifier
 FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
 WHERE t.typtype <> 'd'
 ORDER BY col.attnum
 `
 
 type CatalogTableColumnsRow struct {
-	ColumnName string
-	TypeOid    int64
+	ColumnName   string
+	TypeOid      int64
+	Nullable     bool
+	TypeModifier int32
 }
 
 // A table's columns, each with the type its values are compared as: a
-// domain's base type (through domains over domains), else its own.
+// domain's base type (through domains over domains), else its own; whether
+// it may hold NULL (neither the column nor any domain on the way says NOT
+// NULL); and its type modifier (a varchar's or char's declared length plus
+// 4), the column's own, else the nearest domain's, else -1.
 func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName string) ([]*CatalogTableColumnsRow, error) {
 	rows, err := db.Query(ctx, catalogTableColumns, tableName)
 	if err != nil {
@@ -41,7 +48,12 @@ func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName st
 	var items []*CatalogTableColumnsRow
 	for rows.Next() {
 		var i CatalogTableColumnsRow
-		if err := rows.Scan(&i.ColumnName, &i.TypeOid); err != nil {
+		if err := rows.Scan(
+			&i.ColumnName,
+			&i.TypeOid,
+			&i.Nullable,
+			&i.TypeModifier,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)

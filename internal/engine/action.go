@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -115,6 +116,14 @@ func (e *Engine) checkInput(name string, a *ontology.Action, tenant string, inpu
 	if err != nil {
 		return nil, []Issue{{Path: "", Message: "the input is not valid JSON: " + err.Error()}}
 	}
+	// The declared defaults become part of the input before its digest is
+	// taken: the approval shows exactly what executes.
+	if filled, ok := withDefaults(a.Input, canonical); ok {
+		if canonical, err = jcs.Canonicalize(filled); err != nil {
+			return nil, []Issue{{Path: "", Message: "the input with its defaults is not valid JSON: " + err.Error()}}
+		}
+		input = canonical
+	}
 	var decoded any
 	if err := json.Unmarshal(canonical, &decoded); err != nil {
 		return nil, []Issue{{Path: "", Message: "the input is not valid JSON"}}
@@ -200,6 +209,15 @@ var issuePrinter = message.NewPrinter(language.English)
 
 // validateInput checks canonical input against a compiled schema.
 func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
+	return schemaIssues(schema, canonical, false)
+}
+
+// schemaIssues validates a JSON document against schema and lists every
+// issue at its JSON pointer path. atMember puts an issue of a missing,
+// unknown or repeated member at the member's own path, where a read's
+// checks have always put it; an action's input issues name the object
+// holding it, as they always have.
+func schemaIssues(schema *jsonschema.Schema, canonical []byte, atMember bool) []Issue {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(canonical)))
 	if err != nil {
 		return []Issue{{Path: "", Message: "the input is not valid JSON"}}
@@ -220,7 +238,11 @@ func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
 			for _, tok := range v.InstanceLocation {
 				path += "/" + escapePointer(truncate(tok))
 			}
-			issues = append(issues, Issue{Path: path, Message: v.ErrorKind.LocalizedString(issuePrinter)})
+			if atMember {
+				issues = append(issues, memberIssues(path, v.ErrorKind)...)
+			} else {
+				issues = append(issues, Issue{Path: path, Message: v.ErrorKind.LocalizedString(issuePrinter)})
+			}
 		}
 		for _, c := range v.Causes {
 			walk(c)
@@ -228,6 +250,27 @@ func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
 	}
 	walk(verr)
 	slices.SortStableFunc(issues, func(a, b Issue) int { return strings.Compare(a.Path, b.Path) })
+	return issues
+}
+
+// memberIssues is a schema's issue at path, placed where the agent fixes
+// it: a property that is missing, unknown or repeated at its own path.
+func memberIssues(path string, k jsonschema.ErrorKind) []Issue {
+	var issues []Issue
+	switch k := k.(type) {
+	case *kind.Required:
+		for _, name := range k.Missing {
+			issues = append(issues, Issue{Path: path + "/" + escapePointer(truncate(name)), Message: "required"})
+		}
+	case *kind.AdditionalProperties:
+		for _, name := range k.Properties {
+			issues = append(issues, Issue{Path: path + "/" + escapePointer(truncate(name)), Message: "unknown property"})
+		}
+	case *kind.UniqueItems:
+		issues = append(issues, Issue{Path: fmt.Sprintf("%s/%d", path, k.Duplicates[1]), Message: fmt.Sprintf("listed twice: the same as item %d", k.Duplicates[0])})
+	default:
+		issues = append(issues, Issue{Path: path, Message: k.LocalizedString(issuePrinter)})
+	}
 	return issues
 }
 
@@ -242,7 +285,7 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 	if issue != nil {
 		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
 	}
-	return fetchRow(ctx, tx, o, tenant, o.Key, key, lock)
+	return fetchRow(ctx, tx, o, selectList(o), tenant, o.Key, key, lock)
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -291,12 +334,12 @@ func definitionHash(a *ontology.Action) []byte {
 		Input       map[string]any   `json:"input"`
 		Where       string           `json:"where"`
 		Policy      any              `json:"policy"`
-		Destructive bool             `json:"destructive"`
+		Destructive bool             `json:"destructive"` // as declared: unset hashes as false, as before it could be unset
 		Idempotent  bool             `json:"idempotent"`
 		Execute     any              `json:"execute"`
 		Effect      string           `json:"effect"`
 		Rollback    string           `json:"rollback"`
-	}{a.Description, a.Target, a.Input, a.Where, policyDefinition(a.Policy), a.Destructive, a.Idempotent, executeDefinition(a.Execute), a.Effect, a.Rollback})
+	}{a.Description, a.Target, a.Input, a.Where, policyDefinition(a.Policy), a.DeclaredDestructive(), a.Idempotent, executeDefinition(a.Execute), a.Effect, a.Rollback})
 	if err != nil {
 		panic("engine: an action's declaration is not JSON: " + err.Error())
 	}

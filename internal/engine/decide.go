@@ -341,7 +341,7 @@ func (e *Engine) view(a *store.Approval) *ApprovalView {
 		v.Input = canonical
 	}
 	if action, ok := e.cfg.Actions[a.Action]; ok {
-		v.Title, v.Effect, v.Rollback, v.Destructive = action.Title, action.Effect, action.Rollback, action.Destructive
+		v.Title, v.Effect, v.Rollback, v.Destructive = action.Title, action.Effect, action.Rollback, action.DeclaredDestructive()
 	}
 	return v
 }

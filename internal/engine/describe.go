@@ -256,7 +256,7 @@ func (e *Engine) scopeNeed(caller *Caller, tool string) *ScopeNeed {
 func (e *Engine) policy(caller *Caller, name string, a *ontology.Action) ActionPolicy {
 	p := ActionPolicy{Action: name, Title: a.Title, Roles: slices.Clone(a.Policy.Roles), Audience: a.Policy.Audience != "",
 		Approval: ApprovalDescription{Required: a.Policy.Approval == ontology.ApprovalRequired}, Scope: e.scopeNeed(caller, name),
-		Destructive: a.Destructive, ApprovalWaived: a.ApprovalWaived, Idempotent: a.Idempotent, DryRun: e.mode == ModeDryRun}
+		Destructive: a.DestructiveHint(), ApprovalWaived: a.ApprovalWaived, Idempotent: a.Idempotent, DryRun: e.mode == ModeDryRun}
 	if p.Roles == nil {
 		p.Roles = []string{}
 	}

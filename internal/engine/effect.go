@@ -40,6 +40,27 @@ type Effect interface {
 	Run(ctx context.Context, call *EffectCall) (EffectResult, error)
 }
 
+// ResultDescriber is an Effect that says what its result's Data holds, as
+// a JSON Schema: an action's tool advertises it (ActionResultSchema).
+type ResultDescriber interface {
+	ResultSchema() map[string]any
+}
+
+// ActionResultSchema returns the JSON Schema of an action's result as its
+// effect describes it; a JSON object of any shape for an effect that does
+// not (ResultDescriber), and nil for an action with no effect, which never
+// returns one.
+func (e *Engine) ActionResultSchema(action string) map[string]any {
+	effect, ok := e.effects[action]
+	if !ok {
+		return nil
+	}
+	if d, ok := effect.(ResultDescriber); ok {
+		return d.ResultSchema()
+	}
+	return map[string]any{"type": "object"}
+}
+
 // EffectCall is what one execution of an effect runs with. Nothing in it
 // may be kept after Run returns.
 type EffectCall struct {

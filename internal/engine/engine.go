@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -128,6 +129,9 @@ type Engine struct {
 	definitions map[string][]byte
 	// tools holds every tool the ontology declares, by name.
 	tools map[string]ontology.Tool
+	// readSchemas holds each read tool's compiled input schema, by name:
+	// the schema ReadSchemas advertises.
+	readSchemas map[string]*jsonschema.Schema
 	// keys lines up this process's calls under one idempotency key.
 	keys keyLocks
 
@@ -182,6 +186,9 @@ func New(c Config) (*Engine, error) {
 	e.tools = map[string]ontology.Tool{}
 	for _, t := range c.Ontology.Tools() {
 		e.tools[t.Name] = t
+	}
+	if e.readSchemas, err = e.compileReadSchemas(); err != nil {
+		return nil, err
 	}
 	if e.now == nil {
 		e.now = time.Now

@@ -62,12 +62,15 @@ func (e *Engine) List(ctx context.Context, caller *Caller, object string, args j
 	if out := e.Admit(ctx, caller, ontology.ListTool(object)); out != nil {
 		return out
 	}
+	if issues := e.checkReadInput(ontology.ListTool(object), args); issues != nil {
+		return &Outcome{Status: StatusInvalidInput, Issues: issues}
+	}
 	in, issues := e.parseListInput(caller, object, o, args)
 	if len(issues) > 0 {
 		return &Outcome{Status: StatusInvalidInput, Issues: issues}
 	}
 
-	sql, params := listSQL(o, caller.Tenant, in)
+	sql, params := listSQL(o, e.readColumns(object, o), caller.Tenant, in)
 	type page struct {
 		row       string
 		sort, key *string
@@ -105,9 +108,10 @@ func (e *Engine) List(ctx context.Context, caller *Caller, object string, args j
 	return &Outcome{Status: StatusOK, Data: body}
 }
 
-// listSQL builds a list's statement. Every identifier comes from the
-// ontology and is quoted; every value is a parameter.
-func listSQL(o *ontology.Object, tenant string, in listInput) (string, []any) {
+// listSQL builds a list's statement, selecting cols (readColumns). Every
+// identifier comes from the ontology and is quoted; every value is a
+// parameter.
+func listSQL(o *ontology.Object, cols, tenant string, in listInput) (string, []any) {
 	params := []any{tenant}
 	param := func(v any) string {
 		params = append(params, v)
@@ -128,17 +132,16 @@ func listSQL(o *ontology.Object, tenant string, in listInput) (string, []any) {
 	}
 
 	key := quote(o.Key)
-	order := key
+	order := qualified(o, o.Key)
 	sortExpr := "NULL::text"
 	if in.sort != "" {
-		col := quote(in.sort)
 		dir := "ASC"
 		if in.desc {
 			dir = "DESC"
 		}
 		// NULLs sort last either way; the key breaks ties, ascending.
-		order = fmt.Sprintf("%s %s NULLS LAST, %s", col, dir, key)
-		sortExpr = "r." + col + "::text"
+		order = fmt.Sprintf("%s %s NULLS LAST, %s", qualified(o, in.sort), dir, qualified(o, o.Key))
+		sortExpr = "r." + quote(in.sort) + "::text"
 	}
 	if c := in.after; c != nil {
 		k := param(c.Key)
@@ -157,7 +160,7 @@ func listSQL(o *ontology.Object, tenant string, in listInput) (string, []any) {
 		}
 	}
 	sql := fmt.Sprintf(`SELECT row_to_json(r)::text, %s, r.%s::text FROM (SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d) r`,
-		sortExpr, key, selectList(o), o.QuotedTable(), strings.Join(where, " AND "), order, in.limit+1)
+		sortExpr, key, cols, o.QuotedTable(), strings.Join(where, " AND "), order, in.limit+1)
 	return sql, params
 }
 
@@ -210,7 +213,7 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 				bad("/limit", "must be a whole number from 1")
 				continue
 			}
-			in.limit = min(n, o.List.MaxLimit) // clamped, never refused
+			in.limit = min(n, o.List.MaxLimit) // the schema refused a larger one already
 		case "cursor":
 			if err := json.Unmarshal(v, &cursorText); err != nil {
 				bad("/cursor", "must be the nextCursor string of a previous page")
@@ -283,6 +286,10 @@ func (f filter) MarshalJSON() ([]byte, error) {
 
 const cursorPurpose = "orangerail list cursor v1"
 
+// maxCursorLength bounds a cursor's text; every cursor sealCursor makes is
+// shorter (a sort value is a column's text, bounded by MaxValueLength).
+const maxCursorLength = 4096
+
 // sealCursor encodes and signs a cursor for one tenant's list of object.
 func (e *Engine) sealCursor(tenant, object string, c *cursor) (string, error) {
 	body, err := json.Marshal(c)
@@ -297,7 +304,7 @@ func (e *Engine) sealCursor(tenant, object string, c *cursor) (string, error) {
 // object.
 func (e *Engine) openCursor(tenant, object, text string) (*cursor, error) {
 	bodyText, sigText, ok := strings.Cut(text, ".")
-	if !ok || len(text) > 4096 {
+	if !ok || len(text) > maxCursorLength {
 		return nil, errBadCursor
 	}
 	body, err1 := base64.RawURLEncoding.DecodeString(bodyText)

@@ -42,6 +42,13 @@ var sqlOps = map[ontology.FilterOp]string{
 // quote quotes one identifier.
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
 
+// qualified names an object's column by its table: in an ORDER BY, a bare
+// name would mean the select list's column of that name, which
+// readColumns may have cast to text.
+func qualified(o *ontology.Object, column string) string {
+	return o.QuotedTable() + "." + quote(column)
+}
+
 // getInput is the input of an object's get: its key, by the key field's
 // own name, checked against the key column's type, and links to include.
 type getInput struct {
@@ -64,6 +71,9 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	if e.beforeRead != nil {
 		e.beforeRead()
 	}
+	if issues := e.checkReadInput(ontology.GetTool(object), args); issues != nil {
+		return &Outcome{Status: StatusInvalidInput, Issues: issues}
+	}
 	in, issues := e.parseGetInput(object, o, args)
 	if len(issues) > 0 {
 		return &Outcome{Status: StatusInvalidInput, Issues: issues}
@@ -73,14 +83,14 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	var err error
 	if len(in.include) == 0 {
 		// The common read: one statement, its transaction in one round trip.
-		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, rowSQL(o, o.Key, false), []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
+		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, rowSQL(o, e.readColumns(object, o), o.Key, false), []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
 			row, err = firstRow(rows)
 			return err
 		})
 	} else {
 		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			var err error
-			if row, err = fetchRow(ctx, tx, o, caller.Tenant, o.Key, in.key, false); err != nil || row == nil {
+			if row, err = fetchRow(ctx, tx, o, e.readColumns(object, o), caller.Tenant, o.Key, in.key, false); err != nil || row == nil {
 				return err
 			}
 			for _, name := range in.include {
@@ -186,10 +196,10 @@ func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, objec
 		return nil, nil
 	}
 	if !many {
-		return fetchRow(ctx, tx, target, caller.Tenant, thereField, value, false) // no row encodes as null
+		return fetchRow(ctx, tx, target, e.readColumns(there, target), caller.Tenant, thereField, value, false) // no row encodes as null
 	}
 	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 ORDER BY %s LIMIT %d) r",
-		selectList(target), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), quote(target.Key), target.List.MaxLimit)
+		e.readColumns(there, target), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), qualified(target, target.Key), target.List.MaxLimit)
 	rows, err := tx.Query(ctx, sql, caller.Tenant, value)
 	if err != nil {
 		return nil, err
@@ -205,6 +215,8 @@ func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, objec
 	return out, nil
 }
 
+// selectList selects an object's fields as they are: what an action's
+// target is, for its precondition and its approval.
 func selectList(o *ontology.Object) string {
 	cols := make([]string, len(o.Fields))
 	for i, f := range o.Fields {
@@ -213,23 +225,38 @@ func selectList(o *ontology.Object) string {
 	return strings.Join(cols, ", ")
 }
 
+// readColumns selects an object's fields as reads return them: a numeric
+// as its text, which row_to_json then writes as a string, so that a value
+// with more digits than a double holds reaches the agent whole (the read's
+// output schema says so: fieldSchema).
+func (e *Engine) readColumns(object string, o *ontology.Object) string {
+	cols := make([]string, len(o.Fields))
+	for i, f := range o.Fields {
+		cols[i] = quote(f)
+		if col, ok := e.column(object, f); ok && col.Kind == ontology.ValueNumeric {
+			cols[i] = quote(f) + "::text AS " + quote(f)
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
 // rowSQL selects the object's row whose column equals $2 in tenant $1, as
-// a JSON object of the object's fields; forUpdate locks it until the
-// transaction ends.
-func rowSQL(o *ontology.Object, column string, forUpdate bool) string {
+// a JSON object of the columns cols selects (selectList or readColumns);
+// forUpdate locks it until the transaction ends.
+func rowSQL(o *ontology.Object, cols, column string, forUpdate bool) string {
 	lock := ""
 	if forUpdate {
 		lock = " FOR UPDATE"
 	}
 	return fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2%s) r",
-		selectList(o), o.QuotedTable(), quote(o.TenantColumn), quote(column), lock)
+		cols, o.QuotedTable(), quote(o.TenantColumn), quote(column), lock)
 }
 
 // fetchRow reads the object's row whose column equals value in the tenant;
 // nil when there is none. value is text Postgres parses as the column's
 // type, or a value of a Go type that encodes as it.
-func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, tenant, column string, value any, forUpdate bool) (json.RawMessage, error) {
-	rows, err := tx.Query(ctx, rowSQL(o, column, forUpdate), tenant, value)
+func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, cols, tenant, column string, value any, forUpdate bool) (json.RawMessage, error) {
+	rows, err := tx.Query(ctx, rowSQL(o, cols, column, forUpdate), tenant, value)
 	if err != nil {
 		return nil, err
 	}

@@ -126,6 +126,10 @@ func TestGet(t *testing.T) {
 		{`{"id": "o-1001", "include": ["order_customer", "order_customer"]}`, "/include/1"},
 		{`[1]`, ""},
 		{`{"id": "` + strings.Repeat("x", 2000) + `"}`, "/id"},
+		// The key is typed by its column, text here: as its schema says.
+		{`{"id": 1001}`, "/id"},
+		{`{"id": true}`, "/id"},
+		{`{"id": "o-1001", "include": "order_customer"}`, "/include"},
 	}
 	for _, tt := range invalid {
 		out := get(agent("acme"), "order", tt.args)
@@ -234,9 +238,10 @@ func TestList(t *testing.T) {
 		}
 	}
 
-	// The limit is clamped, not refused.
-	if out, _, _ := list(agent("acme"), `{"limit": 1000000}`); out.Status != engine.StatusOK {
-		t.Fatalf("huge limit: %s", out.Status)
+	// The limit is held to the schema's maximum (max_limit), as advertised:
+	// refused, not clamped; max_limit itself is answered.
+	if out, _, _ := list(agent("acme"), `{"limit": 100}`); out.Status != engine.StatusOK {
+		t.Fatalf("limit at max_limit: %s %v", out.Status, out.Issues)
 	}
 
 	_, _, cursor := list(agent("acme"), `{"limit": 1}`)
@@ -251,6 +256,14 @@ func TestList(t *testing.T) {
 		{`{"sort": "org_id"}`, "/sort"},
 		{`{"limit": 0}`, "/limit"},
 		{`{"limit": "10"}`, "/limit"},
+		{`{"limit": 101}`, "/limit"},
+		{`{"limit": 1000000}`, "/limit"},
+		{`{"limit": 2.5}`, "/limit"},
+		{`{"sort": "-org_id"}`, "/sort"},
+		{`{"filters": {"status": {"eq": 5}}}`, "/filters/status/eq"},
+		{`{"filters": {"status": {"in": ["paid", 5]}}}`, "/filters/status/in/1"},
+		{`{"filters": {"status": {"eq": "paid", "like": "p%"}}}`, "/filters/status/like"},
+		{`{"cursor": "` + strings.Repeat("a", 4097) + `"}`, "/cursor"},
 		{`{"cursor": "forged.AAAA"}`, "/cursor"},
 		{`{"cursor": "` + cursor + `", "sort": "created_at"}`, "/cursor"},
 		{`{"cursor": "` + cursor + `x"}`, "/cursor"},

@@ -255,7 +255,9 @@ func TestWaiverInToolDescription(t *testing.T) {
 func TestAnnotationsAndSchemas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s, _ := b.server(t)
+	// update_shipping_address with destructive unset; add_order_note
+	// declared destructive: false, as the example declares both.
+	s, _ := b.server(t, ontologytest.Delete("actions.update_shipping_address.destructive"))
 	res, err := connect(t, s, agent("support")).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -264,19 +266,33 @@ func TestAnnotationsAndSchemas(t *testing.T) {
 	for _, tool := range res.Tools {
 		byName[tool.Name] = tool
 	}
-	for _, name := range []string{"order_get", "order_list"} {
+	// Reads are read-only, idempotent and closed-world, titled as people
+	// would title them.
+	titles := map[string]string{"order_get": "Get an order", "order_list": "List orders", "customer_get": "Get a customer", "product_list": "List products"}
+	for name, title := range titles {
 		tool := byName[name]
-		if tool.Annotations == nil || !tool.Annotations.ReadOnlyHint || tool.OutputSchema == nil || tool.Annotations.OpenWorldHint != nil {
-			t.Errorf("%s: annotations %+v, output schema %v", name, tool.Annotations, tool.OutputSchema)
+		if a := tool.Annotations; a == nil || !a.ReadOnlyHint || !a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint ||
+			tool.OutputSchema == nil || tool.Title != title || a.Title != title {
+			t.Errorf("%s: title %q, annotations %+v, output schema %v", name, tool.Title, tool.Annotations, tool.OutputSchema)
 		}
 	}
 	cancel := byName["cancel_order"]
-	if a := cancel.Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint || a.IdempotentHint || a.OpenWorldHint != nil {
+	if a := cancel.Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint || a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
 		t.Errorf("cancel_order annotations %+v", cancel.Annotations)
 	}
+	// An action that does not say destructive: false is assumed
+	// destructive (seed 004); one that says so is not.
 	update := byName["update_shipping_address"]
-	if a := update.Annotations; a.DestructiveHint == nil || *a.DestructiveHint || !a.IdempotentHint {
+	if a := update.Annotations; a.DestructiveHint == nil || !*a.DestructiveHint || !a.IdempotentHint {
 		t.Errorf("update_shipping_address annotations %+v", a)
+	}
+	if a := byName["add_order_note"].Annotations; a.DestructiveHint == nil || *a.DestructiveHint {
+		t.Errorf("add_order_note, declared destructive: false: annotations %+v", a)
+	}
+	// check_approval may execute any approved action: destructive, as the
+	// actions may be; polling again never runs one twice.
+	if a := byName["check_approval"].Annotations; a == nil || a.DestructiveHint == nil || !*a.DestructiveHint || !a.IdempotentHint || byName["check_approval"].OutputSchema == nil {
+		t.Errorf("check_approval annotations %+v", a)
 	}
 	if cancel.Title != "Cancel an order" || !strings.Contains(cancel.Description, "Cancel an order that has not shipped.") {
 		t.Errorf("cancel_order title %q description %q", cancel.Title, cancel.Description)
@@ -463,11 +479,15 @@ func TestCheckApprovalCycle(t *testing.T) {
 	if _, body = call(t, cs, "check_approval", `{"approvalId": "`+id+`"}`); body["status"] != "consumed" {
 		t.Fatalf("re-poll: %v", body)
 	}
-	if res, body = call(t, cs, "check_approval", `{"approvalId": "not-an-id"}`); !res.IsError || body["status"] != "not_found" {
-		t.Fatalf("bad id: %v", body)
+	// The input is held to the schema check_approval advertises: a UUID,
+	// and nothing beside it; an id of no approval is not found.
+	if res, body = call(t, cs, "check_approval", `{"approvalId": "6f1d0d2e-0000-4000-8000-000000000009"}`); !res.IsError || body["status"] != "not_found" {
+		t.Fatalf("unknown id: %v", body)
 	}
-	if res, body = call(t, cs, "check_approval", `{}`); !res.IsError || body["code"] != string(errcode.InputInvalid) {
-		t.Fatalf("no id: %v", body)
+	for _, args := range []string{`{}`, `{"approvalId": "not-an-id"}`, `{"approvalId": 7}`, `{"approvalId": "` + id + `", "force": true}`, `[]`} {
+		if res, body = call(t, cs, "check_approval", args); !res.IsError || body["code"] != string(errcode.InputInvalid) {
+			t.Fatalf("check_approval %s: %v", args, body)
+		}
 	}
 }
 

@@ -34,7 +34,7 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 			// Data is compact JSON already: sent as is, it is encoded once.
 			return &sdk.CallToolResult{StructuredContent: out.Data, Content: []sdk.Content{&sdk.TextContent{Text: string(out.Data)}}}
 		}
-		body["status"] = "executed"
+		body["status"] = statusExecuted
 		body["result"] = out.Data
 		if out.ApprovalID == nil {
 			body["correlationId"] = out.CorrelationID

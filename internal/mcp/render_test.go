@@ -20,7 +20,7 @@ func TestRenderEveryStatus(t *testing.T) {
 	t.Parallel()
 	driverText := `ERROR: permission denied for table "orders_secret" (SQLSTATE 42501)`
 	id := uuid.New()
-	action := &tool{def: actionTool("cancel_order", actionFixture()), kind: ontology.ToolAction}
+	action := &tool{def: actionTool("cancel_order", actionFixture(), nil), kind: ontology.ToolAction}
 	read := &tool{def: &readDef, kind: ontology.ToolGet}
 	tests := []struct {
 		status  engine.Status
@@ -79,7 +79,7 @@ func TestRenderEveryStatus(t *testing.T) {
 var readDef = sdk.Tool{Name: "order_get"}
 
 func actionFixture() *ontology.Action {
-	return &ontology.Action{Description: "Cancel an order.", Input: map[string]any{"type": "object"}, Destructive: true}
+	return &ontology.Action{Description: "Cancel an order.", Input: map[string]any{"type": "object"}, Destructive: new(true)}
 }
 
 func text0(res *sdk.CallToolResult) string {
@@ -91,4 +91,39 @@ func text0(res *sdk.CallToolResult) string {
 		return ""
 	}
 	return t.Text
+}
+
+// TestToolTitles: reads are titled as people write them, from the
+// object's title (else its name), with the right article and plural.
+func TestToolTitles(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, title, get, list string }{
+		{"order", "Order", "Get an order", "List orders"},
+		{"customer", "", "Get a customer", "List customers"},
+		{"address", "Shipping address", "Get a shipping address", "List shipping addresses"},
+		{"category", "Category", "Get a category", "List categories"},
+		{"user", "User", "Get a user", "List users"},
+		{"unit", "", "Get a unit", "List units"},
+		{"umbrella", "", "Get an umbrella", "List umbrellas"},
+		{"hour_log", "", "Get an hour log", "List hour logs"},
+		{"box", "Box", "Get a box", "List boxes"},
+		{"day", "Day", "Get a day", "List days"},
+		{"sku", "SKU", "Get an SKU", "List SKUs"},
+		{"link", "URL", "Get a URL", "List URLs"},
+		{"item", "Item", "Get an item", "List items"},
+		{"status", "Status", "Get a status", "List statuses"},
+		{"series", "Series", "Get a series", "List series"},
+	}
+	for _, tt := range tests {
+		o := &ontology.Object{Title: tt.title, Key: "id"}
+		if got := getTool(tt.name, o, engine.ReadSchemas{}).Title; got != tt.get {
+			t.Errorf("%s/%q: get titled %q, want %q", tt.name, tt.title, got, tt.get)
+		}
+		if got := listTool(tt.name, o, engine.ReadSchemas{}).Title; got != tt.list {
+			t.Errorf("%s/%q: list titled %q, want %q", tt.name, tt.title, got, tt.list)
+		}
+	}
+	if got := actionTool("cancel_order", &ontology.Action{Input: map[string]any{"type": "object"}}, nil).Title; got != "Cancel order" {
+		t.Errorf("an untitled action is titled %q", got)
+	}
 }

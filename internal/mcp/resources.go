@@ -258,7 +258,7 @@ func (s *Server) visibleLinks(readable map[string]bool, object string) map[strin
 func (s *Server) actionDoc(t *tool, readable map[string]bool) map[string]any {
 	a := s.cfg.Actions[t.subject]
 	doc := map[string]any{"title": cmp.Or(a.Title, t.subject), "description": a.Description, "tool": t.def.Name,
-		"input": t.def.InputSchema, "approval": string(a.Policy.Approval), "destructive": a.Destructive, "idempotent": a.Idempotent,
+		"input": t.def.InputSchema, "approval": string(a.Policy.Approval), "destructive": a.DestructiveHint(), "idempotent": a.Idempotent,
 		"policy": s.policyWords(t.def.Name, a)}
 	if a.Target != nil {
 		target := map[string]any{"keyFrom": a.Target.KeyFrom}

@@ -8,7 +8,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -44,13 +46,42 @@ func (s *Server) run(ctx context.Context, t *tool, caller *engine.Caller, args j
 	case ontology.ToolAction:
 		return e.Call(ctx, caller, t.subject, args)
 	}
-	var in struct {
-		ApprovalID string `json:"approvalId"`
+	id, issues := approvalIDOf(args)
+	if issues != nil {
+		return &engine.Outcome{Status: engine.StatusInvalidInput, Issues: issues}
 	}
-	if err := json.Unmarshal(args, &in); err != nil || in.ApprovalID == "" {
-		return &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/approvalId", Message: "required: the approvalId a staged call returned"}}}
+	return e.Check(ctx, caller, id)
+}
+
+// approvalIDOf reads check_approval's arguments as its input schema
+// (checkTool) says: an object holding approvalId, a UUID, and nothing
+// else.
+func approvalIDOf(args json.RawMessage) (string, []engine.Issue) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(args, &raw); err != nil || raw == nil {
+		return "", []engine.Issue{{Path: "", Message: "the input must be a JSON object"}}
 	}
-	return e.Check(ctx, caller, in.ApprovalID)
+	var issues []engine.Issue
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		if name != "approvalId" {
+			issues = append(issues, engine.Issue{Path: ontology.Pointer{truncated(name)}.String(), Message: "unknown property"})
+		}
+	}
+	var id string
+	if v, ok := raw["approvalId"]; !ok {
+		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "required: the approvalId a staged call returned"})
+	} else if err := json.Unmarshal(v, &id); err != nil || uuid.Validate(id) != nil || len(id) != 36 {
+		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "must be the UUID a staged call returned as approvalId"})
+	}
+	return id, issues
+}
+
+// truncated shortens a name an agent sent before an issue repeats it.
+func truncated(s string) string {
+	if r := []rune(s); len(r) > 64 {
+		return string(r[:64]) + "…"
+	}
+	return s
 }
 
 // unknownTool is the answer to a call of a tool the caller has not been
@@ -101,9 +132,11 @@ func (s *Server) declare() map[string]*tool {
 		t := &tool{kind: d.Kind, subject: subject}
 		switch d.Kind {
 		case ontology.ToolGet:
-			t.def = getTool(subject, cfg.Objects[subject], s.linksOf(subject))
+			schemas, _ := s.engine.ReadSchemas(subject)
+			t.def = getTool(subject, cfg.Objects[subject], schemas)
 		case ontology.ToolList:
-			t.def = listTool(subject, cfg.Objects[subject])
+			schemas, _ := s.engine.ReadSchemas(subject)
+			t.def = listTool(subject, cfg.Objects[subject], schemas)
 		case ontology.ToolSQLQuery:
 			if s.querier == nil {
 				continue
@@ -114,7 +147,7 @@ func (s *Server) declare() map[string]*tool {
 				continue
 			}
 			a := cfg.Actions[subject]
-			t.def = actionTool(subject, a)
+			t.def = actionTool(subject, a, s.engine.ActionResultSchema(subject))
 			if hostPrompts(cfg.HostApprovalPrompt, a) {
 				t.def.Meta = sdk.Meta{requiresUserInteraction: true}
 			}
@@ -122,7 +155,7 @@ func (s *Server) declare() map[string]*tool {
 			if cfg.Preset == ontology.PresetReadonly {
 				continue
 			}
-			t.def = checkTool()
+			t.def = checkTool(cfg.Actions)
 		case ontology.ToolDescribeObject, ontology.ToolDescribeAction, ontology.ToolListPolicies, ontology.ToolErrorsExplain:
 			if t.def = describeTool(cfg, d.Kind); t.def == nil {
 				continue
@@ -151,88 +184,40 @@ func hostPrompts(setting ontology.HostPrompt, a *ontology.Action) bool {
 	return false
 }
 
-// linksOf lists the links a get of object may include.
-func (s *Server) linksOf(object string) []string {
-	var names []string
-	for _, name := range slices.Sorted(maps.Keys(s.cfg.Links)) {
-		l := s.cfg.Links[name]
-		if strings.HasPrefix(l.From, object+".") || strings.HasPrefix(l.To, object+".") {
-			names = append(names, name)
-		}
-	}
-	return names
-}
+// The tools' annotations. Reads are read-only and idempotent; every
+// tool is closed-world (openWorldHint false): a read reads the service's
+// own datasource, in the caller's tenant, and every execute kind so far
+// acts on that datasource alone. An effect that calls out to other
+// systems will be open-world, and its tool must say so.
+var closedWorld = new(false)
 
-var scalar = map[string]any{"type": []string{"string", "number", "boolean"}}
-
-func fieldsSchema(o *ontology.Object) map[string]any {
-	props := map[string]any{}
-	for _, f := range o.Fields {
-		props[f] = map[string]any{}
-	}
-	return map[string]any{"type": "object", "properties": props}
-}
-
-func getTool(name string, o *ontology.Object, links []string) *sdk.Tool {
-	props := map[string]any{o.Key: scalar}
-	if len(links) > 0 {
-		props["include"] = map[string]any{"type": "array", "items": map[string]any{"enum": links}, "uniqueItems": true,
-			"description": "Links whose objects to return beside this one."}
-	}
-	output := map[string]any{"item": fieldsSchema(o)}
-	if len(links) > 0 {
-		output["links"] = map[string]any{"type": "object"}
-	}
+func getTool(name string, o *ontology.Object, schemas engine.ReadSchemas) *sdk.Tool {
+	noun := nounOf(name, o)
+	title := "Get " + withArticle(noun)
 	return &sdk.Tool{
-		Title:        cmp.Or(o.Title, "Get "+name),
+		Title:        title,
 		Description:  describe(o.Description, fmt.Sprintf("Read one %s by its %s.", name, o.Key)),
-		InputSchema:  map[string]any{"type": "object", "properties": props, "required": []string{o.Key}, "additionalProperties": false},
-		OutputSchema: map[string]any{"type": "object", "properties": output, "required": []string{"item"}},
-		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true, Title: cmp.Or(o.Title, "Get "+name)},
+		InputSchema:  schemas.GetInput,
+		OutputSchema: schemas.GetOutput,
+		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld},
 	}
 }
 
-func listTool(name string, o *ontology.Object) *sdk.Tool {
-	filters := map[string]any{}
-	for _, field := range slices.Sorted(maps.Keys(o.List.Filters)) {
-		ops := map[string]any{}
-		for _, op := range o.List.Filters[field] {
-			if op == ontology.FilterIn {
-				ops[string(op)] = map[string]any{"type": "array", "items": scalar, "minItems": 1, "maxItems": engine.MaxInValues}
-				continue
-			}
-			ops[string(op)] = scalar
-		}
-		filters[field] = map[string]any{"type": "object", "properties": ops, "additionalProperties": false}
-	}
-	props := map[string]any{
-		"limit":  map[string]any{"type": "integer", "minimum": 1, "maximum": o.List.MaxLimit},
-		"cursor": map[string]any{"type": "string", "description": "The nextCursor of the previous page."},
-	}
-	if len(filters) > 0 {
-		props["filters"] = map[string]any{"type": "object", "properties": filters, "additionalProperties": false}
-	}
-	if len(o.List.Sort) > 0 {
-		var sorts []string
-		for _, f := range o.List.Sort {
-			sorts = append(sorts, f, "-"+f)
-		}
-		props["sort"] = map[string]any{"enum": sorts, "description": "A field to sort by; -field sorts descending."}
-	}
-	title := cmp.Or(o.Title, name)
+func listTool(name string, o *ontology.Object, schemas engine.ReadSchemas) *sdk.Tool {
+	title := "List " + plural(nounOf(name, o))
 	return &sdk.Tool{
-		Title:       "List " + title,
-		Description: describe(o.Description, fmt.Sprintf("List %s rows, a page at a time.", name)),
-		InputSchema: map[string]any{"type": "object", "properties": props, "additionalProperties": false},
-		OutputSchema: map[string]any{"type": "object", "required": []string{"items"}, "properties": map[string]any{
-			"items":      map[string]any{"type": "array", "items": fieldsSchema(o)},
-			"nextCursor": map[string]any{"type": "string"},
-		}},
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, Title: "List " + title},
+		Title:        title,
+		Description:  describe(o.Description, fmt.Sprintf("List %s rows, a page at a time.", name)),
+		InputSchema:  schemas.ListInput,
+		OutputSchema: schemas.ListOutput,
+		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld},
 	}
 }
 
-func actionTool(name string, a *ontology.Action) *sdk.Tool {
+// actionTool declares an action's tool. result is the schema of what its
+// effect returns (engine.ActionResultSchema); nil for an action without
+// one.
+func actionTool(name string, a *ontology.Action, result map[string]any) *sdk.Tool {
 	desc := a.Description
 	if a.Effect != "" {
 		desc += " Effect: " + a.Effect
@@ -245,14 +230,117 @@ func actionTool(name string, a *ontology.Action) *sdk.Tool {
 		// without a person, and why the config says that is fine.
 		desc += " Destructive, and runs without approval: " + strings.TrimRight(a.ApprovalWaived, ".") + "."
 	}
-	destructive := a.Destructive
-	title := cmp.Or(a.Title, name)
+	// Unless the config says destructive: false, the host is told to
+	// assume the worst: an action nobody described may destroy.
+	destructive := a.DestructiveHint()
+	title := cmp.Or(a.Title, humanize(name))
 	return &sdk.Tool{
-		Title:       title,
-		Description: desc,
-		InputSchema: actionSchema(a),
-		Annotations: &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: a.Idempotent},
+		Title:        title,
+		Description:  desc,
+		InputSchema:  actionSchema(a),
+		OutputSchema: answerSchema(result),
+		Annotations:  &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: a.Idempotent, OpenWorldHint: closedWorld},
 	}
+}
+
+// answerSchema is the schema of what render answers an action or
+// check_approval call with, whatever its status; result is the schema of
+// an executed call's result.
+func answerSchema(result map[string]any) map[string]any {
+	statuses := []string{}
+	for _, st := range engine.Statuses() {
+		if st == engine.StatusOK {
+			statuses = append(statuses, statusExecuted)
+			continue
+		}
+		statuses = append(statuses, string(st))
+	}
+	props := map[string]any{
+		"status":        map[string]any{"enum": statuses},
+		"message":       map[string]any{"type": "string", "description": "What happened, and what to do next, in words."},
+		"approvalId":    map[string]any{"type": "string", "format": "uuid", "description": "The approval to poll with check_approval."},
+		"expiresAt":     map[string]any{"type": "string", "format": "date-time", "description": "When a pending approval lapses."},
+		"correlationId": map[string]any{"type": "string", "description": "Finds this call in the audit log."},
+		"code":          map[string]any{"type": "string", "description": "A stable error code, such as X_INPUT_INVALID: its cause and fix are documented."},
+		"issues": map[string]any{"type": "array", "items": map[string]any{"type": "object", "required": []string{"path", "message"}, "additionalProperties": false,
+			"properties": map[string]any{"path": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"}}},
+			"description": "Each problem of the arguments, at its JSON pointer."},
+		"note":       map[string]any{"type": "string", "description": "The decider's note on a rejection."},
+		"diagnostic": map[string]any{"type": "string", "description": "What kind of failure this was, where the details are withheld."},
+	}
+	if result != nil {
+		r := maps.Clone(result)
+		r["description"] = "What the executed call returned."
+		props["result"] = map[string]any{"anyOf": []any{r, map[string]any{"type": "null"}}}
+	}
+	return map[string]any{"type": "object", "required": []string{"status", "message"}, "additionalProperties": false, "properties": props}
+}
+
+// statusExecuted is the status an executed action answers with (the
+// engine's ok).
+const statusExecuted = "executed"
+
+// nounOf is what an object is called in its tools' titles: its title,
+// else its name in words, lower-cased unless it is an acronym ("SKU").
+func nounOf(name string, o *ontology.Object) string {
+	noun := cmp.Or(strings.TrimSpace(o.Title), strings.ReplaceAll(name, "_", " "))
+	if r := []rune(noun); len(r) > 1 && unicode.IsUpper(r[0]) && !unicode.IsUpper(r[1]) {
+		r[0] = unicode.ToLower(r[0])
+		noun = string(r)
+	}
+	return noun
+}
+
+// humanize writes a name in words, capitalized: cancel_order → Cancel order.
+func humanize(name string) string {
+	r := []rune(strings.ReplaceAll(name, "_", " "))
+	if len(r) > 0 {
+		r[0] = unicode.ToUpper(r[0])
+	}
+	return string(r)
+}
+
+// withArticle puts a or an before a noun, by how it is said: "an order", "a
+// user", "an hour", "an SKU".
+func withArticle(noun string) string {
+	lower := strings.ToLower(noun)
+	an := strings.ContainsRune("aeiou", rune(lower[0]))
+	for _, p := range []string{"uni", "use", "usu", "ura", "ure", "uti", "eu", "one", "once"} {
+		if strings.HasPrefix(lower, p) {
+			an = false
+		}
+	}
+	for _, p := range []string{"hour", "honest", "honor", "honour", "heir"} {
+		if strings.HasPrefix(lower, p) {
+			an = true
+		}
+	}
+	if first, _, _ := strings.Cut(noun, " "); len(first) > 1 && strings.ToUpper(first) == first {
+		// An acronym is said letter by letter: an SKU, a URL.
+		an = strings.ContainsRune("AEFHILMNORSX", rune(first[0]))
+	}
+	if an {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// plural makes a noun phrase's last word plural, by English's regular
+// rules: orders, addresses, statuses, categories, boxes; a word ending in
+// any other s is taken to be plural already ("series", "news").
+func plural(noun string) string {
+	lower := strings.ToLower(noun)
+	vowel := func(b byte) bool { return strings.IndexByte("aeiou", b) >= 0 }
+	switch n := len(lower); {
+	case strings.HasSuffix(lower, "ss"), strings.HasSuffix(lower, "us"), strings.HasSuffix(lower, "sh"), strings.HasSuffix(lower, "ch"),
+		strings.HasSuffix(lower, "x"), strings.HasSuffix(lower, "z"):
+		return noun + "es"
+	case strings.HasSuffix(lower, "s"):
+		return noun
+	case n > 1 && lower[n-1] == 'y' && !vowel(lower[n-2]):
+		return noun[:n-1] + "ies"
+	}
+	return noun + "s"
 }
 
 // actionSchema is an action's input schema as its tool shows it: an
@@ -274,13 +362,24 @@ func actionSchema(a *ontology.Action) map[string]any {
 	return schema
 }
 
-func checkTool() *sdk.Tool {
+// checkTool declares check_approval. Polling is idempotent — an approval
+// executes once, and a poll after that reports consumed — but a poll can
+// execute whichever action was approved, so it is destructive when any
+// action may be.
+func checkTool(actions map[string]*ontology.Action) *sdk.Tool {
+	destructive := false
+	for _, a := range actions {
+		destructive = destructive || a.DestructiveHint()
+	}
 	return &sdk.Tool{
 		Title: "Check an approval",
 		Description: "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
 			"an approved one executes now and returns its result; an approval that executed already reports consumed.",
 		InputSchema: map[string]any{"type": "object", "required": []string{"approvalId"}, "additionalProperties": false,
 			"properties": map[string]any{"approvalId": map[string]any{"type": "string", "format": "uuid"}}},
+		// The result is the approved action's, of whichever action it is.
+		OutputSchema: answerSchema(map[string]any{"type": "object"}),
+		Annotations:  &sdk.ToolAnnotations{Title: "Check an approval", DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: closedWorld},
 	}
 }
 

@@ -73,13 +73,34 @@ type Column struct {
 	Bits int
 	// TypeOID is the type values are compared as: a domain's base type.
 	TypeOID uint32
+	// Nullable is false when the column, or a domain it is of, says NOT
+	// NULL: a read never returns null for it.
+	Nullable bool
+	// MaxLength is a varchar(n)'s or char(n)'s n, in characters; 0 when
+	// the type declares none.
+	MaxLength int
+	// JSON is set for json and jsonb: reads return the value itself.
+	JSON bool
 }
+
+// varlenaHeader is what Postgres adds to a varchar's or char's declared
+// length in its type modifier (VARHDRSZ).
+const varlenaHeader = 4
 
 // columnOf classifies a column by its (base) type's OID: built-in OIDs are
 // fixed, so a type of the same name in another schema is never mistaken
 // for one.
-func columnOf(oid uint32) Column {
-	c := Column{Kind: ValueOther, TypeOID: oid}
+func columnOf(r *store.CatalogColumn) Column {
+	oid := r.TypeOID
+	c := Column{Kind: ValueOther, TypeOID: oid, Nullable: r.Nullable}
+	switch oid {
+	case pgtype.VarcharOID, pgtype.BPCharOID:
+		if r.TypeModifier > varlenaHeader {
+			c.MaxLength = int(r.TypeModifier - varlenaHeader)
+		}
+	case pgtype.JSONOID, pgtype.JSONBOID:
+		c.JSON = true
+	}
 	switch oid {
 	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID:
 		c.Kind = ValueText
@@ -145,7 +166,7 @@ func (c *Config) ReadCatalog(ctx context.Context, conn store.DBTX) (*Catalog, er
 		}
 		columns := make(map[string]Column, len(rows))
 		for _, r := range rows {
-			columns[r.Name] = columnOf(r.TypeOID)
+			columns[r.Name] = columnOf(r)
 		}
 		cat.tables[name] = columns
 	}

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // compileInput compiles an action's input schema (JSON Schema draft
@@ -37,7 +41,67 @@ func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSON Schema: %s", firstLine(err.Error()))
 	}
+	// A default is filled into every call that leaves its property out
+	// (the engine's withDefaults), so one its own schema refuses would
+	// refuse every such call: it is the config's mistake, at load.
+	if err := checkDefaults(c, loc, "", schema); err != nil {
+		return nil, err
+	}
 	return compiled, nil
+}
+
+// defaultError is a declared default its own schema refuses, at its
+// field path under the input schema (properties.reason.default).
+type defaultError struct{ path, message string }
+
+func (d *defaultError) Error() string { return d.message }
+
+// checkDefaults checks each default declared under properties, at the top
+// and inside object properties (where the engine applies them), against
+// its property's own schema.
+func checkDefaults(c *jsonschema.Compiler, loc, pointer string, schema map[string]any) error {
+	props, _ := schema["properties"].(map[string]any)
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		sub, _ := props[name].(map[string]any)
+		if sub == nil {
+			continue
+		}
+		at := pointer + "/properties/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
+		if d, has := sub["default"]; has {
+			compiled, err := c.Compile(loc + "#" + at)
+			if err != nil {
+				return fmt.Errorf("invalid JSON Schema: %s", firstLine(err.Error()))
+			}
+			raw, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+			if err != nil {
+				return err
+			}
+			if err := compiled.Validate(doc); err != nil {
+				path := strings.ReplaceAll(strings.TrimPrefix(at, "/"), "/", ".") + ".default"
+				return &defaultError{path: path, message: "the default does not satisfy its property's own schema, so every call leaving the property out would be refused: " + leafMessage(err)}
+			}
+		}
+		if err := checkDefaults(c, loc, at, sub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leafMessage is the first specific reason a validation failed.
+func leafMessage(err error) string {
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return firstLine(err.Error())
+	}
+	for len(verr.Causes) > 0 {
+		verr = verr.Causes[0]
+	}
+	return verr.ErrorKind.LocalizedString(message.NewPrinter(language.English))
 }
 
 type refusingLoader struct{}

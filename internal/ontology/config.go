@@ -572,7 +572,11 @@ type Action struct {
 	Input       map[string]any `yaml:"input"`
 	Where       string         `yaml:"where"`
 	Policy      Policy         `yaml:"policy"`
-	Destructive bool           `yaml:"destructive"`
+	// Destructive is what the config declares: nil when it says nothing.
+	// An action not declared destructive: false is assumed destructive
+	// (DestructiveHint); one declared destructive: true must also wait for
+	// a person or say why not (DeclaredDestructive).
+	Destructive *bool `yaml:"destructive"`
 	// ApprovalWaived is the written reason a destructive action runs
 	// without approval; without it, a destructive action must require
 	// approval. Shown wherever the action is described.
@@ -598,6 +602,16 @@ type Action struct {
 	where, audience                     cel.Program
 	auditMasks, priorMasks, resultMasks []Pointer
 }
+
+// DeclaredDestructive reports whether the config declares the action
+// destructive: true. Only such an action must require approval or carry
+// approval_waived, and only that declaration is part of its definition.
+func (a *Action) DeclaredDestructive() bool { return a.Destructive != nil && *a.Destructive }
+
+// DestructiveHint reports whether a client should treat the action as
+// destructive: unless the config declares destructive: false, an action
+// nobody described is assumed to be.
+func (a *Action) DestructiveHint() bool { return a.Destructive == nil || *a.Destructive }
 
 // AuditMasks returns the parsed paths of redact_audit.
 func (a *Action) AuditMasks() []Pointer { return a.auditMasks }

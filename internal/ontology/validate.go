@@ -1,6 +1,7 @@
 package ontology
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -249,7 +250,11 @@ func (c *Config) fieldRefProblem(ref string) string {
 func (c *Config) validateAction(name string, add func(path, format string, args ...any)) {
 	a, path := c.Actions[name], "actions."+name
 	schema, err := compileInput(a.Input)
-	if err != nil {
+	var bad *defaultError
+	switch {
+	case errors.As(err, &bad):
+		add(path+".input."+bad.path, "%s", bad.message)
+	case err != nil:
 		add(path+".input", "%v", err)
 	}
 	a.inputSchema = schema
@@ -337,10 +342,10 @@ func validatePolicy(a *Action, path string, mapScoped bool, add func(path, forma
 			"set policy: {roles: [...]}, policy: {scope: ...}, policy: {audience: ...} or policy: {approval: required}", errcode.PolicyMissing)
 	}
 	switch {
-	case a.Destructive && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
+	case a.DeclaredDestructive() && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
 		add(path+".policy.approval", "the action is destructive, so a person must approve each call: "+
 			"set policy: {approval: required}, or write why not in approval_waived: \"reason\"")
-	case a.ApprovalWaived != "" && (!a.Destructive || p.Approval == ApprovalRequired):
+	case a.ApprovalWaived != "" && (!a.DeclaredDestructive() || p.Approval == ApprovalRequired):
 		add(path+".approval_waived", "waives nothing: it is for a destructive action without policy.approval: required; remove it")
 	}
 }

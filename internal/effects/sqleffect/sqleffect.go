@@ -46,6 +46,17 @@ func New(_ string, a *ontology.Action) (engine.Effect, error) {
 // transaction.
 func (*Effect) Transactional() bool { return true }
 
+// ResultSchema describes what Run returns: the rows a RETURNING clause
+// gives, each an object of its columns (their types are the statement's).
+func (*Effect) ResultSchema() map[string]any {
+	return map[string]any{"type": "object", "required": []string{"rows_affected", "rows"}, "additionalProperties": false,
+		"properties": map[string]any{
+			"rows_affected": map[string]any{"type": "integer", "minimum": 0, "description": "How many rows the statement changed."},
+			"rows": map[string]any{"type": "array", "maxItems": MaxReturnedRows, "items": map[string]any{"type": "object"},
+				"description": fmt.Sprintf("The rows its RETURNING clause gave, at most %d.", MaxReturnedRows)},
+		}}
+}
+
 // Run runs the statement in call.Tx and returns
 // {"rows_affected": n, "rows": [...]}, at most MaxReturnedRows of the rows
 // it returned. Its outcome is always known: nothing is committed here.
