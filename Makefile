@@ -4,7 +4,7 @@ GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
-.PHONY: run test lint generate check-generated bench build e2e browser
+.PHONY: run test lint generate check-generated bench build e2e conformance browser
 
 ## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
 LISTEN ?= 127.0.0.1:8080
@@ -12,10 +12,11 @@ run: build
 	@exec bin/orangerail demo --listen $(LISTEN)
 
 ## test: lint, the generated-code check, every test with the race detector,
-## and the end-to-end run through the TypeScript MCP SDK
+## the end-to-end run through the TypeScript MCP SDK, and the conformance run
 test: lint check-generated browser
 	$(GO) test -race -count=1 ./...
 	e2e/run.sh
+	e2e/conformance/run.sh
 
 ## browser: the browser tests need Debian's chromium (CHROMIUM=path for another);
 ## .ci/run installs it, and a missing one fails here before the long run
@@ -26,6 +27,12 @@ browser:
 ## e2e: the demo's stdio server driven by the official TypeScript MCP SDK client
 e2e:
 	e2e/run.sh
+
+## conformance: the official MCP conformance suite's server scenarios and the
+## Inspector CLI's --strict tools/list against the demo (pinned in
+## e2e/conformance; Node 22 from npm when the machine's is older)
+conformance:
+	e2e/conformance/run.sh
 
 ## lint: golangci-lint (pinned in tools/lint, configured in .golangci.yml:
 ## gofmt, go vet, staticcheck, errcheck, gosec, revive, bodyclose, …)

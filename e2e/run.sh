@@ -6,9 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${TEST_DATABASE_URL:?set TEST_DATABASE_URL to a Postgres superuser URL}"
+source e2e/node.sh
+source e2e/demo.sh
 
 sdk_version=1.32.2
-cache="${ORANGERAIL_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orangerail-e2e}"
+cache="$e2e_cache"
 installed=$(node -p "require('$cache/node_modules/@modelcontextprotocol/sdk/package.json').version" 2>/dev/null || true)
 if [ "$installed" != "$sdk_version" ]; then
   mkdir -p "$cache"
@@ -16,26 +18,6 @@ if [ "$installed" != "$sdk_version" ]; then
 fi
 cp e2e/client.mjs "$cache/client.mjs" # ESM resolves packages from the script's own directory
 
-go build -o bin/orangerail ./cmd/orangerail
-bin=$(pwd)/bin/orangerail
-
-db="orangerail_e2e_$$_$RANDOM"
-db_url=$(node -e 'const u = new URL(process.argv[1]); u.pathname = "/" + process.argv[2]; console.log(u.toString())' "$TEST_DATABASE_URL" "$db")
-work=$(mktemp -d)
-demo_pid=
-cleanup() {
-  [ -n "$demo_pid" ] && kill -INT "$demo_pid" 2>/dev/null && wait "$demo_pid" 2>/dev/null
-  psql -q "$TEST_DATABASE_URL" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-psql -q "$TEST_DATABASE_URL" -c "CREATE DATABASE $db" >/dev/null
-
-(cd "$work" && exec env DATABASE_URL="$db_url" "$bin" demo --listen 127.0.0.1:0 >"$work/demo.out" 2>"$work/demo.err") &
-demo_pid=$!
-for _ in $(seq 1 60); do
-  if [ -f "$work/.orangerail/demo.json" ] && grep -q '"mcp_url": "http' "$work/.orangerail/demo.json"; then break; fi
-  if ! kill -0 "$demo_pid" 2>/dev/null; then cat "$work/demo.err" >&2; exit 1; fi
-  sleep 0.5
-done
-DEMO_FACTS="$work/.orangerail/demo.json" node "$cache/client.mjs"
+trap stop_demo EXIT
+start_demo
+DEMO_FACTS="$demo_facts" node "$cache/client.mjs"
