@@ -166,9 +166,11 @@ func (s *Server) build(names, prompts []string, fixed *engine.Caller) *sdk.Serve
 // listChanged (a catalog never changes while a session lasts, so none is
 // ever sent); resources, subscribable only where a session lasts
 // (session); prompts only when the config declares any, for anyone; and
-// no logging, which orangerail never sends.
+// logging: each tool call's outcome is sent to a session whose client set
+// a level (Server.called).
 func (s *Server) capabilities(session bool) *sdk.ServerCapabilities {
-	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{Subscribe: session}}
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{Subscribe: session},
+		Logging: &sdk.LoggingCapabilities{}}
 	if len(s.cfg.Prompts) > 0 {
 		caps.Prompts = &sdk.PromptCapabilities{}
 	}
@@ -177,12 +179,11 @@ func (s *Server) capabilities(session bool) *sdk.ServerCapabilities {
 
 // undeclared answers a request of a capability the server does not
 // declare as a method it does not have (-32601): the SDK would answer
-// prompts/list, or take logging/setLevel, without the capability.
+// prompts/list without the capability.
 func (s *Server) undeclared(caps *sdk.ServerCapabilities) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			// Logging is never declared: orangerail sends no log messages.
-			if (caps.Prompts == nil && strings.HasPrefix(method, "prompts/")) || method == "logging/setLevel" {
+			if caps.Prompts == nil && strings.HasPrefix(method, "prompts/") {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served: the server does not declare its capability", method)}
 			}
 			return next(ctx, method, req)
@@ -213,21 +214,46 @@ func (s *Server) offered(names []string, fixed *engine.Caller) sdk.Middleware {
 			if _, exists := s.tools[call.Params.Name]; exists {
 				refusal = engine.RefusalHidden
 			}
-			s.emit(call.Params.Name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
+			s.emit(ctx, call.Session, call.Params.Name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
 			return nil, unknownTool(call.Params.Name)
 		}
 	}
 }
 
-// emit hands the hooks a tool call's ToolCalled: refusal names the gate
-// that refused it, or is "" to classify the outcome (engine.RefusalOf).
-func (s *Server) emit(name string, caller *engine.Caller, out *engine.Outcome, refusal engine.Refusal) {
+// emit hands the hooks a tool call's ToolCalled, and tells the session:
+// refusal names the gate that refused it, or is "" to classify the outcome
+// (engine.RefusalOf).
+func (s *Server) emit(ctx context.Context, session *sdk.ServerSession, name string, caller *engine.Caller, out *engine.Outcome, refusal engine.Refusal) {
 	ev := engine.ToolCalled{Tool: name, Outcome: out.Status, Code: out.Code, Scope: out.Scope,
 		CorrelationID: out.CorrelationID, Refusal: cmp.Or(refusal, engine.RefusalOf(out))}
 	if caller != nil {
 		ev.Actor, ev.Tenant = caller.Subject, caller.Tenant
 	}
+	s.called(ctx, session, ev)
+}
+
+// called hands the hooks ev, and sends the session ev as a log message
+// (notifications/message), as the host log's line says it — at warning
+// for a refusal, info otherwise, never the arguments — once its client has
+// set a level (logging/setLevel): a client's developer sees why a call was
+// refused where the call was made. A session that ended, or a stateless
+// HTTP request's, is told nothing.
+func (s *Server) called(ctx context.Context, session *sdk.ServerSession, ev engine.ToolCalled) {
 	s.hooks.Emit(ev)
+	if session == nil {
+		return
+	}
+	level := sdk.LoggingLevel("info")
+	if ev.Level() >= slog.LevelWarn {
+		level = "warning"
+	}
+	data := map[string]string{"tool": ev.Tool, "outcome": string(ev.Outcome)}
+	for k, v := range map[string]string{"refusal": string(ev.Refusal), "code": string(ev.Code), "scope": ev.Scope, "correlationId": ev.CorrelationID} {
+		if v != "" {
+			data[k] = v
+		}
+	}
+	_ = session.Log(ctx, &sdk.LoggingMessageParams{Level: level, Logger: "orangerail", Data: data})
 }
 
 // Connect serves one caller over a transport (stdio, in-memory) until the
@@ -261,13 +287,13 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 			caller = callerOf(req)
 		}
 		if caller == nil {
-			s.emit(t.def.Name, nil, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, engine.RefusalHidden)
+			s.emit(ctx, req.Session, t.def.Name, nil, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, engine.RefusalHidden)
 			return nil, unknownTool(req.Params.Name)
 		}
 		// The gates before the input: a hidden tool answers as an unknown
 		// one; a scope the token lacks is a protocol error naming it.
 		if out := s.engine.Admit(ctx, caller, t.def.Name); out != nil {
-			s.emit(t.def.Name, caller, out, "")
+			s.emit(ctx, req.Session, t.def.Name, caller, out, "")
 			if out.Code == errcode.MCPScopeDenied {
 				return nil, scopeDenied(t.def.Name, out)
 			}
@@ -277,11 +303,11 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 			s.beforeTool(t.def.Name)
 		}
 		if t.kind == ontology.ToolSQLQuery {
-			return s.runSQL(ctx, t, caller, req.Params.Arguments), nil
+			return s.runSQL(ctx, req.Session, t, caller, req.Params.Arguments), nil
 		}
 		out := s.run(ctx, t, caller, req.Params.Arguments)
 		res = render(t, out)
-		s.emit(t.def.Name, caller, out, "")
+		s.emit(ctx, req.Session, t.def.Name, caller, out, "")
 		return res, nil
 	}
 }
@@ -294,7 +320,7 @@ func (s *Server) contained(ctx context.Context, t *tool, caller *engine.Caller, 
 	s.log.ErrorContext(ctx, "tool handler panic", "tool", t.def.Name, "correlation_id", correlation,
 		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	out := &engine.Outcome{Status: engine.StatusInternalError, CorrelationID: correlation}
-	s.emit(t.def.Name, caller, out, "")
+	s.emit(ctx, nil, t.def.Name, caller, out, "")
 	return render(t, out)
 }
 

@@ -112,10 +112,10 @@ func sqlOutputSchema() map[string]any {
 // its rule or limit, as text (the output schema is the rows'). A statement
 // Postgres refuses reports its SQLSTATE only; the text goes to the host
 // log.
-func (s *Server) runSQL(ctx context.Context, t *tool, caller *engine.Caller, args json.RawMessage) *sdk.CallToolResult {
+func (s *Server) runSQL(ctx context.Context, session *sdk.ServerSession, t *tool, caller *engine.Caller, args json.RawMessage) *sdk.CallToolResult {
 	outcome, code, correlation := engine.StatusOK, errcode.Code(""), ""
 	defer func() {
-		s.hooks.Emit(engine.ToolCalled{Tool: t.def.Name, Outcome: outcome, Actor: caller.Subject, Tenant: caller.Tenant,
+		s.called(ctx, session, engine.ToolCalled{Tool: t.def.Name, Outcome: outcome, Actor: caller.Subject, Tenant: caller.Tenant,
 			Code: code, CorrelationID: correlation})
 	}()
 	var in struct {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,8 +162,8 @@ func TestInstructionsPerCaller(t *testing.T) {
 // TestCapabilitiesExact: a server declares what it serves and nothing
 // else: tools without listChanged (none is ever sent), resources,
 // subscribable over a session only, prompts only when the config declares
-// any (for anyone), no logging; a method of an undeclared capability is
-// one the server does not have.
+// any (for anyone), and logging (TestToolCallsAreLoggedToTheSession); a
+// method of an undeclared capability is one the server does not have.
 func TestCapabilitiesExact(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -170,7 +171,7 @@ func TestCapabilitiesExact(t *testing.T) {
 	none := b.serve(t, -1, ontologytest.Delete("prompts"))
 	cs := connect(t, none.s, agent("support"))
 	caps := cs.InitializeResult().Capabilities
-	want := `{"resources":{"subscribe":true},"tools":{}}`
+	want := `{"logging":{},"resources":{"subscribe":true},"tools":{}}`
 	if got, _ := json.Marshal(caps); string(got) != want {
 		t.Fatalf("capabilities without prompts = %s, want %s", got, want)
 	}
@@ -178,16 +179,12 @@ func TestCapabilitiesExact(t *testing.T) {
 	if _, err := cs.ListPrompts(ctx, nil); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeMethodNotFound {
 		t.Fatalf("prompts/list without the capability: %v", err)
 	}
-	//nolint:staticcheck // SA1019: the test holds that the deprecated logging method is refused.
-	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeMethodNotFound {
-		t.Fatalf("logging/setLevel without the capability: %v", err)
-	}
 
 	// Prompts configured for support only: the capability is declared for
 	// every caller, and one outside the audience lists none.
 	some := b.serve(t, -1)
 	plain := connect(t, some.s, agent())
-	if got, _ := json.Marshal(plain.InitializeResult().Capabilities); string(got) != `{"prompts":{},"resources":{"subscribe":true},"tools":{}}` {
+	if got, _ := json.Marshal(plain.InitializeResult().Capabilities); string(got) != `{"logging":{},"prompts":{},"resources":{"subscribe":true},"tools":{}}` {
 		t.Fatalf("capabilities with prompts = %s", got)
 	}
 	if res, err := plain.ListPrompts(ctx, nil); err != nil || len(res.Prompts) != 0 {
@@ -205,7 +202,7 @@ func TestCapabilitiesExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hs.Close() })
-	if got, _ := json.Marshal(hs.InitializeResult().Capabilities); string(got) != `{"prompts":{},"resources":{},"tools":{}}` {
+	if got, _ := json.Marshal(hs.InitializeResult().Capabilities); string(got) != `{"logging":{},"prompts":{},"resources":{},"tools":{}}` {
 		t.Fatalf("capabilities over HTTP = %s", got)
 	}
 	if ins := hs.InitializeResult().Instructions; !strings.Contains(ins, "orangerail://approvals/") || strings.Contains(ins, "subscribe") {
@@ -636,5 +633,64 @@ func TestGoldenSurface(t *testing.T) {
 		ini = hs.InitializeResult()
 		golden.JSON(t, filepath.Join(dir, "initialize_http.json"), map[string]any{
 			"serverInfo": ini.ServerInfo, "capabilities": ini.Capabilities, "instructions": ini.Instructions})
+	}
+}
+
+// TestToolCallsAreLoggedToTheSession: a call whose client asked for log
+// messages — a level in the request's _meta, as protocol 2026-07-28 asks
+// (logging/setLevel, for a session, under earlier versions) — is sent the
+// call's outcome as a log message, as the host log's line says it — a
+// refusal at warning with its gate and code, an answer at info — and
+// never the arguments; a call that asked for none, nothing.
+func TestToolCallsAreLoggedToTheSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s, _ := b.server(t)
+	var mu sync.Mutex
+	var logged []*sdk.LoggingMessageParams
+	serverT, clientT := sdk.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, agent(), serverT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			logged = append(logged, req.Params)
+		}}).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	const secret = "o-secret-argument"
+	call(t, cs, "order_get", `{"id": "`+secret+`"}`) // no level asked: not sent
+	level := sdk.Meta{"io.modelcontextprotocol/logLevel": "info"}
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Meta: level, Name: "order_get", Arguments: map[string]any{"id": "o-1001"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Meta: level, Name: "cancel_order", Arguments: map[string]any{"order_id": secret}}); err == nil {
+		t.Fatal("a hidden tool answered")
+	}
+	var got []string
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		mu.Lock()
+		got = got[:0]
+		for _, m := range logged {
+			raw, _ := json.Marshal(m.Data)
+			got = append(got, string(m.Level)+" "+m.Logger+" "+string(raw))
+		}
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := []string{
+		`info orangerail {"outcome":"ok","tool":"order_get"}`,
+		`warning orangerail {"code":"X_MCP_TOOL_UNKNOWN","outcome":"not_found","refusal":"hidden","tool":"cancel_order"}`,
+	}
+	if !slices.Equal(got, want) || strings.Contains(strings.Join(got, ""), secret) {
+		t.Fatalf("log messages %q, want %q", got, want)
 	}
 }
