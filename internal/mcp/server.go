@@ -170,7 +170,8 @@ func (s *Server) build(names, prompts []string, fixed *engine.Caller) *sdk.Serve
 // a level (Server.called).
 func (s *Server) capabilities(session bool) *sdk.ServerCapabilities {
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Resources: &sdk.ResourceCapabilities{Subscribe: session},
-		Logging: &sdk.LoggingCapabilities{}}
+		Logging: &sdk.LoggingCapabilities{}} //nolint:staticcheck // SA1019: deprecated in protocol 2026-07-28 (SEP-2577), and still what clients of earlier versions ask for; kept through the deprecation window
+
 	if len(s.cfg.Prompts) > 0 {
 		caps.Prompts = &sdk.PromptCapabilities{}
 	}
@@ -243,7 +244,7 @@ func (s *Server) called(ctx context.Context, session *sdk.ServerSession, ev engi
 	if session == nil {
 		return
 	}
-	level := sdk.LoggingLevel("info")
+	level := sdk.LoggingLevel("info") //nolint:staticcheck // SA1019: the deprecated logging feature, served through its window (see capabilities)
 	if ev.Level() >= slog.LevelWarn {
 		level = "warning"
 	}
@@ -253,7 +254,7 @@ func (s *Server) called(ctx context.Context, session *sdk.ServerSession, ev engi
 			data[k] = v
 		}
 	}
-	_ = session.Log(ctx, &sdk.LoggingMessageParams{Level: level, Logger: "orangerail", Data: data})
+	_ = session.Log(ctx, &sdk.LoggingMessageParams{Level: level, Logger: "orangerail", Data: data}) //nolint:staticcheck // SA1019: see capabilities
 }
 
 // Connect serves one caller over a transport (stdio, in-memory) until the

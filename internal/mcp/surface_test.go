@@ -648,7 +648,7 @@ func TestToolCallsAreLoggedToTheSession(t *testing.T) {
 	ctx := context.Background()
 	s, _ := b.server(t)
 	var mu sync.Mutex
-	var logged []*sdk.LoggingMessageParams
+	var logged []*sdk.LoggingMessageParams //nolint:staticcheck // SA1019: the deprecated logging feature is what the test holds
 	serverT, clientT := sdk.NewInMemoryTransports()
 	ss, err := s.Connect(ctx, agent(), serverT)
 	if err != nil {
@@ -656,7 +656,7 @@ func TestToolCallsAreLoggedToTheSession(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ss.Close() })
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
-		LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) {
+		LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) { //nolint:staticcheck // SA1019: as above
 			mu.Lock()
 			defer mu.Unlock()
 			logged = append(logged, req.Params)
