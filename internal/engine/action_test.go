@@ -706,3 +706,22 @@ func TestResultsKeepExactNumbers(t *testing.T) {
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
+
+// TestInputFormatsAreHeld: a format an action's input schema states is
+// enforced, as the tool advertises it: an address that is no address is
+// X_INPUT_INVALID at its path, recorded, and nothing is staged; a valid
+// one is staged.
+func TestInputFormatsAreHeld(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.cancel_order.input.properties.reason.format", "email"))
+	out := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "not an address"}`))
+	if out.Status != engine.StatusInvalidInput || len(out.Issues) != 1 || out.Issues[0].Path != "/reason" {
+		t.Fatalf("a reason that is no email: %s %v", out.Status, out.Issues)
+	}
+	if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"invalid_input"}) {
+		t.Fatalf("the refusal's records: %v", got)
+	}
+	want(t, e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "ops@example.com"}`)), engine.StatusApprovalPending)
+}

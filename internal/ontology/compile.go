@@ -31,6 +31,10 @@ func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	// A format the schema states is held, as every other constraint is:
+	// the tool advertises the schema, so format: email must refuse what is
+	// no address (draft 2020-12 makes formats annotations unless asked).
+	c.AssertFormat()
 	// Input schemas are self-contained: a $ref to anything outside fails.
 	c.UseLoader(refusingLoader{})
 	const loc = "urn:orangerail:input"
