@@ -104,6 +104,13 @@ func (e *Engine) inAudience(caller *Caller, t ontology.Tool) bool {
 	return false
 }
 
+// CanRead reports whether caller may read the named object: the gate of
+// its get and list tools. An unknown object is readable by no one.
+func (e *Engine) CanRead(caller *Caller, object string) bool {
+	o, ok := e.cfg.Objects[object]
+	return ok && e.canRead(caller, o)
+}
+
 // canRead reports whether caller may read o: its read_access, then its
 // audience.
 func (e *Engine) canRead(caller *Caller, o *ontology.Object) bool {

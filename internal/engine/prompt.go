@@ -14,10 +14,3 @@ func (e *Engine) SeesPrompt(caller *Caller, name string) bool {
 	}
 	return e.audience(caller, "prompt "+name, p.AudienceProgram())
 }
-
-// CanRead reports whether caller may read the named object: the gate of
-// its get and list tools. An unknown object is readable by no one.
-func (e *Engine) CanRead(caller *Caller, object string) bool {
-	o, ok := e.cfg.Objects[object]
-	return ok && e.canRead(caller, o)
-}

@@ -22,9 +22,10 @@ import (
 )
 
 // The resources a caller reads: its ontology, each object it may read,
-// and each approval it requested.
+// what sql_query may read, and each approval it requested.
 const (
 	OntologyURI         = "orangerail://ontology"
+	SQLRelationsURI     = "orangerail://sql_query/relations"
 	objectURIPrefix     = "orangerail://objects/"
 	approvalURIPrefix   = "orangerail://approvals/"
 	approvalURITemplate = approvalURIPrefix + "{approvalId}"
@@ -69,6 +70,18 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 					return nil, sdk.ResourceNotFoundError(req.Params.URI)
 				}
 				return jsonResource(req.Params.URI, s.objectDoc(object, s.visible(caller)))
+			})
+	}
+	if slices.Contains(names, ontology.SQLQueryTool) && s.querier != nil {
+		srv.AddResource(&sdk.Resource{URI: SQLRelationsURI, Name: "sql_query_relations", Title: "What sql_query may read",
+			Description: "Every relation of sql_query's schemas that its role may read, with the columns it may read and their types; every query sees your tenant's rows only.",
+			MIMEType:    resourceMIME},
+			func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+				caller := resourceCaller(fixed, req)
+				if caller == nil || !s.engine.Sees(caller, ontology.SQLQueryTool) {
+					return nil, sdk.ResourceNotFoundError(req.Params.URI)
+				}
+				return jsonResource(req.Params.URI, map[string]any{"schemas": s.querier.Schemas(), "relations": s.querier.Tables()})
 			})
 	}
 	if slices.Contains(names, ontology.CheckApprovalTool) {

@@ -320,6 +320,23 @@ func TestResources(t *testing.T) {
 		t.Fatalf("a hidden object reads %q, a URI of nothing %q", hidden, missing)
 	}
 
+	// What sql_query may read is a resource for its callers only: the
+	// relations and columns its role may read, named as in its answers.
+	auditor := connect(t, sv.s, &engine.Caller{Subject: "demo-auditor@acme", Tenant: "acme", Roles: []string{"auditor"}, Kind: engine.ActorAgent})
+	if uris, _ = resourceURIs(t, auditor); !slices.Contains(uris, mcp.SQLRelationsURI) {
+		t.Fatalf("the auditor lists %v", uris)
+	}
+	relations, text := readJSON(t, auditor, mcp.SQLRelationsURI)
+	if !strings.Contains(text, `"name": "audit"`) || !strings.Contains(text, `"name": "seq"`) || relations["schemas"] == nil {
+		t.Fatalf("what sql_query may read: %s", text)
+	}
+	if uris, _ = resourceURIs(t, support); slices.Contains(uris, mcp.SQLRelationsURI) {
+		t.Fatalf("support, who may not query, lists %v", uris)
+	}
+	if hidden, missing := readErr(t, support, mcp.SQLRelationsURI), readErr(t, support, "orangerail://objects/no_such"); hidden != missing {
+		t.Fatalf("sql_query's relations read %q to support, a missing resource %q", hidden, missing)
+	}
+
 	anonymous := connect(t, sv.s, &engine.Caller{Tenant: "acme"})
 	if uris, templates = resourceURIs(t, anonymous); !slices.Equal(uris, []string{"orangerail://objects/product", "orangerail://ontology"}) || len(templates) != 0 {
 		t.Fatalf("anonymous lists %v %v", uris, templates)
