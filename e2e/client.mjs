@@ -76,7 +76,7 @@ check(unknownCode.isError && unknownCode.content?.some((c) => c.text?.includes('
 
 // What the agent is told before its first call.
 const caps = client.getServerCapabilities();
-check(caps.tools && !caps.tools.listChanged && caps.resources && !caps.resources.subscribe && caps.prompts && !caps.logging,
+check(caps.tools && !caps.tools.listChanged && caps.resources && !caps.resources.subscribe && caps.prompts && caps.logging,
   "capabilities over HTTP: exactly what is served", caps);
 const told = client.getInstructions() ?? "";
 check(told.includes("need a person's approval: cancel_order") && told.includes("check_approval"), "instructions name the governed actions", told);
