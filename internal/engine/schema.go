@@ -47,7 +47,7 @@ func (e *Engine) compileReadSchemas() (map[string]*jsonschema.Schema, error) {
 	for _, object := range slices.Sorted(maps.Keys(e.cfg.Objects)) {
 		s, _ := e.ReadSchemas(object)
 		for name, schema := range map[string]map[string]any{ontology.GetTool(object): s.GetInput, ontology.ListTool(object): s.ListInput} {
-			c, err := compileSchema(name, schema)
+			c, err := compileReadSchema(name, schema)
 			if err != nil {
 				return nil, fmt.Errorf("engine: the input schema of %s: %w", name, err)
 			}
@@ -57,25 +57,10 @@ func (e *Engine) compileReadSchemas() (map[string]*jsonschema.Schema, error) {
 	return compiled, nil
 }
 
-// compileSchema compiles a schema made here, asserting formats: a read's
-// schema states uuid, date and date-time, and enforces them.
-func compileSchema(name string, schema map[string]any) (*jsonschema.Schema, error) {
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	loc := "urn:orangerail:read:" + name
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(loc)
+// compileReadSchema compiles a read's schema made here: a read's schema
+// states uuid, date and date-time, and enforces them.
+func compileReadSchema(name string, schema map[string]any) (*jsonschema.Schema, error) {
+	return ontology.CompileSchema("urn:orangerail:read:"+name, schema)
 }
 
 // checkReadInput checks a read's arguments against its advertised input

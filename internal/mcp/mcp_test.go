@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -65,6 +66,32 @@ func (b *bundle) server(t testing.TB, edits ...ontologytest.Edit) (*mcp.Server, 
 		t.Fatal(err)
 	}
 	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, e
+}
+
+// sqlServer serves the demo's config — the example, with sql_query for
+// auditors — its catalog read from real Postgres, and a querier logging in
+// as the query role; opts' Logger and Hooks, when set, are the server's.
+func (b *bundle) sqlServer(t testing.TB, opts mcp.Options) (*mcp.Server, *engine.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := ontology.Parse(append(append([]byte{}, orders.Config...), "sql_query: {enabled: true, roles: [auditor]}\n"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqlquery.New(ctx, sqlquery.Config{URL: testdb.WithUser(t, b.url, sqlquery.QueryRole, ""), Store: b.runtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Engine, opts.Ontology, opts.Querier, opts.Logger = e, cfg, q, cmp.Or(opts.Logger, quiet)
+	s, err := mcp.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -655,26 +682,11 @@ func TestSQLQueryTool(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	cfg, err := ontology.Parse(append(append([]byte{}, orders.Config...), "sql_query: {enabled: true, roles: [auditor]}\n"...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sqlquery.New(ctx, sqlquery.Config{URL: testdb.WithUser(t, b.url, sqlquery.QueryRole, ""), Store: b.runtime})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logBuf lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
 	hooks := engine.NewHooks()
 	hooks.Subscribe(0, engine.HostLog(log))
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: log, Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, e := b.sqlServer(t, mcp.Options{Logger: log, Hooks: hooks})
 	if slices.Contains(toolNames(t, connect(t, s, agent("support"))), "sql_query") {
 		t.Fatal("a caller without the auditor role sees sql_query")
 	}

@@ -11,15 +11,10 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/orangerail/orangerail/examples/orders"
-	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/golden"
 	"github.com/orangerail/orangerail/internal/mcp"
-	"github.com/orangerail/orangerail/internal/ontology"
-	"github.com/orangerail/orangerail/internal/sqlquery"
-	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // demoAudiences are the callers the demo mints a token for (internal/cli
@@ -35,23 +30,7 @@ var demoAudiences = map[string]*engine.Caller{
 // read from them.
 func demoServer(t *testing.T, b *bundle) (*mcp.Server, *engine.Engine) {
 	t.Helper()
-	cfg, err := ontology.Parse(append(append([]byte{}, orders.Config...), "sql_query: {enabled: true, roles: [auditor]}\n"...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sqlquery.New(context.Background(), sqlquery.Config{URL: testdb.WithUser(t, b.url, sqlquery.QueryRole, ""), Store: b.runtime})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, e
+	return b.sqlServer(t, mcp.Options{})
 }
 
 // TestGoldenToolsList holds each demo audience's tools/list — names,

@@ -13,14 +13,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/orangerail/orangerail/examples/orders"
-	"github.com/orangerail/orangerail/internal/effects"
-	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/golden"
 	"github.com/orangerail/orangerail/internal/mcp"
-	"github.com/orangerail/orangerail/internal/ontology"
-	"github.com/orangerail/orangerail/internal/sqlquery"
-	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // sqlSession serves the example with sql_query for auditors, the catalog
@@ -37,22 +31,7 @@ func sqlSession(t *testing.T) (*sdk.ClientSession, *sdk.Tool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ontology.Parse(append(append([]byte{}, orders.Config...), "sql_query: {enabled: true, roles: [auditor]}\n"...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sqlquery.New(ctx, sqlquery.Config{URL: testdb.WithUser(t, b.url, sqlquery.QueryRole, ""), Store: b.runtime})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Querier: q, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := b.sqlServer(t, mcp.Options{})
 	cs := connect(t, s, agent("auditor"))
 	listed, err := cs.ListTools(ctx, nil)
 	if err != nil {

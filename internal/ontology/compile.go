@@ -15,12 +15,22 @@ import (
 	"golang.org/x/text/message"
 )
 
-// compileInput compiles an action's input schema (JSON Schema draft
-// 2020-12, no remote references). Its type must be object.
-func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
-	if schema["type"] != "object" {
-		return nil, errors.New(`the input schema's "type" must be "object"`)
+// CompileSchema compiles a JSON Schema (draft 2020-12) as orangerail holds
+// every schema a tool advertises: self-contained (a $ref to anything
+// outside fails), and with each format it states asserted, as every other
+// constraint is — format: email refuses what is no address (the draft
+// makes formats annotations unless asked). loc names it in errors.
+func CompileSchema(loc string, schema map[string]any) (*jsonschema.Schema, error) {
+	c, err := compilerOf(loc, schema)
+	if err != nil {
+		return nil, err
 	}
+	return c.Compile(loc)
+}
+
+// compilerOf is the compiler CompileSchema compiles with, schema added
+// at loc, for a caller that compiles parts of it too.
+func compilerOf(loc string, schema map[string]any) (*jsonschema.Compiler, error) {
 	raw, err := json.Marshal(schema)
 	if err != nil {
 		return nil, err
@@ -31,14 +41,23 @@ func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	// A format the schema states is held, as every other constraint is:
-	// the tool advertises the schema, so format: email must refuse what is
-	// no address (draft 2020-12 makes formats annotations unless asked).
 	c.AssertFormat()
-	// Input schemas are self-contained: a $ref to anything outside fails.
 	c.UseLoader(refusingLoader{})
-	const loc = "urn:orangerail:input"
 	if err := c.AddResource(loc, doc); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// compileInput compiles an action's input schema (JSON Schema draft
+// 2020-12, no remote references). Its type must be object.
+func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
+	if schema["type"] != "object" {
+		return nil, errors.New(`the input schema's "type" must be "object"`)
+	}
+	const loc = "urn:orangerail:input"
+	c, err := compilerOf(loc, schema)
+	if err != nil {
 		return nil, fmt.Errorf("invalid JSON Schema: %w", err)
 	}
 	compiled, err := c.Compile(loc)
