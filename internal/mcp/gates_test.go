@@ -15,10 +15,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/examples/orders"
-	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
-	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
@@ -177,14 +175,7 @@ func TestEveryToolCallIsAnEvent(t *testing.T) {
 			events = append(events, tc)
 		}
 	})
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet, Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet, Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := b.hooked(t, cfg, hooks)
 	const secret = "secret-argument-7"
 	cs := connect(t, s, &engine.Caller{Subject: "agent-7", Tenant: "acme", Scopes: []string{"orders:read"}, Kind: engine.ActorAgent})
 	call(t, cs, "order_get", `{"id": "o-1001"}`)

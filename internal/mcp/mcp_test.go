@@ -101,19 +101,21 @@ func (b *bundle) sqlServer(t testing.TB, opts mcp.Options) (*mcp.Server, *engine
 // connect opens a real go-sdk client session to s as caller, in memory.
 func connect(t *testing.T, s *mcp.Server, caller *engine.Caller) *sdk.ClientSession {
 	t.Helper()
-	ctx := context.Background()
-	serverT, clientT := sdk.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, caller, serverT)
+	return connectWith(t, s, caller, nil, "")
+}
+
+// hooked serves cfg with the engine and the server emitting into hooks.
+func (b *bundle) hooked(t testing.TB, cfg *ontology.Config, hooks *engine.Hooks) *mcp.Server {
+	t.Helper()
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ss.Close() })
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientT, nil)
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return s
 }
 
 func agent(roles ...string) *engine.Caller {
@@ -882,15 +884,7 @@ func TestToolCallsAreEvents(t *testing.T) {
 		defer mu.Unlock()
 		events = append(events, ev)
 	})
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet, Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet, Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := connect(t, s, agent("support"))
+	cs := connect(t, b.hooked(t, cfg, hooks), agent("support"))
 	call(t, cs, "order_get", `{"id": "o-1001"}`)
 	_, body := call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`)
 	call(t, cs, "order_list", `{"limit": 0}`)

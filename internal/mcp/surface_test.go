@@ -666,22 +666,12 @@ func TestToolCallsAreLoggedToTheSession(t *testing.T) {
 	s, _ := b.server(t)
 	var mu sync.Mutex
 	var logged []*sdk.LoggingMessageParams //nolint:staticcheck // SA1019: the deprecated logging feature is what the test holds
-	serverT, clientT := sdk.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, agent(), serverT)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ss.Close() })
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+	cs := connectWith(t, s, agent(), &sdk.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) { //nolint:staticcheck // SA1019: as above
 			mu.Lock()
 			defer mu.Unlock()
 			logged = append(logged, req.Params)
-		}}).Connect(ctx, clientT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
+		}}, "")
 	const secret = "o-secret-argument"
 	call(t, cs, "order_get", `{"id": "`+secret+`"}`) // no level asked: not sent
 	level := sdk.Meta{"io.modelcontextprotocol/logLevel": "info"}
