@@ -94,6 +94,13 @@ type Config struct {
 	toolScopes map[string]string
 	// Webhooks are the endpoints told of approval events. Defaults to none.
 	Webhooks []Webhook `yaml:"webhooks"`
+
+	// Upstreams are the HTTP APIs actions call (execute: {http: …}), by
+	// name (upstream.go).
+	Upstreams map[string]*Upstream `yaml:"upstreams"`
+	// Environment selects each upstream's base_urls entry. Empty: only
+	// upstreams with one base_url serve.
+	Environment string `yaml:"environment"`
 }
 
 // Datasource names where the team's data lives.
@@ -653,10 +660,14 @@ const (
 	// ExecuteNotImplemented declares an action with no effect yet; a call
 	// is recorded and refused: execute: {not_implemented: true}.
 	ExecuteNotImplemented ExecuteKind = "not_implemented"
+	// ExecuteHTTP calls an upstream's HTTP API: execute: {http: {…}}.
+	ExecuteHTTP ExecuteKind = "http"
 )
 
 // ExecuteKinds lists every execute kind.
-func ExecuteKinds() []ExecuteKind { return []ExecuteKind{ExecuteSQL, ExecuteNotImplemented} }
+func ExecuteKinds() []ExecuteKind {
+	return []ExecuteKind{ExecuteSQL, ExecuteNotImplemented, ExecuteHTTP}
+}
 
 // Execute is what an action does: a union of which exactly one member is
 // set, the member's key naming its kind (the config schema holds a file to
@@ -670,6 +681,8 @@ type Execute struct {
 	// NotImplemented declares the action without an effect (kind
 	// not_implemented).
 	NotImplemented bool `yaml:"not_implemented"`
+	// HTTP is a call of an upstream's API (kind http; upstream.go).
+	HTTP *HTTPExecute `yaml:"http"`
 }
 
 // Kind returns which member of the union is set; "" for none, which a
@@ -680,6 +693,8 @@ func (x Execute) Kind() ExecuteKind {
 		return ExecuteSQL
 	case x.NotImplemented:
 		return ExecuteNotImplemented
+	case x.HTTP != nil:
+		return ExecuteHTTP
 	}
 	return ""
 }
@@ -791,6 +806,7 @@ func (c *Config) withDefaults() {
 			a.Policy.Approval = ApprovalNone
 		}
 	}
+	c.withHTTPDefaults()
 }
 
 // ParseNetwork reads one of identity.allowed_networks: a CIDR such as
