@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/effects"
+	"github.com/orangerail/orangerail/internal/effects/httpeffect"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -617,4 +618,38 @@ func TestDroppedConnections(t *testing.T) {
 		t.Fatalf("attempts %v", got)
 	}
 	h.verify(t, "acme", "")
+}
+
+// TestUnrecordedAttemptStops: when an attempt cannot be recorded, no
+// other is made — the audit log holds every attempt made.
+func TestUnrecordedAttemptStops(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, statuses(503, 201))
+	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
+upstreams:
+  carrier: {base_url: %q}
+actions:
+  create_label:
+    description: d
+    input: {type: object, properties: {order_id: {type: string}}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: POST, path: "/orders/{order_id}"}}
+`, up.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	effect, err := httpeffect.New("create_label", cfg.Actions["create_label"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := errors.New("the audit log is unavailable")
+	var recorded []engine.EffectAttempt
+	_, err = effect.Run(context.Background(), &engine.EffectCall{Input: json.RawMessage(`{"order_id":"o-1"}`),
+		RecordAttempt: func(_ context.Context, a engine.EffectAttempt) error {
+			recorded = append(recorded, a)
+			return full
+		}})
+	if !errors.Is(err, full) || engine.IsOutcomeUnknown(err) || len(up.requests()) != 1 || len(recorded) != 1 || recorded[0].Status != 503 {
+		t.Fatalf("err %v, %d requests, recorded %+v", err, len(up.requests()), recorded)
+	}
 }
