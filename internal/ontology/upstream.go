@@ -29,6 +29,95 @@ type Upstream struct {
 	// IdempotencyHeader names the request header an idempotency key is
 	// sent in. Defaults to IdempotencyHeaderDefault.
 	IdempotencyHeader string `yaml:"idempotency_header"`
+	// Auth lists the credentials every request presents, by scheme name;
+	// each one's value comes from the environment (CredentialEnv), never
+	// from this file.
+	Auth map[string]*UpstreamAuth `yaml:"auth"`
+}
+
+// AuthType is how a credential is placed on a request.
+type AuthType string
+
+// The auth types.
+const (
+	AuthAPIKey AuthType = "api_key" // in a header, query parameter or cookie named Name
+	AuthBasic  AuthType = "basic"   // Authorization: Basic, from user:password
+	AuthBearer AuthType = "bearer"  // Authorization: Bearer
+	// AuthOAuth2ClientCredentials fetches a token at TokenURL with
+	// client_id:client_secret and presents it as a bearer token, cached
+	// until it expires.
+	AuthOAuth2ClientCredentials AuthType = "oauth2_client_credentials" //nolint:gosec // G101: the scheme's name, not a credential
+	// AuthMTLS presents a client certificate: the credential is PEM, the
+	// certificate and its key.
+	AuthMTLS AuthType = "mtls"
+)
+
+// AuthTypes returns every auth type. The config schema's enum is this
+// list; a test holds them equal.
+func AuthTypes() []AuthType {
+	return []AuthType{AuthAPIKey, AuthBasic, AuthBearer, AuthOAuth2ClientCredentials, AuthMTLS}
+}
+
+// API key placements.
+const (
+	InHeader = "header"
+	InQuery  = "query"
+	InCookie = "cookie"
+)
+
+// UpstreamAuth is one credential scheme of an upstream.
+type UpstreamAuth struct {
+	Type AuthType `yaml:"type"`
+	// In and Name place an api_key: header, query or cookie, and its name.
+	In   string `yaml:"in"`
+	Name string `yaml:"name"`
+	// TokenURL and Scopes are an oauth2_client_credentials token request's.
+	TokenURL string   `yaml:"token_url"`
+	Scopes   []string `yaml:"scopes"`
+}
+
+// CredentialEnv is the environment variable holding the credential of an
+// upstream's scheme: <UPSTREAM>_<SCHEME>_CREDENTIAL, upper case, every
+// character but a letter or digit an underscore. <that>_FILE, when set
+// instead, names a file holding it.
+func CredentialEnv(upstream, scheme string) string {
+	envName := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z':
+				return r - 'a' + 'A'
+			case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	return envName(upstream) + "_" + envName(scheme) + "_CREDENTIAL"
+}
+
+// CredentialSlot is where one scheme's credential is read from.
+type CredentialSlot struct {
+	// Path is the scheme's field path: upstreams.U.auth.S.
+	Path     string
+	Upstream string
+	Scheme   string
+	Type     AuthType
+	// Env is the variable holding it; Env+"_FILE" may name a file instead.
+	Env string
+}
+
+// CredentialSlots lists every upstream scheme's credential slot, sorted
+// by path: what config check and serve report as set or omitted.
+func (c *Config) CredentialSlots() []CredentialSlot {
+	var slots []CredentialSlot
+	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+		u := c.Upstreams[name]
+		for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
+			slots = append(slots, CredentialSlot{Path: "upstreams." + name + ".auth." + scheme, Upstream: name, Scheme: scheme,
+				Type: u.Auth[scheme].Type, Env: CredentialEnv(name, scheme)})
+		}
+	}
+	return slots
 }
 
 // IdempotencyHeaderDefault is the default Upstream.IdempotencyHeader.
@@ -158,10 +247,16 @@ type HTTPExecute struct {
 	// HTTPMaxAttemptsMax.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
 
-	// baseURL and idempotencyHeader are the upstream's, resolved at load.
+	// baseURL, idempotencyHeader and upstream are the upstream's,
+	// resolved at load.
 	baseURL           *url.URL
 	idempotencyHeader string
+	upstream          *Upstream
 }
+
+// UpstreamDecl returns the declaration of the upstream the call names,
+// resolved at load.
+func (h *HTTPExecute) UpstreamDecl() *Upstream { return h.upstream }
 
 // BaseURL returns the upstream's base URL in the config's environment,
 // resolved at load.
@@ -328,6 +423,50 @@ func (c *Config) validateUpstreams(add func(path, format string, args ...any)) {
 		if !httpguts.ValidHeaderFieldName(u.IdempotencyHeader) || slices.Contains(reservedHeaders, http.CanonicalHeaderKey(u.IdempotencyHeader)) {
 			add(path+".idempotency_header", "%q is not a header name an idempotency key can be sent in", u.IdempotencyHeader)
 		}
+		validateAuth(u, path+".auth", add)
+	}
+}
+
+// validateAuth checks that each scheme can be placed: a scheme that
+// cannot is refused at load, never guessed at when a request is sent.
+func validateAuth(u *Upstream, path string, add func(path, format string, args ...any)) {
+	authorization, mtls := "", ""
+	for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
+		a, at := u.Auth[scheme], path+"."+scheme
+		switch a.Type {
+		case AuthAPIKey:
+			switch {
+			case a.In != InHeader && a.In != InQuery && a.In != InCookie:
+				add(at+".in", "is %q; an api_key is placed in a header, query or cookie", a.In)
+			case a.Name == "":
+				add(at+".name", "name the %s the key is sent in", a.In)
+			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) || slices.Contains(reservedHeaders, http.CanonicalHeaderKey(a.Name))):
+				add(at+".name", "%q is not a header a key can be sent in", a.Name)
+			}
+		case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials:
+			// Each takes the one Authorization header.
+			if authorization != "" {
+				add(at, "%s sets Authorization too: a request carries one", authorization)
+			}
+			authorization = path + "." + scheme
+		case AuthMTLS:
+			if mtls != "" {
+				add(at, "%s presents a client certificate too: a connection presents one", mtls)
+			}
+			mtls = path + "." + scheme
+		default:
+			add(at+".type", "is %q; it must be one of %v", a.Type, AuthTypes())
+		}
+		if a.Type == AuthOAuth2ClientCredentials {
+			if err := CheckUpstreamURL(a.TokenURL); err != nil {
+				add(at+".token_url", "%v", err)
+			}
+		} else if a.TokenURL != "" || len(a.Scopes) > 0 {
+			add(at, "token_url and scopes are an oauth2_client_credentials scheme's")
+		}
+		if a.Type != AuthAPIKey && (a.In != "" || a.Name != "") {
+			add(at, "in and name place an api_key")
+		}
 	}
 }
 
@@ -346,7 +485,7 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []s
 		add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
 			h.Upstream, c.Environment, slices.Sorted(maps.Keys(u.BaseURLs)))
 	} else if parsed, err := url.Parse(base); err == nil && CheckUpstreamURL(base) == nil {
-		h.baseURL, h.idempotencyHeader = parsed, u.IdempotencyHeader
+		h.baseURL, h.idempotencyHeader, h.upstream = parsed, u.IdempotencyHeader, u
 	}
 	if !slices.Contains(HTTPMethods(), h.Method) {
 		add(path+".method", "is %q; it must be one of %v", h.Method, HTTPMethods())

@@ -185,3 +185,55 @@ func TestHTTPSchemaEnums(t *testing.T) {
 		t.Errorf("method: schema %v, Go %v", got, want)
 	}
 }
+
+// TestUpstreamAuth: each scheme must be placeable, and its credential's
+// variable is named after the upstream and the scheme.
+func TestUpstreamAuth(t *testing.T) {
+	t.Parallel()
+	withAuth := func(auth string) string {
+		return strings.Replace(httpBase, "    base_url: https://carrier.example.com/api/v1/\n", "    base_url: https://carrier.example.com/api/v1/\n    auth:\n"+auth, 1)
+	}
+	cfg, err := Parse([]byte(withAuth("      key: {type: api_key, in: query, name: api_key}\n      app_2: {type: oauth2_client_credentials, token_url: \"https://id.example.com/token\"}\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := cfg.CredentialSlots()
+	if len(slots) != 2 || slots[0].Env != "CARRIER_APP_2_CREDENTIAL" || slots[1].Path != "upstreams.carrier.auth.key" || slots[1].Env != "CARRIER_KEY_CREDENTIAL" {
+		t.Fatalf("slots %+v", slots)
+	}
+	if cfg.Actions["create_label"].Execute.HTTP.UpstreamDecl() != cfg.Upstreams["carrier"] {
+		t.Fatal("the action's upstream is not resolved")
+	}
+	at := "upstreams.carrier.auth."
+	for _, tt := range []struct {
+		auth string
+		path string
+	}{
+		{"      key: {type: api_key, name: k}\n", at + "key.in"},
+		{"      key: {type: api_key, in: header}\n", at + "key.name"},
+		{"      key: {type: api_key, in: header, name: Authorization}\n", at + "key.name"},
+		{"      a: {type: basic}\n      b: {type: bearer}\n", at + "b"},
+		{"      a: {type: mtls}\n      b: {type: mtls}\n", at + "b"},
+		{"      a: {type: oauth2_client_credentials, token_url: \"http://id.example.com/token\"}\n", at + "a.token_url"},
+		{"      a: {type: bearer, token_url: \"https://id.example.com/token\"}\n", at + "a"},
+		{"      a: {type: bearer, in: header}\n", at + "a"},
+		{"      a: {type: digest}\n", at + "a.type"},
+	} {
+		_, err := Parse([]byte(withAuth(tt.auth)))
+		ps, ok := errors.AsType[Problems](err)
+		if !ok || len(ps) != 1 || ps[0].Path != tt.path {
+			t.Errorf("%q: %v, want one problem at %s", tt.auth, err, tt.path)
+		}
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, v := range schema["properties"].(map[string]any)["upstreams"].(map[string]any)["additionalProperties"].(map[string]any)["properties"].(map[string]any)["auth"].(map[string]any)["additionalProperties"].(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["enum"].([]any) {
+		types = append(types, v.(string))
+	}
+	if !slices.Equal(types, stringsOf(AuthTypes())) {
+		t.Errorf("auth types: schema %v, Go %v", types, AuthTypes())
+	}
+}

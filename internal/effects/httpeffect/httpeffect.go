@@ -17,6 +17,7 @@ package httpeffect
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -58,6 +59,7 @@ type Effect struct {
 	base   *url.URL
 	path   []ontology.PathPart
 	client *http.Client
+	creds  *credentials
 }
 
 // New makes the effect of an action declared execute: {http: …}; it is an
@@ -76,12 +78,22 @@ func New(name string, a *ontology.Action) (engine.Effect, error) {
 		return nil, err
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	return &Effect{action: name, spec: spec, base: base, path: path, client: &http.Client{
+	x := &Effect{action: name, spec: spec, base: base, path: path, client: &http.Client{
 		Transport: transport,
 		// A redirect is an answer, never followed: following one would
-		// send the request, and its key, somewhere the config never named.
+		// send the request, its key and its credentials somewhere the
+		// config never named.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}, nil
+	}}
+	if u := spec.UpstreamDecl(); u != nil {
+		if x.creds, err = newCredentials(spec.Upstream, u, x.client); err != nil {
+			return nil, err
+		}
+		if len(x.creds.tls) > 0 {
+			transport.TLSClientConfig = &tls.Config{Certificates: x.creds.tls, MinVersion: tls.VersionTLS12}
+		}
+	}
+	return x, nil
 }
 
 // Transactional reports false: the call is outside every transaction.
@@ -407,6 +419,10 @@ func (x *Effect) attempt(ctx context.Context, r *request, n int) *attempted {
 	// every repeat is an attempt of ours, and recorded.
 	req.GetBody = nil
 	req.Header = r.header.Clone()
+	if err := x.authorize(req); err != nil {
+		a.record.Failure, a.diagnostic, a.err = engine.AttemptConnect, engine.DiagnosticUpstreamUnavailable, err
+		return a
+	}
 	resp, err := x.client.Do(req)
 	// A failed round trip waits for the transport's writer to finish, so
 	// sent is settled here when it matters.
@@ -421,6 +437,7 @@ func (x *Effect) attempt(ctx context.Context, r *request, n int) *attempted {
 		a.record.Failure = engine.AttemptStatus
 		a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
+		excerpt = x.creds.scrub(excerpt)
 		a.diagnostic = statusDiagnostic(resp.StatusCode)
 		a.err = fmt.Errorf("answered %s: %q", resp.Status, strings.ToValidUTF8(string(excerpt), "\uFFFD"))
 		return a
@@ -446,8 +463,23 @@ func (x *Effect) attempt(ctx context.Context, r *request, n int) *attempted {
 		a.result, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "body_withheld": withheld})
 		return a
 	}
-	a.result = result(resp.StatusCode, resp.Header.Get("Content-Type"), data)
+	a.result = result(resp.StatusCode, resp.Header.Get("Content-Type"), x.creds.scrub(data))
 	return a
+}
+
+// authorize places the upstream's credentials on req.
+func (x *Effect) authorize(req *http.Request) error {
+	if x.creds == nil || len(x.creds.place) == 0 {
+		return nil
+	}
+	q := req.URL.Query()
+	for _, place := range x.creds.place {
+		if err := place(req, q); err != nil {
+			return err
+		}
+	}
+	req.URL.RawQuery = q.Encode()
+	return nil
 }
 
 // transportFailure classifies an attempt that got no whole answer.
