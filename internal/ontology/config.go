@@ -174,8 +174,7 @@ func CheckIssuer(issuer string) error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); u.Scheme == "http" && (host == "localhost" || (ip != nil && ip.IsLoopback())) {
+	if u.Scheme == "http" && loopbackHost(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("the issuer %q must be https (plain http is allowed on loopback only)", issuer)
@@ -350,8 +349,7 @@ func CheckWebhookURL(endpoint string) error {
 	case u.Scheme == "https":
 		return nil
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); u.Scheme == "http" && (host == "localhost" || (ip != nil && ip.IsLoopback())) {
+	if u.Scheme == "http" && loopbackHost(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", endpoint)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
+	"net/textproto"
 	"net/url"
 	"regexp"
 	"slices"
@@ -183,21 +183,23 @@ const (
 // this list; a test holds them equal.
 func HTTPRetries() []HTTPRetry { return []HTTPRetry{RetrySafe, RetryWithIdempotencyKey, RetryNever} }
 
-// HTTPMethods returns the methods an http execute may use.
+// HTTPMethods returns the methods an http execute may use. (The
+// ontology spells them itself: the engine above it is kept clear of
+// net/http.)
 func HTTPMethods() []string {
-	return []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete, http.MethodPost, http.MethodPatch}
+	return []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH"}
 }
 
 // IdempotentMethod reports whether RFC 9110 §9.2.2 makes method
 // idempotent; SafeMethod whether §9.2.1 makes it safe (read-only).
 func IdempotentMethod(method string) bool {
-	return SafeMethod(method) || method == http.MethodPut || method == http.MethodDelete
+	return SafeMethod(method) || method == "PUT" || method == "DELETE"
 }
 
 // SafeMethod reports whether method is read-only by RFC 9110 §9.2.1: a
 // request of it can have had no effect, whatever became of it.
 func SafeMethod(method string) bool {
-	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+	return method == "GET" || method == "HEAD" || method == "OPTIONS"
 }
 
 // Defaults and bounds of an http execute.
@@ -420,7 +422,7 @@ func (c *Config) validateUpstreams(add func(path, format string, args ...any)) {
 				add(path+".base_urls."+env, "%v", err)
 			}
 		}
-		if !httpguts.ValidHeaderFieldName(u.IdempotencyHeader) || slices.Contains(reservedHeaders, http.CanonicalHeaderKey(u.IdempotencyHeader)) {
+		if !httpguts.ValidHeaderFieldName(u.IdempotencyHeader) || slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(u.IdempotencyHeader)) {
 			add(path+".idempotency_header", "%q is not a header name an idempotency key can be sent in", u.IdempotencyHeader)
 		}
 		validateAuth(u, path+".auth", add)
@@ -440,7 +442,7 @@ func validateAuth(u *Upstream, path string, add func(path, format string, args .
 				add(at+".in", "is %q; an api_key is placed in a header, query or cookie", a.In)
 			case a.Name == "":
 				add(at+".name", "name the %s the key is sent in", a.In)
-			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) || slices.Contains(reservedHeaders, http.CanonicalHeaderKey(a.Name))):
+			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) || slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(a.Name))):
 				add(at+".name", "%q is not a header a key can be sent in", a.Name)
 			}
 		case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials:
@@ -509,9 +511,9 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []s
 		switch {
 		case !httpguts.ValidHeaderFieldName(k):
 			add(at, "%q is not a header name", k)
-		case slices.Contains(reservedHeaders, http.CanonicalHeaderKey(k)) ||
+		case slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(k)) ||
 			strings.EqualFold(k, cmp.Or(h.idempotencyHeader, IdempotencyHeaderDefault)):
-			add(at, "%s is set by orangerail, never by an action", http.CanonicalHeaderKey(k))
+			add(at, "%s is set by orangerail, never by an action", textproto.CanonicalMIMEHeaderKey(k))
 		}
 		if name, ok := InputRef(h.Headers[k]); ok {
 			ref(at, name)
