@@ -126,6 +126,11 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if !s.Serve {
 		return rt, nil
 	}
+	for _, c := range CredentialStates(cfg) {
+		// Unset is omitted, never sent empty: the upstream then refuses
+		// the call as unauthenticated.
+		rt.log.Info("upstream credential", "scheme", c.Path, "type", string(c.Type), "env", c.Env, "set", c.Set)
+	}
 	if rt.migrator, err = database.NewMigrator(ctx, s.DatabaseURL); err != nil {
 		return nil, err
 	}

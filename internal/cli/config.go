@@ -55,11 +55,29 @@ func newConfigCmd() *cobra.Command {
 				}
 			}
 			waivers := approvalWaivers(cfg)
+			credentials := app.CredentialStates(cfg)
+			for _, c := range credentials {
+				if c.Problem != "" {
+					// serve would refuse it: a scheme that cannot be
+					// placed is never guessed at.
+					problems = append(problems, ontology.Problem{Path: c.Path, Message: c.Problem})
+				}
+			}
 			if asJSON {
-				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog, "waivers": waivers}); err != nil {
+				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog, "waivers": waivers,
+					"credentials": credentials}); err != nil {
 					return err
 				}
 			} else {
+				for _, c := range credentials {
+					switch {
+					case c.Problem != "": // listed with the problems
+					case c.Set:
+						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): set\n", c.Path, c.Type, c.Env, c.Env)
+					default:
+						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): unset, so the scheme is omitted from every request\n", c.Path, c.Type, c.Env, c.Env)
+					}
+				}
 				for _, p := range problems {
 					fmt.Fprintln(out, p)
 				}

@@ -6,6 +6,7 @@
 package effects
 
 import (
+	"github.com/orangerail/orangerail/internal/effects/httpeffect"
 	"github.com/orangerail/orangerail/internal/effects/sqleffect"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -16,6 +17,7 @@ import (
 // never runs.
 func Factories() map[ontology.ExecuteKind]engine.EffectFactory {
 	return map[ontology.ExecuteKind]engine.EffectFactory{
-		ontology.ExecuteSQL: sqleffect.New,
+		ontology.ExecuteSQL:  sqleffect.New,
+		ontology.ExecuteHTTP: httpeffect.New,
 	}
 }

@@ -373,6 +373,8 @@ func executeDefinition(x ontology.Execute) any {
 			SQL            string
 			NotImplemented bool
 		}{x.SQL, x.NotImplemented}
+	case ontology.ExecuteHTTP:
+		return map[ontology.ExecuteKind]any{kind: x.HTTP}
 	default:
 		panic("engine: no definition form for execute kind " + string(kind))
 	}

@@ -81,6 +81,8 @@ type Record struct {
 	Error string
 	// Diagnostic classifies a failure from a closed set.
 	Diagnostic string
+	// Attempt is an effect_attempt record's attempt.
+	Attempt *EffectAttempt
 }
 
 // entry is the wire form of a Record. Field names are the entry's member
@@ -100,6 +102,24 @@ type entry struct {
 	Result        json.RawMessage `json:"result,omitempty"`
 	Error         string          `json:"error,omitempty"`
 	Diagnostic    string          `json:"diagnostic,omitempty"`
+	Attempt       *attemptEntry   `json:"attempt,omitempty"`
+}
+
+// attemptEntry is an EffectAttempt's wire form: never a header, a body or
+// a URL, which can carry what the audit log must not.
+type attemptEntry struct {
+	Number     int            `json:"number"`
+	Status     int            `json:"status,omitempty"`
+	Failure    AttemptFailure `json:"failure,omitempty"`
+	Sent       bool           `json:"sent"`
+	DurationMS int64          `json:"duration_ms"`
+}
+
+func (a *EffectAttempt) entry() *attemptEntry {
+	if a == nil {
+		return nil
+	}
+	return &attemptEntry{Number: a.Number, Status: a.Status, Failure: a.Failure, Sent: a.Sent, DurationMS: a.Duration.Milliseconds()}
 }
 
 // Entry returns the record's canonical bytes (RFC 8785): the exact bytes the
@@ -133,6 +153,7 @@ func (r *Record) Entry() ([]byte, error) {
 		Result:        result,
 		Error:         storable(r.Error),
 		Diagnostic:    r.Diagnostic,
+		Attempt:       r.Attempt.entry(),
 	})
 }
 

@@ -81,7 +81,69 @@ type EffectCall struct {
 	// scoped to Tenant and bounded by the limits; set for a Transactional
 	// effect only. Run must not commit or roll it back.
 	Tx pgx.Tx
+	// RecordAttempt appends an effect_attempt record for one attempt of an
+	// effect that is not transactional, committed in the tenant's chain
+	// before it returns; set by the engine for such an effect only. An
+	// effect that makes several attempts records each as it ends, and
+	// makes no further attempt when recording fails: the audit log must
+	// hold every attempt made.
+	RecordAttempt func(ctx context.Context, a EffectAttempt) error
 }
+
+// EffectAttempt is one attempt an effect made: what an effect_attempt
+// record keeps. It never holds a header, a body, a URL or a credential.
+type EffectAttempt struct {
+	// Number counts the invocation's attempts from 1.
+	Number int
+	// Status is the response's status code; 0 when none arrived.
+	Status int
+	// Failure classifies an attempt that failed; "" for one answered
+	// with a status the effect reads as its end.
+	Failure AttemptFailure
+	// Sent reports whether the request was written in full: after that,
+	// an attempt without an answer may have taken effect.
+	Sent bool
+	// Duration is how long the attempt took.
+	Duration time.Duration
+}
+
+// AttemptFailure classifies a failed attempt, from a closed set.
+type AttemptFailure string
+
+// The attempt failures.
+const (
+	// AttemptConnect: no connection, or the request could not be written
+	// in full (refused, reset, no route, TLS): nothing was received.
+	AttemptConnect AttemptFailure = "connect_failed"
+	// AttemptDropped: the request was written and the connection ended
+	// before a whole answer.
+	AttemptDropped AttemptFailure = "connection_dropped"
+	// AttemptTimeout: the attempt's timeout, or the deadline, passed
+	// before a whole answer.
+	AttemptTimeout AttemptFailure = "timeout"
+	// AttemptStatus: answered with a status the effect does not take as
+	// success.
+	AttemptStatus AttemptFailure = "status"
+	// AttemptTooLarge: the answer's body was longer than its cap.
+	AttemptTooLarge AttemptFailure = "body_too_large"
+)
+
+// AttemptFailures returns every attempt failure.
+func AttemptFailures() []AttemptFailure {
+	return []AttemptFailure{AttemptConnect, AttemptDropped, AttemptTimeout, AttemptStatus, AttemptTooLarge}
+}
+
+// Classified wraps err, an effect's failure, with the diagnostic that
+// names it for the agent (classify reads it before the datasource's).
+func Classified(d Diagnostic, err error) error { return &classifiedError{d: d, err: err} }
+
+type classifiedError struct {
+	d   Diagnostic
+	err error
+}
+
+func (c *classifiedError) Error() string { return c.err.Error() }
+func (c *classifiedError) Unwrap() error { return c.err }
 
 // EffectResult is what an effect that took place produced.
 type EffectResult struct {

@@ -364,8 +364,22 @@ func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) 
 	call := &EffectCall{Tenant: x.caller.Tenant, Action: x.c.name, CorrelationID: x.correlation, Input: x.c.canonical, Target: target}
 	if x.effect.Transactional() {
 		call.Tx = tx
+	} else {
+		call.RecordAttempt = x.attempt
 	}
 	return x.effect.Run(ctx, call)
+}
+
+// attempt appends an effect_attempt record, in a transaction of its own:
+// the attempt was made, whether or not the caller is still waiting, so it
+// is recorded past a cancelled context.
+func (x *execution) attempt(ctx context.Context, a EffectAttempt) error {
+	ctx = context.WithoutCancel(ctx)
+	rec := x.record(PhaseEffectAttempt)
+	rec.Input, rec.Attempt = nil, &a // execution_started holds the input
+	return database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
+		return appendAudit(ctx, stx, rec)
+	})
 }
 
 // finish records how the effect ended and sets the outcome.

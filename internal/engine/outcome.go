@@ -72,12 +72,19 @@ const (
 	// DiagnosticStoreTimeout: a wait in orangerail's own database ran past
 	// the limits, so the call stopped before anything ran.
 	DiagnosticStoreTimeout Diagnostic = "store_timeout"
+	// The failures of an upstream call (execute: {http: …}).
+	DiagnosticUpstreamRejected    Diagnostic = "upstream_rejected"    // answered with a status that is not success: the request was refused
+	DiagnosticUpstreamUnavailable Diagnostic = "upstream_unavailable" // unreachable, or busy (429, 502, 503, 504) through every attempt
+	DiagnosticUpstreamError       Diagnostic = "upstream_error"       // answered with a server error (500, 501 …) it does not ask to retry
+	DiagnosticUpstreamTimeout     Diagnostic = "upstream_timeout"     // no whole answer within the timeout or the deadline
+	DiagnosticUpstreamTooLarge    Diagnostic = "upstream_response_too_large"
 )
 
 // Diagnostics returns every diagnostic but DiagnosticNone.
 func Diagnostics() []Diagnostic {
 	return []Diagnostic{DiagnosticDatasourceNotConfigured, DiagnosticDatasourceUnavailable, DiagnosticDatasourceSchema,
-		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout, DiagnosticStoreTimeout}
+		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout, DiagnosticStoreTimeout,
+		DiagnosticUpstreamRejected, DiagnosticUpstreamUnavailable, DiagnosticUpstreamError, DiagnosticUpstreamTimeout, DiagnosticUpstreamTooLarge}
 }
 
 // Issue is one way an input fails its rules, at a JSON pointer path such as
@@ -122,6 +129,9 @@ func (o *Outcome) OK() bool {
 // what Postgres said (store.InterpretError), and the diagnostic names it for
 // the agent.
 func classify(err error) Diagnostic {
+	if c, ok := errors.AsType[*classifiedError](err); ok {
+		return c.d
+	}
 	err = store.InterpretError(err)
 	switch {
 	case errors.Is(err, store.ErrLoginRefused):

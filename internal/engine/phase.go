@@ -16,6 +16,10 @@ const (
 	PhaseExecutionStarted   Phase = "execution_started"
 	PhaseExecutionSucceeded Phase = "execution_succeeded"
 	PhaseExecutionFailed    Phase = "execution_failed"
+	// PhaseEffectAttempt is one attempt of an effect that is not
+	// transactional (an upstream call), between execution_started and its
+	// end: its number, status or failure class, and duration.
+	PhaseEffectAttempt Phase = "effect_attempt"
 	// The refusals an execution can end in after its approval is consumed.
 	PhasePreconditionFailed Phase = "precondition_failed"
 	PhaseSignatureMismatch  Phase = "signature_mismatch"
@@ -31,7 +35,7 @@ const (
 // Phases returns every phase, in lifecycle order.
 func Phases() []Phase {
 	return []Phase{PhaseStaged, PhaseApproved, PhaseRejected, PhaseExpired, PhaseDryRun, PhaseNotImplemented,
-		PhaseExecutionStarted, PhaseExecutionSucceeded, PhaseExecutionFailed,
+		PhaseExecutionStarted, PhaseEffectAttempt, PhaseExecutionSucceeded, PhaseExecutionFailed,
 		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused}
 }
 

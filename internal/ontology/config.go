@@ -97,6 +97,13 @@ type Config struct {
 	// Prompts are the message templates the MCP server offers, by name.
 	// Defaults to none (and then no prompts capability is declared).
 	Prompts map[string]*Prompt `yaml:"prompts"`
+
+	// Upstreams are the HTTP APIs actions call (execute: {http: …}), by
+	// name (upstream.go).
+	Upstreams map[string]*Upstream `yaml:"upstreams"`
+	// Environment selects each upstream's base_urls entry. Empty: only
+	// upstreams with one base_url serve.
+	Environment string `yaml:"environment"`
 }
 
 // Datasource names where the team's data lives.
@@ -170,8 +177,7 @@ func CheckIssuer(issuer string) error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); u.Scheme == "http" && (host == "localhost" || (ip != nil && ip.IsLoopback())) {
+	if u.Scheme == "http" && loopbackHost(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("the issuer %q must be https (plain http is allowed on loopback only)", issuer)
@@ -346,8 +352,7 @@ func CheckWebhookURL(endpoint string) error {
 	case u.Scheme == "https":
 		return nil
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); u.Scheme == "http" && (host == "localhost" || (ip != nil && ip.IsLoopback())) {
+	if u.Scheme == "http" && loopbackHost(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", endpoint)
@@ -670,10 +675,14 @@ const (
 	// ExecuteNotImplemented declares an action with no effect yet; a call
 	// is recorded and refused: execute: {not_implemented: true}.
 	ExecuteNotImplemented ExecuteKind = "not_implemented"
+	// ExecuteHTTP calls an upstream's HTTP API: execute: {http: {…}}.
+	ExecuteHTTP ExecuteKind = "http"
 )
 
 // ExecuteKinds lists every execute kind.
-func ExecuteKinds() []ExecuteKind { return []ExecuteKind{ExecuteSQL, ExecuteNotImplemented} }
+func ExecuteKinds() []ExecuteKind {
+	return []ExecuteKind{ExecuteSQL, ExecuteNotImplemented, ExecuteHTTP}
+}
 
 // Execute is what an action does: a union of which exactly one member is
 // set, the member's key naming its kind (the config schema holds a file to
@@ -687,6 +696,8 @@ type Execute struct {
 	// NotImplemented declares the action without an effect (kind
 	// not_implemented).
 	NotImplemented bool `yaml:"not_implemented"`
+	// HTTP is a call of an upstream's API (kind http; upstream.go).
+	HTTP *HTTPExecute `yaml:"http"`
 }
 
 // Kind returns which member of the union is set; "" for none, which a
@@ -697,6 +708,8 @@ func (x Execute) Kind() ExecuteKind {
 		return ExecuteSQL
 	case x.NotImplemented:
 		return ExecuteNotImplemented
+	case x.HTTP != nil:
+		return ExecuteHTTP
 	}
 	return ""
 }
@@ -808,6 +821,7 @@ func (c *Config) withDefaults() {
 			a.Policy.Approval = ApprovalNone
 		}
 	}
+	c.withHTTPDefaults()
 }
 
 // ParseNetwork reads one of identity.allowed_networks: a CIDR such as

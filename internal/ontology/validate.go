@@ -198,6 +198,7 @@ func (c *Config) validate() Problems {
 	}
 	c.validateWebhooks(add)
 	c.validatePrompts(add)
+	c.validateUpstreams(add)
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		o, path := c.Objects[name], "objects."+name
 		o.validate(path, add)
@@ -283,7 +284,7 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 		}
 		a.where = program
 	}
-	validateExecute(a.Execute, path+".execute", properties, add)
+	c.validateExecute(a.Execute, path+".execute", properties, add)
 	a.auditMasks = nil
 	for i, f := range a.RedactAudit {
 		at := fmt.Sprintf("%s.redact_audit.%d", path, i)
@@ -417,7 +418,7 @@ func toolList(tools map[string]Tool) string {
 
 // validateExecute checks an action's execute, by its kind: the one place a
 // kind's rules beyond the schema live. properties are the input's.
-func validateExecute(x Execute, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateExecute(x Execute, path string, properties []string, add func(path, format string, args ...any)) {
 	switch x.Kind() {
 	case ExecuteSQL:
 		params, err := SQLParams(x.SQL)
@@ -430,6 +431,8 @@ func validateExecute(x Execute, path string, properties []string, add func(path,
 			}
 		}
 	case ExecuteNotImplemented:
+	case ExecuteHTTP:
+		c.validateHTTPExecute(x.HTTP, path+".http", properties, add)
 	default:
 		// The schema admits one member; this is a bug if reached.
 		add(path, "names no effect: set one of %v", ExecuteKinds())

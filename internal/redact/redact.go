@@ -38,6 +38,11 @@ var diagnostics = map[engine.Diagnostic]string{
 	engine.DiagnosticDatasourceConstraint:    "the datasource refused the change because it breaks one of its constraints. Check the input against the current state of the data.",
 	engine.DiagnosticDatasourceTimeout:       "the datasource took too long and the statement was cancelled. Retry later.",
 	engine.DiagnosticStoreTimeout:            "orangerail's own database was busy: a wait ran past its time limit, so the call stopped before anything ran. Retry later.",
+	engine.DiagnosticUpstreamRejected:        "the upstream API refused the request: it answered with a status that is not success. Check the input against what the API accepts; the status is in the audit log.",
+	engine.DiagnosticUpstreamUnavailable:     "the upstream API could not be reached, or stayed busy through every attempt. Retry later.",
+	engine.DiagnosticUpstreamError:           "the upstream API answered with a server error, and nothing it did is in doubt. Retry later; if it persists, the operator finds the status in the audit log.",
+	engine.DiagnosticUpstreamTimeout:         "the upstream API did not answer in time; nothing changed (the request was not sent in full, or only read). Retry later.",
+	engine.DiagnosticUpstreamTooLarge:        "the upstream API answered with a body larger than the action's max_bytes, so the answer was not read. The operator raises max_bytes or narrows the call.",
 }
 
 // Withholds reports whether a status withholds an underlying error.

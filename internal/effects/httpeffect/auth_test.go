@@ -1,0 +1,204 @@
+package httpeffect_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/app"
+	"github.com/orangerail/orangerail/internal/effects"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+const authConfig = `service: shop
+upstreams:
+  carrierx:
+    base_url: %[1]q
+    auth:
+      hkey: {type: api_key, in: header, name: X-Api-Key}
+      qkey: {type: api_key, in: query, name: api_key}
+      ckey: {type: api_key, in: cookie, name: session}
+      spare: {type: api_key, in: header, name: X-Spare}
+      login: {type: basic}
+  ledger:
+    base_url: %[1]q
+    auth:
+      app: {type: oauth2_client_credentials, token_url: "%[1]s/token", scopes: [pay]}
+actions:
+  label:
+    description: d
+    input: {type: object, properties: {order_id: {type: string}}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrierx, method: POST, path: "/labels/{order_id}", body: {order: ":order_id"}}}
+  pay:
+    description: d
+    input: {type: object, properties: {order_id: {type: string}}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: ledger, method: POST, path: "/pay/{order_id}"}}
+`
+
+// TestCredentials: each scheme's credential is placed where it is
+// declared — a header, a query parameter, a cookie, HTTP Basic, an OAuth2
+// client-credentials token fetched once and cached — an unset one is
+// omitted, and none of them reaches an audit record, a log line, a result
+// or an error, though the upstream echoes every one of them back.
+func TestCredentials(t *testing.T) {
+	secrets := []string{"hkey-SECRET-1", "qkey-SECRET-2", "ckey-SECRET-3", "user-4:pass-SECRET-4", "client-5:secret-SECRET-5", "tok-SECRET-6"}
+	var mu sync.Mutex
+	tokens := 0
+	type got struct{ header, query, cookie, user, password, authorization, spare string }
+	var seenLabel, seenPay []got
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/token" {
+			id, secret, _ := r.BasicAuth()
+			if id+":"+secret != secrets[4] {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			tokens++
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"access_token": %q, "token_type": "bearer", "expires_in": 3600}`, secrets[5])
+			return
+		}
+		g := got{header: r.Header.Get("X-Api-Key"), query: r.URL.Query().Get("api_key"), authorization: r.Header.Get("Authorization"), spare: strings.Join(r.Header.Values("X-Spare"), ",")}
+		if c, err := r.Cookie("session"); err == nil {
+			g.cookie = c.Value
+		}
+		g.user, g.password, _ = r.BasicAuth()
+		if strings.HasPrefix(r.URL.Path, "/pay/") {
+			seenPay = append(seenPay, g)
+		} else {
+			seenLabel = append(seenLabel, g)
+		}
+		echo, _ := json.Marshal(map[string]string{"header": g.header, "query": g.query, "cookie": g.cookie, "user": g.user, "password": g.password,
+			"authorization": g.authorization, "basic": base64.StdEncoding.EncodeToString([]byte(g.user + ":" + g.password))})
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/fail") {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+		_, _ = w.Write(echo)
+	}))
+	t.Cleanup(srv.Close)
+
+	t.Setenv("CARRIERX_HKEY_CREDENTIAL", secrets[0])
+	file := filepath.Join(t.TempDir(), "qkey")
+	if err := os.WriteFile(file, []byte(secrets[1]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CARRIERX_QKEY_CREDENTIAL_FILE", file)
+	t.Setenv("CARRIERX_CKEY_CREDENTIAL", secrets[2])
+	t.Setenv("CARRIERX_LOGIN_CREDENTIAL", secrets[3])
+	t.Setenv("LEDGER_APP_CREDENTIAL", secrets[4])
+
+	cfg, err := ontology.Parse(fmt.Appendf(nil, authConfig, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	url := testdb.New(t)
+	admin, runtime := testdb.Pool(t, url), testdb.RuntimePool(t, url)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var sinks []string
+	for _, c := range []struct {
+		action, order string
+		status        engine.Status
+	}{{"label", "o-1", engine.StatusOK}, {"label", "fail", engine.StatusFailed}, {"pay", "o-2", engine.StatusOK}, {"pay", "o-3", engine.StatusOK}, {"pay", "fail", engine.StatusFailed}} {
+		out := e.Call(ctx, agent("acme"), c.action, fmt.Appendf(nil, `{"order_id": %q}`, c.order))
+		if out.Status != c.status {
+			t.Fatalf("%s %s: %s (%v)", c.action, c.order, out.Status, out.Err)
+		}
+		sinks = append(sinks, string(out.Data))
+		if out.Err != nil {
+			sinks = append(sinks, out.Err.Error())
+		}
+	}
+	user, password, _ := strings.Cut(secrets[3], ":")
+	for _, g := range seenLabel {
+		if g.header != secrets[0] || g.query != secrets[1] || g.cookie != secrets[2] || g.user != user || g.password != password || g.spare != "" {
+			t.Fatalf("label saw %+v", g)
+		}
+	}
+	for _, g := range seenPay {
+		if g.authorization != "Bearer "+secrets[5] || g.header != "" {
+			t.Fatalf("pay saw %+v", g)
+		}
+	}
+	if len(seenLabel) != 2 || len(seenPay) != 3 || tokens != 1 {
+		t.Fatalf("%d label calls, %d pay calls, %d token requests: want the token fetched once and cached", len(seenLabel), len(seenPay), tokens)
+	}
+
+	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY tenant_id, seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var entry string
+		if err := rows.Scan(&entry); err != nil {
+			t.Fatal(err)
+		}
+		sinks = append(sinks, entry)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	states, _ := json.Marshal(app.CredentialStates(cfg))
+	sinks = append(sinks, logs.String(), string(states))
+	forbidden := append([]string{password, "secret-SECRET-5", base64.StdEncoding.EncodeToString([]byte(secrets[3]))}, secrets...)
+	all := strings.Join(sinks, "\n")
+	for _, s := range forbidden {
+		if strings.Contains(all, s) {
+			t.Errorf("the credential %q reached a sink", s)
+		}
+	}
+	if !strings.Contains(all, "[redacted]") {
+		t.Errorf("the echoed credentials were not redacted: %s", all)
+	}
+	if !strings.Contains(string(states), `"env":"CARRIERX_SPARE_CREDENTIAL","set":false`) {
+		t.Errorf("credential states %s", states)
+	}
+}
+
+// TestCredentialRefused: a credential that cannot be placed is refused
+// when the engine is built, named by its variable and never quoted.
+func TestCredentialRefused(t *testing.T) {
+	t.Setenv("CARRIERX_LOGIN_CREDENTIAL", "no-colon-SECRET")
+	cfg, err := ontology.Parse(fmt.Appendf(nil, authConfig, "http://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "CARRIERX_LOGIN_CREDENTIAL") || strings.Contains(err.Error(), "no-colon-SECRET") {
+		t.Fatalf("New = %v", err)
+	}
+	states := app.CredentialStates(cfg)
+	found := false
+	for _, s := range states {
+		if s.Env == "CARRIERX_LOGIN_CREDENTIAL" {
+			found = s.Set && strings.Contains(s.Problem, "no colon") && !strings.Contains(s.Problem, "SECRET")
+		}
+	}
+	if !found {
+		t.Fatalf("states %+v", states)
+	}
+}

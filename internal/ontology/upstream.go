@@ -1,0 +1,553 @@
+package ontology
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net"
+	"net/textproto"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// This file holds the upstreams section and the http member of the execute
+// union: an action that calls an HTTP API an upstream serves.
+
+// Upstream is an HTTP API that actions call (execute: {http: …}).
+type Upstream struct {
+	// BaseURL is where the API is served: https, or http on loopback.
+	// Set it, or BaseURLs, not both.
+	BaseURL string `yaml:"base_url"`
+	// BaseURLs maps each environment (the config's environment) to where
+	// the API is served in it.
+	BaseURLs map[string]string `yaml:"base_urls"`
+	// IdempotencyHeader names the request header an idempotency key is
+	// sent in. Defaults to IdempotencyHeaderDefault.
+	IdempotencyHeader string `yaml:"idempotency_header"`
+	// Auth lists the credentials every request presents, by scheme name;
+	// each one's value comes from the environment (CredentialEnv), never
+	// from this file.
+	Auth map[string]*UpstreamAuth `yaml:"auth"`
+}
+
+// AuthType is how a credential is placed on a request.
+type AuthType string
+
+// The auth types.
+const (
+	AuthAPIKey AuthType = "api_key" // in a header, query parameter or cookie named Name
+	AuthBasic  AuthType = "basic"   // Authorization: Basic, from user:password
+	AuthBearer AuthType = "bearer"  // Authorization: Bearer
+	// AuthOAuth2ClientCredentials fetches a token at TokenURL with
+	// client_id:client_secret and presents it as a bearer token, cached
+	// until it expires.
+	AuthOAuth2ClientCredentials AuthType = "oauth2_client_credentials" //nolint:gosec // G101: the scheme's name, not a credential
+	// AuthMTLS presents a client certificate: the credential is PEM, the
+	// certificate and its key.
+	AuthMTLS AuthType = "mtls"
+)
+
+// AuthTypes returns every auth type. The config schema's enum is this
+// list; a test holds them equal.
+func AuthTypes() []AuthType {
+	return []AuthType{AuthAPIKey, AuthBasic, AuthBearer, AuthOAuth2ClientCredentials, AuthMTLS}
+}
+
+// API key placements.
+const (
+	InHeader = "header"
+	InQuery  = "query"
+	InCookie = "cookie"
+)
+
+// UpstreamAuth is one credential scheme of an upstream.
+type UpstreamAuth struct {
+	Type AuthType `yaml:"type"`
+	// In and Name place an api_key: header, query or cookie, and its name.
+	In   string `yaml:"in"`
+	Name string `yaml:"name"`
+	// TokenURL and Scopes are an oauth2_client_credentials token request's.
+	TokenURL string   `yaml:"token_url"`
+	Scopes   []string `yaml:"scopes"`
+}
+
+// CredentialEnv is the environment variable holding the credential of an
+// upstream's scheme: <UPSTREAM>_<SCHEME>_CREDENTIAL, upper case, every
+// character but a letter or digit an underscore. <that>_FILE, when set
+// instead, names a file holding it.
+func CredentialEnv(upstream, scheme string) string {
+	envName := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z':
+				return r - 'a' + 'A'
+			case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	return envName(upstream) + "_" + envName(scheme) + "_CREDENTIAL"
+}
+
+// CredentialSlot is where one scheme's credential is read from.
+type CredentialSlot struct {
+	// Path is the scheme's field path: upstreams.U.auth.S.
+	Path     string
+	Upstream string
+	Scheme   string
+	Type     AuthType
+	// Env is the variable holding it; Env+"_FILE" may name a file instead.
+	Env string
+}
+
+// CredentialSlots lists every upstream scheme's credential slot, sorted
+// by path: what config check and serve report as set or omitted.
+func (c *Config) CredentialSlots() []CredentialSlot {
+	var slots []CredentialSlot
+	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+		u := c.Upstreams[name]
+		for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
+			slots = append(slots, CredentialSlot{Path: "upstreams." + name + ".auth." + scheme, Upstream: name, Scheme: scheme,
+				Type: u.Auth[scheme].Type, Env: CredentialEnv(name, scheme)})
+		}
+	}
+	return slots
+}
+
+// IdempotencyHeaderDefault is the default Upstream.IdempotencyHeader.
+const IdempotencyHeaderDefault = "Idempotency-Key"
+
+// URL returns the upstream's base URL in environment, and false when it
+// has none there.
+func (u *Upstream) URL(environment string) (string, bool) {
+	if u.BaseURL != "" {
+		return u.BaseURL, true
+	}
+	s, ok := u.BaseURLs[environment]
+	return s, ok
+}
+
+// CheckUpstreamURL refuses a base URL that is not https (plain http is
+// allowed on loopback only), or that holds a user, a query or a fragment:
+// a password in a URL ends up in logs, and an action's path and query are
+// its own.
+func CheckUpstreamURL(base string) error {
+	u, err := url.Parse(base)
+	switch {
+	case err != nil || u.Hostname() == "" || u.Opaque != "":
+		return fmt.Errorf("%q is not an absolute URL", base)
+	case u.User != nil:
+		return fmt.Errorf("%q holds a user: credentials never go in a URL", base)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(base, "#"):
+		return fmt.Errorf("%q has a query or fragment: name the API's root only", base)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && loopbackHost(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", base)
+}
+
+// loopbackHost reports whether host is localhost or a loopback address:
+// the only hosts plain http may reach.
+func loopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// HTTPRetry is when an upstream call is attempted again.
+type HTTPRetry string
+
+// The retry policies (RFC 9110 §9.2.2).
+const (
+	// RetrySafe retries: the method is idempotent, so repeating the
+	// request changes nothing a first success did not. The default of
+	// GET, HEAD, OPTIONS, PUT and DELETE.
+	RetrySafe HTTPRetry = "safe"
+	// RetryWithIdempotencyKey retries with one key, generated per
+	// invocation and sent on every attempt in the upstream's idempotency
+	// header, so the upstream can tell a retry from a new request. The
+	// default of POST and PATCH.
+	RetryWithIdempotencyKey HTTPRetry = "with_idempotency_key"
+	// RetryNever makes one attempt.
+	RetryNever HTTPRetry = "never"
+)
+
+// HTTPRetries returns every retry policy. The config schema's enum is
+// this list; a test holds them equal.
+func HTTPRetries() []HTTPRetry { return []HTTPRetry{RetrySafe, RetryWithIdempotencyKey, RetryNever} }
+
+// HTTPMethods returns the methods an http execute may use. (The
+// ontology spells them itself: the engine above it is kept clear of
+// net/http.)
+func HTTPMethods() []string {
+	return []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH"}
+}
+
+// IdempotentMethod reports whether RFC 9110 §9.2.2 makes method
+// idempotent; SafeMethod whether §9.2.1 makes it safe (read-only).
+func IdempotentMethod(method string) bool {
+	return SafeMethod(method) || method == "PUT" || method == "DELETE"
+}
+
+// SafeMethod reports whether method is read-only by RFC 9110 §9.2.1: a
+// request of it can have had no effect, whatever became of it.
+func SafeMethod(method string) bool {
+	return method == "GET" || method == "HEAD" || method == "OPTIONS"
+}
+
+// Defaults and bounds of an http execute.
+const (
+	HTTPMaxBytesDefault    = 1 << 20
+	HTTPMaxBytesMax        = 64 << 20
+	HTTPTimeoutDefault     = 10 * time.Second
+	HTTPMaxAttemptsDefault = 3
+	HTTPMaxAttemptsMax     = 3
+)
+
+// HTTPExecute is an action's call of an upstream's HTTP API (kind http).
+// Its json names are its definition hash's (internal/engine).
+type HTTPExecute struct {
+	// Upstream names one of the config's upstreams.
+	Upstream string `yaml:"upstream" json:"upstream"`
+	// Method is the request's method, upper case.
+	Method string `yaml:"method" json:"method"`
+	// Path is appended to the upstream's base URL; each {name} in it is
+	// the input property name's value, path-escaped.
+	Path string `yaml:"path" json:"path"`
+	// Query and Headers map each parameter or header to its value: a
+	// :name reference to an input property, or a literal. A reference to
+	// an absent or null property leaves the parameter out.
+	Query   map[string]string `yaml:"query" json:"query,omitempty"`
+	Headers map[string]string `yaml:"headers" json:"headers,omitempty"`
+	// Body is a JSON template: every string ":name" in it is the input
+	// property name's JSON value. It is sent as application/json.
+	Body any `yaml:"body" json:"body,omitempty"`
+	// Success lists the statuses that mean the call succeeded. Defaults
+	// to any 2xx.
+	Success []int `yaml:"success" json:"success,omitempty"`
+	// MaxBytes caps the response body read. Defaults to
+	// HTTPMaxBytesDefault.
+	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes"`
+	// Timeout bounds one attempt, from sending to the whole response.
+	// Defaults to HTTPTimeoutDefault, or the deadline if shorter.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Deadline bounds every attempt together, waits between them
+	// included. Defaults to limits.statement_timeout, which it may not
+	// exceed: the engine gives an effect that long (and a grace).
+	Deadline Duration `yaml:"deadline" json:"deadline"`
+	// Retry is when a failed attempt is made again. Defaults by method:
+	// RetrySafe for an idempotent one, RetryWithIdempotencyKey otherwise.
+	Retry HTTPRetry `yaml:"retry" json:"retry"`
+	// MaxAttempts bounds the attempts. Defaults to, and may not exceed,
+	// HTTPMaxAttemptsMax.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+
+	// baseURL, idempotencyHeader and upstream are the upstream's,
+	// resolved at load.
+	baseURL           *url.URL
+	idempotencyHeader string
+	upstream          *Upstream
+}
+
+// UpstreamDecl returns the declaration of the upstream the call names,
+// resolved at load.
+func (h *HTTPExecute) UpstreamDecl() *Upstream { return h.upstream }
+
+// BaseURL returns the upstream's base URL in the config's environment,
+// resolved at load.
+func (h *HTTPExecute) BaseURL() *url.URL {
+	if h.baseURL == nil {
+		return nil
+	}
+	u := *h.baseURL
+	return &u
+}
+
+// IdempotencyHeader returns the header the upstream takes an idempotency
+// key in.
+func (h *HTTPExecute) IdempotencyHeader() string { return h.idempotencyHeader }
+
+// Succeeded reports whether status means the call succeeded.
+func (h *HTTPExecute) Succeeded(status int) bool {
+	if len(h.Success) == 0 {
+		return status >= 200 && status <= 299
+	}
+	return slices.Contains(h.Success, status)
+}
+
+// InputRef returns the input property a query or header value names, as
+// :name, and true; false for a literal.
+func InputRef(value string) (string, bool) {
+	if !inputRefPattern.MatchString(value) {
+		return "", false
+	}
+	return value[1:], true
+}
+
+var inputRefPattern = regexp.MustCompile(`^:[A-Za-z_][A-Za-z0-9_]*$`)
+
+// PathPart is one piece of a path template: literal text, or the input
+// property whose value fills a {name} segment.
+type PathPart struct {
+	Literal string
+	Param   string
+}
+
+// ParsePath splits a path template into its parts. The template begins
+// with /, holds no query or fragment, and names each {param} in braces.
+func ParsePath(path string) ([]PathPart, error) {
+	if !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("the path %q must begin with /", path)
+	}
+	var parts []PathPart
+	rest := path
+	for rest != "" {
+		open := strings.IndexAny(rest, "{}")
+		if open < 0 {
+			parts = append(parts, PathPart{Literal: rest})
+			break
+		}
+		if rest[open] == '}' {
+			return nil, fmt.Errorf("the path %q has a } without its {", path)
+		}
+		if open > 0 {
+			parts = append(parts, PathPart{Literal: rest[:open]})
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return nil, fmt.Errorf("the path %q has a { without its }", path)
+		}
+		name := rest[open+1 : open+end]
+		if !inputRefPattern.MatchString(":" + name) {
+			return nil, fmt.Errorf("the path %q names {%s}, which is not an input property's name", path, name)
+		}
+		parts = append(parts, PathPart{Param: name})
+		rest = rest[open+end+1:]
+	}
+	for _, p := range parts {
+		if p.Literal == "" {
+			continue
+		}
+		if strings.ContainsAny(p.Literal, "?#") {
+			return nil, fmt.Errorf("the path %q holds a query or fragment: declare query parameters under query", path)
+		}
+		if _, err := url.PathUnescape(p.Literal); err != nil || strings.ContainsFunc(p.Literal, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+			return nil, fmt.Errorf("the path %q has characters a URL path cannot hold as they are: write them escaped", path)
+		}
+	}
+	return parts, nil
+}
+
+// BodyRefs lists the input properties a body template names, as ":name"
+// strings, each once, sorted.
+func BodyRefs(body any) []string {
+	set := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			if name, ok := InputRef(v); ok {
+				set[name] = true
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(body)
+	return slices.Sorted(maps.Keys(set))
+}
+
+// reservedHeaders are headers an action may not set: the transport owns
+// them, the body's encoding sets Content-Type, and credentials are placed
+// per scheme, never written in a file.
+var reservedHeaders = []string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection", "Authorization", "Cookie", "Proxy-Authorization", "Te", "Upgrade", "Trailer"}
+
+// withHTTPDefaults fills an http execute's defaults from the upstream and
+// the limits. It runs before validation reads them.
+func (c *Config) withHTTPDefaults() {
+	_, statement := c.Limits.Timeouts()
+	for _, a := range c.Actions {
+		h := a.Execute.HTTP
+		if h == nil {
+			continue
+		}
+		h.MaxBytes = cmp.Or(h.MaxBytes, HTTPMaxBytesDefault)
+		h.Deadline = cmp.Or(h.Deadline, Duration(statement))
+		h.Timeout = cmp.Or(h.Timeout, min(Duration(HTTPTimeoutDefault), h.Deadline))
+		h.MaxAttempts = cmp.Or(h.MaxAttempts, HTTPMaxAttemptsDefault)
+		if h.Retry == "" {
+			h.Retry = RetryWithIdempotencyKey
+			if IdempotentMethod(h.Method) {
+				h.Retry = RetrySafe
+			}
+		}
+	}
+	for _, u := range c.Upstreams {
+		if u != nil {
+			u.IdempotencyHeader = cmp.Or(u.IdempotencyHeader, IdempotencyHeaderDefault)
+		}
+	}
+}
+
+// validateUpstreams checks each upstream's URLs and header name.
+func (c *Config) validateUpstreams(add func(path, format string, args ...any)) {
+	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+		u, path := c.Upstreams[name], "upstreams."+name
+		switch {
+		case u.BaseURL != "" && len(u.BaseURLs) > 0:
+			add(path, "sets both base_url and base_urls: set base_url for every environment, or base_urls for each")
+		case u.BaseURL == "" && len(u.BaseURLs) == 0:
+			add(path, "sets no base URL: set base_url, or base_urls by environment")
+		}
+		if u.BaseURL != "" {
+			if err := CheckUpstreamURL(u.BaseURL); err != nil {
+				add(path+".base_url", "%v", err)
+			}
+		}
+		for _, env := range slices.Sorted(maps.Keys(u.BaseURLs)) {
+			if err := CheckUpstreamURL(u.BaseURLs[env]); err != nil {
+				add(path+".base_urls."+env, "%v", err)
+			}
+		}
+		if !httpguts.ValidHeaderFieldName(u.IdempotencyHeader) || slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(u.IdempotencyHeader)) {
+			add(path+".idempotency_header", "%q is not a header name an idempotency key can be sent in", u.IdempotencyHeader)
+		}
+		validateAuth(u, path+".auth", add)
+	}
+}
+
+// validateAuth checks that each scheme can be placed: a scheme that
+// cannot is refused at load, never guessed at when a request is sent.
+func validateAuth(u *Upstream, path string, add func(path, format string, args ...any)) {
+	authorization, mtls := "", ""
+	for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
+		a, at := u.Auth[scheme], path+"."+scheme
+		switch a.Type {
+		case AuthAPIKey:
+			switch {
+			case a.In != InHeader && a.In != InQuery && a.In != InCookie:
+				add(at+".in", "is %q; an api_key is placed in a header, query or cookie", a.In)
+			case a.Name == "":
+				add(at+".name", "name the %s the key is sent in", a.In)
+			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) || slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(a.Name))):
+				add(at+".name", "%q is not a header a key can be sent in", a.Name)
+			}
+		case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials:
+			// Each takes the one Authorization header.
+			if authorization != "" {
+				add(at, "%s sets Authorization too: a request carries one", authorization)
+			}
+			authorization = path + "." + scheme
+		case AuthMTLS:
+			if mtls != "" {
+				add(at, "%s presents a client certificate too: a connection presents one", mtls)
+			}
+			mtls = path + "." + scheme
+		default:
+			add(at+".type", "is %q; it must be one of %v", a.Type, AuthTypes())
+		}
+		if a.Type == AuthOAuth2ClientCredentials {
+			if err := CheckUpstreamURL(a.TokenURL); err != nil {
+				add(at+".token_url", "%v", err)
+			}
+		} else if a.TokenURL != "" || len(a.Scopes) > 0 {
+			add(at, "token_url and scopes are an oauth2_client_credentials scheme's")
+		}
+		if a.Type != AuthAPIKey && (a.In != "" || a.Name != "") {
+			add(at, "in and name place an api_key")
+		}
+	}
+}
+
+// validateHTTPExecute checks an http execute: its upstream has a URL in
+// this environment, every name it binds is an input property, and its
+// timeouts fit inside the engine's deadline for an effect.
+func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []string, add func(path, format string, args ...any)) {
+	ref := func(at, name string) {
+		if !slices.Contains(properties, name) {
+			add(at, "names %q, which is not a property of the action's input", name)
+		}
+	}
+	if u, ok := c.Upstreams[h.Upstream]; !ok {
+		add(path+".upstream", "names the upstream %q, which is not declared under upstreams", h.Upstream)
+	} else if base, ok := u.URL(c.Environment); !ok {
+		add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
+			h.Upstream, c.Environment, slices.Sorted(maps.Keys(u.BaseURLs)))
+	} else if parsed, err := url.Parse(base); err == nil && CheckUpstreamURL(base) == nil {
+		h.baseURL, h.idempotencyHeader, h.upstream = parsed, u.IdempotencyHeader, u
+	}
+	if !slices.Contains(HTTPMethods(), h.Method) {
+		add(path+".method", "is %q; it must be one of %v", h.Method, HTTPMethods())
+	}
+	if parts, err := ParsePath(h.Path); err != nil {
+		add(path+".path", "%v", err)
+	} else {
+		for _, p := range parts {
+			if p.Param != "" {
+				ref(path+".path", p.Param)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.Query)) {
+		if name, ok := InputRef(h.Query[k]); ok {
+			ref(path+".query."+k, name)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
+		at := path + ".headers." + k
+		switch {
+		case !httpguts.ValidHeaderFieldName(k):
+			add(at, "%q is not a header name", k)
+		case slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(k)) ||
+			strings.EqualFold(k, cmp.Or(h.idempotencyHeader, IdempotencyHeaderDefault)):
+			add(at, "%s is set by orangerail, never by an action", textproto.CanonicalMIMEHeaderKey(k))
+		}
+		if name, ok := InputRef(h.Headers[k]); ok {
+			ref(at, name)
+		} else if !httpguts.ValidHeaderFieldValue(h.Headers[k]) {
+			add(at, "the value holds characters a header cannot carry")
+		}
+	}
+	if h.Body != nil {
+		if SafeMethod(h.Method) {
+			add(path+".body", "a %s request carries no body", h.Method)
+		}
+		for _, name := range BodyRefs(h.Body) {
+			ref(path+".body", name)
+		}
+	}
+	for i, s := range h.Success {
+		if s < 100 || s > 599 {
+			add(fmt.Sprintf("%s.success.%d", path, i), "%d is not an HTTP status", s)
+		}
+	}
+	if h.MaxBytes < 1 || h.MaxBytes > HTTPMaxBytesMax {
+		add(path+".max_bytes", "%d is not between 1 and %d", h.MaxBytes, HTTPMaxBytesMax)
+	}
+	_, statement := c.Limits.Timeouts()
+	switch deadline := time.Duration(h.Deadline); {
+	case deadline < time.Millisecond || deadline > statement:
+		add(path+".deadline", "%s is not between 1ms and limits.statement_timeout (%s): the engine gives an effect that long", deadline, statement)
+	case time.Duration(h.Timeout) < time.Millisecond || h.Timeout > h.Deadline:
+		add(path+".timeout", "%s is not between 1ms and the deadline (%s)", time.Duration(h.Timeout), deadline)
+	}
+	if !slices.Contains(HTTPRetries(), h.Retry) {
+		add(path+".retry", "is %q; it must be one of %v", h.Retry, HTTPRetries())
+	}
+	if h.MaxAttempts < 1 || h.MaxAttempts > HTTPMaxAttemptsMax {
+		add(path+".max_attempts", "%d is not between 1 and %d", h.MaxAttempts, HTTPMaxAttemptsMax)
+	}
+}

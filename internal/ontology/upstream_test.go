@@ -1,0 +1,239 @@
+package ontology
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// httpBase is a valid config with one upstream and one http action.
+const httpBase = `service: s
+upstreams:
+  carrier:
+    base_url: https://carrier.example.com/api/v1/
+actions:
+  create_label:
+    description: d
+    input:
+      type: object
+      properties: {order_id: {type: string}, weight: {type: number}, express: {type: boolean}}
+    policy: {approval: required}
+    execute:
+      http:
+        upstream: carrier
+        method: POST
+        path: /orders/{order_id}/labels
+        query: {express: ":express", source: agent}
+        headers: {X-Weight: ":weight"}
+        body: {order: ":order_id", weight: ":weight", kind: return}
+`
+
+// TestHTTPExecute: an http execute loads with its defaults filled — the
+// retry policy by method, the caps and the deadline from
+// limits.statement_timeout — and its upstream's URL resolved.
+func TestHTTPExecute(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(httpBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Actions["create_label"]
+	h := a.Execute.HTTP
+	if a.Execute.Kind() != ExecuteHTTP || h.Method != "POST" || h.Retry != RetryWithIdempotencyKey || h.MaxAttempts != 3 ||
+		h.MaxBytes != HTTPMaxBytesDefault || time.Duration(h.Deadline) != StatementTimeoutDefault || time.Duration(h.Timeout) != HTTPTimeoutDefault {
+		t.Fatalf("defaults not applied: %+v", h)
+	}
+	if h.BaseURL().String() != "https://carrier.example.com/api/v1/" || h.IdempotencyHeader() != "Idempotency-Key" {
+		t.Fatalf("upstream %v, header %q", h.BaseURL(), h.IdempotencyHeader())
+	}
+	if !h.Succeeded(204) || h.Succeeded(301) {
+		t.Fatal("success is not any 2xx by default")
+	}
+	for method, want := range map[string]HTTPRetry{"GET": RetrySafe, "PUT": RetrySafe, "DELETE": RetrySafe, "PATCH": RetryWithIdempotencyKey} {
+		src := strings.Replace(strings.Replace(httpBase, "method: POST", "method: "+method, 1), "        body: {order: \":order_id\", weight: \":weight\", kind: return}\n", "", 1)
+		cfg, err := Parse([]byte(src))
+		if err != nil {
+			t.Fatal(method, err)
+		}
+		if got := cfg.Actions["create_label"].Execute.HTTP.Retry; got != want {
+			t.Errorf("%s: retry %s, want %s", method, got, want)
+		}
+	}
+	// A short deadline bounds the attempt's default timeout.
+	cfg, err = Parse([]byte(strings.Replace(httpBase, "        path:", "        deadline: 2s\n        path:", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Actions["create_label"].Execute.HTTP; time.Duration(h.Timeout) != 2*time.Second {
+		t.Fatalf("timeout %s under a 2s deadline", time.Duration(h.Timeout))
+	}
+}
+
+// TestUpstreamEnvironments: base_urls are chosen by environment, and an
+// action whose upstream has no URL in this one is refused at its path.
+func TestUpstreamEnvironments(t *testing.T) {
+	t.Parallel()
+	perEnv := strings.Replace(httpBase, "    base_url: https://carrier.example.com/api/v1/\n",
+		"    base_urls: {staging: \"http://127.0.0.1:9000\", production: \"https://carrier.example.com\"}\n    idempotency_header: X-Request-Key\n", 1)
+	cfg, err := Parse([]byte("environment: staging\n" + perEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Actions["create_label"].Execute.HTTP; h.BaseURL().String() != "http://127.0.0.1:9000" || h.IdempotencyHeader() != "X-Request-Key" {
+		t.Fatalf("staging: %v %q", h.BaseURL(), h.IdempotencyHeader())
+	}
+	for _, env := range []string{"", "environment: development\n"} {
+		_, err := Parse([]byte(env + perEnv))
+		ps, ok := errors.AsType[Problems](err)
+		if !ok || len(ps) != 1 || ps[0].Path != "actions.create_label.execute.http.upstream" || !strings.Contains(ps[0].Message, "no URL for the environment") {
+			t.Fatalf("%q: %v", env, err)
+		}
+	}
+}
+
+func TestBrokenHTTPExecutes(t *testing.T) {
+	t.Parallel()
+	at := "actions.create_label.execute.http"
+	tests := []struct {
+		name  string
+		edit  func(string) string
+		paths []string
+	}{
+		{"plain http off loopback", replace("https://carrier.example.com/api/v1/", "http://carrier.example.com"), []string{"upstreams.carrier.base_url"}},
+		{"a user in the URL", replace("https://carrier.example.com", "https://u:p@carrier.example.com"), []string{"upstreams.carrier.base_url"}},
+		{"a query in the URL", replace("/api/v1/", "/api?k=v"), []string{"upstreams.carrier.base_url"}},
+		{"both URLs", replace("    base_url:", "    base_urls: {dev: \"https://x.example\"}\n    base_url:"), []string{"upstreams.carrier"}},
+		{"no URL", replace("    base_url: https://carrier.example.com/api/v1/\n", "    idempotency_header: K\n"), []string{at + ".upstream", "upstreams.carrier"}},
+		{"a reserved idempotency header", replace("    base_url:", "    idempotency_header: Authorization\n    base_url:"), []string{"upstreams.carrier.idempotency_header"}},
+		{"unknown upstream", replace("upstream: carrier", "upstream: carier"), []string{at + ".upstream"}},
+		{"path param not an input", replace("{order_id}/labels", "{order}/labels"), []string{at + ".path"}},
+		{"path without a slash", replace("path: /orders", "path: orders"), []string{at + ".path"}},
+		{"path with a query", replace("/labels", "/labels?x=1"), []string{at + ".path"}},
+		{"path brace unclosed", replace("{order_id}/labels", "{order_id/labels"), []string{at + ".path"}},
+		{"query ref not an input", replace(`":express"`, `":fast"`), []string{at + ".query.express"}},
+		{"header ref not an input", replace(`":weight"}`, `":kg"}`), []string{at + ".headers.X-Weight"}},
+		{"an Authorization header", replace("X-Weight:", "Authorization:"), []string{at + ".headers.Authorization"}},
+		{"the idempotency header", replace("X-Weight:", "idempotency-key:"), []string{at + ".headers.idempotency-key"}},
+		{"body ref not an input", replace(`order: ":order_id"`, `order: ":order"`), []string{at + ".body"}},
+		{"a GET with a body", replace("method: POST", "method: GET"), []string{at + ".body"}},
+		{"unknown method", replace("method: POST", "method: TRACE"), []string{at + ".method"}},
+		{"deadline past statement_timeout", replace("        path:", "        deadline: 31s\n        path:"), []string{at + ".deadline"}},
+		{"timeout past the deadline", replace("        path:", "        deadline: 2s\n        timeout: 3s\n        path:"), []string{at + ".timeout"}},
+		{"too many attempts", replace("        path:", "        max_attempts: 4\n        path:"), []string{at + ".max_attempts"}},
+		{"bad retry", replace("        path:", "        retry: always\n        path:"), []string{at + ".retry"}},
+		{"max_bytes too large", replace("        path:", "        max_bytes: 100000000\n        path:"), []string{at + ".max_bytes"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.edit(httpBase)))
+			ps, ok := errors.AsType[Problems](err)
+			if !ok {
+				t.Fatalf("Parse = %v, want problems at %v", err, tt.paths)
+			}
+			var paths []string
+			for _, p := range ps {
+				paths = append(paths, p.Path)
+			}
+			if !slices.Equal(paths, tt.paths) {
+				t.Fatalf("problems %v, want at %v", ps, tt.paths)
+			}
+		})
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	t.Parallel()
+	parts, err := ParsePath("/a/{x}/b%20c/{y}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PathPart{{Literal: "/a/"}, {Param: "x"}, {Literal: "/b%20c/"}, {Param: "y"}}
+	if !slices.Equal(parts, want) {
+		t.Fatalf("parts %v", parts)
+	}
+	for _, bad := range []string{"a", "/a}", "/{x", "/{1x}", "/a b", "/a#f", "/%zz"} {
+		if _, err := ParsePath(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestHTTPSchemaEnums: the schema's retry and method enums are the Go
+// lists.
+func TestHTTPSchemaEnums(t *testing.T) {
+	t.Parallel()
+	var schema map[string]any
+	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
+		t.Fatal(err)
+	}
+	props := schema["$defs"].(map[string]any)["action"].(map[string]any)["properties"].(map[string]any)["execute"].(map[string]any)["properties"].(map[string]any)["http"].(map[string]any)["properties"].(map[string]any)
+	enum := func(key string) []string {
+		var values []string
+		for _, v := range props[key].(map[string]any)["enum"].([]any) {
+			values = append(values, v.(string))
+		}
+		return values
+	}
+	if got, want := enum("retry"), stringsOf(HTTPRetries()); !slices.Equal(got, want) {
+		t.Errorf("retry: schema %v, Go %v", got, want)
+	}
+	if got, want := enum("method"), HTTPMethods(); !slices.Equal(got, want) {
+		t.Errorf("method: schema %v, Go %v", got, want)
+	}
+}
+
+// TestUpstreamAuth: each scheme must be placeable, and its credential's
+// variable is named after the upstream and the scheme.
+func TestUpstreamAuth(t *testing.T) {
+	t.Parallel()
+	withAuth := func(auth string) string {
+		return strings.Replace(httpBase, "    base_url: https://carrier.example.com/api/v1/\n", "    base_url: https://carrier.example.com/api/v1/\n    auth:\n"+auth, 1)
+	}
+	cfg, err := Parse([]byte(withAuth("      key: {type: api_key, in: query, name: api_key}\n      app_2: {type: oauth2_client_credentials, token_url: \"https://id.example.com/token\"}\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := cfg.CredentialSlots()
+	if len(slots) != 2 || slots[0].Env != "CARRIER_APP_2_CREDENTIAL" || slots[1].Path != "upstreams.carrier.auth.key" || slots[1].Env != "CARRIER_KEY_CREDENTIAL" {
+		t.Fatalf("slots %+v", slots)
+	}
+	if cfg.Actions["create_label"].Execute.HTTP.UpstreamDecl() != cfg.Upstreams["carrier"] {
+		t.Fatal("the action's upstream is not resolved")
+	}
+	at := "upstreams.carrier.auth."
+	for _, tt := range []struct {
+		auth string
+		path string
+	}{
+		{"      key: {type: api_key, name: k}\n", at + "key.in"},
+		{"      key: {type: api_key, in: header}\n", at + "key.name"},
+		{"      key: {type: api_key, in: header, name: Authorization}\n", at + "key.name"},
+		{"      a: {type: basic}\n      b: {type: bearer}\n", at + "b"},
+		{"      a: {type: mtls}\n      b: {type: mtls}\n", at + "b"},
+		{"      a: {type: oauth2_client_credentials, token_url: \"http://id.example.com/token\"}\n", at + "a.token_url"},
+		{"      a: {type: bearer, token_url: \"https://id.example.com/token\"}\n", at + "a"},
+		{"      a: {type: bearer, in: header}\n", at + "a"},
+		{"      a: {type: digest}\n", at + "a.type"},
+	} {
+		_, err := Parse([]byte(withAuth(tt.auth)))
+		ps, ok := errors.AsType[Problems](err)
+		if !ok || len(ps) != 1 || ps[0].Path != tt.path {
+			t.Errorf("%q: %v, want one problem at %s", tt.auth, err, tt.path)
+		}
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, v := range schema["properties"].(map[string]any)["upstreams"].(map[string]any)["additionalProperties"].(map[string]any)["properties"].(map[string]any)["auth"].(map[string]any)["additionalProperties"].(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["enum"].([]any) {
+		types = append(types, v.(string))
+	}
+	if !slices.Equal(types, stringsOf(AuthTypes())) {
+		t.Errorf("auth types: schema %v, Go %v", types, AuthTypes())
+	}
+}
