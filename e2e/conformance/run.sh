@@ -41,8 +41,10 @@ proxy() {
   local role=$1 url_file="$out/proxy-$1.url"
   "$out/authproxy" -facts "$demo_facts" -role "$role" -tenant acme >"$url_file" 2>"$out/proxy-$role.err" &
   proxy_pids+=($!)
-  for _ in $(seq 1 50); do
-    proxy_url=$(head -n 1 "$url_file")
+  # The file exists once the shell has started the proxy, which a loaded
+  # machine may not have done yet; the proxy writes its URL once it listens.
+  for _ in $(seq 1 300); do
+    proxy_url=$(head -n 1 "$url_file" 2>/dev/null || true)
     [ -n "$proxy_url" ] && return 0
     sleep 0.1
   done
