@@ -21,12 +21,12 @@ start_demo() {
   (cd "$demo_work" && exec env DATABASE_URL="$db_url" "$bin" demo --listen 127.0.0.1:0 >"$demo_work/demo.out" 2>"$demo_work/demo.err") &
   demo_pid=$!
   demo_facts="$demo_work/.orangerail/demo.json"
-  for _ in $(seq 1 60); do
+  for _ in $(seq 1 180); do
     if [ -f "$demo_facts" ] && grep -q '"mcp_url": "http' "$demo_facts"; then return 0; fi
     if ! kill -0 "$demo_pid" 2>/dev/null; then cat "$demo_work/demo.err" >&2; return 1; fi
     sleep 0.5
   done
-  echo "the demo did not serve within 30s" >&2
+  echo "the demo did not serve within 90s" >&2
   cat "$demo_work/demo.err" >&2
   return 1
 }
