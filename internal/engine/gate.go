@@ -94,6 +94,10 @@ func (e *Engine) inAudience(caller *Caller, t ontology.Tool) bool {
 	case ontology.ToolSQLQuery:
 		q := &e.cfg.SQLQuery
 		return caller.Authenticated() && caller.HasRole(q.Roles...) && e.audience(caller, t.Name, q.AudienceProgram())
+	case ontology.ToolListResources, ontology.ToolDescribeResource, ontology.ToolManageResource:
+		// The meta tools exist for the callers served the meta surface;
+		// each grouped tool behind them keeps its own audience.
+		return e.Surface(caller) == ontology.SurfaceMeta
 	case ontology.ToolGet, ontology.ToolList:
 		return e.canRead(caller, e.cfg.Objects[t.Subject])
 	case ontology.ToolAction:
@@ -102,6 +106,22 @@ func (e *Engine) inAudience(caller *Caller, t ontology.Tool) bool {
 			e.audience(caller, t.Name, a.AudienceProgram())
 	}
 	return false
+}
+
+// Surface returns caller's surface: that of the first surface.audiences
+// rule whose roles (held by an authenticated caller) and audience
+// predicate the caller matches, else the configured default.
+func (e *Engine) Surface(caller *Caller) ontology.Surface {
+	for i := range e.cfg.Surface.Audiences {
+		r := &e.cfg.Surface.Audiences[i]
+		if len(r.Roles) > 0 && (!caller.Authenticated() || !caller.HasRole(r.Roles...)) {
+			continue
+		}
+		if e.audience(caller, "surface.audiences", r.AudienceProgram()) {
+			return r.Surface
+		}
+	}
+	return e.cfg.DefaultSurface()
 }
 
 // canRead reports whether caller may read o: its read_access, then its

@@ -108,7 +108,7 @@ const callerKey = "orangerail.caller"
 func (s *Server) visible(caller *engine.Caller) []string {
 	var names []string
 	for name := range s.tools {
-		if s.engine.Sees(caller, name) {
+		if s.engine.Sees(caller, name) && !s.behindMeta(caller, name) {
 			names = append(names, name)
 		}
 	}
@@ -291,26 +291,44 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 			s.emit(ctx, req.Session, t.def.Name, nil, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, engine.RefusalHidden)
 			return nil, unknownTool(req.Params.Name)
 		}
-		// The gates before the input: a hidden tool answers as an unknown
-		// one; a scope the token lacks is a protocol error naming it.
-		if out := s.engine.Admit(ctx, caller, t.def.Name); out != nil {
-			s.emit(ctx, req.Session, t.def.Name, caller, out, "")
-			if out.Code == errcode.MCPScopeDenied {
-				return nil, scopeDenied(t.def.Name, out)
-			}
+		if s.behindMeta(caller, t.def.Name) {
+			// A meta caller reaches a grouped tool through manage_resource
+			// only; by name, it answers as a tool that does not exist.
+			s.emit(ctx, req.Session, t.def.Name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, engine.RefusalHidden)
 			return nil, unknownTool(req.Params.Name)
 		}
-		if s.beforeTool != nil {
-			s.beforeTool(t.def.Name)
-		}
-		if t.kind == ontology.ToolSQLQuery {
-			return s.runSQL(ctx, req.Session, t, caller, req.Params.Arguments), nil
-		}
-		out := s.run(ctx, t, caller, req.Params.Arguments)
-		res = render(t, out)
-		s.emit(ctx, req.Session, t.def.Name, caller, out, "")
-		return res, nil
+		return s.call(ctx, req.Session, t, caller, req.Params.Arguments)
 	}
+}
+
+// call runs a call of t by caller through its gates, and emits its
+// ToolCalled under t's name: the one path a tools/call and a
+// manage_resource call share. The gates before the input: a hidden tool
+// answers as an unknown one; a scope the token lacks is a protocol error
+// naming it.
+func (s *Server) call(ctx context.Context, session *sdk.ServerSession, t *tool, caller *engine.Caller, args json.RawMessage) (*sdk.CallToolResult, error) {
+	if out := s.engine.Admit(ctx, caller, t.def.Name); out != nil {
+		s.emit(ctx, session, t.def.Name, caller, out, "")
+		if out.Code == errcode.MCPScopeDenied {
+			return nil, scopeDenied(t.def.Name, out)
+		}
+		return nil, unknownTool(t.def.Name)
+	}
+	if s.beforeTool != nil {
+		s.beforeTool(t.def.Name)
+	}
+	switch t.kind {
+	case ontology.ToolSQLQuery:
+		return s.runSQL(ctx, session, t, caller, args), nil
+	case ontology.ToolManageResource:
+		return s.manage(ctx, session, caller, args)
+	case ontology.ToolListResources:
+		return s.listResources(ctx, session, t, caller, args), nil
+	}
+	out := s.run(ctx, t, caller, args)
+	res := render(t, out)
+	s.emit(ctx, session, t.def.Name, caller, out, "")
+	return res, nil
 }
 
 // contained answers a tool call that panicked: internal_error under a
@@ -419,9 +437,21 @@ func (s *Server) checked(check func(context.Context) error) sdk.Middleware {
 	}
 }
 
-// ReadOnly reports whether the named tool only reads (a get, a list or
-// sql_query). An unknown tool does not.
+// ReadOnly reports whether the named tool only reads (a get, a list, a
+// describe tool, a meta tool but manage_resource, or sql_query). An
+// unknown tool does not.
 func (s *Server) ReadOnly(name string) bool {
 	t, ok := s.tools[name]
 	return ok && (t.read() || t.kind == ontology.ToolSQLQuery)
+}
+
+// ReadOnlyCall reports whether a tools/call of the named tool with
+// arguments only reads: a manage_resource call reads when the tool it
+// calls does, so that it is billed in that tool's bucket.
+func (s *Server) ReadOnlyCall(name string, arguments map[string]any) bool {
+	if t, ok := s.tools[name]; ok && t.kind == ontology.ToolManageResource {
+		inner, _ := arguments["tool"].(string)
+		return s.ReadOnly(inner)
+	}
+	return s.ReadOnly(name)
 }

@@ -25,11 +25,15 @@ type tool struct {
 	def     *sdk.Tool
 	kind    ontology.ToolKind
 	subject string // the object or action it serves
+	// confirms: a person finishes each call (an action whose policy
+	// requires approval), as the meta catalog says.
+	confirms bool
 }
 
 // read reports whether the tool only reads: its failures are not audited.
 func (t *tool) read() bool {
-	return t.kind == ontology.ToolGet || t.kind == ontology.ToolList || t.kind.Describes()
+	return t.kind == ontology.ToolGet || t.kind == ontology.ToolList || t.kind.Describes() ||
+		t.kind == ontology.ToolListResources || t.kind == ontology.ToolDescribeResource
 }
 
 // run answers a call of t (sql_query excepted: runSQL answers it) once
@@ -39,6 +43,8 @@ func (s *Server) run(ctx context.Context, t *tool, caller *engine.Caller, args j
 	switch t.kind {
 	case ontology.ToolDescribeObject, ontology.ToolDescribeAction, ontology.ToolListPolicies, ontology.ToolErrorsExplain:
 		return s.describe(ctx, t, caller, args)
+	case ontology.ToolDescribeResource:
+		return s.describeResources(ctx, caller, args)
 	case ontology.ToolGet:
 		return e.Get(ctx, caller, t.subject, args)
 	case ontology.ToolList:
@@ -160,8 +166,13 @@ func (s *Server) declare() map[string]*tool {
 			if t.def = describeTool(cfg, d.Kind); t.def == nil {
 				continue
 			}
+		case ontology.ToolListResources, ontology.ToolDescribeResource, ontology.ToolManageResource:
+			t.def = metaTool(d.Kind)
 		}
 		t.def.Name = d.Name
+		if a, ok := cfg.Actions[subject]; ok && d.Kind == ontology.ToolAction {
+			t.confirms = a.Policy.Approval == ontology.ApprovalRequired
+		}
 		if scope := cfg.ToolScope(d.Name); scope != "" {
 			// The agent learns which scope a call needs before it is
 			// refused for lacking it.
