@@ -130,7 +130,8 @@ const (
 // renderCatalog writes resources as list_resources' plain text: one line
 // per resource, and under it one line per tool — name, (action) or
 // (action; confirms) for a tool that is not read-only, its parameters on
-// one line, and the first sentence of its description. It is compact by
+// one line, and its brief: what a get or list does, else the first
+// sentence of its description. It is compact by
 // rule, never by a character cut: a scope every tool of a resource shares
 // (or every read, or every action) is said once on the resource line.
 func renderCatalog(resources []resource, scopeOf func(tool string) string) string {
@@ -159,8 +160,8 @@ func renderCatalog(resources []resource, scopeOf func(tool string) string) strin
 				b.WriteString(" (" + tag + ")")
 			}
 			b.WriteString(" " + oneLineParams(t.def.InputSchema))
-			if brief := firstSentence(t.def.Description); brief != "" {
-				b.WriteString(" — " + brief)
+			if t.brief != "" {
+				b.WriteString(" — " + t.brief)
 			}
 			if scope := scopeOf(t.def.Name); scope != "" && !shared.covers(t) {
 				b.WriteString(" [scope " + scope + "]")

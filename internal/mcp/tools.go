@@ -28,6 +28,9 @@ type tool struct {
 	// confirms: a person finishes each call (an action whose policy
 	// requires approval), as the meta catalog says.
 	confirms bool
+	// brief is the tool's line in the meta catalog: what a get or list
+	// does, else its description's first sentence (firstSentence).
+	brief string
 }
 
 // read reports whether the tool only reads: its failures are not audited.
@@ -170,6 +173,14 @@ func (s *Server) declare() map[string]*tool {
 			t.def = metaTool(d.Kind)
 		}
 		t.def.Name = d.Name
+		switch d.Kind {
+		case ontology.ToolGet:
+			t.brief = getSentence(subject, cfg.Objects[subject])
+		case ontology.ToolList:
+			t.brief = listSentence(subject)
+		default:
+			t.brief = firstSentence(t.def.Description)
+		}
 		if a, ok := cfg.Actions[subject]; ok && d.Kind == ontology.ToolAction {
 			t.confirms = a.Policy.Approval == ontology.ApprovalRequired
 		}
@@ -202,12 +213,20 @@ func hostPrompts(setting ontology.HostPrompt, a *ontology.Action) bool {
 // systems will be open-world, and its tool must say so.
 var closedWorld = new(false)
 
+// getSentence and listSentence say what an object's get and list do; a
+// declared description goes before them.
+func getSentence(name string, o *ontology.Object) string {
+	return fmt.Sprintf("Read one %s by its %s.", name, o.Key)
+}
+
+func listSentence(name string) string { return fmt.Sprintf("List %s rows, a page at a time.", name) }
+
 func getTool(name string, o *ontology.Object, schemas engine.ReadSchemas) *sdk.Tool {
 	noun := nounOf(name, o)
 	title := "Get " + withArticle(noun)
 	return &sdk.Tool{
 		Title:        title,
-		Description:  describe(o.Description, fmt.Sprintf("Read one %s by its %s.", name, o.Key)),
+		Description:  describe(o.Description, getSentence(name, o)),
 		InputSchema:  schemas.GetInput,
 		OutputSchema: schemas.GetOutput,
 		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld},
@@ -218,7 +237,7 @@ func listTool(name string, o *ontology.Object, schemas engine.ReadSchemas) *sdk.
 	title := "List " + plural(nounOf(name, o))
 	return &sdk.Tool{
 		Title:        title,
-		Description:  describe(o.Description, fmt.Sprintf("List %s rows, a page at a time.", name)),
+		Description:  describe(o.Description, listSentence(name)),
 		InputSchema:  schemas.ListInput,
 		OutputSchema: schemas.ListOutput,
 		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld},
