@@ -449,3 +449,39 @@ func (s *Server) manage(ctx context.Context, session *sdk.ServerSession, caller 
 	}
 	return s.call(ctx, session, t, caller, in.Arguments)
 }
+
+// Measure is what one caller's catalog costs an agent's context, in
+// bytes of JSON as the SDK sends it.
+type Measure struct {
+	// Served is the surface the caller is served.
+	Served ontology.Surface
+	// Flat is the tools/list result's size were the caller served flat.
+	Flat int
+	// Meta is the tools/list result's size were the caller served meta,
+	// and ListResources the size of list_resources' text for it; both 0
+	// when the config serves nobody meta.
+	Meta, ListResources int
+}
+
+// Measure measures caller's catalog on each surface (orangerail surface
+// measure): the tools/list result as JSON, which is what a client puts in
+// its model's context.
+func (s *Server) Measure(caller *engine.Caller) Measure {
+	size := func(names []string) int {
+		res := &sdk.ListToolsResult{Tools: []*sdk.Tool{}}
+		for _, name := range names {
+			res.Tools = append(res.Tools, s.tools[name].def)
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			panic("mcp: a tool list does not encode: " + err.Error()) // the SDK sends the same, so a bug if reached
+		}
+		return len(b)
+	}
+	m := Measure{Served: s.engine.Surface(caller), Flat: size(s.visibleAs(caller, ontology.SurfaceFlat))}
+	if s.cfg.MetaServed() {
+		m.Meta = size(s.visibleAs(caller, ontology.SurfaceMeta))
+		m.ListResources = len(renderCatalog(s.catalog(caller), s.cfg.ToolScope))
+	}
+	return m
+}

@@ -116,6 +116,25 @@ func (s *Server) visible(caller *engine.Caller) []string {
 	return names
 }
 
+// visibleAs lists, sorted, the tools caller would see if it were served
+// surface, whatever it is served: the meta tools under meta, and each
+// tool of the caller's audience that surface does not put behind them.
+// It is visible's rule with the surface given (Server.Measure).
+func (s *Server) visibleAs(caller *engine.Caller, surface ontology.Surface) []string {
+	var names []string
+	for name, t := range s.tools {
+		meta := t.kind == ontology.ToolListResources || t.kind == ontology.ToolDescribeResource || t.kind == ontology.ToolManageResource
+		grouped := s.cfg.GroupOf(name) != ""
+		switch {
+		case meta && surface == ontology.SurfaceMeta,
+			!meta && s.engine.Sees(caller, name) && (surface != ontology.SurfaceMeta || !grouped):
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // forCaller returns the MCP server for a caller's catalog. Servers are
 // shared by every caller who sees the same tools; the handlers read the
 // caller from each request.
