@@ -104,8 +104,25 @@ func TestMetaSurfaceCatalog(t *testing.T) {
 			t.Fatalf("a flat caller sees %s", name)
 		}
 	}
+	// The instructions and resources speak of the tools behind
+	// manage_resource too; a flat caller's say nothing of the meta tools.
+	meta := connect(t, s, metaCaller("orders:read"))
+	if got := meta.InitializeResult().Instructions; !strings.Contains(got, "list_resources lists them") || !strings.Contains(got, "cancel_order") ||
+		!strings.Contains(got, "NAME_get and NAME_list tools: customer, order, product") {
+		t.Fatalf("a meta caller's instructions: %s", got)
+	}
+	if got := connect(t, s, flatCaller("orders:read")).InitializeResult().Instructions; strings.Contains(got, "list_resources") {
+		t.Fatalf("a flat caller's instructions: %s", got)
+	}
+	resources, err := meta.ListResources(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(resources.Resources, func(r *sdk.Resource) bool { return r.URI == mcp.ObjectURI("order") }) {
+		t.Fatalf("a meta caller's resources: %v", resources.Resources)
+	}
 	// The meta tools' hints: two read, manage_resource writes.
-	res, err := connect(t, s, metaCaller("orders:read")).ListTools(context.Background(), nil)
+	res, err := meta.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

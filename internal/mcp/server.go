@@ -105,15 +105,30 @@ const callerKey = "orangerail.caller"
 // visible lists the tools caller may see, by name, sorted. A tool the
 // caller may not see is absent; calling it answers as calling a tool that
 // does not exist, and each handler checks the caller again.
-func (s *Server) visible(caller *engine.Caller) []string {
+func (s *Server) visible(caller *engine.Caller) []string { return s.offer(s.usable(caller)) }
+
+// usable lists, sorted, every tool caller may use: those it is offered,
+// and, on the meta surface, the grouped tools behind manage_resource. The
+// instructions and resources speak of these.
+func (s *Server) usable(caller *engine.Caller) []string {
 	var names []string
 	for name := range s.tools {
-		if s.engine.Sees(caller, name) && !s.behindMeta(caller, name) {
+		if s.engine.Sees(caller, name) {
 			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
 	return names
+}
+
+// offer lists the tools offered by name of a caller's usable tools: on
+// the meta surface (the meta tools are usable only there), every grouped
+// tool is left to manage_resource.
+func (s *Server) offer(usable []string) []string {
+	if !slices.Contains(usable, ontology.ManageResourceTool) {
+		return usable
+	}
+	return slices.DeleteFunc(slices.Clone(usable), func(name string) bool { return s.cfg.GroupOf(name) != "" })
 }
 
 // visibleAs lists, sorted, the tools caller would see if it were served
@@ -139,14 +154,16 @@ func (s *Server) visibleAs(caller *engine.Caller, surface ontology.Surface) []st
 // shared by every caller who sees the same tools; the handlers read the
 // caller from each request.
 func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
-	names, prompts := s.visible(caller), s.visiblePrompts(caller)
-	key := strings.Join(names, ",") + "|" + strings.Join(prompts, ",")
+	// The usable tools decide the offered ones (offer), so they key the
+	// server.
+	usable, prompts := s.usable(caller), s.visiblePrompts(caller)
+	key := strings.Join(usable, ",") + "|" + strings.Join(prompts, ",")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if srv, ok := s.profiles[key]; ok {
 		return srv
 	}
-	srv := s.build(names, prompts, nil)
+	srv := s.build(usable, prompts, nil)
 	s.profiles[key] = srv
 	return srv
 }
@@ -154,17 +171,19 @@ func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
 // session builds the MCP server of one session of caller (stdio,
 // in-memory): the caller of every request is fixed.
 func (s *Server) session(caller *engine.Caller) *sdk.Server {
-	return s.build(s.visible(caller), s.visiblePrompts(caller), caller)
+	return s.build(s.usable(caller), s.visiblePrompts(caller), caller)
 }
 
-// build makes an MCP server with the named tools and prompts, the
-// resources of that catalog and instructions for it. fixed, when set, is
+// build makes an MCP server offering the usable tools (offer) and the
+// named prompts, the resources of the usable catalog and instructions
+// for it. fixed, when set, is
 // the caller of every request of the server's one session (stdio,
 // in-memory), where resources/subscribe works; otherwise each request
 // carries its own, and nothing is subscribed.
-func (s *Server) build(names, prompts []string, fixed *engine.Caller) *sdk.Server {
+func (s *Server) build(usable, prompts []string, fixed *engine.Caller) *sdk.Server {
+	names := s.offer(usable)
 	opts := &sdk.ServerOptions{SchemaCache: s.schemas, SetCacheable: private,
-		Instructions: s.instructions(names, fixed != nil), Capabilities: s.capabilities(fixed != nil)}
+		Instructions: s.instructions(usable, fixed != nil), Capabilities: s.capabilities(fixed != nil)}
 	var srv *sdk.Server // the subscribe handler's, set before any request
 	if fixed != nil {
 		opts.SubscribeHandler = func(ctx context.Context, req *sdk.SubscribeRequest) error { return s.subscribe(ctx, srv, fixed, req) }
@@ -175,7 +194,7 @@ func (s *Server) build(names, prompts []string, fixed *engine.Caller) *sdk.Serve
 		t := s.tools[name]
 		srv.AddTool(t.def, s.handler(t, fixed))
 	}
-	s.addResources(srv, names, fixed)
+	s.addResources(srv, usable, fixed)
 	s.addPrompts(srv, prompts, fixed)
 	srv.AddReceivingMiddleware(s.offered(names, fixed), s.undeclared(opts.Capabilities))
 	return srv
