@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -120,6 +121,10 @@ func TestMetaSurfaceCatalog(t *testing.T) {
 	}
 	if !slices.ContainsFunc(resources.Resources, func(r *sdk.Resource) bool { return r.URI == mcp.ObjectURI("order") }) {
 		t.Fatalf("a meta caller's resources: %v", resources.Resources)
+	}
+	doc, err := meta.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: mcp.OntologyURI})
+	if err != nil || len(doc.Contents) != 1 || !strings.Contains(doc.Contents[0].Text, `"cancel_order"`) {
+		t.Fatalf("a meta caller's ontology resource: %v %v", doc, err)
 	}
 	// The meta tools' hints: two read, manage_resource writes.
 	res, err := meta.ListTools(context.Background(), nil)
@@ -331,9 +336,40 @@ func TestMetaCallerCannotCallGroupedTool(t *testing.T) {
 	if res, body := call(t, cs, "errors_explain", `{"code": "X_FORBIDDEN"}`); res.IsError {
 		t.Fatalf("an ungrouped tool: %v", body)
 	}
-	// Over HTTP too, where servers are shared per catalog.
 	if res, _ := call(t, connect(t, s, flatCaller("orders:read")), "order_get", `{"id": "o-1001"}`); res.IsError {
 		t.Fatal("a flat caller's order_get refused")
+	}
+
+	// Over HTTP too, where each request is served by the server of its
+	// caller's catalog.
+	srv := httptest.NewServer(mcp.NewAuthenticator(byToken{"meta": metaCaller("orders:read"), "flat": flatCaller("orders:read")}).Require(s.HTTPHandler()))
+	t.Cleanup(srv.Close)
+	session := func(token string) *sdk.ClientSession {
+		client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	metaHTTP, flatHTTP := session("meta"), session("flat")
+	if got := toolNames(t, metaHTTP); !slices.Contains(got, "manage_resource") || slices.Contains(got, "order_get") {
+		t.Fatalf("a meta caller over HTTP sees %v", got)
+	}
+	if got := toolNames(t, flatHTTP); slices.Contains(got, "manage_resource") || !slices.Contains(got, "order_get") {
+		t.Fatalf("a flat caller over HTTP sees %v", got)
+	}
+	if _, err := metaHTTP.CallTool(context.Background(), &sdk.CallToolParams{Name: "order_get", Arguments: map[string]any{"id": "o-1001"}}); err == nil {
+		t.Fatal("a meta caller called a grouped tool by name over HTTP")
+	}
+	if _, err := flatHTTP.CallTool(context.Background(), &sdk.CallToolParams{Name: "manage_resource",
+		Arguments: json.RawMessage(manageArgs("orders", "order_get", `{"id": "o-1001"}`))}); err == nil {
+		t.Fatal("a flat caller called manage_resource over HTTP")
+	}
+	if res, _ := call(t, metaHTTP, "manage_resource", manageArgs("orders", "order_get", `{"id": "o-1001"}`)); res.IsError {
+		t.Fatal("manage_resource over HTTP refused")
 	}
 }
 
