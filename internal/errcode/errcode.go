@@ -192,8 +192,8 @@ var table = []Entry{
 		"Keep the tool in one group.", ""},
 	{MCPSurfaceInvalid, "surface: and groups: disagree: a caller may be served the meta surface but no groups are declared, or groups are declared and nobody is served meta.",
 		"Declare groups for the meta surface, or set surface: {default: meta} (or a surface.audiences rule with surface: meta); or remove what is not used.", ""},
-	{MCPToolDuplicate, "A tool the config makes takes the name of a meta tool (list_resources, describe_resource, manage_resource), which the meta surface declares.",
-		"Rename the object or action whose tool takes the name.", ""},
+	{MCPToolDuplicate, "An action takes the name of a meta tool (list_resources, describe_resource, manage_resource), which the meta surface declares when anyone is served it.",
+		"Rename the action.", ""},
 	{MCPSurfaceOverBudget, "`orangerail surface measure` estimated an audience's tools/list above surface.budget.max_tokens.",
 		"Serve that audience the meta surface (surface.audiences), group more tools, shorten descriptions, or raise the budget knowingly.", ""},
 	// End of the meta surface's.
