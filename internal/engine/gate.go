@@ -117,7 +117,9 @@ func (e *Engine) Surface(caller *Caller) ontology.Surface {
 		if len(r.Roles) > 0 && (!caller.Authenticated() || !caller.HasRole(r.Roles...)) {
 			continue
 		}
-		if e.audience(caller, "surface.audiences", r.AudienceProgram()) {
+		// A predicate that fails to evaluate does not match: the next
+		// rule, or the default, decides; the host log names the rule.
+		if e.audience(caller, fmt.Sprintf("surface.audiences.%d", i), r.AudienceProgram()) {
 			return r.Surface
 		}
 	}
