@@ -105,6 +105,16 @@ func TestMetaSurfaceCatalog(t *testing.T) {
 			t.Fatalf("a flat caller sees %s", name)
 		}
 	}
+	// A rule's audience predicate chooses too, and the first rule that
+	// matches wins; one that fails to evaluate does not match.
+	byTenant, _ := metaServer(t, b, ontologytest.SetYAML("surface", `{default: flat, audiences: [
+  {audience: 'caller.team == "x"', surface: meta}, {audience: 'caller.tenant == "globex"', surface: meta}, {roles: [support], surface: flat}]}`))
+	if got := toolNames(t, connect(t, byTenant, scoped("globex", "orders:read"))); !slices.Contains(got, "manage_resource") {
+		t.Fatalf("globex, chosen by a predicate, sees %v", got)
+	}
+	if got := toolNames(t, connect(t, byTenant, scoped("acme", "orders:read"))); slices.Contains(got, "manage_resource") {
+		t.Fatalf("acme's support, served flat by the third rule, sees %v", got)
+	}
 	// The instructions and resources speak of the tools behind
 	// manage_resource too; a flat caller's say nothing of the meta tools.
 	meta := connect(t, s, metaCaller("orders:read"))
