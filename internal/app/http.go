@@ -95,8 +95,8 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 	f.Mount(MCPPath, rt.MCP.HTTPHandler(), front.Policy{
 		Auth: front.AuthBearer, Resource: MCPPath, CheckOrigin: true,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
-		Rate: front.ToolCalls(func(tool string) front.Class {
-			if rt.MCP.ReadOnly(tool) {
+		Rate: front.ToolCalls(func(tool string, arguments map[string]any) front.Class {
+			if rt.MCP.ReadOnlyCall(tool, arguments) {
 				return front.ClassRead
 			}
 			return front.ClassWrite

@@ -208,7 +208,19 @@ func (e *Engine) DescribeObject(ctx context.Context, caller *Caller, object stri
 // description and no refusal) for one outside its audience, as for one
 // that does not exist. It runs the describe_action tool's gates first.
 func (e *Engine) DescribeAction(ctx context.Context, caller *Caller, action string) (*ActionDescription, *Outcome) {
-	if out := e.Admit(ctx, caller, ontology.DescribeActionTool); out != nil {
+	return e.describeActionVia(ctx, caller, ontology.DescribeActionTool, action)
+}
+
+// DescribeResourceAction describes an action for describe_resource, as
+// DescribeAction does, behind that tool's gates instead.
+func (e *Engine) DescribeResourceAction(ctx context.Context, caller *Caller, action string) (*ActionDescription, *Outcome) {
+	return e.describeActionVia(ctx, caller, ontology.DescribeResourceTool, action)
+}
+
+// describeActionVia describes action behind the gates of tool, the
+// describe tool asked.
+func (e *Engine) describeActionVia(ctx context.Context, caller *Caller, tool, action string) (*ActionDescription, *Outcome) {
+	if out := e.Admit(ctx, caller, tool); out != nil {
 		return nil, out
 	}
 	a, ok := e.cfg.Actions[action]

@@ -94,6 +94,10 @@ func (e *Engine) inAudience(caller *Caller, t ontology.Tool) bool {
 	case ontology.ToolSQLQuery:
 		q := &e.cfg.SQLQuery
 		return caller.Authenticated() && caller.HasRole(q.Roles...) && e.audience(caller, t.Name, q.AudienceProgram())
+	case ontology.ToolListResources, ontology.ToolDescribeResource, ontology.ToolManageResource:
+		// The meta tools exist for the callers served the meta surface;
+		// each grouped tool behind them keeps its own audience.
+		return e.Surface(caller) == ontology.SurfaceMeta
 	case ontology.ToolGet, ontology.ToolList:
 		return e.canRead(caller, e.cfg.Objects[t.Subject])
 	case ontology.ToolAction:
@@ -109,6 +113,31 @@ func (e *Engine) inAudience(caller *Caller, t ontology.Tool) bool {
 func (e *Engine) CanRead(caller *Caller, object string) bool {
 	o, ok := e.cfg.Objects[object]
 	return ok && e.canRead(caller, o)
+}
+
+// Surface returns caller's surface: that of the first surface.audiences
+// rule whose roles (held by an authenticated caller) and audience
+// predicate the caller matches, else the configured default.
+func (e *Engine) Surface(caller *Caller) ontology.Surface {
+	for i := range e.cfg.Surface.Audiences {
+		r := &e.cfg.Surface.Audiences[i]
+		// A predicate that fails to evaluate does not match: the next
+		// rule, or the default, decides; the host log names the rule.
+		if e.among(caller, r.Roles, fmt.Sprintf("surface.audiences.%d", i), r.AudienceProgram()) {
+			return r.Surface
+		}
+	}
+	return e.cfg.DefaultSurface()
+}
+
+// among reports whether caller is among those a rule names: an
+// authenticated caller holding one of roles, when it names any, for whom
+// the audience predicate (named name in the host log) holds.
+func (e *Engine) among(caller *Caller, roles []string, name string, program cel.Program) bool {
+	if len(roles) > 0 && (!caller.Authenticated() || !caller.HasRole(roles...)) {
+		return false
+	}
+	return e.audience(caller, name, program)
 }
 
 // canRead reports whether caller may read o: its read_access, then its

@@ -9,8 +9,5 @@ func (e *Engine) SeesPrompt(caller *Caller, name string) bool {
 	if !ok {
 		return false
 	}
-	if len(p.Roles) > 0 && (!caller.Authenticated() || !caller.HasRole(p.Roles...)) {
-		return false
-	}
-	return e.audience(caller, "prompt "+name, p.AudienceProgram())
+	return e.among(caller, p.Roles, "prompt "+name, p.AudienceProgram())
 }

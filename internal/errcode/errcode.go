@@ -46,6 +46,13 @@ const (
 	MCPScopeUnknown        Code = "X_MCP_SCOPE_UNKNOWN"
 	MCPScopeConflict       Code = "X_MCP_SCOPE_CONFLICT"
 	MCPScopeUncovered      Code = "X_MCP_SCOPE_UNCOVERED"
+	// The meta surface's (surface:, groups:, surface measure).
+	MCPGroupUnknown      Code = "X_MCP_GROUP_UNKNOWN"
+	MCPGroupConflict     Code = "X_MCP_GROUP_CONFLICT"
+	MCPSurfaceInvalid    Code = "X_MCP_SURFACE_INVALID"
+	MCPToolDuplicate     Code = "X_MCP_TOOL_DUPLICATE"
+	MCPSurfaceOverBudget Code = "X_MCP_SURFACE_OVER_BUDGET"
+	// End of the meta surface's.
 	AuditorInvalid         Code = "X_AUDITOR_INVALID"
 	AuditorPasswordInvalid Code = "X_AUDITOR_PASSWORD_INVALID" //nolint:gosec // G101: an error code's name, not a credential
 
@@ -178,6 +185,18 @@ var table = []Entry{
 		"List the tool under one scope only; for an action with policy.scope, that scope (or drop policy.scope and let the map say it).", ""},
 	{MCPScopeUncovered, "The config has a scopes map, and a tool is under none of its scopes: given at all, the map must grant every tool, so that no tool answers a token by being forgotten.",
 		"List the tool under the scope a token must carry to call it; `orangerail config check FILE` names each tool left out.", ""},
+	// The meta surface's.
+	{MCPGroupUnknown, "The config's groups: names a tool the config does not make (or a meta tool, which no group holds).",
+		"Name one of the config's tools in the group; `orangerail config check FILE` lists them.", ""},
+	{MCPGroupConflict, "The config's groups: lists one tool in two groups: a tool is reached through one resource of the meta surface.",
+		"Keep the tool in one group.", ""},
+	{MCPSurfaceInvalid, "surface: and groups: disagree: a caller may be served the meta surface but no groups are declared, or groups are declared and nobody is served meta.",
+		"Declare groups for the meta surface, or set surface: {default: meta} (or a surface.audiences rule with surface: meta); or remove what is not used.", ""},
+	{MCPToolDuplicate, "An action takes the name of a meta tool (list_resources, describe_resource, manage_resource), which the meta surface declares when anyone is served it.",
+		"Rename the action.", ""},
+	{MCPSurfaceOverBudget, "`orangerail surface measure` estimated an audience's tools/list above surface.budget.max_tokens.",
+		"Serve that audience the meta surface (surface.audiences), group more tools, shorten descriptions, or raise the budget knowingly.", ""},
+	// End of the meta surface's.
 	{MCPToolUnknown, "No tool of that name is offered to this caller: none exists, or the caller is outside its audience (its roles or audience predicate); the two answer alike, so that probing names reveals nothing.",
 		"Call tools/list for the tools this caller may use. If a tool should be there, an operator checks the caller's roles against the tool's declaration.",
 		"Call tools/list for the tools you may use, and do not guess names. If a tool you need is missing, ask the operator to grant your identity the role it needs."},

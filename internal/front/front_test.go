@@ -114,7 +114,7 @@ func mount(h *front.Front, cfg *ontology.Config, endpoint http.Handler) {
 	h.Mount(mcpPath, endpoint, front.Policy{
 		Auth: front.AuthBearer, Resource: mcpPath, CheckOrigin: true,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
-		Rate: front.ToolCalls(func(tool string) front.Class {
+		Rate: front.ToolCalls(func(tool string, _ map[string]any) front.Class {
 			if strings.HasSuffix(tool, "_get") {
 				return front.ClassRead
 			}
@@ -623,8 +623,8 @@ func TestPolicyIsPerRoute(t *testing.T) {
 
 	for name, p := range map[string]front.Policy{
 		"bearer without a resource": {Auth: front.AuthBearer},
-		"rate without bearer":       {MaxBodyBytes: 10, Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })},
-		"rate without a body cap":   {Auth: front.AuthBearer, Resource: "/x", Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })},
+		"rate without bearer":       {MaxBodyBytes: 10, Rate: front.ToolCalls(func(string, map[string]any) front.Class { return front.ClassRead })},
+		"rate without a body cap":   {Auth: front.AuthBearer, Resource: "/x", Rate: front.ToolCalls(func(string, map[string]any) front.Class { return front.ClassRead })},
 		"batches without a body":    {OneMessage: true},
 	} {
 		func() {

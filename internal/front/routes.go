@@ -68,12 +68,14 @@ func (f *Front) Readyz(ready func(ctx context.Context) error) http.Handler {
 }
 
 // ToolCalls bills MCP requests: a POSTed tools/call by its tool's class,
-// which toolClass tells (an unknown tool is a write); any other method
+// which toolClass tells from the tool's name and arguments (an unknown
+// tool is a write; a tool that calls another, such as manage_resource,
+// is billed as the tool it calls); any other method
 // reads; a body that cannot be read as one request bills writes. Other
 // HTTP methods bill nothing. The body is read as strictly as the MCP SDK
 // reads it — member names match exactly and none may repeat — so that the
 // tool billed is the tool run.
-func ToolCalls(toolClass func(tool string) Class) RateFunc {
+func ToolCalls(toolClass func(tool string, arguments map[string]any) Class) RateFunc {
 	return func(r *http.Request, body []byte) Class {
 		if r.Method != http.MethodPost {
 			return ClassNone
@@ -91,6 +93,7 @@ func ToolCalls(toolClass func(tool string) Class) RateFunc {
 		}
 		params, _ := msg["params"].(map[string]any)
 		name, _ := params["name"].(string)
-		return toolClass(name)
+		arguments, _ := params["arguments"].(map[string]any)
+		return toolClass(name, arguments)
 	}
 }

@@ -57,7 +57,7 @@ func BenchmarkReadCall(b *testing.B) {
 	b.Cleanup(governedSrv.Close)
 	doorFront := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: front.NewPostgresLimiter(bundle.runtime), Logger: quiet})
 	doorFront.Mount("/mcp", governed.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true,
-		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true, Rate: front.ToolCalls(func(string) front.Class { return front.ClassRead })})
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true, Rate: front.ToolCalls(func(string, map[string]any) front.Class { return front.ClassRead })})
 	doorSrv := httptest.NewServer(doorFront)
 	b.Cleanup(doorSrv.Close)
 

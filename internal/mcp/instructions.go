@@ -46,6 +46,12 @@ func (s *Server) instructions(names []string, session bool) string {
 	if s.cfg.Preset == ontology.PresetSandbox && len(governed)+len(direct) > 0 {
 		b.WriteString(" This deployment is a sandbox: an action call answers dry_run; it is recorded, and nothing is staged or executed.")
 	}
+	if slices.Contains(names, ontology.ListResourcesTool) {
+		// The meta surface: the tools named below may be grouped behind
+		// manage_resource rather than offered by name.
+		b.WriteString(" Tools are grouped into resources: list_resources lists them, describe_resource gives their full schemas, " +
+			"and manage_resource calls one, through the same checks as a call by name.")
+	}
 	if len(objects) > 0 {
 		fmt.Fprintf(&b, " You may read these objects, each with its NAME_get and NAME_list tools: %s.", listed(objects))
 	}

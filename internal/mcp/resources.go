@@ -53,7 +53,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 			if caller == nil {
 				return nil, sdk.ResourceNotFoundError(req.Params.URI)
 			}
-			return jsonResource(req.Params.URI, s.ontologyDoc(s.visible(caller)))
+			return jsonResource(req.Params.URI, s.ontologyDoc(s.usable(caller)))
 		})
 	for _, name := range names {
 		t := s.tools[name]
@@ -69,7 +69,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 				if caller == nil || !s.engine.CanRead(caller, object) {
 					return nil, sdk.ResourceNotFoundError(req.Params.URI)
 				}
-				return jsonResource(req.Params.URI, s.objectDoc(object, s.visible(caller)))
+				return jsonResource(req.Params.URI, s.objectDoc(object, s.usable(caller)))
 			})
 	}
 	if slices.Contains(names, ontology.SQLQueryTool) && s.querier != nil {

@@ -105,10 +105,44 @@ const callerKey = "orangerail.caller"
 // visible lists the tools caller may see, by name, sorted. A tool the
 // caller may not see is absent; calling it answers as calling a tool that
 // does not exist, and each handler checks the caller again.
-func (s *Server) visible(caller *engine.Caller) []string {
+func (s *Server) visible(caller *engine.Caller) []string { return s.offer(s.usable(caller)) }
+
+// usable lists, sorted, every tool caller may use: those it is offered,
+// and, on the meta surface, the grouped tools behind manage_resource. The
+// instructions and resources speak of these.
+func (s *Server) usable(caller *engine.Caller) []string {
 	var names []string
 	for name := range s.tools {
 		if s.engine.Sees(caller, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// offer lists the tools offered by name of a caller's usable tools: on
+// the meta surface (the meta tools are usable only there), every grouped
+// tool is left to manage_resource.
+func (s *Server) offer(usable []string) []string {
+	if !slices.Contains(usable, ontology.ManageResourceTool) {
+		return usable
+	}
+	return slices.DeleteFunc(slices.Clone(usable), func(name string) bool { return s.cfg.GroupOf(name) != "" })
+}
+
+// visibleAs lists, sorted, the tools caller would see if it were served
+// surface, whatever it is served: the meta tools under meta, and each
+// tool of the caller's audience that surface does not put behind them.
+// It is visible's rule with the surface given (Server.Measure).
+func (s *Server) visibleAs(caller *engine.Caller, surface ontology.Surface) []string {
+	var names []string
+	for name, t := range s.tools {
+		meta := t.kind == ontology.ToolListResources || t.kind == ontology.ToolDescribeResource || t.kind == ontology.ToolManageResource
+		grouped := s.cfg.GroupOf(name) != ""
+		switch {
+		case meta && surface == ontology.SurfaceMeta,
+			!meta && s.engine.Sees(caller, name) && (surface != ontology.SurfaceMeta || !grouped):
 			names = append(names, name)
 		}
 	}
@@ -120,14 +154,16 @@ func (s *Server) visible(caller *engine.Caller) []string {
 // shared by every caller who sees the same tools; the handlers read the
 // caller from each request.
 func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
-	names, prompts := s.visible(caller), s.visiblePrompts(caller)
-	key := strings.Join(names, ",") + "|" + strings.Join(prompts, ",")
+	// The usable tools decide the offered ones (offer), so they key the
+	// server.
+	usable, prompts := s.usable(caller), s.visiblePrompts(caller)
+	key := strings.Join(usable, ",") + "|" + strings.Join(prompts, ",")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if srv, ok := s.profiles[key]; ok {
 		return srv
 	}
-	srv := s.build(names, prompts, nil)
+	srv := s.build(usable, prompts, nil)
 	s.profiles[key] = srv
 	return srv
 }
@@ -135,17 +171,19 @@ func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
 // session builds the MCP server of one session of caller (stdio,
 // in-memory): the caller of every request is fixed.
 func (s *Server) session(caller *engine.Caller) *sdk.Server {
-	return s.build(s.visible(caller), s.visiblePrompts(caller), caller)
+	return s.build(s.usable(caller), s.visiblePrompts(caller), caller)
 }
 
-// build makes an MCP server with the named tools and prompts, the
-// resources of that catalog and instructions for it. fixed, when set, is
+// build makes an MCP server offering the usable tools (offer) and the
+// named prompts, the resources of the usable catalog and instructions
+// for it. fixed, when set, is
 // the caller of every request of the server's one session (stdio,
 // in-memory), where resources/subscribe works; otherwise each request
 // carries its own, and nothing is subscribed.
-func (s *Server) build(names, prompts []string, fixed *engine.Caller) *sdk.Server {
+func (s *Server) build(usable, prompts []string, fixed *engine.Caller) *sdk.Server {
+	names := s.offer(usable)
 	opts := &sdk.ServerOptions{SchemaCache: s.schemas, SetCacheable: private,
-		Instructions: s.instructions(names, fixed != nil), Capabilities: s.capabilities(fixed != nil)}
+		Instructions: s.instructions(usable, fixed != nil), Capabilities: s.capabilities(fixed != nil)}
 	var srv *sdk.Server // the subscribe handler's, set before any request
 	if fixed != nil {
 		opts.SubscribeHandler = func(ctx context.Context, req *sdk.SubscribeRequest) error { return s.subscribe(ctx, srv, fixed, req) }
@@ -156,7 +194,7 @@ func (s *Server) build(names, prompts []string, fixed *engine.Caller) *sdk.Serve
 		t := s.tools[name]
 		srv.AddTool(t.def, s.handler(t, fixed))
 	}
-	s.addResources(srv, names, fixed)
+	s.addResources(srv, usable, fixed)
 	s.addPrompts(srv, prompts, fixed)
 	srv.AddReceivingMiddleware(s.offered(names, fixed), s.undeclared(opts.Capabilities))
 	return srv
@@ -291,26 +329,44 @@ func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 			s.emit(ctx, req.Session, t.def.Name, nil, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, engine.RefusalHidden)
 			return nil, unknownTool(req.Params.Name)
 		}
-		// The gates before the input: a hidden tool answers as an unknown
-		// one; a scope the token lacks is a protocol error naming it.
-		if out := s.engine.Admit(ctx, caller, t.def.Name); out != nil {
-			s.emit(ctx, req.Session, t.def.Name, caller, out, "")
-			if out.Code == errcode.MCPScopeDenied {
-				return nil, scopeDenied(t.def.Name, out)
-			}
+		if s.behindMeta(caller, t.def.Name) {
+			// A meta caller reaches a grouped tool through manage_resource
+			// only; by name, it answers as a tool that does not exist.
+			s.emit(ctx, req.Session, t.def.Name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, engine.RefusalHidden)
 			return nil, unknownTool(req.Params.Name)
 		}
-		if s.beforeTool != nil {
-			s.beforeTool(t.def.Name)
-		}
-		if t.kind == ontology.ToolSQLQuery {
-			return s.runSQL(ctx, req.Session, t, caller, req.Params.Arguments), nil
-		}
-		out := s.run(ctx, t, caller, req.Params.Arguments)
-		res = render(t, out)
-		s.emit(ctx, req.Session, t.def.Name, caller, out, "")
-		return res, nil
+		return s.call(ctx, req.Session, t, caller, req.Params.Arguments)
 	}
+}
+
+// call runs a call of t by caller through its gates, and emits its
+// ToolCalled under t's name: the one path a tools/call and a
+// manage_resource call share. The gates before the input: a hidden tool
+// answers as an unknown one; a scope the token lacks is a protocol error
+// naming it.
+func (s *Server) call(ctx context.Context, session *sdk.ServerSession, t *tool, caller *engine.Caller, args json.RawMessage) (*sdk.CallToolResult, error) {
+	if out := s.engine.Admit(ctx, caller, t.def.Name); out != nil {
+		s.emit(ctx, session, t.def.Name, caller, out, "")
+		if out.Code == errcode.MCPScopeDenied {
+			return nil, scopeDenied(t.def.Name, out)
+		}
+		return nil, unknownTool(t.def.Name)
+	}
+	if s.beforeTool != nil {
+		s.beforeTool(t.def.Name)
+	}
+	switch t.kind {
+	case ontology.ToolSQLQuery:
+		return s.runSQL(ctx, session, t, caller, args), nil
+	case ontology.ToolManageResource:
+		return s.manage(ctx, session, caller, args)
+	case ontology.ToolListResources:
+		return s.listResources(ctx, session, t, caller, args), nil
+	}
+	out := s.run(ctx, t, caller, args)
+	res := render(t, out)
+	s.emit(ctx, session, t.def.Name, caller, out, "")
+	return res, nil
 }
 
 // contained answers a tool call that panicked: internal_error under a
@@ -419,9 +475,21 @@ func (s *Server) checked(check func(context.Context) error) sdk.Middleware {
 	}
 }
 
-// ReadOnly reports whether the named tool only reads (a get, a list or
-// sql_query). An unknown tool does not.
+// ReadOnly reports whether the named tool only reads (a get, a list, a
+// describe tool, a meta tool but manage_resource, or sql_query). An
+// unknown tool does not.
 func (s *Server) ReadOnly(name string) bool {
 	t, ok := s.tools[name]
 	return ok && (t.read() || t.kind == ontology.ToolSQLQuery)
+}
+
+// ReadOnlyCall reports whether a tools/call of the named tool with
+// arguments only reads: a manage_resource call reads when the tool it
+// calls does, so that it is billed in that tool's bucket.
+func (s *Server) ReadOnlyCall(name string, arguments map[string]any) bool {
+	if t, ok := s.tools[name]; ok && t.kind == ontology.ToolManageResource {
+		inner, _ := arguments["tool"].(string)
+		return s.ReadOnly(inner)
+	}
+	return s.ReadOnly(name)
 }

@@ -25,11 +25,18 @@ type tool struct {
 	def     *sdk.Tool
 	kind    ontology.ToolKind
 	subject string // the object or action it serves
+	// confirms: a person finishes each call (an action whose policy
+	// requires approval), as the meta catalog says.
+	confirms bool
+	// brief is the tool's line in the meta catalog: what a get or list
+	// does, else its description's first sentence (firstSentence).
+	brief string
 }
 
 // read reports whether the tool only reads: its failures are not audited.
 func (t *tool) read() bool {
-	return t.kind == ontology.ToolGet || t.kind == ontology.ToolList || t.kind.Describes()
+	return t.kind == ontology.ToolGet || t.kind == ontology.ToolList || t.kind.Describes() ||
+		t.kind == ontology.ToolListResources || t.kind == ontology.ToolDescribeResource
 }
 
 // run answers a call of t (sql_query excepted: runSQL answers it) once
@@ -39,6 +46,8 @@ func (s *Server) run(ctx context.Context, t *tool, caller *engine.Caller, args j
 	switch t.kind {
 	case ontology.ToolDescribeObject, ontology.ToolDescribeAction, ontology.ToolListPolicies, ontology.ToolErrorsExplain:
 		return s.describe(ctx, t, caller, args)
+	case ontology.ToolDescribeResource:
+		return s.describeResources(ctx, caller, args)
 	case ontology.ToolGet:
 		return e.Get(ctx, caller, t.subject, args)
 	case ontology.ToolList:
@@ -160,8 +169,21 @@ func (s *Server) declare() map[string]*tool {
 			if t.def = describeTool(cfg, d.Kind); t.def == nil {
 				continue
 			}
+		case ontology.ToolListResources, ontology.ToolDescribeResource, ontology.ToolManageResource:
+			t.def = metaTool(d.Kind)
 		}
 		t.def.Name = d.Name
+		switch d.Kind {
+		case ontology.ToolGet:
+			t.brief = getSentence(subject, cfg.Objects[subject])
+		case ontology.ToolList:
+			t.brief = listSentence(subject)
+		default:
+			t.brief = firstSentence(t.def.Description)
+		}
+		if a, ok := cfg.Actions[subject]; ok && d.Kind == ontology.ToolAction {
+			t.confirms = a.Policy.Approval == ontology.ApprovalRequired
+		}
 		if scope := cfg.ToolScope(d.Name); scope != "" {
 			// The agent learns which scope a call needs before it is
 			// refused for lacking it.
@@ -191,12 +213,20 @@ func hostPrompts(setting ontology.HostPrompt, a *ontology.Action) bool {
 // systems will be open-world, and its tool must say so.
 var closedWorld = new(false)
 
+// getSentence and listSentence say what an object's get and list do; a
+// declared description goes before them.
+func getSentence(name string, o *ontology.Object) string {
+	return fmt.Sprintf("Read one %s by its %s.", name, o.Key)
+}
+
+func listSentence(name string) string { return fmt.Sprintf("List %s rows, a page at a time.", name) }
+
 func getTool(name string, o *ontology.Object, schemas engine.ReadSchemas) *sdk.Tool {
 	noun := nounOf(name, o)
 	title := "Get " + withArticle(noun)
 	return &sdk.Tool{
 		Title:        title,
-		Description:  describe(o.Description, fmt.Sprintf("Read one %s by its %s.", name, o.Key)),
+		Description:  describe(o.Description, getSentence(name, o)),
 		InputSchema:  schemas.GetInput,
 		OutputSchema: schemas.GetOutput,
 		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld},
@@ -207,7 +237,7 @@ func listTool(name string, o *ontology.Object, schemas engine.ReadSchemas) *sdk.
 	title := "List " + plural(nounOf(name, o))
 	return &sdk.Tool{
 		Title:        title,
-		Description:  describe(o.Description, fmt.Sprintf("List %s rows, a page at a time.", name)),
+		Description:  describe(o.Description, listSentence(name)),
 		InputSchema:  schemas.ListInput,
 		OutputSchema: schemas.ListOutput,
 		Annotations:  &sdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld},

@@ -104,6 +104,16 @@ type Config struct {
 	// Environment selects each upstream's base_urls entry. Empty: only
 	// upstreams with one base_url serve.
 	Environment string `yaml:"environment"`
+	// The meta surface (surface.go).
+	// Surface chooses each caller's surface, flat or meta. Defaults to
+	// flat for every caller.
+	Surface SurfaceConfig `yaml:"surface"`
+	// Groups are the meta surface's resources, by name: the tools a meta
+	// caller reaches through manage_resource.
+	Groups map[string]*Group `yaml:"groups"`
+	// toolGroups is the group holding each grouped tool, made at load.
+	toolGroups map[string]string
+	// End of the meta surface.
 }
 
 // Datasource names where the team's data lives.

@@ -46,6 +46,10 @@ const (
 	ToolDescribeAction                 // describes an action the caller may call
 	ToolListPolicies                   // lists the policies of the actions the caller may call
 	ToolErrorsExplain                  // explains an error code, with a fix for an agent
+	// The meta surface's (surface.go).
+	ToolListResources    // lists the caller's grouped tools, as plain text
+	ToolDescribeResource // answers the full schemas of named resources' tools
+	ToolManageResource   // calls a grouped tool through its gates
 )
 
 // Describes reports whether the kind is a describe tool: one that answers
@@ -80,6 +84,7 @@ func (c *Config) Tools() []Tool {
 	}
 	tools = append(tools, Tool{Name: DescribeObjectTool, Kind: ToolDescribeObject}, Tool{Name: DescribeActionTool, Kind: ToolDescribeAction},
 		Tool{Name: ListPoliciesTool, Kind: ToolListPolicies}, Tool{Name: ErrorsExplainTool, Kind: ToolErrorsExplain})
+	tools = append(tools, c.metaTools()...) // the meta surface's, when served
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		path := "objects." + name
 		tools = append(tools, Tool{Name: GetTool(name), Kind: ToolGet, Subject: name, Path: path},
@@ -139,7 +144,10 @@ func (c *Config) validate() Problems {
 			add(t.Path, "makes the tool name %q, which is not 1 to 64 of [a-zA-Z0-9_-]", t.Name)
 			continue
 		}
-		if prev, ok := claimed[t.Name]; ok {
+		if prev, ok := claimed[t.Name]; ok && isMetaTool(prev) {
+			add(t.Path, "%s: makes the tool name %q, which the meta surface declares (surface)", errcode.MCPToolDuplicate, t.Name)
+			continue
+		} else if ok {
 			what := "the built-in tool"
 			if prev.Path != "" {
 				what = prev.Path
@@ -150,6 +158,7 @@ func (c *Config) validate() Problems {
 		claimed[t.Name] = t
 	}
 	c.validateScopes(claimed, add)
+	c.validateSurface(claimed, add)
 
 	if c.SQLQuery.Enabled && len(c.SQLQuery.Roles) == 0 {
 		add("sql_query.roles", "name the roles that may query: the tool is for auditors, never for every caller")
