@@ -236,18 +236,24 @@ func (rt *Runtime) querier(ctx context.Context) (*sqlquery.Querier, error) {
 	if !q.Enabled {
 		return nil, nil
 	}
-	queryURL := os.Getenv(q.URLEnv)
-	if q.URLEnv == "" {
-		var err error
-		if queryURL, err = withUser(rt.url, sqlquery.QueryRole); err != nil {
-			return nil, err
-		}
+	queryURL, err := queryURL(q, rt.url)
+	if err != nil {
+		return nil, err
 	}
 	querier, err := sqlquery.New(ctx, sqlquery.Config{URL: queryURL, Store: rt.Store, Schemas: q.Schemas})
 	if err != nil {
 		return nil, fmt.Errorf("sql_query: %w", err)
 	}
 	return querier, nil
+}
+
+// queryURL is the URL sql_query logs in with: sql_query.url_env's, or the
+// service database's URL with the query role as its user.
+func queryURL(q ontology.SQLQuery, serviceURL string) (string, error) {
+	if q.URLEnv != "" {
+		return os.Getenv(q.URLEnv), nil
+	}
+	return withUser(serviceURL, sqlquery.QueryRole)
 }
 
 // withUser returns a Postgres URL logging in as user, without a password.

@@ -18,6 +18,7 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/sqlquery"
 )
 
 // The surface budget check (orangerail surface measure): what each
@@ -60,15 +61,14 @@ type SurfaceReport struct {
 // a database URL (url; the datasource's url_env first, as config check
 // reads it), read schemas are typed from the live catalog; without one
 // they are measured untyped (every key and filter any scalar), which
-// understates them a little. sql_query, when enabled, is not measured:
-// its tool is made from the query role's login.
+// understates them a little. sql_query, when enabled, is measured when
+// its login (sql_query.url_env's, or url's with the query role) can read
+// what the role may query, which its description lists; otherwise it is
+// reported not measured, and why.
 func MeasureSurface(ctx context.Context, cfg *ontology.Config, url string) (*SurfaceReport, error) {
 	report := &SurfaceReport{Catalog: "not read: no database URL, so read schemas are untyped"}
 	if cfg.Surface.Budget != nil {
 		report.Budget = cfg.Surface.Budget.MaxTokens
-	}
-	if cfg.SQLQuery.Enabled {
-		report.Unmeasured = append(report.Unmeasured, ontology.SQLQueryTool)
 	}
 	catalog := &ontology.Catalog{}
 	if url != "" {
@@ -103,7 +103,19 @@ func MeasureSurface(ctx context.Context, cfg *ontology.Config, url string) (*Sur
 	if err != nil {
 		return nil, err
 	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg})
+	opts := mcp.Options{Engine: e, Ontology: cfg}
+	if cfg.SQLQuery.Enabled {
+		why := "no database URL to read what its role may query from"
+		if url != "" {
+			if opts.Querier, err = measureQuerier(ctx, cfg.SQLQuery, url, pool); err != nil {
+				why = err.Error()
+			}
+		}
+		if opts.Querier == nil {
+			report.Unmeasured = append(report.Unmeasured, fmt.Sprintf("%s (%s)", ontology.SQLQueryTool, why))
+		}
+	}
+	s, err := mcp.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +123,20 @@ func MeasureSurface(ctx context.Context, cfg *ontology.Config, url string) (*Sur
 		report.Audiences = append(report.Audiences, AudienceMeasure{Audience: a.name, Measure: s.Measure(a.caller)})
 	}
 	return report, nil
+}
+
+// measureQuerier makes sql_query's querier as serve does, for its tool's
+// description; it runs no query (store is never asked for a connection).
+func measureQuerier(ctx context.Context, q ontology.SQLQuery, url string, store *pgxpool.Pool) (*sqlquery.Querier, error) {
+	login, err := queryURL(q, url)
+	if err != nil {
+		return nil, err
+	}
+	querier, err := sqlquery.New(ctx, sqlquery.Config{URL: login, Store: store, Schemas: q.Schemas})
+	if err != nil {
+		return nil, fmt.Errorf("its login could not read what the query role may read: %w", err)
+	}
+	return querier, nil
 }
 
 type audience struct {

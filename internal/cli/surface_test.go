@@ -53,6 +53,16 @@ func TestSurfaceMeasure(t *testing.T) {
 		t.Fatalf("without a database: exit %d\n%s", code, untyped)
 	}
 
+	// sql_query is measured from its login, its description listing what
+	// the query role may read; without a database it is said unmeasured.
+	auditors := metaExample(t, ontologytest.SetYAML("sql_query", "{enabled: true, roles: [auditor]}"))
+	if code, out, _ := cli(t, "surface", "measure", auditors, "--database-url", url); code != exitOK || !strings.Contains(out, "roles [auditor]") || strings.Contains(out, "not measured") {
+		t.Fatalf("with sql_query: exit %d\n%s", code, out)
+	}
+	if code, out, _ := cli(t, "surface", "measure", auditors, "--database-url", ""); code != exitOK || !strings.Contains(out, "not measured: sql_query (no database URL") {
+		t.Fatalf("with sql_query, without a database: exit %d\n%s", code, out)
+	}
+
 	// A budget the flat audiences pass and support's flat catalog would
 	// not: support is served meta, so it passes too.
 	within := metaExample(t, ontologytest.SetYAML("surface.budget", "{max_tokens: 3500}"))
