@@ -164,6 +164,9 @@ func TestDemoReturnLabel(t *testing.T) {
 		strings.Contains(printed, key) {
 		t.Fatalf("the demo printed:\n%s", printed)
 	}
+	if written, err := os.ReadFile(filepath.Join(demoStateDir, "demo.json")); err != nil || strings.Contains(string(written), key) {
+		t.Fatalf("demo.json holds the carrier's key (%v)", err)
+	}
 
 	agent, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{
 		Endpoint: *facts.MCPURL, HTTPClient: &http.Client{Transport: bearer{facts.Tokens["agent"]["acme"]}}, MaxRetries: -1}, nil)
