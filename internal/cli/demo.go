@@ -279,7 +279,8 @@ func printCarrier(out io.Writer, facts *demoFacts) {
 		call(2, "check_approval", map[string]any{"approvalId": "ID"}))
 }
 
-// The demo's carrier: the example's shipping upstream and its one scheme.
+// The upstream the demo serves a carrier for, and the environment whose
+// base URL it points at that carrier.
 const (
 	demoUpstream    = "shipping"
 	demoEnvironment = "demo"
