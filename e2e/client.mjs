@@ -7,7 +7,11 @@
 // resources, prompts, capabilities — is read over both doors. Over stdio,
 // the development identity's catalog is listed, and a subscription to an
 // approval hears of a decision the HTTP server's process made. Over both,
-// an unknown method is the JSON-RPC error -32601 the SDK reads.
+// an unknown method is the JSON-RPC error -32601 the SDK reads. The
+// example's create_return_label calls the carrier the demo serves: staged
+// by the agent, approved by a person, executed by the agent's poll, its
+// attempt and success found in the audit log with sql_query; the calls the
+// demo prints for it run exactly as printed.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -139,6 +143,61 @@ check(!auditorTold.includes("cancel_order") && auditorTold.includes("sql_query")
 const auditorPrompts = (await auditor.listPrompts()).prompts;
 check(auditorPrompts.length === 0, "the auditor is offered no prompt", auditorPrompts);
 await auditor.close();
+
+// A return label: the demo's carrier, through the governed http action.
+const carrierDoc = await fetch(`${facts.carrier_url}/openapi.json`).then((r) => r.json());
+check(carrierDoc.openapi === "3.1.0" && carrierDoc.paths?.["/labels"]?.post, "the demo's carrier serves its OpenAPI document", carrierDoc.info);
+const unkeyed = await fetch(`${facts.carrier_url}/labels`, { method: "POST", headers: { "content-type": "application/json" },
+  body: JSON.stringify({ order_id: "o-1003", reason: "no key", weight_grams: 100 }) });
+check(unkeyed.status === 401, "the carrier refuses a call without its API key", { status: unkeyed.status });
+const shipper = new Client({ name: "orangerail-e2e-shipper", version: "1.0.0" });
+await shipper.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+const labelStaged = await shipper.callTool({ name: "create_return_label", arguments: { order_id: "o-1003", reason: "arrived damaged", weight_grams: 1200 } });
+const labelID = labelStaged.structuredContent?.approvalId;
+check(labelStaged.structuredContent?.status === "approval_pending" && labelID, "create_return_label stages an approval", labelStaged);
+const labelView = JSON.parse(execFileSync(facts.orangerail, ["approvals", "show", labelID, "--json", ...common], asApprover));
+check(labelView.input?.weight_grams === 1200 && labelView.effect?.includes("prepaid return label") && labelView.rollback?.includes("Void the label"),
+  "approvals show gives the approver the label's effect and rollback", labelView);
+const labelEarly = await shipper.callTool({ name: "check_approval", arguments: { approvalId: labelID } });
+check(labelEarly.structuredContent?.status === "pending", "check_approval before the label's decision", labelEarly);
+execFileSync(facts.orangerail, ["approvals", "approve", labelID, "--digest", labelView.digest, ...common], asApprover);
+const labelDone = await shipper.callTool({ name: "check_approval", arguments: { approvalId: labelID } });
+const label = labelDone.structuredContent?.result?.body;
+check(!labelDone.isError && labelDone.structuredContent?.status === "executed" && labelDone.structuredContent?.result?.status === 201
+  && /^lbl_[0-9a-f]{16}$/.test(label?.id) && /^1ZOR[0-9A-F]{14}$/.test(label?.tracking_number)
+  && label?.label_url === `${facts.carrier_url}/labels/${label.id}/pdf` && label?.order_id === "o-1003",
+  "check_approval calls the carrier and returns the label", labelDone.structuredContent);
+const labelAgain = await shipper.callTool({ name: "check_approval", arguments: { approvalId: labelID } });
+check(labelAgain.structuredContent?.status === "consumed", "a re-poll of the label reports consumed, and calls nothing", labelAgain.structuredContent);
+await shipper.close();
+
+// The calls the demo printed for it, run exactly as printed (the poll with
+// the approvalId the first answered in place of ID).
+const printed = readFileSync(process.env.DEMO_OUT, "utf8").split("\n");
+const lineAfter = (heading) => printed[printed.findIndex((l) => l.startsWith(heading)) + 1]?.trim() ?? "";
+const stageLine = lineAfter("An agent of acme asks for a return label");
+const pollLine = lineAfter("Once a person has approved its approvalId");
+check(stageLine.startsWith("curl ") && pollLine.includes('"approvalId":"ID"'), "the demo prints the agent's calls of create_return_label", { stageLine, pollLine });
+const sh = (line) => JSON.parse(execFileSync("bash", ["-c", line], { encoding: "utf8" }));
+const printedStage = sh(stageLine).result?.structuredContent;
+check(printedStage?.status === "approval_pending" && printedStage?.approvalId, "the printed create_return_label call stages", printedStage);
+const printedView = JSON.parse(execFileSync(facts.orangerail, ["approvals", "show", printedStage.approvalId, "--json", ...common], asApprover));
+execFileSync(facts.orangerail, ["approvals", "approve", printedStage.approvalId, "--digest", printedView.digest, ...common], asApprover);
+const printedPoll = sh(pollLine.replace('"approvalId":"ID"', `"approvalId":"${printedStage.approvalId}"`)).result?.structuredContent;
+check(printedPoll?.status === "executed" && printedPoll?.result?.body?.id && printedPoll.result.body.id !== label.id,
+  "the printed check_approval call executes it: a second label", printedPoll);
+
+// The auditor finds each label's attempt and success in the audit log.
+const labelAuditor = new Client({ name: "orangerail-e2e-auditor", version: "1.0.0" });
+await labelAuditor.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${facts.tokens.auditor.acme}` } } }));
+const labelAudit = await labelAuditor.callTool({ name: "sql_query", arguments: {
+  sql: `SELECT phase, convert_from(entry, 'UTF8') FROM audit WHERE approval_id = '${labelID}' ORDER BY seq` } });
+const labelRows = labelAudit.structuredContent?.rows ?? [];
+const attempt = JSON.parse(labelRows.find((r) => r[0] === "effect_attempt")?.[1] ?? "{}");
+check(!labelAudit.isError && labelRows.map((r) => r[0]).join(",") === "staged,approved,execution_started,effect_attempt,execution_succeeded"
+  && JSON.stringify(attempt).includes('"status":201') && labelRows.find((r) => r[0] === "execution_succeeded")?.[1]?.includes(label.id),
+  "sql_query finds the label's effect_attempt and execution_succeeded", labelAudit.structuredContent);
+await labelAuditor.close();
 
 // A forged token is refused.
 const forged = new Client({ name: "orangerail-e2e", version: "1.0.0" });

@@ -20,4 +20,4 @@ cp e2e/client.mjs "$cache/client.mjs" # ESM resolves packages from the script's 
 
 trap stop_demo EXIT
 start_demo
-DEMO_FACTS="$demo_facts" node "$cache/client.mjs"
+DEMO_FACTS="$demo_facts" DEMO_OUT="$demo_work/demo.out" node "$cache/client.mjs"

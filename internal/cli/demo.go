@@ -18,8 +18,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/examples/orders/carrier"
 
 	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
@@ -57,6 +59,10 @@ type demoFacts struct {
 	Config         string   `json:"config"`
 	StdioCommand   []string `json:"stdio_command"`
 	Self           string   `json:"orangerail"`
+	// CarrierURL is the example's shipping upstream, served by the demo on
+	// loopback (its OpenAPI document at /openapi.json); its API key is
+	// never written here.
+	CarrierURL string `json:"carrier_url,omitempty"`
 }
 
 // demoLogin is one account at the development issuer.
@@ -212,6 +218,9 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 		fmt.Fprintf(out, "With Claude Code:\n  claude mcp add --transport http orangerail %s --header 'Authorization: Bearer %s'\n\n",
 			*facts.MCPURL, facts.Tokens["agent"]["acme"])
 	}
+	if facts.CarrierURL != "" && facts.MCPURL != nil {
+		printCarrier(out, facts)
+	}
 	if facts.DeskURL != "" {
 		fmt.Fprintf(out, "The approvers' desk (sign in at the development issuer): %s\n", facts.DeskURL)
 		for _, tenant := range slices.Sorted(maps.Keys(facts.Logins["approver"])) {
@@ -245,6 +254,107 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 		"  %s approvals list --break-glass --reason WHY --tenant acme --config %s --database-url %s\n\n",
 		self, shellJoin([]string{facts.Config}), urlArg)
 	fmt.Fprintf(out, "Verify the audit log:\n  %s audit verify --database-url %s\n\n", self, urlArg)
+}
+
+// printCarrier prints the demo's carrier and, runnable as printed, the
+// agent's call that stages a return label and its poll once a person has
+// approved it.
+func printCarrier(out io.Writer, facts *demoFacts) {
+	fmt.Fprintf(out, "The shipping upstream, a carrier the demo serves (DEV ONLY): %s\n  its OpenAPI document: %s/openapi.json\n"+
+		"  its API key is placed by the upstream's scheme from $%s, which the demo set for this run\n",
+		facts.CarrierURL, facts.CarrierURL, demoCarrierEnv)
+	call := func(id int, tool string, arguments map[string]any) string {
+		body, _ := json.Marshal(struct {
+			JSONRPC string         `json:"jsonrpc"`
+			ID      int            `json:"id"`
+			Method  string         `json:"method"`
+			Params  map[string]any `json:"params"`
+		}{"2.0", id, "tools/call", map[string]any{"name": tool, "arguments": arguments}})
+		return shellJoin([]string{"curl", "-sS", *facts.MCPURL, "-H", "Authorization: Bearer " + facts.Tokens["agent"]["acme"],
+			"-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "--data", string(body)})
+	}
+	fmt.Fprintf(out, "An agent of acme asks for a return label (create_return_label, which needs a person's approval):\n  %s\n"+
+		"Once a person has approved its approvalId (the commands below, or the desk), the agent's poll calls the carrier:\n  %s\n\n",
+		call(1, "create_return_label", map[string]any{"order_id": "o-1003", "reason": "arrived damaged", "weight_grams": 1200}),
+		call(2, "check_approval", map[string]any{"approvalId": "ID"}))
+}
+
+// The upstream the demo serves a carrier for, and the environment whose
+// base URL it points at that carrier.
+const (
+	demoUpstream    = "shipping"
+	demoEnvironment = "demo"
+)
+
+// demoCarrierEnv is where the shipping upstream's API key is read from.
+var demoCarrierEnv = ontology.CredentialEnv(demoUpstream, "key")
+
+// startCarrier serves the example's carrier on a loopback port of its own
+// and returns its URL. Its API key is $SHIPPING_KEY_CREDENTIAL when set,
+// else one made for this run and set there: the runtime then places it
+// exactly as it would a production credential, by the upstream's scheme.
+func startCarrier(ctx context.Context) (string, func(), error) {
+	key := os.Getenv(demoCarrierEnv)
+	if key == "" {
+		secret := make([]byte, 16)
+		if _, err := rand.Read(secret); err != nil {
+			return "", nil, err
+		}
+		key = hex.EncodeToString(secret)
+		if err := os.Setenv(demoCarrierEnv, key); err != nil {
+			return "", nil, err
+		}
+	}
+	c, err := carrier.New(key)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := app.Listen(ctx, "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// demoOntology is the example config as the demo serves it: the shipping
+// upstream's base_urls.demo is the carrier the demo bound, and nothing
+// else differs from the file.
+func demoOntology(carrierURL string) (*ontology.Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(orders.Config, &doc); err != nil {
+		return nil, err
+	}
+	node := &doc
+	if node.Kind == yaml.DocumentNode && len(node.Content) == 1 {
+		node = node.Content[0]
+	}
+	for _, key := range []string{"upstreams", demoUpstream, "base_urls", demoEnvironment} {
+		node = mappingValue(node, key)
+		if node == nil {
+			return nil, fmt.Errorf("the example config has no upstreams.%s.base_urls.%s", demoUpstream, demoEnvironment)
+		}
+	}
+	node.SetString(carrierURL)
+	b, err := yaml.Marshal(&doc)
+	if err != nil {
+		return nil, err
+	}
+	return ontology.Parse(b)
+}
+
+// mappingValue returns the value under key in a YAML mapping, or nil.
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // demoDeskClient is the desk's client id at the development issuer.
@@ -354,7 +464,12 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	defer issuerSrv.Close()
 	issuer := "http://" + issuerLn.Addr().String()
 
-	cfg, err := ontology.Parse(orders.Config)
+	carrierURL, stopCarrier, err := startCarrier(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopCarrier()
+	cfg, err := demoOntology(carrierURL)
 	if err != nil {
 		return err
 	}
@@ -393,7 +508,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		return err
 	}
 
-	facts.DeskURL, facts.ServerURL = deskURL, strings.TrimSuffix(publicURL, "/")
+	facts.DeskURL, facts.ServerURL, facts.CarrierURL = deskURL, strings.TrimSuffix(publicURL, "/"), carrierURL
 	url := strings.TrimSuffix(publicURL, "/") + app.MCPPath
 	facts.MCPURL = &url
 	// The address is bound: clients that read these facts before Serve

@@ -13,10 +13,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orangerail/orangerail/examples/orders/carrier"
 	"github.com/orangerail/orangerail/internal/devdb"
+	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -25,38 +31,7 @@ import (
 // issuer's own login page: the facts name the desk and the logins, and
 // they work.
 func TestDemoServesTheDesk(t *testing.T) {
-	t.Chdir(t.TempDir()) // the demo keeps its state in ./.orangerail
-	dbURL := testdb.New(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	found := &devdb.Database{URL: dbURL, Source: devdb.SourceEnv}
-	if err := seedExample(ctx, dbURL); err != nil {
-		t.Fatal(err)
-	}
-	facts, err := newDemoFacts(found)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factsPath := filepath.Join(demoStateDir, "demo.json")
-	var out bytes.Buffer
-	done := make(chan error, 1)
-	go func() { done <- serveDemo(ctx, &out, found, facts, factsPath, "127.0.0.1:0", "") }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the demo: %v", err)
-		}
-	}()
-	var written demoFacts
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if b, err := os.ReadFile(factsPath); err == nil && json.Unmarshal(b, &written) == nil && written.DeskURL != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the demo wrote no desk_url")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	written, out := runDemo(t)
 	login, ok := written.Logins["approver"]["acme"]
 	if !ok || login.Username == "" || login.Password == "" {
 		t.Fatalf("logins = %+v", written.Logins)
@@ -91,6 +66,199 @@ func TestDemoServesTheDesk(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), written.DeskURL) || !strings.Contains(out.String(), login.Password) {
 		t.Fatalf("the demo did not print the desk and its logins:\n%s", out.String())
+	}
+}
+
+// runDemo runs the demo as `make run` does, on a database of its own, from
+// a fresh working directory, until the test ends; it returns the facts the
+// demo wrote once it serves, and what it printed.
+func runDemo(t *testing.T) (*demoFacts, *syncBuffer) {
+	t.Helper()
+	t.Chdir(t.TempDir()) // the demo keeps its state in ./.orangerail
+	// The demo sets the carrier's key here for its runtime to read; the
+	// test puts back what was there.
+	t.Setenv(demoCarrierEnv, "")
+	dbURL := testdb.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	found := &devdb.Database{URL: dbURL, Source: devdb.SourceEnv}
+	if err := seedExample(ctx, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	facts, err := newDemoFacts(found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factsPath := filepath.Join(demoStateDir, "demo.json")
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- serveDemo(ctx, out, found, facts, factsPath, "127.0.0.1:0", "") }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the demo: %v", err)
+		}
+	})
+	var written demoFacts
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if b, err := os.ReadFile(factsPath); err == nil && json.Unmarshal(b, &written) == nil && written.DeskURL != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the demo wrote no desk_url")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The facts are written just before they are printed.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "Press Ctrl-C to stop."); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo printed:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &written, out
+}
+
+// syncBuffer is a buffer the demo writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
+}
+
+// bearer sends a token on every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestDemoReturnLabel runs the demo as `make run` does and takes the
+// example's create_return_label through it as its printed facts allow: the
+// agent calls it with the real MCP client over HTTP with the demo's token,
+// a person approves it through the API with theirs, the agent's poll calls
+// the demo's carrier, which places a label, the API key placed by the
+// upstream's scheme; the audit log records the attempt and the success,
+// and holds no key.
+func TestDemoReturnLabel(t *testing.T) {
+	facts, out := runDemo(t)
+	ctx := t.Context()
+	key := os.Getenv(demoCarrierEnv)
+	if facts.CarrierURL == "" || len(key) != 32 {
+		t.Fatalf("carrier %q, key of %d characters", facts.CarrierURL, len(key))
+	}
+	printed := out.String()
+	if !strings.Contains(printed, facts.CarrierURL+"/openapi.json") || !strings.Contains(printed, `"name":"create_return_label"`) ||
+		strings.Contains(printed, key) {
+		t.Fatalf("the demo printed:\n%s", printed)
+	}
+	if written, err := os.ReadFile(filepath.Join(demoStateDir, "demo.json")); err != nil || strings.Contains(string(written), key) {
+		t.Fatalf("demo.json holds the carrier's key (%v)", err)
+	}
+
+	agent, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{
+		Endpoint: *facts.MCPURL, HTTPClient: &http.Client{Transport: bearer{facts.Tokens["agent"]["acme"]}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	call := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := agent.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := res.StructuredContent.(map[string]any)
+		if res.IsError || got == nil {
+			b, _ := json.Marshal(res.Content)
+			t.Fatalf("%s: %s", tool, b)
+		}
+		return got
+	}
+	staged := call("create_return_label", map[string]any{"order_id": "o-1003", "reason": "arrived damaged", "weight_grams": 1200})
+	id, _ := staged["approvalId"].(string)
+	if staged["status"] != "approval_pending" || id == "" {
+		t.Fatalf("staged: %v", staged)
+	}
+
+	t.Setenv(login.TokenEnv, facts.Tokens["approver"]["acme"])
+	code, shown, stderr := cli(t, "approvals", "show", id, "--json", "--server", facts.ServerURL)
+	var view struct {
+		Digest string `json:"digest"`
+		Effect string `json:"effect"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(shown), &view) != nil || !strings.Contains(view.Effect, "prepaid return label") {
+		t.Fatalf("show: exit %d %s %s", code, shown, stderr)
+	}
+	if code, _, stderr := cli(t, "approvals", "approve", id, "--digest", view.Digest, "--server", facts.ServerURL); code != exitOK {
+		t.Fatalf("approve: exit %d %s", code, stderr)
+	}
+
+	done := call("check_approval", map[string]any{"approvalId": id})
+	result, _ := done["result"].(map[string]any)
+	body, _ := result["body"].(map[string]any)
+	labelID, _ := body["id"].(string)
+	if done["status"] != "executed" || result["status"] != float64(http.StatusCreated) || !strings.HasPrefix(labelID, "lbl_") ||
+		body["order_id"] != "o-1003" || body["weight_grams"] != float64(1200) || body["tracking_number"] == "" ||
+		body["label_url"] != facts.CarrierURL+"/labels/"+labelID+"/pdf" {
+		b, _ := json.Marshal(done)
+		t.Fatalf("check_approval: %s", b)
+	}
+
+	// The carrier holds that label, for the account whose key the demo set.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, facts.CarrierURL+"/labels/"+labelID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(carrier.KeyHeader, key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(got, labelID) {
+		t.Fatalf("the carrier's label: %d %s", resp.StatusCode, got)
+	}
+
+	pool, err := pgx.Connect(ctx, facts.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close(ctx)
+	rows, err := pool.Query(ctx, "SELECT phase, convert_from(entry, 'UTF8') FROM orangerail.audit WHERE tenant_id = 'acme' AND approval_id = $1 ORDER BY seq", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phases []string
+	for rows.Next() {
+		var phase, entry string
+		if err := rows.Scan(&phase, &entry); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(entry, key) {
+			t.Fatalf("the %s record holds the carrier's key", phase)
+		}
+		if phase == "effect_attempt" && (!strings.Contains(entry, `"number":1`) || !strings.Contains(entry, `"status":201`)) {
+			t.Fatalf("effect_attempt: %s", entry)
+		}
+		phases = append(phases, phase)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(phases, ","); got != "staged,approved,execution_started,effect_attempt,execution_succeeded" {
+		t.Fatalf("audit phases %s", got)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 var pinnedDefinitions = map[string]string{
 	"add_order_note":          "270141f5590bcc5d5cf133dbd65d58596fb821a54e7d68babcba55966d55112e",
 	"cancel_order":            "fa1a8cec223db448b5fb29bace940279a45af49a06dd10dc9925268b5a1de8b2",
+	"create_return_label":     "88af06275103ea031e5e8fdffdc17bdb35bf60d68b28e0b63cb929d7078d8a58",
 	"update_shipping_address": "267ffa6bac7d7d6e2c622b46cc184e335fc83456f5e5376e9c76cc83a4083a64",
 	"refund_order":            "e5264add1c0b2cc92990fcf3bf6a3298294c21cd46a2fd1e36dbc6ac73f7bc03",
 }

@@ -25,7 +25,7 @@ import (
 var scopesMap = ontologytest.SetYAML("scopes", `{
   "orders:read": [check_approval, describe_object, describe_action, list_policies, errors_explain,
     order_get, order_list, customer_get, customer_list, product_get, product_list],
-  "orders:write": [cancel_order, update_shipping_address, add_order_note]}`)
+  "orders:write": [cancel_order, create_return_label, update_shipping_address, add_order_note]}`)
 
 func scoped(tenant string, scopes ...string) *engine.Caller {
 	return &engine.Caller{Subject: "agent-7", Tenant: tenant, Roles: []string{"support"}, Scopes: scopes, Kind: engine.ActorAgent}
@@ -105,7 +105,7 @@ func TestThreeOutcomes(t *testing.T) {
 		t.Fatalf("globex sees %v", got)
 	}
 	without, _ := b.server(t, scopesMap, ontologytest.Delete("actions.add_order_note"),
-		ontologytest.SetYAML("scopes.orders:write", "[cancel_order, update_shipping_address]"))
+		ontologytest.SetYAML("scopes.orders:write", "[cancel_order, create_return_label, update_shipping_address]"))
 	args := `{"order_id": "o-1001", "note": "hello"}`
 	hidden := rawResult(t, s, globex, "add_order_note", args)
 	absent := rawResult(t, without, globex, "add_order_note", args)

@@ -186,7 +186,7 @@ func TestCatalogPerCaller(t *testing.T) {
 		// Every authenticated caller sees the describe tools, which
 		// describe only what it sees.
 		{"agent without roles", agent(), slices.Concat([]string{"check_approval"}, describes, reads)},
-		{"support agent", agent("support"), slices.Concat([]string{"add_order_note", "cancel_order", "check_approval", "customer_get", "customer_list", "update_shipping_address"}, describes, reads)},
+		{"support agent", agent("support"), slices.Concat([]string{"add_order_note", "cancel_order", "check_approval", "create_return_label", "customer_get", "customer_list", "update_shipping_address"}, describes, reads)},
 	}
 	for _, tt := range tests {
 		got := toolNames(t, connect(t, s, tt.caller))
@@ -229,6 +229,7 @@ func TestDemoAuditorCannotCallAnyAction(t *testing.T) {
 		"add_order_note":          `{"order_id": "o-1001", "note": "written by the auditor"}`,
 		"cancel_order":            `{"order_id": "o-1001", "reason": "the auditor cancels"}`,
 		"update_shipping_address": `{"order_id": "o-1001", "address": "1 Auditor Lane"}`,
+		"create_return_label":     `{"order_id": "o-1003", "reason": "the auditor asks", "weight_grams": 500}`,
 	}
 	if got, want := slices.Sorted(maps.Keys(args)), slices.Sorted(maps.Keys(cfg.Actions)); !slices.Equal(got, want) {
 		t.Fatalf("the test calls %v; the example declares %v", got, want)
@@ -341,7 +342,7 @@ func TestPresetsAndHostPrompt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ungoverned := []string{"add_order_note"}
-	all := []string{"add_order_note", "cancel_order", "update_shipping_address"}
+	all := []string{"add_order_note", "cancel_order", "create_return_label", "update_shipping_address"}
 	tests := []struct {
 		preset, prompt string
 		actions        bool

@@ -137,6 +137,8 @@ func TestStructuredContentMatchesOutputSchema(t *testing.T) {
 	staged := check("cancel_order", `{"order_id": "o-1002", "reason": "the customer asked"}`, false)
 	id := staged["approvalId"].(string)
 	check("update_shipping_address", `{"order_id": "o-1001", "address": "1 Schema Street", "idempotencyKey": "k-1"}`, false)
+	check("create_return_label", `{"order_id": "o-1003", "reason": "damaged", "weight_grams": 1200}`, false)
+	check("create_return_label", `{"order_id": "o-1003", "reason": "damaged", "weight_grams": 30001}`, true)
 	check("check_approval", `{"approvalId": "`+id+`"}`, false)
 	view, err := e.ShowApproval(ctx, "acme", id)
 	if err != nil {

@@ -105,7 +105,7 @@ func TestInstructionsPerCaller(t *testing.T) {
 	support := instructions(connect(t, sv.s, agent("support")))
 	for _, want := range []string{"acme-orders is governed by orangerail", "customer, order, product",
 		"These actions run when called, without approval: add_order_note.",
-		"These actions need a person's approval: cancel_order, update_shipping_address.",
+		"These actions need a person's approval: cancel_order, create_return_label, update_shipping_address.",
 		"approval_pending with an approvalId", "check_approval", "exactly once", "orangerail://approvals/{approvalId}",
 		"subscribe to it", "orangerail://ontology"} {
 		if !strings.Contains(support, want) {
@@ -118,9 +118,9 @@ func TestInstructionsPerCaller(t *testing.T) {
 		want, never []string
 	}{
 		{"agent without roles", agent(), []string{"order, product"},
-			[]string{"customer", "add_order_note", "cancel_order", "update_shipping_address", "approval_pending", "sql_query"}},
+			[]string{"customer", "add_order_note", "cancel_order", "create_return_label", "update_shipping_address", "approval_pending", "sql_query"}},
 		{"auditor", demoAuditor, []string{"order, product", "sql_query runs one read-only SELECT"},
-			[]string{"customer", "cancel_order", "add_order_note", "approval_pending"}},
+			[]string{"customer", "cancel_order", "add_order_note", "create_return_label", "approval_pending"}},
 		{"anonymous", &engine.Caller{Tenant: "acme"}, []string{"objects, each with its NAME_get and NAME_list tools: product."},
 			[]string{"customer", "order,", "order_", "check_approval", "approvals/"}},
 	}
@@ -212,7 +212,7 @@ func TestCapabilitiesExact(t *testing.T) {
 		t.Fatalf("resources/list over HTTP: %+v %v", res, err)
 	}
 	// Each request's handlers read its own caller, from its token.
-	if doc, text := readJSON(t, hs, mcp.OntologyURI); len(doc["actions"].(map[string]any)) != 3 {
+	if doc, text := readJSON(t, hs, mcp.OntologyURI); len(doc["actions"].(map[string]any)) != 4 {
 		t.Fatalf("the ontology over HTTP: %s", text)
 	}
 	if res, err := hs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "request_cancellation", Arguments: map[string]string{"order_id": "o-1", "reason": "r"}}); err != nil || len(res.Messages) != 1 {
@@ -287,7 +287,7 @@ func TestResources(t *testing.T) {
 	doc, text := readJSON(t, support, mcp.OntologyURI)
 	actions, _ := doc["actions"].(map[string]any)
 	cancel, _ := actions["cancel_order"].(map[string]any)
-	if len(actions) != 3 || cancel["approval"] != "required" || cancel["scope"] != "orders:write" ||
+	if len(actions) != 4 || cancel["approval"] != "required" || cancel["scope"] != "orders:write" ||
 		!strings.Contains(fmt.Sprint(cancel["policy"]), "approves each call") || doc["links"].(map[string]any)["order_customer"] == nil {
 		t.Fatalf("support's ontology: %s", text)
 	}

@@ -23,9 +23,20 @@ func TestExampleConfigLoads(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	want := []string{"check_approval", "describe_object", "describe_action", "list_policies", "errors_explain", "customer_get", "customer_list", "order_get", "order_list", "product_get", "product_list",
-		"add_order_note", "cancel_order", "update_shipping_address"}
+		"add_order_note", "cancel_order", "create_return_label", "update_shipping_address"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
+	}
+	// The shipping upstream: loopback in the demo's environment (make run
+	// points it at its own carrier), the key placed by its scheme, and a
+	// POST retried only under one idempotency key.
+	label := cfg.Actions["create_return_label"]
+	if h := label.Execute.HTTP; h == nil || h.BaseURL().String() != "http://127.0.0.1:8089" || h.Retry != RetryWithIdempotencyKey ||
+		h.IdempotencyHeader() != "Idempotency-Key" || label.Policy.Approval != ApprovalRequired || !slices.Equal(label.Policy.Roles, []string{"support"}) {
+		t.Fatalf("create_return_label = %+v", label)
+	}
+	if slots := cfg.CredentialSlots(); len(slots) != 1 || slots[0].Env != "SHIPPING_KEY_CREDENTIAL" || slots[0].Type != AuthAPIKey {
+		t.Fatalf("credential slots = %+v", slots)
 	}
 	if cfg.Approvals.TTL != Duration(24*time.Hour) || !*cfg.Approvals.FourEyes || cfg.Preset != PresetApprovalForWrites {
 		t.Fatalf("approvals/preset = %+v %s", cfg.Approvals, cfg.Preset)
