@@ -22,7 +22,7 @@ func metaExample(t *testing.T, edits ...ontologytest.Edit) string {
 	path := filepath.Join(t.TempDir(), "meta.yaml")
 	edits = append([]ontologytest.Edit{
 		ontologytest.SetYAML("surface", `{default: flat, audiences: [{roles: [support], surface: meta}]}`),
-		ontologytest.SetYAML("groups", `{orders: {title: Orders, tools: [order_get, order_list, cancel_order, update_shipping_address, add_order_note]},
+		ontologytest.SetYAML("groups", `{orders: {title: Orders, tools: [order_get, order_list, cancel_order, update_shipping_address, add_order_note, create_return_label]},
   customers: {tools: [customer_get, customer_list]}, catalog: {tools: [product_get, product_list]}}`),
 	}, edits...)
 	if err := os.WriteFile(path, ontologytest.Apply(t, orders.Config, edits...), 0o600); err != nil {

@@ -307,6 +307,13 @@ func TestAnnotationsAndSchemas(t *testing.T) {
 		}
 	}
 	cancel := byName["cancel_order"]
+	// An action that calls an upstream's API is open-world, and so is
+	// check_approval, which may execute it.
+	for _, name := range []string{"create_return_label", "check_approval"} {
+		if a := byName[name].Annotations; a == nil || a.OpenWorldHint == nil || !*a.OpenWorldHint {
+			t.Errorf("%s annotations %+v: an upstream call is open-world", name, a)
+		}
+	}
 	if a := cancel.Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint || a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
 		t.Errorf("cancel_order annotations %+v", cancel.Annotations)
 	}

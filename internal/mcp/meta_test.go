@@ -29,7 +29,7 @@ var (
 	metaSurface = ontologytest.SetYAML("surface", `{default: flat, audiences: [{roles: [support], surface: meta}]}`)
 	metaGroups  = ontologytest.SetYAML("groups", `{
   orders: {title: Orders, description: "Orders, and what support does to them.",
-    tools: [order_get, order_list, cancel_order, update_shipping_address, add_order_note]},
+    tools: [order_get, order_list, cancel_order, update_shipping_address, add_order_note, create_return_label]},
   customers: {description: "The customers who placed the orders.", tools: [customer_get, customer_list]},
   catalog: {title: Catalog, tools: [product_get, product_list]}}`)
 	// metaScopes grants the example's tools as scopesMap does, and the
@@ -39,7 +39,7 @@ var (
   "orders:read": [check_approval, describe_object, describe_action, list_policies, errors_explain,
     list_resources, describe_resource, manage_resource,
     order_get, order_list, customer_get, customer_list, product_get, product_list],
-  "orders:write": [cancel_order, update_shipping_address, add_order_note]}`)
+  "orders:write": [cancel_order, update_shipping_address, add_order_note, create_return_label]}`)
 )
 
 // metaServer serves the example with the meta surface and edits, its
@@ -221,7 +221,7 @@ func TestDescribeResourceBatched(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"order_get", "order_list", "cancel_order", "update_shipping_address", "add_order_note", "product_get", "product_list"}; !slices.Equal(names, want) {
+	if want := []string{"order_get", "order_list", "cancel_order", "update_shipping_address", "add_order_note", "create_return_label", "product_get", "product_list"}; !slices.Equal(names, want) {
 		t.Fatalf("described %v, want %v", names, want)
 	}
 	cancel := answer.Resources[0].Tools[2]
@@ -262,8 +262,8 @@ func TestManageResourceGates(t *testing.T) {
 	// alike.
 	globex := scoped("globex", "orders:read", "orders:write")
 	without, _ := metaServer(t, b, ontologytest.Delete("actions.add_order_note"),
-		ontologytest.SetYAML("scopes.orders:write", "[cancel_order, update_shipping_address]"),
-		ontologytest.SetYAML("groups.orders.tools", "[order_get, order_list, cancel_order, update_shipping_address]"))
+		ontologytest.SetYAML("scopes.orders:write", "[cancel_order, update_shipping_address, create_return_label]"),
+		ontologytest.SetYAML("groups.orders.tools", "[order_get, order_list, cancel_order, update_shipping_address, create_return_label]"))
 	noteArgs := `{"order_id": "o-1001", "note": "hello"}`
 	hidden := rawResult(t, s, globex, "manage_resource", manageArgs("orders", "add_order_note", noteArgs))
 	misaddressed := rawResult(t, s, metaCaller("orders:read", "orders:write"), "manage_resource", manageArgs("catalog", "add_order_note", noteArgs))

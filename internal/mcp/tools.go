@@ -206,11 +206,11 @@ func hostPrompts(setting ontology.HostPrompt, a *ontology.Action) bool {
 	return false
 }
 
-// The tools' annotations. Reads are read-only and idempotent; every
-// tool is closed-world (openWorldHint false): a read reads the service's
-// own datasource, in the caller's tenant, and every execute kind so far
-// acts on that datasource alone. An effect that calls out to other
-// systems will be open-world, and its tool must say so.
+// The tools' annotations. Reads are read-only and idempotent. A read is
+// closed-world (openWorldHint false): it reads the service's own
+// datasource, in the caller's tenant; so is an action whose effect acts on
+// that datasource alone, and an action that calls an upstream's API is
+// open-world (ExecuteKind.OpenWorld).
 var closedWorld = new(false)
 
 // getSentence and listSentence say what an object's get and list do; a
@@ -269,7 +269,7 @@ func actionTool(name string, a *ontology.Action, result map[string]any) *sdk.Too
 		Description:  desc,
 		InputSchema:  actionSchema(a),
 		OutputSchema: answerSchema(result),
-		Annotations:  &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: a.Idempotent, OpenWorldHint: closedWorld},
+		Annotations:  &sdk.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: a.Idempotent, OpenWorldHint: new(a.Execute.Kind().OpenWorld())},
 	}
 }
 
@@ -395,11 +395,12 @@ func actionSchema(a *ontology.Action) map[string]any {
 // checkTool declares check_approval. Polling is idempotent — an approval
 // executes once, and a poll after that reports consumed — but a poll can
 // execute whichever action was approved, so it is destructive when any
-// action may be.
+// action may be, and open-world when any action is.
 func checkTool(actions map[string]*ontology.Action) *sdk.Tool {
-	destructive := false
+	destructive, openWorld := false, false
 	for _, a := range actions {
 		destructive = destructive || a.DestructiveHint()
+		openWorld = openWorld || a.Execute.Kind().OpenWorld()
 	}
 	return &sdk.Tool{
 		Title: "Check an approval",
@@ -409,7 +410,7 @@ func checkTool(actions map[string]*ontology.Action) *sdk.Tool {
 			"properties": map[string]any{"approvalId": map[string]any{"type": "string", "format": "uuid"}}},
 		// The result is the approved action's, of whichever action it is.
 		OutputSchema: answerSchema(map[string]any{"type": "object"}),
-		Annotations:  &sdk.ToolAnnotations{Title: "Check an approval", DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: closedWorld},
+		Annotations:  &sdk.ToolAnnotations{Title: "Check an approval", DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &openWorld},
 	}
 }
 

@@ -724,6 +724,10 @@ func (x Execute) Kind() ExecuteKind {
 	return ""
 }
 
+// OpenWorld reports whether the kind's effect reaches a system outside the
+// service's own datasource: an upstream's API.
+func (k ExecuteKind) OpenWorld() bool { return k == ExecuteHTTP }
+
 // Load reads and checks the config file at path. On any problem it returns
 // Problems, listing every one.
 func Load(path string) (*Config, error) {
