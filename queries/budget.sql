@@ -47,3 +47,11 @@ UPDATE orangerail.budget_counts
 SET minute_calls = CASE WHEN minute_start = @minute_start AND minute_calls > 0 THEN minute_calls - 1 ELSE minute_calls END,
     day_calls = CASE WHEN day_start = @day_start AND day_calls > 0 THEN day_calls - 1 ELSE day_calls END
 WHERE tenant_id = @tenant_id AND action = @action;
+
+-- name: BudgetLeaseHeld :one
+-- Whether a live lease is held for the execution of correlation_id (an
+-- approval's id): another poll of that approval is executing it.
+SELECT EXISTS (
+    SELECT FROM orangerail.budget_leases
+    WHERE tenant_id = @tenant_id AND action = @action AND correlation_id = @correlation_id AND expires_at > now()
+) AS held;

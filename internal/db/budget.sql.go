@@ -12,6 +12,28 @@ import (
 	"github.com/google/uuid"
 )
 
+const budgetLeaseHeld = `-- name: BudgetLeaseHeld :one
+SELECT EXISTS (
+    SELECT FROM orangerail.budget_leases
+    WHERE tenant_id = $1 AND action = $2 AND correlation_id = $3 AND expires_at > now()
+) AS held
+`
+
+type BudgetLeaseHeldParams struct {
+	TenantID      string
+	Action        string
+	CorrelationID string
+}
+
+// Whether a live lease is held for the execution of correlation_id (an
+// approval's id): another poll of that approval is executing it.
+func (q *Queries) BudgetLeaseHeld(ctx context.Context, db DBTX, arg *BudgetLeaseHeldParams) (bool, error) {
+	row := db.QueryRow(ctx, budgetLeaseHeld, arg.TenantID, arg.Action, arg.CorrelationID)
+	var held bool
+	err := row.Scan(&held)
+	return held, err
+}
+
 const budgetLeaseRelease = `-- name: BudgetLeaseRelease :exec
 DELETE FROM orangerail.budget_leases
 WHERE tenant_id = $1 AND action = $2 AND id = $3

@@ -67,3 +67,10 @@ func (s *Store) BudgetRelease(ctx context.Context, k BudgetKey, lease uuid.UUID)
 func (s *Store) BudgetRefund(ctx context.Context, k BudgetKey, minute, day time.Time) error {
 	return InterpretError(s.q.BudgetRefund(ctx, s.x, &db.BudgetRefundParams{MinuteStart: minute, DayStart: day, TenantID: k.Tenant, Action: k.Action}))
 }
+
+// BudgetLeaseHeld reports whether a live lease of k is held for the
+// execution correlation names.
+func (s *Store) BudgetLeaseHeld(ctx context.Context, k BudgetKey, correlation string) (bool, error) {
+	held, err := s.q.BudgetLeaseHeld(ctx, s.x, &db.BudgetLeaseHeldParams{TenantID: k.Tenant, Action: k.Action, CorrelationID: correlation})
+	return held, InterpretError(err)
+}
