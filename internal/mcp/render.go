@@ -114,8 +114,8 @@ func rateLimited(name string, out *engine.Outcome, body map[string]any) string {
 	if out.ApprovalID != nil {
 		then = "poll again: the approval stays approved"
 	}
-	return fmt.Sprintf("Tool %q refused: its %s budget (%d) is spent in this tenant, so nothing ran. Wait %.1f seconds, then %s.",
-		name, r.Limit, r.Allowed, retry, then)
+	return fmt.Sprintf("Tool %q refused: %s (%s: %d), so nothing ran. Wait %.1f seconds, then %s.",
+		name, r.Detail, r.Limit, r.Allowed, retry, then)
 }
 
 // failure fills body with what a failing status may say — its correlation
