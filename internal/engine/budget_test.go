@@ -64,7 +64,9 @@ func TestBudgetsSharedByReplicas(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	note := func(n int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "note": "note %d"}`, n)) }
+	note := func(n int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "note": "note %d"}`, n))
+	}
 
 	t.Run("per minute", func(t *testing.T) {
 		clearOfMinuteEnd(t)
