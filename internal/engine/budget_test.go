@@ -80,6 +80,9 @@ func TestBudgetsSharedByReplicas(t *testing.T) {
 		if got := phases(t, b.testBundle, "acme", out.CorrelationID); !slices.Equal(got, []string{"rate_limited"}) {
 			t.Fatalf("phases %v", got)
 		}
+		if r := engine.RefusalOf(out); r != engine.RefusalBudget {
+			t.Fatalf("the host log's refusal %q", r)
+		}
 		wantLimited(t, two.Call(ctx, support("acme"), "add_order_note", note(4)), engine.LimitPerMinute, 2, time.Minute)
 		// Another tenant spends its own budget.
 		want(t, two.Call(ctx, support("globex"), "add_order_note", note(5)), engine.StatusOK)
