@@ -362,3 +362,30 @@ func TestBudgetSlotReleased(t *testing.T) {
 	}
 	verifyBoth(t, b.testBundle, "acme")
 }
+
+// TestBudgetRefusalIsNotFiledUnderAKey: an idempotent call a budget
+// refuses files nothing under its key, so a retry with the key, once the
+// budget lifts, runs instead of getting the refusal back.
+func TestBudgetRefusalIsNotFiledUnderAKey(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("actions.add_order_note.idempotent", true), ontologytest.SetYAML("actions.add_order_note.budget", "{max_concurrent: 1}"))
+	if _, err := b.admin.Exec(ctx, `INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
+		VALUES ('acme', 'add_order_note', gen_random_uuid(), 'another', now() + interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "once", "idempotencyKey": "k-1"}`)
+	wantLimited(t, e.Call(ctx, support("acme"), "add_order_note", args), engine.LimitConcurrent, 1, time.Second)
+	if _, err := b.admin.Exec(ctx, "DELETE FROM orangerail.budget_leases WHERE correlation_id = 'another'"); err != nil {
+		t.Fatal(err)
+	}
+	first := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusOK)
+	again := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, again, engine.StatusOK)
+	if again.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry ran again: %s, first %s", again.CorrelationID, first.CorrelationID)
+	}
+}
