@@ -305,6 +305,9 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 	if err != nil {
 		return err
 	}
+	// The cycles measure governing, budget spending included, not the
+	// example's budget (a write's 20 a minute, 2 at once): it is lifted.
+	cfg.Actions["update_shipping_address"].Budget = &benchBudget
 	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: dbURL})
 	if err != nil {
 		return err

@@ -25,9 +25,14 @@ actions:
     description: Create a return label.
     input: {type: object, properties: {order_id: {type: string}, weight: {type: number}}, required: [order_id]}
     policy: {roles: [support]}
+    budget: {per_minute: 1000000, max_concurrent: 64, per_day: 100000000}  # measured: spending it; not: its limits
     execute:
       http: {upstream: carrier, method: POST, path: "/orders/{order_id}/labels", body: {order: ":order_id", weight: ":weight"}}
 `
+
+// benchBudget lifts an action's call budget out of a benchmark's way: the
+// budget's transaction is measured, its limits are not.
+var benchBudget = ontology.Budget{PerMinute: 1000000, MaxConcurrent: 64, PerDay: 100000000}
 
 // upstreamCall measures a governed http action end to end — engine.Call,
 // its execution_started, effect_attempt and execution_succeeded records,

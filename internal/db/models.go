@@ -54,6 +54,23 @@ type OrangerailAuditorGrant struct {
 	TenantID string
 }
 
+type OrangerailBudgetCount struct {
+	TenantID    string
+	Action      string
+	MinuteStart time.Time
+	MinuteCalls int32
+	DayStart    time.Time
+	DayCalls    int32
+}
+
+type OrangerailBudgetLease struct {
+	TenantID      string
+	Action        string
+	ID            uuid.UUID
+	CorrelationID string
+	ExpiresAt     time.Time
+}
+
 type OrangerailDeskSession struct {
 	IDHash    []byte
 	TenantID  string

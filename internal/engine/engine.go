@@ -143,6 +143,9 @@ type Engine struct {
 	beforeFinish func()
 	// beforeRead, set only by tests, runs as a get reads.
 	beforeRead func()
+	// keepLeases, set only by tests, leaves every execution's budget slot
+	// held when it ends: a replica that died mid-execution.
+	keepLeases bool
 }
 
 // New returns an Engine for c.

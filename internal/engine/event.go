@@ -49,6 +49,9 @@ const (
 	// RefusalPolicy: the action's policy refused the call — its
 	// precondition, or a poller no longer allowed the action.
 	RefusalPolicy Refusal = "policy"
+	// RefusalBudget: the action's call budget refused the execution
+	// (budget.go).
+	RefusalBudget Refusal = "budget"
 )
 
 // RefusalOf classifies an outcome a tool call ended in by the gate that
@@ -61,6 +64,8 @@ func RefusalOf(o *Outcome) Refusal {
 		return RefusalScope
 	case o.Status == StatusDenied, o.Status == StatusPreconditionFailed:
 		return RefusalPolicy
+	case o.Status == StatusRateLimited:
+		return RefusalBudget
 	}
 	return ""
 }

@@ -112,6 +112,21 @@ func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval 
 	defer x.attempted(ctx, &out)
 	ctx, started := startWatch(ctx)
 	defer x.contain(ctx, started, &out)
+	// The budget is spent here, before the approval is consumed, in a
+	// transaction of its own (budget.go): a refusal leaves the approval
+	// approved for a later poll, and the slot is released, and the count
+	// given back if the effect never ran, however the execution ends —
+	// a panic included, since this deferred call runs as it unwinds.
+	if x.effect != nil {
+		limited, err := x.spend(ctx)
+		switch {
+		case err != nil:
+			return e.storeFailure(ctx, "spend the budget of "+c.name, correlation, err)
+		case limited != nil:
+			return x.rateLimited(ctx, limited)
+		}
+		defer x.unspend(ctx)
+	}
 	// An action without an effect is refused by the consume's definition
 	// check before anything would run; it takes the together path, the
 	// one that keeps nothing of a refusal but its record.
@@ -131,6 +146,10 @@ type execution struct {
 	correlation string
 	effect      Effect // nil for an action declared without one
 	out         *Outcome
+	// spent is the budget this execution spent; ran is set once its
+	// effect was called, after which the count is not given back.
+	spent *spent
+	ran   bool
 }
 
 func (x *execution) record(phase Phase) *Record {
@@ -361,6 +380,7 @@ func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, x.e.effectTimeout)
 	defer cancel()
+	x.ran = true
 	call := &EffectCall{Tenant: x.caller.Tenant, Action: x.c.name, CorrelationID: x.correlation, Input: x.c.canonical, Target: target}
 	if x.effect.Transactional() {
 		call.Tx = tx

@@ -23,3 +23,7 @@ func InputDigest(e *Engine, tenant, action string, canonical []byte) []byte {
 // DefinitionHash is the hash an approval records of its action's
 // declaration.
 func DefinitionHash(a *ontology.Action) []byte { return definitionHash(a) }
+
+// SetKeepLeases makes e leave every execution's budget slot held when it
+// ends, as a replica that died mid-execution would.
+func SetKeepLeases(e *Engine, keep bool) { e.keepLeases = keep }

@@ -36,13 +36,15 @@ const (
 	StatusSignatureMismatch  Status = "signature_mismatch"  // the action changed since the approval was staged
 	StatusInternalError      Status = "internal_error"      // an unexpected internal error
 	StatusOutcomeUnknown     Status = "outcome_unknown"     // the effect may have run; its end could not be confirmed or recorded
+	StatusRateLimited        Status = "rate_limited"        // a call budget refused the execution; nothing ran (Outcome.RateLimit says which)
 )
 
 // Statuses returns every status.
 func Statuses() []Status {
 	return []Status{StatusOK, StatusApprovalPending, StatusPending, StatusRejected, StatusExpired, StatusConsumed,
 		StatusDryRun, StatusNotImplemented, StatusDenied, StatusInvalidInput, StatusNotFound, StatusPreconditionFailed,
-		StatusFailed, StatusResolveError, StatusAuditBlocked, StatusSignatureMismatch, StatusInternalError, StatusOutcomeUnknown}
+		StatusFailed, StatusResolveError, StatusAuditBlocked, StatusSignatureMismatch, StatusInternalError, StatusOutcomeUnknown,
+		StatusRateLimited}
 }
 
 // refusalCode is the code a refusal of status carries: X_FORBIDDEN for a
@@ -113,7 +115,9 @@ type Outcome struct {
 	// Scope is the scope a refusal under X_MCP_SCOPE_DENIED found the
 	// caller's token without.
 	Scope string
-	Err   error
+	// RateLimit says which budget refused a StatusRateLimited call.
+	RateLimit *RateLimit
+	Err       error
 }
 
 // OK reports whether the outcome is a success of its kind.

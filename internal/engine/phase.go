@@ -30,13 +30,17 @@ const (
 	// action its approved approval would execute. Its error names the
 	// code and why.
 	PhaseRefused Phase = "refused"
+	// PhaseRateLimited is an execution a call budget refused before
+	// anything ran, its approval (if any) left approved: its error starts
+	// with X_RATE_LIMITED and names the limit (budget.go).
+	PhaseRateLimited Phase = "rate_limited"
 )
 
 // Phases returns every phase, in lifecycle order.
 func Phases() []Phase {
 	return []Phase{PhaseStaged, PhaseApproved, PhaseRejected, PhaseExpired, PhaseDryRun, PhaseNotImplemented,
 		PhaseExecutionStarted, PhaseEffectAttempt, PhaseExecutionSucceeded, PhaseExecutionFailed,
-		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused}
+		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused, PhaseRateLimited}
 }
 
 // FollowsConsume reports whether a record of phase p can follow the consume

@@ -74,7 +74,7 @@ func TestEveryCodeIsExplained(t *testing.T) {
 // result, a JSON-RPC error, or an HTTP refusal of /mcp. Each must carry an
 // AgentFix; no other code may.
 var agentCodes = []Code{
-	Forbidden, InputInvalid, InputTooLarge, IdempotencyKeyReused,
+	Forbidden, InputInvalid, InputTooLarge, IdempotencyKeyReused, RateLimited,
 	MCPToolUnknown, MCPScopeDenied, MCPQueryRejected, MCPQueryTooLarge,
 	MCPBodyTooLarge, MCPProtocol, MCPOriginRefused, IdentityOriginRefused, IdentityNetworkRefused,
 	MCPRateLimited, MCPAuthThrottled, MCPUnauthorized, MCPIdentityUnavailable, MCPLimitsUnavailable,

@@ -188,6 +188,10 @@ func answersWords(d *engine.ActionDescription) string {
 	if d.Precondition != "" {
 		w = append(w, "A call whose precondition does not hold for the target as it is answers precondition_failed (X_FORBIDDEN).")
 	}
+	if d.Implemented && !d.Policy.DryRun {
+		w = append(w, "An execution past the action's call budget, which your tenant's callers share, answers rate_limited (X_RATE_LIMITED) with the limit, "+
+			"the calls it allows and retry_after_seconds: nothing ran, and an approved approval stays approved for a later poll.")
+	}
 	return strings.Join(w, " ")
 }
 

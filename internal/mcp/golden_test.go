@@ -50,6 +50,10 @@ func TestGoldenAnswers(t *testing.T) {
 				out.Code = errcode.Forbidden
 			case engine.StatusRejected:
 				out.Note = "The customer withdrew the request."
+			case engine.StatusRateLimited:
+				out.Err, out.Code = nil, errcode.RateLimited
+				out.RateLimit = &engine.RateLimit{Limit: engine.LimitPerMinute, Allowed: 2, RetryAfter: 41163 * time.Millisecond,
+					Detail: "cancel_order has executed 2 times this minute in this tenant, as many as a minute allows"}
 			}
 			if out.OK() {
 				out.Err = nil

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -63,6 +64,8 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 		message = fmt.Sprintf("Tool %q ran in dry-run mode: the call was recorded and nothing executed.", name)
 	case engine.StatusInvalidInput:
 		isError, message = true, invalidInput(name, out, body)
+	case engine.StatusRateLimited:
+		isError, message = true, rateLimited(name, out, body)
 	default:
 		isError, message = true, failure(t, out, body)
 	}
@@ -93,6 +96,26 @@ func invalidInput(name string, out *engine.Outcome, body map[string]any) string 
 	}
 	body["issues"] = issues
 	return fmt.Sprintf("Tool %q refused its arguments (%s): fix each issue at its path and call again.", name, code)
+}
+
+// rateLimited fills body with a budget's refusal — the limit, the calls
+// it allows, when to retry (in seconds, rounded up to a tenth, so that a
+// retry at that time is never early) and why — and returns the message.
+func rateLimited(name string, out *engine.Outcome, body map[string]any) string {
+	body["code"] = string(cmp.Or(out.Code, errcode.RateLimited))
+	body["correlationId"] = out.CorrelationID
+	r := out.RateLimit
+	if r == nil {
+		return fmt.Sprintf("Tool %q refused: its call budget is spent; nothing ran. Retry later.", name)
+	}
+	retry := math.Ceil(r.RetryAfter.Seconds()*10) / 10
+	body["limit"], body["allowed"], body["retry_after_seconds"], body["detail"] = string(r.Limit), r.Allowed, retry, r.Detail
+	then := "call again"
+	if out.ApprovalID != nil {
+		then = "poll again: the approval stays approved"
+	}
+	return fmt.Sprintf("Tool %q refused: %s (%s: %d), so nothing ran. Wait %.1f seconds, then %s.",
+		name, r.Detail, r.Limit, r.Allowed, retry, then)
 }
 
 // failure fills body with what a failing status may say — its correlation

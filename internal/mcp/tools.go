@@ -297,6 +297,11 @@ func answerSchema(result map[string]any) map[string]any {
 			"description": "Each problem of the arguments, at its JSON pointer."},
 		"note":       map[string]any{"type": "string", "description": "The decider's note on a rejection."},
 		"diagnostic": map[string]any{"type": "string", "description": "What kind of failure this was, where the details are withheld."},
+		// A call budget's refusal (status rate_limited, X_RATE_LIMITED).
+		"limit":               map[string]any{"enum": budgetLimits(), "description": "Which of the action's call budgets refused it."},
+		"allowed":             map[string]any{"type": "integer", "description": "The calls that budget allows: per minute, at once, or per day."},
+		"retry_after_seconds": map[string]any{"type": "number", "description": "When a call (or a poll of its approval) may succeed again."},
+		"detail":              map[string]any{"type": "string", "description": "Why the budget refused the call, in words."},
 	}
 	if result != nil {
 		r := maps.Clone(result)
@@ -304,6 +309,15 @@ func answerSchema(result map[string]any) map[string]any {
 		props["result"] = map[string]any{"anyOf": []any{r, map[string]any{"type": "null"}}}
 	}
 	return map[string]any{"type": "object", "required": []string{"status", "message"}, "additionalProperties": false, "properties": props}
+}
+
+// budgetLimits are the engine's budget limits, as an answer names them.
+func budgetLimits() []string {
+	var names []string
+	for _, l := range engine.BudgetLimits() {
+		names = append(names, string(l))
+	}
+	return names
 }
 
 // statusExecuted is the status an executed action answers with (the

@@ -612,6 +612,8 @@ type Action struct {
 	// RedactResult lists the paths masked in the result an
 	// execution_succeeded record keeps.
 	RedactResult []string `yaml:"redact_result"`
+	// Budget overrides the call budget of the action's risk class (budget.go).
+	Budget *Budget `yaml:"budget"`
 
 	inputSchema                         *jsonschema.Schema
 	where, audience                     cel.Program

@@ -294,6 +294,7 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 		a.where = program
 	}
 	c.validateExecute(a.Execute, path+".execute", properties, add)
+	validateBudget(a, path, add)
 	a.auditMasks = nil
 	for i, f := range a.RedactAudit {
 		at := fmt.Sprintf("%s.redact_audit.%d", path, i)

@@ -46,6 +46,7 @@ actions:
     description: d
     input: {type: object, properties: {order_id: {type: string}}}
     policy: {roles: [support]}
+    budget: {per_minute: 10}  # called three times: the default of an action not declared destructive: false allows two a minute
     execute: {http: {upstream: ledger, method: POST, path: "/pay/{order_id}"}}
 `
 

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// Call budgets. Each action's executions are counted against three limits
+// (ontology.Action.EffectiveBudget), per tenant and action, in Postgres, so
+// every replica spends one budget: per tenant, because tenants are
+// separate customers whose agents must not exhaust each other's; per
+// action, not per caller, because a budget protects what the action acts
+// on, which one agent must not escape by calling under several names.
+//
+// The budget is spent when the effect is about to run — after the input,
+// the gates, the precondition and the approval, so a call refused by any
+// of them, or staged, spends nothing — and in a transaction of its own,
+// committed before the execution begins, so that other replicas count it
+// while it runs. It is spent before the approval is consumed: a budget's
+// refusal leaves an approved approval approved, and a later poll executes
+// it. An execution that then ends before its effect ran (another poller
+// consumed the approval, a re-check refused it) gets its count back.
+
+// BudgetLimit names which of an action's budgets refused a call, from a
+// closed set: spec 001's names, which an agent reads.
+type BudgetLimit string
+
+// The limits.
+const (
+	LimitPerMinute  BudgetLimit = "calls_per_minute"
+	LimitConcurrent BudgetLimit = "max_concurrent"
+	LimitPerDay     BudgetLimit = "daily_call_budget"
+)
+
+// BudgetLimits returns every limit.
+func BudgetLimits() []BudgetLimit { return []BudgetLimit{LimitPerMinute, LimitConcurrent, LimitPerDay} }
+
+// RateLimit is a budget's refusal: which limit, how many calls it allows,
+// and when a call may succeed.
+type RateLimit struct {
+	Limit      BudgetLimit
+	Allowed    int
+	RetryAfter time.Duration
+	Detail     string
+}
+
+// concurrentRetry is what a call refused for max_concurrent is told to
+// wait: when a running execution ends cannot be foreseen, so a short
+// wait, or less when a lease expires sooner.
+const concurrentRetry = time.Second
+
+// spent is the budget one execution spent: the windows it was counted in
+// and the lease holding its slot.
+type spent struct {
+	key         store.BudgetKey
+	lease       uuid.UUID
+	minute, day time.Time
+}
+
+// leaseTTL is how long an execution's slot is held at most: its effect's
+// deadline, and a statement timeout more for the consume before it and
+// the record after it. A replica that dies mid-execution frees its slot
+// this long after it took it.
+func (e *Engine) leaseTTL() time.Duration {
+	_, statement := e.cfg.Limits.Timeouts()
+	return e.effectTimeout + statement
+}
+
+// spend spends one execution of the call's action from the tenant's
+// budget, or says which limit refuses it. Of several limits reached, the
+// one that lifts last is named: retrying sooner would only be refused by
+// it.
+func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
+	b := x.c.action.EffectiveBudget()
+	k := store.BudgetKey{Tenant: x.caller.Tenant, Action: x.c.name}
+	var (
+		s       *spent
+		refusal *RateLimit
+	)
+	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		s, refusal = nil, nil
+		st := store.New(tx)
+		counts, err := st.BudgetOpen(ctx, k)
+		if err != nil {
+			return err
+		}
+		running, firstExpiry, err := st.BudgetRunning(ctx, k)
+		if err != nil {
+			return err
+		}
+		if x.approval != nil {
+			// Another poll of this approval holds a slot to execute it:
+			// this one spends nothing, and its consume, which only one
+			// poll wins, answers it (consumed) as before budgets.
+			if held, err := st.BudgetLeaseHeld(ctx, k, x.correlation); err != nil || held {
+				return err
+			}
+		}
+		now := counts.Now
+		switch {
+		case counts.DayCalls >= b.PerDay:
+			renews := counts.DayStart.Add(24 * time.Hour)
+			refusal = &RateLimit{Limit: LimitPerDay, Allowed: b.PerDay, RetryAfter: renews.Sub(now),
+				Detail: fmt.Sprintf("%s has executed %d times today in this tenant, its daily budget; the budget renews at %s",
+					x.c.name, counts.DayCalls, renews.UTC().Format(time.RFC3339))}
+		case counts.MinuteCalls >= b.PerMinute:
+			refusal = &RateLimit{Limit: LimitPerMinute, Allowed: b.PerMinute, RetryAfter: counts.MinuteStart.Add(time.Minute).Sub(now),
+				Detail: fmt.Sprintf("%s has executed %d times this minute in this tenant, as many as a minute allows", x.c.name, counts.MinuteCalls)}
+		case running >= b.MaxConcurrent:
+			refusal = &RateLimit{Limit: LimitConcurrent, Allowed: b.MaxConcurrent, RetryAfter: min(concurrentRetry, firstExpiry.Sub(now)),
+				Detail: fmt.Sprintf("%s is executing %d times at once in this tenant, as many as are allowed; a slot frees when one ends", x.c.name, running)}
+		default:
+			s = &spent{key: k, lease: uuid.New(), minute: counts.MinuteStart, day: counts.DayStart}
+			return st.BudgetSpend(ctx, k, s.lease, x.correlation, x.e.leaseTTL())
+		}
+		return nil
+	})
+	if err != nil || refusal != nil || s == nil {
+		return refusal, err
+	}
+	x.spent = s
+	return nil, nil
+}
+
+// rateLimited answers a call a budget refused, and records it: a
+// rate_limited record under the call's correlation id and approval.
+// Nothing was consumed, so an approved approval stays approved.
+func (x *execution) rateLimited(ctx context.Context, r *RateLimit) *Outcome {
+	rec := x.record(PhaseRateLimited)
+	rec.Error = fmt.Sprintf("%s: %s (%s: %d)", errcode.RateLimited, r.Detail, r.Limit, r.Allowed)
+	if err := x.e.appendAlone(ctx, x.caller.Tenant, rec); err != nil {
+		return x.e.auditBlocked(ctx, x.c.name, x.correlation, err)
+	}
+	return &Outcome{Status: StatusRateLimited, Code: errcode.RateLimited, RateLimit: r, CorrelationID: x.correlation, ApprovalID: x.approvalID}
+}
+
+// unspend frees the execution's slot however the execution ended, and
+// gives its count back when its effect never ran. It runs past a
+// cancelled caller: the execution is over either way. A failure is logged
+// only: the lease expires on its own.
+func (x *execution) unspend(ctx context.Context) {
+	s := x.spent
+	if s == nil || x.e.keepLeases {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		if err := st.BudgetRelease(ctx, s.key, s.lease); err != nil {
+			return err
+		}
+		if x.ran {
+			return nil
+		}
+		return st.BudgetRefund(ctx, s.key, s.minute, s.day)
+	})
+	if err != nil {
+		x.e.log.ErrorContext(ctx, "an execution's budget slot could not be released; it frees when its lease expires", "action", x.c.name,
+			"correlation_id", x.correlation, "lease_expires_in", x.e.leaseTTL().String(), "error", err)
+	}
+}

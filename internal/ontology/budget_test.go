@@ -1,0 +1,79 @@
+package ontology
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestBudgetsByRisk: an action's budget defaults from its risk class —
+// destructive unless declared destructive: false (as its tool's hint),
+// read only for an http call of a safe method — and an override replaces
+// the fields it sets.
+func TestBudgetsByRisk(t *testing.T) {
+	t.Parallel()
+	load := func(src string) *Action {
+		t.Helper()
+		cfg, err := Parse([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Actions["create_label"]
+	}
+	get := strings.Replace(strings.Replace(httpBase, "method: POST", "method: GET", 1), "        body: {order: \":order_id\", weight: \":weight\", kind: return}\n", "", 1)
+	notDestructive := func(src string) string {
+		return strings.Replace(src, "    policy: {approval: required}\n", "    policy: {approval: required}\n    destructive: false\n", 1)
+	}
+	for _, tc := range []struct {
+		name string
+		src  string
+		risk Risk
+		want Budget
+	}{
+		{"undeclared", httpBase, RiskDestructive, Budget{PerMinute: 2, MaxConcurrent: 1, PerDay: 20}},
+		{"undeclared GET", get, RiskDestructive, Budget{PerMinute: 2, MaxConcurrent: 1, PerDay: 20}},
+		{"declared destructive", strings.Replace(httpBase, "    policy: {approval: required}\n", "    policy: {approval: required}\n    destructive: true\n", 1),
+			RiskDestructive, Budget{PerMinute: 2, MaxConcurrent: 1, PerDay: 20}},
+		{"a POST, not destructive", notDestructive(httpBase), RiskWrite, Budget{PerMinute: 20, MaxConcurrent: 2, PerDay: 1000}},
+		{"a GET, not destructive", notDestructive(get), RiskRead, Budget{PerMinute: 60, MaxConcurrent: 4, PerDay: 5000}},
+		{"overridden in part", strings.Replace(notDestructive(get), "    destructive: false\n", "    destructive: false\n    budget: {per_minute: 10, per_day: 100}\n", 1),
+			RiskRead, Budget{PerMinute: 10, MaxConcurrent: 4, PerDay: 100}},
+	} {
+		a := load(tc.src)
+		if a.Risk() != tc.risk || a.EffectiveBudget() != tc.want {
+			t.Errorf("%s: risk %s budget %+v, want %s %+v", tc.name, a.Risk(), a.EffectiveBudget(), tc.risk, tc.want)
+		}
+	}
+}
+
+// TestBrokenBudgets: a budget that cannot load is refused at its field
+// path.
+func TestBrokenBudgets(t *testing.T) {
+	t.Parallel()
+	at := "actions.create_label.budget"
+	for _, tc := range []struct {
+		budget string
+		paths  []string
+	}{
+		{"{per_minute: 0}", []string{at + ".per_minute"}},
+		{"{per_day: -1}", []string{at + ".per_day"}},
+		{"{max_concurrent: two}", []string{at + ".max_concurrent"}},
+		{"{per_hour: 5}", []string{at + ".per_hour"}},
+		{"{}", []string{at}},
+		{"{per_minute: 30}", []string{at + ".per_minute"}}, // a destructive day allows 20
+		{"{per_minute: 50, per_day: 40}", []string{at + ".per_minute"}},
+		{"{max_concurrent: 3}", []string{at + ".max_concurrent"}}, // a destructive minute allows 2
+	} {
+		src := strings.Replace(httpBase, "    policy: {approval: required}\n", "    policy: {approval: required}\n    budget: "+tc.budget+"\n", 1)
+		_, err := Parse([]byte(src))
+		ps, ok := errors.AsType[Problems](err)
+		var paths []string
+		for _, p := range ps {
+			paths = append(paths, p.Path)
+		}
+		if !ok || !slices.Equal(paths, tc.paths) {
+			t.Errorf("budget %s: problems %v, want at %v", tc.budget, err, tc.paths)
+		}
+	}
+}
