@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -130,7 +131,7 @@ func TestBudgetConcurrency(t *testing.T) {
 	}))
 	defer upstream.Close()
 	edits := []ontologytest.Edit{
-		ontologytest.SetYAML("upstreams", fmt.Sprintf(`{carrier: {base_url: %q}}`, upstream.URL)),
+		ontologytest.SetYAML("upstreams.carrier", fmt.Sprintf(`{base_url: %q}`, upstream.URL)),
 		ontologytest.SetYAML("actions.quote", `
 description: Ask the carrier for a rate.
 input: {type: object}
@@ -323,10 +324,10 @@ func TestBudgetSlotReleased(t *testing.T) {
 	free("a failure")
 
 	cfg := ontologytest.Parse(t, orders.Config, one)
+	panics := effects.Factories()
+	panics[ontology.ExecuteSQL] = func(string, *ontology.Action) (engine.Effect, error) { return panicEffect{}, nil }
 	panicking, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet,
-		Effects: map[ontology.ExecuteKind]engine.EffectFactory{
-			ontology.ExecuteSQL: func(string, *ontology.Action) (engine.Effect, error) { return panicEffect{}, nil },
-		}})
+		Effects: panics})
 	if err != nil {
 		t.Fatal(err)
 	}
