@@ -404,6 +404,9 @@ type attempted struct {
 	result json.RawMessage
 	// retryAfter is the wait the upstream asked for; 0 for none.
 	retryAfter time.Duration
+	// stated: the answer stated the call's failure itself (a SOAP
+	// fault), so the upstream answered about the call, not lost it.
+	stated     bool
 	diagnostic engine.Diagnostic
 	err        error
 }
@@ -411,9 +414,10 @@ type attempted struct {
 // mayHaveActed reports whether the attempt may have taken effect at the
 // upstream: a request of a call that is not read-only, written in
 // full, and then unanswered or answered with an error of the server's
-// own (500) or of a gateway that may have passed it on (502, 504).
+// own (500) or of a gateway that may have passed it on (502, 504) — and
+// not with an answer that states the call's failure (a SOAP fault).
 func (a *attempted) mayHaveActed(readOnly bool) bool {
-	if readOnly || !a.record.Sent {
+	if readOnly || !a.record.Sent || a.stated {
 		return false
 	}
 	switch a.record.Status {
@@ -539,7 +543,8 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	switch {
 	case answer.Diagnostic != "":
 		// The answer states its own failure: the upstream did not act.
-		a.record.Failure, a.diagnostic, a.err = engine.AttemptStatus, answer.Diagnostic, fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
+		a.record.Failure, a.diagnostic, a.stated = engine.AttemptStatus, answer.Diagnostic, true
+		a.err = fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
 	case answer.Unreadable != nil && plan.ReadOnly:
 		a.diagnostic, a.err = engine.DiagnosticUpstreamError, fmt.Errorf("answered %s with a body that cannot be read: %w", resp.Status, answer.Unreadable)
 	case answer.Unreadable != nil:
@@ -562,7 +567,7 @@ func (c *Caller) failed(plan *Plan, a *attempted, resp *http.Response) {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, plan.Limits.MaxBytes+1))
 		if err == nil && int64(len(data)) <= plan.Limits.MaxBytes {
 			if answer := plan.Read(resp.StatusCode, resp.Header, c.creds.scrub(data)); answer.Diagnostic != "" {
-				a.diagnostic, a.err = answer.Diagnostic, fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
+				a.diagnostic, a.stated, a.err = answer.Diagnostic, true, fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
 				return
 			}
 		}
