@@ -546,10 +546,12 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 		a.record.Failure, a.diagnostic, a.stated = engine.AttemptStatus, answer.Diagnostic, true
 		a.err = fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
 	case answer.Unreadable != nil && plan.ReadOnly:
-		a.diagnostic, a.err = engine.DiagnosticUpstreamError, fmt.Errorf("answered %s with a body that cannot be read: %w", resp.Status, answer.Unreadable)
+		a.record.Failure, a.diagnostic = engine.AttemptUnreadable, engine.DiagnosticUpstreamError
+		a.err = fmt.Errorf("answered %s with a body that cannot be read: %w", resp.Status, answer.Unreadable)
 	case answer.Unreadable != nil:
 		// As for a body too large: the upstream said it acted.
-		a.result, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "body_withheld": "unreadable"})
+		a.record.Failure = engine.AttemptUnreadable
+		a.result, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "body_withheld": engine.AttemptUnreadable})
 	default:
 		a.result = answer.Result
 	}

@@ -405,12 +405,12 @@ func TestSOAPOutcomes(t *testing.T) {
 		{"500 without a fault is never retried", "1.1", "", script(status(500, ""), envelope(200, ns11, response)), engine.StatusOutcomeUnknown, "", []int{500}, []string{"status"}, 0, false, ""},
 		{"oversized on a write: withheld", "1.1", "max_bytes: 64\n", envelope(200, ns11, response), engine.StatusOK, "", []int{200}, []string{"body_too_large"}, 0, false, `{"body_withheld":"body_too_large","status":200}`},
 		{"oversized on a read: failed", "1.1", "max_bytes: 64\nsafe: true\n", envelope(200, ns11, response), engine.StatusFailed, engine.DiagnosticUpstreamTooLarge, []int{200}, []string{"body_too_large"}, 0, false, ""},
-		{"malformed on a write: withheld", "1.1", "", envelope(200, ns11, "<r:Unclosed xmlns:r='urn:x'>"), engine.StatusOK, "", []int{200}, []string{""}, 0, false, `{"body_withheld":"unreadable","status":200}`},
-		{"malformed on a read: failed", "1.1", "safe: true\n", envelope(200, ns11, "<r:Unclosed xmlns:r='urn:x'>"), engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{""}, 0, false, ""},
+		{"malformed on a write: withheld", "1.1", "", envelope(200, ns11, "<r:Unclosed xmlns:r='urn:x'>"), engine.StatusOK, "", []int{200}, []string{"body_unreadable"}, 0, false, `{"body_withheld":"body_unreadable","status":200}`},
+		{"malformed on a read: failed", "1.1", "safe: true\n", envelope(200, ns11, "<r:Unclosed xmlns:r='urn:x'>"), engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
 		{"a DTD is refused", "1.1", "safe: true\n", func(_ int, w http.ResponseWriter) {
 			_, _ = io.WriteString(w, `<?xml version="1.0"?><!DOCTYPE e [<!ENTITY x "boom">]><e:Envelope xmlns:e="`+ns11+`"><e:Body><r xmlns="urn:x">fine</r></e:Body></e:Envelope>`)
-		}, engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{""}, 0, false, ""},
-		{"the other version's envelope", "1.2", "safe: true\n", envelope(200, ns11, response), engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{""}, 0, false, ""},
+		}, engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
+		{"the other version's envelope", "1.2", "safe: true\n", envelope(200, ns11, response), engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
