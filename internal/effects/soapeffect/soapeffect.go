@@ -113,7 +113,10 @@ func (x *Effect) build(input map[string]json.RawMessage) (*httpeffect.Request, e
 		header.Set("Accept", "application/soap+xml, text/xml;q=0.5")
 	default:
 		header.Set("Content-Type", "text/xml; charset=utf-8")
-		header.Set("SOAPAction", `"`+x.spec.Action+`"`)
+		// Set as spelled, not canonicalized to Soapaction: header names
+		// are case-insensitive, but some SOAP stacks match this one
+		// exactly.
+		header["SOAPAction"] = []string{`"` + x.spec.Action + `"`}
 		header.Set("Accept", "text/xml")
 	}
 	var buf bytes.Buffer

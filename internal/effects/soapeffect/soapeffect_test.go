@@ -410,6 +410,8 @@ func TestSOAPOutcomes(t *testing.T) {
 		{"a DTD is refused", "1.1", "safe: true\n", func(_ int, w http.ResponseWriter) {
 			_, _ = io.WriteString(w, `<?xml version="1.0"?><!DOCTYPE e [<!ENTITY x "boom">]><e:Envelope xmlns:e="`+ns11+`"><e:Body><r xmlns="urn:x">fine</r></e:Body></e:Envelope>`)
 		}, engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
+		{"nesting past the bound", "1.1", "safe: true\n", envelope(200, ns11, strings.Repeat("<a>", 100)+strings.Repeat("</a>", 100)),
+			engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
 		{"the other version's envelope", "1.2", "safe: true\n", envelope(200, ns11, response), engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
 	}
 	for _, tt := range tests {
