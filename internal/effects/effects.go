@@ -7,6 +7,7 @@ package effects
 
 import (
 	"github.com/orangerail/orangerail/internal/effects/httpeffect"
+	"github.com/orangerail/orangerail/internal/effects/soapeffect"
 	"github.com/orangerail/orangerail/internal/effects/sqleffect"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -19,5 +20,6 @@ func Factories() map[ontology.ExecuteKind]engine.EffectFactory {
 	return map[ontology.ExecuteKind]engine.EffectFactory{
 		ontology.ExecuteSQL:  sqleffect.New,
 		ontology.ExecuteHTTP: httpeffect.New,
+		ontology.ExecuteSOAP: soapeffect.New,
 	}
 }

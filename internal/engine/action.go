@@ -375,6 +375,8 @@ func executeDefinition(x ontology.Execute) any {
 		}{x.SQL, x.NotImplemented}
 	case ontology.ExecuteHTTP:
 		return map[ontology.ExecuteKind]any{kind: x.HTTP}
+	case ontology.ExecuteSOAP:
+		return map[ontology.ExecuteKind]any{kind: x.SOAP}
 	default:
 		panic("engine: no definition form for execute kind " + string(kind))
 	}

@@ -122,15 +122,18 @@ const (
 	// before a whole answer.
 	AttemptTimeout AttemptFailure = "timeout"
 	// AttemptStatus: answered with a status the effect does not take as
-	// success.
+	// success, or with an answer stating its own failure (a SOAP fault).
 	AttemptStatus AttemptFailure = "status"
 	// AttemptTooLarge: the answer's body was longer than its cap.
 	AttemptTooLarge AttemptFailure = "body_too_large"
+	// AttemptUnreadable: answered with success, in a body the effect's
+	// kind cannot read (a SOAP envelope that does not parse).
+	AttemptUnreadable AttemptFailure = "body_unreadable"
 )
 
 // AttemptFailures returns every attempt failure.
 func AttemptFailures() []AttemptFailure {
-	return []AttemptFailure{AttemptConnect, AttemptDropped, AttemptTimeout, AttemptStatus, AttemptTooLarge}
+	return []AttemptFailure{AttemptConnect, AttemptDropped, AttemptTimeout, AttemptStatus, AttemptTooLarge, AttemptUnreadable}
 }
 
 // Classified wraps err, an effect's failure, with the diagnostic that

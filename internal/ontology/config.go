@@ -689,11 +689,15 @@ const (
 	ExecuteNotImplemented ExecuteKind = "not_implemented"
 	// ExecuteHTTP calls an upstream's HTTP API: execute: {http: {…}}.
 	ExecuteHTTP ExecuteKind = "http"
+	// --- soap (issue 14 item 6) ---
+	// ExecuteSOAP calls an upstream's SOAP operation: execute: {soap: {…}}.
+	ExecuteSOAP ExecuteKind = "soap"
+	// --- end soap ---
 )
 
 // ExecuteKinds lists every execute kind.
 func ExecuteKinds() []ExecuteKind {
-	return []ExecuteKind{ExecuteSQL, ExecuteNotImplemented, ExecuteHTTP}
+	return []ExecuteKind{ExecuteSQL, ExecuteNotImplemented, ExecuteHTTP, ExecuteSOAP}
 }
 
 // Execute is what an action does: a union of which exactly one member is
@@ -710,6 +714,10 @@ type Execute struct {
 	NotImplemented bool `yaml:"not_implemented"`
 	// HTTP is a call of an upstream's API (kind http; upstream.go).
 	HTTP *HTTPExecute `yaml:"http"`
+	// --- soap (issue 14 item 6) ---
+	// SOAP is a call of an upstream's SOAP operation (kind soap; soap.go).
+	SOAP *SOAPExecute `yaml:"soap"`
+	// --- end soap ---
 }
 
 // Kind returns which member of the union is set; "" for none, which a
@@ -722,6 +730,10 @@ func (x Execute) Kind() ExecuteKind {
 		return ExecuteNotImplemented
 	case x.HTTP != nil:
 		return ExecuteHTTP
+	// --- soap (issue 14 item 6) ---
+	case x.SOAP != nil:
+		return ExecuteSOAP
+		// --- end soap ---
 	}
 	return ""
 }
@@ -838,6 +850,7 @@ func (c *Config) withDefaults() {
 		}
 	}
 	c.withHTTPDefaults()
+	c.withSOAPDefaults() // soap (issue 14 item 6)
 }
 
 // ParseNetwork reads one of identity.allowed_networks: a CIDR such as

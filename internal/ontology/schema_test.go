@@ -48,6 +48,8 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[Target](), props(defs["action"].(map[string]any), "target")},
 		{reflect.TypeFor[Policy](), props(defs["action"].(map[string]any), "policy")},
 		{reflect.TypeFor[Execute](), props(defs["action"].(map[string]any), "execute")},
+		{reflect.TypeFor[SOAPExecute](), props(defs["action"].(map[string]any), "execute", "soap")},
+		{reflect.TypeFor[QName](), props(defs["action"].(map[string]any), "execute", "soap", "operation")},
 	}
 	for _, tt := range tests {
 		var goKeys []string

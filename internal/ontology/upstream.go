@@ -275,11 +275,42 @@ func (h *HTTPExecute) BaseURL() *url.URL {
 func (h *HTTPExecute) IdempotencyHeader() string { return h.idempotencyHeader }
 
 // Succeeded reports whether status means the call succeeded.
-func (h *HTTPExecute) Succeeded(status int) bool {
-	if len(h.Success) == 0 {
+func (h *HTTPExecute) Succeeded(status int) bool { return succeeded(h.Success, status) }
+
+// succeeded reports whether status is one of success, or any 2xx when
+// success is empty.
+func succeeded(success []int, status int) bool {
+	if len(success) == 0 {
 		return status >= 200 && status <= 299
 	}
-	return slices.Contains(h.Success, status)
+	return slices.Contains(success, status)
+}
+
+// UpstreamLimits bound every kind of upstream call (http, soap).
+type UpstreamLimits struct {
+	MaxBytes    int64
+	Timeout     Duration
+	Deadline    Duration
+	MaxAttempts int
+}
+
+// Limits returns the call's bounds.
+func (h *HTTPExecute) Limits() UpstreamLimits {
+	return UpstreamLimits{MaxBytes: h.MaxBytes, Timeout: h.Timeout, Deadline: h.Deadline, MaxAttempts: h.MaxAttempts}
+}
+
+// withDefaults fills limits' defaults from statement, the engine's
+// deadline for an effect.
+func (l *UpstreamLimits) withDefaults(statement time.Duration) {
+	l.MaxBytes = cmp.Or(l.MaxBytes, HTTPMaxBytesDefault)
+	l.Deadline = cmp.Or(l.Deadline, Duration(statement))
+	l.Timeout = cmp.Or(l.Timeout, min(Duration(HTTPTimeoutDefault), l.Deadline))
+	l.MaxAttempts = cmp.Or(l.MaxAttempts, HTTPMaxAttemptsDefault)
+}
+
+// setLimits sets the call's bounds.
+func (h *HTTPExecute) setLimits(l UpstreamLimits) {
+	h.MaxBytes, h.Timeout, h.Deadline, h.MaxAttempts = l.MaxBytes, l.Timeout, l.Deadline, l.MaxAttempts
 }
 
 // InputRef returns the input property a query or header value names, as
@@ -384,10 +415,9 @@ func (c *Config) withHTTPDefaults() {
 		if h == nil {
 			continue
 		}
-		h.MaxBytes = cmp.Or(h.MaxBytes, HTTPMaxBytesDefault)
-		h.Deadline = cmp.Or(h.Deadline, Duration(statement))
-		h.Timeout = cmp.Or(h.Timeout, min(Duration(HTTPTimeoutDefault), h.Deadline))
-		h.MaxAttempts = cmp.Or(h.MaxAttempts, HTTPMaxAttemptsDefault)
+		l := h.Limits()
+		l.withDefaults(statement)
+		h.setLimits(l)
 		if h.Retry == "" {
 			h.Retry = RetryWithIdempotencyKey
 			if IdempotentMethod(h.Method) {
@@ -481,13 +511,8 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []s
 			add(at, "names %q, which is not a property of the action's input", name)
 		}
 	}
-	if u, ok := c.Upstreams[h.Upstream]; !ok {
-		add(path+".upstream", "names the upstream %q, which is not declared under upstreams", h.Upstream)
-	} else if base, ok := u.URL(c.Environment); !ok {
-		add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
-			h.Upstream, c.Environment, slices.Sorted(maps.Keys(u.BaseURLs)))
-	} else if parsed, err := url.Parse(base); err == nil && CheckUpstreamURL(base) == nil {
-		h.baseURL, h.idempotencyHeader, h.upstream = parsed, u.IdempotencyHeader, u
+	if u, base := c.resolveUpstream(h.Upstream, path, add); u != nil {
+		h.baseURL, h.idempotencyHeader, h.upstream = base, u.IdempotencyHeader, u
 	}
 	if !slices.Contains(HTTPMethods(), h.Method) {
 		add(path+".method", "is %q; it must be one of %v", h.Method, HTTPMethods())
@@ -506,21 +531,7 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []s
 			ref(path+".query."+k, name)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
-		at := path + ".headers." + k
-		switch {
-		case !httpguts.ValidHeaderFieldName(k):
-			add(at, "%q is not a header name", k)
-		case slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(k)) ||
-			strings.EqualFold(k, cmp.Or(h.idempotencyHeader, IdempotencyHeaderDefault)):
-			add(at, "%s is set by orangerail, never by an action", textproto.CanonicalMIMEHeaderKey(k))
-		}
-		if name, ok := InputRef(h.Headers[k]); ok {
-			ref(at, name)
-		} else if !httpguts.ValidHeaderFieldValue(h.Headers[k]) {
-			add(at, "the value holds characters a header cannot carry")
-		}
-	}
+	validateHeaders(h.Headers, path+".headers", ref, add, cmp.Or(h.idempotencyHeader, IdempotencyHeaderDefault))
 	if h.Body != nil {
 		if SafeMethod(h.Method) {
 			add(path+".body", "a %s request carries no body", h.Method)
@@ -534,20 +545,68 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []s
 			add(fmt.Sprintf("%s.success.%d", path, i), "%d is not an HTTP status", s)
 		}
 	}
-	if h.MaxBytes < 1 || h.MaxBytes > HTTPMaxBytesMax {
-		add(path+".max_bytes", "%d is not between 1 and %d", h.MaxBytes, HTTPMaxBytesMax)
-	}
-	_, statement := c.Limits.Timeouts()
-	switch deadline := time.Duration(h.Deadline); {
-	case deadline < time.Millisecond || deadline > statement:
-		add(path+".deadline", "%s is not between 1ms and limits.statement_timeout (%s): the engine gives an effect that long", deadline, statement)
-	case time.Duration(h.Timeout) < time.Millisecond || h.Timeout > h.Deadline:
-		add(path+".timeout", "%s is not between 1ms and the deadline (%s)", time.Duration(h.Timeout), deadline)
-	}
+	c.validateLimits(h.Limits(), path, add)
 	if !slices.Contains(HTTPRetries(), h.Retry) {
 		add(path+".retry", "is %q; it must be one of %v", h.Retry, HTTPRetries())
 	}
-	if h.MaxAttempts < 1 || h.MaxAttempts > HTTPMaxAttemptsMax {
-		add(path+".max_attempts", "%d is not between 1 and %d", h.MaxAttempts, HTTPMaxAttemptsMax)
+}
+
+// resolveUpstream finds the upstream a call names and its base URL in the
+// config's environment; nil, with a problem added, when there is none.
+func (c *Config) resolveUpstream(name, path string, add func(path, format string, args ...any)) (*Upstream, *url.URL) {
+	u, ok := c.Upstreams[name]
+	if !ok {
+		add(path+".upstream", "names the upstream %q, which is not declared under upstreams", name)
+		return nil, nil
+	}
+	base, ok := u.URL(c.Environment)
+	if !ok {
+		add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
+			name, c.Environment, slices.Sorted(maps.Keys(u.BaseURLs)))
+		return nil, nil
+	}
+	parsed, err := url.Parse(base)
+	if err != nil || CheckUpstreamURL(base) != nil {
+		return nil, nil // validateUpstreams reports it
+	}
+	return u, parsed
+}
+
+// validateHeaders checks a call's headers: each a header name an action
+// may set (not one of reservedHeaders, nor one of also), its value a :name
+// reference or a literal a header can carry.
+func validateHeaders(headers map[string]string, path string, ref func(at, name string), add func(path, format string, args ...any), also ...string) {
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		at := path + "." + k
+		switch {
+		case !httpguts.ValidHeaderFieldName(k):
+			add(at, "%q is not a header name", k)
+		case slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(k)) ||
+			slices.ContainsFunc(also, func(h string) bool { return strings.EqualFold(k, h) }):
+			add(at, "%s is set by orangerail, never by an action", textproto.CanonicalMIMEHeaderKey(k))
+		}
+		if name, ok := InputRef(headers[k]); ok {
+			ref(at, name)
+		} else if !httpguts.ValidHeaderFieldValue(headers[k]) {
+			add(at, "the value holds characters a header cannot carry")
+		}
+	}
+}
+
+// validateLimits checks a call's bounds: its timeouts fit inside the
+// engine's deadline for an effect.
+func (c *Config) validateLimits(l UpstreamLimits, path string, add func(path, format string, args ...any)) {
+	if l.MaxBytes < 1 || l.MaxBytes > HTTPMaxBytesMax {
+		add(path+".max_bytes", "%d is not between 1 and %d", l.MaxBytes, HTTPMaxBytesMax)
+	}
+	_, statement := c.Limits.Timeouts()
+	switch deadline := time.Duration(l.Deadline); {
+	case deadline < time.Millisecond || deadline > statement:
+		add(path+".deadline", "%s is not between 1ms and limits.statement_timeout (%s): the engine gives an effect that long", deadline, statement)
+	case time.Duration(l.Timeout) < time.Millisecond || l.Timeout > l.Deadline:
+		add(path+".timeout", "%s is not between 1ms and the deadline (%s)", time.Duration(l.Timeout), deadline)
+	}
+	if l.MaxAttempts < 1 || l.MaxAttempts > HTTPMaxAttemptsMax {
+		add(path+".max_attempts", "%d is not between 1 and %d", l.MaxAttempts, HTTPMaxAttemptsMax)
 	}
 }

@@ -443,6 +443,10 @@ func (c *Config) validateExecute(x Execute, path string, properties []string, ad
 	case ExecuteNotImplemented:
 	case ExecuteHTTP:
 		c.validateHTTPExecute(x.HTTP, path+".http", properties, add)
+	// --- soap (issue 14 item 6) ---
+	case ExecuteSOAP:
+		c.validateSOAPExecute(x.SOAP, path+".soap", properties, add)
+	// --- end soap ---
 	default:
 		// The schema admits one member; this is a bug if reached.
 		add(path, "names no effect: set one of %v", ExecuteKinds())

@@ -58,8 +58,8 @@ type Effect struct {
 	spec   *ontology.HTTPExecute
 	base   *url.URL
 	path   []ontology.PathPart
-	client *http.Client
-	creds  *credentials
+	caller *Caller
+	plan   *Plan
 }
 
 // New makes the effect of an action declared execute: {http: …}; it is an
@@ -77,34 +77,104 @@ func New(name string, a *ontology.Action) (engine.Effect, error) {
 	if err != nil {
 		return nil, err
 	}
+	caller, err := NewCaller(spec.Upstream, spec.UpstreamDecl())
+	if err != nil {
+		return nil, err
+	}
+	readOnly := ontology.SafeMethod(spec.Method)
+	plan := &Plan{
+		Describe:  fmt.Sprintf("%s %s %s", spec.Method, spec.Upstream, spec.Path),
+		Method:    spec.Method,
+		Limits:    spec.Limits(),
+		ReadOnly:  readOnly,
+		Retry:     spec.Retry != ontology.RetryNever,
+		RetrySent: spec.Retry != ontology.RetryNever,
+		Succeeded: spec.Succeeded,
+		Read: func(status int, header http.Header, body []byte) Answer {
+			return Answer{Result: result(status, header.Get("Content-Type"), body)}
+		},
+	}
+	return &Effect{action: name, spec: spec, base: base, path: path, caller: caller, plan: plan}, nil
+}
+
+// Caller sends requests to one upstream: its client, which follows no
+// redirect, and its credentials, placed per scheme and scrubbed from every
+// answer. Every kind of upstream call (http, soap) sends through one.
+type Caller struct {
+	client *http.Client
+	creds  *credentials
+}
+
+// NewCaller makes the caller of the upstream declared as u under name; u
+// nil is an upstream without credentials.
+func NewCaller(name string, u *ontology.Upstream) (*Caller, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	x := &Effect{action: name, spec: spec, base: base, path: path, client: &http.Client{
+	c := &Caller{client: &http.Client{
 		Transport: transport,
 		// A redirect is an answer, never followed: following one would
 		// send the request, its key and its credentials somewhere the
 		// config never named.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
-	if u := spec.UpstreamDecl(); u != nil {
-		if x.creds, err = newCredentials(spec.Upstream, u, x.client); err != nil {
+	if u != nil {
+		var err error
+		if c.creds, err = newCredentials(name, u, c.client); err != nil {
 			return nil, err
 		}
-		if len(x.creds.tls) > 0 {
-			transport.TLSClientConfig = &tls.Config{Certificates: x.creds.tls, MinVersion: tls.VersionTLS12}
+		if len(c.creds.tls) > 0 {
+			transport.TLSClientConfig = &tls.Config{Certificates: c.creds.tls, MinVersion: tls.VersionTLS12}
 		}
 	}
-	return x, nil
+	return c, nil
+}
+
+// Plan is how one kind of call is attempted: its bounds, when it is
+// attempted again, and how an answer is read.
+type Plan struct {
+	// Describe names the call for an operator without its URL or values.
+	Describe string
+	Method   string
+	Limits   ontology.UpstreamLimits
+	// ReadOnly: the call cannot have acted, whatever became of it — no
+	// outcome is in doubt, and a success counts no rows.
+	ReadOnly bool
+	// Retry: a failed attempt may be made again at all (429, 502, 503,
+	// 504, a request never sent); RetrySent: also one that was sent and
+	// never answered, which only a read, an idempotent call or a keyed
+	// one makes harmless to repeat.
+	Retry, RetrySent bool
+	// Succeeded reports whether a status is success.
+	Succeeded func(status int) bool
+	// Read makes an answer read whole (and within max_bytes) the call's
+	// result — or, given an answer whose body states its own failure,
+	// that failure. For a status that is not success it is called only
+	// when ReadFailures; an Answer without Diagnostic then leaves the
+	// status to classify the failure.
+	Read         func(status int, header http.Header, body []byte) Answer
+	ReadFailures bool
+}
+
+// Answer is what a kind of call makes of an answer.
+type Answer struct {
+	// Result is a success's data.
+	Result json.RawMessage
+	// Diagnostic and Err are a failure the answer states (a SOAP fault):
+	// Err is for operators, never for an agent.
+	Diagnostic engine.Diagnostic
+	Err        error
+	// Unreadable: a success status, and a body the kind cannot read.
+	Unreadable error
+}
+
+// Request is one invocation's request, built once and sent on each attempt.
+type Request struct {
+	URL    string
+	Header http.Header
+	Body   []byte // nil: no body
 }
 
 // Transactional reports false: the call is outside every transaction.
 func (*Effect) Transactional() bool { return false }
-
-// request is one invocation's request, built once and sent on each attempt.
-type request struct {
-	url    string
-	header http.Header
-	body   []byte // nil: no body
-}
 
 // Run calls the upstream, attempting again where that is safe, and returns
 // {"status": n, "body": …}: the body parsed when it is JSON, a string when
@@ -116,34 +186,44 @@ func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.Effec
 	}
 	req, err := x.build(input)
 	if err != nil {
-		return engine.EffectResult{}, fmt.Errorf("%s: the input cannot be placed in the request: %w", x.describe(), err)
+		return engine.EffectResult{}, fmt.Errorf("%s: the input cannot be placed in the request: %w", x.plan.Describe, err)
 	}
 	if x.spec.Retry == ontology.RetryWithIdempotencyKey {
 		// One key per invocation, random: a key derived from the input
 		// would make two deliberate identical calls one.
-		req.header.Set(x.spec.IdempotencyHeader(), uuid.NewString())
+		req.Header.Set(x.spec.IdempotencyHeader(), uuid.NewString())
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(x.spec.Deadline))
+	return x.caller.Do(ctx, call, x.plan, req)
+}
+
+// Do sends req under plan, attempting again where plan makes that safe,
+// and returns the result of the attempt that succeeded.
+func (c *Caller) Do(ctx context.Context, call *engine.EffectCall, plan *Plan, req *Request) (engine.EffectResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(plan.Limits.Deadline))
 	defer cancel()
 	// inDoubt: an attempt may have taken effect, and none succeeded since.
 	inDoubt := false
 	for n := 1; ; n++ {
-		a := x.attempt(ctx, req, n)
+		a := c.attempt(ctx, plan, req, n)
 		recordErr := error(nil)
 		if call.RecordAttempt != nil {
 			recordErr = call.RecordAttempt(ctx, a.record)
 		}
 		if a.result != nil {
-			return engine.EffectResult{Data: a.result, RowsAffected: x.rowsAffected()}, nil
+			var rows int64 = 1 // one call's effect
+			if plan.ReadOnly {
+				rows = 0
+			}
+			return engine.EffectResult{Data: a.result, RowsAffected: rows}, nil
 		}
-		inDoubt = inDoubt || a.mayHaveActed(x.spec.Method)
-		wait, again := x.again(ctx, a, n)
+		inDoubt = inDoubt || a.mayHaveActed(plan.ReadOnly)
+		wait, again := again(ctx, plan, a, n)
 		if recordErr != nil {
 			again = false
 			a.err = fmt.Errorf("%w; recording the attempt failed, so no other was made: %w", a.err, recordErr)
 		}
 		if !again {
-			err := engine.Classified(a.diagnostic, fmt.Errorf("%s: attempt %d of %d: %w", x.describe(), n, x.spec.MaxAttempts, a.err))
+			err := engine.Classified(a.diagnostic, fmt.Errorf("%s: attempt %d of %d: %w", plan.Describe, n, plan.Limits.MaxAttempts, a.err))
 			if inDoubt {
 				return engine.EffectResult{}, engine.OutcomeUnknown(err)
 			}
@@ -153,7 +233,7 @@ func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.Effec
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			err := engine.Classified(engine.DiagnosticUpstreamTimeout, fmt.Errorf("%s: the deadline passed waiting to attempt again after %w", x.describe(), a.err))
+			err := engine.Classified(engine.DiagnosticUpstreamTimeout, fmt.Errorf("%s: the deadline passed waiting to attempt again after %w", plan.Describe, a.err))
 			if inDoubt {
 				return engine.EffectResult{}, engine.OutcomeUnknown(err)
 			}
@@ -163,24 +243,9 @@ func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.Effec
 	}
 }
 
-// describe names the call for an operator without its URL or values: the
-// method, the upstream and the path template.
-func (x *Effect) describe() string {
-	return fmt.Sprintf("%s %s %s", x.spec.Method, x.spec.Upstream, x.spec.Path)
-}
-
-// rowsAffected is what a success counts: nothing for a read, one call's
-// effect otherwise.
-func (x *Effect) rowsAffected() int64 {
-	if ontology.SafeMethod(x.spec.Method) {
-		return 0
-	}
-	return 1
-}
-
 // build binds the input into the request: path segments escaped, query
 // and header values as their JSON scalars, the body as JSON.
-func (x *Effect) build(input map[string]json.RawMessage) (*request, error) {
+func (x *Effect) build(input map[string]json.RawMessage) (*Request, error) {
 	var path strings.Builder
 	path.WriteString(strings.TrimSuffix(x.base.EscapedPath(), "/"))
 	for _, p := range x.path {
@@ -208,7 +273,7 @@ func (x *Effect) build(input map[string]json.RawMessage) (*request, error) {
 	}
 	query := url.Values{}
 	for k, tmpl := range x.spec.Query {
-		vs, err := values(tmpl, input)
+		vs, err := Values(tmpl, input)
 		if err != nil {
 			return nil, fmt.Errorf("query %s: %w", k, err)
 		}
@@ -219,20 +284,13 @@ func (x *Effect) build(input map[string]json.RawMessage) (*request, error) {
 	u.RawQuery = query.Encode()
 	header := http.Header{}
 	for k, tmpl := range x.spec.Headers {
-		vs, err := values(tmpl, input)
-		if err != nil {
-			return nil, fmt.Errorf("header %s: %w", k, err)
-		}
-		for _, v := range vs {
-			if strings.ContainsAny(v, "\r\n\x00") {
-				return nil, fmt.Errorf("header %s: the value holds a line break", k)
-			}
-			header.Add(k, v)
+		if err := AddHeader(header, k, tmpl, input); err != nil {
+			return nil, err
 		}
 	}
-	r := &request{url: u.String(), header: header}
+	r := &Request{URL: u.String(), Header: header}
 	if x.spec.Body != nil {
-		if r.body, err = json.Marshal(fill(x.spec.Body, input)); err != nil {
+		if r.Body, err = json.Marshal(fill(x.spec.Body, input)); err != nil {
 			return nil, err
 		}
 		header.Set("Content-Type", "application/json")
@@ -243,10 +301,26 @@ func (x *Effect) build(input map[string]json.RawMessage) (*request, error) {
 	return r, nil
 }
 
-// values are a query or header template's values: a literal as itself,
-// a :name reference as the input value's scalars (an array repeats the
-// parameter; absent or null gives none).
-func values(tmpl string, input map[string]json.RawMessage) ([]string, error) {
+// AddHeader adds header k's values to header: its template's values
+// (Values), none of which may break the line.
+func AddHeader(header http.Header, k, tmpl string, input map[string]json.RawMessage) error {
+	vs, err := Values(tmpl, input)
+	if err != nil {
+		return fmt.Errorf("header %s: %w", k, err)
+	}
+	for _, v := range vs {
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return fmt.Errorf("header %s: the value holds a line break", k)
+		}
+		header.Add(k, v)
+	}
+	return nil
+}
+
+// Values are a query, header or element template's values: a literal as
+// itself, a :name reference as the input value's scalars (an array
+// repeats the parameter; absent or null gives none).
+func Values(tmpl string, input map[string]json.RawMessage) ([]string, error) {
 	name, ok := ontology.InputRef(tmpl)
 	if !ok {
 		return []string{tmpl}, nil
@@ -330,16 +404,20 @@ type attempted struct {
 	result json.RawMessage
 	// retryAfter is the wait the upstream asked for; 0 for none.
 	retryAfter time.Duration
+	// stated: the answer stated the call's failure itself (a SOAP
+	// fault), so the upstream answered about the call, not lost it.
+	stated     bool
 	diagnostic engine.Diagnostic
 	err        error
 }
 
 // mayHaveActed reports whether the attempt may have taken effect at the
-// upstream: a request of a method that is not read-only, written in
+// upstream: a request of a call that is not read-only, written in
 // full, and then unanswered or answered with an error of the server's
-// own (500) or of a gateway that may have passed it on (502, 504).
-func (a *attempted) mayHaveActed(method string) bool {
-	if ontology.SafeMethod(method) || !a.record.Sent {
+// own (500) or of a gateway that may have passed it on (502, 504) — and
+// not with an answer that states the call's failure (a SOAP fault).
+func (a *attempted) mayHaveActed(readOnly bool) bool {
+	if readOnly || !a.record.Sent || a.stated {
 		return false
 	}
 	switch a.record.Status {
@@ -361,8 +439,8 @@ func retryableStatus(status int) bool {
 }
 
 // again reports whether to attempt again after a, and after how long.
-func (x *Effect) again(ctx context.Context, a *attempted, n int) (time.Duration, bool) {
-	if n >= x.spec.MaxAttempts || x.spec.Retry == ontology.RetryNever || ctx.Err() != nil {
+func again(ctx context.Context, plan *Plan, a *attempted, n int) (time.Duration, bool) {
+	if n >= plan.Limits.MaxAttempts || !plan.Retry || ctx.Err() != nil {
 		return 0, false
 	}
 	switch a.record.Failure {
@@ -373,8 +451,11 @@ func (x *Effect) again(ctx context.Context, a *attempted, n int) (time.Duration,
 	case engine.AttemptConnect:
 		// Nothing was received: repeating it is safe.
 	case engine.AttemptDropped, engine.AttemptTimeout:
-		// Sent, perhaps acted on: repeated only because the policy makes
-		// the repeat harmless (an idempotent method, or the same key).
+		// Sent, perhaps acted on: repeated only where the plan makes the
+		// repeat harmless (a read, an idempotent method, or the same key).
+		if !plan.RetrySent {
+			return 0, false
+		}
 	default:
 		return 0, false
 	}
@@ -392,7 +473,7 @@ func (x *Effect) again(ctx context.Context, a *attempted, n int) (time.Duration,
 }
 
 // attempt sends the request once and reads the answer.
-func (x *Effect) attempt(ctx context.Context, r *request, n int) *attempted {
+func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *attempted {
 	a := &attempted{record: engine.EffectAttempt{Number: n}}
 	start := time.Now()
 	// sent: written in full; from then on an unanswered request may have
@@ -401,16 +482,16 @@ func (x *Effect) attempt(ctx context.Context, r *request, n int) *attempted {
 	// goroutine of its own.
 	var sent atomic.Bool
 	defer func() { a.record.Duration, a.record.Sent = time.Since(start), sent.Load() }()
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(x.spec.Timeout))
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(plan.Limits.Timeout))
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
 	})
 	var body io.Reader
-	if r.body != nil {
-		body = bytes.NewReader(r.body)
+	if r.Body != nil {
+		body = bytes.NewReader(r.Body)
 	}
-	req, err := http.NewRequestWithContext(ctx, x.spec.Method, r.url, body)
+	req, err := http.NewRequestWithContext(ctx, plan.Method, r.URL, body)
 	if err != nil {
 		a.record.Failure, a.diagnostic, a.err = engine.AttemptConnect, engine.DiagnosticUpstreamUnavailable, err
 		return a
@@ -418,43 +499,38 @@ func (x *Effect) attempt(ctx context.Context, r *request, n int) *attempted {
 	// Without GetBody, net/http never re-sends a written body by itself:
 	// every repeat is an attempt of ours, and recorded.
 	req.GetBody = nil
-	req.Header = r.header.Clone()
-	if err := x.authorize(req); err != nil {
+	req.Header = r.Header.Clone()
+	if err := c.authorize(req); err != nil {
 		a.record.Failure, a.diagnostic, a.err = engine.AttemptConnect, engine.DiagnosticUpstreamUnavailable, err
 		return a
 	}
-	resp, err := x.client.Do(req)
+	resp, err := c.client.Do(req)
 	// A failed round trip waits for the transport's writer to finish, so
 	// sent is settled here when it matters.
 	a.record.Sent = sent.Load()
 	if err != nil {
-		x.transportFailure(ctx, a, err)
+		transportFailure(ctx, plan, a, err)
 		return a
 	}
 	defer func() { _ = resp.Body.Close() }()
 	a.record.Status = resp.StatusCode
-	if !x.spec.Succeeded(resp.StatusCode) {
-		a.record.Failure = engine.AttemptStatus
-		a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
-		excerpt = x.creds.scrub(excerpt)
-		a.diagnostic = statusDiagnostic(resp.StatusCode)
-		a.err = fmt.Errorf("answered %s: %q", resp.Status, strings.ToValidUTF8(string(excerpt), "\uFFFD"))
+	if !plan.Succeeded(resp.StatusCode) {
+		c.failed(plan, a, resp)
 		return a
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, x.spec.MaxBytes+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, plan.Limits.MaxBytes+1))
 	var withheld engine.AttemptFailure
 	switch {
 	case err != nil:
-		x.transportFailure(ctx, a, err)
+		transportFailure(ctx, plan, a, err)
 		withheld = a.record.Failure
-	case int64(len(data)) > x.spec.MaxBytes:
+	case int64(len(data)) > plan.Limits.MaxBytes:
 		withheld = engine.AttemptTooLarge
 		a.record.Failure, a.diagnostic = withheld, engine.DiagnosticUpstreamTooLarge
-		a.err = fmt.Errorf("answered %s with a body over max_bytes (%d); it was not read", resp.Status, x.spec.MaxBytes)
+		a.err = fmt.Errorf("answered %s with a body over max_bytes (%d); it was not read", resp.Status, plan.Limits.MaxBytes)
 	}
 	if withheld != "" {
-		if ontology.SafeMethod(x.spec.Method) {
+		if plan.ReadOnly {
 			return a // a read that failed: nothing changed
 		}
 		// The upstream said it succeeded: the effect took place, though
@@ -463,17 +539,60 @@ func (x *Effect) attempt(ctx context.Context, r *request, n int) *attempted {
 		a.result, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "body_withheld": withheld})
 		return a
 	}
-	a.result = result(resp.StatusCode, resp.Header.Get("Content-Type"), x.creds.scrub(data))
+	answer := plan.Read(resp.StatusCode, resp.Header, c.creds.scrub(data))
+	switch {
+	case answer.Diagnostic != "":
+		// The answer states its own failure: the upstream did not act.
+		a.record.Failure, a.diagnostic, a.stated = engine.AttemptStatus, answer.Diagnostic, true
+		a.err = fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
+	case answer.Unreadable != nil && plan.ReadOnly:
+		a.record.Failure, a.diagnostic = engine.AttemptUnreadable, engine.DiagnosticUpstreamError
+		a.err = fmt.Errorf("answered %s with a body that cannot be read: %w", resp.Status, answer.Unreadable)
+	case answer.Unreadable != nil:
+		// As for a body too large: the upstream said it acted.
+		a.record.Failure = engine.AttemptUnreadable
+		a.result, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "body_withheld": engine.AttemptUnreadable})
+	default:
+		a.result = answer.Result
+	}
 	return a
 }
 
+// failed reads an answer whose status is not success: an excerpt for
+// operators, or — when the plan reads failures — the body whole, so that
+// one stating its own failure (a SOAP fault) is classified by it.
+func (c *Caller) failed(plan *Plan, a *attempted, resp *http.Response) {
+	a.record.Failure = engine.AttemptStatus
+	a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	a.diagnostic = statusDiagnostic(resp.StatusCode)
+	if plan.ReadFailures && !retryableStatus(resp.StatusCode) {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, plan.Limits.MaxBytes+1))
+		if err == nil && int64(len(data)) <= plan.Limits.MaxBytes {
+			if answer := plan.Read(resp.StatusCode, resp.Header, c.creds.scrub(data)); answer.Diagnostic != "" {
+				a.diagnostic, a.stated, a.err = answer.Diagnostic, true, fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
+				return
+			}
+		}
+		a.err = fmt.Errorf("answered %s: %q", resp.Status, excerpt(c.creds.scrub(data)))
+		return
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
+	a.err = fmt.Errorf("answered %s: %q", resp.Status, excerpt(c.creds.scrub(data)))
+}
+
+// excerpt is the text of a failing answer an audit record's error keeps:
+// at most excerptBytes, valid UTF-8.
+func excerpt(b []byte) string {
+	return strings.ToValidUTF8(string(b[:min(len(b), excerptBytes)]), "\uFFFD")
+}
+
 // authorize places the upstream's credentials on req.
-func (x *Effect) authorize(req *http.Request) error {
-	if x.creds == nil || len(x.creds.place) == 0 {
+func (c *Caller) authorize(req *http.Request) error {
+	if c.creds == nil || len(c.creds.place) == 0 {
 		return nil
 	}
 	q := req.URL.Query()
-	for _, place := range x.creds.place {
+	for _, place := range c.creds.place {
 		if err := place(req, q); err != nil {
 			return err
 		}
@@ -483,16 +602,16 @@ func (x *Effect) authorize(req *http.Request) error {
 }
 
 // transportFailure classifies an attempt that got no whole answer.
-func (x *Effect) transportFailure(ctx context.Context, a *attempted, err error) {
-	// The URL in a *url.Error may carry the input's values; the method,
-	// upstream and path template name the call instead.
+func transportFailure(ctx context.Context, plan *Plan, a *attempted, err error) {
+	// The URL in a *url.Error may carry the input's values; the plan's
+	// description names the call instead.
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
 	switch {
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 		a.record.Failure, a.diagnostic = engine.AttemptTimeout, engine.DiagnosticUpstreamTimeout
-		err = fmt.Errorf("no whole answer within the timeout (%s) or the deadline: %w", time.Duration(x.spec.Timeout), err)
+		err = fmt.Errorf("no whole answer within the timeout (%s) or the deadline: %w", time.Duration(plan.Limits.Timeout), err)
 	case a.record.Sent:
 		a.record.Failure, a.diagnostic = engine.AttemptDropped, engine.DiagnosticUpstreamUnavailable
 		err = fmt.Errorf("the connection ended after the request was sent: %w", err)

@@ -1,0 +1,73 @@
+package soapeffect_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/engine"
+)
+
+// TestSOAPCredentials: a SOAP call presents its upstream's credentials as
+// an http call does — each scheme placed where it is declared — and none
+// reaches an audit record, a log line, a result or an error, though the
+// upstream echoes them back in an answer and in a fault's string.
+func TestSOAPCredentials(t *testing.T) {
+	key, user, password := "hkey-SECRET-1", "user-2", "pass-SECRET-2"
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	t.Setenv("CARRIER_HKEY_CREDENTIAL", key)
+	t.Setenv("CARRIER_LOGIN_CREDENTIAL", user+":"+password)
+	var mu sync.Mutex
+	var got []string
+	var up *upstream
+	up = newUpstream(t, func(n int, w http.ResponseWriter) {
+		r := up.requests()[n-1]
+		mu.Lock()
+		got = append(got, r.header.Get("X-Api-Key")+" "+r.header.Get("Authorization"))
+		mu.Unlock()
+		echo := fmt.Sprintf("%s %s %s", r.header.Get("X-Api-Key"), r.header.Get("Authorization"), password)
+		if n == 1 {
+			envelope(http.StatusOK, ns11, `<r:Echo xmlns:r="urn:x"><r:Seen>`+echo+`</r:Seen></r:Echo>`)(n, w)
+			return
+		}
+		envelope(http.StatusInternalServerError, ns11, fault11("Client", echo))(n, w)
+	})
+	auth := `    auth:
+      hkey: {type: api_key, in: header, name: X-Api-Key}
+      login: {type: basic}`
+	h := newHarness(t, up.URL, auth, soapExecute("1.1"), "{roles: [support]}")
+	ctx := context.Background()
+	var sinks []string
+	for _, want := range []engine.Status{engine.StatusOK, engine.StatusFailed} {
+		out := h.e.Call(ctx, agent("acme"), "create_label", json.RawMessage(`{"order_id": "o-1"}`))
+		if out.Status != want {
+			t.Fatalf("status %s, want %s (%v)", out.Status, want, out.Err)
+		}
+		sinks = append(sinks, string(out.Data))
+		if out.Err != nil {
+			sinks = append(sinks, out.Err.Error())
+		}
+		_, _, entries := h.audit(t, "acme", out.CorrelationID)
+		sinks = append(sinks, entries)
+	}
+	for _, g := range got {
+		if g != key+" Basic "+basic {
+			t.Fatalf("the upstream saw %q", g)
+		}
+	}
+	sinks = append(sinks, h.logs.String())
+	all := strings.Join(sinks, "\n")
+	for _, s := range []string{key, password, basic} {
+		if strings.Contains(all, s) {
+			t.Errorf("the credential %q reached a sink", s)
+		}
+	}
+	if strings.Count(all, "[redacted]") < 2 {
+		t.Errorf("the echoed credentials were not redacted in the result and the fault: %s", all)
+	}
+}
