@@ -740,7 +740,7 @@ func (x Execute) Kind() ExecuteKind {
 
 // OpenWorld reports whether the kind's effect reaches a system outside the
 // service's own datasource: an upstream's API.
-func (k ExecuteKind) OpenWorld() bool { return k == ExecuteHTTP }
+func (k ExecuteKind) OpenWorld() bool { return k == ExecuteHTTP || k == ExecuteSOAP }
 
 // Load reads and checks the config file at path. On any problem it returns
 // Problems, listing every one.
