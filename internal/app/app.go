@@ -118,7 +118,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 			return nil, err
 		}
 	}
-	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Effects: effects.Factories(), Catalog: catalog,
+	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Effects: effects.Factories(), TargetReaders: effects.TargetReader, Catalog: catalog,
 		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks})
 	if err != nil {
 		return nil, err

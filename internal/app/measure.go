@@ -98,7 +98,7 @@ func MeasureSurface(ctx context.Context, cfg *ontology.Config, url string) (*Sur
 		return nil, err
 	}
 	defer pool.Close()
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: pool, Effects: effects.Factories(), Catalog: catalog,
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: pool, Effects: effects.Factories(), TargetReaders: effects.TargetReader, Catalog: catalog,
 		Key: make([]byte, engine.KeySize), Mode: engine.ModeOf(cfg.Preset)})
 	if err != nil {
 		return nil, err

@@ -23,3 +23,10 @@ func Factories() map[ontology.ExecuteKind]engine.EffectFactory {
 		ontology.ExecuteSOAP: soapeffect.New,
 	}
 }
+
+// TargetReader makes the reader of an action whose target an upstream
+// answers (target: {upstream: …, get: …}): what engine.Config.TargetReaders
+// takes. It sends through the same kind of caller an http execute does.
+func TargetReader(name string, a *ontology.Action) (engine.TargetReader, error) {
+	return httpeffect.NewTargetReader(name, a)
+}

@@ -80,11 +80,18 @@ func (e *Engine) run(ctx context.Context, caller *Caller, c *call, correlation s
 	// Resolve and check before anything is staged: a call that cannot run
 	// now is refused now.
 	var target json.RawMessage
-	err := database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		target, err = e.resolveTarget(ctx, tx, caller.Tenant, a, c, false)
-		return err
-	})
+	var err error
+	if a.Target.Read() {
+		// An upstream's read needs no datasource transaction held open
+		// across it.
+		target, err = e.resolveTarget(ctx, nil, caller.Tenant, a, c, false)
+	} else {
+		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			var err error
+			target, err = e.resolveTarget(ctx, tx, caller.Tenant, a, c, false)
+			return err
+		})
+	}
 	if err != nil {
 		return e.auditFailure(ctx, caller, c, nil, correlation, PhaseResolveError, StatusResolveError, err)
 	}
@@ -275,10 +282,21 @@ func memberIssues(path string, k jsonschema.ErrorKind) []Issue {
 }
 
 // resolveTarget reads the action's target row in the transaction's tenant,
-// locking it when the caller will act on it. No target: nil.
+// locking it when the caller will act on it, or asks the upstream that
+// answers it (which nothing locks; tx is unused). No target, or none
+// found: nil.
 func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a *ontology.Action, c *call, lock bool) (json.RawMessage, error) {
 	if a.Target == nil {
 		return nil, nil
+	}
+	if a.Target.Read() {
+		// Keyed by declaration: an approval's review builds a call
+		// without its name, and from its values.
+		input := c.canonical
+		if input == nil {
+			input = mustJSON(c.values)
+		}
+		return e.targetReaders[a].ReadTarget(ctx, &EffectCall{Tenant: tenant, Action: c.name, Input: input})
 	}
 	o := e.cfg.Objects[a.Target.Object]
 	key, issue := scalarText("", mustJSON(c.values[a.Target.KeyFrom]))

@@ -108,8 +108,11 @@ type TargetDescription struct {
 	// Object is the target's object; empty when the caller may not read
 	// it, so that an action names no object the caller is not shown.
 	Object string `json:"object,omitempty"`
-	// KeyFrom is the input property holding the target's key.
+	// KeyFrom is the input property holding the target's key; empty for
+	// a target an upstream answers.
 	KeyFrom string `json:"keyFrom"`
+	// Upstream names the upstream whose answer to a GET is the target.
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // ActionPolicy is an action's policy as a caller who may call it is told:
@@ -231,8 +234,8 @@ func (e *Engine) describeActionVia(ctx context.Context, caller *Caller, tool, ac
 		Policy: e.policy(caller, action, a), Effect: a.Effect, Rollback: a.Rollback,
 		Implemented: a.Execute.Kind() != ontology.ExecuteNotImplemented}
 	if t := a.Target; t != nil {
-		d.Target = &TargetDescription{KeyFrom: t.KeyFrom}
-		if e.Sees(caller, ontology.GetTool(t.Object)) {
+		d.Target = &TargetDescription{KeyFrom: t.KeyFrom, Upstream: t.Upstream}
+		if !t.Read() && e.Sees(caller, ontology.GetTool(t.Object)) {
 			d.Target.Object = t.Object
 		}
 	}

@@ -163,6 +163,45 @@ type EffectResult struct {
 // it cannot run, which refuses to build the engine.
 type EffectFactory func(name string, a *ontology.Action) (Effect, error)
 
+// TargetReader reads the target of an action declared target: {upstream:
+// …, get: …}: what an upstream answers, outside the datasource. The
+// engine calls it before staging and again after the consume, and
+// evaluates the precondition on what it returns each time, as it does on
+// a row — but nothing holds an upstream's state still between the second
+// read and the effect the way a row lock does. It is made once per action
+// (TargetReaderFactory) and must be safe for concurrent use.
+type TargetReader interface {
+	// ReadTarget returns the target as a JSON object, or nil when the
+	// upstream has none (404). call carries the tenant, action and input;
+	// it has no Tx, no Target and no RecordAttempt. An error is a read
+	// that failed, classified (Classified) where it can be.
+	ReadTarget(ctx context.Context, call *EffectCall) (json.RawMessage, error)
+}
+
+// TargetReaderFactory makes the target reader of one action, once, when
+// the engine is built; an error refuses to build the engine.
+type TargetReaderFactory func(name string, a *ontology.Action) (TargetReader, error)
+
+// targetReaders makes the reader of each action whose target is read from
+// an upstream.
+func targetReaders(actions map[string]*ontology.Action, factory TargetReaderFactory) (map[*ontology.Action]TargetReader, error) {
+	made := map[*ontology.Action]TargetReader{}
+	for name, a := range actions {
+		if !a.Target.Read() {
+			continue
+		}
+		if factory == nil {
+			return nil, fmt.Errorf("engine: actions.%s.target: the target is read from an upstream, and no reader is configured (Config.TargetReaders)", name)
+		}
+		r, err := factory(name, a)
+		if err != nil {
+			return nil, fmt.Errorf("engine: actions.%s.target: %w", name, err)
+		}
+		made[a] = r
+	}
+	return made, nil
+}
+
 // OutcomeUnknown wraps err, an effect's failure after which whether the
 // effect took place cannot be known.
 func OutcomeUnknown(err error) error { return &outcomeUnknownError{err} }

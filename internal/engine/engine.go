@@ -82,6 +82,11 @@ type Config struct {
 	// (effects.Factories). Required for every kind the ontology's actions
 	// use but not_implemented.
 	Effects map[ontology.ExecuteKind]EffectFactory
+	// TargetReaders makes the reader of each action whose target an
+	// upstream answers (target: {upstream: …}); the composition root
+	// supplies orangerail's (effects.TargetReader). Required when an
+	// action declares one.
+	TargetReaders TargetReaderFactory
 	// Catalog is the datasource's tables as its live catalog describes
 	// them (ontology.Config.CheckCatalog, or ReadCatalog). Required: a
 	// read checks every value an agent sends against its column's type
@@ -117,6 +122,9 @@ type Engine struct {
 	// effects holds each action's effect, by name; none for an action
 	// declared not_implemented.
 	effects map[string]Effect
+	// targetReaders holds the reader of each action whose target an
+	// upstream answers, by its declaration.
+	targetReaders map[*ontology.Action]TargetReader
 	// effectTimeout is the deadline of an effect's context.
 	effectTimeout time.Duration
 	key           []byte
@@ -164,6 +172,10 @@ func New(c Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	readers, err := targetReaders(c.Ontology.Actions, c.TargetReaders)
+	if err != nil {
+		return nil, err
+	}
 	lock, statement := c.Ontology.Limits.Timeouts()
 	limits := database.Limits{LockTimeout: lock, StatementTimeout: statement}
 	e := &Engine{
@@ -171,6 +183,7 @@ func New(c Config) (*Engine, error) {
 		store:         database.Bound(c.Store, limits),
 		catalog:       c.Catalog,
 		effects:       made,
+		targetReaders: readers,
 		effectTimeout: statement + effectGrace,
 		key:           slices.Clone(c.Key),
 		mode:          cmp.Or(c.Mode, ModeLive),

@@ -221,7 +221,9 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 
 // lockTarget re-reads the target under a row lock in the executing
 // transaction and re-evaluates the precondition. It reports false, having
-// recorded why, when the action must not run.
+// recorded why, when the action must not run. A target an upstream
+// answers is read again instead: no lock holds it until the effect runs,
+// so a change in between is not seen (the TOCTOU window README states).
 func (x *execution) lockTarget(ctx context.Context, dtx, stx pgx.Tx) (json.RawMessage, bool, error) {
 	target, err := x.e.resolveTarget(ctx, dtx, x.caller.Tenant, x.c.action, x.c, true)
 	if err != nil {

@@ -275,7 +275,10 @@ func (s *Server) actionDoc(t *tool, readable map[string]bool) map[string]any {
 		"policy": s.policyWords(t.def.Name, a)}
 	if a.Target != nil {
 		target := map[string]any{"keyFrom": a.Target.KeyFrom}
-		if readable[a.Target.Object] {
+		switch {
+		case a.Target.Read():
+			target = map[string]any{"upstream": a.Target.Upstream}
+		case readable[a.Target.Object]:
 			target["object"] = a.Target.Object
 		}
 		doc["target"] = target

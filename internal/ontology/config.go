@@ -655,12 +655,26 @@ func (a *Action) InputSchema() *jsonschema.Schema { return a.inputSchema }
 // has none.
 func (a *Action) WhereProgram() cel.Program { return a.where }
 
-// Target is the object row an action acts on, found by the input property
-// KeyFrom.
+// Target is what an action acts on: the object row found by the input
+// property KeyFrom, or what an upstream answers to a GET (Upstream and
+// Get). Either is read before staging and again after the consume, and
+// the precondition evaluated on it each time; only a row is locked.
 type Target struct {
 	Object  string `yaml:"object"`
 	KeyFrom string `yaml:"key_from"`
+	// Upstream names the upstream whose answer to Get is the target: its
+	// parsed JSON object, 2xx; a 404 means there is none. The omitempty
+	// tags keep the definition hash of a row target what it was.
+	Upstream string `yaml:"upstream" json:",omitempty"`
+	// Get is the read: an http execute whose method is GET and whose
+	// retry is safe, its path, query and headers bound from the input by
+	// name as an execute's are.
+	Get *HTTPExecute `yaml:"get" json:",omitempty"`
 }
+
+// Read reports whether the target is read from an upstream rather than
+// a table.
+func (t *Target) Read() bool { return t != nil && t.Upstream != "" }
 
 // Policy is who may call an action and whether it waits for approval.
 type Policy struct {

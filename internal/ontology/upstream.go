@@ -411,6 +411,15 @@ var reservedHeaders = []string{"Host", "Content-Length", "Content-Type", "Transf
 func (c *Config) withHTTPDefaults() {
 	_, statement := c.Limits.Timeouts()
 	for _, a := range c.Actions {
+		if a.Target.Read() && a.Target.Get != nil {
+			// A target read is a GET, retried as safe; validateTargetRead
+			// refuses another method or retry written in the file.
+			g := a.Target.Get
+			g.Upstream, g.Method, g.Retry = cmp.Or(g.Upstream, a.Target.Upstream), cmp.Or(g.Method, "GET"), cmp.Or(g.Retry, RetrySafe)
+			l := g.Limits()
+			l.withDefaults(statement)
+			g.setLimits(l)
+		}
 		h := a.Execute.HTTP
 		if h == nil {
 			continue
@@ -609,4 +618,37 @@ func (c *Config) validateLimits(l UpstreamLimits, path string, add func(path, fo
 	if l.MaxAttempts < 1 || l.MaxAttempts > HTTPMaxAttemptsMax {
 		add(path+".max_attempts", "%d is not between 1 and %d", l.MaxAttempts, HTTPMaxAttemptsMax)
 	}
+}
+
+// validateTargetRead checks a target read from an upstream: a GET on a
+// declared upstream, retried as safe, carrying no body, bound from the
+// input as an http execute is (validateHTTPExecute), its problems at
+// target.get's paths.
+func (c *Config) validateTargetRead(t *Target, path string, properties []string, add func(path, format string, args ...any)) {
+	if t.Object != "" || t.KeyFrom != "" {
+		add(path, "object and key_from name a row; a target read from an upstream is found by get.path's {names}: remove them")
+	}
+	g := t.Get
+	if g == nil {
+		add(path+".get", "a target read from an upstream needs get: {path: ...}, the GET that reads it")
+		return
+	}
+	if g.Upstream != t.Upstream {
+		add(path+".get.upstream", "the target's upstream is target.upstream; remove it here")
+	}
+	if g.Method != "GET" {
+		add(path+".get.method", "is %q; a target is read with GET, which cannot act", g.Method)
+	}
+	if g.Retry != RetrySafe {
+		add(path+".get.retry", "is %q; a target read is a GET, retried as safe", g.Retry)
+	}
+	if len(g.Success) > 0 {
+		add(path+".get.success", "a target read succeeds with 2xx and finds none with 404; success cannot be changed")
+	}
+	c.validateHTTPExecute(g, path+".get", properties, func(at, format string, args ...any) {
+		if at == path+".get.upstream" {
+			at = path + ".upstream" // where the file names it
+		}
+		add(at, format, args...)
+	})
 }

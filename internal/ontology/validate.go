@@ -278,7 +278,10 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 			"rename the property or drop idempotent: true", errcode.MCPIdempotencyShadowed, IdempotencyKeyArg)
 	}
 
-	if a.Target != nil {
+	switch {
+	case a.Target.Read():
+		c.validateTargetRead(a.Target, path+".target", properties, add)
+	case a.Target != nil:
 		if _, ok := c.Objects[a.Target.Object]; !ok {
 			add(path+".target.object", "names the object %q, which is not declared", a.Target.Object)
 		}
@@ -320,8 +323,9 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 			add(at, "%v", err)
 			continue
 		}
-		// A row's fields are known; what a json column holds is not.
-		if o, ok := c.Objects[a.Target.Object]; ok && !slices.Contains(o.Fields, p[0]) {
+		// A row's fields are known; what a json column holds, or an
+		// upstream answers, is not.
+		if o, ok := c.Objects[a.Target.Object]; ok && !a.Target.Read() && !slices.Contains(o.Fields, p[0]) {
 			add(at, "%q is not one of object %s's fields", p[0], a.Target.Object)
 			continue
 		}
