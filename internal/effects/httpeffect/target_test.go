@@ -76,6 +76,21 @@ func newTargetHarness(t *testing.T) (*harness, *labels) {
 	t.Helper()
 	l := &labels{state: map[string]string{}}
 	up := newUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) { l.ServeHTTP(w, r) })
+	cfg := targetConfig(t, up.URL+"/api/")
+	url := testdb.New(t)
+	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url)}
+	var err error
+	h.e, err = engine.New(engine.Config{Ontology: cfg, Store: h.runtime, Effects: effects.Factories(), TargetReaders: effects.TargetReader,
+		Catalog: &ontology.Catalog{}, Key: make([]byte, engine.KeySize), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, l
+}
+
+// targetConfig declares void_label against the carrier at base.
+func targetConfig(t *testing.T, base string) *ontology.Config {
+	t.Helper()
 	src := fmt.Sprintf(`service: shop
 upstreams:
   carrier:
@@ -96,19 +111,24 @@ actions:
     policy: {roles: [support], approval: required}
     execute:
       http: {upstream: carrier, method: POST, path: "/labels/{label_id}/void"}
-`, up.URL+"/api/")
+`, base)
 	cfg, err := ontology.Parse([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := testdb.New(t)
-	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url)}
-	h.e, err = engine.New(engine.Config{Ontology: cfg, Store: h.runtime, Effects: effects.Factories(), TargetReaders: effects.TargetReader,
+	return cfg
+}
+
+// TestTargetNeedsReader: an engine is not built for an action whose
+// target an upstream answers without a reader to read it.
+func TestTargetNeedsReader(t *testing.T) {
+	t.Parallel()
+	cfg := targetConfig(t, "http://127.0.0.1:9/api/")
+	_, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(),
 		Catalog: &ontology.Catalog{}, Key: make([]byte, engine.KeySize), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
+	if err == nil || !strings.Contains(err.Error(), "actions.void_label.target") {
+		t.Fatalf("New = %v", err)
 	}
-	return h, l
 }
 
 const openLabel = `{"id": "L/1", "status": "open", "customer_email": "pat@example.com"}`
