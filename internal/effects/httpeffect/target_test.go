@@ -76,7 +76,7 @@ func newTargetHarness(t *testing.T) (*harness, *labels) {
 	t.Helper()
 	l := &labels{state: map[string]string{}}
 	up := newUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) { l.ServeHTTP(w, r) })
-	cfg := targetConfig(t, up.URL+"/api/")
+	cfg := targetConfig(t, up.URL+"/api/", "")
 	url := testdb.New(t)
 	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url)}
 	var err error
@@ -89,12 +89,14 @@ func newTargetHarness(t *testing.T) (*harness, *labels) {
 }
 
 // targetConfig declares void_label against the carrier at base.
-func targetConfig(t *testing.T, base string) *ontology.Config {
+// auth, when not empty, is the upstream's auth: line.
+func targetConfig(t *testing.T, base, auth string) *ontology.Config {
 	t.Helper()
 	src := fmt.Sprintf(`service: shop
 upstreams:
   carrier:
     base_url: %q
+%s
 actions:
   void_label:
     description: Void a return label that is still open.
@@ -111,7 +113,7 @@ actions:
     policy: {roles: [support], approval: required}
     execute:
       http: {upstream: carrier, method: POST, path: "/labels/{label_id}/void"}
-`, base)
+`, base, auth)
 	cfg, err := ontology.Parse([]byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +125,7 @@ actions:
 // target an upstream answers without a reader to read it.
 func TestTargetNeedsReader(t *testing.T) {
 	t.Parallel()
-	cfg := targetConfig(t, "http://127.0.0.1:9/api/")
+	cfg := targetConfig(t, "http://127.0.0.1:9/api/", "")
 	_, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(),
 		Catalog: &ontology.Catalog{}, Key: make([]byte, engine.KeySize), Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "actions.void_label.target") {
@@ -272,6 +274,52 @@ func TestTargetReadFails(t *testing.T) {
 	// A 500 is not attempted again, even for a GET.
 	if len(gets) != 2 || voids != 0 {
 		t.Fatalf("gets %v, voids %d", gets, voids)
+	}
+	h.verify(t, "acme", "")
+}
+
+// TestTargetReadCredentials: a target read presents the upstream's
+// credentials as its calls do, and an answer echoing one has it
+// redacted before where, the approver or the audit record sees it.
+func TestTargetReadCredentials(t *testing.T) {
+	const secret = "tgt-cred-5b1f0c7e9a"
+	t.Setenv("CARRIER_KEY_CREDENTIAL", secret)
+	ctx := context.Background()
+	var keys []string
+	var mu sync.Mutex
+	up := newUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"status": "open", "echo": %q}`, r.Header.Get("X-Api-Key"))
+	})
+	cfg := targetConfig(t, up.URL+"/api/", "    auth: {key: {type: api_key, in: header, name: X-Api-Key}}")
+	url := testdb.New(t)
+	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url)}
+	var err error
+	h.e, err = engine.New(engine.Config{Ontology: cfg, Store: h.runtime, Effects: effects.Factories(), TargetReaders: effects.TargetReader,
+		Catalog: &ontology.Catalog{}, Key: make([]byte, engine.KeySize), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := h.approveVoid(t, "L-1")
+	v, err := h.e.ShowApproval(ctx, "acme", id)
+	if err != nil || strings.Contains(string(v.Target), secret) || !strings.Contains(string(v.Target), "[redacted]") {
+		t.Fatalf("the approver was shown %s (%v)", v.Target, err)
+	}
+	if out := h.e.Check(ctx, agent("acme"), id); out.Status != engine.StatusOK {
+		t.Fatalf("check: %s %v", out.Status, out.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Staging, the decision's view, this view, the re-read, the effect.
+	if len(keys) != 5 || slices.ContainsFunc(keys, func(k string) bool { return k != secret }) {
+		t.Fatalf("keys presented %q", keys)
+	}
+	_, _, all := h.audit(t, "acme", id)
+	if strings.Contains(all, secret) || !strings.Contains(all, `"prior":{`) {
+		t.Fatalf("the records %s", all)
 	}
 	h.verify(t, "acme", "")
 }
