@@ -180,6 +180,12 @@ func TestTargetRead(t *testing.T) {
 		t.Fatalf("a void label: %s %v", out.Status, out.Err)
 	}
 
+	// An agent is told the target is the carrier's, and no object.
+	d, dout := h.e.DescribeAction(ctx, agent("acme"), "void_label")
+	if dout != nil || d.Target == nil || d.Target.Upstream != "carrier" || d.Target.Object != "" || d.Target.KeyFrom != "" {
+		t.Fatalf("described: %+v %+v", d, dout)
+	}
+
 	id := h.approveVoid(t, "L/1")
 	out = h.e.Check(ctx, agent("acme"), id)
 	if out.Status != engine.StatusOK || string(out.Data) != `{"body":{"voided":true},"status":200}` {
