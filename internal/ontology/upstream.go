@@ -29,6 +29,11 @@ type Upstream struct {
 	// IdempotencyHeader names the request header an idempotency key is
 	// sent in. Defaults to IdempotencyHeaderDefault.
 	IdempotencyHeader string `yaml:"idempotency_header"`
+	// CAFile, when set, is a PEM file of the certificate authorities the
+	// upstream's server certificate must chain to, instead of the
+	// system's roots: an internal API behind a private CA, which mutual
+	// TLS often is. Read when the engine is made, as the credentials are.
+	CAFile string `yaml:"ca_file"`
 	// Auth lists the credentials every request presents, by scheme name;
 	// each one's value comes from the environment (CredentialEnv), never
 	// from this file.

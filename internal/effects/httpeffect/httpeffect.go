@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -121,11 +123,33 @@ func NewCaller(name string, u *ontology.Upstream) (*Caller, error) {
 		if c.creds, err = newCredentials(name, u, c.client); err != nil {
 			return nil, err
 		}
-		if len(c.creds.tls) > 0 {
-			transport.TLSClientConfig = &tls.Config{Certificates: c.creds.tls, MinVersion: tls.VersionTLS12}
+		roots, err := trusted(name, u.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		if len(c.creds.tls) > 0 || roots != nil {
+			transport.TLSClientConfig = &tls.Config{Certificates: c.creds.tls, RootCAs: roots, MinVersion: tls.VersionTLS12}
 		}
 	}
 	return c, nil
+}
+
+// trusted reads an upstream's ca_file: the authorities its server
+// certificate must chain to, or nil (the system's roots) when none is
+// named.
+func trusted(name, file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file) //nolint:gosec // G304: the file the operator's config names is the point
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.%s.ca_file: %w", name, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("upstreams.%s.ca_file: %s holds no PEM certificate", name, file)
+	}
+	return pool, nil
 }
 
 // Plan is how one kind of call is attempted: its bounds, when it is

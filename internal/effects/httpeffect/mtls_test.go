@@ -1,0 +1,151 @@
+package httpeffect_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/effects"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// clientCert makes a certificate authority and a client certificate it
+// signed: the authority, and the certificate with its key as one PEM.
+func clientCert(t *testing.T, cn string) (*x509.Certificate, string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test client CA"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})) +
+		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+}
+
+const mtlsConfig = `service: shop
+upstreams:
+  vault:
+    base_url: %q
+    ca_file: %q
+    auth:
+      client: {type: mtls}
+actions:
+  seal:
+    description: d
+    input: {type: object, properties: {id: {type: string}}}
+    policy: {roles: [support]}
+    destructive: false
+    execute: {http: {upstream: vault, method: POST, path: "/seal/{id}", retry: never}}
+`
+
+// TestMutualTLS: an upstream behind a private CA that requires a client
+// certificate is called with the scheme's certificate, over a server
+// certificate checked against upstreams.NAME.ca_file, not the system's
+// roots; without the certificate the handshake fails and nothing reaches
+// the handler; a ca_file of no certificate stops the engine being made.
+func TestMutualTLS(t *testing.T) {
+	ca, credential := clientCert(t, "orangerail-test-client")
+	clients := x509.NewCertPool()
+	clients.AddCert(ca)
+	var served atomic.Int32
+	var peer atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		peer.Store(r.TLS.PeerCertificates[0].Subject.CommonName)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"sealed": true}`))
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(fmt.Appendf(nil, mtlsConfig, srv.URL, caFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := testdb.RuntimePool(t, testdb.New(t))
+	ctx := context.Background()
+	call := func() *engine.Outcome {
+		t.Helper()
+		e, err := engine.New(engine.Config{Ontology: cfg, Store: store, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+			Key: make([]byte, engine.KeySize), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Call(ctx, agent("acme"), "seal", json.RawMessage(`{"id": "s-1"}`))
+	}
+
+	t.Setenv("VAULT_CLIENT_CREDENTIAL", credential)
+	out := call()
+	if out.Status != engine.StatusOK || !strings.Contains(string(out.Data), `"sealed":true`) || peer.Load() != "orangerail-test-client" {
+		t.Fatalf("the mutual TLS call: %s %s (peer %v)", out.Status, out.Data, peer.Load())
+	}
+
+	// Without the client certificate the server ends the handshake:
+	// nothing is served, and the call fails without a doubt.
+	t.Setenv("VAULT_CLIENT_CREDENTIAL", "")
+	before := served.Load()
+	if out := call(); out.Status == engine.StatusOK || served.Load() != before {
+		t.Fatalf("without the client certificate: %s, served %d", out.Status, served.Load()-before)
+	}
+
+	// A ca_file holding no certificate stops the engine, naming the file.
+	empty := filepath.Join(t.TempDir(), "empty.pem")
+	if err := os.WriteFile(empty, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken, err := ontology.Parse(fmt.Appendf(nil, mtlsConfig, srv.URL, empty))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.New(engine.Config{Ontology: broken, Store: store, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: quiet}); err == nil || !strings.Contains(err.Error(), "upstreams.vault.ca_file") {
+		t.Fatalf("a ca_file of no certificate: %v", err)
+	}
+}
