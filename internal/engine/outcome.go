@@ -80,13 +80,19 @@ const (
 	DiagnosticUpstreamError       Diagnostic = "upstream_error"       // answered with a server error (500, 501 …) it does not ask to retry
 	DiagnosticUpstreamTimeout     Diagnostic = "upstream_timeout"     // no whole answer within the timeout or the deadline
 	DiagnosticUpstreamTooLarge    Diagnostic = "upstream_response_too_large"
+	// DiagnosticUpstreamUnplaceable: the input holds a value the call's
+	// path, query or headers cannot carry (an object bound into a query),
+	// so nothing was sent: the action's input schema allows what its call
+	// cannot place.
+	DiagnosticUpstreamUnplaceable Diagnostic = "upstream_request_unplaceable"
 )
 
 // Diagnostics returns every diagnostic but DiagnosticNone.
 func Diagnostics() []Diagnostic {
 	return []Diagnostic{DiagnosticDatasourceNotConfigured, DiagnosticDatasourceUnavailable, DiagnosticDatasourceSchema,
 		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout, DiagnosticStoreTimeout,
-		DiagnosticUpstreamRejected, DiagnosticUpstreamUnavailable, DiagnosticUpstreamError, DiagnosticUpstreamTimeout, DiagnosticUpstreamTooLarge}
+		DiagnosticUpstreamRejected, DiagnosticUpstreamUnavailable, DiagnosticUpstreamError, DiagnosticUpstreamTimeout, DiagnosticUpstreamTooLarge,
+		DiagnosticUpstreamUnplaceable}
 }
 
 // Issue is one way an input fails its rules, at a JSON pointer path such as

@@ -149,3 +149,37 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("a ca_file of no certificate: %v", err)
 	}
 }
+
+// TestUnplaceableInput: an input the schema allows but the call cannot
+// place — an object bound into a query — fails as
+// upstream_request_unplaceable, with nothing sent, rather than as a
+// failure of the upstream's.
+func TestUnplaceableInput(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { served.Add(1) }))
+	t.Cleanup(srv.Close)
+	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: shop
+upstreams:
+  carrier: {base_url: %q}
+actions:
+  find:
+    description: d
+    input: {type: object, properties: {filter: {type: object}}}
+    policy: {roles: [support]}
+    destructive: false
+    execute: {http: {upstream: carrier, method: GET, path: /labels, query: {f: ":filter"}}}
+`, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.Call(context.Background(), agent("acme"), "find", json.RawMessage(`{"filter": {"status": "open"}}`))
+	if out.Status != engine.StatusFailed || out.Diagnostic != engine.DiagnosticUpstreamUnplaceable || served.Load() != 0 {
+		t.Fatalf("an object bound into a query: %s %s, %d requests served", out.Status, out.Diagnostic, served.Load())
+	}
+}

@@ -76,7 +76,7 @@ func (r *TargetReader) ReadTarget(ctx context.Context, call *engine.EffectCall) 
 	}
 	req, err := r.get.build(input)
 	if err != nil {
-		return nil, fmt.Errorf("%s: the input cannot be placed in the request: %w", r.get.plan.Describe, err)
+		return nil, engine.Classified(engine.DiagnosticUpstreamUnplaceable, fmt.Errorf("%s: the input cannot be placed in the request: %w", r.get.plan.Describe, err))
 	}
 	// The read's attempts are not the effect's: none is recorded as an
 	// effect_attempt, and none spends the budget.

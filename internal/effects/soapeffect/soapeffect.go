@@ -89,7 +89,7 @@ func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.Effec
 	}
 	req, err := x.build(input)
 	if err != nil {
-		return engine.EffectResult{}, fmt.Errorf("%s: the input cannot be placed in the request: %w", x.plan.Describe, err)
+		return engine.EffectResult{}, engine.Classified(engine.DiagnosticUpstreamUnplaceable, fmt.Errorf("%s: the input cannot be placed in the request: %w", x.plan.Describe, err))
 	}
 	return x.caller.Do(ctx, call, x.plan, req)
 }
