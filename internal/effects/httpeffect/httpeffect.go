@@ -204,13 +204,9 @@ func (*Effect) Transactional() bool { return false }
 // {"status": n, "body": …}: the body parsed when it is JSON, a string when
 // it is text, and base64 under body_base64 otherwise.
 func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.EffectResult, error) {
-	var input map[string]json.RawMessage
-	if err := json.Unmarshal(call.Input, &input); err != nil {
-		return engine.EffectResult{}, err
-	}
-	req, err := x.build(input)
+	req, err := Place(call, x.plan, x.build)
 	if err != nil {
-		return engine.EffectResult{}, engine.Classified(engine.DiagnosticUpstreamUnplaceable, fmt.Errorf("%s: the input cannot be placed in the request: %w", x.plan.Describe, err))
+		return engine.EffectResult{}, err
 	}
 	if x.spec.Retry == ontology.RetryWithIdempotencyKey {
 		// One key per invocation, random: a key derived from the input
@@ -218,6 +214,21 @@ func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.Effec
 		req.Header.Set(x.spec.IdempotencyHeader(), uuid.NewString())
 	}
 	return x.caller.Do(ctx, call, x.plan, req)
+}
+
+// Place builds a call's request from its input with build, each kind's
+// binding: an input it cannot place is upstream_request_unplaceable, and
+// nothing is sent.
+func Place(call *engine.EffectCall, plan *Plan, build func(input map[string]json.RawMessage) (*Request, error)) (*Request, error) {
+	var input map[string]json.RawMessage
+	if err := json.Unmarshal(call.Input, &input); err != nil {
+		return nil, err
+	}
+	req, err := build(input)
+	if err != nil {
+		return nil, engine.Classified(engine.DiagnosticUpstreamUnplaceable, fmt.Errorf("%s: the input cannot be placed in the request: %w", plan.Describe, err))
+	}
+	return req, nil
 }
 
 // Do sends req under plan, attempting again where plan makes that safe,

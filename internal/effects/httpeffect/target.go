@@ -70,13 +70,9 @@ func readTarget(status int, _ http.Header, body []byte) Answer {
 // ReadTarget sends the GET and returns the target, or nil when the
 // upstream answered 404.
 func (r *TargetReader) ReadTarget(ctx context.Context, call *engine.EffectCall) (json.RawMessage, error) {
-	var input map[string]json.RawMessage
-	if err := json.Unmarshal(call.Input, &input); err != nil {
-		return nil, err
-	}
-	req, err := r.get.build(input)
+	req, err := Place(call, r.get.plan, r.get.build)
 	if err != nil {
-		return nil, engine.Classified(engine.DiagnosticUpstreamUnplaceable, fmt.Errorf("%s: the input cannot be placed in the request: %w", r.get.plan.Describe, err))
+		return nil, err
 	}
 	// The read's attempts are not the effect's: none is recorded as an
 	// effect_attempt, and none spends the budget.

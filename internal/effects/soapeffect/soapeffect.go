@@ -83,13 +83,9 @@ func (*Effect) Transactional() bool { return false }
 // Run calls the operation and returns {"status": n, "body": {element: …}}:
 // the Body's first element as JSON (see toJSON), or null for none.
 func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.EffectResult, error) {
-	var input map[string]json.RawMessage
-	if err := json.Unmarshal(call.Input, &input); err != nil {
-		return engine.EffectResult{}, err
-	}
-	req, err := x.build(input)
+	req, err := httpeffect.Place(call, x.plan, x.build)
 	if err != nil {
-		return engine.EffectResult{}, engine.Classified(engine.DiagnosticUpstreamUnplaceable, fmt.Errorf("%s: the input cannot be placed in the request: %w", x.plan.Describe, err))
+		return engine.EffectResult{}, err
 	}
 	return x.caller.Do(ctx, call, x.plan, req)
 }
