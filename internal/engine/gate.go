@@ -102,8 +102,7 @@ func (e *Engine) inAudience(caller *Caller, t ontology.Tool) bool {
 		return e.canRead(caller, e.cfg.Objects[t.Subject])
 	case ontology.ToolAction:
 		a := e.cfg.Actions[t.Subject]
-		return caller.Authenticated() && (len(a.Policy.Roles) == 0 || caller.HasRole(a.Policy.Roles...)) &&
-			e.audience(caller, t.Name, a.AudienceProgram())
+		return caller.Authenticated() && e.among(caller, a.Policy.Roles, t.Name, a.AudienceProgram())
 	}
 	return false
 }

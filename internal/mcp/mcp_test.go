@@ -104,10 +104,12 @@ func connect(t *testing.T, s *mcp.Server, caller *engine.Caller) *sdk.ClientSess
 	return connectWith(t, s, caller, nil, "")
 }
 
-// hooked serves cfg with the engine and the server emitting into hooks.
+// hooked serves cfg, in the mode its preset names, with the engine and the
+// server emitting into hooks.
 func (b *bundle) hooked(t testing.TB, cfg *ontology.Config, hooks *engine.Hooks) *mcp.Server {
 	t.Helper()
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: quiet, Hooks: hooks})
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Key: b.key,
+		Mode: engine.ModeOf(cfg.Preset), Logger: quiet, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

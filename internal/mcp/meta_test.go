@@ -14,7 +14,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/examples/orders"
-	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
@@ -58,16 +57,7 @@ func metaServer(t *testing.T, b *bundle, edits ...ontologytest.Edit) (*mcp.Serve
 			events = append(events, tc)
 		}
 	})
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime),
-		Key: b.key, Mode: engine.ModeOf(cfg.Preset), Logger: quiet, Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quiet, Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, func() []engine.ToolCalled {
+	return b.hooked(t, cfg, hooks), func() []engine.ToolCalled {
 		hooks.Close()
 		mu.Lock()
 		defer mu.Unlock()

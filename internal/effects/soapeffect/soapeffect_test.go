@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orangerail/orangerail/internal/effects"
+	"github.com/orangerail/orangerail/internal/effects/effecttest"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -203,67 +204,20 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // attemptRecord is an effect_attempt record's attempt.
-type attemptRecord struct {
-	Number  int    `json:"number"`
-	Status  int    `json:"status"`
-	Failure string `json:"failure"`
-	Sent    bool   `json:"sent"`
-}
+type attemptRecord = effecttest.Attempt
 
 // audit returns the phases of correlation's records, its attempts, and
 // every record's text.
 func (h *harness) audit(t *testing.T, tenant, correlation string) ([]string, []attemptRecord, string) {
 	t.Helper()
-	rows, err := h.admin.Query(context.Background(), `SELECT phase, convert_from(entry, 'UTF8') FROM orangerail.audit
-		WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY seq`, tenant, correlation)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var phases []string
-	var attempts []attemptRecord
-	var all strings.Builder
-	for rows.Next() {
-		var phase, entry string
-		if err := rows.Scan(&phase, &entry); err != nil {
-			t.Fatal(err)
-		}
-		phases = append(phases, phase)
-		all.WriteString(entry + "\n")
-		if phase == string(engine.PhaseEffectAttempt) {
-			var e struct {
-				Attempt *attemptRecord `json:"attempt"`
-			}
-			if err := json.Unmarshal([]byte(entry), &e); err != nil || e.Attempt == nil {
-				t.Fatalf("an attempt record %s (%v)", entry, err)
-			}
-			attempts = append(attempts, *e.Attempt)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return phases, attempts, all.String()
+	return effecttest.Audit(t, h.admin, tenant, correlation)
 }
 
 // verify runs both verifiers: the chain holds, and the only open
 // execution is unfinished (when given).
 func (h *harness) verify(t *testing.T, tenant, unfinished string) {
 	t.Helper()
-	r, err := engine.VerifyTenant(context.Background(), h.runtime, tenant, engine.VerifyOptions{})
-	if err != nil || r.Break != nil || len(r.Unaudited) != 0 || len(r.UnexplainedApprovals) != 0 || len(r.UnexplainedExecutions) != 0 {
-		t.Fatalf("verify: %+v %v", r, err)
-	}
-	var open []string
-	for _, u := range r.Unfinished {
-		open = append(open, u.CorrelationID)
-	}
-	if unfinished == "" && len(open) != 0 || unfinished != "" && !slices.Equal(open, []string{unfinished}) {
-		t.Fatalf("unfinished executions %v, want %q", open, unfinished)
-	}
-	var problems int
-	if err := h.admin.QueryRow(context.Background(), "SELECT count(*) FROM orangerail.audit_verify($1)", tenant).Scan(&problems); err != nil || problems != 0 {
-		t.Fatalf("audit_verify: %d problems, %v", problems, err)
-	}
+	effecttest.Verify(t, h.runtime, h.admin, tenant, unfinished)
 }
 
 // element is a parsed XML element, as the upstream reads what it was sent.
