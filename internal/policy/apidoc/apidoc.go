@@ -1,0 +1,302 @@
+// Package apidoc is an API description as the policy compiler reads it:
+// the operations of an OpenAPI (2.0, 3.0, 3.1) or WSDL 1.1 document, their
+// parameters, bodies, responses and security, every $ref resolved, and
+// every part carrying the place in its source it was read from, so that
+// each value the compiler derives can name where it came from.
+//
+// The loaders (internal/policy/openapi, internal/policy/wsdl) make a
+// Document; internal/policy compiles it. Nothing here reads a file or the
+// network.
+package apidoc
+
+// Format is the kind of description a document is.
+type Format string
+
+// The formats.
+const (
+	Swagger Format = "swagger" // OpenAPI 2.0
+	OpenAPI Format = "openapi" // OpenAPI 3.0 and 3.1
+	WSDL    Format = "wsdl"    // WSDL 1.1
+)
+
+// Document is one API description, read.
+type Document struct {
+	Format Format
+	// Version is the description format's version: "2.0", "3.0.3",
+	// "3.1.0", "1.1".
+	Version string
+	// Title and APIVersion are info.title and info.version (WSDL: the
+	// service's name; no version).
+	Title, APIVersion string
+	// Servers are where the API is served, as the description lists them
+	// (OpenAPI servers, Swagger host+basePath+schemes, WSDL soap:address).
+	Servers []Server
+	// Schemes are the security schemes the description declares, by name.
+	Schemes map[string]*Scheme
+	// Operations in source order: by path then method as the file lists
+	// them (OpenAPI), by binding then operation (WSDL).
+	Operations []*Operation
+	// Problems are parts of the document the loader could not read, each
+	// at its place: a $ref that names nothing, a binding with no port. A
+	// problem is never fatal to the whole document; the compiler reports
+	// it beside the operations it touches.
+	Problems []Problem
+}
+
+// Problem is a part of a document that could not be read.
+type Problem struct {
+	Source  string // a JSON pointer or WSDL QName
+	Message string
+}
+
+// Server is one place the API is served.
+type Server struct {
+	URL         string
+	Description string
+	Source      string
+}
+
+// Operation is one call the API offers: an OpenAPI path item's method, or
+// a WSDL binding's operation.
+type Operation struct {
+	// ID is the operationId (OpenAPI) or the operation's name (WSDL).
+	// Empty when the description gives none; the compiler names it then.
+	ID string
+	// Source is where the operation is declared: "/paths/~1pets/get", or
+	// "{namespace}Binding/operation" for WSDL.
+	Source string
+	// Method and Path are an HTTP operation's (Method upper case); empty
+	// for SOAP.
+	Method, Path string
+	Summary      string
+	Description  string
+	Tags         []string
+	Deprecated   bool
+	// Parameters are the path, query, header and cookie parameters, the
+	// path item's and the operation's merged (the operation's win).
+	Parameters []*Parameter
+	// Body is the request body: nil when the operation takes none.
+	Body *Body
+	// Responses are the declared responses, in status order as written.
+	Responses []*Response
+	// Security is the requirement in force: the operation's own, else the
+	// document's; nil when neither declares one.
+	Security *Security
+	// SOAP is a WSDL operation's binding; nil for HTTP.
+	SOAP *SOAPBinding
+}
+
+// Parameter is one named input outside the body.
+type Parameter struct {
+	Name string
+	// In is path, query, header or cookie (or formData for a Swagger 2.0
+	// form parameter, which the loader moves into the Body instead).
+	In          string
+	Required    bool
+	Description string
+	Schema      *Schema
+	Source      string
+}
+
+// Parameter placements.
+const (
+	InPath   = "path"
+	InQuery  = "query"
+	InHeader = "header"
+	InCookie = "cookie"
+)
+
+// Body is a request body (OpenAPI requestBody, a Swagger body or formData
+// parameters, a SOAP input message).
+type Body struct {
+	// MediaType is the one the compiler reads: application/json when
+	// offered, else the first listed.
+	MediaType string
+	// MediaTypes lists every media type offered, as written.
+	MediaTypes []string
+	Required   bool
+	Schema     *Schema
+	Source     string
+}
+
+// Response is one declared response.
+type Response struct {
+	// Status is "200", "2XX" or "default".
+	Status      string
+	Description string
+	MediaType   string
+	// Schema is nil when the response declares no content.
+	Schema *Schema
+	// Headers are the response headers it declares, by name.
+	Headers []string
+	Source  string
+}
+
+// Security is an OR of requirements: any one alternative suffices.
+type Security struct {
+	// Source is where the requirement list is written.
+	Source string
+	// Declared is false when no security was declared at all (Security is
+	// then nil); an empty Alternatives with a Source means `security: []`,
+	// an explicit "no authentication".
+	Alternatives []Requirement
+}
+
+// Requirement is an AND of schemes: every one must be presented. An empty
+// Requirement ({}) allows an anonymous call.
+type Requirement struct {
+	Source  string
+	Schemes []SchemeUse
+}
+
+// SchemeUse names one scheme a requirement needs, with the scopes it needs
+// the credential to hold.
+type SchemeUse struct {
+	Name   string
+	Scopes []string
+}
+
+// SchemeType is how a security scheme authenticates.
+type SchemeType string
+
+// The scheme types OpenAPI defines (Swagger 2.0's basic is HTTP with
+// Scheme basic).
+const (
+	SchemeAPIKey        SchemeType = "apiKey"
+	SchemeHTTP          SchemeType = "http"
+	SchemeOAuth2        SchemeType = "oauth2"
+	SchemeOpenIDConnect SchemeType = "openIdConnect"
+	SchemeMutualTLS     SchemeType = "mutualTLS"
+)
+
+// Scheme is one declared security scheme.
+type Scheme struct {
+	Name string
+	Type SchemeType
+	// In and ParamName place an apiKey: header, query or cookie.
+	In, ParamName string
+	// HTTPScheme is an http scheme's scheme, lower case: basic, bearer,
+	// digest …
+	HTTPScheme string
+	// Flows are an oauth2 scheme's flows, in the order OAuth names them:
+	// implicit, password, clientCredentials, authorizationCode.
+	Flows []Flow
+	// OpenIDConnectURL is an openIdConnect scheme's discovery URL.
+	OpenIDConnectURL string
+	Description      string
+	Source           string
+}
+
+// Flow is one OAuth 2.0 flow of a scheme.
+type Flow struct {
+	// Name is implicit, password, clientCredentials or authorizationCode
+	// (Swagger 2.0's application and accessCode are read as the last two).
+	Name             string
+	AuthorizationURL string
+	TokenURL         string
+	RefreshURL       string
+	// Scopes are the scopes the flow offers, sorted.
+	Scopes []string
+}
+
+// Scopes returns every scope the scheme's flows offer, each once, sorted.
+func (s *Scheme) Scopes() []string {
+	set := map[string]bool{}
+	for _, f := range s.Flows {
+		for _, sc := range f.Scopes {
+			set[sc] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for sc := range set {
+		out = append(out, sc)
+	}
+	sortStrings(out)
+	return out
+}
+
+// SOAPBinding is how a WSDL operation is called.
+type SOAPBinding struct {
+	// Version is "1.1" or "1.2".
+	Version string
+	// Style is document or rpc; Use is literal or encoded.
+	Style, Use string
+	// Action is the soapAction (may be empty).
+	Action string
+	// Binding and Port name the binding and the port it is served on;
+	// Address is the port's soap:address location.
+	Binding, Port, Address string
+	// Namespace and Element are the QName of the Body's child: the input
+	// message's element (document) or the operation with the binding's
+	// namespace (rpc).
+	Namespace, Element string
+	// Others names the other bindings that serve the same operation (a
+	// SOAP 1.2 twin, HTTP GET and POST bindings): not called, but listed
+	// so the manifest can say which one it chose.
+	Others []string
+}
+
+// Schema is a JSON Schema (or an XML Schema type read as one), its $refs
+// resolved: a Schema reached through a $ref is the definition itself,
+// shared, so a recursive definition is a cycle of pointers. Walk one with
+// a visited set.
+type Schema struct {
+	// Source is where the schema is written.
+	Source string
+	// Ref is the $ref this schema was reached through ("" when written in
+	// place): the definition's name for an emitted $defs.
+	Ref string
+	// Types lists the JSON types allowed ("null" included when nullable);
+	// empty when the schema does not say.
+	Types       []string
+	Format      string
+	Title       string
+	Description string
+	// Properties in the order written.
+	Properties []Property
+	Required   []string
+	// AdditionalProperties is nil when unspecified, a Schema (the empty
+	// one for true) otherwise; NoAdditional when false.
+	AdditionalProperties *Schema
+	NoAdditional         bool
+	Items                *Schema
+	AllOf, AnyOf, OneOf  []*Schema
+	// Mapping lists a discriminator's mapped schemas, as well as any the
+	// oneOf/anyOf names.
+	Mapping    []*Schema
+	Enum       []any
+	Const      any
+	HasConst   bool
+	Default    any
+	HasDefault bool
+	Minimum    *float64
+	Maximum    *float64
+	// ExclusiveMinimum and ExclusiveMaximum are bounds (3.1's numbers;
+	// 3.0's booleans are folded into them by the loader).
+	ExclusiveMinimum *float64
+	ExclusiveMaximum *float64
+	MinLength        *int
+	MaxLength        *int
+	Pattern          string
+	MinItems         *int
+	MaxItems         *int
+	ReadOnly         bool
+	WriteOnly        bool
+	Deprecated       bool
+}
+
+// Property is one named member of an object schema.
+type Property struct {
+	Name   string
+	Schema *Schema
+}
+
+// Property returns the named property's schema, or nil.
+func (s *Schema) Property(name string) *Schema {
+	for _, p := range s.Properties {
+		if p.Name == name {
+			return p.Schema
+		}
+	}
+	return nil
+}
