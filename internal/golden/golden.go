@@ -9,8 +9,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +47,28 @@ func Bytes(tb testing.TB, path string, got []byte) {
 		tb.Fatalf("%v (run the test with -update to write it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		tb.Errorf("%s differs (run with -update and review the diff):\n got %s\nwant %s", path, got, want)
+		tb.Errorf("%s differs (run with -update and review the diff):\n%s", path, firstDifference(got, want))
 	}
+}
+
+// firstDifference shows where got and want part: the whole of each when
+// both are short, else the first line that differs, with its number and
+// the lines around it.
+func firstDifference(got, want []byte) string {
+	if len(got)+len(want) < 8<<10 {
+		return fmt.Sprintf(" got %s\nwant %s", got, want)
+	}
+	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+	i := 0
+	for i < len(g) && i < len(w) && bytes.Equal(g[i], w[i]) {
+		i++
+	}
+	window := func(lines [][]byte) string {
+		var b strings.Builder
+		for j := max(0, i-3); j < min(len(lines), i+4); j++ {
+			fmt.Fprintf(&b, "  %6d  %s\n", j+1, lines[j])
+		}
+		return b.String()
+	}
+	return fmt.Sprintf("first difference at line %d (got %d lines, want %d)\n got:\n%swant:\n%s", i+1, len(g), len(w), window(g), window(w))
 }

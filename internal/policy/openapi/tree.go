@@ -1,0 +1,175 @@
+package openapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// decode reads a JSON or YAML document into plain values: map[string]any,
+// []any, string, bool, nil, and numbers as int64 when whole and in range,
+// float64 otherwise. YAML mapping keys are read as written ("200" stays
+// the string "200", never an integer), timestamps stay strings, and an
+// alias is expanded against a budget, so that a small file cannot expand
+// into a huge one.
+func decode(data []byte) (any, error) {
+	trimmed := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("not JSON: %w", err)
+		}
+		if _, err := dec.Token(); err == nil {
+			return nil, errors.New("not JSON: more follows the document's value")
+		}
+		return numbers(v), nil
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("neither JSON nor YAML: %w", err)
+	}
+	budget := maxNodes
+	return fromYAML(&root, &budget, 0)
+}
+
+// Bounds on a decoded YAML document: nodes after alias expansion, and
+// nesting.
+const (
+	maxNodes = 5_000_000
+	maxDepth = 512
+)
+
+var errTooLarge = errors.New("the document expands to more than 5,000,000 values (YAML aliases?) or nests deeper than 512")
+
+// fromYAML converts a YAML node.
+func fromYAML(n *yaml.Node, budget *int, depth int) (any, error) {
+	*budget--
+	if *budget < 0 || depth > maxDepth {
+		return nil, errTooLarge
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return fromYAML(n.Content[0], budget, depth+1)
+	case yaml.AliasNode:
+		return fromYAML(n.Alias, budget, depth+1)
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := fromYAML(c, budget, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.MappingNode:
+		out := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+				// <<: *base merges the base mapping's keys, which the
+				// mapping's own keys override.
+				merged, err := fromYAML(v, budget, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				for _, m := range mergeSources(merged) {
+					for mk, mv := range m {
+						if _, own := out[mk]; !own {
+							out[mk] = mv
+						}
+					}
+				}
+				continue
+			}
+			if k.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: a mapping key must be a scalar", k.Line)
+			}
+			val, err := fromYAML(v, budget, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[k.Value] = val
+		}
+		return out, nil
+	case yaml.ScalarNode:
+		return scalar(n), nil
+	}
+	return nil, fmt.Errorf("line %d: an unknown YAML node", n.Line)
+}
+
+func mergeSources(v any) []map[string]any {
+	switch v := v.(type) {
+	case map[string]any:
+		return []map[string]any{v}
+	case []any:
+		var out []map[string]any
+		for _, e := range v {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// scalar reads a YAML scalar by its resolved tag; a timestamp or any
+// other tag stays the text written.
+func scalar(n *yaml.Node) any {
+	switch n.ShortTag() {
+	case "!!null":
+		return nil
+	case "!!bool":
+		b, err := strconv.ParseBool(strings.ToLower(n.Value))
+		if err == nil {
+			return b
+		}
+	case "!!int":
+		if i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); err == nil {
+			return i
+		}
+		if f, err := strconv.ParseFloat(n.Value, 64); err == nil {
+			return f
+		}
+	case "!!float":
+		if f, err := strconv.ParseFloat(n.Value, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			return f
+		}
+	}
+	return n.Value
+}
+
+// numbers replaces each json.Number with an int64 or a float64.
+func numbers(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = numbers(e)
+		}
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i
+		}
+		if f, err := v.Float64(); err == nil {
+			return f
+		}
+		return v.String()
+	}
+	return v
+}
