@@ -93,6 +93,17 @@ const (
 	MCPPromptArgumentDuplicate  Code = "X_MCP_PROMPT_ARGUMENT_DUPLICATE"
 	MCPPromptArgumentUnused     Code = "X_MCP_PROMPT_ARGUMENT_UNUSED"
 	MCPPromptArgumentsInvalid   Code = "X_MCP_PROMPT_ARGUMENTS_INVALID"
+
+	// The policy compiler's (policy compile, explain, diff).
+	PolicySpecUnreadable  Code = "X_POLICY_SPEC_UNREADABLE"
+	PolicySpecUnsupported Code = "X_POLICY_SPEC_UNSUPPORTED"
+	PolicyServiceInvalid  Code = "X_POLICY_SERVICE_INVALID"
+	PolicySelectorInvalid Code = "X_POLICY_SELECTOR_INVALID"
+	PolicyAcceptInvalid   Code = "X_POLICY_ACCEPT_INVALID"
+	PolicyBaseURLMissing  Code = "X_POLICY_BASE_URL_MISSING"
+	PolicyManifestInvalid Code = "X_POLICY_MANIFEST_INVALID"
+	PolicyToolUnknown     Code = "X_POLICY_TOOL_UNKNOWN"
+	PolicyDiffWidens      Code = "X_POLICY_DIFF_WIDENS"
 )
 
 // Entry describes one code, for two audiences: Fix is the operator's (and
@@ -209,6 +220,24 @@ var table = []Entry{
 		"Send a new idempotencyKey for a different call, or repeat the first call's input exactly to get its result."},
 	{WebhookNotFound, "No webhook message of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail webhooks list --tenant T`.", ""},
+	{PolicySpecUnreadable, "policy compile could not read the API description: the file is missing or unreadable, larger than 64 MiB, or neither JSON, YAML nor XML.",
+		"Point policy compile at an OpenAPI 2.0, 3.0 or 3.1 document (JSON or YAML) or a WSDL 1.1 document, readable by the user running it.", ""},
+	{PolicySpecUnsupported, "The file reads, but is not a description policy compile takes: not OpenAPI 2.0, 3.0 or 3.1 (its openapi or swagger member says another version, or is missing), or not a WSDL 1.1 definitions document.",
+		"Convert the description to OpenAPI 3.1 or 3.0 (or give the WSDL 1.1 document the service publishes), then compile it again.", ""},
+	{PolicyServiceInvalid, "--service names both the compiled deployment and its upstream, and the credential variables <SERVICE>_<SCHEME>_CREDENTIAL: it must be lower-case letters, digits and '-', beginning with a letter, at most 63.",
+		"Pass --service with a name such as payments or carrier-labels.", ""},
+	{PolicySelectorInvalid, "--actions writes only the operations an --include picks, and an --include was missing, could not be read, or picked no operation of the description (a typo would otherwise serve less than meant, silently).",
+		"Pass --include tag:NAME, operation:ID, method:METHOD (soap for SOAP operations) or * for all, once or comma-separated; policy compile without --actions lists every operation's tool name.", ""},
+	{PolicyAcceptInvalid, "--accept is TOOL=REASON, naming a tool of this description and a reason a reviewer can read; it was missing its reason or named no tool of the description.",
+		"Pass --accept createLabel='the carrier key is scoped to labels by the carrier' for each tool whose fatal finding a person accepts; policy explain TOOL shows the finding first.", ""},
+	{PolicyBaseURLMissing, "The actions file needs the upstream's URL, and neither --base-url nor the description names one orangerail may call: https, or http on loopback, with no variables.",
+		"Pass --base-url with the API's root, such as https://api.example.com/v1.", ""},
+	{PolicyManifestInvalid, "The file is not a policy manifest this orangerail reads: not JSON, another format version, or values its JSON Schema refuses (a manifest edited by hand so that its values contradict each other).",
+		"Compile the manifest again with policy compile rather than editing it; change a policy by reviewing it and accepting findings with --accept.", ""},
+	{PolicyToolUnknown, "policy explain names a tool the manifest does not hold.",
+		"Name one of the manifest's tools: they are listed under tools[].name, one per operation.", ""},
+	{PolicyDiffWidens, "policy diff found a change that grants or risks more: a scope or scheme added, an operation turned destructive, approval dropped, retries loosened, a sensitive field no longer masked, or an operation newly served.",
+		"Review each change marked ! before serving the new description; the exit status is 1 so that a release pipeline stops here until someone has.", ""},
 	{WebhookStateInvalid, "There is no webhook delivery state of that name.",
 		"Name one of queued, delivered or failed, or leave --status out to list every state.", ""},
 	{MCPBodyTooLarge, "The request body (over stdio, the message's line) is larger than the server accepts (http.max_body_bytes, default 1 MiB).",

@@ -33,10 +33,13 @@ type Options struct {
 	Accept map[string]string
 }
 
-// ErrService is a service name that cannot name an upstream.
-var ErrService = errors.New("the service name must be letters, digits, '_' or '-', beginning with a letter")
+// ErrService is a service name that cannot name both a deployment and its
+// upstream.
+var ErrService = errors.New("the service name must be lower-case letters, digits and '-', beginning with a letter, at most 63")
 
-var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+// serviceName is what both an ontology's service and an upstream's name
+// accept.
+var serviceName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // Compile compiles doc. It fails only on a bad option: every problem in
 // the document is a finding in the manifest.

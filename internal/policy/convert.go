@@ -1,0 +1,143 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/orangerail/orangerail/internal/policy/apidoc"
+)
+
+// converter turns apidoc schemas into the JSON Schema (draft 2020-12) an
+// action's input declares. A definition the description names ($ref) is
+// written once under $defs and referred to, so a recursive one stays
+// finite.
+type converter struct {
+	defs  map[string]any
+	names map[*apidoc.Schema]string
+	note  func(format string, args ...any)
+}
+
+func newConverter(note func(format string, args ...any)) *converter {
+	return &converter{defs: map[string]any{}, names: map[*apidoc.Schema]string{}, note: note}
+}
+
+var notDefName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// convert writes s. request drops readOnly properties: a server sets them,
+// and a request that sends one is refused by some.
+func (c *converter) convert(s *apidoc.Schema, request bool) map[string]any {
+	if s == nil {
+		return map[string]any{}
+	}
+	if s.Ref == "" {
+		return c.body(s, request)
+	}
+	name, ok := c.names[s]
+	if !ok {
+		base := strings.Trim(notDefName.ReplaceAllString(lastToken(s.Ref), "_"), "_")
+		if base == "" {
+			base = "def"
+		}
+		name = base
+		for i := 2; c.defs[name] != nil; i++ {
+			name = fmt.Sprintf("%s_%d", base, i)
+		}
+		c.names[s] = name
+		c.defs[name] = map[string]any{} // taken while it is written
+		c.defs[name] = c.body(s, request)
+	}
+	return map[string]any{"$ref": "#/$defs/" + name}
+}
+
+// body writes a schema's own keywords.
+func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
+	out := map[string]any{}
+	switch len(s.Types) {
+	case 0:
+	case 1:
+		out["type"] = s.Types[0]
+	default:
+		out["type"] = slices.Clone(s.Types)
+	}
+	if s.Format != "" {
+		out["format"] = s.Format
+	}
+	if s.Description != "" {
+		d := strings.Join(strings.Fields(s.Description), " ")
+		if r := []rune(d); len(r) > 500 {
+			d = string(r[:499]) + "…"
+		}
+		out["description"] = d
+	}
+	if len(s.Properties) > 0 {
+		props := map[string]any{}
+		for _, p := range s.Properties {
+			if request && p.Schema != nil && p.Schema.ReadOnly {
+				continue
+			}
+			props[p.Name] = c.convert(p.Schema, request)
+		}
+		out["properties"] = props
+		var required []string
+		for _, r := range s.Required {
+			if _, ok := props[r]; ok {
+				required = append(required, r)
+			}
+		}
+		if len(required) > 0 {
+			out["required"] = required
+		}
+	} else if len(s.Required) > 0 {
+		out["required"] = slices.Clone(s.Required)
+	}
+	switch {
+	case s.NoAdditional:
+		out["additionalProperties"] = false
+	case s.AdditionalProperties != nil && !isEmpty(s.AdditionalProperties):
+		out["additionalProperties"] = c.convert(s.AdditionalProperties, request)
+	}
+	if s.Items != nil {
+		out["items"] = c.convert(s.Items, request)
+	}
+	for key, group := range map[string][]*apidoc.Schema{"allOf": s.AllOf, "anyOf": s.AnyOf, "oneOf": s.OneOf} {
+		if len(group) == 0 {
+			continue
+		}
+		list := make([]any, len(group))
+		for i, g := range group {
+			list[i] = c.convert(g, request)
+		}
+		out[key] = list
+	}
+	if s.Enum != nil {
+		out["enum"] = slices.Clone(s.Enum)
+	}
+	if s.HasConst {
+		out["const"] = s.Const
+	}
+	if s.HasDefault {
+		out["default"] = s.Default
+	}
+	for key, v := range map[string]*float64{"minimum": s.Minimum, "maximum": s.Maximum, "exclusiveMinimum": s.ExclusiveMinimum, "exclusiveMaximum": s.ExclusiveMaximum} {
+		if v != nil {
+			out[key] = *v
+		}
+	}
+	for key, v := range map[string]*int{"minLength": s.MinLength, "maxLength": s.MaxLength, "minItems": s.MinItems, "maxItems": s.MaxItems} {
+		if v != nil {
+			out[key] = *v
+		}
+	}
+	if s.Pattern != "" {
+		// orangerail validates with RE2; a pattern it cannot compile
+		// (an ECMA lookahead) is left to the upstream, and said so.
+		if _, err := regexp.Compile(s.Pattern); err == nil {
+			out["pattern"] = s.Pattern
+		} else {
+			c.note("the pattern %q at %s is not RE2: orangerail does not assert it, the upstream does", s.Pattern, s.Source)
+		}
+	}
+	return out
+}
