@@ -15,6 +15,23 @@ import (
 // properties at every level from growing quadratically.
 const maxWork = 1 << 21
 
+// maxNest bounds how deeply named types, elements and groups may refer to
+// one another before the chain is shared: each level is a call, so the
+// bound keeps a hostile chain of distinct types from exhausting the stack.
+const maxNest = 512
+
+// enter counts one level of reference; leave undoes it. Past maxNest the
+// load fails with ErrTooLarge.
+func (l *loader) enter() bool {
+	l.nest++
+	if l.nest > maxNest && l.err == nil {
+		l.err = fmt.Errorf("%w: types refer to types more than %d deep", ErrTooLarge, maxNest)
+	}
+	return l.err == nil
+}
+
+func (l *loader) leave() { l.nest-- }
+
 // spend counts n units of schema work and reports whether the document is
 // still inside its bound; past it the load fails with ErrTooLarge.
 func (l *loader) spend(n int) bool {
@@ -113,6 +130,10 @@ func (l *loader) typeSchema(ref xml.Name, at string) *apidoc.Schema {
 	}
 	s := &apidoc.Schema{Source: d.src, Ref: d.src}
 	l.typeMemo[ref] = s
+	if !l.enter() {
+		return s
+	}
+	defer l.leave()
 	l.filling[s] = true
 	if d.n.name.Local == "complexType" {
 		l.fillComplex(s, d.n, d.src, d.tns)
@@ -138,9 +159,9 @@ func (l *loader) elementSchema(ref xml.Name, at string) *apidoc.Schema {
 		return &apidoc.Schema{Source: at}
 	}
 	if t := d.n.attr("type"); t != "" {
-		// The element is its type: share the type's schema. It is memoized
-		// before the type is read so that an element whose type refers to
-		// the element again resolves to the type's schema being filled.
+		// The element is its type: share the type's schema. A type that
+		// refers back to this element finds the type memoized, so the
+		// element need not be memoized before it is read.
 		q, ok := d.n.qname(t)
 		if !ok {
 			l.problem(d.src, "the type %q has an undeclared prefix", t)
@@ -154,6 +175,10 @@ func (l *loader) elementSchema(ref xml.Name, at string) *apidoc.Schema {
 	}
 	s := &apidoc.Schema{Source: d.src, Ref: d.src}
 	l.elemMemo[ref] = s
+	if !l.enter() {
+		return s
+	}
+	defer l.leave()
 	l.filling[s] = true
 	l.fillAnonymous(s, d.n, d.src, d.tns)
 	delete(l.filling, s)
@@ -309,6 +334,10 @@ func (l *loader) particle(s *apidoc.Schema, g *node, src, tns string, optional b
 			l.problem(gsrc, "group %q contains itself", g.attr("ref"))
 			return
 		}
+		if !l.enter() {
+			return
+		}
+		defer l.leave()
 		l.groupActive[ref] = true
 		for _, c := range d.n.children {
 			if c.is(xsdNS, "sequence") || c.is(xsdNS, "choice") || c.is(xsdNS, "all") {

@@ -185,6 +185,7 @@ type loader struct {
 	filling                 map[*apidoc.Schema]bool
 	groupActive             map[xml.Name]bool
 	work                    int
+	nest                    int
 }
 
 func newLoader(root *os.Root) *loader {
