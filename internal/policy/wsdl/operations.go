@@ -342,6 +342,18 @@ func (l *loader) operation(bo *boundOp, others []string) *apidoc.Operation {
 	o.Description = doc
 	o.Summary = summary(doc)
 	mt := b.kind.mediaType()
+	for _, dir := range []string{"input", "output"} {
+		io := bo.op.child(wsdlNS, dir)
+		if io == nil {
+			continue
+		}
+		for _, h := range io.children {
+			if h.is(sp, "header") {
+				l.problem(opSrc, "the %s's SOAP header (message %s, part %s) is not read: apidoc has no place for a header block",
+					dir, h.attr("message"), h.attr("part"))
+			}
+		}
+	}
 
 	if in := bo.pt.child(wsdlNS, "input"); in != nil {
 		body := soapBody(bo.op.child(wsdlNS, "input"), sp)

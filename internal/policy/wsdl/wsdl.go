@@ -33,7 +33,10 @@
 // When several SOAP bindings serve the same portType operation the SOAP
 // 1.1 one is read (it is the most widely served) and the others, with any
 // HTTP GET or POST binding offering an operation of the same name, are
-// listed in SOAPBinding.Others. HTTP bindings make no operations.
+// listed in SOAPBinding.Others. HTTP bindings make no operations. A
+// binding over a transport other than HTTP, and a soap:header block, are
+// Problems: neither can be called through the Body alone. Servers are the
+// SOAP ports' addresses, each URL once.
 //
 // # Schemas
 //

@@ -370,6 +370,7 @@ func TestSynthetic(t *testing.T) {
 		{"{urn:svc}message:Broken/part:nothing", "neither an element nor a type"},
 		{"{urn:svc}message:Empty", "names no part"},
 		{"{urn:svc}binding:ShopJms", "is not HTTP"},
+		{"{urn:svc}ShopSoap/Buy", "input's SOAP header (message tns:Auth, part token) is not read"},
 	} {
 		if !problem(doc, p.source, p.message) {
 			t.Errorf("no problem %q at %s in %v", p.message, p.source, doc.Problems)
