@@ -562,6 +562,8 @@ func (in *input) soapElements(s *apidoc.Schema, path []string, depth int) ([]any
 			out = append(out, map[string]any{p.Name: children})
 		case c != nil && c.Items != nil && isObject(c.Items):
 			return nil, fmt.Errorf("its element %s repeats a structure, which a SOAP body template cannot bind", strings.Join(at, "/"))
+		case !required && judgeNoun(p.Name, isBoolean(c)).sensitivity == SensitivitySecret:
+			continue // an optional credential no agent may hold (the manifest says so)
 		default:
 			prop := in.name(strings.Join(at, "_"))
 			in.add(prop, in.conv.convert(c, true), required && depth == 0)

@@ -208,7 +208,15 @@ func credentialParameters(doc *apidoc.Document, op *apidoc.Operation, acc access
 			break
 		}
 	}
-	for _, p := range op.Parameters {
+	params := op.Parameters
+	if b := op.Body; b != nil && b.Schema != nil && (op.SOAP != nil || !jsonMedia(b.MediaType)) {
+		// A SOAP body's elements and a form's fields are the call's
+		// parameters: WSDL declares no security, so its credentials
+		// travel there (TaxCloud's apiKey, Crowd's in0 token), as
+		// Swagger's formData token does.
+		params = append(slices.Clone(params), bodyParameters(b)...)
+	}
+	for _, p := range params {
 		if placedByScheme(doc, p) {
 			continue
 		}
@@ -228,6 +236,27 @@ func credentialParameters(doc *apidoc.Document, op *apidoc.Operation, acc access
 		out = append(out, Unresolved{Kind: UnresolvedCredentialParameter, Field: "required_schemes", Source: []string{p.Source},
 			Detail: fmt.Sprintf("the %s parameter %q carries a credential (%s), but no security scheme orangerail places declares it: an agent would have to hold it, and orangerail places credentials only from its environment", p.In, p.Name, j.rule),
 			Fatal:  true})
+	}
+	return out
+}
+
+// bodyParameters lists a SOAP body's or a form's fields as parameters:
+// its members, and the members of a member that is itself a structure
+// (Crowd's in0, an AuthenticatedToken, carries the token), each required
+// when it and every structure above it are.
+func bodyParameters(b *apidoc.Body) []*apidoc.Parameter {
+	in := "body"
+	var out []*apidoc.Parameter
+	for _, p := range allProperties(b.Schema) {
+		required := b.Required && slices.Contains(b.Schema.Required, p.Name)
+		out = append(out, &apidoc.Parameter{Name: p.Name, In: in, Required: required, Schema: p.Schema, Source: sourceOf(p.Schema, b.Schema)})
+		if p.Schema == nil {
+			continue
+		}
+		for _, c := range allProperties(p.Schema) {
+			out = append(out, &apidoc.Parameter{Name: p.Name + "." + c.Name, In: in, Schema: c.Schema, Source: sourceOf(c.Schema, p.Schema),
+				Required: required && slices.Contains(p.Schema.Required, c.Name)})
+		}
 	}
 	return out
 }

@@ -2,8 +2,6 @@ package policy_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +10,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/golden"
 	"github.com/orangerail/orangerail/internal/policy"
-	"github.com/orangerail/orangerail/internal/policy/apidoc"
-	"github.com/orangerail/orangerail/internal/policy/openapi"
+	"github.com/orangerail/orangerail/internal/policy/apispec"
 )
 
 // corpus is the directory of real API descriptions (testdata/apispecs,
@@ -30,34 +27,38 @@ var goldens = map[string]string{
 	"vonage-account.yaml":     "vonage",
 	"google-oauth2-v2.yaml":   "google",
 	"twilio-iam-v1.yaml":      "twilio",
+
+	"atlassian-crowd-securityserver.wsdl": "crowd",
+	"taxcloud-taxcloud.wsdl":              "taxcloud",
+	"synthetic-schemes.yaml":              "synthetic-schemes",
 }
 
-// load reads a corpus document.
-func load(t testing.TB, name string) (*apidoc.Document, []byte) {
+// load reads a corpus document, or a test's own under testdata.
+func load(t testing.TB, name string) *apispec.File {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(corpus, name))
-	if err != nil {
-		t.Fatal(err)
+	path := filepath.Join(corpus, name)
+	if _, err := os.Stat(path); err != nil {
+		path = filepath.Join("testdata", name)
 	}
-	doc, err := openapi.Parse(data, name, os.DirFS(corpus))
+	f, err := apispec.Read(path)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	return doc, data
+	return f
 }
 
 func compile(t testing.TB, name, service string, accept map[string]string) *policy.Manifest {
 	t.Helper()
-	doc, data := load(t, name)
-	sum := sha256.Sum256(data)
-	m, err := policy.Compile(doc, policy.Options{Service: service, File: name, SHA256: hex.EncodeToString(sum[:]), Accept: accept})
+	f := load(t, name)
+	m, err := policy.Compile(f.Doc, policy.Options{Service: service, File: f.Name, SHA256: f.SHA256, Accept: accept})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 	return m
 }
 
-// TestCorpus compiles every OpenAPI document of the corpus: each gives a
+// TestCorpus compiles every document of the corpus, and this package's
+// synthetic ones: each gives a
 // manifest its own JSON Schema accepts, with a tool per operation, the
 // same bytes on a second compile, and — for the reviewed ones — the bytes
 // of its golden file.
@@ -66,15 +67,18 @@ func TestCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := 0
+	names := []string{"synthetic-schemes.yaml"}
 	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".yaml") {
-			continue
+		if name := e.Name(); name != "INDEX.md" {
+			names = append(names, name)
 		}
-		seen++
+	}
+	if len(names) != 1+16 {
+		t.Fatalf("the corpus holds %d documents, want 16 (INDEX.md)", len(names)-1)
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			doc, _ := load(t, name)
+			doc := load(t, name).Doc
 			m := compile(t, name, "svc", nil)
 			if len(m.Tools) != len(doc.Operations) || len(m.Tools) == 0 {
 				t.Fatalf("%d tools for %d operations", len(m.Tools), len(doc.Operations))
@@ -104,9 +108,6 @@ func TestCorpus(t *testing.T) {
 				golden.Bytes(t, filepath.Join("testdata", "golden", g+".manifest.json"), out)
 			}
 		})
-	}
-	if seen != 12 {
-		t.Fatalf("the corpus holds %d OpenAPI documents, want 12", seen)
 	}
 }
 

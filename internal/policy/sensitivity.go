@@ -119,7 +119,7 @@ func judgeNoun(name string, boolean bool) judgement {
 		return judgement{SensitivityNone, ""}
 	}
 	if sens, ok := nouns[before+noun]; ok && before != "" {
-		return judgement{sens, fmt.Sprintf("%s ends on the noun %q %q, which is %s", name, before, noun, sens)}
+		return judgement{sens, fmt.Sprintf("%s ends on the noun %q, which is %s", name, before+" "+noun, sens)}
 	}
 	sens, ok := nouns[noun]
 	if !ok {

@@ -121,6 +121,12 @@ func Load(file string) (*apidoc.Document, error) {
 	return parse(data, file, root, base)
 }
 
+// ParseIn reads a WSDL 1.1 document from data, named name inside root,
+// whose relative imports it reads from root (never outside it).
+func ParseIn(data []byte, name string, root *os.Root) (*apidoc.Document, error) {
+	return parse(data, name, root, name)
+}
+
 // Parse reads a WSDL 1.1 document from data; name is the file name to
 // report it by. It reads nothing else: each import with a location is a
 // Problem.

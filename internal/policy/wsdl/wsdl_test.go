@@ -17,10 +17,23 @@ import (
 	"github.com/orangerail/orangerail/internal/policy/apidoc"
 )
 
-// load reads a testdata file, failing the test on an error.
+// corpus holds the real descriptions the policy compiler is tried on (its
+// INDEX.md says where each came from).
+const corpus = "../testdata/apispecs"
+
+// testFile is where a test's file is: a real WSDL of the corpus, or one of
+// this package's own under testdata.
+func testFile(name string) string {
+	if _, err := os.Stat(filepath.Join(corpus, name)); err == nil {
+		return filepath.Join(corpus, name)
+	}
+	return filepath.Join("testdata", name)
+}
+
+// load reads a test file, failing the test on an error.
 func load(t *testing.T, name string) *apidoc.Document {
 	t.Helper()
-	doc, err := Load(filepath.Join("testdata", name))
+	doc, err := Load(testFile(name))
 	if err != nil {
 		t.Fatalf("Load(%s): %v", name, err)
 	}
@@ -502,7 +515,7 @@ func TestRemoteImportIsNotFetched(t *testing.T) {
 
 func TestMalformed(t *testing.T) {
 	t.Parallel()
-	crowd, err := os.ReadFile(filepath.Join("testdata", "atlassian-crowd-securityserver.wsdl"))
+	crowd, err := os.ReadFile(testFile("atlassian-crowd-securityserver.wsdl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +632,7 @@ func TestLatin1(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	for _, name := range []string{"atlassian-crowd-securityserver.wsdl", "atlassian-jira-soap.wsdl", "taxcloud-taxcloud.wsdl",
 		"cdyne-emailverification.wsdl", "recursive.wsdl", "synthetic.wsdl", "imports/service.wsdl"} {
-		data, err := os.ReadFile(filepath.Join("testdata", name))
+		data, err := os.ReadFile(testFile(name))
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/policy"
+	"github.com/orangerail/orangerail/internal/policy/apispec"
+	"github.com/orangerail/orangerail/internal/policy/openapi"
+	"github.com/orangerail/orangerail/internal/policy/wsdl"
+)
+
+func newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Compile an OpenAPI or WSDL description into a reviewable policy and actions",
+	}
+	cmd.AddCommand(newPolicyCompileCmd(), newPolicyExplainCmd(), newPolicyDiffCmd())
+	return cmd
+}
+
+func newPolicyCompileCmd() *cobra.Command {
+	var (
+		service, manifestPath, actionsPath, baseURL, environment string
+		include, accept, roles                                   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "compile SPEC --service NAME [-o manifest.json] [--actions actions.yaml --include SELECTOR]",
+		Short: "Compile an API description into a policy manifest, and the actions a team chose to serve",
+		Long: "compile reads an OpenAPI 2.0, 3.0 or 3.1 document (JSON or YAML; $refs into files beside it\n" +
+			"are followed, never the network) or a WSDL 1.1 document, and writes a policy manifest: one\n" +
+			"tool per operation, every value with the place it was read from and the rule that made it,\n" +
+			"and what could not be demonstrated listed under unresolved. An operation whose fatal finding\n" +
+			"stands fails closed; --accept TOOL=REASON records a person's acceptance of one.\n\n" +
+			"--actions writes an ontology config (config check accepts it) with the upstream and an action\n" +
+			"for each servable operation an --include picks: tag:NAME, operation:ID, method:METHOD (soap\n" +
+			"for SOAP operations) or *. An operation not picked is not served.\n\n" +
+			"The same input gives the same bytes. Exit status: 0 when written, 2 when it could not run.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			acceptances, err := parseAccept(accept)
+			if err != nil {
+				return err
+			}
+			selectors, err := policy.ParseSelectors(include)
+			if err != nil {
+				return errcode.New(errcode.PolicySelectorInvalid, err.Error(), err)
+			}
+			if actionsPath == "" && len(selectors) > 0 {
+				return errcode.New(errcode.PolicySelectorInvalid, "--include picks what --actions writes: pass --actions FILE too", nil)
+			}
+			f, err := readSpec(args[0])
+			if err != nil {
+				return err
+			}
+			m, err := policy.Compile(f.Doc, policy.Options{Service: service, File: f.Name, SHA256: f.SHA256, Accept: acceptances})
+			switch {
+			case errors.Is(err, policy.ErrService):
+				return errcode.New(errcode.PolicyServiceInvalid, err.Error(), err)
+			case err != nil:
+				return errcode.New(errcode.PolicyAcceptInvalid, err.Error(), err)
+			}
+			data, err := m.Marshal()
+			if err != nil {
+				return err
+			}
+			var emitted *policy.Emitted
+			if actionsPath != "" {
+				emitted, err = policy.Emit(m, f.Doc, selectors, policy.EmitOptions{BaseURL: baseURL, Environment: environment, Roles: roles})
+				switch {
+				case errors.Is(err, policy.ErrSelector):
+					return errcode.New(errcode.PolicySelectorInvalid, err.Error(), err)
+				case errors.Is(err, policy.ErrBaseURL):
+					return errcode.New(errcode.PolicyBaseURLMissing, err.Error(), err)
+				case err != nil:
+					return err
+				}
+			}
+			// Written only once everything compiled: a failure leaves no
+			// half-written pair behind.
+			if manifestPath == "" || manifestPath == "-" {
+				if _, err := cmd.OutOrStdout().Write(data); err != nil {
+					return err
+				}
+			} else if err := writeFile(manifestPath, data); err != nil {
+				return err
+			}
+			summarize(cmd.ErrOrStderr(), m, manifestPath)
+			if emitted != nil {
+				if err := writeFile(actionsPath, emitted.YAML); err != nil {
+					return err
+				}
+				w := cmd.ErrOrStderr()
+				fmt.Fprintf(w, "%s: %d action(s) written: %s\n", actionsPath, len(emitted.Written), strings.Join(emitted.Written, ", "))
+				for _, s := range emitted.Skipped {
+					fmt.Fprintf(w, "  not served: %s: %s\n", s.Tool, display.Text(s.Reason))
+				}
+				for _, n := range emitted.Notes {
+					fmt.Fprintf(w, "  note: %s: %s\n", n.Tool, display.Text(n.Reason))
+				}
+				fmt.Fprintf(w, "Check it with: orangerail config check %s\n", actionsPath)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&service, "service", "", "the upstream's name: the deployment's service and the credential variables' prefix (required)")
+	fl.StringVarP(&manifestPath, "output", "o", "", "write the manifest to this file (default: standard output)")
+	fl.StringVar(&actionsPath, "actions", "", "write the picked operations' actions to this ontology config file")
+	fl.StringArrayVar(&include, "include", nil, "pick operations for --actions: tag:NAME, operation:ID, method:METHOD, or * (repeatable, comma-separated)")
+	fl.StringArrayVar(&accept, "accept", nil, "TOOL=REASON: a person accepts the tool's acceptable fatal findings (repeatable)")
+	fl.StringVar(&baseURL, "base-url", "", "the upstream's URL in --actions (default: the description's first https server)")
+	fl.StringVar(&environment, "environment", "production", "the environment the actions file's config serves")
+	fl.StringSliceVar(&roles, "roles", nil, "roles that may call every written action (beside its scope)")
+	_ = cmd.MarkFlagRequired("service")
+	return cmd
+}
+
+// readSpec reads a description, classifying its failures.
+func readSpec(path string) (*apispec.File, error) {
+	f, err := apispec.Read(path)
+	switch {
+	case errors.Is(err, openapi.ErrNotOpenAPI), errors.Is(err, wsdl.ErrNotWSDL):
+		return nil, errcode.New(errcode.PolicySpecUnsupported, err.Error(), err)
+	case err != nil:
+		return nil, errcode.New(errcode.PolicySpecUnreadable, err.Error(), err)
+	}
+	return f, nil
+}
+
+// parseAccept reads --accept TOOL=REASON values.
+func parseAccept(values []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range values {
+		tool, reason, ok := strings.Cut(v, "=")
+		if !ok || strings.TrimSpace(tool) == "" || strings.TrimSpace(reason) == "" {
+			return nil, errcode.New(errcode.PolicyAcceptInvalid, fmt.Sprintf("--accept %q is not TOOL=REASON", v), nil)
+		}
+		out[strings.TrimSpace(tool)] = strings.TrimSpace(reason)
+	}
+	return out, nil
+}
+
+// summarize tells the operator what the manifest holds.
+func summarize(w io.Writer, m *policy.Manifest, path string) {
+	servable, closed := 0, 0
+	for _, t := range m.Tools {
+		if t.Status.Value == policy.StatusServable {
+			servable++
+		} else {
+			closed++
+		}
+	}
+	where := "standard output"
+	if path != "" && path != "-" {
+		where = path
+	}
+	fmt.Fprintf(w, "%s: %d operation(s) of %s: %d servable, %d fail closed; manifest written to %s\n",
+		display.Text(m.Source.File), len(m.Tools), display.Text(m.Source.Title), servable, closed, where)
+	if len(m.Problems) > 0 {
+		fmt.Fprintf(w, "  %d part(s) of the description could not be read; see problems in the manifest\n", len(m.Problems))
+	}
+}
+
+// writeFile writes data to path through a temporary file beside it, so a
+// reader never sees half a file.
+func writeFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(dirOf(path), ".orangerail-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename; removed on failure
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close() //nolint:errcheck,gosec // the write's error is the one reported
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { //nolint:gosec // G302: a manifest and a config are for review, not secret
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+// readManifest reads a manifest file, classifying its failure.
+func readManifest(path string) (*policy.Manifest, error) {
+	data, err := os.ReadFile(path) //nolint:gosec // G304: the manifest the operator named
+	if err != nil {
+		return nil, errcode.New(errcode.PolicyManifestInvalid, err.Error(), err)
+	}
+	m, err := policy.ReadManifest(data)
+	if err != nil {
+		return nil, errcode.New(errcode.PolicyManifestInvalid, fmt.Sprintf("%s: %v", path, err), err)
+	}
+	return m, nil
+}
+
+func newPolicyExplainCmd() *cobra.Command {
+	var manifestPath string
+	cmd := &cobra.Command{
+		Use:   "explain TOOL --manifest FILE",
+		Short: "Print the reasoning behind each value of a tool's policy",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := readManifest(manifestPath)
+			if err != nil {
+				return err
+			}
+			t := m.Tool(args[0])
+			if t == nil {
+				return errcode.New(errcode.PolicyToolUnknown, fmt.Sprintf("%s holds no tool %q", manifestPath, args[0]), nil)
+			}
+			policy.Explain(cmd.OutOrStdout(), m, t)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the manifest policy compile wrote (required)")
+	_ = cmd.MarkFlagRequired("manifest")
+	return cmd
+}
+
+func newPolicyDiffCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "diff OLD NEW",
+		Short: "Show what a new description's manifest changes in the policy",
+		Long: "diff compares two manifests tool by tool: a scope widened, an operation turned destructive,\n" +
+			"approval dropped, a field no longer masked, an operation added or gone. Changes that grant\n" +
+			"or risk more are marked !.\n\n" +
+			"Exit status: 0 when nothing widens, 1 when something does (X_POLICY_DIFF_WIDENS), 2 when\n" +
+			"it could not run.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			old, err := readManifest(args[0])
+			if err != nil {
+				return err
+			}
+			neu, err := readManifest(args[1])
+			if err != nil {
+				return err
+			}
+			changes := policy.Diff(old, neu)
+			widens := 0
+			for _, c := range changes {
+				if c.Widens {
+					widens++
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if changes == nil {
+					changes = []policy.Change{}
+				}
+				if err := writeJSON(out, map[string]any{"changes": changes, "widens": widens}); err != nil {
+					return err
+				}
+			} else {
+				for _, c := range changes {
+					mark := " "
+					if c.Widens {
+						mark = "!"
+					}
+					field := c.Field
+					if field == "" {
+						field = "tool"
+					}
+					fmt.Fprintf(out, "%s %s %s: %s -> %s\n    %s\n", mark, c.Tool, field, display.Text(orNone(c.Old)), display.Text(orNone(c.New)), display.Text(c.Why))
+				}
+				fmt.Fprintf(out, "%d change(s), %d widen the policy\n", len(changes), widens)
+			}
+			if widens > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "orangerail: %s: %d change(s) widen the policy; review each marked !\n", errcode.PolicyDiffWidens, widens)
+				return errFindings
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the changes as JSON")
+	return cmd
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
