@@ -65,7 +65,7 @@ func benchMain() int {
 	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
 	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
-	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (sql_query, audit_append, lifecycle, mcp_read_call, upstream_call, token, audit_verify)")
+	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (sql_query, audit_append, lifecycle, mcp_read_call, upstream_call, token, policy_compile, audit_verify)")
 	flag.Parse()
 	selected, err := regexp.Compile(*only)
 	if err != nil {
@@ -165,6 +165,11 @@ func run(ctx context.Context, o options) error {
 	if want("upstream_call") {
 		if err := upstreamCall(ctx, dbURL, appendDuration, emit); err != nil {
 			return fmt.Errorf("upstream_call: %w", err)
+		}
+	}
+	if want("policy_compile") {
+		if err := policyCompile(emit); err != nil {
+			return fmt.Errorf("policy_compile: %w", err)
 		}
 	}
 	if want("token") {
