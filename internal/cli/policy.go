@@ -172,6 +172,9 @@ func summarize(w io.Writer, m *policy.Manifest, path string) {
 // writeFile writes data to path through a temporary file beside it, so a
 // reader never sees half a file.
 func writeFile(path string, data []byte) error {
+	if err := os.MkdirAll(dirOf(path), 0o750); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(dirOf(path), ".orangerail-*")
 	if err != nil {
 		return err
