@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/orangerail/orangerail/internal/policy/apidoc"
@@ -912,4 +913,159 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("%d lines against %d", len(la), len(lb))
+}
+
+// TestEncodedPointers: a $ref's fragment is percent-decoded before it is
+// read as a JSON pointer.
+func TestEncodedPointers(t *testing.T) {
+	t.Parallel()
+	doc := mustParse(t, "testdata", "encoded.yaml")
+	if len(doc.Problems) != 0 {
+		t.Errorf("problems %+v", doc.Problems)
+	}
+	if s := response(t, op(t, doc, "getPet"), "200").Schema; s.Ref != "/components/schemas/My Pet" || s.Property("name") == nil {
+		t.Errorf("My Pet %+v", s)
+	}
+	cp := op(t, doc, "copy")
+	if id := param(t, cp, apidoc.InPath, "id"); id.Source != "/paths/~1pets~1{id}/get/parameters/0" {
+		t.Errorf("id at %q", id.Source)
+	}
+	if s := response(t, cp, "200").Schema; s.Ref != "/components/schemas/100%" || s.Types[0] != "integer" {
+		t.Errorf("100%% %+v", s)
+	}
+}
+
+// TestSwaggerUnquoted: `swagger: 2.0` unquoted, form and body parameters,
+// servers from host and schemes.
+func TestSwaggerUnquoted(t *testing.T) {
+	t.Parallel()
+	doc := mustParse(t, "testdata", "swagger-unquoted.yaml")
+	if doc.Format != apidoc.Swagger || doc.Version != "2.0" || doc.APIVersion != "1.0" {
+		t.Fatalf("%s %s, API %q", doc.Format, doc.Version, doc.APIVersion)
+	}
+	if len(doc.Servers) != 2 || doc.Servers[1].URL != "https://api.example.com/v1" || doc.Servers[0].Source != "/host" {
+		t.Errorf("servers %+v", doc.Servers)
+	}
+	up := op(t, doc, "upload")
+	b := up.Body
+	if b == nil || b.MediaType != "multipart/form-data" || !b.Required || !slices.Equal(b.Schema.Required, []string{"file"}) {
+		t.Fatalf("upload body %+v", b)
+	}
+	if f := prop(t, b.Schema, "file"); f.Types[0] != "string" || f.Format != "binary" {
+		t.Errorf("file %+v", f)
+	}
+	// 2.0 has no rule against an Authorization header parameter.
+	param(t, up, apidoc.InHeader, "Authorization")
+	if r := response(t, up, "200"); r.MediaType != "application/json" || r.Schema.Property("id") == nil {
+		t.Errorf("200 %+v", r)
+	}
+	mk := op(t, doc, "makeThing")
+	if mk.Body == nil || mk.Body.Schema.Ref != "/definitions/Thing" || !slices.Equal(mk.Body.MediaTypes, []string{"application/json"}) {
+		t.Fatalf("body %+v", mk.Body)
+	}
+	if got := prop(t, mk.Body.Schema, "name").Types; !slices.Equal(got, []string{"string", "null"}) {
+		t.Errorf("x-nullable: %v", got)
+	}
+}
+
+// TestShared: what several operations reach through $refs is read once:
+// one *Schema, one problem.
+func TestShared(t *testing.T) {
+	t.Parallel()
+	doc := mustParse(t, "testdata", "shared.yaml")
+	a, b := op(t, doc, "getA"), op(t, doc, "getB")
+	ra, rb := response(t, a, "200").Schema, response(t, b, "200").Schema
+	if ra != rb || ra.Source != "/components/responses/Listing/content/application~1json/schema" {
+		t.Errorf("the inline schema of a shared response read twice, or at %q", ra.Source)
+	}
+	if param(t, a, apidoc.InPath, "id").Schema != param(t, b, apidoc.InPath, "id").Schema {
+		t.Error("the schema of a shared parameter read twice")
+	}
+	// A problem in what is shared is said once, at its place.
+	want := []apidoc.Problem{
+		{Source: "/components/responses/Listing/content/application~1json/schema/properties/broken", Message: `the $ref "#/components/schemas/Gone" names nothing`},
+		{Source: "/paths/~1d/get/parameters/0", Message: "a parameter needs a name and an in"},
+	}
+	if !slices.Equal(doc.Problems, want) {
+		t.Errorf("problems %+v", doc.Problems)
+	}
+	if len(doc.Operations) != 4 {
+		t.Errorf("%d operations", len(doc.Operations))
+	}
+	// Header names are case-insensitive: the operation's overrides the
+	// path item's. Accept and Authorization header parameters are not
+	// read in 3.x.
+	var headers []string
+	for _, p := range a.Parameters {
+		if p.In == apidoc.InHeader {
+			headers = append(headers, p.Name+": "+p.Description)
+		}
+	}
+	if !slices.Equal(headers, []string{"x-request-id: operation level"}) {
+		t.Errorf("headers %q", headers)
+	}
+	// A mapping value that is a component's name, dots and all.
+	pet := prop(t, ra, "pet")
+	if len(pet.Mapping) != 2 || pet.Mapping[0] != pet.OneOf[0] || pet.Mapping[0].Ref != "/components/schemas/Pet.v1" {
+		t.Errorf("mapping %+v", pet.Mapping)
+	}
+}
+
+// TestAmplification: $refs that multiply a small document into millions
+// of parts are refused, not built.
+func TestAmplification(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString(`{"openapi":"3.0.3","info":{"title":"t","version":"1"},"components":{"parameters":{"p":{"name":"p","in":"query","schema":{"type":"string"}}},"pathItems":{"item":{"get":{"parameters":[`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"$ref":"#/components/parameters/p"}`)
+	}
+	b.WriteString(`]}}}},"paths":{`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"/p%d":{"$ref":"#/components/pathItems/item"}`, i)
+	}
+	b.WriteString("}}")
+	doc, err := openapi.Parse([]byte(b.String()), "spec.json", nil)
+	if !errors.Is(err, openapi.ErrTooLarge) || doc != nil {
+		t.Fatalf("%d bytes made %v", b.Len(), err)
+	}
+}
+
+// TestFiles: a $ref's file must be a regular file of bounded size, and
+// one that cannot be read is a problem that says why.
+func TestFiles(t *testing.T) {
+	t.Parallel()
+	spec := []byte(`openapi: 3.0.3
+paths:
+  /pipe: {$ref: "pipe.yaml#/item"}
+  /bad: {$ref: "bad.yaml#/item"}
+  /dir: {$ref: "sub#/item"}
+`)
+	fsys := fstest.MapFS{
+		"pipe.yaml":  {Data: []byte("item: {get: {operationId: x}}"), Mode: fs.ModeNamedPipe},
+		"bad.yaml":   {Data: []byte("item: [unclosed")},
+		"sub/x.yaml": {Data: []byte("{}")},
+	}
+	doc, err := openapi.Parse(spec, "spec.yaml", fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for source, says := range map[string]string{
+		"/paths/~1pipe": "not a regular file",
+		"/paths/~1bad":  "bad.yaml: neither JSON nor YAML",
+		"/paths/~1dir":  "not a regular file",
+	} {
+		if got := problemsAt(doc, source); len(got) != 1 || !strings.Contains(got[0], says) {
+			t.Errorf("%s: %q, want %q", source, got, says)
+		}
+	}
+	if len(doc.Operations) != 0 {
+		t.Errorf("operations %+v", doc.Operations)
+	}
 }
