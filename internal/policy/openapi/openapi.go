@@ -485,7 +485,11 @@ func (l *loader) parameters(at loc, v any) []*param {
 			// OAS 3.0.3 §4.7.12.1 and 3.1 §4.8.12.1: a header parameter
 			// named Accept, Content-Type or Authorization "SHALL be
 			// ignored" (the media types and the security schemes say
-			// those).
+			// those). A credential declared that way is said, so that it
+			// is not lost without a word.
+			if strings.EqualFold(p.Name, "authorization") {
+				l.problem(pat, "a header parameter named Authorization is ignored (OpenAPI 3: the security schemes declare credentials)")
+			}
 			continue
 		}
 		out = append(out, p)

@@ -983,6 +983,7 @@ func TestShared(t *testing.T) {
 	}
 	// A problem in what is shared is said once, at its place.
 	want := []apidoc.Problem{
+		{Source: "/paths/~1a~1{id}/get/parameters/2", Message: "a header parameter named Authorization is ignored (OpenAPI 3: the security schemes declare credentials)"},
 		{Source: "/components/responses/Listing/content/application~1json/schema/properties/broken", Message: `the $ref "#/components/schemas/Gone" names nothing`},
 		{Source: "/paths/~1d/get/parameters/0", Message: "a parameter needs a name and an in"},
 	}
@@ -1067,5 +1068,14 @@ paths:
 	}
 	if len(doc.Operations) != 0 {
 		t.Errorf("operations %+v", doc.Operations)
+	}
+}
+
+// TestFlowYAML: a YAML file in flow style starts like JSON and is YAML.
+func TestFlowYAML(t *testing.T) {
+	t.Parallel()
+	doc := mustParse(t, "testdata", "flow.yaml")
+	if doc.Version != "3.1.0" || response(t, op(t, doc, "getA"), "200").Description != "ok" {
+		t.Errorf("%+v", doc)
 	}
 }

@@ -26,6 +26,14 @@ func decode(data []byte) (any, error) {
 		dec.UseNumber()
 		var v any
 		if err := dec.Decode(&v); err != nil {
+			// YAML's flow style starts the same way ({openapi: 3.1.0})
+			// and is read as YAML; JSON's error is the one said.
+			var syntax *json.SyntaxError
+			if errors.As(err, &syntax) {
+				if v, yerr := decodeYAML(data); yerr == nil {
+					return v, nil
+				}
+			}
 			return nil, fmt.Errorf("not JSON: %w", err)
 		}
 		// Anything but the end after the value (more JSON, or text that
@@ -36,6 +44,10 @@ func decode(data []byte) (any, error) {
 		}
 		return numbers(v), nil
 	}
+	return decodeYAML(data)
+}
+
+func decodeYAML(data []byte) (any, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("neither JSON nor YAML: %w", err)
