@@ -646,6 +646,10 @@ func TestSchemas30(t *testing.T) {
 	if length.MaxLength == nil || *length.MaxLength != 10 || *length.MinLength != 1 {
 		t.Errorf("length %v %v", length.MinLength, length.MaxLength)
 	}
+	// A definition written as null is still at its place.
+	if unsaid := prop(t, thing, "unsaid"); unsaid.Source != "/components/schemas/Null" || unsaid.Ref != unsaid.Source {
+		t.Errorf("unsaid %+v", unsaid)
+	}
 }
 
 // TestYAMLFeatures: integer keys read as written, anchors, aliases and

@@ -92,6 +92,10 @@ func (l *loader) definition(at loc, ref string) *apidoc.Schema {
 	read := l.schema(target, v)
 	if read != nil {
 		*s = *read
+	} else {
+		// A definition written as null: nothing is said of it, but it
+		// is still at its place.
+		s.Source = l.source(target)
 	}
 	if s.Ref == "" {
 		s.Ref = l.source(target)
