@@ -760,7 +760,7 @@ func TestErrors(t *testing.T) {
 				t.Fatalf("%v, want %v saying %q", err, c.want, c.says)
 			}
 			other := openapi.ErrUnreadable
-			if c.want == openapi.ErrUnreadable {
+			if errors.Is(c.want, openapi.ErrUnreadable) {
 				other = openapi.ErrNotOpenAPI
 			}
 			if errors.Is(err, other) {
