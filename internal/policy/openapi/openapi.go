@@ -127,6 +127,8 @@ type loader struct {
 	// ways to reach its parts.
 	read  map[string]*apidoc.Schema
 	nodes int
+	// depth is how deep the schema being read is nested.
+	depth int
 	// work counts the operations, parameters, responses and security
 	// requirements made, which $refs can multiply.
 	work     int

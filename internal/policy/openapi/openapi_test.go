@@ -1083,3 +1083,31 @@ func TestFlowYAML(t *testing.T) {
 		t.Errorf("%+v", doc)
 	}
 }
+
+// TestDeepRefs: a chain of definitions, each naming the next, is as deep
+// as it is long; reading it is bounded (400,000 of them overflowed the
+// stack, a fatal error) and the cut is a problem at its place.
+func TestDeepRefs(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString(`{"openapi":"3.0.3","paths":{"/a":{"get":{"operationId":"a","responses":{"200":{"description":"x","content":{"application/json":{"schema":{"$ref":"#/components/schemas/S0"}}}}}}}},"components":{"schemas":{`)
+	const n = 5000
+	for i := range n {
+		fmt.Fprintf(&b, `"S%d":{"type":"object","properties":{"next":{"$ref":"#/components/schemas/S%d"}}},`, i, i+1)
+	}
+	fmt.Fprintf(&b, `"S%d":{"type":"string"}}}}`, n)
+	doc, err := openapi.Parse([]byte(b.String()), "deep.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Problems) != 1 || !strings.Contains(doc.Problems[0].Message, "nest deeper than") {
+		t.Fatalf("problems %+v", doc.Problems)
+	}
+	depth := 0
+	for s := response(t, op(t, doc, "a"), "200").Schema; s != nil && s.Property("next") != nil; s = s.Property("next") {
+		depth++
+	}
+	if depth < 500 || depth >= n {
+		t.Errorf("read %d deep", depth)
+	}
+}

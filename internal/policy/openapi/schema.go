@@ -21,10 +21,23 @@ func (l *loader) schema(at loc, v any) *apidoc.Schema {
 	if s, ok := l.read[key]; ok {
 		return s
 	}
+	// Nesting is bounded, $refs included: a chain of definitions each
+	// naming the next is as deep as it is long, and the stack of a read
+	// that deep overflows (a fatal error, not a panic).
+	if l.depth >= maxSchemaDepth {
+		l.problem(at, "schemas nest deeper than %d, in place or through $refs: what is deeper is not read", maxSchemaDepth)
+		return &apidoc.Schema{Source: l.source(at)}
+	}
+	l.depth++
 	s := l.readSchema(at, v)
+	l.depth--
 	l.read[key] = s
 	return s
 }
+
+// maxSchemaDepth bounds how deep schemas nest: real descriptions nest a
+// few dozen deep.
+const maxSchemaDepth = 2000
 
 func (l *loader) readSchema(at loc, v any) *apidoc.Schema {
 	switch v := v.(type) {
