@@ -69,17 +69,27 @@ func decodeYAML(data []byte) (any, error) {
 
 // expanded counts the values a node makes once its aliases are expanded,
 // capped just past maxNodes (and at it for a node nested deeper than
-// maxDepth). Each node is counted once, so the work is the size of the
-// file, not of its expansion.
+// maxDepth). An alias names an anchored node, whose count is kept: each
+// node is counted once, so the work is the size of the file, not of its
+// expansion.
 func expanded(n *yaml.Node, sizes map[*yaml.Node]int, depth int) int {
 	if depth > maxDepth {
 		return maxNodes + 1
+	}
+	if n.Anchor == "" {
+		return expandedContent(n, sizes, depth)
 	}
 	if size, ok := sizes[n]; ok {
 		return size
 	}
 	// An alias that reaches the node it is inside of expands forever.
 	sizes[n] = maxNodes + 1
+	sizes[n] = expandedContent(n, sizes, depth)
+	return sizes[n]
+}
+
+// expandedContent counts a node and what it holds or names.
+func expandedContent(n *yaml.Node, sizes map[*yaml.Node]int, depth int) int {
 	size := 1
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		size += expanded(n.Alias, sizes, depth+1)
@@ -91,8 +101,7 @@ func expanded(n *yaml.Node, sizes map[*yaml.Node]int, depth int) int {
 			break
 		}
 	}
-	sizes[n] = min(size, maxNodes+1)
-	return sizes[n]
+	return min(size, maxNodes+1)
 }
 
 // Bounds on a decoded YAML document: nodes after alias expansion, and
