@@ -15,10 +15,14 @@ package openapi
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
+	"math"
+	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/orangerail/orangerail/internal/policy/apidoc"
@@ -31,6 +35,11 @@ var (
 	// ErrNotOpenAPI is JSON or YAML that is not an OpenAPI 2.0, 3.0 or
 	// 3.1 document.
 	ErrNotOpenAPI = errors.New("not an OpenAPI 2.0, 3.0 or 3.1 document")
+	// ErrTooLarge is a document that expands past what the reader reads:
+	// YAML aliases that multiply it, or $refs that make more operation
+	// parts than a description of any real API has. It comes with
+	// ErrUnreadable when the file itself cannot be expanded.
+	ErrTooLarge = errors.New("the document is too large to read")
 )
 
 // Parse reads the document data, named name inside fsys, which serves the
@@ -44,29 +53,43 @@ func Parse(data []byte, name string, fsys fs.FS) (*apidoc.Document, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: its top level is not an object", ErrNotOpenAPI)
 	}
-	l := &loader{fsys: fsys, main: path.Clean(name), files: map[string]any{path.Clean(name): root}, schemas: map[string]*apidoc.Schema{}}
+	l := &loader{fsys: fsys, main: path.Clean(name), files: map[string]any{path.Clean(name): root},
+		schemas: map[string]*apidoc.Schema{}, read: map[string]*apidoc.Schema{}, seen: map[apidoc.Problem]bool{}}
 	doc := &apidoc.Document{Schemes: map[string]*apidoc.Scheme{}}
-	switch v := str(m["openapi"]); {
+	switch v := version(m["openapi"]); {
 	case strings.HasPrefix(v, "3.0.") || strings.HasPrefix(v, "3.1.") || v == "3.0" || v == "3.1":
-		doc.Format, doc.Version = apidoc.OpenAPI, v
+		doc.Format, doc.Version, l.v31 = apidoc.OpenAPI, v, strings.HasPrefix(v, "3.1")
 	case m["openapi"] != nil:
 		return nil, fmt.Errorf("%w: it says openapi %q; this compiler reads 2.0, 3.0 and 3.1", ErrNotOpenAPI, v)
-	case str(m["swagger"]) == "2.0":
+	case version(m["swagger"]) == "2.0":
 		doc.Format, doc.Version, l.swagger = apidoc.Swagger, "2.0", true
 	case m["swagger"] != nil:
-		return nil, fmt.Errorf("%w: it says swagger %q; this compiler reads 2.0", ErrNotOpenAPI, str(m["swagger"]))
+		return nil, fmt.Errorf("%w: it says swagger %q; this compiler reads 2.0", ErrNotOpenAPI, version(m["swagger"]))
 	default:
 		return nil, fmt.Errorf("%w: it has no openapi or swagger member naming its version", ErrNotOpenAPI)
 	}
 	if info, ok := m["info"].(map[string]any); ok {
-		doc.Title, doc.APIVersion = str(info["title"]), str(info["version"])
+		doc.Title, doc.APIVersion = str(info["title"]), version(info["version"])
 	}
 	top := l.at(l.main, "")
 	doc.Servers = l.servers(top, m)
 	l.securitySchemes(doc, top, m)
 	l.operations(doc, top, m)
+	if l.work > maxWork {
+		return nil, fmt.Errorf("%w: its $refs make more than %d operations, parameters, responses and security requirements", ErrTooLarge, maxWork)
+	}
 	doc.Problems = l.problems
 	return doc, nil
+}
+
+// version reads a version member. The specifications make it a string
+// ("2.0", "3.0.3"), but YAML reads an unquoted 2.0 as a number, which
+// decodes as the whole number 2: it is spelled back with its ".0".
+func version(v any) string {
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e6 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return str(v)
 }
 
 // loc is a place in one of the document's files.
@@ -90,19 +113,56 @@ type loader struct {
 	fsys    fs.FS
 	main    string
 	swagger bool
-	files   map[string]any
-	// schemas holds each schema read at a place, so that a definition
+	// v31 is OpenAPI 3.1, whose schemas are JSON Schema 2020-12.
+	v31   bool
+	files map[string]any
+	// failed holds why a file could not be read, so that it is tried once.
+	failed map[string]error
+	// schemas holds each definition a $ref names, so that a definition
 	// $ref'd twice is one *Schema and a recursive one a cycle.
-	schemas  map[string]*apidoc.Schema
-	nodes    int
+	schemas map[string]*apidoc.Schema
+	// read holds the schema read at each place, so that a place reached
+	// again (a shared parameter, response or path item) is not read
+	// again: the reader's work is the document's size, not the number of
+	// ways to reach its parts.
+	read  map[string]*apidoc.Schema
+	nodes int
+	// depth is how deep the schema being read is nested.
+	depth int
+	// work counts the operations, parameters, responses and security
+	// requirements made, which $refs can multiply.
+	work     int
 	problems []apidoc.Problem
+	seen     map[apidoc.Problem]bool
 }
 
-// maxSchemas bounds the schemas one document may make.
-const maxSchemas = 500_000
+// Bounds on what one document may make: schemas (each place read once),
+// and the other parts of its operations, which $refs can multiply
+// (maxWork is 50 times what the largest description in the corpus,
+// discord's, makes).
+const (
+	maxSchemas = 500_000
+	maxWork    = 300_000
+)
 
+// maxFileBytes bounds a file a $ref reads: a description is megabytes,
+// and a special file (a FIFO, /dev/zero behind a link) never ends.
+const maxFileBytes = 64 << 20
+
+// problem records a problem once: a place read through several routes
+// says so once.
 func (l *loader) problem(at loc, format string, args ...any) {
-	l.problems = append(l.problems, apidoc.Problem{Source: l.source(at), Message: fmt.Sprintf(format, args...)})
+	p := apidoc.Problem{Source: l.source(at), Message: fmt.Sprintf(format, args...)}
+	if !l.seen[p] {
+		l.seen[p] = true
+		l.problems = append(l.problems, p)
+	}
+}
+
+// spend counts n parts made, and says whether the budget still holds.
+func (l *loader) spend(n int) bool {
+	l.work += n
+	return l.work <= maxWork
 }
 
 // file returns a file's decoded root, reading it once.
@@ -110,29 +170,55 @@ func (l *loader) file(name string) (any, error) {
 	if v, ok := l.files[name]; ok {
 		return v, nil
 	}
-	if l.fsys == nil {
-		return nil, errors.New("no directory to read it from")
-	}
-	data, err := fs.ReadFile(l.fsys, name)
-	if err != nil {
+	if err, ok := l.failed[name]; ok {
 		return nil, err
 	}
-	v, err := decode(data)
+	v, err := l.readFile(name)
 	if err != nil {
+		if l.failed == nil {
+			l.failed = map[string]error{}
+		}
+		l.failed[name] = err
 		return nil, err
 	}
 	l.files[name] = v
 	return v, nil
 }
 
-// get returns the value at a place, or false.
-func (l *loader) get(at loc) (any, bool) {
+func (l *loader) readFile(name string) (any, error) {
+	if l.fsys == nil {
+		return nil, errors.New("no directory to read it from")
+	}
+	f, err := l.fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d MiB", name, maxFileBytes>>20)
+	}
+	v, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return v, nil
+}
+
+// get returns the value at a place, or why there is none.
+func (l *loader) get(at loc) (any, error) {
 	v, err := l.file(at.file)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
 	if at.ptr == "" {
-		return v, true
+		return v, nil
 	}
 	for _, token := range strings.Split(at.ptr[1:], "/") {
 		token = strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")
@@ -140,38 +226,59 @@ func (l *loader) get(at loc) (any, bool) {
 		case map[string]any:
 			next, ok := node[token]
 			if !ok {
-				return nil, false
+				return nil, errNothing
 			}
 			v = next
 		case []any:
-			i := 0
-			if _, err := fmt.Sscan(token, &i); err != nil || i < 0 || i >= len(node) || fmt.Sprint(i) != token {
-				return nil, false
+			i, err := strconv.Atoi(token)
+			if err != nil || i < 0 || i >= len(node) || strconv.Itoa(i) != token {
+				return nil, errNothing
 			}
 			v = node[i]
 		default:
-			return nil, false
+			return nil, errNothing
 		}
 	}
-	return v, true
+	return v, nil
 }
 
-// target reads a $ref: the place it names, relative to from's file.
+// errNothing is a pointer that leads nowhere in a file that was read.
+var errNothing = errors.New("nothing is there")
+
+// nothing says why a $ref led nowhere.
+func nothing(ref string, err error) string {
+	if errors.Is(err, errNothing) {
+		return fmt.Sprintf("the $ref %q names nothing", ref)
+	}
+	return fmt.Sprintf("the $ref %q names nothing that can be read: %v", ref, err)
+}
+
+// target reads a $ref: the place it names, relative to from's file. A
+// $ref is a URI reference (RFC 3986 §4.1): only a relative-path one is
+// read, against from's file (§5.2); one with a scheme (https:, file:) or
+// an authority (//host) would be the network or the whole file system,
+// and an absolute path (/etc/x) leaves the directory.
 func (l *loader) target(from loc, ref string) (loc, error) {
-	file, frag, _ := strings.Cut(ref, "#")
-	if strings.Contains(file, "://") || strings.HasPrefix(file, "//") {
+	u, err := url.Parse(ref)
+	if err != nil {
+		return loc{}, fmt.Errorf("the $ref %q is not a URI reference: %w", ref, err)
+	}
+	if u.Scheme != "" || u.Host != "" || u.User != nil || strings.HasPrefix(ref, "//") {
 		return loc{}, fmt.Errorf("the $ref %q names a URL: the compiler reads no network", ref)
 	}
 	name := from.file
-	if file != "" {
-		name = path.Join(path.Dir(from.file), file)
+	if u.Path != "" {
+		if strings.HasPrefix(u.Path, "/") {
+			return loc{}, fmt.Errorf("the $ref %q names a file outside the document's directory", ref)
+		}
+		name = path.Join(path.Dir(from.file), u.Path)
 		if !fs.ValidPath(name) {
 			return loc{}, fmt.Errorf("the $ref %q names a file outside the document's directory", ref)
 		}
 	}
-	frag = strings.ReplaceAll(frag, "%7B", "{")
-	frag = strings.ReplaceAll(frag, "%7D", "}")
-	frag = strings.ReplaceAll(frag, "%25", "%")
+	// The fragment is a JSON pointer written in a URI, percent-encoded
+	// (RFC 6901 §6): "{" as %7B, a space as %20.
+	frag := u.Fragment
 	if frag != "" && !strings.HasPrefix(frag, "/") {
 		return loc{}, fmt.Errorf("the $ref %q does not end in a JSON pointer", ref)
 	}
@@ -201,8 +308,8 @@ func (l *loader) follow(at loc, v any) (loc, map[string]any, bool) {
 			l.problem(at, "%v", err)
 			return at, nil, false
 		}
-		if v, ok = l.get(next); !ok {
-			l.problem(at, "the $ref %q names nothing", ref)
+		if v, err = l.get(next); err != nil {
+			l.problem(at, "%s", nothing(ref, err))
 			return at, nil, false
 		}
 		at = next
@@ -305,14 +412,25 @@ func (l *loader) operations(doc *apidoc.Document, top loc, m map[string]any) {
 			if !ok {
 				continue
 			}
+			if !l.spend(1) {
+				return
+			}
 			opAt := itemAt.child(method)
 			op := &apidoc.Operation{ID: str(om["operationId"]), Source: l.source(opAt), Method: strings.ToUpper(method), Path: p,
 				Summary: str(om["summary"]), Description: str(om["description"]), Tags: strs(om["tags"])}
 			op.Deprecated, _ = om["deprecated"].(bool)
 			own := l.parameters(opAt.child("parameters"), om["parameters"])
+			// An operation's parameter overrides the path item's of the
+			// same name and location (OAS 3.1 §4.8.10.1, 2.0 "Operation
+			// Object"); a header's name is case-insensitive (RFC 9110
+			// §5.1).
+			overridden := map[paramKey]bool{}
+			for _, o := range own {
+				overridden[o.key()] = true
+			}
 			params := slices.Clone(own)
 			for _, sp := range shared {
-				if !slices.ContainsFunc(own, func(o *param) bool { return o.Name == sp.Name && o.In == sp.In }) {
+				if !overridden[sp.key()] {
 					params = append(params, sp)
 				}
 			}
@@ -323,8 +441,21 @@ func (l *loader) operations(doc *apidoc.Document, top loc, m map[string]any) {
 			op.Responses = l.responses(opAt.child("responses"), om["responses"], produces(om, m))
 			op.Security = l.security(top, m, opAt, om)
 			doc.Operations = append(doc.Operations, op)
+			if l.work > maxWork {
+				return
+			}
 		}
 	}
+}
+
+// paramKey is what makes a parameter unique: its name and location.
+type paramKey struct{ name, in string }
+
+func (p *param) key() paramKey {
+	if p.In == apidoc.InHeader {
+		return paramKey{strings.ToLower(p.Name), p.In}
+	}
+	return paramKey{p.Name, p.In}
 }
 
 // param is a parameter as read, before the body parameters of 2.0 are
@@ -338,7 +469,10 @@ type param struct {
 func (l *loader) parameters(at loc, v any) []*param {
 	var out []*param
 	for i, e := range list(v) {
-		pat, pm, ok := l.follow(at.child(fmt.Sprint(i)), e)
+		if !l.spend(1) {
+			return out
+		}
+		pat, pm, ok := l.follow(at.child(strconv.Itoa(i)), e)
 		if !ok {
 			continue
 		}
@@ -347,6 +481,17 @@ func (l *loader) parameters(at loc, v any) []*param {
 		p.Required, _ = pm["required"].(bool)
 		if p.Name == "" || p.In == "" {
 			l.problem(pat, "a parameter needs a name and an in")
+			continue
+		}
+		if !l.swagger && p.In == apidoc.InHeader && slices.Contains([]string{"accept", "content-type", "authorization"}, strings.ToLower(p.Name)) {
+			// OAS 3.0.3 §4.7.12.1 and 3.1 §4.8.12.1: a header parameter
+			// named Accept, Content-Type or Authorization "SHALL be
+			// ignored" (the media types and the security schemes say
+			// those). A credential declared that way is said, so that it
+			// is not lost without a word.
+			if strings.EqualFold(p.Name, "authorization") {
+				l.problem(pat, "a header parameter named Authorization is ignored (OpenAPI 3: the security schemes declare credentials)")
+			}
 			continue
 		}
 		out = append(out, p)
@@ -422,6 +567,9 @@ func (l *loader) requestBody(at loc, v any) *apidoc.Body {
 	b := &apidoc.Body{Source: l.source(bat)}
 	b.Required, _ = bm["required"].(bool)
 	content, _ := bm["content"].(map[string]any)
+	if !l.spend(1 + len(content)) {
+		return nil
+	}
 	b.MediaTypes = slices.Sorted(maps.Keys(content))
 	b.MediaType = pick(b.MediaTypes)
 	if cm, ok := content[b.MediaType].(map[string]any); ok && cm["schema"] != nil {
@@ -442,8 +590,12 @@ func (l *loader) responses(at loc, v any, produces []string) []*apidoc.Response 
 		if !ok {
 			continue
 		}
+		h, _ := r["headers"].(map[string]any)
+		if !l.spend(1 + len(h)) {
+			return out
+		}
 		resp := &apidoc.Response{Status: status, Description: str(r["description"]), Source: l.source(rat)}
-		if h, ok := r["headers"].(map[string]any); ok {
+		if len(h) > 0 {
 			resp.Headers = slices.Sorted(maps.Keys(h))
 		}
 		if l.swagger {
@@ -485,10 +637,13 @@ func (l *loader) security(top loc, m map[string]any, opAt loc, om map[string]any
 	for i, r := range reqs {
 		rm, ok := r.(map[string]any)
 		if !ok {
-			l.problem(at.child(fmt.Sprint(i)), "a security requirement must be an object")
+			l.problem(at.child(strconv.Itoa(i)), "a security requirement must be an object")
 			continue
 		}
-		req := apidoc.Requirement{Source: l.source(at.child(fmt.Sprint(i)))}
+		if !l.spend(1 + len(rm)) {
+			return s
+		}
+		req := apidoc.Requirement{Source: l.source(at.child(strconv.Itoa(i)))}
 		for _, name := range slices.Sorted(maps.Keys(rm)) {
 			req.Schemes = append(req.Schemes, apidoc.SchemeUse{Name: name, Scopes: strs(rm[name])})
 		}

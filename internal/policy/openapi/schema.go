@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,11 +10,36 @@ import (
 	"github.com/orangerail/orangerail/internal/policy/apidoc"
 )
 
-// schema reads the schema at a place. A $ref is the definition it names,
-// read once: two $refs to one definition are one *Schema, and a recursive
-// definition a cycle. A $ref with sibling keywords (3.1 applies them
-// beside it) is a schema of its own whose allOf holds the definition.
+// schema reads the schema at a place, once: a place reached again (a
+// parameter, response or path item that several operations share) is the
+// same *Schema. A $ref is the definition it names, read once: two $refs to
+// one definition are one *Schema, and a recursive definition a cycle. A
+// $ref with sibling keywords (3.1 applies them beside it) is a schema of
+// its own whose allOf holds the definition.
 func (l *loader) schema(at loc, v any) *apidoc.Schema {
+	key := at.file + "#" + at.ptr
+	if s, ok := l.read[key]; ok {
+		return s
+	}
+	// Nesting is bounded, $refs included: a chain of definitions each
+	// naming the next is as deep as it is long, and the stack of a read
+	// that deep overflows (a fatal error, not a panic).
+	if l.depth >= maxSchemaDepth {
+		l.problem(at, "schemas nest deeper than %d, in place or through $refs: what is deeper is not read", maxSchemaDepth)
+		return &apidoc.Schema{Source: l.source(at)}
+	}
+	l.depth++
+	s := l.readSchema(at, v)
+	l.depth--
+	l.read[key] = s
+	return s
+}
+
+// maxSchemaDepth bounds how deep schemas nest: real descriptions nest a
+// few dozen deep.
+const maxSchemaDepth = 2000
+
+func (l *loader) readSchema(at loc, v any) *apidoc.Schema {
 	switch v := v.(type) {
 	case bool:
 		// 3.1's true allows anything; false nothing.
@@ -28,10 +54,13 @@ func (l *loader) schema(at loc, v any) *apidoc.Schema {
 			return l.schemaOf(at, v)
 		}
 		def := l.definition(at, ref)
+		// 3.0 and 2.0 ignore a $ref's siblings (OAS 3.0.3 §4.7.26: "any
+		// properties added SHALL be ignored"; 2.0's JSON Reference); 3.1
+		// applies them beside it (JSON Schema 2020-12 §8.2.3.1).
 		siblings := false
 		for k := range v {
 			if k != "$ref" && k != "description" && k != "summary" && k != "title" && k != "example" && k != "examples" {
-				siblings = true
+				siblings = l.v31
 			}
 		}
 		if !siblings {
@@ -62,12 +91,12 @@ func (l *loader) definition(at loc, ref string) *apidoc.Schema {
 	if s, ok := l.schemas[key]; ok {
 		return s
 	}
-	v, ok := l.get(target)
-	if !ok {
-		l.problem(at, "the $ref %q names nothing", ref)
-		s := &apidoc.Schema{Source: l.source(at)}
-		l.schemas[key] = s
-		return s
+	v, err := l.get(target)
+	if err != nil {
+		// Said at every place that names it, not once: the compiler
+		// reports a problem beside the operations under its place.
+		l.problem(at, "%s", nothing(ref, err))
+		return &apidoc.Schema{Source: l.source(at)}
 	}
 	// The definition is registered before it is read, so that a $ref
 	// back to it while it is read is the same *Schema: a cycle.
@@ -76,6 +105,10 @@ func (l *loader) definition(at loc, ref string) *apidoc.Schema {
 	read := l.schema(target, v)
 	if read != nil {
 		*s = *read
+	} else {
+		// A definition written as null: nothing is said of it, but it
+		// is still at its place.
+		s.Source = l.source(target)
 	}
 	if s.Ref == "" {
 		s.Ref = l.source(target)
@@ -160,9 +193,12 @@ func (l *loader) schemaOf(at loc, m map[string]any) *apidoc.Schema {
 				if ref == "" {
 					continue
 				}
-				if !strings.ContainsAny(ref, "/.#") {
-					// A bare name is a component schema's.
-					ref = map[bool]string{false: "#/components/schemas/", true: "#/definitions/"}[l.swagger] + ref
+				if l.isComponent(at, ref) || !strings.ContainsAny(ref, "/.#") {
+					// A mapping value that names a component schema is
+					// that schema (OAS 3.1.1 §4.8.25.2.2: a name wins
+					// over a relative reference it could also be, as
+					// "Pet.v1" could).
+					ref = "#/components/schemas/" + ref
 				}
 				s.Mapping = append(s.Mapping, l.definition(at.child("discriminator", "mapping", k), ref))
 			}
@@ -225,10 +261,26 @@ func num(v any) *float64 {
 	return &f
 }
 
+// count reads a non-negative integer. JSON Schema counts 10.0 an integer
+// (2020-12 core §4.2.2, "numbers with a zero fractional part").
 func count(v any) *int {
-	if i, ok := v.(int64); ok && i >= 0 && i <= 1<<31 {
+	i, ok := v.(int64)
+	if f, isFloat := v.(float64); isFloat && f == math.Trunc(f) && f >= 0 && f <= 1<<31 {
+		i, ok = int64(f), true
+	}
+	if ok && i >= 0 && i <= 1<<31 {
 		n := int(i)
 		return &n
 	}
 	return nil
+}
+
+// isComponent says whether name is a schema in the components of at's
+// file.
+func (l *loader) isComponent(at loc, name string) bool {
+	if strings.ContainsAny(name, "/#~") {
+		return false
+	}
+	_, err := l.get(loc{at.file, apidoc.Pointer("/components/schemas", name)})
+	return err == nil
 }

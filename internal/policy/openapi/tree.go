@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -25,19 +26,82 @@ func decode(data []byte) (any, error) {
 		dec.UseNumber()
 		var v any
 		if err := dec.Decode(&v); err != nil {
+			// YAML's flow style starts the same way ({openapi: 3.1.0})
+			// and is read as YAML; JSON's error is the one said.
+			var syntax *json.SyntaxError
+			if errors.As(err, &syntax) {
+				if v, yerr := decodeYAML(data); yerr == nil {
+					return v, nil
+				}
+			}
 			return nil, fmt.Errorf("not JSON: %w", err)
 		}
-		if _, err := dec.Token(); err == nil {
+		// Anything but the end after the value (more JSON, or text that
+		// is not JSON at all) makes the file something other than one
+		// JSON document.
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			return nil, errors.New("not JSON: more follows the document's value")
 		}
 		return numbers(v), nil
 	}
+	return decodeYAML(data)
+}
+
+func decodeYAML(data []byte) (any, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("neither JSON nor YAML: %w", err)
 	}
+	if root.Kind == 0 {
+		// An empty file, or one of comments only: YAML's empty
+		// document, null.
+		return nil, nil
+	}
+	// Measure the expansion before making it: a billion laughs is a few
+	// hundred bytes of aliases, and building even the budget's worth of
+	// values would take hundreds of megabytes.
+	if expanded(&root, map[*yaml.Node]int{}, 0) > maxNodes {
+		return nil, errTooLarge
+	}
 	budget := maxNodes
 	return fromYAML(&root, &budget, 0)
+}
+
+// expanded counts the values a node makes once its aliases are expanded,
+// capped just past maxNodes (and at it for a node nested deeper than
+// maxDepth). An alias names an anchored node, whose count is kept: each
+// node is counted once, so the work is the size of the file, not of its
+// expansion.
+func expanded(n *yaml.Node, sizes map[*yaml.Node]int, depth int) int {
+	if depth > maxDepth {
+		return maxNodes + 1
+	}
+	if n.Anchor == "" {
+		return expandedContent(n, sizes, depth)
+	}
+	if size, ok := sizes[n]; ok {
+		return size
+	}
+	// An alias that reaches the node it is inside of expands forever.
+	sizes[n] = maxNodes + 1
+	sizes[n] = expandedContent(n, sizes, depth)
+	return sizes[n]
+}
+
+// expandedContent counts a node and what it holds or names.
+func expandedContent(n *yaml.Node, sizes map[*yaml.Node]int, depth int) int {
+	size := 1
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		size += expanded(n.Alias, sizes, depth+1)
+	}
+	for _, c := range n.Content {
+		size += expanded(c, sizes, depth+1)
+		if size > maxNodes {
+			size = maxNodes + 1
+			break
+		}
+	}
+	return min(size, maxNodes+1)
 }
 
 // Bounds on a decoded YAML document: nodes after alias expansion, and
@@ -47,7 +111,7 @@ const (
 	maxDepth = 512
 )
 
-var errTooLarge = errors.New("the document expands to more than 5,000,000 values (YAML aliases?) or nests deeper than 512")
+var errTooLarge = fmt.Errorf("%w: it expands to more than 5,000,000 values (YAML aliases?) or nests deeper than 512", ErrTooLarge)
 
 // fromYAML converts a YAML node.
 func fromYAML(n *yaml.Node, budget *int, depth int) (any, error) {
