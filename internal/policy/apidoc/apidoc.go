@@ -33,8 +33,10 @@ type Document struct {
 	Servers []Server
 	// Schemes are the security schemes the description declares, by name.
 	Schemes map[string]*Scheme
-	// Operations in source order: by path then method as the file lists
-	// them (OpenAPI), by binding then operation (WSDL).
+	// Operations in a fixed order: by path, then method in OpenAPI's
+	// order (get, put, post, delete, options, head, patch, trace), for
+	// OpenAPI, whose decoded objects keep no order; by binding, then
+	// operation as written, for WSDL.
 	Operations []*Operation
 	// Problems are parts of the document the loader could not read, each
 	// at its place: a $ref that names nothing, a binding with no port. A
@@ -77,7 +79,7 @@ type Operation struct {
 	Parameters []*Parameter
 	// Body is the request body: nil when the operation takes none.
 	Body *Body
-	// Responses are the declared responses, in status order as written.
+	// Responses are the declared responses, by status, sorted.
 	Responses []*Response
 	// Security is the requirement in force: the operation's own, else the
 	// document's; nil when neither declares one.
