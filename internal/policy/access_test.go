@@ -224,6 +224,13 @@ func TestAccept(t *testing.T) {
 		t.Errorf("CreateToken accepted: status %s, %+v", tp.Status.Value, tp.Unresolved)
 	}
 
+	// A reason given for a tool with nothing to accept is recorded
+	// nowhere: its status must not say a person accepted anything.
+	scoped := tool(t, compileDoc(t, accessDoc(t, "[{oauth: [a]}]", ""), map[string]string{"writeThing": why}), "writeThing")
+	if scoped.Status.Value != policy.StatusServable || strings.Contains(scoped.Status.Rule, "accepted") {
+		t.Errorf("status %s: %q claims an acceptance nothing needed", scoped.Status.Value, scoped.Status.Rule)
+	}
+
 	if _, err := policy.Compile(accessDoc(t, "", ""), policy.Options{Service: "svc", Accept: map[string]string{"noSuchTool": why}}); err == nil || !strings.Contains(err.Error(), "noSuchTool") {
 		t.Errorf("an Accept naming no tool: %v, want an error naming it", err)
 	}
