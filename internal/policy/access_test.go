@@ -186,6 +186,21 @@ func TestLeastPrivilegeSynthetic(t *testing.T) {
 	}
 }
 
+// TestUndeclaredSchemesOnly: where every alternative names a scheme the
+// description does not declare, the call is not public — it needs a
+// credential nobody can say how to present — and the finding must not
+// claim that no credential is needed.
+func TestUndeclaredSchemesOnly(t *testing.T) {
+	tp := tool(t, compileDoc(t, accessDoc(t, "[{ghost: [a]}]", ""), nil), "writeThing")
+	f := finding(tp, policy.UnresolvedUnauthenticated)
+	if f == nil || !f.Fatal || strings.Contains(f.Detail, "no credential is needed") || !strings.Contains(f.Detail, "requires a credential") {
+		t.Errorf("%+v: want a fatal finding that says a credential is required and cannot be presented", f)
+	}
+	if f := finding(tool(t, compileDoc(t, accessDoc(t, "[]", ""), nil), "writeThing"), policy.UnresolvedUnauthenticated); f == nil || !strings.Contains(f.Detail, "no credential is needed") {
+		t.Errorf("security: [] %+v: want it said that no credential is needed", f)
+	}
+}
+
 // TestAccept holds --accept to its word: a person's reason lifts the
 // acceptable fatal findings (an unauthenticated or scopeless write), never
 // the unacceptable ones, and names a tool that exists.
