@@ -104,6 +104,14 @@ func TestSensitivityByLastNoun(t *testing.T) {
 		// identifier (jira's project key, twilio's meta.key): it is
 		// masked, the safe mistake.
 		{name: "key", want: secret, note: "KNOWN false positive: jira/twilio meta.key"},
+		// A plural of a secret noun holding strings holds secrets
+		// (discord's access_tokens, an array of users' tokens); a
+		// count (max_tokens) or a list of objects, judged member by
+		// member, does not.
+		{name: "access_tokens", typ: "strings", want: secret}, {name: "clientSecrets", typ: "string", want: secret},
+		{name: "networkTokens", typ: "objects", want: none}, {name: "trained_tokens", typ: "integer", want: none},
+		{name: "publicKeys", typ: "strings", want: none, note: "public before keys"},
+		{name: "emails", typ: "strings", want: personal},
 		// Personal and financial.
 		{name: "customer_email", want: personal}, {name: "email", want: personal}, {name: "phone_number", want: personal},
 		{name: "emailAddress", want: personal},
@@ -118,7 +126,14 @@ func TestSensitivityByLastNoun(t *testing.T) {
 			if op == "" {
 				op = "getThing"
 			}
-			m := compileDoc(t, oneOp("GET", op, object(apidoc.Property{Name: c.name, Schema: typed(typ)})), nil)
+			field := typed(typ)
+			switch typ {
+			case "strings":
+				field = &apidoc.Schema{Types: []string{"array", "null"}, Items: typed("string")}
+			case "objects":
+				field = &apidoc.Schema{Types: []string{"array"}, Items: object(apidoc.Property{Name: "id", Schema: typed("string")})}
+			}
+			m := compileDoc(t, oneOp("GET", op, object(apidoc.Property{Name: c.name, Schema: field})), nil)
 			tp := m.Tools[0]
 			if got := sens(tp.Sensitivity.Value); got != string(c.want) {
 				t.Fatalf("sensitivity %s, want %s (%s): %s", got, c.want, c.note, tp.Sensitivity.Rule)
