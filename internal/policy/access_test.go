@@ -249,6 +249,14 @@ func TestAccept(t *testing.T) {
 	if _, err := policy.Compile(accessDoc(t, "", ""), policy.Options{Service: "svc", Accept: map[string]string{"noSuchTool": why}}); err == nil || !strings.Contains(err.Error(), "noSuchTool") {
 		t.Errorf("an Accept naming no tool: %v, want an error naming it", err)
 	}
+	// With several unknown names the error is the same on every run
+	// (issue 15: the same input gives the same output).
+	for range 20 {
+		_, err := policy.Compile(accessDoc(t, "", ""), policy.Options{Service: "svc", Accept: map[string]string{"zz": why, "aa": why, "mm": why}})
+		if err == nil || !strings.Contains(err.Error(), `"aa"`) {
+			t.Fatalf("an Accept naming three unknown tools: %v, want the first by name, aa", err)
+		}
+	}
 	if _, err := policy.Compile(accessDoc(t, "", ""), policy.Options{Service: "Bad Name"}); !errors.Is(err, policy.ErrService) {
 		t.Errorf("a bad service name: %v", err)
 	}

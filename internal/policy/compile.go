@@ -77,7 +77,8 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 		settle(&t, opts.Accept[t.Name])
 		m.Tools = append(m.Tools, t)
 	}
-	for name := range opts.Accept {
+	// In name order, so that the same options fail with the same error.
+	for _, name := range slices.Sorted(maps.Keys(opts.Accept)) {
 		if !slices.ContainsFunc(m.Tools, func(t ToolPolicy) bool { return t.Name == name }) {
 			return nil, fmt.Errorf("--accept names %q, which is not a tool of this description", name)
 		}
