@@ -18,11 +18,13 @@ func TestWords(t *testing.T) {
 		"oauth2.userinfo.get": {"oauth2", "userinfo", "get"},
 		"HTTPServer":          {"http", "server"},
 		// An acronym's plural s stays with it (it split "ur", "ls").
-		"getURLs":                       {"get", "urls"},
-		"userPINs":                      {"user", "pins"},
-		"APIsList":                      {"apis", "list"},
-		"URLSafe":                       {"url", "safe"},
-		"getURLList":                    {"get", "url", "list"},
+		"getURLs":    {"get", "urls"},
+		"userPINs":   {"user", "pins"},
+		"APIsList":   {"apis", "list"},
+		"URLSafe":    {"url", "safe"},
+		"getURLList": {"get", "url", "list"},
+		// Known: a one-letter acronym before a word splits off (OAuth →
+		// o, auth); the noun a name ends on is unaffected.
 		"OAuth2Token":                   {"o", "auth2", "token"},
 		"cvv2":                          {"cvv2"},
 		"in0":                           {"in0"},
