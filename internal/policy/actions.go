@@ -363,7 +363,7 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 			continue // orangerail sends the key
 		case placedByScheme(e.doc, p):
 			continue // the scheme's credential
-		case judgeNoun(p.Name, isBoolean(p.Schema)).sensitivity == SensitivitySecret && !p.Required:
+		case judgeName(p.Name, p.Schema).sensitivity == SensitivitySecret && !p.Required:
 			continue // an optional credential no agent may hold (the manifest says so)
 		case p.In == apidoc.InCookie:
 			if p.Required {
@@ -562,7 +562,7 @@ func (in *input) soapElements(s *apidoc.Schema, path []string, depth int) ([]any
 			out = append(out, map[string]any{p.Name: children})
 		case c != nil && c.Items != nil && isObject(c.Items):
 			return nil, fmt.Errorf("its element %s repeats a structure, which a SOAP body template cannot bind", strings.Join(at, "/"))
-		case !required && judgeNoun(p.Name, isBoolean(c)).sensitivity == SensitivitySecret:
+		case !required && judgeName(p.Name, c).sensitivity == SensitivitySecret:
 			continue // an optional credential no agent may hold (the manifest says so)
 		default:
 			prop := in.name(strings.Join(at, "_"))

@@ -77,7 +77,8 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 		settle(&t, opts.Accept[t.Name])
 		m.Tools = append(m.Tools, t)
 	}
-	for name := range opts.Accept {
+	// In name order, so that the same options fail with the same error.
+	for _, name := range slices.Sorted(maps.Keys(opts.Accept)) {
 		if !slices.ContainsFunc(m.Tools, func(t ToolPolicy) bool { return t.Name == name }) {
 			return nil, fmt.Errorf("--accept names %q, which is not a tool of this description", name)
 		}
@@ -101,6 +102,7 @@ func requirements() []Requirement {
 // stands. A person's reason accepts the acceptable ones.
 func settle(t *ToolPolicy, accepted string) {
 	var fatal, refused []string
+	lifted := false
 	for i := range t.Unresolved {
 		u := &t.Unresolved[i]
 		if !u.Fatal {
@@ -108,6 +110,7 @@ func settle(t *ToolPolicy, accepted string) {
 		}
 		if u.Acceptable && accepted != "" {
 			u.Accepted = accepted
+			lifted = true
 			continue
 		}
 		fatal = append(fatal, string(u.Kind))
@@ -116,7 +119,11 @@ func settle(t *ToolPolicy, accepted string) {
 		}
 	}
 	switch {
-	case len(fatal) == 0 && accepted != "":
+	// The status names a person's reason only where it lifted a finding
+	// (spec 001: provenance for how every value was reached): a reason
+	// given for a tool with nothing to accept is not how it came to be
+	// served.
+	case len(fatal) == 0 && lifted:
 		t.Status = derive(StatusServable, fmt.Sprintf("served: a person accepted its findings: %q", accepted), t.Operation.Source)
 	case len(fatal) == 0:
 		t.Status = derive(StatusServable, "served: nothing fatal is unresolved", t.Operation.Source)

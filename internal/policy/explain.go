@@ -127,7 +127,10 @@ func Explain(w io.Writer, m *Manifest, t *ToolPolicy) {
 		case u.Fatal:
 			mark = "FATAL"
 		}
-		fmt.Fprintf(w, "  %s %s (%s): %s\n    at %s\n", mark, u.Kind, u.Field, display.Text(u.Detail), display.Text(strings.Join(u.Source, ", ")))
+		// Field is free text in the manifest's schema: a hand-edited
+		// manifest could carry escapes in it, so it is shown like every
+		// other string a file holds.
+		fmt.Fprintf(w, "  %s %s (%s): %s\n    at %s\n", mark, u.Kind, display.Text(u.Field), display.Text(u.Detail), display.Text(strings.Join(u.Source, ", ")))
 		if u.Accepted != "" {
 			fmt.Fprintf(w, "    accepted: %s\n", display.Text(u.Accepted))
 		}

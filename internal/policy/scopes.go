@@ -130,10 +130,16 @@ func chooseAccess(doc *apidoc.Document, op *apidoc.Operation, schemes map[string
 	var a access
 	sec := op.Security
 	noCredential := func(rule string, source []string) {
-		a.anonymous = true
 		a.scopes = derive([]string{}, rule, source...)
 		a.schemes = derive([]SchemeRef{}, rule, source...)
 		detail := "no credential is needed to call it: " + rule
+		if !a.anonymous {
+			// Every alternative names an undeclared scheme: the call
+			// needs a credential nobody can say how to present, so
+			// nothing is sent — it is not public (spec 001: "An
+			// unplaceable scheme is reported, never guessed").
+			detail = "the description requires a credential, but " + rule + ": nothing can be presented, so the call is made without one"
+		}
 		if changesState {
 			detail += "; an operation that changes state with none cannot be shown to be governed, so it fails closed"
 		}
@@ -142,9 +148,11 @@ func chooseAccess(doc *apidoc.Document, op *apidoc.Operation, schemes map[string
 	}
 	switch {
 	case sec == nil:
+		a.anonymous = true
 		noCredential("the description declares no security, for the operation or the document", []string{op.Source})
 		return a
 	case len(sec.Alternatives) == 0:
+		a.anonymous = true
 		noCredential("security: [] declares the operation public", []string{sec.Source})
 		return a
 	}
@@ -157,6 +165,7 @@ func chooseAccess(doc *apidoc.Document, op *apidoc.Operation, schemes map[string
 	var usable []candidate
 	for _, r := range sec.Alternatives {
 		if len(r.Schemes) == 0 {
+			a.anonymous = true
 			noCredential(fmt.Sprintf("the alternative {} at %s allows an anonymous call, which grants the least of all", r.Source), []string{r.Source})
 			return a
 		}

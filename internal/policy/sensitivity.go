@@ -71,11 +71,34 @@ type judgement struct {
 	rule        string
 }
 
+// valueKind is what a field's schema says its value is, as far as
+// judging its name needs.
+type valueKind uint8
+
+const (
+	valueOther   valueKind = iota
+	valueBoolean           // booleans (and null) only: holds no secret
+	valueStrings           // a string, or an array of strings
+)
+
+// kindOf is a schema's valueKind.
+func kindOf(s *apidoc.Schema) valueKind {
+	switch {
+	case isBoolean(s):
+		return valueBoolean
+	case s == nil:
+		return valueOther
+	case slices.Contains(s.Types, "string"), slices.Contains(s.Types, "array") && s.Items != nil && slices.Contains(s.Items.Types, "string"):
+		return valueStrings
+	}
+	return valueOther
+}
+
 // judgeName decides a field's sensitivity on the noun its name ends on.
 // A boolean holds no secret whatever it is called (shouldChangePassword,
 // regenerateToken).
 func judgeName(name string, s *apidoc.Schema) judgement {
-	return judgeNoun(name, isBoolean(s))
+	return judgeNoun(name, kindOf(s))
 }
 
 // judge remembers the names it has judged: a large description names the
@@ -83,19 +106,19 @@ func judgeName(name string, s *apidoc.Schema) judgement {
 type judge struct{ memo map[judged]judgement }
 
 type judged struct {
-	name    string
-	boolean bool
+	name string
+	kind valueKind
 }
 
 func newJudge() *judge { return &judge{memo: map[judged]judgement{}} }
 
 // name is judgeName, remembered.
 func (j *judge) name(name string, s *apidoc.Schema) judgement {
-	k := judged{name, isBoolean(s)}
+	k := judged{name, kindOf(s)}
 	if v, ok := j.memo[k]; ok {
 		return v
 	}
-	v := judgeNoun(name, k.boolean)
+	v := judgeNoun(name, k.kind)
 	j.memo[k] = v
 	return v
 }
@@ -105,14 +128,13 @@ func isBoolean(s *apidoc.Schema) bool {
 	return s != nil && len(s.Types) > 0 && !slices.ContainsFunc(s.Types, func(t string) bool { return t != "boolean" && t != "null" })
 }
 
-// judgeNoun is judgeName once a name's value is known to be boolean or
-// not.
-func judgeNoun(name string, boolean bool) judgement {
+// judgeNoun is judgeName once the kind of a name's value is known.
+func judgeNoun(name string, kind valueKind) judgement {
 	noun, before := lastNoun(name)
 	if noun == "" {
 		return judgement{SensitivityNone, ""}
 	}
-	if boolean {
+	if kind == valueBoolean {
 		if _, ok := nouns[noun]; ok {
 			return judgement{SensitivityNone, fmt.Sprintf("%s ends on %q, but is a boolean, which holds no secret", name, noun)}
 		}
@@ -122,11 +144,24 @@ func judgeNoun(name string, boolean bool) judgement {
 		return judgement{sens, fmt.Sprintf("%s ends on the noun %q, which is %s", name, before+" "+noun, sens)}
 	}
 	sens, ok := nouns[noun]
+	plural := false
+	if singular, cut := strings.CutSuffix(noun, "s"); !ok && cut && kind == valueStrings {
+		// A plural noun holding strings holds the things it names
+		// (spec 001: "accessToken and clientSecret are secrets", and so
+		// is discord's access_tokens, a list of them); a count
+		// (max_tokens) or a list of objects, whose members are judged
+		// themselves, is not.
+		sens, ok = nouns[singular]
+		noun, plural = singular, ok
+	}
 	if !ok {
 		return judgement{SensitivityNone, ""}
 	}
 	if sens == SensitivitySecret && notSecret[before] {
 		return judgement{SensitivityNone, fmt.Sprintf("%s ends on %q, but %q before it says it is not a credential", name, noun, before)}
+	}
+	if plural {
+		return judgement{sens, fmt.Sprintf("%s ends on the plural of the noun %q, which is %s, and holds strings", name, noun, sens)}
 	}
 	return judgement{sens, fmt.Sprintf("%s ends on the noun %q, which is %s", name, noun, sens)}
 }

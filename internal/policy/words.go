@@ -8,8 +8,9 @@ import (
 // words splits an identifier into its lower-case words: at every
 // character that is not a letter or digit, where a lower-case letter or
 // digit meets an upper-case one (accessToken), and where an acronym meets
-// a word (HTTPServer → http, server). Digits stay with the letters before
-// them (oauth2, in0).
+// a word (HTTPServer → http, server), but not before a plural's s that
+// ends the word (getURLs → get, urls; userPINs → user, pins). Digits stay
+// with the letters before them (oauth2, in0).
 func words(s string) []string {
 	var out []string
 	runes := []rune(s)
@@ -34,7 +35,7 @@ func words(s string) []string {
 		case unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev)):
 			flush(i)
 			start = i
-		case unicode.IsUpper(prev) && unicode.IsUpper(r) && i+1 < len(runes) && unicode.IsLower(runes[i+1]):
+		case unicode.IsUpper(prev) && unicode.IsUpper(r) && i+1 < len(runes) && unicode.IsLower(runes[i+1]) && !pluralS(runes, i+1):
 			flush(i)
 			start = i
 		}
@@ -43,9 +44,16 @@ func words(s string) []string {
 	return out
 }
 
+// pluralS reports whether runes[i] is a lower-case s that ends its word,
+// after an acronym: the plural's s (URLs), not a word's first letter.
+func pluralS(runes []rune, i int) bool {
+	return runes[i] == 's' && (i+1 == len(runes) || !unicode.IsLower(runes[i+1]))
+}
+
 // lastNoun returns the word a name ends on, skipping trailing words that
-// are only digits (cvv2's is cvv, in0's is in0), and the word before it
-// ("" when there is none).
+// are only digits and the digits a word ends on (cvv2's is cvv, a
+// positional in0's is in), and the word before it ("" when there is
+// none).
 func lastNoun(name string) (noun, before string) {
 	ws := words(name)
 	for len(ws) > 0 && strings.Trim(ws[len(ws)-1], "0123456789") == "" {

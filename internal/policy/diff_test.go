@@ -1,0 +1,98 @@
+package policy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/policy"
+)
+
+// TestDiff holds policy diff to the review issue 15 asks for on every
+// upstream release — "a scope widened, an operation turned destructive" —
+// between the manifests of two hand-edited copies of one description:
+// each change is reported, and Widens is set only where the new policy
+// grants or risks more.
+func TestDiff(t *testing.T) {
+	old := compile(t, "diff/old.yaml", "things", nil)
+	new := compile(t, "diff/new.yaml", "things", nil)
+	changes := policy.Diff(old, new)
+	type key struct{ tool, field string }
+	got := map[key]policy.Change{}
+	for _, c := range changes {
+		if c.Why == "" {
+			t.Errorf("%+v says no why", c)
+		}
+		got[key{c.Tool, c.Field}] = c
+	}
+	want := []struct {
+		tool, field string
+		widens      bool
+		old, new    string
+	}{
+		{"widenScope", "required_scopes", true, "things:read", "things:read things:write"},
+		{"narrowScope", "required_scopes", false, "things:read things:write", "things:read"},
+		{"closeThing", "risk", true, "write", "destructive"},
+		{"closeThing", "allowed_environments", false, "development staging production", "development staging"},
+		{"closeThing", "rate", false, "", ""},
+		// Another method is another operation: reviewed first.
+		{"closeThing", "operation", true, "POST /destroy", "DELETE /destroy"},
+		{"touchThing", "operation", true, "POST /approve", "GET /approve"},
+		// RFC 9110 makes a DELETE idempotent: retried where a POST was not.
+		{"closeThing", "retry", true, "never", "safe"},
+		{"touchThing", "risk", false, "write", "read"},
+		{"touchThing", "approval", true, "required", "none"},
+		{"touchThing", "retry", true, "never", "safe"},
+		{"touchThing", "rate", true, "", ""},
+		{"getAccount", "redact_fields", true, "response:/password", ""},
+		{"getAccount", "sensitivity", false, "secret", "none"},
+		{"getAccount", "log_class", true, "redacted", "full"},
+		{"newThing", "", true, "", "servable"},
+		{"oldThing", "", false, "servable", ""},
+	}
+	for _, w := range want {
+		c, ok := got[key{w.tool, w.field}]
+		if !ok {
+			t.Errorf("%s %s: not reported", w.tool, w.field)
+			continue
+		}
+		if c.Widens != w.widens {
+			t.Errorf("%s %s: widens %v, want %v (%s)", w.tool, w.field, c.Widens, w.widens, c.Why)
+		}
+		if w.old+w.new != "" && (c.Old != w.old || c.New != w.new) {
+			t.Errorf("%s %s: %q → %q, want %q → %q", w.tool, w.field, c.Old, c.New, w.old, w.new)
+		}
+		delete(got, key{w.tool, w.field})
+	}
+	for k, c := range got {
+		if c.Widens {
+			t.Errorf("%s %s widens, unexpectedly: %+v", k.tool, k.field, c)
+		}
+	}
+	if c := find(changes, "widenScope", "required_scopes"); !strings.Contains(c.Why, "a scope widened: now needs things:write") {
+		t.Errorf("the widened scope's why: %q", c.Why)
+	}
+	if c := find(changes, "closeThing", "risk"); !strings.Contains(c.Why, "turned destructive") {
+		t.Errorf("the destructive turn's why: %q", c.Why)
+	}
+	if c := find(changes, "getAccount", "redact_fields"); !strings.Contains(c.Why, "no longer masked: response:/password") {
+		t.Errorf("the unmasked field's why: %q", c.Why)
+	}
+	// A manifest compared with itself changes nothing, and the order is
+	// fixed.
+	if same := policy.Diff(old, old); len(same) != 0 {
+		t.Errorf("a manifest against itself: %+v", same)
+	}
+	if fmt.Sprint(policy.Diff(old, new)) != fmt.Sprint(changes) {
+		t.Error("two diffs of the same manifests differ")
+	}
+}
+
+func find(cs []policy.Change, tool, field string) policy.Change {
+	for _, c := range cs {
+		if c.Tool == tool && c.Field == field {
+			return c
+		}
+	}
+	return policy.Change{}
+}
