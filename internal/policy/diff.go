@@ -151,6 +151,7 @@ func diffTool(o, n *ToolPolicy) []Change {
 	}
 	or, nr := o.Rate.Value, n.Rate.Value
 	add("rate", rate(or), rate(nr), nr.CallsPerMinute > or.CallsPerMinute || nr.MaxConcurrent > or.MaxConcurrent || nr.DailyCallBudget > or.DailyCallBudget, n.Rate.Rule)
+	add("output.max_bytes", fmt.Sprint(o.Output.MaxBytes.Value), fmt.Sprint(n.Output.MaxBytes.Value), n.Output.MaxBytes.Value > o.Output.MaxBytes.Value, n.Output.MaxBytes.Rule)
 	add("effect", o.Effect.Value, n.Effect.Value, false, "the summary a person confirms changed")
 	add("rollback", o.Rollback.Value, n.Rollback.Value, false, n.Rollback.Rule)
 	kinds := func(us []Unresolved) []string {
