@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -72,8 +73,10 @@ func newConfigCmd() *cobra.Command {
 				for _, c := range credentials {
 					switch {
 					case c.Problem != "": // listed with the problems
+					case c.Set && len(c.PresentedBy) == 0:
+						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): set, presented by no call\n", c.Path, c.Type, c.Env, c.Env)
 					case c.Set:
-						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): set\n", c.Path, c.Type, c.Env, c.Env)
+						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): set, presented by %s\n", c.Path, c.Type, c.Env, c.Env, strings.Join(c.PresentedBy, ", "))
 					default:
 						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): unset, so the scheme is omitted from every request\n", c.Path, c.Type, c.Env, c.Env)
 					}

@@ -237,3 +237,91 @@ func TestUpstreamAuth(t *testing.T) {
 		t.Errorf("auth types: schema %v, Go %v", types, AuthTypes())
 	}
 }
+
+// TestCallAuth: a call presents every scheme of its upstream unless its
+// auth names the ones it presents — an empty list none — each of which
+// must be one of the upstream's; the one-Authorization and
+// one-client-certificate rules hold for what one request presents, so an
+// upstream may declare alternatives its calls choose among, and a call
+// that presents them all by default is judged as before, at the upstream.
+func TestCallAuth(t *testing.T) {
+	t.Parallel()
+	schemes := "    auth:\n      key: {type: api_key, in: header, name: X-Api-Key}\n      bot: {type: bearer}\n      login: {type: basic}\n      cert: {type: mtls}\n      cert2: {type: mtls}\n"
+	withAuth := func(auth string) string {
+		src := replace("    base_url: https://carrier.example.com/api/v1/\n", "    base_url: https://carrier.example.com/api/v1/\n"+schemes)(httpBase)
+		return replace("        method: POST\n", "        method: POST\n"+auth)(src)
+	}
+	for _, tt := range []struct {
+		auth string
+		want []string
+	}{
+		{"        auth: [bot, key, cert]\n", []string{"bot", "cert", "key"}},
+		{"        auth: [login]\n", []string{"login"}},
+		{"        auth: []\n", []string{}},
+	} {
+		cfg, err := Parse([]byte(withAuth(tt.auth)))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.auth, err)
+		}
+		if got := cfg.Actions["create_label"].Execute.HTTP.Presented(); !slices.Equal(got, tt.want) {
+			t.Errorf("%q presents %v, want %v", tt.auth, got, tt.want)
+		}
+		for _, slot := range cfg.CredentialSlots() {
+			if presented := slices.Contains(tt.want, slot.Scheme); presented != slices.Equal(slot.PresentedBy, []string{"actions.create_label.execute.http"}) || !presented && len(slot.PresentedBy) != 0 {
+				t.Errorf("%q: the slot of %s is presented by %v", tt.auth, slot.Scheme, slot.PresentedBy)
+			}
+		}
+	}
+	at := "actions.create_label.execute.http.auth."
+	for _, tt := range []struct {
+		auth  string
+		paths []string
+	}{
+		// By default every scheme goes on each request: judged at the
+		// upstream, as before calls could choose.
+		{"", []string{"upstreams.carrier.auth.cert2", "upstreams.carrier.auth.login"}},
+		{"        auth: [key, nokey]\n", []string{at + "1"}},
+		{"        auth: [bot, key, login]\n", []string{at + "2"}},
+		{"        auth: [cert2, cert]\n", []string{at + "1"}},
+		{"        auth: [key, key]\n", []string{at[:len(at)-1]}}, // the schema's uniqueItems
+	} {
+		_, err := Parse([]byte(withAuth(tt.auth)))
+		ps, ok := errors.AsType[Problems](err)
+		var paths []string
+		for _, p := range ps {
+			paths = append(paths, p.Path)
+		}
+		if !ok || !slices.Equal(paths, tt.paths) {
+			t.Errorf("%q: %v, want problems at %v", tt.auth, err, tt.paths)
+		}
+	}
+	// A target read and a soap call choose theirs too, their problems at
+	// their own paths.
+	target := replace("    policy: {approval: required}\n", `    target:
+      upstream: carrier
+      get: {path: "/orders/{order_id}", auth: [bot, login]}
+    policy: {approval: required}
+`)(withAuth("        auth: [key]\n"))
+	if _, err := Parse([]byte(target)); err == nil || !strings.Contains(err.Error(), "actions.create_label.target.get.auth.1") {
+		t.Errorf("a target read presenting two Authorization setters: %v", err)
+	}
+	cfg, err := Parse([]byte(replace("auth: [bot, login]", "auth: [bot]")(target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions["create_label"].Target.Get.Presented(); !slices.Equal(got, []string{"bot"}) {
+		t.Errorf("the target read presents %v", got)
+	}
+	soap := replace("    base_url: https://carrier.example.com/api/\n", "    base_url: https://carrier.example.com/api/\n"+schemes)(soapBase)
+	soap = replace("        version: 1.1\n", "        version: 1.1\n        auth: [cert, nope]\n")(soap)
+	if _, err := Parse([]byte(soap)); err == nil || !strings.Contains(err.Error(), "actions.create_label.execute.soap.auth.1") {
+		t.Errorf("a soap call naming no scheme of its upstream: %v", err)
+	}
+	cfg, err = Parse([]byte(replace("[cert, nope]", "[cert, key]")(soap)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions["create_label"].Execute.SOAP.Presented(); !slices.Equal(got, []string{"cert", "key"}) {
+		t.Errorf("the soap call presents %v", got)
+	}
+}
