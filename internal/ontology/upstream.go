@@ -575,9 +575,14 @@ func (a *UpstreamAuth) SetsAuthorization() bool {
 	switch a.Type {
 	case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials:
 		return true
+	case AuthAPIKey:
+		return a.In == InHeader && textproto.CanonicalMIMEHeaderKey(a.Name) == authorizationHeader
 	}
 	return false
 }
+
+// authorizationHeader is the header a request carries one of.
+const authorizationHeader = "Authorization"
 
 // checkPresented checks the schemes one request presents together: at
 // most one sets Authorization, and at most one presents a client
@@ -639,7 +644,11 @@ func validateAuth(u *Upstream, path string, add func(path, format string, args .
 				add(at+".in", "is %q; an api_key is placed in a header, query or cookie", a.In)
 			case a.Name == "":
 				add(at+".name", "name the %s the key is sent in", a.In)
-			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) || slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(a.Name))):
+			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) ||
+				// Authorization is the one reserved header a key may take, its
+				// value sent verbatim (Discord's "Bot <token>"): it is then the
+				// request's one Authorization setter (SetsAuthorization).
+				textproto.CanonicalMIMEHeaderKey(a.Name) != authorizationHeader && slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(a.Name))):
 				add(at+".name", "%q is not a header a key can be sent in", a.Name)
 			}
 		case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials, AuthMTLS:

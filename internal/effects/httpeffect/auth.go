@@ -106,6 +106,14 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 		switch a.Type {
 		case ontology.AuthAPIKey:
 			name, in := a.Name, a.In
+			if a.SetsAuthorization() {
+				// Sent verbatim, as "<scheme> <credentials>" (Discord's
+				// "Bot <token>"): an upstream that echoes the credentials
+				// without their scheme word must not pass them on either.
+				if _, token, ok := strings.Cut(value, " "); ok && strings.TrimSpace(token) != "" {
+					c.secrets = append(c.secrets, []byte(strings.TrimSpace(token)))
+				}
+			}
 			c.place[scheme] = func(req *http.Request, q url.Values) error {
 				switch in {
 				case ontology.InHeader:
