@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -66,7 +67,7 @@ func newConfigCmd() *cobra.Command {
 			}
 			if asJSON {
 				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog, "waivers": waivers,
-					"credentials": credentials}); err != nil {
+					"credentials": credentials, "unserved": unservedOf(cfg)}); err != nil {
 					return err
 				}
 			} else {
@@ -83,6 +84,11 @@ func newConfigCmd() *cobra.Command {
 				}
 				for _, p := range problems {
 					fmt.Fprintln(out, p)
+				}
+				// An action withdrawn here is no problem, but a reviewer
+				// should see what this deployment leaves out.
+				for _, u := range unservedOf(cfg) {
+					fmt.Fprintf(out, "%s: not served in environment %s; served in %v\n", u.Path, strconv.Quote(cfg.Environment), u.Environments)
 				}
 				// A waiver loads, but a reviewer should see every
 				// destructive action that runs without a person.
@@ -133,4 +139,13 @@ func approvalWaivers(cfg *ontology.Config) []waiver {
 		}
 	}
 	return waivers
+}
+
+// unservedOf lists the actions cfg withdrew in its environment, as config
+// check --json reports them; none for a config that did not load.
+func unservedOf(cfg *ontology.Config) []ontology.UnservedAction {
+	if cfg == nil {
+		return []ontology.UnservedAction{}
+	}
+	return cfg.Unserved()
 }

@@ -71,3 +71,34 @@ actions:
 		t.Errorf("--json credentials presented by %v, want %v", got, want)
 	}
 }
+
+// TestConfigCheckUnserved: config check names each action the
+// environment withdraws, and where it is served.
+func TestConfigCheckUnserved(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "orangerail.yaml")
+	if err := os.WriteFile(file, []byte(`service: shop
+environment: production
+upstreams:
+  carrier:
+    base_urls: {sandbox: "https://sandbox.carrier.example.com", production: "https://carrier.example.com"}
+actions:
+  label:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    environments: [production, sandbox]
+    execute: {http: {upstream: carrier, method: POST, path: /labels}}
+  purge:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    environments: [sandbox]
+    execute: {http: {upstream: carrier, method: DELETE, path: /labels}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "config", "check", file, "--database-url", "")
+	if code != exitOK || !strings.Contains(out, "actions.purge: not served in environment \"production\"; served in [sandbox]\n") || strings.Contains(out, "actions.label:") {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+}

@@ -143,13 +143,13 @@ func (c *Config) withSOAPDefaults() {
 
 // validateSOAPExecute checks a soap execute: its upstream, version and
 // operation, every name its body and headers bind, and its bounds.
-func (c *Config) validateSOAPExecute(s *SOAPExecute, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateSOAPExecute(s *SOAPExecute, path string, envs []string, properties []string, add func(path, format string, args ...any)) {
 	ref := func(at, name string) {
 		if !slices.Contains(properties, name) {
 			add(at, "names %q, which is not a property of the action's input", name)
 		}
 	}
-	if u, base := c.resolveUpstream(s.Upstream, path, add); u != nil {
+	if u, base := c.resolveUpstream(s.Upstream, path, envs, add); u != nil {
 		s.baseURL, s.upstream = base, u
 		s.presented = resolvePresented(u, s.Upstream, s.Auth, path, add)
 	}

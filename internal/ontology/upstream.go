@@ -673,13 +673,13 @@ func validateAuth(u *Upstream, path string, add func(path, format string, args .
 // validateHTTPExecute checks an http execute: its upstream has a URL in
 // this environment, every name it binds is an input property, and its
 // timeouts fit inside the engine's deadline for an effect.
-func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, envs []string, properties []string, add func(path, format string, args ...any)) {
 	ref := func(at, name string) {
 		if !slices.Contains(properties, name) {
 			add(at, "names %q, which is not a property of the action's input", name)
 		}
 	}
-	if u, base := c.resolveUpstream(h.Upstream, path, add); u != nil {
+	if u, base := c.resolveUpstream(h.Upstream, path, envs, add); u != nil {
 		h.baseURL, h.idempotencyHeader, h.upstream = base, u.IdempotencyHeader, u
 		h.presented = resolvePresented(u, h.Upstream, h.Auth, path, add)
 	}
@@ -720,19 +720,27 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []s
 	}
 }
 
-// resolveUpstream finds the upstream a call names and its base URL in the
-// config's environment; nil, with a problem added, when there is none.
-func (c *Config) resolveUpstream(name, path string, add func(path, format string, args ...any)) (*Upstream, *url.URL) {
+// resolveUpstream finds the upstream a call names and its base URL in
+// each of envs, the environments the call is made in (the config's, or,
+// for an action not served in it, those it is served in); nil, with a
+// problem added, when there is none. It returns the URL of the first.
+func (c *Config) resolveUpstream(name, path string, envs []string, add func(path, format string, args ...any)) (*Upstream, *url.URL) {
 	u, ok := c.Upstreams[name]
 	if !ok {
 		add(path+".upstream", "names the upstream %q, which is not declared under upstreams", name)
 		return nil, nil
 	}
-	base, ok := u.URL(c.Environment)
-	if !ok {
-		add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
-			name, c.Environment, slices.Sorted(maps.Keys(u.BaseURLs)))
-		return nil, nil
+	var base string
+	for i, env := range envs {
+		s, ok := u.URL(env)
+		if !ok {
+			add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
+				name, env, slices.Sorted(maps.Keys(u.BaseURLs)))
+			return nil, nil
+		}
+		if i == 0 {
+			base = s
+		}
 	}
 	parsed, err := url.Parse(base)
 	if err != nil || CheckUpstreamURL(base) != nil {
@@ -784,7 +792,7 @@ func (c *Config) validateLimits(l UpstreamLimits, path string, add func(path, fo
 // declared upstream, retried as safe, carrying no body, bound from the
 // input as an http execute is (validateHTTPExecute), its problems at
 // target.get's paths.
-func (c *Config) validateTargetRead(t *Target, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateTargetRead(t *Target, path string, envs []string, properties []string, add func(path, format string, args ...any)) {
 	if t.Object != "" || t.KeyFrom != "" {
 		add(path, "object and key_from name a row; a target read from an upstream is found by get.path's {names}: remove them")
 	}
@@ -805,7 +813,7 @@ func (c *Config) validateTargetRead(t *Target, path string, properties []string,
 	if len(g.Success) > 0 {
 		add(path+".get.success", "a target read succeeds with 2xx and finds none with 404; success cannot be changed")
 	}
-	c.validateHTTPExecute(g, path+".get", properties, func(at, format string, args ...any) {
+	c.validateHTTPExecute(g, path+".get", envs, properties, func(at, format string, args ...any) {
 		if at == path+".get.upstream" {
 			at = path + ".upstream" // where the file names it
 		}
