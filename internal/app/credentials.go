@@ -12,6 +12,9 @@ type CredentialState struct {
 	Type ontology.AuthType `json:"type"`
 	Env  string            `json:"env"`
 	Set  bool              `json:"set"`
+	// PresentedBy lists the calls that present the scheme, by field path:
+	// a call presents only the schemes its auth names.
+	PresentedBy []string `json:"presented_by"`
 	// Problem says why a set credential cannot be read; serve refuses to
 	// start with one.
 	Problem string `json:"problem,omitempty"`
@@ -26,7 +29,7 @@ func CredentialStates(cfg *ontology.Config) []CredentialState {
 	}
 	for _, slot := range cfg.CredentialSlots() {
 		set, err := httpeffect.CheckCredential(slot.Upstream, slot.Scheme, cfg.Upstreams[slot.Upstream].Auth[slot.Scheme])
-		st := CredentialState{Path: slot.Path, Type: slot.Type, Env: slot.Env, Set: set}
+		st := CredentialState{Path: slot.Path, Type: slot.Type, Env: slot.Env, Set: set, PresentedBy: slot.PresentedBy}
 		if err != nil {
 			st.Problem = err.Error()
 		}

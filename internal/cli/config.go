@@ -6,6 +6,8 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -65,21 +67,28 @@ func newConfigCmd() *cobra.Command {
 			}
 			if asJSON {
 				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog, "waivers": waivers,
-					"credentials": credentials}); err != nil {
+					"credentials": credentials, "unserved": unservedOf(cfg)}); err != nil {
 					return err
 				}
 			} else {
 				for _, c := range credentials {
 					switch {
 					case c.Problem != "": // listed with the problems
+					case c.Set && len(c.PresentedBy) == 0:
+						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): set, presented by no call\n", c.Path, c.Type, c.Env, c.Env)
 					case c.Set:
-						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): set\n", c.Path, c.Type, c.Env, c.Env)
+						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): set, presented by %s\n", c.Path, c.Type, c.Env, c.Env, strings.Join(c.PresentedBy, ", "))
 					default:
 						fmt.Fprintf(out, "%s: %s credential from %s (or %s_FILE): unset, so the scheme is omitted from every request\n", c.Path, c.Type, c.Env, c.Env)
 					}
 				}
 				for _, p := range problems {
 					fmt.Fprintln(out, p)
+				}
+				// An action withdrawn here is no problem, but a reviewer
+				// should see what this deployment leaves out.
+				for _, u := range unservedOf(cfg) {
+					fmt.Fprintf(out, "%s: not served in environment %s; served in %v\n", u.Path, strconv.Quote(cfg.Environment), u.Environments)
 				}
 				// A waiver loads, but a reviewer should see every
 				// destructive action that runs without a person.
@@ -130,4 +139,13 @@ func approvalWaivers(cfg *ontology.Config) []waiver {
 		}
 	}
 	return waivers
+}
+
+// unservedOf lists the actions cfg withdrew in its environment, as config
+// check --json reports them; none for a config that did not load.
+func unservedOf(cfg *ontology.Config) []ontology.UnservedAction {
+	if cfg == nil {
+		return []ontology.UnservedAction{}
+	}
+	return cfg.Unserved()
 }

@@ -536,33 +536,43 @@ func mask(value json.RawMessage, pointers []ontology.Pointer) json.RawMessage {
 	return jcs.Append(nil, v)
 }
 
-// maskAt replaces the value at p inside v, if there is one.
+// maskAt replaces the value at p inside v, if there is one. A "*" token
+// where the value is an array names every element (/members/*/email);
+// where it is an object it is a member's name like any other, since an
+// array's elements have only numeric indices.
 func maskAt(v any, p ontology.Pointer) {
-	for i, token := range p {
-		last := i == len(p)-1
-		switch node := v.(type) {
-		case map[string]any:
-			next, ok := node[token]
-			if !ok {
-				return
-			}
-			if last {
-				node[token] = redacted
-				return
-			}
-			v = next
-		case []any:
-			n, ok := ontology.Index(token)
-			if !ok || n >= len(node) {
-				return
-			}
-			if last {
-				node[n] = redacted
-				return
-			}
-			v = node[n]
+	if len(p) == 0 {
+		return
+	}
+	token, last := p[0], len(p) == 1
+	switch node := v.(type) {
+	case map[string]any:
+		next, ok := node[token]
+		switch {
+		case !ok:
+		case last:
+			node[token] = redacted
 		default:
+			maskAt(next, p[1:])
+		}
+	case []any:
+		if token == ontology.EveryElement {
+			for i := range node {
+				if last {
+					node[i] = redacted
+				} else {
+					maskAt(node[i], p[1:])
+				}
+			}
 			return
+		}
+		n, ok := ontology.Index(token)
+		switch {
+		case !ok || n >= len(node):
+		case last:
+			node[n] = redacted
+		default:
+			maskAt(node[n], p[1:])
 		}
 	}
 }

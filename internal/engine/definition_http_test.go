@@ -58,3 +58,39 @@ func TestHTTPDefinitionHash(t *testing.T) {
 		t.Error("the upstream's URL changed the hash")
 	}
 }
+
+// TestPresentedSchemesHash: the schemes a call presents are part of its
+// definition: naming them, or changing which, voids approvals staged
+// under the old definition, for the execute and a target read alike;
+// leaving auth out keeps the hash an action had before calls could name
+// their schemes.
+func TestPresentedSchemesHash(t *testing.T) {
+	t.Parallel()
+	base := strings.Replace(httpAction, `  carrier: {base_url: "https://carrier.example.com"}`,
+		`  carrier: {base_url: "https://carrier.example.com", auth: {k: {type: api_key, in: header, name: X-K}, b: {type: bearer}}}`, 1)
+	hash := func(src string) string {
+		t.Helper()
+		cfg, err := ontology.Parse([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hex.EncodeToString(engine.DefinitionHash(cfg.Actions["create_label"]))
+	}
+	if got := hash(base); got != "4336c8f52fec5547bb0fd399c317f3ba77424f24ff64bbaa8748b419113ce21f" {
+		t.Fatalf("a call presenting every scheme by default hashes to %s: not what it did before auth existed", got)
+	}
+	seen := map[string]string{hash(base): "absent"}
+	for _, auth := range []string{"[]", "[k]", "[b]", "[k, b]"} {
+		for _, where := range []string{"execute", "target"} {
+			src := strings.Replace(base, "        body:", "        auth: "+auth+"\n        body:", 1)
+			if where == "target" {
+				src = strings.Replace(base, "    policy:", "    target: {upstream: carrier, get: {path: \"/orders/{order_id}\", auth: "+auth+"}}\n    policy:", 1)
+			}
+			h := hash(src)
+			if prev, ok := seen[h]; ok {
+				t.Errorf("%s auth: %s hashes as %s does", where, auth, prev)
+			}
+			seen[h] = where + " " + auth
+		}
+	}
+}

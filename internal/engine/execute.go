@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -50,6 +51,14 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	if out := approvalStatus(approval); out != nil {
 		return out
+	}
+	if unserved, ok := e.cfg.UnservedAction(approval.Action); ok {
+		// Staged before the environment changed: it fails closed, and
+		// says so in the audit log, rather than run where the action is
+		// not served.
+		return e.refuse(ctx, caller, approval.Action, &id, errcode.ActionNotServed, "",
+			fmt.Sprintf("the action is not served in the environment %q (it is served in %v), so its approved approval does not execute here",
+				e.cfg.Environment, unserved.Environments))
 	}
 	a, ok := e.cfg.Actions[approval.Action]
 	if !ok {

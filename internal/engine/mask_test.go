@@ -150,3 +150,95 @@ func TestRedactAuditAloneWithholdsPrior(t *testing.T) {
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
+
+// TestMaskEveryElement: a "*" token where a masked value is an array
+// names every element — through nested arrays and arrays of arrays, in
+// the input, the prior state and the result audit records keep — while on
+// an object it names the member literally called "*", leaving the rest;
+// the approval keeps the input whole.
+func TestMaskEveryElement(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	for _, stmt := range []string{
+		`ALTER TABLE orders ADD COLUMN payment jsonb NOT NULL DEFAULT '{"cards": [{"number": "4000 0001", "brand": "visa"}, {"number": "4000 0002", "brand": "amex"}]}'`,
+		"GRANT UPDATE (payment) ON orders TO orangerail_runtime",
+	} {
+		if _, err := b.admin.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("objects.order.fields", []string{"id", "status", "total_cents", "customer_id", "shipping_address", "created_at", "payment"}),
+		ontologytest.SetYAML("actions.share_order", `
+description: Share an order with its members.
+target: {object: order, key_from: order_id}
+input:
+  type: object
+  required: [order_id, members]
+  properties:
+    order_id: {type: string}
+    members:
+      type: array
+      items:
+        type: object
+        properties:
+          email: {type: string}
+          name: {type: string}
+          phones: {type: array, items: {type: object, properties: {number: {type: string}, kind: {type: string}}}}
+    grid: {type: array, items: {type: array, items: {type: string}}}
+    odd: {type: object, properties: {"*": {type: string}, plain: {type: string}}}
+policy: {approval: required}
+execute: {sql: "UPDATE orders SET payment = jsonb_build_object('members', CAST(:members AS jsonb)) WHERE id = :order_id AND org_id = current_setting('orangerail.tenant_id') RETURNING id, payment"}
+redact_audit: [/members/*/email, /members/*/phones/*/number, /grid/*/*, /odd/*]
+redact_prior: [/payment/cards/*/number]
+redact_result: [/rows/*/payment/members/*/email, /rows/*/payment/members/*/phones/*/number]`))
+
+	input := `{"order_id": "o-1001", "members": [{"email": "ann@SECRET.example", "name": "Ann", "phones": [{"number": "555-SECRET-1", "kind": "cell"}, {"number": "555-SECRET-2", "kind": "home"}]}, {"email": "bob@SECRET.example", "name": "Bob"}],` +
+		` "grid": [["GRID-SECRET-A", "GRID-SECRET-B"], [], ["GRID-SECRET-C"]], "odd": {"*": "STAR-SECRET", "plain": "kept"}}`
+	staged := e.Call(ctx, support("acme"), "share_order", json.RawMessage(input))
+	want(t, staged, engine.StatusApprovalPending)
+	approve(t, e, "acme", staged.ApprovalID.String())
+	want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+	id := staged.ApprovalID.String()
+
+	for _, r := range []struct {
+		correlation string
+		phase       engine.Phase
+	}{{staged.CorrelationID, engine.PhaseStaged}, {id, engine.PhaseExecutionStarted}, {id, engine.PhaseExecutionSucceeded}} {
+		in := auditEntry(t, b, r.correlation, r.phase)["input"]
+		for _, path := range [][]any{{"members", 0, "email"}, {"members", 1, "email"}, {"members", 0, "phones", 0, "number"}, {"members", 0, "phones", 1, "number"},
+			{"grid", 0, 0}, {"grid", 0, 1}, {"grid", 2, 0}, {"odd", "*"}} {
+			if at(in, path...) != "[redacted]" {
+				t.Errorf("%s input at %v: %v", r.phase, path, at(in, path...))
+			}
+		}
+		if at(in, "members", 0, "name") != "Ann" || at(in, "members", 1, "name") != "Bob" || at(in, "members", 0, "phones", 1, "kind") != "home" ||
+			at(in, "odd", "plain") != "kept" || len(at(in, "grid", 1).([]any)) != 0 {
+			t.Errorf("%s input lost a value no mask names: %v", r.phase, in)
+		}
+	}
+	prior := auditEntry(t, b, id, engine.PhaseExecutionStarted)["prior"]
+	if at(prior, "payment", "cards", 0, "number") != "[redacted]" || at(prior, "payment", "cards", 1, "number") != "[redacted]" ||
+		at(prior, "payment", "cards", 1, "brand") != "amex" {
+		t.Fatalf("prior %v", prior)
+	}
+	result := auditEntry(t, b, id, engine.PhaseExecutionSucceeded)["result"]
+	if at(result, "rows", 0, "payment", "members", 0, "email") != "[redacted]" || at(result, "rows", 0, "payment", "members", 1, "email") != "[redacted]" ||
+		at(result, "rows", 0, "payment", "members", 1, "name") != "Bob" {
+		t.Fatalf("result %v", result)
+	}
+	var entries string
+	if err := b.admin.QueryRow(ctx, "SELECT string_agg(convert_from(entry, 'UTF8'), ' ') FROM orangerail.audit WHERE correlation_id IN ($1, $2)", id, staged.CorrelationID).Scan(&entries); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(entries, "SECRET") {
+		t.Fatalf("the audit log holds a masked value: %s", entries)
+	}
+	var kept string
+	if err := b.admin.QueryRow(ctx, "SELECT input::text FROM orangerail.approvals WHERE id = $1", staged.ApprovalID).Scan(&kept); err != nil ||
+		!strings.Contains(kept, "555-SECRET-2") || !strings.Contains(kept, "STAR-SECRET") || !strings.Contains(kept, "GRID-SECRET-C") {
+		t.Fatalf("approval input %q (%v)", kept, err)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}

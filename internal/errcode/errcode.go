@@ -33,6 +33,7 @@ const (
 	ApprovalFourEyes          Code = "X_APPROVAL_FOUR_EYES"
 	ApprovalExpired           Code = "X_APPROVAL_EXPIRED"
 	Forbidden                 Code = "X_FORBIDDEN"
+	ActionNotServed           Code = "X_ACTION_NOT_SERVED"
 	RequestInvalid            Code = "X_REQUEST_INVALID"
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
@@ -173,6 +174,9 @@ var table = []Entry{
 	{Forbidden, "The caller may not do this. For a person: the approvals API serves people only (not agent tokens), deciding or reviewing an action's approvals needs one of its approver roles (policy.approver_roles, default approvals.approver_role), and reading the audit log needs the auditor role (approvals.auditor_role) or an approver role. For an agent's tool call: the action's policy refused it — its where precondition does not hold for the target as it is now, or, when an approval executes, the poller is no longer among the action's callers (policy.roles, policy.audience).",
 		"A person: sign in as one whose token carries one of those roles; an operator grants roles at the identity provider. An agent: do not retry as is; read the action's description for when it applies, or ask the account's owner for the role.",
 		"Do not retry as is: the action's policy refused the call. Call describe_action for when the action applies (its precondition) and who may call it; if you need it anyway, ask the account's owner for the role."},
+	{ActionNotServed, "An approved approval names an action this deployment does not serve: the action's environments do not include the config's environment, which changed after the approval was staged. It does not execute here; the refusal is recorded, and the approval stays approved (it lapses at its expiry).",
+		"Serve the action in this environment (its environments), or have the agent stage the call again where the action is served.",
+		"Do not poll again here: the action is not served in this deployment. Ask the account's owner whether the call should be made elsewhere."},
 	{ApprovalsPath, "An approvals command names neither how to reach the approvals nor both: the deployment's API as the person signed in (--server), or, in an emergency, the database as its owner (--break-glass with a --reason).",
 		"Pass --server with the deployment's http.public_url (or set ORANGERAIL_SERVER) and sign in with `orangerail login` (or set ORANGERAIL_TOKEN); only when the API cannot be reached, --break-glass --reason TEXT with the database owner's --database-url.", ""},
 	{RequestInvalid, "The request to the approvals API is malformed: a query parameter or the JSON body is not of the documented form (each problem is named).",

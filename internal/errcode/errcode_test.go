@@ -79,7 +79,7 @@ var agentCodes = []Code{
 	MCPBodyTooLarge, MCPProtocol, MCPOriginRefused, IdentityOriginRefused, IdentityNetworkRefused,
 	MCPRateLimited, MCPAuthThrottled, MCPUnauthorized, MCPIdentityUnavailable, MCPLimitsUnavailable,
 	StdioTokenRefused, InternalError, MCPParseError, MCPInvalidRequest, MCPMethodUnknown, MCPHostRefused,
-	MCPPromptArgumentsInvalid,
+	MCPPromptArgumentsInvalid, ActionNotServed,
 }
 
 // TestAgentFixes: one table, two audiences. Every code an agent can

@@ -114,6 +114,10 @@ type Config struct {
 	// toolGroups is the group holding each grouped tool, made at load.
 	toolGroups map[string]string
 	// End of the meta surface.
+
+	// unserved are the actions withdrawn at load because their
+	// environments do not include the config's (environments.go).
+	unserved map[string]*Action
 }
 
 // Datasource names where the team's data lives.
@@ -614,6 +618,10 @@ type Action struct {
 	RedactResult []string `yaml:"redact_result"`
 	// Budget overrides the call budget of the action's risk class (budget.go).
 	Budget *Budget `yaml:"budget"`
+	// Environments, when set, are the only environments (the config's
+	// environment) the action is served in: elsewhere it is withdrawn at
+	// load (Config.Unserved), as if it were not declared.
+	Environments []string `yaml:"environments"`
 
 	inputSchema                         *jsonschema.Schema
 	where, audience                     cel.Program
@@ -793,6 +801,7 @@ func Parse(data []byte) (*Config, error) {
 	if problems := cfg.validate(); len(problems) > 0 {
 		return nil, problems
 	}
+	cfg.withdrawUnserved()
 	return cfg, nil
 }
 

@@ -46,6 +46,12 @@ func (p Pointer) String() string {
 	return b.String()
 }
 
+// EveryElement is the token that, where a mask's path meets an array,
+// names every element of it (/members/*/email). Where the path meets an
+// object it is a member's name like any other: an array's elements have
+// only numeric indices, so the two cannot be confused.
+const EveryElement = "*"
+
 // Index reads a token as an array index as RFC 6901 spells one: digits
 // without a leading zero. "-", the element after the last, names nothing a
 // mask could cover.
@@ -65,7 +71,7 @@ func Index(token string) (int, bool) {
 // checkInputPointer follows p through an action's input schema as far as
 // the schema declares it: a member of an object whose properties are
 // listed must be one of them, an element of an array whose items are
-// declared must be an index, and nothing lies inside a scalar. Past a part
+// declared must be an index or EveryElement, and nothing lies inside a scalar. Past a part
 // the schema leaves open (no properties, no items), the path cannot be
 // checked and is taken as written.
 func checkInputPointer(schema map[string]any, p Pointer) error {
@@ -84,8 +90,8 @@ func checkInputPointer(schema map[string]any, p Pointer) error {
 			continue
 		}
 		if items, ok := node["items"].(map[string]any); ok {
-			if _, ok := Index(token); !ok {
-				return fmt.Errorf("%q is not an index of the array %s", token, at)
+			if _, ok := Index(token); !ok && token != EveryElement {
+				return fmt.Errorf("%q is not an index of the array %s, nor %s (every element)", token, at, EveryElement)
 			}
 			node = items
 			continue

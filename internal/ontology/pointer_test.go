@@ -40,7 +40,8 @@ func TestParsePointer(t *testing.T) {
 
 // TestMaskPathsChecked: nested pointers are followed through the input
 // schema where it declares them, and taken as written where it leaves a
-// part open.
+// part open; "*" names every element where the schema declares items, and
+// is a member's name where it declares properties.
 func TestMaskPathsChecked(t *testing.T) {
 	t.Parallel()
 	cfg, err := Parse([]byte(replace("    input: {type: object, properties: {order_id: {type: string}}}",
@@ -51,7 +52,9 @@ func TestMaskPathsChecked(t *testing.T) {
         card: {type: object, properties: {number: {type: string}}}
         items: {type: array, items: {type: object, properties: {sku: {type: string}}}}
         extra: {type: object}
-    redact_audit: [order_id, /card/number, /items/0/sku, /extra/any/depth]
+        grid: {type: array, items: {type: array, items: {type: object, properties: {v: {type: string}}}}}
+        odd: {type: object, properties: {"*": {type: string}}}
+    redact_audit: [order_id, /card/number, /items/0/sku, /extra/any/depth, /items/*/sku, /grid/*/0/v, /grid/1/*/v, /odd/*]
     redact_prior: [/status, /id/x]
     redact_result: [/rows/0/id]`)(base)))
 	if err != nil {
@@ -62,11 +65,12 @@ func TestMaskPathsChecked(t *testing.T) {
 	for _, p := range a.AuditMasks() {
 		audit = append(audit, p.String())
 	}
-	if !slices.Equal(audit, []string{"/order_id", "/card/number", "/items/0/sku", "/extra/any/depth"}) ||
+	if !slices.Equal(audit, []string{"/order_id", "/card/number", "/items/0/sku", "/extra/any/depth", "/items/*/sku", "/grid/*/0/v", "/grid/1/*/v", "/odd/*"}) ||
 		len(a.PriorMasks()) != 2 || len(a.ResultMasks()) != 1 || a.WithholdsPrior() {
 		t.Fatalf("masks %v %v %v", audit, a.PriorMasks(), a.ResultMasks())
 	}
-	for _, bad := range []string{"/items/x/sku", "/items/0/name", "/card/number/x", "/card/cvv"} {
+	// On an object, "*" is a member's name: card declares none so named.
+	for _, bad := range []string{"/items/x/sku", "/items/0/name", "/card/number/x", "/card/cvv", "/card/*", "/items/*/name", "/items/**/sku"} {
 		_, err := Parse([]byte(replace("    input: {type: object, properties: {order_id: {type: string}}}",
 			`    input:
       type: object

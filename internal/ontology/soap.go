@@ -75,12 +75,20 @@ type SOAPExecute struct {
 	Timeout     Duration `yaml:"timeout" json:"timeout"`
 	Deadline    Duration `yaml:"deadline" json:"deadline"`
 	MaxAttempts int      `yaml:"max_attempts" json:"max_attempts"`
+	// Auth names the upstream's schemes the call presents, as an http
+	// call's (HTTPExecute.Auth).
+	Auth *[]string `yaml:"auth" json:"auth,omitempty"`
 
-	// baseURL, upstream and elements are resolved at load.
-	baseURL  *url.URL
-	upstream *Upstream
-	elements []SOAPElement
+	// baseURL, upstream, presented and elements are resolved at load.
+	baseURL   *url.URL
+	upstream  *Upstream
+	presented []string
+	elements  []SOAPElement
 }
+
+// Presented returns the names of the upstream's schemes the call
+// presents, resolved at load (Auth).
+func (s *SOAPExecute) Presented() []string { return slices.Clone(s.presented) }
 
 // SOAPElement is one element of a SOAP body template: its local name and
 // either Value (a :name reference or a literal) or Children.
@@ -135,14 +143,15 @@ func (c *Config) withSOAPDefaults() {
 
 // validateSOAPExecute checks a soap execute: its upstream, version and
 // operation, every name its body and headers bind, and its bounds.
-func (c *Config) validateSOAPExecute(s *SOAPExecute, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateSOAPExecute(s *SOAPExecute, path string, envs []string, properties []string, add func(path, format string, args ...any)) {
 	ref := func(at, name string) {
 		if !slices.Contains(properties, name) {
 			add(at, "names %q, which is not a property of the action's input", name)
 		}
 	}
-	if u, base := c.resolveUpstream(s.Upstream, path, add); u != nil {
+	if u, base := c.resolveUpstream(s.Upstream, path, envs, add); u != nil {
 		s.baseURL, s.upstream = base, u
+		s.presented = resolvePresented(u, s.Upstream, s.Auth, path, add)
 	}
 	if s.Path != "" {
 		if parts, err := ParsePath(s.Path); err != nil {

@@ -92,7 +92,7 @@ func TestTargetReadSet(t *testing.T) {
 	g := cfg.Actions["create_label"].Target.Get
 	g.Method, g.Retry, g.Success = "POST", RetryNever, []int{200}
 	var got []string
-	cfg.validateTargetRead(cfg.Actions["create_label"].Target, "t", []string{"order_id"}, func(path, _ string, _ ...any) { got = append(got, path) })
+	cfg.validateTargetRead(cfg.Actions["create_label"].Target, "t", []string{cfg.Environment}, []string{"order_id"}, func(path, _ string, _ ...any) { got = append(got, path) })
 	if want := []string{"t.get.method", "t.get.retry", "t.get.success"}; !slices.Equal(got, want) {
 		t.Fatalf("problems at %v", got)
 	}

@@ -34,9 +34,10 @@ type Upstream struct {
 	// system's roots: an internal API behind a private CA, which mutual
 	// TLS often is. Read when the engine is made, as the credentials are.
 	CAFile string `yaml:"ca_file"`
-	// Auth lists the credentials every request presents, by scheme name;
-	// each one's value comes from the environment (CredentialEnv), never
-	// from this file.
+	// Auth lists the upstream's credential schemes, by name; each one's
+	// value comes from the environment (CredentialEnv), never from this
+	// file. A call presents every one of them unless its own auth names
+	// the few it needs (HTTPExecute.Auth).
 	Auth map[string]*UpstreamAuth `yaml:"auth"`
 }
 
@@ -109,6 +110,10 @@ type CredentialSlot struct {
 	Type     AuthType
 	// Env is the variable holding it; Env+"_FILE" may name a file instead.
 	Env string
+	// PresentedBy lists the field paths of the calls that present the
+	// scheme (actions.X.execute.http, actions.X.target.get …), sorted: a
+	// call presents only the schemes its auth names.
+	PresentedBy []string
 }
 
 // CredentialSlots lists every upstream scheme's credential slot, sorted
@@ -119,10 +124,57 @@ func (c *Config) CredentialSlots() []CredentialSlot {
 		u := c.Upstreams[name]
 		for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
 			slots = append(slots, CredentialSlot{Path: "upstreams." + name + ".auth." + scheme, Upstream: name, Scheme: scheme,
-				Type: u.Auth[scheme].Type, Env: CredentialEnv(name, scheme)})
+				Type: u.Auth[scheme].Type, Env: CredentialEnv(name, scheme), PresentedBy: c.presenters(name, scheme)})
 		}
 	}
 	return slots
+}
+
+// presenters lists the field paths of the calls of upstream that present
+// scheme, sorted.
+func (c *Config) presenters(upstream, scheme string) []string {
+	by := []string{}
+	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
+		a, path := c.Actions[name], "actions."+name
+		for _, call := range []struct {
+			path      string
+			upstream  string
+			presented []string
+		}{
+			{path + ".target.get", targetGet(a).Upstream, targetGet(a).presented},
+			{path + ".execute.http", httpOf(a).Upstream, httpOf(a).presented},
+			{path + ".execute.soap", soapOf(a).Upstream, soapOf(a).presented},
+		} {
+			if call.upstream == upstream && slices.Contains(call.presented, scheme) {
+				by = append(by, call.path)
+			}
+		}
+	}
+	slices.Sort(by)
+	return by
+}
+
+// targetGet, httpOf and soapOf return an action's upstream calls, or an
+// empty call for one it does not make.
+func targetGet(a *Action) *HTTPExecute {
+	if a != nil && a.Target.Read() && a.Target.Get != nil {
+		return a.Target.Get
+	}
+	return &HTTPExecute{}
+}
+
+func httpOf(a *Action) *HTTPExecute {
+	if a != nil && a.Execute.HTTP != nil {
+		return a.Execute.HTTP
+	}
+	return &HTTPExecute{}
+}
+
+func soapOf(a *Action) *SOAPExecute {
+	if a != nil && a.Execute.SOAP != nil {
+		return a.Execute.SOAP
+	}
+	return &SOAPExecute{}
 }
 
 // IdempotencyHeaderDefault is the default Upstream.IdempotencyHeader.
@@ -253,13 +305,24 @@ type HTTPExecute struct {
 	// MaxAttempts bounds the attempts. Defaults to, and may not exceed,
 	// HTTPMaxAttemptsMax.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// Auth names the upstream's schemes the call presents: nil (absent)
+	// presents every one, a list exactly those, an empty list none (a
+	// public operation). Least privilege: a call sends only the
+	// credentials its operation needs. Hashed only when written, so the
+	// definition of a call written before it existed is unchanged.
+	Auth *[]string `yaml:"auth" json:"auth,omitempty"`
 
-	// baseURL, idempotencyHeader and upstream are the upstream's,
-	// resolved at load.
+	// baseURL, idempotencyHeader and upstream are the upstream's, and
+	// presented the schemes the call presents, resolved at load.
 	baseURL           *url.URL
 	idempotencyHeader string
 	upstream          *Upstream
+	presented         []string
 }
+
+// Presented returns the names of the upstream's schemes the call
+// presents, resolved at load (Auth).
+func (h *HTTPExecute) Presented() []string { return slices.Clone(h.presented) }
 
 // UpstreamDecl returns the declaration of the upstream the call names,
 // resolved at load.
@@ -470,13 +533,108 @@ func (c *Config) validateUpstreams(add func(path, format string, args ...any)) {
 			add(path+".idempotency_header", "%q is not a header name an idempotency key can be sent in", u.IdempotencyHeader)
 		}
 		validateAuth(u, path+".auth", add)
+		if c.presentsAllSchemes(name) {
+			schemes := slices.Sorted(maps.Keys(u.Auth))
+			checkPresented(u, schemes, func(i int) string { return path + ".auth." + schemes[i] }, add)
+		}
 	}
+}
+
+// presentsAllSchemes reports whether some request to the upstream name
+// presents every one of its schemes: a call that names none of its own
+// (auth absent), or — so that a file is judged as before calls could
+// name theirs — no call at all.
+func (c *Config) presentsAllSchemes(name string) bool {
+	calls, all := 0, false
+	count := func(upstream string, auth *[]string) {
+		if upstream == name {
+			calls++
+			all = all || auth == nil
+		}
+	}
+	for _, a := range c.Actions {
+		if a == nil {
+			continue
+		}
+		if h := a.Execute.HTTP; h != nil {
+			count(h.Upstream, h.Auth)
+		}
+		if s := a.Execute.SOAP; s != nil {
+			count(s.Upstream, s.Auth)
+		}
+		if a.Target.Read() && a.Target.Get != nil {
+			count(a.Target.Get.Upstream, a.Target.Get.Auth)
+		}
+	}
+	return all || calls == 0
+}
+
+// SetsAuthorization reports whether the scheme is placed in the
+// Authorization header, of which a request carries one.
+func (a *UpstreamAuth) SetsAuthorization() bool {
+	switch a.Type {
+	case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials:
+		return true
+	case AuthAPIKey:
+		return a.In == InHeader && textproto.CanonicalMIMEHeaderKey(a.Name) == authorizationHeader
+	}
+	return false
+}
+
+// authorizationHeader is the header a request carries one of.
+const authorizationHeader = "Authorization"
+
+// checkPresented checks the schemes one request presents together: at
+// most one sets Authorization, and at most one presents a client
+// certificate, which belongs to the connection. at names where the i-th
+// scheme is declared or chosen.
+func checkPresented(u *Upstream, schemes []string, at func(i int) string, add func(path, format string, args ...any)) {
+	authorization, mtls := "", ""
+	for i, scheme := range schemes {
+		a := u.Auth[scheme]
+		switch {
+		case a == nil:
+		case a.SetsAuthorization():
+			if authorization != "" {
+				add(at(i), "%s sets Authorization too: a request carries one", authorization)
+			}
+			authorization = at(i)
+		case a.Type == AuthMTLS:
+			if mtls != "" {
+				add(at(i), "%s presents a client certificate too: a connection presents one", mtls)
+			}
+			mtls = at(i)
+		}
+	}
+}
+
+// resolvePresented checks a call's auth against its upstream and returns
+// the schemes the call presents: every one of the upstream's when auth is
+// nil (validateUpstreams checks them together), else those it names, each
+// of which must be one of the upstream's, and which must go on one
+// request together.
+func resolvePresented(u *Upstream, upstream string, auth *[]string, path string, add func(path, format string, args ...any)) []string {
+	if auth == nil {
+		return slices.Sorted(maps.Keys(u.Auth))
+	}
+	presented := []string{}
+	var where []string
+	for i, scheme := range *auth {
+		at := fmt.Sprintf("%s.auth.%d", path, i)
+		if _, ok := u.Auth[scheme]; !ok {
+			add(at, "names %q, which is not a scheme of upstreams.%s.auth (%v)", scheme, upstream, slices.Sorted(maps.Keys(u.Auth)))
+			continue
+		}
+		presented, where = append(presented, scheme), append(where, at)
+	}
+	checkPresented(u, presented, func(i int) string { return where[i] }, add)
+	slices.Sort(presented)
+	return presented
 }
 
 // validateAuth checks that each scheme can be placed: a scheme that
 // cannot is refused at load, never guessed at when a request is sent.
 func validateAuth(u *Upstream, path string, add func(path, format string, args ...any)) {
-	authorization, mtls := "", ""
 	for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
 		a, at := u.Auth[scheme], path+"."+scheme
 		switch a.Type {
@@ -486,20 +644,16 @@ func validateAuth(u *Upstream, path string, add func(path, format string, args .
 				add(at+".in", "is %q; an api_key is placed in a header, query or cookie", a.In)
 			case a.Name == "":
 				add(at+".name", "name the %s the key is sent in", a.In)
-			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) || slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(a.Name))):
+			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) ||
+				// Authorization is the one reserved header a key may take, its
+				// value sent verbatim (Discord's "Bot <token>"): it is then the
+				// request's one Authorization setter (SetsAuthorization).
+				textproto.CanonicalMIMEHeaderKey(a.Name) != authorizationHeader && slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(a.Name))):
 				add(at+".name", "%q is not a header a key can be sent in", a.Name)
 			}
-		case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials:
-			// Each takes the one Authorization header.
-			if authorization != "" {
-				add(at, "%s sets Authorization too: a request carries one", authorization)
-			}
-			authorization = path + "." + scheme
-		case AuthMTLS:
-			if mtls != "" {
-				add(at, "%s presents a client certificate too: a connection presents one", mtls)
-			}
-			mtls = path + "." + scheme
+		case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials, AuthMTLS:
+			// Which of them one request may present together is a call's
+			// question (checkPresented).
 		default:
 			add(at+".type", "is %q; it must be one of %v", a.Type, AuthTypes())
 		}
@@ -519,14 +673,15 @@ func validateAuth(u *Upstream, path string, add func(path, format string, args .
 // validateHTTPExecute checks an http execute: its upstream has a URL in
 // this environment, every name it binds is an input property, and its
 // timeouts fit inside the engine's deadline for an effect.
-func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, envs []string, properties []string, add func(path, format string, args ...any)) {
 	ref := func(at, name string) {
 		if !slices.Contains(properties, name) {
 			add(at, "names %q, which is not a property of the action's input", name)
 		}
 	}
-	if u, base := c.resolveUpstream(h.Upstream, path, add); u != nil {
+	if u, base := c.resolveUpstream(h.Upstream, path, envs, add); u != nil {
 		h.baseURL, h.idempotencyHeader, h.upstream = base, u.IdempotencyHeader, u
+		h.presented = resolvePresented(u, h.Upstream, h.Auth, path, add)
 	}
 	if !slices.Contains(HTTPMethods(), h.Method) {
 		add(path+".method", "is %q; it must be one of %v", h.Method, HTTPMethods())
@@ -565,19 +720,27 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, properties []s
 	}
 }
 
-// resolveUpstream finds the upstream a call names and its base URL in the
-// config's environment; nil, with a problem added, when there is none.
-func (c *Config) resolveUpstream(name, path string, add func(path, format string, args ...any)) (*Upstream, *url.URL) {
+// resolveUpstream finds the upstream a call names and its base URL in
+// each of envs, the environments the call is made in (the config's, or,
+// for an action not served in it, those it is served in); nil, with a
+// problem added, when there is none. It returns the URL of the first.
+func (c *Config) resolveUpstream(name, path string, envs []string, add func(path, format string, args ...any)) (*Upstream, *url.URL) {
 	u, ok := c.Upstreams[name]
 	if !ok {
 		add(path+".upstream", "names the upstream %q, which is not declared under upstreams", name)
 		return nil, nil
 	}
-	base, ok := u.URL(c.Environment)
-	if !ok {
-		add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
-			name, c.Environment, slices.Sorted(maps.Keys(u.BaseURLs)))
-		return nil, nil
+	var base string
+	for i, env := range envs {
+		s, ok := u.URL(env)
+		if !ok {
+			add(path+".upstream", "the upstream %q has no URL for the environment %q: its base_urls name %v; set environment, or add it",
+				name, env, slices.Sorted(maps.Keys(u.BaseURLs)))
+			return nil, nil
+		}
+		if i == 0 {
+			base = s
+		}
 	}
 	parsed, err := url.Parse(base)
 	if err != nil || CheckUpstreamURL(base) != nil {
@@ -629,7 +792,7 @@ func (c *Config) validateLimits(l UpstreamLimits, path string, add func(path, fo
 // declared upstream, retried as safe, carrying no body, bound from the
 // input as an http execute is (validateHTTPExecute), its problems at
 // target.get's paths.
-func (c *Config) validateTargetRead(t *Target, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateTargetRead(t *Target, path string, envs []string, properties []string, add func(path, format string, args ...any)) {
 	if t.Object != "" || t.KeyFrom != "" {
 		add(path, "object and key_from name a row; a target read from an upstream is found by get.path's {names}: remove them")
 	}
@@ -650,7 +813,7 @@ func (c *Config) validateTargetRead(t *Target, path string, properties []string,
 	if len(g.Success) > 0 {
 		add(path+".get.success", "a target read succeeds with 2xx and finds none with 404; success cannot be changed")
 	}
-	c.validateHTTPExecute(g, path+".get", properties, func(at, format string, args ...any) {
+	c.validateHTTPExecute(g, path+".get", envs, properties, func(at, format string, args ...any) {
 		if at == path+".get.upstream" {
 			at = path + ".upstream" // where the file names it
 		}

@@ -187,7 +187,9 @@ func TestHTTPSchemaEnums(t *testing.T) {
 }
 
 // TestUpstreamAuth: each scheme must be placeable, and its credential's
-// variable is named after the upstream and the scheme.
+// variable is named after the upstream and the scheme. An api_key may be
+// sent in Authorization (Discord's "Bot <token>"), in no other header
+// orangerail keeps.
 func TestUpstreamAuth(t *testing.T) {
 	t.Parallel()
 	withAuth := func(auth string) string {
@@ -196,6 +198,9 @@ func TestUpstreamAuth(t *testing.T) {
 	cfg, err := Parse([]byte(withAuth("      key: {type: api_key, in: query, name: api_key}\n      app_2: {type: oauth2_client_credentials, token_url: \"https://id.example.com/token\"}\n")))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := Parse([]byte(withAuth("      bot: {type: api_key, in: header, name: Authorization}\n"))); err != nil {
+		t.Fatalf("an api_key in Authorization: %v", err)
 	}
 	slots := cfg.CredentialSlots()
 	if len(slots) != 2 || slots[0].Env != "CARRIER_APP_2_CREDENTIAL" || slots[1].Path != "upstreams.carrier.auth.key" || slots[1].Env != "CARRIER_KEY_CREDENTIAL" {
@@ -211,7 +216,11 @@ func TestUpstreamAuth(t *testing.T) {
 	}{
 		{"      key: {type: api_key, name: k}\n", at + "key.in"},
 		{"      key: {type: api_key, in: header}\n", at + "key.name"},
-		{"      key: {type: api_key, in: header, name: Authorization}\n", at + "key.name"},
+		{"      key: {type: api_key, in: header, name: Cookie}\n", at + "key.name"},
+		{"      key: {type: api_key, in: header, name: proxy-authorization}\n", at + "key.name"},
+		{"      key: {type: api_key, in: header, name: Host}\n", at + "key.name"},
+		// A key in Authorization is the request's one Authorization setter.
+		{"      key: {type: api_key, in: header, name: authorization}\n      b: {type: bearer}\n", at + "key"},
 		{"      a: {type: basic}\n      b: {type: bearer}\n", at + "b"},
 		{"      a: {type: mtls}\n      b: {type: mtls}\n", at + "b"},
 		{"      a: {type: oauth2_client_credentials, token_url: \"http://id.example.com/token\"}\n", at + "a.token_url"},
@@ -235,5 +244,96 @@ func TestUpstreamAuth(t *testing.T) {
 	}
 	if !slices.Equal(types, stringsOf(AuthTypes())) {
 		t.Errorf("auth types: schema %v, Go %v", types, AuthTypes())
+	}
+}
+
+// TestCallAuth: a call presents every scheme of its upstream unless its
+// auth names the ones it presents — an empty list none — each of which
+// must be one of the upstream's; the one-Authorization and
+// one-client-certificate rules hold for what one request presents, so an
+// upstream may declare alternatives its calls choose among, and a call
+// that presents them all by default is judged as before, at the upstream.
+func TestCallAuth(t *testing.T) {
+	t.Parallel()
+	schemes := "    auth:\n      key: {type: api_key, in: header, name: X-Api-Key}\n      bot: {type: bearer}\n      login: {type: basic}\n      cert: {type: mtls}\n      cert2: {type: mtls}\n      raw: {type: api_key, in: header, name: Authorization}\n"
+	withAuth := func(auth string) string {
+		src := replace("    base_url: https://carrier.example.com/api/v1/\n", "    base_url: https://carrier.example.com/api/v1/\n"+schemes)(httpBase)
+		return replace("        method: POST\n", "        method: POST\n"+auth)(src)
+	}
+	for _, tt := range []struct {
+		auth string
+		want []string
+	}{
+		{"        auth: [bot, key, cert]\n", []string{"bot", "cert", "key"}},
+		{"        auth: [login]\n", []string{"login"}},
+		{"        auth: [raw, key]\n", []string{"key", "raw"}},
+		{"        auth: []\n", []string{}},
+	} {
+		cfg, err := Parse([]byte(withAuth(tt.auth)))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.auth, err)
+		}
+		if got := cfg.Actions["create_label"].Execute.HTTP.Presented(); !slices.Equal(got, tt.want) {
+			t.Errorf("%q presents %v, want %v", tt.auth, got, tt.want)
+		}
+		for _, slot := range cfg.CredentialSlots() {
+			if presented := slices.Contains(tt.want, slot.Scheme); presented != slices.Equal(slot.PresentedBy, []string{"actions.create_label.execute.http"}) || !presented && len(slot.PresentedBy) != 0 {
+				t.Errorf("%q: the slot of %s is presented by %v", tt.auth, slot.Scheme, slot.PresentedBy)
+			}
+		}
+	}
+	at := "actions.create_label.execute.http.auth."
+	for _, tt := range []struct {
+		auth  string
+		paths []string
+	}{
+		// By default every scheme goes on each request: judged at the
+		// upstream, as before calls could choose.
+		{"", []string{"upstreams.carrier.auth.cert2", "upstreams.carrier.auth.login", "upstreams.carrier.auth.raw"}},
+		{"        auth: [key, nokey]\n", []string{at + "1"}},
+		{"        auth: [bot, key, login]\n", []string{at + "2"}},
+		{"        auth: [cert2, cert]\n", []string{at + "1"}},
+		{"        auth: [key, key]\n", []string{at[:len(at)-1]}}, // the schema's uniqueItems
+		{"        auth: [raw, bot]\n", []string{at + "1"}},       // a key in Authorization sets it too
+		{"        auth: [login, raw]\n", []string{at + "1"}},     // whichever comes first
+	} {
+		_, err := Parse([]byte(withAuth(tt.auth)))
+		ps, ok := errors.AsType[Problems](err)
+		var paths []string
+		for _, p := range ps {
+			paths = append(paths, p.Path)
+		}
+		if !ok || !slices.Equal(paths, tt.paths) {
+			t.Errorf("%q: %v, want problems at %v", tt.auth, err, tt.paths)
+		}
+	}
+	// A target read and a soap call choose theirs too, their problems at
+	// their own paths.
+	target := replace("    policy: {approval: required}\n", `    target:
+      upstream: carrier
+      get: {path: "/orders/{order_id}", auth: [bot, login]}
+    policy: {approval: required}
+`)(withAuth("        auth: [key]\n"))
+	if _, err := Parse([]byte(target)); err == nil || !strings.Contains(err.Error(), "actions.create_label.target.get.auth.1") {
+		t.Errorf("a target read presenting two Authorization setters: %v", err)
+	}
+	cfg, err := Parse([]byte(replace("auth: [bot, login]", "auth: [bot]")(target)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions["create_label"].Target.Get.Presented(); !slices.Equal(got, []string{"bot"}) {
+		t.Errorf("the target read presents %v", got)
+	}
+	soap := replace("    base_url: https://carrier.example.com/api/\n", "    base_url: https://carrier.example.com/api/\n"+schemes)(soapBase)
+	soap = replace("        version: 1.1\n", "        version: 1.1\n        auth: [cert, nope]\n")(soap)
+	if _, err := Parse([]byte(soap)); err == nil || !strings.Contains(err.Error(), "actions.create_label.execute.soap.auth.1") {
+		t.Errorf("a soap call naming no scheme of its upstream: %v", err)
+	}
+	cfg, err = Parse([]byte(replace("[cert, nope]", "[cert, key]")(soap)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions["create_label"].Execute.SOAP.Presented(); !slices.Equal(got, []string{"cert", "key"}) {
+		t.Errorf("the soap call presents %v", got)
 	}
 }

@@ -269,6 +269,7 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 	}
 	a.inputSchema = schema
 	properties := inputProperties(a.Input)
+	envs := c.callEnvironments(a, path, add)
 	validatePolicy(a, path, c.Scopes != nil && c.toolScopes[name] != "", add)
 	a.audience = audienceProgram(a.Policy.Audience, path+".policy.audience", add)
 	if a.Idempotent && slices.Contains(properties, IdempotencyKeyArg) {
@@ -280,7 +281,7 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 
 	switch {
 	case a.Target.Read():
-		c.validateTargetRead(a.Target, path+".target", properties, add)
+		c.validateTargetRead(a.Target, path+".target", envs, properties, add)
 	case a.Target != nil:
 		if _, ok := c.Objects[a.Target.Object]; !ok {
 			add(path+".target.object", "names the object %q, which is not declared", a.Target.Object)
@@ -296,7 +297,7 @@ func (c *Config) validateAction(name string, add func(path, format string, args 
 		}
 		a.where = program
 	}
-	c.validateExecute(a.Execute, path+".execute", properties, add)
+	c.validateExecute(a.Execute, path+".execute", envs, properties, add)
 	validateBudget(a, path, add)
 	a.auditMasks = nil
 	for i, f := range a.RedactAudit {
@@ -432,7 +433,7 @@ func toolList(tools map[string]Tool) string {
 
 // validateExecute checks an action's execute, by its kind: the one place a
 // kind's rules beyond the schema live. properties are the input's.
-func (c *Config) validateExecute(x Execute, path string, properties []string, add func(path, format string, args ...any)) {
+func (c *Config) validateExecute(x Execute, path string, envs []string, properties []string, add func(path, format string, args ...any)) {
 	switch x.Kind() {
 	case ExecuteSQL:
 		params, err := SQLParams(x.SQL)
@@ -446,10 +447,10 @@ func (c *Config) validateExecute(x Execute, path string, properties []string, ad
 		}
 	case ExecuteNotImplemented:
 	case ExecuteHTTP:
-		c.validateHTTPExecute(x.HTTP, path+".http", properties, add)
+		c.validateHTTPExecute(x.HTTP, path+".http", envs, properties, add)
 	// --- soap (issue 14 item 6) ---
 	case ExecuteSOAP:
-		c.validateSOAPExecute(x.SOAP, path+".soap", properties, add)
+		c.validateSOAPExecute(x.SOAP, path+".soap", envs, properties, add)
 	// --- end soap ---
 	default:
 		// The schema admits one member; this is a bug if reached.

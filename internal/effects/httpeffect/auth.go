@@ -26,12 +26,16 @@ import (
 // scheme.
 const tokenTimeout = 10 * time.Second
 
-// credentials places an upstream's credentials on each request, and knows
-// every secret byte string it holds, so that none leaves in a result or an
+// credentials holds an upstream's credentials, keyed by scheme name, each
+// placed on a request only by a call that presents it; and it knows every
+// secret byte string it holds, so that none leaves in a result or an
 // error.
 type credentials struct {
-	place   []func(req *http.Request, q url.Values) error
-	tls     []tls.Certificate
+	// place places a header, query or cookie scheme; tls holds an mtls
+	// scheme's certificate, which goes on the connection instead. A
+	// scheme whose credential is unset is in neither.
+	place   map[string]func(req *http.Request, q url.Values) error
+	tls     map[string]tls.Certificate
 	mu      sync.Mutex
 	secrets [][]byte // every secret and its encodings, to scrub
 }
@@ -85,7 +89,7 @@ func CheckCredential(upstream, scheme string, a *ontology.UpstreamAuth) (set boo
 // newCredentials reads and checks each scheme's credential. An error names
 // the variable and what is wrong with its value, never the value.
 func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) (*credentials, error) {
-	c := &credentials{}
+	c := &credentials{place: map[string]func(*http.Request, url.Values) error{}, tls: map[string]tls.Certificate{}}
 	for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
 		a := u.Auth[scheme]
 		if set, err := CheckCredential(upstream, scheme, a); err != nil || !set {
@@ -102,7 +106,15 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 		switch a.Type {
 		case ontology.AuthAPIKey:
 			name, in := a.Name, a.In
-			c.place = append(c.place, func(req *http.Request, q url.Values) error {
+			if a.SetsAuthorization() {
+				// Sent verbatim, as "<scheme> <credentials>" (Discord's
+				// "Bot <token>"): an upstream that echoes the credentials
+				// without their scheme word must not pass them on either.
+				if _, token, ok := strings.Cut(value, " "); ok && strings.TrimSpace(token) != "" {
+					c.secrets = append(c.secrets, []byte(strings.TrimSpace(token)))
+				}
+			}
+			c.place[scheme] = func(req *http.Request, q url.Values) error {
 				switch in {
 				case ontology.InHeader:
 					req.Header.Set(name, value)
@@ -112,26 +124,26 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 					req.AddCookie(&http.Cookie{Name: name, Value: value}) //nolint:gosec // G124: a request cookie sends only name=value; Secure, HttpOnly and SameSite are a server's attributes
 				}
 				return nil
-			})
+			}
 		case ontology.AuthBasic:
 			user, password, _ := strings.Cut(value, ":")
 			c.secrets = append(c.secrets, []byte(password), []byte(base64.StdEncoding.EncodeToString([]byte(value))))
-			c.place = append(c.place, func(req *http.Request, _ url.Values) error {
+			c.place[scheme] = func(req *http.Request, _ url.Values) error {
 				req.SetBasicAuth(user, password)
 				return nil
-			})
+			}
 		case ontology.AuthBearer:
-			c.place = append(c.place, func(req *http.Request, _ url.Values) error {
+			c.place[scheme] = func(req *http.Request, _ url.Values) error {
 				req.Header.Set("Authorization", "Bearer "+value)
 				return nil
-			})
+			}
 		case ontology.AuthOAuth2ClientCredentials:
 			id, secret, _ := strings.Cut(value, ":")
 			c.secrets = append(c.secrets, []byte(secret))
 			cc := &clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: a.TokenURL, Scopes: a.Scopes}
 			// The token source caches the token until it expires.
 			tokens := cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, &http.Client{Timeout: tokenTimeout, Transport: client.Transport}))
-			c.place = append(c.place, func(req *http.Request, _ url.Values) error {
+			c.place[scheme] = func(req *http.Request, _ url.Values) error {
 				tok, err := tokens.Token()
 				if err != nil {
 					// The token endpoint's answer may quote what was sent.
@@ -144,13 +156,13 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 				c.addSecret(tok.AccessToken)
 				req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 				return nil
-			})
+			}
 		case ontology.AuthMTLS:
 			cert, err := tls.X509KeyPair([]byte(value), []byte(value))
 			if err != nil {
 				return nil, err // CheckCredential refused it already
 			}
-			c.tls = append(c.tls, cert)
+			c.tls[scheme] = cert
 		default:
 			return nil, fmt.Errorf("%s: the scheme's type %q cannot be placed", ontology.CredentialEnv(upstream, scheme), a.Type)
 		}

@@ -203,3 +203,91 @@ func TestCredentialRefused(t *testing.T) {
 		t.Fatalf("states %+v", states)
 	}
 }
+
+// TestAuthorizationKey: an api_key declared in the Authorization header
+// is sent there verbatim ("Bot <token>", as Discord takes it), and neither
+// the value nor its token reaches a result, an error, an audit record or
+// a log line, though the upstream echoes both back, in a success and in a
+// failure.
+func TestAuthorizationKey(t *testing.T) {
+	const value, token = "Bot tok-SECRET-7.abc", "tok-SECRET-7.abc"
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authorization := r.Header.Get("Authorization")
+		mu.Lock()
+		seen = append(seen, authorization)
+		mu.Unlock()
+		_, tok, _ := strings.Cut(authorization, " ")
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.URL.Path, "/fail/") {
+			w.WriteHeader(http.StatusForbidden)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"authorization": authorization, "token": tok})
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("DISCORD_BOT_CREDENTIAL", value)
+	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: shop
+upstreams:
+  discord:
+    base_url: %q
+    auth:
+      bot: {type: api_key, in: header, name: Authorization}
+actions:
+  post:
+    description: d
+    input: {type: object, properties: {channel: {type: string}}}
+    policy: {roles: [support]}
+    destructive: false
+    execute: {http: {upstream: discord, method: POST, path: "/channels/{channel}/messages", retry: never}}
+`, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, url), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var sinks []string
+	for _, c := range []struct {
+		channel string
+		status  engine.Status
+	}{{"c-1", engine.StatusOK}, {"fail", engine.StatusFailed}} {
+		out := e.Call(ctx, agent("acme"), "post", fmt.Appendf(nil, `{"channel": %q}`, c.channel))
+		if out.Status != c.status {
+			t.Fatalf("%s: %s (%v)", c.channel, out.Status, out.Err)
+		}
+		sinks = append(sinks, string(out.Data))
+		if out.Err != nil {
+			sinks = append(sinks, out.Err.Error())
+		}
+	}
+	mu.Lock()
+	if len(seen) != 2 || seen[0] != value || seen[1] != value {
+		t.Fatalf("the upstream saw Authorization %q", seen)
+	}
+	mu.Unlock()
+	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var entry string
+		if err := rows.Scan(&entry); err != nil {
+			t.Fatal(err)
+		}
+		sinks = append(sinks, entry)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	all := strings.Join(append(sinks, logs.String()), "\n")
+	if strings.Contains(all, token) || !strings.Contains(all, "[redacted]") || !strings.Contains(all, "execution_failed") {
+		t.Fatalf("the key, or its token, reached a sink, or nothing was redacted:\n%s", all)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -79,7 +80,7 @@ func New(name string, a *ontology.Action) (engine.Effect, error) {
 	if err != nil {
 		return nil, err
 	}
-	caller, err := NewCaller(spec.Upstream, spec.UpstreamDecl())
+	caller, err := NewCaller(spec.Upstream, spec.UpstreamDecl(), spec.Presented())
 	if err != nil {
 		return nil, err
 	}
@@ -99,17 +100,21 @@ func New(name string, a *ontology.Action) (engine.Effect, error) {
 	return &Effect{action: name, spec: spec, base: base, path: path, caller: caller, plan: plan}, nil
 }
 
-// Caller sends requests to one upstream: its client, which follows no
-// redirect, and its credentials, placed per scheme and scrubbed from every
-// answer. Every kind of upstream call (http, soap) sends through one.
+// Caller sends one call's requests to its upstream: its client, which
+// follows no redirect, and the credentials of the schemes the call
+// presents, placed per scheme; every credential of the upstream is
+// scrubbed from every answer. Every kind of upstream call (http, soap,
+// a target read) sends through one.
 type Caller struct {
-	client *http.Client
-	creds  *credentials
+	client  *http.Client
+	creds   *credentials
+	present []string
 }
 
-// NewCaller makes the caller of the upstream declared as u under name; u
-// nil is an upstream without credentials.
-func NewCaller(name string, u *ontology.Upstream) (*Caller, error) {
+// NewCaller makes the caller of the upstream declared as u under name, for
+// a call that presents the schemes named in present (its Presented); u nil
+// is an upstream without credentials.
+func NewCaller(name string, u *ontology.Upstream, present []string) (*Caller, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	c := &Caller{client: &http.Client{
 		Transport: transport,
@@ -127,8 +132,18 @@ func NewCaller(name string, u *ontology.Upstream) (*Caller, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(c.creds.tls) > 0 || roots != nil {
-			transport.TLSClientConfig = &tls.Config{Certificates: c.creds.tls, RootCAs: roots, MinVersion: tls.VersionTLS12}
+		c.present = slices.Clone(present)
+		// A client certificate belongs to the connection: a call that does
+		// not present the scheme goes out on a client without it, so that
+		// no connection it opens can carry it.
+		var certs []tls.Certificate
+		for _, scheme := range present {
+			if cert, ok := c.creds.tls[scheme]; ok {
+				certs = append(certs, cert)
+			}
+		}
+		if len(certs) > 0 || roots != nil {
+			transport.TLSClientConfig = &tls.Config{Certificates: certs, RootCAs: roots, MinVersion: tls.VersionTLS12}
 		}
 	}
 	return c, nil
@@ -621,13 +636,18 @@ func excerpt(b []byte) string {
 	return strings.ToValidUTF8(string(b[:min(len(b), excerptBytes)]), "\uFFFD")
 }
 
-// authorize places the upstream's credentials on req.
+// authorize places the credentials of the schemes the call presents on
+// req, and no other.
 func (c *Caller) authorize(req *http.Request) error {
-	if c.creds == nil || len(c.creds.place) == 0 {
+	if c.creds == nil || len(c.present) == 0 {
 		return nil
 	}
 	q := req.URL.Query()
-	for _, place := range c.creds.place {
+	for _, scheme := range c.present {
+		place, ok := c.creds.place[scheme]
+		if !ok {
+			continue // unset (omitted), or on the connection (mtls)
+		}
 		if err := place(req, q); err != nil {
 			return err
 		}

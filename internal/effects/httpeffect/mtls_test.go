@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,5 +182,101 @@ actions:
 	out := e.Call(context.Background(), agent("acme"), "find", json.RawMessage(`{"filter": {"status": "open"}}`))
 	if out.Status != engine.StatusFailed || out.Diagnostic != engine.DiagnosticUpstreamUnplaceable || served.Load() != 0 {
 		t.Fatalf("an object bound into a query: %s %s, %d requests served", out.Status, out.Diagnostic, served.Load())
+	}
+}
+
+// TestPresentedSchemes: each call places the credentials of the schemes
+// it presents and no other — every scheme by default, those its auth
+// names, none for auth: [] — and a client certificate, which belongs to
+// the connection, goes out only on the connections of a call that
+// presents its scheme.
+func TestPresentedSchemes(t *testing.T) {
+	ca, credential := clientCert(t, "orangerail-test-client")
+	clients := x509.NewCertPool()
+	clients.AddCert(ca)
+	type seen struct{ cert, key, user string }
+	var mu sync.Mutex
+	saw := map[string]seen{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := seen{key: r.Header.Get("X-Key")}
+		if len(r.TLS.PeerCertificates) > 0 {
+			s.cert = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		s.user, _, _ = r.BasicAuth()
+		mu.Lock()
+		saw[r.URL.Path] = s
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	// The server asks for a certificate and takes a connection without
+	// one, so what each call presents can be seen.
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: clients, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: shop
+upstreams:
+  vault:
+    base_url: %q
+    ca_file: %q
+    auth:
+      client: {type: mtls}
+      key: {type: api_key, in: header, name: X-Key}
+      login: {type: basic}
+actions:
+  seal:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    destructive: false
+    execute: {http: {upstream: vault, method: POST, path: /seal, retry: never}}
+  peek:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: vault, method: GET, path: /peek, auth: [key]}}
+  login:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: vault, method: GET, path: /login, auth: [login, client]}}
+  status:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: vault, method: GET, path: /status, auth: []}}
+`, srv.URL, caFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VAULT_CLIENT_CREDENTIAL", credential)
+	t.Setenv("VAULT_KEY_CREDENTIAL", "key-SECRET")
+	t.Setenv("VAULT_LOGIN_CREDENTIAL", "user:pass-SECRET")
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{"seal", "peek", "login", "status"} {
+		if out := e.Call(context.Background(), agent("acme"), action, json.RawMessage(`{}`)); out.Status != engine.StatusOK {
+			t.Fatalf("%s: %s %v", action, out.Status, out.Err)
+		}
+	}
+	want := map[string]seen{
+		"/seal":   {cert: "orangerail-test-client", key: "key-SECRET", user: "user"},
+		"/peek":   {key: "key-SECRET"},
+		"/login":  {cert: "orangerail-test-client", user: "user"},
+		"/status": {},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for path, w := range want {
+		if saw[path] != w {
+			t.Errorf("%s presented %+v, want %+v", path, saw[path], w)
+		}
 	}
 }

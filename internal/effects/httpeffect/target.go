@@ -35,7 +35,7 @@ func NewTargetReader(name string, a *ontology.Action) (engine.TargetReader, erro
 	if err != nil {
 		return nil, err
 	}
-	caller, err := NewCaller(g.Upstream, g.UpstreamDecl())
+	caller, err := NewCaller(g.Upstream, g.UpstreamDecl(), g.Presented())
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestConfigCheckCredentials: config check lists each scheme's credential
+// with the calls that present it, so that a scheme no call presents, or
+// one only some calls send, reads as what it is.
+func TestConfigCheckCredentials(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "orangerail.yaml")
+	if err := os.WriteFile(file, []byte(`service: shop
+upstreams:
+  carrier:
+    base_url: https://carrier.example.com
+    auth:
+      key: {type: api_key, in: header, name: X-Key}
+      bot: {type: bearer}
+      spare: {type: basic}
+actions:
+  label:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: POST, path: /labels, auth: [key, bot]}}
+  ping:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: GET, path: /ping, auth: []}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CARRIER_KEY_CREDENTIAL", "k")
+	t.Setenv("CARRIER_SPARE_CREDENTIAL", "u:p")
+	code, out, stderr := cli(t, "config", "check", file, "--database-url", "")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"upstreams.carrier.auth.key: api_key credential from CARRIER_KEY_CREDENTIAL (or CARRIER_KEY_CREDENTIAL_FILE): set, presented by actions.label.execute.http\n",
+		"upstreams.carrier.auth.spare: basic credential from CARRIER_SPARE_CREDENTIAL (or CARRIER_SPARE_CREDENTIAL_FILE): set, presented by no call\n",
+		"upstreams.carrier.auth.bot: bearer credential from CARRIER_BOT_CREDENTIAL (or CARRIER_BOT_CREDENTIAL_FILE): unset, so the scheme is omitted from every request\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = cli(t, "config", "check", file, "--database-url", "", "--json")
+	var report struct {
+		Credentials []struct {
+			Path        string
+			PresentedBy []string `json:"presented_by"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil || code != exitOK {
+		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
+	}
+	got := map[string][]string{}
+	for _, c := range report.Credentials {
+		got[c.Path] = c.PresentedBy
+	}
+	want := map[string][]string{"upstreams.carrier.auth.bot": {"actions.label.execute.http"},
+		"upstreams.carrier.auth.key": {"actions.label.execute.http"}, "upstreams.carrier.auth.spare": {}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("--json credentials presented by %v, want %v", got, want)
+	}
+}
+
+// TestConfigCheckUnserved: config check names each action the
+// environment withdraws, and where it is served.
+func TestConfigCheckUnserved(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "orangerail.yaml")
+	if err := os.WriteFile(file, []byte(`service: shop
+environment: production
+upstreams:
+  carrier:
+    base_urls: {sandbox: "https://sandbox.carrier.example.com", production: "https://carrier.example.com"}
+actions:
+  label:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    environments: [production, sandbox]
+    execute: {http: {upstream: carrier, method: POST, path: /labels}}
+  purge:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    environments: [sandbox]
+    execute: {http: {upstream: carrier, method: DELETE, path: /labels}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "config", "check", file, "--database-url", "")
+	if code != exitOK || !strings.Contains(out, "actions.purge: not served in environment \"production\"; served in [sandbox]\n") || strings.Contains(out, "actions.label:") {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+}
