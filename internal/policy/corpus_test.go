@@ -63,20 +63,7 @@ func compile(t testing.TB, name, service string, accept map[string]string) *poli
 // same bytes on a second compile, and — for the reviewed ones — the bytes
 // of its golden file.
 func TestCorpus(t *testing.T) {
-	entries, err := os.ReadDir(corpus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"synthetic-schemes.yaml"}
-	for _, e := range entries {
-		if name := e.Name(); name != "INDEX.md" {
-			names = append(names, name)
-		}
-	}
-	if len(names) != 1+16 {
-		t.Fatalf("the corpus holds %d documents, want 16 (INDEX.md)", len(names)-1)
-	}
-	for _, name := range names {
+	for _, name := range corpusNames(t) {
 		t.Run(name, func(t *testing.T) {
 			doc := load(t, name).Doc
 			m := compile(t, name, "svc", nil)
@@ -109,6 +96,26 @@ func TestCorpus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// corpusNames lists the corpus's documents and this package's synthetic
+// one.
+func corpusNames(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"synthetic-schemes.yaml"}
+	for _, e := range entries {
+		if name := e.Name(); name != "INDEX.md" {
+			names = append(names, name)
+		}
+	}
+	if len(names) != 1+16 {
+		t.Fatalf("the corpus holds %d documents, want 16 (INDEX.md)", len(names)-1)
+	}
+	return names
 }
 
 // TestManifestSchemaRefuses holds the schema to the invariants it states:

@@ -1,7 +1,6 @@
 package policy_test
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -87,22 +86,6 @@ func TestRiskClass(t *testing.T) {
 			}
 		}
 	}
-}
-
-// corpusNames lists every corpus document and the synthetic one.
-func corpusNames(t *testing.T) []string {
-	t.Helper()
-	entries, err := os.ReadDir(corpus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"synthetic-schemes.yaml"}
-	for _, e := range entries {
-		if e.Name() != "INDEX.md" {
-			names = append(names, e.Name())
-		}
-	}
-	return names
 }
 
 // TestDerivedFromRisk holds, for every tool of every corpus document, the

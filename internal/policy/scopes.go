@@ -268,8 +268,12 @@ func chooseAccess(doc *apidoc.Document, op *apidoc.Operation, schemes map[string
 		}
 		if setsAuthorization(p) {
 			if authorization != "" {
+				// A request carries one Authorization header: the first
+				// scheme is presented, and this one is not placed.
+				refs[len(refs)-1].Placement = ""
 				a.unresolved = append(a.unresolved, Unresolved{Kind: UnresolvedUnplaceableScheme, Field: "required_schemes", Source: []string{win.req.Source},
-					Detail: fmt.Sprintf("the alternative needs %s and %s, and both go in the one Authorization header a request carries: it cannot be presented as declared", authorization, u.Name)})
+					Detail: fmt.Sprintf("the alternative needs %s and %s, and both go in the one Authorization header a request carries: orangerail presents %s and sends nothing for %s, so the call is not made as declared", authorization, u.Name, authorization, u.Name)})
+				continue
 			}
 			authorization = u.Name
 		}
