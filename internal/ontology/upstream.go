@@ -474,6 +474,13 @@ func BodyRefs(body any) []string {
 // per scheme, never written in a file.
 var reservedHeaders = []string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection", "Authorization", "Cookie", "Proxy-Authorization", "Te", "Upgrade", "Trailer"}
 
+// ReservedHeader reports whether name is a header orangerail sets itself,
+// which an action may not (what the policy compiler leaves out of the
+// actions it writes).
+func ReservedHeader(name string) bool {
+	return slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(name))
+}
+
 // withHTTPDefaults fills an http execute's defaults from the upstream and
 // the limits. It runs before validation reads them.
 func (c *Config) withHTTPDefaults() {

@@ -371,7 +371,7 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 			}
 			in.note("the optional cookie %q is left out: orangerail's http effect sends no cookie", p.Name)
 			continue
-		case p.In == apidoc.InHeader && reservedHeader(p.Name):
+		case p.In == apidoc.InHeader && ontology.ReservedHeader(p.Name):
 			if p.Required {
 				return nil, fmt.Errorf("it needs the header %q, which orangerail sets itself", p.Name)
 			}
@@ -439,12 +439,6 @@ func (e *emitter) present(t *ToolPolicy) []string {
 		out = append(out, s.Scheme)
 	}
 	return out
-}
-
-// reservedHeader reports whether orangerail sets a header itself.
-func reservedHeader(name string) bool {
-	return slices.ContainsFunc([]string{"Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection",
-		"Authorization", "Cookie", "Accept", "Te", "Upgrade", "Trailer"}, func(h string) bool { return strings.EqualFold(h, name) })
 }
 
 // soap writes a SOAP operation's execute: each leaf element of its input
