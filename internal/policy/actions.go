@@ -115,7 +115,7 @@ func Emit(m *Manifest, doc *apidoc.Document, selectors []Selector, opts EmitOpti
 		"upstreams":   map[string]any{m.Service: e.upstream()},
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "# Compiled by orangerail policy compile from %s (sha256 %s).\n", m.Source.File, m.Source.SHA256)
+	fmt.Fprintf(&buf, "# Compiled by orangerail policy compile from %s (sha256 %s).\n", oneLine(m.Source.File), m.Source.SHA256)
 	fmt.Fprintf(&buf, "# Each action's policy is explained by: orangerail policy explain TOOL --manifest MANIFEST\n")
 	fmt.Fprintf(&buf, "# Credentials come from the environment, never from this file:\n")
 	for _, s := range m.Schemes {
