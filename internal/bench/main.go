@@ -39,6 +39,7 @@ import (
 // options are what the command line chose.
 type options struct {
 	appendDuration time.Duration
+	load           loadOptions
 	chainRows      int
 	keep           bool
 	want           func(group string) bool
@@ -65,7 +66,10 @@ func benchMain() int {
 	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
 	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
-	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (sql_query, audit_append, lifecycle, mcp_read_call, upstream_call, token, policy_compile, audit_verify)")
+	loadDuration := flag.Duration("load-duration", 20*time.Second, "how long mcp_http_load is measured, after its warm-up")
+	loadWarmup := flag.Duration("load-warmup", 3*time.Second, "how long mcp_http_load runs unmeasured first")
+	loadSessions := flag.Int("load-sessions", 200, "how many MCP sessions mcp_http_load runs at once")
+	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (sql_query, audit_append, lifecycle, mcp_read_call, mcp_http_load, upstream_call, token, policy_compile, audit_verify)")
 	flag.Parse()
 	selected, err := regexp.Compile(*only)
 	if err != nil {
@@ -73,6 +77,7 @@ func benchMain() int {
 		return 2
 	}
 	o := options{appendDuration: *appendDuration, chainRows: *chainRows, keep: *keep, want: selected.MatchString,
+		load:          loadOptions{sessions: *loadSessions, warmup: *loadWarmup, duration: *loadDuration, keep: *keep},
 		profileVerify: func() func() { return func() {} }}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -160,6 +165,11 @@ func run(ctx context.Context, o options) error {
 	if want("mcp_read_call") {
 		if err := mcpReadCall(ctx, server, emit); err != nil {
 			return fmt.Errorf("mcp_read_call: %w", err)
+		}
+	}
+	if want("mcp_http_load") {
+		if err := mcpHTTPLoad(ctx, dbURL, o.load, emit); err != nil {
+			return fmt.Errorf("mcp_http_load: %w", err)
 		}
 	}
 	if want("upstream_call") {
