@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,6 +115,11 @@ type loadReport struct {
 	// idleKB and peakKB are the server's VmHWM once ready and after the
 	// load.
 	idleKB, peakKB int64
+	// serverCPU and clientCPU are the CPU time (user and system) the
+	// server's process and this one spent in the measured window: on a
+	// shared box, what each call costs even when the throughput says
+	// more about the neighbours than about the server.
+	serverCPU, clientCPU time.Duration
 }
 
 // mcpHTTPLoad runs mcp_http_load against a database of its own (dbURL,
@@ -134,6 +140,11 @@ func mcpHTTPLoad(ctx context.Context, dbURL string, o loadOptions, emit func(res
 	emit(result{Name: "mcp_http_load_p50", Value: ms(r.measured[len(r.measured)/2]), Unit: "ms"})
 	emit(result{Name: "mcp_http_load_p99", Value: ms(r.measured[len(r.measured)*99/100]), Unit: "ms"})
 	emit(result{Name: "mcp_http_load_errors", Value: float64(r.errors), Unit: "count"})
+	perCall := func(cpu time.Duration) float64 {
+		return round2(float64(cpu.Microseconds()) / 1000 / float64(len(r.measured)))
+	}
+	emit(result{Name: "mcp_http_load_server_cpu", Value: perCall(r.serverCPU), Unit: "ms/call"})
+	emit(result{Name: "mcp_http_load_client_cpu", Value: perCall(r.clientCPU), Unit: "ms/call"})
 	// The baseline is the same server's high-water mark once ready, before
 	// any session connected.
 	emit(result{Name: "mcp_http_load_peak_rss", Value: round(float64(r.peakKB) / 1024), Unit: "MB",
@@ -186,10 +197,33 @@ func runLoad(ctx context.Context, dbURL string, o loadOptions) (*loadReport, err
 	if err != nil {
 		return nil, err
 	}
-	r, err := drive(ctx, iss, issuerSrv.URL, "http://"+addr+app.MCPPath, o)
+	// The CPU both processes spend is read when the measured window opens
+	// and when it closes.
+	var (
+		cpu    sync.WaitGroup
+		cpuAt  [2][2]time.Duration // [from, until][server, client]
+		cpuErr error
+	)
+	window := func(from, until time.Time) {
+		cpu.Go(func() {
+			for i, at := range []time.Time{from, until} {
+				time.Sleep(time.Until(at))
+				server, err1 := cpuTime(strconv.Itoa(srv.cmd.Process.Pid))
+				client, err2 := cpuTime("self")
+				cpuAt[i] = [2]time.Duration{server, client}
+				cpuErr = cmp.Or(cpuErr, err1, err2)
+			}
+		})
+	}
+	r, err := drive(ctx, iss, issuerSrv.URL, "http://"+addr+app.MCPPath, o, window)
+	cpu.Wait()
 	if err != nil {
 		return nil, err
 	}
+	if cpuErr != nil {
+		return nil, cpuErr
+	}
+	r.serverCPU, r.clientCPU = cpuAt[1][0]-cpuAt[0][0], cpuAt[1][1]-cpuAt[0][1]
 	if !srv.running() {
 		return nil, fmt.Errorf("the server exited during the load:\n%s", srv.logTail())
 	}
@@ -400,6 +434,35 @@ func (s *server) logTail() string {
 	return string(b)
 }
 
+// clockTicks is the unit of /proc/PID/stat's times: USER_HZ, 100 on every
+// architecture Linux runs Go on.
+const clockTicks = 100
+
+// cpuTime reads the user and system CPU time a process (a pid, or "self")
+// has spent.
+func cpuTime(pid string) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat") //nolint:gosec // G304: the stat of our own process or of the server we started
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14 and stime 15.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%s/stat: %q", pid, b)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%s/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
 // vmHWM reads a process's peak resident set size in kB.
 func vmHWM(pid int) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -446,7 +509,7 @@ type loadSession struct {
 // drive connects o.sessions sessions — three in four support agents, one
 // in four auditors, alternating tenants — runs them through the warm-up and
 // the measured window, and collects what they saw.
-func drive(ctx context.Context, iss *devissuer.Issuer, issuerURL, endpoint string, o loadOptions) (*loadReport, error) {
+func drive(ctx context.Context, iss *devissuer.Issuer, issuerURL, endpoint string, o loadOptions, window func(from, until time.Time)) (*loadReport, error) {
 	// One pool of connections for every session, as large as the sessions,
 	// so that no call waits for a connection the client closed (the
 	// default keeps two idle per host).
@@ -486,6 +549,7 @@ func drive(ctx context.Context, iss *devissuer.Issuer, issuerURL, endpoint strin
 	}
 	from := time.Now().Add(o.warmup)
 	until := from.Add(o.duration)
+	window(from, until)
 	var wg sync.WaitGroup
 	for _, s := range sessions {
 		wg.Go(func() { s.loop(ctx, from, until) })

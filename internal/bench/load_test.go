@@ -25,7 +25,8 @@ func TestMCPHTTPLoad(t *testing.T) {
 			t.Errorf("no %s call ran: %v", k, r.kinds)
 		}
 	}
-	if len(r.measured) == 0 || r.peakKB <= 0 || r.idleKB <= 0 || r.peakKB < r.idleKB {
-		t.Errorf("measured %d calls, server VmHWM %d kB idle and %d kB after", len(r.measured), r.idleKB, r.peakKB)
+	if len(r.measured) == 0 || r.peakKB <= 0 || r.idleKB <= 0 || r.peakKB < r.idleKB || r.serverCPU <= 0 || r.clientCPU <= 0 {
+		t.Errorf("measured %d calls, server VmHWM %d kB idle and %d kB after, CPU %s server and %s client",
+			len(r.measured), r.idleKB, r.peakKB, r.serverCPU, r.clientCPU)
 	}
 }
