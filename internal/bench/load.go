@@ -103,7 +103,9 @@ type loadReport struct {
 	// measured are the latencies of the calls started in the measured
 	// window, sorted; elapsed is that window.
 	measured []time.Duration
-	elapsed  time.Duration
+	// byKind are the same latencies by kind of call, sorted.
+	byKind  map[callKind][]time.Duration
+	elapsed time.Duration
 	// kinds counts every call made, warm-up included, by kind.
 	kinds map[callKind]int
 	// errors counts calls that failed: a transport error, an HTTP or
@@ -128,6 +130,14 @@ func mcpHTTPLoad(ctx context.Context, dbURL string, o loadOptions, emit func(res
 	r, err := runLoad(ctx, dbURL, o)
 	if err != nil {
 		return err
+	}
+	// Which calls wait tells where a bottleneck is: to stderr, beside the
+	// figures.
+	for _, k := range callKinds() {
+		if took := r.byKind[k]; len(took) > 0 {
+			fmt.Fprintf(os.Stderr, "mcp_http_load %-24s %6d calls  p50 %8.1f ms  p99 %8.1f ms\n", k, len(took),
+				float64(took[len(took)/2].Microseconds())/1000, float64(took[len(took)*99/100].Microseconds())/1000)
+		}
 	}
 	for _, s := range r.samples {
 		fmt.Fprintln(os.Stderr, "mcp_http_load error:", s)
@@ -500,7 +510,7 @@ type loadSession struct {
 	// staged are the approvals this session staged, which it polls.
 	staged []string
 
-	took    []time.Duration // calls started in the measured window
+	took    map[callKind][]time.Duration // calls started in the measured window
 	kinds   map[callKind]int
 	errors  int
 	samples []string
@@ -526,7 +536,7 @@ func drive(ctx context.Context, iss *devissuer.Issuer, issuerURL, endpoint strin
 	}()
 	for i := range sessions {
 		s := &loadSession{role: roleSupport, tenant: []string{"acme", "globex"}[i%2], kinds: map[callKind]int{},
-			rng: rand.New(rand.NewPCG(uint64(i), 16))} //nolint:gosec // G404: a workload's mix, not a secret
+			took: map[callKind][]time.Duration{}, rng: rand.New(rand.NewPCG(uint64(i), 16))} //nolint:gosec // G404: a workload's mix, not a secret
 		extra := map[string]any{"org_id": s.tenant, "roles": []string{"support"}, "scope": "orders:write"}
 		if i%4 == 3 {
 			s.role = roleAuditor
@@ -555,9 +565,12 @@ func drive(ctx context.Context, iss *devissuer.Issuer, issuerURL, endpoint strin
 		wg.Go(func() { s.loop(ctx, from, until) })
 	}
 	wg.Wait()
-	r := &loadReport{elapsed: until.Sub(from), kinds: map[callKind]int{}}
+	r := &loadReport{elapsed: until.Sub(from), kinds: map[callKind]int{}, byKind: map[callKind][]time.Duration{}}
 	for _, s := range sessions {
-		r.measured = append(r.measured, s.took...)
+		for k, took := range s.took {
+			r.measured = append(r.measured, took...)
+			r.byKind[k] = append(r.byKind[k], took...)
+		}
 		for k, n := range s.kinds {
 			r.kinds[k] += n
 		}
@@ -566,6 +579,9 @@ func drive(ctx context.Context, iss *devissuer.Issuer, issuerURL, endpoint strin
 	}
 	r.samples = r.samples[:min(len(r.samples), 10)]
 	slices.Sort(r.measured)
+	for _, took := range r.byKind {
+		slices.Sort(took)
+	}
 	return r, nil
 }
 
@@ -592,7 +608,7 @@ func (s *loadSession) loop(ctx context.Context, from, until time.Time) {
 			}
 		}
 		if !start.Before(from) {
-			s.took = append(s.took, took)
+			s.took[kind] = append(s.took[kind], took)
 		}
 	}
 }
