@@ -131,7 +131,7 @@ func TestStreamRefusesWhatItCannotRead(t *testing.T) {
 				if _, err := w.Write(tt.stream); err != nil {
 					return err
 				}
-				if tt.err == failing {
+				if errors.Is(tt.err, failing) {
 					return failing
 				}
 				return nil

@@ -127,7 +127,7 @@ func (d *Decoder) tuple(b []byte, dst [][]byte) (Token, int, [][]byte, error) {
 	if len(b) < 2 {
 		return NeedMore, 0, nil, nil
 	}
-	count := int16(binary.BigEndian.Uint16(b))
+	count := int16(binary.BigEndian.Uint16(b)) //nolint:gosec // the format sends the count as a signed 16-bit value (-1: the trailer)
 	if count == -1 {
 		d.ended = true
 		if len(b) > 2 {
@@ -144,7 +144,7 @@ func (d *Decoder) tuple(b []byte, dst [][]byte) (Token, int, [][]byte, error) {
 		if len(b)-at < 4 {
 			return NeedMore, 0, nil, nil
 		}
-		size := int32(binary.BigEndian.Uint32(b[at:]))
+		size := int32(binary.BigEndian.Uint32(b[at:])) //nolint:gosec // the format sends the length as a signed 32-bit value (-1: NULL)
 		at += 4
 		switch {
 		case size == -1:
