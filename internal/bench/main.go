@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -41,6 +40,7 @@ type options struct {
 	appendDuration time.Duration
 	load           loadOptions
 	chainRows      int
+	verifyRounds   int
 	keep           bool
 	want           func(group string) bool
 	// profileVerify starts profiling the Go verifier and returns the stop
@@ -54,6 +54,9 @@ type result struct {
 	Unit     string   `json:"unit"`
 	Baseline *float64 `json:"baseline,omitempty"`
 	Ratio    *float64 `json:"ratio,omitempty"`
+	// RatioRange is the lowest and highest per-round ratio, where the
+	// ratio is the median of interleaved rounds.
+	RatioRange []float64 `json:"ratio_range,omitempty"`
 }
 
 func main() {
@@ -64,6 +67,7 @@ func main() {
 func benchMain() int {
 	appendDuration := flag.Duration("append-duration", 10*time.Second, "how long each append benchmark runs")
 	chainRows := flag.Int("chain-rows", 1_000_000, "length of the chain the verifiers read")
+	verifyRounds := flag.Int("verify-rounds", 5, "rounds of the Go verifier against its baseline (each round runs both once)")
 	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
 	loadDuration := flag.Duration("load-duration", 20*time.Second, "how long mcp_http_load is measured, after its warm-up")
@@ -76,7 +80,7 @@ func benchMain() int {
 		fmt.Fprintln(os.Stderr, "bench: -run:", err)
 		return 2
 	}
-	o := options{appendDuration: *appendDuration, chainRows: *chainRows, keep: *keep, want: selected.MatchString,
+	o := options{appendDuration: *appendDuration, chainRows: *chainRows, verifyRounds: *verifyRounds, keep: *keep, want: selected.MatchString,
 		load:          loadOptions{sessions: *loadSessions, warmup: *loadWarmup, duration: *loadDuration, keep: *keep},
 		profileVerify: func() func() { return func() {} }}
 	if *cpuProfile != "" {
@@ -188,7 +192,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if want("audit_verify") {
-		return verifyBenchmarks(ctx, admin, runtime, chainRows, o.profileVerify, emit)
+		return verifyBenchmarks(ctx, admin, runtime, chainRows, o.verifyRounds, o.profileVerify, emit)
 	}
 	return nil
 }
@@ -235,40 +239,6 @@ func appendBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, appendD
 		emit(result{Name: tc.name, Value: round(chained), Unit: "appends/s", Baseline: ptr(round(plain)), Ratio: ptr(round2(ratio))})
 	}
 
-	return nil
-}
-
-// verifyBenchmarks measures the Go and SQL verifiers over a long chain.
-func verifyBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, chainRows int, profileVerify func() func(), emit func(result)) error {
-	if err := buildChain(ctx, admin, "verify-bench", chainRows); err != nil {
-		return fmt.Errorf("build chain: %w", err)
-	}
-	// Measure the verifier as `orangerail audit verify` runs it.
-	debug.SetGCPercent(engine.VerifyGCPercent)
-	stopProfile := profileVerify()
-	start := time.Now()
-	report, err := engine.VerifyTenant(ctx, runtime, "verify-bench", engine.VerifyOptions{})
-	stopProfile()
-	if err != nil {
-		return err
-	}
-	if !report.OK() || report.Records != int64(chainRows) {
-		return fmt.Errorf("the bench chain did not verify: %+v", report.Break)
-	}
-	emit(result{Name: "audit_verify_go", Value: round(float64(chainRows) / time.Since(start).Seconds()), Unit: "rows/s"})
-
-	start = time.Now()
-	var problems int
-	err = database.InTenant(ctx, runtime, "verify-bench", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('verify-bench')").Scan(&problems)
-	})
-	if err != nil {
-		return err
-	}
-	if problems != 0 {
-		return fmt.Errorf("the SQL verifier found %d problems in the bench chain", problems)
-	}
-	emit(result{Name: "audit_verify_sql", Value: round(float64(chainRows) / time.Since(start).Seconds()), Unit: "rows/s"})
 	return nil
 }
 

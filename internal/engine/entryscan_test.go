@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -103,3 +106,85 @@ func FuzzScanEntry(f *testing.F) {
 		}
 	})
 }
+
+// TestSQLVerifierMatchesEntryColumns holds orangerail.audit_verify, which
+// checks columns against entries with the rules written out inline, to
+// audit_columns_match, which reads them with audit_entry_columns: for each
+// entry case, as the one row of a chain whose links are sound, with its
+// columns as audit_entry_columns reads them and with one changed, the
+// verifier reports column_mismatch exactly when audit_columns_match says
+// the columns are not the entry's.
+func TestSQLVerifierMatchesEntryColumns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	mismatches := 0
+	for _, entry := range entryCases {
+		for _, change := range []string{"", "UPDATE orangerail.audit SET phase = 'rejected' WHERE tenant_id = 'acme'"} {
+			var want bool
+			var problem *string
+			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				// The columns as audit_entry_columns reads them, or made up
+				// for an entry it refuses.
+				cols := "(SELECT 'acme'::text AS tenant_id, now() AS at, 'c'::text AS correlation_id, 'staged'::text AS phase, NULL::text AS action, " +
+					"'a'::text AS actor, 'agent'::text AS actor_kind, false AS dev_mode, NULL::uuid AS approval_id)"
+				if pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+					_, err := sp.Exec(ctx, "SELECT orangerail.audit_entry_columns($1)", []byte(entry))
+					return err
+				}) == nil {
+					cols = "orangerail.audit_entry_columns($1::bytea)"
+				}
+				stmts := []string{
+					"INSERT INTO orangerail.tenants (id) VALUES ('acme')",
+					`INSERT INTO orangerail.audit (tenant_id, seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash)
+					 SELECT 'acme', 1, $1::bytea, c.at, c.correlation_id, c.phase, c.action, c.actor, c.actor_kind, c.dev_mode, c.approval_id,
+					        decode(repeat('00', 32), 'hex'), sha256(decode(repeat('00', 32), 'hex') || int8send(1::bigint) || sha256($1::bytea))
+					 FROM ` + cols + ` c`,
+					"INSERT INTO orangerail.audit_heads (tenant_id, seq, hash) SELECT tenant_id, seq, hash FROM orangerail.audit WHERE tenant_id = 'acme'",
+				}
+				if change != "" {
+					stmts = append(stmts, "ALTER TABLE orangerail.audit DISABLE TRIGGER USER", change)
+				}
+				for _, s := range stmts {
+					args := []any{}
+					if strings.Contains(s, "$1") {
+						args = append(args, []byte(entry))
+					}
+					if _, err := tx.Exec(ctx, s, args...); err != nil {
+						return fmt.Errorf("%s: %w", s, err)
+					}
+				}
+				if err := tx.QueryRow(ctx, "SELECT orangerail.audit_columns_match(a) FROM orangerail.audit a WHERE tenant_id = 'acme'").Scan(&want); err != nil {
+					return err
+				}
+				err := tx.QueryRow(ctx, "SELECT (SELECT problem FROM orangerail.audit_verify('acme'))").Scan(&problem)
+				if err != nil {
+					return err
+				}
+				return errRollback
+			})
+			if !errors.Is(err, errRollback) {
+				t.Fatalf("%s: %v", entry, err)
+			}
+			switch {
+			case want && problem != nil:
+				t.Errorf("audit_verify found %s, but the columns are the entry's: %s (%q)", *problem, entry, change)
+			case !want && (problem == nil || *problem != "column_mismatch"):
+				t.Errorf("audit_verify found %v, want column_mismatch: %s (%q)", problem, entry, change)
+			case !want:
+				mismatches++
+			}
+		}
+	}
+	// Every invalid entry mismatches, both ways, and every valid one once
+	// its phase changes.
+	if want := 2*(len(entryCases)-7) + 7; mismatches != want {
+		t.Fatalf("%d mismatches, want %d", mismatches, want)
+	}
+}
+
+var errRollback = errors.New("roll back")

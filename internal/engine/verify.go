@@ -2,14 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
+	"io"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -122,28 +121,34 @@ func (r *Report) OK() bool {
 
 // VerifyOptions tunes verification. The zero value is ready to use.
 type VerifyOptions struct {
-	// PageSize is how many records are read per round trip; memory use is
-	// bounded by it. Defaults to VerifyPageSizeDefault.
+	// PageSize is how many records a batch holds at most: the chain
+	// streams in batches, a few per CPU in flight, so memory use is
+	// bounded by it (and by VerifyBatchBytes). Defaults to
+	// VerifyPageSizeDefault.
 	PageSize int32
-	// ProgressFunc, when set, is called after each page with the records
-	// read so far and the chain's length.
+	// ProgressFunc, when set, is called after each batch with the records
+	// checked so far and the chain's length, from one goroutine at a time.
 	ProgressFunc func(done, total int64)
 }
 
 // VerifyPageSizeDefault is the default VerifyOptions.PageSize.
-const VerifyPageSizeDefault = 10_000
+const VerifyPageSizeDefault = 4096
+
+// VerifyBatchBytes bounds the bytes of one batch of records (a record
+// longer than that makes a batch of its own).
+const VerifyBatchBytes = 2 << 20
 
 // VerifyGCPercent is the garbage-collection target `orangerail audit verify`
 // sets for its process. Verifying allocates a little for every record, and
-// its live heap is a few pages, so a higher target trades a bounded amount
-// of memory (tens of MiB) for about a tenth more records per second.
+// its live heap is a few batches, so a higher target trades a bounded
+// amount of memory (tens of MiB) for more records per second.
 const VerifyGCPercent = 400
 
 // VerifyTenant verifies one tenant's audit: the chain's integrity (the first
 // broken link), executions started but never finished, and consumed
-// approvals with no post-consume record. It streams the chain in pages
-// inside one read-only snapshot, so it never holds the chain in memory and
-// sees the chain and head as of one instant while appends go on.
+// approvals with no post-consume record. It streams the chain with one
+// COPY inside one read-only snapshot, so it never holds the chain in
+// memory and sees the chain and head as of one instant while appends go on.
 func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, opts VerifyOptions) (*Report, error) {
 	pageSize := opts.PageSize
 	if pageSize <= 0 {
@@ -163,32 +168,19 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
-		chain := chainChecker{tenant: tenant, prevHash: Genesis(), open: map[string][]UnfinishedExecution{}}
-		// One goroutine reads the next page while this one checks the last.
-		fetchCtx, stopFetch := context.WithCancel(ctx)
-		defer stopFetch()
-		pages, fetchErr := fetchPages(fetchCtx, st, tenant, pageSize)
-		for rows := range pages {
-			chain.checkPage(rows)
-			report.Records += int64(len(rows))
-			if opts.ProgressFunc != nil {
-				opts.ProgressFunc(report.Records, max(report.HeadSeq, report.Records))
-			}
-		}
-		select {
-		case err := <-fetchErr:
+		chain := newChainChecker(tenant)
+		cfg := streamConfig{tenant: tenant, rows: int(pageSize), bytes: VerifyBatchBytes, workers: defaultWorkers(),
+			check: func(b *batch) {
+				chain.checkBatch(b)
+				report.Records += int64(len(b.rows))
+				if opts.ProgressFunc != nil {
+					opts.ProgressFunc(report.Records, max(report.HeadSeq, report.Records))
+				}
+			}}
+		if _, err := streamChain(ctx, cfg, func(w io.Writer) error { return st.AuditChainCopy(ctx, w) }); err != nil {
 			return err
-		default:
 		}
-		report.Break = chain.brk
-		report.BreakGlass = append(report.BreakGlass, chain.breakGlass...)
-		if report.Break == nil && (report.HeadSeq != chain.prevSeq || !bytes.Equal(report.HeadHash, chain.prevHash)) {
-			report.Break = &ChainBreak{Seq: report.HeadSeq, Problem: ProblemHeadMismatch, Expected: chain.prevHash, Found: report.HeadHash}
-		}
-		for _, starts := range chain.open {
-			report.Unfinished = append(report.Unfinished, starts...)
-		}
-		slices.SortFunc(report.Unfinished, func(a, b UnfinishedExecution) int { return int(a.Seq - b.Seq) })
+		chain.finish(report)
 
 		unaudited, err := st.ApprovalListUnaudited(ctx, tenant)
 		if err != nil {
@@ -203,38 +195,6 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		return nil, err
 	}
 	return report, nil
-}
-
-// fetchPages reads a tenant's chain in pages of pageSize, in seq order, on
-// a goroutine of its own, and sends each page on the first channel, which
-// it closes at the end; a failure goes to the second. Cancelling ctx stops
-// it.
-func fetchPages(ctx context.Context, st *store.Store, tenant string, pageSize int32) (<-chan []store.AuditRecord, <-chan error) {
-	pages := make(chan []store.AuditRecord, 1)
-	fetchErr := make(chan error, 1)
-	go func() {
-		defer close(pages)
-		after := int64(0)
-		for {
-			rows, err := st.AuditChainPage(ctx, &store.AuditChainPageParams{TenantID: tenant, AfterSeq: after, PageSize: pageSize})
-			if err != nil {
-				fetchErr <- fmt.Errorf("read audit chain: %w", err)
-				return
-			}
-			if len(rows) > 0 {
-				after = rows[len(rows)-1].Seq
-				select {
-				case pages <- rows:
-				case <-ctx.Done():
-					return
-				}
-			}
-			if len(rows) < int(pageSize) {
-				return
-			}
-		}
-	}()
-	return pages, fetchErr
 }
 
 // explain adds to report the approvals and executions the chain does not
@@ -313,65 +273,87 @@ func TenantExists(ctx context.Context, conn database.TxBeginner, tenant string) 
 type chainChecker struct {
 	tenant   string
 	prevSeq  int64
-	prevHash Hash
+	prevHash Hash // a copy: the rows' bytes go back to the stream
 	brk      *ChainBreak
 	open     map[string][]UnfinishedExecution // by correlation id
 	// breakGlass are the operators' records, in seq order.
 	breakGlass []BreakGlassDecision
 }
 
-// checkPage checks a page of rows that follows the rows already checked.
-// The per-row work (hashing the entry, reading its columns) is spread over
-// the CPUs; linking the rows is sequential.
-func (c *chainChecker) checkPage(rows []store.AuditRecord) {
-	entryHashes := make([][HashSize]byte, len(rows))
-	columnsOK := make([]bool, len(rows))
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(rows)/256))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(rows); i += workers {
-				entryHashes[i] = sha256.Sum256(rows[i].Entry)
-				columnsOK[i] = columnsMatch(c.tenant, &rows[i])
-			}
-		})
-	}
-	wg.Wait()
-	for i := range rows {
-		c.check(&rows[i], entryHashes[i], columnsOK[i])
+func newChainChecker(tenant string) *chainChecker {
+	return &chainChecker{tenant: tenant, prevHash: Genesis(), open: map[string][]UnfinishedExecution{}}
+}
+
+// checkBatch checks a batch of rows that follows the rows already checked;
+// the workers have done each row's own part.
+func (c *chainChecker) checkBatch(b *batch) {
+	for i := range b.rows {
+		row, res := &b.rows[i], &b.res[i]
+		if i == 0 {
+			res.expected = linkSum(c.prevHash, res.seq, res.entryHash)
+			res.hashOK = bytes.Equal(row[store.AuditChainHash], res.expected[:])
+		}
+		c.check(row, res)
 	}
 }
 
-func (c *chainChecker) check(row *store.AuditRecord, entryHash [HashSize]byte, columnsOK bool) {
+func (c *chainChecker) check(row *chainRow, res *rowResult) {
+	hash := row[store.AuditChainHash]
 	if c.brk == nil {
-		expected := link(c.prevHash, row.Seq, entryHash)
 		problem := Problem("")
 		switch {
-		case row.Seq != c.prevSeq+1:
+		case res.seq != c.prevSeq+1:
 			problem = ProblemSeqGap
-		case !bytes.Equal(row.PrevHash, c.prevHash):
+		case !bytes.Equal(row[store.AuditChainPrevHash], c.prevHash):
 			problem = ProblemPrevHash
-		case !bytes.Equal(row.Hash, expected):
+		case !res.hashOK:
 			problem = ProblemHash
-		case !columnsOK:
+		case !res.columnsOK:
 			problem = ProblemColumns
 		}
 		if problem != "" {
-			c.brk = &ChainBreak{Seq: row.Seq, Problem: problem, Expected: expected, Found: row.Hash}
+			c.brk = &ChainBreak{Seq: res.seq, Problem: problem, Expected: bytes.Clone(res.expected[:]), Found: bytes.Clone(hash)}
 		}
 	}
-	c.prevSeq, c.prevHash = row.Seq, row.Hash
-	if row.ActorKind == string(ActorOperator) {
-		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: row.Seq, ApprovalID: row.ApprovalID,
-			Phase: Phase(row.Phase), Operator: row.Actor, At: row.At, Reason: breakGlassReason(row.Entry)})
+	c.prevSeq, c.prevHash = res.seq, append(c.prevHash[:0], hash...)
+	if string(row[store.AuditChainActorKind]) == string(ActorOperator) {
+		at, _ := timestamptz(row[store.AuditChainAt])
+		var approval *uuid.UUID
+		if id, err := uuid.FromBytes(row[store.AuditChainApprovalID]); err == nil {
+			approval = &id
+		}
+		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: res.seq, ApprovalID: approval,
+			Phase: Phase(row[store.AuditChainPhase]), Operator: string(row[store.AuditChainActor]), At: at,
+			Reason: breakGlassReason(row[store.AuditChainEntry])})
 	}
 
-	switch phase := Phase(row.Phase); {
+	switch phase := Phase(string(row[store.AuditChainPhase])); {
 	case phase == PhaseExecutionStarted:
-		c.open[row.CorrelationID] = append(c.open[row.CorrelationID], UnfinishedExecution{Seq: row.Seq, CorrelationID: row.CorrelationID, Action: deref(row.Action), At: row.At})
+		corr := string(row[store.AuditChainCorrelationID])
+		var action string
+		if a := row[store.AuditChainAction]; a != nil {
+			action = string(a)
+		}
+		at, _ := timestamptz(row[store.AuditChainAt])
+		c.open[corr] = append(c.open[corr], UnfinishedExecution{Seq: res.seq, CorrelationID: corr, Action: action, At: at})
 	case phase.Finishes():
-		delete(c.open, row.CorrelationID)
+		delete(c.open, string(row[store.AuditChainCorrelationID]))
 	}
+}
+
+// finish puts into report what the walk found: the first break, or a head
+// that does not name the last row, the operators' records and the open
+// executions.
+func (c *chainChecker) finish(report *Report) {
+	report.Break = c.brk
+	report.BreakGlass = append(report.BreakGlass, c.breakGlass...)
+	if report.Break == nil && (report.HeadSeq != c.prevSeq || !bytes.Equal(report.HeadHash, c.prevHash)) {
+		report.Break = &ChainBreak{Seq: report.HeadSeq, Problem: ProblemHeadMismatch, Expected: c.prevHash, Found: report.HeadHash}
+	}
+	for _, starts := range c.open {
+		report.Unfinished = append(report.Unfinished, starts...)
+	}
+	slices.SortFunc(report.Unfinished, func(a, b UnfinishedExecution) int { return cmp.Compare(a.Seq, b.Seq) })
 }
 
 // breakGlassReason is the reason an operator's record gives, read as
@@ -400,22 +382,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// columnsMatch reports whether a row's queryable columns are exactly those
-// its entry holds, under the rules of orangerail.audit_entry_columns.
-func columnsMatch(tenant string, row *store.AuditRecord) bool {
-	c, err := scanEntry(row.Entry)
-	if err != nil {
-		return false
-	}
-	approvalOK := c.approvalID == nil && row.ApprovalID == nil
-	if c.approvalID != nil && row.ApprovalID != nil {
-		id, err := uuid.ParseBytes(c.approvalID)
-		approvalOK = err == nil && id == *row.ApprovalID
-	}
-	actionOK := c.action == nil && row.Action == nil || c.action != nil && row.Action != nil && string(c.action) == *row.Action
-	return approvalOK && actionOK && string(c.tenant) == tenant && c.atTime.Equal(row.At) &&
-		string(c.correlationID) == row.CorrelationID && string(c.phase) == row.Phase &&
-		string(c.subject) == row.Actor && string(c.kind) == row.ActorKind && c.devMode == row.DevMode
 }

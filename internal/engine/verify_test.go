@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -403,5 +404,85 @@ func TestAfterConsumePhasesMatchSQL(t *testing.T) {
 		if orphaned == engine.FollowsConsume(phase) {
 			t.Errorf("phase %s: SQL says orphaned=%v, Go says it follows a consume=%v", phase, orphaned, engine.FollowsConsume(phase))
 		}
+	}
+}
+
+// TestVerifyAcrossBatches tampers with a 20-record chain read in batches
+// of 7 (rows 1-7, 8-14, 15-20): in the middle of a batch, at its last row
+// and at its first, whose previous row is in another batch. Whatever the
+// batch size, the Go verifier reports what the SQL verifier reports, and
+// the whole report is the same.
+func TestVerifyAcrossBatches(t *testing.T) {
+	t.Parallel()
+	changeEntry := func(seq int) string {
+		return fmt.Sprintf("UPDATE orangerail.audit SET entry = overlay(entry placing '\\x5a'::bytea from octet_length(entry) - 20 for 1) WHERE tenant_id = 'acme' AND seq = %d", seq)
+	}
+	changeColumn := func(seq int) string {
+		return fmt.Sprintf("UPDATE orangerail.audit SET actor = 'someone-else' WHERE tenant_id = 'acme' AND seq = %d", seq)
+	}
+	changePrev := func(seq int) string {
+		return fmt.Sprintf("UPDATE orangerail.audit SET prev_hash = sha256(prev_hash) WHERE tenant_id = 'acme' AND seq = %d", seq)
+	}
+	tests := []struct {
+		name    string
+		tamper  string
+		wantSeq int64
+		want    engine.Problem
+	}{
+		{"clean chain", "", 0, ""},
+		{"entry changed mid-batch", changeEntry(11), 11, engine.ProblemHash},
+		{"entry changed at a batch's last row", changeEntry(7), 7, engine.ProblemHash},
+		{"entry changed at a batch's first row", changeEntry(8), 8, engine.ProblemHash},
+		{"entry changed at the last batch's first row", changeEntry(15), 15, engine.ProblemHash},
+		{"column changed at a batch's first row", changeColumn(15), 15, engine.ProblemColumns},
+		{"column changed mid-batch", changeColumn(3), 3, engine.ProblemColumns},
+		{"prev_hash changed at a batch's first row", changePrev(8), 8, engine.ProblemPrevHash},
+		{"row deleted at a batch's first row", "DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 8", 9, engine.ProblemSeqGap},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			appendN(t, b.runtime, "acme", 20)
+			if tt.tamper != "" {
+				tamper(t, b, tt.tamper)
+			}
+			var reports []string
+			for _, size := range []int32{7, 1, 1000} {
+				report, err := engine.VerifyTenant(context.Background(), b.runtime, "acme", engine.VerifyOptions{PageSize: size})
+				if err != nil {
+					t.Fatalf("batches of %d: %v", size, err)
+				}
+				wantRecords := int64(20)
+				if strings.HasPrefix(tt.tamper, "DELETE") {
+					wantRecords = 19
+				}
+				if report.Records != wantRecords {
+					t.Fatalf("batches of %d: %d records, want %d", size, report.Records, wantRecords)
+				}
+				got := report.Break
+				if tt.want == "" {
+					if got != nil {
+						t.Fatalf("clean chain in batches of %d: %+v", size, got)
+					}
+				} else if got == nil || got.Seq != tt.wantSeq || got.Problem != tt.want {
+					t.Fatalf("batches of %d: found %+v, want %s at seq %d", size, got, tt.want, tt.wantSeq)
+				}
+				j, _ := json.Marshal(report)
+				reports = append(reports, string(j))
+			}
+			if reports[0] != reports[1] || reports[0] != reports[2] {
+				t.Fatalf("reports differ by batch size:\n%s\n%s\n%s", reports[0], reports[1], reports[2])
+			}
+			goReport, err := engine.VerifyTenant(context.Background(), b.runtime, "acme", engine.VerifyOptions{PageSize: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			goBreak, sqlFound := goReport.Break, sqlBreak(t, b, "acme")
+			if (goBreak == nil) != (sqlFound == nil) || goBreak != nil && (sqlFound.Seq != goBreak.Seq || sqlFound.Problem != goBreak.Problem ||
+				!bytes.Equal(sqlFound.Expected, goBreak.Expected) || !bytes.Equal(sqlFound.Found, goBreak.Found)) {
+				t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
+			}
+		})
 	}
 }
