@@ -22,6 +22,7 @@ import (
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
@@ -79,6 +80,9 @@ type Runtime struct {
 	webhooks *webhooks.Worker
 	// stopSweep stops the sweeper and waits for it; nil when none runs.
 	stopSweep func()
+	// limits is the HTTP front's rate limiter on the service database,
+	// once ServeHTTP made it; Close flushes it.
+	limits *front.BatchLimiter
 }
 
 // Open builds a runtime. On failure it closes what it opened.
@@ -205,6 +209,14 @@ func (rt *Runtime) Close() {
 	}
 	if rt.webhooks != nil {
 		rt.webhooks.Stop()
+	}
+	if rt.limits != nil {
+		// The counts admitted since the last flush reach the other replicas.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := rt.limits.Close(ctx); err != nil {
+			rt.log.Warn("the last rate-limit counts were not flushed", "error", err)
+		}
+		cancel()
 	}
 	for _, p := range []*pgxpool.Pool{rt.Store, rt.Datasource} {
 		if p != nil {

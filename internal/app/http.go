@@ -85,9 +85,16 @@ const MCPPath = "/mcp"
 // here.
 func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 	cfg := rt.Config
-	var limiter front.Limiter = front.NewPostgresLimiter(rt.Store)
-	if cfg.HTTP.RateLimits.Store == ontology.RateLimitMemory {
-		limiter = front.NewMemoryLimiter()
+	var limiter front.Limiter = front.NewMemoryLimiter()
+	if r := cfg.HTTP.RateLimits; r.Store == ontology.RateLimitPostgres {
+		// Counted here, flushed in batches: a request is not a write
+		// (README, "Rate limits across replicas"). Runtime.Close flushes
+		// the rest.
+		if rt.limits == nil {
+			rt.limits = front.NewBatchLimiter(rt.Store, front.BatchOptions{Share: r.Share,
+				FlushInterval: time.Duration(r.FlushInterval), Logger: rt.log})
+		}
+		limiter = rt.limits
 	}
 	// One verification per request: the front's, through go-sdk's
 	// RequireBearerToken, whose TokenInfo the MCP handler authorizes on.

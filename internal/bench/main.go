@@ -54,9 +54,15 @@ type result struct {
 	Unit     string   `json:"unit"`
 	Baseline *float64 `json:"baseline,omitempty"`
 	Ratio    *float64 `json:"ratio,omitempty"`
-	// RatioRange is the lowest and highest per-round ratio, where the
-	// ratio is the median of interleaved rounds.
-	RatioRange []float64 `json:"ratio_range,omitempty"`
+	// RatioMin and RatioMax are the spread of a ratio measured in
+	// alternating rounds, whose median Ratio is; Rounds is how many.
+	RatioMin *float64 `json:"ratio_min,omitempty"`
+	RatioMax *float64 `json:"ratio_max,omitempty"`
+	Rounds   int      `json:"rounds,omitempty"`
+	// Target is the issue's goal for the figure, where it has one; Met
+	// says whether this run reached it.
+	Target string `json:"target,omitempty"`
+	Met    *bool  `json:"met,omitempty"`
 }
 
 func main() {
@@ -333,51 +339,53 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 }
 
 // mcpReadCall runs internal/mcp's BenchmarkReadCall (only that package may
-// speak MCP) and reports its governed figures beside its baseline's.
+// speak MCP) once — its alternating rounds are the measurement — and
+// reports its governed and door figures beside its baseline's. A ratio is
+// the median of the per-round p50 ratios, with its spread.
 func mcpReadCall(ctx context.Context, server string, emit func(result)) error {
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkReadCall$", "-benchtime", "5s", "./internal/mcp")
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkReadCall$", "-benchtime", "1x", "./internal/mcp")
 	cmd.Env = append(os.Environ(), "TEST_DATABASE_URL="+server) // the same server as the rest of the run
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, out)
 	}
-	metrics := map[string]map[string]float64{} // sub-benchmark → unit → value
-	line := regexp.MustCompile(`^BenchmarkReadCall/(\w+)-\d+\s+\d+\s+(.*)$`)
+	metrics := map[string]float64{}
+	line := regexp.MustCompile(`^BenchmarkReadCall-\d+\s+\d+\s+(.*)$`)
 	for _, l := range strings.Split(string(out), "\n") {
 		m := line.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
-		fields := strings.Fields(m[2])
-		metrics[m[1]] = map[string]float64{}
+		fields := strings.Fields(m[1])
 		for i := 0; i+1 < len(fields); i += 2 {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err == nil {
-				metrics[m[1]][fields[i+1]] = v
+			if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
+				metrics[fields[i+1]] = v
 			}
 		}
 	}
-	governed, baseline := metrics["governed"], metrics["baseline"]
-	if governed == nil || baseline == nil {
+	if _, ok := metrics["door-ratio-median"]; !ok {
 		return fmt.Errorf("no figures in the benchmark's output:\n%s", out)
 	}
-	withDoor := metrics["door"]
-	if withDoor == nil {
-		return fmt.Errorf("no door figures in the benchmark's output:\n%s", out)
-	}
+	// The issue's targets for the p50 ratios.
+	targets := map[string]float64{"governed": 1.15, "door": 1.25}
 	for _, m := range []struct{ name, unit, metric string }{
 		{"mcp_read_call", "calls/s", "calls/s"},
 		{"mcp_read_call_p50", "µs", "p50-µs"},
 		{"mcp_read_call_p99", "µs", "p99-µs"},
 	} {
-		for _, v := range []struct {
-			suffix string
-			values map[string]float64
-		}{{"", governed}, {"_door", withDoor}} {
-			g, b := v.values[m.metric], baseline[m.metric]
-			name := strings.Replace(m.name, "mcp_read_call", "mcp_read_call"+v.suffix, 1)
-			emit(result{Name: name, Value: round(g), Unit: m.unit, Baseline: ptr(round(b)), Ratio: ptr(round2(g / b))})
+		for _, v := range []struct{ suffix, variant string }{{"", "governed"}, {"_door", "door"}} {
+			g, b := metrics[v.variant+"-"+m.metric], metrics["baseline-"+m.metric]
+			r := result{Name: strings.Replace(m.name, "mcp_read_call", "mcp_read_call"+v.suffix, 1), Value: round(g), Unit: m.unit,
+				Baseline: ptr(round(b)), Ratio: ptr(round2(g / b))}
+			if m.metric == "p50-µs" {
+				median := metrics[v.variant+"-ratio-median"]
+				r.Ratio, r.RatioMin, r.RatioMax = ptr(round2(median)), ptr(round2(metrics[v.variant+"-ratio-min"])), ptr(round2(metrics[v.variant+"-ratio-max"]))
+				r.Rounds = int(metrics["rounds"])
+				met := median <= targets[v.variant]
+				r.Target, r.Met = fmt.Sprintf("ratio <= %.2f", targets[v.variant]), &met
+			}
+			emit(r)
 		}
 	}
 	return nil

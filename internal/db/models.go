@@ -110,6 +110,13 @@ type OrangerailRateCounter struct {
 	Hits        int32
 }
 
+type OrangerailRateShare struct {
+	Bucket      string
+	WindowStart time.Time
+	Replica     uuid.UUID
+	Hits        int32
+}
+
 type OrangerailTenant struct {
 	ID        string
 	CreatedAt time.Time

@@ -8,6 +8,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const rateHit = `-- name: RateHit :one
@@ -38,4 +40,89 @@ DELETE FROM orangerail.rate_counters WHERE window_start < now() - interval '2 mi
 func (q *Queries) RatePrune(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, ratePrune)
 	return err
+}
+
+const rateShareFlush = `-- name: RateShareFlush :exec
+INSERT INTO orangerail.rate_shares AS s (bucket, window_start, replica, hits)
+SELECT u.b, u.w, $1::uuid, u.h
+FROM (SELECT unnest($2::text[]) AS b, unnest($3::timestamptz[]) AS w, unnest($4::integer[]) AS h) AS u
+ON CONFLICT (bucket, window_start, replica) DO UPDATE SET hits = GREATEST(s.hits, excluded.hits)
+`
+
+type RateShareFlushParams struct {
+	Replica uuid.UUID
+	Buckets []string
+	Windows []time.Time
+	Hits    []int32
+}
+
+// Raises each (bucket, window) row of one replica to the replica's
+// cumulative count: idempotent, so a retried flush never double counts.
+func (q *Queries) RateShareFlush(ctx context.Context, db DBTX, arg *RateShareFlushParams) error {
+	_, err := db.Exec(ctx, rateShareFlush,
+		arg.Replica,
+		arg.Buckets,
+		arg.Windows,
+		arg.Hits,
+	)
+	return err
+}
+
+const rateSharePrune = `-- name: RateSharePrune :exec
+DELETE FROM orangerail.rate_shares WHERE window_start < now() - interval '2 minutes'
+`
+
+// Forgets windows that ended more than a minute ago.
+func (q *Queries) RateSharePrune(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, rateSharePrune)
+	return err
+}
+
+const rateShareTotals = `-- name: RateShareTotals :many
+SELECT u.b::text AS bucket, u.w::timestamptz AS window_start,
+       coalesce(sum(s.hits) FILTER (WHERE s.replica <> $1::uuid), 0)::integer AS others,
+       now()::timestamptz AS now
+FROM (SELECT unnest($2::text[]) AS b, unnest($3::timestamptz[]) AS w) AS u
+LEFT JOIN orangerail.rate_shares s ON s.bucket = u.b AND s.window_start = u.w
+GROUP BY u.b, u.w
+`
+
+type RateShareTotalsParams struct {
+	Replica uuid.UUID
+	Buckets []string
+	Windows []time.Time
+}
+
+type RateShareTotalsRow struct {
+	Bucket      string
+	WindowStart time.Time
+	Others      int32
+	Now         time.Time
+}
+
+// The other replicas' totals of each (bucket, window), and the database's
+// clock.
+func (q *Queries) RateShareTotals(ctx context.Context, db DBTX, arg *RateShareTotalsParams) ([]*RateShareTotalsRow, error) {
+	rows, err := db.Query(ctx, rateShareTotals, arg.Replica, arg.Buckets, arg.Windows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*RateShareTotalsRow
+	for rows.Next() {
+		var i RateShareTotalsRow
+		if err := rows.Scan(
+			&i.Bucket,
+			&i.WindowStart,
+			&i.Others,
+			&i.Now,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

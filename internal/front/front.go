@@ -264,7 +264,7 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 	if class == ClassWrite {
 		limit = f.http.RateLimits.WritesPerMinute
 	}
-	hits, end, err := f.c.Limiter.Hit(r.Context(), bucket(bucketCalls, caller.Tenant, caller.Subject, string(class)))
+	hits, end, err := f.c.Limiter.Hit(r.Context(), bucket(bucketCalls, caller.Tenant, caller.Subject, string(class)), limit)
 	switch {
 	case err != nil:
 		return !f.storeDown(w, r, err)
@@ -346,7 +346,7 @@ func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engi
 	end, known := f.over[key]
 	f.mu.Unlock()
 	if !known || !now.Before(end) {
-		hits, windowEnd, err := f.c.Limiter.Hit(ctx, key)
+		hits, windowEnd, err := f.c.Limiter.Hit(ctx, key, f.http.RateLimits.FailedAuthPerMinute)
 		if err != nil {
 			f.log.ErrorContext(ctx, "rate-limit store unavailable", "error", err)
 			return false

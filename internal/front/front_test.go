@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/engine"
@@ -339,14 +341,36 @@ func TestLimits(t *testing.T) {
 }
 
 // TestRateLimitsSharedAcrossReplicas runs two fronts on one database: their
-// callers share one allowance per class.
+// callers share one allowance per class, exactly — with a BatchLimiter too,
+// whose share of limits this small is 0.
 func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 	t.Parallel()
+	for name, limiter := range replicaLimiters() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rateLimitsSharedAcrossReplicas(t, limiter)
+		})
+	}
+}
+
+// replicaLimiters makes the limiters replicas share, by name.
+func replicaLimiters() map[string]func(*testing.T, *pgxpool.Pool) front.Limiter {
+	return map[string]func(*testing.T, *pgxpool.Pool) front.Limiter{
+		"postgres": func(_ *testing.T, pool *pgxpool.Pool) front.Limiter { return front.NewPostgresLimiter(pool) },
+		"batch": func(t *testing.T, pool *pgxpool.Pool) front.Limiter {
+			l := front.NewBatchLimiter(pool, front.BatchOptions{Share: ontology.RateLimits{}.Share, FlushInterval: 20 * time.Millisecond})
+			t.Cleanup(func() { _ = l.Close(context.Background()) })
+			return l
+		},
+	}
+}
+
+func rateLimitsSharedAcrossReplicas(t *testing.T, limiter func(*testing.T, *pgxpool.Pool) front.Limiter) {
 	url := testdb.New(t)
 	pool := testdb.RuntimePool(t, url)
 	limits := func(c *ontology.Config) { c.HTTP.RateLimits.ReadsPerMinute, c.HTTP.RateLimits.WritesPerMinute = 6, 3 }
-	a := newDoor(t, front.NewPostgresLimiter(pool), limits)
-	b := newDoor(t, front.NewPostgresLimiter(pool), limits)
+	a := newDoor(t, limiter(t, pool), limits)
+	b := newDoor(t, limiter(t, pool), limits)
 	// Both replicas trust one issuer, as behind one URL.
 	b.issuer, b.issuerAt = a.issuer, a.issuerAt
 	bResolver, err := identity.NewResolver(ontology.OIDC{Issuer: a.issuerAt, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{})
@@ -471,11 +495,20 @@ func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 // apart, and a valid token passes on either.
 func TestFailedAuthSharedAcrossReplicas(t *testing.T) {
 	t.Parallel()
+	for name, limiter := range replicaLimiters() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			failedAuthSharedAcrossReplicas(t, limiter)
+		})
+	}
+}
+
+func failedAuthSharedAcrossReplicas(t *testing.T, limiter func(*testing.T, *pgxpool.Pool) front.Limiter) {
 	url := testdb.New(t)
 	pool := testdb.RuntimePool(t, url)
 	limits := func(c *ontology.Config) { c.HTTP.TrustedProxyHops, c.HTTP.RateLimits.FailedAuthPerMinute = 1, 6 }
-	a := newDoor(t, front.NewPostgresLimiter(pool), limits)
-	b := newDoor(t, front.NewPostgresLimiter(pool), limits)
+	a := newDoor(t, limiter(t, pool), limits)
+	b := newDoor(t, limiter(t, pool), limits)
 	settle(t)
 	var bad, anonymous []int
 	for i := range 8 {
@@ -531,7 +564,7 @@ func TestIssuerUnreachable(t *testing.T) {
 
 type failing struct{}
 
-func (failing) Hit(context.Context, string) (int, time.Time, error) {
+func (failing) Hit(context.Context, string, int) (int, time.Time, error) {
 	return 0, time.Time{}, errors.New("store down")
 }
 

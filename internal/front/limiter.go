@@ -15,9 +15,12 @@ import (
 // Limiter counts hits in fixed one-minute windows per bucket.
 // Implementations must be safe for concurrent use.
 type Limiter interface {
-	// Hit counts one hit in the bucket's current window and returns the
-	// window's total and when the window ends.
-	Hit(ctx context.Context, bucket string) (hits int, windowEnd time.Time, err error)
+	// Hit counts one hit in the bucket's current window, whose limit is
+	// limit, and returns the window's total counting it and when the window
+	// ends; the front refuses the hit when the total exceeds limit. A hit
+	// refused so need not be counted. A limiter shared by replicas states
+	// how far their totals may lag one another (BatchLimiter).
+	Hit(ctx context.Context, bucket string, limit int) (hits int, windowEnd time.Time, err error)
 }
 
 // bucketKind names what a rate bucket counts.
@@ -58,8 +61,8 @@ func NewPostgresLimiter(pool *pgxpool.Pool) *PostgresLimiter { return &PostgresL
 // cost nothing, often enough that the table stays small.
 const pruneOdds = 200
 
-// Hit implements Limiter.
-func (l *PostgresLimiter) Hit(ctx context.Context, bucket string) (int, time.Time, error) {
+// Hit implements Limiter: every hit is one write, and the total is exact.
+func (l *PostgresLimiter) Hit(ctx context.Context, bucket string, _ int) (int, time.Time, error) {
 	s := store.New(l.pool)
 	if rand.IntN(pruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
 		_ = s.RatePrune(ctx) // best effort: a failure leaves rows for the next prune
@@ -93,7 +96,7 @@ func (l *MemoryLimiter) roll() time.Time {
 }
 
 // Hit implements Limiter.
-func (l *MemoryLimiter) Hit(_ context.Context, bucket string) (int, time.Time, error) {
+func (l *MemoryLimiter) Hit(_ context.Context, bucket string, _ int) (int, time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	end := l.roll()

@@ -268,6 +268,27 @@ type RateLimits struct {
 	// OnStoreError is what happens while the counters cannot be read.
 	// Defaults to OnStoreErrorDefault.
 	OnStoreError FailureMode `yaml:"on_store_error"`
+	// FlushInterval is how often a replica sends its counts to the postgres
+	// store and reads back the other replicas'. Defaults to
+	// FlushIntervalDefault.
+	FlushInterval Duration `yaml:"flush_interval"`
+	// LocalSharePercent is the percent of a limit one replica may admit
+	// between two of its flushes, rounded down (Share): with N replicas a
+	// window admits at most limit + (N-1) × share. A limit whose share is
+	// 0 is counted exactly, one write per request. Defaults to
+	// LocalSharePercentDefault.
+	LocalSharePercent *int `yaml:"local_share_percent"`
+}
+
+// Share is how many hits of a window whose limit is limit one replica may
+// admit between two of its flushes: LocalSharePercent of limit, rounded
+// down.
+func (r RateLimits) Share(limit int) int {
+	p := LocalSharePercentDefault
+	if r.LocalSharePercent != nil {
+		p = *r.LocalSharePercent
+	}
+	return limit * p / 100
 }
 
 // RateLimitStore is where rate-limit counters are kept.
@@ -311,6 +332,8 @@ const (
 	FailedAuthPerMinuteDefault = 20
 	RateLimitStoreDefault      = RateLimitPostgres
 	OnStoreErrorDefault        = FailClosed
+	FlushIntervalDefault       = 200 * time.Millisecond
+	LocalSharePercentDefault   = 10
 )
 
 // WebhookEvent is an approval event a webhook may subscribe to: the
@@ -859,6 +882,7 @@ func (c *Config) withDefaults() {
 	r.FailedAuthPerMinute = cmp.Or(r.FailedAuthPerMinute, FailedAuthPerMinuteDefault)
 	r.Store = cmp.Or(r.Store, RateLimitStoreDefault)
 	r.OnStoreError = cmp.Or(r.OnStoreError, OnStoreErrorDefault)
+	r.FlushInterval = cmp.Or(r.FlushInterval, Duration(FlushIntervalDefault))
 	for _, o := range c.Objects {
 		if o.ReadAccess.Kind == "" {
 			o.ReadAccess.Kind = ReadAccessDefault

@@ -200,6 +200,12 @@ func (c *Config) validate() Problems {
 	if r := c.HTTP.RateLimits; !slices.Contains(FailureModes(), r.OnStoreError) {
 		add("http.rate_limits.on_store_error", "is %q; it must be one of %v", r.OnStoreError, FailureModes())
 	}
+	if r := c.HTTP.RateLimits; r.FlushInterval < Duration(10*time.Millisecond) || r.FlushInterval > Duration(10*time.Second) {
+		add("http.rate_limits.flush_interval", "is %v; it must be from 10ms to 10s", time.Duration(r.FlushInterval))
+	}
+	if r := c.HTTP.RateLimits; r.LocalSharePercent != nil && (*r.LocalSharePercent < 0 || *r.LocalSharePercent > 100) {
+		add("http.rate_limits.local_share_percent", "is %d; it must be from 0 to 100", *r.LocalSharePercent)
+	}
 	if h := c.HTTP; h.PublicURL == "" {
 		add("http.public_url", "is required when http.listen (%q) is not a loopback address: set the URL clients reach this server at, such as https://mcp.example.com", h.Listen)
 	} else if err := CheckPublicURL(h.PublicURL); err != nil {

@@ -1,0 +1,283 @@
+package front
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// BatchLimiter counts hits in this process and flushes the counts to the
+// service database in batches, so a request is not a write: every
+// FlushInterval, and as soon as a bucket's unflushed count reaches half its
+// share, it sends each bucket's count of the window and reads back the
+// other replicas' totals.
+//
+// A hit is admitted while the others' last-read total plus this replica's
+// own count stays within the limit, and while this replica's unflushed
+// count is below its share (Share(limit)); at the share a hit waits for a
+// flush. The bound: in one window, N replicas admit at most
+//
+//	limit + (N-1) × share
+//
+// hits together. Each replica's count reaches the store before it reads
+// the others' (the read's snapshot follows its own write's commit), so of
+// the hits the latest read missed, each other replica holds at most share,
+// all admitted since its own latest read. A limit whose share is 0 is
+// counted exactly, one write per hit, through PostgresLimiter.
+//
+// A flush sends each count whole, never a delta, and a row only rises
+// (RateShareFlush): a flush that fails — before its write commits or after,
+// its answer lost — is sent again whole with the next, never lost nor
+// doubled. While the last flush failed, every hit flushes first, and
+// reports the error when that fails too: the front then refuses or admits
+// as http.rate_limits.on_store_error says, as it does for PostgresLimiter.
+//
+// Close flushes what remains and stops the flusher. A BatchLimiter is safe
+// for concurrent use.
+type BatchLimiter struct {
+	pool     *pgxpool.Pool
+	exact    *PostgresLimiter
+	share    func(limit int) int
+	interval time.Duration
+	replica  uuid.UUID
+	log      *slog.Logger
+	now      func() time.Time
+	// afterWrite, when set, runs after a flush's write commits and before
+	// its read, with the backend serving both: a test's seam.
+	afterWrite func(pid uint32)
+
+	mu      sync.Mutex
+	counts  map[windowKey]*shareCount
+	failed  error // the last flush's error, until one succeeds
+	skew    time.Duration
+	flushes uint64 // flushes finished, failed or not
+	kick    chan struct{}
+
+	flushMu   sync.Mutex // one flush at a time
+	lastPrune time.Time
+
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed sync.Once
+}
+
+// windowKey is a bucket's window, by its start in Unix seconds.
+type windowKey struct {
+	bucket string
+	window int64
+}
+
+// shareCount is this replica's count of one window.
+type shareCount struct {
+	admitted  int // hits admitted here
+	confirmed int // of them, how many the store is known to hold
+	others    int // the other replicas' total at the last read
+}
+
+// BatchOptions configure a BatchLimiter.
+type BatchOptions struct {
+	// Share is how many hits one replica may admit between its flushes in
+	// a window whose limit is limit. Required.
+	Share func(limit int) int
+	// FlushInterval is how often counts are flushed. Required.
+	FlushInterval time.Duration
+	// Logger receives failed background flushes. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// NewBatchLimiter returns a limiter on the service database (a runtime
+// pool), flushing in the background until Close.
+func NewBatchLimiter(pool *pgxpool.Pool, o BatchOptions) *BatchLimiter {
+	return newBatchLimiter(pool, o, nil)
+}
+
+func newBatchLimiter(pool *pgxpool.Pool, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
+	ctx, stop := context.WithCancel(context.Background())
+	l := &BatchLimiter{pool: pool, exact: NewPostgresLimiter(pool), share: o.Share, interval: o.FlushInterval,
+		replica: uuid.New(), log: o.Logger, now: time.Now, counts: map[windowKey]*shareCount{},
+		kick: make(chan struct{}, 1), stop: stop, done: make(chan struct{}), afterWrite: afterWrite}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	go l.run(ctx)
+	return l
+}
+
+// Hit implements Limiter.
+func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, time.Time, error) {
+	share := l.share(limit)
+	if share <= 0 {
+		return l.exact.Hit(ctx, bucket, limit)
+	}
+	for {
+		l.mu.Lock()
+		start := l.now().Add(l.skew).Truncate(time.Minute)
+		end := start.Add(time.Minute)
+		k := windowKey{bucket: bucket, window: start.Unix()}
+		c := l.counts[k]
+		if c == nil {
+			c = &shareCount{}
+			l.counts[k] = c
+		}
+		if total := c.others + c.admitted; total >= limit {
+			// Refused: not counted, and no flush can make room in this window.
+			l.mu.Unlock()
+			return total + 1, end, nil
+		}
+		if l.failed == nil && c.admitted-c.confirmed < share {
+			c.admitted++
+			hits := c.others + c.admitted
+			if c.admitted-c.confirmed >= max(share/2, 1) {
+				select {
+				case l.kick <- struct{}{}:
+				default:
+				}
+			}
+			l.mu.Unlock()
+			return hits, end, nil
+		}
+		seen := l.flushes
+		l.mu.Unlock()
+		if err := l.flush(ctx, seen); err != nil {
+			return 0, time.Time{}, err
+		}
+	}
+}
+
+// run flushes every interval, and when a share is half spent, until ctx
+// ends.
+func (l *BatchLimiter) run(ctx context.Context) {
+	defer close(l.done)
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		l.mu.Lock()
+		seen := l.flushes
+		l.mu.Unlock()
+		if err := l.flush(ctx, seen); err != nil && ctx.Err() == nil {
+			l.log.Error("rate-limit flush failed", "error", err)
+		}
+	}
+}
+
+// flush sends every count not known to be stored, then reads the other
+// replicas' totals of every window it holds. seen is the number of flushes
+// the caller saw finished: when another finished since, flush returns its
+// outcome instead of flushing again.
+func (l *BatchLimiter) flush(ctx context.Context, seen uint64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	if l.flushes != seen {
+		err := l.failed
+		l.mu.Unlock()
+		return err
+	}
+	l.mu.Unlock()
+	err := l.flushOnce(ctx)
+	l.mu.Lock()
+	l.flushes++
+	l.failed = err
+	l.mu.Unlock()
+	return err
+}
+
+func (l *BatchLimiter) flushOnce(ctx context.Context) error {
+	l.mu.Lock()
+	now := l.now().Add(l.skew)
+	current := now.Truncate(time.Minute).Unix()
+	var shares []store.RateShare
+	var keys []store.RateWindowKey
+	sent := map[windowKey]int{}
+	for k, c := range l.counts {
+		if c.admitted > c.confirmed {
+			shares = append(shares, store.RateShare{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC(), Hits: c.admitted})
+			sent[k] = c.admitted
+		}
+		switch {
+		case k.window >= current:
+			keys = append(keys, store.RateWindowKey{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC()})
+		case c.admitted == c.confirmed:
+			delete(l.counts, k) // an ended window, all of it stored
+		}
+	}
+	l.mu.Unlock()
+	if len(shares) == 0 && len(keys) == 0 {
+		return nil
+	}
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	s := store.New(conn)
+	if len(shares) > 0 {
+		if err := s.RateShareFlush(ctx, l.replica, shares); err != nil {
+			return err
+		}
+		// Committed: the store holds these counts, whatever follows.
+		l.mu.Lock()
+		for k, n := range sent {
+			if c := l.counts[k]; c != nil {
+				c.confirmed = max(c.confirmed, n)
+			}
+		}
+		l.mu.Unlock()
+		if l.afterWrite != nil {
+			l.afterWrite(conn.Conn().PgConn().PID())
+		}
+	}
+	if time.Since(l.lastPrune) > time.Minute {
+		l.lastPrune = time.Now()
+		_ = s.RateSharePrune(ctx) // best effort: a failure leaves rows for the next prune
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	before := l.now()
+	others, dbNow, err := s.RateShareTotals(ctx, l.replica, keys)
+	if err != nil {
+		return err
+	}
+	after := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !dbNow.IsZero() {
+		// Windows follow the database's clock, as PostgresLimiter's do.
+		l.skew = dbNow.Sub(before.Add(after.Sub(before) / 2))
+	}
+	for k, n := range others {
+		if c := l.counts[windowKey{bucket: k.Bucket, window: k.Window.Unix()}]; c != nil {
+			c.others = max(c.others, n)
+		}
+	}
+	return nil
+}
+
+// Close flushes what remains and stops the flusher. It is safe to call
+// more than once; later calls return nil.
+func (l *BatchLimiter) Close(ctx context.Context) error {
+	var err error
+	l.closed.Do(func() {
+		l.stop()
+		<-l.done
+		l.mu.Lock()
+		seen := l.flushes
+		l.mu.Unlock()
+		err = l.flush(ctx, seen)
+	})
+	return err
+}

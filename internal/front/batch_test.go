@@ -1,0 +1,296 @@
+package front_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/front"
+	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// awayFromMinute waits, when the minute is near its end, for the next one:
+// a test counting one window must not straddle two.
+func awayFromMinute() {
+	if s := time.Now().Second(); s >= 45 {
+		time.Sleep(time.Duration(61-s) * time.Second)
+	}
+}
+
+// stored is the sum of every replica's count in the store.
+func stored(t *testing.T, admin *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := admin.QueryRow(context.Background(), `SELECT coalesce(sum(hits), 0) FROM orangerail.rate_shares`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// sendCall posts body with token and returns the status and error code, for
+// use off the test's goroutine.
+func sendCall(url, token, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url+mcpPath, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+		return 0, "", fmt.Errorf("a 429 without Retry-After: %s", b)
+	}
+	return resp.StatusCode, errorCode(m), nil
+}
+
+// TestBatchLimiterTwoDoors runs two fronts, each with its own BatchLimiter
+// and pool, on one database, under concurrent load: together they admit at
+// least the limit and at most the documented bound, limit + (2-1) × share;
+// every other request is refused X_MCP_RATE_LIMITED with a Retry-After;
+// after both close, the store holds every admitted hit exactly once; and a
+// closed replica's hits still count against the one that goes on.
+func TestBatchLimiterTwoDoors(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	const limit = 100
+	share := ontology.RateLimits{}.Share // the default percent
+	opts := front.BatchOptions{Share: share, FlushInterval: 20 * time.Millisecond}
+	la := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+	lb := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+	// Before the pools close, on every path (closing again is harmless).
+	t.Cleanup(func() { _, _ = la.Close(context.Background()), lb.Close(context.Background()) })
+	limits := func(c *ontology.Config) { c.HTTP.RateLimits.ReadsPerMinute = limit }
+	a := newDoor(t, la, limits)
+	b := newDoor(t, lb, limits)
+	b.issuer, b.issuerAt = a.issuer, a.issuerAt
+	bResolver, err := identity.NewResolver(ontology.OIDC{Issuer: a.issuerAt, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.resolver.Resolver = bResolver
+	token := a.token(t, "agent")
+	settle(t)
+	awayFromMinute()
+
+	var admitted, refused atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 16 {
+		srv := a
+		if i%2 == 1 {
+			srv = b
+		}
+		wg.Go(func() {
+			for range 20 {
+				status, code, err := sendCall(srv.url, token, callGet)
+				switch {
+				case err != nil:
+					errs <- err
+					return
+				case status == http.StatusOK:
+					admitted.Add(1)
+				case status == http.StatusTooManyRequests && code == "X_MCP_RATE_LIMITED":
+					refused.Add(1)
+				default:
+					errs <- fmt.Errorf("status %d, code %s", status, code)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	bound := limit + (2-1)*share(limit)
+	n := int(admitted.Load())
+	t.Logf("admitted %d of 320 (limit %d, bound %d), refused %d", n, limit, bound, refused.Load())
+	if n < limit || n > bound {
+		t.Fatalf("two doors admitted %d; want from %d to %d", n, limit, bound)
+	}
+	if n+int(refused.Load()) != 320 {
+		t.Fatalf("%d admitted and %d refused of 320", n, refused.Load())
+	}
+
+	ctx := context.Background()
+	if err := la.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Close(ctx); err != nil { // closing twice is harmless
+		t.Fatal(err)
+	}
+	// The door still open learns the closed one's count: the window is spent.
+	for range 3 {
+		if status, code, err := sendCall(b.url, token, callGet); err != nil || status != http.StatusTooManyRequests {
+			t.Fatalf("after the window was spent: %d %s %v", status, code, err)
+		}
+	}
+	if err := lb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, admin); got != n {
+		t.Fatalf("the store holds %d hits; the doors admitted %d", got, n)
+	}
+}
+
+// TestBatchFlushKilled kills a flush's backend, once after its write
+// committed (the answer of a write that took effect is lost) and once
+// while its write waits for a lock (the write never commits): the next
+// flush sends the counts again, and the store holds each hit exactly once.
+func TestBatchFlushKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	opts := front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour}
+	hit := func(l *front.BatchLimiter, n int) {
+		t.Helper()
+		for range n {
+			if _, _, err := l.Hit(ctx, "call \"acme\" \"agent\" \"read\"", 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	awayFromMinute()
+
+	t.Run("after the write commits", func(t *testing.T) {
+		var kill atomic.Bool
+		l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), opts, func(pid uint32) {
+			if kill.CompareAndSwap(true, false) {
+				if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		t.Cleanup(func() { _ = l.Close(ctx) })
+		hit(l, 10)
+		kill.Store(true)
+		if err := l.Flush(ctx); err == nil {
+			t.Fatal("a flush whose backend was killed reported success")
+		}
+		if got := stored(t, admin); got != 10 {
+			t.Fatalf("after the killed flush the store holds %d; want the 10 its write committed", got)
+		}
+		hit(l, 1) // flushes first: the last flush failed
+		if err := l.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(t, admin); got != 11 {
+			t.Fatalf("the store holds %d; want 11", got)
+		}
+	})
+
+	t.Run("before the write commits", func(t *testing.T) {
+		if _, err := admin.Exec(ctx, `DELETE FROM orangerail.rate_shares`); err != nil {
+			t.Fatal(err)
+		}
+		l := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+		t.Cleanup(func() { _ = l.Close(ctx) })
+		hit(l, 10)
+		tx, err := admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, `LOCK TABLE orangerail.rate_shares IN EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		flushed := make(chan error, 1)
+		go func() { flushed <- l.Flush(ctx) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var killed bool
+			err := admin.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
+				WHERE wait_event_type = 'Lock' AND query LIKE '%RateShareFlush%'`).Scan(&killed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if killed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the flush never waited for the lock")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := <-flushed; err == nil {
+			t.Fatal("a flush whose backend was killed reported success")
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(t, admin); got != 0 {
+			t.Fatalf("the killed write left %d", got)
+		}
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(t, admin); got != 10 {
+			t.Fatalf("the flush after the killed one left %d; want 10", got)
+		}
+		hit(l, 1)
+		if err := l.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(t, admin); got != 11 {
+			t.Fatalf("the store holds %d; want 11", got)
+		}
+	})
+}
+
+// TestBatchStoreUnreachable: with the store unreachable a replica admits
+// at most its share before its flush fails; from then on closed refuses
+// every request X_MCP_LIMITS_UNAVAILABLE, and open serves.
+func TestBatchStoreUnreachable(t *testing.T) {
+	t.Parallel()
+	dead, err := pgxpool.New(context.Background(), fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?connect_timeout=2", testdb.FreePort(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dead.Close)
+	share := ontology.RateLimits{}.Share
+	for _, mode := range ontology.FailureModes() {
+		l := front.NewBatchLimiter(dead, front.BatchOptions{Share: share, FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		t.Cleanup(func() { _ = l.Close(context.Background()) })
+		f := newDoor(t, l, func(c *ontology.Config) { c.HTTP.RateLimits.OnStoreError = mode })
+		token := f.token(t, "agent")
+		var admitted, refused int
+		for range share(ontology.ReadsPerMinuteDefault) + 5 {
+			status, code, err := sendCall(f.url, token, callGet)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case status == http.StatusOK && refused == 0:
+				admitted++
+			case status == http.StatusServiceUnavailable && code == "X_MCP_LIMITS_UNAVAILABLE" && mode == ontology.FailClosed:
+				refused++
+			default:
+				t.Fatalf("%s: after %d admitted and %d refused: %d %s", mode, admitted, refused, status, code)
+			}
+		}
+		if mode == ontology.FailClosed && (admitted < 1 || admitted > share(ontology.ReadsPerMinuteDefault) || refused < 5) {
+			t.Fatalf("closed: %d admitted, then %d refused; want at most the share, %d, admitted", admitted, refused, share(ontology.ReadsPerMinuteDefault))
+		}
+	}
+}

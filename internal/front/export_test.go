@@ -1,0 +1,22 @@
+package front
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// NewBatchLimiterForTest is NewBatchLimiter whose every flush runs
+// afterWrite between its write's commit and its read, with the backend
+// serving both.
+func NewBatchLimiterForTest(pool *pgxpool.Pool, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
+	return newBatchLimiter(pool, o, afterWrite)
+}
+
+// Flush flushes now, as the background flusher does.
+func (l *BatchLimiter) Flush(ctx context.Context) error {
+	l.mu.Lock()
+	seen := l.flushes
+	l.mu.Unlock()
+	return l.flush(ctx, seen)
+}
