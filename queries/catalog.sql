@@ -23,3 +23,42 @@ SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid,
 FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
 WHERE t.typtype <> 'd'
 ORDER BY col.attnum;
+
+-- name: CatalogDatabaseName :one
+-- The name of the database the connection reads.
+SELECT current_database()::text AS name;
+
+-- name: CatalogScaffoldTables :many
+-- Every ordinary or partitioned table (a partition is read through its
+-- parent) outside the system schemas and orangerail's own schema, whose
+-- approvals and audit records are never an agent's object.
+SELECT n.nspname::text AS schema_name, c.relname::text AS table_name
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+  AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema' AND n.nspname <> 'orangerail'
+ORDER BY 1, 2;
+
+-- name: CatalogPrimaryKey :many
+-- A (quoted, possibly schema-qualified) table's primary key columns, in
+-- the key's order; none when it has no primary key.
+SELECT a.attname::text AS column_name
+FROM pg_catalog.pg_constraint k
+JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
+WHERE k.conrelid = to_regclass(@table_name::text) AND k.contype = 'p'
+ORDER BY array_position(k.conkey, a.attnum);
+
+-- name: CatalogForeignKeys :many
+-- A (quoted, possibly schema-qualified) table's foreign keys of one or two
+-- columns: its columns, and the schema, table and columns they reference,
+-- pair by pair in the key's order.
+SELECT k.conname::text AS constraint_name,
+       ARRAY(SELECT a.attname::text FROM unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum ORDER BY u.ord)::text[] AS column_names,
+       rn.nspname::text AS ref_schema, rc.relname::text AS ref_table,
+       ARRAY(SELECT a.attname::text FROM unnest(k.confkey) WITH ORDINALITY AS u(attnum, ord)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = k.confrelid AND a.attnum = u.attnum ORDER BY u.ord)::text[] AS ref_column_names
+FROM pg_catalog.pg_constraint k
+JOIN pg_catalog.pg_class rc ON rc.oid = k.confrelid
+JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
+WHERE k.conrelid = to_regclass(@table_name::text) AND k.contype = 'f' AND cardinality(k.conkey) <= 2
+ORDER BY 1;

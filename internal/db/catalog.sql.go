@@ -9,6 +9,135 @@ import (
 	"context"
 )
 
+const catalogDatabaseName = `-- name: CatalogDatabaseName :one
+SELECT current_database()::text AS name
+`
+
+// The name of the database the connection reads.
+func (q *Queries) CatalogDatabaseName(ctx context.Context, db DBTX) (string, error) {
+	row := db.QueryRow(ctx, catalogDatabaseName)
+	var name string
+	err := row.Scan(&name)
+	return name, err
+}
+
+const catalogForeignKeys = `-- name: CatalogForeignKeys :many
+SELECT k.conname::text AS constraint_name,
+       ARRAY(SELECT a.attname::text FROM unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum ORDER BY u.ord)::text[] AS column_names,
+       rn.nspname::text AS ref_schema, rc.relname::text AS ref_table,
+       ARRAY(SELECT a.attname::text FROM unnest(k.confkey) WITH ORDINALITY AS u(attnum, ord)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = k.confrelid AND a.attnum = u.attnum ORDER BY u.ord)::text[] AS ref_column_names
+FROM pg_catalog.pg_constraint k
+JOIN pg_catalog.pg_class rc ON rc.oid = k.confrelid
+JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
+WHERE k.conrelid = to_regclass($1::text) AND k.contype = 'f' AND cardinality(k.conkey) <= 2
+ORDER BY 1
+`
+
+type CatalogForeignKeysRow struct {
+	ConstraintName string
+	ColumnNames    []string
+	RefSchema      string
+	RefTable       string
+	RefColumnNames []string
+}
+
+// A (quoted, possibly schema-qualified) table's foreign keys of one or two
+// columns: its columns, and the schema, table and columns they reference,
+// pair by pair in the key's order.
+func (q *Queries) CatalogForeignKeys(ctx context.Context, db DBTX, tableName string) ([]*CatalogForeignKeysRow, error) {
+	rows, err := db.Query(ctx, catalogForeignKeys, tableName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CatalogForeignKeysRow
+	for rows.Next() {
+		var i CatalogForeignKeysRow
+		if err := rows.Scan(
+			&i.ConstraintName,
+			&i.ColumnNames,
+			&i.RefSchema,
+			&i.RefTable,
+			&i.RefColumnNames,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const catalogPrimaryKey = `-- name: CatalogPrimaryKey :many
+SELECT a.attname::text AS column_name
+FROM pg_catalog.pg_constraint k
+JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
+WHERE k.conrelid = to_regclass($1::text) AND k.contype = 'p'
+ORDER BY array_position(k.conkey, a.attnum)
+`
+
+// A (quoted, possibly schema-qualified) table's primary key columns, in
+// the key's order; none when it has no primary key.
+func (q *Queries) CatalogPrimaryKey(ctx context.Context, db DBTX, tableName string) ([]string, error) {
+	rows, err := db.Query(ctx, catalogPrimaryKey, tableName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var column_name string
+		if err := rows.Scan(&column_name); err != nil {
+			return nil, err
+		}
+		items = append(items, column_name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const catalogScaffoldTables = `-- name: CatalogScaffoldTables :many
+SELECT n.nspname::text AS schema_name, c.relname::text AS table_name
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+  AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema' AND n.nspname <> 'orangerail'
+ORDER BY 1, 2
+`
+
+type CatalogScaffoldTablesRow struct {
+	SchemaName string
+	TableName  string
+}
+
+// Every ordinary or partitioned table (a partition is read through its
+// parent) outside the system schemas and orangerail's own schema, whose
+// approvals and audit records are never an agent's object.
+func (q *Queries) CatalogScaffoldTables(ctx context.Context, db DBTX) ([]*CatalogScaffoldTablesRow, error) {
+	rows, err := db.Query(ctx, catalogScaffoldTables)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CatalogScaffoldTablesRow
+	for rows.Next() {
+		var i CatalogScaffoldTablesRow
+		if err := rows.Scan(&i.SchemaName, &i.TableName); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const catalogTableColumns = `-- name: CatalogTableColumns :many
 WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
     SELECT a.attnum, a.attname, a.atttypid, a.attnotnull, a.atttypmod

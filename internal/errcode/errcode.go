@@ -42,6 +42,7 @@ const (
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
 	ConfigInvalid          Code = "X_CONFIG_INVALID"
+	ScaffoldTableUnknown   Code = "X_SCAFFOLD_TABLE_UNKNOWN"
 	PolicyMissing          Code = "X_POLICY_MISSING"
 	MCPIdempotencyShadowed Code = "X_MCP_IDEMPOTENCY_KEY_SHADOWED"
 	MCPScopeUnknown        Code = "X_MCP_SCOPE_UNKNOWN"
@@ -191,6 +192,8 @@ var table = []Entry{
 		"Set ORANGERAIL_SECRET_KEY to 64 hex characters (`openssl rand -hex 32`), the same on every replica.", ""},
 	{ConfigInvalid, "The ontology config has problems; each is listed with its field path.",
 		"Fix each problem; `orangerail config check FILE` lists them all.", ""},
+	{ScaffoldTableUnknown, "orangerail init was asked (--tables) for a table the datasource does not have: an ordinary table outside the system schemas and orangerail's own, named as table in public, else schema.table.",
+		"Correct the name as the catalog spells it (case included; `\\dt *.*` in psql lists them), or leave --tables out to scaffold every table.", ""},
 	{PolicyMissing, "An action in the config names no roles, no scope and no approval (actions.NAME.policy), so it would be open to every authenticated caller; deny by default refuses to load it.",
 		"Give the action a policy: roles that may call it (policy: {roles: [support]}), a scope (policy: {scope: \"orders:write\"}), or a person's approval of every call (policy: {approval: required}).", ""},
 	{MCPIdempotencyShadowed, "An idempotent action's input declares a property named idempotencyKey (actions.NAME.input.properties.idempotencyKey); that argument is reserved for the idempotency key a retry sends, so the action's own input would be shadowed.",

@@ -87,10 +87,10 @@ type Column struct {
 // length in its type modifier (VARHDRSZ).
 const varlenaHeader = 4
 
-// columnOf classifies a column by its (base) type's OID: built-in OIDs are
+// ColumnOf classifies a column by its (base) type's OID: built-in OIDs are
 // fixed, so a type of the same name in another schema is never mistaken
 // for one.
-func columnOf(r *store.CatalogColumn) Column {
+func ColumnOf(r *store.CatalogColumn) Column {
 	oid := r.TypeOID
 	c := Column{Kind: ValueOther, TypeOID: oid, Nullable: r.Nullable}
 	switch oid {
@@ -166,7 +166,7 @@ func (c *Config) ReadCatalog(ctx context.Context, conn store.DBTX) (*Catalog, er
 		}
 		columns := make(map[string]Column, len(rows))
 		for _, r := range rows {
-			columns[r.Name] = columnOf(r)
+			columns[r.Name] = ColumnOf(r)
 		}
 		cat.tables[name] = columns
 	}

@@ -35,3 +35,49 @@ func (s *Store) CatalogTableColumns(ctx context.Context, table string) ([]*Catal
 		return &CatalogColumn{Name: r.ColumnName, TypeOID: uint32(r.TypeOid), Nullable: r.Nullable, TypeModifier: r.TypeModifier} //nolint:gosec // an oid is 32 bits; the query widens it to int8
 	})
 }
+
+// CatalogDatabaseName returns the name of the database the connection reads.
+func (s *Store) CatalogDatabaseName(ctx context.Context) (string, error) {
+	name, err := s.q.CatalogDatabaseName(ctx, s.x)
+	return name, InterpretError(err)
+}
+
+// CatalogTable is a table's schema and name, unquoted.
+type CatalogTable struct {
+	Schema string
+	Name   string
+}
+
+// CatalogScaffoldTables lists every ordinary or partitioned table outside
+// the system schemas and orangerail's own.
+func (s *Store) CatalogScaffoldTables(ctx context.Context) ([]*CatalogTable, error) {
+	rows, err := s.q.CatalogScaffoldTables(ctx, s.x)
+	return all(rows, err, func(r *db.CatalogScaffoldTablesRow) *CatalogTable {
+		return &CatalogTable{Schema: r.SchemaName, Name: r.TableName}
+	})
+}
+
+// CatalogPrimaryKey lists a quoted, possibly schema-qualified table's
+// primary key columns in the key's order; none when it has no primary key.
+func (s *Store) CatalogPrimaryKey(ctx context.Context, table string) ([]string, error) {
+	cols, err := s.q.CatalogPrimaryKey(ctx, s.x, table)
+	return cols, InterpretError(err)
+}
+
+// CatalogForeignKey is a foreign key: its columns, and the table and
+// columns they reference, pair by pair.
+type CatalogForeignKey struct {
+	Constraint string
+	Columns    []string
+	Ref        CatalogTable
+	RefColumns []string
+}
+
+// CatalogForeignKeys lists a quoted, possibly schema-qualified table's
+// foreign keys of one or two columns, by constraint name.
+func (s *Store) CatalogForeignKeys(ctx context.Context, table string) ([]*CatalogForeignKey, error) {
+	rows, err := s.q.CatalogForeignKeys(ctx, s.x, table)
+	return all(rows, err, func(r *db.CatalogForeignKeysRow) *CatalogForeignKey {
+		return &CatalogForeignKey{Constraint: r.ConstraintName, Columns: r.ColumnNames, Ref: CatalogTable{Schema: r.RefSchema, Name: r.RefTable}, RefColumns: r.RefColumnNames}
+	})
+}
