@@ -147,7 +147,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // builtIn reports whether name is one of orangerail's own tools'.
 func builtIn(name string) bool {
 	return slices.Contains([]string{ontology.CheckApprovalTool, ontology.DescribeObjectTool, ontology.DescribeActionTool,
-		ontology.ListPoliciesTool, ontology.ErrorsExplainTool, "sql_query"}, name)
+		ontology.ListPoliciesTool, ontology.ErrorsExplainTool, ontology.SQLQueryTool}, name)
 }
 
 // baseURL decides the upstream's URL: the option, else the description's
@@ -543,7 +543,7 @@ func (in *input) soapElements(s *apidoc.Schema, path []string, depth int) ([]any
 		return nil, fmt.Errorf("its input nests deeper than 8 elements")
 	}
 	var out []any
-	for _, p := range allProperties(s) {
+	for _, p := range s.Members(false) {
 		at := append(slices.Clone(path), p.Name)
 		c := p.Schema
 		required := slices.Contains(s.Required, p.Name)
@@ -568,17 +568,9 @@ func (in *input) soapElements(s *apidoc.Schema, path []string, depth int) ([]any
 	return out, nil
 }
 
-// allProperties lists an object's properties, through allOf.
-func allProperties(s *apidoc.Schema) []apidoc.Property {
-	out := slices.Clone(s.Properties)
-	for _, sub := range s.AllOf {
-		out = append(out, allProperties(sub)...)
-	}
-	return out
-}
-
+// isObject reports whether s has members, its own or through allOf.
 func isObject(s *apidoc.Schema) bool {
-	return len(allProperties(s)) > 0
+	return len(s.Members(false)) > 0
 }
 
 // masks maps a redacted parameter or body field onto input pointers.

@@ -254,13 +254,13 @@ func credentialParameters(doc *apidoc.Document, op *apidoc.Operation, acc access
 func bodyParameters(b *apidoc.Body) []*apidoc.Parameter {
 	in := "body"
 	var out []*apidoc.Parameter
-	for _, p := range allProperties(b.Schema) {
+	for _, p := range b.Schema.Members(false) {
 		required := b.Required && slices.Contains(b.Schema.Required, p.Name)
 		out = append(out, &apidoc.Parameter{Name: p.Name, In: in, Required: required, Schema: p.Schema, Source: sourceOf(p.Schema, b.Schema)})
 		if p.Schema == nil {
 			continue
 		}
-		for _, c := range allProperties(p.Schema) {
+		for _, c := range p.Schema.Members(false) {
 			out = append(out, &apidoc.Parameter{Name: p.Name + "." + c.Name, In: in, Schema: c.Schema, Source: sourceOf(c.Schema, p.Schema),
 				Required: required && slices.Contains(p.Schema.Required, c.Name)})
 		}

@@ -365,7 +365,7 @@ func judgeSensitivity(op *apidoc.Operation, judge *judge) sensitivityResult {
 			if resp.Schema == nil {
 				continue
 			}
-			members := topMembers(resp.Schema)
+			members := resp.Schema.Members(true)
 			for _, m := range members {
 				note(FieldResponse, apidoc.Pointer("", m.Name), cmp.Or(m.Schema.Source, resp.Source), judgement{SensitivitySecret, why})
 			}
@@ -430,26 +430,4 @@ func successes(op *apidoc.Operation) []*apidoc.Response {
 		return ok
 	}
 	return def
-}
-
-// topMembers lists an answer's top-level members, through allOf, anyOf
-// and oneOf.
-func topMembers(s *apidoc.Schema) []apidoc.Property {
-	var out []apidoc.Property
-	seen := map[*apidoc.Schema]bool{}
-	var walk func(s *apidoc.Schema)
-	walk = func(s *apidoc.Schema) {
-		if s == nil || seen[s] {
-			return
-		}
-		seen[s] = true
-		out = append(out, s.Properties...)
-		for _, group := range [][]*apidoc.Schema{s.AllOf, s.AnyOf, s.OneOf} {
-			for _, sub := range group {
-				walk(sub)
-			}
-		}
-	}
-	walk(s)
-	return out
 }

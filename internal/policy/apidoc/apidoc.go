@@ -302,3 +302,31 @@ func (s *Schema) Property(name string) *Schema {
 	}
 	return nil
 }
+
+// Members lists an object schema's properties, its own and those of its
+// allOf parts — and of its anyOf and oneOf alternatives too when
+// alternatives is set — each part entered once, so that a definition
+// composed of itself (a pointer cycle) ends.
+func (s *Schema) Members(alternatives bool) []Property {
+	var out []Property
+	seen := map[*Schema]bool{}
+	var walk func(s *Schema)
+	walk = func(s *Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		out = append(out, s.Properties...)
+		groups := [][]*Schema{s.AllOf}
+		if alternatives {
+			groups = append(groups, s.AnyOf, s.OneOf)
+		}
+		for _, group := range groups {
+			for _, sub := range group {
+				walk(sub)
+			}
+		}
+	}
+	walk(s)
+	return out
+}
