@@ -1,16 +1,34 @@
--- name: AuditAppend :one
--- Appends one canonical entry to the chain of the transaction's tenant.
-SELECT a.seq::bigint AS seq, a.hash::bytea AS hash
-FROM orangerail.audit_append(@entry::bytea) AS a;
+-- name: AuditAppend :exec
+-- Appends one canonical entry, unsealed, to the chain of the transaction's
+-- tenant.
+SELECT orangerail.audit_append(@entry::bytea);
+
+-- name: AuditSeal :one
+-- Seals up to row_limit of the transaction's tenant's committed unsealed
+-- records; 0 when there were none or (unless wait) another sealer holds
+-- the tenant.
+SELECT orangerail.audit_seal(@row_limit::integer, @wait::boolean)::integer AS sealed;
+
+-- name: AuditUnsealedTenants :many
+-- The tenants with an unsealed record, oldest record first.
+SELECT u.tenant_id::text AS tenant_id, u.oldest::timestamptz AS oldest
+FROM orangerail.audit_unsealed_tenants(@row_limit::integer) AS u;
+
+-- name: AuditUnsealed :many
+-- A tenant's records unsealed longer than bound_seconds: findings.
+SELECT u.correlation_id::text AS correlation_id, u.phase::text AS phase, coalesce(u.action, '')::text AS action,
+       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds
+FROM orangerail.audit_unsealed(@tenant_id::text, make_interval(secs => @bound_seconds::float8)) AS u;
 
 -- name: AuditHead :one
 SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = @tenant_id;
 
 -- name: AuditChainPage :many
 -- One page of a tenant's chain in seq order, for streaming verification.
-SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
+SELECT seq::bigint AS seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id,
+       prev_hash::bytea AS prev_hash, hash::bytea AS hash
 FROM orangerail.audit
-WHERE tenant_id = @tenant_id AND seq > @after_seq
+WHERE tenant_id = @tenant_id AND seq > @after_seq::bigint
 ORDER BY seq
 LIMIT @page_size;
 
@@ -20,7 +38,7 @@ SELECT v.seq::bigint AS seq, v.problem::text AS problem,
 FROM orangerail.audit_verify(@tenant_id::text) AS v;
 
 -- name: AuditUnfinished :many
-SELECT u.seq::bigint AS seq, u.correlation_id::text AS correlation_id,
+SELECT coalesce(u.seq, 0)::bigint AS seq, u.correlation_id::text AS correlation_id,
        u.action::text AS action, u.at::timestamptz AS at
 FROM orangerail.audit_unfinished(@tenant_id::text) AS u;
 
@@ -41,7 +59,7 @@ SELECT u.approval_id::uuid AS approval_id, u.action::text AS action, u.status::t
 FROM orangerail.approvals_unexplained(@tenant_id::text) AS u;
 
 -- name: AuditUnexplainedExecutions :many
-SELECT u.seq::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
+SELECT coalesce(u.seq, 0)::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
        u.action::text AS action, u.missing::text[] AS missing
 FROM orangerail.audit_unexplained_executions(@tenant_id::text) AS u;
 
@@ -58,15 +76,17 @@ SELECT EXISTS (
 SELECT coalesce(convert_from(entry, 'UTF8')::jsonb->'actor'->>'issuer', '')::text AS issuer
 FROM orangerail.audit
 WHERE tenant_id = @tenant_id AND approval_id = @approval_id AND phase = 'staged'
-ORDER BY seq
+ORDER BY id
 LIMIT 1;
 
 -- name: AuditPage :many
 -- One page of a tenant's records, newest first, before seq @before_seq
--- (0: from the head). An empty filter selects every one.
-SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
+-- (0: from the head), sealed records only. An empty filter selects every
+-- one.
+SELECT seq::bigint AS seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id,
+       prev_hash::bytea AS prev_hash, hash::bytea AS hash
 FROM orangerail.audit
-WHERE tenant_id = @tenant_id
+WHERE tenant_id = @tenant_id AND seq IS NOT NULL
   AND (@before_seq::bigint = 0 OR seq < @before_seq::bigint)
   AND (@correlation_id::text = '' OR correlation_id = @correlation_id::text)
   AND (@action::text = '' OR action = @action::text)
@@ -76,6 +96,15 @@ ORDER BY seq DESC
 LIMIT @row_limit;
 
 -- name: AuditBreakGlass :many
-SELECT b.seq::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
+SELECT coalesce(b.seq, 0)::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
        b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason
 FROM orangerail.audit_break_glass(@tenant_id::text) AS b;
+
+-- name: AuditUnsealedPage :many
+-- One page of a tenant's unsealed records in the order they were written,
+-- after id @after_id.
+SELECT id, entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
+FROM orangerail.audit
+WHERE tenant_id = @tenant_id AND seq IS NULL AND id > @after_id::bigint
+ORDER BY id
+LIMIT @row_limit;

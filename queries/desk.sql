@@ -24,10 +24,11 @@ WHERE expires_at < now() - interval '1 day' OR revoked_at < now() - interval '1 
 
 -- name: DeskAuditSearch :many
 -- A tenant's audit records, newest first, each filter '' matching any;
--- before_seq 0 starts at the head.
-SELECT seq, at, correlation_id, phase, action, actor, actor_kind, approval_id
+-- before_seq 0 starts at the head. Sealed records only: the caller seals
+-- the tenant first.
+SELECT seq::bigint AS seq, at, correlation_id, phase, action, actor, actor_kind, approval_id
 FROM orangerail.audit
-WHERE tenant_id = @tenant_id
+WHERE tenant_id = @tenant_id AND seq IS NOT NULL
   AND (@action::text = '' OR action = @action::text)
   AND (@actor::text = '' OR actor = @actor::text)
   AND (@correlation_id::text = '' OR correlation_id = @correlation_id::text)

@@ -80,6 +80,9 @@ type Runtime struct {
 	webhooks *webhooks.Worker
 	// stopSweep stops the sweeper and waits for it; nil when none runs.
 	stopSweep func()
+	// sealer seals the audit records committed on any replica; nil until
+	// the engine is built.
+	sealer *engine.Sealer
 	// limits is the HTTP front's rate limiter on the service database,
 	// once ServeHTTP made it; Close flushes it.
 	limits *front.BatchLimiter
@@ -127,6 +130,11 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every runtime seals: what it appends is sealed while it runs, and
+	// what is left when it closes (a CLI decision) before it exits.
+	rt.sealer = engine.StartSealer(rt.Store, time.Duration(cfg.Audit.SealInterval), func(err error) {
+		rt.log.Warn("audit sealing failed; it is retried", "error", err)
+	})
 	if !s.Serve {
 		return rt, nil
 	}
@@ -209,6 +217,14 @@ func (rt *Runtime) Close() {
 	}
 	if rt.webhooks != nil {
 		rt.webhooks.Stop()
+	}
+	if rt.sealer != nil {
+		// What this runtime appended is sealed before its pool closes.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := rt.sealer.Stop(ctx); err != nil {
+			rt.log.Warn("the last audit records were not sealed; another replica seals them", "error", err)
+		}
+		cancel()
 	}
 	if rt.limits != nil {
 		// The counts admitted since the last flush reach the other replicas.

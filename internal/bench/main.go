@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -20,8 +21,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -203,58 +206,98 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// appendBenchmarks measures audit appends against plain INSERTs.
+// benchRounds is how many alternating rounds each governed/baseline pair
+// runs; each round runs both for its share of the benchmark's duration.
+const benchRounds = 10
+
+// appendBenchmarks measures audit appends against plain INSERTs, in
+// alternating rounds. A chained round lasts until every record it
+// appended is sealed: the sealer runs throughout, as on a server, and
+// its work counts against the appends it serves.
 func appendBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, appendDuration time.Duration, emit func(result)) error {
 	const writers = 8
+	sealer := engine.StartSealer(runtime, 0, nil)
+	defer func() { _ = sealer.Stop(context.WithoutCancel(ctx)) }()
+	d := appendDuration / benchRounds
 	for _, tc := range []struct {
 		name    string
 		tenants int
-	}{{"audit_append_8_tenants", 8}, {"audit_append_1_tenant", 1}} {
-		chained, err := opsRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
-			tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
-			return database.InTenant(ctx, runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				_, err := engine.AppendAudit(ctx, tx, benchRecord(tenant, w, i))
-				return err
+		target  float64
+	}{{"audit_append_8_tenants", 8, 0.8}, {"audit_append_1_tenant", 1, 0.6}} {
+		chained := func() (float64, error) {
+			start := time.Now()
+			n, err := opsCount(ctx, writers, d, func(ctx context.Context, w, i int) error {
+				tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
+				return database.InTenant(ctx, runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+					return engine.AppendAudit(ctx, tx, benchRecord(tenant, w, i))
+				})
 			})
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", tc.name, err)
+			if err != nil {
+				return 0, err
+			}
+			if err := waitSealed(ctx, admin); err != nil {
+				return 0, err
+			}
+			return float64(n) / time.Since(start).Seconds(), nil
 		}
 		// The baseline runs each INSERT the way the server runs each append:
 		// in its own transaction scoped to the tenant. What differs is the
-		// chain: the head lock, the hash, the entry parsed into columns.
-		plain, err := opsRate(ctx, writers, appendDuration, func(ctx context.Context, w, i int) error {
-			tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
-			rec := benchRecord(tenant, w, i)
-			entry, err := rec.Entry()
-			if err != nil {
-				return err
-			}
-			return database.InTenant(ctx, admin, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `INSERT INTO plain_audit (tenant_id, seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, prev_hash, hash)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-					tenant, int64(w)<<32|int64(i+1), entry, rec.At, rec.CorrelationID, string(rec.Phase), rec.Action, rec.Actor.Subject, string(rec.Actor.Kind), false,
-					[]byte(engine.Genesis()), []byte(engine.Genesis()))
-				return err
+		// chain: the entry parsed into columns, and the seal.
+		plain := func() (float64, error) {
+			start := time.Now()
+			n, err := opsCount(ctx, writers, d, func(ctx context.Context, w, i int) error {
+				tenant := fmt.Sprintf("%s-%d", tc.name, w%tc.tenants)
+				return database.InTenant(ctx, admin, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+					return plainAudit(ctx, tx, benchRecord(tenant, w, i))
+				})
 			})
-		})
-		if err != nil {
-			return fmt.Errorf("%s baseline: %w", tc.name, err)
+			return float64(n) / time.Since(start).Seconds(), err
 		}
-		ratio := chained / plain
-		emit(result{Name: tc.name, Value: round(chained), Unit: "appends/s", Baseline: ptr(round(plain)), Ratio: ptr(round2(ratio))})
+		g, b, err := alternate(benchRounds, chained, plain)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tc.name, err)
+		}
+		emit(roundsResult(tc.name, "appends/s", g, b, fmt.Sprintf("ratio >= %g", tc.target),
+			func(_, ratio float64) bool { return ratio >= tc.target }))
 	}
-
 	return nil
 }
 
-// opsRate runs op from writers goroutines for d and returns ops/s.
-func opsRate(ctx context.Context, writers int, d time.Duration, op func(ctx context.Context, w, i int) error) (float64, error) {
+// plainSeq numbers the baseline's rows, which have no chain to number them.
+var plainSeq atomic.Int64
+
+// plainAudit inserts rec into plain_audit as a row of the audit table is
+// shaped, with no chain: the baseline of an append.
+func plainAudit(ctx context.Context, tx pgx.Tx, rec *engine.Record) error {
+	entry, err := rec.Entry()
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO plain_audit (tenant_id, seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		rec.Tenant, plainSeq.Add(1), entry, rec.At, rec.CorrelationID, string(rec.Phase), rec.Action, rec.Actor.Subject, string(rec.Actor.Kind), false,
+		rec.ApprovalID, []byte(engine.Genesis()), []byte(engine.Genesis()))
+	return err
+}
+
+// waitSealed returns once no record awaits its seal.
+func waitSealed(ctx context.Context, admin *pgxpool.Pool) error {
+	for {
+		var pending bool
+		if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM orangerail.audit WHERE seq IS NULL)").Scan(&pending); err != nil || !pending {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// opsCount runs op from writers goroutines for d and returns how many ops
+// completed.
+func opsCount(ctx context.Context, writers int, d time.Duration, op func(ctx context.Context, w, i int) error) (int, error) {
 	deadline := time.Now().Add(d)
 	counts := make([]int, writers)
 	errs := make([]error, writers)
 	var wg sync.WaitGroup
-	start := time.Now()
 	for w := range writers {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(deadline); i++ {
@@ -267,7 +310,6 @@ func opsRate(ctx context.Context, writers int, d time.Duration, op func(ctx cont
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
 	total := 0
 	for w := range writers {
 		if errs[w] != nil {
@@ -275,7 +317,14 @@ func opsRate(ctx context.Context, writers int, d time.Duration, op func(ctx cont
 		}
 		total += counts[w]
 	}
-	return float64(total) / elapsed, nil
+	return total, nil
+}
+
+// opsRate runs op from writers goroutines for d and returns ops/s.
+func opsRate(ctx context.Context, writers int, d time.Duration, op func(ctx context.Context, w, i int) error) (float64, error) {
+	start := time.Now()
+	n, err := opsCount(ctx, writers, d, op)
+	return float64(n) / time.Since(start).Seconds(), err
 }
 
 // lifecycleBenchmarks measures whole governed cycles: an agent stages an
@@ -325,15 +374,103 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 		}
 		return nil
 	}
-	for _, tc := range []struct {
-		name    string
-		writers int
-	}{{"lifecycle_sequential", 1}, {"lifecycle_8_agents", agents}} {
-		rate, err := opsRate(ctx, tc.writers, d, cycle)
+	sequential, err := opsRate(ctx, 1, d, cycle)
+	if err != nil {
+		return fmt.Errorf("lifecycle_sequential: %w", err)
+	}
+	emit(result{Name: "lifecycle_sequential", Value: round(sequential), Unit: "cycles/s"})
+
+	// Eight agents of one tenant, against the bare baseline, in
+	// alternating rounds; a governed round lasts until its records are
+	// sealed.
+	if _, err := admin.Exec(ctx, "CREATE TABLE plain_approvals (LIKE orangerail.approvals INCLUDING ALL)"); err != nil {
+		return err
+	}
+	perRound := d / benchRounds
+	since := time.Now()
+	governed := func() (float64, error) {
+		start := time.Now()
+		n, err := opsCount(ctx, agents, perRound, cycle)
 		if err != nil {
-			return fmt.Errorf("%s: %w", tc.name, err)
+			return 0, err
 		}
-		emit(result{Name: tc.name, Value: round(rate), Unit: "cycles/s"})
+		if err := waitSealed(ctx, admin); err != nil {
+			return 0, err
+		}
+		return float64(n) / time.Since(start).Seconds(), nil
+	}
+	bare := func() (float64, error) {
+		start := time.Now()
+		n, err := opsCount(ctx, agents, perRound, func(ctx context.Context, w, i int) error { return bareCycle(ctx, admin, w, i) })
+		return float64(n) / time.Since(start).Seconds(), err
+	}
+	g, b, err := alternate(benchRounds, governed, bare)
+	if err != nil {
+		return fmt.Errorf("lifecycle_8_agents: %w", err)
+	}
+	emit(roundsResult("lifecycle_8_agents", "cycles/s", g, b, "ratio >= 0.7", func(_, ratio float64) bool { return ratio >= 0.7 }))
+
+	// How long the eight agents' records waited for their seal: from the
+	// record's time (before its transaction committed) to its seal, so an
+	// upper bound on the wait after commit.
+	var p50, p99, worst float64
+	if err := admin.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag), percentile_cont(0.99) WITHIN GROUP (ORDER BY lag), max(lag)
+		FROM (SELECT extract(epoch FROM sealed_at - at) * 1000 AS lag FROM orangerail.audit WHERE tenant_id = 'acme' AND at >= $1) l`,
+		since).Scan(&p50, &p99, &worst); err != nil {
+		return fmt.Errorf("sealing lag: %w", err)
+	}
+	met := p99 <= 100
+	emit(result{Name: "sealing_lag_p50", Value: round2(p50), Unit: "ms"})
+	emit(result{Name: "sealing_lag_p99", Value: round2(p99), Unit: "ms", Target: "<= 100 ms under lifecycle_8_agents", Met: &met})
+	emit(result{Name: "sealing_lag_max", Value: round2(worst), Unit: "ms"})
+	return nil
+}
+
+// bareCycle makes a governed cycle's state changes with no governing: an
+// approval inserted with its staged record, decided with its approved
+// record, and consumed with the effect and its two execution records,
+// each in a plain transaction, the records plain INSERTs with no chain.
+func bareCycle(ctx context.Context, admin *pgxpool.Pool, w, i int) error {
+	id := uuid.New()
+	order, address := fmt.Sprintf("bench-%d", w), fmt.Sprintf("%d Bench Street", i)
+	args := fmt.Sprintf(`{"order_id": %q, "address": %q}`, order, address)
+	agent := engine.Actor{Subject: fmt.Sprintf("agent-%d", w), Kind: engine.ActorAgent}
+	rec := func(phase engine.Phase, actor engine.Actor) *engine.Record {
+		return &engine.Record{Tenant: "acme", At: time.Now(), CorrelationID: id.String(), Phase: phase, Action: "update_shipping_address",
+			Actor: actor, ApprovalID: &id, Input: json.RawMessage(args)}
+	}
+	digest := sha256.Sum256([]byte(args))
+	steps := []func(tx pgx.Tx) error{
+		func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO plain_approvals (id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at)
+				VALUES ($1, 'acme', 'update_shipping_address', $2, $3, $4, $4, 'pending', now(), now() + interval '1 day')`, id, agent.Subject, args, digest[:]); err != nil {
+				return err
+			}
+			return plainAudit(ctx, tx, rec(engine.PhaseStaged, agent))
+		},
+		func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE plain_approvals SET status = 'approved', decided_by = 'alice', decided_at = now() WHERE id = $1 AND status = 'pending'`, id); err != nil {
+				return err
+			}
+			return plainAudit(ctx, tx, rec(engine.PhaseApproved, engine.Actor{Subject: "alice", Kind: engine.ActorHuman}))
+		},
+		func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE plain_approvals SET status = 'consumed', consumed_at = now() WHERE id = $1 AND status = 'approved'`, id); err != nil {
+				return err
+			}
+			if err := plainAudit(ctx, tx, rec(engine.PhaseExecutionStarted, agent)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE orders SET shipping_address = $1 WHERE id = $2 AND org_id = 'acme'`, address, order); err != nil {
+				return err
+			}
+			return plainAudit(ctx, tx, rec(engine.PhaseExecutionSucceeded, agent))
+		},
+	}
+	for _, step := range steps {
+		if err := database.InTenant(ctx, admin, "acme", pgx.TxOptions{}, step); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -25,16 +26,18 @@ func newAuditCmd() *cobra.Command {
 
 func newAuditVerifyCmd() *cobra.Command {
 	var (
-		url    string
-		tenant string
-		asJSON bool
+		url      string
+		tenant   string
+		asJSON   bool
+		lagBound time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Verify each tenant's audit chain, unfinished executions and unaudited approvals",
-		Long: "Verify streams each tenant's audit chain and reports the first broken link (changed,\n" +
-			"removed, reordered or forged records), executions that started but never finished, and\n" +
-			"consumed approvals with no audit record of their execution.\n\n" +
+		Long: "Verify streams each tenant's sealed audit chain and reports the first broken link\n" +
+			"(changed, removed, reordered or forged records), records left unsealed longer than\n" +
+			"--lag-bound (no replica sealed them), executions that started but never finished, and\n" +
+			"consumed approvals with no audit record of their execution. It seals nothing.\n\n" +
 			"Exit status: 0 when everything verifies, 1 when something was found, 2 when verification\n" +
 			"could not run.",
 		Args: cobra.NoArgs,
@@ -51,8 +54,11 @@ func newAuditVerifyCmd() *cobra.Command {
 			}
 			defer pool.Close()
 
+			if lagBound <= 0 {
+				return errcode.New(errcode.AuditLagBoundInvalid, fmt.Sprintf("--lag-bound must be positive, not %s", lagBound), nil)
+			}
 			debug.SetGCPercent(engine.VerifyGCPercent)
-			opts := engine.VerifyOptions{}
+			opts := engine.VerifyOptions{LagBound: lagBound}
 			if !asJSON && isTerminal(cmd.ErrOrStderr()) {
 				opts.ProgressFunc = progressPrinter(cmd.ErrOrStderr())
 			}
@@ -91,6 +97,8 @@ func newAuditVerifyCmd() *cobra.Command {
 	databaseURLFlag(cmd.Flags(), &url)
 	cmd.Flags().StringVar(&tenant, "tenant", "", "verify only this tenant (default: every tenant)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reports as JSON")
+	cmd.Flags().DurationVar(&lagBound, "lag-bound", engine.DefaultSealLagBound,
+		"how long a record may stay unsealed before it is a finding (records' times are their writers' clocks: leave room for skew)")
 	return cmd
 }
 
@@ -105,10 +113,18 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		if !r.OK() {
 			status = "FAILED"
 		}
-		fmt.Fprintf(w, "tenant %s: %s — %d records, head at seq %d\n", r.Tenant, status, r.Records, r.HeadSeq)
+		fmt.Fprintf(w, "tenant %s: %s — %d records, head at seq %d", r.Tenant, status, r.Records, r.HeadSeq)
+		if r.Pending > 0 {
+			fmt.Fprintf(w, ", %d awaiting their seal", r.Pending)
+		}
+		fmt.Fprintln(w)
 		if b := r.Break; b != nil {
 			fmt.Fprintf(w, "  chain broken at seq %d: %s\n    expected hash %s\n    found hash    %s\n", b.Seq, describeProblem(b.Problem), b.Expected, b.Found)
 		}
+		listFindings(w, r.Unsealed, "record(s) unsealed past the bound (no replica sealed them: is any running?)", func(u engine.UnsealedRecord) string {
+			return fmt.Sprintf("%s  %s  action %q  correlation %s  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,
+				u.CorrelationID, u.UnsealedFor.Round(time.Second))
+		})
 		listFindings(w, r.Unfinished, "execution(s) started but never finished", func(u engine.UnfinishedExecution) string {
 			return fmt.Sprintf("seq %d  %s  action %q  correlation %s", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
 		})

@@ -236,7 +236,7 @@ func TestDemoReturnLabel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close(ctx)
-	rows, err := pool.Query(ctx, "SELECT phase, convert_from(entry, 'UTF8') FROM orangerail.audit WHERE tenant_id = 'acme' AND approval_id = $1 ORDER BY seq", id)
+	rows, err := pool.Query(ctx, "SELECT phase, convert_from(entry, 'UTF8') FROM orangerail.audit WHERE tenant_id = 'acme' AND approval_id = $1 ORDER BY id", id)
 	if err != nil {
 		t.Fatal(err)
 	}

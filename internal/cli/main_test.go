@@ -138,7 +138,7 @@ func TestAuditVerify(t *testing.T) {
 	for _, tenant := range []string{"acme", "globex"} {
 		for i := range 3 {
 			err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				_, err := engine.AppendAudit(ctx, tx, &engine.Record{
+				err := engine.AppendAudit(ctx, tx, &engine.Record{
 					Tenant: tenant, At: time.Now(), CorrelationID: "c" + string(rune('0'+i)), Phase: engine.PhaseStaged,
 					Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent},
 				})
@@ -150,8 +150,26 @@ func TestAuditVerify(t *testing.T) {
 		}
 	}
 
+	// Unsealed, the records are counted, and a finding only past the bound.
 	code, out, stderr := cli(t, "audit", "verify", "--database-url", url)
-	if code != exitOK || !strings.Contains(out, "tenant acme: OK") || !strings.Contains(out, "tenant globex: OK") {
+	if code != exitOK || !strings.Contains(out, "tenant acme: OK — 0 records, head at seq 0, 3 awaiting their seal") {
+		t.Fatalf("unsealed: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--lag-bound", "1ns")
+	if code != exitFindings || !strings.Contains(out, "3 record(s) unsealed past the bound") {
+		t.Fatalf("unsealed past the bound: exit %d\n%s%s", code, out, stderr)
+	}
+	code, _, stderr = cli(t, "audit", "verify", "--database-url", url, "--lag-bound", "0s")
+	if code != exitError {
+		t.Fatalf("a bound of zero: exit %d", code)
+	}
+	oneLine(t, stderr, "X_AUDIT_LAG_BOUND_INVALID")
+	if _, err := engine.Seal(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, stderr = cli(t, "audit", "verify", "--database-url", url)
+	if code != exitOK || !strings.Contains(out, "tenant acme: OK — 3 records, head at seq 3\n") || !strings.Contains(out, "tenant globex: OK") {
 		t.Fatalf("clean: exit %d\n%s%s", code, out, stderr)
 	}
 	code, _, stderr = cli(t, "audit", "verify", "--database-url", url, "--tenant", "nobody")
@@ -620,7 +638,7 @@ func TestAuditorGrant(t *testing.T) {
 	pool := testdb.RuntimePool(t, url)
 	for _, tenant := range []string{"acme", "globex"} {
 		err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			_, err := engine.AppendAudit(ctx, tx, &engine.Record{Tenant: tenant, At: time.Now(), CorrelationID: "c", Phase: engine.PhaseStaged,
+			err := engine.AppendAudit(ctx, tx, &engine.Record{Tenant: tenant, At: time.Now(), CorrelationID: "c", Phase: engine.PhaseStaged,
 				Actor: engine.Actor{Subject: "a", Kind: engine.ActorAgent}})
 			return err
 		})

@@ -82,22 +82,15 @@ func (q *Queries) ApprovalsUnexplained(ctx context.Context, db DBTX, tenantID st
 	return items, nil
 }
 
-const auditAppend = `-- name: AuditAppend :one
-SELECT a.seq::bigint AS seq, a.hash::bytea AS hash
-FROM orangerail.audit_append($1::bytea) AS a
+const auditAppend = `-- name: AuditAppend :exec
+SELECT orangerail.audit_append($1::bytea)
 `
 
-type AuditAppendRow struct {
-	Seq  int64
-	Hash []byte
-}
-
-// Appends one canonical entry to the chain of the transaction's tenant.
-func (q *Queries) AuditAppend(ctx context.Context, db DBTX, entry []byte) (*AuditAppendRow, error) {
-	row := db.QueryRow(ctx, auditAppend, entry)
-	var i AuditAppendRow
-	err := row.Scan(&i.Seq, &i.Hash)
-	return &i, err
+// Appends one canonical entry, unsealed, to the chain of the transaction's
+// tenant.
+func (q *Queries) AuditAppend(ctx context.Context, db DBTX, entry []byte) error {
+	_, err := db.Exec(ctx, auditAppend, entry)
+	return err
 }
 
 const auditApprovalDecided = `-- name: AuditApprovalDecided :one
@@ -121,7 +114,7 @@ func (q *Queries) AuditApprovalDecided(ctx context.Context, db DBTX, arg *AuditA
 }
 
 const auditBreakGlass = `-- name: AuditBreakGlass :many
-SELECT b.seq::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
+SELECT coalesce(b.seq, 0)::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
        b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason
 FROM orangerail.audit_break_glass($1::text) AS b
 `
@@ -163,9 +156,10 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 }
 
 const auditChainPage = `-- name: AuditChainPage :many
-SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
+SELECT seq::bigint AS seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id,
+       prev_hash::bytea AS prev_hash, hash::bytea AS hash
 FROM orangerail.audit
-WHERE tenant_id = $1 AND seq > $2
+WHERE tenant_id = $1 AND seq > $2::bigint
 ORDER BY seq
 LIMIT $3
 `
@@ -242,9 +236,10 @@ func (q *Queries) AuditHead(ctx context.Context, db DBTX, tenantID string) (*Aud
 }
 
 const auditPage = `-- name: AuditPage :many
-SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
+SELECT seq::bigint AS seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id,
+       prev_hash::bytea AS prev_hash, hash::bytea AS hash
 FROM orangerail.audit
-WHERE tenant_id = $1
+WHERE tenant_id = $1 AND seq IS NOT NULL
   AND ($2::bigint = 0 OR seq < $2::bigint)
   AND ($3::text = '' OR correlation_id = $3::text)
   AND ($4::text = '' OR action = $4::text)
@@ -280,7 +275,8 @@ type AuditPageRow struct {
 }
 
 // One page of a tenant's records, newest first, before seq @before_seq
-// (0: from the head). An empty filter selects every one.
+// (0: from the head), sealed records only. An empty filter selects every
+// one.
 func (q *Queries) AuditPage(ctx context.Context, db DBTX, arg *AuditPageParams) ([]*AuditPageRow, error) {
 	rows, err := db.Query(ctx, auditPage,
 		arg.TenantID,
@@ -326,7 +322,7 @@ const auditRequesterIssuer = `-- name: AuditRequesterIssuer :one
 SELECT coalesce(convert_from(entry, 'UTF8')::jsonb->'actor'->>'issuer', '')::text AS issuer
 FROM orangerail.audit
 WHERE tenant_id = $1 AND approval_id = $2 AND phase = 'staged'
-ORDER BY seq
+ORDER BY id
 LIMIT 1
 `
 
@@ -344,8 +340,27 @@ func (q *Queries) AuditRequesterIssuer(ctx context.Context, db DBTX, arg *AuditR
 	return issuer, err
 }
 
+const auditSeal = `-- name: AuditSeal :one
+SELECT orangerail.audit_seal($1::integer, $2::boolean)::integer AS sealed
+`
+
+type AuditSealParams struct {
+	RowLimit int32
+	Wait     bool
+}
+
+// Seals up to row_limit of the transaction's tenant's committed unsealed
+// records; 0 when there were none or (unless wait) another sealer holds
+// the tenant.
+func (q *Queries) AuditSeal(ctx context.Context, db DBTX, arg *AuditSealParams) (int32, error) {
+	row := db.QueryRow(ctx, auditSeal, arg.RowLimit, arg.Wait)
+	var sealed int32
+	err := row.Scan(&sealed)
+	return sealed, err
+}
+
 const auditUnexplainedExecutions = `-- name: AuditUnexplainedExecutions :many
-SELECT u.seq::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
+SELECT coalesce(u.seq, 0)::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
        u.action::text AS action, u.missing::text[] AS missing
 FROM orangerail.audit_unexplained_executions($1::text) AS u
 `
@@ -385,7 +400,7 @@ func (q *Queries) AuditUnexplainedExecutions(ctx context.Context, db DBTX, tenan
 }
 
 const auditUnfinished = `-- name: AuditUnfinished :many
-SELECT u.seq::bigint AS seq, u.correlation_id::text AS correlation_id,
+SELECT coalesce(u.seq, 0)::bigint AS seq, u.correlation_id::text AS correlation_id,
        u.action::text AS action, u.at::timestamptz AS at
 FROM orangerail.audit_unfinished($1::text) AS u
 `
@@ -412,6 +427,141 @@ func (q *Queries) AuditUnfinished(ctx context.Context, db DBTX, tenantID string)
 			&i.Action,
 			&i.At,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditUnsealed = `-- name: AuditUnsealed :many
+SELECT u.correlation_id::text AS correlation_id, u.phase::text AS phase, coalesce(u.action, '')::text AS action,
+       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds
+FROM orangerail.audit_unsealed($1::text, make_interval(secs => $2::float8)) AS u
+`
+
+type AuditUnsealedParams struct {
+	TenantID     string
+	BoundSeconds float64
+}
+
+type AuditUnsealedRow struct {
+	CorrelationID   string
+	Phase           string
+	Action          string
+	At              time.Time
+	UnsealedSeconds float64
+}
+
+// A tenant's records unsealed longer than bound_seconds: findings.
+func (q *Queries) AuditUnsealed(ctx context.Context, db DBTX, arg *AuditUnsealedParams) ([]*AuditUnsealedRow, error) {
+	rows, err := db.Query(ctx, auditUnsealed, arg.TenantID, arg.BoundSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*AuditUnsealedRow
+	for rows.Next() {
+		var i AuditUnsealedRow
+		if err := rows.Scan(
+			&i.CorrelationID,
+			&i.Phase,
+			&i.Action,
+			&i.At,
+			&i.UnsealedSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditUnsealedPage = `-- name: AuditUnsealedPage :many
+SELECT id, entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
+FROM orangerail.audit
+WHERE tenant_id = $1 AND seq IS NULL AND id > $2::bigint
+ORDER BY id
+LIMIT $3
+`
+
+type AuditUnsealedPageParams struct {
+	TenantID string
+	AfterID  int64
+	RowLimit int32
+}
+
+type AuditUnsealedPageRow struct {
+	ID            int64
+	Entry         []byte
+	At            time.Time
+	CorrelationID string
+	Phase         string
+	Action        *string
+	Actor         string
+	ActorKind     string
+	ApprovalID    *uuid.UUID
+}
+
+// One page of a tenant's unsealed records in the order they were written,
+// after id @after_id.
+func (q *Queries) AuditUnsealedPage(ctx context.Context, db DBTX, arg *AuditUnsealedPageParams) ([]*AuditUnsealedPageRow, error) {
+	rows, err := db.Query(ctx, auditUnsealedPage, arg.TenantID, arg.AfterID, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*AuditUnsealedPageRow
+	for rows.Next() {
+		var i AuditUnsealedPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Entry,
+			&i.At,
+			&i.CorrelationID,
+			&i.Phase,
+			&i.Action,
+			&i.Actor,
+			&i.ActorKind,
+			&i.ApprovalID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const auditUnsealedTenants = `-- name: AuditUnsealedTenants :many
+SELECT u.tenant_id::text AS tenant_id, u.oldest::timestamptz AS oldest
+FROM orangerail.audit_unsealed_tenants($1::integer) AS u
+`
+
+type AuditUnsealedTenantsRow struct {
+	TenantID string
+	Oldest   time.Time
+}
+
+// The tenants with an unsealed record, oldest record first.
+func (q *Queries) AuditUnsealedTenants(ctx context.Context, db DBTX, rowLimit int32) ([]*AuditUnsealedTenantsRow, error) {
+	rows, err := db.Query(ctx, auditUnsealedTenants, rowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*AuditUnsealedTenantsRow
+	for rows.Next() {
+		var i AuditUnsealedTenantsRow
+		if err := rows.Scan(&i.TenantID, &i.Oldest); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)

@@ -13,9 +13,9 @@ import (
 )
 
 const deskAuditSearch = `-- name: DeskAuditSearch :many
-SELECT seq, at, correlation_id, phase, action, actor, actor_kind, approval_id
+SELECT seq::bigint AS seq, at, correlation_id, phase, action, actor, actor_kind, approval_id
 FROM orangerail.audit
-WHERE tenant_id = $1
+WHERE tenant_id = $1 AND seq IS NOT NULL
   AND ($2::text = '' OR action = $2::text)
   AND ($3::text = '' OR actor = $3::text)
   AND ($4::text = '' OR correlation_id = $4::text)
@@ -47,7 +47,8 @@ type DeskAuditSearchRow struct {
 }
 
 // A tenant's audit records, newest first, each filter ” matching any;
-// before_seq 0 starts at the head.
+// before_seq 0 starts at the head. Sealed records only: the caller seals
+// the tenant first.
 func (q *Queries) DeskAuditSearch(ctx context.Context, db DBTX, arg *DeskAuditSearchParams) ([]*DeskAuditSearchRow, error) {
 	rows, err := db.Query(ctx, deskAuditSearch,
 		arg.TenantID,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type OrangerailApproval struct {
@@ -29,7 +30,7 @@ type OrangerailApproval struct {
 
 type OrangerailAudit struct {
 	TenantID      string
-	Seq           int64
+	Seq           pgtype.Int8
 	Entry         []byte
 	At            time.Time
 	CorrelationID string
@@ -41,6 +42,8 @@ type OrangerailAudit struct {
 	ApprovalID    *uuid.UUID
 	PrevHash      []byte
 	Hash          []byte
+	ID            int64
+	SealedAt      *time.Time
 }
 
 type OrangerailAuditHead struct {

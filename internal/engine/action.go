@@ -644,11 +644,10 @@ func (e *auditAppendError) Unwrap() error { return e.err }
 
 // appendAudit appends rec in tx; a failure is an *auditAppendError.
 func appendAudit(ctx context.Context, tx pgx.Tx, rec *Record) error {
-	link, err := AppendAudit(ctx, tx, rec)
-	if err != nil {
+	if err := AppendAudit(ctx, tx, rec); err != nil {
 		return &auditAppendError{err}
 	}
-	emitOnCommit(ctx, tx, AuditAppended{Tenant: rec.Tenant, Seq: link.Seq, Phase: rec.Phase, Action: rec.Action,
+	emitOnCommit(ctx, tx, AuditAppended{Tenant: rec.Tenant, Phase: rec.Phase, Action: rec.Action,
 		CorrelationID: rec.CorrelationID, Actor: rec.Actor.Subject})
 	if rec.Phase == PhaseExecutionStarted {
 		startedOnCommit(ctx, tx)

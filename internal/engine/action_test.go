@@ -52,7 +52,7 @@ func newEngine(t *testing.T, b *testBundle, key []byte, mode engine.Mode, dataso
 // phases lists the phases of a tenant's audit records for a correlation id.
 func phases(t *testing.T, b *testBundle, tenant, correlation string) []string {
 	t.Helper()
-	rows, err := b.admin.Query(context.Background(), "SELECT phase FROM orangerail.audit WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY seq", tenant, correlation)
+	rows, err := b.admin.Query(context.Background(), "SELECT phase FROM orangerail.audit WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY id", tenant, correlation)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func Genesis() Hash { return make(Hash, HashSize) }
 //
 //	sha256(prev || int8send(seq) || sha256(entry))
 //
-// orangerail.audit_append computes the same in SQL.
+// orangerail.audit_seal computes the same in SQL.
 func ChainHash(prev []byte, seq int64, entry []byte) Hash {
 	return link(prev, seq, sha256.Sum256(entry))
 }
@@ -210,20 +210,20 @@ func link(prev []byte, seq int64, entryHash [HashSize]byte) Hash {
 	return sum[:]
 }
 
-// AppendAudit appends rec to its tenant's chain and returns the new link.
-// It must run in a transaction scoped to rec.Tenant (database.InTenant);
-// the record commits or rolls back with that transaction. If it fails,
-// the caller must not run the effect the record announces.
-func AppendAudit(ctx context.Context, tx store.DBTX, rec *Record) (Link, error) {
+// AppendAudit appends rec, unsealed, to its tenant's chain. It must run in
+// a transaction scoped to rec.Tenant (database.InTenant); the record
+// commits or rolls back with that transaction, and once committed a sealer
+// gives it its seq and link (Seal). If it fails, the caller must not run
+// the effect the record announces.
+func AppendAudit(ctx context.Context, tx store.DBTX, rec *Record) error {
 	entry, err := encodeEntry(rec)
 	if err != nil {
-		return Link{}, err
+		return err
 	}
-	l, err := store.New(tx).AuditAppend(ctx, entry)
-	if err != nil {
-		return Link{}, classifyAuditError(err)
+	if err := store.New(tx).AuditAppend(ctx, entry); err != nil {
+		return classifyAuditError(err)
 	}
-	return Link{Seq: l.Seq, Hash: l.Hash}, nil
+	return nil
 }
 
 // encodeEntry returns rec's entry, or a coded error when it cannot be

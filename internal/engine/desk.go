@@ -292,8 +292,8 @@ func (e *Engine) mayAudit(caller *Caller) error {
 	return nil
 }
 
-// PageAudit returns a page of the caller's tenant's audit records, newest
-// first. The caller must be a person who may read the audit log.
+// PageAudit returns a page of the caller's tenant's sealed audit records,
+// newest first. The caller must be a person who may read the audit log.
 func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*AuditPage, error) {
 	if err := e.mayAudit(caller); err != nil {
 		return nil, err
@@ -318,6 +318,11 @@ func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*
 			return nil, errcode.New(errcode.RequestInvalid, "cursor is not a cursor of this list with these filters", nil)
 		}
 		params.BeforeSeq = ac.Seq
+	}
+	// The page lists sealed records, in seq order: what committed before
+	// this call is sealed first.
+	if _, err := SealTenant(ctx, e.store, caller.Tenant); err != nil {
+		return nil, err
 	}
 	var rows []store.AuditRecord
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {

@@ -133,12 +133,10 @@ type ApprovalChanged struct {
 }
 
 // AuditAppended is an audit record appended to a tenant's chain, emitted
-// once the transaction that appended it committed.
+// once the transaction that appended it committed; a sealer gives it its
+// place in the chain soon after.
 type AuditAppended struct {
-	Tenant string
-	// Seq is the record's place in the chain; 0 for a record an approval
-	// statement appended, which does not report it.
-	Seq           int64
+	Tenant        string
 	Phase         Phase
 	Action        string
 	CorrelationID string

@@ -96,7 +96,7 @@ func TestHooksSeeTheLifecycle(t *testing.T) {
 		case engine.ApprovalChanged:
 			got = append(got, fmt.Sprintf("approval %s %s", ev.Transition, map[uuid.UUID]string{id: "staged-call", lapsed: "lapsed-call"}[ev.ApprovalID]))
 		case engine.AuditAppended:
-			got = append(got, fmt.Sprintf("audit %s seq>0:%v", ev.Phase, ev.Seq > 0))
+			got = append(got, fmt.Sprintf("audit %s", ev.Phase))
 		case engine.EffectAttempted:
 			got = append(got, fmt.Sprintf("effect %s %s", ev.Action, ev.Outcome))
 			if ev.ApprovalID != id || ev.CorrelationID != executed.CorrelationID {
@@ -108,12 +108,12 @@ func TestHooksSeeTheLifecycle(t *testing.T) {
 	}
 	wantEvents := []string{
 		"gate get ok",
-		"approval staged staged-call", "audit staged seq>0:false", "gate call approval_pending",
-		"approval approved staged-call", "audit approved seq>0:false", "gate decide ok",
-		"approval consumed staged-call", "audit execution_started seq>0:true", "audit execution_succeeded seq>0:true",
+		"approval staged staged-call", "audit staged", "gate call approval_pending",
+		"approval approved staged-call", "audit approved", "gate decide ok",
+		"approval consumed staged-call", "audit execution_started", "audit execution_succeeded",
 		"effect cancel_order ok", "gate check ok",
 		"gate check not_found",
-		"approval expired lapsed-call", "audit expired seq>0:false", "gate check expired",
+		"approval expired lapsed-call", "audit expired", "gate check expired",
 	}
 	if !slices.Equal(got, wantEvents) {
 		t.Fatalf("events:\n%q\nwant:\n%q", got, wantEvents)
@@ -196,27 +196,27 @@ func TestHooksDeliver(t *testing.T) {
 	subA := hooks.Subscribe(0, a.Record)
 	hooks.Subscribe(0, b.Record)
 	for i := range 100 {
-		hooks.Emit(engine.AuditAppended{Seq: int64(i)})
+		hooks.Emit(engine.AuditAppended{CorrelationID: fmt.Sprintf("%03d", i)})
 	}
 	subA.Close()
 	subA.Close() // twice is fine
-	hooks.Emit(engine.AuditAppended{Seq: 100})
+	hooks.Emit(engine.AuditAppended{CorrelationID: "100"})
 	hooks.Close()
-	hooks.Emit(engine.AuditAppended{Seq: 101})
+	hooks.Emit(engine.AuditAppended{CorrelationID: "101"})
 	late := &enginetest.Recorder{}
 	hooks.Subscribe(0, late.Record).Close()
 
-	seqs := func(r *enginetest.Recorder) []int64 {
-		var out []int64
+	seqs := func(r *enginetest.Recorder) []string {
+		var out []string
 		for _, ev := range r.All() {
-			out = append(out, ev.(engine.AuditAppended).Seq)
+			out = append(out, ev.(engine.AuditAppended).CorrelationID)
 		}
 		return out
 	}
 	if got := seqs(a); len(got) != 100 || !slices.IsSorted(got) {
 		t.Fatalf("a closed subscriber got %v", got)
 	}
-	if got := seqs(b); len(got) != 101 || !slices.IsSorted(got) || got[100] != 100 {
+	if got := seqs(b); len(got) != 101 || !slices.IsSorted(got) || got[100] != "100" {
 		t.Fatalf("an open subscriber got %v", got)
 	}
 	if len(late.All()) != 0 {

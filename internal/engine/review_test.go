@@ -260,7 +260,7 @@ func TestAuditTextWithNULIsStored(t *testing.T) {
 	rec := record("acme", engine.PhaseExecutionFailed, "c-nul")
 	rec.Error = "upstream said a\x00b"
 	err := database.InTenant(context.Background(), b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		_, err := engine.AppendAudit(context.Background(), tx, rec)
+		err := engine.AppendAudit(context.Background(), tx, rec)
 		return err
 	})
 	if err != nil {

@@ -46,10 +46,12 @@ type ChainBreak struct {
 // UnfinishedExecution is an execution_started record that no later
 // execution_succeeded or execution_failed record of its correlation id closes.
 type UnfinishedExecution struct {
+	// Seq is 0 while the record awaits its seal.
 	Seq           int64     `json:"seq"`
 	CorrelationID string    `json:"correlation_id"`
 	Action        string    `json:"action,omitempty"`
 	At            time.Time `json:"at"`
+	written       int64     // the order the checker met it in
 }
 
 // UnauditedApproval is a consumed approval with no audit record of its
@@ -94,10 +96,27 @@ type BreakGlassDecision struct {
 	Reason     string     `json:"reason"`
 }
 
+// UnsealedRecord is a record no sealer sealed within the bound: while any
+// replica runs, none should be. Until sealed it has no place in the chain,
+// and nothing proves it was not changed since it was written.
+type UnsealedRecord struct {
+	CorrelationID string        `json:"correlation_id"`
+	Phase         Phase         `json:"phase"`
+	Action        string        `json:"action,omitempty"`
+	At            time.Time     `json:"at"`
+	UnsealedFor   time.Duration `json:"unsealed_for_ns"`
+}
+
 // Report is what verifying one tenant found.
 type Report struct {
-	Tenant                string                 `json:"tenant"`
-	Records               int64                  `json:"records"`
+	Tenant string `json:"tenant"`
+	// Records is how many sealed records the chain holds.
+	Records int64 `json:"records"`
+	// Pending is how many committed records await their seal: not in the
+	// chain yet, and a finding only once unsealed past the bound
+	// (Unsealed).
+	Pending               int64                  `json:"pending_records"`
+	Unsealed              []UnsealedRecord       `json:"unsealed_records"`
 	HeadSeq               int64                  `json:"head_seq"`
 	HeadHash              Hash                   `json:"head_hash"`
 	Break                 *ChainBreak            `json:"chain_break,omitempty"`
@@ -115,7 +134,7 @@ type Report struct {
 // made by the database's owner, and visible in the report; a forged one
 // would have to be appended around audit_append, which breaks the chain.
 func (r *Report) OK() bool {
-	return r.Break == nil && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
+	return r.Break == nil && len(r.Unsealed) == 0 && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
 		len(r.UnexplainedApprovals) == 0 && len(r.UnexplainedExecutions) == 0
 }
 
@@ -129,6 +148,9 @@ type VerifyOptions struct {
 	// ProgressFunc, when set, is called after each batch with the records
 	// checked so far and the chain's length, from one goroutine at a time.
 	ProgressFunc func(done, total int64)
+	// LagBound is how long a record may stay unsealed before it is a
+	// finding. Defaults to DefaultSealLagBound.
+	LagBound time.Duration
 }
 
 // VerifyPageSizeDefault is the default VerifyOptions.PageSize.
@@ -144,17 +166,22 @@ const VerifyBatchBytes = 2 << 20
 // amount of memory (tens of MiB) for more records per second.
 const VerifyGCPercent = 400
 
-// VerifyTenant verifies one tenant's audit: the chain's integrity (the first
-// broken link), executions started but never finished, and consumed
-// approvals with no post-consume record. It streams the chain with one
-// COPY inside one read-only snapshot, so it never holds the chain in
-// memory and sees the chain and head as of one instant while appends go on.
+// VerifyTenant verifies one tenant's audit: the sealed chain's integrity
+// (the first broken link), records left unsealed past the bound,
+// executions started but never finished, and consumed approvals with no
+// post-consume record. It streams the chain with one COPY inside one
+// read-only snapshot, so it never holds the chain in memory and sees the
+// chain and head as of one instant while appends go on. It seals nothing:
+// what it finds unsealed is reported as it is. The relations between
+// records (an execution's finish after its start) count the committed
+// records awaiting their seal too, in the order they were written.
 func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, opts VerifyOptions) (*Report, error) {
 	pageSize := opts.PageSize
 	if pageSize <= 0 {
 		pageSize = VerifyPageSizeDefault
 	}
-	report := &Report{Tenant: tenant, Unfinished: []UnfinishedExecution{}, Unaudited: []UnauditedApproval{},
+	lagBound := cmp.Or(opts.LagBound, DefaultSealLagBound)
+	report := &Report{Tenant: tenant, Unsealed: []UnsealedRecord{}, Unfinished: []UnfinishedExecution{}, Unaudited: []UnauditedApproval{},
 		UnexplainedApprovals: []UnexplainedApproval{}, UnexplainedExecutions: []UnexplainedExecution{}, BreakGlass: []BreakGlassDecision{}}
 	txOpts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := database.InTenant(ctx, conn, tenant, txOpts, func(tx pgx.Tx) error {
@@ -180,7 +207,18 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		if _, err := streamChain(ctx, cfg, func(w io.Writer) error { return st.AuditChainCopy(ctx, w) }); err != nil {
 			return err
 		}
+		if err := chain.pending(ctx, st, report); err != nil {
+			return err
+		}
 		chain.finish(report)
+		unsealed, err := st.AuditListUnsealed(ctx, tenant, lagBound)
+		if err != nil {
+			return fmt.Errorf("read unsealed records: %w", err)
+		}
+		for _, u := range unsealed {
+			report.Unsealed = append(report.Unsealed, UnsealedRecord{CorrelationID: u.CorrelationID, Phase: Phase(u.Phase),
+				Action: u.Action, At: u.At, UnsealedFor: u.UnsealedFor})
+		}
 
 		unaudited, err := st.ApprovalListUnaudited(ctx, tenant)
 		if err != nil {
@@ -278,6 +316,8 @@ type chainChecker struct {
 	open     map[string][]UnfinishedExecution // by correlation id
 	// breakGlass are the operators' records, in seq order.
 	breakGlass []BreakGlassDecision
+	// written counts the records related so far: their order.
+	written int64
 }
 
 func newChainChecker(tenant string) *chainChecker {
@@ -316,28 +356,60 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 		}
 	}
 	c.prevSeq, c.prevHash = res.seq, append(c.prevHash[:0], hash...)
-	if string(row[store.AuditChainActorKind]) == string(ActorOperator) {
-		at, _ := timestamptz(row[store.AuditChainAt])
-		var approval *uuid.UUID
-		if id, err := uuid.FromBytes(row[store.AuditChainApprovalID]); err == nil {
-			approval = &id
-		}
-		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: res.seq, ApprovalID: approval,
-			Phase: Phase(row[store.AuditChainPhase]), Operator: string(row[store.AuditChainActor]), At: at,
-			Reason: breakGlassReason(row[store.AuditChainEntry])})
+	at, _ := timestamptz(row[store.AuditChainAt])
+	var approval *uuid.UUID
+	if id, err := uuid.FromBytes(row[store.AuditChainApprovalID]); err == nil {
+		approval = &id
 	}
+	var action *string
+	if a := row[store.AuditChainAction]; a != nil {
+		action = new(string(a))
+	}
+	c.relate(res.seq, &store.AuditPending{Entry: row[store.AuditChainEntry], At: at,
+		CorrelationID: string(row[store.AuditChainCorrelationID]), Phase: string(row[store.AuditChainPhase]), Action: action,
+		Actor: string(row[store.AuditChainActor]), ActorKind: string(row[store.AuditChainActorKind]), ApprovalID: approval})
+}
 
-	switch phase := Phase(string(row[store.AuditChainPhase])); {
+// relate follows one record, sealed at seq (0: not sealed yet), in the
+// relations between records: the operators' records, and the executions
+// still open.
+func (c *chainChecker) relate(seq int64, r *store.AuditPending) {
+	c.written++
+	if r.ActorKind == string(ActorOperator) {
+		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: seq, ApprovalID: r.ApprovalID,
+			Phase: Phase(r.Phase), Operator: r.Actor, At: r.At, Reason: breakGlassReason(r.Entry)})
+	}
+	switch phase := Phase(r.Phase); {
 	case phase == PhaseExecutionStarted:
-		corr := string(row[store.AuditChainCorrelationID])
-		var action string
-		if a := row[store.AuditChainAction]; a != nil {
-			action = string(a)
-		}
-		at, _ := timestamptz(row[store.AuditChainAt])
-		c.open[corr] = append(c.open[corr], UnfinishedExecution{Seq: res.seq, CorrelationID: corr, Action: action, At: at})
+		c.open[r.CorrelationID] = append(c.open[r.CorrelationID],
+			UnfinishedExecution{Seq: seq, CorrelationID: r.CorrelationID, Action: deref(r.Action), At: r.At, written: c.written})
 	case phase.Finishes():
-		delete(c.open, string(row[store.AuditChainCorrelationID]))
+		delete(c.open, r.CorrelationID)
+	}
+}
+
+// pendingPage is how many unsealed records pending reads at once.
+const pendingPage = 4096
+
+// pending follows, after the sealed chain, the tenant's records awaiting
+// their seal, in the order they were written, and counts them. A record
+// is sealed only after every record written before it and visible to its
+// sealer, so none of them precedes a sealed record it relates to.
+func (c *chainChecker) pending(ctx context.Context, st *store.Store, report *Report) error {
+	var after int64
+	for {
+		page, err := st.AuditPendingPage(ctx, c.tenant, after, pendingPage)
+		if err != nil {
+			return fmt.Errorf("read unsealed records: %w", err)
+		}
+		for _, r := range page {
+			c.relate(0, r)
+			after = r.ID
+		}
+		report.Pending += int64(len(page))
+		if len(page) < pendingPage {
+			return nil
+		}
 	}
 }
 
@@ -353,7 +425,9 @@ func (c *chainChecker) finish(report *Report) {
 	for _, starts := range c.open {
 		report.Unfinished = append(report.Unfinished, starts...)
 	}
-	slices.SortFunc(report.Unfinished, func(a, b UnfinishedExecution) int { return cmp.Compare(a.Seq, b.Seq) })
+	// In the order they were written, as orangerail.audit_unfinished lists
+	// them: the sealed by seq, then those awaiting their seal.
+	slices.SortFunc(report.Unfinished, func(a, b UnfinishedExecution) int { return cmp.Compare(a.written, b.written) })
 }
 
 // breakGlassReason is the reason an operator's record gives, read as

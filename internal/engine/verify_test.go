@@ -196,7 +196,7 @@ func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
 	appendPhase := func(tx pgx.Tx, phase engine.Phase, corr string, approval *uuid.UUID) {
 		rec := record("acme", phase, corr)
 		rec.ApprovalID = approval
-		if _, err := engine.AppendAudit(ctx, tx, rec); err != nil {
+		if err := engine.AppendAudit(ctx, tx, rec); err != nil {
 			t.Fatalf("append %s: %v", phase, err)
 		}
 	}
@@ -386,7 +386,7 @@ func TestAfterConsumePhasesMatchSQL(t *testing.T) {
 			}
 			rec := record("acme", phase, id.String())
 			rec.ApprovalID = &id
-			_, err := engine.AppendAudit(ctx, tx, rec)
+			err := engine.AppendAudit(ctx, tx, rec)
 			return err
 		})
 		if err != nil {

@@ -15,18 +15,19 @@ type Code string
 // The codes. Add a code here and describe it in table; a test holds the two
 // in step.
 const (
-	DatabaseURLInvalid  Code = "X_DATABASE_URL_INVALID"
-	DatabaseUnreachable Code = "X_DATABASE_UNREACHABLE"
-	DatabaseUnmigrated  Code = "X_DATABASE_UNMIGRATED"
-	DatabaseTooNew      Code = "X_DATABASE_TOO_NEW"
-	DatabaseRoleMissing Code = "X_DATABASE_ROLE_MISSING"
-	TenantInvalid       Code = "X_TENANT_INVALID"
-	TenantUnknown       Code = "X_TENANT_UNKNOWN"
-	AuditEntryInvalid   Code = "X_AUDIT_ENTRY_INVALID"
-	AuditAppendOnly     Code = "X_AUDIT_APPEND_ONLY"
-	AuditChainBroken    Code = "X_AUDIT_CHAIN_BROKEN"
-	ApprovalLifecycle   Code = "X_APPROVAL_LIFECYCLE"
-	NoDatabaseAvailable Code = "X_NO_DATABASE"
+	DatabaseURLInvalid   Code = "X_DATABASE_URL_INVALID"
+	DatabaseUnreachable  Code = "X_DATABASE_UNREACHABLE"
+	DatabaseUnmigrated   Code = "X_DATABASE_UNMIGRATED"
+	DatabaseTooNew       Code = "X_DATABASE_TOO_NEW"
+	DatabaseRoleMissing  Code = "X_DATABASE_ROLE_MISSING"
+	TenantInvalid        Code = "X_TENANT_INVALID"
+	TenantUnknown        Code = "X_TENANT_UNKNOWN"
+	AuditEntryInvalid    Code = "X_AUDIT_ENTRY_INVALID"
+	AuditAppendOnly      Code = "X_AUDIT_APPEND_ONLY"
+	AuditLagBoundInvalid Code = "X_AUDIT_LAG_BOUND_INVALID"
+	AuditChainBroken     Code = "X_AUDIT_CHAIN_BROKEN"
+	ApprovalLifecycle    Code = "X_APPROVAL_LIFECYCLE"
+	NoDatabaseAvailable  Code = "X_NO_DATABASE"
 
 	ApprovalArgumentsMismatch Code = "X_APPROVAL_ARGUMENTS_MISMATCH"
 	ApprovalDecided           Code = "X_APPROVAL_DECIDED"
@@ -160,6 +161,8 @@ var table = []Entry{
 		"This is a bug in orangerail: report it with the host log line that carries the correlation id.", ""},
 	{AuditAppendOnly, "Something tried to change or remove audit history.",
 		"Audit rows and chain heads are append-only; nothing may update, delete or truncate them.", ""},
+	{AuditLagBoundInvalid, "`audit verify --lag-bound` is zero or negative: every record would be a finding, or none.",
+		"Give a positive duration, such as 1m (the default); leave room for the clocks of the replicas that write records.", ""},
 	{AuditChainBroken, "A tenant's audit chain does not verify: a record was changed, removed, reordered or forged.",
 		"Treat it as an incident: keep a copy of the database, and compare the reported seq with your backups.", ""},
 	{ApprovalLifecycle, "An approval change broke its lifecycle (staged calls never change; status moves forward only).",

@@ -79,6 +79,7 @@ type Config struct {
 	Preset             Preset             `yaml:"preset"`
 	HostApprovalPrompt HostPrompt         `yaml:"host_approval_prompt"`
 	Approvals          Approvals          `yaml:"approvals"`
+	Audit              Audit              `yaml:"audit"`
 	Desk               *Desk              `yaml:"desk"`
 	Limits             Limits             `yaml:"limits"`
 	Objects            map[string]*Object `yaml:"objects"`
@@ -436,6 +437,21 @@ type Approvals struct {
 	// Defaults to true.
 	FourEyes *bool `yaml:"four_eyes"`
 }
+
+// Audit tunes the audit chain's sealing.
+type Audit struct {
+	// SealInterval is how often each replica seals the records committed
+	// since (a record waits about half of it for its seq and link, and at
+	// most about all of it). Defaults to SealIntervalDefault; 1ms to 1m.
+	SealInterval Duration `yaml:"seal_interval"`
+}
+
+// SealIntervalDefault is audit.seal_interval's default.
+const SealIntervalDefault = 50 * time.Millisecond
+
+// SealIntervalMax bounds audit.seal_interval: a record unsealed for long
+// has no place in the chain that proves it unchanged.
+const SealIntervalMax = time.Minute
 
 // Limits bound what one call may carry and how long it may wait.
 type Limits struct {
@@ -851,6 +867,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.Approvals.TTL == 0 {
 		c.Approvals.TTL = Duration(ApprovalTTLDefault)
+	}
+	if c.Audit.SealInterval == 0 {
+		c.Audit.SealInterval = Duration(SealIntervalDefault)
 	}
 	if c.Approvals.ApproverRole == "" {
 		c.Approvals.ApproverRole = ApproverRoleDefault

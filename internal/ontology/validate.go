@@ -178,6 +178,9 @@ func (c *Config) validate() Problems {
 			add("limits."+l.key, "%s is not between 1ms and %s: Postgres counts whole milliseconds and reads 0 as no limit at all", l.d, TimeoutMax)
 		}
 	}
+	if d := time.Duration(c.Audit.SealInterval); d < time.Millisecond || d > SealIntervalMax {
+		add("audit.seal_interval", "%s is not between 1ms and %s: records wait about that long for their place in the chain", d, SealIntervalMax)
+	}
 	if ttl := c.Limits.IdempotencyKeyTTL(); ttl < time.Second {
 		add("limits.idempotency_ttl", "%s is under a second: a key must outlive the retries it answers", ttl)
 	}

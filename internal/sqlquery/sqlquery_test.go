@@ -37,7 +37,7 @@ func setup(t *testing.T) *bundle {
 	for _, tenant := range []string{"acme", "globex"} {
 		for i := range 3 {
 			err := database.InTenant(ctx, runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				_, err := engine.AppendAudit(ctx, tx, &engine.Record{Tenant: tenant, At: time.Now(), CorrelationID: fmt.Sprintf("c-%d", i),
+				err := engine.AppendAudit(ctx, tx, &engine.Record{Tenant: tenant, At: time.Now(), CorrelationID: fmt.Sprintf("c-%d", i),
 					Phase: engine.PhaseStaged, Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent}})
 				return err
 			})

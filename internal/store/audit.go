@@ -18,14 +18,83 @@ type AuditLink struct {
 	Hash []byte
 }
 
-// AuditAppend appends one canonical entry to the chain of the
-// transaction's tenant (orangerail.audit_append) and returns its link. An
-// entry that is not a valid record is ErrAuditEntryInvalid (or, for bytes
-// Postgres cannot read, ErrMalformedValue); one of another tenant than the
-// transaction's, or in a transaction that names none, ErrTenantMismatch.
-func (s *Store) AuditAppend(ctx context.Context, entry []byte) (*AuditLink, error) {
-	row, err := s.q.AuditAppend(ctx, s.x, entry)
-	return one(row, err, func(r *db.AuditAppendRow) *AuditLink { return &AuditLink{Seq: r.Seq, Hash: r.Hash} })
+// AuditAppend appends one canonical entry, unsealed, to the chain of the
+// transaction's tenant (orangerail.audit_append); a sealer gives it its
+// link once the transaction commits (AuditSeal). An entry that is not a
+// valid record is ErrAuditEntryInvalid (or, for bytes Postgres cannot
+// read, ErrMalformedValue); one of another tenant than the transaction's,
+// or in a transaction that names none, ErrTenantMismatch.
+func (s *Store) AuditAppend(ctx context.Context, entry []byte) error {
+	return InterpretError(s.q.AuditAppend(ctx, s.x, entry))
+}
+
+// AuditSeal seals up to limit of the committed unsealed records of the
+// transaction's tenant, oldest first (orangerail.audit_seal), and returns
+// how many it sealed. With wait false it returns 0 at once when another
+// sealer holds the tenant; with wait true it waits for that one. It must
+// run in a READ COMMITTED transaction of its own, scoped to the tenant.
+func (s *Store) AuditSeal(ctx context.Context, limit int32, wait bool) (int, error) {
+	n, err := s.q.AuditSeal(ctx, s.x, &db.AuditSealParams{RowLimit: limit, Wait: wait})
+	return int(n), InterpretError(err)
+}
+
+// AuditUnsealedTenant is a tenant with unsealed records, and the time of
+// its oldest.
+type AuditUnsealedTenant struct {
+	TenantID string
+	Oldest   time.Time
+}
+
+// AuditUnsealedTenants lists up to limit tenants with an unsealed record,
+// the longest waiting first (orangerail.audit_unsealed_tenants).
+func (s *Store) AuditUnsealedTenants(ctx context.Context, limit int32) ([]*AuditUnsealedTenant, error) {
+	rows, err := s.q.AuditUnsealedTenants(ctx, s.x, limit)
+	return all(rows, err, func(r *db.AuditUnsealedTenantsRow) *AuditUnsealedTenant {
+		return &AuditUnsealedTenant{TenantID: r.TenantID, Oldest: r.Oldest}
+	})
+}
+
+// AuditUnsealedRecord is a record unsealed longer than a bound.
+type AuditUnsealedRecord struct {
+	CorrelationID string
+	Phase         string
+	Action        string
+	At            time.Time
+	UnsealedFor   time.Duration
+}
+
+// AuditListUnsealed lists a tenant's records unsealed longer than bound
+// (orangerail.audit_unsealed), in the order they were written.
+func (s *Store) AuditListUnsealed(ctx context.Context, tenantID string, bound time.Duration) ([]*AuditUnsealedRecord, error) {
+	rows, err := s.q.AuditUnsealed(ctx, s.x, &db.AuditUnsealedParams{TenantID: tenantID, BoundSeconds: bound.Seconds()})
+	return all(rows, err, func(r *db.AuditUnsealedRow) *AuditUnsealedRecord {
+		return &AuditUnsealedRecord{CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action, At: r.At,
+			UnsealedFor: time.Duration(r.UnsealedSeconds * float64(time.Second))}
+	})
+}
+
+// AuditPending is a committed record not sealed yet: no seq, no link.
+type AuditPending struct {
+	// ID is the order it was written in.
+	ID            int64
+	Entry         []byte
+	At            time.Time
+	CorrelationID string
+	Phase         string
+	Action        *string
+	Actor         string
+	ActorKind     string
+	ApprovalID    *uuid.UUID
+}
+
+// AuditPendingPage returns up to limit of a tenant's unsealed records
+// written after afterID, in the order they were written.
+func (s *Store) AuditPendingPage(ctx context.Context, tenantID string, afterID int64, limit int32) ([]*AuditPending, error) {
+	rows, err := s.q.AuditUnsealedPage(ctx, s.x, &db.AuditUnsealedPageParams{TenantID: tenantID, AfterID: afterID, RowLimit: limit})
+	return all(rows, err, func(r *db.AuditUnsealedPageRow) *AuditPending {
+		return &AuditPending{ID: r.ID, Entry: r.Entry, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
+			Actor: r.Actor, ActorKind: r.ActorKind, ApprovalID: r.ApprovalID}
+	})
 }
 
 // AuditHead returns the last link of a tenant's chain, or ErrNotFound when
@@ -102,12 +171,12 @@ const (
 const auditChainCopy = `COPY (
 	SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
 	FROM orangerail.audit
-	WHERE tenant_id = current_setting('orangerail.tenant_id', true)
+	WHERE tenant_id = current_setting('orangerail.tenant_id', true) AND seq IS NOT NULL
 	ORDER BY seq
 ) TO STDOUT (FORMAT binary)`
 
-// AuditChainCopy writes the chain of the transaction's tenant to w in
-// seq order, in PostgreSQL's binary COPY format (package pgcopy reads
+// AuditChainCopy writes the sealed chain of the transaction's tenant to w
+// in seq order, in PostgreSQL's binary COPY format (package pgcopy reads
 // it), one row of the AuditChain* columns per tuple: the whole chain in
 // one statement and one snapshot, at the speed Postgres can send it. The
 // Store must run on a transaction (or a connection) scoped to the tenant

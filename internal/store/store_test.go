@@ -130,6 +130,21 @@ func TestApprovalLifecycle(t *testing.T) {
 		if err != nil || len(unaudited) != 1 || unaudited[0].ApprovalID != id {
 			return fmt.Errorf("unaudited: %v %w", unaudited, err)
 		}
+		// Appended, not sealed: the chain is as it was until a sealer
+		// runs after commit.
+		head, err := s.AuditHead(ctx, "acme")
+		if err != nil || head.Seq != 0 || len(head.Hash) != 32 {
+			return fmt.Errorf("head before sealing: %+v %w", head, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.inTenant(t, "acme", func(s *store.Store) error {
+		if sealed, err := s.AuditSeal(ctx, 10, true); err != nil || sealed != 2 {
+			return fmt.Errorf("seal: %d %w", sealed, err)
+		}
 		head, err := s.AuditHead(ctx, "acme")
 		if err != nil || head.Seq != 2 || len(head.Hash) != 32 {
 			return fmt.Errorf("head: %+v %w", head, err)
@@ -199,16 +214,13 @@ func TestStoreErrorsAreSentinels(t *testing.T) {
 			return err
 		}, store.ErrLifecycle, "ORA04"},
 		{"an entry that is not JSON", func(s *store.Store) error {
-			_, err := s.AuditAppend(ctx, []byte(`{"v":1`))
-			return err
+			return s.AuditAppend(ctx, []byte(`{"v":1`))
 		}, store.ErrMalformedValue, "22P02"},
 		{"an entry that is not a record", func(s *store.Store) error {
-			_, err := s.AuditAppend(ctx, []byte(`[1]`))
-			return err
+			return s.AuditAppend(ctx, []byte(`[1]`))
 		}, store.ErrAuditEntryInvalid, "ORA02"},
 		{"another tenant's entry", func(s *store.Store) error {
-			_, err := s.AuditAppend(ctx, entry("globex", "staged", uuid.New(), "a"))
-			return err
+			return s.AuditAppend(ctx, entry("globex", "staged", uuid.New(), "a"))
 		}, store.ErrTenantMismatch, "ORA03"},
 		{"a malformed tenant id", func(s *store.Store) error {
 			return s.TenantEnsure(ctx, "no tenant!")
@@ -225,7 +237,7 @@ func TestStoreErrorsAreSentinels(t *testing.T) {
 	}
 
 	// A transaction that names no tenant appends nothing.
-	if _, err := store.New(b.runtime).AuditAppend(ctx, entry("acme", "staged", uuid.New(), "a")); !errors.Is(err, store.ErrTenantMismatch) {
+	if err := store.New(b.runtime).AuditAppend(ctx, entry("acme", "staged", uuid.New(), "a")); !errors.Is(err, store.ErrTenantMismatch) {
 		t.Errorf("append without a tenant: %v, want ErrTenantMismatch", err)
 	}
 	// Audit history does not change, even for a superuser.

@@ -455,6 +455,9 @@ func TestSweepersExpireEachLapsedApprovalOnce(t *testing.T) {
 			t.Fatalf("approval %s: %s with %d expired records", id, status, records)
 		}
 	}
+	if _, err := engine.Seal(ctx, d.admin); err != nil {
+		t.Fatal(err)
+	}
 	reports, err := engine.VerifyAll(ctx, d.admin, engine.VerifyOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -148,7 +148,7 @@ func TestCredentials(t *testing.T) {
 		t.Fatalf("%d label calls, %d pay calls, %d token requests: want the token fetched once and cached", len(seenLabel), len(seenPay), tokens)
 	}
 
-	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY tenant_id, seq")
+	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY tenant_id, id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ actions:
 		t.Fatalf("the upstream saw Authorization %q", seen)
 	}
 	mu.Unlock()
-	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY seq")
+	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// Records are sealed after commit. AppendAudit inserts a record unsealed,
+// in the transaction of the change it records, and takes no lock; a
+// sealer then gives each tenant's committed records their seq and link in
+// batches, one short transaction per tenant per batch
+// (orangerail.audit_seal), so a tenant's writers never queue on its chain
+// head across their commits. Every replica seals; one seals a tenant at a
+// time, and the others pass over it.
+
+const (
+	// SealBatchSize bounds the records one sealing transaction seals.
+	SealBatchSize = 4096
+	// DefaultSealLagBound is how long a record may stay unsealed before
+	// the verifiers report it. It is far above the sealing interval: a
+	// record's time is its writer's clock, and a finding must mean that
+	// no replica sealed, not that clocks differ.
+	DefaultSealLagBound = time.Minute
+	// sealTenantsPerRound bounds the tenants one round of Seal reads.
+	sealTenantsPerRound = 1000
+)
+
+// SealTenant seals every record of tenant that committed before it was
+// called and returns how many it sealed. It waits for a sealer that holds
+// the tenant meanwhile, so when it returns, what committed before is
+// sealed: a reader that must see every record in seq order (a listing of
+// the audit log) seals first.
+func SealTenant(ctx context.Context, conn database.TxBeginner, tenant string) (int, error) {
+	return sealTenant(ctx, conn, tenant, true)
+}
+
+func sealTenant(ctx context.Context, conn database.TxBeginner, tenant string, wait bool) (int, error) {
+	total := 0
+	for {
+		n := 0
+		// READ COMMITTED: each statement of audit_seal sees what committed
+		// before it, the head the last sealer left included.
+		err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			var err error
+			n, err = store.New(tx).AuditSeal(ctx, SealBatchSize, wait)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("seal tenant %s: %w", tenant, err)
+		}
+		total += n
+		if n < SealBatchSize {
+			return total, nil
+		}
+	}
+}
+
+// Seal seals the committed records of every tenant that has unsealed
+// ones, the longest waiting first, and returns how many it sealed. A
+// tenant another sealer holds is left to it. One tenant's failure leaves
+// the others to be sealed; the errors are joined.
+func Seal(ctx context.Context, conn database.TxBeginner) (int, error) {
+	tenants, err := unsealedTenants(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	var errs []error
+	for _, t := range tenants {
+		n, err := sealTenant(ctx, conn, t.TenantID, false)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+func unsealedTenants(ctx context.Context, conn database.TxBeginner) ([]*store.AuditUnsealedTenant, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("seal: list tenants: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	tenants, err := store.New(tx).AuditUnsealedTenants(ctx, sealTenantsPerRound)
+	if err != nil {
+		return nil, fmt.Errorf("seal: list tenants: %w", err)
+	}
+	return tenants, nil
+}
+
+// Sealer seals every interval until stopped.
+type Sealer struct {
+	conn     database.TxBeginner
+	interval time.Duration
+	onError  func(error)
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// StartSealer starts sealing every interval (ontology.SealIntervalDefault
+// when zero) on conn; onError, when set, hears of each round that failed.
+func StartSealer(conn database.TxBeginner, interval time.Duration, onError func(error)) *Sealer {
+	if interval <= 0 {
+		interval = ontology.SealIntervalDefault
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Sealer{conn: conn, interval: interval, onError: onError, cancel: cancel, done: make(chan struct{})}
+	go s.run(ctx)
+	return s
+}
+
+func (s *Sealer) run(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := Seal(ctx, s.conn); err != nil && ctx.Err() == nil && s.onError != nil {
+			s.onError(err)
+		}
+	}
+}
+
+// Stop stops the sealer and, within ctx, seals what is left, so a replica
+// that shuts down leaves nothing of its own unsealed.
+func (s *Sealer) Stop(ctx context.Context) error {
+	s.cancel()
+	<-s.done
+	_, err := Seal(ctx, s.conn)
+	return err
+}

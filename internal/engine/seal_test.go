@@ -1,0 +1,257 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/store"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+var errRollBack = errors.New("rolled back on purpose")
+
+// TestSealersUnderConcurrentWriters runs 16 writers over 4 tenants, some
+// of whose transactions roll back after appending, while two sealers (two
+// pools, as two replicas) seal and a third is killed mid-batch, again and
+// again: its backend terminated after it sealed a batch and before it
+// committed. Afterwards every committed record is sealed exactly once,
+// the chains have no gap and verify under both verifiers, and no record
+// of a rolled-back transaction was ever sealed.
+func TestSealersUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const writers, tenants, perWriter = 16, 4, 40
+
+	other := testdb.RuntimePool(t, b.url)
+	var sealErrs atomic.Int64
+	onError := func(error) { sealErrs.Add(1) }
+	sealers := []*engine.Sealer{
+		engine.StartSealer(b.runtime, 3*time.Millisecond, onError),
+		engine.StartSealer(other, 5*time.Millisecond, onError),
+	}
+
+	// The victim: a sealer that seals a batch and dies before its commit.
+	victims := testdb.RuntimePool(t, b.url)
+	stop := make(chan struct{})
+	var killedMidBatch atomic.Int64
+	var victimDone sync.WaitGroup
+	victimDone.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if sealedThenKilled(t, victims, b, fmt.Sprintf("t%d", i%tenants)) {
+				killedMidBatch.Add(1)
+			}
+		}
+	})
+
+	var committed [tenants]atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			tenant := w % tenants
+			for i := range perWriter {
+				rollBack := i%5 == 4
+				corr := fmt.Sprintf("w%d-%d", w, i)
+				if rollBack {
+					corr = "rolled-back-" + corr
+				}
+				err := database.InTenant(ctx, b.runtime, fmt.Sprintf("t%d", tenant), pgx.TxOptions{}, func(tx pgx.Tx) error {
+					if err := engine.AppendAudit(ctx, tx, record(fmt.Sprintf("t%d", tenant), engine.PhaseStaged, corr)); err != nil {
+						return err
+					}
+					if rollBack {
+						return errRollBack
+					}
+					return nil
+				})
+				switch {
+				case rollBack && errors.Is(err, errRollBack):
+				case err == nil && !rollBack:
+					committed[tenant].Add(1)
+				default:
+					errs <- fmt.Errorf("writer %d append %d: %w", w, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Let the victim die a few more times on what the writers left.
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	victimDone.Wait()
+	for _, s := range sealers {
+		if err := s.Stop(ctx); err != nil {
+			t.Fatalf("the last seal: %v", err)
+		}
+	}
+	if killedMidBatch.Load() == 0 {
+		t.Fatal("no sealer was killed mid-batch: the test proved nothing about dying sealers")
+	}
+	t.Logf("sealers killed mid-batch: %d; sealing rounds that failed: %d", killedMidBatch.Load(), sealErrs.Load())
+
+	for tenant := range tenants {
+		name := fmt.Sprintf("t%d", tenant)
+		want := committed[tenant].Load()
+		var total, unsealed, rolledBack, distinctSeqs, maxSeq, unstamped int64
+		if err := b.admin.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE seq IS NULL),
+				count(*) FILTER (WHERE correlation_id LIKE 'rolled-back-%'), count(DISTINCT seq), coalesce(max(seq), 0),
+				count(*) FILTER (WHERE sealed_at IS NULL)
+			FROM orangerail.audit WHERE tenant_id = $1`, name).Scan(&total, &unsealed, &rolledBack, &distinctSeqs, &maxSeq, &unstamped); err != nil {
+			t.Fatal(err)
+		}
+		if total != want || unsealed != 0 || rolledBack != 0 || distinctSeqs != want || maxSeq != want || unstamped != 0 {
+			t.Errorf("tenant %s: %d records (%d committed), %d unsealed, %d of rolled-back transactions, %d distinct seqs up to %d, %d without sealed_at",
+				name, total, want, unsealed, rolledBack, distinctSeqs, maxSeq, unstamped)
+		}
+		r, err := engine.VerifyTenant(ctx, b.runtime, name, engine.VerifyOptions{PageSize: 7})
+		if err != nil || !r.OK() || r.Records != want || r.HeadSeq != want || r.Pending != 0 {
+			t.Errorf("tenant %s: %+v (%v), want %d sealed records and a clean chain", name, r, err, want)
+		}
+		if brk := sqlBreak(t, b, name); brk != nil {
+			t.Errorf("tenant %s: the SQL verifier found %+v", name, brk)
+		}
+	}
+}
+
+// sealedThenKilled seals a batch of tenant in a transaction, and before
+// it commits terminates its backend. It reports whether the batch sealed
+// anything (the kill was mid-batch) and that the transaction then failed.
+func sealedThenKilled(t *testing.T, pool *pgxpool.Pool, b *testBundle, tenant string) bool {
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Errorf("victim connection: %v", err)
+		return false
+	}
+	defer conn.Release() // the pool drops it: it is closed
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Errorf("victim transaction: %v", err)
+		return false
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT set_config('orangerail.tenant_id', $1, true)", tenant); err != nil {
+		t.Errorf("victim tenant: %v", err)
+		return false
+	}
+	n, err := store.New(tx).AuditSeal(ctx, 3, false)
+	if err != nil || n == 0 {
+		return false // nothing to seal, or another sealer holds the tenant
+	}
+	// Wait (up to 5s) until the backend is gone.
+	var gone bool
+	if err := b.admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", conn.Conn().PgConn().PID()).Scan(&gone); err != nil || !gone {
+		t.Errorf("terminate the victim: %v %v", gone, err)
+		return false
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Error("a killed sealer's batch committed")
+	}
+	return true
+}
+
+// appendAt appends one record of phase at the given time, unsealed.
+func appendAt(t *testing.T, b *testBundle, phase engine.Phase, corr string, at time.Time) {
+	t.Helper()
+	rec := record("acme", phase, corr)
+	rec.At = at
+	if err := database.InTenant(context.Background(), b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return engine.AppendAudit(context.Background(), tx, rec)
+	}); err != nil {
+		t.Fatalf("append %s: %v", corr, err)
+	}
+}
+
+// TestVerifyReportsUnsealedPastTheBound leaves records unsealed: one
+// written long ago is a finding of both verifiers, one just written is
+// only counted, and a sealer that stops seals both.
+func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	appendAt(t, b, engine.PhaseStaged, "stale", time.Now().Add(-2*time.Minute))
+	appendAt(t, b, engine.PhaseStaged, "fresh", time.Now())
+
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK() || r.Records != 0 || r.Pending != 2 || len(r.Unsealed) != 1 || r.Unsealed[0].CorrelationID != "stale" ||
+		r.Unsealed[0].Phase != engine.PhaseStaged || r.Unsealed[0].UnsealedFor < 2*time.Minute || r.Break != nil {
+		t.Fatalf("report = %+v, want the stale record as the only finding", r)
+	}
+	var listed []*store.AuditUnsealedRecord
+	if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		listed, err = store.New(tx).AuditListUnsealed(ctx, "acme", engine.DefaultSealLagBound)
+		return err
+	}); err != nil || len(listed) != 1 || listed[0].CorrelationID != "stale" {
+		t.Fatalf("orangerail.audit_unsealed = %+v, %v; want the stale record", listed, err)
+	}
+	if brk := sqlBreak(t, b, "acme"); brk != nil {
+		t.Fatalf("an unsealed record is a broken link to the SQL verifier: %+v", brk)
+	}
+	if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{LagBound: time.Hour}); err != nil || !r.OK() || r.Pending != 2 {
+		t.Fatalf("under a bound of an hour: %+v, %v", r, err)
+	}
+
+	// A sealer that would not wake for an hour seals what is left when it
+	// stops.
+	if err := engine.StartSealer(b.runtime, time.Hour, nil).Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.Records != 2 || r.Pending != 0 || r.HeadSeq != 2 {
+		t.Fatalf("after the last seal: %+v, %v", r, err)
+	}
+}
+
+// TestVerifyRelatesRecordsAwaitingTheirSeal: an execution whose finish is
+// not sealed yet is finished, and one whose start is not sealed yet and
+// never finished is unfinished, to both verifiers.
+func TestVerifyRelatesRecordsAwaitingTheirSeal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	now := time.Now()
+	appendAt(t, b, engine.PhaseExecutionStarted, "finished", now)
+	if _, err := engine.SealTenant(ctx, b.runtime, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	appendAt(t, b, engine.PhaseExecutionSucceeded, "finished", now)
+	appendAt(t, b, engine.PhaseExecutionStarted, "open", now)
+
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Records != 1 || r.Pending != 2 || len(r.Unfinished) != 1 || r.Unfinished[0].CorrelationID != "open" || r.Unfinished[0].Seq != 0 {
+		t.Fatalf("report = %+v, want the open execution, unsealed, as the one unfinished", r)
+	}
+	var sqlSeen []*store.AuditUnfinished
+	if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		sqlSeen, err = store.New(tx).AuditListUnfinished(ctx, "acme")
+		return err
+	}); err != nil || len(sqlSeen) != 1 || sqlSeen[0].CorrelationID != "open" || sqlSeen[0].Seq != 0 {
+		t.Fatalf("orangerail.audit_unfinished = %+v, %v", sqlSeen, err)
+	}
+}
