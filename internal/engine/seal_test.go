@@ -255,3 +255,74 @@ func TestVerifyRelatesRecordsAwaitingTheirSeal(t *testing.T) {
 		t.Fatalf("orangerail.audit_unfinished = %+v, %v", sqlSeen, err)
 	}
 }
+
+// TestSealAfterCommitMigratesChainsInPlace goes down to the schema before
+// seal-after-commit with records awaiting their seal (its Down seals
+// them), appends there the old way (seq and link at append), and comes
+// back up: the chain written both ways verifies, and grows sealed after
+// commit.
+func TestSealAfterCommitMigratesChainsInPlace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	appendAt(t, b, engine.PhaseStaged, "new-1", time.Now())
+	appendAt(t, b, engine.PhaseStaged, "new-2", time.Now())
+
+	m, err := database.NewMigrator(ctx, b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const beforeSealing = 14
+	if _, err := m.DownTo(ctx, beforeSealing); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		entry, err := record("acme", engine.PhaseStaged, fmt.Sprintf("old-%d", i)).Entry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seq int64
+		if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, "SELECT seq FROM orangerail.audit_append($1)", entry).Scan(&seq)
+		}); err != nil || seq != int64(3+i) {
+			t.Fatalf("the old append: seq %d, %v; want %d after the two records the Down sealed", seq, err, 3+i)
+		}
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The pool's connections cached plans of the old schema.
+	b.runtime.Reset()
+
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || !r.OK() || r.Records != 4 || r.HeadSeq != 4 || r.Pending != 0 {
+		t.Fatalf("migrated in place: %+v, %v", r, err)
+	}
+	appendAt(t, b, engine.PhaseStaged, "new-3", time.Now())
+	if n, err := engine.SealTenant(ctx, b.runtime, "acme"); err != nil || n != 1 {
+		t.Fatalf("sealed %d: %v", n, err)
+	}
+	r, err = engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || !r.OK() || r.Records != 5 || r.HeadSeq != 5 {
+		t.Fatalf("after sealing on the migrated chain: %+v, %v", r, err)
+	}
+	if brk := sqlBreak(t, b, "acme"); brk != nil {
+		t.Fatalf("the SQL verifier: %+v", brk)
+	}
+	var order []string
+	rows, err := b.admin.Query(ctx, "SELECT correlation_id FROM orangerail.audit WHERE tenant_id = 'acme' ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, c)
+	}
+	if fmt.Sprint(order) != "[new-1 new-2 old-0 old-1 new-3]" {
+		t.Fatalf("chain order %v", order)
+	}
+}

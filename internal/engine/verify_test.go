@@ -96,6 +96,25 @@ func TestVerifiersCatchTampering(t *testing.T) {
 			wantSeq: 6, want: engine.ProblemSeqGap,
 		},
 		{
+			name:    "a sealed row unsealed again",
+			tamper:  []string{"UPDATE orangerail.audit SET seq = NULL, prev_hash = NULL, hash = NULL, sealed_at = NULL WHERE tenant_id = 'acme' AND seq = 5"},
+			wantSeq: 6, want: engine.ProblemSeqGap,
+		},
+		{
+			name:    "the last sealed row unsealed again",
+			tamper:  []string{"UPDATE orangerail.audit SET seq = NULL, prev_hash = NULL, hash = NULL, sealed_at = NULL WHERE tenant_id = 'acme' AND seq = 10"},
+			wantSeq: 10, want: engine.ProblemHeadMismatch,
+		},
+		{
+			name:    "a sealed row unsealed again, then sealed anew at the end",
+			tamper: []string{
+				"UPDATE orangerail.audit SET seq = NULL, prev_hash = NULL, hash = NULL, sealed_at = NULL WHERE tenant_id = 'acme' AND seq = 5",
+				"SELECT set_config('orangerail.tenant_id', 'acme', true)",
+				"SELECT orangerail.audit_seal(100, true)",
+			},
+			wantSeq: 6, want: engine.ProblemSeqGap,
+		},
+		{
 			name: "two swapped rows",
 			tamper: []string{
 				"UPDATE orangerail.audit SET seq = 1000 WHERE tenant_id = 'acme' AND seq = 3",
@@ -157,7 +176,9 @@ func TestVerifiersCatchTampering(t *testing.T) {
 			if len(tt.tamper) > 0 {
 				tamper(t, b, tt.tamper...)
 			}
-			appendN(t, b.runtime, "acme", tt.after)
+			if tt.after > 0 {
+				appendN(t, b.runtime, "acme", tt.after)
+			}
 
 			report, err := engine.VerifyTenant(context.Background(), b.runtime, "acme", engine.VerifyOptions{PageSize: 3})
 			if err != nil {
