@@ -106,7 +106,7 @@ func TestVerifiersCatchTampering(t *testing.T) {
 			wantSeq: 10, want: engine.ProblemHeadMismatch,
 		},
 		{
-			name:    "a sealed row unsealed again, then sealed anew at the end",
+			name: "a sealed row unsealed again, then sealed anew at the end",
 			tamper: []string{
 				"UPDATE orangerail.audit SET seq = NULL, prev_hash = NULL, hash = NULL, sealed_at = NULL WHERE tenant_id = 'acme' AND seq = 5",
 				"SELECT set_config('orangerail.tenant_id', 'acme', true)",
