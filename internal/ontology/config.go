@@ -143,9 +143,14 @@ type Identity struct {
 
 // OIDC configures bearer-token verification.
 type OIDC struct {
-	// Issuer is the OIDC issuer URL: https, or http on loopback.
-	Issuer   string `yaml:"issuer"`
-	Audience string `yaml:"audience"`
+	// Issuer is the OIDC issuer URL: https, or http on loopback. When
+	// IssuerEnv is set, the loaded config holds the URL read from it.
+	Issuer string `yaml:"issuer"`
+	// IssuerEnv names the environment variable holding the issuer URL,
+	// read when the config is loaded, so one config file serves every
+	// environment. Exactly one of Issuer and IssuerEnv is set in the file.
+	IssuerEnv string `yaml:"issuer_env"`
+	Audience  string `yaml:"audience"`
 	// TenantClaim names the claim holding the caller's tenant; a token
 	// without it is refused.
 	TenantClaim string `yaml:"tenant_claim"`
@@ -837,11 +842,34 @@ func Parse(data []byte) (*Config, error) {
 		return nil, Problems{{Path: "", Message: err.Error()}}
 	}
 	cfg.withDefaults()
+	if problems := cfg.fromEnvironment(os.Getenv); len(problems) > 0 {
+		return nil, problems
+	}
 	if problems := cfg.validate(); len(problems) > 0 {
 		return nil, problems
 	}
 	cfg.withdrawUnserved()
 	return cfg, nil
+}
+
+// fromEnvironment fills what the config names an environment variable
+// for: the OIDC issuer (identity.oidc.issuer_env).
+func (c *Config) fromEnvironment(getenv func(string) string) Problems {
+	o := c.Identity.OIDC
+	if o == nil {
+		return nil
+	}
+	switch {
+	case o.Issuer != "" && o.IssuerEnv != "":
+		return Problems{{Path: "identity.oidc.issuer_env", Message: "is set beside identity.oidc.issuer: name the issuer one way"}}
+	case o.Issuer == "" && o.IssuerEnv == "":
+		return Problems{{Path: "identity.oidc", Message: "needs issuer, or issuer_env naming the environment variable that holds it"}}
+	case o.IssuerEnv != "":
+		if o.Issuer = getenv(o.IssuerEnv); o.Issuer == "" {
+			return Problems{{Path: "identity.oidc.issuer_env", Message: fmt.Sprintf("$%s is not set: set it to the issuer URL", o.IssuerEnv)}}
+		}
+	}
+	return nil
 }
 
 // jsonValue turns the YAML document into the value encoding/json would

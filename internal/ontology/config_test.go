@@ -487,3 +487,35 @@ func TestAudienceCompiles(t *testing.T) {
 		}
 	}
 }
+
+// TestIssuerFromTheEnvironment: identity.oidc.issuer_env reads the issuer
+// URL from the environment at load; exactly one of issuer and issuer_env
+// is set, the variable must be set, and what it holds is checked as an
+// issuer is.
+func TestIssuerFromTheEnvironment(t *testing.T) {
+	oidc := func(fields string) string {
+		return base + "identity: {oidc: {" + fields + "audience: orangerail, tenant_claim: org_id}}\n"
+	}
+	t.Setenv("TEST_ORANGERAIL_ISSUER", "https://id.example.com")
+	c, err := Parse([]byte(oidc("issuer_env: TEST_ORANGERAIL_ISSUER, ")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Identity.OIDC.Issuer != "https://id.example.com" {
+		t.Fatalf("issuer = %q, want the environment's", c.Identity.OIDC.Issuer)
+	}
+	t.Setenv("TEST_ORANGERAIL_BAD_ISSUER", "http://id.example.com")
+	for _, tt := range []struct{ name, fields, path, says string }{
+		{"unset", "issuer_env: TEST_ORANGERAIL_NO_SUCH_VARIABLE, ", "identity.oidc.issuer_env", "not set"},
+		{"both", "issuer: https://id.example.com, issuer_env: TEST_ORANGERAIL_ISSUER, ", "identity.oidc.issuer_env", "one way"},
+		{"neither", "", "identity.oidc", "issuer_env"},
+		{"not an issuer", "issuer_env: TEST_ORANGERAIL_BAD_ISSUER, ", "identity.oidc.issuer_env", "$TEST_ORANGERAIL_BAD_ISSUER"},
+		{"not a variable name", "issuer_env: 'not a name', ", "identity.oidc.issuer_env", ""},
+	} {
+		_, err := Parse([]byte(oidc(tt.fields)))
+		var problems Problems
+		if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != tt.path || !strings.Contains(problems[0].Message, tt.says) {
+			t.Errorf("%s: %v, want one problem at %s saying %q", tt.name, err, tt.path, tt.says)
+		}
+	}
+}

@@ -186,7 +186,12 @@ func (c *Config) validate() Problems {
 	}
 	if o := c.Identity.OIDC; o != nil {
 		if err := CheckIssuer(o.Issuer); err != nil {
-			add("identity.oidc.issuer", "%v", err)
+			path := "identity.oidc.issuer"
+			if o.IssuerEnv != "" {
+				path = "identity.oidc.issuer_env"
+				err = fmt.Errorf("$%s: %w", o.IssuerEnv, err)
+			}
+			add(path, "%v", err)
 		}
 	}
 	for i, n := range c.Identity.AllowedNetworks {
