@@ -17,10 +17,11 @@ ARG VERSION=
 RUN VERSION="$VERSION" deploy/build.sh /out/orangerail
 
 # static: the binary needs no libc. nonroot: uid 65532, whose home is the
-# working directory (where `orangerail demo` keeps its state).
+# working directory (where `orangerail demo` keeps its state). The user is
+# numeric so that Kubernetes' runAsNonRoot can check it.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/orangerail /orangerail
-USER nonroot:nonroot
+USER 65532:65532
 WORKDIR /home/nonroot
 EXPOSE 8080
 ENTRYPOINT ["/orangerail"]
