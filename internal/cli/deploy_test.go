@@ -308,6 +308,42 @@ func nonrootUID(t *testing.T) int {
 	return uid
 }
 
+// TestImageBuildIsOneScript: the Dockerfile and `make image-binary` (which
+// `make test` runs first) build the binary by the one script holding the
+// flags, deploy/build.sh, and neither runs a go build of its own; the
+// image's entrypoint is the binary the script wrote.
+func TestImageBuildIsOneScript(t *testing.T) {
+	t.Parallel()
+	read := func(name string) string {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	docker, makefile := read(dockerfile), read("../../Makefile")
+	built := regexp.MustCompile(`(?m)^RUN .*deploy/build\.sh (\S+)$`).FindStringSubmatch(docker)
+	if built == nil || strings.Contains(docker, "go build") {
+		t.Fatal("the Dockerfile does not build with deploy/build.sh alone")
+	}
+	if !strings.Contains(docker, "\nCOPY --from=build "+built[1]+" /orangerail\n") || !strings.Contains(docker, "\nENTRYPOINT [\"/orangerail\"]\n") {
+		t.Errorf("the image's entrypoint is not the binary deploy/build.sh wrote (%s)", built[1])
+	}
+	target := regexp.MustCompile(`(?m)^image-binary:\n\t(.*)$`).FindStringSubmatch(makefile)
+	if target == nil || !strings.Contains(target[1], "deploy/build.sh ") {
+		t.Error("make image-binary does not run deploy/build.sh")
+	}
+	if test := regexp.MustCompile(`(?m)^test:(.*)$`).FindStringSubmatch(makefile); test == nil || !slices.Contains(strings.Fields(test[1]), "image-binary") {
+		t.Error("make test does not run image-binary")
+	}
+	script := read("../../deploy/build.sh")
+	for _, flag := range []string{"CGO_ENABLED=1", "-trimpath", "-tags netgo,osusergo", "-extldflags -static", "cli.version=$version"} {
+		if !strings.Contains(script, flag) {
+			t.Errorf("deploy/build.sh does not build with %s", flag)
+		}
+	}
+}
+
 // composeService is what the test reads of a docker-compose.yml service.
 type composeService struct {
 	Profiles    []string          `yaml:"profiles"`
