@@ -4,7 +4,7 @@ GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
-.PHONY: run test lint generate check-generated bench build e2e conformance browser
+.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser
 
 ## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
 LISTEN ?= 127.0.0.1:8080
@@ -12,8 +12,9 @@ run: build
 	@exec bin/orangerail demo --listen $(LISTEN)
 
 ## test: lint, the generated-code check, every test with the race detector,
-## the end-to-end run through the TypeScript MCP SDK, and the conformance run
-test: lint check-generated browser
+## the end-to-end run through the TypeScript MCP SDK, and the conformance run;
+## first the image's binary, built as the Dockerfile builds it
+test: image-binary lint check-generated browser
 	$(GO) test -race -count=1 ./...
 	e2e/run.sh
 	e2e/conformance/run.sh
@@ -53,3 +54,9 @@ bench:
 
 build:
 	$(GO) build -o bin/orangerail ./cmd/orangerail
+
+## image-binary: the binary the Dockerfile builds, by the same script
+## (deploy/build.sh: cgo, static, the version stamped), into bin/image;
+## it fails when the image's build would (no Docker needed)
+image-binary:
+	GO=$(GO) deploy/build.sh bin/image/orangerail
