@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/rpcerror"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -129,7 +131,31 @@ func (d *door) serve(t *testing.T, method, path, query string, token uint8, head
 	defer cancel()
 	rec := httptest.NewRecorder()
 	d.handler.ServeHTTP(rec, req.WithContext(ctx))
-	checkAnswer(t, method+" "+path+"?"+query, rec)
+	what := method + " " + path + "?" + query
+	checkAnswer(t, what, rec)
+	// An answer carries the request's id, or null when it was refused
+	// before its body was read (its token, its origin).
+	if sent := rpcerror.ID(body); sent != nil && path == MCPPath {
+		var answer struct{ ID json.RawMessage }
+		if json.Unmarshal(rec.Body.Bytes(), &answer) == nil && answer.ID != nil && string(answer.ID) != "null" && !sameJSON(sent, answer.ID) {
+			t.Fatalf("%s: a request of id %s answered as id %s", what, sent, answer.ID)
+		}
+	}
+}
+
+// sameJSON reports whether two JSON values are the same value, numbers
+// compared as written.
+func sameJSON(a, b json.RawMessage) bool {
+	decode := func(raw json.RawMessage) any {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return nil
+		}
+		return v
+	}
+	return reflect.DeepEqual(decode(a), decode(b))
 }
 
 // doorRoutes are the routes a fuzzed request is sent to; %s stands for a
@@ -166,6 +192,8 @@ var mcpRequests = []string{
 	`{"jsonrpc":"2.0","id":13,"id":14,"method":"tools/list"}`,
 	`{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1001","id":"o-1002"}}}`,
 	`{"jsonrpc":"2.0","id":1e999,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":100000000000000000000,"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"order_list","arguments":{"limit":123456789012345678901234567890}}}`,
 	`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-\u0000"}}}`,
 	"{\"jsonrpc\":\"2.0\",\"id\":18,\"method\":\"tools/call\",\"params\":{\"name\":\"order_get\",\"arguments\":{\"id\":\"\xff\xfe\"}}}",
