@@ -345,6 +345,8 @@ func checkAnswer(t *testing.T, what string, rec *httptest.ResponseRecorder) {
 
 // errorCodes are the stable codes of the refusals in an answer: a JSON
 // API's error.code, a JSON-RPC error's data.code, each event of a stream.
+// A JSON-RPC error without data, go-sdk's answer within the protocol, has
+// none: every answer of 400 and above must have one.
 func errorCodes(body []byte) []string {
 	var codes []string
 	read := func(b []byte) {
@@ -360,7 +362,13 @@ func errorCodes(body []byte) []string {
 			return
 		}
 		var code string
-		if json.Unmarshal(msg.Error.Code, &code) != nil && msg.Error.Data != nil {
+		if json.Unmarshal(msg.Error.Code, &code) != nil {
+			if msg.Error.Data == nil {
+				// An MCP error the SDK answers in its own words (invalid
+				// params, an unknown prompt): the protocol's, without a
+				// stable code of orangerail's.
+				return
+			}
 			code = msg.Error.Data.Code
 		}
 		codes = append(codes, code)
