@@ -231,9 +231,11 @@ var doorHeaders = []string{
 // FuzzHTTPDoor sends hostile requests — bodies, headers, query strings,
 // path segments, tokens — to every route the app serves, in process, and
 // holds every answer to: no 5xx, so no internal error and no raw text of
-// one; every refusal JSON naming a documented stable code (a JSON-RPC
-// error's data.code, or the JSON API's error.code); no datasource error,
-// panic or stack in any answer. It is seeded with real MCP and desk
+// one; every refusal of 400 and above JSON naming a documented stable code
+// (a JSON-RPC error's data.code, or the JSON API's error.code), and every
+// code an answer names documented; a JSON-RPC answer carrying its
+// request's id (or null, refused before the body was read); no datasource
+// error, panic or stack in any answer. It is seeded with real MCP and desk
 // traffic and with hostile JSON: deep nesting, duplicate keys, huge
 // numbers, invalid UTF-8, NUL bytes.
 func FuzzHTTPDoor(f *testing.F) {
