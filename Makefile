@@ -4,7 +4,7 @@ GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
-.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser
+.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser fuzz
 
 ## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
 LISTEN ?= 127.0.0.1:8080
@@ -24,6 +24,22 @@ test: image-binary lint check-generated browser
 CHROMIUM ?= /usr/bin/chromium
 browser:
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "no browser at $(CHROMIUM): as root, run: apt-get update && apt-get install -y chromium (.ci/run does it)" >&2; exit 1; }
+
+## fuzz: every native fuzz target (func FuzzX in a _test.go under internal/),
+## one at a time, each for FUZZTIME (FUZZ=regexp picks targets by name): go
+## test fuzzes one target per run. `make test` runs their seed corpora. The
+## HTTP door's targets need TEST_DATABASE_URL, as the tests do. A crasher is
+## written to the package's testdata/fuzz/FuzzX/: commit it once fixed.
+FUZZTIME ?= 30s
+FUZZ     ?= .
+fuzz:
+	@set -eo pipefail; grep -rl --include='*_test.go' '^func Fuzz' internal | sort | while read -r file; do \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "$$target" | grep -Eq '$(FUZZ)' || continue; \
+			echo "== $$target ./$$(dirname "$$file") for $(FUZZTIME)"; \
+			$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "./$$(dirname "$$file")"; \
+		done; \
+	done
 
 ## e2e: the demo's stdio server driven by the official TypeScript MCP SDK client
 e2e:
