@@ -4,7 +4,7 @@ GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
-.PHONY: run test lint generate check-generated bench build e2e conformance browser
+.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser fuzz
 
 ## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
 LISTEN ?= 127.0.0.1:8080
@@ -12,8 +12,9 @@ run: build
 	@exec bin/orangerail demo --listen $(LISTEN)
 
 ## test: lint, the generated-code check, every test with the race detector,
-## the end-to-end run through the TypeScript MCP SDK, and the conformance run
-test: lint check-generated browser
+## the end-to-end run through the TypeScript MCP SDK, and the conformance run;
+## first the image's binary, built as the Dockerfile builds it
+test: image-binary lint check-generated browser
 	$(GO) test -race -count=1 ./...
 	e2e/run.sh
 	e2e/conformance/run.sh
@@ -23,6 +24,22 @@ test: lint check-generated browser
 CHROMIUM ?= /usr/bin/chromium
 browser:
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "no browser at $(CHROMIUM): as root, run: apt-get update && apt-get install -y chromium (.ci/run does it)" >&2; exit 1; }
+
+## fuzz: every native fuzz target (func FuzzX in a _test.go under internal/),
+## one at a time, each for FUZZTIME (FUZZ=regexp picks targets by name): go
+## test fuzzes one target per run. `make test` runs their seed corpora. The
+## HTTP door's targets need TEST_DATABASE_URL, as the tests do. A crasher is
+## written to the package's testdata/fuzz/FuzzX/: commit it once fixed.
+FUZZTIME ?= 30s
+FUZZ     ?= .
+fuzz:
+	@set -eo pipefail; grep -rl --include='*_test.go' '^func Fuzz' internal | sort | while read -r file; do \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "$$target" | grep -Eq '$(FUZZ)' || continue; \
+			echo "== $$target ./$$(dirname "$$file") for $(FUZZTIME)"; \
+			$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "./$$(dirname "$$file")"; \
+		done; \
+	done
 
 ## e2e: the demo's stdio server driven by the official TypeScript MCP SDK client
 e2e:
@@ -53,3 +70,9 @@ bench:
 
 build:
 	$(GO) build -o bin/orangerail ./cmd/orangerail
+
+## image-binary: the binary the Dockerfile builds, by the same script
+## (deploy/build.sh: cgo, static, the version stamped), into bin/image;
+## it fails when the image's build would (no Docker needed)
+image-binary:
+	GO=$(GO) deploy/build.sh bin/image/orangerail

@@ -494,7 +494,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		return err
 	}
 	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: found.URL, Key: key,
-		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), Version: version, Serve: true})
+		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), Version: readBuildFacts().Version, Serve: true})
 	if err != nil {
 		return err
 	}

@@ -16,9 +16,6 @@ import (
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
-// version is orangerail's version, set at build time with -ldflags.
-var version = "dev"
-
 // devKeyFile is where a stdio developer's server keeps its key between
 // runs, so identical calls still share an approval after a restart.
 const devKeyFile = ".orangerail/secret.key"
@@ -94,7 +91,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: f.url, Key: key, Logger: log, Version: version, Serve: true})
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: f.url, Key: key, Logger: log, Version: readBuildFacts().Version, Serve: true})
 	if err != nil {
 		return err
 	}

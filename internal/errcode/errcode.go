@@ -259,7 +259,7 @@ var table = []Entry{
 	{MCPParseError, "The message is not JSON: over HTTP the request's body, over stdio its line, does not parse as one JSON value.",
 		"Send exactly one JSON-RPC 2.0 message as JSON: over HTTP as a POST body with Content-Type application/json, over stdio on one line ending in a newline.",
 		"Send exactly one JSON-RPC 2.0 message as JSON: over HTTP as a POST body with Content-Type application/json, over stdio on one line ending in a newline."},
-	{MCPInvalidRequest, "The message is JSON but not a JSON-RPC 2.0 message the server takes (\"jsonrpc\" must be \"2.0\", \"method\" a string, \"id\" a string or a number that a request has and a notification has not, and a method's required \"params\" present), or the HTTP request is not one MCP's Streamable HTTP takes (a POST with Content-Type application/json, an Accept naming application/json and text/event-stream, a supported MCP-Protocol-Version); the message says which.",
+	{MCPInvalidRequest, "The message is JSON but not a JSON-RPC 2.0 message the server takes (\"jsonrpc\" must be \"2.0\", \"method\" a string, \"id\" a string or an integer of at most 2^53 in magnitude that a request has and a notification has not, and a method's required \"params\" present), or the HTTP request is not one MCP's Streamable HTTP takes (a POST with Content-Type application/json, an Accept naming application/json and text/event-stream, a supported MCP-Protocol-Version); the message says which.",
 		"Fix the message or the request as the error's message says; an MCP SDK's client sends well-formed requests.",
 		"Fix the message or the request as the error's message says; an MCP SDK's client sends well-formed requests."},
 	{MCPMethodUnknown, "The server serves no JSON-RPC method of that name.",

@@ -46,7 +46,8 @@ func (s *Server) maxBodyBytes() int64 {
 //     only from a 2xx); the SDK's words are the message.
 //
 // Nothing the SDK refuses is let through, and nothing it takes is refused
-// but what rpcerror.Check refuses, which the SDK refuses too.
+// but what rpcerror.Check refuses: what the SDK refuses too, and a number
+// id the SDK would answer under another id (1.5 as 1, 2^63 overflowed).
 func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 	limit := s.maxBodyBytes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

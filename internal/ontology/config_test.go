@@ -247,20 +247,46 @@ func replace(old, new string) func(string) string {
 	}
 }
 
-// FuzzParse holds the loader to never panicking: any bytes give a config
-// or Problems.
+// FuzzParse holds the loader to never panicking, and to refusing only
+// with Problems, each saying what is wrong, the same way each time: any
+// bytes give a config or Problems. It is seeded with the shipped example
+// and hostile YAML: an alias bomb, deep nesting, duplicate keys, huge
+// numbers, invalid UTF-8 and NUL bytes.
 func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile(filepath.Join("..", "..", "examples", "orders", "orangerail.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
 	f.Add([]byte(base))
 	f.Add([]byte("service: s\nobjects: {o: {table: t, key: k, tenant_column: c, fields: [k]}}\n"))
 	f.Add([]byte("{"))
+	f.Add([]byte("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"))
+	f.Add([]byte("service: " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "\n"))
+	f.Add([]byte("service: " + strings.Repeat("{a: ", 200) + "1" + strings.Repeat("}", 200) + "\n"))
+	f.Add([]byte("service: s\nservice: t\n"))
+	f.Add([]byte(base + "limits: {max_input_bytes: 1e400}\nhttp: {max_body_bytes: 99999999999999999999999999}\n"))
+	f.Add([]byte("service: \"\xff\xfe\"\n"))
+	f.Add([]byte("service: s\n\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)
-		if err == nil && cfg == nil {
-			t.Fatal("no config and no error")
+		if err == nil {
+			if cfg == nil {
+				t.Fatal("no config and no error")
+			}
+			return
 		}
 		var problems Problems
-		if err != nil && !errors.As(err, &problems) {
+		if !errors.As(err, &problems) || len(problems) == 0 {
 			t.Fatalf("an error that is not Problems: %v", err)
+		}
+		for _, p := range problems {
+			if p.Message == "" {
+				t.Fatalf("a problem at %q says nothing", p.Path)
+			}
+		}
+		if _, again := Parse(data); again == nil || again.Error() != err.Error() {
+			t.Fatalf("parsed again: %v, first %v", again, err)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/orangerail/orangerail/internal/errcode"
 )
@@ -123,6 +124,22 @@ func isID(v json.RawMessage) bool {
 	return len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))
 }
 
+// maxNumberID is the largest number id answered under itself: go-sdk
+// reads an id as a float64 and answers under its int64, so past 2^53 an
+// id loses digits, and past int64 it overflows.
+const maxNumberID = 1 << 53
+
+// answerableID reports whether a number id is one go-sdk answers under
+// the same id: an integer, spelled as Go formats it, within ±maxNumberID.
+// Any other (1.5, 1e3, -0, 1e999) it answers under another id (1, 1000,
+// 0) or refuses with its decoder's words; JSON-RPC 2.0 asks for no
+// fractional part.
+func answerableID(v json.RawMessage) bool {
+	text := string(bytes.TrimSpace(v))
+	n, err := strconv.ParseInt(text, 10, 64)
+	return err == nil && strconv.FormatInt(n, 10) == text && n >= -maxNumberID && n <= maxNumberID
+}
+
 // Problem is why a message is not one JSON-RPC message to hand on: its
 // JSON-RPC code, stable code and what is wrong.
 type Problem struct {
@@ -172,6 +189,9 @@ func Check(body []byte) *Problem {
 	rawID, hasID := msg["id"]
 	if hasID && !isID(rawID) && !isNull(rawID) {
 		return invalid(`"id" must be a string or a number`)
+	}
+	if hasID && isID(rawID) && rawID[0] != '"' && !answerableID(rawID) {
+		return invalid(fmt.Sprintf(`a number "id" must be an integer of at most %d in magnitude, written as one`, maxNumberID))
 	}
 	if method, ok := msg["method"]; ok {
 		if len(method) == 0 || method[0] != '"' {

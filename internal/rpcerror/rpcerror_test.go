@@ -52,6 +52,16 @@ func TestCheck(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1}`:                        errcode.MCPInvalidRequest,
 		`{"jsonrpc":"2.0","result":{}}`:                   errcode.MCPInvalidRequest,
 		`{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`: errcode.MCPInvalidRequest,
+		// A number id go-sdk would answer under another id, or refuse in
+		// its decoder's words.
+		`{"jsonrpc":"2.0","id":-9007199254740992,"method":"ping"}`: "",
+		`{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`:  "",
+		`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`:  errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`:               errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`:               errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":-0,"method":"ping"}`:                errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":1e999,"method":"ping"}`:             errcode.MCPInvalidRequest,
+		`{"jsonrpc":"2.0","id":2.0,"result":{}}`:                   errcode.MCPInvalidRequest,
 	} {
 		p := Check([]byte(body))
 		var got errcode.Code

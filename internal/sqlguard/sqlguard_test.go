@@ -3,6 +3,7 @@ package sqlguard
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -153,21 +154,57 @@ func TestOnlyAllowedRelationsAreRead(t *testing.T) {
 	}
 }
 
-// FuzzCheck holds the guard to never panicking and to accepting only what
-// parses as exactly one SELECT.
+// fuzzSeeds is real traffic: statements the read-only SQL tool's corpus
+// (package sqlquery) accepts and refuses, and hostile spellings.
+var fuzzSeeds = []string{
+	"SELECT 1", "  SELECT 1 ;  ", "SELECT seq, phase FROM audit ORDER BY seq", "SELECT * FROM orangerail.audit_verify('acme')",
+	"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT * FROM r",
+	"SELECT a.seq, p.status FROM audit a LEFT JOIN approvals p ON p.id = a.approval_id",
+	"SELECT $x$; DELETE FROM audit; $x$", `SELECT "pg_sleep" FROM (SELECT 1 AS "pg_sleep") t`, "VALUES (1), (2)", "TABLE audit",
+	"SELECT convert_from(entry, 'UTF8')::jsonb->>'phase' FROM audit", "SELECT '2026-11-30'::date, CAST(seq AS text) FROM audit",
+	"SELECT 1; DELETE FROM t", "SELECT 1 /* */; DELETE FROM audit", "", ";", "-- only a comment", "SET ROLE postgres",
+	"SELECT set_config('role', 'postgres', false)", "SELECT * FROM audit WHERE set_config('role', 'postgres', true) IS NOT NULL",
+	"WITH d AS (DELETE FROM t RETURNING 1) SELECT 1", "SELECT * INTO t FROM audit", "SELECT * FROM t FOR UPDATE",
+	"SELECT * FROM (SELECT * FROM audit FOR UPDATE) x", `SELECT U&"\0061"`, "SELECT U&'\0061'", "SELECT pg_sleep(1)",
+	"SELECT (pid).pg_terminate_backend FROM t", "SELECT t.pg_cancel_backend FROM t", "SELECT * FROM pg_catalog.pg_class",
+	"SELECT * FROM pg_stat_activity", "SELECT * FROM information_schema.tables", "SELECT $$a$$", "SELECT E'\\x00'",
+	"SELECT 'a\x00b'", "SELECT \xff", "SELECT " + strings.Repeat("(", 200) + "1" + strings.Repeat(")", 200),
+}
+
+// FuzzCheck holds the guard to never panicking; to refusing only with a
+// *Refusal naming one of its own rules; and to accepting only what parses
+// as exactly one SELECT, which it accepts again as is, and none of whose
+// calls Calls lists is in a banned family.
 func FuzzCheck(f *testing.F) {
-	for _, seed := range []string{"SELECT 1", "SELECT 1; DELETE FROM t", "WITH d AS (DELETE FROM t RETURNING 1) SELECT 1",
-		`SELECT U&"\0061"`, "SELECT pg_sleep(1)", "SELECT $$a$$", "SELECT * FROM t FOR UPDATE"} {
+	for _, seed := range fuzzSeeds {
 		f.Add(seed)
 	}
+	rules := []Rule{RuleSyntax, RuleOneStatement, RuleSelectOnly, RuleInto, RuleLocking, RuleModifying, RuleFunction,
+		RuleUnicode, RuleTooLong, RuleRelation}
 	f.Fuzz(func(t *testing.T, sql string) {
 		stmt, err := Check(sql, orangerail)
 		if err != nil {
+			var r *Refusal
+			if !errors.As(err, &r) || !slices.Contains(rules, r.Rule) {
+				t.Fatalf("Check(%q) refused with %T %v, not a guard rule", sql, err, err)
+			}
 			return
 		}
 		tree, perr := pg.Parse(stmt)
 		if perr != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetSelectStmt() == nil {
 			t.Fatalf("accepted %q, whose statement %q is not one SELECT (%v)", sql, stmt, perr)
+		}
+		if again, err := Check(stmt, orangerail); err != nil || again != stmt {
+			t.Fatalf("accepted %q as %q, which checks as %q, %v", sql, stmt, again, err)
+		}
+		calls, err := Calls(stmt)
+		if err != nil {
+			t.Fatalf("accepted %q, whose calls are %v", sql, err)
+		}
+		for _, c := range calls {
+			if c.Kind == CallFunction && callable(c.Name, "") != nil {
+				t.Fatalf("accepted %q, which calls %+v", sql, c)
+			}
 		}
 	})
 }

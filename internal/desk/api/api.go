@@ -13,8 +13,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -34,6 +37,39 @@ const MaxBodyBytes = 64 << 10
 // MaxNoteBytes caps a decision's note, which the audit log and the agent
 // receive.
 const MaxNoteBytes = 4096
+
+// MaxFilterBytes caps a list's filter (an action, a subject, a correlation
+// id): longer than any stored value it could match.
+const MaxFilterBytes = 1024
+
+// textProblem says what keeps a person's text (a filter, a note) from
+// Postgres, or "": a NUL, or bytes that are not UTF-8, which Postgres
+// refuses with an error rather than matching nothing.
+func textProblem(name, value string) string {
+	switch {
+	case strings.ContainsRune(value, 0):
+		return name + " must not contain the NUL character (U+0000)"
+	case !utf8.ValidString(value):
+		return name + " must be UTF-8 text"
+	}
+	return ""
+}
+
+// filters refuses a list's filter parameters that are no text, or longer
+// than MaxFilterBytes.
+func filters(q url.Values, names ...string) error {
+	for _, name := range names {
+		v := q.Get(name)
+		problem := textProblem(name, v)
+		if problem == "" && len(v) > MaxFilterBytes {
+			problem = fmt.Sprintf("%s is longer than %d bytes", name, MaxFilterBytes)
+		}
+		if problem != "" {
+			return errcode.New(errcode.RequestInvalid, problem, nil)
+		}
+	}
+	return nil
+}
 
 // API serves the approvals API.
 type API struct {
@@ -98,6 +134,10 @@ type List struct {
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if err := filters(q, "action", "requested_by"); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	query := engine.ApprovalQuery{Status: store.ApprovalStatus(q.Get("status")), Action: q.Get("action"),
 		RequestedBy: q.Get("requested_by"), Cursor: q.Get("cursor")}
 	if s := q.Get("limit"); s != "" {
@@ -203,6 +243,8 @@ func (a *API) decide(w http.ResponseWriter, r *http.Request) {
 		problem = "approving needs the digest the approval was shown with"
 	case len(req.Note) > MaxNoteBytes:
 		problem = fmt.Sprintf("note is longer than %d bytes", MaxNoteBytes)
+	default:
+		problem = textProblem("note", req.Note)
 	}
 	if problem != "" {
 		a.fail(w, r, errcode.New(errcode.RequestInvalid, problem, nil))
@@ -247,6 +289,10 @@ type AuditList struct {
 
 func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if err := filters(q, "correlation_id", "action", "actor"); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	query := engine.AuditQuery{CorrelationID: q.Get("correlation_id"), Action: q.Get("action"), Actor: q.Get("actor"),
 		Phase: engine.Phase(q.Get("phase")), Cursor: q.Get("cursor")}
 	if s := q.Get("limit"); s != "" {
