@@ -397,7 +397,9 @@ func TestComposeFile(t *testing.T) {
 	if server.DependsOn["migrate"].Condition != "service_completed_successfully" {
 		t.Errorf("orangerail depends on migrate %+v, want service_completed_successfully", server.DependsOn["migrate"])
 	}
-	for _, env := range []string{app.SecretKeyEnv, "DATABASE_URL", "ORANGERAIL_CONFIG"} {
+	// The key and the issuer come from the environment (the config names
+	// identity.oidc.issuer_env: OIDC_ISSUER).
+	for _, env := range []string{app.SecretKeyEnv, "DATABASE_URL", "ORANGERAIL_CONFIG", "OIDC_ISSUER"} {
 		if _, ok := server.Environment[env]; !ok {
 			t.Errorf("orangerail does not set %s", env)
 		}
