@@ -23,15 +23,6 @@ FROM orangerail.audit_unsealed(@tenant_id::text, make_interval(secs => @bound_se
 -- name: AuditHead :one
 SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = @tenant_id;
 
--- name: AuditChainPage :many
--- One page of a tenant's chain in seq order, for streaming verification.
-SELECT seq::bigint AS seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id,
-       prev_hash::bytea AS prev_hash, hash::bytea AS hash
-FROM orangerail.audit
-WHERE tenant_id = @tenant_id AND seq > @after_seq::bigint
-ORDER BY seq
-LIMIT @page_size;
-
 -- name: AuditVerifySQL :many
 SELECT v.seq::bigint AS seq, v.problem::text AS problem,
        v.expected_hash::bytea AS expected_hash, v.found_hash::bytea AS found_hash

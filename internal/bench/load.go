@@ -281,7 +281,7 @@ func loadConfig(issuerURL, addr string) ([]byte, error) {
 	setYAML(root, []string{"identity", "oidc"}, map[string]any{"issuer": issuerURL, "audience": "orangerail", "tenant_claim": "org_id"})
 	setYAML(root, []string{"http", "listen"}, addr)
 	setYAML(root, []string{"http", "rate_limits"}, map[string]any{"reads_per_minute": 1 << 30, "writes_per_minute": 1 << 30})
-	actions := mappingChild(root, "actions")
+	actions := ontology.MappingValue(root, "actions")
 	if actions == nil {
 		return nil, errors.New("the example has no actions")
 	}
@@ -303,7 +303,7 @@ func loadConfig(issuerURL, addr string) ([]byte, error) {
 // on the way.
 func setYAML(m *yaml.Node, path []string, value any) {
 	for _, key := range path[:len(path)-1] {
-		next := mappingChild(m, key)
+		next := ontology.MappingValue(m, key)
 		if next == nil {
 			next = &yaml.Node{Kind: yaml.MappingNode}
 			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, next)
@@ -322,19 +322,6 @@ func setYAML(m *yaml.Node, path []string, value any) {
 		}
 	}
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, &v)
-}
-
-// mappingChild returns the value under key in the mapping m, or nil.
-func mappingChild(m *yaml.Node, key string) *yaml.Node {
-	if m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // freeLoopbackAddr returns a loopback address that was free a moment ago:

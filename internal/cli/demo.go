@@ -331,7 +331,7 @@ func demoOntology(carrierURL string) (*ontology.Config, error) {
 		node = node.Content[0]
 	}
 	for _, key := range []string{"upstreams", demoUpstream, "base_urls", demoEnvironment} {
-		node = mappingValue(node, key)
+		node = ontology.MappingValue(node, key)
 		if node == nil {
 			return nil, fmt.Errorf("the example config has no upstreams.%s.base_urls.%s", demoUpstream, demoEnvironment)
 		}
@@ -342,19 +342,6 @@ func demoOntology(carrierURL string) (*ontology.Config, error) {
 		return nil, err
 	}
 	return ontology.Parse(b)
-}
-
-// mappingValue returns the value under key in a YAML mapping, or nil.
-func mappingValue(m *yaml.Node, key string) *yaml.Node {
-	if m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // demoDeskClient is the desk's client id at the development issuer.

@@ -121,32 +121,6 @@ type AuditRecord struct {
 	Hash          []byte
 }
 
-// AuditChainPageParams select one page of a tenant's chain.
-type AuditChainPageParams struct {
-	TenantID string
-	// AfterSeq is the last seq of the previous page; 0 starts the chain.
-	AfterSeq int64
-	PageSize int32
-}
-
-// AuditChainPage returns one page of a tenant's chain in seq order. The
-// records share one allocation: a page is read in one piece and checked in
-// one piece.
-func (s *Store) AuditChainPage(ctx context.Context, p *AuditChainPageParams) ([]AuditRecord, error) {
-	rows, err := s.q.AuditChainPage(ctx, s.x, &db.AuditChainPageParams{TenantID: p.TenantID, AfterSeq: p.AfterSeq, PageSize: p.PageSize})
-	if err != nil {
-		return nil, InterpretError(err)
-	}
-	page := make([]AuditRecord, len(rows))
-	for i, r := range rows {
-		page[i] = AuditRecord{
-			Seq: r.Seq, Entry: r.Entry, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
-			Actor: r.Actor, ActorKind: r.ActorKind, DevMode: r.DevMode, ApprovalID: r.ApprovalID, PrevHash: r.PrevHash, Hash: r.Hash,
-		}
-	}
-	return page, nil
-}
-
 // The columns AuditChainCopy streams, in this order.
 const (
 	AuditChainSeq = iota

@@ -149,8 +149,8 @@ func TestApprovalLifecycle(t *testing.T) {
 		if err != nil || head.Seq != 2 || len(head.Hash) != 32 {
 			return fmt.Errorf("head: %+v %w", head, err)
 		}
-		page, err := s.AuditChainPage(ctx, &store.AuditChainPageParams{TenantID: "acme", PageSize: 10})
-		if err != nil || len(page) != 2 || page[1].Phase != "approved" || *page[1].ApprovalID != id {
+		page, err := s.AuditPage(ctx, &store.AuditPageParams{TenantID: "acme", Limit: 10})
+		if err != nil || len(page) != 2 || page[0].Phase != "approved" || *page[0].ApprovalID != id || page[0].Seq != 2 {
 			return fmt.Errorf("chain: %+v %w", page, err)
 		}
 		breaks, err := s.AuditVerify(ctx, "acme")

@@ -96,13 +96,7 @@ func walk(root *yaml.Node, path string, create bool) (*yaml.Node, string, error)
 		if node.Kind != yaml.MappingNode {
 			return nil, "", fmt.Errorf("%s: %s is not in a mapping", path, part)
 		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(node.Content); i += 2 {
-			if node.Content[i].Value == part {
-				next = node.Content[i+1]
-				break
-			}
-		}
+		next := ontology.MappingValue(node, part)
 		if next == nil {
 			if !create {
 				return nil, "", fmt.Errorf("%s: no member %s", path, part)
