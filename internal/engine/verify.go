@@ -356,36 +356,53 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 		}
 	}
 	c.prevSeq, c.prevHash = res.seq, append(c.prevHash[:0], hash...)
-	at, _ := timestamptz(row[store.AuditChainAt])
-	var approval *uuid.UUID
-	if id, err := uuid.FromBytes(row[store.AuditChainApprovalID]); err == nil {
-		approval = &id
+	// The relations read a row's columns only where they need them: this
+	// runs once per record of the chain.
+	c.written++
+	if string(row[store.AuditChainActorKind]) == string(ActorOperator) {
+		at, _ := timestamptz(row[store.AuditChainAt])
+		var approval *uuid.UUID
+		if id, err := uuid.FromBytes(row[store.AuditChainApprovalID]); err == nil {
+			approval = &id
+		}
+		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: res.seq, ApprovalID: approval,
+			Phase: Phase(row[store.AuditChainPhase]), Operator: string(row[store.AuditChainActor]), At: at,
+			Reason: breakGlassReason(row[store.AuditChainEntry])})
 	}
-	var action *string
-	if a := row[store.AuditChainAction]; a != nil {
-		action = new(string(a))
+	switch phase := Phase(string(row[store.AuditChainPhase])); {
+	case phase == PhaseExecutionStarted:
+		var action string
+		if a := row[store.AuditChainAction]; a != nil {
+			action = string(a)
+		}
+		at, _ := timestamptz(row[store.AuditChainAt])
+		c.started(UnfinishedExecution{Seq: res.seq, CorrelationID: string(row[store.AuditChainCorrelationID]), Action: action, At: at})
+	case phase.Finishes():
+		delete(c.open, string(row[store.AuditChainCorrelationID]))
 	}
-	c.relate(res.seq, &store.AuditPending{Entry: row[store.AuditChainEntry], At: at,
-		CorrelationID: string(row[store.AuditChainCorrelationID]), Phase: string(row[store.AuditChainPhase]), Action: action,
-		Actor: string(row[store.AuditChainActor]), ActorKind: string(row[store.AuditChainActorKind]), ApprovalID: approval})
 }
 
-// relate follows one record, sealed at seq (0: not sealed yet), in the
-// relations between records: the operators' records, and the executions
-// still open.
-func (c *chainChecker) relate(seq int64, r *store.AuditPending) {
+// relatePending follows a record awaiting its seal, after the sealed
+// chain, in the relations check follows a sealed one in.
+func (c *chainChecker) relatePending(r *store.AuditPending) {
 	c.written++
 	if r.ActorKind == string(ActorOperator) {
-		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: seq, ApprovalID: r.ApprovalID,
-			Phase: Phase(r.Phase), Operator: r.Actor, At: r.At, Reason: breakGlassReason(r.Entry)})
+		c.breakGlass = append(c.breakGlass, BreakGlassDecision{ApprovalID: r.ApprovalID, Phase: Phase(r.Phase), Operator: r.Actor,
+			At: r.At, Reason: breakGlassReason(r.Entry)})
 	}
 	switch phase := Phase(r.Phase); {
 	case phase == PhaseExecutionStarted:
-		c.open[r.CorrelationID] = append(c.open[r.CorrelationID],
-			UnfinishedExecution{Seq: seq, CorrelationID: r.CorrelationID, Action: deref(r.Action), At: r.At, written: c.written})
+		c.started(UnfinishedExecution{CorrelationID: r.CorrelationID, Action: deref(r.Action), At: r.At})
 	case phase.Finishes():
 		delete(c.open, r.CorrelationID)
 	}
+}
+
+// started opens an execution until a record of its correlation id
+// finishes it.
+func (c *chainChecker) started(u UnfinishedExecution) {
+	u.written = c.written
+	c.open[u.CorrelationID] = append(c.open[u.CorrelationID], u)
 }
 
 // pendingPage is how many unsealed records pending reads at once.
@@ -403,7 +420,7 @@ func (c *chainChecker) pending(ctx context.Context, st *store.Store, report *Rep
 			return fmt.Errorf("read unsealed records: %w", err)
 		}
 		for _, r := range page {
-			c.relate(0, r)
+			c.relatePending(r)
 			after = r.ID
 		}
 		report.Pending += int64(len(page))
