@@ -22,6 +22,7 @@ const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
 	// CodeServerError is the server-defined code (-32000 to -32099) of a
 	// refusal that is not about the message itself: no token, a rate, an
