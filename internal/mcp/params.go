@@ -91,8 +91,6 @@ func decodes(raw []byte, t reflect.Type) bool {
 	return dec.Decode(reflect.New(t).Interface()) == nil
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-
 // wrongMember says what is wrong with raw, the value at path, which does
 // not decode into t: the deepest member that does not decode and what it
 // must be, in JSON's terms.
@@ -100,16 +98,10 @@ func wrongMember(path string, raw []byte, t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	// A type that reads itself (a completion's ref, inputResponses) is
+	// walked as its Go shape, which is its wire shape; what its own rules
+	// refuse is "not valid" where no member is wrong.
 	kind := jsonKind(raw)
-	if reflect.PointerTo(t).Implements(unmarshalerType) {
-		// A type that reads itself: its members are its own to judge.
-		if t.Kind() == reflect.Struct || t.Kind() == reflect.Map {
-			if kind != '{' {
-				return path + " must be an object"
-			}
-		}
-		return path + " is not valid"
-	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if kind != '{' {

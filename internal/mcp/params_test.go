@@ -73,6 +73,7 @@ var paramsCases = []paramsCase{
 	{method: "tools/call", params: `{"name":"order_get","_meta":[]}`, want: "params._meta must be an object"},
 	{method: "tools/call", params: `{"name":"order_get","requestState":1}`, want: "params.requestState must be a string"},
 	{method: "tools/call", params: `{"name":"order_get","inputResponses":5}`, want: "params.inputResponses must be an object"},
+	{method: "tools/call", params: `{"name":"order_get","inputResponses":{"a":5}}`, want: "params.inputResponses.a is not valid"},
 	{method: "tools/call", params: `null`, want: `tools/call requires "params"`, rpcCode: -32600},
 	{method: "tools/call", want: `tools/call requires "params"`, rpcCode: -32600},
 
@@ -111,6 +112,7 @@ var paramsCases = []paramsCase{
 	{method: "completion/complete", params: `{"ref":5,"argument":{"name":"a","value":"b"}}`, want: "params.ref must be an object"},
 	{method: "completion/complete", params: `{"ref":{"type":"ref/prompt","name":"x"},"argument":{"name":1}}`, want: "params.argument.name must be a string"},
 	{method: "completion/complete", params: `{"ref":{"type":"ref/prompt","name":"x"},"context":{"arguments":{"a":2}}}`, want: "params.context.arguments.a must be a string"},
+	{method: "completion/complete", params: `{"ref":{"type":"ref/nope"},"argument":{"name":"a","value":"b"}}`, want: "params.ref is not valid"},
 	{method: "resources/subscribe", params: `{"uri":[]}`, want: "params.uri must be a string"},
 	{method: "resources/unsubscribe", params: `{"uri":false}`, want: "params.uri must be a string"},
 }
