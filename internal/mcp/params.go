@@ -83,12 +83,15 @@ func paramsProblem(req *jsonrpc.Request) *rpcerror.Problem {
 		Msg: fmt.Sprintf("%s: %s", req.Method, wrongMember("params", params, shape.typ))}
 }
 
-// decodes reports whether go-sdk decodes raw into a value of t: with its
-// decoder, which matches member names case-sensitively.
+// decodes reports whether go-sdk decodes raw, one JSON value, into a
+// value of t: with its decoder, which matches member names
+// case-sensitively (Parse is what its Decoder.Decode calls, without the
+// read buffer). The SDK also bounds params' nesting at 1000 levels; a
+// request it decodes (decodeRequest, judgeLine) is within that bound
+// already, params being one level down.
 func decodes(raw []byte, t reflect.Type) bool {
-	dec := sdkjson.NewDecoder(bytes.NewReader(raw))
-	dec.DontMatchCaseInsensitiveStructFields()
-	return dec.Decode(reflect.New(t).Interface()) == nil
+	_, err := sdkjson.Parse(raw, reflect.New(t).Interface(), sdkjson.DontMatchCaseInsensitiveStructFields)
+	return err == nil
 }
 
 // wrongMember says what is wrong with raw, the value at path, which does

@@ -100,6 +100,7 @@ var paramsCases = []paramsCase{
 	{method: "resources/read", params: `{"uri":"` + mcp.OntologyURI + `"}`},
 	{method: "resources/read", params: `{"uri":"` + mcp.OntologyURI + `","_meta":null,"URI":5}`},
 	{method: "resources/read", params: `{"uri":5}`, want: "params.uri must be a string"},
+	{method: "resources/read", params: `null`, want: `resources/read requires "params"`, rpcCode: -32600},
 	{method: "resources/read", params: `{"uri":"x","inputResponses":[]}`, want: "params.inputResponses must be an object"},
 
 	{method: "logging/setLevel", params: `{"level":"info"}`},
@@ -113,8 +114,15 @@ var paramsCases = []paramsCase{
 	{method: "completion/complete", params: `{"ref":{"type":"ref/prompt","name":"x"},"argument":{"name":1}}`, want: "params.argument.name must be a string"},
 	{method: "completion/complete", params: `{"ref":{"type":"ref/prompt","name":"x"},"context":{"arguments":{"a":2}}}`, want: "params.context.arguments.a must be a string"},
 	{method: "completion/complete", params: `{"ref":{"type":"ref/nope"},"argument":{"name":"a","value":"b"}}`, want: "params.ref is not valid"},
+	{method: "completion/complete", params: `null`, want: `completion/complete requires "params"`, rpcCode: -32600},
 	{method: "resources/subscribe", params: `{"uri":[]}`, want: "params.uri must be a string"},
+	{method: "resources/subscribe", params: `null`, want: `resources/subscribe requires "params"`, rpcCode: -32600},
 	{method: "resources/unsubscribe", params: `{"uri":false}`, want: "params.uri must be a string"},
+	{method: "resources/unsubscribe", want: `resources/unsubscribe requires "params"`, rpcCode: -32600},
+	// Not served, but read first; its params may be absent.
+	{method: "server/discover", served: -32601},
+	{method: "server/discover", params: `{"_meta":null}`, served: -32601},
+	{method: "server/discover", params: `{"_meta":[]}`, want: "params._meta must be an object"},
 }
 
 // goTypeWords are what an answer naming the SDK's Go types holds.
