@@ -75,10 +75,12 @@ const (
 	MCPLimitsUnavailable   Code = "X_MCP_LIMITS_UNAVAILABLE"
 	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
 	MCPToolUnknown         Code = "X_MCP_TOOL_UNKNOWN"
+	MCPPromptUnknown       Code = "X_MCP_PROMPT_UNKNOWN"
 	MCPScopeDenied         Code = "X_MCP_SCOPE_DENIED"
 	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
 	MCPParseError          Code = "X_MCP_PARSE_ERROR"
 	MCPInvalidRequest      Code = "X_MCP_INVALID_REQUEST"
+	MCPInvalidParams       Code = "X_MCP_INVALID_PARAMS"
 	MCPMethodUnknown       Code = "X_MCP_METHOD_UNKNOWN"
 	MCPHostRefused         Code = "X_MCP_HOST_REFUSED"
 	InternalError          Code = "X_INTERNAL_ERROR"
@@ -222,6 +224,9 @@ var table = []Entry{
 	{MCPToolUnknown, "No tool of that name is offered to this caller: none exists, or the caller is outside its audience (its roles or audience predicate); the two answer alike, so that probing names reveals nothing.",
 		"Call tools/list for the tools this caller may use. If a tool should be there, an operator checks the caller's roles against the tool's declaration.",
 		"Call tools/list for the tools you may use, and do not guess names. If a tool you need is missing, ask the operator to grant your identity the role it needs."},
+	{MCPPromptUnknown, "prompts/get named no prompt offered to this caller: none exists, or the caller is outside its audience; the two answer alike, so that probing names reveals nothing.",
+		"Name a prompt prompts/list shows, spelled exactly.",
+		"Name a prompt prompts/list shows you, spelled exactly."},
 	{MCPScopeDenied, "The tool is offered to this caller, but the connection's token does not carry the scope that grants it (the config's scopes map, or the action's policy.scope); the scope is checked before the input is read.",
 		"Request a token with the scope named in the error (an OAuth client asks for it in its scope parameter; `orangerail login` passes identity.oidc.scopes) and reconnect with it.",
 		"Request a token with the scope named in the error and reconnect with it; until then, use the tools your token's scopes grant."},
@@ -262,6 +267,9 @@ var table = []Entry{
 	{MCPInvalidRequest, "The message is JSON but not a JSON-RPC 2.0 message the server takes (\"jsonrpc\" must be \"2.0\", \"method\" a string, \"id\" a string or an integer of at most 2^53 in magnitude that a request has and a notification has not, and a method's required \"params\" present), or the HTTP request is not one MCP's Streamable HTTP takes (a POST with Content-Type application/json, an Accept naming application/json and text/event-stream, a supported MCP-Protocol-Version); the message says which.",
 		"Fix the message or the request as the error's message says; an MCP SDK's client sends well-formed requests.",
 		"Fix the message or the request as the error's message says; an MCP SDK's client sends well-formed requests."},
+	{MCPInvalidParams, "A request's \"params\" do not have the shape its method takes in the MCP specification: a member of the wrong JSON type (params.name must be a string, params.arguments of prompts/get an object of strings, params.cursor a string, params._meta an object, …), or params that are not an object; the message names the first such member by its path.",
+		"Send the member the message names as the MCP specification types it; an MCP SDK's client sends well-formed params.",
+		"Send the member the message names as the MCP specification types it (for tools/call: params.name a string, params.arguments an object), then call again; nothing ran."},
 	{MCPMethodUnknown, "The server serves no JSON-RPC method of that name.",
 		"Call a method of the MCP specification (initialize, tools/list, tools/call, …), spelled exactly; the initialize answer's capabilities say which the server offers.",
 		"Call a method of the MCP specification (initialize, tools/list, tools/call, …), spelled exactly; the initialize answer's capabilities say which the server offers."},

@@ -79,7 +79,7 @@ var agentCodes = []Code{
 	MCPBodyTooLarge, MCPProtocol, MCPOriginRefused, IdentityOriginRefused, IdentityNetworkRefused,
 	MCPRateLimited, MCPAuthThrottled, MCPUnauthorized, MCPIdentityUnavailable, MCPLimitsUnavailable,
 	StdioTokenRefused, InternalError, MCPParseError, MCPInvalidRequest, MCPMethodUnknown, MCPHostRefused,
-	MCPPromptArgumentsInvalid, ActionNotServed,
+	MCPPromptArgumentsInvalid, ActionNotServed, MCPInvalidParams, MCPPromptUnknown,
 }
 
 // TestAgentFixes: one table, two audiences. Every code an agent can

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -39,6 +40,10 @@ func (s *Server) maxBodyBytes() int64 {
 //     X_MCP_BODY_TOO_LARGE; one that is not JSON is -32700
 //     X_MCP_PARSE_ERROR, a batch or JSON that is no JSON-RPC message -32600
 //     (rpcerror.Check) — each 400, as the SDK answered;
+//   - a request whose params the SDK would not read is refused by the
+//     check stdio makes too (paramsProblem): -32602 X_MCP_INVALID_PARAMS,
+//     200 as the SDK answered, or, params missing or null where required,
+//     -32600 X_MCP_INVALID_REQUEST, 400;
 //   - what the SDK then refuses in plain text is answered in JSON-RPC
 //     instead, with the SDK's status, except that a request of a method the
 //     SDK does not know is -32601 X_MCP_METHOD_UNKNOWN answered 200, as any
@@ -46,8 +51,9 @@ func (s *Server) maxBodyBytes() int64 {
 //     only from a 2xx); the SDK's words are the message.
 //
 // Nothing the SDK refuses is let through, and nothing it takes is refused
-// but what rpcerror.Check refuses: what the SDK refuses too, and a number
-// id the SDK would answer under another id (1.5 as 1, 2^63 overflowed).
+// but what rpcerror.Check refuses (what the SDK refuses too, and a number
+// id the SDK would answer under another id: 1.5 as 1, 2^63 overflowed) and
+// what paramsProblem refuses, which the SDK refuses too.
 func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 	limit := s.maxBodyBytes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +79,18 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 				problem.Response(rpcerror.ID(body)).Write(w, http.StatusBadRequest)
 				return
 			}
+			if req, ok := decodeRequest(body); ok {
+				if problem := paramsProblem(req); problem != nil {
+					// Params the SDK cannot read it answers in JSON-RPC,
+					// 200; missing ones it refuses 400.
+					status := http.StatusOK
+					if problem.RPCCode != rpcerror.CodeInvalidParams {
+						status = http.StatusBadRequest
+					}
+					problem.Response(rpcerror.ID(body)).Write(w, status)
+					return
+				}
+			}
 		}
 		caught := &plainRefusal{ResponseWriter: w}
 		next.ServeHTTP(caught, r)
@@ -80,6 +98,17 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 			s.answerRefusal(w, r, body, caught.status, strings.TrimSpace(caught.text.String()))
 		}
 	})
+}
+
+// decodeRequest reads body as the SDK does, and returns the request it
+// is, if it is one.
+func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	return req, ok
 }
 
 // answerRefusal answers in JSON-RPC what the SDK refused with status and

@@ -64,7 +64,9 @@ func rawPost(t *testing.T, method, u, body string, header ...string) httpAnswer 
 // answer to a message go-sdk cannot take is a JSON-RPC error
 // (application/json) carrying the request's id when one could be read —
 // an unknown method -32601 (200 to a request), a body that is not JSON
-// -32700, one that is no JSON-RPC request -32600, a batch -32600 — with
+// -32700, one that is no JSON-RPC request -32600, a batch -32600, params
+// absent or null where required -32600, params go-sdk cannot read -32602
+// (200, as the SDK answered) — with
 // data naming the stable code, its cause and fix; the SDK's other plain
 // refusals (Accept, Content-Type, method) are JSON-RPC too. A loopback
 // Origin and Host reach the SDK and are served. The bodies are held to
@@ -111,6 +113,8 @@ func TestGoldenJSONRPCOverHTTP(t *testing.T) {
 		{name: "request_without_id", body: `{"jsonrpc":"2.0","method":"tools/list"}`, status: 400, rpcCode: -32600},
 		{name: "notification_with_id", body: `{"jsonrpc":"2.0","id":10,"method":"notifications/initialized"}`, status: 400, rpcCode: -32600, id: 10.0},
 		{name: "params_missing", body: `{"jsonrpc":"2.0","id":11,"method":"tools/call"}`, status: 400, rpcCode: -32600, id: 11.0},
+		{name: "params_null", body: `{"jsonrpc":"2.0","id":16,"method":"tools/call","params":null}`, status: 400, rpcCode: -32600, id: 16.0},
+		{name: "params_not_of_shape", body: `{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":{}}}`, status: 200, rpcCode: -32602, id: 17.0},
 		{name: "batch", body: `[{"jsonrpc":"2.0","id":12,"method":"tools/list"}]`, status: 400, rpcCode: -32600},
 		{name: "accept_missing", body: `{"jsonrpc":"2.0","id":13,"method":"tools/list"}`, header: []string{"Accept", ""}, status: 400, rpcCode: -32600, id: 13.0},
 		{name: "content_type_not_json", body: `{"jsonrpc":"2.0","id":14,"method":"tools/list"}`, header: []string{"Content-Type", "text/plain"}, status: 415, rpcCode: -32600, id: 14.0},

@@ -31,10 +31,10 @@ func (s *Server) visiblePrompts(caller *engine.Caller) []string {
 	return names
 }
 
-// addPrompts adds the named prompts to srv. A prompt left out answers
-// prompts/get as the SDK answers a prompt that does not exist, so hidden
-// and nonexistent are one answer; the handler asks the gate again for the
-// request's caller, and answers the same.
+// addPrompts adds the named prompts to srv. A prompt left out is answered
+// by promptsHeld as one that does not exist, so hidden and nonexistent are
+// one answer; the handler asks the gate again for the request's caller,
+// and answers the same.
 func (s *Server) addPrompts(srv *sdk.Server, names []string, fixed *engine.Caller) {
 	for _, name := range names {
 		p := s.cfg.Prompts[name]
@@ -60,10 +60,32 @@ func (s *Server) addPrompts(srv *sdk.Server, names []string, fixed *engine.Calle
 	}
 }
 
-// unknownPrompt is the SDK's answer for a prompt it does not hold, byte
-// for byte.
+// unknownPrompt is the answer to a prompts/get of a prompt the caller is
+// not offered — none of the name exists, or the caller is outside its
+// audience — the same for both: the SDK's answer for a prompt it does not
+// hold, with the stable code in the error's data, as unknownTool's.
 func unknownPrompt(name string) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", name)}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", name), Data: unknownPromptData}
+}
+
+var unknownPromptData = mustJSON(map[string]string{"code": string(errcode.MCPPromptUnknown)})
+
+// promptsHeld answers a prompts/get of a prompt this server does not hold
+// as the handlers answer a hidden one (unknownPrompt), where the SDK would
+// answer without the code.
+func promptsHeld(names []string) sdk.Middleware {
+	held := make(map[string]bool, len(names))
+	for _, name := range names {
+		held[name] = true
+	}
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if get, ok := req.(*sdk.GetPromptRequest); ok && method == "prompts/get" && get.Params != nil && !held[get.Params.Name] {
+				return nil, unknownPrompt(get.Params.Name)
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // promptArguments refuses arguments the prompt does not take: a required

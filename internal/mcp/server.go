@@ -196,7 +196,7 @@ func (s *Server) build(usable, prompts []string, fixed *engine.Caller) *sdk.Serv
 	}
 	s.addResources(srv, usable, fixed)
 	s.addPrompts(srv, prompts, fixed)
-	srv.AddReceivingMiddleware(s.offered(names, fixed), s.undeclared(opts.Capabilities))
+	srv.AddReceivingMiddleware(s.offered(names, fixed), s.undeclared(opts.Capabilities), promptsHeld(prompts))
 	return srv
 }
 

@@ -27,9 +27,10 @@ import (
 // A line is read within http.max_body_bytes and never buffered past it: a
 // longer one is answered X_MCP_BODY_TOO_LARGE (with its id when the part
 // read holds it) and skipped to its end; a line that is not JSON is
-// answered -32700, one that is a batch or no JSON-RPC message -32600 —
-// and the session serves the next line, where go-sdk's own stdio
-// transport ends it.
+// answered -32700, one that is a batch or no JSON-RPC message -32600, a
+// request whose params the SDK would not read -32602 (paramsProblem, as
+// over HTTP) — and the session serves the next line, where go-sdk's own
+// stdio transport ends it.
 func (s *Server) ServeLines(ctx context.Context, caller *engine.Caller, check func(context.Context) error, in io.ReadCloser, out io.Writer) error {
 	return s.RunChecked(ctx, caller, check, &lineTransport{in: in, out: out, max: s.maxBodyBytes(), log: s.log})
 }
@@ -169,6 +170,11 @@ func judgeLine(line []byte, tooLong bool, limit int64) (jsonrpc.Message, *rpcerr
 	// it ignores, as JSON-RPC asks.
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !standardMethod(req.Method) {
 		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", req.Method), 0)
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		if problem := paramsProblem(req); problem != nil {
+			return nil, problem.Response(rpcerror.ID(line))
+		}
 	}
 	return msg, nil
 }

@@ -20,7 +20,8 @@ import (
 // is answered X_MCP_BODY_TOO_LARGE (with its id when the part read holds
 // it, else null) and skipped, one of exactly 4096 bytes is read; a line
 // that is not JSON is -32700, one that is no JSON-RPC message or a batch
-// -32600, an unknown method -32601 — each with its data — and after every
+// -32600, an unknown method -32601, params go-sdk cannot read -32602 —
+// each with its data — and after every
 // one the session serves the next message. The answers are held to
 // testdata/jsonrpc/stdio.
 func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
@@ -99,6 +100,7 @@ func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
 	refused("no_jsonrpc", `{"id":5,"method":"tools/list"}`+"\n", -32600, "X_MCP_INVALID_REQUEST", 5.0)
 	refused("batch", `[{"jsonrpc":"2.0","id":6,"method":"tools/list"}]`+"\n", -32600, "X_MCP_PROTOCOL", nil)
 	refused("unknown_method", `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`+"\n", -32601, "X_MCP_METHOD_UNKNOWN", 7.0)
+	refused("params_not_of_shape", `{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":5}}`+"\n", -32602, "X_MCP_INVALID_PARAMS", 9.0)
 	if m := served("tools/list after them", "\n"+`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n", 8); m["result"] == nil {
 		t.Fatalf("tools/list: %v", m)
 	}

@@ -1,10 +1,10 @@
 // Package rpcerror is the one shape of the JSON-RPC errors orangerail
 // answers outside a method's own result: the HTTP front's refusals, and the
 // MCP transports' answers to messages the SDK cannot take (not JSON, not a
-// JSON-RPC message, an unknown method, a line too long). Each carries the
-// request's id when it could be read (null only when none could), and data
-// naming its stable code, the code's cause and fix, and the bound that was
-// hit. It also reads a message as far as those answers need: its id, and
+// JSON-RPC message, an unknown method, params it cannot read, a line too
+// long). Each carries the request's id when it could be read (null only
+// when none could), and data naming its stable code, the code's cause and
+// fix, and the bound that was hit. It also reads a message as far as those answers need: its id, and
 // whether it is one JSON-RPC message at all.
 package rpcerror
 
@@ -23,6 +23,7 @@ const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
 	// CodeServerError is the server-defined code (-32000 to -32099) of a
 	// refusal that is not about the message itself: no token, a rate, an
