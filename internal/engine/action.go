@@ -625,8 +625,13 @@ func (e *Engine) storeFailure(ctx context.Context, op, correlation string, err e
 	// A store that kept the call waiting past the limits is said so:
 	// nothing ran, and a retry may well succeed.
 	var diagnostic Diagnostic
-	if timedOut(err) {
+	switch {
+	case timedOut(err):
 		diagnostic = DiagnosticStoreTimeout
+	case errors.Is(store.InterpretError(err), store.ErrUnavailable):
+		// The connection died under the call: its open transaction
+		// rolled back with it, and a retry may well succeed.
+		diagnostic = DiagnosticStoreUnavailable
 	}
 	var blocked *auditAppendError
 	if errors.As(err, &blocked) {
