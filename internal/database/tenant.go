@@ -42,10 +42,30 @@ type Limits struct {
 	StatementTimeout time.Duration
 }
 
+// txGrace is what a bounded transaction's deadline allows beyond its
+// limits: the round trips of its short statements.
+const txGrace = 5 * time.Second
+
+// deadline bounds one transaction under l on the client's side: a server
+// that stops answering (a partition, a hung host) leaves a statement
+// waiting on a socket that neither answers nor closes, where no limit the
+// server keeps reaches it. A healthy transaction's statements each end
+// within the limits, and it waits on a lock, and runs a long statement
+// and an effect beside it, at most once each, so it ends well within a
+// lock wait, two statements' time and the grace. Zero: no deadline.
+func (l Limits) deadline() time.Duration {
+	if l.StatementTimeout <= 0 {
+		return 0
+	}
+	return l.LockTimeout + 2*l.StatementTimeout + txGrace
+}
+
 // Bounded is a pool whose transactions run under Limits: InTenant and
 // QueryInTenant set them, locally, at the start of every transaction they
 // begin on it, so they end with the transaction and never outlive it on a
-// pooled connection. It is safe for concurrent use, as the pool is.
+// pooled connection. InTenant also bounds the transaction on the client's
+// side (Limits.deadline): a connection whose server stops answering fails
+// the call instead of hanging it. It is safe for concurrent use, as the pool is.
 type Bounded struct {
 	*pgxpool.Pool
 	Limits Limits
@@ -107,7 +127,19 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
-	scopeSQL, scopeArgs := scope(tenant, limitsOf(conn))
+	limits := limitsOf(conn)
+	scopeSQL, scopeArgs := scope(tenant, limits)
+	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
+		// The transaction's connection is held here, not by the
+		// transaction, so that its deadline is lifted before another
+		// caller can take it from the pool.
+		pc, release, err := acquireBounded(ctx, b, limits)
+		if err != nil {
+			return err
+		}
+		defer release()
+		conn = pc
+	}
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
 		return err
@@ -171,22 +203,56 @@ func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args 
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
-	scopeSQL, scopeArgs := scope(tenant, limitsOf(pool))
+	limits := limitsOf(pool)
+	scopeSQL, scopeArgs := scope(tenant, limits)
 	b := &pgx.Batch{}
 	b.Queue(beginReadOnly)
 	b.Queue(scopeSQL, scopeArgs...)
 	b.Queue(sql, args...).Query(rows)
 	b.Queue(commit)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return err
+	var conn *pgxpool.Conn
+	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
+		c, release, err := acquireBounded(ctx, bounded, limits)
+		if err != nil {
+			return err
+		}
+		defer release()
+		conn = c
+	} else {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		conn = c
 	}
-	defer conn.Release()
-	err = conn.SendBatch(ctx, b).Close()
+	err := conn.SendBatch(ctx, b).Close()
 	if err != nil {
 		endFailedRead(ctx, conn.Conn())
 	}
 	return err
+}
+
+// acquireBounded takes a connection of b for one transaction under
+// limits and bounds it by their deadline: the wait for it (a connect, or
+// the ping of an idle one), and every read and write on it until release,
+// which lifts the deadline and returns it to the pool. A deadline that
+// passes fails the statement waiting and closes the connection, which
+// the pool then discards.
+func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Conn, func(), error) {
+	d := limits.deadline()
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	pc, err := b.Acquire(actx)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc := pc.Conn().PgConn().Conn()
+	_ = nc.SetDeadline(time.Now().Add(d))
+	return pc, func() {
+		_ = nc.SetDeadline(time.Time{})
+		pc.Release()
+	}, nil
 }
 
 // endFailedRead ends the transaction a failed pipelined read left open.
