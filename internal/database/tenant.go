@@ -2,15 +2,20 @@ package database
 
 import (
 	"context"
+	"errors"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // tenantIDPattern is the form of a tenant id: letters, digits, '.', '_'
@@ -127,6 +132,43 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
+	// A pooled connection whose backend died while it sat idle (a
+	// terminated backend, a restart, a failover) fails at BEGIN, before fn
+	// runs and before anything reached the database, and the pool discards
+	// it: the transaction is begun again, on another connection. Its
+	// siblings may have died with it, so up to the pool's size; each such
+	// failure is immediate.
+	pool, pooled := conn.(interface{ Stat() *pgxpool.Stat })
+	for attempt := 0; ; attempt++ {
+		entered, err := inTenant(ctx, conn, tenant, opts, fn)
+		if entered || !pooled || attempt >= int(pool.Stat().MaxConns()) || !deadOnArrival(ctx, err) {
+			return err
+		}
+	}
+}
+
+// deadOnArrival reports whether err is a connection found dead as it was
+// used: its backend is gone (SQLSTATE class 08, 57P01–57P03) or it closed
+// without a word. Not a wait that timed out, nor a connect that failed:
+// trying again would only wait or fail again.
+func deadOnArrival(ctx context.Context, err error) bool {
+	var connect *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	switch {
+	case err == nil || ctx.Err() != nil || pgconn.Timeout(err) || errors.As(err, &connect) ||
+		(errors.As(err, &netErr) && netErr.Timeout()):
+		return false
+	case errors.As(err, &pgErr):
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == pgerrcode.AdminShutdown ||
+			pgErr.Code == pgerrcode.CrashShutdown || pgErr.Code == pgerrcode.CannotConnectNow
+	}
+	interpreted := store.InterpretError(err)
+	return errors.Is(interpreted, store.ErrUnavailable) && !errors.Is(interpreted, store.ErrTimeout)
+}
+
+// inTenant is one attempt of InTenant; entered reports whether fn ran.
+func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) (entered bool, _ error) {
 	limits := limitsOf(conn)
 	scopeSQL, scopeArgs := scope(tenant, limits)
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
@@ -135,32 +177,32 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 		// caller can take it from the pool.
 		pc, release, err := acquireBounded(ctx, b, limits)
 		if err != nil {
-			return err
+			return false, err
 		}
 		defer release()
 		conn = pc
 	}
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
-		return err
+		return false, err
 	}
 	c := &committing{Tx: tx}
 	if err := fn(c); err != nil {
-		return err
+		return true, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return err
+		return true, err
 	}
 	for _, f := range c.after {
 		f()
 	}
-	return nil
+	return true, nil
 }
 
 // committing is the transaction InTenant hands its fn: it keeps what
