@@ -245,6 +245,24 @@ func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args 
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
+	// A read that met a dead pooled connection before rows saw a row is
+	// read again on another, as InTenant begins a transaction again: it
+	// is read-only, and nothing of it reached its caller.
+	sized, pooled := pool.(interface{ Stat() *pgxpool.Stat })
+	for attempt := 0; ; attempt++ {
+		seen := false
+		err := queryInTenant(ctx, pool, tenant, sql, args, func(r pgx.Rows) error {
+			seen = true
+			return rows(r)
+		})
+		if seen || !pooled || attempt >= int(sized.Stat().MaxConns()) || !deadOnArrival(ctx, err) {
+			return err
+		}
+	}
+}
+
+// queryInTenant is one attempt of QueryInTenant.
+func queryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
 	limits := limitsOf(pool)
 	scopeSQL, scopeArgs := scope(tenant, limits)
 	b := &pgx.Batch{}

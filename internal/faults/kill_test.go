@@ -316,3 +316,33 @@ func TestKillDuringSealing(t *testing.T) {
 	}
 	b.finish(t)
 }
+
+// TestKillBeforeRead: every connection of the pool dies while idle, then
+// agents read: a read that meets a dead connection before it saw a row is
+// read again on another, so no read fails.
+func TestKillBeforeRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func() *engine.Outcome {
+		return b.call(t, "get", func(ctx context.Context) *engine.Outcome {
+			return b.engine.Get(ctx, agent, "order", json.RawMessage(`{"id": "o-1001"}`))
+		})
+	}
+	list := func() *engine.Outcome {
+		return b.call(t, "list", func(ctx context.Context) *engine.Outcome {
+			return b.engine.List(ctx, agent, "order", json.RawMessage(`{}`))
+		})
+	}
+	for _, read := range []func() *engine.Outcome{get, list} {
+		if out := read(); out.Status != engine.StatusOK { // the pool holds a connection or more
+			t.Fatalf("a read before the fault: %s", out.Status)
+		}
+		if n, err := b.killer.KillIdle(context.Background()); err != nil || n == 0 {
+			t.Fatalf("killed %d backends: %v", n, err)
+		}
+		if out := read(); out.Status != engine.StatusOK {
+			t.Errorf("a read after the pool's connections died: %s %q (%v)", out.Status, out.Diagnostic, out.Err)
+		}
+	}
+	b.finish(t)
+}
