@@ -62,6 +62,14 @@ func TestImportsPointDown(t *testing.T) {
 				}
 			}
 		}
+		// internal/faults is test support: no package the binary links
+		// imports it (go list lists the packages' own imports, not their
+		// tests').
+		for _, d := range ds {
+			if strings.TrimPrefix(d, module) == "internal/faults" {
+				t.Errorf("%s depends on internal/faults, which only tests may import", pkg)
+			}
+		}
 		// One owner each: the sqlc package and the MCP SDK.
 		for _, d := range imports[pkg] {
 			if d == module+"internal/db" && pkg != "internal/store" {

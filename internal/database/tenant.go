@@ -2,15 +2,20 @@ package database
 
 import (
 	"context"
+	"errors"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // tenantIDPattern is the form of a tenant id: letters, digits, '.', '_'
@@ -42,10 +47,30 @@ type Limits struct {
 	StatementTimeout time.Duration
 }
 
+// txGrace is what a bounded transaction's deadline allows beyond its
+// limits: the round trips of its short statements.
+const txGrace = 5 * time.Second
+
+// deadline bounds one transaction under l on the client's side: a server
+// that stops answering (a partition, a hung host) leaves a statement
+// waiting on a socket that neither answers nor closes, where no limit the
+// server keeps reaches it. A healthy transaction's statements each end
+// within the limits, and it waits on a lock, and runs a long statement
+// and an effect beside it, at most once each, so it ends well within a
+// lock wait, two statements' time and the grace. Zero: no deadline.
+func (l Limits) deadline() time.Duration {
+	if l.StatementTimeout <= 0 {
+		return 0
+	}
+	return l.LockTimeout + 2*l.StatementTimeout + txGrace
+}
+
 // Bounded is a pool whose transactions run under Limits: InTenant and
 // QueryInTenant set them, locally, at the start of every transaction they
 // begin on it, so they end with the transaction and never outlive it on a
-// pooled connection. It is safe for concurrent use, as the pool is.
+// pooled connection. InTenant also bounds the transaction on the client's
+// side (Limits.deadline): a connection whose server stops answering fails
+// the call instead of hanging it. It is safe for concurrent use, as the pool is.
 type Bounded struct {
 	*pgxpool.Pool
 	Limits Limits
@@ -107,28 +132,77 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
-	scopeSQL, scopeArgs := scope(tenant, limitsOf(conn))
+	// A pooled connection whose backend died while it sat idle (a
+	// terminated backend, a restart, a failover) fails at BEGIN, before fn
+	// runs and before anything reached the database, and the pool discards
+	// it: the transaction is begun again, on another connection. Its
+	// siblings may have died with it, so up to the pool's size; each such
+	// failure is immediate.
+	pool, pooled := conn.(interface{ Stat() *pgxpool.Stat })
+	for attempt := 0; ; attempt++ {
+		entered, err := inTenant(ctx, conn, tenant, opts, fn)
+		if entered || !pooled || attempt >= int(pool.Stat().MaxConns()) || !deadOnArrival(ctx, err) {
+			return err
+		}
+	}
+}
+
+// deadOnArrival reports whether err is a connection found dead as it was
+// used: its backend is gone (SQLSTATE class 08, 57P01–57P03) or it closed
+// without a word. Not a wait that timed out, nor a connect that failed:
+// trying again would only wait or fail again.
+func deadOnArrival(ctx context.Context, err error) bool {
+	var connect *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	switch {
+	case err == nil || ctx.Err() != nil || pgconn.Timeout(err) || errors.As(err, &connect) ||
+		(errors.As(err, &netErr) && netErr.Timeout()):
+		return false
+	case errors.As(err, &pgErr):
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == pgerrcode.AdminShutdown ||
+			pgErr.Code == pgerrcode.CrashShutdown || pgErr.Code == pgerrcode.CannotConnectNow
+	}
+	interpreted := store.InterpretError(err)
+	return errors.Is(interpreted, store.ErrUnavailable) && !errors.Is(interpreted, store.ErrTimeout)
+}
+
+// inTenant is one attempt of InTenant; entered reports whether fn ran.
+func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) (entered bool, _ error) {
+	limits := limitsOf(conn)
+	scopeSQL, scopeArgs := scope(tenant, limits)
+	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
+		// The transaction's connection is held here, not by the
+		// transaction, so that its deadline is lifted before another
+		// caller can take it from the pool.
+		pc, release, err := acquireBounded(ctx, b, limits)
+		if err != nil {
+			return false, err
+		}
+		defer release()
+		conn = pc
+	}
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
-		return err
+		return false, err
 	}
 	c := &committing{Tx: tx}
 	if err := fn(c); err != nil {
-		return err
+		return true, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return err
+		return true, err
 	}
 	for _, f := range c.after {
 		f()
 	}
-	return nil
+	return true, nil
 }
 
 // committing is the transaction InTenant hands its fn: it keeps what
@@ -171,22 +245,74 @@ func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args 
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
-	scopeSQL, scopeArgs := scope(tenant, limitsOf(pool))
+	// A read that met a dead pooled connection before rows saw a row is
+	// read again on another, as InTenant begins a transaction again: it
+	// is read-only, and nothing of it reached its caller.
+	sized, pooled := pool.(interface{ Stat() *pgxpool.Stat })
+	for attempt := 0; ; attempt++ {
+		seen := false
+		err := queryInTenant(ctx, pool, tenant, sql, args, func(r pgx.Rows) error {
+			seen = true
+			return rows(r)
+		})
+		if seen || !pooled || attempt >= int(sized.Stat().MaxConns()) || !deadOnArrival(ctx, err) {
+			return err
+		}
+	}
+}
+
+// queryInTenant is one attempt of QueryInTenant.
+func queryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
+	limits := limitsOf(pool)
+	scopeSQL, scopeArgs := scope(tenant, limits)
 	b := &pgx.Batch{}
 	b.Queue(beginReadOnly)
 	b.Queue(scopeSQL, scopeArgs...)
 	b.Queue(sql, args...).Query(rows)
 	b.Queue(commit)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return err
+	var conn *pgxpool.Conn
+	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
+		c, release, err := acquireBounded(ctx, bounded, limits)
+		if err != nil {
+			return err
+		}
+		defer release()
+		conn = c
+	} else {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		conn = c
 	}
-	defer conn.Release()
-	err = conn.SendBatch(ctx, b).Close()
+	err := conn.SendBatch(ctx, b).Close()
 	if err != nil {
 		endFailedRead(ctx, conn.Conn())
 	}
 	return err
+}
+
+// acquireBounded takes a connection of b for one transaction under
+// limits and bounds it by their deadline: the wait for it (a connect, or
+// the ping of an idle one), and every read and write on it until release,
+// which lifts the deadline and returns it to the pool. A deadline that
+// passes fails the statement waiting and closes the connection, which
+// the pool then discards.
+func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Conn, func(), error) {
+	d := limits.deadline()
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	pc, err := b.Acquire(actx)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc := pc.Conn().PgConn().Conn()
+	_ = nc.SetDeadline(time.Now().Add(d))
+	return pc, func() {
+		_ = nc.SetDeadline(time.Time{})
+		pc.Release()
+	}, nil
 }
 
 // endFailedRead ends the transaction a failed pipelined read left open.

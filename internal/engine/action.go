@@ -600,7 +600,9 @@ func (e *Engine) auditFailure(ctx context.Context, caller *Caller, c *call, appr
 	rec := e.record(caller, c, phase, correlation, approval)
 	rec.Error, rec.Diagnostic = cause.Error(), string(classify(cause))
 	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {
-		return e.auditBlocked(ctx, c.name, correlation, errors.Join(cause, err))
+		out := e.auditBlocked(ctx, c.name, correlation, errors.Join(cause, err))
+		out.Diagnostic = storeDiagnostic(err) // the append's, not the cause's
+		return out
 	}
 	return e.failure(ctx, string(phase)+" "+c.name, &Outcome{Status: status, CorrelationID: correlation, ApprovalID: approval, Diagnostic: classify(cause), Err: cause})
 }
@@ -613,7 +615,22 @@ func (e *Engine) appendAlone(ctx context.Context, tenant string, rec *Record) er
 }
 
 func (e *Engine) auditBlocked(ctx context.Context, op, correlation string, err error) *Outcome {
-	return e.failure(ctx, op, &Outcome{Status: StatusAuditBlocked, CorrelationID: correlation, Err: err})
+	return e.failure(ctx, op, &Outcome{Status: StatusAuditBlocked, CorrelationID: correlation, Diagnostic: storeDiagnostic(err), Err: err})
+}
+
+// storeDiagnostic classifies a failure of orangerail's own database:
+// store_timeout for a wait past the limits, store_unavailable for a
+// connection lost under the call; none for the rest.
+func storeDiagnostic(err error) Diagnostic {
+	switch {
+	case timedOut(err):
+		return DiagnosticStoreTimeout
+	case errors.Is(store.InterpretError(err), store.ErrUnavailable):
+		// The connection died under the call: its open transaction
+		// rolled back with it, and a retry may well succeed.
+		return DiagnosticStoreUnavailable
+	}
+	return DiagnosticNone
 }
 
 // storeFailure is a failure of orangerail's own database: audit_blocked
@@ -624,10 +641,7 @@ func (e *Engine) storeFailure(ctx context.Context, op, correlation string, err e
 	}
 	// A store that kept the call waiting past the limits is said so:
 	// nothing ran, and a retry may well succeed.
-	var diagnostic Diagnostic
-	if timedOut(err) {
-		diagnostic = DiagnosticStoreTimeout
-	}
+	diagnostic := storeDiagnostic(err)
 	var blocked *auditAppendError
 	if errors.As(err, &blocked) {
 		return e.failure(ctx, op, &Outcome{Status: StatusAuditBlocked, CorrelationID: correlation, Diagnostic: diagnostic, Err: err})

@@ -74,6 +74,11 @@ const (
 	// DiagnosticStoreTimeout: a wait in orangerail's own database ran past
 	// the limits, so the call stopped before anything ran.
 	DiagnosticStoreTimeout Diagnostic = "store_timeout"
+	// DiagnosticStoreUnavailable: the connection to orangerail's own
+	// database was lost under the call (a backend terminated, a failover,
+	// a reset socket), so the call stopped and its open transaction rolled
+	// back; a retry runs on a new connection.
+	DiagnosticStoreUnavailable Diagnostic = "store_unavailable"
 	// The failures of an upstream call (execute: {http: …}).
 	DiagnosticUpstreamRejected    Diagnostic = "upstream_rejected"    // answered with a status that is not success: the request was refused
 	DiagnosticUpstreamUnavailable Diagnostic = "upstream_unavailable" // unreachable, or busy (429, 502, 503, 504) through every attempt
@@ -90,7 +95,7 @@ const (
 // Diagnostics returns every diagnostic but DiagnosticNone.
 func Diagnostics() []Diagnostic {
 	return []Diagnostic{DiagnosticDatasourceNotConfigured, DiagnosticDatasourceUnavailable, DiagnosticDatasourceSchema,
-		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout, DiagnosticStoreTimeout,
+		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout, DiagnosticStoreTimeout, DiagnosticStoreUnavailable,
 		DiagnosticUpstreamRejected, DiagnosticUpstreamUnavailable, DiagnosticUpstreamError, DiagnosticUpstreamTimeout, DiagnosticUpstreamTooLarge,
 		DiagnosticUpstreamUnplaceable}
 }

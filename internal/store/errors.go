@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -81,7 +83,8 @@ var (
 	ErrCanceled = errors.New("store: cancelled")
 
 	// ErrUnavailable: the server could not be reached or went away
-	// (connection failures, SQLSTATE classes 08 and 57 but 57014).
+	// (connection failures, SQLSTATE classes 08 and 57 but 57014, and a
+	// connection that died under a statement: closed, cut short or reset).
 	ErrUnavailable = errors.New("store: database unavailable")
 	// ErrLoginRefused: the server refused the login or has no such
 	// database (SQLSTATE classes 28 and 3D).
@@ -147,8 +150,20 @@ func sentinelOf(err error) error {
 		return ErrDeadline
 	case errors.Is(err, context.Canceled):
 		return ErrCanceled
+	case lostConnection(err):
+		return ErrUnavailable
 	}
 	return nil
+}
+
+// lostConnection reports whether err is a connection that died under a
+// statement, without a word from the server: pgx found it closed, or the
+// socket ended or failed mid-message. A backend that was terminated says
+// so first (57P01), when its last words arrive.
+func lostConnection(err error) bool {
+	var netErr *net.OpError
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &netErr)
 }
 
 func sentinelOfCode(code string) error {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +54,10 @@ func TestInterpretError(t *testing.T) {
 		{pg("08006"), []error{store.ErrUnavailable}, nil},
 		{pg("28P01"), []error{store.ErrLoginRefused}, nil},
 		{pg("3D000"), []error{store.ErrLoginRefused}, nil},
+		// A connection that died under a statement, without a word.
+		{fmt.Errorf("failed to deallocate cached statement(s): %w", pgconn.ErrConnClosed), []error{store.ErrUnavailable}, []error{store.ErrTimeout}},
+		{fmt.Errorf("receive message: %w", io.ErrUnexpectedEOF), []error{store.ErrUnavailable}, nil},
+		{fmt.Errorf("read: %w", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), []error{store.ErrUnavailable}, nil},
 		{fmt.Errorf("query: %w", context.Canceled), []error{store.ErrCanceled}, []error{store.ErrTimeout}},
 		{fmt.Errorf("query: %w", context.DeadlineExceeded), []error{store.ErrDeadline, store.ErrTimeout}, []error{store.ErrCanceled}},
 	}

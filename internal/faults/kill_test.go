@@ -1,0 +1,348 @@
+package faults_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/effects"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/faults"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	// A toxic's goroutines end a moment after its proxy stopped, on their
+	// own: toxiproxy's teardown, not a leak of the code under test.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"))
+}
+
+// statementTimeout is the fault runs' limits.statement_timeout: a call
+// must answer within it and the effect's grace, never hang past.
+const statementTimeout = 3 * time.Second
+
+// callDeadline bounds one engine call under a fault: the statement
+// timeout, the effect's own deadline after it, and slack for -race on a
+// shared machine.
+const callDeadline = 3*statementTimeout + 5*time.Second
+
+// noteEffect is how the invariant checker sees add_order_note's effect:
+// the fault runs' notes, keyed by their text.
+var noteEffect = faults.Effect{Action: "add_order_note", InputMember: "note",
+	Query: `SELECT org_id, note FROM order_notes WHERE note LIKE 'fault-%'`}
+
+type bundle struct {
+	admin   *pgxpool.Pool // superuser: the checker's and the killer's
+	runtime *pgxpool.Pool // the engine's, traced by killer
+	killer  *faults.Killer
+	engine  *engine.Engine
+	// log lists what each call answered, for the test's log.
+	log []string
+}
+
+// setup serves the orders example on a database of its own, through a
+// pool the killer traces. add_order_note needs an approval here, and its
+// effect sleeps a moment, so that a fault can land while it runs.
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	k := faults.NewKiller(admin)
+	runtime := k.RuntimePool(t, url)
+	cfg := ontologytest.Parse(t, orders.Config,
+		ontologytest.Set("limits", map[string]string{"lock_timeout": "1s", "statement_timeout": statementTimeout.String()}),
+		ontologytest.Set("actions.add_order_note.policy.approval", "required"),
+		ontologytest.Set("actions.add_order_note.execute.sql",
+			"INSERT INTO order_notes (org_id, order_id, note) SELECT current_setting('orangerail.tenant_id'), :order_id, :note FROM pg_sleep(0.2) RETURNING id"))
+	catalog, err := cfg.ReadCatalog(context.Background(), runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, engine.KeySize)
+	_, _ = rand.Read(key)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: catalog, Key: key,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{admin: admin, runtime: runtime, killer: k, engine: e}
+}
+
+var (
+	agent    = &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Kind: engine.ActorAgent}
+	approver = &engine.Caller{Subject: "alice@example.com", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}
+)
+
+// call runs one engine call, holds it to the deadline, and holds a
+// failure to a classified one.
+func (b *bundle) call(t *testing.T, what string, f func(ctx context.Context) *engine.Outcome) *engine.Outcome {
+	t.Helper()
+	start := time.Now()
+	out := f(context.Background())
+	took := time.Since(start)
+	b.log = append(b.log, fmt.Sprintf("%s: %s %s (%v) in %s", what, out.Status, out.Diagnostic, out.Err, took.Round(time.Millisecond)))
+	if took > callDeadline {
+		t.Errorf("%s took %s, past the deadline %s", what, took, callDeadline)
+	}
+	if !out.OK() && !classified(out) {
+		t.Errorf("%s: unclassified failure %s %q (%v)", what, out.Status, out.Diagnostic, out.Err)
+	}
+	return out
+}
+
+// classified reports whether a failing outcome tells its caller what
+// happened: a correlation id, and a status that names the cause — or,
+// for the statuses that do not (internal_error, audit_blocked), a
+// diagnostic that does.
+func classified(out *engine.Outcome) bool {
+	if out.CorrelationID == "" || out.Err == nil {
+		return false
+	}
+	switch out.Status {
+	case engine.StatusInternalError, engine.StatusAuditBlocked:
+		return out.Diagnostic != ""
+	}
+	return true
+}
+
+// attempts bounds how often a step is retried after a classified failure.
+const attempts = 3
+
+// lifecycle stages a note, approves it and polls until it executed,
+// retrying each step after a failure as an agent or approver would, and
+// returns the outcomes of the polls.
+func (b *bundle) lifecycle(t *testing.T, note string) []*engine.Outcome {
+	t.Helper()
+	input := json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "note": %q}`, note))
+	var staged *engine.Outcome
+	for range attempts {
+		staged = b.call(t, "stage", func(ctx context.Context) *engine.Outcome {
+			return b.engine.Call(ctx, agent, "add_order_note", input)
+		})
+		if staged.Status == engine.StatusApprovalPending {
+			break
+		}
+	}
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("never staged: %s", staged.Status)
+	}
+	id := staged.ApprovalID.String()
+	decided := false
+	for i := 0; i < attempts && !decided; i++ {
+		v, err := b.engine.ShowApproval(context.Background(), "acme", id)
+		if err != nil {
+			b.log = append(b.log, fmt.Sprintf("show approval: %v", err))
+			continue
+		}
+		out := b.call(t, "decide", func(ctx context.Context) *engine.Outcome {
+			return b.engine.Decide(ctx, approver, engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest})
+		})
+		decided = out.Status == engine.StatusOK
+	}
+	if !decided {
+		t.Fatalf("never decided")
+	}
+	var polls []*engine.Outcome
+	for range attempts {
+		out := b.call(t, "check", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })
+		polls = append(polls, out)
+		if out.Status == engine.StatusOK || out.Status == engine.StatusConsumed {
+			break
+		}
+	}
+	return polls
+}
+
+// executedOnce holds the polls to one execution: the last poll says it
+// ran (ok) or ran already (consumed), and no poll said ok but the one.
+func executedOnce(t *testing.T, polls []*engine.Outcome) {
+	t.Helper()
+	last := polls[len(polls)-1]
+	if last.Status != engine.StatusOK && last.Status != engine.StatusConsumed {
+		t.Fatalf("the approval did not execute: last poll %s", last.Status)
+	}
+	oks := 0
+	for _, p := range polls {
+		if p.Status == engine.StatusOK {
+			oks++
+		}
+	}
+	if oks > 1 {
+		t.Fatalf("%d polls said the approval executed", oks)
+	}
+}
+
+// finish checks the invariants and logs what each call answered.
+func (b *bundle) finish(t *testing.T) {
+	t.Helper()
+	if err := b.killer.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if b.killer.Kills() == 0 {
+		t.Fatal("no backend was terminated: the fault never happened")
+	}
+	faults.Require(t, b.admin, noteEffect)
+	for _, l := range b.log {
+		t.Log(l)
+	}
+}
+
+func fired(t *testing.T, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	default:
+		t.Fatal("the trap was never sprung")
+	}
+}
+
+// TestKillAfterStage: every connection of the pool dies between the stage
+// and the decision (a failover): a transaction that meets a dead one at
+// its BEGIN begins again on another, so no call after it fails, and the
+// approval executes once.
+func TestKillAfterStage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-after-stage"}`)
+	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s", staged.Status)
+	}
+	if n, err := b.killer.KillIdle(context.Background()); err != nil || n == 0 {
+		t.Fatalf("killed %d backends: %v", n, err)
+	}
+	// The same call again is the same approval, and the lifecycle goes on
+	// from there.
+	executedOnce(t, b.lifecycle(t, "fault-after-stage"))
+	for _, l := range b.log[1:] {
+		if !strings.Contains(l, string(engine.StatusApprovalPending)) && !strings.Contains(l, ": ok ") {
+			t.Errorf("a call failed after the pool's connections died: %s", l)
+		}
+	}
+	b.finish(t)
+}
+
+// TestKillAfterConsume: the backend dies right after the consume, inside
+// the executing transaction: the consume rolls back with it, so the
+// approval stays approved and a later poll executes it once.
+func TestKillAfterConsume(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: ApprovalConsume"}, When: faults.After})
+	executedOnce(t, b.lifecycle(t, "fault-after-consume"))
+	fired(t, trap)
+	b.finish(t)
+}
+
+// TestKillDuringEffect: the backend dies while the effect's statement
+// runs: nothing of the execution commits, and a later poll executes it
+// once.
+func TestKillDuringEffect(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	trap := b.killer.Arm(faults.Trap{Match: []string{"INSERT INTO order_notes", "pg_sleep"}, When: faults.During})
+	executedOnce(t, b.lifecycle(t, "fault-during-effect"))
+	fired(t, trap)
+	b.finish(t)
+}
+
+// TestKillBeforeAuditAppend: the backend dies as execution_started is
+// about to be appended: nothing ran, nothing commits.
+func TestKillBeforeAuditAppend(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: AuditAppend"}, Arg: `"phase":"execution_started"`, When: faults.Before})
+	executedOnce(t, b.lifecycle(t, "fault-before-append"))
+	fired(t, trap)
+	b.finish(t)
+}
+
+// TestKillAfterAuditAppend: the backend dies right after execution_started
+// was appended, before the effect.
+func TestKillAfterAuditAppend(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: AuditAppend"}, Arg: `"phase":"execution_started"`, When: faults.After})
+	executedOnce(t, b.lifecycle(t, "fault-after-append"))
+	fired(t, trap)
+	b.finish(t)
+}
+
+// TestKillAfterFinishAppend: the backend dies after the effect ran and
+// execution_succeeded was appended, before the COMMIT: nothing committed,
+// but the engine cannot know that, so the poll says outcome_unknown —
+// never ok. The approval is still approved, and the next poll executes it
+// once.
+func TestKillAfterFinishAppend(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: AuditAppend"}, Arg: `"phase":"execution_succeeded"`, When: faults.After})
+	polls := b.lifecycle(t, "fault-after-finish")
+	executedOnce(t, polls)
+	fired(t, trap)
+	if polls[0].Status != engine.StatusOutcomeUnknown {
+		t.Errorf("the poll whose COMMIT was cut answered %s, want %s", polls[0].Status, engine.StatusOutcomeUnknown)
+	}
+	b.finish(t)
+}
+
+// TestKillDuringSealing: the backend of a sealing transaction dies after
+// it gave a batch its seqs, before its COMMIT: the batch rolls back
+// whole, and the next round seals it, no seq lost or given twice.
+func TestKillDuringSealing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	executedOnce(t, b.lifecycle(t, "fault-during-sealing"))
+	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: AuditSeal"}, When: faults.After})
+	if n, err := engine.Seal(context.Background(), b.runtime); err == nil {
+		t.Fatalf("a sealing round whose backend died sealed %d records without an error", n)
+	}
+	fired(t, trap)
+	if n, err := engine.Seal(context.Background(), b.runtime); err != nil || n == 0 {
+		t.Fatalf("the next round sealed %d: %v", n, err)
+	}
+	b.finish(t)
+}
+
+// TestKillBeforeRead: every connection of the pool dies while idle, then
+// agents read: a read that meets a dead connection before it saw a row is
+// read again on another, so no read fails.
+func TestKillBeforeRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	get := func() *engine.Outcome {
+		return b.call(t, "get", func(ctx context.Context) *engine.Outcome {
+			return b.engine.Get(ctx, agent, "order", json.RawMessage(`{"id": "o-1001"}`))
+		})
+	}
+	list := func() *engine.Outcome {
+		return b.call(t, "list", func(ctx context.Context) *engine.Outcome {
+			return b.engine.List(ctx, agent, "order", json.RawMessage(`{}`))
+		})
+	}
+	for _, read := range []func() *engine.Outcome{get, list} {
+		if out := read(); out.Status != engine.StatusOK { // the pool holds a connection or more
+			t.Fatalf("a read before the fault: %s", out.Status)
+		}
+		if n, err := b.killer.KillIdle(context.Background()); err != nil || n == 0 {
+			t.Fatalf("killed %d backends: %v", n, err)
+		}
+		if out := read(); out.Status != engine.StatusOK {
+			t.Errorf("a read after the pool's connections died: %s %q (%v)", out.Status, out.Diagnostic, out.Err)
+		}
+	}
+	b.finish(t)
+}
