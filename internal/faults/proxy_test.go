@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -15,9 +17,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/faults"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -164,5 +168,66 @@ func TestProxyBlackHole(t *testing.T) {
 	faults.Require(t, p.admin, noteEffect)
 	for _, l := range p.log {
 		t.Log(l)
+	}
+}
+
+// TestReadinessFollowsAnOutage: a serving runtime whose database goes
+// away (every connection through the proxy reset) answers /readyz 503, and
+// 200 again once the network heals, with no restart: the pool makes new
+// connections by itself.
+func TestReadinessFollowsAnOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := testdb.New(t)
+	if _, err := testdb.Pool(t, dbURL).Exec(ctx, orders.Seed); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	proxy := toxiproxy.NewProxy(server, "postgres", "127.0.0.1:0", u.Host)
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Stop)
+	u.Host = proxy.Listen
+	p := &proxied{proxy: proxy}
+
+	cfg := ontologytest.Parse(t, orders.Config,
+		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: u.String(), Serve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	f := front.New(front.Config{Ontology: cfg, Logger: slog.New(slog.DiscardHandler)})
+	f.Mount("GET /readyz", f.Readyz(rt.Ready), front.Policy{})
+	readyz := func() int {
+		rec := httptest.NewRecorder()
+		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		f.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil).WithContext(reqCtx))
+		return rec.Code
+	}
+
+	if code := readyz(); code != http.StatusOK {
+		t.Fatalf("before the outage: /readyz %d, want 200", code)
+	}
+	heal := p.poison(t, "reset_peer", map[string]any{"timeout": 0})
+	// Connections the pool holds are cut as they send: every one fails.
+	for range 3 {
+		if code := readyz(); code != http.StatusServiceUnavailable {
+			t.Fatalf("during the outage: /readyz %d, want 503", code)
+		}
+	}
+	heal()
+	deadline := time.Now().Add(10 * time.Second)
+	for code := readyz(); code != http.StatusOK; code = readyz() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the outage: /readyz still %d, want 200 without a restart", code)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
