@@ -26,9 +26,10 @@ import (
 //	limit + (N-1) × share
 //
 // hits together. Each replica's count reaches the store before it reads
-// the others' (the read's snapshot follows its own write's commit), so of
-// the hits the latest read missed, each other replica holds at most share,
-// all admitted since its own latest read. A limit whose share is 0 is
+// the others' (the read's snapshot follows its own write's commit), and its
+// hits count as confirmed only once that read is done, so of the hits the
+// latest read missed, each other replica holds at most share, all
+// admitted since its own latest read. A limit whose share is 0 is
 // counted exactly, one write per hit, through PostgresLimiter.
 //
 // A flush sends each count whole, never a delta, and a row only rises
@@ -224,18 +225,24 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	}
 	defer conn.Release()
 	s := store.New(conn)
-	if len(shares) > 0 {
-		if err := s.RateShareFlush(ctx, l.replica, shares); err != nil {
-			return err
-		}
-		// Committed: the store holds these counts, whatever follows.
-		l.mu.Lock()
+	// confirm records what the store holds. It runs once the read that
+	// follows the write is done, never between them: until then a hit
+	// admitted here still counts against the share, so this replica's
+	// hits beyond its latest stored count are at most share, all under
+	// the view of the others that the same flush read. Confirming at the
+	// write let a replica admit up to share more under the view of the
+	// flush before, and two replicas admit limit + 2 × share together.
+	confirm := func() {
 		for k, n := range sent {
 			if c := l.counts[k]; c != nil {
 				c.confirmed = max(c.confirmed, n)
 			}
 		}
-		l.mu.Unlock()
+	}
+	if len(shares) > 0 {
+		if err := s.RateShareFlush(ctx, l.replica, shares); err != nil {
+			return err
+		}
 		if l.afterWrite != nil {
 			l.afterWrite(conn.Conn().PgConn().PID())
 		}
@@ -245,16 +252,22 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		_ = s.RateSharePrune(ctx) // best effort: a failure leaves rows for the next prune
 	}
 	if len(keys) == 0 {
+		// Only ended windows, which admit nothing more: nothing to read.
+		l.mu.Lock()
+		confirm()
+		l.mu.Unlock()
 		return nil
 	}
 	before := l.now()
 	others, dbNow, err := s.RateShareTotals(ctx, l.replica, keys)
 	if err != nil {
+		// Sent again whole with the next flush, which reads again.
 		return err
 	}
 	after := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	confirm()
 	if !dbNow.IsZero() {
 		// Windows follow the database's clock, as PostgresLimiter's do.
 		l.skew = dbNow.Sub(before.Add(after.Sub(before) / 2))
