@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +48,8 @@ type bundle struct {
 	killer  *faults.Killer
 	engine  *engine.Engine
 	// log lists what each call answered, for the test's log.
-	log []string
+	log   []string
+	logMu sync.Mutex
 }
 
 // setup serves the orders example on a database of its own, through a
@@ -55,18 +57,24 @@ type bundle struct {
 // effect sleeps a moment, so that a fault can land while it runs.
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	url := testdb.New(t)
+	return setupOn(t, testdb.New(t))
+}
+
+// setupOn is setup on the migrated database at url, the config edited
+// further by edits.
+func setupOn(t *testing.T, url string, edits ...ontologytest.Edit) *bundle {
+	t.Helper()
 	admin := testdb.Pool(t, url)
 	if _, err := admin.Exec(context.Background(), orders.Seed); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 	k := faults.NewKiller(admin)
 	runtime := k.RuntimePool(t, url)
-	cfg := ontologytest.Parse(t, orders.Config,
+	cfg := ontologytest.Parse(t, orders.Config, append([]ontologytest.Edit{
 		ontologytest.Set("limits", map[string]string{"lock_timeout": "1s", "statement_timeout": statementTimeout.String()}),
 		ontologytest.Set("actions.add_order_note.policy.approval", "required"),
 		ontologytest.Set("actions.add_order_note.execute.sql",
-			"INSERT INTO order_notes (org_id, order_id, note) SELECT current_setting('orangerail.tenant_id'), :order_id, :note FROM pg_sleep(0.2) RETURNING id"))
+			"INSERT INTO order_notes (org_id, order_id, note) SELECT current_setting('orangerail.tenant_id'), :order_id, :note FROM pg_sleep(0.2) RETURNING id")}, edits...)...)
 	catalog, err := cfg.ReadCatalog(context.Background(), runtime)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +101,9 @@ func (b *bundle) call(t *testing.T, what string, f func(ctx context.Context) *en
 	start := time.Now()
 	out := f(context.Background())
 	took := time.Since(start)
+	b.logMu.Lock()
 	b.log = append(b.log, fmt.Sprintf("%s: %s %s (%v) in %s", what, out.Status, out.Diagnostic, out.Err, took.Round(time.Millisecond)))
+	b.logMu.Unlock()
 	if took > callDeadline {
 		t.Errorf("%s took %s, past the deadline %s", what, took, callDeadline)
 	}
