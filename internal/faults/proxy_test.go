@@ -49,23 +49,9 @@ const (
 // opened by database.Open on a URL that names the proxy.
 func setupProxied(t *testing.T) *proxied {
 	t.Helper()
-	dbURL := testdb.New(t)
+	dbURL, proxyURL, proxy := proxiedDatabase(t)
 	admin := testdb.Pool(t, dbURL)
-	if _, err := admin.Exec(context.Background(), orders.Seed); err != nil {
-		t.Fatalf("seed: %v", err)
-	}
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	proxy := toxiproxy.NewProxy(server, "postgres", "127.0.0.1:0", u.Host)
-	if err := proxy.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Stop)
-	u.Host = proxy.Listen
-	runtime := testdb.RuntimePool(t, u.String())
+	runtime := testdb.RuntimePool(t, proxyURL)
 
 	cfg := ontologytest.Parse(t, orders.Config,
 		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}),
@@ -82,6 +68,29 @@ func setupProxied(t *testing.T) *proxied {
 		t.Fatal(err)
 	}
 	return &proxied{bundle: &bundle{admin: admin, runtime: runtime, killer: faults.NewKiller(admin), engine: e}, proxy: proxy}
+}
+
+// proxiedDatabase makes a database with the example's tables and starts a
+// proxy (toxiproxy, in process) in front of its server: dbURL reaches it
+// directly, proxyURL through the proxy.
+func proxiedDatabase(t *testing.T) (dbURL, proxyURL string, proxy *toxiproxy.Proxy) {
+	t.Helper()
+	dbURL = testdb.New(t)
+	if _, err := testdb.Pool(t, dbURL).Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	proxy = toxiproxy.NewProxy(server, "postgres", "127.0.0.1:0", u.Host)
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Stop)
+	u.Host = proxy.Listen
+	return dbURL, u.String(), proxy
 }
 
 // poison adds a toxic to the proxy's traffic toward Postgres and returns
@@ -178,26 +187,12 @@ func TestProxyBlackHole(t *testing.T) {
 func TestReadinessFollowsAnOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testdb.New(t)
-	if _, err := testdb.Pool(t, dbURL).Exec(ctx, orders.Seed); err != nil {
-		t.Fatalf("seed: %v", err)
-	}
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	proxy := toxiproxy.NewProxy(server, "postgres", "127.0.0.1:0", u.Host)
-	if err := proxy.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Stop)
-	u.Host = proxy.Listen
+	_, proxyURL, proxy := proxiedDatabase(t)
 	p := &proxied{proxy: proxy}
 
 	cfg := ontologytest.Parse(t, orders.Config,
 		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
-	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: u.String(), Serve: true})
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: proxyURL, Serve: true})
 	if err != nil {
 		t.Fatal(err)
 	}
