@@ -85,12 +85,9 @@ func Seal(ctx context.Context, conn database.TxBeginner) (int, error) {
 }
 
 func unsealedTenants(ctx context.Context, conn database.TxBeginner) ([]*store.AuditUnsealedTenant, error) {
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("seal: list tenants: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	tenants, err := store.New(tx).AuditUnsealedTenants(ctx, sealTenantsPerRound)
+	tenants, err := readOnly(ctx, conn, func(st *store.Store) ([]*store.AuditUnsealedTenant, error) {
+		return st.AuditUnsealedTenants(ctx, sealTenantsPerRound)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("seal: list tenants: %w", err)
 	}

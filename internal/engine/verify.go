@@ -286,12 +286,19 @@ func VerifyAll(ctx context.Context, conn database.TxBeginner, opts VerifyOptions
 
 // Tenants lists the database's tenants in id order.
 func Tenants(ctx context.Context, conn database.TxBeginner) ([]string, error) {
+	return readOnly(ctx, conn, func(st *store.Store) ([]string, error) { return st.TenantList(ctx) })
+}
+
+// readOnly runs read in a read-only transaction of conn that names no
+// tenant, for what reads across tenants (their ids, never their rows).
+func readOnly[T any](ctx context.Context, conn database.TxBeginner, read func(*store.Store) (T, error)) (T, error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return store.New(tx).TenantList(ctx)
+	return read(store.New(tx))
 }
 
 // TenantExists reports whether a tenant of that id exists.
