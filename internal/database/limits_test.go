@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"errors"
+	neturl "net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -201,5 +202,61 @@ func TestCommitWithoutFlush(t *testing.T) {
 	})
 	if err != nil || inside != "off" || after != "on" {
 		t.Fatalf("synchronous_commit %q inside, %q after (%v); want off, on", inside, after, err)
+	}
+}
+
+// TestRuntimeTransactionsSetTheirRole: a transaction begun on a pool Open
+// made acts as the runtime role even on a connection whose session does
+// not — as behind PgBouncer in transaction mode, where a transaction runs
+// on whichever server connection is free, not the one that ran the SET
+// ROLE on connect. A plain pool's transactions act as its login.
+func TestRuntimeTransactionsSetTheirRole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	one, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := one.Query()
+	q.Set("pool_max_conns", "1")
+	one.RawQuery = q.Encode()
+	pool, err := database.Open(ctx, one.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// The one connection's session drops the role it assumed.
+	if _, err := pool.Exec(ctx, "RESET ROLE"); err != nil {
+		t.Fatal(err)
+	}
+	var session string
+	if err := pool.QueryRow(ctx, "SELECT current_user").Scan(&session); err != nil || session != "postgres" {
+		t.Fatalf("the session acts as %q (%v), want postgres", session, err)
+	}
+	const who = "SELECT current_user::text"
+	for name, p := range map[string]database.TxBeginner{"the pool": pool, "the pool, bounded": database.Bound(pool, database.Limits{LockTimeout: time.Second})} {
+		var got string
+		err := database.InTenant(ctx, p, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error { return tx.QueryRow(ctx, who).Scan(&got) })
+		if err != nil || got != database.RuntimeRole {
+			t.Errorf("InTenant on %s acts as %q (%v), want %s", name, got, err, database.RuntimeRole)
+		}
+	}
+	var got string
+	err = database.QueryInTenant(ctx, pool, "acme", who, nil, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&got); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil || got != database.RuntimeRole {
+		t.Errorf("QueryInTenant acts as %q (%v), want %s", got, err, database.RuntimeRole)
+	}
+	plain := testdb.Pool(t, url)
+	err = database.InTenant(ctx, plain, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error { return tx.QueryRow(ctx, who).Scan(&got) })
+	if err != nil || got != "postgres" {
+		t.Errorf("a plain pool's transaction acts as %q (%v), want postgres", got, err)
 	}
 }

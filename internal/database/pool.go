@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"net"
 	neturl "net/url"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -65,6 +68,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	markRuntime(pool)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		if errcode.Of(err) != "" {
@@ -73,6 +77,27 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, ClassifyConnectError(cfg.ConnConfig, err)
 	}
 	return pool, nil
+}
+
+// runtimePools are the pools Open made, weakly: a pool forgotten by its
+// owner leaves the set.
+var runtimePools sync.Map // weak.Pointer[pgxpool.Pool] → struct{}
+
+// markRuntime records that pool's connections act as RuntimeRole. The
+// session's SET ROLE on connect is not enough behind a pooler in
+// transaction mode (PgBouncer), which runs each transaction on whichever
+// of its server connections is free: so InTenant and QueryInTenant set
+// the role again, locally, in each transaction they begin on such a pool.
+func markRuntime(pool *pgxpool.Pool) {
+	k := weak.Make(pool)
+	runtimePools.Store(k, struct{}{})
+	runtime.AddCleanup(pool, func(k weak.Pointer[pgxpool.Pool]) { runtimePools.Delete(k) }, k)
+}
+
+// isRuntime reports whether Open made pool.
+func isRuntime(pool *pgxpool.Pool) bool {
+	_, ok := runtimePools.Load(weak.Make(pool))
+	return ok
 }
 
 // classifyRoleError explains why a connection could not assume the

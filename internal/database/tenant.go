@@ -83,19 +83,27 @@ func Bound(pool *pgxpool.Pool, limits Limits) *Bounded {
 
 func (b *Bounded) limits() Limits { return b.Limits }
 
-// limitsOf returns the limits conn's transactions run under; none for a
-// plain pool, connection or transaction.
-func limitsOf(conn any) Limits {
-	if l, ok := conn.(interface{ limits() Limits }); ok {
-		return l.limits()
+// limitsOf returns the limits conn's transactions run under, and the role
+// they act as: the runtime role on a pool Open made, none otherwise.
+func limitsOf(conn any) (Limits, string) {
+	var l Limits
+	if b, ok := conn.(*Bounded); ok {
+		l, conn = b.Limits, b.Pool
 	}
-	return Limits{}
+	if p, ok := conn.(*pgxpool.Pool); ok && isRuntime(p) {
+		return l, RuntimeRole
+	}
+	return l, ""
 }
 
 // settings are the transaction-local settings that open a tenant's
-// transaction: the tenant, and the limits set.
-func settings(tenant string, l Limits) [][2]string {
-	set := [][2]string{{"orangerail.tenant_id", tenant}}
+// transaction: the role when one is set, the tenant, and the limits set.
+func settings(tenant, role string, l Limits) [][2]string {
+	var set [][2]string
+	if role != "" {
+		set = append(set, [2]string{"role", role})
+	}
+	set = append(set, [2]string{"orangerail.tenant_id", tenant})
 	for _, s := range []struct {
 		name string
 		d    time.Duration
@@ -112,10 +120,10 @@ func settings(tenant string, l Limits) [][2]string {
 // so they cost no round trip of their own. set_config(…, true) is SET LOCAL
 // with its value as a parameter. Its text does not depend on the tenant,
 // so a connection prepares it once.
-func scope(tenant string, l Limits) (string, []any) {
+func scope(tenant, role string, l Limits) (string, []any) {
 	var sql strings.Builder
 	var args []any
-	for i, s := range settings(tenant, l) {
+	for i, s := range settings(tenant, role, l) {
 		if i > 0 {
 			sql.WriteString(", ")
 		}
@@ -131,7 +139,7 @@ func scope(tenant string, l Limits) (string, []any) {
 // two, on every transaction InTenant begins. The values are safe as
 // literals: a tenant id is of tenantIDPattern (no quote, no backslash) and
 // a limit is digits; quotes are doubled all the same.
-func beginScoped(opts pgx.TxOptions, tenant string, l Limits) string {
+func beginScoped(opts pgx.TxOptions, tenant, role string, l Limits) string {
 	var sql strings.Builder
 	sql.WriteString("begin")
 	if opts.IsoLevel != "" {
@@ -144,7 +152,7 @@ func beginScoped(opts pgx.TxOptions, tenant string, l Limits) string {
 		sql.WriteString(" " + string(opts.DeferrableMode))
 	}
 	sql.WriteString("; SELECT ")
-	for i, s := range settings(tenant, l) {
+	for i, s := range settings(tenant, role, l) {
 		if i > 0 {
 			sql.WriteString(", ")
 		}
@@ -210,7 +218,7 @@ func deadOnArrival(ctx context.Context, err error) bool {
 
 // inTenant is one attempt of InTenant; entered reports whether fn ran.
 func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) (entered bool, _ error) {
-	limits := limitsOf(conn)
+	limits, role := limitsOf(conn)
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
@@ -225,7 +233,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// The scope is sent with BEGIN, unless the caller begins its own way.
 	scoped := opts.BeginQuery == ""
 	if scoped {
-		opts.BeginQuery = beginScoped(opts, tenant, limits)
+		opts.BeginQuery = beginScoped(opts, tenant, role, limits)
 	}
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
@@ -235,7 +243,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if !scoped {
-		scopeSQL, scopeArgs := scope(tenant, limits)
+		scopeSQL, scopeArgs := scope(tenant, role, limits)
 		if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
 			return false, err
 		}
@@ -310,8 +318,8 @@ func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args 
 
 // queryInTenant is one attempt of QueryInTenant.
 func queryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
-	limits := limitsOf(pool)
-	scopeSQL, scopeArgs := scope(tenant, limits)
+	limits, role := limitsOf(pool)
+	scopeSQL, scopeArgs := scope(tenant, role, limits)
 	b := &pgx.Batch{}
 	b.Queue(beginReadOnly)
 	b.Queue(scopeSQL, scopeArgs...)

@@ -69,7 +69,8 @@ func ServerURL(tb testing.TB) string {
 }
 
 // New creates a database cloned from the migrated template and returns its
-// superuser URL. The database is dropped when the test ends.
+// superuser URL — through a PgBouncer of its own when TEST_PGBOUNCER is
+// set (see Bouncer). The database is dropped when the test ends.
 func New(tb testing.TB) string {
 	tb.Helper()
 	admin := ServerURL(tb)
@@ -77,7 +78,11 @@ func New(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("prepare template database: %v", err)
 	}
-	return createDatabase(tb, admin, " TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
+	u := createDatabase(tb, admin, " TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
+	if bouncing() {
+		return Bouncer(tb, u)
+	}
+	return u
 }
 
 // NewEmpty creates an unmigrated database and returns its superuser URL.

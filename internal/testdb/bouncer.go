@@ -1,0 +1,140 @@
+package testdb
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	osexec "os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// EnvBouncer names the environment variable that puts PgBouncer between
+// the tests and Postgres: when it is set (to 1), every URL New returns
+// leads through a PgBouncer of its own in transaction pooling mode, as a
+// team running orangerail behind one would configure it. The binary is
+// Debian's pgbouncer, or the one EnvBouncerBin names.
+const (
+	EnvBouncer    = "TEST_PGBOUNCER"
+	EnvBouncerBin = "TEST_PGBOUNCER_BIN"
+)
+
+// bouncing reports whether New's URLs lead through PgBouncer.
+func bouncing() bool { return os.Getenv(EnvBouncer) != "" }
+
+// Bouncer starts a PgBouncer in transaction pooling mode in front of
+// dbURL's server, stopped when the test ends, and returns dbURL through it:
+// every transaction runs on whichever of PgBouncer's server connections is
+// free, and nothing of a session survives between transactions. The URL
+// asks pgx for unnamed statements (default_query_exec_mode=cache_describe):
+// PgBouncer before 1.21 cannot carry a session's prepared statements.
+//
+// PgBouncer refuses to run as root; a test run as root starts it as the
+// postgres user.
+func Bouncer(tb testing.TB, dbURL string) string {
+	tb.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		tb.Fatalf("bouncer: %v", err)
+	}
+	bin := os.Getenv(EnvBouncerBin)
+	if bin == "" {
+		bin = "/usr/sbin/pgbouncer"
+	}
+	if _, err := os.Stat(bin); err != nil {
+		tb.Fatalf("no PgBouncer at %s (as root: apt-get install -y pgbouncer; %s names another): %v", bin, EnvBouncerBin, err)
+	}
+	dir, err := os.MkdirTemp("", "orangerail-pgbouncer-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // G302: the postgres user must read its configuration
+		tb.Fatal(err)
+	}
+	port := FreePort(tb)
+	login := u.User.Username()
+	conf := fmt.Sprintf(`[databases]
+* = host=%s port=%s
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+max_client_conn = 400
+default_pool_size = 8
+server_reset_query =
+ignore_startup_parameters = extra_float_digits
+logfile = %s
+`, u.Hostname(), cmp.Or(u.Port(), "5432"), port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"))
+	for name, body := range map[string]string{"pgbouncer.ini": conf, "users.txt": strconv.Quote(login) + ` ""` + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil { //nolint:gosec // G306: read by the postgres user; no secret
+			tb.Fatal(err)
+		}
+	}
+	cmd := osexec.Command(bin, filepath.Join(dir, "pgbouncer.ini")) //nolint:gosec // G204: the pgbouncer binary the test run names
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if os.Geteuid() == 0 {
+		pg, err := user.Lookup("postgres")
+		if err != nil {
+			tb.Fatalf("bouncer: PgBouncer refuses root and there is no postgres user: %v", err)
+		}
+		uid, _ := strconv.ParseUint(pg.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(pg.Gid, 10, 32)
+		// It writes its log into the directory.
+		if err := os.Chown(dir, int(uid), int(gid)); err != nil {
+			tb.Fatal(err)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start PgBouncer: %v", err)
+	}
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			break
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+			tb.Fatalf("PgBouncer exited: %v\n%s%s", exitErr, output.String(), log)
+		case <-ctx.Done():
+			tb.Fatalf("PgBouncer did not listen on %s", addr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	u.Host = addr
+	q := u.Query()
+	q.Set("default_query_exec_mode", "cache_describe")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
