@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,37 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	}
 	if code, _, _ := cli(t, "audit", "prove", "--database-url", url, "--tenant", "acme", "--seq", "1", "--from", "3"); code != exitError {
 		t.Errorf("--seq with --from: exit %d", code)
+	}
+}
+
+// TestDemoSignsCheckpoints: `make run` signs audit checkpoints with the
+// development key it keeps, and prints the public key they verify with.
+func TestDemoSignsCheckpoints(t *testing.T) {
+	facts, out := runDemo(t)
+	m := regexp.MustCompile(`check-proof --key (\S+) FILE`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("the demo printed no checkpoint key:\n%s", out.String())
+	}
+	if fi, err := os.Stat(filepath.Join(demoStateDir, "checkpoint.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the development key: %v %v", fi, err)
+	}
+	appendSealed(t, testdb.RuntimePool(t, facts.DatabaseURL), "acme", 1)
+	known, err := checkpoint.Verifiers([]string{m[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo's checkpointer signs within its interval.
+	for deadline := time.Now().Add(time.Minute); ; {
+		code, note, _ := cli(t, "audit", "checkpoint", "--database-url", facts.DatabaseURL, "--tenant", "acme")
+		if code == exitOK {
+			if c, _, err := checkpoint.OpenNote(note, known); err != nil || c.Origin != "orangerail.demo/acme-orders/acme" {
+				t.Fatalf("the demo's checkpoint: %+v, %v\n%s", c, err, note)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the demo signed no checkpoint")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/roles"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 const testDeployment = "orangerail.test/acme-orders"
@@ -445,5 +447,58 @@ func TestCheckpointsAreAppendOnlyAndTenantScoped(t *testing.T) {
 	})
 	if sqlState(err) != "42501" {
 		t.Fatalf("the runtime updated a checkpoint: %v", err)
+	}
+}
+
+// TestAuditorsReadTheirTenantsCheckpoints: an auditor login reads the
+// checkpoints of the tenants granted to it, as it reads their chains,
+// and no other's, whatever it sets.
+func TestAuditorsReadTheirTenantsCheckpoints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, vkey := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 3)
+	appendBulk(t, b.runtime, "globex", 0, 4)
+	if n, err := engine.SignCheckpoints(ctx, b.runtime, signer, testDeployment); err != nil || n != 2 {
+		t.Fatalf("signed %d: %v", n, err)
+	}
+	name := fmt.Sprintf("auditor_cp_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() {
+		_, _ = b.admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
+		_, _ = b.admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+name)
+	})
+	if err := roles.GrantAuditor(ctx, b.url, &roles.GrantAuditorParams{Name: name, Tenant: "acme", Password: "correct horse battery staple"}); err != nil {
+		t.Fatal(err)
+	}
+	auditor, err := pgx.Connect(ctx, testdb.WithUser(t, b.url, name, "correct horse battery staple"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auditor.Close(ctx)
+	rows, err := auditor.Query(ctx, "SELECT tenant_id, note FROM orangerail.audit_checkpoints WHERE set_config('orangerail.tenant_id', 'globex', false) IS NOT NULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for rows.Next() {
+		var tenant, text string
+		if err := rows.Scan(&tenant, &text); err != nil {
+			t.Fatal(err)
+		}
+		known, err := checkpoint.Verifiers([]string{vkey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := note.Open([]byte(text), known); err != nil {
+			t.Fatalf("the auditor's copy of %s's checkpoint: %v", tenant, err)
+		}
+		seen = append(seen, tenant)
+	}
+	if rows.Err() != nil || len(seen) != 1 || seen[0] != "acme" {
+		t.Fatalf("the auditor sees the checkpoints of %v (%v)", seen, rows.Err())
+	}
+	if _, err := auditor.Exec(ctx, "INSERT INTO orangerail.audit_checkpoints SELECT * FROM orangerail.audit_checkpoints"); err == nil {
+		t.Fatal("an auditor wrote a checkpoint")
 	}
 }
