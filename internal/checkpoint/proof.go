@@ -24,9 +24,10 @@ const (
 	KindConsistency = "consistency"
 )
 
-// MaxProofBytes bounds a proof file: a proof is a few kilobytes and a
-// record at most a few hundred.
-const MaxProofBytes = 4 << 20
+// MaxProofBytes bounds a proof file: a proof is a few kilobytes, and a
+// record's entry holds at most limits.max_input_bytes of input (16 MiB at
+// most), which base64 grows by a third.
+const MaxProofBytes = 64 << 20
 
 // Hex is bytes written as lower-case hex in JSON.
 type Hex []byte
