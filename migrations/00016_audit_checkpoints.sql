@@ -15,9 +15,10 @@
 --
 -- Any replica signs; (tenant_id, size) is unique, and a replica that finds
 -- the size taken leaves the one there (INSERT ... ON CONFLICT DO NOTHING).
--- Checkpoints are append-only like the chain, and readable where the
--- chain is: the runtime for its transaction's tenant, auditors for their
--- granted tenants.
+-- Checkpoints are append-only like the chain, readable by the runtime for
+-- its transaction's tenant and by auditors for their granted tenants. The
+-- read-only SQL tool's role does not read them: agents get no new relation
+-- (proofs are served over the API and the command line).
 
 -- +goose Up
 CREATE TABLE orangerail.audit_checkpoints (
@@ -48,12 +49,10 @@ CREATE POLICY audit_checkpoints_tenant ON orangerail.audit_checkpoints TO orange
     WITH CHECK (tenant_id = current_setting('orangerail.tenant_id', true));
 CREATE POLICY audit_checkpoints_auditor ON orangerail.audit_checkpoints FOR SELECT TO orangerail_auditor
     USING (tenant_id IN (SELECT g.tenant_id FROM orangerail.auditor_grants g WHERE g.role_name = session_user));
-CREATE POLICY audit_checkpoints_query ON orangerail.audit_checkpoints FOR SELECT TO orangerail_readonly
-    USING (tenant_id = (SELECT orangerail.query_session_tenant()));
 
 REVOKE ALL ON orangerail.audit_checkpoints FROM PUBLIC;
 GRANT SELECT, INSERT ON orangerail.audit_checkpoints TO orangerail_runtime;
-GRANT SELECT ON orangerail.audit_checkpoints TO orangerail_auditor, orangerail_readonly;
+GRANT SELECT ON orangerail.audit_checkpoints TO orangerail_auditor;
 
 -- +goose Down
 DROP TABLE orangerail.audit_checkpoints;
