@@ -97,6 +97,15 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if _, err := engine.SignCheckpoint(ctx, pool, "acme", signer, "orangerail.test/orders"); err != nil {
 		t.Fatal(err)
 	}
+	// The auditor keeps the checkpoint of size 3.
+	code, kept, stderr := cli(t, "audit", "checkpoint", "--database-url", url, "--tenant", "acme")
+	if code != exitOK {
+		t.Fatalf("checkpoint: exit %d %s", code, stderr)
+	}
+	keptFile := filepath.Join(dir, "kept.note")
+	if err := os.WriteFile(keptFile, []byte(kept), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	appendSealed(t, pool, "acme", 2)
 	if _, err := engine.SignCheckpoint(ctx, pool, "acme", signer, "orangerail.test/orders"); err != nil {
 		t.Fatal(err)
@@ -129,6 +138,24 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "seq2.json: OK: record 2 is in the tree of size 5 of orangerail.test/orders/acme") ||
 		!strings.Contains(out, "3to5.json: OK: the tree of size 3 is a prefix of the tree of size 5") {
 		t.Fatalf("check-proof: exit %d\n%s%s", code, out, stderr)
+	}
+	// The consistency proof agrees with the checkpoint the auditor kept,
+	// and not with another of that size, though signed by the same key (a
+	// split view).
+	if code, out, stderr := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", keptFile, consistency); code != exitOK {
+		t.Fatalf("check-proof --checkpoint: exit %d\n%s%s", code, out, stderr)
+	}
+	forged, err := signer.Sign(checkpoint.Checkpoint{Origin: "orangerail.test/orders/acme", Size: 3, Root: make([]byte, checkpoint.HashSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedFile := filepath.Join(dir, "forged.note")
+	if err := os.WriteFile(forgedFile, []byte(forged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", forgedFile, consistency); code != exitFindings ||
+		!strings.Contains(out, "FAILED: X_AUDIT_PROOF_INVALID") || !strings.Contains(out, "split view") {
+		t.Fatalf("check-proof against another kept checkpoint: exit %d\n%s", code, out)
 	}
 	proofBytes, err := os.ReadFile(inclusion)
 	if err != nil {
