@@ -134,16 +134,18 @@ func newAuditProveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if out != "" {
-				f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) //nolint:gosec // G302,G304: a proof is public; the operator names the file
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
+			if out == "" {
+				return writeJSON(cmd.OutOrStdout(), p)
 			}
-			return writeJSON(w, p)
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) //nolint:gosec // G302,G304: a proof is public; the operator names the file
+			if err != nil {
+				return err
+			}
+			if err := writeJSON(f, p); err != nil {
+				_ = f.Close()
+				return err
+			}
+			return f.Close()
 		},
 	}
 	databaseURLFlag(cmd.Flags(), &url)
