@@ -83,6 +83,9 @@ type Runtime struct {
 	// sealer seals the audit records committed on any replica; nil until
 	// the engine is built.
 	sealer *engine.Sealer
+	// checkpointer signs audit checkpoints while serving with
+	// audit.checkpoint; nil otherwise.
+	checkpointer *engine.Checkpointer
 	// limits is the HTTP front's rate limiter on the service database,
 	// once ServeHTTP made it; Close flushes it.
 	limits *front.BatchLimiter
@@ -158,6 +161,9 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 		return nil, err
 	}
 	rt.startSweeper(cmp.Or(s.SweepEvery, DefaultSweepEvery))
+	if err := rt.startCheckpointer(); err != nil {
+		return nil, err
+	}
 	return rt, nil
 }
 
@@ -217,6 +223,9 @@ func (rt *Runtime) Close() {
 	}
 	if rt.webhooks != nil {
 		rt.webhooks.Stop()
+	}
+	if rt.checkpointer != nil {
+		rt.checkpointer.Stop()
 	}
 	if rt.sealer != nil {
 		// What this runtime appended is sealed before its pool closes.

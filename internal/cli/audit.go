@@ -20,7 +20,7 @@ func newAuditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Inspect and verify the hash-chained audit log",
 	}
-	cmd.AddCommand(newAuditVerifyCmd())
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditCheckpointCmd(), newAuditProveCmd(), newAuditCheckProofCmd(), newAuditCheckpointKeyCmd())
 	return cmd
 }
 

@@ -35,6 +35,9 @@ import (
 // demoStateDir holds the demo's private cluster and demo.json.
 const demoStateDir = ".orangerail"
 
+// demoCheckpointInterval is how often the demo signs audit checkpoints.
+const demoCheckpointInterval = 5 * time.Second
+
 // demoConfig is the example ontology the demo serves.
 const demoConfig = "examples/orders/orangerail.yaml"
 
@@ -480,6 +483,14 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	if err != nil {
 		return err
 	}
+	// The demo signs audit checkpoints with a development key kept beside
+	// the secret key, often, so proofs can be asked for at once.
+	checkpointKey := filepath.Join(demoStateDir, "checkpoint.key")
+	checkpointPub, err := app.DevCheckpointKey(checkpointKey, "orangerail.demo")
+	if err != nil {
+		return err
+	}
+	cfg.Audit.Checkpoint = &ontology.AuditCheckpoint{KeyFile: checkpointKey, Interval: ontology.Duration(demoCheckpointInterval), Origin: "orangerail.demo/" + cfg.Service}
 	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: found.URL, Key: key,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), Version: readBuildFacts().Version, Serve: true})
 	if err != nil {
@@ -504,6 +515,8 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		return err
 	}
 	printDemo(out, found, facts, factsPath)
+	fmt.Fprintf(out, "Audit checkpoints are signed every %s with a development key (%s); check proofs with:\n  orangerail audit check-proof --key %s FILE\n\n",
+		demoCheckpointInterval, checkpointKey, checkpointPub)
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
 	err = rt.ServeHTTP(ctx, ln)
 	fmt.Fprintln(out, "stopped")

@@ -46,6 +46,19 @@ type OrangerailAudit struct {
 	SealedAt      *time.Time
 }
 
+type OrangerailAuditCheckpoint struct {
+	TenantID    string
+	Size        int64
+	RootHash    []byte
+	Frontier    []byte
+	Origin      string
+	KeyName     string
+	KeyHash     int64
+	VerifierKey string
+	Note        string
+	SignedAt    time.Time
+}
+
 type OrangerailAuditHead struct {
 	TenantID string
 	Seq      int64

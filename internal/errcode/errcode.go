@@ -109,6 +109,13 @@ const (
 	PolicyManifestInvalid Code = "X_POLICY_MANIFEST_INVALID"
 	PolicyToolUnknown     Code = "X_POLICY_TOOL_UNKNOWN"
 	PolicyDiffWidens      Code = "X_POLICY_DIFF_WIDENS"
+
+	// Signed checkpoints and proofs (internal/checkpoint).
+	AuditCheckpointMissing Code = "X_AUDIT_CHECKPOINT_MISSING"
+	AuditProofRange        Code = "X_AUDIT_PROOF_RANGE"
+	AuditProofMalformed    Code = "X_AUDIT_PROOF_MALFORMED"
+	AuditProofInvalid      Code = "X_AUDIT_PROOF_INVALID"
+	CheckpointKeyInvalid   Code = "X_CHECKPOINT_KEY_INVALID"
 )
 
 // Entry describes one code, for two audiences: Fix is the operator's (and
@@ -167,6 +174,16 @@ var table = []Entry{
 		"Give a positive duration, such as 1m (the default); leave room for the clocks of the replicas that write records.", ""},
 	{AuditChainBroken, "A tenant's audit chain does not verify: a record was changed, removed, reordered or forged.",
 		"Treat it as an incident: keep a copy of the database, and compare the reported seq with your backups.", ""},
+	{AuditCheckpointMissing, "The tenant's audit log has no signed checkpoint yet, or none of the size asked for: checkpoints are signed every audit.checkpoint.interval, by a replica configured with a signing key, once the log has sealed records.",
+		"Configure audit.checkpoint.key_file or key_env (`orangerail audit checkpoint-key generate` makes a key) and wait one interval; `orangerail audit checkpoint --tenant T` shows the latest, and proofs name the sizes of checkpoints that exist.", ""},
+	{AuditProofRange, "A proof was asked for outside the tree: a seq below 1 or beyond the checkpoint's size, --from larger than --to, or a size no checkpoint was signed at.",
+		"Ask for a seq from 1 to the checkpoint's size, and for sizes of checkpoints that exist (`orangerail audit checkpoint --tenant T` shows the latest), the older first.", ""},
+	{AuditProofMalformed, "A proof file or checkpoint is not of the documented form (orangerail-proof/v1 JSON carrying C2SP signed notes); the problem is named.",
+		"Pass the file `orangerail audit prove` (or /api/v1/audit/proof/...) wrote, unchanged.", ""},
+	{AuditProofInvalid, "A proof does not verify: its checkpoint is not signed by any of the given keys, its signature or record was changed, or the log it came from was rewritten after the checkpoint was signed.",
+		"Check that --key names the checkpoint key's public key (old keys too after a rotation); if it does, treat it as an incident: the log does not match the checkpoint you hold.", ""},
+	{CheckpointKeyInvalid, "A checkpoint key is not usable: the signing key (audit.checkpoint.key_file or key_env) is missing or not a signed-note Ed25519 signer key (PRIVATE+KEY+name+hash+data), or a public key given to check-proof is not <name>+<hash>+<keydata>.",
+		"Make a key pair with `orangerail audit checkpoint-key generate --name NAME`; give the server the private key and verifiers the public key.", ""},
 	{ApprovalLifecycle, "An approval change broke its lifecycle (staged calls never change; status moves forward only).",
 		"This is a bug in orangerail or a manual edit: report it.", ""},
 	{ApprovalArgumentsMismatch, "The digest the approver approved is not the digest of the approval's input: the approver saw other arguments.",

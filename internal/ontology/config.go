@@ -449,7 +449,30 @@ type Audit struct {
 	// since (a record waits about half of it for its seq and link, and at
 	// most about all of it). Defaults to SealIntervalDefault; 1ms to 1m.
 	SealInterval Duration `yaml:"seal_interval"`
+	// Checkpoint, when set, has every serving replica sign checkpoints of
+	// each tenant's sealed log (package checkpoint). Nil: none are signed.
+	Checkpoint *AuditCheckpoint `yaml:"checkpoint"`
 }
+
+// AuditCheckpoint configures signed checkpoints: the Ed25519 signed-note
+// signer key, read from exactly one of KeyFile and KeyEnv, how often each
+// replica signs, and the deployment's origin.
+type AuditCheckpoint struct {
+	// KeyFile is a file holding the signer key (PRIVATE+KEY+...).
+	KeyFile string `yaml:"key_file"`
+	// KeyEnv is an environment variable holding the signer key.
+	KeyEnv string `yaml:"key_env"`
+	// Interval is how often each replica signs the tenants' logs that
+	// grew. Defaults to CheckpointIntervalDefault; 1s to 24h.
+	Interval Duration `yaml:"interval"`
+	// Origin names the deployment in each checkpoint's origin line,
+	// "<origin>/<tenant>": a schema-less URL such as
+	// audit.example.com/acme-orders. Defaults to orangerail/<service>.
+	Origin string `yaml:"origin"`
+}
+
+// CheckpointIntervalDefault is audit.checkpoint.interval's default.
+const CheckpointIntervalDefault = time.Minute
 
 // SealIntervalDefault is audit.seal_interval's default.
 const SealIntervalDefault = 50 * time.Millisecond
@@ -898,6 +921,14 @@ func (c *Config) withDefaults() {
 	}
 	if c.Audit.SealInterval == 0 {
 		c.Audit.SealInterval = Duration(SealIntervalDefault)
+	}
+	if cp := c.Audit.Checkpoint; cp != nil {
+		if cp.Interval == 0 {
+			cp.Interval = Duration(CheckpointIntervalDefault)
+		}
+		if cp.Origin == "" {
+			cp.Origin = "orangerail/" + c.Service
+		}
 	}
 	if c.Approvals.ApproverRole == "" {
 		c.Approvals.ApproverRole = ApproverRoleDefault

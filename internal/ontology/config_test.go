@@ -545,3 +545,33 @@ func TestIssuerFromTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditCheckpoint: audit.checkpoint defaults its interval and origin,
+// and refuses at its field paths a key named twice or not at all, an
+// interval out of range and an origin with a space.
+func TestAuditCheckpoint(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(base + "audit: {checkpoint: {key_env: ORANGERAIL_CHECKPOINT_KEY}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := cfg.Audit.Checkpoint; cp == nil || time.Duration(cp.Interval) != CheckpointIntervalDefault || cp.Origin != "orangerail/"+cfg.Service {
+		t.Fatalf("defaults: %+v", cp)
+	}
+	if cfg, err := Parse([]byte(base)); err != nil || cfg.Audit.Checkpoint != nil {
+		t.Fatalf("no section: %+v, %v", cfg.Audit.Checkpoint, err)
+	}
+	for extra, want := range map[string]string{
+		"audit: {checkpoint: {key_env: K, key_file: /k}}\n":              "audit.checkpoint",
+		"audit: {checkpoint: {interval: 1m}}\n":                          "audit.checkpoint",
+		"audit: {checkpoint: {key_env: K, interval: 10ms}}\n":            "audit.checkpoint.interval",
+		"audit: {checkpoint: {key_env: K, origin: \"two words\"}}\n":     "audit.checkpoint.origin",
+		"audit: {checkpoint: {key_env: K, key_name: orangerail.test}}\n": "audit.checkpoint.key_name",
+	} {
+		_, err := Parse([]byte(base + extra))
+		var problems Problems
+		if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != want {
+			t.Errorf("%q: %v, want one problem at %s", extra, err, want)
+		}
+	}
+}

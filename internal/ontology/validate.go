@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 
@@ -180,6 +182,17 @@ func (c *Config) validate() Problems {
 	}
 	if d := time.Duration(c.Audit.SealInterval); d < time.Millisecond || d > SealIntervalMax {
 		add("audit.seal_interval", "%s is not between 1ms and %s: records wait about that long for their place in the chain", d, SealIntervalMax)
+	}
+	if cp := c.Audit.Checkpoint; cp != nil {
+		if (cp.KeyFile == "") == (cp.KeyEnv == "") {
+			add("audit.checkpoint", "name the signing key in exactly one of key_file and key_env")
+		}
+		if d := time.Duration(cp.Interval); d < time.Second || d > 24*time.Hour {
+			add("audit.checkpoint.interval", "%s is not between 1s and 24h", d)
+		}
+		if strings.ContainsFunc(cp.Origin, unicode.IsSpace) || !utf8.ValidString(cp.Origin) || len(cp.Origin) > 255 {
+			add("audit.checkpoint.origin", "%q is not one line of printable text without spaces, at most 255 bytes", cp.Origin)
+		}
 	}
 	if ttl := c.Limits.IdempotencyKeyTTL(); ttl < time.Second {
 		add("limits.idempotency_ttl", "%s is under a second: a key must outlive the retries it answers", ttl)

@@ -104,6 +104,9 @@ func (a *API) Mount(f *front.Front) {
 	f.Mount("POST "+Prefix+"/approvals/{id}/decision", http.HandlerFunc(a.decide), p)
 	f.Mount("GET "+Prefix+"/audit", http.HandlerFunc(a.audit), p)
 	f.Mount("GET "+Prefix+"/audit/head", http.HandlerFunc(a.auditHead), p)
+	f.Mount("GET "+Prefix+"/audit/checkpoint", http.HandlerFunc(a.auditCheckpoint), p)
+	f.Mount("GET "+Prefix+"/audit/proof/inclusion", http.HandlerFunc(a.inclusionProof), p)
+	f.Mount("GET "+Prefix+"/audit/proof/consistency", http.HandlerFunc(a.consistencyProof), p)
 	f.Mount("GET "+Prefix+"/openapi.json", http.HandlerFunc(serveDocument), front.Policy{})
 	f.Mount("GET "+front.MetadataPath(Prefix), f.Metadata(Prefix), front.Policy{})
 }
@@ -345,6 +348,9 @@ var statusOf = map[errcode.Code]int{
 	errcode.ApprovalDecided:           http.StatusConflict,
 	errcode.ApprovalExpired:           http.StatusConflict,
 	errcode.ApprovalArgumentsMismatch: http.StatusUnprocessableEntity,
+	errcode.AuditCheckpointMissing:    http.StatusNotFound,
+	errcode.AuditProofRange:           http.StatusBadRequest,
+	errcode.AuditChainBroken:          http.StatusConflict,
 }
 
 // fail answers err: a coded refusal with its status, anything else as an

@@ -63,7 +63,8 @@ func TestDecisionAPI(t *testing.T) {
 
 	// No token: 401 with the challenge naming the API's metadata.
 	for path, route := range map[string]string{"/approvals": "/approvals", "/approvals/" + cancel: "/approvals/{id}",
-		"/audit": "/audit", "/audit/head": "/audit/head"} {
+		"/audit": "/audit", "/audit/head": "/audit/head", "/audit/checkpoint": "/audit/checkpoint",
+		"/audit/proof/inclusion?seq=1": "/audit/proof/inclusion", "/audit/proof/consistency?from=1": "/audit/proof/consistency"} {
 		a := get(path, "")
 		c.check(t, "GET", route, a)
 		if a.status != 401 || !strings.Contains(a.header.Get("WWW-Authenticate"), `resource_metadata="`+d.base+"/.well-known/oauth-protected-resource/api/v1") {
@@ -81,7 +82,8 @@ func TestDecisionAPI(t *testing.T) {
 
 	// An agent's token: 403 on every route, whatever roles it claims.
 	for path, route := range map[string]string{"/approvals": "/approvals", "/approvals/" + cancel: "/approvals/{id}",
-		"/audit": "/audit", "/audit/head": "/audit/head"} {
+		"/audit": "/audit", "/audit/head": "/audit/head", "/audit/checkpoint": "/audit/checkpoint",
+		"/audit/proof/inclusion?seq=1": "/audit/proof/inclusion", "/audit/proof/consistency?from=1": "/audit/proof/consistency"} {
 		a := get(path, agent)
 		c.check(t, "GET", route, a)
 		refused("agent_token", a, 403, "X_FORBIDDEN")
@@ -338,12 +340,16 @@ func TestDecisionAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Signed checkpoints and proofs of the audit log.
+	auditProofs(t, d, c, refused, frank, dave, carol)
+
 	// A store that fails: 500 with a correlation id, its cause withheld.
-	if _, err := d.admin.Exec(ctx, "REVOKE SELECT ON orangerail.approvals, orangerail.audit, orangerail.audit_heads FROM orangerail_runtime"); err != nil {
+	if _, err := d.admin.Exec(ctx, "REVOKE SELECT ON orangerail.approvals, orangerail.audit, orangerail.audit_heads, orangerail.audit_checkpoints FROM orangerail_runtime"); err != nil {
 		t.Fatal(err)
 	}
 	for path, route := range map[string]string{"/approvals": "/approvals", "/approvals/" + cancel: "/approvals/{id}",
-		"/audit": "/audit", "/audit/head": "/audit/head"} {
+		"/audit": "/audit", "/audit/head": "/audit/head", "/audit/checkpoint": "/audit/checkpoint",
+		"/audit/proof/inclusion?seq=1": "/audit/proof/inclusion", "/audit/proof/consistency?from=1": "/audit/proof/consistency"} {
 		a := get(path, frank)
 		if path == "/approvals/"+cancel || path == "/approvals" {
 			a = get(path, bob)
@@ -365,7 +371,8 @@ func TestDecisionAPI(t *testing.T) {
 		get("/approvals", "not-a-token")
 	}
 	for path, route := range map[string]string{"/approvals": "/approvals", "/approvals/" + cancel: "/approvals/{id}",
-		"/audit": "/audit", "/audit/head": "/audit/head"} {
+		"/audit": "/audit", "/audit/head": "/audit/head", "/audit/checkpoint": "/audit/checkpoint",
+		"/audit/proof/inclusion?seq=1": "/audit/proof/inclusion", "/audit/proof/consistency?from=1": "/audit/proof/consistency"} {
 		a := get(path, "not-a-token")
 		c.check(t, "GET", route, a)
 		refused("throttled", a, 429, "X_MCP_AUTH_THROTTLED")
@@ -380,7 +387,8 @@ func TestDecisionAPI(t *testing.T) {
 		cfg.Identity.OIDC.Issuer = fmt.Sprintf("http://127.0.0.1:%d", testdb.FreePort(t))
 	}, nil)
 	for path, route := range map[string]string{"/approvals": "/approvals", "/approvals/" + cancel: "/approvals/{id}",
-		"/audit": "/audit", "/audit/head": "/audit/head"} {
+		"/audit": "/audit", "/audit/head": "/audit/head", "/audit/checkpoint": "/audit/checkpoint",
+		"/audit/proof/inclusion?seq=1": "/audit/proof/inclusion", "/audit/proof/consistency?from=1": "/audit/proof/consistency"} {
 		a := dead.do("GET", "/api/v1"+path, bob, "")
 		c.check(t, "GET", route, a)
 		refused("identity_unavailable", a, 503, "X_MCP_IDENTITY_UNAVAILABLE")

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/engine"
+)
+
+// startCheckpointer starts signing the tenants' audit checkpoints every
+// audit.checkpoint.interval with the configured key; without
+// audit.checkpoint, none are signed (and proofs answer
+// X_AUDIT_CHECKPOINT_MISSING). A key that cannot be read refuses to open.
+func (rt *Runtime) startCheckpointer() error {
+	cp := rt.Config.Audit.Checkpoint
+	if cp == nil {
+		rt.log.Info("audit checkpoints are off: audit.checkpoint names no signing key")
+		return nil
+	}
+	signer, err := checkpoint.LoadSigner(cp.KeyFile, cp.KeyEnv, os.Getenv)
+	if err != nil {
+		return err
+	}
+	rt.checkpointer = engine.StartCheckpointer(rt.Store, signer, cp.Origin, time.Duration(cp.Interval), func(err error) {
+		rt.log.Warn("signing audit checkpoints failed; it is retried", "error", err)
+	})
+	rt.log.Info("signing audit checkpoints", "key_id", signer.KeyID(), "public_key", signer.VerifierKey(),
+		"origin", cp.Origin, "interval", time.Duration(cp.Interval).String())
+	return nil
+}
+
+// DevCheckpointKey returns the public key of the checkpoint signing key
+// kept in keyFile, made on first use (named name): for a local
+// developer's server, whose checkpoints stay verifiable across restarts.
+func DevCheckpointKey(keyFile, name string) (string, error) {
+	text, err := os.ReadFile(keyFile) //nolint:gosec // G304: the demo's own state file
+	if errors.Is(err, fs.ErrNotExist) {
+		skey, _, err := checkpoint.GenerateKey(name)
+		if err != nil {
+			return "", err
+		}
+		if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(keyFile, []byte(skey+"\n"), 0o600); err != nil {
+			return "", err
+		}
+		text = []byte(skey)
+	} else if err != nil {
+		return "", err
+	}
+	s, err := checkpoint.NewSigner(string(text))
+	if err != nil {
+		return "", err
+	}
+	return s.VerifierKey(), nil
+}

@@ -1,0 +1,333 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// The commands of signed checkpoints and proofs (internal/checkpoint):
+// checkpoint and prove read the database; check-proof reads none.
+
+// checkpointTenant names the tenant a command is about: --tenant, which
+// must exist, or the database's only tenant.
+func checkpointTenant(cmd *cobra.Command, pool *pgxpool.Pool, tenant string) (string, error) {
+	ctx := cmd.Context()
+	if tenant != "" {
+		if err := database.ValidateTenantID(tenant); err != nil {
+			return "", err
+		}
+		return tenant, engine.TenantExists(ctx, pool, tenant)
+	}
+	tenants, err := engine.Tenants(ctx, pool)
+	if err != nil {
+		return "", err
+	}
+	switch len(tenants) {
+	case 0:
+		return "", errcode.New(errcode.TenantUnknown, "the database holds no tenant yet", nil)
+	case 1:
+		return tenants[0], nil
+	}
+	return "", errcode.New(errcode.TenantInvalid, fmt.Sprintf("--tenant is required: the database holds %d tenants", len(tenants)), nil)
+}
+
+// CheckpointView is a stored checkpoint as `audit checkpoint --json`
+// prints it.
+type CheckpointView struct {
+	Tenant      string         `json:"tenant"`
+	Origin      string         `json:"origin"`
+	Size        int64          `json:"size"`
+	RootHash    checkpoint.Hex `json:"root_hash"`
+	KeyID       string         `json:"key_id"`
+	VerifierKey string         `json:"verifier_key"`
+	SignedAt    time.Time      `json:"signed_at"`
+	Note        string         `json:"note"`
+}
+
+func newAuditCheckpointCmd() *cobra.Command {
+	var url, tenant string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "checkpoint [--tenant T]",
+		Short: "Print a tenant's latest signed checkpoint of its audit log (a C2SP signed note)",
+		Long: "Checkpoint prints the latest checkpoint signed of the tenant's sealed audit log, as the signed\n" +
+			"note verifiers check: the origin line (<audit.checkpoint.origin>/<tenant>), the tree size, the\n" +
+			"base64 root hash, a blank line and the signatures. Keep it: a consistency proof from it\n" +
+			"(`audit prove --from SIZE`) shows later that the log was only appended to.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pool, err := database.Open(cmd.Context(), url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if tenant, err = checkpointTenant(cmd, pool, tenant); err != nil {
+				return err
+			}
+			c, err := engine.LatestCheckpoint(cmd.Context(), pool, tenant)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), CheckpointView{Tenant: c.TenantID, Origin: c.Origin, Size: c.Size, RootHash: c.RootHash,
+					KeyID: checkpoint.KeyID(c.KeyName, c.KeyHash), VerifierKey: c.VerifierKey, SignedAt: c.SignedAt, Note: c.Note})
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), c.Note)
+			return err
+		},
+	}
+	databaseURLFlag(cmd.Flags(), &url)
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant (default: the database's only tenant)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checkpoint and its key as JSON")
+	return cmd
+}
+
+func newAuditProveCmd() *cobra.Command {
+	var url, tenant, out string
+	var seq, size, from, to int64
+	cmd := &cobra.Command{
+		Use:   "prove --tenant T (--seq N [--size S] | --from S1 [--to S2])",
+		Short: "Write a proof that a record is in a signed checkpoint, or that one checkpoint extends another",
+		Long: "Prove writes a proof file (orangerail-proof/v1 JSON, README \"Signed checkpoints and proofs\")\n" +
+			"that `audit check-proof` verifies offline, with only the checkpoint key's public key:\n\n" +
+			"  --seq N [--size S]    the record of seq N is in the tree of the checkpoint of size S\n" +
+			"                        (default: the latest); the file carries the record's exact bytes\n" +
+			"  --from S1 [--to S2]   the checkpoint of size S1 names a prefix of the tree of size S2\n" +
+			"                        (default: the latest): the log was only appended to in between\n\n" +
+			"Sizes are those of stored checkpoints (`audit checkpoint`). A log that no longer makes a\n" +
+			"checkpoint's root was rewritten since it was signed: X_AUDIT_CHAIN_BROKEN.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if err := requireTenant(tenant); err != nil {
+				return err
+			}
+			pool, err := database.Open(ctx, url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if tenant, err = checkpointTenant(cmd, pool, tenant); err != nil {
+				return err
+			}
+			var p *checkpoint.Proof
+			if cmd.Flags().Changed("seq") {
+				p, err = engine.ProveInclusion(ctx, pool, tenant, seq, size)
+			} else {
+				p, err = engine.ProveConsistency(ctx, pool, tenant, from, to)
+			}
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				return writeJSON(cmd.OutOrStdout(), p)
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) //nolint:gosec // G302,G304: a proof is public; the operator names the file
+			if err != nil {
+				return err
+			}
+			if err := writeJSON(f, p); err != nil {
+				_ = f.Close()
+				return err
+			}
+			return f.Close()
+		},
+	}
+	databaseURLFlag(cmd.Flags(), &url)
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant (required)")
+	cmd.Flags().Int64Var(&seq, "seq", 0, "prove the record of this seq is in a checkpoint")
+	cmd.Flags().Int64Var(&size, "size", 0, "with --seq: the size of the checkpoint to prove against (default: the latest)")
+	cmd.Flags().Int64Var(&from, "from", 0, "prove the checkpoint of this size is a prefix of a later one")
+	cmd.Flags().Int64Var(&to, "to", 0, "with --from: the size of the later checkpoint (default: the latest)")
+	cmd.Flags().StringVar(&out, "out", "", "write the proof to this new file (default: stdout)")
+	cmd.MarkFlagsOneRequired("seq", "from")
+	cmd.MarkFlagsMutuallyExclusive("seq", "from")
+	cmd.MarkFlagsMutuallyExclusive("size", "from")
+	cmd.MarkFlagsMutuallyExclusive("seq", "to")
+	return cmd
+}
+
+func newAuditCheckProofCmd() *cobra.Command {
+	var keys, kept []string
+	var keysFile, origin string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check-proof --key PUBKEY [--key OLDKEY ...] [FILE ...]",
+		Short: "Verify proof files offline, with the checkpoint keys' public keys and no database",
+		Long: "Check-proof verifies each proof file (stdin when none, or -) that `audit prove` or\n" +
+			"/api/v1/audit/proof/... wrote: its checkpoint notes are signed by one of the given public keys\n" +
+			"(give the old ones too after a key rotation), and the proof holds against their root hashes.\n" +
+			"It reads no database. --checkpoint names checkpoints you kept (signed notes): a proof's\n" +
+			"checkpoint of the same log and size must have the same root.\n\n" +
+			"Exit status: 0 when every proof verifies, 1 when one does not, 2 when checking could not run.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keysFile != "" {
+				more, err := readKeyLines(keysFile)
+				if err != nil {
+					return err
+				}
+				keys = append(keys, more...)
+			}
+			known, err := checkpoint.Verifiers(keys)
+			if err != nil {
+				return err
+			}
+			opts := checkpoint.CheckOptions{Origin: origin}
+			for _, path := range kept {
+				text, err := os.ReadFile(path) //nolint:gosec // G304: the auditor names the file
+				if err != nil {
+					return err
+				}
+				c, _, err := checkpoint.OpenNote(string(text), known)
+				if err != nil {
+					return fmt.Errorf("--checkpoint %s: %w", path, err)
+				}
+				opts.Kept = append(opts.Kept, c)
+			}
+			if len(args) == 0 {
+				args = []string{"-"}
+			}
+			type outcome struct {
+				File   string             `json:"file"`
+				OK     bool               `json:"ok"`
+				Result *checkpoint.Result `json:"result,omitempty"`
+				Code   errcode.Code       `json:"code,omitempty"`
+				Error  string             `json:"error,omitempty"`
+			}
+			var outcomes []outcome
+			failed := false
+			for _, path := range args {
+				res, err := checkProofFile(cmd, path, known, opts)
+				o := outcome{File: path, OK: err == nil, Result: res}
+				if err != nil {
+					var coded *errcode.Error
+					if !errors.As(err, &coded) {
+						return err // unreadable: checking could not run
+					}
+					failed, o.Code, o.Error = true, coded.Code, coded.Msg
+				}
+				outcomes = append(outcomes, o)
+				if !asJSON {
+					printOutcome(cmd.OutOrStdout(), path, res, err)
+				}
+			}
+			if asJSON {
+				if err := writeJSON(cmd.OutOrStdout(), outcomes); err != nil {
+					return err
+				}
+			}
+			if failed {
+				return errFindings
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "a checkpoint key's public key, <name>+<hash>+<keydata> (repeat for old keys)")
+	cmd.Flags().StringVar(&keysFile, "keys-file", "", "a file of public keys, one a line (# comments)")
+	cmd.Flags().StringVar(&origin, "origin", "", "require the checkpoints to be of this log (<origin>/<tenant>)")
+	cmd.Flags().StringArrayVar(&kept, "checkpoint", nil, "a signed checkpoint you kept (a file): the proof must agree with it")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcomes as JSON")
+	return cmd
+}
+
+// checkProofFile checks one proof file, "-" being stdin. An error that
+// is not coded means the file could not be read.
+func checkProofFile(cmd *cobra.Command, path string, known note.Verifiers, opts checkpoint.CheckOptions) (*checkpoint.Result, error) {
+	if path == "-" {
+		return checkpoint.Check(cmd.InOrStdin(), known, opts)
+	}
+	f, err := os.Open(path) //nolint:gosec // G304: the auditor names the file
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return checkpoint.Check(f, known, opts)
+}
+
+func printOutcome(w io.Writer, path string, res *checkpoint.Result, err error) {
+	if err != nil {
+		fmt.Fprintf(w, "%s: FAILED: %s\n", path, display.Text(err.Error()))
+		return
+	}
+	what := fmt.Sprintf("record %d is in the tree of size %d", res.Seq, res.Size)
+	if res.Kind == checkpoint.KindConsistency {
+		what = fmt.Sprintf("the tree of size %d is a prefix of the tree of size %d", res.OldSize, res.Size)
+	}
+	fmt.Fprintf(w, "%s: OK: %s of %s, signed by %s\n", path, what, display.Text(res.Origin), strings.Join(res.Keys, ", "))
+}
+
+// readKeyLines reads public keys, one a line; blank lines and lines
+// beginning # are skipped.
+func readKeyLines(path string) ([]string, error) {
+	f, err := os.Open(path) //nolint:gosec // G304: the auditor names the file
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var keys []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if line := strings.TrimSpace(s.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			keys = append(keys, line)
+		}
+	}
+	return keys, s.Err()
+}
+
+func newAuditCheckpointKeyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint-key",
+		Short: "Make the Ed25519 key that signs audit checkpoints",
+	}
+	var name, out string
+	generate := &cobra.Command{
+		Use:   "generate --name NAME --out FILE",
+		Short: "Write a new signer key to FILE and print its public key",
+		Long: "Generate makes an Ed25519 signed-note key pair. The private signer key (PRIVATE+KEY+...) is\n" +
+			"written to FILE, readable by its owner only: name it in audit.checkpoint.key_file, or put its\n" +
+			"text in the variable audit.checkpoint.key_env names. The public key is printed: give it to\n" +
+			"whoever checks proofs (`audit check-proof --key`). To rotate, generate another key, serve with\n" +
+			"it, and keep publishing the old public key: checkpoints keep the key that signed them.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			skey, vkey, err := checkpoint.GenerateKey(name)
+			if err != nil {
+				return err
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) //nolint:gosec // G304: the operator names the file
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintln(f, skey); err != nil {
+				_ = f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), vkey)
+			return nil
+		},
+	}
+	generate.Flags().StringVar(&name, "name", "", "the key's name, e.g. the deployment's host: audit.example.com (required)")
+	generate.Flags().StringVar(&out, "out", "", "the new file the private key is written to (required)")
+	_ = generate.MarkFlagRequired("name")
+	_ = generate.MarkFlagRequired("out")
+	cmd.AddCommand(generate)
+	return cmd
+}

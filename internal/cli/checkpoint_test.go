@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// appendSealed appends n records to tenant's chain and seals them.
+func appendSealed(t *testing.T, pool *pgxpool.Pool, tenant string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return engine.AppendAudit(ctx, tx, &engine.Record{Tenant: tenant, At: time.Now(), CorrelationID: "c" + string(rune('a'+i)),
+				Phase: engine.PhaseStaged, Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := engine.SealTenant(ctx, pool, tenant); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runWithStdin runs the command line with stdin.
+func runWithStdin(t *testing.T, stdin []byte, args ...string) (int, string, string) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetArgs(args)
+	root.SetIn(bytes.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		if errors.Is(err, errFindings) {
+			return exitFindings, out.String(), errOut.String()
+		}
+		return exitError, out.String(), err.Error()
+	}
+	return exitOK, out.String(), errOut.String()
+}
+
+func TestAuditCheckpointsAndProofs(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	pool := testdb.RuntimePool(t, url)
+	dir := t.TempDir()
+
+	// A key: the private half to a new file only the owner reads, the
+	// public half printed.
+	keyFile := filepath.Join(dir, "checkpoint.key")
+	code, vkey, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", keyFile)
+	vkey = strings.TrimSpace(vkey)
+	if code != exitOK || strings.Contains(vkey, "PRIVATE") || !strings.HasPrefix(vkey, "orangerail.test+") {
+		t.Fatalf("generate: exit %d %q %s", code, vkey, stderr)
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	if code, _, _ := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", keyFile); code != exitError {
+		t.Fatalf("generate over an existing key: exit %d", code)
+	}
+	code, _, stderr = cli(t, "audit", "checkpoint-key", "generate", "--name", "a+b", "--out", filepath.Join(dir, "other.key"))
+	if code != exitError {
+		t.Fatalf("a bad key name: exit %d", code)
+	}
+	oneLine(t, stderr, "X_CHECKPOINT_KEY_INVALID")
+	skey, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := checkpoint.NewSigner(string(skey))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	appendSealed(t, pool, "acme", 3)
+	appendSealed(t, pool, "globex", 2)
+	if _, err := engine.SignCheckpoint(ctx, pool, "acme", signer, "orangerail.test/orders"); err != nil {
+		t.Fatal(err)
+	}
+	// The auditor keeps the checkpoint of size 3.
+	code, kept, stderr := cli(t, "audit", "checkpoint", "--database-url", url, "--tenant", "acme")
+	if code != exitOK {
+		t.Fatalf("checkpoint: exit %d %s", code, stderr)
+	}
+	keptFile := filepath.Join(dir, "kept.note")
+	if err := os.WriteFile(keptFile, []byte(kept), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appendSealed(t, pool, "acme", 2)
+	if _, err := engine.SignCheckpoint(ctx, pool, "acme", signer, "orangerail.test/orders"); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, stderr := cli(t, "audit", "checkpoint", "--database-url", url, "--tenant", "acme")
+	if code != exitOK {
+		t.Fatalf("checkpoint: exit %d %s", code, stderr)
+	}
+	known, err := checkpoint.Verifiers([]string{vkey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := checkpoint.OpenNote(out, known); err != nil || c.Size != 5 || c.Origin != "orangerail.test/orders/acme" {
+		t.Fatalf("the printed checkpoint: %+v %v\n%s", c, err, out)
+	}
+	code, out, _ = cli(t, "audit", "checkpoint", "--database-url", url, "--tenant", "acme", "--json")
+	var view CheckpointView
+	if err := json.Unmarshal([]byte(out), &view); code != exitOK || err != nil || view.Size != 5 || view.VerifierKey != vkey || view.KeyID != signer.KeyID() {
+		t.Fatalf("checkpoint --json: exit %d %v\n%s", code, err, out)
+	}
+
+	inclusion, consistency := filepath.Join(dir, "seq2.json"), filepath.Join(dir, "3to5.json")
+	for _, args := range [][]string{{"--seq", "2", "--out", inclusion}, {"--from", "3", "--out", consistency}} {
+		if code, _, stderr := cli(t, append([]string{"audit", "prove", "--database-url", url, "--tenant", "acme"}, args...)...); code != exitOK {
+			t.Fatalf("prove %v: exit %d %s", args, code, stderr)
+		}
+	}
+	code, out, stderr = cli(t, "audit", "check-proof", "--key", vkey, inclusion, consistency)
+	if code != exitOK || !strings.Contains(out, "seq2.json: OK: record 2 is in the tree of size 5 of orangerail.test/orders/acme") ||
+		!strings.Contains(out, "3to5.json: OK: the tree of size 3 is a prefix of the tree of size 5") {
+		t.Fatalf("check-proof: exit %d\n%s%s", code, out, stderr)
+	}
+	// The consistency proof agrees with the checkpoint the auditor kept,
+	// and not with another of that size, though signed by the same key (a
+	// split view).
+	if code, out, stderr := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", keptFile, consistency); code != exitOK {
+		t.Fatalf("check-proof --checkpoint: exit %d\n%s%s", code, out, stderr)
+	}
+	forged, err := signer.Sign(checkpoint.Checkpoint{Origin: "orangerail.test/orders/acme", Size: 3, Root: make([]byte, checkpoint.HashSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedFile := filepath.Join(dir, "forged.note")
+	if err := os.WriteFile(forgedFile, []byte(forged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", forgedFile, consistency); code != exitFindings ||
+		!strings.Contains(out, "FAILED: X_AUDIT_PROOF_INVALID") || !strings.Contains(out, "split view") {
+		t.Fatalf("check-proof against another kept checkpoint: exit %d\n%s", code, out)
+	}
+	proofBytes, err := os.ReadFile(inclusion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := runWithStdin(t, proofBytes, "audit", "check-proof", "--key", vkey); code != exitOK || !strings.Contains(out, "-: OK") {
+		t.Fatalf("check-proof from stdin: exit %d\n%s%s", code, out, stderr)
+	}
+	// A kept checkpoint of the same size with another root: the proof
+	// disagrees with what the auditor holds.
+	_, otherKey := func() (string, string) {
+		s, v, err := checkpoint.GenerateKey("orangerail.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, v
+	}()
+	changed := bytes.Replace(proofBytes, []byte(`"seq": 2`), []byte(`"seq": 3`), 1)
+	changedFile := filepath.Join(dir, "changed.json")
+	malformedFile := filepath.Join(dir, "malformed.json")
+	if err := os.WriteFile(changedFile, changed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(malformedFile, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a changed proof", []string{"--key", vkey, changedFile}, "X_AUDIT_PROOF_INVALID"},
+		{"another key", []string{"--key", otherKey, inclusion}, "X_AUDIT_PROOF_INVALID"},
+		{"a malformed file", []string{"--key", vkey, malformedFile}, "X_AUDIT_PROOF_MALFORMED"},
+		{"another origin", []string{"--key", vkey, "--origin", "orangerail.test/orders/globex", inclusion}, "X_AUDIT_PROOF_INVALID"},
+	} {
+		code, out, _ := cli(t, append([]string{"audit", "check-proof"}, tt.args...)...)
+		if code != exitFindings || !strings.Contains(out, "FAILED: "+tt.want) {
+			t.Errorf("%s: exit %d\n%s", tt.name, code, out)
+		}
+	}
+	code, out, _ = cli(t, "audit", "check-proof", "--json", "--key", vkey, inclusion, malformedFile)
+	var outcomes []struct {
+		OK   bool   `json:"ok"`
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(out), &outcomes); code != exitFindings || err != nil || len(outcomes) != 2 || !outcomes[0].OK || outcomes[1].Code != "X_AUDIT_PROOF_MALFORMED" {
+		t.Fatalf("check-proof --json: exit %d %v\n%s", code, err, out)
+	}
+
+	// Refusals, each one line with its code.
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a bad public key", []string{"audit", "check-proof", "--key", "not-a-key", inclusion}, "X_CHECKPOINT_KEY_INVALID"},
+		{"a private key for a public one", []string{"audit", "check-proof", "--key", strings.TrimSpace(string(skey)), inclusion}, "X_CHECKPOINT_KEY_INVALID"},
+		{"no key", []string{"audit", "check-proof", inclusion}, "X_CHECKPOINT_KEY_INVALID"},
+		{"an unknown tenant", []string{"audit", "prove", "--database-url", url, "--tenant", "nobody", "--seq", "1"}, "X_TENANT_UNKNOWN"},
+		{"a malformed tenant", []string{"audit", "prove", "--database-url", url, "--tenant", "bad tenant", "--seq", "1"}, "X_TENANT_INVALID"},
+		{"no tenant for prove", []string{"audit", "prove", "--database-url", url, "--seq", "1"}, "X_TENANT_INVALID"},
+		{"no tenant of two", []string{"audit", "checkpoint", "--database-url", url}, "X_TENANT_INVALID"},
+		{"a tenant without checkpoints", []string{"audit", "checkpoint", "--database-url", url, "--tenant", "globex"}, "X_AUDIT_CHECKPOINT_MISSING"},
+		{"a seq beyond the tree", []string{"audit", "prove", "--database-url", url, "--tenant", "acme", "--seq", "6"}, "X_AUDIT_PROOF_RANGE"},
+		{"a size never signed", []string{"audit", "prove", "--database-url", url, "--tenant", "acme", "--seq", "1", "--size", "4"}, "X_AUDIT_PROOF_RANGE"},
+		{"from > to", []string{"audit", "prove", "--database-url", url, "--tenant", "acme", "--from", "5", "--to", "3"}, "X_AUDIT_PROOF_RANGE"},
+	} {
+		code, out, stderr := cli(t, tt.args...)
+		if code != exitError || out != "" {
+			t.Errorf("%s: exit %d\n%s", tt.name, code, out)
+			continue
+		}
+		oneLine(t, stderr, tt.want)
+		if strings.Contains(stderr, "PRIVATE") {
+			t.Errorf("%s: the error repeats a private key", tt.name)
+		}
+	}
+	if code, _, _ := cli(t, "audit", "prove", "--database-url", url, "--tenant", "acme", "--seq", "1", "--from", "3"); code != exitError {
+		t.Errorf("--seq with --from: exit %d", code)
+	}
+}
+
+// TestDemoSignsCheckpoints: `make run` signs audit checkpoints with the
+// development key it keeps, and prints the public key they verify with.
+func TestDemoSignsCheckpoints(t *testing.T) {
+	facts, out := runDemo(t)
+	m := regexp.MustCompile(`check-proof --key (\S+) FILE`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("the demo printed no checkpoint key:\n%s", out.String())
+	}
+	if fi, err := os.Stat(filepath.Join(demoStateDir, "checkpoint.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the development key: %v %v", fi, err)
+	}
+	appendSealed(t, testdb.RuntimePool(t, facts.DatabaseURL), "acme", 1)
+	known, err := checkpoint.Verifiers([]string{m[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo's checkpointer signs within its interval.
+	for deadline := time.Now().Add(time.Minute); ; {
+		code, note, _ := cli(t, "audit", "checkpoint", "--database-url", facts.DatabaseURL, "--tenant", "acme")
+		if code == exitOK {
+			if c, _, err := checkpoint.OpenNote(note, known); err != nil || c.Origin != "orangerail.demo/acme-orders/acme" {
+				t.Fatalf("the demo's checkpoint: %+v, %v\n%s", c, err, note)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the demo signed no checkpoint")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,427 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// Signed checkpoints: each tenant's sealed chain is also an RFC 6962
+// Merkle tree (package checkpoint says what a leaf is), whose root a
+// replica with a signing key signs every interval, and stores
+// (orangerail.audit_checkpoints). Proofs are read from the stored chain
+// and checkpoints; they are checked offline (checkpoint.Check).
+
+// checkpointPage bounds the records one statement reads while signing or
+// proving: memory stays bounded by it, not by the chain's length.
+const checkpointPage = 4096
+
+// SignCheckpoint signs the tree of tenant's sealed records, when it has
+// records no checkpoint covers yet, and stores the checkpoint. It reads
+// only the records sealed since the latest checkpoint, checks their links
+// (it never signs a broken chain: X_AUDIT_CHAIN_BROKEN), and extends the
+// latest checkpoint's tree with them. It returns the checkpoint stored, or
+// nil when there was nothing new or another replica stored one of that
+// size first. origin is the deployment's origin
+// (audit.checkpoint.origin); the checkpoint's is origin/tenant.
+func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string) (*store.Checkpoint, error) {
+	var stored *store.Checkpoint
+	// READ COMMITTED: the sealed records up to the head read first never
+	// change, and a checkpoint another replica stores meanwhile makes the
+	// insert do nothing, where a snapshot's would fail to serialize.
+	err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		head, err := st.AuditHead(ctx, tenant)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read audit head: %w", err)
+		}
+		frontier, err := checkpoint.NewFrontier(0, nil)
+		if err != nil {
+			return err
+		}
+		latest, err := st.CheckpointLatest(ctx, tenant)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			latest = nil
+		case err != nil:
+			return fmt.Errorf("read latest checkpoint: %w", err)
+		case latest.Size >= head.Seq:
+			return nil
+		default:
+			if frontier, err = frontierOf(latest); err != nil {
+				return err
+			}
+			if root, err := frontier.Root(); err != nil || !bytes.Equal(root, latest.RootHash) {
+				return errcode.New(errcode.AuditChainBroken, fmt.Sprintf("not signing a checkpoint: the stored frontier of the checkpoint of size %d does not make its root", latest.Size), err)
+			}
+		}
+		if head.Seq == 0 {
+			return nil
+		}
+		if err := extendFrontier(ctx, st, tenant, frontier, head); err != nil {
+			return err
+		}
+		root, err := frontier.Root()
+		if err != nil {
+			return err
+		}
+		cp := checkpoint.Checkpoint{Origin: checkpoint.Origin(origin, tenant), Size: frontier.Size(), Root: root}
+		note, err := signer.Sign(cp)
+		if err != nil {
+			return err
+		}
+		row := &store.Checkpoint{TenantID: tenant, Size: head.Seq, RootHash: root, Frontier: bytes.Join(frontier.Hashes(), nil),
+			Origin: cp.Origin, KeyName: signer.Name(), KeyHash: signer.KeyHash(), VerifierKey: signer.VerifierKey(), Note: note}
+		ok, err := st.CheckpointInsert(ctx, row)
+		if err != nil {
+			return fmt.Errorf("store checkpoint: %w", err)
+		}
+		if ok {
+			stored = row
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint tenant %s: %w", tenant, err)
+	}
+	return stored, nil
+}
+
+// frontierOf rebuilds a stored checkpoint's frontier.
+func frontierOf(c *store.Checkpoint) (*checkpoint.Frontier, error) {
+	var hashes [][]byte
+	for b := c.Frontier; len(b) >= checkpoint.HashSize; b = b[checkpoint.HashSize:] {
+		hashes = append(hashes, b[:checkpoint.HashSize])
+	}
+	return checkpoint.NewFrontier(uint64(c.Size), hashes) //nolint:gosec // G115: sizes are positive
+}
+
+// extendFrontier appends the records after the frontier up to head,
+// checking each link: seq in order, prev_hash the previous record's hash,
+// hash the record's ChainHash, and the last the head. The record the
+// frontier ends with is checked against its own hash too; the records
+// before it were checked when their checkpoints were signed, and a
+// rewrite of one since breaks the proofs against those checkpoints.
+func extendFrontier(ctx context.Context, st *store.Store, tenant string, f *checkpoint.Frontier, head *store.AuditLink) error {
+	after := int64(f.Size()) //nolint:gosec // G115: a tree's size is a seq
+	// The record the frontier ends with gives the first new one's
+	// prev_hash; genesis before the first.
+	prev := []byte(Genesis())
+	if after > 0 {
+		rows, err := st.AuditLinks(ctx, tenant, after-1, after, true)
+		if err != nil {
+			return fmt.Errorf("read audit links: %w", err)
+		}
+		if len(rows) != 1 {
+			return broken(after, "the record the last checkpoint ends with is missing")
+		}
+		if !bytes.Equal(rows[0].Hash, ChainHash(rows[0].PrevHash, rows[0].Seq, rows[0].Entry)) {
+			return broken(after, "the record's bytes do not match its hash")
+		}
+		prev = rows[0].Hash
+	}
+	for after < head.Seq {
+		rows, err := st.AuditLinks(ctx, tenant, after, min(after+checkpointPage, head.Seq), true)
+		if err != nil {
+			return fmt.Errorf("read audit links: %w", err)
+		}
+		if len(rows) == 0 {
+			return broken(after+1, "a record before the head is missing")
+		}
+		for _, r := range rows {
+			switch {
+			case r.Seq != after+1:
+				return broken(after+1, "a record is missing")
+			case !bytes.Equal(r.PrevHash, prev):
+				return broken(r.Seq, "the record does not link to the one before it")
+			case !bytes.Equal(r.Hash, ChainHash(prev, r.Seq, r.Entry)):
+				return broken(r.Seq, "the record's bytes do not match its hash")
+			}
+			if err := f.Append(r.Hash); err != nil {
+				return err
+			}
+			prev, after = r.Hash, r.Seq
+		}
+	}
+	if !bytes.Equal(prev, head.Hash) {
+		return broken(head.Seq, "the chain head does not name the last record")
+	}
+	return nil
+}
+
+func broken(seq int64, why string) error {
+	return errcode.New(errcode.AuditChainBroken, fmt.Sprintf("not signing a checkpoint: at seq %d %s (run `orangerail audit verify`)", seq, why), nil)
+}
+
+// SignCheckpoints signs a checkpoint of every tenant whose sealed log grew
+// since its latest, and returns how many it stored. One tenant's failure
+// leaves the others to be signed; the errors are joined.
+func SignCheckpoints(ctx context.Context, conn database.TxBeginner, signer *checkpoint.Signer, origin string) (int, error) {
+	tenants, err := Tenants(ctx, conn)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: list tenants: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, t := range tenants {
+		c, err := SignCheckpoint(ctx, conn, t, signer, origin)
+		if err != nil {
+			errs = append(errs, err)
+		} else if c != nil {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Checkpointer signs checkpoints every interval until stopped.
+type Checkpointer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartCheckpointer signs every tenant's new checkpoints (SignCheckpoints)
+// every interval on conn; onError, when set, hears of each round that
+// failed. Every replica with a key may run one: a size is stored once.
+func StartCheckpointer(conn database.TxBeginner, signer *checkpoint.Signer, origin string, interval time.Duration, onError func(error)) *Checkpointer {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Checkpointer{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := SignCheckpoints(ctx, conn, signer, origin); err != nil && ctx.Err() == nil && onError != nil {
+				onError(err)
+			}
+		}
+	}()
+	return c
+}
+
+// Stop stops the checkpointer and waits for its round to end. It may be
+// called more than once.
+func (c *Checkpointer) Stop() {
+	c.cancel()
+	<-c.done
+}
+
+// LatestCheckpoint returns tenant's latest signed checkpoint, or
+// X_AUDIT_CHECKPOINT_MISSING when none was signed yet.
+func LatestCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string) (*store.Checkpoint, error) {
+	return checkpointOf(ctx, conn, tenant, 0)
+}
+
+// checkpointOf reads tenant's checkpoint of size, the latest for 0.
+func checkpointOf(ctx context.Context, conn database.TxBeginner, tenant string, size int64) (*store.Checkpoint, error) {
+	var c *store.Checkpoint
+	err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		if size == 0 {
+			c, err = store.New(tx).CheckpointLatest(ctx, tenant)
+		} else {
+			c, err = store.New(tx).CheckpointAt(ctx, tenant, size)
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound) && size == 0:
+		return nil, errcode.New(errcode.AuditCheckpointMissing, fmt.Sprintf("tenant %s has no signed checkpoint yet", tenant), nil)
+	case errors.Is(err, store.ErrNotFound):
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("tenant %s has no checkpoint of size %d", tenant, size), nil)
+	case err != nil:
+		return nil, err
+	}
+	return c, nil
+}
+
+// Prover makes proofs against one of a tenant's checkpoints, from the
+// tree of its sealed records up to that checkpoint's size, read once (64
+// bytes a record). It is safe for concurrent use.
+type Prover struct {
+	conn       database.TxBeginner
+	tenant     string
+	checkpoint *store.Checkpoint
+	tree       *checkpoint.Tree
+}
+
+// OpenProver reads tenant's checkpoint of size (0: the latest) and the
+// chain hashes it covers. When they no longer make the checkpoint's root,
+// the log was rewritten since it was signed: X_AUDIT_CHAIN_BROKEN.
+func OpenProver(ctx context.Context, conn database.TxBeginner, tenant string, size int64) (*Prover, error) {
+	if size < 0 {
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("a tree size is positive, not %d", size), nil)
+	}
+	c, err := checkpointOf(ctx, conn, tenant, size)
+	if err != nil {
+		return nil, err
+	}
+	hashes := make([][]byte, 0, c.Size)
+	err = database.InTenant(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		for after := int64(0); after < c.Size; {
+			rows, err := st.AuditLinks(ctx, tenant, after, min(after+checkpointPage*4, c.Size), false)
+			if err != nil {
+				return fmt.Errorf("read audit links: %w", err)
+			}
+			if len(rows) == 0 {
+				break
+			}
+			for _, r := range rows {
+				hashes = append(hashes, r.Hash)
+			}
+			after = rows[len(rows)-1].Seq
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tree := checkpoint.NewTree(hashes)
+	if tree.Size() != uint64(c.Size) { //nolint:gosec // G115: sizes are positive
+		return nil, errcode.New(errcode.AuditChainBroken, fmt.Sprintf("tenant %s's log holds %d sealed records of the %d its checkpoint of size %d covers: records were removed since it was signed",
+			tenant, tree.Size(), c.Size, c.Size), nil)
+	}
+	root, err := tree.Root(uint64(c.Size)) //nolint:gosec // G115: sizes are positive
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(root, c.RootHash) {
+		return nil, errcode.New(errcode.AuditChainBroken, fmt.Sprintf("tenant %s's log no longer makes the root its checkpoint of size %d signed: a record at or before seq %d was rewritten since",
+			tenant, c.Size, c.Size), nil)
+	}
+	return &Prover{conn: conn, tenant: tenant, checkpoint: c, tree: tree}, nil
+}
+
+// Checkpoint is the checkpoint the prover proves against.
+func (p *Prover) Checkpoint() *store.Checkpoint { return p.checkpoint }
+
+// Inclusion proves that the record of seq is in the prover's checkpoint.
+func (p *Prover) Inclusion(ctx context.Context, seq int64) (*checkpoint.Proof, error) {
+	if seq < 1 || seq > p.checkpoint.Size {
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("seq %d is not in the tree of the checkpoint of size %d (seqs 1 to %d)", seq, p.checkpoint.Size, p.checkpoint.Size), nil)
+	}
+	var rows []*store.AuditSealedLink
+	err := database.InTenant(ctx, p.conn, p.tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		rows, err = store.New(tx).AuditLinks(ctx, p.tenant, seq-1, seq, true)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != 1 {
+		return nil, errcode.New(errcode.AuditChainBroken, fmt.Sprintf("the record of seq %d is missing", seq), nil)
+	}
+	path, err := p.tree.Inclusion(uint64(seq-1), uint64(p.checkpoint.Size)) //nolint:gosec // G115: checked positive above
+	if err != nil {
+		return nil, err
+	}
+	r := rows[0]
+	return &checkpoint.Proof{Format: checkpoint.Format, Kind: checkpoint.KindInclusion, Tenant: p.tenant, Checkpoint: p.checkpoint.Note,
+		Record: &checkpoint.Record{Seq: r.Seq, Entry: r.Entry, PrevHash: r.PrevHash, Hash: r.Hash}, Hashes: hexes(path)}, nil
+}
+
+// Consistency proves that tenant's checkpoint of size from names a prefix
+// of the prover's checkpoint's tree.
+func (p *Prover) Consistency(ctx context.Context, from int64) (*checkpoint.Proof, error) {
+	if from < 1 || from > p.checkpoint.Size {
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("--from %d is not a size from 1 to the newer checkpoint's %d", from, p.checkpoint.Size), nil)
+	}
+	old, err := checkpointOf(ctx, p.conn, p.tenant, from)
+	if err != nil {
+		return nil, err
+	}
+	root, err := p.tree.Root(uint64(from)) //nolint:gosec // G115: checked positive above
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(root, old.RootHash) {
+		return nil, errcode.New(errcode.AuditChainBroken, fmt.Sprintf("tenant %s's log no longer makes the root its checkpoint of size %d signed: a record at or before seq %d was rewritten since",
+			p.tenant, from, from), nil)
+	}
+	path, err := p.tree.Consistency(uint64(from), uint64(p.checkpoint.Size)) //nolint:gosec // G115: checked positive above
+	if err != nil {
+		return nil, err
+	}
+	return &checkpoint.Proof{Format: checkpoint.Format, Kind: checkpoint.KindConsistency, Tenant: p.tenant, Checkpoint: p.checkpoint.Note,
+		OldCheckpoint: old.Note, Hashes: hexes(path)}, nil
+}
+
+// ProveInclusion proves that tenant's record of seq is in its checkpoint
+// of size (0: the latest).
+func ProveInclusion(ctx context.Context, conn database.TxBeginner, tenant string, seq, size int64) (*checkpoint.Proof, error) {
+	if seq < 1 {
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("seq %d is not a record's: seqs begin at 1", seq), nil)
+	}
+	p, err := OpenProver(ctx, conn, tenant, size)
+	if err != nil {
+		return nil, err
+	}
+	return p.Inclusion(ctx, seq)
+}
+
+// ProveConsistency proves that tenant's checkpoint of size from names a
+// prefix of the tree of its checkpoint of size to (0: the latest).
+func ProveConsistency(ctx context.Context, conn database.TxBeginner, tenant string, from, to int64) (*checkpoint.Proof, error) {
+	if to != 0 && from > to {
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("--from %d is larger than --to %d: a consistency proof goes from the older tree to the newer", from, to), nil)
+	}
+	if from < 1 {
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("--from %d is not a checkpoint's size: sizes begin at 1", from), nil)
+	}
+	p, err := OpenProver(ctx, conn, tenant, to)
+	if err != nil {
+		return nil, err
+	}
+	return p.Consistency(ctx, from)
+}
+
+func hexes(hs [][]byte) []checkpoint.Hex {
+	out := make([]checkpoint.Hex, len(hs))
+	for i, h := range hs {
+		out[i] = h
+	}
+	return out
+}
+
+// CheckpointOf returns the caller's tenant's latest checkpoint. The caller
+// must be a person who may read the audit log.
+func (e *Engine) CheckpointOf(ctx context.Context, caller *Caller) (*store.Checkpoint, error) {
+	if err := e.mayAudit(caller); err != nil {
+		return nil, err
+	}
+	return LatestCheckpoint(ctx, e.store, caller.Tenant)
+}
+
+// ProveInclusionOf is ProveInclusion for the caller's tenant, which the
+// caller must be a person who may read the audit log of.
+func (e *Engine) ProveInclusionOf(ctx context.Context, caller *Caller, seq, size int64) (*checkpoint.Proof, error) {
+	if err := e.mayAudit(caller); err != nil {
+		return nil, err
+	}
+	return ProveInclusion(ctx, e.store, caller.Tenant, seq, size)
+}
+
+// ProveConsistencyOf is ProveConsistency for the caller's tenant, which
+// the caller must be a person who may read the audit log of.
+func (e *Engine) ProveConsistencyOf(ctx context.Context, caller *Caller, from, to int64) (*checkpoint.Proof, error) {
+	if err := e.mayAudit(caller); err != nil {
+		return nil, err
+	}
+	return ProveConsistency(ctx, e.store, caller.Tenant, from, to)
+}

@@ -1,0 +1,504 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/roles"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+const testDeployment = "orangerail.test/acme-orders"
+
+// appendBulk appends n records to tenant's chain in one transaction and
+// one round trip (audit_append, as AppendAudit calls it), numbering their
+// correlation ids from first, and seals them.
+func appendBulk(t *testing.T, pool *pgxpool.Pool, tenant string, first, n int) {
+	t.Helper()
+	ctx := context.Background()
+	err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var batch pgx.Batch
+		for i := first; i < first+n; i++ {
+			entry, err := record(tenant, engine.PhaseStaged, fmt.Sprintf("c-%d", i)).Entry()
+			if err != nil {
+				return err
+			}
+			batch.Queue("SELECT orangerail.audit_append($1)", entry)
+		}
+		return tx.SendBatch(ctx, &batch).Close()
+	})
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if sealed, err := engine.SealTenant(ctx, pool, tenant); err != nil || sealed != n {
+		t.Fatalf("sealed %d of %d records: %v", sealed, n, err)
+	}
+}
+
+func signingKey(t *testing.T, name string) (*checkpoint.Signer, string) {
+	t.Helper()
+	skey, vkey, err := checkpoint.GenerateKey(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := checkpoint.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, vkey
+}
+
+// signNow signs tenant's checkpoint and requires one of size want.
+func signNow(t *testing.T, pool *pgxpool.Pool, tenant string, s *checkpoint.Signer, want int64) {
+	t.Helper()
+	c, err := engine.SignCheckpoint(context.Background(), pool, tenant, s, testDeployment)
+	if err != nil || c == nil || c.Size != want {
+		t.Fatalf("sign checkpoint of size %d: %+v, %v", want, c, err)
+	}
+}
+
+// offline checks a proof as `audit check-proof` does: through its JSON,
+// with nothing but the public keys.
+func offline(t *testing.T, p *checkpoint.Proof, vkeys ...string) (*checkpoint.Result, error) {
+	t.Helper()
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, err := checkpoint.Verifiers(vkeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkpoint.Check(bytes.NewReader(b), known, checkpoint.CheckOptions{})
+}
+
+func TestChainHashIsTheCheckpointLeafs(t *testing.T) {
+	t.Parallel()
+	prev := engine.Genesis()
+	for seq, entry := range []string{"", "{}", `{"v":1}`} {
+		if got, want := checkpoint.ChainHash(prev, int64(seq+1), []byte(entry)), engine.ChainHash(prev, int64(seq+1), []byte(entry)); !bytes.Equal(got, want) {
+			t.Fatalf("seq %d: checkpoint %x, engine %x", seq+1, got, want)
+		}
+		prev = engine.ChainHash(prev, int64(seq+1), []byte(entry))
+	}
+}
+
+// TestCheckpointProofsOfATenThousandRecordLog signs a checkpoint after
+// each of 20 batches of a 10,000-record log, then proves every record in
+// the last and 50 random pairs consistent, each checked offline.
+func TestCheckpointProofsOfATenThousandRecordLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, vkey := signingKey(t, "orangerail.test")
+	const batches, batch = 20, 500
+	var sizes []int64
+	for i := range batches {
+		appendBulk(t, b.runtime, "acme", i*batch, batch)
+		signNow(t, b.runtime, "acme", signer, int64((i+1)*batch))
+		sizes = append(sizes, int64((i+1)*batch))
+		// Nothing new: no second checkpoint of the size.
+		if c, err := engine.SignCheckpoint(ctx, b.runtime, "acme", signer, testDeployment); c != nil || err != nil {
+			t.Fatalf("signed again at the same size: %+v, %v", c, err)
+		}
+	}
+	prover, err := engine.OpenProver(ctx, b.runtime, "acme", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prover.Checkpoint().Size; got != batches*batch {
+		t.Fatalf("latest checkpoint of size %d", got)
+	}
+	for seq := int64(1); seq <= batches*batch; seq++ {
+		p, err := prover.Inclusion(ctx, seq)
+		if err != nil {
+			t.Fatalf("prove seq %d: %v", seq, err)
+		}
+		res, err := offline(t, p, vkey)
+		if err != nil || res.Seq != seq || res.Origin != testDeployment+"/acme" {
+			t.Fatalf("seq %d: %+v, %v", seq, res, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(17, 2))
+	for range 50 {
+		x, y := sizes[rng.IntN(len(sizes))], sizes[rng.IntN(len(sizes))]
+		from, to := min(x, y), max(x, y)
+		p, err := engine.ProveConsistency(ctx, b.runtime, "acme", from, to)
+		if err != nil {
+			t.Fatalf("prove %d to %d: %v", from, to, err)
+		}
+		res, err := offline(t, p, vkey)
+		if err != nil || res.OldSize != uint64(from) || res.Size != uint64(to) {
+			t.Fatalf("%d to %d: %+v, %v", from, to, res, err)
+		}
+	}
+}
+
+// rechain is the tamperer who rewrites a record and recomputes every link
+// after it and the head, so that the chain alone verifies.
+func rechain(tenant string, seq int64) []string {
+	return []string{
+		fmt.Sprintf(`UPDATE orangerail.audit a SET entry = convert_to(replace(convert_from(a.entry, 'UTF8'), '"correlation_id":"c-%d"', '"correlation_id":"c-X"'), 'UTF8'),
+		        correlation_id = 'c-X' WHERE tenant_id = '%s' AND seq = %d`, seq-1, tenant, seq),
+		fmt.Sprintf(`DO $$
+DECLARE
+    r record;
+    prev bytea := (SELECT hash FROM orangerail.audit WHERE tenant_id = '%[1]s' AND seq = %[2]d - 1);
+BEGIN
+    FOR r IN SELECT seq, entry FROM orangerail.audit WHERE tenant_id = '%[1]s' AND seq >= %[2]d ORDER BY seq LOOP
+        UPDATE orangerail.audit SET prev_hash = prev, hash = sha256(prev || int8send(r.seq) || sha256(r.entry))
+            WHERE tenant_id = '%[1]s' AND seq = r.seq RETURNING hash INTO prev;
+    END LOOP;
+    UPDATE orangerail.audit_heads SET hash = prev WHERE tenant_id = '%[1]s';
+END
+$$`, tenant, seq),
+	}
+}
+
+// TestRewrittenRecordBreaksTheProofs: a record rewritten with every later
+// link recomputed passes `audit verify`, but not a checkpoint signed
+// before: the server refuses to prove against it, and a proof made from
+// the rewritten log anyway fails offline.
+func TestRewrittenRecordBreaksTheProofs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, vkey := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 20)
+	signNow(t, b.runtime, "acme", signer, 20)
+	appendBulk(t, b.runtime, "acme", 20, 20)
+	signNow(t, b.runtime, "acme", signer, 40)
+	kept, err := engine.ProveInclusion(ctx, b.runtime, "acme", 7, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := offline(t, kept, vkey); err != nil {
+		t.Fatalf("before the rewrite: %v", err)
+	}
+
+	tamper(t, b, rechain("acme", 7)...)
+	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || !report.OK() {
+		t.Fatalf("the rewrite was meant to keep the chain whole: %+v, %v", report.Break, err)
+	}
+
+	for name, prove := range map[string]func() error{
+		"inclusion against the old checkpoint": func() error { _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 7, 20); return err },
+		"inclusion against the latest":         func() error { _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 30, 0); return err },
+		"consistency from the old checkpoint":  func() error { _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 20, 40); return err },
+	} {
+		if err := prove(); errcode.Of(err) != errcode.AuditChainBroken {
+			t.Errorf("%s: %v, want %s", name, err, errcode.AuditChainBroken)
+		}
+	}
+
+	// A server that proves from the rewritten log anyway is caught
+	// offline, by the checkpoint the auditor kept.
+	var hashes [][]byte
+	var entry, prev []byte
+	rows, err := b.admin.Query(ctx, `SELECT seq, prev_hash, hash, entry FROM orangerail.audit WHERE tenant_id = 'acme' AND seq IS NOT NULL ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var seq int64
+		var p, h, e []byte
+		if err := rows.Scan(&seq, &p, &h, &e); err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, h)
+		if seq == 7 {
+			prev, entry = p, e
+		}
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	tree := checkpoint.NewTree(hashes)
+	path, err := tree.Inclusion(6, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lie := *kept
+	lie.Record = &checkpoint.Record{Seq: 7, Entry: entry, PrevHash: prev, Hash: hashes[6]}
+	lie.Hashes = nil
+	for _, h := range path {
+		lie.Hashes = append(lie.Hashes, h)
+	}
+	if bytes.Equal(entry, kept.Record.Entry) {
+		t.Fatal("the record was not rewritten")
+	}
+	if _, err := offline(t, &lie, vkey); errcode.Of(err) != errcode.AuditProofInvalid {
+		t.Fatalf("a proof of the rewritten record against the old checkpoint: %v", err)
+	}
+	// The new tree is no extension of the old one.
+	root40, err := tree.Root(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newNote, err := signer.Sign(checkpoint.Checkpoint{Origin: testDeployment + "/acme", Size: 40, Root: root40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := tree.Consistency(20, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := &checkpoint.Proof{Format: checkpoint.Format, Kind: checkpoint.KindConsistency, Tenant: "acme", Checkpoint: newNote, OldCheckpoint: kept.Checkpoint}
+	for _, h := range cons {
+		split.Hashes = append(split.Hashes, h)
+	}
+	if _, err := offline(t, split, vkey); errcode.Of(err) != errcode.AuditProofInvalid {
+		t.Fatalf("a consistency proof from the old checkpoint to the rewritten log: %v", err)
+	}
+	// And the signer refuses to sign a chain whose new records, or the
+	// record its last checkpoint ends with, it finds changed.
+	changeEntry := func(seq int) string {
+		return fmt.Sprintf("UPDATE orangerail.audit SET entry = overlay(entry placing '\\x5a'::bytea from octet_length(entry) - 20 for 1) WHERE tenant_id = 'acme' AND seq = %d", seq)
+	}
+	appendBulk(t, b.runtime, "acme", 40, 2)
+	tamper(t, b, changeEntry(41))
+	if _, err := engine.SignCheckpoint(ctx, b.runtime, "acme", signer, testDeployment); errcode.Of(err) != errcode.AuditChainBroken {
+		t.Fatalf("signing over a changed new record: %v", err)
+	}
+	other := setup(t)
+	appendBulk(t, other.runtime, "acme", 0, 5)
+	signNow(t, other.runtime, "acme", signer, 5)
+	appendBulk(t, other.runtime, "acme", 5, 1)
+	tamper(t, other, changeEntry(5))
+	if _, err := engine.SignCheckpoint(ctx, other.runtime, "acme", signer, testDeployment); errcode.Of(err) != errcode.AuditChainBroken {
+		t.Fatalf("signing after the last checkpoint's record changed: %v", err)
+	}
+}
+
+// TestCheckpointKeyRotation: checkpoints keep the key that signed them;
+// after a rotation, the old ones verify with the old public key in the
+// set, and a consistency proof spans the rotation.
+func TestCheckpointKeyRotation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	oldKey, oldPub := signingKey(t, "orangerail.test")
+	newKey, newPub := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 10)
+	signNow(t, b.runtime, "acme", oldKey, 10)
+	appendBulk(t, b.runtime, "acme", 10, 10)
+	signNow(t, b.runtime, "acme", newKey, 20)
+
+	latest, err := engine.LatestCheckpoint(ctx, b.runtime, "acme")
+	if err != nil || latest.KeyHash != newKey.KeyHash() || latest.VerifierKey != newPub {
+		t.Fatalf("latest checkpoint's key: %+v, %v", latest, err)
+	}
+	old, err := engine.ProveInclusion(ctx, b.runtime, "acme", 3, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := offline(t, old, oldPub, newPub); err != nil || res.Keys[0] != oldKey.KeyID() {
+		t.Fatalf("old checkpoint with both keys: %+v, %v", res, err)
+	}
+	if _, err := offline(t, old, newPub); errcode.Of(err) != errcode.AuditProofInvalid {
+		t.Fatalf("old checkpoint with the new key only: %v", err)
+	}
+	across, err := engine.ProveConsistency(ctx, b.runtime, "acme", 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := offline(t, across, oldPub, newPub); err != nil || len(res.Keys) != 2 {
+		t.Fatalf("across the rotation: %+v, %v", res, err)
+	}
+}
+
+func TestCheckpointBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, _ := signingKey(t, "orangerail.test")
+	if _, err := engine.LatestCheckpoint(ctx, b.runtime, "acme"); errcode.Of(err) != errcode.AuditCheckpointMissing {
+		t.Fatalf("no checkpoint yet: %v", err)
+	}
+	if _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 1, 0); errcode.Of(err) != errcode.AuditCheckpointMissing {
+		t.Fatalf("a proof with no checkpoint: %v", err)
+	}
+	appendBulk(t, b.runtime, "acme", 0, 5)
+	signNow(t, b.runtime, "acme", signer, 5)
+	appendBulk(t, b.runtime, "acme", 5, 5)
+	signNow(t, b.runtime, "acme", signer, 10)
+	for name, prove := range map[string]func() error{
+		"seq 0":                    func() error { _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 0, 0); return err },
+		"seq beyond the tree":      func() error { _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 11, 0); return err },
+		"seq beyond its size":      func() error { _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 6, 5); return err },
+		"a size never signed":      func() error { _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 1, 7); return err },
+		"a negative size":          func() error { _, err := engine.ProveInclusion(ctx, b.runtime, "acme", 1, -1); return err },
+		"from > to":                func() error { _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 10, 5); return err },
+		"from 0":                   func() error { _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 0, 10); return err },
+		"from a size never signed": func() error { _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 3, 10); return err },
+	} {
+		if err := prove(); errcode.Of(err) != errcode.AuditProofRange {
+			t.Errorf("%s: %v, want %s", name, err, errcode.AuditProofRange)
+		}
+	}
+	if _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 5, 5); err != nil {
+		t.Errorf("from = to: %v", err)
+	}
+}
+
+// TestCheckpointersSignEachSizeOnce: replicas sign at once; each size is
+// stored once, and the periodic checkpointer signs what is sealed.
+func TestCheckpointersSignEachSizeOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	appendBulk(t, b.runtime, "acme", 0, 50)
+	appendBulk(t, b.runtime, "globex", 0, 3)
+	var wg sync.WaitGroup
+	stored := make(chan int, 8)
+	for range 8 {
+		signer, _ := signingKey(t, "orangerail.test")
+		wg.Go(func() {
+			n, err := engine.SignCheckpoints(ctx, b.runtime, signer, testDeployment)
+			if err != nil {
+				t.Errorf("sign: %v", err)
+			}
+			stored <- n
+		})
+	}
+	wg.Wait()
+	close(stored)
+	total := 0
+	for n := range stored {
+		total += n
+	}
+	if total != 2 {
+		t.Fatalf("8 replicas stored %d checkpoints of 2 tenants' logs", total)
+	}
+	var rows int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_checkpoints").Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d checkpoints stored: %v", rows, err)
+	}
+
+	signer, vkey := signingKey(t, "orangerail.test")
+	c := engine.StartCheckpointer(b.runtime, signer, testDeployment, time.Millisecond, func(err error) { t.Errorf("checkpointer: %v", err) })
+	defer c.Stop()
+	appendBulk(t, b.runtime, "acme", 50, 5)
+	for {
+		latest, err := engine.LatestCheckpoint(ctx, b.runtime, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if latest.Size == 55 {
+			known, err := checkpoint.Verifiers([]string{vkey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := note.Open([]byte(latest.Note), known); err != nil {
+				t.Fatalf("the periodic checkpoint: %v", err)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.Stop()
+}
+
+// TestCheckpointsAreAppendOnlyAndTenantScoped: nobody changes a stored
+// checkpoint, and the runtime sees only its transaction's tenant's.
+func TestCheckpointsAreAppendOnlyAndTenantScoped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, _ := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 3)
+	appendBulk(t, b.runtime, "globex", 0, 4)
+	if _, err := engine.SignCheckpoints(ctx, b.runtime, signer, testDeployment); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{"UPDATE orangerail.audit_checkpoints SET size = size + 1", "DELETE FROM orangerail.audit_checkpoints", "TRUNCATE orangerail.audit_checkpoints"} {
+		if _, err := b.admin.Exec(ctx, stmt); sqlState(err) != "ORA01" {
+			t.Errorf("%s as the owner: %v", stmt, err)
+		}
+	}
+	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_checkpoints").Scan(&n); err != nil || n != 1 {
+			return fmt.Errorf("acme sees %d checkpoints: %w", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "UPDATE orangerail.audit_checkpoints SET note = ''")
+		return err
+	})
+	if sqlState(err) != "42501" {
+		t.Fatalf("the runtime updated a checkpoint: %v", err)
+	}
+}
+
+// TestAuditorsReadTheirTenantsCheckpoints: an auditor login reads the
+// checkpoints of the tenants granted to it, as it reads their chains,
+// and no other's, whatever it sets.
+func TestAuditorsReadTheirTenantsCheckpoints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, vkey := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 3)
+	appendBulk(t, b.runtime, "globex", 0, 4)
+	if n, err := engine.SignCheckpoints(ctx, b.runtime, signer, testDeployment); err != nil || n != 2 {
+		t.Fatalf("signed %d: %v", n, err)
+	}
+	name := fmt.Sprintf("auditor_cp_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() {
+		_, _ = b.admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
+		_, _ = b.admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+name)
+	})
+	if err := roles.GrantAuditor(ctx, b.url, &roles.GrantAuditorParams{Name: name, Tenant: "acme", Password: "correct horse battery staple"}); err != nil {
+		t.Fatal(err)
+	}
+	auditor, err := pgx.Connect(ctx, testdb.WithUser(t, b.url, name, "correct horse battery staple"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auditor.Close(ctx)
+	rows, err := auditor.Query(ctx, "SELECT tenant_id, note FROM orangerail.audit_checkpoints WHERE set_config('orangerail.tenant_id', 'globex', false) IS NOT NULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for rows.Next() {
+		var tenant, text string
+		if err := rows.Scan(&tenant, &text); err != nil {
+			t.Fatal(err)
+		}
+		known, err := checkpoint.Verifiers([]string{vkey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := note.Open([]byte(text), known); err != nil {
+			t.Fatalf("the auditor's copy of %s's checkpoint: %v", tenant, err)
+		}
+		seen = append(seen, tenant)
+	}
+	if rows.Err() != nil || len(seen) != 1 || seen[0] != "acme" {
+		t.Fatalf("the auditor sees the checkpoints of %v (%v)", seen, rows.Err())
+	}
+	if _, err := auditor.Exec(ctx, "INSERT INTO orangerail.audit_checkpoints SELECT * FROM orangerail.audit_checkpoints"); err == nil {
+		t.Fatal("an auditor wrote a checkpoint")
+	}
+}

@@ -1,0 +1,27 @@
+-- name: CheckpointInsert :execrows
+-- Stores a signed checkpoint of the transaction's tenant; 0 rows when a
+-- checkpoint of that size exists already (another replica signed it).
+INSERT INTO orangerail.audit_checkpoints (tenant_id, size, root_hash, frontier, origin, key_name, key_hash, verifier_key, note)
+VALUES (@tenant_id, @size, @root_hash, @frontier, @origin, @key_name, @key_hash, @verifier_key, @note)
+ON CONFLICT (tenant_id, size) DO NOTHING;
+
+-- name: CheckpointLatest :one
+SELECT tenant_id, size, root_hash, frontier, origin, key_name, key_hash, verifier_key, note, signed_at
+FROM orangerail.audit_checkpoints
+WHERE tenant_id = @tenant_id
+ORDER BY size DESC
+LIMIT 1;
+
+-- name: CheckpointAt :one
+SELECT tenant_id, size, root_hash, frontier, origin, key_name, key_hash, verifier_key, note, signed_at
+FROM orangerail.audit_checkpoints
+WHERE tenant_id = @tenant_id AND size = @size;
+
+-- name: AuditLinks :many
+-- The sealed records of seq after_seq + 1 to upto_seq, in seq order: seq,
+-- links and entry (with_entry false: an empty entry).
+SELECT seq::bigint AS seq, prev_hash::bytea AS prev_hash, hash::bytea AS hash,
+       CASE WHEN @with_entry::boolean THEN entry ELSE ''::bytea END AS entry
+FROM orangerail.audit
+WHERE tenant_id = @tenant_id AND seq > @after_seq::bigint AND seq <= @upto_seq::bigint
+ORDER BY seq;
