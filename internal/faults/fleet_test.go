@@ -184,7 +184,8 @@ func (f *fleet) start(r *replica) error {
 	if err != nil {
 		return err
 	}
-	defer logFile.Close() // the child holds its own descriptor
+	// The child holds its own descriptor.
+	defer logFile.Close()
 	cmd := exec.Command(f.bin, "serve", "--config", r.config, "--database-url", r.dbURL) //nolint:gosec // G204: the binary the test built
 	cmd.Env = append(os.Environ(), app.SecretKeyEnv+"="+f.key)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
