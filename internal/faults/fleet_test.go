@@ -330,7 +330,9 @@ type balancer struct {
 	token string
 }
 
-func (b balancer) RoundTrip(req *http.Request) (*http.Response, error) { return b.f.roundTrip(req, b.token) }
+func (b balancer) RoundTrip(req *http.Request) (*http.Response, error) {
+	return b.f.roundTrip(req, b.token)
+}
 
 // token mints a token of subject in tenant with claims.
 func (f *fleet) token(subject, tenant string, claims map[string]any) string {
