@@ -445,10 +445,19 @@ func (a *fleetAgent) tool(name string, args map[string]any) (map[string]any, err
 	if !res.IsError {
 		return answer, nil
 	}
+	if answer == nil {
+		// A read's failure carries its body as text: its output schema
+		// is the data's.
+		for _, c := range res.Content {
+			if text, ok := c.(*sdk.TextContent); ok && json.Unmarshal([]byte(text.Text), &answer) == nil {
+				break
+			}
+		}
+	}
 	status, _ := answer["status"].(string)
 	correlation, _ := answer["correlationId"].(string)
 	if status == "" || correlation == "" {
-		a.stats.problem("%s: an unclassified failure: %v", name, res.Content)
+		a.stats.problem("%s: an unclassified failure: %s", name, contentText(res))
 	}
 	a.stats.fail(name + ": " + status)
 	return answer, fmt.Errorf("%s: %s: %w", name, status, errAnswered)
@@ -614,32 +623,34 @@ func (a *fleetAgent) lifecycle(note string, reject bool) (*cycle, error) {
 
 // executedOnceInData holds each cycle an agent drove to its end to the
 // database: an approved one consumed with one execution and its note
-// written once, a rejected one rejected with no execution and no note.
-func executedOnceInData(t *testing.T, admin *pgxpool.Pool, cycles []*cycle) {
-	t.Helper()
+// written once, a rejected one rejected with no execution and no note. It
+// returns what does not hold.
+func executedOnceInData(ctx context.Context, admin *pgxpool.Pool, cycles []*cycle) ([]string, error) {
+	var problems []string
 	for _, c := range cycles {
 		if !c.done {
 			continue
 		}
 		var status string
 		var executions, notes int
-		err := admin.QueryRow(context.Background(), `
+		err := admin.QueryRow(ctx, `
 			SELECT a.status,
 			       (SELECT count(*) FROM orangerail.audit x WHERE x.tenant_id = a.tenant_id AND x.approval_id = a.id AND x.phase = 'execution_started'),
 			       (SELECT count(*) FROM order_notes n WHERE n.org_id = a.tenant_id AND n.note = $2)
 			FROM orangerail.approvals a WHERE a.id = $1`, c.approval, c.note).Scan(&status, &executions, &notes)
 		if err != nil {
-			t.Fatalf("read approval %s: %v", c.approval, err)
+			return nil, fmt.Errorf("read approval %s: %w", c.approval, err)
 		}
 		want, wantN := "consumed", 1
 		if c.decision == "reject" {
 			want, wantN = "rejected", 0
 		}
 		if status != want || executions != wantN || notes != wantN {
-			t.Errorf("%s (%s, polls %v): approval %s is %s with %d executions and %d notes, want %s with %d",
-				c.note, c.decision, c.polls, c.approval, status, executions, notes, want, wantN)
+			problems = append(problems, fmt.Sprintf("%s (%s, polls %v): approval %s is %s with %d executions and %d notes, want %s with %d",
+				c.note, c.decision, c.polls, c.approval, status, executions, notes, want, wantN))
 		}
 	}
+	return problems, nil
 }
 
 // unsealed counts the records no sealer has sealed yet, and the last of
@@ -667,4 +678,15 @@ func sealedBySurvivors(ctx context.Context, admin *pgxpool.Pool, last int64) err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// contentText is an answer's text content, for a message.
+func contentText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }

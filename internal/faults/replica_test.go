@@ -97,7 +97,13 @@ func TestReplicaKilledMidCycle(t *testing.T) {
 	for _, p := range stats.problems {
 		t.Error(p)
 	}
-	executedOnceInData(t, f.admin, cycles)
+	problems, err := executedOnceInData(ctx, f.admin, cycles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
 	faults.Require(t, f.admin, noteEffect)
 }
 
