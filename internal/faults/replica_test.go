@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/faults"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
 // TestReplicaKilledMidCycle: three replicas of the real binary serve one
@@ -154,4 +156,44 @@ func (s *fleetStats) log(t *testing.T) {
 	}
 	sort.Strings(lines)
 	t.Log(strings.Join(lines, "\n"))
+}
+
+// TestReplicaKilledSweeperResumes: approvals staged through two replicas
+// lapse (approvals.ttl 2s) after one replica was killed with SIGKILL; with
+// no call touching them, the survivor's sweeper expires every one — and
+// records it, so the invariants hold (each expiry explained in the chain).
+func TestReplicaKilledSweeperResumes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFleet(t, fleetOptions{replicas: 2, edits: []ontologytest.Edit{ontologytest.Set("approvals.ttl", "2s")}})
+	stats := newFleetStats()
+	a := f.newAgent("agent-sweep", "acme", stats)
+	defer a.close()
+	var ids []string
+	for i := range 4 {
+		answer, err := a.tool("add_order_note", map[string]any{"order_id": "o-1001", "note": fmt.Sprintf("fault-sweep-%d", i)})
+		if err != nil || answer["status"] != string(engine.StatusApprovalPending) {
+			t.Fatalf("stage %d: %v %v", i, answer, err)
+		}
+		ids = append(ids, answer["approvalId"].(string))
+	}
+	f.kill(f.replicas[0])
+	deadline := time.Now().Add(fleetPatience)
+	for {
+		var pending int
+		if err := f.admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.approvals WHERE id = ANY($1::uuid[]) AND status <> 'expired'`, ids).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the lapsed approvals are not expired %s after the kill", pending, fleetPatience)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, p := range stats.problems {
+		t.Error(p)
+	}
+	faults.Require(t, f.admin, noteEffect)
 }
