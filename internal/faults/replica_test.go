@@ -84,7 +84,8 @@ func TestReplicaKilledMidCycle(t *testing.T) {
 		if err := sealedBySurvivors(ctx, f.admin, last); err != nil {
 			t.Errorf("kill %d (replica %s, %s): %v", k, victim.name, when, err)
 		}
-		report = append(report, fmt.Sprintf("kill %d: replica %s during the %s; %d records unsealed after it, sealed by the survivors", k, victim.name, when, n))
+		what := map[string]string{"effect": "while its backend ran an effect", "moment": "at a moment of the traffic"}[when]
+		report = append(report, fmt.Sprintf("kill %d: replica %s %s; %d records unsealed after it, sealed by the survivors", k, victim.name, what, n))
 		if err := f.start(victim); err != nil {
 			t.Fatal(err)
 		}
