@@ -98,7 +98,8 @@ func TestSoak(t *testing.T) {
 	// so that the same seed gives the same faults in the same order.
 	sched := rand.New(rand.NewPCG(seed, 0)) //nolint:gosec // G404: a reproducible schedule, not a secret
 	counts := map[string]int{}
-	var events []string
+	// events say what was injected; injectErrs, what failed to be.
+	var events, injectErrs []string
 	for {
 		pause := time.Duration(1000+sched.IntN(3000)) * time.Millisecond
 		kind := soakFaults[sched.IntN(len(soakFaults))]
@@ -116,14 +117,15 @@ func TestSoak(t *testing.T) {
 			var n int
 			if err := f.admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
 				FROM pg_stat_activity WHERE application_name = $1`, replicaAppPrefix+victim.name).Scan(&n); err != nil {
-				t.Fatalf("terminate the backends of replica %s: %v", victim.name, err)
+				injectErrs = append(injectErrs, fmt.Sprintf("terminate the backends of replica %s: %v", victim.name, err))
 			}
 			events = append(events, fmt.Sprintf("%s %s: %d backends of replica %s terminated", at, kind, n, victim.name))
 		case faultReplicaKill:
 			f.kill(victim)
 			time.Sleep(lasting)
 			if err := f.start(victim); err != nil {
-				t.Fatal(err)
+				// The load goes on through the others.
+				injectErrs = append(injectErrs, err.Error())
 			}
 			events = append(events, fmt.Sprintf("%s %s: replica %s killed, started again after %s", at, kind, victim.name, lasting))
 		case faultProxyLatency:
@@ -149,6 +151,7 @@ func TestSoak(t *testing.T) {
 	violations = append(violations, stats.problems...)
 	violations = append(violations, unfinished...)
 	violations = append(violations, f.crashes()...)
+	violations = append(violations, injectErrs...)
 	inData, err := executedOnceInData(ctx, f.admin, cycles)
 	if err != nil {
 		t.Fatal(err)
