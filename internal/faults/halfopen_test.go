@@ -82,18 +82,18 @@ func TestProxyHalfOpen(t *testing.T) {
 			time.Sleep(c.lasting)
 			heal()
 			healed.Store(true)
-			p.logMu.Lock()
+			wg.Wait()
+			// The calls the toxic caught end within their deadline, some
+			// after it lifted.
 			failed := 0
 			for _, l := range p.log[before:] {
 				if !strings.Contains(l, "(<nil>)") {
 					failed++
 				}
 			}
-			p.logMu.Unlock()
-			wg.Wait()
-			t.Logf("%d calls failed while the toxic stayed", failed)
+			t.Logf("%d calls failed from the toxic's start on", failed)
 			if c.mustFail && failed == 0 {
-				t.Error("no call failed while the toxic stayed: the fault never happened")
+				t.Error("no call failed from the toxic's start on: the fault never happened")
 			}
 			faults.Require(t, p.admin, noteEffect)
 			for _, l := range p.log {
