@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,22 +95,17 @@ func TestSoak(t *testing.T) {
 		})
 	}
 
-	// The schedule draws every value it may use, whatever it then uses,
-	// so that the same seed gives the same faults in the same order.
-	sched := rand.New(rand.NewPCG(seed, 0)) //nolint:gosec // G404: a reproducible schedule, not a secret
+	next := soakSchedule(seed, len(f.replicas))
 	counts := map[string]int{}
 	// events say what was injected; injectErrs, what failed to be.
 	var events, injectErrs []string
 	for {
-		pause := time.Duration(1000+sched.IntN(3000)) * time.Millisecond
-		kind := soakFaults[sched.IntN(len(soakFaults))]
-		victim := f.replicas[sched.IntN(len(f.replicas))]
-		lasting := time.Duration(200+sched.IntN(2800)) * time.Millisecond
-		latency := 10 + sched.IntN(90)
-		if !time.Now().Add(pause).Before(end) {
+		fault := next()
+		kind, victim, lasting, latency := fault.kind, f.replicas[fault.replica], fault.lasting, fault.latency
+		if !time.Now().Add(fault.pause).Before(end) {
 			break
 		}
-		time.Sleep(pause)
+		time.Sleep(fault.pause)
 		counts[kind]++
 		at := time.Since(end.Add(-duration)).Round(time.Millisecond)
 		switch kind {
@@ -191,6 +187,68 @@ func TestSoak(t *testing.T) {
 		stats.log(t)
 		for _, v := range violations {
 			t.Error(v)
+		}
+	}
+}
+
+// soakFault is one fault of the soak's schedule: after pause, kind, on
+// replica (a kill or a restart's), lasting (a toxic's, or a killed
+// replica's time down), with latency in milliseconds (proxy_latency's).
+type soakFault struct {
+	pause   time.Duration
+	kind    string
+	replica int
+	lasting time.Duration
+	latency int
+}
+
+// soakSchedule returns the soak's faults, one per call, for seed, on
+// replicas replicas. Each draws every value a fault may use, whatever its
+// kind then uses, so that the same seed gives the same faults in the same
+// order.
+func soakSchedule(seed uint64, replicas int) func() soakFault {
+	rng := rand.New(rand.NewPCG(seed, 0)) //nolint:gosec // G404: a reproducible schedule, not a secret
+	return func() soakFault {
+		return soakFault{
+			pause:   time.Duration(1000+rng.IntN(3000)) * time.Millisecond,
+			kind:    soakFaults[rng.IntN(len(soakFaults))],
+			replica: rng.IntN(replicas),
+			lasting: time.Duration(200+rng.IntN(2800)) * time.Millisecond,
+			latency: 10 + rng.IntN(90),
+		}
+	}
+}
+
+// TestSoakScheduleIsReproducible: a seed gives the same faults in the
+// same order every time, another seed others, and a schedule as long as
+// two minutes' holds every kind.
+func TestSoakScheduleIsReproducible(t *testing.T) {
+	t.Parallel()
+	draw := func(seed uint64) []soakFault {
+		next := soakSchedule(seed, 3)
+		var fs []soakFault
+		for range 40 {
+			fs = append(fs, next())
+		}
+		return fs
+	}
+	one, again, other := draw(1), draw(1), draw(2)
+	if !slices.Equal(one, again) {
+		t.Fatal("seed 1 gave two schedules")
+	}
+	if slices.Equal(one, other) {
+		t.Fatal("seeds 1 and 2 gave one schedule")
+	}
+	kinds := map[string]bool{}
+	for _, f := range one {
+		kinds[f.kind] = true
+		if f.replica < 0 || f.replica >= 3 {
+			t.Fatalf("replica %d of 3", f.replica)
+		}
+	}
+	for _, k := range soakFaults {
+		if !kinds[k] {
+			t.Errorf("no %s in seed 1's first 40 faults", k)
 		}
 	}
 }
