@@ -70,6 +70,10 @@ func TestBoundedTransactionsSetLimitsLocally(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("InTenant: settings %q (%v), want %q", got, err, want)
 	}
+	// The scope is sent with BEGIN: BEGIN, fn's one statement, COMMIT.
+	if q := tr.queries.Load(); q != 3 {
+		t.Fatalf("InTenant sent %d statements for a transaction of one, want 3", q)
+	}
 
 	got = ""
 	tr.queries.Store(0)
@@ -144,5 +148,58 @@ func TestMilliseconds(t *testing.T) {
 		if got := database.Milliseconds(d); got != want {
 			t.Errorf("Milliseconds(%v) = %d, want %d", d, got, want)
 		}
+	}
+}
+
+// TestInTenantKeepsTransactionOptions: the scope sent with BEGIN keeps what
+// the caller asked of the transaction; one begun the caller's own way is
+// scoped by a statement of its own.
+func TestInTenantKeepsTransactionOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.New(t))
+	const modeSQL = "SELECT current_setting('transaction_isolation') || ' ' || current_setting('transaction_read_only') || ' ' || current_setting('orangerail.tenant_id', true)"
+	tests := []struct {
+		opts pgx.TxOptions
+		want string
+	}{
+		{pgx.TxOptions{}, "read committed off acme"},
+		{pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, "repeatable read on acme"},
+		{pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly, DeferrableMode: pgx.Deferrable}, "serializable on acme"},
+		{pgx.TxOptions{BeginQuery: "begin isolation level repeatable read"}, "repeatable read off acme"},
+	}
+	for _, tt := range tests {
+		var got string
+		err := database.InTenant(ctx, pool, "acme", tt.opts, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, modeSQL).Scan(&got)
+		})
+		if err != nil || got != tt.want {
+			t.Errorf("%+v: %q (%v), want %q", tt.opts, got, err, tt.want)
+		}
+	}
+}
+
+// TestCommitWithoutFlush: the transaction that asks commits without
+// waiting for a flush, and only it: the connection's next transaction
+// waits again.
+func TestCommitWithoutFlush(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := onePool(t, testdb.New(t))
+	var inside, after string
+	err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := database.CommitWithoutFlush(ctx, tx); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&inside)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&after)
+	})
+	if err != nil || inside != "off" || after != "on" {
+		t.Fatalf("synchronous_commit %q inside, %q after (%v); want off, on", inside, after, err)
 	}
 }

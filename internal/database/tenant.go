@@ -93,24 +93,65 @@ func limitsOf(conn any) Limits {
 	return Limits{}
 }
 
-// scope returns the statement that opens a tenant's transaction: it scopes
-// the transaction to tenant and sets the limits, locally, in one statement,
-// so they cost no round trip of their own. set_config(…, true) is SET LOCAL
-// with its value as a parameter.
-func scope(tenant string, l Limits) (string, []any) {
-	sql, args := strings.Builder{}, []any{tenant}
-	sql.WriteString(tenantScope)
+// settings are the transaction-local settings that open a tenant's
+// transaction: the tenant, and the limits set.
+func settings(tenant string, l Limits) [][2]string {
+	set := [][2]string{{"orangerail.tenant_id", tenant}}
 	for _, s := range []struct {
 		name string
 		d    time.Duration
 	}{{"lock_timeout", l.LockTimeout}, {"statement_timeout", l.StatementTimeout}} {
-		if s.d <= 0 {
-			continue
+		if s.d > 0 {
+			set = append(set, [2]string{s.name, strconv.FormatInt(Milliseconds(s.d), 10)})
 		}
-		args = append(args, strconv.FormatInt(Milliseconds(s.d), 10))
-		sql.WriteString(", set_config('" + s.name + "', $" + strconv.Itoa(len(args)) + ", true)")
 	}
-	return sql.String(), args
+	return set
+}
+
+// scope returns the statement that opens a tenant's transaction: it scopes
+// the transaction to tenant and sets the limits, locally, in one statement,
+// so they cost no round trip of their own. set_config(…, true) is SET LOCAL
+// with its value as a parameter. Its text does not depend on the tenant,
+// so a connection prepares it once.
+func scope(tenant string, l Limits) (string, []any) {
+	var sql strings.Builder
+	var args []any
+	for i, s := range settings(tenant, l) {
+		if i > 0 {
+			sql.WriteString(", ")
+		}
+		args = append(args, s[1])
+		sql.WriteString("set_config('" + s[0] + "', $" + strconv.Itoa(len(args)) + ", true)")
+	}
+	return "SELECT " + sql.String(), args
+}
+
+// beginScoped returns what begins a tenant's transaction under opts and
+// scopes it, as one simple-protocol query of two statements: BEGIN, and
+// the settings with their values as literals. One round trip instead of
+// two, on every transaction InTenant begins. The values are safe as
+// literals: a tenant id is of tenantIDPattern (no quote, no backslash) and
+// a limit is digits; quotes are doubled all the same.
+func beginScoped(opts pgx.TxOptions, tenant string, l Limits) string {
+	var sql strings.Builder
+	sql.WriteString("begin")
+	if opts.IsoLevel != "" {
+		sql.WriteString(" isolation level " + string(opts.IsoLevel))
+	}
+	if opts.AccessMode != "" {
+		sql.WriteString(" " + string(opts.AccessMode))
+	}
+	if opts.DeferrableMode != "" {
+		sql.WriteString(" " + string(opts.DeferrableMode))
+	}
+	sql.WriteString("; SELECT ")
+	for i, s := range settings(tenant, l) {
+		if i > 0 {
+			sql.WriteString(", ")
+		}
+		sql.WriteString("set_config('" + s[0] + "', '" + strings.ReplaceAll(s[1], "'", "''") + "', true)")
+	}
+	return sql.String()
 }
 
 // Milliseconds is d as Postgres counts a timeout: whole milliseconds,
@@ -120,7 +161,7 @@ func Milliseconds(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// TxBeginner begins transactions: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+// TxBeginner begins transactions: a *pgxpool.Pool, a *Bounded, a *pgxpool.Conn or a *pgx.Conn.
 type TxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
@@ -267,7 +308,6 @@ func deadOnArrival(ctx context.Context, err error) bool {
 // inTenant is one attempt of InTenant; entered reports whether fn ran.
 func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) (entered bool, _ error) {
 	limits := limitsOf(conn)
-	scopeSQL, scopeArgs := scope(tenant, limits)
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
@@ -279,6 +319,11 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 		defer release()
 		conn = pc
 	}
+	// The scope is sent with BEGIN, unless the caller begins its own way.
+	scoped := opts.BeginQuery == ""
+	if scoped {
+		opts.BeginQuery = beginScoped(opts, tenant, limits)
+	}
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
 		return false, err
@@ -286,8 +331,11 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
-		return false, err
+	if !scoped {
+		scopeSQL, scopeArgs := scope(tenant, limits)
+		if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
+			return false, err
+		}
 	}
 	c := &committing{Tx: tx}
 	if err := fn(c); err != nil {
@@ -329,7 +377,6 @@ func AfterCommit(tx pgx.Tx, f func()) {
 // Statements of a pipelined read; see QueryInTenant.
 const (
 	beginReadOnly = "BEGIN READ ONLY"
-	tenantScope   = "SELECT set_config('orangerail.tenant_id', $1, true)"
 	commit        = "COMMIT"
 )
 
@@ -429,4 +476,22 @@ func endFailedRead(ctx context.Context, conn *pgx.Conn) {
 		return
 	}
 	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+}
+
+// CommitWithoutFlush lets tx, one InTenant began, commit without waiting for
+// its WAL to reach disk (synchronous_commit off, for this transaction
+// only). Its writes are visible to others as soon as it commits, and its
+// locks are released then, not after a flush: a transaction that locks a
+// row many callers update together (a counter) then holds it for
+// microseconds instead of an fsync.
+//
+// A crash of Postgres can forget such a transaction for a moment after it
+// committed — until the WAL writer flushes it, or any later transaction
+// that commits normally does: WAL is flushed in order, so every
+// transaction committed before a durable commit is durable with it. Use it
+// only for writes whose loss is safe to forget that way, and that an
+// effect's durable records follow when they matter.
+func CommitWithoutFlush(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "SELECT set_config('synchronous_commit', 'off', true)")
+	return err
 }
