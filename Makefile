@@ -4,7 +4,7 @@ GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
-.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser fuzz
+.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser fuzz soak
 
 ## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
 LISTEN ?= 127.0.0.1:8080
@@ -12,12 +12,28 @@ run: build
 	@exec bin/orangerail demo --listen $(LISTEN)
 
 ## test: lint, the generated-code check, every test with the race detector,
-## the end-to-end run through the TypeScript MCP SDK, and the conformance run;
+## the end-to-end run through the TypeScript MCP SDK, the conformance run,
+## and a two-minute soak with a fixed seed (after the rest, not beside it);
 ## first the image's binary, built as the Dockerfile builds it
 test: image-binary lint check-generated browser
 	$(GO) test -race -count=1 ./...
 	e2e/run.sh
 	e2e/conformance/run.sh
+	$(MAKE) --no-print-directory soak DURATION=2m SEED=1 SOAK_TIMEOUT=15m
+
+## soak: three replicas of the real binary on one database, under mixed load
+## from six agents, for DURATION, while faults drawn from a PRNG seeded with
+## SEED are injected (a replica's backends terminated, a replica killed with
+## SIGKILL and started again, latency, resets and dropped answers on the
+## network toward Postgres); then the invariant checker. One summary line;
+## it fails on any violation. Needs TEST_DATABASE_URL, as the tests do.
+## SOAK_TIMEOUT bounds the whole run (build, load, drain and check): raise
+## it with a DURATION past 20m.
+DURATION    ?= 10m
+SEED        ?= 1
+SOAK_TIMEOUT ?= 30m
+soak:
+	cd internal/faults && $(GO) test -count=1 -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) -soak.duration=$(DURATION) -soak.seed=$(SEED)
 
 ## browser: the browser tests need Debian's chromium (CHROMIUM=path for another);
 ## .ci/run installs it, and a missing one fails here before the long run

@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"regexp"
 	"strconv"
@@ -190,10 +191,106 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	pool, pooled := conn.(interface{ Stat() *pgxpool.Stat })
 	for attempt := 0; ; attempt++ {
 		entered, err := inTenant(ctx, conn, tenant, opts, fn)
+		if failed := (*commitFailed)(nil); errors.As(err, &failed) {
+			// Asked once the transaction's connection is back in the
+			// pool: a pool of one would otherwise wait for itself.
+			return confirm(ctx, conn, failed)
+		}
 		if entered || !pooled || attempt >= int(pool.Stat().MaxConns()) || !deadOnArrival(ctx, err) {
 			return err
 		}
 	}
+}
+
+// ErrNotCommitted wraps the error of a COMMIT that failed (its connection
+// died, or its answer never came) when Postgres confirms that the
+// transaction did not commit: nothing of it took effect. See ConfirmCommit.
+var ErrNotCommitted = errors.New("the transaction did not commit")
+
+// ConfirmCommit asks InTenant to confirm tx's COMMIT should it fail, for a
+// transaction whose caller must not report "may have happened" when
+// Postgres knows: it reads the transaction's id now (one round trip, after
+// which tx has an id). If the COMMIT then fails, InTenant asks Postgres,
+// on another connection, whether the transaction committed
+// (pg_xact_status): if it did, InTenant runs what AfterCommit registered
+// and returns nil, as after any commit; if it did not, it returns the
+// COMMIT's error wrapped in ErrNotCommitted; when Postgres cannot tell
+// within a statement's time (the limits' statement timeout, else
+// commitStatusWait) — its backend still holds the transaction open, or no
+// connection answers — the COMMIT's error as it was. Given a transaction
+// InTenant did not begin, it does nothing.
+func ConfirmCommit(ctx context.Context, tx pgx.Tx) error {
+	c, ok := tx.(*committing)
+	if !ok {
+		return nil
+	}
+	return tx.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&c.xid)
+}
+
+// commitStatusWait bounds how long InTenant asks whether a failed COMMIT
+// took effect, on a connection without limits.
+const commitStatusWait = 5 * time.Second
+
+// commitFailed is a COMMIT that failed in a transaction whose id
+// ConfirmCommit read: what confirm needs to ask about it.
+type commitFailed struct {
+	err   error
+	xid   string
+	after []func()
+}
+
+func (c *commitFailed) Error() string { return c.err.Error() }
+func (c *commitFailed) Unwrap() error { return c.err }
+
+// confirm asks Postgres whether the transaction of a failed COMMIT
+// committed, and answers as ConfirmCommit says.
+func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
+	wait := limitsOf(conn).StatementTimeout
+	if wait <= 0 {
+		wait = commitStatusWait
+	}
+	// The caller's context may be what ended the COMMIT; the question is
+	// asked anyway, within its own bound.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	for {
+		switch status, err := commitStatus(cctx, conn, failed.xid); {
+		case err != nil:
+			return failed.err
+		case status == "committed":
+			for _, f := range failed.after {
+				f()
+			}
+			return nil
+		case status == "aborted":
+			return fmt.Errorf("%w: %w", ErrNotCommitted, failed.err)
+		}
+		// In progress: the backend has not yet seen its connection end
+		// (it aborts the transaction when it does).
+		select {
+		case <-cctx.Done():
+			return failed.err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// commitStatus reads pg_xact_status of the transaction xid: committed,
+// aborted, in progress, or "" when Postgres no longer knows.
+func commitStatus(ctx context.Context, conn TxBeginner, xid string) (string, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var status *string
+	if err := tx.QueryRow(ctx, "SELECT pg_xact_status($1::xid8)", xid).Scan(&status); err != nil {
+		return "", err
+	}
+	if status == nil {
+		return "", errors.New("the transaction's status is no longer known")
+	}
+	return *status, nil
 }
 
 // deadOnArrival reports whether err is a connection found dead as it was
@@ -253,6 +350,9 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 		return true, err
 	}
 	if err := tx.Commit(ctx); err != nil {
+		if c.xid != "" {
+			return true, &commitFailed{err: err, xid: c.xid, after: c.after}
+		}
 		return true, err
 	}
 	for _, f := range c.after {
@@ -266,6 +366,8 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 type committing struct {
 	pgx.Tx
 	after []func()
+	// xid is the transaction's id once ConfirmCommit read it.
+	xid string
 }
 
 // AfterCommit runs f once tx, the transaction InTenant handed its fn, has

@@ -192,3 +192,44 @@ func TestAfterCommit(t *testing.T) {
 		t.Fatalf("ran after a rollback: %v", ran)
 	}
 }
+
+// TestConfirmCommit: a transaction whose backend dies as its COMMIT is
+// sent did not commit. With ConfirmCommit, InTenant asks Postgres and says
+// so (ErrNotCommitted), running nothing AfterCommit registered; without,
+// the COMMIT's error is all it has: it cannot tell.
+func TestConfirmCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.New(t))
+	for _, confirm := range []bool{true, false} {
+		tenant := map[bool]string{true: "confirmed", false: "unconfirmed"}[confirm]
+		ran := false
+		err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			database.AfterCommit(tx, func() { ran = true })
+			if _, err := tx.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ($1)", tenant); err != nil {
+				return err
+			}
+			if confirm {
+				if err := database.ConfirmCommit(ctx, tx); err != nil {
+					return err
+				}
+			}
+			// The backend dies before the COMMIT reaches it.
+			var ok bool
+			if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", int32(tx.Conn().PgConn().PID())).Scan(&ok); err != nil || !ok { //nolint:gosec // G115: a backend pid fits
+				t.Fatalf("terminate the backend: %v %v", ok, err)
+			}
+			return nil
+		})
+		if err == nil || errors.Is(err, database.ErrNotCommitted) != confirm {
+			t.Errorf("confirm %v: %v, want ErrNotCommitted only when confirmed", confirm, err)
+		}
+		if ran {
+			t.Errorf("confirm %v: what AfterCommit registered ran for a transaction that did not commit", confirm)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM orangerail.tenants WHERE id = $1", tenant).Scan(&n); err != nil || n != 0 {
+			t.Errorf("confirm %v: %d rows of the transaction: %v", confirm, n, err)
+		}
+	}
+}

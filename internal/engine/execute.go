@@ -300,11 +300,22 @@ func (x *execution) together(ctx context.Context) *Outcome {
 		if err := x.finish(ctx, tx, result, nil); err != nil {
 			return err
 		}
+		// Should the COMMIT fail, InTenant asks Postgres whether it took
+		// effect: a commit it confirms answers as any other.
+		if err := database.ConfirmCommit(ctx, tx); err != nil {
+			return err
+		}
 		finished = true
 		return nil
 	})
-	if finished && err != nil {
-		// Only the COMMIT failed: whether it took effect cannot be known here.
+	switch {
+	case finished && errors.Is(err, database.ErrNotCommitted):
+		// Only the COMMIT failed, and Postgres confirms nothing of it took
+		// effect: a failure as any before it, the approval still approved.
+		return x.outcome(ctx, err)
+	case finished && err != nil:
+		// Only the COMMIT failed, and Postgres could not say whether it
+		// took effect.
 		return x.unknown(ctx, err)
 	}
 	return x.outcome(ctx, err)

@@ -212,15 +212,29 @@ func (k *Killer) KillIdle(ctx context.Context) (int, error) {
 // named AppName. It is closed when the test ends.
 func (k *Killer) RuntimePool(tb testing.TB, url string) *pgxpool.Pool {
 	tb.Helper()
+	cfg := RuntimePoolConfig(tb, url)
+	cfg.ConnConfig.Tracer = k
+	return NewPool(tb, cfg)
+}
+
+// RuntimePoolConfig is the config of the server's kind of pool on url,
+// named AppName, for a test to trace or dial as it needs.
+func RuntimePoolConfig(tb testing.TB, url string) *pgxpool.Config {
+	tb.Helper()
 	cfg, err := database.ParseURL(url)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg.ConnConfig.Tracer = k
 	cfg.ConnConfig.RuntimeParams["application_name"] = AppName
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		return store.New(conn).SessionAssumeRuntime(ctx)
 	}
+	return cfg
+}
+
+// NewPool opens cfg's pool, closed when the test ends.
+func NewPool(tb testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+	tb.Helper()
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		tb.Fatal(err)

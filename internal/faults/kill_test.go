@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -47,6 +48,8 @@ type bundle struct {
 	runtime *pgxpool.Pool // the engine's, traced by killer
 	killer  *faults.Killer
 	engine  *engine.Engine
+	// deadline bounds one call (callDeadline when zero).
+	deadline time.Duration
 	// log lists what each call answered, for the test's log.
 	log   []string
 	logMu sync.Mutex
@@ -64,12 +67,18 @@ func setup(t *testing.T) *bundle {
 // further by edits.
 func setupOn(t *testing.T, url string, edits ...ontologytest.Edit) *bundle {
 	t.Helper()
+	return setupPool(t, url, func(k *faults.Killer) *pgxpool.Pool { return k.RuntimePool(t, url) }, edits...)
+}
+
+// setupPool is setupOn with the engine's pool opened by open.
+func setupPool(t *testing.T, url string, open func(*faults.Killer) *pgxpool.Pool, edits ...ontologytest.Edit) *bundle {
+	t.Helper()
 	admin := testdb.Pool(t, url)
 	if _, err := admin.Exec(context.Background(), orders.Seed); err != nil {
 		t.Fatalf("seed: %v", err)
 	}
 	k := faults.NewKiller(admin)
-	runtime := k.RuntimePool(t, url)
+	runtime := open(k)
 	cfg := ontologytest.Parse(t, orders.Config, append([]ontologytest.Edit{
 		ontologytest.Set("limits", map[string]string{"lock_timeout": "1s", "statement_timeout": statementTimeout.String()}),
 		ontologytest.Set("actions.add_order_note.policy.approval", "required"),
@@ -104,8 +113,8 @@ func (b *bundle) call(t *testing.T, what string, f func(ctx context.Context) *en
 	b.logMu.Lock()
 	b.log = append(b.log, fmt.Sprintf("%s: %s %s (%v) in %s", what, out.Status, out.Diagnostic, out.Err, took.Round(time.Millisecond)))
 	b.logMu.Unlock()
-	if took > callDeadline {
-		t.Errorf("%s took %s, past the deadline %s", what, took, callDeadline)
+	if deadline := cmp.Or(b.deadline, callDeadline); took > deadline {
+		t.Errorf("%s took %s, past the deadline %s", what, took, deadline)
 	}
 	if !out.OK() && !classified(out) {
 		t.Errorf("%s: unclassified failure %s %q (%v)", what, out.Status, out.Diagnostic, out.Err)
@@ -293,9 +302,10 @@ func TestKillAfterAuditAppend(t *testing.T) {
 
 // TestKillAfterFinishAppend: the backend dies after the effect ran and
 // execution_succeeded was appended, before the COMMIT: nothing committed,
-// but the engine cannot know that, so the poll says outcome_unknown —
-// never ok. The approval is still approved, and the next poll executes it
-// once.
+// and the engine knows it — the transaction's id, read before the COMMIT,
+// is read on the dead connection, so the COMMIT was never sent — so the
+// poll says store_unavailable, never ok, nor outcome_unknown. The approval
+// is still approved, and the next poll executes it once.
 func TestKillAfterFinishAppend(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -303,8 +313,9 @@ func TestKillAfterFinishAppend(t *testing.T) {
 	polls := b.lifecycle(t, "fault-after-finish")
 	executedOnce(t, polls)
 	fired(t, trap)
-	if polls[0].Status != engine.StatusOutcomeUnknown {
-		t.Errorf("the poll whose COMMIT was cut answered %s, want %s", polls[0].Status, engine.StatusOutcomeUnknown)
+	if first := polls[0]; first.Status != engine.StatusInternalError || first.Diagnostic != engine.DiagnosticStoreUnavailable {
+		t.Errorf("the poll whose transaction died before its COMMIT answered %s %q, want %s %q", first.Status, first.Diagnostic,
+			engine.StatusInternalError, engine.DiagnosticStoreUnavailable)
 	}
 	b.finish(t)
 }

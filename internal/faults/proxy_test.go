@@ -46,16 +46,17 @@ const (
 )
 
 // setupProxied serves the example as setup does, with the engine's pool
-// opened by database.Open on a URL that names the proxy.
-func setupProxied(t *testing.T) *proxied {
+// opened by database.Open on a URL that names the proxy, the config edited
+// further by edits.
+func setupProxied(t *testing.T, edits ...ontologytest.Edit) *proxied {
 	t.Helper()
 	dbURL, proxyURL, proxy := proxiedDatabase(t)
 	admin := testdb.Pool(t, dbURL)
 	runtime := testdb.RuntimePool(t, proxyURL)
 
-	cfg := ontologytest.Parse(t, orders.Config,
+	cfg := ontologytest.Parse(t, orders.Config, append([]ontologytest.Edit{
 		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}),
-		ontologytest.Set("actions.add_order_note.policy.approval", "required"))
+		ontologytest.Set("actions.add_order_note.policy.approval", "required")}, edits...)...)
 	catalog, err := cfg.ReadCatalog(context.Background(), runtime)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,14 @@ func proxiedDatabase(t *testing.T) (dbURL, proxyURL string, proxy *toxiproxy.Pro
 // the function that removes it.
 func (p *proxied) poison(t *testing.T, kind string, attributes map[string]any) func() {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"name": kind, "type": kind, "stream": "upstream", "toxicity": 1, "attributes": attributes})
+	return p.poisonStream(t, "upstream", kind, attributes)
+}
+
+// poisonStream adds a toxic to the proxy's traffic in one direction:
+// "upstream" toward Postgres, "downstream" back from it.
+func (p *proxied) poisonStream(t *testing.T, stream, kind string, attributes map[string]any) func() {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"name": kind, "type": kind, "stream": stream, "toxicity": 1, "attributes": attributes})
 	if err != nil {
 		t.Fatal(err)
 	}

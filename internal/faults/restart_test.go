@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/faults"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // cluster is a Postgres server of the test's own, which it may restart
@@ -187,6 +188,11 @@ func (b *bundle) patientLifecycle(t *testing.T, note string) ([]*engine.Outcome,
 		v, err := b.engine.ShowApproval(context.Background(), "acme", id)
 		if err != nil {
 			return false
+		}
+		if v.Status == store.ApprovalApproved {
+			// A decision that committed, its answer lost with the
+			// connection: deciding again would be refused as decided.
+			return true
 		}
 		out := b.call(t, "decide", func(ctx context.Context) *engine.Outcome {
 			return b.engine.Decide(ctx, approver, engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest})

@@ -1,0 +1,140 @@
+package faults_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/faults"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// The COMMIT of an execution on the shared database is where "done" and
+// "not done" part: the tests below cut it both ways, and the engine, which
+// read the transaction's id before the COMMIT, asks Postgres which it was
+// instead of answering outcome_unknown.
+
+// TestKillBeforeCommit: the backend dies as the execution's COMMIT is
+// about to be sent (after the transaction's id was read, the effect and
+// its records written): the COMMIT fails, Postgres confirms the
+// transaction aborted, and the poll answers store_unavailable — nothing
+// ran, the approval still approved — not outcome_unknown; the next poll
+// executes it once.
+func TestKillBeforeCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	trap := b.killer.Arm(faults.Trap{Match: []string{"pg_current_xact_id"}, When: faults.After})
+	polls := b.lifecycle(t, "fault-before-commit")
+	executedOnce(t, polls)
+	fired(t, trap)
+	if first := polls[0]; first.Status != engine.StatusInternalError || first.Diagnostic != engine.DiagnosticStoreUnavailable {
+		t.Errorf("the poll whose COMMIT met a dead backend answered %s %q, want %s %q", first.Status, first.Diagnostic,
+			engine.StatusInternalError, engine.DiagnosticStoreUnavailable)
+	}
+	if len(polls) != 2 {
+		t.Errorf("%d polls, want 2: the one cut, and the one executing", len(polls))
+	}
+	b.finish(t)
+}
+
+// answerEater is a pool's dialer whose connections, once armed, read and
+// drop every byte Postgres sends until their read deadline: the answers
+// of a half-open network, lost on their way. tracer arms the connection
+// that is about to send the COMMIT of an execution (one that has just
+// read its transaction's id), once.
+type answerEater struct {
+	mu sync.Mutex
+	// xidConn read its transaction's id last.
+	xidConn *pgx.Conn
+	// armed is closed once a COMMIT's connection was armed.
+	armed chan struct{}
+}
+
+// eatingConn is a connection answerEater dials.
+type eatingConn struct {
+	net.Conn
+	eat atomic.Bool
+}
+
+func (c *eatingConn) Read(b []byte) (int, error) {
+	for c.eat.Load() {
+		if _, err := c.Conn.Read(b); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Read(b)
+}
+
+func (a *answerEater) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &eatingConn{Conn: conn}, nil
+}
+
+func (a *answerEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case strings.Contains(data.SQL, "pg_current_xact_id"):
+		a.xidConn = conn
+	case conn == a.xidConn && strings.EqualFold(strings.TrimSpace(data.SQL), "commit") && a.armed != nil:
+		if c, ok := conn.PgConn().Conn().(*eatingConn); ok {
+			c.eat.Store(true)
+			close(a.armed)
+			a.armed = nil
+		}
+	}
+	return ctx
+}
+
+func (a *answerEater) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestCommitAnswerLost: Postgres commits an execution whose COMMIT's
+// answer never reaches the engine (a half-open network at that instant):
+// the COMMIT fails at its connection's deadline, Postgres, asked on
+// another connection, confirms the transaction committed, and the poll
+// answers executed — not outcome_unknown, as it did before the engine
+// asked. A later poll does not execute it again.
+func TestCommitAnswerLost(t *testing.T) {
+	t.Parallel()
+	eater := &answerEater{armed: make(chan struct{})}
+	armed := eater.armed
+	url := testdb.New(t)
+	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, eater.dial
+		return faults.NewPool(t, cfg)
+	}, ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
+	b.deadline = blackHoleDeadline
+	polls := b.lifecycle(t, "fault-commit-answer-lost")
+	select {
+	case <-armed:
+	default:
+		t.Fatal("no COMMIT's answer was lost")
+	}
+	executedOnce(t, polls)
+	if len(polls) != 1 || polls[0].Status != engine.StatusOK {
+		t.Errorf("the poll whose COMMIT's answer was lost: %d polls, the first %s %q, want one, %s", len(polls), polls[0].Status, polls[0].Diagnostic, engine.StatusOK)
+	}
+	again := b.call(t, "check again", func(ctx context.Context) *engine.Outcome {
+		return b.engine.Check(ctx, agent, polls[0].ApprovalID.String())
+	})
+	if again.Status != engine.StatusConsumed {
+		t.Errorf("a poll after the execution answered %s, want %s", again.Status, engine.StatusConsumed)
+	}
+	faults.Require(t, b.admin, noteEffect)
+	for _, l := range b.log {
+		t.Log(l)
+	}
+}
