@@ -245,7 +245,8 @@ func (c *commitFailed) Unwrap() error { return c.err }
 // confirm asks Postgres whether the transaction of a failed COMMIT
 // committed, and answers as ConfirmCommit says.
 func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
-	wait := limitsOf(conn).StatementTimeout
+	limits, _ := limitsOf(conn)
+	wait := limits.StatementTimeout
 	if wait <= 0 {
 		wait = commitStatusWait
 	}
