@@ -24,6 +24,7 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/mcp"
+	"github.com/orangerail/orangerail/internal/metrics"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 	"github.com/orangerail/orangerail/internal/webhooks"
@@ -72,6 +73,9 @@ type Runtime struct {
 	// front to their subscribers; the host log is the first. A subscriber
 	// (metrics, an auditor of refusals) subscribes here.
 	Hooks *engine.Hooks
+	// Metrics are fed from Hooks and served by StartMetrics; nil unless
+	// the config sets metrics.listen.
+	Metrics *metrics.Metrics
 
 	url      string
 	migrator *database.Migrator
@@ -109,6 +113,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 			return nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
 		}
 	}
+	rt.openMetrics(s.Version)
 	var catalog *ontology.Catalog
 	if s.Serve {
 		catalog, err = rt.checkCatalog(ctx)

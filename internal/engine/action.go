@@ -46,7 +46,7 @@ type call struct {
 // says, stages an approval or executes at once. args is the raw tool input.
 func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args json.RawMessage) (out *Outcome) {
 	ctx = e.observe(ctx)
-	defer e.settle(ctx, OpCall, action, caller, &out)
+	defer e.settle(ctx, OpCall, action, caller, time.Now(), &out)
 	a, ok := e.cfg.Actions[action]
 	if !ok {
 		return &Outcome{Status: StatusNotFound, Code: errcode.MCPToolUnknown}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -106,6 +107,9 @@ type Gate struct {
 	Tenant        string
 	CorrelationID string
 	DevMode       bool
+	// Duration is how long the call took, from its start until its
+	// outcome was settled.
+	Duration time.Duration
 }
 
 // Transition is a change of an approval's status.
@@ -130,6 +134,10 @@ type ApprovalChanged struct {
 	// Actor caused it: the requester, the decider, the poller that
 	// consumed it, or orangerail, which expires approvals.
 	Actor string
+	// Age is how long the approval had been open when it was approved,
+	// rejected or consumed: from its staging to this transition, by the
+	// engine's clock. Zero for the other transitions.
+	Age time.Duration
 }
 
 // AuditAppended is an audit record appended to a tenant's chain, emitted
@@ -257,10 +265,10 @@ func (t Transition) phase() Phase {
 	return ""
 }
 
-// settle ends an engine call. A panic is contained: logged with its stack
+// settle ends an engine call that began at start. A panic is contained: logged with its stack
 // under a correlation id of its own, and answered internal_error, whose
 // text a transport withholds. Then the outcome is emitted as a Gate.
-func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Caller, out **Outcome) {
+func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Caller, start time.Time, out **Outcome) {
 	if v := recover(); v != nil {
 		correlation := uuid.NewString()
 		e.log.ErrorContext(ctx, "engine panic", "op", string(op), "correlation_id", correlation,
@@ -271,7 +279,8 @@ func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Call
 		return
 	}
 	o := *out
-	g := Gate{Op: op, Subject: subject, Status: o.Status, Code: o.Code, Diagnostic: o.Diagnostic, CorrelationID: o.CorrelationID}
+	g := Gate{Op: op, Subject: subject, Status: o.Status, Code: o.Code, Diagnostic: o.Diagnostic, CorrelationID: o.CorrelationID,
+		Duration: time.Since(start)}
 	if caller != nil { // a nil caller is a caller's bug, contained above
 		a := caller.actor()
 		g.Actor, g.ActorKind, g.Tenant, g.DevMode = a.Subject, a.Kind, caller.Tenant, caller.DevMode

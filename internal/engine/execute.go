@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -22,7 +23,7 @@ import (
 // whoever polls first.
 func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) (out *Outcome) {
 	ctx = e.observe(ctx)
-	defer e.settle(ctx, OpCheck, approvalID, caller, &out)
+	defer e.settle(ctx, OpCheck, approvalID, caller, time.Now(), &out)
 	return e.check(ctx, caller, approvalID)
 }
 
@@ -196,7 +197,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 		return false, err
 	}
 	approvalChanged(ctx, stx, ApprovalChanged{ApprovalID: x.approval.ID, Transition: TransitionConsumed, Action: x.c.name,
-		Tenant: x.caller.Tenant, Actor: x.caller.actor().Subject})
+		Tenant: x.caller.Tenant, Actor: x.caller.actor().Subject, Age: x.e.now().Sub(x.approval.CreatedAt)})
 	if x.e.afterConsume != nil {
 		x.e.afterConsume()
 	}
