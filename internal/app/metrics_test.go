@@ -38,7 +38,7 @@ type served struct {
 	stopHTTP func()
 }
 
-func serve(t *testing.T, edit func(*ontology.Config)) *served {
+func serve(t *testing.T, edit func(*ontology.Config), tune func(*Settings)) *served {
 	t.Helper()
 	ctx := context.Background()
 	dbURL := testdb.New(t)
@@ -67,8 +67,12 @@ func serve(t *testing.T, edit func(*ontology.Config)) *served {
 		t.Fatal(err)
 	}
 	cfg.HTTP.PublicURL = "http://" + ln.Addr().String()
-	rt, err := Open(ctx, Settings{Config: cfg, DatabaseURL: dbURL, Key: bytes.Repeat([]byte{7}, engine.KeySize), Version: "v9.8.7-test",
-		Serve: true, SweepEvery: time.Hour})
+	settings := Settings{Config: cfg, DatabaseURL: dbURL, Key: bytes.Repeat([]byte{7}, engine.KeySize), Version: "v9.8.7-test",
+		Serve: true, SweepEvery: time.Hour}
+	if tune != nil {
+		tune(&settings)
+	}
+	rt, err := Open(ctx, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +225,7 @@ func series(families map[string]*dto.MetricFamily) map[string]float64 {
 // listener and holds every series the events feed to its exact value.
 func TestMetricsAfterALifecycle(t *testing.T) {
 	t.Parallel()
-	s := serve(t, func(cfg *ontology.Config) { cfg.HTTP.RateLimits.FailedAuthPerMinute = 1 })
+	s := serve(t, func(cfg *ontology.Config) { cfg.HTTP.RateLimits.FailedAuthPerMinute = 1 }, nil)
 	ctx := context.Background()
 	agent := s.token("agent-7", false, "orders:read orders:write", "support")
 	reader := s.token("agent-8", false, "orders:read", "support")
@@ -336,7 +340,7 @@ func keysWith(got map[string]float64, prefix string) map[string]float64 {
 // and nothing listens.
 func TestMetricsOffWithoutListen(t *testing.T) {
 	t.Parallel()
-	s := serve(t, func(cfg *ontology.Config) { cfg.Metrics.Listen = "" })
+	s := serve(t, func(cfg *ontology.Config) { cfg.Metrics.Listen = "" }, nil)
 	if s.rt.Metrics != nil {
 		t.Fatal("metrics collected without metrics.listen")
 	}

@@ -46,6 +46,7 @@ func (e *Engine) DecideBreakGlass(ctx context.Context, owner database.TxBeginner
 func (e *Engine) DecideBreakGlassApproval(ctx context.Context, owner database.TxBeginner, tenant, reason string, d Decision) (result *Outcome, decided *Decided) {
 	ctx = e.observe(ctx)
 	operator := &Caller{Kind: ActorOperator, Tenant: tenant}
+	ctx = e.begin(ctx, OpDecide, d.ApprovalID)
 	defer e.settle(ctx, OpDecide, d.ApprovalID, operator, time.Now(), &result)
 	if strings.TrimSpace(reason) == "" {
 		return refuse(StatusDenied, errcode.BreakGlassRefused), nil

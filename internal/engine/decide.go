@@ -51,6 +51,7 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 // decided says what was recorded.
 func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision) (result *Outcome, decided *Decided) {
 	ctx = e.observe(ctx)
+	ctx = e.begin(ctx, OpDecide, d.ApprovalID)
 	defer e.settle(ctx, OpDecide, d.ApprovalID, decider, time.Now(), &result)
 	if !decider.Authenticated() || decider.Kind != ActorHuman {
 		return refuse(StatusDenied, errcode.Forbidden), nil

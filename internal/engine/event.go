@@ -33,6 +33,10 @@ type ToolCalled struct {
 	Refusal Refusal
 	// Scope is the scope a RefusalScope found missing.
 	Scope string
+	// TraceID is the id of the trace the call was served in, in hex; ""
+	// when it was not traced. The host log's line pairs it with the
+	// correlation id the call's audit records carry.
+	TraceID string
 }
 
 // Refusal names the gate that refused a tool call, from a closed set.
@@ -203,7 +207,8 @@ func (RequestRefused) event()  {}
 
 // HostLog returns the subscriber that writes the host log's event lines:
 // one per tool call (tool, outcome, refusal, actor, tenant, code, scope,
-// correlation_id; warn for a refusal, info otherwise) and one per refused
+// correlation_id, and trace_id when the call was traced; warn for a
+// refusal, info otherwise) and one per refused
 // HTTP request (code, status, path; warn). No event holds arguments, rows
 // or tokens, so no line can.
 func HostLog(log *slog.Logger) func(Event) {
@@ -211,8 +216,12 @@ func HostLog(log *slog.Logger) func(Event) {
 	return func(ev Event) {
 		switch ev := ev.(type) {
 		case ToolCalled:
-			log.Log(ctx, ev.Level(), "tool call", "tool", ev.Tool, "outcome", string(ev.Outcome), "refusal", string(ev.Refusal),
-				"actor", ev.Actor, "tenant", ev.Tenant, "code", string(ev.Code), "scope", ev.Scope, "correlation_id", ev.CorrelationID)
+			attrs := []any{"tool", ev.Tool, "outcome", string(ev.Outcome), "refusal", string(ev.Refusal),
+				"actor", ev.Actor, "tenant", ev.Tenant, "code", string(ev.Code), "scope", ev.Scope, "correlation_id", ev.CorrelationID}
+			if ev.TraceID != "" {
+				attrs = append(attrs, "trace_id", ev.TraceID)
+			}
+			log.Log(ctx, ev.Level(), "tool call", attrs...)
 		case RequestRefused:
 			log.Warn("request refused", "code", string(ev.Code), "status", ev.HTTPStatus, "path", ev.Path)
 		}
@@ -275,6 +284,7 @@ func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Call
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		*out = &Outcome{Status: StatusInternalError, CorrelationID: correlation, Err: fmt.Errorf("panic: %v", v)}
 	}
+	endCall(ctx, *out)
 	if e.hooks == nil || *out == nil {
 		return
 	}

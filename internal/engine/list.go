@@ -55,6 +55,7 @@ type cursor struct {
 // object's list spec.
 func (e *Engine) List(ctx context.Context, caller *Caller, object string, args json.RawMessage) (out *Outcome) {
 	ctx = e.observe(ctx)
+	ctx = e.begin(ctx, OpList, object)
 	defer e.settle(ctx, OpList, object, caller, time.Now(), &out)
 	o, ok := e.cfg.Objects[object]
 	if !ok {

@@ -61,6 +61,7 @@ type getInput struct {
 // args is the tool input: {"<key field>": value, "include": [link names]}.
 func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args json.RawMessage) (out *Outcome) {
 	ctx = e.observe(ctx)
+	ctx = e.begin(ctx, OpGet, object)
 	defer e.settle(ctx, OpGet, object, caller, time.Now(), &out)
 	o, ok := e.cfg.Objects[object]
 	if !ok {
