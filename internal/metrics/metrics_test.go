@@ -158,7 +158,8 @@ orangerail_http_refusals_total{code="X_MCP_AUTH_THROTTLED",status="429"} 1
 
 // TestDashboardReferencesRegisteredMetrics: every metric the Grafana
 // dashboard's queries name is one the registry holds (a histogram by its
-// _bucket, _sum and _count series), and every metric is shown.
+// _bucket, _sum and _count series) or one audit verify writes, and every
+// metric is shown.
 func TestDashboardReferencesRegisteredMetrics(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../../deploy/grafana/orangerail.json")
@@ -190,7 +191,11 @@ func TestDashboardReferencesRegisteredMetrics(t *testing.T) {
 	if len(exprs) < 10 {
 		t.Fatalf("the dashboard has %d queries", len(exprs))
 	}
+	// The runtime's registry, and the metrics audit verify writes.
 	names := registered(t, subscribed(t))
+	for _, d := range metrics.VerifyDefinitions() {
+		names[d.Name] = true
+	}
 	kinds := map[string]metrics.Kind{}
 	for _, d := range metrics.Definitions() {
 		kinds[d.Name] = d.Kind
@@ -218,8 +223,8 @@ func TestDashboardReferencesRegisteredMetrics(t *testing.T) {
 	}
 }
 
-// TestREADMEDocumentsEveryMetric: the README's metrics table has a row per
-// metric with its type and labels.
+// TestREADMEDocumentsEveryMetric: the README's metrics tables have a row
+// per metric, the server's and audit verify's, with its type and labels.
 func TestREADMEDocumentsEveryMetric(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../../README.md")
@@ -237,7 +242,7 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 			rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = line
 		}
 	}
-	for _, d := range metrics.Definitions() {
+	for _, d := range append(metrics.Definitions(), metrics.VerifyDefinitions()...) {
 		row, ok := rows[d.Name]
 		if !ok {
 			t.Errorf("the README has no row for %s", d.Name)
