@@ -8,12 +8,13 @@ import (
 	"github.com/orangerail/orangerail/internal/tracing"
 )
 
-// openTracing takes the settings' tracing, or opens the config's; with
-// tracing on, the host log's lines written inside a span carry its
-// trace_id and span_id.
+// openTracing takes the settings' tracing, or opens the config's for a
+// serving runtime (a CLI command's runtime traces nothing: it would wait
+// at exit on a collector it may not reach); with tracing on, the host
+// log's lines written inside a span carry its trace_id and span_id.
 func (rt *Runtime) openTracing(ctx context.Context, s Settings) error {
 	rt.tracing = s.Tracing
-	if rt.tracing == nil {
+	if rt.tracing == nil && s.Serve {
 		t, err := tracing.Open(ctx, rt.Config.Tracing, rt.Config.Service, s.Version)
 		if err != nil {
 			return err

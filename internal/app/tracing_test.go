@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orangerail/orangerail/internal/ontology"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -160,5 +167,50 @@ func TestTraceOfACall(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no tool call line for check_approval in the host log:\n%s", logged.String())
+	}
+}
+
+// TestTracingFromTheConfig: tracing.enabled with an otlp_endpoint exports
+// a served call's spans to that collector over OTLP/HTTP, as protobuf.
+func TestTracingFromTheConfig(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var names []string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req collectortrace.ExportTraceServiceRequest
+		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
+			http.Error(w, "not an OTLP export", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				for _, sp := range ss.GetSpans() {
+					names = append(names, sp.GetName())
+				}
+			}
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	t.Cleanup(collector.Close)
+	s := serve(t, func(cfg *ontology.Config) {
+		cfg.Tracing = ontology.Tracing{Enabled: true, OTLPEndpoint: collector.URL}
+	}, nil)
+	agent := s.token("agent-7", false, "orders:read", "support")
+	if got := s.call(t, agent, "order_get", map[string]any{"id": "o-1001"}); got["rpc_error"] != nil || len(got) == 0 {
+		t.Fatalf("order_get: %v", got)
+	}
+	s.stopHTTP()
+	if err := s.rt.tracing.Shutdown(context.Background()); err != nil { // exports what is batched
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"HTTP POST", "tools/call order_get", "engine.get"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("the collector received no %q span: %q", want, names)
+		}
 	}
 }
