@@ -183,7 +183,8 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Subscribe feeds the metrics from h's events until h closes, and counts
-// the events the subscription drops.
+// the events the subscription drops. Call it once: a Metrics counts one
+// runtime's hooks.
 func (m *Metrics) Subscribe(h *engine.Hooks) {
 	sub := h.Subscribe(0, m.Observe)
 	d := Definitions()

@@ -1,7 +1,12 @@
 package metrics_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -265,5 +270,34 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 	}
 	for name := range rows {
 		t.Errorf("the README documents %s, which is no metric", name)
+	}
+}
+
+// TestSealLagReadAtScrape: the sealing lag is read at each scrape; one
+// that cannot be read leaves its series out of that scrape, which still
+// answers, and the host log says why.
+func TestSealLagReadAtScrape(t *testing.T) {
+	t.Parallel()
+	var lag time.Duration
+	var readErr error
+	var logged strings.Builder
+	m := metrics.New(metrics.Options{Version: "v1", Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+		SealLag: func(context.Context) (time.Duration, error) { return lag, readErr }})
+	scrape := func() (int, string) {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, metrics.Path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	lag = 1500 * time.Millisecond
+	if code, body := scrape(); code != http.StatusOK || !strings.Contains(body, "\n"+metrics.AuditSealLag+" 1.5\n") {
+		t.Fatalf("lag 1.5s: %d\n%s", code, body)
+	}
+	readErr = errors.New("connection refused")
+	if code, body := scrape(); code != http.StatusOK || strings.Contains(body, "\n"+metrics.AuditSealLag+" ") ||
+		!strings.Contains(body, metrics.BuildInfo) {
+		t.Fatalf("lag unreadable: %d\n%s", code, body)
+	}
+	if !strings.Contains(logged.String(), "the sealing lag could not be read") {
+		t.Fatalf("host log: %s", logged.String())
 	}
 }
