@@ -13,16 +13,14 @@ import (
 	"sync"
 	"testing"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/orangerail/orangerail/internal/ontology"
-
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/tracing"
 )
 

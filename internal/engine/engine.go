@@ -11,10 +11,9 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"

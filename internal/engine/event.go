@@ -208,9 +208,8 @@ func (RequestRefused) event()  {}
 // HostLog returns the subscriber that writes the host log's event lines:
 // one per tool call (tool, outcome, refusal, actor, tenant, code, scope,
 // correlation_id, and trace_id when the call was traced; warn for a
-// refusal, info otherwise) and one per refused
-// HTTP request (code, status, path; warn). No event holds arguments, rows
-// or tokens, so no line can.
+// refusal, info otherwise) and one per refused HTTP request (code, status,
+// path; warn). No event holds arguments, rows or tokens, so no line can.
 func HostLog(log *slog.Logger) func(Event) {
 	ctx := context.Background()
 	return func(ev Event) {
@@ -274,9 +273,10 @@ func (t Transition) phase() Phase {
 	return ""
 }
 
-// settle ends an engine call that began at start. A panic is contained: logged with its stack
-// under a correlation id of its own, and answered internal_error, whose
-// text a transport withholds. Then the outcome is emitted as a Gate.
+// settle ends an engine call that began at start. A panic is contained:
+// logged with its stack under a correlation id of its own, and answered
+// internal_error, whose text a transport withholds. Then the call's span
+// ends, and the outcome is emitted as a Gate.
 func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Caller, start time.Time, out **Outcome) {
 	if v := recover(); v != nil {
 		correlation := uuid.NewString()
