@@ -78,37 +78,7 @@ func TestTraceOfACall(t *testing.T) {
 	s.stopHTTP() // every span of every request has ended
 
 	spans := rec.Ended()
-	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
-	var toolCall sdktrace.ReadOnlySpan
-	for _, sp := range spans {
-		byID[sp.SpanContext().SpanID()] = sp
-		if sp.Name() == "tools/call check_approval" {
-			toolCall = sp
-		}
-	}
-	if toolCall == nil {
-		t.Fatalf("no span of the check_approval call among %d", len(spans))
-	}
-	traceID := toolCall.SpanContext().TraceID()
-	// The tree of the call's trace, each span as its ancestry of names.
-	var paths []string
-	for _, sp := range spans {
-		if sp.SpanContext().TraceID() != traceID {
-			continue
-		}
-		path := []string{sp.Name()}
-		for p := sp.Parent(); p.IsValid(); {
-			parent, ok := byID[p.SpanID()]
-			if !ok {
-				t.Fatalf("%s's parent %s did not end", sp.Name(), p.SpanID())
-			}
-			path = append([]string{parent.Name()}, path...)
-			p = parent.Parent()
-		}
-		paths = append(paths, strings.Join(path, " > "))
-	}
-	slices.Sort(paths)
-	paths = slices.Compact(paths)
+	traceID, paths := traceOf(t, spans, "tools/call check_approval")
 	call := "HTTP POST > tools/call check_approval > engine.check"
 	for _, want := range []string{
 		"HTTP POST",
@@ -127,6 +97,12 @@ func TestTraceOfACall(t *testing.T) {
 		if !strings.HasPrefix(p, "HTTP POST") {
 			t.Errorf("a span outside the request's tree: %s", p)
 		}
+	}
+	// The staging call's trace holds the stage phase and its statements.
+	_, staging := traceOf(t, spans, "tools/call cancel_order")
+	stage := "HTTP POST > tools/call cancel_order > engine.call > engine.stage"
+	if !slices.Contains(staging, stage) || !slices.ContainsFunc(staging, func(p string) bool { return strings.HasPrefix(p, stage+" > SQL ") }) {
+		t.Errorf("no stage phase with its statements in the staging call's trace:\n%s", strings.Join(staging, "\n"))
 	}
 	// The engine's span names the outcome and the correlation id.
 	var correlation string
@@ -211,4 +187,41 @@ func TestTracingFromTheConfig(t *testing.T) {
 			t.Errorf("the collector received no %q span: %q", want, names)
 		}
 	}
+}
+
+// traceOf returns the trace of the span named name and its tree, each span
+// as its ancestry of names ("HTTP POST > tools/call x > …"), sorted, once
+// each.
+func traceOf(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) (trace.TraceID, []string) {
+	t.Helper()
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	var root sdktrace.ReadOnlySpan
+	for _, sp := range spans {
+		byID[sp.SpanContext().SpanID()] = sp
+		if sp.Name() == name {
+			root = sp
+		}
+	}
+	if root == nil {
+		t.Fatalf("no span %q among %d", name, len(spans))
+	}
+	traceID := root.SpanContext().TraceID()
+	var paths []string
+	for _, sp := range spans {
+		if sp.SpanContext().TraceID() != traceID {
+			continue
+		}
+		path := []string{sp.Name()}
+		for p := sp.Parent(); p.IsValid(); {
+			parent, ok := byID[p.SpanID()]
+			if !ok {
+				t.Fatalf("%s's parent %s did not end", sp.Name(), p.SpanID())
+			}
+			path = append([]string{parent.Name()}, path...)
+			p = parent.Parent()
+		}
+		paths = append(paths, strings.Join(path, " > "))
+	}
+	slices.Sort(paths)
+	return traceID, slices.Compact(paths)
 }
