@@ -90,15 +90,21 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 func propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
 // Handler wraps the HTTP front: each request is a server span, the child
-// of the caller's traceparent when it sends one. The span's name is the
-// method alone (paths are any string a client sends); its attributes hold
-// the path and the status answered. Off, it returns next.
-func (t *Tracing) Handler(next http.Handler) http.Handler {
+// of the caller's traceparent when it sends one — but a request untraced
+// says to leave alone (the probes, which would fill a trace store with
+// one span every few seconds per replica). The span's name is the method
+// alone (paths are any string a client sends); its attributes hold the
+// path and the status answered. Off, it returns next.
+func (t *Tracing) Handler(next http.Handler, untraced func(*http.Request) bool) http.Handler {
 	if t == nil {
 		return next
 	}
 	tracer := t.Tracer()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if untraced != nil && untraced(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx := propagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := tracer.Start(ctx, "HTTP "+method(r.Method), trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method(r.Method)), semconv.URLPath(r.URL.Path)))

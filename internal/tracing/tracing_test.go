@@ -97,7 +97,8 @@ func TestExportsOverOTLP(t *testing.T) {
 
 // TestHandlerFollowsTraceparent: the front's span is the child of the
 // caller's traceparent, named by its method, and the log lines written
-// inside it carry its trace and span ids.
+// inside it carry its trace and span ids; a request the filter leaves
+// untraced makes no span.
 func TestHandlerFollowsTraceparent(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
@@ -109,7 +110,9 @@ func TestHandlerFollowsTraceparent(t *testing.T) {
 	h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		log.InfoContext(r.Context(), "inside")
 		w.WriteHeader(http.StatusTeapot)
-	}))
+	}), func(r *http.Request) bool { return r.URL.Path == "/healthz" })
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil)) // untraced
+	logged.Reset()
 	req := httptest.NewRequest("BREW", "/mcp/anything", nil)
 	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	h.ServeHTTP(httptest.NewRecorder(), req)
