@@ -24,8 +24,10 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/mcp"
+	"github.com/orangerail/orangerail/internal/metrics"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
+	"github.com/orangerail/orangerail/internal/tracing"
 	"github.com/orangerail/orangerail/internal/webhooks"
 )
 
@@ -48,6 +50,10 @@ type Settings struct {
 	// to open), the MCP server with the read-only SQL tool, and what
 	// readiness reads. Without it the catalog is read, not judged.
 	Serve bool
+	// Tracing makes the runtime's spans. Nil: opened from the config's
+	// tracing section (off unless tracing.enabled), and shut down, its
+	// last spans exported, by Close.
+	Tracing *tracing.Tracing
 	// SweepEvery is how often a serving runtime expires lapsed approvals
 	// (engine.Sweep), so that no list shows one as pending. Zero:
 	// DefaultSweepEvery.
@@ -72,6 +78,9 @@ type Runtime struct {
 	// front to their subscribers; the host log is the first. A subscriber
 	// (metrics, an auditor of refusals) subscribes here.
 	Hooks *engine.Hooks
+	// Metrics are fed from Hooks and served by StartMetrics; nil unless
+	// the config sets metrics.listen.
+	Metrics *metrics.Metrics
 
 	url      string
 	migrator *database.Migrator
@@ -86,6 +95,10 @@ type Runtime struct {
 	// checkpointer signs audit checkpoints while serving with
 	// audit.checkpoint; nil otherwise.
 	checkpointer *engine.Checkpointer
+	// tracing makes the runtime's spans (nil: off); ownTracing says Close
+	// shuts it down.
+	tracing    *tracing.Tracing
+	ownTracing bool
 	// limits is the HTTP front's rate limiter on the service database,
 	// once ServeHTTP made it; Close flushes it.
 	limits *front.BatchLimiter
@@ -104,14 +117,18 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 		}
 	}()
 	cfg := s.Config
-	if rt.Store, err = database.Open(ctx, s.DatabaseURL); err != nil {
+	if err := rt.openTracing(ctx, s); err != nil {
+		return nil, err
+	}
+	if rt.Store, err = database.Open(ctx, s.DatabaseURL, database.WithQueryTracer(rt.tracing.SQL("store"))); err != nil {
 		return nil, err
 	}
 	if cfg.Datasource.URLEnv != "" {
-		if rt.Datasource, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv)); err != nil {
+		if rt.Datasource, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv), database.WithQueryTracer(rt.tracing.SQL("datasource"))); err != nil {
 			return nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
 		}
 	}
+	rt.openMetrics(s.Version)
 	var catalog *ontology.Catalog
 	if s.Serve {
 		catalog, err = rt.checkCatalog(ctx)
@@ -129,7 +146,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 		}
 	}
 	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Effects: effects.Factories(), TargetReaders: effects.TargetReader, Catalog: catalog,
-		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks})
+		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks, Tracer: rt.tracing.Tracer()})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +170,8 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.MCP, err = mcp.New(mcp.Options{Engine: rt.Engine, Ontology: cfg, Querier: querier, Version: s.Version, Logger: rt.log, Hooks: rt.Hooks})
+	rt.MCP, err = mcp.New(mcp.Options{Engine: rt.Engine, Ontology: cfg, Querier: querier, Version: s.Version, Logger: rt.log, Hooks: rt.Hooks,
+		Tracer: rt.tracing.Tracer()})
 	if err != nil {
 		return nil, err
 	}
@@ -251,8 +269,10 @@ func (rt *Runtime) Close() {
 	if rt.migrator != nil {
 		_ = rt.migrator.Close()
 	}
-	// Last: what the runtime emitted until now reaches its subscribers.
+	// Last: what the runtime emitted until now reaches its subscribers,
+	// and its last spans their collector.
 	rt.Hooks.Close()
+	rt.closeTracing()
 }
 
 // Ready reports whether the runtime can serve: its database answers and

@@ -38,7 +38,12 @@ func TestImportsPointDown(t *testing.T) {
 		forbidden []string
 	}{
 		// The engine knows no transport, no composition and no effect.
-		{"internal/engine", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/effects", "net/http", "github.com/modelcontextprotocol/go-sdk"}},
+		{"internal/engine", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/effects", "net/http", "github.com/modelcontextprotocol/go-sdk",
+			"internal/metrics", "internal/tracing", "go.opentelemetry.io/otel/sdk"}},
+		// Metrics and traces observe the engine's events and spans; neither
+		// reaches up into a transport or the composition.
+		{"internal/metrics", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp"}},
+		{"internal/tracing", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/engine"}},
 		{"internal/store", []string{"internal/engine", "internal/app", "internal/front", "internal/mcp", "internal/ontology"}},
 		{"internal/front", []string{"internal/app", "internal/cli", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
 		{"internal/mcp", []string{"internal/app", "internal/cli", "internal/front"}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -103,6 +104,9 @@ type Config struct {
 	NowFunc func() time.Time
 	// Hooks receives the engine's events. Nil: none are emitted.
 	Hooks *Hooks
+	// Tracer makes the spans of the engine's calls and their phases. Nil:
+	// none (a no-op tracer).
+	Tracer trace.Tracer
 }
 
 // KeySize is the size of Config.Key.
@@ -132,6 +136,7 @@ type Engine struct {
 	log           *slog.Logger
 	now           func() time.Time
 	hooks         *Hooks
+	tracer        trace.Tracer
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
@@ -190,6 +195,7 @@ func New(c Config) (*Engine, error) {
 		log:           cmp.Or(c.Logger, slog.Default()),
 		now:           c.NowFunc,
 		hooks:         c.Hooks,
+		tracer:        tracerOr(c.Tracer),
 	}
 	e.datasource, e.sameDB = e.store, true
 	if c.Datasource != nil && c.Datasource != c.Store {

@@ -139,3 +139,20 @@ func (s *Sealer) Stop(ctx context.Context) error {
 	_, err := Seal(ctx, s.conn)
 	return err
 }
+
+// SealLag is how long the oldest committed record still awaiting its seal,
+// of any tenant, has waited (by its writer's clock and the caller's): zero
+// when every committed record is sealed. It reads one row, no tenant's
+// records, so a metrics scrape may call it.
+func SealLag(ctx context.Context, conn database.TxBeginner) (time.Duration, error) {
+	oldest, err := readOnly(ctx, conn, func(st *store.Store) ([]*store.AuditUnsealedTenant, error) {
+		return st.AuditUnsealedTenants(ctx, 1)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("seal lag: %w", err)
+	}
+	if len(oldest) == 0 {
+		return 0, nil
+	}
+	return max(time.Since(oldest[0].Oldest), 0), nil
+}

@@ -192,6 +192,10 @@ func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
 	ctx := context.Background()
 	appendAt(t, b, engine.PhaseStaged, "stale", time.Now().Add(-2*time.Minute))
 	appendAt(t, b, engine.PhaseStaged, "fresh", time.Now())
+	// The lag is the oldest unsealed record's wait.
+	if lag, err := engine.SealLag(ctx, b.runtime); err != nil || lag < 2*time.Minute {
+		t.Fatalf("SealLag = %v, %v; want the stale record's wait, at least 2m", lag, err)
+	}
 
 	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
 	if err != nil {
@@ -222,6 +226,9 @@ func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
 	}
 	if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.Records != 2 || r.Pending != 0 || r.HeadSeq != 2 {
 		t.Fatalf("after the last seal: %+v, %v", r, err)
+	}
+	if lag, err := engine.SealLag(ctx, b.runtime); err != nil || lag != 0 {
+		t.Fatalf("SealLag after the last seal = %v, %v; want 0", lag, err)
 	}
 }
 
