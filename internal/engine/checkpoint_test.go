@@ -468,7 +468,7 @@ func TestAuditorsReadTheirTenantsCheckpoints(t *testing.T) {
 		_, _ = b.admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
 		_, _ = b.admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+name)
 	})
-	if err := roles.GrantAuditor(ctx, b.url, &roles.GrantAuditorParams{Name: name, Tenant: "acme", Password: "correct horse battery staple"}); err != nil {
+	if err := roles.GrantAuditor(ctx, testdb.Direct(b.url), &roles.GrantAuditorParams{Name: name, Tenant: "acme", Password: "correct horse battery staple"}); err != nil {
 		t.Fatal(err)
 	}
 	auditor, err := pgx.Connect(ctx, testdb.WithUser(t, b.url, name, "correct horse battery staple"))

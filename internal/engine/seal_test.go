@@ -29,6 +29,9 @@ var errRollBack = errors.New("rolled back on purpose")
 // of a rolled-back transaction was ever sealed.
 func TestSealersUnderConcurrentWriters(t *testing.T) {
 	t.Parallel()
+	if testdb.Bouncing() {
+		t.Skip("kills a sealer's backend by the pid its connection reports, which behind PgBouncer names no backend; the run without PgBouncer runs it")
+	}
 	b := setup(t)
 	ctx := context.Background()
 	const writers, tenants, perWriter = 16, 4, 40
@@ -275,7 +278,7 @@ func TestSealAfterCommitMigratesChainsInPlace(t *testing.T) {
 	appendAt(t, b, engine.PhaseStaged, "new-1", time.Now())
 	appendAt(t, b, engine.PhaseStaged, "new-2", time.Now())
 
-	m, err := database.NewMigrator(ctx, b.url)
+	m, err := database.NewMigrator(ctx, testdb.Direct(b.url)) // migrations hold a session lock
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // without waiting), and an approval expired, decided or consumed by
 // another transaction meanwhile is left as that one left it.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
-	tenants, err := store.New(e.store).TenantList(ctx)
+	tenants, err := Tenants(ctx, e.store)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: list tenants: %w", err)
 	}

@@ -256,7 +256,11 @@ func (w *Worker) Stop() {
 // records how it went. It returns how many messages it handled.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	now := w.c.Now()
-	tenants, err := store.New(w.c.Pool).WebhookDueTenants(ctx, now, 100)
+	var tenants []string
+	err := database.Tenantless(ctx, w.c.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		tenants, err = store.New(tx).WebhookDueTenants(ctx, now, 100)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
