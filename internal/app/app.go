@@ -26,6 +26,7 @@ import (
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/metrics"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 	"github.com/orangerail/orangerail/internal/tracing"
 	"github.com/orangerail/orangerail/internal/webhooks"
@@ -152,9 +153,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	}
 	// Every runtime seals: what it appends is sealed while it runs, and
 	// what is left when it closes (a CLI decision) before it exits.
-	rt.sealer = engine.StartSealer(rt.Store, time.Duration(cfg.Audit.SealInterval), func(err error) {
-		rt.log.Warn("audit sealing failed; it is retried", "error", err)
-	})
+	rt.sealer = engine.StartSealer(rt.Store, periodic.Config{Interval: time.Duration(cfg.Audit.SealInterval), Log: rt.log})
 	if !s.Serve {
 		return rt, nil
 	}
@@ -207,29 +206,14 @@ func (rt *Runtime) startWebhooks() error {
 // startSweeper expires lapsed approvals every interval until Close. Every
 // replica sweeps; the engine lets one sweep a tenant at a time.
 func (rt *Runtime) startSweeper(every time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	rt.stopSweep = func() {
-		cancel()
-		<-done
-	}
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			if n, err := rt.Engine.Sweep(ctx); err != nil && ctx.Err() == nil {
-				rt.log.Warn("approval sweep failed; it is retried", "error", err)
-			} else if n > 0 {
-				rt.log.Info("expired lapsed approvals", "count", n)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	loop := periodic.Start(periodic.Config{Interval: every, Immediately: true, Log: rt.log, What: "approval sweep"}, func(ctx context.Context) error {
+		n, err := rt.Engine.Sweep(ctx)
+		if n > 0 {
+			rt.log.Info("expired lapsed approvals", "count", n)
 		}
-	}()
+		return err
+	})
+	rt.stopSweep = loop.Stop
 }
 
 // Close releases what Open opened. It is safe to call on a runtime Open

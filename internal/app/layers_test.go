@@ -53,6 +53,9 @@ func TestImportsPointDown(t *testing.T) {
 		{"internal/app", []string{"internal/cli"}},
 		// Webhooks run beside the engine, never in its path.
 		{"internal/webhooks", []string{"internal/engine", "internal/app", "internal/cli", "internal/front", "internal/mcp"}},
+		// Background rounds are a leaf every layer may run its own on.
+		{"internal/periodic", []string{"internal/engine", "internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/database",
+			"internal/store", "internal/webhooks", "internal/desk"}},
 	}
 	for pkg, ds := range deps {
 		for _, r := range rules {

@@ -18,6 +18,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/roles"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -391,7 +392,7 @@ func TestCheckpointersSignEachSizeOnce(t *testing.T) {
 	}
 
 	signer, vkey := signingKey(t, "orangerail.test")
-	c := engine.StartCheckpointer(b.runtime, signer, testDeployment, time.Millisecond, func(err error) { t.Errorf("checkpointer: %v", err) })
+	c := engine.StartCheckpointer(b.runtime, signer, testDeployment, periodic.Config{Interval: time.Millisecond, OnError: func(err error) { t.Errorf("checkpointer: %v", err) }})
 	defer c.Stop()
 	appendBulk(t, b.runtime, "acme", 50, 5)
 	for {

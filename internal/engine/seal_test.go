@@ -14,6 +14,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -40,8 +41,8 @@ func TestSealersUnderConcurrentWriters(t *testing.T) {
 	var sealErrs atomic.Int64
 	onError := func(error) { sealErrs.Add(1) }
 	sealers := []*engine.Sealer{
-		engine.StartSealer(b.runtime, 3*time.Millisecond, onError),
-		engine.StartSealer(other, 5*time.Millisecond, onError),
+		engine.StartSealer(b.runtime, periodic.Config{Interval: 3 * time.Millisecond, OnError: onError}),
+		engine.StartSealer(other, periodic.Config{Interval: 5 * time.Millisecond, OnError: onError}),
 	}
 
 	// The victim: a sealer that seals a batch and dies before its commit.
@@ -224,7 +225,7 @@ func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
 
 	// A sealer that would not wake for an hour seals what is left when it
 	// stops.
-	if err := engine.StartSealer(b.runtime, time.Hour, nil).Stop(ctx); err != nil {
+	if err := engine.StartSealer(b.runtime, periodic.Config{Interval: time.Hour}).Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.Records != 2 || r.Pending != 0 || r.HeadSeq != 2 {
