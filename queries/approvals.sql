@@ -58,3 +58,9 @@ LIMIT @row_limit;
 -- transaction holds it: one replica sweeps a tenant at a time, and the
 -- others pass on without waiting.
 SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail approval sweep ' || @tenant_id::text, 0))::bool AS locked;
+
+-- name: ApprovalsPending :one
+-- How many approvals of every tenant wait for a person, and since when the
+-- oldest has (now when none does), with the database's clock.
+SELECT pending::bigint AS pending, coalesce(oldest, now())::timestamptz AS oldest, now()::timestamptz AS now
+FROM orangerail.approvals_pending();
