@@ -15,6 +15,9 @@ import (
 // entryCases are entries an attacker with the runtime's rights could try to
 // append, or a tamperer could write. Go's scanEntry and SQL's
 // audit_entry_columns must accept the same ones and read the same columns.
+// acceptedCases is how many entryCases are well-formed.
+const acceptedCases = 9
+
 var entryCases = []string{
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
 	`{"v":1.0,"tenant":"acme","at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","phase":"staged","actor":{"kind":"human","subject":"a"},"dev_mode":true}`,
@@ -43,6 +46,13 @@ var entryCases = []string{
 	// kind neither side knows, refused.
 	`{"actor":{"kind":"operator","subject":"postgres"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","result":{"break_glass_reason":"desk down"},"tenant":"acme","v":1}`,
 	`{"actor":{"kind":"root","subject":"postgres"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"approved","tenant":"acme","v":1}`,
+	// A member repeated in a payload, no escape anywhere: accepted (only
+	// the top level and the actor are held to one of each), though jsonb
+	// drops one of them.
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"input":{"a":1,"a":2},"phase":"staged","tenant":"acme","v":1}`,
+	// A time of the first century: the columns' change below moves it
+	// into the era before, which to_char writes the same digits for.
+	`{"actor":{"kind":"agent","subject":"a"},"at":"0044-03-15T12:00:00.000000Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
 }
 
 func TestScanEntryAgreesWithSQL(t *testing.T) {
@@ -86,10 +96,11 @@ func TestScanEntryAgreesWithSQL(t *testing.T) {
 				c.tenant, c.atTime.Format(atLayout), c.correlationID, c.phase, c.subject, c.kind, c.devMode)
 		}
 	}
-	// The first five cases are well-formed, and the one with an issuer
-	// and the operator's; the rest are not.
-	if accepted != 7 {
-		t.Fatalf("%d entries accepted by both, want 7", accepted)
+	// The first five cases are well-formed, and the one with an issuer,
+	// the operator's, the one with a repeated payload member and the
+	// first century's; the rest are not.
+	if accepted != acceptedCases {
+		t.Fatalf("%d entries accepted by both, want %d", accepted, acceptedCases)
 	}
 }
 
@@ -124,7 +135,8 @@ func TestSQLVerifierMatchesEntryColumns(t *testing.T) {
 	defer conn.Close(ctx)
 	mismatches := 0
 	for _, entry := range entryCases {
-		for _, change := range []string{"", "UPDATE orangerail.audit SET phase = 'rejected' WHERE tenant_id = 'acme'"} {
+		for _, change := range []string{"", "UPDATE orangerail.audit SET phase = 'rejected' WHERE tenant_id = 'acme'",
+			"UPDATE orangerail.audit SET at = '0044-03-15 12:00:00+00 BC' WHERE tenant_id = 'acme'"} {
 			var want bool
 			var problem *string
 			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -180,9 +192,9 @@ func TestSQLVerifierMatchesEntryColumns(t *testing.T) {
 			}
 		}
 	}
-	// Every invalid entry mismatches, both ways, and every valid one once
-	// its phase changes.
-	if want := 2*(len(entryCases)-7) + 7; mismatches != want {
+	// Every invalid entry mismatches, all three ways, and every valid one
+	// once its phase or its time changes.
+	if want := 3*(len(entryCases)-acceptedCases) + 2*acceptedCases; mismatches != want {
 		t.Fatalf("%d mismatches, want %d", mismatches, want)
 	}
 }
