@@ -1,6 +1,8 @@
 -- name: ApprovalStage :one
 -- Inserts a pending approval and appends its staged record (entry).
-SELECT * FROM orangerail.approval_stage(@id, @action, @requested_by, @input, @input_digest, @definition_hash, @expires_at, @entry);
+-- input_key_id is the kid of the key that made the digest; NULL: the
+-- legacy key.
+SELECT * FROM orangerail.approval_stage(@id, @action, @requested_by, @input, @input_digest, sqlc.narg(input_key_id)::text, @definition_hash, @expires_at, @entry);
 
 -- name: ApprovalGet :one
 SELECT * FROM orangerail.approvals WHERE id = @id AND tenant_id = @tenant_id;

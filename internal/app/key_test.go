@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/keyring"
 )
 
 func TestSecretKeyRefusals(t *testing.T) {
@@ -45,8 +46,8 @@ func TestSecretKeyKeptForStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := secretKey(true, keyFile)
-	if err != nil || !bytes.Equal(first, again) {
-		t.Fatalf("second run = %x, %v; want the kept key %x", again, err, first)
+	if err != nil || !bytes.Equal(first.Active().Secret(), again.Active().Secret()) {
+		t.Fatalf("second run = %v, %v; want the kept key", again.IDs(), err)
 	}
 	info, err := os.Stat(keyFile)
 	if err != nil {
@@ -59,7 +60,7 @@ func TestSecretKeyKeptForStdio(t *testing.T) {
 	want := strings.Repeat("cd", 32)
 	t.Setenv(SecretKeyEnv, " "+want+"\n")
 	fromEnv, err := secretKey(true, keyFile)
-	if err != nil || hex.EncodeToString(fromEnv) != want {
-		t.Fatalf("with %s set = %x, %v; want %s over the kept file", SecretKeyEnv, fromEnv, err, want)
+	if err != nil || hex.EncodeToString(fromEnv.Active().Secret()) != want || fromEnv.Active().ID != keyring.Legacy {
+		t.Fatalf("with %s set = %v, %v; want %s, legacy, over the kept file", SecretKeyEnv, fromEnv.IDs(), err, want)
 	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 const approvalConsume = `-- name: ApprovalConsume :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_consume($1)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approval_consume($1)
 `
 
 // The consume compare-and-swap: exactly one caller gets the row. No row:
@@ -36,12 +36,13 @@ func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, id uuid.UUID) (*
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
 	)
 	return &i, err
 }
 
 const approvalDecide = `-- name: ApprovalDecide :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_decide($1, $2, $3, $4, $5)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approval_decide($1, $2, $3, $4, $5)
 `
 
 type ApprovalDecideParams struct {
@@ -78,12 +79,13 @@ func (q *Queries) ApprovalDecide(ctx context.Context, db DBTX, arg *ApprovalDeci
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
 	)
 	return &i, err
 }
 
 const approvalExpire = `-- name: ApprovalExpire :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_expire($1, $2)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approval_expire($1, $2)
 `
 
 type ApprovalExpireParams struct {
@@ -111,12 +113,13 @@ func (q *Queries) ApprovalExpire(ctx context.Context, db DBTX, arg *ApprovalExpi
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
 	)
 	return &i, err
 }
 
 const approvalFindOpen = `-- name: ApprovalFindOpen :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approvals
 WHERE tenant_id = $1 AND requested_by = $2 AND action = $3
   AND input_digest = $4 AND status IN ('pending', 'approved')
 `
@@ -152,12 +155,13 @@ func (q *Queries) ApprovalFindOpen(ctx context.Context, db DBTX, arg *ApprovalFi
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
 	)
 	return &i, err
 }
 
 const approvalGet = `-- name: ApprovalGet :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals WHERE id = $1 AND tenant_id = $2
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approvals WHERE id = $1 AND tenant_id = $2
 `
 
 type ApprovalGetParams struct {
@@ -183,6 +187,7 @@ func (q *Queries) ApprovalGet(ctx context.Context, db DBTX, arg *ApprovalGetPara
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
 	)
 	return &i, err
 }
@@ -220,7 +225,7 @@ func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, tenantID string) 
 }
 
 const approvalList = `-- name: ApprovalList :many
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approvals
 WHERE tenant_id = $1 AND ($2::text = '' OR status = $2::text)
 ORDER BY created_at DESC, id
 LIMIT $3
@@ -257,6 +262,7 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 			&i.DecidedAt,
 			&i.DecisionNote,
 			&i.ConsumedAt,
+			&i.InputKeyID,
 		); err != nil {
 			return nil, err
 		}
@@ -269,7 +275,7 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 }
 
 const approvalPage = `-- name: ApprovalPage :many
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approvals
 WHERE tenant_id = $1 AND action = ANY($2::text[])
   AND ($3::text = '' OR status = $3::text)
   AND ($4::text = '' OR action = $4::text)
@@ -327,6 +333,7 @@ func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPagePa
 			&i.DecidedAt,
 			&i.DecisionNote,
 			&i.ConsumedAt,
+			&i.InputKeyID,
 		); err != nil {
 			return nil, err
 		}
@@ -339,7 +346,7 @@ func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPagePa
 }
 
 const approvalStage = `-- name: ApprovalStage :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_stage($1, $2, $3, $4, $5, $6, $7, $8)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id FROM orangerail.approval_stage($1, $2, $3, $4, $5, $6::text, $7, $8, $9)
 `
 
 type ApprovalStageParams struct {
@@ -348,12 +355,15 @@ type ApprovalStageParams struct {
 	RequestedBy    string
 	Input          []byte
 	InputDigest    []byte
+	InputKeyID     *string
 	DefinitionHash []byte
 	ExpiresAt      time.Time
 	Entry          []byte
 }
 
 // Inserts a pending approval and appends its staged record (entry).
+// input_key_id is the kid of the key that made the digest; NULL: the
+// legacy key.
 func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStageParams) (*OrangerailApproval, error) {
 	row := db.QueryRow(ctx, approvalStage,
 		arg.ID,
@@ -361,6 +371,7 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 		arg.RequestedBy,
 		arg.Input,
 		arg.InputDigest,
+		arg.InputKeyID,
 		arg.DefinitionHash,
 		arg.ExpiresAt,
 		arg.Entry,
@@ -381,6 +392,7 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
 	)
 	return &i, err
 }

@@ -26,6 +26,7 @@ type OrangerailApproval struct {
 	DecidedAt      *time.Time
 	DecisionNote   *string
 	ConsumedAt     *time.Time
+	InputKeyID     *string
 }
 
 type OrangerailAudit struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -71,7 +72,7 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if out := e.recheck(ctx, caller, approval.Action, &id); out != nil {
 		return out
 	}
-	c := &call{name: approval.Action, action: a, input: approval.Input, digest: approval.InputDigest}
+	c := &call{name: approval.Action, action: a, input: approval.Input, digest: approval.InputDigest, digestKey: keyring.KID(approval.InputKeyID)}
 	if c.canonical, err = jcs.Canonicalize(approval.Input); err != nil {
 		return e.internal(ctx, "check approval", err)
 	}
@@ -207,7 +208,14 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	// The digest an approver approved must be the stored input's, and the
 	// chain must hold the decision: a row written around the engine, or an
 	// input changed after staging, does not execute.
-	if !hmac.Equal(consumed.InputDigest, x.e.inputDigest(x.caller.Tenant, x.c.name, x.c.canonical)) {
+	// It is checked under the key that made it, which the approval names:
+	// an approval staged before a rotation executes after it.
+	want, known := x.e.inputDigestBy(keyring.KID(consumed.InputKeyID), x.caller.Tenant, x.c.name, x.c.canonical)
+	if !known {
+		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
+			fmt.Errorf("the key %q that made the approval's digest is no longer in the key ring", consumed.InputKeyID))
+	}
+	if !hmac.Equal(consumed.InputDigest, want) {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
 			errors.New("the stored input is not the input whose digest was approved"))
 	}

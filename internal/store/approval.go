@@ -45,6 +45,9 @@ type Approval struct {
 	Input []byte
 	// InputDigest is the keyed digest of the canonical input.
 	InputDigest []byte
+	// InputKeyID is the kid of the key that made InputDigest; "" is the
+	// legacy key (keyring.Legacy).
+	InputKeyID string
 	// DefinitionHash identifies the action's declaration at staging.
 	DefinitionHash []byte
 	Status         ApprovalStatus
@@ -59,7 +62,7 @@ type Approval struct {
 func approvalOf(r *db.OrangerailApproval) *Approval {
 	return &Approval{
 		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy,
-		Input: r.Input, InputDigest: r.InputDigest, DefinitionHash: r.DefinitionHash,
+		Input: r.Input, InputDigest: r.InputDigest, InputKeyID: deref(r.InputKeyID), DefinitionHash: r.DefinitionHash,
 		Status: ApprovalStatus(r.Status), CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, DecisionNote: r.DecisionNote, ConsumedAt: r.ConsumedAt,
 	}
@@ -67,11 +70,14 @@ func approvalOf(r *db.OrangerailApproval) *Approval {
 
 // ApprovalStageParams stage an approval.
 type ApprovalStageParams struct {
-	ID             uuid.UUID
-	Action         string
-	RequestedBy    string
-	Input          []byte
-	InputDigest    []byte
+	ID          uuid.UUID
+	Action      string
+	RequestedBy string
+	Input       []byte
+	InputDigest []byte
+	// InputKeyID is the kid of the key that made InputDigest; "" (stored
+	// NULL): the legacy key.
+	InputKeyID     string
 	DefinitionHash []byte
 	ExpiresAt      time.Time
 	// Entry is the canonical bytes of the staged audit record.
@@ -85,7 +91,7 @@ type ApprovalStageParams struct {
 func (s *Store) ApprovalStage(ctx context.Context, p *ApprovalStageParams) (*Approval, error) {
 	row, err := s.q.ApprovalStage(ctx, s.x, &db.ApprovalStageParams{
 		ID: p.ID, Action: p.Action, RequestedBy: p.RequestedBy, Input: p.Input, InputDigest: p.InputDigest,
-		DefinitionHash: p.DefinitionHash, ExpiresAt: p.ExpiresAt, Entry: p.Entry,
+		InputKeyID: nonEmpty(p.InputKeyID), DefinitionHash: p.DefinitionHash, ExpiresAt: p.ExpiresAt, Entry: p.Entry,
 	})
 	return one(row, err, approvalOf)
 }
@@ -258,4 +264,20 @@ func (s *Store) ApprovalSweepLock(ctx context.Context, tenantID string) (bool, e
 		return false, InterpretError(err)
 	}
 	return locked, nil
+}
+
+// deref is s, or "" for NULL.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nonEmpty is s, or NULL for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
