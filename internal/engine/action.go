@@ -456,12 +456,20 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 			return &auditAppendError{err}
 		}
 		// The approval keeps the canonical input: the bytes its digest
-		// covers, the bytes an approver is shown, the bytes that execute.
-		approval, err = st.ApprovalStage(ctx, &store.ApprovalStageParams{
+		// covers, the bytes an approver is shown, the bytes that execute;
+		// sealed, under the key that made the digest.
+		p := &store.ApprovalStageParams{
 			ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
 			Input: c.canonical, InputDigest: c.digest, InputKeyID: string(c.digestKey), DefinitionHash: e.definitions[c.name],
 			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
-		})
+		}
+		if e.cfg.Approvals.SealInputs {
+			if p.InputSealed, p.InputDataKey, err = e.sealInput(caller.Tenant, id, c.digestKey, c.canonical); err != nil {
+				return err
+			}
+			p.Input = nil
+		}
+		approval, err = st.ApprovalStage(ctx, p)
 		if err == nil {
 			approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionStaged, Action: c.name,
 				Tenant: caller.Tenant, Actor: caller.actor().Subject})
@@ -531,11 +539,20 @@ func changeError(err error) error {
 
 // record builds an audit record of a call, its input masked as the action
 // says.
+// With approvals.seal_inputs the record carries the input's digest
+// instead: the chain must not keep in plaintext what the approvals table
+// seals and shreds.
 func (e *Engine) record(caller *Caller, c *call, phase Phase, correlation string, approval *uuid.UUID) *Record {
-	return &Record{
+	rec := &Record{
 		Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: phase, Action: c.name,
-		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval, Input: mask(c.canonical, c.action.AuditMasks()),
+		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval,
 	}
+	if e.cfg.Approvals.SealInputs {
+		rec.InputDigest = DigestHex(c.digest)
+	} else {
+		rec.Input = mask(c.canonical, c.action.AuditMasks())
+	}
+	return rec
 }
 
 // mask replaces each value a pointer names in a JSON value with the

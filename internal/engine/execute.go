@@ -72,8 +72,15 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if out := e.recheck(ctx, caller, approval.Action, &id); out != nil {
 		return out
 	}
-	c := &call{name: approval.Action, action: a, input: approval.Input, digest: approval.InputDigest, digestKey: keyring.KID(approval.InputKeyID)}
-	if c.canonical, err = jcs.Canonicalize(approval.Input); err != nil {
+	input, state := e.openInput(approval)
+	if state != InputOpen {
+		// Not consumed: the approval stays approved, and says why it does
+		// not run (a key dropped from the ring too soon).
+		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, Code: errcode.ApprovalInputUnreadable,
+			CorrelationID: approvalID, ApprovalID: &id, Err: fmt.Errorf("the approval's sealed input is %s", state)})
+	}
+	c := &call{name: approval.Action, action: a, input: input, digest: approval.InputDigest, digestKey: keyring.KID(approval.InputKeyID)}
+	if c.canonical, err = jcs.Canonicalize(input); err != nil {
 		return e.internal(ctx, "check approval", err)
 	}
 	if err := json.Unmarshal(c.canonical, &c.values); err != nil {
@@ -426,7 +433,7 @@ func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) 
 func (x *execution) attempt(ctx context.Context, a EffectAttempt) error {
 	ctx = context.WithoutCancel(ctx)
 	rec := x.record(PhaseEffectAttempt)
-	rec.Input, rec.Attempt = nil, &a // execution_started holds the input
+	rec.Input, rec.InputDigest, rec.Attempt = nil, "", &a // execution_started holds the input
 	return database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
 		return appendAudit(ctx, stx, rec)
 	})

@@ -39,6 +39,8 @@ const (
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
+	ApprovalInputShredded     Code = "X_APPROVAL_INPUT_SHREDDED"
+	ApprovalInputUnreadable   Code = "X_APPROVAL_INPUT_UNREADABLE"
 
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
@@ -213,6 +215,10 @@ var table = []Entry{
 		"Fix the request as the message says; the API's OpenAPI document is at /api/v1/openapi.json.", ""},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail approvals list --tenant T`.", ""},
+	{ApprovalInputShredded, "The approval's sealed input was crypto-shredded (approvals.retention passed after the approval ended): nobody can read it again, and the approval, already decided, cannot be decided.",
+		"Nothing to decide: the audit log keeps the approval's records and its input's digest. To act again, the agent makes a new call.", ""},
+	{ApprovalInputUnreadable, "The approval's sealed input does not open: the key ring no longer holds the key that sealed it (its kid is the approval's input_key_id), or the row was altered. It is not executed.",
+		"Put the dropped key back in ORANGERAIL_SECRET_KEY (inactive) until the approval has ended; drop keys only as the README's key rotation says.", ""},
 	{BreakGlassRefused, "A break-glass decision needs a reason and a connection logged in as the owner of the orangerail schema (or a superuser) acting as itself; this one gave no reason, or is a runtime login or SET ROLE to another role.",
 		"Decide through the desk or `orangerail approvals approve --server URL` when it is up; otherwise pass --reason TEXT and the owner's database URL (the one `orangerail migrate` runs with), not the runtime's.", ""},
 	{IdentityRequired, "Serving MCP over HTTP needs a verified identity for every caller, and none is configured.",

@@ -45,9 +45,15 @@ type Approval struct {
 	Input []byte
 	// InputDigest is the keyed digest of the canonical input.
 	InputDigest []byte
-	// InputKeyID is the kid of the key that made InputDigest; "" is the
-	// legacy key (keyring.Legacy).
+	// InputKeyID is the kid of the key that made InputDigest (and wrapped
+	// InputDataKey); "" is the legacy key (keyring.Legacy).
 	InputKeyID string
+	// InputSealed, when the input was sealed (approvals.seal_inputs), is
+	// the input encrypted, and Input is nil; InputDataKey is its data key,
+	// wrapped, nil once shredded (InputShreddedAt).
+	InputSealed     []byte
+	InputDataKey    []byte
+	InputShreddedAt *time.Time
 	// DefinitionHash identifies the action's declaration at staging.
 	DefinitionHash []byte
 	Status         ApprovalStatus
@@ -62,7 +68,8 @@ type Approval struct {
 func approvalOf(r *db.OrangerailApproval) *Approval {
 	return &Approval{
 		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy,
-		Input: r.Input, InputDigest: r.InputDigest, InputKeyID: deref(r.InputKeyID), DefinitionHash: r.DefinitionHash,
+		Input: r.Input, InputDigest: r.InputDigest, InputKeyID: deref(r.InputKeyID),
+		InputSealed: r.InputSealed, InputDataKey: r.InputDataKey, InputShreddedAt: r.InputShreddedAt, DefinitionHash: r.DefinitionHash,
 		Status: ApprovalStatus(r.Status), CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, DecisionNote: r.DecisionNote, ConsumedAt: r.ConsumedAt,
 	}
@@ -77,7 +84,11 @@ type ApprovalStageParams struct {
 	InputDigest []byte
 	// InputKeyID is the kid of the key that made InputDigest; "" (stored
 	// NULL): the legacy key.
-	InputKeyID     string
+	InputKeyID string
+	// InputSealed and InputDataKey hold a sealed input, Input nil; or
+	// both are nil and Input holds it.
+	InputSealed    []byte
+	InputDataKey   []byte
 	DefinitionHash []byte
 	ExpiresAt      time.Time
 	// Entry is the canonical bytes of the staged audit record.
@@ -91,7 +102,8 @@ type ApprovalStageParams struct {
 func (s *Store) ApprovalStage(ctx context.Context, p *ApprovalStageParams) (*Approval, error) {
 	row, err := s.q.ApprovalStage(ctx, s.x, &db.ApprovalStageParams{
 		ID: p.ID, Action: p.Action, RequestedBy: p.RequestedBy, Input: p.Input, InputDigest: p.InputDigest,
-		InputKeyID: nonEmpty(p.InputKeyID), DefinitionHash: p.DefinitionHash, ExpiresAt: p.ExpiresAt, Entry: p.Entry,
+		InputKeyID: nonEmpty(p.InputKeyID), InputSealed: p.InputSealed, InputDataKey: p.InputDataKey,
+		DefinitionHash: p.DefinitionHash, ExpiresAt: p.ExpiresAt, Entry: p.Entry,
 	})
 	return one(row, err, approvalOf)
 }
@@ -264,6 +276,18 @@ func (s *Store) ApprovalSweepLock(ctx context.Context, tenantID string) (bool, e
 		return false, InterpretError(err)
 	}
 	return locked, nil
+}
+
+// ApprovalShredInputs deletes the data keys of at most limit of the
+// transaction's tenant's sealed inputs whose approvals ended (consumed,
+// rejected, expired) at or before endedBefore, and returns how many: those
+// inputs can never be read again.
+func (s *Store) ApprovalShredInputs(ctx context.Context, endedBefore time.Time, limit int32) (int64, error) {
+	n, err := s.q.ApprovalShredInputs(ctx, s.x, &db.ApprovalShredInputsParams{EndedBefore: endedBefore, RowLimit: limit})
+	if err != nil {
+		return 0, InterpretError(err)
+	}
+	return n, nil
 }
 
 // deref is s, or "" for NULL.
