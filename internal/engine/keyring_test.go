@@ -14,8 +14,10 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
 // ringEngine serves the orders example on b's database under ring.
@@ -158,4 +160,91 @@ func TestLegacyKeyDigestIsUnchanged(t *testing.T) {
 	if got := engine.InputDigest(rotated, "acme", "cancel_order", canonical); bytes.Equal(got, pinned) {
 		t.Fatal("with k9 active the digest is still the legacy key's")
 	}
+}
+
+// ringEngineWith is ringEngine with edits to the example's config.
+func ringEngineWith(t *testing.T, b *testBundle, ring *keyring.Ring, edits ...ontologytest.Edit) *engine.Engine {
+	t.Helper()
+	cfg := ontologytest.Parse(t, orders.Config, edits...)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime), Ring: ring, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestIdempotencyKeySurvivesRotation: a retry under an idempotency key
+// after a rotation answers the first call's result; its digest was made
+// under the old key, and is checked under every key of the ring.
+func TestIdempotencyKeySurvivesRotation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	oldHex, newHex := strings.Repeat("3d", 32), strings.Repeat("4e", 32)
+	idempotent := ontologytest.Set("actions.add_order_note.idempotent", true)
+	before := ringEngineWith(t, b, mustRing(t, "k1:"+oldHex), idempotent)
+	after := ringEngineWith(t, b, mustRing(t, "k2:"+newHex+",k1:"+oldHex), idempotent)
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "once across a rotation", "idempotencyKey": "rot-1"}`)
+	first := before.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusOK)
+	retry := after.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, retry, engine.StatusOK)
+	if retry.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry after a rotation ran again (%s, first %s)", retry.CorrelationID, first.CorrelationID)
+	}
+	// Another input under the key is still refused.
+	other := after.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "another", "idempotencyKey": "rot-1"}`))
+	if other.Code != errcode.IdempotencyKeyReused {
+		t.Fatalf("another input under the key after a rotation: %s %s", other.Status, other.Code)
+	}
+}
+
+// TestSealedInputAcrossRotation: a sealed input staged under one key is
+// reviewed and executed after a rotation; once its key leaves the ring it
+// is unreadable, and the approved approval does not run and stays
+// approved.
+func TestSealedInputAcrossRotation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	oldHex, newHex := strings.Repeat("5f", 32), strings.Repeat("6a", 32)
+	seal := ontologytest.Set("approvals.seal_inputs", true)
+	before := ringEngineWith(t, b, mustRing(t, oldHex), seal)
+	after := ringEngineWith(t, b, mustRing(t, "k2:"+newHex+",legacy:"+oldHex), seal)
+	dropped := ringEngineWith(t, b, mustRing(t, "k2:"+newHex), seal)
+
+	kept := before.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "sealed before"}`))
+	want(t, kept, engine.StatusApprovalPending)
+	lost := before.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "sealed before, too"}`))
+	want(t, lost, engine.StatusApprovalPending)
+
+	v, err := after.ShowApproval(ctx, "acme", kept.ApprovalID.String())
+	if err != nil || !strings.Contains(string(v.Input), "sealed before") {
+		t.Fatalf("after the rotation the view = %s, %v", v.Input, err)
+	}
+	approve(t, after, "acme", kept.ApprovalID.String())
+	want(t, after.Check(ctx, support("acme"), kept.ApprovalID.String()), engine.StatusOK)
+
+	approve(t, after, "acme", lost.ApprovalID.String())
+	if v, err := dropped.ShowApproval(ctx, "acme", lost.ApprovalID.String()); err != nil || v.Input != nil || v.InputState != engine.InputUnreadable {
+		t.Fatalf("without its key the view = %s %s, %v", v.Input, v.InputState, err)
+	}
+	out := dropped.Check(ctx, support("acme"), lost.ApprovalID.String())
+	if out.Code != errcode.ApprovalInputUnreadable {
+		t.Fatalf("polling an approval whose key left the ring = %s %s", out.Status, out.Code)
+	}
+	if v, err := after.ShowApproval(ctx, "acme", lost.ApprovalID.String()); err != nil || v.Status != "approved" {
+		t.Fatalf("the approval is %v (%v), want still approved", v.Status, err)
+	}
+	if s := orderStatus(t, b, "acme", "o-1002"); s == "cancelled" {
+		t.Fatal("an approval whose input could not be opened executed")
+	}
+	want(t, after.Check(ctx, support("acme"), lost.ApprovalID.String()), engine.StatusOK)
+	verifyClean(t, b, "acme")
 }

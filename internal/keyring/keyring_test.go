@@ -135,3 +135,33 @@ func mustHex(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// FuzzParse: no text panics the parser; a ring it accepts encodes to a
+// text that parses to the same ring; a refusal carries a code and never
+// the text's hex.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{hexA, "k2:" + hexB + ",legacy:" + hexA, "", ",", "k2:", ":" + hexA, "k2:" + hexB + ",k2:" + hexB, "a:b:c", "k.2:" + hexA} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		r, err := Parse(text, "fuzz")
+		if err != nil {
+			if errcode.Of(err) == "" {
+				t.Fatalf("Parse(%q) = %v, without a code", text, err)
+			}
+			if trimmed := strings.TrimSpace(text); len(trimmed) >= 2*Size && strings.Contains(err.Error(), trimmed) {
+				t.Fatalf("the refusal quotes the ring: %v", err)
+			}
+			return
+		}
+		again, err := Parse(r.Encode(), "encoded")
+		if err != nil || again.Encode() != r.Encode() || again.Active().ID != r.Active().ID {
+			t.Fatalf("Parse(%q) does not round-trip: %v", text, err)
+		}
+		for _, k := range r.Keys() {
+			if !k.ID.Valid() || len(k.Secret()) != Size {
+				t.Fatalf("Parse(%q) accepted the key %q", text, k.ID)
+			}
+		}
+	})
+}
