@@ -280,6 +280,8 @@ func refusalMessage(code errcode.Code) string {
 		return "the approval was decided already"
 	case errcode.ApprovalExpired:
 		return "the approval lapsed before it was decided"
+	case errcode.ApprovalInputShredded:
+		return "the approval was decided long ago and its sealed input shredded"
 	case errcode.ApprovalArgumentsMismatch:
 		return "the digest is not the digest of the approval's input: review it again"
 	}
@@ -349,6 +351,7 @@ var statusOf = map[errcode.Code]int{
 	errcode.ApprovalNotFound:          http.StatusNotFound,
 	errcode.ApprovalDecided:           http.StatusConflict,
 	errcode.ApprovalExpired:           http.StatusConflict,
+	errcode.ApprovalInputShredded:     http.StatusConflict,
 	errcode.ApprovalArgumentsMismatch: http.StatusUnprocessableEntity,
 	errcode.AuditCheckpointMissing:    http.StatusNotFound,
 	errcode.AuditProofRange:           http.StatusBadRequest,
