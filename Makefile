@@ -4,7 +4,7 @@ GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
-.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser fuzz soak
+.PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser fuzz soak pgbouncer
 
 ## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
 LISTEN ?= 127.0.0.1:8080
@@ -13,10 +13,12 @@ run: build
 
 ## test: lint, the generated-code check, every test with the race detector,
 ## the end-to-end run through the TypeScript MCP SDK, the conformance run,
-## and a two-minute soak with a fixed seed (after the rest, not beside it);
-## first the image's binary, built as the Dockerfile builds it
+## the integration tests again behind PgBouncer, and a two-minute soak with a
+## fixed seed (after the rest, not beside it); first the image's binary, built
+## as the Dockerfile builds it
 test: image-binary lint check-generated browser
 	$(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory pgbouncer
 	e2e/run.sh
 	e2e/conformance/run.sh
 	$(MAKE) --no-print-directory soak DURATION=2m SEED=1 SOAK_TIMEOUT=15m
@@ -40,6 +42,16 @@ soak:
 CHROMIUM ?= /usr/bin/chromium
 browser:
 	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "no browser at $(CHROMIUM): as root, run: apt-get update && apt-get install -y chromium (.ci/run does it)" >&2; exit 1; }
+
+## pgbouncer: the integration tests of the engine, the MCP server, the doors,
+## the desk and the webhooks again, each test's database behind a PgBouncer of
+## its own in transaction pooling mode (Debian's pgbouncer, or
+## TEST_PGBOUNCER_BIN; .ci/run installs it)
+PGBOUNCER_BIN      ?= $(or $(TEST_PGBOUNCER_BIN),/usr/sbin/pgbouncer)
+PGBOUNCER_PACKAGES := ./internal/database ./internal/engine ./internal/mcp ./internal/app ./internal/front ./internal/desk/... ./internal/webhooks
+pgbouncer:
+	@test -x $(PGBOUNCER_BIN) || { echo "no pgbouncer at $(PGBOUNCER_BIN): as root, run: apt-get update && apt-get install -y pgbouncer (.ci/run does it)" >&2; exit 1; }
+	TEST_PGBOUNCER=1 TEST_PGBOUNCER_BIN=$(PGBOUNCER_BIN) $(GO) test -count=1 $(PGBOUNCER_PACKAGES)
 
 ## fuzz: every native fuzz target (func FuzzX in a _test.go under internal/),
 ## one at a time, each for FUZZTIME (FUZZ=regexp picks targets by name): go

@@ -11,27 +11,31 @@ SET minute_calls = CASE WHEN b.minute_start = excluded.minute_start THEN b.minut
     day_start = excluded.day_start
 RETURNING b.minute_start, b.minute_calls, b.day_start, b.day_calls, now()::timestamptz AS now;
 
--- name: BudgetLeasesPrune :exec
--- Forgets the action's leases that expired: their executions' replicas
--- died before releasing them.
-DELETE FROM orangerail.budget_leases
-WHERE tenant_id = @tenant_id AND action = @action AND expires_at <= now();
+-- name: BudgetLeases :one
+-- Forgets the action's leases that expired (their executions' replicas
+-- died before releasing them) and reads the live ones: how many executions
+-- run now, when the first of their leases expires (now, when none runs),
+-- and whether one is held for correlation_id (another poll of that
+-- approval is executing it). A statement of its own after BudgetOpen: its
+-- snapshot, taken once the counts are locked, holds every lease a spend
+-- before it committed.
+WITH pruned AS (
+    DELETE FROM orangerail.budget_leases p
+    WHERE p.tenant_id = @tenant_id AND p.action = @action AND p.expires_at <= now()
+)
+SELECT count(*)::integer AS running, coalesce(min(l.expires_at), now())::timestamptz AS first_expiry,
+       coalesce(bool_or(l.correlation_id = @correlation_id), false)::boolean AS held
+FROM orangerail.budget_leases l
+WHERE l.tenant_id = @tenant_id AND l.action = @action AND l.expires_at > now();
 
--- name: BudgetLeasesLive :one
--- The action's executions running now, and when the first of their leases
--- expires (now, when none runs).
-SELECT count(*)::integer AS running, coalesce(min(expires_at), now())::timestamptz AS first_expiry
-FROM orangerail.budget_leases
-WHERE tenant_id = @tenant_id AND action = @action AND expires_at > now();
-
--- name: BudgetSpend :exec
+-- name: BudgetTake :exec
 -- Counts one execution in the current minute and day (opened by BudgetOpen
--- in the same transaction).
-UPDATE orangerail.budget_counts SET minute_calls = minute_calls + 1, day_calls = day_calls + 1
-WHERE tenant_id = @tenant_id AND action = @action;
-
--- name: BudgetLeaseTake :exec
--- Holds a slot for one execution until it ends, or until expires_at.
+-- in the same transaction), and holds a slot for it until it ends, or
+-- until expires_at.
+WITH counted AS (
+    UPDATE orangerail.budget_counts SET minute_calls = minute_calls + 1, day_calls = day_calls + 1
+    WHERE tenant_id = @tenant_id AND action = @action
+)
 INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
 VALUES (@tenant_id, @action, @id, @correlation_id, now() + make_interval(secs => @ttl_seconds::float8));
 
@@ -47,11 +51,3 @@ UPDATE orangerail.budget_counts
 SET minute_calls = CASE WHEN minute_start = @minute_start AND minute_calls > 0 THEN minute_calls - 1 ELSE minute_calls END,
     day_calls = CASE WHEN day_start = @day_start AND day_calls > 0 THEN day_calls - 1 ELSE day_calls END
 WHERE tenant_id = @tenant_id AND action = @action;
-
--- name: BudgetLeaseHeld :one
--- Whether a live lease is held for the execution of correlation_id (an
--- approval's id): another poll of that approval is executing it.
-SELECT EXISTS (
-    SELECT FROM orangerail.budget_leases
-    WHERE tenant_id = @tenant_id AND action = @action AND correlation_id = @correlation_id AND expires_at > now()
-) AS held;

@@ -25,8 +25,11 @@ import (
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/mcp"
+	"github.com/orangerail/orangerail/internal/metrics"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/sqlquery"
+	"github.com/orangerail/orangerail/internal/tracing"
 	"github.com/orangerail/orangerail/internal/webhooks"
 )
 
@@ -53,6 +56,10 @@ type Settings struct {
 	// to open), the MCP server with the read-only SQL tool, and what
 	// readiness reads. Without it the catalog is read, not judged.
 	Serve bool
+	// Tracing makes the runtime's spans. Nil: opened from the config's
+	// tracing section (off unless tracing.enabled), and shut down, its
+	// last spans exported, by Close.
+	Tracing *tracing.Tracing
 	// SweepEvery is how often a serving runtime expires lapsed approvals
 	// (engine.Sweep), so that no list shows one as pending. Zero:
 	// DefaultSweepEvery.
@@ -77,6 +84,9 @@ type Runtime struct {
 	// front to their subscribers; the host log is the first. A subscriber
 	// (metrics, an auditor of refusals) subscribes here.
 	Hooks *engine.Hooks
+	// Metrics are fed from Hooks and served by StartMetrics; nil unless
+	// the config sets metrics.listen.
+	Metrics *metrics.Metrics
 
 	url      string
 	migrator *database.Migrator
@@ -91,6 +101,10 @@ type Runtime struct {
 	// checkpointer signs audit checkpoints while serving with
 	// audit.checkpoint; nil otherwise.
 	checkpointer *engine.Checkpointer
+	// tracing makes the runtime's spans (nil: off); ownTracing says Close
+	// shuts it down.
+	tracing    *tracing.Tracing
+	ownTracing bool
 	// limits is the HTTP front's rate limiter on the service database,
 	// once ServeHTTP made it; Close flushes it.
 	limits *front.BatchLimiter
@@ -109,14 +123,18 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 		}
 	}()
 	cfg := s.Config
-	if rt.Store, err = database.Open(ctx, s.DatabaseURL); err != nil {
+	if err := rt.openTracing(ctx, s); err != nil {
+		return nil, err
+	}
+	if rt.Store, err = database.Open(ctx, s.DatabaseURL, database.WithQueryTracer(rt.tracing.SQL("store"))); err != nil {
 		return nil, err
 	}
 	if cfg.Datasource.URLEnv != "" {
-		if rt.Datasource, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv)); err != nil {
+		if rt.Datasource, err = database.OpenDatasource(ctx, os.Getenv(cfg.Datasource.URLEnv), database.WithQueryTracer(rt.tracing.SQL("datasource"))); err != nil {
 			return nil, fmt.Errorf("datasource (%s): %w", cfg.Datasource.URLEnv, err)
 		}
 	}
+	rt.openMetrics(s.Version)
 	var catalog *ontology.Catalog
 	if s.Serve {
 		catalog, err = rt.checkCatalog(ctx)
@@ -134,15 +152,13 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 		}
 	}
 	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Effects: effects.Factories(), TargetReaders: effects.TargetReader, Catalog: catalog,
-		Ring: s.Ring, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks})
+		Ring: s.Ring, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks, Tracer: rt.tracing.Tracer()})
 	if err != nil {
 		return nil, err
 	}
 	// Every runtime seals: what it appends is sealed while it runs, and
 	// what is left when it closes (a CLI decision) before it exits.
-	rt.sealer = engine.StartSealer(rt.Store, time.Duration(cfg.Audit.SealInterval), func(err error) {
-		rt.log.Warn("audit sealing failed; it is retried", "error", err)
-	})
+	rt.sealer = engine.StartSealer(rt.Store, periodic.Config{Interval: time.Duration(cfg.Audit.SealInterval), Log: rt.log})
 	if !s.Serve {
 		return rt, nil
 	}
@@ -158,7 +174,8 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.MCP, err = mcp.New(mcp.Options{Engine: rt.Engine, Ontology: cfg, Querier: querier, Version: s.Version, Logger: rt.log, Hooks: rt.Hooks})
+	rt.MCP, err = mcp.New(mcp.Options{Engine: rt.Engine, Ontology: cfg, Querier: querier, Version: s.Version, Logger: rt.log, Hooks: rt.Hooks,
+		Tracer: rt.tracing.Tracer()})
 	if err != nil {
 		return nil, err
 	}
@@ -194,29 +211,14 @@ func (rt *Runtime) startWebhooks() error {
 // startSweeper expires lapsed approvals every interval until Close. Every
 // replica sweeps; the engine lets one sweep a tenant at a time.
 func (rt *Runtime) startSweeper(every time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	rt.stopSweep = func() {
-		cancel()
-		<-done
-	}
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			if n, err := rt.Engine.Sweep(ctx); err != nil && ctx.Err() == nil {
-				rt.log.Warn("approval sweep failed; it is retried", "error", err)
-			} else if n > 0 {
-				rt.log.Info("expired lapsed approvals", "count", n)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+	loop := periodic.Start(periodic.Config{Interval: every, Immediately: true, Log: rt.log, What: "approval sweep"}, func(ctx context.Context) error {
+		n, err := rt.Engine.Sweep(ctx)
+		if n > 0 {
+			rt.log.Info("expired lapsed approvals", "count", n)
 		}
-	}()
+		return err
+	})
+	rt.stopSweep = loop.Stop
 }
 
 // Close releases what Open opened. It is safe to call on a runtime Open
@@ -256,8 +258,10 @@ func (rt *Runtime) Close() {
 	if rt.migrator != nil {
 		_ = rt.migrator.Close()
 	}
-	// Last: what the runtime emitted until now reaches its subscribers.
+	// Last: what the runtime emitted until now reaches its subscribers,
+	// and its last spans their collector.
 	rt.Hooks.Close()
+	rt.closeTracing()
 }
 
 // Ready reports whether the runtime can serve: its database answers and

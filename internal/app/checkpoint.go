@@ -9,6 +9,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/periodic"
 )
 
 // startCheckpointer starts signing the tenants' audit checkpoints every
@@ -25,9 +26,7 @@ func (rt *Runtime) startCheckpointer() error {
 	if err != nil {
 		return err
 	}
-	rt.checkpointer = engine.StartCheckpointer(rt.Store, signer, cp.Origin, time.Duration(cp.Interval), func(err error) {
-		rt.log.Warn("signing audit checkpoints failed; it is retried", "error", err)
-	})
+	rt.checkpointer = engine.StartCheckpointer(rt.Store, signer, cp.Origin, periodic.Config{Interval: time.Duration(cp.Interval), Log: rt.log})
 	rt.log.Info("signing audit checkpoints", "key_id", signer.KeyID(), "public_key", signer.VerifierKey(),
 		"origin", cp.Origin, "interval", time.Duration(cp.Interval).String())
 	return nil

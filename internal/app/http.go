@@ -61,7 +61,7 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	}
 	// A body is at most http.max_body_bytes and an answer takes at most a
 	// query's timeout: these bound what a slow or stalled client can hold.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: rt.tracing.Handler(handler, probe), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
 	rt.log.Info("serving MCP over Streamable HTTP", "service", cfg.Service, "address", ln.Addr().String(), "path", MCPPath,
 		"public_url", cfg.HTTP.PublicURL, "preset", string(cfg.Preset))
@@ -75,6 +75,12 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}
+}
+
+// probe reports whether r is a health or readiness probe, which is not
+// traced.
+func probe(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
 }
 
 // MCPPath is where MCP is served over HTTP.

@@ -38,7 +38,12 @@ func TestImportsPointDown(t *testing.T) {
 		forbidden []string
 	}{
 		// The engine knows no transport, no composition and no effect.
-		{"internal/engine", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/effects", "net/http", "github.com/modelcontextprotocol/go-sdk"}},
+		{"internal/engine", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/effects", "net/http", "github.com/modelcontextprotocol/go-sdk",
+			"internal/metrics", "internal/tracing", "go.opentelemetry.io/otel/sdk"}},
+		// Metrics and traces observe the engine's events and spans; neither
+		// reaches up into a transport or the composition.
+		{"internal/metrics", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp"}},
+		{"internal/tracing", []string{"internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/engine"}},
 		{"internal/store", []string{"internal/engine", "internal/app", "internal/front", "internal/mcp", "internal/ontology"}},
 		{"internal/front", []string{"internal/app", "internal/cli", "internal/mcp", "github.com/modelcontextprotocol/go-sdk"}},
 		{"internal/mcp", []string{"internal/app", "internal/cli", "internal/front"}},
@@ -48,6 +53,9 @@ func TestImportsPointDown(t *testing.T) {
 		{"internal/app", []string{"internal/cli"}},
 		// Webhooks run beside the engine, never in its path.
 		{"internal/webhooks", []string{"internal/engine", "internal/app", "internal/cli", "internal/front", "internal/mcp"}},
+		// Background rounds are a leaf every layer may run its own on.
+		{"internal/periodic", []string{"internal/engine", "internal/app", "internal/cli", "internal/front", "internal/mcp", "internal/database",
+			"internal/store", "internal/webhooks", "internal/desk"}},
 	}
 	for pkg, ds := range deps {
 		for _, r := range rules {

@@ -36,6 +36,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/periodic"
 )
 
 // options are what the command line chose.
@@ -216,7 +217,7 @@ const benchRounds = 10
 // its work counts against the appends it serves.
 func appendBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, appendDuration time.Duration, emit func(result)) error {
 	const writers = 8
-	sealer := engine.StartSealer(runtime, 0, nil)
+	sealer := engine.StartSealer(runtime, periodic.Config{})
 	defer func() { _ = sealer.Stop(context.WithoutCancel(ctx)) }()
 	d := appendDuration / benchRounds
 	for _, tc := range []struct {

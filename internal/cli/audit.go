@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/metrics"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -30,6 +32,9 @@ func newAuditVerifyCmd() *cobra.Command {
 		tenant   string
 		asJSON   bool
 		lagBound time.Duration
+		// metricsFile receives the run's metrics for the node exporter's
+		// textfile collector.
+		metricsFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -39,10 +44,16 @@ func newAuditVerifyCmd() *cobra.Command {
 			"--lag-bound (no replica sealed them), executions that started but never finished, and\n" +
 			"consumed approvals with no audit record of their execution. It seals nothing.\n\n" +
 			"Exit status: 0 when everything verifies, 1 when something was found, 2 when verification\n" +
-			"could not run.",
+			"could not run. With --metrics-file, the run's metrics (when it ended, whether it ran to the\n" +
+			"end, tenants by result, findings by kind) are written there for the node exporter's textfile\n" +
+			"collector, however the run ends.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
+			var reports []*engine.Report
+			if metricsFile != "" {
+				defer func() { err = writeVerifyMetrics(cmd.ErrOrStderr(), metricsFile, reports, err) }()
+			}
 			if tenant != "" {
 				if err := database.ValidateTenantID(tenant); err != nil {
 					return err
@@ -62,7 +73,6 @@ func newAuditVerifyCmd() *cobra.Command {
 			if !asJSON && isTerminal(cmd.ErrOrStderr()) {
 				opts.ProgressFunc = progressPrinter(cmd.ErrOrStderr())
 			}
-			var reports []*engine.Report
 			if tenant != "" {
 				if err := engine.TenantExists(ctx, pool, tenant); err != nil {
 					return err
@@ -99,7 +109,26 @@ func newAuditVerifyCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reports as JSON")
 	cmd.Flags().DurationVar(&lagBound, "lag-bound", engine.DefaultSealLagBound,
 		"how long a record may stay unsealed before it is a finding (records' times are their writers' clocks: leave room for skew)")
+	cmd.Flags().StringVar(&metricsFile, "metrics-file", "", "write the run's metrics to this file (name it *.prom), for the node exporter's textfile collector")
 	return cmd
+}
+
+// writeVerifyMetrics writes a verify run's metrics file and returns the
+// run's error, or the file's when the run had none: findings keep their
+// exit status, and a file not written is said on w.
+func writeVerifyMetrics(w io.Writer, path string, reports []*engine.Report, runErr error) error {
+	failed := runErr
+	if errors.Is(runErr, errFindings) {
+		failed = nil // it ran to the end
+	}
+	if err := metrics.WriteVerifyFile(path, reports, failed, time.Now()); err != nil {
+		if runErr != nil {
+			fmt.Fprintf(w, "orangerail: %v\n", err)
+			return runErr
+		}
+		return err
+	}
+	return runErr
 }
 
 // printReports writes a summary a person reads after an incident.

@@ -275,11 +275,15 @@ func TestKubernetesManifests(t *testing.T) {
 		if cfg.Identity.OIDC == nil {
 			t.Error("the ConfigMap's ontology has no identity.oidc: serve refuses to serve HTTP without it")
 		}
-		if len(c.Ports) != 1 || c.Ports[0].Name != "http" {
-			t.Fatalf("ports %+v, want one named http", c.Ports)
+		// The container's ports are the config's listeners, each by name:
+		// the HTTP front, and the metrics.
+		if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[1].Name != "metrics" {
+			t.Fatalf("ports %+v, want http and metrics", c.Ports)
 		}
-		if _, port, _ := net.SplitHostPort(cfg.HTTP.Listen); port != fmt.Sprint(c.Ports[0].ContainerPort) {
-			t.Errorf("the config listens on %s, the container's port is %d", cfg.HTTP.Listen, c.Ports[0].ContainerPort)
+		for i, listen := range []string{cfg.HTTP.Listen, cfg.Metrics.Listen} {
+			if _, port, _ := net.SplitHostPort(listen); port != fmt.Sprint(c.Ports[i].ContainerPort) {
+				t.Errorf("the config listens on %q, the container's %s port is %d", listen, c.Ports[i].Name, c.Ports[i].ContainerPort)
+			}
 		}
 		for name, p := range map[string]*probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 			if p == nil || p.HTTPGet.Port != "http" {

@@ -97,6 +97,11 @@ func serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	defer rt.Close()
+	stopMetrics, err := rt.StartMetrics(ctx, nil) // metrics.listen, when set
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	if !f.stdio {
 		return rt.ServeHTTP(ctx, nil)
 	}

@@ -47,13 +47,29 @@ func ParseURL(url string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
+// Option changes a pool's config before the pool is made.
+type Option func(*pgxpool.Config)
+
+// WithQueryTracer has every connection of the pool report its statements
+// to tracer (tracing.Tracing.SQL); a nil tracer changes nothing.
+func WithQueryTracer(tracer pgx.QueryTracer) Option {
+	return func(c *pgxpool.Config) {
+		if tracer != nil {
+			c.ConnConfig.Tracer = tracer
+		}
+	}
+}
+
 // Open returns a pool for the server. Every connection it makes assumes
 // orangerail_runtime before first use, and Open refuses a database whose
 // schema is not exactly the version this binary knows.
-func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := ParseURL(url)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	if err := CheckCurrent(ctx, url); err != nil {
 		return nil, err
@@ -181,10 +197,13 @@ func HasPassword(u string) bool {
 
 // OpenDatasource returns a pool on a team's own database, logged in as its
 // URL says (orangerail's schema and roles need not exist there).
-func OpenDatasource(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func OpenDatasource(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := ParseURL(url)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

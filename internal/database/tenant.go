@@ -82,8 +82,6 @@ func Bound(pool *pgxpool.Pool, limits Limits) *Bounded {
 	return &Bounded{Pool: pool, Limits: limits}
 }
 
-func (b *Bounded) limits() Limits { return b.Limits }
-
 // limitsOf returns the limits conn's transactions run under, and the role
 // they act as: the runtime role on a pool Open made, none otherwise.
 func limitsOf(conn any) (Limits, string) {
@@ -104,7 +102,9 @@ func settings(tenant, role string, l Limits) [][2]string {
 	if role != "" {
 		set = append(set, [2]string{"role", role})
 	}
-	set = append(set, [2]string{"orangerail.tenant_id", tenant})
+	if tenant != "" {
+		set = append(set, [2]string{"orangerail.tenant_id", tenant})
+	}
 	for _, s := range []struct {
 		name string
 		d    time.Duration
@@ -152,8 +152,12 @@ func beginScoped(opts pgx.TxOptions, tenant, role string, l Limits) string {
 	if opts.DeferrableMode != "" {
 		sql.WriteString(" " + string(opts.DeferrableMode))
 	}
+	set := settings(tenant, role, l)
+	if len(set) == 0 {
+		return sql.String()
+	}
 	sql.WriteString("; SELECT ")
-	for i, s := range settings(tenant, role, l) {
+	for i, s := range set {
 		if i > 0 {
 			sql.WriteString(", ")
 		}
@@ -182,6 +186,19 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
+	return run(ctx, conn, tenant, opts, fn)
+}
+
+// Tenantless is InTenant for the statements of no one tenant (which
+// tenants have work, a desk session, a rate counter): a transaction under
+// the pool's limits that acts as the runtime role on a pool Open made —
+// never on whatever role a pooler's server connection was left with.
+func Tenantless(ctx context.Context, conn TxBeginner, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	return run(ctx, conn, "", opts, fn)
+}
+
+// run is InTenant's transaction, of tenant or, when it is "", of none.
+func run(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	// A pooled connection whose backend died while it sat idle (a
 	// terminated backend, a restart, a failover) fails at BEGIN, before fn
 	// runs and before anything reached the database, and the pool discards
@@ -340,7 +357,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if !scoped {
+	if !scoped && len(settings(tenant, role, limits)) > 0 {
 		scopeSQL, scopeArgs := scope(tenant, role, limits)
 		if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
 			return false, err

@@ -12,28 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const budgetLeaseHeld = `-- name: BudgetLeaseHeld :one
-SELECT EXISTS (
-    SELECT FROM orangerail.budget_leases
-    WHERE tenant_id = $1 AND action = $2 AND correlation_id = $3 AND expires_at > now()
-) AS held
-`
-
-type BudgetLeaseHeldParams struct {
-	TenantID      string
-	Action        string
-	CorrelationID string
-}
-
-// Whether a live lease is held for the execution of correlation_id (an
-// approval's id): another poll of that approval is executing it.
-func (q *Queries) BudgetLeaseHeld(ctx context.Context, db DBTX, arg *BudgetLeaseHeldParams) (bool, error) {
-	row := db.QueryRow(ctx, budgetLeaseHeld, arg.TenantID, arg.Action, arg.CorrelationID)
-	var held bool
-	err := row.Scan(&held)
-	return held, err
-}
-
 const budgetLeaseRelease = `-- name: BudgetLeaseRelease :exec
 DELETE FROM orangerail.budget_leases
 WHERE tenant_id = $1 AND action = $2 AND id = $3
@@ -51,71 +29,41 @@ func (q *Queries) BudgetLeaseRelease(ctx context.Context, db DBTX, arg *BudgetLe
 	return err
 }
 
-const budgetLeaseTake = `-- name: BudgetLeaseTake :exec
-INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
-VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8))
+const budgetLeases = `-- name: BudgetLeases :one
+WITH pruned AS (
+    DELETE FROM orangerail.budget_leases p
+    WHERE p.tenant_id = $2 AND p.action = $3 AND p.expires_at <= now()
+)
+SELECT count(*)::integer AS running, coalesce(min(l.expires_at), now())::timestamptz AS first_expiry,
+       coalesce(bool_or(l.correlation_id = $1), false)::boolean AS held
+FROM orangerail.budget_leases l
+WHERE l.tenant_id = $2 AND l.action = $3 AND l.expires_at > now()
 `
 
-type BudgetLeaseTakeParams struct {
+type BudgetLeasesParams struct {
+	CorrelationID string
 	TenantID      string
 	Action        string
-	ID            uuid.UUID
-	CorrelationID string
-	TtlSeconds    float64
 }
 
-// Holds a slot for one execution until it ends, or until expires_at.
-func (q *Queries) BudgetLeaseTake(ctx context.Context, db DBTX, arg *BudgetLeaseTakeParams) error {
-	_, err := db.Exec(ctx, budgetLeaseTake,
-		arg.TenantID,
-		arg.Action,
-		arg.ID,
-		arg.CorrelationID,
-		arg.TtlSeconds,
-	)
-	return err
-}
-
-const budgetLeasesLive = `-- name: BudgetLeasesLive :one
-SELECT count(*)::integer AS running, coalesce(min(expires_at), now())::timestamptz AS first_expiry
-FROM orangerail.budget_leases
-WHERE tenant_id = $1 AND action = $2 AND expires_at > now()
-`
-
-type BudgetLeasesLiveParams struct {
-	TenantID string
-	Action   string
-}
-
-type BudgetLeasesLiveRow struct {
+type BudgetLeasesRow struct {
 	Running     int32
 	FirstExpiry time.Time
+	Held        bool
 }
 
-// The action's executions running now, and when the first of their leases
-// expires (now, when none runs).
-func (q *Queries) BudgetLeasesLive(ctx context.Context, db DBTX, arg *BudgetLeasesLiveParams) (*BudgetLeasesLiveRow, error) {
-	row := db.QueryRow(ctx, budgetLeasesLive, arg.TenantID, arg.Action)
-	var i BudgetLeasesLiveRow
-	err := row.Scan(&i.Running, &i.FirstExpiry)
+// Forgets the action's leases that expired (their executions' replicas
+// died before releasing them) and reads the live ones: how many executions
+// run now, when the first of their leases expires (now, when none runs),
+// and whether one is held for correlation_id (another poll of that
+// approval is executing it). A statement of its own after BudgetOpen: its
+// snapshot, taken once the counts are locked, holds every lease a spend
+// before it committed.
+func (q *Queries) BudgetLeases(ctx context.Context, db DBTX, arg *BudgetLeasesParams) (*BudgetLeasesRow, error) {
+	row := db.QueryRow(ctx, budgetLeases, arg.CorrelationID, arg.TenantID, arg.Action)
+	var i BudgetLeasesRow
+	err := row.Scan(&i.Running, &i.FirstExpiry, &i.Held)
 	return &i, err
-}
-
-const budgetLeasesPrune = `-- name: BudgetLeasesPrune :exec
-DELETE FROM orangerail.budget_leases
-WHERE tenant_id = $1 AND action = $2 AND expires_at <= now()
-`
-
-type BudgetLeasesPruneParams struct {
-	TenantID string
-	Action   string
-}
-
-// Forgets the action's leases that expired: their executions' replicas
-// died before releasing them.
-func (q *Queries) BudgetLeasesPrune(ctx context.Context, db DBTX, arg *BudgetLeasesPruneParams) error {
-	_, err := db.Exec(ctx, budgetLeasesPrune, arg.TenantID, arg.Action)
-	return err
 }
 
 const budgetOpen = `-- name: BudgetOpen :one
@@ -184,19 +132,33 @@ func (q *Queries) BudgetRefund(ctx context.Context, db DBTX, arg *BudgetRefundPa
 	return err
 }
 
-const budgetSpend = `-- name: BudgetSpend :exec
-UPDATE orangerail.budget_counts SET minute_calls = minute_calls + 1, day_calls = day_calls + 1
-WHERE tenant_id = $1 AND action = $2
+const budgetTake = `-- name: BudgetTake :exec
+WITH counted AS (
+    UPDATE orangerail.budget_counts SET minute_calls = minute_calls + 1, day_calls = day_calls + 1
+    WHERE tenant_id = $1 AND action = $2
+)
+INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
+VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8))
 `
 
-type BudgetSpendParams struct {
-	TenantID string
-	Action   string
+type BudgetTakeParams struct {
+	TenantID      string
+	Action        string
+	ID            uuid.UUID
+	CorrelationID string
+	TtlSeconds    float64
 }
 
 // Counts one execution in the current minute and day (opened by BudgetOpen
-// in the same transaction).
-func (q *Queries) BudgetSpend(ctx context.Context, db DBTX, arg *BudgetSpendParams) error {
-	_, err := db.Exec(ctx, budgetSpend, arg.TenantID, arg.Action)
+// in the same transaction), and holds a slot for it until it ends, or
+// until expires_at.
+func (q *Queries) BudgetTake(ctx context.Context, db DBTX, arg *BudgetTakeParams) error {
+	_, err := db.Exec(ctx, budgetTake,
+		arg.TenantID,
+		arg.Action,
+		arg.ID,
+		arg.CorrelationID,
+		arg.TtlSeconds,
+	)
 	return err
 }

@@ -51,7 +51,8 @@ type call struct {
 // says, stages an approval or executes at once. args is the raw tool input.
 func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args json.RawMessage) (out *Outcome) {
 	ctx = e.observe(ctx)
-	defer e.settle(ctx, OpCall, action, caller, &out)
+	ctx = e.begin(ctx, OpCall, action)
+	defer e.settle(ctx, OpCall, action, caller, time.Now(), &out)
 	a, ok := e.cfg.Actions[action]
 	if !ok {
 		return &Outcome{Status: StatusNotFound, Code: errcode.MCPToolUnknown}
@@ -428,7 +429,9 @@ func executeDefinition(x ontology.Execute) any {
 
 // stage records a pending approval and its staged audit record in one
 // transaction. An identical open call returns the approval it made.
-func (e *Engine) stage(ctx context.Context, caller *Caller, c *call) *Outcome {
+func (e *Engine) stage(ctx context.Context, caller *Caller, c *call) (out *Outcome) {
+	ctx, span := e.phase(ctx, "stage", c.name)
+	defer func() { endPhase(span, out) }()
 	return e.stageOnce(ctx, caller, c, true)
 }
 

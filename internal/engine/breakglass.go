@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -45,7 +46,8 @@ func (e *Engine) DecideBreakGlass(ctx context.Context, owner database.TxBeginner
 func (e *Engine) DecideBreakGlassApproval(ctx context.Context, owner database.TxBeginner, tenant, reason string, d Decision) (result *Outcome, decided *Decided) {
 	ctx = e.observe(ctx)
 	operator := &Caller{Kind: ActorOperator, Tenant: tenant}
-	defer e.settle(ctx, OpDecide, d.ApprovalID, operator, &result)
+	ctx = e.begin(ctx, OpDecide, d.ApprovalID)
+	defer e.settle(ctx, OpDecide, d.ApprovalID, operator, time.Now(), &result)
 	if strings.TrimSpace(reason) == "" {
 		return refuse(StatusDenied, errcode.BreakGlassRefused), nil
 	}

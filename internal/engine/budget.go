@@ -101,17 +101,16 @@ func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
 		if err != nil {
 			return err
 		}
-		running, firstExpiry, err := st.BudgetRunning(ctx, k)
+		leases, err := st.BudgetRunning(ctx, k, x.correlation)
 		if err != nil {
 			return err
 		}
-		if x.approval != nil {
+		running, firstExpiry := leases.Running, leases.FirstExpiry
+		if x.approval != nil && leases.Held {
 			// Another poll of this approval holds a slot to execute it:
 			// this one spends nothing, and its consume, which only one
 			// poll wins, answers it (consumed) as before budgets.
-			if held, err := st.BudgetLeaseHeld(ctx, k, x.correlation); err != nil || held {
-				return err
-			}
+			return nil
 		}
 		now := counts.Now
 		switch {

@@ -2,16 +2,17 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -186,41 +187,23 @@ func SignCheckpoints(ctx context.Context, conn database.TxBeginner, signer *chec
 }
 
 // Checkpointer signs checkpoints every interval until stopped.
-type Checkpointer struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+type Checkpointer struct{ loop *periodic.Loop }
 
 // StartCheckpointer signs every tenant's new checkpoints (SignCheckpoints)
-// every interval on conn; onError, when set, hears of each round that
-// failed. Every replica with a key may run one: a size is stored once.
-func StartCheckpointer(conn database.TxBeginner, signer *checkpoint.Signer, origin string, interval time.Duration, onError func(error)) *Checkpointer {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Checkpointer{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := SignCheckpoints(ctx, conn, signer, origin); err != nil && ctx.Err() == nil && onError != nil {
-				onError(err)
-			}
-		}
-	}()
-	return c
+// on conn as c says: every c.Interval, its failures told to c.Log as
+// "signing audit checkpoints" unless c.What names them, and to c.OnError.
+// Every replica with a key may run one: a size is stored once.
+func StartCheckpointer(conn database.TxBeginner, signer *checkpoint.Signer, origin string, c periodic.Config) *Checkpointer {
+	c.What = cmp.Or(c.What, "signing audit checkpoints")
+	return &Checkpointer{loop: periodic.Start(c, func(ctx context.Context) error {
+		_, err := SignCheckpoints(ctx, conn, signer, origin)
+		return err
+	})}
 }
 
 // Stop stops the checkpointer and waits for its round to end. It may be
 // called more than once.
-func (c *Checkpointer) Stop() {
-	c.cancel()
-	<-c.done
-}
+func (c *Checkpointer) Stop() { c.loop.Stop() }
 
 // LatestCheckpoint returns tenant's latest signed checkpoint, or
 // X_AUDIT_CHECKPOINT_MISSING when none was signed yet.

@@ -18,6 +18,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/roles"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -391,7 +392,7 @@ func TestCheckpointersSignEachSizeOnce(t *testing.T) {
 	}
 
 	signer, vkey := signingKey(t, "orangerail.test")
-	c := engine.StartCheckpointer(b.runtime, signer, testDeployment, time.Millisecond, func(err error) { t.Errorf("checkpointer: %v", err) })
+	c := engine.StartCheckpointer(b.runtime, signer, testDeployment, periodic.Config{Interval: time.Millisecond, OnError: func(err error) { t.Errorf("checkpointer: %v", err) }})
 	defer c.Stop()
 	appendBulk(t, b.runtime, "acme", 50, 5)
 	for {
@@ -468,7 +469,7 @@ func TestAuditorsReadTheirTenantsCheckpoints(t *testing.T) {
 		_, _ = b.admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
 		_, _ = b.admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+name)
 	})
-	if err := roles.GrantAuditor(ctx, b.url, &roles.GrantAuditorParams{Name: name, Tenant: "acme", Password: "correct horse battery staple"}); err != nil {
+	if err := roles.GrantAuditor(ctx, testdb.Direct(b.url), &roles.GrantAuditorParams{Name: name, Tenant: "acme", Password: "correct horse battery staple"}); err != nil {
 		t.Fatal(err)
 	}
 	auditor, err := pgx.Connect(ctx, testdb.WithUser(t, b.url, name, "correct horse battery staple"))

@@ -51,7 +51,8 @@ func (e *Engine) Decide(ctx context.Context, decider *Caller, d Decision) *Outco
 // decided says what was recorded.
 func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision) (result *Outcome, decided *Decided) {
 	ctx = e.observe(ctx)
-	defer e.settle(ctx, OpDecide, d.ApprovalID, decider, &result)
+	ctx = e.begin(ctx, OpDecide, d.ApprovalID)
+	defer e.settle(ctx, OpDecide, d.ApprovalID, decider, time.Now(), &result)
 	if !decider.Authenticated() || decider.Kind != ActorHuman {
 		return refuse(StatusDenied, errcode.Forbidden), nil
 	}
@@ -176,7 +177,7 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 			transition = TransitionApproved
 		}
 		approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: transition, Action: a.Action,
-			Tenant: tenant, Actor: rec.Actor.Subject})
+			Tenant: tenant, Actor: rec.Actor.Subject, Age: rec.At.Sub(a.CreatedAt)})
 		out = &Outcome{Status: StatusOK, ApprovalID: &id, CorrelationID: id.String(), ExpiresAt: &row.ExpiresAt}
 		decided = &Decided{ID: id, Status: row.Status, DecidedBy: rec.Actor.Subject, DecidedAt: rec.At.UTC().Truncate(time.Microsecond)}
 		if row.DecidedAt != nil {

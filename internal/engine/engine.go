@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/keyring"
@@ -108,6 +109,9 @@ type Config struct {
 	NowFunc func() time.Time
 	// Hooks receives the engine's events. Nil: none are emitted.
 	Hooks *Hooks
+	// Tracer makes the spans of the engine's calls and their phases. Nil:
+	// none (a no-op tracer).
+	Tracer trace.Tracer
 }
 
 // KeySize is the size of Config.Key.
@@ -137,6 +141,7 @@ type Engine struct {
 	log           *slog.Logger
 	now           func() time.Time
 	hooks         *Hooks
+	tracer        trace.Tracer
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
@@ -202,6 +207,7 @@ func New(c Config) (*Engine, error) {
 		log:           cmp.Or(c.Logger, slog.Default()),
 		now:           c.NowFunc,
 		hooks:         c.Hooks,
+		tracer:        tracerOr(c.Tracer),
 	}
 	e.datasource, e.sameDB = e.store, true
 	if c.Datasource != nil && c.Datasource != c.Store {

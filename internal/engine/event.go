@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,10 @@ type ToolCalled struct {
 	Refusal Refusal
 	// Scope is the scope a RefusalScope found missing.
 	Scope string
+	// TraceID is the id of the trace the call was served in, in hex; ""
+	// when it was not traced. The host log's line pairs it with the
+	// correlation id the call's audit records carry.
+	TraceID string
 }
 
 // Refusal names the gate that refused a tool call, from a closed set.
@@ -106,6 +111,9 @@ type Gate struct {
 	Tenant        string
 	CorrelationID string
 	DevMode       bool
+	// Duration is how long the call took, from its start until its
+	// outcome was settled.
+	Duration time.Duration
 }
 
 // Transition is a change of an approval's status.
@@ -130,6 +138,10 @@ type ApprovalChanged struct {
 	// Actor caused it: the requester, the decider, the poller that
 	// consumed it, or orangerail, which expires approvals.
 	Actor string
+	// Age is how long the approval had been open when it was approved,
+	// rejected or consumed: from its staging to this transition, by the
+	// engine's clock. Zero for the other transitions.
+	Age time.Duration
 }
 
 // AuditAppended is an audit record appended to a tenant's chain, emitted
@@ -195,16 +207,20 @@ func (RequestRefused) event()  {}
 
 // HostLog returns the subscriber that writes the host log's event lines:
 // one per tool call (tool, outcome, refusal, actor, tenant, code, scope,
-// correlation_id; warn for a refusal, info otherwise) and one per refused
-// HTTP request (code, status, path; warn). No event holds arguments, rows
-// or tokens, so no line can.
+// correlation_id, and trace_id when the call was traced; warn for a
+// refusal, info otherwise) and one per refused HTTP request (code, status,
+// path; warn). No event holds arguments, rows or tokens, so no line can.
 func HostLog(log *slog.Logger) func(Event) {
 	ctx := context.Background()
 	return func(ev Event) {
 		switch ev := ev.(type) {
 		case ToolCalled:
-			log.Log(ctx, ev.Level(), "tool call", "tool", ev.Tool, "outcome", string(ev.Outcome), "refusal", string(ev.Refusal),
-				"actor", ev.Actor, "tenant", ev.Tenant, "code", string(ev.Code), "scope", ev.Scope, "correlation_id", ev.CorrelationID)
+			attrs := []any{"tool", ev.Tool, "outcome", string(ev.Outcome), "refusal", string(ev.Refusal),
+				"actor", ev.Actor, "tenant", ev.Tenant, "code", string(ev.Code), "scope", ev.Scope, "correlation_id", ev.CorrelationID}
+			if ev.TraceID != "" {
+				attrs = append(attrs, "trace_id", ev.TraceID)
+			}
+			log.Log(ctx, ev.Level(), "tool call", attrs...)
 		case RequestRefused:
 			log.Warn("request refused", "code", string(ev.Code), "status", ev.HTTPStatus, "path", ev.Path)
 		}
@@ -257,21 +273,24 @@ func (t Transition) phase() Phase {
 	return ""
 }
 
-// settle ends an engine call. A panic is contained: logged with its stack
-// under a correlation id of its own, and answered internal_error, whose
-// text a transport withholds. Then the outcome is emitted as a Gate.
-func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Caller, out **Outcome) {
+// settle ends an engine call that began at start. A panic is contained:
+// logged with its stack under a correlation id of its own, and answered
+// internal_error, whose text a transport withholds. Then the call's span
+// ends, and the outcome is emitted as a Gate.
+func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Caller, start time.Time, out **Outcome) {
 	if v := recover(); v != nil {
 		correlation := uuid.NewString()
 		e.log.ErrorContext(ctx, "engine panic", "op", string(op), "correlation_id", correlation,
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		*out = &Outcome{Status: StatusInternalError, CorrelationID: correlation, Err: fmt.Errorf("panic: %v", v)}
 	}
+	endCall(ctx, *out)
 	if e.hooks == nil || *out == nil {
 		return
 	}
 	o := *out
-	g := Gate{Op: op, Subject: subject, Status: o.Status, Code: o.Code, Diagnostic: o.Diagnostic, CorrelationID: o.CorrelationID}
+	g := Gate{Op: op, Subject: subject, Status: o.Status, Code: o.Code, Diagnostic: o.Diagnostic, CorrelationID: o.CorrelationID,
+		Duration: time.Since(start)}
 	if caller != nil { // a nil caller is a caller's bug, contained above
 		a := caller.actor()
 		g.Actor, g.ActorKind, g.Tenant, g.DevMode = a.Subject, a.Kind, caller.Tenant, caller.DevMode

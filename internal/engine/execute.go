@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -23,7 +26,8 @@ import (
 // whoever polls first.
 func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) (out *Outcome) {
 	ctx = e.observe(ctx)
-	defer e.settle(ctx, OpCheck, approvalID, caller, &out)
+	ctx = e.begin(ctx, OpCheck, approvalID)
+	defer e.settle(ctx, OpCheck, approvalID, caller, time.Now(), &out)
 	return e.check(ctx, caller, approvalID)
 }
 
@@ -125,6 +129,8 @@ func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval 
 	if approval != nil {
 		approvalID = &approval.ID
 	}
+	ctx, span := e.phase(ctx, "execute", c.name)
+	defer func() { endPhase(span, out) }()
 	x := &execution{e: e, caller: caller, c: c, approval: approval, approvalID: approvalID, correlation: correlation, effect: e.effects[c.name]}
 	defer x.attempted(ctx, &out)
 	ctx, started := startWatch(ctx)
@@ -204,7 +210,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 		return false, err
 	}
 	approvalChanged(ctx, stx, ApprovalChanged{ApprovalID: x.approval.ID, Transition: TransitionConsumed, Action: x.c.name,
-		Tenant: x.caller.Tenant, Actor: x.caller.actor().Subject})
+		Tenant: x.caller.Tenant, Actor: x.caller.actor().Subject, Age: x.e.now().Sub(x.approval.CreatedAt)})
 	if x.e.afterConsume != nil {
 		x.e.afterConsume()
 	}
@@ -411,12 +417,20 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 // run runs the action's effect once, under the engine's deadline for
 // effects. tx is the transaction holding the target's row lock; a
 // transactional effect does its work in it.
-func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) (EffectResult, error) {
+func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) (_ EffectResult, err error) {
 	if x.effect == nil {
 		return EffectResult{}, fmt.Errorf("the action %q has no effect", x.c.name)
 	}
 	ctx, cancel := context.WithTimeout(ctx, x.e.effectTimeout)
 	defer cancel()
+	ctx, span := x.e.phase(ctx, "effect", x.c.name)
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, "the effect failed") // its words stay in the host log
+		}
+		span.End()
+	}()
+	span.SetAttributes(attribute.Bool("orangerail.transactional", x.effect.Transactional()))
 	x.ran = true
 	call := &EffectCall{Tenant: x.caller.Tenant, Action: x.c.name, CorrelationID: x.correlation, Input: x.c.canonical, Target: target}
 	if x.effect.Transactional() {

@@ -93,8 +93,17 @@ func TestHooksSeeTheLifecycle(t *testing.T) {
 			if ev.Tenant != "acme" || ev.Actor == "" {
 				t.Errorf("gate without its caller: %+v", ev)
 			}
+			if ev.Duration <= 0 {
+				t.Errorf("gate without its duration: %+v", ev)
+			}
 		case engine.ApprovalChanged:
 			got = append(got, fmt.Sprintf("approval %s %s", ev.Transition, map[uuid.UUID]string{id: "staged-call", lapsed: "lapsed-call"}[ev.ApprovalID]))
+			// An approval's age is told where it was open: at its
+			// decision and its consumption.
+			aged := ev.Transition == engine.TransitionApproved || ev.Transition == engine.TransitionConsumed
+			if aged != (ev.Age > 0) || ev.Age < 0 {
+				t.Errorf("approval %s with age %v", ev.Transition, ev.Age)
+			}
 		case engine.AuditAppended:
 			got = append(got, fmt.Sprintf("audit %s", ev.Phase))
 		case engine.EffectAttempted:

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,7 +56,8 @@ type cursor struct {
 // object's list spec.
 func (e *Engine) List(ctx context.Context, caller *Caller, object string, args json.RawMessage) (out *Outcome) {
 	ctx = e.observe(ctx)
-	defer e.settle(ctx, OpList, object, caller, &out)
+	ctx = e.begin(ctx, OpList, object)
+	defer e.settle(ctx, OpList, object, caller, time.Now(), &out)
 	o, ok := e.cfg.Objects[object]
 	if !ok {
 		return &Outcome{Status: StatusNotFound, Code: errcode.MCPToolUnknown}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -60,7 +61,8 @@ type getInput struct {
 // args is the tool input: {"<key field>": value, "include": [link names]}.
 func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args json.RawMessage) (out *Outcome) {
 	ctx = e.observe(ctx)
-	defer e.settle(ctx, OpGet, object, caller, &out)
+	ctx = e.begin(ctx, OpGet, object)
+	defer e.settle(ctx, OpGet, object, caller, time.Now(), &out)
 	o, ok := e.cfg.Objects[object]
 	if !ok {
 		return &Outcome{Status: StatusNotFound, Code: errcode.MCPToolUnknown}

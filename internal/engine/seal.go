@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -96,46 +98,45 @@ func unsealedTenants(ctx context.Context, conn database.TxBeginner) ([]*store.Au
 
 // Sealer seals every interval until stopped.
 type Sealer struct {
-	conn     database.TxBeginner
-	interval time.Duration
-	onError  func(error)
-	cancel   context.CancelFunc
-	done     chan struct{}
+	conn database.TxBeginner
+	loop *periodic.Loop
 }
 
-// StartSealer starts sealing every interval (ontology.SealIntervalDefault
-// when zero) on conn; onError, when set, hears of each round that failed.
-func StartSealer(conn database.TxBeginner, interval time.Duration, onError func(error)) *Sealer {
-	if interval <= 0 {
-		interval = ontology.SealIntervalDefault
+// StartSealer starts sealing on conn as c says: every c.Interval
+// (ontology.SealIntervalDefault when zero), its failures told to c.Log as
+// "audit sealing" unless c.What names them, and to c.OnError.
+func StartSealer(conn database.TxBeginner, c periodic.Config) *Sealer {
+	if c.Interval <= 0 {
+		c.Interval = ontology.SealIntervalDefault
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Sealer{conn: conn, interval: interval, onError: onError, cancel: cancel, done: make(chan struct{})}
-	go s.run(ctx)
-	return s
-}
-
-func (s *Sealer) run(ctx context.Context) {
-	defer close(s.done)
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := Seal(ctx, s.conn); err != nil && ctx.Err() == nil && s.onError != nil {
-			s.onError(err)
-		}
-	}
+	c.What = cmp.Or(c.What, "audit sealing")
+	return &Sealer{conn: conn, loop: periodic.Start(c, func(ctx context.Context) error {
+		_, err := Seal(ctx, conn)
+		return err
+	})}
 }
 
 // Stop stops the sealer and, within ctx, seals what is left, so a replica
 // that shuts down leaves nothing of its own unsealed.
 func (s *Sealer) Stop(ctx context.Context) error {
-	s.cancel()
-	<-s.done
+	s.loop.Stop()
 	_, err := Seal(ctx, s.conn)
 	return err
+}
+
+// SealLag is how long the oldest committed record still awaiting its seal,
+// of any tenant, has waited (by its writer's clock and the caller's): zero
+// when every committed record is sealed. It reads one row, no tenant's
+// records, so a metrics scrape may call it.
+func SealLag(ctx context.Context, conn database.TxBeginner) (time.Duration, error) {
+	oldest, err := readOnly(ctx, conn, func(st *store.Store) ([]*store.AuditUnsealedTenant, error) {
+		return st.AuditUnsealedTenants(ctx, 1)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("seal lag: %w", err)
+	}
+	if len(oldest) == 0 {
+		return 0, nil
+	}
+	return max(time.Since(oldest[0].Oldest), 0), nil
 }

@@ -14,13 +14,14 @@ import (
 // Sweep expires every tenant's lapsed approvals, auditing each expiry as
 // the engine's other paths do (approval_expire), and returns how many it
 // expired; with approvals.retention it also crypto-shreds the sealed
-// inputs of approvals that ended longer ago (shredInputs). Expiry is eager so that no list shows a lapsed approval as
-// pending. Replicas may sweep at once: a tenant is swept by one of them at
-// a time (a transaction-scoped advisory lock another sweeper passes over
-// without waiting), and an approval expired, decided or consumed by
-// another transaction meanwhile is left as that one left it.
+// inputs of approvals that ended longer ago (shredInputs). Expiry is eager
+// so that no list shows a lapsed approval as pending. Replicas may sweep
+// at once: a tenant is swept by one of them at a time (a
+// transaction-scoped advisory lock another sweeper passes over without
+// waiting), and an approval expired, decided or consumed by another
+// transaction meanwhile is left as that one left it.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
-	tenants, err := store.New(e.store).TenantList(ctx)
+	tenants, err := Tenants(ctx, e.store)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: list tenants: %w", err)
 	}

@@ -292,13 +292,12 @@ func Tenants(ctx context.Context, conn database.TxBeginner) ([]string, error) {
 // readOnly runs read in a read-only transaction of conn that names no
 // tenant, for what reads across tenants (their ids, never their rows).
 func readOnly[T any](ctx context.Context, conn database.TxBeginner, read func(*store.Store) (T, error)) (T, error) {
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return read(store.New(tx))
+	var v T
+	err := database.Tenantless(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		v, err = read(store.New(tx))
+		return err
+	})
+	return v, err
 }
 
 // TenantExists reports whether a tenant of that id exists.

@@ -73,6 +73,8 @@ type fleet struct {
 	// transport is every client's, so that the balancer's connections
 	// are pooled once.
 	transport *http.Transport
+	// env is added to every replica's environment.
+	env []string
 
 	mu sync.Mutex
 	// exits are the replicas that exited without being killed, with the
@@ -99,6 +101,8 @@ type fleetOptions struct {
 	dbURL, adminURL string
 	// edits change the config every replica serves.
 	edits []ontologytest.Edit
+	// env is added to every replica's environment (NAME=value).
+	env []string
 }
 
 // newFleet builds the binary, seeds the example, starts the issuer and
@@ -131,7 +135,7 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 	transport.MaxIdleConnsPerHost = 64
 	t.Cleanup(transport.CloseIdleConnections)
 	f := &fleet{t: t, bin: bin, key: hex.EncodeToString(key), issuer: iss, issuerURL: issuerSrv.URL,
-		admin: testdb.Pool(t, o.adminURL), transport: transport}
+		admin: testdb.Pool(t, o.adminURL), transport: transport, env: o.env}
 
 	for i := range o.replicas {
 		name := fmt.Sprint(i)
@@ -187,7 +191,7 @@ func (f *fleet) start(r *replica) error {
 	// The child holds its own descriptor.
 	defer logFile.Close()
 	cmd := exec.Command(f.bin, "serve", "--config", r.config, "--database-url", r.dbURL) //nolint:gosec // G204: the binary the test built
-	cmd.Env = append(os.Environ(), app.SecretKeyEnv+"="+f.key)
+	cmd.Env = append(append(os.Environ(), app.SecretKeyEnv+"="+f.key), f.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return err

@@ -2,10 +2,16 @@ package faults_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,4 +203,99 @@ func TestReplicaKilledSweeperResumes(t *testing.T) {
 		t.Error(p)
 	}
 	faults.Require(t, f.admin, noteEffect)
+}
+
+// TestReplicaKilledWebhooksResume: two replicas queue webhook events for
+// an endpoint that is down; one replica is killed, the endpoint comes
+// back, and the survivor delivers every event — the delivery worker
+// resumes on whichever replica is left, no event is lost, and every
+// message ends delivered.
+func TestReplicaKilledWebhooksResume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var up atomic.Bool
+	var mu sync.Mutex
+	seen := map[string]int{} // approval id → deliveries
+	var refused atomic.Int64
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			refused.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		var body struct {
+			Data struct {
+				ApprovalID string `json:"id"` // the approval's
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Data.ApprovalID == "" {
+			t.Errorf("a webhook without an approval id: %v", err)
+		}
+		mu.Lock()
+		seen[body.Data.ApprovalID]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(endpoint.Close)
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	const secretEnv = "ORANGERAIL_TEST_WEBHOOK_SECRET" //nolint:gosec // G101: the variable's name
+	f := newFleet(t, fleetOptions{replicas: 2,
+		edits: []ontologytest.Edit{ontologytest.Set("webhooks", []map[string]any{{"url": endpoint.URL, "secret_env": secretEnv, "events": []string{"approval.pending"}}})},
+		env:   []string{secretEnv + "=whsec_" + base64.StdEncoding.EncodeToString(secret)}})
+	stats := newFleetStats()
+	a := f.newAgent("agent-webhooks", "acme", stats)
+	defer a.close()
+	var ids []string
+	for i := range 3 {
+		answer, err := a.tool("add_order_note", map[string]any{"order_id": "o-1001", "note": fmt.Sprintf("fault-webhook-%d", i)})
+		if err != nil || answer["status"] != string(engine.StatusApprovalPending) {
+			t.Fatalf("stage %d: %v %v", i, answer, err)
+		}
+		ids = append(ids, answer["approvalId"].(string))
+	}
+	// Every event is tried while the endpoint is down: each is queued for
+	// a retry, leased by no one.
+	waitFor(t, "every event tried once", func() bool {
+		var tried int
+		if err := f.admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.webhook_outbox WHERE approval_id = ANY($1::uuid[]) AND attempts > 0`, ids).Scan(&tried); err != nil {
+			t.Fatal(err)
+		}
+		return tried == len(ids)
+	})
+	f.kill(f.replicas[0])
+	up.Store(true)
+	waitFor(t, "every event delivered", func() bool {
+		var open int
+		if err := f.admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.webhook_outbox WHERE approval_id = ANY($1::uuid[]) AND state <> 'delivered'`, ids).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		return open == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if seen[id] == 0 {
+			t.Errorf("approval %s: its event is marked delivered but the endpoint never took it", id)
+		}
+	}
+	if refused.Load() < int64(len(ids)) {
+		t.Errorf("the endpoint refused %d requests while down, want at least %d", refused.Load(), len(ids))
+	}
+	for _, p := range stats.problems {
+		t.Error(p)
+	}
+	faults.Require(t, f.admin, noteEffect)
+}
+
+// waitFor polls done until it holds, failing the test after fleetPatience.
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(fleetPatience)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s", what, fleetPatience)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

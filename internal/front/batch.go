@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -63,8 +64,7 @@ type BatchLimiter struct {
 	flushMu   sync.Mutex // one flush at a time
 	lastPrune time.Time
 
-	stop   context.CancelFunc
-	done   chan struct{}
+	loop   *periodic.Loop
 	closed sync.Once
 }
 
@@ -100,14 +100,19 @@ func NewBatchLimiter(pool *pgxpool.Pool, o BatchOptions) *BatchLimiter {
 }
 
 func newBatchLimiter(pool *pgxpool.Pool, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
-	ctx, stop := context.WithCancel(context.Background())
 	l := &BatchLimiter{pool: pool, exact: NewPostgresLimiter(pool), share: o.Share, interval: o.FlushInterval,
 		replica: uuid.New(), log: o.Logger, now: time.Now, counts: map[windowKey]*shareCount{},
-		kick: make(chan struct{}, 1), stop: stop, done: make(chan struct{}), afterWrite: afterWrite}
+		kick: make(chan struct{}, 1), afterWrite: afterWrite}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
-	go l.run(ctx)
+	// Flushes every interval, and when a share is half spent (kick).
+	l.loop = periodic.Start(periodic.Config{Interval: l.interval, Kick: l.kick, Log: l.log, What: "rate-limit flush"}, func(ctx context.Context) error {
+		l.mu.Lock()
+		seen := l.flushes
+		l.mu.Unlock()
+		return l.flush(ctx, seen)
+	})
 	return l
 }
 
@@ -148,28 +153,6 @@ func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, 
 		l.mu.Unlock()
 		if err := l.flush(ctx, seen); err != nil {
 			return 0, time.Time{}, err
-		}
-	}
-}
-
-// run flushes every interval, and when a share is half spent, until ctx
-// ends.
-func (l *BatchLimiter) run(ctx context.Context) {
-	defer close(l.done)
-	t := time.NewTicker(l.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-l.kick:
-		}
-		l.mu.Lock()
-		seen := l.flushes
-		l.mu.Unlock()
-		if err := l.flush(ctx, seen); err != nil && ctx.Err() == nil {
-			l.log.Error("rate-limit flush failed", "error", err)
 		}
 	}
 }
@@ -285,8 +268,7 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 func (l *BatchLimiter) Close(ctx context.Context) error {
 	var err error
 	l.closed.Do(func() {
-		l.stop()
-		<-l.done
+		l.loop.Stop()
 		l.mu.Lock()
 		seen := l.flushes
 		l.mu.Unlock()

@@ -160,6 +160,9 @@ func TestBatchLimiterTwoDoors(t *testing.T) {
 // flush sends the counts again, and the store holds each hit exactly once.
 func TestBatchFlushKilled(t *testing.T) {
 	t.Parallel()
+	if testdb.Bouncing() {
+		t.Skip("kills the flush's backend by the pid its connection reports, which behind PgBouncer names no backend; the run without PgBouncer runs it")
+	}
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)

@@ -20,11 +20,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlquery"
+	"github.com/orangerail/orangerail/internal/tracing"
 )
 
 // Options configures a Server.
@@ -49,6 +53,9 @@ type Options struct {
 	// desk of another replica). Defaults to ApprovalPollDefault; negative:
 	// never, only this process's changes (through Hooks) are seen.
 	ApprovalPoll time.Duration
+	// Tracer makes a span per tool call ("tools/call NAME"), the parent
+	// of the engine's. Nil: none.
+	Tracer trace.Tracer
 }
 
 // Server builds MCP servers whose tool catalog is the one a caller may see.
@@ -59,6 +66,7 @@ type Server struct {
 	cfg     *ontology.Config
 	version string
 	hooks   *engine.Hooks
+	tracer  trace.Tracer
 	log     *slog.Logger
 	schemas *sdk.SchemaCache
 	tools   map[string]*tool
@@ -86,9 +94,13 @@ func New(opts Options) (*Server, error) {
 		cfg:      opts.Ontology,
 		version:  cmp.Or(opts.Version, "dev"),
 		hooks:    opts.Hooks,
+		tracer:   opts.Tracer,
 		log:      cmp.Or(opts.Logger, slog.Default()),
 		schemas:  sdk.NewSchemaCache(),
 		profiles: map[string]*sdk.Server{},
+	}
+	if s.tracer == nil {
+		s.tracer = noop.NewTracerProvider().Tracer("")
 	}
 	s.tools = s.declare()
 	s.watch = newWatcher(s.engine, s.log, opts.ApprovalPoll)
@@ -264,7 +276,11 @@ func (s *Server) offered(names []string, fixed *engine.Caller) sdk.Middleware {
 // (engine.RefusalOf).
 func (s *Server) emit(ctx context.Context, session *sdk.ServerSession, name string, caller *engine.Caller, out *engine.Outcome, refusal engine.Refusal) {
 	ev := engine.ToolCalled{Tool: name, Outcome: out.Status, Code: out.Code, Scope: out.Scope,
-		CorrelationID: out.CorrelationID, Refusal: cmp.Or(refusal, engine.RefusalOf(out))}
+		CorrelationID: out.CorrelationID, Refusal: cmp.Or(refusal, engine.RefusalOf(out)), TraceID: tracing.TraceID(ctx)}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("orangerail.outcome", string(ev.Outcome)), attribute.String("orangerail.refusal", string(ev.Refusal)),
+			attribute.String("orangerail.correlation_id", ev.CorrelationID), attribute.String("orangerail.code", string(ev.Code)))
+	}
 	if caller != nil {
 		ev.Actor, ev.Tenant = caller.Subject, caller.Tenant
 	}
@@ -278,6 +294,7 @@ func (s *Server) emit(ctx context.Context, session *sdk.ServerSession, name stri
 // refused where the call was made. A session that ended, or a stateless
 // HTTP request's, is told nothing.
 func (s *Server) called(ctx context.Context, session *sdk.ServerSession, ev engine.ToolCalled) {
+	ev.TraceID = cmp.Or(ev.TraceID, tracing.TraceID(ctx))
 	s.hooks.Emit(ev)
 	if session == nil {
 		return
@@ -316,6 +333,8 @@ func (s *Server) Run(ctx context.Context, caller *engine.Caller, t sdk.Transport
 // connection serves on.
 func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
+		ctx, span := s.tracer.Start(ctx, "tools/call "+t.def.Name, trace.WithAttributes(attribute.String("mcp.tool.name", t.def.Name)))
+		defer span.End()
 		caller := fixed
 		defer func() {
 			if v := recover(); v != nil {

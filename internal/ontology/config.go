@@ -81,6 +81,8 @@ type Config struct {
 	HostApprovalPrompt HostPrompt         `yaml:"host_approval_prompt"`
 	Approvals          Approvals          `yaml:"approvals"`
 	Audit              Audit              `yaml:"audit"`
+	Metrics            Metrics            `yaml:"metrics"`
+	Tracing            Tracing            `yaml:"tracing"`
 	Desk               *Desk              `yaml:"desk"`
 	Limits             Limits             `yaml:"limits"`
 	Objects            map[string]*Object `yaml:"objects"`

@@ -37,6 +37,8 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{reflect.TypeFor[Desk](), props(schema, "desk")},
 		{reflect.TypeFor[Approvals](), props(schema, "approvals")},
 		{reflect.TypeFor[Limits](), props(schema, "limits")},
+		{reflect.TypeFor[Metrics](), props(schema, "metrics")},
+		{reflect.TypeFor[Tracing](), props(schema, "tracing")},
 		{reflect.TypeFor[HTTP](), props(schema, "http")},
 		{reflect.TypeFor[SQLQuery](), props(schema, "sql_query")},
 		{reflect.TypeFor[RateLimits](), props(schema, "http", "rate_limits")},

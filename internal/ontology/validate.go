@@ -235,6 +235,7 @@ func (c *Config) validate() Problems {
 	} else if err := CheckPublicURL(h.PublicURL); err != nil {
 		add("http.public_url", "%v", err)
 	}
+	c.validateObservability(add)
 	c.validateWebhooks(add)
 	c.validatePrompts(add)
 	c.validateUpstreams(add)

@@ -11,6 +11,7 @@ package rpcerror
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -171,17 +172,21 @@ var ErrBatch = &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPProtocol, 
 // receiver's to judge — so that a message it passes is one the MCP SDK
 // reads rather than refuses as malformed. The answer's id is ID(body).
 func Check(body []byte) *Problem {
-	if !json.Valid(body) {
-		return &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
-	}
-	if IsBatch(body) {
-		return ErrBatch
-	}
 	invalid := func(msg string) *Problem {
 		return &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPInvalidRequest, Msg: msg}
 	}
+	// Unmarshal checks that body is JSON before it decodes any of it: a
+	// syntax error is a body that is not JSON, any other error JSON that
+	// is no object. One check, on every message of every door.
 	var msg map[string]json.RawMessage
-	if err := json.Unmarshal(body, &msg); err != nil || msg == nil {
+	err := json.Unmarshal(body, &msg)
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &syntax):
+		return &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
+	case IsBatch(body):
+		return ErrBatch
+	case err != nil || msg == nil:
 		return invalid("the message is not a JSON object")
 	}
 	if v, ok := msg["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {

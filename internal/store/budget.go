@@ -32,27 +32,30 @@ func (s *Store) BudgetOpen(ctx context.Context, k BudgetKey) (*BudgetCounts, err
 	return &BudgetCounts{MinuteStart: r.MinuteStart, DayStart: r.DayStart, MinuteCalls: int(r.MinuteCalls), DayCalls: int(r.DayCalls), Now: r.Now}, nil
 }
 
-// BudgetRunning counts k's executions running now (their leases live),
-// after forgetting the leases that expired, and returns when the first
-// live one expires.
-func (s *Store) BudgetRunning(ctx context.Context, k BudgetKey) (int, time.Time, error) {
-	if err := s.q.BudgetLeasesPrune(ctx, s.x, &db.BudgetLeasesPruneParams{TenantID: k.Tenant, Action: k.Action}); err != nil {
-		return 0, time.Time{}, InterpretError(err)
-	}
-	row, err := s.q.BudgetLeasesLive(ctx, s.x, &db.BudgetLeasesLiveParams{TenantID: k.Tenant, Action: k.Action})
+// BudgetLeases are the live leases of an action: the executions running
+// now, when the first of their leases expires, and whether one is held for
+// a given execution.
+type BudgetLeases struct {
+	Running     int
+	FirstExpiry time.Time
+	Held        bool
+}
+
+// BudgetRunning forgets k's leases that expired and reads the live ones,
+// Held naming whether one is the execution correlation names. Called after
+// BudgetOpen, it sees every lease committed before the counts were locked.
+func (s *Store) BudgetRunning(ctx context.Context, k BudgetKey, correlation string) (*BudgetLeases, error) {
+	row, err := s.q.BudgetLeases(ctx, s.x, &db.BudgetLeasesParams{TenantID: k.Tenant, Action: k.Action, CorrelationID: correlation})
 	if err != nil {
-		return 0, time.Time{}, InterpretError(err)
+		return nil, InterpretError(err)
 	}
-	return int(row.Running), row.FirstExpiry, nil
+	return &BudgetLeases{Running: int(row.Running), FirstExpiry: row.FirstExpiry, Held: row.Held}, nil
 }
 
 // BudgetSpend counts one execution of k, and holds a slot for it under
 // lease until it is released or ttl passes.
 func (s *Store) BudgetSpend(ctx context.Context, k BudgetKey, lease uuid.UUID, correlation string, ttl time.Duration) error {
-	if err := s.q.BudgetSpend(ctx, s.x, &db.BudgetSpendParams{TenantID: k.Tenant, Action: k.Action}); err != nil {
-		return InterpretError(err)
-	}
-	return InterpretError(s.q.BudgetLeaseTake(ctx, s.x, &db.BudgetLeaseTakeParams{
+	return InterpretError(s.q.BudgetTake(ctx, s.x, &db.BudgetTakeParams{
 		TenantID: k.Tenant, Action: k.Action, ID: lease, CorrelationID: correlation, TtlSeconds: ttl.Seconds(),
 	}))
 }
@@ -66,11 +69,4 @@ func (s *Store) BudgetRelease(ctx context.Context, k BudgetKey, lease uuid.UUID)
 // minute and day, where they are still the current ones.
 func (s *Store) BudgetRefund(ctx context.Context, k BudgetKey, minute, day time.Time) error {
 	return InterpretError(s.q.BudgetRefund(ctx, s.x, &db.BudgetRefundParams{MinuteStart: minute, DayStart: day, TenantID: k.Tenant, Action: k.Action}))
-}
-
-// BudgetLeaseHeld reports whether a live lease of k is held for the
-// execution correlation names.
-func (s *Store) BudgetLeaseHeld(ctx context.Context, k BudgetKey, correlation string) (bool, error) {
-	held, err := s.q.BudgetLeaseHeld(ctx, s.x, &db.BudgetLeaseHeldParams{TenantID: k.Tenant, Action: k.Action, CorrelationID: correlation})
-	return held, InterpretError(err)
 }

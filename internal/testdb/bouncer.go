@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ const (
 	EnvBouncerBin = "TEST_PGBOUNCER_BIN"
 )
 
-// bouncing reports whether New's URLs lead through PgBouncer.
-func bouncing() bool { return os.Getenv(EnvBouncer) != "" }
+// Bouncing reports whether New's URLs lead through PgBouncer.
+func Bouncing() bool { return os.Getenv(EnvBouncer) != "" }
 
 // Bouncer starts a PgBouncer in transaction pooling mode in front of
 // dbURL's server, stopped when the test ends, and returns dbURL through it:
@@ -49,7 +50,7 @@ func Bouncer(tb testing.TB, dbURL string) string {
 	if bin == "" {
 		bin = "/usr/sbin/pgbouncer"
 	}
-	if _, err := os.Stat(bin); err != nil {
+	if _, err := os.Stat(bin); err != nil { //nolint:gosec // G703: the binary the test run names
 		tb.Fatalf("no PgBouncer at %s (as root: apt-get install -y pgbouncer; %s names another): %v", bin, EnvBouncerBin, err)
 	}
 	dir, err := os.MkdirTemp("", "orangerail-pgbouncer-")
@@ -83,7 +84,8 @@ logfile = %s
 			tb.Fatal(err)
 		}
 	}
-	cmd := osexec.Command(bin, filepath.Join(dir, "pgbouncer.ini")) //nolint:gosec // G204: the pgbouncer binary the test run names
+	// Stopped by Cleanup, which signals it: no context ends it.
+	cmd := osexec.CommandContext(context.Background(), bin, filepath.Join(dir, "pgbouncer.ini")) //nolint:gosec // G204: the pgbouncer binary the test run names
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if os.Geteuid() == 0 {
@@ -125,7 +127,7 @@ logfile = %s
 		}
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log")) //nolint:gosec // G304: the log in the directory made above
 			tb.Fatalf("PgBouncer exited: %v\n%s%s", exitErr, output.String(), log)
 		case <-ctx.Done():
 			tb.Fatalf("PgBouncer did not listen on %s", addr)
@@ -136,5 +138,21 @@ logfile = %s
 	q := u.Query()
 	q.Set("default_query_exec_mode", "cache_describe")
 	u.RawQuery = q.Encode()
+	bounced.Store(u.String(), dbURL)
 	return u.String()
+}
+
+// bounced maps each URL Bouncer returned to the URL it leads to.
+var bounced sync.Map
+
+// Direct returns the URL that url leads to past PgBouncer, or url when it
+// leads through none. A test's own setup goes direct: behind a pooler in
+// transaction mode, its connections, logged in as the superuser the
+// server's are, would share server connections with the server's, and a
+// runtime connection's SET ROLE on connect would carry over into them.
+func Direct(url string) string {
+	if d, ok := bounced.Load(url); ok {
+		return d.(string)
+	}
+	return url
 }

@@ -79,7 +79,7 @@ func New(tb testing.TB) string {
 		tb.Fatalf("prepare template database: %v", err)
 	}
 	u := createDatabase(tb, admin, " TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
-	if bouncing() {
+	if Bouncing() {
 		return Bouncer(tb, u)
 	}
 	return u
@@ -110,10 +110,11 @@ func createDatabase(tb testing.TB, admin, options string) string {
 	return WithDatabase(tb, admin, name)
 }
 
-// Pool returns a superuser pool on url, closed when the test ends.
+// Pool returns a superuser pool on url (past PgBouncer: see Direct),
+// closed when the test ends.
 func Pool(tb testing.TB, url string) *pgxpool.Pool {
 	tb.Helper()
-	pool, err := pgxpool.New(context.Background(), url)
+	pool, err := pgxpool.New(context.Background(), Direct(url))
 	if err != nil {
 		tb.Fatalf("open pool: %v", err)
 	}
@@ -143,10 +144,11 @@ func WithDatabase(tb testing.TB, u, dbname string) string {
 	return s
 }
 
-// WithUser returns u logging in as user with password.
+// WithUser returns u logging in as user with password — past PgBouncer,
+// whose logins are the test server's superuser only (see Direct).
 func WithUser(tb testing.TB, u, user, password string) string {
 	tb.Helper()
-	parsed, err := url.Parse(u)
+	parsed, err := url.Parse(Direct(u))
 	if err != nil {
 		tb.Fatalf("parse url: %v", err)
 	}

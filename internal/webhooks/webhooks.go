@@ -39,6 +39,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -138,9 +139,8 @@ type Worker struct {
 	c     Config
 	lease time.Duration
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu   sync.Mutex
+	loop *periodic.Loop // nil until Start
 }
 
 // New returns a Worker for c.
@@ -214,28 +214,13 @@ func Backoff(n int) time.Duration {
 func (w *Worker) Start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cancel != nil {
+	if w.loop != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel, w.done = cancel, make(chan struct{})
-	go w.loop(ctx, w.done)
-}
-
-func (w *Worker) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	t := time.NewTicker(w.c.Poll)
-	defer t.Stop()
-	for {
-		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			w.c.Logger.Warn("webhook round failed", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	w.loop = periodic.Start(periodic.Config{Interval: w.c.Poll, Immediately: true, Log: w.c.Logger, What: "webhook delivery"}, func(ctx context.Context) error {
+		_, err := w.RunOnce(ctx)
+		return err
+	})
 }
 
 // Stop ends the background rounds and waits for the current one. It is
@@ -243,12 +228,11 @@ func (w *Worker) loop(ctx context.Context, done chan struct{}) {
 // was cut short is retried once its lease ends.
 func (w *Worker) Stop() {
 	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.cancel = nil
+	loop := w.loop
+	w.loop = nil
 	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
+	if loop != nil {
+		loop.Stop()
 	}
 }
 
@@ -256,7 +240,11 @@ func (w *Worker) Stop() {
 // records how it went. It returns how many messages it handled.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	now := w.c.Now()
-	tenants, err := store.New(w.c.Pool).WebhookDueTenants(ctx, now, 100)
+	var tenants []string
+	err := database.Tenantless(ctx, w.c.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		tenants, err = store.New(tx).WebhookDueTenants(ctx, now, 100)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}

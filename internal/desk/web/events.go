@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/orangerail/orangerail/internal/store"
 )
 
 // heartbeatPolls is how many quiet polls pass between heartbeats.
@@ -33,7 +31,7 @@ func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
 	defer tick.Stop()
 	last := ""
 	for polls := 1; ; polls++ {
-		if live, err := store.New(d.c.Store).DeskSessionGet(ctx, s.idHash); err != nil || live == nil {
+		if live, err := d.session(ctx, s.idHash); err != nil || live == nil {
 			return // signed out, revoked, expired, or the database is gone: the page's next load says which
 		}
 		pending, err := d.pending(ctx, s.caller)

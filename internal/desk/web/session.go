@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
@@ -60,6 +63,21 @@ func hashID(id string) []byte {
 	return h[:]
 }
 
+// sessions runs fn on the desk's sessions, in a transaction of no tenant:
+// it acts as orangerail_runtime on whichever connection a pooler hands it.
+func (d *Desk) sessions(ctx context.Context, fn func(*store.Store) error) error {
+	return database.Tenantless(ctx, d.c.Store, pgx.TxOptions{}, func(tx pgx.Tx) error { return fn(store.New(tx)) })
+}
+
+// session reads the session of idHash.
+func (d *Desk) session(ctx context.Context, idHash []byte) (s *store.DeskSession, err error) {
+	err = d.sessions(ctx, func(st *store.Store) error {
+		s, err = st.DeskSessionGet(ctx, idHash)
+		return err
+	})
+	return s, err
+}
+
 // startSession stores a session for the person and sets its cookie.
 func (d *Desk) startSession(ctx context.Context, w http.ResponseWriter, caller *engine.Caller, issuer string, tokenExpires time.Time) error {
 	raw, err := json.Marshal(caller)
@@ -73,14 +91,16 @@ func (d *Desk) startSession(ctx context.Context, w http.ResponseWriter, caller *
 		expires = tokenExpires
 	}
 	id := randomToken()
-	err = store.New(d.c.Store).DeskSessionCreate(ctx, &store.DeskSession{IDHash: hashID(id), TenantID: caller.Tenant,
-		Subject: caller.Subject, Issuer: issuer, Caller: raw, FormToken: randomToken(), ExpiresAt: expires})
+	err = d.sessions(ctx, func(st *store.Store) error {
+		return st.DeskSessionCreate(ctx, &store.DeskSession{IDHash: hashID(id), TenantID: caller.Tenant,
+			Subject: caller.Subject, Issuer: issuer, Caller: raw, FormToken: randomToken(), ExpiresAt: expires})
+	})
 	if err != nil {
 		return err
 	}
 	d.setCookie(w, sessionCookie, id, time.Until(expires))
 	// Sign-ins are rare; each forgets the sessions that ended long ago.
-	if err := store.New(d.c.Store).DeskSessionPrune(ctx); err != nil {
+	if err := d.sessions(ctx, func(st *store.Store) error { return st.DeskSessionPrune(ctx) }); err != nil {
 		d.log.WarnContext(ctx, "desk: old sessions could not be pruned", "error", err)
 	}
 	return nil
@@ -94,7 +114,7 @@ func (d *Desk) loadSession(ctx context.Context, r *http.Request) (*session, erro
 	if len(cookies) != 1 || cookies[0].Value == "" {
 		return nil, nil //nolint:nilnil // no session (or an ambiguous pair of cookies) is not an error
 	}
-	s, err := store.New(d.c.Store).DeskSessionGet(ctx, hashID(cookies[0].Value))
+	s, err := d.session(ctx, hashID(cookies[0].Value))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil //nolint:nilnil // no session is not an error
 	}
@@ -156,7 +176,7 @@ func (d *Desk) withSession(h sessionHandler) http.HandlerFunc {
 const maxFormBytes = 64 << 10
 
 func (d *Desk) signOut(w http.ResponseWriter, r *http.Request, s *session) {
-	if err := store.New(d.c.Store).DeskSessionRevoke(r.Context(), s.idHash); err != nil {
+	if err := d.sessions(r.Context(), func(st *store.Store) error { return st.DeskSessionRevoke(r.Context(), s.idHash) }); err != nil {
 		d.failed(w, r, "end the session", err)
 		return
 	}

@@ -38,6 +38,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -532,6 +533,8 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	// goroutine of its own.
 	var sent atomic.Bool
 	defer func() { a.record.Duration, a.record.Sent = time.Since(start), sent.Load() }()
+	ctx, span := startAttemptSpan(ctx, plan.Method, r.URL, n)
+	defer func() { endAttemptSpan(span, a) }()
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(plan.Limits.Timeout))
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -550,6 +553,9 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	// every repeat is an attempt of ours, and recorded.
 	req.GetBody = nil
 	req.Header = r.Header.Clone()
+	// A traced call's attempt carries its span as the upstream's parent
+	// (W3C traceparent); an untraced one carries nothing.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if err := c.authorize(req); err != nil {
 		a.record.Failure, a.diagnostic, a.err = engine.AttemptConnect, engine.DiagnosticUpstreamUnavailable, err
 		return a

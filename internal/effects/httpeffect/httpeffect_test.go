@@ -102,6 +102,7 @@ type harness struct {
 	e       *engine.Engine
 	admin   *pgxpool.Pool
 	runtime *pgxpool.Pool
+	cfg     *ontology.Config
 }
 
 func newHarness(t *testing.T, base, execute, policy string) *harness {
@@ -132,7 +133,7 @@ actions:
 		t.Fatal(err)
 	}
 	url := testdb.New(t)
-	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url)}
+	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url), cfg: cfg}
 	h.e, err = engine.New(engine.Config{Ontology: cfg, Store: h.runtime, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
 		Key: make([]byte, engine.KeySize), Logger: quiet})
 	if err != nil {

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/app"
+	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// TestServeMetricsListener: `serve` with metrics.listen serves the metrics
+// on that address, apart from the HTTP front (which has no /metrics), with
+// the build's version, and stops with the server.
+func TestServeMetricsListener(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.New(t)
+	if err := seedExample(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	iss, err := devissuer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := httptest.NewServer(iss.Handler())
+	t.Cleanup(issuer.Close)
+	t.Setenv(app.SecretKeyEnv, strings.Repeat("ab", 32))
+	example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, metricsPort := testdb.FreePort(t), testdb.FreePort(t)
+	config := filepath.Join(t.TempDir(), "orangerail.yaml")
+	extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id}\n"+
+		"http: {listen: \"127.0.0.1:%d\", rate_limits: {store: memory}}\nmetrics: {listen: \"127.0.0.1:%d\"}\n", issuer.URL, httpPort, metricsPort)
+	if err := os.WriteFile(config, append(example, extra...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(serveCtx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, io.Discard)
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if code := <-done; code != exitOK {
+				t.Errorf("serve exited %d", code)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	get := func(url string) (int, string, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	var code int
+	var body string
+	for range 100 { // until serve listens
+		if code, body, err = get(metricsURL); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || code != http.StatusOK || !strings.Contains(body, `orangerail_build_info{go_version="`) ||
+		!strings.Contains(body, fmt.Sprintf("version=%q} 1", readBuildFacts().Version)) {
+		t.Fatalf("GET %s: %d %v\n%s", metricsURL, code, err, body)
+	}
+	if code, _, err := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", httpPort)); err != nil || code != http.StatusNotFound {
+		t.Fatalf("the HTTP front's /metrics: %d %v, want 404", code, err)
+	}
+	stop()
+	if _, _, err := get(metricsURL); err == nil {
+		t.Fatal("the metrics listener still answers after serve stopped")
+	}
+}

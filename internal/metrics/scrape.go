@@ -1,0 +1,79 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// sealLagTimeout bounds the sealing lag's read at a scrape.
+const sealLagTimeout = 5 * time.Second
+
+// scraped is the collector of what is read at each scrape rather than
+// counted from events: the pools' stats (pool.Stat) and the sealing lag,
+// a state of the database that every replica shares.
+type scraped struct {
+	defs    map[string]Definition
+	pools   map[string]*pgxpool.Pool
+	sealLag func(context.Context) (time.Duration, error)
+	log     *slog.Logger
+}
+
+func (s *scraped) desc(name string) *prometheus.Desc {
+	d := s.defs[name]
+	return prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
+}
+
+var _ prometheus.Collector = (*scraped)(nil)
+
+// Describe sends every series' description.
+func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
+	for _, name := range []string{PoolConns, PoolMaxConns, PoolAcquires, PoolEmptyAcquires, PoolCanceledAcquire, PoolAcquireWait, PoolNewConns, AuditSealLag} {
+		ch <- s.desc(name)
+	}
+}
+
+// Collect reads the pools and the sealing lag.
+func (s *scraped) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range slices.Sorted(maps.Keys(s.pools)) {
+		p := s.pools[name]
+		if p == nil {
+			continue
+		}
+		st := p.Stat()
+		gauge := func(metric string, v float64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(s.desc(metric), prometheus.GaugeValue, v, append([]string{name}, labels...)...)
+		}
+		counter := func(metric string, v float64) {
+			ch <- prometheus.MustNewConstMetric(s.desc(metric), prometheus.CounterValue, v, name)
+		}
+		gauge(PoolConns, float64(st.AcquiredConns()), "acquired")
+		gauge(PoolConns, float64(st.IdleConns()), "idle")
+		gauge(PoolConns, float64(st.ConstructingConns()), "constructing")
+		gauge(PoolMaxConns, float64(st.MaxConns()))
+		counter(PoolAcquires, float64(st.AcquireCount()))
+		counter(PoolEmptyAcquires, float64(st.EmptyAcquireCount()))
+		counter(PoolCanceledAcquire, float64(st.CanceledAcquireCount()))
+		counter(PoolAcquireWait, st.AcquireDuration().Seconds())
+		counter(PoolNewConns, float64(st.NewConnsCount()))
+	}
+	if s.sealLag == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sealLagTimeout)
+	defer cancel()
+	lag, err := s.sealLag(ctx)
+	if err != nil {
+		// The series is left out (the handler continues on error); the
+		// host log says why, the scraper's own error says nothing of the
+		// database.
+		s.log.Warn("metrics: the sealing lag could not be read", "error", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(s.desc(AuditSealLag), prometheus.GaugeValue, lag.Seconds())
+}
