@@ -67,3 +67,9 @@ SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail approval sweep ' |
 -- Deletes the data keys of at most row_limit of the tenant's sealed inputs
 -- whose approvals ended at or before ended_before; returns how many.
 SELECT orangerail.approval_shred_inputs(@ended_before, @row_limit)::bigint AS shredded;
+
+-- name: ApprovalsPending :one
+-- How many approvals of every tenant wait for a person, and since when the
+-- oldest has (now when none does), with the database's clock.
+SELECT pending::bigint AS pending, coalesce(oldest, now())::timestamptz AS oldest, now()::timestamptz AS now
+FROM orangerail.approvals_pending();

@@ -24,7 +24,8 @@ func (rt *Runtime) openMetrics(version string) {
 	store := rt.Store
 	rt.Metrics = metrics.New(metrics.Options{Version: version, Logger: rt.log,
 		Pools:   map[string]*pgxpool.Pool{"store": rt.Store, "datasource": rt.Datasource},
-		SealLag: func(ctx context.Context) (time.Duration, error) { return engine.SealLag(ctx, store) }})
+		SealLag: func(ctx context.Context) (time.Duration, error) { return engine.SealLag(ctx, store) },
+		Pending: func(ctx context.Context) (int, time.Duration, error) { return engine.PendingApprovals(ctx, store) }})
 	rt.Metrics.Subscribe(rt.Hooks)
 }
 

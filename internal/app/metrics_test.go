@@ -305,6 +305,8 @@ func TestMetricsAfterALifecycle(t *testing.T) {
 		`orangerail_rate_refusals_total{allowance="bad_token"}`:                                        1,
 		`orangerail_http_refusals_total{code="` + string(errcode.MCPAuthThrottled) + `",status="429"}`: 1,
 		`orangerail_audit_seal_lag_seconds{}`:                                                          0,
+		`orangerail_approvals_pending{}`:                                                               0, // the one staged was consumed
+		`orangerail_approval_oldest_pending_seconds{}`:                                                 0,
 		`orangerail_hook_events_dropped_total{}`:                                                       0,
 	}
 	for key, v := range want {

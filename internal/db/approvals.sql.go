@@ -458,3 +458,23 @@ func (q *Queries) ApprovalSweepLock(ctx context.Context, db DBTX, tenantID strin
 	err := row.Scan(&locked)
 	return locked, err
 }
+
+const approvalsPending = `-- name: ApprovalsPending :one
+SELECT pending::bigint AS pending, coalesce(oldest, now())::timestamptz AS oldest, now()::timestamptz AS now
+FROM orangerail.approvals_pending()
+`
+
+type ApprovalsPendingRow struct {
+	Pending int64
+	Oldest  time.Time
+	Now     time.Time
+}
+
+// How many approvals of every tenant wait for a person, and since when the
+// oldest has (now when none does), with the database's clock.
+func (q *Queries) ApprovalsPending(ctx context.Context, db DBTX) (*ApprovalsPendingRow, error) {
+	row := db.QueryRow(ctx, approvalsPending)
+	var i ApprovalsPendingRow
+	err := row.Scan(&i.Pending, &i.Oldest, &i.Now)
+	return &i, err
+}

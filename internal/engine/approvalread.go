@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -70,4 +71,23 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 		v.Status = store.ApprovalExpired
 	}
 	return v, nil
+}
+
+// PendingApprovals is how many approvals of every tenant wait for a
+// person now, and how long the oldest of them has waited (zero when none
+// does). It reads two numbers, no tenant's rows, so a metrics scrape may
+// call it.
+func PendingApprovals(ctx context.Context, conn database.TxBeginner) (int, time.Duration, error) {
+	type waiting struct {
+		n   int
+		age time.Duration
+	}
+	w, err := readOnly(ctx, conn, func(st *store.Store) (waiting, error) {
+		n, age, err := st.ApprovalsWaiting(ctx)
+		return waiting{n, age}, err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("pending approvals: %w", err)
+	}
+	return w.n, w.age, nil
 }

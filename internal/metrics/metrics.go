@@ -63,6 +63,8 @@ const (
 	EffectAttempts      = "orangerail_effect_attempts_total"
 	AuditAppends        = "orangerail_audit_appends_total"
 	AuditSealLag        = "orangerail_audit_seal_lag_seconds"
+	ApprovalsPending    = "orangerail_approvals_pending"
+	ApprovalOldestWait  = "orangerail_approval_oldest_pending_seconds"
 	RateRefusals        = "orangerail_rate_refusals_total"
 	RequestRefusals     = "orangerail_http_refusals_total"
 	HookEventsDropped   = "orangerail_hook_events_dropped_total"
@@ -88,6 +90,8 @@ func Definitions() []Definition {
 		{EffectAttempts, KindCounter, []string{"action", "outcome", "diagnostic"}, "Executions that reached their effect, by action, outcome (ok, failed, outcome_unknown) and diagnostic (empty when none)."},
 		{AuditAppends, KindCounter, []string{"phase"}, "Audit records this replica appended (committed), by phase."},
 		{AuditSealLag, KindGauge, nil, "How long the oldest committed audit record of any tenant has waited for its seal, read at each scrape; 0 when all are sealed."},
+		{ApprovalsPending, KindGauge, nil, "Approvals of every tenant waiting for a person now (pending, not lapsed), read at each scrape."},
+		{ApprovalOldestWait, KindGauge, nil, "How long the oldest approval still waiting for a person has waited, read at each scrape; 0 when none waits."},
 		{RateRefusals, KindCounter, []string{"allowance"}, "Requests the HTTP front refused because an allowance was spent: reads, writes, no_token, bad_token."},
 		{RequestRefusals, KindCounter, []string{"code", "status"}, "Requests the HTTP front refused, by error code and HTTP status."},
 		{HookEventsDropped, KindCounter, nil, "Events the metrics subscriber missed because its buffer was full: the counters above undercount by this much."},
@@ -111,6 +115,9 @@ type Options struct {
 	Pools map[string]*pgxpool.Pool
 	// SealLag, when set, is read at each scrape (engine.SealLag).
 	SealLag func(context.Context) (time.Duration, error)
+	// Pending, when set, is read at each scrape (engine.PendingApprovals):
+	// how many approvals wait, and how long the oldest has.
+	Pending func(context.Context) (int, time.Duration, error)
 	// Logger hears of a scrape's failures. Nil: discarded.
 	Logger *slog.Logger
 }
@@ -167,7 +174,7 @@ func New(o Options) *Metrics {
 	build.WithLabelValues(o.Version, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.toolCalls, m.gateRefusals, m.engineCalls, m.approvalTransitions, m.approvalAge, m.effectAttempts,
 		m.auditAppends, m.rateRefusals, m.requestRefusals, build,
-		&scraped{defs: defs, pools: o.Pools, sealLag: o.SealLag, log: m.log})
+		&scraped{defs: defs, pools: o.Pools, sealLag: o.SealLag, pending: o.Pending, log: m.log})
 	return m
 }
 

@@ -301,3 +301,36 @@ func TestSealLagReadAtScrape(t *testing.T) {
 		t.Fatalf("host log: %s", logged.String())
 	}
 }
+
+// TestPendingReadAtScrape: the approvals waiting and the oldest one's wait
+// are read at each scrape; a read that fails leaves both out of that
+// scrape, which still answers, and the host log says why.
+func TestPendingReadAtScrape(t *testing.T) {
+	t.Parallel()
+	var n int
+	var oldest time.Duration
+	var readErr error
+	var logged strings.Builder
+	m := metrics.New(metrics.Options{Version: "v1", Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+		Pending: func(context.Context) (int, time.Duration, error) { return n, oldest, readErr }})
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, metrics.Path, nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("scrape: %d", rec.Code)
+		}
+		return rec.Body.String()
+	}
+	n, oldest = 7, 90*time.Minute
+	if body := scrape(); !strings.Contains(body, "\n"+metrics.ApprovalsPending+" 7\n") || !strings.Contains(body, "\n"+metrics.ApprovalOldestWait+" 5400\n") {
+		t.Fatalf("7 waiting, the oldest 90m:\n%s", body)
+	}
+	readErr = errors.New("connection refused")
+	if body := scrape(); strings.Contains(body, "\n"+metrics.ApprovalsPending+" ") || strings.Contains(body, "\n"+metrics.ApprovalOldestWait+" ") ||
+		!strings.Contains(body, metrics.BuildInfo) {
+		t.Fatalf("unreadable:\n%s", body)
+	}
+	if !strings.Contains(logged.String(), "the approvals waiting could not be read") {
+		t.Fatalf("host log: %s", logged.String())
+	}
+}

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// sealLagTimeout bounds the sealing lag's read at a scrape.
-const sealLagTimeout = 5 * time.Second
+// readTimeout bounds each read of the database at a scrape.
+const readTimeout = 5 * time.Second
 
 // scraped is the collector of what is read at each scrape rather than
 // counted from events: the pools' stats (pool.Stat) and the sealing lag,
@@ -21,6 +21,7 @@ type scraped struct {
 	defs    map[string]Definition
 	pools   map[string]*pgxpool.Pool
 	sealLag func(context.Context) (time.Duration, error)
+	pending func(context.Context) (int, time.Duration, error)
 	log     *slog.Logger
 }
 
@@ -33,12 +34,12 @@ var _ prometheus.Collector = (*scraped)(nil)
 
 // Describe sends every series' description.
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
-	for _, name := range []string{PoolConns, PoolMaxConns, PoolAcquires, PoolEmptyAcquires, PoolCanceledAcquire, PoolAcquireWait, PoolNewConns, AuditSealLag} {
+	for _, name := range []string{PoolConns, PoolMaxConns, PoolAcquires, PoolEmptyAcquires, PoolCanceledAcquire, PoolAcquireWait, PoolNewConns, AuditSealLag, ApprovalsPending, ApprovalOldestWait} {
 		ch <- s.desc(name)
 	}
 }
 
-// Collect reads the pools and the sealing lag.
+// Collect reads the pools, the sealing lag and the approvals waiting.
 func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range slices.Sorted(maps.Keys(s.pools)) {
 		p := s.pools[name]
@@ -62,18 +63,40 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		counter(PoolAcquireWait, st.AcquireDuration().Seconds())
 		counter(PoolNewConns, float64(st.NewConnsCount()))
 	}
+	s.collectSealLag(ch)
+	s.collectPending(ch)
+}
+
+// collectSealLag reads the sealing lag. A failed read leaves the series
+// out (the handler continues on error); the host log says why, the
+// scraper's own error says nothing of the database.
+func (s *scraped) collectSealLag(ch chan<- prometheus.Metric) {
 	if s.sealLag == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sealLagTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
 	lag, err := s.sealLag(ctx)
 	if err != nil {
-		// The series is left out (the handler continues on error); the
-		// host log says why, the scraper's own error says nothing of the
-		// database.
 		s.log.Warn("metrics: the sealing lag could not be read", "error", err)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(s.desc(AuditSealLag), prometheus.GaugeValue, lag.Seconds())
+}
+
+// collectPending reads the approvals waiting for a person, as
+// collectSealLag reads the lag.
+func (s *scraped) collectPending(ch chan<- prometheus.Metric) {
+	if s.pending == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	n, oldest, err := s.pending(ctx)
+	if err != nil {
+		s.log.Warn("metrics: the approvals waiting could not be read", "error", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(s.desc(ApprovalsPending), prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(s.desc(ApprovalOldestWait), prometheus.GaugeValue, oldest.Seconds())
 }

@@ -305,3 +305,13 @@ func nonEmpty(s string) *string {
 	}
 	return &s
 }
+
+// ApprovalsWaiting is how many approvals of every tenant wait for a person
+// now, and how long the oldest of them has waited (zero when none does).
+func (s *Store) ApprovalsWaiting(ctx context.Context) (int, time.Duration, error) {
+	r, err := s.q.ApprovalsPending(ctx, s.x)
+	if err != nil {
+		return 0, 0, InterpretError(err)
+	}
+	return int(r.Pending), max(r.Now.Sub(r.Oldest), 0), nil
+}
