@@ -1,6 +1,10 @@
 -- name: ApprovalStage :one
 -- Inserts a pending approval and appends its staged record (entry).
-SELECT * FROM orangerail.approval_stage(@id, @action, @requested_by, @input, @input_digest, @definition_hash, @expires_at, @entry);
+-- input_key_id is the kid of the key that made the digest (and wrapped a
+-- sealed input's data key); NULL: the legacy key. A sealed input comes as
+-- input_sealed and input_data_key, input NULL.
+SELECT * FROM orangerail.approval_stage(@id, @action, @requested_by, sqlc.narg(input)::json, @input_digest, sqlc.narg(input_key_id)::text,
+    sqlc.narg(input_sealed)::bytea, sqlc.narg(input_data_key)::bytea, @definition_hash, @expires_at, @entry);
 
 -- name: ApprovalGet :one
 SELECT * FROM orangerail.approvals WHERE id = @id AND tenant_id = @tenant_id;
@@ -58,6 +62,11 @@ LIMIT @row_limit;
 -- transaction holds it: one replica sweeps a tenant at a time, and the
 -- others pass on without waiting.
 SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail approval sweep ' || @tenant_id::text, 0))::bool AS locked;
+
+-- name: ApprovalShredInputs :one
+-- Deletes the data keys of at most row_limit of the tenant's sealed inputs
+-- whose approvals ended at or before ended_before; returns how many.
+SELECT orangerail.approval_shred_inputs(@ended_before, @row_limit)::bigint AS shredded;
 
 -- name: ApprovalsPending :one
 -- How many approvals of every tenant wait for a person, and since when the

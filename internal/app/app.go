@@ -23,6 +23,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/metrics"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -38,9 +39,13 @@ type Settings struct {
 	Config *ontology.Config
 	// DatabaseURL is orangerail's own database. Required.
 	DatabaseURL string
-	// Key signs input digests and list cursors. Nil: a random key, for a
-	// process that stages nothing and pages no list (an operator reviewing
-	// approvals).
+	// Ring holds the keys that sign input digests and list cursors (its
+	// active key signs; each key verifies what it signed). Nil: a ring of
+	// Key.
+	Ring *keyring.Ring
+	// Key, when Ring is nil, is a ring of one under the legacy kid. Nil
+	// too: a random key, for a process that stages nothing and pages no
+	// list (an operator reviewing approvals).
 	Key []byte
 	// Logger receives the host log. Nil: discarded.
 	Logger *slog.Logger
@@ -147,7 +152,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 		}
 	}
 	rt.Engine, err = engine.New(engine.Config{Ontology: cfg, Store: rt.Store, Datasource: rt.Datasource, Effects: effects.Factories(), TargetReaders: effects.TargetReader, Catalog: catalog,
-		Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks, Tracer: rt.tracing.Tracer()})
+		Ring: s.Ring, Key: key, Mode: engine.ModeOf(cfg.Preset), Logger: rt.log, Hooks: rt.Hooks, Tracer: rt.tracing.Tracer()})
 	if err != nil {
 		return nil, err
 	}

@@ -9,15 +9,17 @@ import (
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/keyring"
 )
 
-// SecretKeyEnv names the environment variable holding the server key.
+// SecretKeyEnv names the environment variable holding the server's key
+// ring (or, as before rings, one bare key).
 const SecretKeyEnv = "ORANGERAIL_SECRET_KEY" //nolint:gosec // G101: the variable's name, not a credential
 
-// secretKey reads the server key from the environment; a local developer
-// (dev) without one gets a key kept in keyFile, so identical calls still
-// share an approval after a restart.
-func secretKey(dev bool, keyFile string) ([]byte, error) {
+// secretKey reads the server's key ring from the environment; a local
+// developer (dev) without one gets a key kept in keyFile, so identical
+// calls still share an approval after a restart.
+func secretKey(dev bool, keyFile string) (*keyring.Ring, error) {
 	if text := os.Getenv(SecretKeyEnv); text != "" {
 		return parseKey(text, SecretKeyEnv)
 	}
@@ -34,24 +36,33 @@ func secretKey(dev bool, keyFile string) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
 		return nil, err
 	}
-	return key, os.WriteFile(keyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600)
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return keyring.Single(key)
 }
 
-// SecretKey is the server key from $ORANGERAIL_SECRET_KEY, which a server
-// needs: it signs input digests and list cursors, the same on every
-// replica.
-func SecretKey() ([]byte, error) { return secretKey(false, "") }
+// SecretKey is the server's key ring from $ORANGERAIL_SECRET_KEY, which a
+// server needs: its keys sign input digests and list cursors, the same on
+// every replica.
+func SecretKey() (*keyring.Ring, error) { return secretKey(false, "") }
 
-// DevSecretKey is the key from $ORANGERAIL_SECRET_KEY or, without one, the
-// key kept in keyFile (made on first use): for a local developer's server.
-func DevSecretKey(keyFile string) ([]byte, error) { return secretKey(true, keyFile) }
+// DevSecretKey is the ring from $ORANGERAIL_SECRET_KEY or, without one,
+// the key kept in keyFile (made on first use): for a local developer's
+// server.
+func DevSecretKey(keyFile string) (*keyring.Ring, error) { return secretKey(true, keyFile) }
 
-// parseKey decodes a server key written as hex; source names where the
-// text came from, for the error.
-func parseKey(text, source string) ([]byte, error) {
-	key, err := hex.DecodeString(strings.TrimSpace(text))
+// parseKey reads a key ring (keyring.Parse); source names where the text
+// came from, for the error. A bare value, the form before rings, is
+// refused as it always was (SecretKeyMissing) when it is not one key.
+func parseKey(text, source string) (*keyring.Ring, error) {
+	text = strings.TrimSpace(text)
+	if !keyring.Bare(text) {
+		return keyring.Parse(text, source)
+	}
+	key, err := hex.DecodeString(text)
 	if err != nil || len(key) != engine.KeySize {
 		return nil, errcode.New(errcode.SecretKeyMissing, source+" is not 64 hex characters", nil)
 	}
-	return key, nil
+	return keyring.Single(key)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/keyring"
 )
 
 func TestSecretKeyRefusals(t *testing.T) {
@@ -45,8 +46,8 @@ func TestSecretKeyKeptForStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := secretKey(true, keyFile)
-	if err != nil || !bytes.Equal(first, again) {
-		t.Fatalf("second run = %x, %v; want the kept key %x", again, err, first)
+	if err != nil || !bytes.Equal(first.Active().Secret(), again.Active().Secret()) {
+		t.Fatalf("second run = %v, %v; want the kept key", again.IDs(), err)
 	}
 	info, err := os.Stat(keyFile)
 	if err != nil {
@@ -59,7 +60,34 @@ func TestSecretKeyKeptForStdio(t *testing.T) {
 	want := strings.Repeat("cd", 32)
 	t.Setenv(SecretKeyEnv, " "+want+"\n")
 	fromEnv, err := secretKey(true, keyFile)
-	if err != nil || hex.EncodeToString(fromEnv) != want {
-		t.Fatalf("with %s set = %x, %v; want %s over the kept file", SecretKeyEnv, fromEnv, err, want)
+	if err != nil || hex.EncodeToString(fromEnv.Active().Secret()) != want || fromEnv.Active().ID != keyring.Legacy {
+		t.Fatalf("with %s set = %v, %v; want %s, legacy, over the kept file", SecretKeyEnv, fromEnv.IDs(), err, want)
+	}
+}
+
+// TestSecretKeyRing: the variable holds a ring, read whole (the first
+// entry active), and a malformed ring is refused with its own code, for a
+// server and a local developer alike.
+func TestSecretKeyRing(t *testing.T) {
+	k1, k2 := strings.Repeat("11", 32), strings.Repeat("22", 32)
+	t.Setenv(SecretKeyEnv, "k2:"+k2+",k1:"+k1)
+	ring, err := secretKey(false, "")
+	if err != nil || ring.Active().ID != "k2" || len(ring.IDs()) != 2 {
+		t.Fatalf("secretKey = %v, %v; want k2 active of two", ring, err)
+	}
+	for _, tc := range []struct {
+		ring string
+		code errcode.Code
+	}{
+		{"k1:" + k1 + ",k1:" + k2, errcode.KeyRingDuplicateKID},
+		{"k1:" + strings.Repeat("zz", 32), errcode.KeyRingKeyInvalid},
+		{",k1:" + k1, errcode.KeyRingNoActiveKey},
+	} {
+		t.Setenv(SecretKeyEnv, tc.ring)
+		for _, dev := range []bool{false, true} {
+			if _, err := secretKey(dev, filepath.Join(t.TempDir(), "k")); errcode.Of(err) != tc.code {
+				t.Fatalf("%q (dev %v) = %v, want %s", tc.ring, dev, err, tc.code)
+			}
+		}
 	}
 }

@@ -74,7 +74,8 @@ func (f *approvalsFlags) client() (*client.Client, error) {
 
 // engine opens what the database path needs; closeFunc releases it. These
 // commands review and decide approvals; they never stage a call or page a
-// list, so the runtime signs with a key of its own.
+// list, so the runtime signs with a key of its own, unless inputs are
+// sealed: then it needs the server's ring to open them.
 func (f *approvalsFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc func(), err error) {
 	if f.tenant == "" {
 		return nil, nil, errcode.New(errcode.TenantInvalid, "--tenant is required with --break-glass", nil)
@@ -89,7 +90,15 @@ func (f *approvalsFlags) engine(ctx context.Context) (e *engine.Engine, closeFun
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: f.url})
+	s := app.Settings{Config: cfg, DatabaseURL: f.url}
+	if cfg.Approvals.SealInputs {
+		// A sealed input opens only with the server's key ring: a person
+		// approving in an emergency still sees what they approve.
+		if s.Ring, err = app.SecretKey(); err != nil {
+			return nil, nil, err
+		}
+	}
+	rt, err := app.Open(ctx, s)
 	if err != nil {
 		return nil, nil, err
 	}

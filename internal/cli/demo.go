@@ -479,7 +479,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	if err := iss.AddClient(devissuer.Client{ID: login.ClientIDDefault}); err != nil {
 		return err
 	}
-	key, err := app.DevSecretKey(filepath.Join(demoStateDir, "secret.key"))
+	ring, err := app.DevSecretKey(filepath.Join(demoStateDir, "secret.key"))
 	if err != nil {
 		return err
 	}
@@ -491,7 +491,7 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		return err
 	}
 	cfg.Audit.Checkpoint = &ontology.AuditCheckpoint{KeyFile: checkpointKey, Interval: ontology.Duration(demoCheckpointInterval), Origin: "orangerail.demo/" + cfg.Service}
-	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: found.URL, Key: key,
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: found.URL, Ring: ring,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil)), Version: readBuildFacts().Version, Serve: true})
 	if err != nil {
 		return err

@@ -62,7 +62,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newAuditCmd(), newConfigCmd(), newApprovalsCmd(), newAuditorCmd(), newErrorsCmd(), newDemoCmd(), newWebhooksCmd(), newDeskCmd(), newLoginCmd(), newSurfaceCmd(), newPolicyCmd(), newInitCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newAuditCmd(), newConfigCmd(), newApprovalsCmd(), newAuditorCmd(), newErrorsCmd(), newDemoCmd(), newWebhooksCmd(), newDeskCmd(), newLoginCmd(), newSurfaceCmd(), newPolicyCmd(), newInitCmd(), newVersionCmd(), newKeysCmd())
 	return root
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -82,16 +83,16 @@ func serve(ctx context.Context, f serveFlags) error {
 			return err
 		}
 	}
-	var key []byte
+	var ring *keyring.Ring
 	if f.stdio {
-		key, err = app.DevSecretKey(f.keyFile)
+		ring, err = app.DevSecretKey(f.keyFile)
 	} else {
-		key, err = app.SecretKey()
+		ring, err = app.SecretKey()
 	}
 	if err != nil {
 		return err
 	}
-	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: f.url, Key: key, Logger: log, Version: readBuildFacts().Version, Serve: true})
+	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: f.url, Ring: ring, Logger: log, Version: readBuildFacts().Version, Serve: true})
 	if err != nil {
 		return err
 	}

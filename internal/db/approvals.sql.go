@@ -13,7 +13,7 @@ import (
 )
 
 const approvalConsume = `-- name: ApprovalConsume :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_consume($1)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_consume($1)
 `
 
 // The consume compare-and-swap: exactly one caller gets the row. No row:
@@ -36,12 +36,16 @@ func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, id uuid.UUID) (*
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
+		&i.InputSealed,
+		&i.InputDataKey,
+		&i.InputShreddedAt,
 	)
 	return &i, err
 }
 
 const approvalDecide = `-- name: ApprovalDecide :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_decide($1, $2, $3, $4, $5)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_decide($1, $2, $3, $4, $5)
 `
 
 type ApprovalDecideParams struct {
@@ -78,12 +82,16 @@ func (q *Queries) ApprovalDecide(ctx context.Context, db DBTX, arg *ApprovalDeci
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
+		&i.InputSealed,
+		&i.InputDataKey,
+		&i.InputShreddedAt,
 	)
 	return &i, err
 }
 
 const approvalExpire = `-- name: ApprovalExpire :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_expire($1, $2)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_expire($1, $2)
 `
 
 type ApprovalExpireParams struct {
@@ -111,12 +119,16 @@ func (q *Queries) ApprovalExpire(ctx context.Context, db DBTX, arg *ApprovalExpi
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
+		&i.InputSealed,
+		&i.InputDataKey,
+		&i.InputShreddedAt,
 	)
 	return &i, err
 }
 
 const approvalFindOpen = `-- name: ApprovalFindOpen :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
 WHERE tenant_id = $1 AND requested_by = $2 AND action = $3
   AND input_digest = $4 AND status IN ('pending', 'approved')
 `
@@ -152,12 +164,16 @@ func (q *Queries) ApprovalFindOpen(ctx context.Context, db DBTX, arg *ApprovalFi
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
+		&i.InputSealed,
+		&i.InputDataKey,
+		&i.InputShreddedAt,
 	)
 	return &i, err
 }
 
 const approvalGet = `-- name: ApprovalGet :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals WHERE id = $1 AND tenant_id = $2
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals WHERE id = $1 AND tenant_id = $2
 `
 
 type ApprovalGetParams struct {
@@ -183,6 +199,10 @@ func (q *Queries) ApprovalGet(ctx context.Context, db DBTX, arg *ApprovalGetPara
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
+		&i.InputSealed,
+		&i.InputDataKey,
+		&i.InputShreddedAt,
 	)
 	return &i, err
 }
@@ -220,7 +240,7 @@ func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, tenantID string) 
 }
 
 const approvalList = `-- name: ApprovalList :many
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
 WHERE tenant_id = $1 AND ($2::text = '' OR status = $2::text)
 ORDER BY created_at DESC, id
 LIMIT $3
@@ -257,6 +277,10 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 			&i.DecidedAt,
 			&i.DecisionNote,
 			&i.ConsumedAt,
+			&i.InputKeyID,
+			&i.InputSealed,
+			&i.InputDataKey,
+			&i.InputShreddedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -269,7 +293,7 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 }
 
 const approvalPage = `-- name: ApprovalPage :many
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
 WHERE tenant_id = $1 AND action = ANY($2::text[])
   AND ($3::text = '' OR status = $3::text)
   AND ($4::text = '' OR action = $4::text)
@@ -327,6 +351,10 @@ func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPagePa
 			&i.DecidedAt,
 			&i.DecisionNote,
 			&i.ConsumedAt,
+			&i.InputKeyID,
+			&i.InputSealed,
+			&i.InputDataKey,
+			&i.InputShreddedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -338,8 +366,27 @@ func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPagePa
 	return items, nil
 }
 
+const approvalShredInputs = `-- name: ApprovalShredInputs :one
+SELECT orangerail.approval_shred_inputs($1, $2)::bigint AS shredded
+`
+
+type ApprovalShredInputsParams struct {
+	EndedBefore time.Time
+	RowLimit    int32
+}
+
+// Deletes the data keys of at most row_limit of the tenant's sealed inputs
+// whose approvals ended at or before ended_before; returns how many.
+func (q *Queries) ApprovalShredInputs(ctx context.Context, db DBTX, arg *ApprovalShredInputsParams) (int64, error) {
+	row := db.QueryRow(ctx, approvalShredInputs, arg.EndedBefore, arg.RowLimit)
+	var shredded int64
+	err := row.Scan(&shredded)
+	return shredded, err
+}
+
 const approvalStage = `-- name: ApprovalStage :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at FROM orangerail.approval_stage($1, $2, $3, $4, $5, $6, $7, $8)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_stage($1, $2, $3, $4::json, $5, $6::text,
+    $7::bytea, $8::bytea, $9, $10, $11)
 `
 
 type ApprovalStageParams struct {
@@ -348,12 +395,18 @@ type ApprovalStageParams struct {
 	RequestedBy    string
 	Input          []byte
 	InputDigest    []byte
+	InputKeyID     *string
+	InputSealed    []byte
+	InputDataKey   []byte
 	DefinitionHash []byte
 	ExpiresAt      time.Time
 	Entry          []byte
 }
 
 // Inserts a pending approval and appends its staged record (entry).
+// input_key_id is the kid of the key that made the digest (and wrapped a
+// sealed input's data key); NULL: the legacy key. A sealed input comes as
+// input_sealed and input_data_key, input NULL.
 func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStageParams) (*OrangerailApproval, error) {
 	row := db.QueryRow(ctx, approvalStage,
 		arg.ID,
@@ -361,6 +414,9 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 		arg.RequestedBy,
 		arg.Input,
 		arg.InputDigest,
+		arg.InputKeyID,
+		arg.InputSealed,
+		arg.InputDataKey,
 		arg.DefinitionHash,
 		arg.ExpiresAt,
 		arg.Entry,
@@ -381,6 +437,10 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 		&i.DecidedAt,
 		&i.DecisionNote,
 		&i.ConsumedAt,
+		&i.InputKeyID,
+		&i.InputSealed,
+		&i.InputDataKey,
+		&i.InputShreddedAt,
 	)
 	return &i, err
 }

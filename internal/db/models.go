@@ -12,20 +12,24 @@ import (
 )
 
 type OrangerailApproval struct {
-	ID             uuid.UUID
-	TenantID       string
-	Action         string
-	RequestedBy    string
-	Input          []byte
-	InputDigest    []byte
-	DefinitionHash []byte
-	Status         string
-	CreatedAt      time.Time
-	ExpiresAt      time.Time
-	DecidedBy      *string
-	DecidedAt      *time.Time
-	DecisionNote   *string
-	ConsumedAt     *time.Time
+	ID              uuid.UUID
+	TenantID        string
+	Action          string
+	RequestedBy     string
+	Input           []byte
+	InputDigest     []byte
+	DefinitionHash  []byte
+	Status          string
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	DecidedBy       *string
+	DecidedAt       *time.Time
+	DecisionNote    *string
+	ConsumedAt      *time.Time
+	InputKeyID      *string
+	InputSealed     []byte
+	InputDataKey    []byte
+	InputShreddedAt *time.Time
 }
 
 type OrangerailAudit struct {

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,6 +25,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -39,6 +41,9 @@ type call struct {
 	canonical []byte         // RFC 8785 form, what the digest covers
 	values    map[string]any // decoded input, for the precondition and parameters
 	digest    []byte
+	// digestKey is the kid the digest carries: the key that made it ("":
+	// the legacy key).
+	digestKey keyring.KID
 }
 
 // Call is an agent's call of an action: it validates the input, resolves
@@ -146,17 +151,38 @@ func (e *Engine) checkInput(name string, a *ontology.Action, tenant string, inpu
 	if !ok {
 		return nil, []Issue{{Path: "", Message: "the input must be a JSON object"}}
 	}
-	return &call{
-		name: name, action: a, input: input, canonical: canonical, values: values,
-		digest: e.inputDigest(tenant, name, canonical),
-	}, nil
+	c := &call{name: name, action: a, input: input, canonical: canonical, values: values}
+	c.digest, c.digestKey = e.inputDigest(tenant, name, canonical)
+	return c, nil
 }
 
-// inputDigest is the digest of an action's canonical input in a tenant:
-// what an approver approves, and what the consume checks the stored input
-// against.
-func (e *Engine) inputDigest(tenant, action string, canonical []byte) []byte {
-	return e.mac("input digest v1", []byte(tenant), []byte(action), canonical)
+const inputDigestPurpose = "input digest v1"
+
+// inputDigest is the digest of an action's canonical input in a tenant,
+// under the ring's active key, and the kid it carries: what an approver
+// approves, and what the consume checks the stored input against. After a
+// rotation an identical call has another digest, so it opens a fresh
+// approval; the one staged before keeps its own.
+func (e *Engine) inputDigest(tenant, action string, canonical []byte) ([]byte, keyring.KID) {
+	return e.mac(inputDigestPurpose, []byte(tenant), []byte(action), canonical)
+}
+
+// inputDigestBy is the digest of the input under the key kid names, or
+// false when the ring no longer holds that key.
+func (e *Engine) inputDigestBy(kid keyring.KID, tenant, action string, canonical []byte) ([]byte, bool) {
+	return e.macBy(kid, inputDigestPurpose, []byte(tenant), []byte(action), canonical)
+}
+
+// digestOfInput reports whether digest is the digest of the input under
+// any key of the ring: for a digest stored without its kid (an
+// idempotency key's), made under whichever key was active then.
+func (e *Engine) digestOfInput(digest []byte, tenant, action string, canonical []byte) bool {
+	for _, k := range e.ring.Keys() {
+		if hmac.Equal(digest, macUnder(k.Secret(), inputDigestPurpose, []byte(tenant), []byte(action), canonical)) {
+			return true
+		}
+	}
+	return false
 }
 
 // nulIssues lists every string and member name of v, at its JSON pointer
@@ -433,12 +459,20 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 			return &auditAppendError{err}
 		}
 		// The approval keeps the canonical input: the bytes its digest
-		// covers, the bytes an approver is shown, the bytes that execute.
-		approval, err = st.ApprovalStage(ctx, &store.ApprovalStageParams{
+		// covers, the bytes an approver is shown, the bytes that execute;
+		// sealed, under the key that made the digest.
+		p := &store.ApprovalStageParams{
 			ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
-			Input: c.canonical, InputDigest: c.digest, DefinitionHash: e.definitions[c.name],
+			Input: c.canonical, InputDigest: c.digest, InputKeyID: string(c.digestKey), DefinitionHash: e.definitions[c.name],
 			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
-		})
+		}
+		if e.cfg.Approvals.SealInputs {
+			if p.InputSealed, p.InputDataKey, err = e.sealInput(caller.Tenant, id, c.digestKey, c.canonical); err != nil {
+				return err
+			}
+			p.Input = nil
+		}
+		approval, err = st.ApprovalStage(ctx, p)
 		if err == nil {
 			approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionStaged, Action: c.name,
 				Tenant: caller.Tenant, Actor: caller.actor().Subject})
@@ -508,11 +542,20 @@ func changeError(err error) error {
 
 // record builds an audit record of a call, its input masked as the action
 // says.
+// With approvals.seal_inputs the record carries the input's digest
+// instead: the chain must not keep in plaintext what the approvals table
+// seals and shreds.
 func (e *Engine) record(caller *Caller, c *call, phase Phase, correlation string, approval *uuid.UUID) *Record {
-	return &Record{
+	rec := &Record{
 		Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: phase, Action: c.name,
-		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval, Input: mask(c.canonical, c.action.AuditMasks()),
+		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval,
 	}
+	if e.cfg.Approvals.SealInputs {
+		rec.InputDigest = DigestHex(c.digest)
+	} else {
+		rec.Input = mask(c.canonical, c.action.AuditMasks())
+	}
+	return rec
 }
 
 // mask replaces each value a pointer names in a JSON value with the

@@ -76,6 +76,10 @@ type Record struct {
 	Input  json.RawMessage
 	Prior  json.RawMessage
 	Result json.RawMessage
+	// InputDigest, with approvals.seal_inputs, stands in for Input: the
+	// input's digest (hex), which names the input without holding it, so
+	// that a shredded input leaves nothing readable in the chain.
+	InputDigest string
 	// Error is the full underlying error text of a failed outcome: the audit
 	// log is an operator artifact.
 	Error string
@@ -98,6 +102,7 @@ type entry struct {
 	DevMode       bool            `json:"dev_mode"`
 	ApprovalID    *uuid.UUID      `json:"approval_id,omitempty"`
 	Input         json.RawMessage `json:"input,omitempty"`
+	InputDigest   string          `json:"input_digest,omitempty"`
 	Prior         json.RawMessage `json:"prior,omitempty"`
 	Result        json.RawMessage `json:"result,omitempty"`
 	Error         string          `json:"error,omitempty"`
@@ -149,6 +154,7 @@ func (r *Record) Entry() ([]byte, error) {
 		DevMode:       r.DevMode,
 		ApprovalID:    r.ApprovalID,
 		Input:         r.Input,
+		InputDigest:   r.InputDigest,
 		Prior:         prior,
 		Result:        result,
 		Error:         storable(r.Error),

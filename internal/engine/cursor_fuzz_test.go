@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -26,7 +27,13 @@ const (
 
 // fuzzCursorEngine is an engine with only a key: enough to seal and open
 // cursors.
-func fuzzCursorEngine() *Engine { return &Engine{key: bytes.Repeat([]byte{7}, KeySize)} }
+func fuzzCursorEngine() *Engine {
+	ring, err := keyring.Single(bytes.Repeat([]byte{7}, KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return &Engine{ring: ring}
+}
 
 // realCursors are cursors as the engine makes them for tenant acme, one of
 // each list, each under the query that binds it.

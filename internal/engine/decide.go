@@ -118,6 +118,10 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 			out = refuse(StatusDenied, errcode.Forbidden)
 			return nil
 		}
+		if _, state := e.openInput(a); state == InputShredded {
+			out = refuse(StatusDenied, errcode.ApprovalInputShredded)
+			return nil
+		}
 		switch {
 		case a.Status == store.ApprovalExpired:
 			out = refuse(StatusExpired, errcode.ApprovalExpired)
@@ -258,12 +262,15 @@ type ApprovalView struct {
 	Status      store.ApprovalStatus `json:"status"`
 	RequestedBy string               `json:"requested_by"`
 	Input       json.RawMessage      `json:"input"`
-	Digest      string               `json:"digest"`
-	Effect      string               `json:"effect,omitempty"`
-	Rollback    string               `json:"rollback,omitempty"`
-	Destructive bool                 `json:"destructive"`
-	Target      json.RawMessage      `json:"target,omitempty"`
-	TargetError string               `json:"target_error,omitempty"`
+	// InputState, when set, says why Input is null: the sealed input was
+	// shredded or does not open.
+	InputState  InputState      `json:"input_state,omitempty"`
+	Digest      string          `json:"digest"`
+	Effect      string          `json:"effect,omitempty"`
+	Rollback    string          `json:"rollback,omitempty"`
+	Destructive bool            `json:"destructive"`
+	Target      json.RawMessage `json:"target,omitempty"`
+	TargetError string          `json:"target_error,omitempty"`
 	// WouldWrite is what the action's statement sets, column by column,
 	// when the input tells it all (ReviewApproval); nil otherwise.
 	WouldWrite   json.RawMessage `json:"would_write,omitempty"`
@@ -294,9 +301,9 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 		return nil, err
 	}
 	v := e.view(a)
-	if action, ok := e.cfg.Actions[a.Action]; ok && action.Target != nil {
+	if action, ok := e.cfg.Actions[a.Action]; ok && action.Target != nil && v.InputState == "" {
 		c := &call{action: action}
-		err := json.Unmarshal(a.Input, &c.values)
+		err := json.Unmarshal(v.Input, &c.values)
 		if err == nil {
 			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
 				v.Target, err = e.resolveTarget(ctx, tx, tenant, action, c, false)
@@ -330,17 +337,27 @@ func (e *Engine) ListApprovals(ctx context.Context, tenant string, status store.
 }
 
 func (e *Engine) view(a *store.Approval) *ApprovalView {
+	input, state := e.openInput(a)
 	v := &ApprovalView{
 		ID: a.ID, Tenant: a.TenantID, Action: a.Action, Status: a.Status, RequestedBy: a.RequestedBy,
-		Input: a.Input, Digest: DigestHex(a.InputDigest), CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		Input: input, Digest: DigestHex(a.InputDigest), CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, DecisionNote: a.DecisionNote, ConsumedAt: a.ConsumedAt,
+	}
+	if state != InputOpen {
+		v.InputState = state
+		return e.describe(a, v)
 	}
 	// An approval staged before inputs were stored canonical is shown
 	// canonical too: the form its digest covers, free of layout that could
 	// mislead a reader.
-	if canonical, err := jcs.Canonicalize(a.Input); err == nil {
+	if canonical, err := jcs.Canonicalize(input); err == nil {
 		v.Input = canonical
 	}
+	return e.describe(a, v)
+}
+
+// describe fills in what the action's declaration says of an approval.
+func (e *Engine) describe(a *store.Approval, v *ApprovalView) *ApprovalView {
 	if action, ok := e.cfg.Actions[a.Action]; ok {
 		v.Title, v.Effect, v.Rollback, v.Destructive = action.Title, action.Effect, action.Rollback, action.DeclaredDestructive()
 	}

@@ -170,8 +170,8 @@ func (e *Engine) ReviewApproval(ctx context.Context, caller *Caller, approvalID 
 		return nil, errcode.New(errcode.Forbidden, "deciding "+a.Action+" needs one of the roles "+fmt.Sprint(e.ApproverRoles(a.Action)), nil)
 	}
 	v := e.view(a)
-	if action, ok := e.cfg.Actions[a.Action]; ok {
-		e.review(ctx, caller.Tenant, action, a.Input, v)
+	if action, ok := e.cfg.Actions[a.Action]; ok && v.InputState == "" {
+		e.review(ctx, caller.Tenant, action, v.Input, v)
 	}
 	return v, nil
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -93,8 +94,12 @@ type Config struct {
 	// read checks every value an agent sends against its column's type
 	// before any SQL runs.
 	Catalog *ontology.Catalog
-	// Key signs input digests and list cursors: 32 random bytes kept
-	// secret and shared by every replica. Required.
+	// Ring holds the keys that sign input digests and list cursors, kept
+	// secret and shared by every replica: its active key signs, and every
+	// key verifies what it signed. Required, unless Key is set.
+	Ring *keyring.Ring
+	// Key, when Ring is nil, is a ring of one (keyring.Single): 32 random
+	// bytes under the legacy kid.
 	Key []byte
 	// Mode defaults to ModeLive.
 	Mode Mode
@@ -110,7 +115,7 @@ type Config struct {
 }
 
 // KeySize is the size of Config.Key.
-const KeySize = 32
+const KeySize = keyring.Size
 
 // Engine runs reads and the governed action lifecycle. It is safe for
 // concurrent use.
@@ -131,7 +136,7 @@ type Engine struct {
 	targetReaders map[*ontology.Action]TargetReader
 	// effectTimeout is the deadline of an effect's context.
 	effectTimeout time.Duration
-	key           []byte
+	ring          *keyring.Ring
 	mode          Mode
 	log           *slog.Logger
 	now           func() time.Time
@@ -170,8 +175,15 @@ func New(c Config) (*Engine, error) {
 		return nil, errors.New("engine: Config.Store is required")
 	case c.Catalog == nil:
 		return nil, errors.New("engine: Config.Catalog is required")
-	case len(c.Key) != KeySize:
-		return nil, errors.New("engine: Config.Key must be 32 bytes")
+	case c.Ring == nil && len(c.Key) != KeySize:
+		return nil, errors.New("engine: Config.Ring is required, or a Config.Key of 32 bytes")
+	}
+	ring := c.Ring
+	if ring == nil {
+		var err error
+		if ring, err = keyring.Single(c.Key); err != nil {
+			return nil, err
+		}
 	}
 	made, err := effects(c.Ontology.Actions, c.Effects)
 	if err != nil {
@@ -190,7 +202,7 @@ func New(c Config) (*Engine, error) {
 		effects:       made,
 		targetReaders: readers,
 		effectTimeout: statement + effectGrace,
-		key:           slices.Clone(c.Key),
+		ring:          ring,
 		mode:          cmp.Or(c.Mode, ModeLive),
 		log:           cmp.Or(c.Logger, slog.Default()),
 		now:           c.NowFunc,
@@ -218,10 +230,29 @@ func New(c Config) (*Engine, error) {
 	return e, nil
 }
 
-// mac returns an HMAC-SHA-256 of parts under the engine's key, with a
-// purpose label so that a digest of one kind never verifies as another.
-func (e *Engine) mac(purpose string, parts ...[]byte) []byte {
-	h := hmac.New(sha256.New, e.key)
+// mac returns an HMAC-SHA-256 of parts under the ring's active key, and
+// the kid it carries (keyring.Carried).
+func (e *Engine) mac(purpose string, parts ...[]byte) ([]byte, keyring.KID) {
+	active := e.ring.Active()
+	return macUnder(active.Secret(), purpose, parts...), keyring.Carried(active.ID)
+}
+
+// macBy returns the HMAC-SHA-256 of parts under the key kid names (the
+// empty kid: the legacy key), or false when the ring no longer holds it.
+func (e *Engine) macBy(kid keyring.KID, purpose string, parts ...[]byte) ([]byte, bool) {
+	secret, ok := e.ring.Lookup(kid)
+	if !ok {
+		return nil, false
+	}
+	return macUnder(secret, purpose, parts...), true
+}
+
+// macUnder returns an HMAC-SHA-256 of parts under key, with a purpose
+// label so that a digest of one kind never verifies as another. The kid
+// is not among the parts: it only selects the key, and a digest made
+// before rings must stay the same under the legacy key.
+func macUnder(key []byte, purpose string, parts ...[]byte) []byte {
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(purpose))
 	for _, p := range parts {
 		// Length-prefixed, so that no two lists of parts hash alike.

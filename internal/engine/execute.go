@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -75,8 +76,15 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if out := e.recheck(ctx, caller, approval.Action, &id); out != nil {
 		return out
 	}
-	c := &call{name: approval.Action, action: a, input: approval.Input, digest: approval.InputDigest}
-	if c.canonical, err = jcs.Canonicalize(approval.Input); err != nil {
+	input, state := e.openInput(approval)
+	if state != InputOpen {
+		// Not consumed: the approval stays approved, and says why it does
+		// not run (a key dropped from the ring too soon).
+		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, Code: errcode.ApprovalInputUnreadable,
+			CorrelationID: approvalID, ApprovalID: &id, Err: fmt.Errorf("the approval's sealed input is %s", state)})
+	}
+	c := &call{name: approval.Action, action: a, input: input, digest: approval.InputDigest, digestKey: keyring.KID(approval.InputKeyID)}
+	if c.canonical, err = jcs.Canonicalize(input); err != nil {
 		return e.internal(ctx, "check approval", err)
 	}
 	if err := json.Unmarshal(c.canonical, &c.values); err != nil {
@@ -213,7 +221,14 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	// The digest an approver approved must be the stored input's, and the
 	// chain must hold the decision: a row written around the engine, or an
 	// input changed after staging, does not execute.
-	if !hmac.Equal(consumed.InputDigest, x.e.inputDigest(x.caller.Tenant, x.c.name, x.c.canonical)) {
+	// It is checked under the key that made it, which the approval names:
+	// an approval staged before a rotation executes after it.
+	want, known := x.e.inputDigestBy(keyring.KID(consumed.InputKeyID), x.caller.Tenant, x.c.name, x.c.canonical)
+	if !known {
+		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
+			fmt.Errorf("the key %q that made the approval's digest is no longer in the key ring", consumed.InputKeyID))
+	}
+	if !hmac.Equal(consumed.InputDigest, want) {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
 			errors.New("the stored input is not the input whose digest was approved"))
 	}
@@ -432,7 +447,7 @@ func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) 
 func (x *execution) attempt(ctx context.Context, a EffectAttempt) error {
 	ctx = context.WithoutCancel(ctx)
 	rec := x.record(PhaseEffectAttempt)
-	rec.Input, rec.Attempt = nil, &a // execution_started holds the input
+	rec.Input, rec.InputDigest, rec.Attempt = nil, "", &a // execution_started holds the input
 	return database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
 		return appendAudit(ctx, stx, rec)
 	})

@@ -17,7 +17,8 @@ func SetBeforeRead(e *Engine, f func()) { e.beforeRead = f }
 // InputDigest is the digest of an action's canonical input in a tenant,
 // as the engine computes it, for tests that write approvals around it.
 func InputDigest(e *Engine, tenant, action string, canonical []byte) []byte {
-	return e.inputDigest(tenant, action, canonical)
+	digest, _ := e.inputDigest(tenant, action, canonical)
+	return digest
 }
 
 // DefinitionHash is the hash an approval records of its action's

@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -292,26 +293,48 @@ const cursorPurpose = "orangerail list cursor v1"
 // shorter (a sort value is a column's text, bounded by MaxValueLength).
 const maxCursorLength = 4096
 
-// sealCursor encodes and signs a cursor for one tenant's list of object.
+// sealCursor encodes and signs a cursor for one tenant's list of object,
+// under the ring's active key: body.sig, prefixed kid. when the key
+// carries a kid (a cursor made under the legacy key has the form cursors
+// had before rings, so replicas not yet upgraded still open it).
 func (e *Engine) sealCursor(tenant, object string, c *cursor) (string, error) {
 	body, err := json.Marshal(c)
 	if err != nil {
 		return "", err
 	}
-	sig := e.mac(cursorPurpose, []byte(tenant), []byte(object), body)[:16]
-	return base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	sig, kid := e.mac(cursorPurpose, []byte(tenant), []byte(object), body)
+	text := base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(sig[:16])
+	if kid != "" {
+		text = string(kid) + "." + text
+	}
+	return text, nil
 }
 
 // openCursor verifies and decodes a cursor sealed for this tenant and
-// object.
+// object, with the key its kid names (none: the legacy key): a cursor
+// made before a rotation opens while the ring keeps its key.
 func (e *Engine) openCursor(tenant, object, text string) (*cursor, error) {
+	if len(text) > maxCursorLength {
+		return nil, errBadCursor
+	}
+	var kid keyring.KID
+	if parts := strings.Split(text, "."); len(parts) == 3 {
+		kid, text = keyring.KID(parts[0]), parts[1]+"."+parts[2]
+		if !kid.Valid() || keyring.Carried(kid) == "" {
+			return nil, errBadCursor
+		}
+	}
 	bodyText, sigText, ok := strings.Cut(text, ".")
-	if !ok || len(text) > maxCursorLength {
+	if !ok {
 		return nil, errBadCursor
 	}
 	body, err1 := base64.RawURLEncoding.DecodeString(bodyText)
 	sig, err2 := base64.RawURLEncoding.DecodeString(sigText)
-	if err1 != nil || err2 != nil || !hmac.Equal(sig, e.mac(cursorPurpose, []byte(tenant), []byte(object), body)[:16]) {
+	if err1 != nil || err2 != nil {
+		return nil, errBadCursor
+	}
+	want, known := e.macBy(kid, cursorPurpose, []byte(tenant), []byte(object), body)
+	if !known || !hmac.Equal(sig, want[:16]) {
 		return nil, errBadCursor
 	}
 	var c cursor

@@ -13,11 +13,13 @@ import (
 
 // Sweep expires every tenant's lapsed approvals, auditing each expiry as
 // the engine's other paths do (approval_expire), and returns how many it
-// expired. Expiry is eager so that no list shows a lapsed approval as
-// pending. Replicas may sweep at once: a tenant is swept by one of them at
-// a time (a transaction-scoped advisory lock another sweeper passes over
-// without waiting), and an approval expired, decided or consumed by
-// another transaction meanwhile is left as that one left it.
+// expired; with approvals.retention it also crypto-shreds the sealed
+// inputs of approvals that ended longer ago (shredInputs). Expiry is eager
+// so that no list shows a lapsed approval as pending. Replicas may sweep
+// at once: a tenant is swept by one of them at a time (a
+// transaction-scoped advisory lock another sweeper passes over without
+// waiting), and an approval expired, decided or consumed by another
+// transaction meanwhile is left as that one left it.
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	tenants, err := Tenants(ctx, e.store)
 	if err != nil {
@@ -32,7 +34,13 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			if err != nil || !locked {
 				return err
 			}
-			n, err = e.expireLapsedCount(ctx, tx, tenant)
+			if n, err = e.expireLapsedCount(ctx, tx, tenant); err != nil {
+				return err
+			}
+			shredded, err := e.shredInputs(ctx, tx)
+			if shredded > 0 {
+				e.log.InfoContext(ctx, "sealed inputs shredded", "tenant", tenant, "count", shredded)
+			}
 			return err
 		})
 		if err != nil {

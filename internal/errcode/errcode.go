@@ -39,6 +39,8 @@ const (
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
+	ApprovalInputShredded     Code = "X_APPROVAL_INPUT_SHREDDED"
+	ApprovalInputUnreadable   Code = "X_APPROVAL_INPUT_UNREADABLE"
 
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
@@ -116,6 +118,13 @@ const (
 	AuditProofMalformed    Code = "X_AUDIT_PROOF_MALFORMED"
 	AuditProofInvalid      Code = "X_AUDIT_PROOF_INVALID"
 	CheckpointKeyInvalid   Code = "X_CHECKPOINT_KEY_INVALID"
+
+	// The server's key ring (internal/keyring).
+	KeyRingEntryInvalid Code = "X_KEY_RING_ENTRY_INVALID"
+	KeyRingKeyInvalid   Code = "X_KEY_RING_KEY_INVALID"
+	KeyRingDuplicateKID Code = "X_KEY_RING_DUPLICATE_KID"
+	KeyRingNoActiveKey  Code = "X_KEY_RING_NO_ACTIVE_KEY"
+	KeyRingKIDUnknown   Code = "X_KEY_RING_KID_UNKNOWN"
 )
 
 // Entry describes one code, for two audiences: Fix is the operator's (and
@@ -206,12 +215,26 @@ var table = []Entry{
 		"Fix the request as the message says; the API's OpenAPI document is at /api/v1/openapi.json.", ""},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail approvals list --tenant T`.", ""},
+	{ApprovalInputShredded, "The approval's sealed input was crypto-shredded (approvals.retention passed after the approval ended): nobody can read it again, and the approval, already decided, cannot be decided.",
+		"Nothing to decide: the audit log keeps the approval's records and its input's digest. To act again, the agent makes a new call.", ""},
+	{ApprovalInputUnreadable, "The approval's sealed input does not open: the key ring no longer holds the key that sealed it (its kid is the approval's input_key_id), or the row was altered. It is not executed.",
+		"Put the dropped key back in ORANGERAIL_SECRET_KEY (inactive) until the approval has ended; drop keys only as the README's key rotation says.", ""},
 	{BreakGlassRefused, "A break-glass decision needs a reason and a connection logged in as the owner of the orangerail schema (or a superuser) acting as itself; this one gave no reason, or is a runtime login or SET ROLE to another role.",
 		"Decide through the desk or `orangerail approvals approve --server URL` when it is up; otherwise pass --reason TEXT and the owner's database URL (the one `orangerail migrate` runs with), not the runtime's.", ""},
 	{IdentityRequired, "Serving MCP over HTTP needs a verified identity for every caller, and none is configured.",
 		"Configure identity.oidc in the config, or serve a local developer over stdio with `orangerail serve --stdio`.", ""},
 	{SecretKeyMissing, "The server's secret key (which signs input digests and list cursors) is missing or malformed.",
 		"Set ORANGERAIL_SECRET_KEY to 64 hex characters (`openssl rand -hex 32`), the same on every replica.", ""},
+	{KeyRingEntryInvalid, "An entry of the key ring in ORANGERAIL_SECRET_KEY is not kid:key, or its kid is not 1 to 32 of [a-z0-9_-] starting with a letter or digit.",
+		"Write the ring as kid:key entries separated by commas, the active key first (`orangerail keys list` reads it back; `orangerail keys rotate` writes one).", ""},
+	{KeyRingKeyInvalid, "A key of the key ring in ORANGERAIL_SECRET_KEY is not 64 hex characters (32 bytes).",
+		"Give every key as 64 hex characters (`openssl rand -hex 32`), or let `orangerail keys rotate` make one.", ""},
+	{KeyRingDuplicateKID, "The key ring in ORANGERAIL_SECRET_KEY names one kid twice: what carries that kid could not say which key made it.",
+		"Keep one entry per kid; give a new key a new kid (`orangerail keys rotate` does).", ""},
+	{KeyRingNoActiveKey, "The key ring has no active key: ORANGERAIL_SECRET_KEY is empty or its first entry (the active key) is, or a command would drop the active key.",
+		"Put the key that signs new digests and cursors first; activate another key (`orangerail keys activate KID`) before dropping the active one.", ""},
+	{KeyRingKIDUnknown, "A keys command names a kid the ring in ORANGERAIL_SECRET_KEY does not hold.",
+		"`orangerail keys list` lists the ring's kids; name one of them.", ""},
 	{ConfigInvalid, "The ontology config has problems; each is listed with its field path.",
 		"Fix each problem; `orangerail config check FILE` lists them all.", ""},
 	{ScaffoldTableUnknown, "orangerail init was asked (--tables) for a table the datasource does not have: an ordinary table outside the system schemas and orangerail's own, named as table in public, else schema.table.",

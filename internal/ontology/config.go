@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -443,6 +444,38 @@ type Approvals struct {
 	// FourEyes, when true, refuses an approver who is the requester.
 	// Defaults to true.
 	FourEyes *bool `yaml:"four_eyes"`
+	// SealInputs, when true, stores each staged input AES-256-GCM
+	// encrypted under a data key of its own (wrapped under the key ring's
+	// active key) and has audit records carry the input's digest instead
+	// of the input. Defaults to false.
+	SealInputs bool `yaml:"seal_inputs"`
+	// Retention, with SealInputs, is how long a decided approval's sealed
+	// input stays readable after the approval ended (consumed, rejected,
+	// expired); then the sweeper deletes its data key (crypto-shredding).
+	// Zero (the default): kept.
+	Retention Days `yaml:"retention"`
+}
+
+// Days is a duration written as Go writes one (36h) or in whole days
+// (90d): a retention is counted in days.
+type Days time.Duration
+
+// UnmarshalYAML reads a duration or a whole number of days.
+func (d *Days) UnmarshalYAML(node *yaml.Node) error {
+	if n, ok := strings.CutSuffix(node.Value, "d"); ok {
+		days, err := strconv.ParseUint(n, 10, 16)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number of days (such as 90d)", node.Value)
+		}
+		*d = Days(time.Duration(days) * 24 * time.Hour)
+		return nil
+	}
+	v, err := time.ParseDuration(node.Value)
+	if err != nil {
+		return err
+	}
+	*d = Days(v)
+	return nil
 }
 
 // Audit tunes the audit chain's sealing.

@@ -120,6 +120,10 @@ func TestBrokenConfigs(t *testing.T) {
 		{"unknown nested key", replace("    policy: {roles: [support]}", "    policy: {aproval: required}"), []string{"actions.cancel_order.policy.aproval"}}, //nolint:misspell // the typo is the test
 		{"bad preset", add("preset: yolo\n"), []string{"preset"}},
 		{"bad ttl", add("approvals: {ttl: soon}\n"), []string{"approvals.ttl"}},
+		{"retention without sealing", add("approvals: {retention: 90d}\n"), []string{"approvals.retention"}},
+		{"retention not days", add("approvals: {seal_inputs: true, retention: 90days}\n"), []string{"approvals.retention"}},
+		{"retention negative", add("approvals: {seal_inputs: true, retention: -1h}\n"), []string{"approvals.retention"}},
+		{"sealed input sent to a webhook", add("approvals: {seal_inputs: true}\nwebhooks: [{url: \"https://hooks.example.com/in\", secret_env: HOOK, include_input: true}]\n"), []string{"webhooks.0.include_input"}},
 		{"tool name too long", replace("  cancel_order:", "  "+strings.Repeat("x", 65)+":"), []string{"actions." + strings.Repeat("x", 65)}},
 		{"tool name with a space", replace("  cancel_order:", "  \"cancel order\":"), []string{"actions.cancel order"}},
 		{"colliding tool names", replace("  cancel_order:", "  order_get:"), []string{"actions.order_get"}},
@@ -573,5 +577,24 @@ func TestAuditCheckpoint(t *testing.T) {
 		if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != want {
 			t.Errorf("%q: %v, want one problem at %s", extra, err, want)
 		}
+	}
+}
+
+// TestSealedInputsConfig reads approvals.seal_inputs and a retention in
+// days or as a Go duration.
+func TestSealedInputsConfig(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]time.Duration{"90d": 90 * 24 * time.Hour, "36h": 36 * time.Hour} {
+		cfg, err := Parse([]byte(add("approvals: {seal_inputs: true, retention: " + text + "}\n")(base)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cfg.Approvals.SealInputs || time.Duration(cfg.Approvals.Retention) != want {
+			t.Fatalf("retention %s read as %v (sealed %v)", text, time.Duration(cfg.Approvals.Retention), cfg.Approvals.SealInputs)
+		}
+	}
+	cfg, err := Parse([]byte(base))
+	if err != nil || cfg.Approvals.SealInputs || cfg.Approvals.Retention != 0 {
+		t.Fatalf("by default inputs are not sealed nor shredded: %+v %v", cfg.Approvals, err)
 	}
 }

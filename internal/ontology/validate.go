@@ -183,6 +183,9 @@ func (c *Config) validate() Problems {
 	if d := time.Duration(c.Audit.SealInterval); d < time.Millisecond || d > SealIntervalMax {
 		add("audit.seal_interval", "%s is not between 1ms and %s: records wait about that long for their place in the chain", d, SealIntervalMax)
 	}
+	if r := time.Duration(c.Approvals.Retention); r < 0 || (r > 0 && !c.Approvals.SealInputs) {
+		add("approvals.retention", "%s needs approvals.seal_inputs: true, and a positive duration: only a sealed input can be shredded", r)
+	}
 	if cp := c.Audit.Checkpoint; cp != nil {
 		if (cp.KeyFile == "") == (cp.KeyEnv == "") {
 			add("audit.checkpoint", "name the signing key in exactly one of key_file and key_env")
@@ -505,6 +508,9 @@ func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
 			add(path+".url", "webhooks.%d sends to the same URL: list an endpoint once, with every event it takes", j)
 		} else {
 			seen[w.URL] = i
+		}
+		if w.IncludeInput && c.Approvals.SealInputs {
+			add(path+".include_input", "cannot be true with approvals.seal_inputs: a sealed input is opened only for the approver's view and for execution")
 		}
 		if !envNamePattern.MatchString(w.SecretEnv) {
 			add(path+".secret_env", "name the environment variable holding the endpoint's signing secret (whsec_ and base64), such as ORDERS_WEBHOOK_SECRET")

@@ -45,6 +45,15 @@ type Approval struct {
 	Input []byte
 	// InputDigest is the keyed digest of the canonical input.
 	InputDigest []byte
+	// InputKeyID is the kid of the key that made InputDigest (and wrapped
+	// InputDataKey); "" is the legacy key (keyring.Legacy).
+	InputKeyID string
+	// InputSealed, when the input was sealed (approvals.seal_inputs), is
+	// the input encrypted, and Input is nil; InputDataKey is its data key,
+	// wrapped, nil once shredded (InputShreddedAt).
+	InputSealed     []byte
+	InputDataKey    []byte
+	InputShreddedAt *time.Time
 	// DefinitionHash identifies the action's declaration at staging.
 	DefinitionHash []byte
 	Status         ApprovalStatus
@@ -59,7 +68,8 @@ type Approval struct {
 func approvalOf(r *db.OrangerailApproval) *Approval {
 	return &Approval{
 		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy,
-		Input: r.Input, InputDigest: r.InputDigest, DefinitionHash: r.DefinitionHash,
+		Input: r.Input, InputDigest: r.InputDigest, InputKeyID: deref(r.InputKeyID),
+		InputSealed: r.InputSealed, InputDataKey: r.InputDataKey, InputShreddedAt: r.InputShreddedAt, DefinitionHash: r.DefinitionHash,
 		Status: ApprovalStatus(r.Status), CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, DecisionNote: r.DecisionNote, ConsumedAt: r.ConsumedAt,
 	}
@@ -67,11 +77,18 @@ func approvalOf(r *db.OrangerailApproval) *Approval {
 
 // ApprovalStageParams stage an approval.
 type ApprovalStageParams struct {
-	ID             uuid.UUID
-	Action         string
-	RequestedBy    string
-	Input          []byte
-	InputDigest    []byte
+	ID          uuid.UUID
+	Action      string
+	RequestedBy string
+	Input       []byte
+	InputDigest []byte
+	// InputKeyID is the kid of the key that made InputDigest; "" (stored
+	// NULL): the legacy key.
+	InputKeyID string
+	// InputSealed and InputDataKey hold a sealed input, Input nil; or
+	// both are nil and Input holds it.
+	InputSealed    []byte
+	InputDataKey   []byte
 	DefinitionHash []byte
 	ExpiresAt      time.Time
 	// Entry is the canonical bytes of the staged audit record.
@@ -85,6 +102,7 @@ type ApprovalStageParams struct {
 func (s *Store) ApprovalStage(ctx context.Context, p *ApprovalStageParams) (*Approval, error) {
 	row, err := s.q.ApprovalStage(ctx, s.x, &db.ApprovalStageParams{
 		ID: p.ID, Action: p.Action, RequestedBy: p.RequestedBy, Input: p.Input, InputDigest: p.InputDigest,
+		InputKeyID: nonEmpty(p.InputKeyID), InputSealed: p.InputSealed, InputDataKey: p.InputDataKey,
 		DefinitionHash: p.DefinitionHash, ExpiresAt: p.ExpiresAt, Entry: p.Entry,
 	})
 	return one(row, err, approvalOf)
@@ -258,6 +276,34 @@ func (s *Store) ApprovalSweepLock(ctx context.Context, tenantID string) (bool, e
 		return false, InterpretError(err)
 	}
 	return locked, nil
+}
+
+// ApprovalShredInputs deletes the data keys of at most limit of the
+// transaction's tenant's sealed inputs whose approvals ended (consumed,
+// rejected, expired) at or before endedBefore, and returns how many: those
+// inputs can never be read again.
+func (s *Store) ApprovalShredInputs(ctx context.Context, endedBefore time.Time, limit int32) (int64, error) {
+	n, err := s.q.ApprovalShredInputs(ctx, s.x, &db.ApprovalShredInputsParams{EndedBefore: endedBefore, RowLimit: limit})
+	if err != nil {
+		return 0, InterpretError(err)
+	}
+	return n, nil
+}
+
+// deref is s, or "" for NULL.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nonEmpty is s, or NULL for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // ApprovalsWaiting is how many approvals of every tenant wait for a person

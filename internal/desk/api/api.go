@@ -172,23 +172,25 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 
 // Detail is one approval as its approver reviews it.
 type Detail struct {
-	ID          uuid.UUID            `json:"id"`
-	Action      string               `json:"action"`
-	Title       string               `json:"title"`
-	Status      store.ApprovalStatus `json:"status"`
-	Input       json.RawMessage      `json:"input"`
-	Digest      string               `json:"digest"`
-	Effect      string               `json:"effect"`
-	Rollback    string               `json:"rollback"`
-	TargetNow   json.RawMessage      `json:"target_now"`
-	TargetError *string              `json:"target_error"`
-	WouldWrite  json.RawMessage      `json:"would_write"`
-	RequestedBy string               `json:"requested_by"`
-	RequestedAt time.Time            `json:"requested_at"`
-	ExpiresAt   time.Time            `json:"expires_at"`
-	DecidedBy   *string              `json:"decided_by"`
-	DecidedAt   *time.Time           `json:"decided_at"`
-	Note        *string              `json:"note"`
+	ID     uuid.UUID            `json:"id"`
+	Action string               `json:"action"`
+	Title  string               `json:"title"`
+	Status store.ApprovalStatus `json:"status"`
+	Input  json.RawMessage      `json:"input"`
+	// InputState is set only when a sealed input cannot be shown.
+	InputState  engine.InputState `json:"input_state,omitempty"`
+	Digest      string            `json:"digest"`
+	Effect      string            `json:"effect"`
+	Rollback    string            `json:"rollback"`
+	TargetNow   json.RawMessage   `json:"target_now"`
+	TargetError *string           `json:"target_error"`
+	WouldWrite  json.RawMessage   `json:"would_write"`
+	RequestedBy string            `json:"requested_by"`
+	RequestedAt time.Time         `json:"requested_at"`
+	ExpiresAt   time.Time         `json:"expires_at"`
+	DecidedBy   *string           `json:"decided_by"`
+	DecidedAt   *time.Time        `json:"decided_at"`
+	Note        *string           `json:"note"`
 }
 
 func (a *API) show(w http.ResponseWriter, r *http.Request) {
@@ -197,7 +199,7 @@ func (a *API) show(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	d := Detail{ID: v.ID, Action: v.Action, Title: v.Title, Status: v.Status, Input: v.Input, Digest: v.Digest,
+	d := Detail{ID: v.ID, Action: v.Action, Title: v.Title, Status: v.Status, Input: v.Input, InputState: v.InputState, Digest: v.Digest,
 		Effect: v.Effect, Rollback: v.Rollback, TargetNow: orNull(v.Target), WouldWrite: orNull(v.WouldWrite),
 		RequestedBy: v.RequestedBy, RequestedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt, DecidedBy: v.DecidedBy,
 		DecidedAt: v.DecidedAt, Note: v.DecisionNote}
@@ -278,6 +280,8 @@ func refusalMessage(code errcode.Code) string {
 		return "the approval was decided already"
 	case errcode.ApprovalExpired:
 		return "the approval lapsed before it was decided"
+	case errcode.ApprovalInputShredded:
+		return "the approval was decided long ago and its sealed input shredded"
 	case errcode.ApprovalArgumentsMismatch:
 		return "the digest is not the digest of the approval's input: review it again"
 	}
@@ -347,6 +351,7 @@ var statusOf = map[errcode.Code]int{
 	errcode.ApprovalNotFound:          http.StatusNotFound,
 	errcode.ApprovalDecided:           http.StatusConflict,
 	errcode.ApprovalExpired:           http.StatusConflict,
+	errcode.ApprovalInputShredded:     http.StatusConflict,
 	errcode.ApprovalArgumentsMismatch: http.StatusUnprocessableEntity,
 	errcode.AuditCheckpointMissing:    http.StatusNotFound,
 	errcode.AuditProofRange:           http.StatusBadRequest,

@@ -80,7 +80,16 @@ func (d *Desk) rowOf(v *engine.ApprovalView) row {
 		title = a.Title
 	}
 	return row{ID: v.ID.String(), Action: display.Text(v.Action), Title: display.Text(title), Status: string(v.Status),
-		RequestedBy: display.Text(v.RequestedBy), Input: summary(v.Input), RequestedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt}
+		RequestedBy: display.Text(v.RequestedBy), Input: shownInput(v, summary), RequestedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt}
+}
+
+// shownInput is v's input as show shows it, or, for a sealed input that
+// cannot be shown, why.
+func shownInput(v *engine.ApprovalView, show func([]byte) string) string {
+	if v.InputState != "" {
+		return "(the sealed input is " + string(v.InputState) + ")"
+	}
+	return show(v.Input)
 }
 
 // summaryRunes is how much of an input a list shows.
@@ -192,7 +201,7 @@ func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, st
 		return
 	}
 	p := d.pageFor(s, "Approval "+v.ID.String())
-	dt := &detail{row: d.rowOf(v), Input: display.JSON(v.Input, "", "  "), Digest: v.Digest, Effect: display.Text(v.Effect),
+	dt := &detail{row: d.rowOf(v), Input: shownInput(v, func(b []byte) string { return display.JSON(b, "", "  ") }), Digest: v.Digest, Effect: display.Text(v.Effect),
 		Rollback: display.Text(v.Rollback), Destructive: v.Destructive, MayDecide: d.mayDecide(s.caller, v)}
 	if len(v.WouldWrite) > 0 {
 		dt.WouldWrite = display.JSON(v.WouldWrite, "", "  ")
@@ -245,6 +254,8 @@ func refusalText(code errcode.Code) string {
 		return "This approval was decided before your decision arrived."
 	case errcode.ApprovalExpired:
 		return "This approval lapsed before your decision arrived: nothing was decided."
+	case errcode.ApprovalInputShredded:
+		return "This approval was decided long ago, and its sealed input has been shredded: nothing was decided."
 	case errcode.ApprovalFourEyes:
 		return "You requested this approval; another approver must decide it."
 	case errcode.Forbidden:
@@ -275,7 +286,7 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	case errcode.ApprovalNotFound:
 		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
 		return
-	case errcode.ApprovalDecided, errcode.ApprovalExpired:
+	case errcode.ApprovalDecided, errcode.ApprovalExpired, errcode.ApprovalInputShredded:
 		status = http.StatusConflict
 	case errcode.ApprovalArgumentsMismatch:
 		status = http.StatusUnprocessableEntity
