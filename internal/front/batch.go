@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -202,12 +204,11 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	if len(shares) == 0 && len(keys) == 0 {
 		return nil
 	}
-	conn, err := l.pool.Acquire(ctx)
-	if err != nil {
-		return err
+	// Each statement runs in a transaction of no tenant (database.Tenantless),
+	// as orangerail_runtime on whatever connection a pooler hands it.
+	tenantless := func(opts pgx.TxOptions, fn func(*store.Store) error) error {
+		return database.Tenantless(ctx, l.pool, opts, func(tx pgx.Tx) error { return fn(store.New(tx)) })
 	}
-	defer conn.Release()
-	s := store.New(conn)
 	// confirm records what the store holds. It runs once the read that
 	// follows the write is done, never between them: until then a hit
 	// admitted here still counts against the share, so this replica's
@@ -223,16 +224,22 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		}
 	}
 	if len(shares) > 0 {
-		if err := s.RateShareFlush(ctx, l.replica, shares); err != nil {
+		var pid uint32
+		err := database.Tenantless(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			pid = tx.Conn().PgConn().PID()
+			return store.New(tx).RateShareFlush(ctx, l.replica, shares)
+		})
+		if err != nil {
 			return err
 		}
 		if l.afterWrite != nil {
-			l.afterWrite(conn.Conn().PgConn().PID())
+			l.afterWrite(pid)
 		}
 	}
 	if time.Since(l.lastPrune) > time.Minute {
 		l.lastPrune = time.Now()
-		_ = s.RateSharePrune(ctx) // best effort: a failure leaves rows for the next prune
+		// Best effort: a failure leaves rows for the next prune.
+		_ = tenantless(pgx.TxOptions{}, func(s *store.Store) error { return s.RateSharePrune(ctx) })
 	}
 	if len(keys) == 0 {
 		// Only ended windows, which admit nothing more: nothing to read.
@@ -242,7 +249,12 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		return nil
 	}
 	before := l.now()
-	others, dbNow, err := s.RateShareTotals(ctx, l.replica, keys)
+	var others map[store.RateWindowKey]int
+	var dbNow time.Time
+	err := tenantless(pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(s *store.Store) (err error) {
+		others, dbNow, err = s.RateShareTotals(ctx, l.replica, keys)
+		return err
+	})
 	if err != nil {
 		// Sent again whole with the next flush, which reads again.
 		return err

@@ -155,9 +155,11 @@ func TestBatchLimiterTwoDoors(t *testing.T) {
 }
 
 // TestBatchFlushKilled kills a flush's backend, once after its write
-// committed (the answer of a write that took effect is lost) and once
-// while its write waits for a lock (the write never commits): the next
-// flush sends the counts again, and the store holds each hit exactly once.
+// committed and once while its write waits for a lock (the write never
+// commits). In the first, the flush reads on another connection (its
+// transaction begins again past the dead one) and succeeds; in the second
+// it fails and the next flush sends the counts again. The store holds
+// each hit exactly once.
 func TestBatchFlushKilled(t *testing.T) {
 	t.Parallel()
 	if testdb.Bouncing() {
@@ -178,24 +180,29 @@ func TestBatchFlushKilled(t *testing.T) {
 	awayFromMinute()
 
 	t.Run("after the write commits", func(t *testing.T) {
-		var kill atomic.Bool
+		var kill, killed atomic.Bool
 		l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), opts, func(pid uint32) {
 			if kill.CompareAndSwap(true, false) {
-				if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-					t.Error(err)
+				var ok bool
+				if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
+					t.Errorf("terminate the flush's backend %d: %v %v", pid, ok, err)
 				}
+				killed.Store(ok)
 			}
 		})
 		t.Cleanup(func() { _ = l.Close(ctx) })
 		hit(l, 10)
 		kill.Store(true)
-		if err := l.Flush(ctx); err == nil {
-			t.Fatal("a flush whose backend was killed reported success")
+		if err := l.Flush(ctx); err != nil {
+			t.Fatalf("a flush whose backend died after its write committed did not read on another connection: %v", err)
+		}
+		if !killed.Load() {
+			t.Fatal("the flush's backend was never terminated: the fault never happened")
 		}
 		if got := stored(t, admin); got != 10 {
 			t.Fatalf("after the killed flush the store holds %d; want the 10 its write committed", got)
 		}
-		hit(l, 1) // flushes first: the last flush failed
+		hit(l, 1)
 		if err := l.Close(ctx); err != nil {
 			t.Fatal(err)
 		}

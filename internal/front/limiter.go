@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -63,11 +65,19 @@ const pruneOdds = 200
 
 // Hit implements Limiter: every hit is one write, and the total is exact.
 func (l *PostgresLimiter) Hit(ctx context.Context, bucket string, _ int) (int, time.Time, error) {
-	s := store.New(l.pool)
-	if rand.IntN(pruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
-		_ = s.RatePrune(ctx) // best effort: a failure leaves rows for the next prune
-	}
-	w, err := s.RateHit(ctx, bucket)
+	// One transaction of no tenant (database.Tenantless): it acts as
+	// orangerail_runtime on whatever connection a pooler hands it.
+	var w *store.RateWindow
+	err := database.Tenantless(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		s := store.New(tx)
+		if rand.IntN(pruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
+			// Best effort, in a savepoint: a failure leaves rows for the
+			// next prune and the hit still counts.
+			_ = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return store.New(sp).RatePrune(ctx) })
+		}
+		w, err = s.RateHit(ctx, bucket)
+		return err
+	})
 	if err != nil {
 		return 0, time.Time{}, err
 	}
