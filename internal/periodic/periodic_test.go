@@ -44,16 +44,21 @@ func TestARunOfFailuresIsToldOnce(t *testing.T) {
 	var heard []error
 	round := 0
 	loop := periodic.Start(periodic.Config{Interval: time.Hour, Immediately: true, Kick: kick, Log: log, What: "sealing", Quiet: time.Hour,
-		OnError: func(err error) { heard = append(heard, err) }}, func(context.Context) error {
-		err := results[round]
+		OnError: func(err error) { heard = append(heard, err) }}, func(ctx context.Context) error {
 		round++
 		ran <- round
-		return err
+		if round > len(results) {
+			// The last round holds until Stop: the round before it was
+			// told before this one began, and this one, cut short, is not.
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return results[round-1]
 	})
 	if n := <-ran; n != 1 {
 		t.Fatalf("the immediate round is round %d", n)
 	}
-	for want := 2; want <= len(results); want++ {
+	for want := 2; want <= len(results)+1; want++ {
 		kick <- struct{}{}
 		if n := <-ran; n != want {
 			t.Fatalf("a kick ran round %d, want %d", n, want)
@@ -82,15 +87,22 @@ func TestFailuresAreRetoldAfterTheQuietPeriod(t *testing.T) {
 	var out lockedBuffer
 	kick := make(chan struct{})
 	ran := make(chan struct{})
+	rounds := 0
 	loop := periodic.Start(periodic.Config{Interval: time.Hour, Kick: kick, Log: slog.New(slog.NewTextHandler(&out, nil)), What: "flush",
-		Quiet: time.Nanosecond}, func(context.Context) error {
-		defer func() { ran <- struct{}{} }()
+		Quiet: time.Nanosecond}, func(ctx context.Context) error {
+		rounds++
+		ran <- struct{}{}
+		if rounds > 3 {
+			// Holds until Stop: the third round was told before this began.
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		time.Sleep(time.Millisecond) // past the quiet period
 		return errors.New("down")
 	})
-	for range 3 {
+	for range 4 {
 		kick <- struct{}{}
 		<-ran
-		time.Sleep(time.Millisecond) // past the quiet period
 	}
 	loop.Stop()
 	lines := out.lines()
