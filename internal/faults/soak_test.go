@@ -127,7 +127,7 @@ func TestSoak(t *testing.T) {
 			defer a.close()
 			for n := 0; time.Now().Before(end); n++ {
 				if rng.IntN(2) == 0 {
-					if _, err := a.tool("order_get", map[string]any{"id": "o-1003"}); err == nil {
+					if _, err := a.tool("order_get", map[string]any{"id": "o-1001"}); err == nil {
 						mu.Lock()
 						reads++
 						mu.Unlock()

@@ -401,14 +401,18 @@ func TestUpstreamReplicaKilledMidCall(t *testing.T) {
 
 	died := map[string]bool{} // the reasons whose call's replica was killed
 	var report []string
+	// A failure stops the kills, and the agents end their lifecycles
+	// before the test does.
+kill:
 	for k := range kills {
 		release := make(chan struct{})
 		var req carrierRequest
 		select {
 		case req = <-c.holdNext(release):
 		case <-time.After(fleetPatience):
-			close(over)
-			t.Fatalf("kill %d: no label request reached the carrier in %s", k, fleetPatience)
+			close(release)
+			t.Errorf("kill %d: no label request reached the carrier in %s", k, fleetPatience)
+			break kill
 		}
 		var victim *replica
 		for _, r := range f.replicas {
@@ -418,7 +422,8 @@ func TestUpstreamReplicaKilledMidCall(t *testing.T) {
 		}
 		if victim == nil {
 			close(release)
-			t.Fatalf("kill %d: a label request from no replica (path names %q)", k, req.replica)
+			t.Errorf("kill %d: a label request from no replica (path names %q)", k, req.replica)
+			break
 		}
 		f.kill(victim)
 		// The kill closes the replica's connection to the carrier while
@@ -432,7 +437,8 @@ func TestUpstreamReplicaKilledMidCall(t *testing.T) {
 		died[req.reason] = true
 		report = append(report, fmt.Sprintf("kill %d: replica %s killed while the carrier held the answer to %s (its label made)", k, victim.name, req.reason))
 		if err := f.start(victim); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			break
 		}
 	}
 	close(over)
