@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"strings"
 	"sync"
@@ -131,6 +132,161 @@ func TestCommitAnswerLost(t *testing.T) {
 		return b.engine.Check(ctx, agent, polls[0].ApprovalID.String())
 	})
 	if again.Status != engine.StatusConsumed {
+		t.Errorf("a poll after the execution answered %s, want %s", again.Status, engine.StatusConsumed)
+	}
+	faults.Require(t, b.admin, noteEffect)
+	for _, l := range b.log {
+		t.Log(l)
+	}
+}
+
+// commitSwallower is a pool's dialer whose connections, once armed, send
+// nothing more and never close toward Postgres: a network that swallows
+// the COMMIT, and the connection's end after it, so that the server holds
+// the transaction open, in progress. tracer arms the connection that is
+// about to send the COMMIT of an execution (one that has just read its
+// transaction's id), once; release closes the swallowed connection, as
+// the network healing (or the server's TCP keepalive) would.
+type commitSwallower struct {
+	mu      sync.Mutex
+	xidConn *pgx.Conn
+	// armed is closed once a COMMIT was swallowed.
+	armed chan struct{}
+	// swallowed is the connection armed.
+	swallowed *swallowingConn
+}
+
+// swallowingConn is a connection commitSwallower dials.
+type swallowingConn struct {
+	net.Conn
+	swallow atomic.Bool
+}
+
+func (c *swallowingConn) Write(b []byte) (int, error) {
+	if c.swallow.Load() {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+// Close leaves the connection open toward Postgres while it swallows:
+// release closes it.
+func (c *swallowingConn) Close() error {
+	if c.swallow.Load() {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+func (s *commitSwallower) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &swallowingConn{Conn: conn}, nil
+}
+
+func (s *commitSwallower) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case strings.Contains(data.SQL, "pg_current_xact_id"):
+		s.xidConn = conn
+	case conn == s.xidConn && strings.EqualFold(strings.TrimSpace(data.SQL), "commit") && s.swallowed == nil:
+		if c, ok := conn.PgConn().Conn().(*swallowingConn); ok {
+			c.swallow.Store(true)
+			s.swallowed = c
+			close(s.armed)
+		}
+	}
+	return ctx
+}
+
+func (s *commitSwallower) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// release closes the swallowed connection: Postgres sees it end and
+// aborts its transaction.
+func (s *commitSwallower) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.swallowed != nil {
+		_ = s.swallowed.Conn.Close()
+	}
+}
+
+// TestCommitStatusUnknown: an execution's COMMIT never reaches Postgres
+// (the network swallows it, and the connection's end after it), so the
+// transaction stays in progress on the server: the COMMIT fails at its
+// connection's deadline, and Postgres, asked on another connection until
+// the statement timeout, can only say the transaction is still in
+// progress — the poll answers outcome_unknown, classified and within its
+// deadline, never "executed" nor "nothing ran". Once the connection ends
+// Postgres aborts the transaction: the approval is still approved, the
+// next poll executes it once, a later one answers consumed, and the
+// invariants hold (the note written once, by the execution that
+// succeeded).
+func TestCommitStatusUnknown(t *testing.T) {
+	t.Parallel()
+	swallower := &commitSwallower{armed: make(chan struct{})}
+	url := testdb.New(t)
+	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = swallower, swallower.dial
+		return faults.NewPool(t, cfg)
+	}, ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
+	t.Cleanup(swallower.release)
+	b.deadline = blackHoleDeadline
+
+	input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-commit-status-unknown"}`)
+	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s (%v)", staged.Status, staged.Err)
+	}
+	id := staged.ApprovalID.String()
+	v, err := b.engine.ShowApproval(context.Background(), "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := b.call(t, "decide", func(ctx context.Context) *engine.Outcome {
+		return b.engine.Decide(ctx, approver, engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest})
+	}); out.Status != engine.StatusOK {
+		t.Fatalf("decide: %s (%v)", out.Status, out.Err)
+	}
+	check := func(what string) *engine.Outcome {
+		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })
+	}
+	first := check("check, its COMMIT swallowed")
+	select {
+	case <-swallower.armed:
+	default:
+		t.Fatal("no COMMIT was swallowed")
+	}
+	if first.Status != engine.StatusOutcomeUnknown {
+		t.Fatalf("the poll whose COMMIT never reached Postgres answered %s %q (%v), want %s", first.Status, first.Diagnostic, first.Err, engine.StatusOutcomeUnknown)
+	}
+	var status string
+	if err := b.admin.QueryRow(context.Background(), `SELECT status FROM orangerail.approvals WHERE id = $1`, id).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "approved" {
+		t.Errorf("while its transaction is in progress the approval is %s to others, want approved", status)
+	}
+
+	swallower.release()
+	var polls []*engine.Outcome
+	for range attempts {
+		out := check("check after the connection ended")
+		polls = append(polls, out)
+		if out.Status == engine.StatusOK || out.Status == engine.StatusConsumed {
+			break
+		}
+	}
+	executedOnce(t, polls)
+	if last := polls[len(polls)-1]; last.Status != engine.StatusOK {
+		t.Errorf("the poll after Postgres aborted the swallowed transaction answered %s, want %s: nothing of the first ran", last.Status, engine.StatusOK)
+	}
+	if again := check("check again"); again.Status != engine.StatusConsumed {
 		t.Errorf("a poll after the execution answered %s, want %s", again.Status, engine.StatusConsumed)
 	}
 	faults.Require(t, b.admin, noteEffect)

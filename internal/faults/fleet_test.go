@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,10 @@ type fleetOptions struct {
 	edits []ontologytest.Edit
 	// env is added to every replica's environment (NAME=value).
 	env []string
+	// replicaEdits, when set, change the config of the replica named
+	// name after edits: what differs between replicas (an upstream's
+	// address that names the replica calling it, say).
+	replicaEdits func(name string) []ontologytest.Edit
 }
 
 // newFleet builds the binary, seeds the example, starts the issuer and
@@ -150,6 +155,10 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 		q.Set("pool_max_conns", "8")
 		u.RawQuery = q.Encode()
 		r.dbURL = u.String()
+		edits := o.edits
+		if o.replicaEdits != nil {
+			edits = append(slices.Clone(edits), o.replicaEdits(name)...)
+		}
 		cfg := ontologytest.Apply(t, orders.Config, append([]ontologytest.Edit{
 			ontologytest.Set("identity.oidc", map[string]any{"issuer": f.issuerURL, "audience": "orangerail", "tenant_claim": "org_id",
 				"human": map[string]any{"claim": "kind", "values": []string{"human"}}}),
@@ -160,7 +169,7 @@ func newFleet(t *testing.T, o fleetOptions) *fleet {
 			ontologytest.Set("actions.add_order_note.policy.approval", "required"),
 			ontologytest.Set("actions.add_order_note.execute.sql", fleetNoteSQL),
 			ontologytest.Set("actions.add_order_note.budget", map[string]int{"per_minute": 1_000_000, "max_concurrent": 1000, "per_day": 100_000_000}),
-		}, o.edits...)...)
+		}, edits...)...)
 		if err := os.WriteFile(r.config, cfg, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -519,6 +528,9 @@ func (a *fleetAgent) api(method, path, body string, out any) (status int, code s
 
 // cycle is one lifecycle an agent drove.
 type cycle struct {
+	// action is the tool staged: add_order_note, whose note is note, or
+	// create_return_label, whose reason is note.
+	action                 string
 	tenant, note, approval string
 	// decision is "approve" or "reject".
 	decision string
@@ -558,13 +570,24 @@ func retry(what string, step func() bool) error {
 // set) and polls until its end, retrying every step as an agent and a
 // person would, through whichever replica the balancer picks.
 func (a *fleetAgent) lifecycle(note string, reject bool) (*cycle, error) {
-	c := &cycle{tenant: a.tenant, note: note, decision: "approve"}
+	return a.lifecycleOf("add_order_note", map[string]any{"order_id": "o-1001", "note": note}, note, reject)
+}
+
+// labelLifecycle is lifecycle for a return label (an upstream call to the
+// carrier) whose reason is reason: the carrier's key for its approval.
+func (a *fleetAgent) labelLifecycle(reason string) (*cycle, error) {
+	return a.lifecycleOf(labelAction, map[string]any{"order_id": "o-1003", "reason": reason, "weight_grams": 1200}, reason, false)
+}
+
+// lifecycleOf is lifecycle for action called with args, note naming the
+// cycle.
+func (a *fleetAgent) lifecycleOf(action string, args map[string]any, note string, reject bool) (*cycle, error) {
+	c := &cycle{action: action, tenant: a.tenant, note: note, decision: "approve"}
 	if reject {
 		c.decision = "reject"
 	}
-	args := map[string]any{"order_id": "o-1001", "note": note}
 	err := retry(note+": stage", func() bool {
-		answer, err := a.tool("add_order_note", args)
+		answer, err := a.tool(action, args)
 		if err == nil && answer["status"] == string(engine.StatusApprovalPending) {
 			c.approval, _ = answer["approvalId"].(string)
 		}
@@ -611,7 +634,9 @@ func (a *fleetAgent) lifecycle(note string, reject bool) (*cycle, error) {
 			c.done = !reject
 		case string(engine.StatusRejected):
 			c.done = reject
-		case string(engine.StatusPending):
+		case string(engine.StatusPending), string(engine.StatusOutcomeUnknown):
+			// outcome_unknown: the effect may have run; the next poll
+			// says the approval is consumed, never runs it again.
 			return false
 		}
 		if !c.done {
@@ -632,7 +657,9 @@ func (a *fleetAgent) lifecycle(note string, reject bool) (*cycle, error) {
 func executedOnceInData(ctx context.Context, admin *pgxpool.Pool, cycles []*cycle) ([]string, error) {
 	var problems []string
 	for _, c := range cycles {
-		if !c.done {
+		if !c.done || c.action == labelAction {
+			// A label's effect is the carrier's: carrier.account holds
+			// it.
 			continue
 		}
 		var status string

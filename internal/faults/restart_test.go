@@ -24,7 +24,9 @@ import (
 // without disturbing the tests that share the machine's server.
 type cluster struct {
 	pgCtl, data, log string
-	url              string
+	// opts are the server's options, for a start after a stop.
+	opts string
+	url  string
 }
 
 // newCluster initializes and starts a private cluster on a free loopback
@@ -58,8 +60,8 @@ func newCluster(t *testing.T) *cluster {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	c.run(t, c.pgCtl, "-D", c.data, "-l", c.log, "-w", "-t", "30", "start",
-		"-o", fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s -c fsync=off", port, dir))
+	c.opts = fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s -c fsync=off", port, dir)
+	c.run(t, c.pgCtl, "-D", c.data, "-l", c.log, "-w", "-t", "30", "start", "-o", c.opts)
 	t.Cleanup(func() { _ = c.command(c.pgCtl, "-D", c.data, "-m", "immediate", "-w", "stop").Run() })
 	c.url = "postgres://postgres@127.0.0.1:" + strconv.Itoa(port) + "/postgres?sslmode=disable"
 	return c
@@ -73,14 +75,21 @@ func (c *cluster) command(name string, args ...string) *exec.Cmd {
 	return exec.Command(name, args...) //nolint:gosec // G204: Postgres' own binaries
 }
 
-// run runs a Postgres binary to its end. Its output goes to a file, not
-// a pipe: pg_ctl start leaves the server running with the descriptors it
-// inherited, and a pipe would wait for the server to exit.
+// run runs a Postgres binary to its end, failing the test when it fails.
 func (c *cluster) run(t *testing.T, name string, args ...string) {
 	t.Helper()
+	if err := c.exec(name, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exec runs a Postgres binary to its end. Its output goes to a file, not
+// a pipe: pg_ctl start (and restart) leaves the server running with the
+// descriptors it inherited, and a pipe would wait for the server to exit.
+func (c *cluster) exec(name string, args ...string) error {
 	out, err := os.CreateTemp("", "orangerail-pg-")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer func() { _ = out.Close(); _ = os.Remove(out.Name()) }()
 	cmd := c.command(name, args...)
@@ -88,8 +97,9 @@ func (c *cluster) run(t *testing.T, name string, args ...string) {
 	if err := cmd.Run(); err != nil {
 		said, _ := os.ReadFile(out.Name())
 		log, _ := os.ReadFile(c.log)
-		t.Fatalf("%s %v: %v\n%s\n%s", filepath.Base(name), args, err, said, log)
+		return fmt.Errorf("%s %v: %w\n%s\n%s", filepath.Base(name), args, err, said, log)
 	}
+	return nil
 }
 
 // TestPostgresRestartUnderTraffic restarts Postgres (pg_ctl restart, fast

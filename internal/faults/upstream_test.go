@@ -3,42 +3,108 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/faults"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
+// labelAction is the example's upstream call: a return label from the
+// carrier.
+const labelAction = "create_return_label"
+
 // carrier is an upstream that makes one label per Idempotency-Key, as the
 // example's carrier does, and counts what it made: the effect the
-// database cannot see.
+// database cannot see. A request's label is made as it arrives, before
+// its answer, so that a fault while the answer waits (see hold) meets a
+// label made and an answer not yet given.
 type carrier struct {
 	*httptest.Server
 	mu     sync.Mutex
 	labels map[string]int // Idempotency-Key → requests that made or found its label
+	// reasons: a label request's reason (a test's key for its approval)
+	// → the Idempotency-Keys of its labels.
+	reasons map[string]map[string]bool
+	// hold, when set, is called with each request after its label is
+	// made, and the answer waits until it returns.
+	hold atomic.Pointer[func(carrierRequest)]
+}
+
+// carrierRequest is a label request the carrier took.
+type carrierRequest struct {
+	// replica names the replica that sent it, from the path its base URL
+	// gives (/replica-N/labels); "" when the path names none.
+	replica, reason, key string
+	// gone is done when the caller went away (its connection closed).
+	gone <-chan struct{}
 }
 
 func newCarrier(t *testing.T) *carrier {
 	t.Helper()
-	c := &carrier{labels: map[string]int{}}
+	c := &carrier{labels: map[string]int{}, reasons: map[string]map[string]bool{}}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req := carrierRequest{reason: body.Reason, key: key, gone: r.Context().Done()}
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/replica-"); ok {
+			req.replica, _, _ = strings.Cut(rest, "/")
+		}
 		c.mu.Lock()
 		c.labels[key]++
+		if c.reasons[body.Reason] == nil {
+			c.reasons[body.Reason] = map[string]bool{}
+		}
+		c.reasons[body.Reason][key] = true
 		c.mu.Unlock()
+		if hold := c.hold.Load(); hold != nil {
+			(*hold)(req)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = fmt.Fprintf(w, `{"label_id": %q, "tracking_number": "1Z999", "label_url": "https://carrier.example.com/l/1"}`, key)
 	}))
 	t.Cleanup(c.Close)
 	return c
+}
+
+// holdNext holds the answer to the next request the carrier takes (one
+// only): it is sent on held, and its answer waits until release is
+// closed or its caller goes away.
+func (c *carrier) holdNext(release <-chan struct{}) (held <-chan carrierRequest) {
+	ch := make(chan carrierRequest, 1)
+	var once atomic.Bool
+	hold := func(r carrierRequest) {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		ch <- r
+		select {
+		case <-release:
+		case <-r.gone:
+		}
+	}
+	c.hold.Store(&hold)
+	return ch
 }
 
 // made is how many labels the carrier made, and how many requests asked.
@@ -52,19 +118,81 @@ func (c *carrier) made() (labels, requests int) {
 	return labels, requests
 }
 
+// account holds what the carrier made to what the audit log records, for
+// approvals (a label's reason → its approval's id): at most one label per
+// approval; no execution_succeeded without a label (nothing reported done
+// that the carrier did not do); no label without an execution that
+// succeeded or is unfinished (nothing the carrier did unreported, or
+// reported failed); no label for a reason no approval has. It returns
+// what does not hold, and seen: the approvals whose execution is
+// unfinished after the carrier made their label — the ones a checker may
+// report unfinished, flagged.
+func (c *carrier) account(ctx context.Context, admin *pgxpool.Pool, approvals map[string]string) (problems []string, seen map[string]bool, err error) {
+	c.mu.Lock()
+	reasons := map[string]int{}
+	for reason, keys := range c.reasons {
+		reasons[reason] = len(keys)
+	}
+	c.mu.Unlock()
+	seen = map[string]bool{}
+	for reason := range reasons {
+		if _, ok := approvals[reason]; !ok {
+			problems = append(problems, fmt.Sprintf("the carrier made a label for %q, which no approval asked for", reason))
+		}
+	}
+	for reason, id := range approvals {
+		var started, succeeded, failed int
+		err := admin.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE phase = 'execution_started'),
+			       count(*) FILTER (WHERE phase = 'execution_succeeded'),
+			       count(*) FILTER (WHERE phase = 'execution_failed')
+			FROM orangerail.audit WHERE correlation_id = $1`, id).Scan(&started, &succeeded, &failed)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read the executions of approval %s: %w", id, err)
+		}
+		labels := reasons[reason]
+		what := fmt.Sprintf("%s (approval %s): %d labels, %d executions started, %d succeeded, %d failed", reason, id, labels, started, succeeded, failed)
+		switch {
+		case labels > 1:
+			problems = append(problems, "more than one label for one approval: "+what)
+		case started > 1:
+			problems = append(problems, "executed twice: "+what)
+		case succeeded > 0 && labels == 0:
+			problems = append(problems, "reported done, and the carrier made no label: "+what)
+		case labels > 0 && failed > 0:
+			problems = append(problems, "reported failed, and the carrier made the label: "+what)
+		case labels > 0 && started == 0:
+			problems = append(problems, "a label with no execution: "+what)
+		case labels > 0 && succeeded == 0:
+			seen[id] = true
+		}
+	}
+	return problems, seen, nil
+}
+
 // upstreamBundle serves the example's create_return_label, an upstream
 // call, against c, through a pool the killer traces.
 func upstreamBundle(t *testing.T, c *carrier) *bundle {
 	t.Helper()
-	return setupOn(t, testdb.New(t), ontologytest.Set("upstreams.shipping", map[string]any{"base_url": c.URL}))
+	return setupOn(t, testdb.New(t), labelEdits(c.URL)...)
 }
 
-// labelLifecycle stages a return label, approves it and polls until it
-// executed or a poll answers outcome_unknown, retrying each step after a
-// classified failure as an agent or approver would.
-func (b *bundle) labelLifecycle(t *testing.T) (id string, polls []*engine.Outcome) {
+// labelEdits point the shipping upstream at baseURL, and give
+// create_return_label a budget no fault run reaches (the defaults of an
+// action that needs an approval allow 2 calls a minute).
+func labelEdits(baseURL string) []ontologytest.Edit {
+	return []ontologytest.Edit{
+		ontologytest.Set("upstreams.shipping", map[string]any{"base_url": baseURL}),
+		ontologytest.Set("actions."+labelAction+".budget", map[string]int{"per_minute": 1_000_000, "max_concurrent": 1000, "per_day": 100_000_000}),
+	}
+}
+
+// labelLifecycle stages a return label for reason, approves it and polls
+// until it executed or a poll answers outcome_unknown, retrying each step
+// after a classified failure as an agent or approver would.
+func (b *bundle) labelLifecycle(t *testing.T, reason string) (id string, polls []*engine.Outcome) {
 	t.Helper()
-	input := json.RawMessage(`{"order_id": "o-1003", "reason": "arrived damaged", "weight_grams": 1200}`)
+	input := json.RawMessage(fmt.Sprintf(`{"order_id": "o-1003", "reason": %q, "weight_grams": 1200}`, reason))
 	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome {
 		return b.engine.Call(ctx, agent, "create_return_label", input)
 	})
@@ -98,7 +226,15 @@ func (b *bundle) labelLifecycle(t *testing.T) (id string, polls []*engine.Outcom
 // in the audit log or was flagged.
 func requireFinishedOrFlagged(t *testing.T, b *bundle, flagged map[string]bool) {
 	t.Helper()
-	vs, err := faults.Check(context.Background(), b.admin)
+	requireOnlyFlagged(t, b.admin, flagged)
+}
+
+// requireOnlyFlagged is requireFinishedOrFlagged on the database admin
+// reaches, the checker holding effects too: every unfinished execution
+// must be flagged (an approval id in flagged).
+func requireOnlyFlagged(t *testing.T, admin *pgxpool.Pool, flagged map[string]bool, effects ...faults.Effect) {
+	t.Helper()
+	vs, err := faults.Check(context.Background(), admin, effects...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +279,7 @@ func TestUpstreamKillAfterConsume(t *testing.T) {
 	c := newCarrier(t)
 	b := upstreamBundle(t, c)
 	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: ApprovalConsume"}, When: faults.After})
-	_, polls := b.labelLifecycle(t)
+	_, polls := b.labelLifecycle(t, "arrived damaged")
 	fired(t, trap)
 	killed(t, b)
 	executedOnce(t, polls)
@@ -164,7 +300,7 @@ func TestUpstreamKillBeforeFinish(t *testing.T) {
 	c := newCarrier(t)
 	b := upstreamBundle(t, c)
 	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: AuditAppend"}, Arg: `"phase":"execution_succeeded"`, When: faults.Before})
-	id, polls := b.labelLifecycle(t)
+	id, polls := b.labelLifecycle(t, "arrived damaged")
 	fired(t, trap)
 	killed(t, b)
 	if last := polls[len(polls)-1]; last.Status != engine.StatusOutcomeUnknown {
@@ -191,4 +327,274 @@ func TestUpstreamKillBeforeFinish(t *testing.T) {
 	if unfinished == 0 {
 		t.Fatal("the execution the poll flagged outcome_unknown is not reported unfinished")
 	}
+}
+
+// labelCycles maps each label cycle that staged an approval to it: its
+// reason → its approval's id; and the approvals one of whose polls
+// answered outcome_unknown.
+func labelCycles(cycles []*cycle) (approvals map[string]string, unknown map[string]bool) {
+	approvals, unknown = map[string]string{}, map[string]bool{}
+	for _, c := range cycles {
+		if c.action != labelAction || c.approval == "" {
+			continue
+		}
+		approvals[c.note] = c.approval
+		if slices.Contains(c.polls, string(engine.StatusOutcomeUnknown)) {
+			unknown[c.approval] = true
+		}
+	}
+	return approvals, unknown
+}
+
+// TestUpstreamReplicaKilledMidCall: three replicas of the real binary
+// serve create_return_label against a carrier (each replica's base URL
+// names it), while agents stage labels, a person approves and the agents
+// poll, across the replicas. Three times the carrier takes a label
+// request, makes the label and holds its answer, and the replica waiting
+// on it is killed with SIGKILL (its connection to the carrier closes with
+// it), then started again. The agent's poll gets no answer and polls
+// again on another replica, which answers consumed without calling the
+// carrier again. After: the carrier made one label per approval; every
+// approval whose label it made either succeeded in the audit log or is
+// reported unfinished; nothing succeeded that the carrier did not make;
+// no poll executed an approval twice; and the invariant checker finds
+// nothing but the unfinished executions of the killed replicas' calls.
+func TestUpstreamReplicaKilledMidCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCarrier(t)
+	f := newFleet(t, fleetOptions{replicas: 3, replicaEdits: func(name string) []ontologytest.Edit {
+		return labelEdits(c.URL + "/replica-" + name)
+	}})
+	stats := newFleetStats()
+
+	const agents, minCycles, kills = 3, 2, 3
+	var (
+		mu     sync.Mutex
+		cycles []*cycle
+		wg     sync.WaitGroup
+	)
+	over := make(chan struct{}) // closed once the kills are over
+	for i := range agents {
+		a := f.newAgent(fmt.Sprintf("label-agent-%d", i), []string{"acme", "globex"}[i%2], stats)
+		wg.Go(func() {
+			defer a.close()
+			for n := 0; ; n++ {
+				select {
+				case <-over:
+					if n >= minCycles {
+						return
+					}
+				default:
+				}
+				cy, err := a.labelLifecycle(fmt.Sprintf("fault-upstream-kill-%d-%d", i, n))
+				mu.Lock()
+				cycles = append(cycles, cy)
+				mu.Unlock()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+
+	died := map[string]bool{} // the reasons whose call's replica was killed
+	var report []string
+	// A failure stops the kills, and the agents end their lifecycles
+	// before the test does.
+kill:
+	for k := range kills {
+		release := make(chan struct{})
+		var req carrierRequest
+		select {
+		case req = <-c.holdNext(release):
+		case <-time.After(fleetPatience):
+			close(release)
+			t.Errorf("kill %d: no label request reached the carrier in %s", k, fleetPatience)
+			break kill
+		}
+		var victim *replica
+		for _, r := range f.replicas {
+			if r.name == req.replica {
+				victim = r
+			}
+		}
+		if victim == nil {
+			close(release)
+			t.Errorf("kill %d: a label request from no replica (path names %q)", k, req.replica)
+			break
+		}
+		f.kill(victim)
+		// The kill closes the replica's connection to the carrier while
+		// the answer is held: the fault lands mid-call.
+		select {
+		case <-req.gone:
+		case <-time.After(fleetPatience):
+			t.Errorf("kill %d: the carrier's caller was still connected %s after its replica was killed", k, fleetPatience)
+		}
+		close(release)
+		died[req.reason] = true
+		report = append(report, fmt.Sprintf("kill %d: replica %s killed while the carrier held the answer to %s (its label made)", k, victim.name, req.reason))
+		if err := f.start(victim); err != nil {
+			t.Error(err)
+			break
+		}
+	}
+	close(over)
+	wg.Wait()
+
+	for _, l := range report {
+		t.Log(l)
+	}
+	stats.log(t)
+	for _, p := range stats.problems {
+		t.Error(p)
+	}
+	approvals, unknown := labelCycles(cycles)
+	problems, seen, err := c.account(ctx, f.admin, approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for _, cy := range cycles {
+		if !cy.done {
+			t.Errorf("%s (approval %s): its lifecycle did not end (polls %v)", cy.note, cy.approval, cy.polls)
+		}
+	}
+	// The unfinished executions a checker may report: the carrier made
+	// their label, and their replica died under the call or their poll
+	// answered outcome_unknown.
+	excused := map[string]bool{}
+	for reason, id := range approvals {
+		if seen[id] && (died[reason] || unknown[id]) {
+			excused[id] = true
+		}
+	}
+	for reason := range died {
+		if !seen[approvals[reason]] {
+			t.Errorf("%s: its replica was killed while the carrier held its answer, and its execution is not reported unfinished", reason)
+		}
+	}
+	labels, requests := c.made()
+	t.Logf("%d label cycles, %d kills mid-call: the carrier made %d labels from %d requests; %d executions reported unfinished (each a killed call's)",
+		len(approvals), len(died), labels, requests, len(excused))
+	requireOnlyFlagged(t, f.admin, excused)
+}
+
+// TestUpstreamPostgresRestartMidCall: the carrier holds the answer to a
+// label request while Postgres restarts (pg_ctl restart, fast: every
+// session ended), then answers once it is back; and again, the carrier
+// answers while Postgres is stopped, and Postgres starts after the call
+// answered. Each time the pool reconnects by itself, the carrier made one
+// label from one request, the call either succeeded in the audit log or
+// answered outcome_unknown and is reported unfinished, polls after it
+// answer consumed without calling the carrier again, and the invariants
+// hold otherwise.
+func TestUpstreamPostgresRestartMidCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl := newCluster(t)
+	if err := database.MigrateUp(ctx, cl.url); err != nil {
+		t.Fatal(err)
+	}
+	c := newCarrier(t)
+	b := setupOn(t, cl.url, labelEdits(c.URL)...)
+
+	approvals := map[string]string{}
+	unknown := map[string]bool{}
+	for _, down := range []bool{false, true} {
+		reason := "fault-upstream-restart"
+		if down {
+			reason = "fault-upstream-down"
+		}
+		release := make(chan struct{})
+		held := c.holdNext(release)
+		fault := make(chan error, 1)
+		go func() {
+			req := <-held
+			how := "restart"
+			if down {
+				how = "stop"
+			}
+			err := cl.exec(cl.pgCtl, "-D", cl.data, "-m", "fast", "-w", "-t", "30", how)
+			select {
+			case <-req.gone:
+				err = errors.Join(err, fmt.Errorf("%s: the caller went away while Postgres restarted", req.reason))
+			default:
+			}
+			close(release)
+			fault <- err
+		}()
+		id, polls := b.labelLifecycle(t, reason)
+		if err := <-fault; err != nil {
+			t.Fatal(err)
+		}
+		approvals[reason] = id
+		if down {
+			cl.run(t, cl.pgCtl, "-D", cl.data, "-l", cl.log, "-w", "-t", "30", "start", "-o", cl.opts)
+		}
+		// Poll until the approval says it ran or ran already, as an
+		// agent would once the database is back.
+		for i := 0; ; i++ {
+			last := polls[len(polls)-1].Status
+			if last == engine.StatusOK || last == engine.StatusConsumed {
+				break
+			}
+			if i == 50 {
+				t.Fatalf("%s: the approval never said it ran: polls %v", reason, statuses(polls))
+			}
+			time.Sleep(200 * time.Millisecond)
+			polls = append(polls, b.call(t, "check after the fault", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) }))
+		}
+		oks := 0
+		for _, p := range polls {
+			switch p.Status {
+			case engine.StatusOK:
+				oks++
+			case engine.StatusOutcomeUnknown:
+				unknown[id] = true
+			}
+		}
+		if oks > 1 {
+			t.Errorf("%s: %d polls said the approval executed", reason, oks)
+		}
+		t.Logf("%s: polls %v", reason, statuses(polls))
+	}
+
+	// The checker's pool held connections the restarts ended: it starts
+	// afresh, as the engine's pool did by itself.
+	b.admin.Reset()
+	problems, seen, err := c.account(ctx, b.admin, approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if labels, requests := c.made(); labels != len(approvals) || requests != len(approvals) {
+		t.Errorf("the carrier made %d labels from %d requests, want %d from %d", labels, requests, len(approvals), len(approvals))
+	}
+	excused := map[string]bool{}
+	for id := range seen {
+		if unknown[id] {
+			excused[id] = true
+		}
+	}
+	t.Logf("%d label calls under a Postgres restart: %d reported unfinished after outcome_unknown", len(approvals), len(excused))
+	requireFinishedOrFlagged(t, b, excused)
+	for _, l := range b.log {
+		t.Log(l)
+	}
+}
+
+// statuses lists the statuses of polls, for a message.
+func statuses(polls []*engine.Outcome) []engine.Status {
+	var s []engine.Status
+	for _, p := range polls {
+		s = append(s, p.Status)
+	}
+	return s
 }
