@@ -39,6 +39,9 @@ type carrier struct {
 	// reasons: a label request's reason (a test's key for its approval)
 	// → the Idempotency-Keys of its labels.
 	reasons map[string]map[string]bool
+	// sent: a reason → the replicas its requests came from, and when the
+	// first from each arrived.
+	sent map[string]map[string]time.Time
 	// hold, when set, is called with each request after its label is
 	// made, and the answer waits until it returns.
 	hold atomic.Pointer[func(carrierRequest)]
@@ -55,7 +58,7 @@ type carrierRequest struct {
 
 func newCarrier(t *testing.T) *carrier {
 	t.Helper()
-	c := &carrier{labels: map[string]int{}, reasons: map[string]map[string]bool{}}
+	c := &carrier{labels: map[string]int{}, reasons: map[string]map[string]bool{}, sent: map[string]map[string]time.Time{}}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
 		var body struct {
@@ -75,6 +78,12 @@ func newCarrier(t *testing.T) *carrier {
 			c.reasons[body.Reason] = map[string]bool{}
 		}
 		c.reasons[body.Reason][key] = true
+		if c.sent[body.Reason] == nil {
+			c.sent[body.Reason] = map[string]time.Time{}
+		}
+		if _, ok := c.sent[body.Reason][req.replica]; !ok {
+			c.sent[body.Reason][req.replica] = time.Now()
+		}
 		c.mu.Unlock()
 		if hold := c.hold.Load(); hold != nil {
 			(*hold)(req)
@@ -105,6 +114,16 @@ func (c *carrier) holdNext(release <-chan struct{}) (held <-chan carrierRequest)
 	}
 	c.hold.Store(&hold)
 	return ch
+}
+
+// sentBefore reports whether a request for reason came from replica
+// within within before at: the replica may still have been waiting on the
+// carrier, or about to record what it answered, when it was killed at at.
+func (c *carrier) sentBefore(reason, replica string, at time.Time, within time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first, ok := c.sent[reason][replica]
+	return ok && first.Before(at) && at.Sub(first) <= within
 }
 
 // made is how many labels the carrier made, and how many requests asked.
@@ -400,6 +419,11 @@ func TestUpstreamReplicaKilledMidCall(t *testing.T) {
 	}
 
 	died := map[string]bool{} // the reasons whose call's replica was killed
+	type kill struct {
+		replica string
+		at      time.Time
+	}
+	var killsMade []kill // every kill, for the calls of other agents it cut short too
 	var report []string
 	// A failure stops the kills, and the agents end their lifecycles
 	// before the test does.
@@ -425,6 +449,7 @@ kill:
 			t.Errorf("kill %d: a label request from no replica (path names %q)", k, req.replica)
 			break
 		}
+		killsMade = append(killsMade, kill{victim.name, time.Now()})
 		f.kill(victim)
 		// The kill closes the replica's connection to the carrier while
 		// the answer is held: the fault lands mid-call.
@@ -465,11 +490,23 @@ kill:
 		}
 	}
 	// The unfinished executions a checker may report: the carrier made
-	// their label, and their replica died under the call or their poll
-	// answered outcome_unknown.
+	// their label, and their replica died under the call (the held one,
+	// or another agent's call in flight on the same replica, whose answer
+	// came before the kill but whose record had not committed) or their
+	// poll answered outcome_unknown.
+	killedUnder := func(reason string) bool {
+		for _, k := range killsMade {
+			// An execution outlives its call by its record's statement
+			// at most.
+			if c.sentBefore(reason, k.replica, k.at, 2*fleetStatementTimeout) {
+				return true
+			}
+		}
+		return false
+	}
 	excused := map[string]bool{}
 	for reason, id := range approvals {
-		if seen[id] && (died[reason] || unknown[id]) {
+		if seen[id] && (died[reason] || unknown[id] || killedUnder(reason)) {
 			excused[id] = true
 		}
 	}
