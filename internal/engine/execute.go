@@ -392,12 +392,17 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 		// finds out.
 		return x.unknown(ctx, runErr)
 	}
-	if runErr == nil && err != nil {
+	if runErr == nil && err != nil && x.effect.Transactional() {
 		// The effect ran but its COMMIT failed: it may or may not have
 		// taken effect. execution_started stays without an end, which
 		// `audit verify` reports.
 		return x.unknown(ctx, err)
 	}
+	// An effect outside the datasource's transaction (an upstream call)
+	// took effect, or failed, whatever became of that transaction: it
+	// only held the target's row while the effect ran, and a COMMIT that
+	// fails there (its connection ended by a restart while the call
+	// waited) undoes nothing the effect did. Its end is recorded.
 	// The effect's end is recorded even if the caller has gone: the
 	// effect is done (or undone) either way.
 	finishCtx := context.WithoutCancel(ctx)
