@@ -566,6 +566,47 @@ func retry(what string, step func() bool) error {
 	return nil
 }
 
+// busyAgents starts agents agents on f, named name-i, in acme and globex
+// in turn, each running lifecycles one after another (run, with notes
+// note-i-n) until over is closed and it has run minCycles; a failed
+// lifecycle fails the test and ends its agent. wait waits for them all
+// and returns every cycle they ran.
+func (f *fleet) busyAgents(t *testing.T, stats *fleetStats, name, note string, agents, minCycles int, over <-chan struct{},
+	run func(a *fleetAgent, note string) (*cycle, error)) (wait func() []*cycle) {
+	var (
+		mu     sync.Mutex
+		cycles []*cycle
+		wg     sync.WaitGroup
+	)
+	for i := range agents {
+		a := f.newAgent(fmt.Sprintf("%s-%d", name, i), []string{"acme", "globex"}[i%2], stats)
+		wg.Go(func() {
+			defer a.close()
+			for n := 0; ; n++ {
+				select {
+				case <-over:
+					if n >= minCycles {
+						return
+					}
+				default:
+				}
+				c, err := run(a, fmt.Sprintf("%s-%d-%d", note, i, n))
+				mu.Lock()
+				cycles = append(cycles, c)
+				mu.Unlock()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	return func() []*cycle {
+		wg.Wait()
+		return cycles
+	}
+}
+
 // lifecycle stages a note, decides it (approve, or reject when reject is
 // set) and polls until its end, retrying every step as an agent and a
 // person would, through whichever replica the balancer picks.

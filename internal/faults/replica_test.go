@@ -35,36 +35,10 @@ func TestReplicaKilledMidCycle(t *testing.T) {
 	f := newFleet(t, fleetOptions{replicas: 3})
 	stats := newFleetStats()
 
-	const agents, minCycles = 4, 3
-	var (
-		mu     sync.Mutex
-		cycles []*cycle
-		wg     sync.WaitGroup
-	)
 	killed := make(chan struct{}) // closed once the kills are over
-	for i := range agents {
-		a := f.newAgent(fmt.Sprintf("agent-%d", i), []string{"acme", "globex"}[i%2], stats)
-		wg.Go(func() {
-			defer a.close()
-			for n := 0; ; n++ {
-				select {
-				case <-killed:
-					if n >= minCycles {
-						return
-					}
-				default:
-				}
-				c, err := a.lifecycle(fmt.Sprintf("fault-replica-%d-%d", i, n), false)
-				mu.Lock()
-				cycles = append(cycles, c)
-				mu.Unlock()
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
+	wait := f.busyAgents(t, stats, "agent", "fault-replica", 4, 3, killed, func(a *fleetAgent, note string) (*cycle, error) {
+		return a.lifecycle(note, false)
+	})
 
 	kills := []string{"effect", "moment", "effect", "moment", "effect"}
 	var report []string
@@ -97,7 +71,7 @@ func TestReplicaKilledMidCycle(t *testing.T) {
 		}
 	}
 	close(killed)
-	wg.Wait()
+	cycles := wait()
 
 	for _, l := range report {
 		t.Log(l)

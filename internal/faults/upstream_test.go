@@ -387,36 +387,9 @@ func TestUpstreamReplicaKilledMidCall(t *testing.T) {
 	}})
 	stats := newFleetStats()
 
-	const agents, minCycles, kills = 3, 2, 3
-	var (
-		mu     sync.Mutex
-		cycles []*cycle
-		wg     sync.WaitGroup
-	)
+	const kills = 3
 	over := make(chan struct{}) // closed once the kills are over
-	for i := range agents {
-		a := f.newAgent(fmt.Sprintf("label-agent-%d", i), []string{"acme", "globex"}[i%2], stats)
-		wg.Go(func() {
-			defer a.close()
-			for n := 0; ; n++ {
-				select {
-				case <-over:
-					if n >= minCycles {
-						return
-					}
-				default:
-				}
-				cy, err := a.labelLifecycle(fmt.Sprintf("fault-upstream-kill-%d-%d", i, n))
-				mu.Lock()
-				cycles = append(cycles, cy)
-				mu.Unlock()
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
+	wait := f.busyAgents(t, stats, "label-agent", "fault-upstream-kill", 3, 2, over, (*fleetAgent).labelLifecycle)
 
 	died := map[string]bool{} // the reasons whose call's replica was killed
 	type kill struct {
@@ -467,7 +440,7 @@ kill:
 		}
 	}
 	close(over)
-	wg.Wait()
+	cycles := wait()
 
 	for _, l := range report {
 		t.Log(l)
