@@ -67,36 +67,43 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 	s.collectPending(ch)
 }
 
-// collectSealLag reads the sealing lag. A failed read leaves the series
-// out (the handler continues on error); the host log says why, the
-// scraper's own error says nothing of the database.
+// collectSealLag reads the sealing lag.
 func (s *scraped) collectSealLag(ch chan<- prometheus.Metric) {
 	if s.sealLag == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	defer cancel()
-	lag, err := s.sealLag(ctx)
-	if err != nil {
-		s.log.Warn("metrics: the sealing lag could not be read", "error", err)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(s.desc(AuditSealLag), prometheus.GaugeValue, lag.Seconds())
+	s.read("the sealing lag", func(ctx context.Context) error {
+		lag, err := s.sealLag(ctx)
+		if err == nil {
+			ch <- prometheus.MustNewConstMetric(s.desc(AuditSealLag), prometheus.GaugeValue, lag.Seconds())
+		}
+		return err
+	})
 }
 
-// collectPending reads the approvals waiting for a person, as
-// collectSealLag reads the lag.
+// collectPending reads the approvals waiting for a person.
 func (s *scraped) collectPending(ch chan<- prometheus.Metric) {
 	if s.pending == nil {
 		return
 	}
+	s.read("the approvals waiting", func(ctx context.Context) error {
+		n, oldest, err := s.pending(ctx)
+		if err == nil {
+			ch <- prometheus.MustNewConstMetric(s.desc(ApprovalsPending), prometheus.GaugeValue, float64(n))
+			ch <- prometheus.MustNewConstMetric(s.desc(ApprovalOldestWait), prometheus.GaugeValue, oldest.Seconds())
+		}
+		return err
+	})
+}
+
+// read runs one read of the database within readTimeout. A read that
+// fails leaves its series out of the scrape (the handler continues on
+// error); the host log says why, the scraper's own error says nothing of
+// the database.
+func (s *scraped) read(what string, f func(ctx context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
-	n, oldest, err := s.pending(ctx)
-	if err != nil {
-		s.log.Warn("metrics: the approvals waiting could not be read", "error", err)
-		return
+	if err := f(ctx); err != nil {
+		s.log.Warn("metrics: "+what+" could not be read", "error", err)
 	}
-	ch <- prometheus.MustNewConstMetric(s.desc(ApprovalsPending), prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(s.desc(ApprovalOldestWait), prometheus.GaugeValue, oldest.Seconds())
 }
