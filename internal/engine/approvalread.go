@@ -77,17 +77,13 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 // person now, and how long the oldest of them has waited (zero when none
 // does). It reads two numbers, no tenant's rows, so a metrics scrape may
 // call it.
-func PendingApprovals(ctx context.Context, conn database.TxBeginner) (int, time.Duration, error) {
-	type waiting struct {
-		n   int
-		age time.Duration
-	}
-	w, err := readOnly(ctx, conn, func(st *store.Store) (waiting, error) {
-		n, age, err := st.ApprovalsWaiting(ctx)
-		return waiting{n, age}, err
+func PendingApprovals(ctx context.Context, conn database.TxBeginner) (n int, oldest time.Duration, err error) {
+	err = database.Tenantless(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		n, oldest, err = store.New(tx).ApprovalsWaiting(ctx)
+		return err
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("pending approvals: %w", err)
 	}
-	return w.n, w.age, nil
+	return n, oldest, nil
 }

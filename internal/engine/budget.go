@@ -101,7 +101,7 @@ func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
 		if err != nil {
 			return err
 		}
-		leases, err := st.BudgetRunning(ctx, k, x.correlation)
+		leases, err := st.BudgetLeases(ctx, k, x.correlation)
 		if err != nil {
 			return err
 		}

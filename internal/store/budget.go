@@ -41,10 +41,10 @@ type BudgetLeases struct {
 	Held        bool
 }
 
-// BudgetRunning forgets k's leases that expired and reads the live ones,
+// BudgetLeases forgets k's leases that expired and reads the live ones,
 // Held naming whether one is the execution correlation names. Called after
 // BudgetOpen, it sees every lease committed before the counts were locked.
-func (s *Store) BudgetRunning(ctx context.Context, k BudgetKey, correlation string) (*BudgetLeases, error) {
+func (s *Store) BudgetLeases(ctx context.Context, k BudgetKey, correlation string) (*BudgetLeases, error) {
 	row, err := s.q.BudgetLeases(ctx, s.x, &db.BudgetLeasesParams{TenantID: k.Tenant, Action: k.Action, CorrelationID: correlation})
 	if err != nil {
 		return nil, InterpretError(err)
