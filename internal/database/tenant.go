@@ -116,8 +116,9 @@ func settings(tenant, role string, l Limits) [][2]string {
 	return set
 }
 
-// scope returns the statement that opens a tenant's transaction: it scopes
-// the transaction to tenant and sets the limits, locally, in one statement,
+// scope returns the statement that opens a tenant's transaction: it sets
+// the role (on a pool Open made), scopes the transaction to tenant and sets
+// the limits, locally, in one statement,
 // so they cost no round trip of their own. set_config(…, true) is SET LOCAL
 // with its value as a parameter. Its text does not depend on the tenant,
 // so a connection prepares it once.
