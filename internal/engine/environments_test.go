@@ -33,7 +33,7 @@ func TestUnservedAction(t *testing.T) {
 
 	production := in("production")
 	out := production.Call(ctx, support("acme"), "cancel_order", args)
-	if out.Status != engine.StatusNotFound || out.Code != errcode.MCPToolUnknown || out.CorrelationID != "" {
+	if out.Status != engine.StatusNotFound || out.Code != errcode.MCPToolUnknown || out.CorrelationID == "" {
 		t.Fatalf("a call in production: %s %s %q", out.Status, out.Code, out.CorrelationID)
 	}
 	out = production.Check(ctx, support("acme"), staged.ApprovalID.String())

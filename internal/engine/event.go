@@ -284,6 +284,13 @@ func (e *Engine) settle(ctx context.Context, op Op, subject string, caller *Call
 			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		*out = &Outcome{Status: StatusInternalError, CorrelationID: correlation, Err: fmt.Errorf("panic: %v", v)}
 	}
+	if o := *out; o != nil && !o.OK() && o.CorrelationID == "" {
+		// Every call that did not succeed carries an id its caller can
+		// quote and an operator finds in the host log's line of the call —
+		// a refusal of nothing audited (an unknown row, an invalid input)
+		// too.
+		o.CorrelationID = uuid.NewString()
+	}
 	endCall(ctx, *out)
 	if e.hooks == nil || *out == nil {
 		return

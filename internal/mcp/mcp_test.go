@@ -898,6 +898,7 @@ func TestToolCallsAreEvents(t *testing.T) {
 	call(t, cs, "order_get", `{"id": "o-1001"}`)
 	_, body := call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "x"}`)
 	call(t, cs, "order_list", `{"limit": 0}`)
+	_, missing := call(t, cs, "order_get", `{"id": "o-none"}`)
 	hooks.Close()
 
 	var got []string
@@ -908,6 +909,9 @@ func TestToolCallsAreEvents(t *testing.T) {
 			if ev.Tool == "cancel_order" && ev.CorrelationID != body["approvalId"] {
 				t.Errorf("the stage's event names %q, the agent was told %v", ev.CorrelationID, body["approvalId"])
 			}
+			if ev.Tool == "order_get" && ev.Outcome == engine.StatusNotFound && ev.CorrelationID != missing["correlationId"] {
+				t.Errorf("the unknown row's event names %q, the agent was told %v", ev.CorrelationID, missing["correlationId"])
+			}
 		case engine.Gate:
 			got = append(got, fmt.Sprintf("gate %s %s %s", ev.Op, ev.Subject, ev.Status))
 		}
@@ -915,7 +919,8 @@ func TestToolCallsAreEvents(t *testing.T) {
 	want := []string{
 		"gate get order ok", "tool order_get ok agent-7 acme  correlated:false",
 		"gate call cancel_order approval_pending", "tool cancel_order approval_pending agent-7 acme  correlated:true",
-		"gate list order invalid_input", "tool order_list invalid_input agent-7 acme  correlated:false",
+		"gate list order invalid_input", "tool order_list invalid_input agent-7 acme  correlated:true",
+		"gate get order not_found", "tool order_get not_found agent-7 acme  correlated:true",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("events:\n%q\nwant:\n%q", got, want)
