@@ -200,24 +200,51 @@ func Tenantless(ctx context.Context, conn TxBeginner, opts pgx.TxOptions, fn fun
 
 // run is InTenant's transaction, of tenant or, when it is "", of none.
 func run(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	// A pooled connection whose backend died while it sat idle (a
-	// terminated backend, a restart, a failover) fails at BEGIN, before fn
-	// runs and before anything reached the database, and the pool discards
-	// it: the transaction is begun again, on another connection. Its
-	// siblings may have died with it, so up to the pool's size; each such
-	// failure is immediate.
-	pool, pooled := conn.(interface{ Stat() *pgxpool.Stat })
-	for attempt := 0; ; attempt++ {
-		entered, err := inTenant(ctx, conn, tenant, opts, fn)
-		if failed := (*commitFailed)(nil); errors.As(err, &failed) {
+	again := retrier{conn: conn}
+	for {
+		a := inTenant(ctx, conn, tenant, opts, fn)
+		if failed := (*commitFailed)(nil); errors.As(a.err, &failed) {
 			// Asked once the transaction's connection is back in the
 			// pool: a pool of one would otherwise wait for itself.
 			return confirm(ctx, conn, failed)
 		}
-		if entered || !pooled || attempt >= int(pool.Stat().MaxConns()) || !deadOnArrival(ctx, err) {
-			return err
+		if !again.after(ctx, a.err, a.entered, a.repeatable) {
+			return a.err
 		}
 	}
+}
+
+// retrier is the rule by which InTenant and QueryInTenant try a
+// transaction again after its connection died. A pooled connection whose
+// backend died while it sat idle (a terminated backend, a restart, a
+// failover) fails at BEGIN, before anything reached the database, and the
+// pool discards it: the transaction is begun again, on another
+// connection. Its siblings may have died with it, so up to the pool's
+// size; each such failure is immediate. A transaction that may be
+// repeated (Repeatable) and whose connection died under it after BEGIN
+// runs once more, the same way: a backend terminated mid-read is not its
+// caller's failure.
+type retrier struct {
+	conn     any // what the transactions begin on
+	begun    int // transactions begun again after a death at BEGIN
+	repeated bool
+}
+
+// after reports whether to try again after a transaction failed with err,
+// having started (run past BEGIN) or not, and whether it may be repeated.
+func (r *retrier) after(ctx context.Context, err error, started, repeatable bool) bool {
+	pool, pooled := r.conn.(interface{ Stat() *pgxpool.Stat })
+	switch {
+	case !pooled || !deadOnArrival(ctx, err):
+		return false
+	case !started:
+		r.begun++
+		return r.begun <= int(pool.Stat().MaxConns())
+	case !repeatable || r.repeated:
+		return false
+	}
+	r.repeated, r.begun = true, 0
+	return true
 }
 
 // ErrNotCommitted wraps the error of a COMMIT that failed (its connection
@@ -313,9 +340,10 @@ func commitStatus(ctx context.Context, conn TxBeginner, xid string) (string, err
 }
 
 // deadOnArrival reports whether err is a connection found dead as it was
-// used: its backend is gone (SQLSTATE class 08, 57P01–57P03) or it closed
-// without a word. Not a wait that timed out, nor a connect that failed:
-// trying again would only wait or fail again.
+// used, or that died under a statement: its backend is gone (SQLSTATE
+// class 08, 57P01–57P03) or it closed without a word. Not a wait that
+// timed out, nor a connect that failed: trying again would only wait or
+// fail again.
 func deadOnArrival(ctx context.Context, err error) bool {
 	var connect *pgconn.ConnectError
 	var pgErr *pgconn.PgError
@@ -332,8 +360,15 @@ func deadOnArrival(ctx context.Context, err error) bool {
 	return errors.Is(interpreted, store.ErrUnavailable) && !errors.Is(interpreted, store.ErrTimeout)
 }
 
-// inTenant is one attempt of InTenant; entered reports whether fn ran.
-func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) (entered bool, _ error) {
+// tried is how one attempt of InTenant ended.
+type tried struct {
+	err error
+	// entered: fn ran. repeatable: it marked its transaction Repeatable.
+	entered, repeatable bool
+}
+
+// inTenant is one attempt of InTenant.
+func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) tried {
 	limits, role := limitsOf(conn)
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
 		// The transaction's connection is held here, not by the
@@ -341,7 +376,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 		// caller can take it from the pool.
 		pc, release, err := acquireBounded(ctx, b, limits)
 		if err != nil {
-			return false, err
+			return tried{err: err}
 		}
 		defer release()
 		conn = pc
@@ -353,7 +388,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	}
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
-		return false, err
+		return tried{err: err}
 	}
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
@@ -361,23 +396,23 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if !scoped && len(settings(tenant, role, limits)) > 0 {
 		scopeSQL, scopeArgs := scope(tenant, role, limits)
 		if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
-			return false, err
+			return tried{err: err}
 		}
 	}
 	c := &committing{Tx: tx}
 	if err := fn(c); err != nil {
-		return true, err
+		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		if c.xid != "" {
-			return true, &commitFailed{err: err, xid: c.xid, after: c.after}
+			err = &commitFailed{err: err, xid: c.xid, after: c.after}
 		}
-		return true, err
+		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
 	for _, f := range c.after {
 		f()
 	}
-	return true, nil
+	return tried{entered: true}
 }
 
 // committing is the transaction InTenant hands its fn: it keeps what
@@ -387,6 +422,26 @@ type committing struct {
 	after []func()
 	// xid is the transaction's id once ConfirmCommit read it.
 	xid string
+	// repeatable: fn may run again (Repeatable).
+	repeatable bool
+}
+
+// Repeatable tells InTenant that fn, which tx was handed to, may run again
+// whether or not tx committed: should tx's connection die under it (its
+// backend terminated, Postgres restarted or failed over: SQLSTATE class
+// 08, 57P01–57P03) after BEGIN, its COMMIT included, InTenant runs fn once
+// more, in a new transaction on another connection, instead of failing.
+// For a transaction that only reads, or whose writes make a state rather
+// than add to one (expire what lapsed, seal what is unsealed, raise a
+// count to a value), so that running it twice is running it once. fn must
+// keep nothing of a first run in Go that a second would not replace (it
+// assigns its results, it does not add to them). What AfterCommit
+// registered in a run whose COMMIT failed never runs, even if that COMMIT
+// took effect. Given any other transaction, Repeatable does nothing.
+func Repeatable(tx pgx.Tx) {
+	if c, ok := tx.(*committing); ok {
+		c.repeatable = true
+	}
 }
 
 // AfterCommit runs f once tx, the transaction InTenant handed its fn, has
@@ -417,21 +472,23 @@ type Acquirer interface {
 // the query's rows. It is InTenant for the common case of a single read;
 // on a *Bounded pool the read runs under its Limits, set in the same round
 // trip.
+//
+// The read is repeatable, as a transaction marked Repeatable is: should
+// its connection die under it, it is read once more on another, and rows
+// sees the new read's rows. So rows must replace, not add to, what it kept
+// of a read before.
 func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
-	// A read that met a dead pooled connection before rows saw a row is
-	// read again on another, as InTenant begins a transaction again: it
-	// is read-only, and nothing of it reached its caller.
-	sized, pooled := pool.(interface{ Stat() *pgxpool.Stat })
-	for attempt := 0; ; attempt++ {
+	again := retrier{conn: pool}
+	for {
 		seen := false
 		err := queryInTenant(ctx, pool, tenant, sql, args, func(r pgx.Rows) error {
 			seen = true
 			return rows(r)
 		})
-		if seen || !pooled || attempt >= int(sized.Stat().MaxConns()) || !deadOnArrival(ctx, err) {
+		if !again.after(ctx, err, seen, true) {
 			return err
 		}
 	}

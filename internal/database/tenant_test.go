@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -230,6 +231,126 @@ func TestConfirmCommit(t *testing.T) {
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM orangerail.tenants WHERE id = $1", tenant).Scan(&n); err != nil || n != 0 {
 			t.Errorf("confirm %v: %d rows of the transaction: %v", confirm, n, err)
+		}
+	}
+}
+
+// TestRepeatable: a transaction marked Repeatable whose backend dies under
+// it, between its statements or at its COMMIT, runs once more and commits
+// once; never a third time; and a transaction not so marked fails as
+// before.
+func TestRepeatable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.New(t))
+	type death int
+	const (
+		midway   death = iota // between two of fn's statements
+		atCommit              // after fn's last statement, before the COMMIT
+	)
+	tests := []struct {
+		name       string
+		readOnly   bool
+		repeatable bool
+		dies       death
+		deaths     int // on how many runs the backend dies
+		runs       int
+		fails      bool
+	}{
+		{name: "repeatable write, died midway", repeatable: true, dies: midway, deaths: 1, runs: 2},
+		{name: "write, died midway", dies: midway, deaths: 1, runs: 1, fails: true},
+		{name: "repeatable write, died at its commit", repeatable: true, dies: atCommit, deaths: 1, runs: 2},
+		{name: "write, died at its commit", dies: atCommit, deaths: 1, runs: 1, fails: true},
+		{name: "repeatable read, died at its commit", readOnly: true, repeatable: true, dies: atCommit, deaths: 1, runs: 2},
+		{name: "read, died at its commit", readOnly: true, dies: atCommit, deaths: 1, runs: 1, fails: true},
+		{name: "repeatable write, died twice", repeatable: true, dies: midway, deaths: 2, runs: 2, fails: true},
+	}
+	for i, tt := range tests {
+		tenant := fmt.Sprintf("repeatable-%d", i)
+		opts := pgx.TxOptions{}
+		if tt.readOnly {
+			opts.AccessMode = pgx.ReadOnly
+		}
+		runs := 0
+		err := database.InTenant(ctx, pool, tenant, opts, func(tx pgx.Tx) error {
+			runs++
+			if tt.repeatable {
+				database.Repeatable(tx)
+			}
+			statement := "SELECT 1"
+			if !tt.readOnly {
+				statement = "INSERT INTO orangerail.tenants (id) VALUES ('" + tenant + "')"
+			}
+			if _, err := tx.Exec(ctx, statement); err != nil {
+				return err
+			}
+			if runs > tt.deaths {
+				return nil
+			}
+			var ok bool
+			if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", int32(tx.Conn().PgConn().PID())).Scan(&ok); err != nil || !ok { //nolint:gosec // G115: a backend pid fits
+				t.Fatalf("%s: terminate the backend: %v %v", tt.name, ok, err)
+			}
+			if tt.dies == midway {
+				_, err := tx.Exec(ctx, "SELECT 1")
+				return err
+			}
+			return nil
+		})
+		if (err != nil) != tt.fails || runs != tt.runs {
+			t.Errorf("%s: fn ran %d times and InTenant returned %v; want %d runs, failing %v", tt.name, runs, err, tt.runs, tt.fails)
+		}
+		if tt.readOnly {
+			continue
+		}
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM orangerail.tenants WHERE id = $1", tenant).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 1}[tt.fails]; n != want {
+			t.Errorf("%s: %d rows committed, want %d", tt.name, n, want)
+		}
+	}
+}
+
+// TestQueryInTenantRepeated: a pipelined read whose backend dies after its
+// first rows reached the caller is read once more, and rows sees the new
+// read whole; a read that dies again fails.
+func TestQueryInTenantRepeated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.New(t))
+	// Rows large enough to leave the server's send buffer, the first two
+	// at once and the third after a pause: the first is the caller's
+	// while the statement still runs.
+	const sql = `SELECT pg_backend_pid(), repeat('x', 65536)
+		FROM generate_series(1, 3) g, LATERAL (SELECT pg_sleep(CASE WHEN g = 3 THEN 2 ELSE 0 END)) AS pause`
+	for _, deaths := range []int{1, 2} {
+		runs, got := 0, 0
+		err := database.QueryInTenant(ctx, pool, "query-repeated", sql, nil, func(rows pgx.Rows) error {
+			runs++
+			got = 0
+			for rows.Next() {
+				var pid int32
+				var filler string
+				if err := rows.Scan(&pid, &filler); err != nil {
+					return err
+				}
+				got++
+				if got == 1 && runs <= deaths {
+					var ok bool
+					if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", pid).Scan(&ok); err != nil || !ok {
+						t.Fatalf("terminate the backend: %v %v", ok, err)
+					}
+				}
+			}
+			return rows.Err()
+		})
+		switch {
+		case deaths == 1 && (err != nil || runs != 2 || got != 3):
+			t.Errorf("died once: %d reads, %d rows of the last: %v; want 2 reads, 3 rows", runs, got, err)
+		case deaths == 2 && (err == nil || runs != 2):
+			t.Errorf("died twice: %d reads: %v; want 2 reads and an error", runs, err)
 		}
 	}
 }

@@ -93,6 +93,7 @@ func (e *Engine) run(ctx context.Context, caller *Caller, c *call, correlation s
 		target, err = e.resolveTarget(ctx, nil, caller.Tenant, a, c, false)
 	} else {
 		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			database.Repeatable(tx)
 			var err error
 			target, err = e.resolveTarget(ctx, tx, caller.Tenant, a, c, false)
 			return err
@@ -439,6 +440,10 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 	var approval *store.Approval
 	var existing bool
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// Staging twice is staging once: a second run finds the open
+		// approval a first run's COMMIT made, if it took effect.
+		database.Repeatable(tx)
+		existing = false
 		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}

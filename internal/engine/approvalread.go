@@ -54,6 +54,7 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 	}
 	var a *store.Approval
 	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		database.Repeatable(tx)
 		a, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
 		return err
 	})
@@ -79,6 +80,7 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 // call it.
 func PendingApprovals(ctx context.Context, conn database.TxBeginner) (n int, oldest time.Duration, err error) {
 	err = database.Tenantless(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
 		n, oldest, err = store.New(tx).ApprovalsWaiting(ctx)
 		return err
 	})

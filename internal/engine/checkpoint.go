@@ -215,6 +215,7 @@ func LatestCheckpoint(ctx context.Context, conn database.TxBeginner, tenant stri
 func checkpointOf(ctx context.Context, conn database.TxBeginner, tenant string, size int64) (*store.Checkpoint, error) {
 	var c *store.Checkpoint
 	err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
 		if size == 0 {
 			c, err = store.New(tx).CheckpointLatest(ctx, tenant)
 		} else {
@@ -256,6 +257,8 @@ func OpenProver(ctx context.Context, conn database.TxBeginner, tenant string, si
 	}
 	hashes := make([][]byte, 0, c.Size)
 	err = database.InTenant(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		database.Repeatable(tx)
+		hashes = hashes[:0] // of a first run whose connection died
 		st := store.New(tx)
 		for after := int64(0); after < c.Size; {
 			rows, err := st.AuditLinks(ctx, tenant, after, min(after+checkpointPage*4, c.Size), false)
@@ -301,6 +304,7 @@ func (p *Prover) Inclusion(ctx context.Context, seq int64) (*checkpoint.Proof, e
 	}
 	var rows []*store.AuditSealedLink
 	err := database.InTenant(ctx, p.conn, p.tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
 		rows, err = store.New(tx).AuditLinks(ctx, p.tenant, seq-1, seq, true)
 		return err
 	})

@@ -291,6 +291,7 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 	}
 	var a *store.Approval
 	err = database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		database.Repeatable(tx)
 		a, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
 		return err
 	})
@@ -306,6 +307,7 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 		err := json.Unmarshal(v.Input, &c.values)
 		if err == nil {
 			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+				database.Repeatable(tx)
 				v.Target, err = e.resolveTarget(ctx, tx, tenant, action, c, false)
 				return err
 			})
@@ -325,6 +327,7 @@ func (e *Engine) ListApprovals(ctx context.Context, tenant string, status store.
 	}
 	var rows []*store.Approval
 	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		database.Repeatable(tx)
 		var err error
 		rows, err = store.New(tx).ApprovalList(ctx, &store.ApprovalListParams{TenantID: tenant, Status: status, Limit: limit})
 		return err

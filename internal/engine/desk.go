@@ -190,6 +190,7 @@ func (e *Engine) review(ctx context.Context, tenant string, action *ontology.Act
 		return
 	}
 	err := database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
 		v.Target, err = e.resolveTarget(ctx, tx, tenant, action, &call{action: action, values: values}, false)
 		return err
 	})
@@ -326,6 +327,7 @@ func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*
 	}
 	var rows []store.AuditRecord
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
 		rows, err = store.New(tx).AuditPage(ctx, params)
 		return err
 	})
@@ -358,6 +360,7 @@ func (e *Engine) AuditHeadOf(ctx context.Context, caller *Caller) (*store.AuditL
 	}
 	var head *store.AuditLink
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
 		head, err = store.New(tx).AuditHead(ctx, caller.Tenant)
 		return err
 	})

@@ -39,6 +39,9 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	var approval *store.Approval
 	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// Before the consume, a poll only reads, and expires what lapsed
+		// (again, if its first try died): it may run twice.
+		database.Repeatable(tx)
 		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}

@@ -91,6 +91,8 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 		})
 	} else {
 		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			database.Repeatable(tx)
+			clear(links) // of a first try whose connection died
 			var err error
 			if row, err = fetchRow(ctx, tx, o, e.readColumns(object, o), caller.Tenant, o.Key, in.key, false); err != nil || row == nil {
 				return err

@@ -51,6 +51,9 @@ func sealTenant(ctx context.Context, conn database.TxBeginner, tenant string, wa
 		// READ COMMITTED: each statement of audit_seal sees what committed
 		// before it, the head the last sealer left included.
 		err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			// A batch whose connection died before its COMMIT sealed
+			// nothing; the next try seals it from the head as it is.
+			database.Repeatable(tx)
 			var err error
 			n, err = store.New(tx).AuditSeal(ctx, SealBatchSize, wait)
 			return err

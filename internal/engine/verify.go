@@ -294,6 +294,7 @@ func Tenants(ctx context.Context, conn database.TxBeginner) ([]string, error) {
 func readOnly[T any](ctx context.Context, conn database.TxBeginner, read func(*store.Store) (T, error)) (T, error) {
 	var v T
 	err := database.Tenantless(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
 		v, err = read(store.New(tx))
 		return err
 	})

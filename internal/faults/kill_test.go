@@ -321,19 +321,98 @@ func TestKillAfterFinishAppend(t *testing.T) {
 }
 
 // TestKillDuringSealing: the backend of a sealing transaction dies after
-// it gave a batch its seqs, before its COMMIT: the batch rolls back
-// whole, and the next round seals it, no seq lost or given twice.
+// it gave a batch its seqs, before its COMMIT: the batch rolls back whole
+// and is sealed again at once, on another connection, no seq lost or given
+// twice; the round reports no failure.
 func TestKillDuringSealing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	executedOnce(t, b.lifecycle(t, "fault-during-sealing"))
 	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: AuditSeal"}, When: faults.After})
-	if n, err := engine.Seal(context.Background(), b.runtime); err == nil {
-		t.Fatalf("a sealing round whose backend died sealed %d records without an error", n)
+	if n, err := engine.Seal(context.Background(), b.runtime); err != nil || n == 0 {
+		t.Fatalf("a sealing round whose backend died sealed %d: %v", n, err)
 	}
 	fired(t, trap)
-	if n, err := engine.Seal(context.Background(), b.runtime); err != nil || n == 0 {
-		t.Fatalf("the next round sealed %d: %v", n, err)
+	if n, err := engine.Seal(context.Background(), b.runtime); err != nil || n != 0 {
+		t.Fatalf("the next round sealed %d: %v; want nothing left", n, err)
+	}
+	b.finish(t)
+}
+
+// TestKillAtStage: the backend dies as the approval is staged, before the
+// stage's COMMIT and then at it: the stage runs once more on another
+// connection, so the agent is answered approval_pending at once, and one
+// approval exists.
+func TestKillAtStage(t *testing.T) {
+	t.Parallel()
+	for _, trap := range []faults.Trap{
+		{Match: []string{"-- name: ApprovalFindOpen"}, When: faults.After},
+		{Match: []string{"-- name: ApprovalStage"}, When: faults.After},
+	} {
+		b := setup(t)
+		sprung := b.killer.Arm(trap)
+		input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-at-stage"}`)
+		staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
+		fired(t, sprung)
+		if staged.Status != engine.StatusApprovalPending {
+			t.Fatalf("killed after %s: the stage answered %s %q (%v), want approval_pending", trap.Match, staged.Status, staged.Diagnostic, staged.Err)
+		}
+		var n int
+		if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM orangerail.approvals").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("killed after %s: %d approvals (%v), want 1", trap.Match, n, err)
+		}
+		executedOnce(t, b.lifecycle(t, "fault-at-stage"))
+		b.finish(t)
+	}
+}
+
+// TestKillDuringPoll: the backend dies under a poll before its consume —
+// after it read what lapsed, so that reading the approval meets the dead
+// connection, or after it read the approval, so that its COMMIT does: the
+// transaction runs once more on another connection, so the poll executes
+// the approval, once, and its agent never sees the fault.
+func TestKillDuringPoll(t *testing.T) {
+	t.Parallel()
+	for _, after := range []string{"-- name: ApprovalLapsed", "-- name: ApprovalGet"} {
+		b := setup(t)
+		input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-during-poll"}`)
+		staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
+		if staged.Status != engine.StatusApprovalPending {
+			t.Fatalf("stage: %s", staged.Status)
+		}
+		v, err := b.engine.ShowApproval(context.Background(), "acme", staged.ApprovalID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := b.engine.Decide(context.Background(), approver, engine.Decision{ApprovalID: v.ID.String(), Approve: true, Digest: v.Digest}); !out.OK() {
+			t.Fatalf("decide: %s", out.Status)
+		}
+		trap := b.killer.Arm(faults.Trap{Match: []string{after}, When: faults.After})
+		out := b.call(t, "check", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, v.ID.String()) })
+		fired(t, trap)
+		if out.Status != engine.StatusOK {
+			t.Errorf("killed after %s: the poll answered %s %q (%v), want ok", after, out.Status, out.Diagnostic, out.Err)
+		}
+		b.finish(t)
+	}
+}
+
+// TestKillDuringLinkedRead: the backend dies under a read of a row and its
+// links, after the row was read: the read runs once more on another
+// connection, and its agent gets the row and its links.
+func TestKillDuringLinkedRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	args := json.RawMessage(`{"id": "o-1001", "include": ["order_customer"]}`)
+	before := b.call(t, "get", func(ctx context.Context) *engine.Outcome { return b.engine.Get(ctx, agent, "order", args) })
+	if before.Status != engine.StatusOK {
+		t.Fatalf("a read before the fault: %s %q (%v)", before.Status, before.Diagnostic, before.Err)
+	}
+	trap := b.killer.Arm(faults.Trap{Match: []string{"row_to_json", "orders"}, When: faults.After})
+	out := b.call(t, "get", func(ctx context.Context) *engine.Outcome { return b.engine.Get(ctx, agent, "order", args) })
+	fired(t, trap)
+	if out.Status != engine.StatusOK || string(out.Data) != string(before.Data) {
+		t.Errorf("the read whose backend died answered %s %q (%v): %s; want ok and %s", out.Status, out.Diagnostic, out.Err, out.Data, before.Data)
 	}
 	b.finish(t)
 }

@@ -205,9 +205,13 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		return nil
 	}
 	// Each statement runs in a transaction of no tenant (database.Tenantless),
-	// as orangerail_runtime on whatever connection a pooler hands it.
+	// as orangerail_runtime on whatever connection a pooler hands it, and
+	// may run twice (a prune forgets what is old, a read assigns).
 	tenantless := func(opts pgx.TxOptions, fn func(*store.Store) error) error {
-		return database.Tenantless(ctx, l.pool, opts, func(tx pgx.Tx) error { return fn(store.New(tx)) })
+		return database.Tenantless(ctx, l.pool, opts, func(tx pgx.Tx) error {
+			database.Repeatable(tx)
+			return fn(store.New(tx))
+		})
 	}
 	// confirm records what the store holds. It runs once the read that
 	// follows the write is done, never between them: until then a hit
@@ -226,6 +230,8 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	if len(shares) > 0 {
 		var pid uint32
 		err := database.Tenantless(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			// A flush raises each row to a count, never adds to it.
+			database.Repeatable(tx)
 			pid = tx.Conn().PgConn().PID()
 			return store.New(tx).RateShareFlush(ctx, l.replica, shares)
 		})

@@ -154,12 +154,13 @@ func TestBatchLimiterTwoDoors(t *testing.T) {
 	}
 }
 
-// TestBatchFlushKilled kills a flush's backend, once after its write
-// committed and once while its write waits for a lock (the write never
-// commits). In the first, the flush reads on another connection (its
-// transaction begins again past the dead one) and succeeds; in the second
-// it fails and the next flush sends the counts again. The store holds
-// each hit exactly once.
+// TestBatchFlushKilled kills a flush's backend after its write committed,
+// and while its write waits for a lock (the write never commits), once and
+// twice. After the commit, the flush reads on another connection (its
+// transaction begins again past the dead one) and succeeds; before it, the
+// write runs again on another connection and succeeds, and killed on both
+// tries the flush fails and the next sends the counts again. The store
+// holds each hit exactly once.
 func TestBatchFlushKilled(t *testing.T) {
 	t.Parallel()
 	if testdb.Bouncing() {
@@ -217,54 +218,74 @@ func TestBatchFlushKilled(t *testing.T) {
 		}
 		l := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
 		t.Cleanup(func() { _ = l.Close(ctx) })
-		hit(l, 10)
-		tx, err := admin.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		if _, err := tx.Exec(ctx, `LOCK TABLE orangerail.rate_shares IN EXCLUSIVE MODE`); err != nil {
-			t.Fatal(err)
-		}
-		flushed := make(chan error, 1)
-		go func() { flushed <- l.Flush(ctx) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var killed bool
-			err := admin.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
-				WHERE wait_event_type = 'Lock' AND query LIKE '%RateShareFlush%'`).Scan(&killed)
+		// flushKilled flushes while the flush's write waits for a lock the
+		// test holds, kills its backend as often as deaths says (each time
+		// once the flush waits again), releases the lock, and returns the
+		// flush's error.
+		flushKilled := func(deaths int) error {
+			t.Helper()
+			tx, err := admin.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if killed {
-				break
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := tx.Exec(ctx, `LOCK TABLE orangerail.rate_shares IN EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("the flush never waited for the lock")
+			flushed := make(chan error, 1)
+			go func() { flushed <- l.Flush(ctx) }()
+			for range deaths {
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					var killed bool
+					err := admin.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid, 5000)), false) FROM pg_stat_activity
+						WHERE wait_event_type = 'Lock' AND query LIKE '%RateShareFlush%'`).Scan(&killed)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if killed {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the flush never waited for the lock")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 			}
-			time.Sleep(10 * time.Millisecond)
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return <-flushed
 		}
-		if err := <-flushed; err == nil {
-			t.Fatal("a flush whose backend was killed reported success")
+		hit(l, 10)
+		// Killed once, the write runs again on another connection: it
+		// raises each row to a count, so running it twice is running it once.
+		if err := flushKilled(1); err != nil {
+			t.Fatalf("a flush whose backend died before its write committed was not run again: %v", err)
 		}
-		if err := tx.Rollback(ctx); err != nil {
-			t.Fatal(err)
+		if got := stored(t, admin); got != 10 {
+			t.Fatalf("the flush run again left %d; want 10", got)
 		}
-		if got := stored(t, admin); got != 0 {
-			t.Fatalf("the killed write left %d", got)
+		// Killed twice, it fails, and the next flush sends the counts again.
+		hit(l, 5)
+		if err := flushKilled(2); err == nil {
+			t.Fatal("a flush whose backend was killed on both of its tries reported success")
+		}
+		if got := stored(t, admin); got != 10 {
+			t.Fatalf("the twice-killed write left %d; want the 10 before it", got)
 		}
 		if err := l.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := stored(t, admin); got != 10 {
-			t.Fatalf("the flush after the killed one left %d; want 10", got)
+		if got := stored(t, admin); got != 15 {
+			t.Fatalf("the flush after the killed one left %d; want 15", got)
 		}
 		hit(l, 1)
 		if err := l.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := stored(t, admin); got != 11 {
-			t.Fatalf("the store holds %d; want 11", got)
+		if got := stored(t, admin); got != 16 {
+			t.Fatalf("the store holds %d; want 16", got)
 		}
 	})
 }

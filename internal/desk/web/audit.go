@@ -23,6 +23,7 @@ func (d *Desk) auditRecords(ctx context.Context, tenant string, p *store.AuditSe
 		return nil, nil, err
 	}
 	err := database.InTenant(ctx, d.c.Store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		database.Repeatable(tx)
 		st := store.New(tx)
 		var err error
 		head, err = st.AuditHead(ctx, tenant)
