@@ -67,7 +67,7 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 	}
 	v := &AgentApproval{ID: a.ID, Action: a.Action, Status: a.Status, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		DecidedAt: a.DecidedAt, DecisionNote: a.DecisionNote, ConsumedAt: a.ConsumedAt}
-	if (v.Status == store.ApprovalPending || v.Status == store.ApprovalApproved) && !e.now().Before(a.ExpiresAt) {
+	if v.Status.Open() && !e.now().Before(a.ExpiresAt) {
 		v.Status = store.ApprovalExpired
 	}
 	return v, nil

@@ -103,9 +103,6 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 			out = refused
 			return err
 		}
-		if err := e.expireLapsed(ctx, tx, tenant); err != nil {
-			return err
-		}
 		a, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
 		if errors.Is(err, store.ErrNotFound) {
 			out = refuse(StatusNotFound, errcode.ApprovalNotFound)
@@ -121,6 +118,9 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 		if _, state := e.openInput(a); state == InputShredded {
 			out = refuse(StatusDenied, errcode.ApprovalInputShredded)
 			return nil
+		}
+		if a, err = e.expireIfLapsed(ctx, tx, tenant, a); err != nil {
+			return err
 		}
 		switch {
 		case a.Status == store.ApprovalExpired:
@@ -166,7 +166,16 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 		}
 		row, err := st.ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: status, DecidedBy: rec.Actor.Subject, DecisionNote: note, Entry: entry})
 		if errors.Is(err, store.ErrNotFound) { // lapsed or decided this instant
+			// Lapsed by the database's clock, which the engine's had not
+			// yet reached: expired, and said so.
+			expired, err := e.expire(ctx, tx, tenant, id, a.Action)
+			if err != nil {
+				return err
+			}
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
+			if expired {
+				out = refuse(StatusExpired, errcode.ApprovalExpired)
+			}
 			return nil
 		}
 		if err != nil {

@@ -39,10 +39,11 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	var approval *store.Approval
 	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
+		approval, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
+		if err != nil || approval.RequestedBy != caller.actor().Subject {
 			return err
 		}
-		approval, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
+		approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, approval)
 		return err
 	})
 	switch {
