@@ -180,18 +180,15 @@ func TestInTenantKeepsTransactionOptions(t *testing.T) {
 	}
 }
 
-// TestCommitWithoutFlush: the transaction that asks commits without
+// TestInTenantWithoutFlush: the transaction that asks commits without
 // waiting for a flush, and only it: the connection's next transaction
 // waits again.
-func TestCommitWithoutFlush(t *testing.T) {
+func TestInTenantWithoutFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := onePool(t, testdb.New(t))
 	var inside, after string
-	err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := database.CommitWithoutFlush(ctx, tx); err != nil {
-			return err
-		}
+	err := database.InTenantWithoutFlush(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&inside)
 	})
 	if err != nil {

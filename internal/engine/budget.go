@@ -85,17 +85,14 @@ func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
 		s       *spent
 		refusal *RateLimit
 	)
-	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	// Every execution of the action in the tenant locks its counts here:
+	// committing without a flush holds that lock for microseconds, not an
+	// fsync, so one tenant's executions do not queue on one disk write
+	// each. A spend a crash forgets is one whose execution never committed
+	// its records (their durable commit would have flushed it): it would
+	// have been given back.
+	err := database.InTenantWithoutFlush(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s, refusal = nil, nil
-		// Every execution of the action in the tenant locks its counts
-		// here: committing without a flush holds that lock for
-		// microseconds, not an fsync, so one tenant's executions do not
-		// queue on one disk write each. A spend a crash forgets is one
-		// whose execution never committed its records (their durable
-		// commit would have flushed it): it would have been given back.
-		if err := database.CommitWithoutFlush(ctx, tx); err != nil {
-			return err
-		}
 		st := store.New(tx)
 		counts, err := st.BudgetOpen(ctx, k)
 		if err != nil {
@@ -160,13 +157,10 @@ func (x *execution) unspend(ctx context.Context) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// Neither waits for a flush: a release a crash forgets, the
-		// lease's expiry makes anyway, and a refund it forgets leaves the
-		// budget one execution stricter until its window ends.
-		if err := database.CommitWithoutFlush(ctx, tx); err != nil {
-			return err
-		}
+	// Neither waits for a flush: a release a crash forgets, the lease's
+	// expiry makes anyway, and a refund it forgets leaves the budget one
+	// execution stricter until its window ends.
+	err := database.InTenantWithoutFlush(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		if err := st.BudgetRelease(ctx, s.key, s.lease); err != nil {
 			return err
