@@ -63,6 +63,9 @@ type spent struct {
 	key         store.BudgetKey
 	lease       uuid.UUID
 	minute, day time.Time
+	// released is set once a transaction that released the lease
+	// committed (releaseIn).
+	released bool
 }
 
 // leaseTTL is how long an execution's slot is held at most: its effect's
@@ -147,13 +150,32 @@ func (x *execution) rateLimited(ctx context.Context, r *RateLimit) *Outcome {
 	return &Outcome{Status: StatusRateLimited, Code: errcode.RateLimited, RateLimit: r, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 }
 
+// releaseIn frees the execution's slot in stx, the transaction that
+// records how its effect ended, once the effect ran: the count stays
+// spent, so there is nothing to give back, and the release is the delete
+// of the execution's own lease row, which no other execution waits on.
+// It spares the common execution unspend's transaction; should stx not
+// commit, unspend releases the slot as before.
+func (x *execution) releaseIn(ctx context.Context, stx pgx.Tx) error {
+	s := x.spent
+	if s == nil || !x.ran || x.e.keepLeases {
+		return nil
+	}
+	if err := store.New(stx).BudgetRelease(ctx, s.key, s.lease); err != nil {
+		return err
+	}
+	database.AfterCommit(stx, func() { s.released = true })
+	return nil
+}
+
 // unspend frees the execution's slot however the execution ended, and
-// gives its count back when its effect never ran. It runs past a
+// gives its count back when its effect never ran, unless the transaction
+// that recorded its end released it already (releaseIn). It runs past a
 // cancelled caller: the execution is over either way. A failure is logged
 // only: the lease expires on its own.
 func (x *execution) unspend(ctx context.Context) {
 	s := x.spent
-	if s == nil || x.e.keepLeases {
+	if s == nil || s.released || x.e.keepLeases {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)

@@ -459,8 +459,12 @@ func (x *execution) attempt(ctx context.Context, a EffectAttempt) error {
 	})
 }
 
-// finish records how the effect ended and sets the outcome.
+// finish records how the effect ended, frees its budget slot, and sets
+// the outcome.
 func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult, runErr error) error {
+	if err := x.releaseIn(ctx, stx); err != nil {
+		return err
+	}
 	if runErr != nil {
 		rec := x.record(PhaseExecutionFailed)
 		rec.Error, rec.Diagnostic = runErr.Error(), string(classify(runErr))
