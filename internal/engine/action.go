@@ -85,19 +85,7 @@ func (e *Engine) run(ctx context.Context, caller *Caller, c *call, correlation s
 	a := c.action
 	// Resolve and check before anything is staged: a call that cannot run
 	// now is refused now.
-	var target json.RawMessage
-	var err error
-	if a.Target.Read() {
-		// An upstream's read needs no datasource transaction held open
-		// across it.
-		target, err = e.resolveTarget(ctx, nil, caller.Tenant, a, c, false)
-	} else {
-		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			var err error
-			target, err = e.resolveTarget(ctx, tx, caller.Tenant, a, c, false)
-			return err
-		})
-	}
+	target, err := e.resolveTarget(ctx, nil, caller.Tenant, a, c, false)
 	if err != nil {
 		return e.auditFailure(ctx, caller, c, nil, correlation, PhaseResolveError, StatusResolveError, err)
 	}
@@ -310,8 +298,9 @@ func memberIssues(path string, k jsonschema.ErrorKind) []Issue {
 
 // resolveTarget reads the action's target row in the transaction's tenant,
 // locking it when the caller will act on it, or asks the upstream that
-// answers it (which nothing locks; tx is unused). No target, or none
-// found: nil.
+// answers it (which nothing locks; tx is unused). With tx nil (and no
+// lock) the row is read in a read-only transaction of its own, sent in
+// one round trip. No target, or none found: nil.
 func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a *ontology.Action, c *call, lock bool) (json.RawMessage, error) {
 	if a.Target == nil {
 		return nil, nil
@@ -329,6 +318,14 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 	key, issue := scalarText("", mustJSON(c.values[a.Target.KeyFrom]))
 	if issue != nil {
 		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
+	}
+	if tx == nil {
+		var row json.RawMessage
+		err := database.QueryInTenant(ctx, e.datasource, tenant, rowSQL(o, selectList(o), o.Key, false), []any{tenant, key}, func(rows pgx.Rows) (err error) {
+			row, err = firstRow(rows)
+			return err
+		})
+		return row, err
 	}
 	return fetchRow(ctx, tx, o, selectList(o), tenant, o.Key, key, lock)
 }

@@ -314,10 +314,7 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 		c := &call{action: action}
 		err := json.Unmarshal(v.Input, &c.values)
 		if err == nil {
-			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-				v.Target, err = e.resolveTarget(ctx, tx, tenant, action, c, false)
-				return err
-			})
+			v.Target, err = e.resolveTarget(ctx, nil, tenant, action, c, false)
 		}
 		if err != nil {
 			v.TargetError = err.Error()
