@@ -316,9 +316,8 @@ func (x *execution) together(ctx context.Context) *Outcome {
 			}
 			return x.finish(ctx, tx, EffectResult{}, runErr)
 		}
-		if err := savepoint.Commit(ctx); err != nil {
-			return err
-		}
+		// A good effect's savepoint is not released: the COMMIT releases
+		// it with the rest, and a RELEASE would cost a round trip.
 		if err := x.finish(ctx, tx, result, nil); err != nil {
 			return err
 		}
