@@ -530,7 +530,7 @@ func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string
 // due. Either way a lapsed approval is never decided nor consumed: those
 // statements check its expiry themselves.
 func (e *Engine) expireIfLapsed(ctx context.Context, tx pgx.Tx, tenant string, a *store.Approval) (*store.Approval, error) {
-	if !a.Status.Open() || e.now().Before(a.ExpiresAt) {
+	if !e.lapsed(a) {
 		return a, nil
 	}
 	expired, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
@@ -540,6 +540,11 @@ func (e *Engine) expireIfLapsed(ctx context.Context, tx pgx.Tx, tenant string, a
 	lapsed := *a
 	lapsed.Status = store.ApprovalExpired
 	return &lapsed, nil
+}
+
+// lapsed reports whether a is open past its expiry by the engine's clock.
+func (e *Engine) lapsed(a *store.Approval) bool {
+	return a.Status.Open() && !e.now().Before(a.ExpiresAt)
 }
 
 // expire expires one approval of tenant if it is open and has lapsed,

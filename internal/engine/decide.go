@@ -298,11 +298,7 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 	if err != nil {
 		return nil, errcode.New(errcode.ApprovalNotFound, "not an approval id", nil)
 	}
-	var a *store.Approval
-	err = database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		a, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
-		return err
-	})
+	a, err := store.New(database.RowReader(e.store, tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errcode.New(errcode.ApprovalNotFound, "no approval "+approvalID+" in tenant "+tenant, nil)
 	}

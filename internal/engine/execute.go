@@ -37,15 +37,13 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if err != nil || !caller.Authenticated() {
 		return &Outcome{Status: StatusNotFound}
 	}
-	var approval *store.Approval
-	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		approval, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
-		if err != nil || approval.RequestedBy != caller.actor().Subject {
+	approval, err := store.New(database.RowReader(e.store, caller.Tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
+	if err == nil && approval.RequestedBy == caller.actor().Subject && e.lapsed(approval) {
+		err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+			approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, approval)
 			return err
-		}
-		approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, approval)
-		return err
-	})
+		})
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return &Outcome{Status: StatusNotFound}
