@@ -180,18 +180,15 @@ func TestInTenantKeepsTransactionOptions(t *testing.T) {
 	}
 }
 
-// TestCommitWithoutFlush: the transaction that asks commits without
+// TestInTenantWithoutFlush: the transaction that asks commits without
 // waiting for a flush, and only it: the connection's next transaction
 // waits again.
-func TestCommitWithoutFlush(t *testing.T) {
+func TestInTenantWithoutFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := onePool(t, testdb.New(t))
 	var inside, after string
-	err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if err := database.CommitWithoutFlush(ctx, tx); err != nil {
-			return err
-		}
+	err := database.InTenantWithoutFlush(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&inside)
 	})
 	if err != nil {
@@ -258,5 +255,39 @@ func TestRuntimeTransactionsSetTheirRole(t *testing.T) {
 	err = database.InTenant(ctx, plain, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error { return tx.QueryRow(ctx, who).Scan(&got) })
 	if err != nil || got != "postgres" {
 		t.Errorf("a plain pool's transaction acts as %q (%v), want postgres", got, err)
+	}
+}
+
+// TestRowReader: a RowReader's QueryRow is one read-only transaction in
+// one batch, scoped to its tenant and under the pool's limits; no row is
+// pgx.ErrNoRows, and it makes no other statement.
+func TestRowReader(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, tr := onePool(t, testdb.New(t))
+	bounded := database.Bound(pool, database.Limits{LockTimeout: 1500 * time.Millisecond, StatementTimeout: 30 * time.Second})
+	r := database.RowReader(bounded, "acme")
+
+	var got string
+	var readOnly bool
+	err := r.QueryRow(ctx, settingsSQL+", current_setting('transaction_read_only') = 'on' WHERE $1", true).Scan(&got, &readOnly)
+	if err != nil || got != "1500ms 30s acme" || !readOnly {
+		t.Fatalf("settings %q, read-only %v (%v), want %q read-only", got, readOnly, err, "1500ms 30s acme")
+	}
+	if q, b := tr.queries.Load(), tr.batches.Load(); q != 0 || b != 1 {
+		t.Fatalf("a row's read sent %d statements and %d batches, want 0 and 1", q, b)
+	}
+	if err := r.QueryRow(ctx, "SELECT 1 WHERE false").Scan(new(int)); !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("no row: %v, want pgx.ErrNoRows", err)
+	}
+	if _, err := r.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("a RowReader ran an Exec")
+	}
+	if rows, err := r.Query(ctx, "SELECT 1"); err == nil {
+		rows.Close()
+		t.Fatal("a RowReader ran a Query")
+	}
+	if err := database.RowReader(bounded, "no tenant").QueryRow(ctx, "SELECT 1").Scan(new(int)); err == nil {
+		t.Fatal("a RowReader read in an invalid tenant")
 	}
 }

@@ -116,16 +116,16 @@ func settings(tenant, role string, l Limits) [][2]string {
 	return set
 }
 
-// scope returns the statement that opens a tenant's transaction: it sets
-// the role (on a pool Open made), scopes the transaction to tenant and sets
-// the limits, locally, in one statement,
+// scope returns the statement that opens a tenant's transaction with set,
+// its settings: it sets the role (on a pool Open made), scopes the
+// transaction to tenant and sets the limits, locally, in one statement,
 // so they cost no round trip of their own. set_config(…, true) is SET LOCAL
 // with its value as a parameter. Its text does not depend on the tenant,
 // so a connection prepares it once.
-func scope(tenant, role string, l Limits) (string, []any) {
+func scope(set [][2]string) (string, []any) {
 	var sql strings.Builder
 	var args []any
-	for i, s := range settings(tenant, role, l) {
+	for i, s := range set {
 		if i > 0 {
 			sql.WriteString(", ")
 		}
@@ -137,11 +137,12 @@ func scope(tenant, role string, l Limits) (string, []any) {
 
 // beginScoped returns what begins a tenant's transaction under opts and
 // scopes it, as one simple-protocol query of two statements: BEGIN, and
-// the settings with their values as literals. One round trip instead of
-// two, on every transaction InTenant begins. The values are safe as
-// literals: a tenant id is of tenantIDPattern (no quote, no backslash) and
-// a limit is digits; quotes are doubled all the same.
-func beginScoped(opts pgx.TxOptions, tenant, role string, l Limits) string {
+// set, its settings, with their values as literals. One round trip instead
+// of two, on every transaction InTenant begins. The values are safe as
+// literals: a tenant id is of tenantIDPattern (no quote, no backslash), a
+// limit is digits, and synchronous_commit's is "off"; quotes are doubled
+// all the same.
+func beginScoped(opts pgx.TxOptions, set [][2]string) string {
 	var sql strings.Builder
 	sql.WriteString("begin")
 	if opts.IsoLevel != "" {
@@ -153,7 +154,6 @@ func beginScoped(opts pgx.TxOptions, tenant, role string, l Limits) string {
 	if opts.DeferrableMode != "" {
 		sql.WriteString(" " + string(opts.DeferrableMode))
 	}
-	set := settings(tenant, role, l)
 	if len(set) == 0 {
 		return sql.String()
 	}
@@ -187,7 +187,28 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
-	return run(ctx, conn, tenant, opts, fn)
+	return run(ctx, conn, tenant, opts, true, fn)
+}
+
+// InTenantWithoutFlush is InTenant for a transaction that commits without
+// waiting for its WAL to reach disk (synchronous_commit off, for this
+// transaction only, set with its BEGIN at no round trip of its own). Its
+// writes are visible to others as soon as it commits, and its locks are
+// released then, not after a flush: a transaction that locks a row many
+// callers update together (a counter) then holds it for microseconds
+// instead of an fsync.
+//
+// A crash of Postgres can forget such a transaction for a moment after it
+// committed — until the WAL writer flushes it, or any later transaction
+// that commits normally does: WAL is flushed in order, so every
+// transaction committed before a durable commit is durable with it. Use it
+// only for writes whose loss is safe to forget that way, and that an
+// effect's durable records follow when they matter.
+func InTenantWithoutFlush(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	if err := ValidateTenantID(tenant); err != nil {
+		return err
+	}
+	return run(ctx, conn, tenant, opts, false, fn)
 }
 
 // Tenantless is InTenant for the statements of no one tenant (which
@@ -195,14 +216,15 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 // the pool's limits that acts as the runtime role on a pool Open made —
 // never on whatever role a pooler's server connection was left with.
 func Tenantless(ctx context.Context, conn TxBeginner, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	return run(ctx, conn, "", opts, fn)
+	return run(ctx, conn, "", opts, true, fn)
 }
 
-// run is InTenant's transaction, of tenant or, when it is "", of none.
-func run(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+// run is InTenant's transaction, of tenant or, when it is "", of none;
+// flush says whether its commit waits for its WAL to reach disk.
+func run(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, flush bool, fn func(pgx.Tx) error) error {
 	again := retrier{conn: conn}
 	for {
-		a := inTenant(ctx, conn, tenant, opts, fn)
+		a := inTenant(ctx, conn, tenant, opts, flush, fn)
 		if failed := (*commitFailed)(nil); errors.As(a.err, &failed) {
 			// Asked once the transaction's connection is back in the
 			// pool: a pool of one would otherwise wait for itself.
@@ -368,8 +390,12 @@ type tried struct {
 }
 
 // inTenant is one attempt of InTenant.
-func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, fn func(pgx.Tx) error) tried {
+func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, flush bool, fn func(pgx.Tx) error) tried {
 	limits, role := limitsOf(conn)
+	set := settings(tenant, role, limits)
+	if !flush {
+		set = append(set, [2]string{"synchronous_commit", "off"})
+	}
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
@@ -384,7 +410,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// The scope is sent with BEGIN, unless the caller begins its own way.
 	scoped := opts.BeginQuery == ""
 	if scoped {
-		opts.BeginQuery = beginScoped(opts, tenant, role, limits)
+		opts.BeginQuery = beginScoped(opts, set)
 	}
 	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
@@ -393,8 +419,8 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	// After Commit, Rollback is a no-op; on an error or a panic it ends the
 	// transaction.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if !scoped && len(settings(tenant, role, limits)) > 0 {
-		scopeSQL, scopeArgs := scope(tenant, role, limits)
+	if !scoped && len(set) > 0 {
+		scopeSQL, scopeArgs := scope(set)
 		if _, err := tx.Exec(ctx, scopeSQL, scopeArgs...); err != nil {
 			return tried{err: err}
 		}
@@ -497,7 +523,7 @@ func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args 
 // queryInTenant is one attempt of QueryInTenant.
 func queryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
 	limits, role := limitsOf(pool)
-	scopeSQL, scopeArgs := scope(tenant, role, limits)
+	scopeSQL, scopeArgs := scope(settings(tenant, role, limits))
 	b := &pgx.Batch{}
 	b.Queue(beginReadOnly)
 	b.Queue(scopeSQL, scopeArgs...)
@@ -560,22 +586,4 @@ func endFailedRead(ctx context.Context, conn *pgx.Conn) {
 		return
 	}
 	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-}
-
-// CommitWithoutFlush lets tx, one InTenant began, commit without waiting for
-// its WAL to reach disk (synchronous_commit off, for this transaction
-// only). Its writes are visible to others as soon as it commits, and its
-// locks are released then, not after a flush: a transaction that locks a
-// row many callers update together (a counter) then holds it for
-// microseconds instead of an fsync.
-//
-// A crash of Postgres can forget such a transaction for a moment after it
-// committed — until the WAL writer flushes it, or any later transaction
-// that commits normally does: WAL is flushed in order, so every
-// transaction committed before a durable commit is durable with it. Use it
-// only for writes whose loss is safe to forget that way, and that an
-// effect's durable records follow when they matter.
-func CommitWithoutFlush(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, "SELECT set_config('synchronous_commit', 'off', true)")
-	return err
 }

@@ -85,20 +85,7 @@ func (e *Engine) run(ctx context.Context, caller *Caller, c *call, correlation s
 	a := c.action
 	// Resolve and check before anything is staged: a call that cannot run
 	// now is refused now.
-	var target json.RawMessage
-	var err error
-	if a.Target.Read() {
-		// An upstream's read needs no datasource transaction held open
-		// across it.
-		target, err = e.resolveTarget(ctx, nil, caller.Tenant, a, c, false)
-	} else {
-		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			database.Repeatable(tx)
-			var err error
-			target, err = e.resolveTarget(ctx, tx, caller.Tenant, a, c, false)
-			return err
-		})
-	}
+	target, err := e.resolveTarget(ctx, nil, caller.Tenant, a, c, false)
 	if err != nil {
 		return e.auditFailure(ctx, caller, c, nil, correlation, PhaseResolveError, StatusResolveError, err)
 	}
@@ -311,8 +298,9 @@ func memberIssues(path string, k jsonschema.ErrorKind) []Issue {
 
 // resolveTarget reads the action's target row in the transaction's tenant,
 // locking it when the caller will act on it, or asks the upstream that
-// answers it (which nothing locks; tx is unused). No target, or none
-// found: nil.
+// answers it (which nothing locks; tx is unused). With tx nil (and no
+// lock) the row is read in a read-only transaction of its own, sent in
+// one round trip. No target, or none found: nil.
 func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a *ontology.Action, c *call, lock bool) (json.RawMessage, error) {
 	if a.Target == nil {
 		return nil, nil
@@ -330,6 +318,14 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 	key, issue := scalarText("", mustJSON(c.values[a.Target.KeyFrom]))
 	if issue != nil {
 		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
+	}
+	if tx == nil {
+		var row json.RawMessage
+		err := database.QueryInTenant(ctx, e.datasource, tenant, rowSQL(o, selectList(o), o.Key, false), []any{tenant, key}, func(rows pgx.Rows) (err error) {
+			row, err = firstRow(rows)
+			return err
+		})
+		return row, err
 	}
 	return fetchRow(ctx, tx, o, selectList(o), tenant, o.Key, key, lock)
 }
@@ -444,18 +440,22 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		// approval a first run's COMMIT made, if it took effect.
 		database.Repeatable(tx)
 		existing = false
-		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
-			return err
-		}
 		st := store.New(tx)
 		found, err := st.ApprovalFindOpen(ctx, &store.ApprovalFindOpenParams{
 			TenantID: caller.Tenant, RequestedBy: caller.actor().Subject, Action: c.name, InputDigest: c.digest,
 		})
 		if err == nil {
-			approval, existing = found, true
-			return nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
+			// An identical call's approval that lapsed is expired, and
+			// the call staged anew: the open one holds its place until
+			// then (approvals_open_call_idx).
+			if found, err = e.expireIfLapsed(ctx, tx, caller.Tenant, found); err != nil {
+				return err
+			}
+			if found.Status.Open() {
+				approval, existing = found, true
+				return nil
+			}
+		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		id := uuid.New()
@@ -507,31 +507,70 @@ func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) err
 
 // expireLapsedCount is expireLapsed, counting the approvals it expired.
 func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string) (int, error) {
-	st := store.New(tx)
-	lapsed, err := st.ApprovalListLapsed(ctx, tenant)
+	lapsed, err := store.New(tx).ApprovalListLapsed(ctx, tenant)
 	if err != nil {
 		return 0, err
 	}
 	expired := 0
 	for _, a := range lapsed {
-		entry, err := encodeEntry(&Record{Tenant: tenant, At: e.now(), CorrelationID: a.ID.String(), Phase: PhaseExpired,
-			Action: a.Action, Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, ApprovalID: &a.ID})
+		ok, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
 		if err != nil {
-			return expired, &auditAppendError{err}
+			return expired, err
 		}
-		// No row: another transaction expired, decided or consumed it
-		// meanwhile, and recorded that.
-		_, err = st.ApprovalExpire(ctx, &store.ApprovalExpireParams{ID: a.ID, Entry: entry})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return expired, changeError(err)
-		}
-		if err == nil {
+		if ok {
 			expired++
-			approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: a.ID, Transition: TransitionExpired, Action: a.Action,
-				Tenant: tenant, Actor: "orangerail"})
 		}
 	}
 	return expired, nil
+}
+
+// expireIfLapsed expires a, the approval a stage, decision or poll is
+// about, when it is still open past its expiry, with its audit record, and
+// returns it as it now stands. Only the approval at hand is expired here,
+// so that none of them scans the tenant: the tenant's other lapsed
+// approvals are the sweeper's (Sweep), and a desk list's (PageApprovals).
+// Whether a has lapsed is the database's clock's word (approval_expire);
+// the engine's clock only spares the statement for an approval not yet
+// due. Either way a lapsed approval is never decided nor consumed: those
+// statements check its expiry themselves.
+func (e *Engine) expireIfLapsed(ctx context.Context, tx pgx.Tx, tenant string, a *store.Approval) (*store.Approval, error) {
+	if !e.lapsed(a) {
+		return a, nil
+	}
+	expired, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
+	if err != nil || !expired {
+		return a, err
+	}
+	lapsed := *a
+	lapsed.Status = store.ApprovalExpired
+	return &lapsed, nil
+}
+
+// lapsed reports whether a is open past its expiry by the engine's clock.
+func (e *Engine) lapsed(a *store.Approval) bool {
+	return a.Status.Open() && !e.now().Before(a.ExpiresAt)
+}
+
+// expire expires one approval of tenant if it is open and has lapsed,
+// with its audit record, and reports whether it did. No row: it has not
+// lapsed by the database's clock, or another transaction expired, decided
+// or consumed it meanwhile, and recorded that.
+func (e *Engine) expire(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, action string) (bool, error) {
+	entry, err := encodeEntry(&Record{Tenant: tenant, At: e.now(), CorrelationID: id.String(), Phase: PhaseExpired,
+		Action: action, Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, ApprovalID: &id})
+	if err != nil {
+		return false, &auditAppendError{err}
+	}
+	_, err = store.New(tx).ApprovalExpire(ctx, &store.ApprovalExpireParams{ID: id, Entry: entry})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, changeError(err)
+	}
+	approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionExpired, Action: action,
+		Tenant: tenant, Actor: "orangerail"})
+	return true, nil
 }
 
 // changeError marks the failure of an audited approval change whose audit

@@ -424,7 +424,8 @@ func TestApprovalExpiry(t *testing.T) {
 	pending := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
 	approved := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
 	approve(t, short, "acme", approved.ApprovalID.String())
-	time.Sleep(1500 * time.Millisecond) // let both lapse: expiry is a semantic, not a speed
+	unpolled := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "y"}`))
+	time.Sleep(1500 * time.Millisecond) // let them lapse: expiry is a semantic, not a speed
 	want(t, short.Check(ctx, support("acme"), pending.ApprovalID.String()), engine.StatusExpired)
 	want(t, short.Check(ctx, support("acme"), approved.ApprovalID.String()), engine.StatusExpired)
 	if orderStatus(t, b.testBundle, "acme", "o-1002") != "pending" {
@@ -440,6 +441,16 @@ func TestApprovalExpiry(t *testing.T) {
 	}
 	// The same call may be staged anew.
 	want(t, short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`)), engine.StatusApprovalPending)
+	// Also when nothing expired its lapsed approval yet: staging it
+	// expires that one, recorded, and opens another.
+	again := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "y"}`))
+	want(t, again, engine.StatusApprovalPending)
+	if *again.ApprovalID == *unpolled.ApprovalID {
+		t.Fatal("a lapsed approval was returned for a new call")
+	}
+	if got := phases(t, b.testBundle, "acme", unpolled.ApprovalID.String()); !slices.Equal(got, []string{"staged", "expired"}) {
+		t.Fatalf("phases of the lapsed approval %v", got)
+	}
 	verifyClean(t, b.testBundle, "acme")
 }
 

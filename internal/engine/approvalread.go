@@ -52,12 +52,7 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 	if err != nil || !caller.Authenticated() {
 		return nil, ErrApprovalUnseen
 	}
-	var a *store.Approval
-	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		database.Repeatable(tx)
-		a, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
-		return err
-	})
+	a, err := store.New(database.RowReader(e.store, caller.Tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, ErrApprovalUnseen
@@ -68,7 +63,7 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 	}
 	v := &AgentApproval{ID: a.ID, Action: a.Action, Status: a.Status, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		DecidedAt: a.DecidedAt, DecisionNote: a.DecisionNote, ConsumedAt: a.ConsumedAt}
-	if (v.Status == store.ApprovalPending || v.Status == store.ApprovalApproved) && !e.now().Before(a.ExpiresAt) {
+	if e.lapsed(a) {
 		v.Status = store.ApprovalExpired
 	}
 	return v, nil

@@ -63,6 +63,9 @@ type spent struct {
 	key         store.BudgetKey
 	lease       uuid.UUID
 	minute, day time.Time
+	// released is set once a transaction that released the lease
+	// committed (releaseIn).
+	released bool
 }
 
 // leaseTTL is how long an execution's slot is held at most: its effect's
@@ -85,17 +88,14 @@ func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
 		s       *spent
 		refusal *RateLimit
 	)
-	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	// Every execution of the action in the tenant locks its counts here:
+	// committing without a flush holds that lock for microseconds, not an
+	// fsync, so one tenant's executions do not queue on one disk write
+	// each. A spend a crash forgets is one whose execution never committed
+	// its records (their durable commit would have flushed it): it would
+	// have been given back.
+	err := database.InTenantWithoutFlush(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s, refusal = nil, nil
-		// Every execution of the action in the tenant locks its counts
-		// here: committing without a flush holds that lock for
-		// microseconds, not an fsync, so one tenant's executions do not
-		// queue on one disk write each. A spend a crash forgets is one
-		// whose execution never committed its records (their durable
-		// commit would have flushed it): it would have been given back.
-		if err := database.CommitWithoutFlush(ctx, tx); err != nil {
-			return err
-		}
 		st := store.New(tx)
 		counts, err := st.BudgetOpen(ctx, k)
 		if err != nil {
@@ -150,23 +150,39 @@ func (x *execution) rateLimited(ctx context.Context, r *RateLimit) *Outcome {
 	return &Outcome{Status: StatusRateLimited, Code: errcode.RateLimited, RateLimit: r, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 }
 
+// releaseIn frees the execution's slot in stx, the transaction that
+// records how its effect ended, once the effect ran: the count stays
+// spent, so there is nothing to give back, and the release is the delete
+// of the execution's own lease row, which no other execution waits on.
+// It spares the common execution unspend's transaction; should stx not
+// commit, unspend releases the slot as before.
+func (x *execution) releaseIn(ctx context.Context, stx pgx.Tx) error {
+	s := x.spent
+	if s == nil || !x.ran || x.e.keepLeases {
+		return nil
+	}
+	if err := store.New(stx).BudgetRelease(ctx, s.key, s.lease); err != nil {
+		return err
+	}
+	database.AfterCommit(stx, func() { s.released = true })
+	return nil
+}
+
 // unspend frees the execution's slot however the execution ended, and
-// gives its count back when its effect never ran. It runs past a
+// gives its count back when its effect never ran, unless the transaction
+// that recorded its end released it already (releaseIn). It runs past a
 // cancelled caller: the execution is over either way. A failure is logged
 // only: the lease expires on its own.
 func (x *execution) unspend(ctx context.Context) {
 	s := x.spent
-	if s == nil || x.e.keepLeases {
+	if s == nil || s.released || x.e.keepLeases {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// Neither waits for a flush: a release a crash forgets, the
-		// lease's expiry makes anyway, and a refund it forgets leaves the
-		// budget one execution stricter until its window ends.
-		if err := database.CommitWithoutFlush(ctx, tx); err != nil {
-			return err
-		}
+	// Neither waits for a flush: a release a crash forgets, the lease's
+	// expiry makes anyway, and a refund it forgets leaves the budget one
+	// execution stricter until its window ends.
+	err := database.InTenantWithoutFlush(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		if err := st.BudgetRelease(ctx, s.key, s.lease); err != nil {
 			return err

@@ -103,9 +103,6 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 			out = refused
 			return err
 		}
-		if err := e.expireLapsed(ctx, tx, tenant); err != nil {
-			return err
-		}
 		a, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
 		if errors.Is(err, store.ErrNotFound) {
 			out = refuse(StatusNotFound, errcode.ApprovalNotFound)
@@ -121,6 +118,9 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 		if _, state := e.openInput(a); state == InputShredded {
 			out = refuse(StatusDenied, errcode.ApprovalInputShredded)
 			return nil
+		}
+		if a, err = e.expireIfLapsed(ctx, tx, tenant, a); err != nil {
+			return err
 		}
 		switch {
 		case a.Status == store.ApprovalExpired:
@@ -166,7 +166,16 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 		}
 		row, err := st.ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: status, DecidedBy: rec.Actor.Subject, DecisionNote: note, Entry: entry})
 		if errors.Is(err, store.ErrNotFound) { // lapsed or decided this instant
+			// Lapsed by the database's clock, which the engine's had not
+			// yet reached: expired, and said so.
+			expired, err := e.expire(ctx, tx, tenant, id, a.Action)
+			if err != nil {
+				return err
+			}
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
+			if expired {
+				out = refuse(StatusExpired, errcode.ApprovalExpired)
+			}
 			return nil
 		}
 		if err != nil {
@@ -289,12 +298,7 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 	if err != nil {
 		return nil, errcode.New(errcode.ApprovalNotFound, "not an approval id", nil)
 	}
-	var a *store.Approval
-	err = database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		database.Repeatable(tx)
-		a, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
-		return err
-	})
+	a, err := store.New(database.RowReader(e.store, tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errcode.New(errcode.ApprovalNotFound, "no approval "+approvalID+" in tenant "+tenant, nil)
 	}
@@ -306,11 +310,7 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 		c := &call{action: action}
 		err := json.Unmarshal(v.Input, &c.values)
 		if err == nil {
-			err = database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-				database.Repeatable(tx)
-				v.Target, err = e.resolveTarget(ctx, tx, tenant, action, c, false)
-				return err
-			})
+			v.Target, err = e.resolveTarget(ctx, nil, tenant, action, c, false)
 		}
 		if err != nil {
 			v.TargetError = err.Error()

@@ -189,11 +189,8 @@ func (e *Engine) review(ctx context.Context, tenant string, action *ontology.Act
 	if action.Target == nil {
 		return
 	}
-	err := database.InTenant(ctx, e.datasource, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-		database.Repeatable(tx)
-		v.Target, err = e.resolveTarget(ctx, tx, tenant, action, &call{action: action, values: values}, false)
-		return err
-	})
+	var err error
+	v.Target, err = e.resolveTarget(ctx, nil, tenant, action, &call{action: action, values: values}, false)
 	if err != nil {
 		v.TargetError = "the target could not be read now"
 		if d := classify(err); d != DiagnosticNone {

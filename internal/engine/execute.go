@@ -37,17 +37,16 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if err != nil || !caller.Authenticated() {
 		return &Outcome{Status: StatusNotFound}
 	}
-	var approval *store.Approval
-	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// Before the consume, a poll only reads, and expires what lapsed
-		// (again, if its first try died): it may run twice.
-		database.Repeatable(tx)
-		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
+	approval, err := store.New(database.RowReader(e.store, caller.Tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
+	if err == nil && approval.RequestedBy == caller.actor().Subject && e.lapsed(approval) {
+		read := approval
+		err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+			// Expiring twice is expiring once.
+			database.Repeatable(tx)
+			approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, read)
 			return err
-		}
-		approval, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
-		return err
-	})
+		})
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return &Outcome{Status: StatusNotFound}
@@ -318,9 +317,8 @@ func (x *execution) together(ctx context.Context) *Outcome {
 			}
 			return x.finish(ctx, tx, EffectResult{}, runErr)
 		}
-		if err := savepoint.Commit(ctx); err != nil {
-			return err
-		}
+		// A good effect's savepoint is not released: the COMMIT releases
+		// it with the rest, and a RELEASE would cost a round trip.
 		if err := x.finish(ctx, tx, result, nil); err != nil {
 			return err
 		}
@@ -461,8 +459,12 @@ func (x *execution) attempt(ctx context.Context, a EffectAttempt) error {
 	})
 }
 
-// finish records how the effect ended and sets the outcome.
+// finish records how the effect ended, frees its budget slot, and sets
+// the outcome.
 func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult, runErr error) error {
+	if err := x.releaseIn(ctx, stx); err != nil {
+		return err
+	}
 	if runErr != nil {
 		rec := x.record(PhaseExecutionFailed)
 		rec.Error, rec.Diagnostic = runErr.Error(), string(classify(runErr))

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,11 +114,12 @@ func (k *Killer) Err() error {
 	}
 }
 
-// take returns the armed trap when data springs it, disarming it.
-func (k *Killer) take(data pgx.TraceQueryStartData) (*Trap, chan struct{}) {
+// take returns the armed trap when data springs it, disarming it; with
+// only set, only a trap of that place springs.
+func (k *Killer) take(data pgx.TraceQueryStartData, only ...When) (*Trap, chan struct{}) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.trap == nil || !k.trap.matches(data) {
+	if k.trap == nil || !k.trap.matches(data) || (len(only) > 0 && !slices.Contains(only, k.trap.When)) {
 		return nil, nil
 	}
 	t, fired := k.trap, k.fired
@@ -148,6 +150,27 @@ func (k *Killer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.T
 	}
 	return ctx
 }
+
+// TraceBatchStart springs a Before trap on a statement of a pipelined
+// batch (a QueryInTenant read): the backend is gone before the batch is
+// sent. A batch's statements are sent together, so no other place of one
+// can be told apart.
+func (k *Killer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	for _, q := range data.Batch.QueuedQueries {
+		if _, fired := k.take(pgx.TraceQueryStartData{SQL: q.SQL, Args: q.Arguments}, Before); fired != nil {
+			k.terminate(conn.PgConn().PID(), "")
+			close(fired)
+			break
+		}
+	}
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (k *Killer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (k *Killer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // TraceQueryEnd springs an After trap.
 func (k *Killer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {

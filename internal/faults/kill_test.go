@@ -127,6 +127,10 @@ func (b *bundle) call(t *testing.T, what string, f func(ctx context.Context) *en
 // for the statuses that do not (internal_error, audit_blocked), a
 // diagnostic that does.
 func classified(out *engine.Outcome) bool {
+	if out.Status == engine.StatusRejected || out.Status == engine.StatusExpired {
+		// What became of an approval: an answer, not a failure.
+		return out.CorrelationID != ""
+	}
 	if out.CorrelationID == "" || out.Err == nil {
 		return false
 	}
@@ -367,31 +371,47 @@ func TestKillAtStage(t *testing.T) {
 }
 
 // TestKillDuringPoll: the backend dies under a poll before its consume —
-// after it read what lapsed, so that reading the approval meets the dead
-// connection, or after it read the approval, so that its COMMIT does: the
-// transaction runs once more on another connection, so the poll executes
-// the approval, once, and its agent never sees the fault.
+// as its read of the approval is sent, or, when the approval lapsed,
+// after the poll expired it and before that transaction's COMMIT: the read
+// is made again, the expiry runs once more, on another connection, so the
+// poll answers what became of the approval (executed, once; expired, with
+// one record) and its agent never sees the fault.
 func TestKillDuringPoll(t *testing.T) {
 	t.Parallel()
-	for _, after := range []string{"-- name: ApprovalLapsed", "-- name: ApprovalGet"} {
-		b := setup(t)
+	for _, tt := range []struct {
+		name string
+		trap faults.Trap
+		ttl  string
+		want engine.Status
+	}{
+		{"its read", faults.Trap{Match: []string{"-- name: ApprovalGet"}, When: faults.Before}, "", engine.StatusOK},
+		{"its expiry", faults.Trap{Match: []string{"-- name: ApprovalExpire"}, When: faults.After}, "1s", engine.StatusExpired},
+	} {
+		var edits []ontologytest.Edit
+		if tt.ttl != "" {
+			edits = append(edits, ontologytest.Set("approvals.ttl", tt.ttl))
+		}
+		b := setupOn(t, testdb.New(t), edits...)
 		input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-during-poll"}`)
 		staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
 		if staged.Status != engine.StatusApprovalPending {
-			t.Fatalf("stage: %s", staged.Status)
+			t.Fatalf("%s: stage: %s", tt.name, staged.Status)
 		}
 		v, err := b.engine.ShowApproval(context.Background(), "acme", staged.ApprovalID.String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if out := b.engine.Decide(context.Background(), approver, engine.Decision{ApprovalID: v.ID.String(), Approve: true, Digest: v.Digest}); !out.OK() {
-			t.Fatalf("decide: %s", out.Status)
+			t.Fatalf("%s: decide: %s", tt.name, out.Status)
 		}
-		trap := b.killer.Arm(faults.Trap{Match: []string{after}, When: faults.After})
+		if tt.want == engine.StatusExpired {
+			time.Sleep(time.Until(v.ExpiresAt) + 50*time.Millisecond)
+		}
+		trap := b.killer.Arm(tt.trap)
 		out := b.call(t, "check", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, v.ID.String()) })
 		fired(t, trap)
-		if out.Status != engine.StatusOK {
-			t.Errorf("killed after %s: the poll answered %s %q (%v), want ok", after, out.Status, out.Diagnostic, out.Err)
+		if out.Status != tt.want {
+			t.Errorf("killed at %s: the poll answered %s %q (%v), want %s", tt.name, out.Status, out.Diagnostic, out.Err, tt.want)
 		}
 		b.finish(t)
 	}

@@ -28,6 +28,10 @@ const (
 	ApprovalExpired ApprovalStatus = "expired"
 )
 
+// Open reports whether an approval of this status may still be decided or
+// consumed: pending or approved (until it lapses).
+func (s ApprovalStatus) Open() bool { return s == ApprovalPending || s == ApprovalApproved }
+
 // ApprovalStatuses returns every approval status, in lifecycle order.
 func ApprovalStatuses() []ApprovalStatus {
 	return []ApprovalStatus{ApprovalPending, ApprovalApproved, ApprovalRejected, ApprovalConsumed, ApprovalExpired}
