@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/orangerail/orangerail/internal/errcode"
 )
@@ -222,10 +223,10 @@ func Inspect(body []byte) (Envelope, *Problem) {
 	}
 	env := Envelope{Call: hasID && !isNull(rawID), Params: msg["params"]}
 	if method, ok := msg["method"]; ok {
-		// A string, and body is valid JSON: it decodes.
-		if len(method) == 0 || method[0] != '"' || json.Unmarshal(method, &env.Method) != nil {
+		if len(method) == 0 || method[0] != '"' {
 			return Envelope{}, invalid(`"method" must be a string`)
 		}
+		env.Method = jsonString(method)
 		return env, nil
 	}
 	_, result := msg["result"]
@@ -234,6 +235,18 @@ func Inspect(body []byte) (Envelope, *Problem) {
 		return Envelope{}, invalid(`the message is neither a request ("method" is missing) nor a response (an "id" and a "result" or an "error")`)
 	}
 	return env, nil
+}
+
+// jsonString decodes a string of a valid JSON text: a method name has
+// no escape and is valid UTF-8, and is its bytes between the quotes; any
+// other is decoded as encoding/json decodes it (invalid UTF-8 replaced).
+func jsonString(v json.RawMessage) string {
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
+	}
+	var s string
+	_ = json.Unmarshal(v, &s) // a string of valid JSON: it decodes
+	return s
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }

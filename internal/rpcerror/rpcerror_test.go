@@ -88,6 +88,8 @@ func TestInspect(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"x","params":1,"params":2}`: {Method: "x", Call: true, Params: []byte(`2`)},
 		`{"jsonrpc":"2.0","id":1,"id":null,"method":"ping"}`:                          {Method: "ping"},
 		`{"jsonrpc":"2.0","id":1,"result":{}}`:                                        {Call: true},
+		"{\"jsonrpc\":\"2.0\",\"method\":\"a\xffb\"}":                                 {Method: "a\uFFFDb"},
+		`{"jsonrpc":"2.0","method":"a\u00e9\"b"}`:                                     {Method: "aé\"b"},
 	} {
 		got, problem := Inspect([]byte(body))
 		if problem != nil || got.Method != want.Method || got.Call != want.Call || string(got.Params) != string(want.Params) {
