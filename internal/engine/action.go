@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
@@ -240,7 +241,7 @@ func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
 // checks have always put it; an action's input issues name the object
 // holding it, as they always have.
 func schemaIssues(schema *jsonschema.Schema, canonical []byte, atMember bool) []Issue {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(canonical)))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(canonical))
 	if err != nil {
 		return []Issue{{Path: "", Message: "the input is not valid JSON"}}
 	}

@@ -150,6 +150,8 @@ type Engine struct {
 	// readSchemas holds each read tool's compiled input schema, by name:
 	// the schema ReadSchemas advertises.
 	readSchemas map[string]*jsonschema.Schema
+	// reads holds each object's read statements, by name.
+	reads map[string]readSQL
 	// keys lines up this process's calls under one idempotency key.
 	keys keyLocks
 
@@ -224,6 +226,7 @@ func New(c Config) (*Engine, error) {
 	if e.readSchemas, err = e.compileReadSchemas(); err != nil {
 		return nil, err
 	}
+	e.reads = e.readStatements()
 	if e.now == nil {
 		e.now = time.Now
 	}

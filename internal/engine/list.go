@@ -73,7 +73,7 @@ func (e *Engine) List(ctx context.Context, caller *Caller, object string, args j
 		return &Outcome{Status: StatusInvalidInput, Issues: issues}
 	}
 
-	sql, params := listSQL(o, e.readColumns(object, o), caller.Tenant, in)
+	sql, params := listSQL(o, e.readColumns(object), caller.Tenant, in)
 	type page struct {
 		row       string
 		sort, key *string

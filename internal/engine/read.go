@@ -85,7 +85,7 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	var err error
 	if len(in.include) == 0 {
 		// The common read: one statement, its transaction in one round trip.
-		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, rowSQL(o, e.readColumns(object, o), o.Key, false), []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
+		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, e.reads[object].get, []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
 			row, err = firstRow(rows)
 			return err
 		})
@@ -94,7 +94,7 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 			database.Repeatable(tx)
 			clear(links) // of a first try whose connection died
 			var err error
-			if row, err = fetchRow(ctx, tx, o, e.readColumns(object, o), caller.Tenant, o.Key, in.key, false); err != nil || row == nil {
+			if row, err = fetchRow(ctx, tx, o, e.readColumns(object), caller.Tenant, o.Key, in.key, false); err != nil || row == nil {
 				return err
 			}
 			for _, name := range in.include {
@@ -200,10 +200,10 @@ func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, objec
 		return nil, nil
 	}
 	if !many {
-		return fetchRow(ctx, tx, target, e.readColumns(there, target), caller.Tenant, thereField, value, false) // no row encodes as null
+		return fetchRow(ctx, tx, target, e.readColumns(there), caller.Tenant, thereField, value, false) // no row encodes as null
 	}
 	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 ORDER BY %s LIMIT %d) r",
-		e.readColumns(there, target), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), qualified(target, target.Key), target.List.MaxLimit)
+		e.readColumns(there), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), qualified(target, target.Key), target.List.MaxLimit)
 	rows, err := tx.Query(ctx, sql, caller.Tenant, value)
 	if err != nil {
 		return nil, err
@@ -229,11 +229,35 @@ func selectList(o *ontology.Object) string {
 	return strings.Join(cols, ", ")
 }
 
-// readColumns selects an object's fields as reads return them: a numeric
+// readSQL is an object's read statements, made once, in New: the
+// ontology and the catalog they are made of do not change while the
+// engine runs.
+type readSQL struct {
+	// columns is the select list of its reads (columnsOf).
+	columns string
+	// get selects its row by key, in a tenant (rowSQL).
+	get string
+}
+
+// readStatements makes every object's readSQL.
+func (e *Engine) readStatements() map[string]readSQL {
+	reads := make(map[string]readSQL, len(e.cfg.Objects))
+	for name, o := range e.cfg.Objects {
+		cols := e.columnsOf(name, o)
+		reads[name] = readSQL{columns: cols, get: rowSQL(o, cols, o.Key, false)}
+	}
+	return reads
+}
+
+// readColumns is the select list of an object's reads (columnsOf), made
+// once.
+func (e *Engine) readColumns(object string) string { return e.reads[object].columns }
+
+// columnsOf selects an object's fields as reads return them: a numeric
 // as its text, which row_to_json then writes as a string, so that a value
 // with more digits than a double holds reaches the agent whole (the read's
 // output schema says so: fieldSchema).
-func (e *Engine) readColumns(object string, o *ontology.Object) string {
+func (e *Engine) columnsOf(object string, o *ontology.Object) string {
 	cols := make([]string, len(o.Fields))
 	for i, f := range o.Fields {
 		cols[i] = quote(f)

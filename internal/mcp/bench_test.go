@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -30,6 +31,9 @@ import (
 // p99 over every round, and governed and door the median, min and max of
 // their per-round p50 ratios to the baseline. Run it once per measurement
 // (-benchtime 1x): `make bench` does, and prints the figures as JSON lines.
+// Each server's work carries the profiler label variant=<name>: with
+// -cpuprofile, `go tool pprof -tagfocus variant=governed` shows one
+// variant's, beside the baseline's, from the same run.
 func BenchmarkReadCall(b *testing.B) {
 	bundle := setup(b)
 	governed, _ := bundle.server(b)
@@ -58,12 +62,12 @@ func BenchmarkReadCall(b *testing.B) {
 	limiter := front.NewBatchLimiter(bundle.runtime, front.BatchOptions{Share: cfg.HTTP.RateLimits.Share,
 		FlushInterval: time.Duration(cfg.HTTP.RateLimits.FlushInterval), Logger: quiet})
 	b.Cleanup(func() { _ = limiter.Close(context.Background()) })
-	governedSrv := httptest.NewServer(mcp.NewAuthenticator(fixed{caller}).Require(governed.HTTPHandler()))
+	governedSrv := httptest.NewServer(labelled("governed", mcp.NewAuthenticator(fixed{caller}).Require(governed.HTTPHandler())))
 	b.Cleanup(governedSrv.Close)
 	doorFront := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(resolver), Limiter: limiter, Logger: quiet})
 	doorFront.Mount("/mcp", governed.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true, Rate: front.ToolCalls(func(string, map[string]any) front.Class { return front.ClassRead })})
-	doorSrv := httptest.NewServer(doorFront)
+	doorSrv := httptest.NewServer(labelled("door", doorFront))
 	b.Cleanup(doorSrv.Close)
 
 	bare := sdk.NewServer(&sdk.Implementation{Name: "bare", Version: "1"}, nil)
@@ -86,8 +90,8 @@ func BenchmarkReadCall(b *testing.B) {
 		text, _ := json.Marshal(data)
 		return &sdk.CallToolResult{StructuredContent: data, Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}}, nil
 	})
-	bareSrv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return bare },
-		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	bareSrv := httptest.NewServer(labelled("baseline", sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return bare },
+		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true})))
 	b.Cleanup(bareSrv.Close)
 
 	type variant struct {
@@ -163,6 +167,16 @@ func BenchmarkReadCall(b *testing.B) {
 		b.ReportMetric(ratios[len(ratios)-1], v.name+"-ratio-max")
 	}
 	b.ReportMetric(float64(len(base.p50s)), "rounds")
+}
+
+// labelled serves h with its goroutine labelled variant=name, so that a
+// CPU profile of the benchmark (-cpuprofile, then pprof's -tagfocus)
+// splits the servers' work by variant.
+func labelled(name string, h http.Handler) http.Handler {
+	labels := pprof.Labels("variant", name)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pprof.Do(r.Context(), labels, func(context.Context) { h.ServeHTTP(w, r) })
+	})
 }
 
 // fixed resolves every token to one caller.

@@ -116,22 +116,26 @@ func (discard) WriteHeader(int)             {}
 // catalog, and each tool call is authorized for that caller. Every refusal
 // is a JSON-RPC error (answerJSONRPC).
 func (s *Server) HTTPHandler() http.Handler {
+	// The SDK asks for the request's server twice (stateless): it is
+	// chosen once, for the request's caller, and travels in its context.
 	streamable := s.answerJSONRPC(sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		caller := callerOfInfo(auth.TokenInfoFromContext(r.Context()))
-		if caller == nil {
-			return nil
-		}
-		return s.forCaller(caller)
+		srv, _ := r.Context().Value(servedKey{}).(*sdk.Server)
+		return srv
 	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: s.maxBodyBytes()}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if callerOfInfo(auth.TokenInfoFromContext(r.Context())) == nil {
+		caller := callerOfInfo(auth.TokenInfoFromContext(r.Context()))
+		if caller == nil {
 			rpcerror.New(nil, rpcerror.CodeServerError, errcode.MCPUnauthorized, "a verified bearer token is required", 0).
 				Write(w, http.StatusUnauthorized)
 			return
 		}
-		streamable.ServeHTTP(w, r)
+		streamable.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), servedKey{}, s.forCaller(caller))))
 	})
 }
+
+// servedKey carries the MCP server of an HTTP request's caller
+// (forCaller) to the SDK's handler.
+type servedKey struct{}
 
 // callerOfInfo is the caller an Authenticator verified, or nil.
 func callerOfInfo(info *auth.TokenInfo) *engine.Caller {

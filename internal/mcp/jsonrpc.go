@@ -39,7 +39,7 @@ func (s *Server) maxBodyBytes() int64 {
 //   - a POSTed JSON body is read first: one too large is 413
 //     X_MCP_BODY_TOO_LARGE; one that is not JSON is -32700
 //     X_MCP_PARSE_ERROR, a batch or JSON that is no JSON-RPC message -32600
-//     (rpcerror.Check) — each 400, as the SDK answered;
+//     (rpcerror.Inspect) — each 400, as the SDK answered;
 //   - a request whose params the SDK would not read is refused by the
 //     check stdio makes too (paramsProblem): -32602 X_MCP_INVALID_PARAMS,
 //     200 as the SDK answered, or, params missing or null where required,
@@ -51,7 +51,7 @@ func (s *Server) maxBodyBytes() int64 {
 //     only from a 2xx); the SDK's words are the message.
 //
 // Nothing the SDK refuses is let through, and nothing it takes is refused
-// but what rpcerror.Check refuses (what the SDK refuses too, and a number
+// but what rpcerror.Inspect refuses (what the SDK refuses too, and a number
 // id the SDK would answer under another id: 1.5 as 1, 2^63 overflowed) and
 // what paramsProblem refuses, which the SDK refuses too.
 func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
@@ -75,21 +75,20 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method == http.MethodPost && mediaType == "application/json" {
-			if problem := rpcerror.Check(body); problem != nil {
+			env, problem := rpcerror.Inspect(body)
+			if problem != nil {
 				problem.Response(rpcerror.ID(body)).Write(w, http.StatusBadRequest)
 				return
 			}
-			if req, ok := decodeRequest(body); ok {
-				if problem := paramsProblem(req); problem != nil {
-					// Params the SDK cannot read it answers in JSON-RPC,
-					// 200; missing ones it refuses 400.
-					status := http.StatusOK
-					if problem.RPCCode != rpcerror.CodeInvalidParams {
-						status = http.StatusBadRequest
-					}
-					problem.Response(rpcerror.ID(body)).Write(w, status)
-					return
+			if problem := refusedParams(body, env); problem != nil {
+				// Params the SDK cannot read it answers in JSON-RPC,
+				// 200; missing ones it refuses 400.
+				status := http.StatusOK
+				if problem.RPCCode != rpcerror.CodeInvalidParams {
+					status = http.StatusBadRequest
 				}
+				problem.Response(rpcerror.ID(body)).Write(w, status)
+				return
 			}
 		}
 		caught := &plainRefusal{ResponseWriter: w}
@@ -100,15 +99,27 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 	})
 }
 
-// decodeRequest reads body as the SDK does, and returns the request it
-// is, if it is one.
-func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+// refusedParams is paramsProblem of the request in body, which
+// rpcerror.Inspect read as env, when the SDK reads body as a request; nil
+// when it reads none. The envelope is the SDK's reading of every message
+// it reads, member for member (names matched exactly, the last of a
+// repeated one), so it judges first, and the SDK's own decoder, whose
+// buffers cost more than the rest of the check, is asked only to confirm
+// a refusal: whether it reads body at all, where its bounds (a nesting
+// deeper than it takes) leave the answer to the SDK.
+func refusedParams(body []byte, env rpcerror.Envelope) *rpcerror.Problem {
+	if paramsProblem(env.Method, env.Call, env.Params) == nil {
+		return nil
+	}
 	msg, err := jsonrpc.DecodeMessage(body)
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	req, ok := msg.(*jsonrpc.Request)
-	return req, ok
+	if !ok {
+		return nil
+	}
+	return paramsProblem(req.Method, req.IsCall(), req.Params)
 }
 
 // answerRefusal answers in JSON-RPC what the SDK refused with status and

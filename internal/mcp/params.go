@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkjson "github.com/segmentio/encoding/json"
 
@@ -53,9 +52,10 @@ var paramShapes = map[string]paramShape{
 
 // paramsProblem is the one check of a request's params, for HTTP
 // (answerJSONRPC) and stdio (judgeLine) alike: the problem of a request
-// whose params go-sdk would refuse to decode — absent or null where its
-// method needs them (-32600 X_MCP_INVALID_REQUEST, as the SDK answers),
-// or not of the method's shape (-32602 X_MCP_INVALID_PARAMS) — or nil.
+// — its method, whether it is a call, its params — whose params go-sdk
+// would refuse to decode — absent or null where its method needs them
+// (-32600 X_MCP_INVALID_REQUEST, as the SDK answers), or not of the
+// method's shape (-32602 X_MCP_INVALID_PARAMS) — or nil.
 // The SDK's own answer to the latter names its Go types and carries no
 // code; this one names the first offending member by its path in the
 // protocol's terms ("params.name must be a string").
@@ -63,32 +63,33 @@ var paramShapes = map[string]paramShape{
 // Whether params are refused is decided by decoding them as the SDK does
 // (its decoder, matching member names exactly, into its types), so that
 // nothing the SDK takes is refused; only the words are this package's.
-func paramsProblem(req *jsonrpc.Request) *rpcerror.Problem {
-	shape, ok := paramShapes[req.Method]
-	if !ok || !req.IsCall() {
+func paramsProblem(method string, call bool, params json.RawMessage) *rpcerror.Problem {
+	shape, ok := paramShapes[method]
+	if !ok || !call {
 		return nil
 	}
-	params := bytes.TrimSpace(req.Params)
+	params = bytes.TrimSpace(params)
 	if len(params) == 0 || bytes.Equal(params, []byte("null")) {
 		if shape.optional {
 			return nil
 		}
 		return &rpcerror.Problem{RPCCode: rpcerror.CodeInvalidRequest, Code: errcode.MCPInvalidRequest,
-			Msg: fmt.Sprintf(`%s requires "params", an object`, req.Method)}
+			Msg: fmt.Sprintf(`%s requires "params", an object`, method)}
 	}
 	if decodes(params, shape.typ) {
 		return nil
 	}
 	return &rpcerror.Problem{RPCCode: rpcerror.CodeInvalidParams, Code: errcode.MCPInvalidParams,
-		Msg: fmt.Sprintf("%s: %s", req.Method, wrongMember("params", params, shape.typ))}
+		Msg: fmt.Sprintf("%s: %s", method, wrongMember("params", params, shape.typ))}
 }
 
 // decodes reports whether go-sdk decodes raw, one JSON value, into a
 // value of t: with its decoder, which matches member names
 // case-sensitively (Parse is what its Decoder.Decode calls, without the
-// read buffer). The SDK also bounds params' nesting at 1000 levels; a
-// request it decodes (decodeRequest, judgeLine) is within that bound
-// already, params being one level down.
+// read buffer). The SDK also bounds params' nesting at 1000 levels: a
+// refusal of params past it is left to the SDK (refusedParams), and
+// rpcerror.Inspect has refused any message nested past encoding/json's
+// bound (10000) before params are decoded here.
 func decodes(raw []byte, t reflect.Type) bool {
 	_, err := sdkjson.Parse(raw, reflect.New(t).Interface(), sdkjson.DontMatchCaseInsensitiveStructFields)
 	return err == nil

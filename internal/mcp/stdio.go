@@ -172,7 +172,7 @@ func judgeLine(line []byte, tooLong bool, limit int64) (jsonrpc.Message, *rpcerr
 		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", req.Method), 0)
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok {
-		if problem := paramsProblem(req); problem != nil {
+		if problem := paramsProblem(req.Method, req.IsCall(), req.Params); problem != nil {
 			return nil, problem.Response(rpcerror.ID(line))
 		}
 	}

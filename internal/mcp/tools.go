@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -22,7 +23,10 @@ import (
 // tool is one governed tool: its MCP declaration and what a call does.
 // Who may see and call it is the engine's to say (Engine.Sees, Admit).
 type tool struct {
-	def     *sdk.Tool
+	def *sdk.Tool
+	// served is def as the SDK is given it (served): its schemas
+	// encoded once.
+	served  *sdk.Tool
 	kind    ontology.ToolKind
 	subject string // the object or action it serves
 	// confirms: a person finishes each call (an action whose policy
@@ -189,9 +193,36 @@ func (s *Server) declare() map[string]*tool {
 			// refused for lacking it.
 			t.def.Description += fmt.Sprintf(" Needs the scope %s.", scope)
 		}
+		t.served = served(t.def)
 		tools[d.Name] = t
 	}
 	return tools
+}
+
+// served is def with its schemas encoded as the SDK encodes them (no
+// HTML escaping, map keys sorted), once: the SDK encodes a schema it holds
+// as a Go value again wherever it reads one — each tools/list, and each
+// tools/call, whose input schema it reads for x-mcp-header annotations.
+// Encoded, each is sent as it is, byte for byte the same.
+func served(def *sdk.Tool) *sdk.Tool {
+	t := *def
+	t.InputSchema, t.OutputSchema = encodedSchema(def.InputSchema), encodedSchema(def.OutputSchema)
+	return &t
+}
+
+// encodedSchema is schema encoded as JSON; nil stays nil, as the SDK
+// leaves an absent output schema out.
+func encodedSchema(schema any) any {
+	if schema == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(schema); err != nil {
+		panic("mcp: a tool's schema does not encode: " + err.Error())
+	}
+	return json.RawMessage(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
 // hostPrompts reports whether an action's tool asks the host to prompt,

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/orangerail/orangerail/internal/errcode"
 )
@@ -172,6 +173,27 @@ var ErrBatch = &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPProtocol, 
 // receiver's to judge — so that a message it passes is one the MCP SDK
 // reads rather than refuses as malformed. The answer's id is ID(body).
 func Check(body []byte) *Problem {
+	_, problem := Inspect(body)
+	return problem
+}
+
+// Envelope is what Inspect read of a message that is one: the members a
+// receiver judges further, as the MCP SDK reads them (member names
+// matched exactly, the last of a repeated one).
+type Envelope struct {
+	// Method is a request's method; "" for a response.
+	Method string
+	// Call reports whether the message carries an id that is not null:
+	// of a request, that it is a call, not a notification.
+	Call bool
+	// Params is the params member as sent; nil when absent.
+	Params json.RawMessage
+}
+
+// Inspect is Check, and returns the envelope it read of a message it
+// passes, so that a receiver judging the method or params reads the body
+// once.
+func Inspect(body []byte) (Envelope, *Problem) {
 	invalid := func(msg string) *Problem {
 		return &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPInvalidRequest, Msg: msg}
 	}
@@ -183,34 +205,48 @@ func Check(body []byte) *Problem {
 	var syntax *json.SyntaxError
 	switch {
 	case errors.As(err, &syntax):
-		return &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
+		return Envelope{}, &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
 	case IsBatch(body):
-		return ErrBatch
+		return Envelope{}, ErrBatch
 	case err != nil || msg == nil:
-		return invalid("the message is not a JSON object")
+		return Envelope{}, invalid("the message is not a JSON object")
 	}
 	if v, ok := msg["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
-		return invalid(`"jsonrpc" must be "2.0"`)
+		return Envelope{}, invalid(`"jsonrpc" must be "2.0"`)
 	}
 	rawID, hasID := msg["id"]
 	if hasID && !isID(rawID) && !isNull(rawID) {
-		return invalid(`"id" must be a string or a number`)
+		return Envelope{}, invalid(`"id" must be a string or a number`)
 	}
 	if hasID && isID(rawID) && rawID[0] != '"' && !answerableID(rawID) {
-		return invalid(fmt.Sprintf(`a number "id" must be an integer of at most %d in magnitude, written as one`, maxNumberID))
+		return Envelope{}, invalid(fmt.Sprintf(`a number "id" must be an integer of at most %d in magnitude, written as one`, maxNumberID))
 	}
+	env := Envelope{Call: hasID && !isNull(rawID), Params: msg["params"]}
 	if method, ok := msg["method"]; ok {
 		if len(method) == 0 || method[0] != '"' {
-			return invalid(`"method" must be a string`)
+			return Envelope{}, invalid(`"method" must be a string`)
 		}
-		return nil
+		env.Method = jsonString(method)
+		return env, nil
 	}
 	_, result := msg["result"]
 	_, failed := msg["error"]
 	if !hasID || isNull(rawID) || result == failed {
-		return invalid(`the message is neither a request ("method" is missing) nor a response (an "id" and a "result" or an "error")`)
+		return Envelope{}, invalid(`the message is neither a request ("method" is missing) nor a response (an "id" and a "result" or an "error")`)
 	}
-	return nil
+	return env, nil
+}
+
+// jsonString decodes a string of a valid JSON text: a method name has
+// no escape and is valid UTF-8, and is its bytes between the quotes; any
+// other is decoded as encoding/json decodes it (invalid UTF-8 replaced).
+func jsonString(v json.RawMessage) string {
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
+	}
+	var s string
+	_ = json.Unmarshal(v, &s) // a string of valid JSON: it decodes
+	return s
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }

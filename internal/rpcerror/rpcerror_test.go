@@ -73,3 +73,27 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestInspect reads the envelope of a message Check passes: the method,
+// whether it is a call, the params as sent — of a repeated member, the
+// last, and a name matched exactly, as the MCP SDK reads them.
+func TestInspect(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]Envelope{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`:        {Method: "tools/call", Call: true, Params: []byte(`{"name":"a"}`)},
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:                      {Method: "notifications/initialized"},
+		`{"jsonrpc":"2.0","id":null,"method":"ping","params":null}`:                   {Method: "ping", Params: []byte(`null`)},
+		`{"jsonrpc":"2.0","id":"","method":"ping"}`:                                   {Method: "ping", Call: true},
+		`{"jsonrpc":"2.0","id":1,"m\u0065thod":"tools\/call","Params":5}`:             {Method: "tools/call", Call: true},
+		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"x","params":1,"params":2}`: {Method: "x", Call: true, Params: []byte(`2`)},
+		`{"jsonrpc":"2.0","id":1,"id":null,"method":"ping"}`:                          {Method: "ping"},
+		`{"jsonrpc":"2.0","id":1,"result":{}}`:                                        {Call: true},
+		"{\"jsonrpc\":\"2.0\",\"method\":\"a\xffb\"}":                                 {Method: "a\uFFFDb"},
+		`{"jsonrpc":"2.0","method":"a\u00e9\"b"}`:                                     {Method: "aé\"b"},
+	} {
+		got, problem := Inspect([]byte(body))
+		if problem != nil || got.Method != want.Method || got.Call != want.Call || string(got.Params) != string(want.Params) {
+			t.Errorf("Inspect(%s) = %+v, %v; want %+v", body, got, problem, want)
+		}
+	}
+}
