@@ -463,7 +463,10 @@ type committing struct {
 // keep nothing of a first run in Go that a second would not replace (it
 // assigns its results, it does not add to them). What AfterCommit
 // registered in a run whose COMMIT failed never runs, even if that COMMIT
-// took effect. Given any other transaction, Repeatable does nothing.
+// took effect (a metric's event of it is lost). fn is run again on any
+// dead connection's error it returns, so it must return such an error
+// only of tx's own connection. Given any other transaction, Repeatable
+// does nothing.
 func Repeatable(tx pgx.Tx) {
 	if c, ok := tx.(*committing); ok {
 		c.repeatable = true

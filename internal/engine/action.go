@@ -539,8 +539,15 @@ func (e *Engine) expireIfLapsed(ctx context.Context, tx pgx.Tx, tenant string, a
 		return a, nil
 	}
 	expired, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
-	if err != nil || !expired {
+	if err != nil {
 		return a, err
+	}
+	if !expired {
+		// Changed since it was read — expired by the sweeper or another
+		// replica, decided, consumed, or by a first run of this
+		// transaction whose COMMIT took effect — or not lapsed by the
+		// database's clock: what it is now, not what it was.
+		return store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: a.ID, TenantID: tenant})
 	}
 	lapsed := *a
 	lapsed.Status = store.ApprovalExpired

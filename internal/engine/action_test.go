@@ -454,6 +454,36 @@ func TestApprovalExpiry(t *testing.T) {
 	verifyClean(t, b.testBundle, "acme")
 }
 
+// TestPollExpiryRace: a poll reads its approval lapsed, and the sweeper
+// (another replica's, say) expires it before the poll's own expiry does:
+// the poll answers what the approval is now, expired, with one expired
+// record, not the pending status it read.
+func TestPollExpiryRace(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	short := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("approvals.ttl", "1s"))
+	staged := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	time.Sleep(time.Until(*staged.ExpiresAt) + 100*time.Millisecond) // let it lapse: expiry is a semantic, not a speed
+	swept := 0
+	engine.SetBeforeExpire(short, func() {
+		n, err := short.Sweep(ctx)
+		if err != nil {
+			t.Errorf("sweep: %v", err)
+		}
+		swept += n
+	})
+	want(t, short.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusExpired)
+	if swept != 1 {
+		t.Fatalf("the sweeper expired %d approvals before the poll could, want 1", swept)
+	}
+	if got := phases(t, b.testBundle, "acme", staged.ApprovalID.String()); !slices.Equal(got, []string{"staged", "expired"}) {
+		t.Fatalf("phases %v", got)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
 func TestNotImplementedAndMasking(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)

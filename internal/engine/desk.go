@@ -94,6 +94,8 @@ func (e *Engine) PageApprovals(ctx context.Context, caller *Caller, q ApprovalQu
 	}
 	var rows []*store.Approval
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// It reads, and expires what lapsed: it may run twice.
+		database.Repeatable(tx)
 		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}
@@ -154,6 +156,7 @@ func (e *Engine) ReviewApproval(ctx context.Context, caller *Caller, approvalID 
 	}
 	var a *store.Approval
 	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		database.Repeatable(tx) // as a page's
 		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}

@@ -163,6 +163,9 @@ type Engine struct {
 	beforeFinish func()
 	// beforeRead, set only by tests, runs as a get reads.
 	beforeRead func()
+	// beforeExpire, set only by tests, runs as a poll that read its
+	// approval lapsed is about to expire it.
+	beforeExpire func()
 	// keepLeases, set only by tests, leaves every execution's budget slot
 	// held when it ends: a replica that died mid-execution.
 	keepLeases bool

@@ -39,6 +39,9 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	approval, err := store.New(database.RowReader(e.store, caller.Tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
 	if err == nil && approval.RequestedBy == caller.actor().Subject && e.lapsed(approval) {
+		if e.beforeExpire != nil {
+			e.beforeExpire()
+		}
 		read := approval
 		err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
 			// Expiring twice is expiring once.

@@ -14,6 +14,10 @@ func SetBeforeFinish(e *Engine, f func()) { e.beforeFinish = f }
 // SetBeforeRead installs a hook that runs as each get reads.
 func SetBeforeRead(e *Engine, f func()) { e.beforeRead = f }
 
+// SetBeforeExpire installs a hook that runs as a poll that read its
+// approval lapsed is about to expire it.
+func SetBeforeExpire(e *Engine, f func()) { e.beforeExpire = f }
+
 // InputDigest is the digest of an action's canonical input in a tenant,
 // as the engine computes it, for tests that write approvals around it.
 func InputDigest(e *Engine, tenant, action string, canonical []byte) []byte {

@@ -51,8 +51,10 @@ func sealTenant(ctx context.Context, conn database.TxBeginner, tenant string, wa
 		// READ COMMITTED: each statement of audit_seal sees what committed
 		// before it, the head the last sealer left included.
 		err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-			// A batch whose connection died before its COMMIT sealed
-			// nothing; the next try seals it from the head as it is.
+			// A batch whose connection died sealed nothing, or (its
+			// COMMIT took effect, its answer lost) sealed it whole: either
+			// way the next try seals from the head as it is then. Only
+			// the count of a lost answer's batch is not added up.
 			database.Repeatable(tx)
 			var err error
 			n, err = store.New(tx).AuditSeal(ctx, SealBatchSize, wait)
