@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -389,6 +391,22 @@ func (s *fleetStats) fail(why string) {
 	s.mu.Lock()
 	s.failures[why]++
 	s.mu.Unlock()
+}
+
+// failed returns how many calls failed, and "what: n" for each way they
+// did, the commonest first.
+func (s *fleetStats) failed() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := 0
+	whys := slices.Collect(maps.Keys(s.failures))
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(s.failures[b]-s.failures[a], strings.Compare(a, b)) })
+	lines := make([]string, len(whys))
+	for i, why := range whys {
+		total += s.failures[why]
+		lines[i] = fmt.Sprintf("%s: %d", why, s.failures[why])
+	}
+	return total, lines
 }
 
 func (s *fleetStats) problem(format string, args ...any) {

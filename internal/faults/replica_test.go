@@ -77,10 +77,18 @@ func TestReplicaKilledMidCycle(t *testing.T) {
 		t.Log(l)
 	}
 	stats.log(t)
+	f.requireNotesOnce(t, stats, cycles)
+}
+
+// requireNotesOnce fails t on each problem the agents met, on each note
+// lifecycle the data does not show executed exactly once, and on each
+// violated invariant.
+func (f *fleet) requireNotesOnce(t *testing.T, stats *fleetStats, cycles []*cycle) {
+	t.Helper()
 	for _, p := range stats.problems {
 		t.Error(p)
 	}
-	problems, err := executedOnceInData(ctx, f.admin, cycles)
+	problems, err := executedOnceInData(context.Background(), f.admin, cycles)
 	if err != nil {
 		t.Fatal(err)
 	}

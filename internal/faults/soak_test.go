@@ -237,15 +237,13 @@ func TestSoak(t *testing.T) {
 		byKind = append(byKind, fmt.Sprintf("%s=%d", k, counts[k]))
 		total += counts[k]
 	}
-	stats.mu.Lock()
-	failed := 0
-	for _, n := range stats.failures {
-		failed += n
-	}
-	stats.mu.Unlock()
+	failed, why := stats.failed()
 	labels, _ := shipping.made()
 	fmt.Printf("soak: seed=%d duration=%s cycles=%d upstream_cycles=%d labels=%d flagged=%d reads=%d faults=%d (%s) failed_calls=%d violations=%d\n",
 		seed, duration, done, upstream, labels, len(flagged), reads, total, strings.Join(byKind, " "), failed, len(violations))
+	if failed > 0 {
+		fmt.Printf("soak: failed_calls by answer: %s\n", strings.Join(why, ", "))
+	}
 	if len(violations) > 0 || t.Failed() {
 		for _, e := range events {
 			t.Log(e)
