@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -293,4 +294,99 @@ func TestCommitStatusUnknown(t *testing.T) {
 	for _, l := range b.log {
 		t.Log(l)
 	}
+}
+
+// commitCutter is a pool's dialer whose connections, once armed, let the
+// answer to a COMMIT arrive, drop it and end: a COMMIT that took effect
+// whose answer was lost with its connection. tracer arms the connection
+// that is about to COMMIT a transaction that ran a statement containing
+// after, once.
+type commitCutter struct {
+	after string
+	mu    sync.Mutex
+	// marked ran after last; armed is nil once a COMMIT was armed.
+	marked *pgx.Conn
+	armed  chan struct{}
+}
+
+// cuttingConn is a connection commitCutter dials.
+type cuttingConn struct {
+	net.Conn
+	cut  atomic.Bool
+	done chan struct{}
+}
+
+func (c *cuttingConn) Read(b []byte) (int, error) {
+	if c.cut.CompareAndSwap(true, false) {
+		// The COMMIT was sent; its answer comes once it took effect,
+		// and is lost with the connection.
+		_, _ = c.Conn.Read(b)
+		_ = c.Close()
+		close(c.done)
+		return 0, io.ErrUnexpectedEOF
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *commitCutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &cuttingConn{Conn: conn}, nil
+}
+
+func (c *commitCutter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.armed == nil:
+	case strings.Contains(data.SQL, c.after):
+		c.marked = conn
+	case conn == c.marked && strings.EqualFold(strings.TrimSpace(data.SQL), "commit"):
+		if cc, ok := conn.PgConn().Conn().(*cuttingConn); ok {
+			cc.done = c.armed
+			cc.cut.Store(true)
+			c.armed = nil
+		}
+	}
+	return ctx
+}
+
+func (c *commitCutter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestStageCommitAnswerLost: a stage's COMMIT takes effect and its answer
+// is lost with its connection: the stage runs once more on another
+// connection (it may: staging twice is staging once), finds the approval
+// its first COMMIT made and answers it — approval_pending at once, one
+// approval, one staged record — and the lifecycle goes on from there.
+func TestStageCommitAnswerLost(t *testing.T) {
+	t.Parallel()
+	cut := make(chan struct{})
+	cutter := &commitCutter{after: "-- name: ApprovalStage", armed: cut}
+	url := testdb.New(t)
+	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, cutter.dial
+		return faults.NewPool(t, cfg)
+	})
+	input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-stage-answer-lost"}`)
+	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
+	select {
+	case <-cut:
+	default:
+		t.Fatal("no COMMIT's answer was lost")
+	}
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("the stage whose COMMIT's answer was lost answered %s %q (%v), want %s", staged.Status, staged.Diagnostic, staged.Err, engine.StatusApprovalPending)
+	}
+	var approvals, records int
+	err := b.admin.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM orangerail.approvals),
+		(SELECT count(*) FROM orangerail.audit WHERE phase = 'staged' AND correlation_id = $1)`, staged.ApprovalID.String()).Scan(&approvals, &records)
+	if err != nil || approvals != 1 || records != 1 {
+		t.Fatalf("%d approvals and %d staged records of it (%v), want 1 and 1", approvals, records, err)
+	}
+	executedOnce(t, b.lifecycle(t, "fault-stage-answer-lost"))
+	faults.Require(t, b.admin, noteEffect)
 }
