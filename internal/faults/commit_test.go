@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/engine"
@@ -47,11 +48,24 @@ func TestKillBeforeCommit(t *testing.T) {
 	b.finish(t)
 }
 
-// answerEater is a pool's dialer whose connections, once armed, read and
-// drop every byte Postgres sends until their read deadline: the answers
-// of a half-open network, lost on their way. tracer arms the connection
-// that is about to send the COMMIT of an execution (one that has just
-// read its transaction's id), once.
+// dialAs returns a pool's dial func whose connections are TCP ones as
+// wrap makes them: a network that misbehaves as a test needs.
+func dialAs(wrap func(net.Conn) net.Conn) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(conn), nil
+	}
+}
+
+// answerEater is a pool's tracer whose connections (eatingConns, dialAs
+// makes them), once armed, read and drop every byte Postgres sends until
+// their read deadline: the answers of a half-open network, lost on their
+// way. tracer arms the connection that is about to send the COMMIT of an
+// execution (one that has just read its transaction's id), once.
 type answerEater struct {
 	mu sync.Mutex
 	// xidConn read its transaction's id last.
@@ -60,7 +74,7 @@ type answerEater struct {
 	armed chan struct{}
 }
 
-// eatingConn is a connection answerEater dials.
+// eatingConn is a connection answerEater arms.
 type eatingConn struct {
 	net.Conn
 	eat atomic.Bool
@@ -73,15 +87,6 @@ func (c *eatingConn) Read(b []byte) (int, error) {
 		}
 	}
 	return c.Conn.Read(b)
-}
-
-func (a *answerEater) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &eatingConn{Conn: conn}, nil
 }
 
 func (a *answerEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
@@ -115,7 +120,7 @@ func TestCommitAnswerLost(t *testing.T) {
 	url := testdb.New(t)
 	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
 		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, eater.dial
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} })
 		return faults.NewPool(t, cfg)
 	}, ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
 	b.deadline = blackHoleDeadline
@@ -141,13 +146,14 @@ func TestCommitAnswerLost(t *testing.T) {
 	}
 }
 
-// commitSwallower is a pool's dialer whose connections, once armed, send
-// nothing more and never close toward Postgres: a network that swallows
-// the COMMIT, and the connection's end after it, so that the server holds
-// the transaction open, in progress. tracer arms the connection that is
-// about to send the COMMIT of an execution (one that has just read its
-// transaction's id), once; release closes the swallowed connection, as
-// the network healing (or the server's TCP keepalive) would.
+// commitSwallower is a pool's tracer whose connections (swallowingConns,
+// dialAs makes them), once armed, send nothing more and never close toward
+// Postgres: a network that swallows the COMMIT, and the connection's end
+// after it, so that the server holds the transaction open, in progress.
+// tracer arms the connection that is about to send the COMMIT of an
+// execution (one that has just read its transaction's id), once; release
+// closes the swallowed connection, as the network healing (or the server's
+// TCP keepalive) would.
 type commitSwallower struct {
 	mu      sync.Mutex
 	xidConn *pgx.Conn
@@ -157,7 +163,7 @@ type commitSwallower struct {
 	swallowed *swallowingConn
 }
 
-// swallowingConn is a connection commitSwallower dials.
+// swallowingConn is a connection commitSwallower arms.
 type swallowingConn struct {
 	net.Conn
 	swallow atomic.Bool
@@ -177,15 +183,6 @@ func (c *swallowingConn) Close() error {
 		return nil
 	}
 	return c.Conn.Close()
-}
-
-func (s *commitSwallower) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &swallowingConn{Conn: conn}, nil
 }
 
 func (s *commitSwallower) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
@@ -233,27 +230,14 @@ func TestCommitStatusUnknown(t *testing.T) {
 	url := testdb.New(t)
 	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
 		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = swallower, swallower.dial
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = swallower, dialAs(func(c net.Conn) net.Conn { return &swallowingConn{Conn: c} })
 		return faults.NewPool(t, cfg)
 	}, ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
 	t.Cleanup(swallower.release)
 	b.deadline = blackHoleDeadline
 
-	input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-commit-status-unknown"}`)
-	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
-	if staged.Status != engine.StatusApprovalPending {
-		t.Fatalf("stage: %s (%v)", staged.Status, staged.Err)
-	}
-	id := staged.ApprovalID.String()
-	v, err := b.engine.ShowApproval(context.Background(), "acme", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out := b.call(t, "decide", func(ctx context.Context) *engine.Outcome {
-		return b.engine.Decide(ctx, approver, engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest})
-	}); out.Status != engine.StatusOK {
-		t.Fatalf("decide: %s (%v)", out.Status, out.Err)
-	}
+	id := b.stage(t, "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "fault-commit-status-unknown"}`))
+	b.approve(t, id)
 	check := func(what string) *engine.Outcome {
 		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })
 	}
@@ -296,11 +280,11 @@ func TestCommitStatusUnknown(t *testing.T) {
 	}
 }
 
-// commitCutter is a pool's dialer whose connections, once armed, let the
-// answer to a COMMIT arrive, drop it and end: a COMMIT that took effect
-// whose answer was lost with its connection. tracer arms the connection
-// that is about to COMMIT a transaction that ran a statement containing
-// after, once.
+// commitCutter is a pool's tracer whose connections (cuttingConns, dialAs
+// makes them), once armed, let the answer to a COMMIT arrive, drop it and
+// end: a COMMIT that took effect whose answer was lost with its
+// connection. tracer arms the connection that is about to COMMIT a
+// transaction that ran a statement containing after, once.
 type commitCutter struct {
 	after string
 	mu    sync.Mutex
@@ -309,7 +293,7 @@ type commitCutter struct {
 	armed  chan struct{}
 }
 
-// cuttingConn is a connection commitCutter dials.
+// cuttingConn is a connection commitCutter arms.
 type cuttingConn struct {
 	net.Conn
 	cut  atomic.Bool
@@ -326,15 +310,6 @@ func (c *cuttingConn) Read(b []byte) (int, error) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	return c.Conn.Read(b)
-}
-
-func (c *commitCutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &cuttingConn{Conn: conn}, nil
 }
 
 func (c *commitCutter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
@@ -368,7 +343,7 @@ func TestStageCommitAnswerLost(t *testing.T) {
 	url := testdb.New(t)
 	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
 		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, cutter.dial
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, dialAs(func(c net.Conn) net.Conn { return &cuttingConn{Conn: c} })
 		return faults.NewPool(t, cfg)
 	})
 	input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-stage-answer-lost"}`)

@@ -141,6 +141,32 @@ func classified(out *engine.Outcome) bool {
 	return true
 }
 
+// stage stages action with input, fails t unless it waits for a person,
+// and returns its approval's id.
+func (b *bundle) stage(t *testing.T, action string, input json.RawMessage) string {
+	t.Helper()
+	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, action, input) })
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s (%v)", staged.Status, staged.Err)
+	}
+	return staged.ApprovalID.String()
+}
+
+// approve approves the approval id as the approver, failing t unless it
+// is approved.
+func (b *bundle) approve(t *testing.T, id string) {
+	t.Helper()
+	v, err := b.engine.ShowApproval(context.Background(), "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := b.call(t, "decide", func(ctx context.Context) *engine.Outcome {
+		return b.engine.Decide(ctx, approver, engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest})
+	}); out.Status != engine.StatusOK {
+		t.Fatalf("decide: %s (%v)", out.Status, out.Err)
+	}
+}
+
 // attempts bounds how often a step is retried after a classified failure.
 const attempts = 3
 
@@ -392,23 +418,16 @@ func TestKillDuringPoll(t *testing.T) {
 			edits = append(edits, ontologytest.Set("approvals.ttl", tt.ttl))
 		}
 		b := setupOn(t, testdb.New(t), edits...)
-		input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-during-poll"}`)
-		staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
-		if staged.Status != engine.StatusApprovalPending {
-			t.Fatalf("%s: stage: %s", tt.name, staged.Status)
-		}
-		id := staged.ApprovalID.String()
+		id := b.stage(t, "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "fault-during-poll"}`))
 		if tt.want == engine.StatusExpired {
 			// A pending approval lapses as an approved one does.
-			time.Sleep(time.Until(*staged.ExpiresAt) + 100*time.Millisecond)
-		} else {
 			v, err := b.engine.ShowApproval(context.Background(), "acme", id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out := b.engine.Decide(context.Background(), approver, engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest}); !out.OK() {
-				t.Fatalf("%s: decide: %s", tt.name, out.Status)
-			}
+			time.Sleep(time.Until(v.ExpiresAt) + 100*time.Millisecond)
+		} else {
+			b.approve(t, id)
 		}
 		trap := b.killer.Arm(tt.trap)
 		out := b.call(t, "check", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })

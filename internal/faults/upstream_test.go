@@ -212,22 +212,8 @@ func labelEdits(baseURL string) []ontologytest.Edit {
 func (b *bundle) labelLifecycle(t *testing.T, reason string) (id string, polls []*engine.Outcome) {
 	t.Helper()
 	input := json.RawMessage(fmt.Sprintf(`{"order_id": "o-1003", "reason": %q, "weight_grams": 1200}`, reason))
-	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome {
-		return b.engine.Call(ctx, agent, "create_return_label", input)
-	})
-	if staged.Status != engine.StatusApprovalPending {
-		t.Fatalf("stage: %s (%v)", staged.Status, staged.Err)
-	}
-	id = staged.ApprovalID.String()
-	v, err := b.engine.ShowApproval(context.Background(), "acme", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out := b.call(t, "decide", func(ctx context.Context) *engine.Outcome {
-		return b.engine.Decide(ctx, approver, engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest})
-	}); out.Status != engine.StatusOK {
-		t.Fatalf("decide: %s (%v)", out.Status, out.Err)
-	}
+	id = b.stage(t, "create_return_label", input)
+	b.approve(t, id)
 	for range attempts {
 		out := b.call(t, "check", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })
 		polls = append(polls, out)
