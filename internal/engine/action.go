@@ -321,12 +321,7 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
 	}
 	if tx == nil {
-		var row json.RawMessage
-		err := database.QueryInTenant(ctx, e.datasource, tenant, rowSQL(o, selectList(o), o.Key, false), []any{tenant, key}, func(rows pgx.Rows) (err error) {
-			row, err = firstRow(rows)
-			return err
-		})
-		return row, err
+		return readRow(ctx, e.datasource, tenant, rowSQL(o, selectList(o), o.Key, false), key)
 	}
 	return fetchRow(ctx, tx, o, selectList(o), tenant, o.Key, key, lock)
 }

@@ -85,10 +85,7 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	var err error
 	if len(in.include) == 0 {
 		// The common read: one statement, its transaction in one round trip.
-		err = database.QueryInTenant(ctx, e.datasource, caller.Tenant, e.reads[object].get, []any{caller.Tenant, in.key}, func(rows pgx.Rows) error {
-			row, err = firstRow(rows)
-			return err
-		})
+		row, err = readRow(ctx, e.datasource, caller.Tenant, e.reads[object].get, in.key)
 	} else {
 		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			database.Repeatable(tx)
@@ -289,6 +286,18 @@ func fetchRow(ctx context.Context, tx pgx.Tx, o *ontology.Object, cols, tenant, 
 		return nil, err
 	}
 	return firstRow(rows)
+}
+
+// readRow reads the row of sql (a rowSQL) whose key is key in tenant, in
+// a read-only transaction of its own sent in one round trip
+// (database.QueryInTenant); nil when there is none.
+func readRow(ctx context.Context, pool database.Acquirer, tenant, sql string, key any) (json.RawMessage, error) {
+	var row json.RawMessage
+	err := database.QueryInTenant(ctx, pool, tenant, sql, []any{tenant, key}, func(rows pgx.Rows) (err error) {
+		row, err = firstRow(rows)
+		return err
+	})
+	return row, err
 }
 
 // firstRow returns the first row's JSON text; nil when there is none.
