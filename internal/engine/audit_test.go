@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,6 +207,113 @@ func TestAppendAuditRefuses(t *testing.T) {
 	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
 	if err != nil || !report.OK() || report.Records != 1 || report.Pending != 0 {
 		t.Fatalf("refused appends left a trace: %+v, %v", report, err)
+	}
+}
+
+// TestAuditEntryShapes holds the database's entry rules to the patterns
+// they state: each field whose shape audit_entry_columns tests (by mapping
+// characters, not by a regular expression) is accepted exactly when the
+// pattern matches it, over values at and past every edge of the pattern.
+// Members repeated where a verifier looks are refused whatever else the
+// entry holds; repeated deeper, they are not the entry rules' concern.
+func TestAuditEntryShapes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	// refusal is the database's refusal of entry's columns, nil when it
+	// reads them.
+	refusal := func(t *testing.T, entry string) *pgconn.PgError {
+		t.Helper()
+		err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "SELECT orangerail.audit_entry_columns($1)", []byte(entry))
+			return err
+		})
+		var pgErr *pgconn.PgError
+		if err != nil && !errors.As(err, &pgErr) {
+			t.Fatalf("entry %s: %v", entry, err)
+		}
+		return pgErr
+	}
+	accepted := func(t *testing.T, entry string) bool {
+		t.Helper()
+		return refusal(t, entry) == nil
+	}
+	entryWith := func(field string, value string) string {
+		fields := map[string]any{"actor": map[string]string{"kind": "agent", "subject": "a"}, "at": "2026-11-29T20:56:15.123456Z",
+			"correlation_id": "c", "dev_mode": false, "phase": "staged", "tenant": "acme", "v": 1,
+			"approval_id": "0f8fad5b-d9cb-469f-a165-70867728950e"}
+		fields[field] = value
+		entry, err := json.Marshal(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(entry)
+	}
+	// A value off its pattern is refused for its shape, by the rule that
+	// names it, before any rule that might read it.
+	shapes := []struct {
+		field   string
+		pattern *regexp.Regexp
+		wants   func(string) bool // nil: what the pattern matches
+		refusal string
+		values  []string
+	}{
+		{"phase", regexp.MustCompile(`^[a-z][a-z_]{0,63}$`), nil, `audit entry field "phase" must be a lower-case name`, []string{
+			"a", "staged", "execution_started", "a_", "a__b", strings.Repeat("a", 64), strings.Repeat("a", 65), "a" + strings.Repeat("_", 63),
+			"", "_", "_a", "A", "aB", "a-b", "a b", "a1", "1a", "é", "aé", "ａ", "a\n", "a\x7f", "#", "a%",
+		}},
+		{"approval_id", regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`), nil,
+			`audit entry field "approval_id" must be a lower-case UUID`, []string{
+				"0f8fad5b-d9cb-469f-a165-70867728950e", "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+				"0F8FAD5B-D9CB-469F-A165-70867728950E", "0f8fad5bd9cb469fa16570867728950e", "0f8fad5b-d9cb-469f-a165-70867728950", "0f8fad5b-d9cb-469f-a165-70867728950e0",
+				"0f8fad5bd-9cb-469f-a165-70867728950e", "0f8fad5b-d9cb-469f-a165-70867728950g", "{0f8fad5b-d9cb-469f-a165-70867728950e}",
+				"0f8fad5b-d9cb-469f-a165-70867728950é", "0f8fad5b-d9cb-469f-a165-7086772895０e", "--------------------------------0000", "",
+			}},
+		{"at", regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$`), func(v string) bool {
+			// The pattern, and an instant that reads back as spelled.
+			at, err := time.Parse("2006-01-02T15:04:05.000000Z", v)
+			return err == nil && at.Format("2006-01-02T15:04:05.000000Z") == v
+		}, `audit entry field "at" must be an RFC 3339 UTC time with microseconds`, []string{
+			"2026-11-29T20:56:15.123456Z", "1999-01-01T00:00:00.000000Z", "2026-11-29T20:56:15.12345aZ", "2026-11-29T20:56:15.1234567Z",
+			"2026-11-29T20:56:15.12345Z", "2026-11-29T20:56:15.123456z", "2026-11-29 20:56:15.123456Z", "2026-11-29T20:56:15,123456Z",
+			"٢026-11-29T20:56:15.123456Z", "2026-11-29T20:56:15.123456Z ", "#026-11-29T20:56:15.123456Z", "2026-11-29T20:56:15.123456+00:00",
+			"2026-11-29T24:00:00.000000Z", "2026-02-30T00:00:00.000000Z", "",
+		}},
+	}
+	for _, shape := range shapes {
+		for _, v := range shape.values {
+			matches := shape.pattern.MatchString(v)
+			want := matches && (shape.wants == nil || shape.wants(v))
+			refused := refusal(t, entryWith(shape.field, v))
+			if got := refused == nil; got != want {
+				t.Errorf("%s %q: accepted = %v, want %v", shape.field, v, got, want)
+			}
+			if !matches && refused != nil && (refused.Code != "ORA02" || refused.Message != shape.refusal) {
+				t.Errorf("%s %q: refused with %s %q, want ORA02 %q", shape.field, v, refused.Code, refused.Message, shape.refusal)
+			}
+		}
+	}
+
+	const rest = `"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1`
+	repeats := []struct {
+		name     string
+		entry    string
+		accepted bool
+	}{
+		{"no repeat, with escapes", `{"actor":{"kind":"agent","subject":"a\"b\\c"},"action":"x\u00e9:y",` + rest + `}`, true},
+		{"repeated member, with an escape elsewhere", `{"actor":{"kind":"agent","subject":"a\"b"},"phase":"approved",` + rest + `}`, false},
+		{"repeated actor member, with an escape", `{"actor":{"kind":"agent","subject":"a","subject":"b\n"},` + rest + `}`, false},
+		// The dropped member's colon is made up for by an escaped one,
+		// which the jsonb's text spells as a colon: only the escape tells.
+		{"repeated member, colons made up by an escape", `{"actor":{"kind":"agent","subject":"a"},"action":"\u003a","phase":"approved",` + rest + `}`, false},
+		{"repeated member holding colons", `{"actor":{"kind":"agent","subject":"a"},"action":"p:q","action":"r",` + rest + `}`, false},
+		{"repeated member deeper", `{"actor":{"kind":"agent","subject":"a"},"input":{"k":1,"k":2},` + rest + `}`, true},
+	}
+	for _, tt := range repeats {
+		if got := accepted(t, tt.entry); got != tt.accepted {
+			t.Errorf("%s: accepted = %v, want %v", tt.name, got, tt.accepted)
+		}
 	}
 }
 
