@@ -331,6 +331,10 @@ func TestAuditIsAppendOnly(t *testing.T) {
 		"DELETE FROM orangerail.audit_heads",
 		"INSERT INTO orangerail.audit (tenant_id, seq, entry, at, correlation_id, phase, actor, actor_kind, dev_mode, prev_hash, hash) " +
 			"SELECT tenant_id, 99, entry, at, correlation_id, phase, actor, actor_kind, dev_mode, prev_hash, hash FROM orangerail.audit WHERE seq = 1",
+		// audit_insert writes the columns it is given: only the owner's
+		// functions, which parse them from the entry, may call it.
+		"SELECT orangerail.audit_insert(entry, ROW(tenant_id, at, correlation_id, 'forged', action, actor, actor_kind, dev_mode, approval_id)::orangerail.audit_columns) " +
+			"FROM orangerail.audit WHERE seq = 1",
 	}
 	// Runtime and auditor are refused by privileges.
 	for _, role := range []string{"orangerail_runtime", "orangerail_auditor", "orangerail_readonly"} {
