@@ -400,8 +400,10 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 	}
 	perRound := d / benchRounds
 	since := time.Now()
+	var governedCPU, bareCPU cycleCPU
 	governed := func() (float64, error) {
 		start := time.Now()
+		mark := governedCPU.start(ctx, admin)
 		n, err := opsCount(ctx, agents, perRound, cycle)
 		if err != nil {
 			return 0, err
@@ -409,11 +411,14 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 		if err := waitSealed(ctx, admin); err != nil {
 			return 0, err
 		}
+		governedCPU.stop(ctx, admin, mark, n)
 		return float64(n) / time.Since(start).Seconds(), nil
 	}
 	bare := func() (float64, error) {
 		start := time.Now()
+		mark := bareCPU.start(ctx, admin)
 		n, err := opsCount(ctx, agents, perRound, func(ctx context.Context, w, i int) error { return bareCycle(ctx, admin, w, i) })
+		bareCPU.stop(ctx, admin, mark, n)
 		return float64(n) / time.Since(start).Seconds(), err
 	}
 	g, b, err := alternate(benchRounds, governed, bare)
@@ -421,6 +426,18 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 		return fmt.Errorf("lifecycle_8_agents: %w", err)
 	}
 	emit(roundsResult("lifecycle_8_agents", "cycles/s", g, b, "ratio >= 0.7", func(_, ratio float64) bool { return ratio >= 0.7 }))
+	// Where a cycle's CPU goes, on each side of the comparison: this
+	// process (the engine, in the governed rounds; pgx alone in the bare
+	// ones) and the database's backends. On a box whose cores both serve,
+	// cycles/s is bounded by the two together.
+	for _, side := range []struct {
+		name string
+		cpu  func(*cycleCPU) float64
+	}{{"lifecycle_cpu_process", (*cycleCPU).process}, {"lifecycle_cpu_postgres", (*cycleCPU).postgres}} {
+		if gv, bv := side.cpu(&governedCPU), side.cpu(&bareCPU); gv > 0 && bv > 0 {
+			emit(result{Name: side.name, Value: round2(gv), Unit: "ms/cycle", Baseline: ptr(round2(bv)), Ratio: ptr(round2(gv / bv))})
+		}
+	}
 
 	// How long the eight agents' records waited for their seal: from the
 	// record's time (before its transaction committed) to its seal, so an
@@ -436,6 +453,78 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 	emit(result{Name: "sealing_lag_p99", Value: round2(p99), Unit: "ms", Target: "<= 100 ms under lifecycle_8_agents", Met: &met})
 	emit(result{Name: "sealing_lag_max", Value: round2(worst), Unit: "ms"})
 	return nil
+}
+
+// cycleCPU adds up the CPU time cycles took, in this process and in the
+// bench database's backends, over the rounds of one side of a comparison.
+// The backends' time is read from /proc: when Postgres runs elsewhere, or
+// its processes cannot be read, only this process's is kept.
+type cycleCPU struct {
+	cycles          int
+	self, backends  time.Duration
+	backendsUnknown bool
+}
+
+// cpuMark is what cycleCPU.start read.
+type cpuMark struct {
+	self     time.Duration
+	backends map[string]time.Duration
+}
+
+func (c *cycleCPU) start(ctx context.Context, admin *pgxpool.Pool) cpuMark {
+	self, _ := cpuTime("self")
+	return cpuMark{self: self, backends: c.backendTimes(ctx, admin)}
+}
+
+func (c *cycleCPU) stop(ctx context.Context, admin *pgxpool.Pool, m cpuMark, cycles int) {
+	self, _ := cpuTime("self")
+	c.cycles += cycles
+	c.self += self - m.self
+	for pid, after := range c.backendTimes(ctx, admin) {
+		// A backend that began during the round counts from zero: its
+		// whole time is the round's.
+		c.backends += after - m.backends[pid]
+	}
+}
+
+// backendTimes reads the CPU time of every backend of the bench database.
+func (c *cycleCPU) backendTimes(ctx context.Context, admin *pgxpool.Pool) map[string]time.Duration {
+	if c.backendsUnknown {
+		return nil
+	}
+	rows, err := admin.Query(ctx, "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	if err == nil {
+		var pids []string
+		if pids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
+			times := make(map[string]time.Duration, len(pids))
+			for _, pid := range pids {
+				t, err := cpuTime(pid)
+				if err != nil {
+					continue // ended meanwhile, or not ours to read
+				}
+				times[pid] = t
+			}
+			if len(times) > 0 {
+				return times
+			}
+		}
+	}
+	c.backendsUnknown = true
+	return nil
+}
+
+func (c *cycleCPU) process() float64 {
+	if c.cycles == 0 {
+		return 0
+	}
+	return float64(c.self) / float64(time.Millisecond) / float64(c.cycles)
+}
+
+func (c *cycleCPU) postgres() float64 {
+	if c.cycles == 0 || c.backendsUnknown {
+		return 0
+	}
+	return float64(c.backends) / float64(time.Millisecond) / float64(c.cycles)
 }
 
 // lifecycleWarmup is how long the lifecycle benchmarks run before they
