@@ -61,7 +61,8 @@ func WithQueryTracer(tracer pgx.QueryTracer) Option {
 }
 
 // Open returns a pool for the server. Every connection it makes assumes
-// orangerail_runtime before first use, and Open refuses a database whose
+// orangerail_runtime before first use and reads and writes approval ids
+// without formatting them (uuidCodec), and Open refuses a database whose
 // schema is not exactly the version this binary knows.
 func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := ParseURL(url)
@@ -75,6 +76,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error
 		return nil, err
 	}
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		registerUUID(conn.TypeMap())
 		if err := store.New(conn).SessionAssumeRuntime(ctx); err != nil {
 			return classifyRoleError(err)
 		}
