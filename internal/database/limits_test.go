@@ -291,3 +291,91 @@ func TestRowReader(t *testing.T) {
 		t.Fatal("a RowReader read in an invalid tenant")
 	}
 }
+
+// TestQueryInTenantIsOneReadOnlyTransaction: in each of pgx's query exec
+// modes, QueryInTenant's scope and query are one transaction — the query
+// acts as the runtime role, in the tenant, under the limits, and may not
+// write — and the transaction ends with the read: the connection, whose
+// session dropped the role, is left with the server's settings.
+func TestQueryInTenantIsOneReadOnlyTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	const sql = settingsSQL + " || ' ' || current_setting('transaction_read_only') || ' ' || current_user"
+	read := func(pool database.Acquirer, sql string) (string, error) {
+		var got string
+		err := database.QueryInTenant(ctx, pool, "acme", sql, nil, func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&got); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+		return got, err
+	}
+	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			u, err := neturl.Parse(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			q.Set("pool_max_conns", "1")
+			q.Set("default_query_exec_mode", mode)
+			u.RawQuery = q.Encode()
+			pool, err := database.Open(ctx, u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			if _, err := pool.Exec(ctx, "RESET ROLE"); err != nil {
+				t.Fatal(err)
+			}
+			bounded := database.Bound(pool, database.Limits{LockTimeout: 1500 * time.Millisecond, StatementTimeout: 30 * time.Second})
+			for range 2 { // the first read prepares its statements, the second reuses them
+				if got, err := read(bounded, sql); err != nil || got != "1500ms 30s acme on "+database.RuntimeRole {
+					t.Fatalf("the read: %q (%v), want %q", got, err, "1500ms 30s acme on "+database.RuntimeRole)
+				}
+				var pgErr *pgconn.PgError
+				if _, err := read(bounded, "CREATE TABLE written (id int)"); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.ReadOnlySQLTransaction {
+					t.Fatalf("a write: %v, want SQLSTATE %s", err, pgerrcode.ReadOnlySQLTransaction)
+				}
+				var after string
+				if err := pool.QueryRow(ctx, sql).Scan(&after); err != nil || after != "0 0  off postgres" {
+					t.Fatalf("the connection after the read: %q (%v), want %q", after, err, "0 0  off postgres")
+				}
+			}
+		})
+	}
+}
+
+// TestQueryInTenantAllocations bounds what a read on a bounded runtime
+// pool allocates, the server's most frequent call into Postgres: a scope
+// statement built per read (some fifteen allocations), or statements of
+// their own again for BEGIN READ ONLY and COMMIT (eighty-four in all, with
+// both), go over it. Not parallel: AllocsPerRun counts the whole
+// process's allocations.
+func TestQueryInTenantAllocations(t *testing.T) {
+	ctx := context.Background()
+	pool := database.Bound(testdb.RuntimePool(t, testdb.New(t)), database.Limits{LockTimeout: time.Second, StatementTimeout: 5 * time.Second})
+	var got int
+	read := func() {
+		err := database.QueryInTenant(ctx, pool, "acme", "SELECT $1::int", []any{1}, func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&got); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+		if err != nil || got != 1 {
+			t.Fatalf("read %d: %v", got, err)
+		}
+	}
+	read() // prepares the statements
+	const bound = 52
+	if n := testing.AllocsPerRun(200, read); n > bound {
+		t.Fatalf("a read allocates %v times, want at most %d", n, bound)
+	}
+}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -162,10 +165,13 @@ func beginScoped(opts pgx.TxOptions, set [][2]string) string {
 		if i > 0 {
 			sql.WriteString(", ")
 		}
-		sql.WriteString("set_config('" + s[0] + "', '" + strings.ReplaceAll(s[1], "'", "''") + "', true)")
+		sql.WriteString("set_config('" + s[0] + "', " + literal(s[1]) + ", true)")
 	}
 	return sql.String()
 }
+
+// literal quotes s as an SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Milliseconds is d as Postgres counts a timeout: whole milliseconds,
 // rounded up, so that a positive duration never becomes 0, which would
@@ -367,11 +373,16 @@ func commitStatus(ctx context.Context, conn TxBeginner, xid string) (string, err
 // timed out, nor a connect that failed: trying again would only wait or
 // fail again.
 func deadOnArrival(ctx context.Context, err error) bool {
+	if err == nil {
+		// Before the targets errors.As is given, which escape: a
+		// success, every call, allocates none of them.
+		return false
+	}
 	var connect *pgconn.ConnectError
 	var pgErr *pgconn.PgError
 	var netErr net.Error
 	switch {
-	case err == nil || ctx.Err() != nil || pgconn.Timeout(err) || errors.As(err, &connect) ||
+	case ctx.Err() != nil || pgconn.Timeout(err) || errors.As(err, &connect) ||
 		(errors.As(err, &netErr) && netErr.Timeout()):
 		return false
 	case errors.As(err, &pgErr):
@@ -485,11 +496,55 @@ func AfterCommit(tx pgx.Tx, f func()) {
 	f()
 }
 
-// Statements of a pipelined read; see QueryInTenant.
-const (
-	beginReadOnly = "BEGIN READ ONLY"
-	commit        = "COMMIT"
-)
+// readScopes are the statements that open a pipelined read (readScope),
+// by the role and limits they set: as many as the process has kinds of
+// pool, a handful. A read looks its statement up without a lock or an
+// allocation; the rare new one is added to a copy.
+var readScopes struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[scopeKey]string]
+}
+
+// scopeKey is what a read's scope statement says besides the tenant.
+type scopeKey struct {
+	role   string
+	limits Limits
+}
+
+// readScope returns the statement that opens a pipelined read under role
+// and l: it makes the read's transaction read-only, as BEGIN READ ONLY
+// would, then sets the role, the tenant (its one parameter, $1) and the
+// limits, each locally, as InTenant's scope does. The role and the limits
+// are literals (a role's name of Open, digits), so the text is the same
+// for every read on a pool and a connection prepares it once.
+func readScope(role string, l Limits) string {
+	key := scopeKey{role, l}
+	if m := readScopes.m.Load(); m != nil {
+		if sql, ok := (*m)[key]; ok {
+			return sql
+		}
+	}
+	readScopes.mu.Lock()
+	defer readScopes.mu.Unlock()
+	m := map[scopeKey]string{}
+	if old := readScopes.m.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	if sql, ok := m[key]; ok {
+		return sql
+	}
+	sql := "SELECT set_config('transaction_read_only', 'on', true)"
+	if role != "" {
+		sql += ", set_config('role', " + literal(role) + ", true)"
+	}
+	sql += ", set_config('orangerail.tenant_id', $1, true)"
+	for _, s := range settings("", "", l) { // the limits
+		sql += ", set_config('" + s[0] + "', " + literal(s[1]) + ", true)"
+	}
+	m[key] = sql
+	readScopes.m.Store(&m)
+	return sql
+}
 
 // Acquirer lends pooled connections: a *pgxpool.Pool or a *Bounded.
 type Acquirer interface {
@@ -501,6 +556,17 @@ type Acquirer interface {
 // the query's rows. It is InTenant for the common case of a single read;
 // on a *Bounded pool the read runs under its Limits, set in the same round
 // trip.
+//
+// The transaction is the pipeline's own: Postgres runs the statements a
+// client sends before one Sync (or in one simple-protocol query, pgx's
+// simple_protocol mode) as one implicit transaction, and pgx sends a
+// batch so, in every mode. Its first statement makes it read-only and
+// scopes it (readScope); the query runs only if that succeeded, since
+// Postgres skips the rest of a pipeline after an error; the Sync ends the
+// transaction, committed or rolled back, and the settings with it. So it
+// is BEGIN READ ONLY, the scope, the query and COMMIT at half the
+// statements, and a failed read leaves its connection outside any
+// transaction, ready for the pool.
 //
 // The read is repeatable, as a transaction marked Repeatable is: should
 // its connection die under it, it is read once more on another, and rows
@@ -526,33 +592,23 @@ func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args 
 // queryInTenant is one attempt of QueryInTenant.
 func queryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
 	limits, role := limitsOf(pool)
-	scopeSQL, scopeArgs := scope(settings(tenant, role, limits))
 	b := &pgx.Batch{}
-	b.Queue(beginReadOnly)
-	b.Queue(scopeSQL, scopeArgs...)
+	b.Queue(readScope(role, limits), tenant)
 	b.Queue(sql, args...).Query(rows)
-	b.Queue(commit)
-	var conn *pgxpool.Conn
 	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
-		c, release, err := acquireBounded(ctx, bounded, limits)
+		conn, release, err := acquireBounded(ctx, bounded, limits)
 		if err != nil {
 			return err
 		}
 		defer release()
-		conn = c
-	} else {
-		c, err := pool.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Release()
-		conn = c
+		return conn.SendBatch(ctx, b).Close()
 	}
-	err := conn.SendBatch(ctx, b).Close()
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		endFailedRead(ctx, conn.Conn())
+		return err
 	}
-	return err
+	defer conn.Release()
+	return conn.SendBatch(ctx, b).Close()
 }
 
 // acquireBounded takes a connection of b for one transaction under
@@ -575,18 +631,4 @@ func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Co
 		_ = nc.SetDeadline(time.Time{})
 		pc.Release()
 	}, nil
-}
-
-// endFailedRead ends the transaction a failed pipelined read left open.
-// After an error Postgres skips the rest of the pipeline, COMMIT included,
-// so the connection sits in an aborted transaction, and the pool destroys a
-// connection released in a transaction: every refused read would cost a
-// new backend. A rollback, one more round trip on failures only, returns
-// it clean. A connection that broke (a cancelled context closes it) is
-// left for the pool to discard.
-func endFailedRead(ctx context.Context, conn *pgx.Conn) {
-	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
-		return
-	}
-	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 }

@@ -23,7 +23,7 @@ const MaxPromptArgumentChars = 8192
 // engine's audience gate, as for tools.
 func (s *Server) visiblePrompts(caller *engine.Caller) []string {
 	var names []string
-	for _, name := range slices.Sorted(maps.Keys(s.cfg.Prompts)) {
+	for _, name := range s.promptNames {
 		if s.engine.SeesPrompt(caller, name) {
 			names = append(names, name)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -70,6 +71,10 @@ type Server struct {
 	log     *slog.Logger
 	schemas *sdk.SchemaCache
 	tools   map[string]*tool
+	// toolNames and promptNames are the names of tools and of the
+	// config's prompts, sorted once: forCaller lists a caller's on every
+	// HTTP request, in this order.
+	toolNames, promptNames []string
 
 	mu       sync.Mutex
 	profiles map[string]*sdk.Server // by the names of the tools and prompts a caller sees
@@ -103,6 +108,8 @@ func New(opts Options) (*Server, error) {
 		s.tracer = noop.NewTracerProvider().Tracer("")
 	}
 	s.tools = s.declare()
+	s.toolNames = slices.Sorted(maps.Keys(s.tools))
+	s.promptNames = slices.Sorted(maps.Keys(s.cfg.Prompts))
 	s.watch = newWatcher(s.engine, s.log, opts.ApprovalPoll)
 	if opts.Hooks != nil {
 		opts.Hooks.Subscribe(0, s.watch.observe)
@@ -124,12 +131,11 @@ func (s *Server) visible(caller *engine.Caller) []string { return s.offer(s.usab
 // instructions and resources speak of these.
 func (s *Server) usable(caller *engine.Caller) []string {
 	var names []string
-	for name := range s.tools {
+	for _, name := range s.toolNames {
 		if s.engine.Sees(caller, name) {
 			names = append(names, name)
 		}
 	}
-	slices.Sort(names)
 	return names
 }
 
@@ -304,9 +310,9 @@ func (s *Server) called(ctx context.Context, session *sdk.ServerSession, ev engi
 		level = "warning"
 	}
 	data := map[string]string{"tool": ev.Tool, "outcome": string(ev.Outcome)}
-	for k, v := range map[string]string{"refusal": string(ev.Refusal), "code": string(ev.Code), "scope": ev.Scope, "correlationId": ev.CorrelationID} {
-		if v != "" {
-			data[k] = v
+	for _, kv := range [...][2]string{{"refusal", string(ev.Refusal)}, {"code", string(ev.Code)}, {"scope", ev.Scope}, {"correlationId", ev.CorrelationID}} {
+		if kv[1] != "" {
+			data[kv[0]] = kv[1]
 		}
 	}
 	_ = session.Log(ctx, &sdk.LoggingMessageParams{Level: level, Logger: "orangerail", Data: data}) //nolint:staticcheck // SA1019: see capabilities
@@ -333,7 +339,7 @@ func (s *Server) Run(ctx context.Context, caller *engine.Caller, t sdk.Transport
 // connection serves on.
 func (s *Server) handler(t *tool, fixed *engine.Caller) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
-		ctx, span := s.tracer.Start(ctx, "tools/call "+t.def.Name, trace.WithAttributes(attribute.String("mcp.tool.name", t.def.Name)))
+		ctx, span := s.tracer.Start(ctx, t.span, t.spanStart...)
 		defer span.End()
 		caller := fixed
 		defer func() {

@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -35,6 +37,10 @@ type tool struct {
 	// brief is the tool's line in the meta catalog: what a get or list
 	// does, else its description's first sentence (firstSentence).
 	brief string
+	// span names a call's span, and spanStart its attributes: made once,
+	// not on every call.
+	span      string
+	spanStart []trace.SpanStartOption
 }
 
 // read reports whether the tool only reads: its failures are not audited.
@@ -194,6 +200,7 @@ func (s *Server) declare() map[string]*tool {
 			t.def.Description += fmt.Sprintf(" Needs the scope %s.", scope)
 		}
 		t.served = served(t.def)
+		t.span, t.spanStart = "tools/call "+d.Name, []trace.SpanStartOption{trace.WithAttributes(attribute.String("mcp.tool.name", d.Name))}
 		tools[d.Name] = t
 	}
 	return tools
