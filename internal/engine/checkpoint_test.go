@@ -155,7 +155,14 @@ func rechain(tenant string, seq int64) []string {
 	return []string{
 		fmt.Sprintf(`UPDATE orangerail.audit a SET entry = convert_to(replace(convert_from(a.entry, 'UTF8'), '"correlation_id":"c-%d"', '"correlation_id":"c-X"'), 'UTF8'),
 		        correlation_id = 'c-X' WHERE tenant_id = '%s' AND seq = %d`, seq-1, tenant, seq),
-		fmt.Sprintf(`DO $$
+		relink(tenant, seq),
+	}
+}
+
+// relink recomputes every link from seq on, and the head, over the
+// entries as they are now.
+func relink(tenant string, seq int64) string {
+	return fmt.Sprintf(`DO $$
 DECLARE
     r record;
     prev bytea := (SELECT hash FROM orangerail.audit WHERE tenant_id = '%[1]s' AND seq = %[2]d - 1);
@@ -166,8 +173,7 @@ BEGIN
     END LOOP;
     UPDATE orangerail.audit_heads SET hash = prev WHERE tenant_id = '%[1]s';
 END
-$$`, tenant, seq),
-	}
+$$`, tenant, seq)
 }
 
 // TestRewrittenRecordBreaksTheProofs: a record rewritten with every later

@@ -200,3 +200,68 @@ func TestSQLVerifierMatchesEntryColumns(t *testing.T) {
 }
 
 var errRollback = errors.New("roll back")
+
+// TestSQLVerifierAsksTypes: a member that is not a string, beside a column
+// that spells its JSON text (a correlation id 7 and a column "7"), is
+// refused by audit_entry_columns, so audit_verify must report it. Its
+// record check reads members as text and asks their type where a column
+// could spell another JSON type; each case fails without its question.
+func TestSQLVerifierAsksTypes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const base = `{"action":"a","actor":{"kind":"agent","subject":"s"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`
+	for _, tc := range []struct{ tenant, member, as, column string }{
+		{"5", `"tenant":"acme"`, `"tenant":5`, "tenant_id = '5'"},
+		{"acme", `"correlation_id":"c"`, `"correlation_id":7`, "correlation_id = '7'"},
+		{"acme", `"phase":"staged"`, `"phase":true`, "phase = 'true'"},
+		{"acme", `"subject":"s"`, `"subject":1`, "actor = '1'"},
+		{"acme", `"action":"a"`, `"action":5`, "action = '5'"},
+	} {
+		entry := []byte(strings.Replace(base, tc.member, tc.as, 1))
+		var match bool
+		var problem *string
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for _, s := range []string{
+				"INSERT INTO orangerail.tenants (id) VALUES ($2)",
+				`INSERT INTO orangerail.audit (tenant_id, seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, prev_hash, hash)
+				 SELECT $2, 1, $1, '2026-11-29 20:56:15.123456+00', 'c', 'staged', 'a', 's', 'agent', false,
+				        decode(repeat('00', 32), 'hex'), sha256(decode(repeat('00', 32), 'hex') || int8send(1::bigint) || sha256($1))`,
+				"INSERT INTO orangerail.audit_heads (tenant_id, seq, hash) SELECT tenant_id, seq, hash FROM orangerail.audit WHERE tenant_id = $2",
+				"ALTER TABLE orangerail.audit DISABLE TRIGGER USER",
+				"UPDATE orangerail.audit SET " + tc.column + " WHERE tenant_id = $2",
+			} {
+				var args []any
+				switch {
+				case strings.Contains(s, "$1"):
+					args = []any{entry, tc.tenant}
+				case strings.Contains(s, "$2"):
+					s, args = strings.ReplaceAll(s, "$2", "$1"), []any{tc.tenant}
+				}
+				if _, err := tx.Exec(ctx, s, args...); err != nil {
+					return fmt.Errorf("%s: %w", s, err)
+				}
+			}
+			if err := tx.QueryRow(ctx, "SELECT orangerail.audit_columns_match(a) FROM orangerail.audit a WHERE tenant_id = $1", tc.tenant).Scan(&match); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, "SELECT (SELECT problem FROM orangerail.audit_verify($1))", tc.tenant).Scan(&problem); err != nil {
+				return err
+			}
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatalf("%s: %v", entry, err)
+		}
+		if match {
+			t.Fatalf("audit_columns_match accepts %s with %s", entry, tc.column)
+		}
+		if problem == nil || *problem != "column_mismatch" {
+			t.Errorf("audit_verify found %v, want column_mismatch: %s with %s", problem, entry, tc.column)
+		}
+	}
+}

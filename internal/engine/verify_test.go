@@ -209,6 +209,78 @@ func TestVerifiersCatchTampering(t *testing.T) {
 	}
 }
 
+// TestVerifiersReportUnreadableEntries: an entry Postgres cannot read (not
+// UTF-8, not JSON) is a finding of both verifiers, not an error, and the
+// first problem still wins when it lies before or after it. The SQL
+// verifier's pass over the records raises on such an entry and walks the
+// chain again row by row; the entry after a broken link is never read.
+func TestVerifiersReportUnreadableEntries(t *testing.T) {
+	t.Parallel()
+	notUTF8 := "UPDATE orangerail.audit SET entry = '\\xff7b7d'::bytea WHERE tenant_id = 'acme' AND seq = %d"
+	notJSON := "UPDATE orangerail.audit SET entry = convert_to('{\"v\":1', 'UTF8') WHERE tenant_id = 'acme' AND seq = %d"
+	tests := []struct {
+		name    string
+		tamper  []string
+		wantSeq int64
+		want    engine.Problem
+	}{
+		{
+			name:    "an entry not UTF-8, every link after it recomputed",
+			tamper:  []string{fmt.Sprintf(notUTF8, 4), relink("acme", 4)},
+			wantSeq: 4, want: engine.ProblemColumns,
+		},
+		{
+			name:    "an entry not JSON, every link after it recomputed",
+			tamper:  []string{fmt.Sprintf(notJSON, 4), relink("acme", 4)},
+			wantSeq: 4, want: engine.ProblemColumns,
+		},
+		{
+			name: "an entry not JSON after a column changed",
+			tamper: []string{
+				"UPDATE orangerail.audit SET phase = 'rejected' WHERE tenant_id = 'acme' AND seq = 2",
+				fmt.Sprintf(notJSON, 6), relink("acme", 6),
+			},
+			wantSeq: 2, want: engine.ProblemColumns,
+		},
+		{
+			name: "an entry not UTF-8 before a deleted row",
+			tamper: []string{
+				fmt.Sprintf(notUTF8, 3), relink("acme", 3),
+				"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 7",
+			},
+			wantSeq: 3, want: engine.ProblemColumns,
+		},
+		{
+			name: "an entry not UTF-8 after a deleted row",
+			tamper: []string{
+				"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 3",
+				fmt.Sprintf(notUTF8, 7),
+			},
+			wantSeq: 4, want: engine.ProblemSeqGap,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			appendN(t, b.runtime, "acme", 10)
+			tamper(t, b, tt.tamper...)
+			report, err := engine.VerifyTenant(context.Background(), b.runtime, "acme", engine.VerifyOptions{PageSize: 3})
+			if err != nil {
+				t.Fatalf("Go verifier: %v", err)
+			}
+			goBreak, sqlFound := report.Break, sqlBreak(t, b, "acme")
+			if goBreak == nil || goBreak.Seq != tt.wantSeq || goBreak.Problem != tt.want {
+				t.Fatalf("Go verifier found %+v, want %s at seq %d", goBreak, tt.want, tt.wantSeq)
+			}
+			if sqlFound == nil || sqlFound.Seq != goBreak.Seq || sqlFound.Problem != goBreak.Problem ||
+				!bytes.Equal(sqlFound.Expected, goBreak.Expected) || !bytes.Equal(sqlFound.Found, goBreak.Found) {
+				t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
+			}
+		})
+	}
+}
+
 func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
