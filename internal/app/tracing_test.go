@@ -76,6 +76,9 @@ func TestTraceOfACall(t *testing.T) {
 		t.Fatalf("execute: %v", executed)
 	}
 	s.stopHTTP() // every span of every request has ended
+	// The host log's lines are written by a hook, on its own goroutine:
+	// closing the hooks delivers what they hold and waits for it.
+	s.rt.Hooks.Close()
 
 	spans := rec.Ended()
 	traceID, paths := traceOf(t, spans, "tools/call check_approval")
