@@ -314,21 +314,9 @@ func TestQueryInTenantIsOneReadOnlyTransaction(t *testing.T) {
 		})
 		return got, err
 	}
-	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+	for _, mode := range execModes {
 		t.Run(mode, func(t *testing.T) {
-			u, err := neturl.Parse(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := u.Query()
-			q.Set("pool_max_conns", "1")
-			q.Set("default_query_exec_mode", mode)
-			u.RawQuery = q.Encode()
-			pool, err := database.Open(ctx, u.String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
+			pool := openInMode(t, url, mode, "pool_max_conns", "1")
 			if _, err := pool.Exec(ctx, "RESET ROLE"); err != nil {
 				t.Fatal(err)
 			}
@@ -378,4 +366,30 @@ func TestQueryInTenantAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(200, read); n > bound {
 		t.Fatalf("a read allocates %v times, want at most %d", n, bound)
 	}
+}
+
+// execModes are pgx's query exec modes, as a database URL names them.
+var execModes = []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"}
+
+// openInMode opens a runtime pool on url whose statements run in pgx's
+// exec mode, with the further URL parameters given as name, value pairs;
+// the test closes it.
+func openInMode(t *testing.T, url, mode string, params ...string) *pgxpool.Pool {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(params); i += 2 {
+		q.Set(params[i], params[i+1])
+	}
+	q.Set("default_query_exec_mode", mode)
+	u.RawQuery = q.Encode()
+	pool, err := database.Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

@@ -2,13 +2,11 @@ package database_test
 
 import (
 	"context"
-	neturl "net/url"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -20,26 +18,15 @@ func TestUUIDsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	id := uuid.MustParse("0f8fad5b-d9cb-469f-a165-70867728950e")
-	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
+	for _, mode := range execModes {
 		t.Run(mode, func(t *testing.T) {
-			u, err := neturl.Parse(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := u.Query()
-			q.Set("default_query_exec_mode", mode)
-			u.RawQuery = q.Encode()
-			pool, err := database.Open(ctx, u.String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
+			pool := openInMode(t, url, mode)
 			var (
 				got, some *uuid.UUID
 				text      string
 				plain     uuid.UUID
 			)
-			err = pool.QueryRow(ctx, "SELECT $1::uuid, $1::uuid::text, $2::uuid, $3::uuid", id, id, (*uuid.UUID)(nil)).Scan(&plain, &text, &got, &some)
+			err := pool.QueryRow(ctx, "SELECT $1::uuid, $1::uuid::text, $2::uuid, $3::uuid", id, id, (*uuid.UUID)(nil)).Scan(&plain, &text, &got, &some)
 			if err != nil || plain != id || text != id.String() || got == nil || *got != id || some != nil {
 				t.Fatalf("round trip: %v %q %v %v (%v)", plain, text, got, some, err)
 			}
