@@ -161,17 +161,21 @@ func beginScoped(opts pgx.TxOptions, set [][2]string) string {
 		return sql.String()
 	}
 	sql.WriteString("; SELECT ")
+	setLiterals(&sql, set)
+	return sql.String()
+}
+
+// setLiterals writes set, settings, as set_config(…, true) calls (SET
+// LOCAL) separated by commas, each value an SQL string literal with its
+// quotes doubled.
+func setLiterals(sql *strings.Builder, set [][2]string) {
 	for i, s := range set {
 		if i > 0 {
 			sql.WriteString(", ")
 		}
-		sql.WriteString("set_config('" + s[0] + "', " + literal(s[1]) + ", true)")
+		sql.WriteString("set_config('" + s[0] + "', '" + strings.ReplaceAll(s[1], "'", "''") + "', true)")
 	}
-	return sql.String()
 }
-
-// literal quotes s as an SQL string literal.
-func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Milliseconds is d as Postgres counts a timeout: whole milliseconds,
 // rounded up, so that a positive duration never becomes 0, which would
@@ -513,8 +517,8 @@ type scopeKey struct {
 
 // readScope returns the statement that opens a pipelined read under role
 // and l: it makes the read's transaction read-only, as BEGIN READ ONLY
-// would, then sets the role, the tenant (its one parameter, $1) and the
-// limits, each locally, as InTenant's scope does. The role and the limits
+// would, then sets the role, the limits and the tenant (its one
+// parameter, $1), each locally, as InTenant's scope does. The role and the limits
 // are literals (a role's name of Open, digits), so the text is the same
 // for every read on a pool and a connection prepares it once.
 func readScope(role string, l Limits) string {
@@ -533,17 +537,13 @@ func readScope(role string, l Limits) string {
 	if sql, ok := m[key]; ok {
 		return sql
 	}
-	sql := "SELECT set_config('transaction_read_only', 'on', true)"
-	if role != "" {
-		sql += ", set_config('role', " + literal(role) + ", true)"
-	}
-	sql += ", set_config('orangerail.tenant_id', $1, true)"
-	for _, s := range settings("", "", l) { // the limits
-		sql += ", set_config('" + s[0] + "', " + literal(s[1]) + ", true)"
-	}
-	m[key] = sql
+	var sql strings.Builder
+	sql.WriteString("SELECT ")
+	setLiterals(&sql, append([][2]string{{"transaction_read_only", "on"}}, settings("", role, l)...))
+	sql.WriteString(", set_config('orangerail.tenant_id', $1, true)")
+	m[key] = sql.String()
 	readScopes.m.Store(&m)
-	return sql
+	return m[key]
 }
 
 // Acquirer lends pooled connections: a *pgxpool.Pool or a *Bounded.
