@@ -254,27 +254,22 @@ func TestReplicaKilledWebhooksResume(t *testing.T) {
 	})
 	f.kill(f.replicas[0])
 	up.Store(true)
-	delivered := func() bool {
+	waitForExplained(t, "every event delivered", func() bool {
 		var open int
 		if err := f.admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.webhook_outbox WHERE approval_id = ANY($1::uuid[]) AND state <> 'delivered'`, ids).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
 		return open == 0
-	}
-	deadline := time.Now().Add(fleetPatience)
-	for !delivered() {
-		if time.Now().After(deadline) {
-			// Why not: each message's state, attempts, lease and next try.
-			rows, err := f.admin.Query(ctx, `SELECT approval_id::text || ' ' || state || ' attempts=' || attempts || ' locked_until=' || coalesce((locked_until - now())::text, '-')
-				|| ' next_in=' || (next_attempt_at - now())::text || ' error=' || coalesce(last_error, '-') FROM orangerail.webhook_outbox WHERE approval_id = ANY($1::uuid[])`, ids)
-			if err != nil {
-				t.Fatal(err)
-			}
-			state, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			t.Fatalf("every event delivered: not after %s (%v): %q", fleetPatience, err, state)
+	}, func() string {
+		// Why not: each message's state, attempts, lease and next try.
+		rows, err := f.admin.Query(ctx, `SELECT approval_id::text || ' ' || state || ' attempts=' || attempts || ' locked_until=' || coalesce((locked_until - now())::text, '-')
+			|| ' next_in=' || (next_attempt_at - now())::text || ' error=' || coalesce(last_error, '-') FROM orangerail.webhook_outbox WHERE approval_id = ANY($1::uuid[])`, ids)
+		if err != nil {
+			return err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		state, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		return fmt.Sprintf("%q (%v)", state, err)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range ids {
@@ -294,9 +289,19 @@ func TestReplicaKilledWebhooksResume(t *testing.T) {
 // waitFor polls done until it holds, failing the test after fleetPatience.
 func waitFor(t *testing.T, what string, done func() bool) {
 	t.Helper()
+	waitForExplained(t, what, done, nil)
+}
+
+// waitForExplained is waitFor whose failure also says what explain, when
+// not nil, tells of the state it gave up on.
+func waitForExplained(t *testing.T, what string, done func() bool, explain func() string) {
+	t.Helper()
 	deadline := time.Now().Add(fleetPatience)
 	for !done() {
 		if time.Now().After(deadline) {
+			if explain != nil {
+				t.Fatalf("%s: not after %s: %s", what, fleetPatience, explain())
+			}
 			t.Fatalf("%s: not after %s", what, fleetPatience)
 		}
 		time.Sleep(200 * time.Millisecond)
