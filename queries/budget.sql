@@ -1,43 +1,16 @@
--- name: BudgetOpen :one
--- Locks the action's counts for the rest of the transaction, starting a new
--- minute's or day's count when its window has passed (UTC), and returns
--- them with the transaction's clock.
-INSERT INTO orangerail.budget_counts AS b (tenant_id, action, minute_start, minute_calls, day_start, day_calls)
-VALUES (@tenant_id, @action, date_trunc('minute', now(), 'UTC'), 0, date_trunc('day', now(), 'UTC'), 0)
-ON CONFLICT (tenant_id, action) DO UPDATE
-SET minute_calls = CASE WHEN b.minute_start = excluded.minute_start THEN b.minute_calls ELSE 0 END,
-    minute_start = excluded.minute_start,
-    day_calls = CASE WHEN b.day_start = excluded.day_start THEN b.day_calls ELSE 0 END,
-    day_start = excluded.day_start
-RETURNING b.minute_start, b.minute_calls, b.day_start, b.day_calls, now()::timestamptz AS now;
-
--- name: BudgetLeases :one
--- Forgets the action's leases that expired (their executions' replicas
--- died before releasing them) and reads the live ones: how many executions
--- run now, when the first of their leases expires (now, when none runs),
--- and whether one is held for correlation_id (another poll of that
--- approval is executing it). A statement of its own after BudgetOpen: its
--- snapshot, taken once the counts are locked, holds every lease a spend
--- before it committed.
-WITH pruned AS (
-    DELETE FROM orangerail.budget_leases p
-    WHERE p.tenant_id = @tenant_id AND p.action = @action AND p.expires_at <= now()
-)
-SELECT count(*)::integer AS running, coalesce(min(l.expires_at), now())::timestamptz AS first_expiry,
-       coalesce(bool_or(l.correlation_id = @correlation_id), false)::boolean AS held
-FROM orangerail.budget_leases l
-WHERE l.tenant_id = @tenant_id AND l.action = @action AND l.expires_at > now();
-
--- name: BudgetTake :exec
--- Counts one execution in the current minute and day (opened by BudgetOpen
--- in the same transaction), and holds a slot for it until it ends, or
--- until expires_at.
-WITH counted AS (
-    UPDATE orangerail.budget_counts SET minute_calls = minute_calls + 1, day_calls = day_calls + 1
-    WHERE tenant_id = @tenant_id AND action = @action
-)
-INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
-VALUES (@tenant_id, @action, @id, @correlation_id, now() + make_interval(secs => @ttl_seconds::float8));
+-- name: BudgetSpend :one
+-- Spends one execution of the action, or says why not, in one statement
+-- (orangerail.budget_spend, migration 00026): locks the counts, forgets
+-- expired leases and counts the live ones, and counts the execution and
+-- takes its lease unless another poll of the same approval holds one
+-- (held, when approved) or a limit is reached (refused_by, else ''). Sent again
+-- after its connection died, a spend that committed answers spent.
+SELECT s.spent::boolean AS spent, s.held::boolean AS held, coalesce(s.refused_by, '')::text AS refused_by,
+       s.minute_start::timestamptz AS minute_start, s.minute_calls::integer AS minute_calls,
+       s.day_start::timestamptz AS day_start, s.day_calls::integer AS day_calls,
+       s.running::integer AS running, s.first_expiry::timestamptz AS first_expiry, s.now::timestamptz AS now
+FROM orangerail.budget_spend(@tenant_id, @action, @id, @correlation_id, @ttl_seconds::float8,
+                             @per_minute::integer, @per_day::integer, @max_concurrent::integer, @approved::boolean) s;
 
 -- name: BudgetLeaseRelease :exec
 -- Frees an execution's slot.

@@ -10,9 +10,9 @@ import (
 	"github.com/orangerail/orangerail/internal/store"
 )
 
-// errNotARowRead is what a RowReader answers a statement other than a
-// single row's read.
-var errNotARowRead = errors.New("database: a RowReader reads single rows (QueryRow) only")
+// errNotARowRead is what a RowReader or a RowWriterWithoutFlush answers a
+// statement other than a single row's.
+var errNotARowRead = errors.New("database: a RowReader or RowWriterWithoutFlush runs single-row statements (QueryRow) only")
 
 // RowReader returns a store.DBTX on which every QueryRow is a read-only
 // transaction of its own, scoped to tenant and sent with its statement in
@@ -23,12 +23,25 @@ var errNotARowRead = errors.New("database: a RowReader reads single rows (QueryR
 // connection should it meet a dead pooled one, as QueryInTenant's is.
 // Query and Exec fail. It is safe for concurrent use, as pool is.
 func RowReader(pool Acquirer, tenant string) store.DBTX {
-	return &rowReader{pool: pool, tenant: tenant}
+	return &rowReader{pool: pool, tenant: tenant, kind: readOnly}
+}
+
+// RowWriterWithoutFlush is RowReader for a statement that writes: every
+// QueryRow is a transaction of its own, scoped to tenant, sent with its
+// scope and committed in one round trip, whose commit does not wait for
+// its WAL to reach disk (as InTenantWithoutFlush's). Should it meet a dead
+// connection it is sent again on another, whether or not it committed
+// there: its statement must be repeatable, a second run answering as the
+// first without writing again. A lock the statement takes is held only
+// while Postgres runs it and commits, never across a round trip.
+func RowWriterWithoutFlush(pool Acquirer, tenant string) store.DBTX {
+	return &rowReader{pool: pool, tenant: tenant, kind: writeWithoutFlush}
 }
 
 type rowReader struct {
 	pool   Acquirer
 	tenant string
+	kind   pipelined
 }
 
 func (r *rowReader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -43,7 +56,8 @@ func (r *rowReader) Exec(context.Context, string, ...any) (pgconn.CommandTag, er
 	return pgconn.CommandTag{}, errNotARowRead
 }
 
-// readRow is a row a RowReader reads when it is scanned.
+// readRow is a row a RowReader or RowWriterWithoutFlush runs its
+// statement for when it is scanned.
 type readRow struct {
 	r    *rowReader
 	ctx  context.Context //nolint:containedctx // the ctx of the QueryRow whose Scan makes the read
@@ -55,7 +69,7 @@ type readRow struct {
 // pgx.ErrNoRows when it has none, as a pgx.Row's Scan does.
 func (row *readRow) Scan(dest ...any) error {
 	found := false
-	err := QueryInTenant(row.ctx, row.r.pool, row.r.tenant, row.sql, row.args, func(rows pgx.Rows) error {
+	err := inPipeline(row.ctx, row.r.pool, row.r.tenant, row.r.kind, row.sql, row.args, func(rows pgx.Rows) error {
 		found = false // of a read made again
 		if !rows.Next() {
 			return rows.Err()

@@ -500,49 +500,69 @@ func AfterCommit(tx pgx.Tx, f func()) {
 	f()
 }
 
-// readScopes are the statements that open a pipelined read (readScope),
-// by the role and limits they set: as many as the process has kinds of
-// pool, a handful. A read looks its statement up without a lock or an
-// allocation; the rare new one is added to a copy.
-var readScopes struct {
+// pipelineScopes are the statements that open a pipelined statement's
+// transaction (pipelineScope), by the role, limits and kind they set: as
+// many as the process has kinds of pool and statement, a handful. A
+// statement looks its scope up without a lock or an allocation; the rare
+// new one is added to a copy.
+var pipelineScopes struct {
 	mu sync.Mutex
 	m  atomic.Pointer[map[scopeKey]string]
 }
 
-// scopeKey is what a read's scope statement says besides the tenant.
+// scopeKey is what a pipelined statement's scope says besides the tenant.
 type scopeKey struct {
 	role   string
 	limits Limits
+	kind   pipelined
 }
 
-// readScope returns the statement that opens a pipelined read under role
-// and l: it makes the read's transaction read-only, as BEGIN READ ONLY
-// would, then sets the role, the limits and the tenant (its one
-// parameter, $1), each locally, as InTenant's scope does. The role and the limits
-// are literals (a role's name of Open, digits), so the text is the same
-// for every read on a pool and a connection prepares it once.
-func readScope(role string, l Limits) string {
-	key := scopeKey{role, l}
-	if m := readScopes.m.Load(); m != nil {
+// pipelined is the kind of transaction a statement sent with its scope in
+// one round trip runs in.
+type pipelined uint8
+
+const (
+	// readOnly: QueryInTenant's and RowReader's, as BEGIN READ ONLY.
+	readOnly pipelined = iota
+	// writeWithoutFlush: RowWriterWithoutFlush's, a write whose commit
+	// does not wait for its WAL to reach disk, as InTenantWithoutFlush's.
+	writeWithoutFlush
+)
+
+// pipelineScope returns the statement that opens a pipelined statement's
+// transaction of kind under role and l: a read's it makes read-only, as
+// BEGIN READ ONLY would, a write's it lets commit without a flush, as
+// InTenantWithoutFlush's; then it sets the role, the limits and the
+// tenant (its one parameter, $1), each locally, as InTenant's scope does.
+// The role and the limits are literals (a role's name of Open, digits),
+// so the text is the same for every statement of a kind on a pool and a
+// connection prepares it once.
+func pipelineScope(role string, l Limits, kind pipelined) string {
+	key := scopeKey{role, l, kind}
+	if m := pipelineScopes.m.Load(); m != nil {
 		if sql, ok := (*m)[key]; ok {
 			return sql
 		}
 	}
-	readScopes.mu.Lock()
-	defer readScopes.mu.Unlock()
+	pipelineScopes.mu.Lock()
+	defer pipelineScopes.mu.Unlock()
 	m := map[scopeKey]string{}
-	if old := readScopes.m.Load(); old != nil {
+	if old := pipelineScopes.m.Load(); old != nil {
 		maps.Copy(m, *old)
 	}
 	if sql, ok := m[key]; ok {
 		return sql
 	}
+	first := [2]string{"transaction_read_only", "on"}
+	if kind == writeWithoutFlush {
+		first = [2]string{"synchronous_commit", "off"}
+	}
 	var sql strings.Builder
 	sql.WriteString("SELECT ")
-	setLiterals(&sql, append([][2]string{{"transaction_read_only", "on"}}, settings("", role, l)...))
+	setLiterals(&sql, append([][2]string{first}, settings("", role, l)...))
 	sql.WriteString(", set_config('orangerail.tenant_id', $1, true)")
 	m[key] = sql.String()
-	readScopes.m.Store(&m)
+	pipelineScopes.m.Store(&m)
 	return m[key]
 }
 
@@ -561,7 +581,7 @@ type Acquirer interface {
 // client sends before one Sync (or in one simple-protocol query, pgx's
 // simple_protocol mode) as one implicit transaction, and pgx sends a
 // batch so, in every mode. Its first statement makes it read-only and
-// scopes it (readScope); the query runs only if that succeeded, since
+// scopes it (pipelineScope); the query runs only if that succeeded, since
 // Postgres skips the rest of a pipeline after an error; the Sync ends the
 // transaction, committed or rolled back, and the settings with it. So it
 // is BEGIN READ ONLY, the scope, the query and COMMIT at half the
@@ -573,13 +593,21 @@ type Acquirer interface {
 // sees the new read's rows. So rows must replace, not add to, what it kept
 // of a read before.
 func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
+	return inPipeline(ctx, pool, tenant, readOnly, sql, args, rows)
+}
+
+// inPipeline runs one statement of kind in a transaction of its own, sent
+// with its scope in one round trip, and again on another connection
+// should it meet a dead one: QueryInTenant's read, or a write that is
+// repeatable (RowWriterWithoutFlush).
+func inPipeline(ctx context.Context, pool Acquirer, tenant string, kind pipelined, sql string, args []any, rows func(pgx.Rows) error) error {
 	if err := ValidateTenantID(tenant); err != nil {
 		return err
 	}
 	again := retrier{conn: pool}
 	for {
 		seen := false
-		err := queryInTenant(ctx, pool, tenant, sql, args, func(r pgx.Rows) error {
+		err := inPipelineOnce(ctx, pool, tenant, kind, sql, args, func(r pgx.Rows) error {
 			seen = true
 			return rows(r)
 		})
@@ -589,11 +617,11 @@ func QueryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args 
 	}
 }
 
-// queryInTenant is one attempt of QueryInTenant.
-func queryInTenant(ctx context.Context, pool Acquirer, tenant, sql string, args []any, rows func(pgx.Rows) error) error {
+// inPipelineOnce is one attempt of inPipeline.
+func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipelined, sql string, args []any, rows func(pgx.Rows) error) error {
 	limits, role := limitsOf(pool)
 	b := &pgx.Batch{}
-	b.Queue(readScope(role, limits), tenant)
+	b.Queue(pipelineScope(role, limits, kind), tenant)
 	b.Queue(sql, args...).Query(rows)
 	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
 		conn, release, err := acquireBounded(ctx, bounded, limits)

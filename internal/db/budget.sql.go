@@ -29,83 +29,6 @@ func (q *Queries) BudgetLeaseRelease(ctx context.Context, db DBTX, arg *BudgetLe
 	return err
 }
 
-const budgetLeases = `-- name: BudgetLeases :one
-WITH pruned AS (
-    DELETE FROM orangerail.budget_leases p
-    WHERE p.tenant_id = $2 AND p.action = $3 AND p.expires_at <= now()
-)
-SELECT count(*)::integer AS running, coalesce(min(l.expires_at), now())::timestamptz AS first_expiry,
-       coalesce(bool_or(l.correlation_id = $1), false)::boolean AS held
-FROM orangerail.budget_leases l
-WHERE l.tenant_id = $2 AND l.action = $3 AND l.expires_at > now()
-`
-
-type BudgetLeasesParams struct {
-	CorrelationID string
-	TenantID      string
-	Action        string
-}
-
-type BudgetLeasesRow struct {
-	Running     int32
-	FirstExpiry time.Time
-	Held        bool
-}
-
-// Forgets the action's leases that expired (their executions' replicas
-// died before releasing them) and reads the live ones: how many executions
-// run now, when the first of their leases expires (now, when none runs),
-// and whether one is held for correlation_id (another poll of that
-// approval is executing it). A statement of its own after BudgetOpen: its
-// snapshot, taken once the counts are locked, holds every lease a spend
-// before it committed.
-func (q *Queries) BudgetLeases(ctx context.Context, db DBTX, arg *BudgetLeasesParams) (*BudgetLeasesRow, error) {
-	row := db.QueryRow(ctx, budgetLeases, arg.CorrelationID, arg.TenantID, arg.Action)
-	var i BudgetLeasesRow
-	err := row.Scan(&i.Running, &i.FirstExpiry, &i.Held)
-	return &i, err
-}
-
-const budgetOpen = `-- name: BudgetOpen :one
-INSERT INTO orangerail.budget_counts AS b (tenant_id, action, minute_start, minute_calls, day_start, day_calls)
-VALUES ($1, $2, date_trunc('minute', now(), 'UTC'), 0, date_trunc('day', now(), 'UTC'), 0)
-ON CONFLICT (tenant_id, action) DO UPDATE
-SET minute_calls = CASE WHEN b.minute_start = excluded.minute_start THEN b.minute_calls ELSE 0 END,
-    minute_start = excluded.minute_start,
-    day_calls = CASE WHEN b.day_start = excluded.day_start THEN b.day_calls ELSE 0 END,
-    day_start = excluded.day_start
-RETURNING b.minute_start, b.minute_calls, b.day_start, b.day_calls, now()::timestamptz AS now
-`
-
-type BudgetOpenParams struct {
-	TenantID string
-	Action   string
-}
-
-type BudgetOpenRow struct {
-	MinuteStart time.Time
-	MinuteCalls int32
-	DayStart    time.Time
-	DayCalls    int32
-	Now         time.Time
-}
-
-// Locks the action's counts for the rest of the transaction, starting a new
-// minute's or day's count when its window has passed (UTC), and returns
-// them with the transaction's clock.
-func (q *Queries) BudgetOpen(ctx context.Context, db DBTX, arg *BudgetOpenParams) (*BudgetOpenRow, error) {
-	row := db.QueryRow(ctx, budgetOpen, arg.TenantID, arg.Action)
-	var i BudgetOpenRow
-	err := row.Scan(
-		&i.MinuteStart,
-		&i.MinuteCalls,
-		&i.DayStart,
-		&i.DayCalls,
-		&i.Now,
-	)
-	return &i, err
-}
-
 const budgetRefund = `-- name: BudgetRefund :exec
 UPDATE orangerail.budget_counts
 SET minute_calls = CASE WHEN minute_start = $1 AND minute_calls > 0 THEN minute_calls - 1 ELSE minute_calls END,
@@ -132,33 +55,70 @@ func (q *Queries) BudgetRefund(ctx context.Context, db DBTX, arg *BudgetRefundPa
 	return err
 }
 
-const budgetTake = `-- name: BudgetTake :exec
-WITH counted AS (
-    UPDATE orangerail.budget_counts SET minute_calls = minute_calls + 1, day_calls = day_calls + 1
-    WHERE tenant_id = $1 AND action = $2
-)
-INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
-VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8))
+const budgetSpend = `-- name: BudgetSpend :one
+SELECT s.spent::boolean AS spent, s.held::boolean AS held, coalesce(s.refused_by, '')::text AS refused_by,
+       s.minute_start::timestamptz AS minute_start, s.minute_calls::integer AS minute_calls,
+       s.day_start::timestamptz AS day_start, s.day_calls::integer AS day_calls,
+       s.running::integer AS running, s.first_expiry::timestamptz AS first_expiry, s.now::timestamptz AS now
+FROM orangerail.budget_spend($1, $2, $3, $4, $5::float8,
+                             $6::integer, $7::integer, $8::integer, $9::boolean) s
 `
 
-type BudgetTakeParams struct {
+type BudgetSpendParams struct {
 	TenantID      string
 	Action        string
 	ID            uuid.UUID
 	CorrelationID string
 	TtlSeconds    float64
+	PerMinute     int32
+	PerDay        int32
+	MaxConcurrent int32
+	Approved      bool
 }
 
-// Counts one execution in the current minute and day (opened by BudgetOpen
-// in the same transaction), and holds a slot for it until it ends, or
-// until expires_at.
-func (q *Queries) BudgetTake(ctx context.Context, db DBTX, arg *BudgetTakeParams) error {
-	_, err := db.Exec(ctx, budgetTake,
+type BudgetSpendRow struct {
+	Spent       bool
+	Held        bool
+	RefusedBy   string
+	MinuteStart time.Time
+	MinuteCalls int32
+	DayStart    time.Time
+	DayCalls    int32
+	Running     int32
+	FirstExpiry time.Time
+	Now         time.Time
+}
+
+// Spends one execution of the action, or says why not, in one statement
+// (orangerail.budget_spend, migration 00026): locks the counts, forgets
+// expired leases and counts the live ones, and counts the execution and
+// takes its lease unless another poll of the same approval holds one
+// (held, when approved) or a limit is reached (refused_by, else ”). Sent again
+// after its connection died, a spend that committed answers spent.
+func (q *Queries) BudgetSpend(ctx context.Context, db DBTX, arg *BudgetSpendParams) (*BudgetSpendRow, error) {
+	row := db.QueryRow(ctx, budgetSpend,
 		arg.TenantID,
 		arg.Action,
 		arg.ID,
 		arg.CorrelationID,
 		arg.TtlSeconds,
+		arg.PerMinute,
+		arg.PerDay,
+		arg.MaxConcurrent,
+		arg.Approved,
 	)
-	return err
+	var i BudgetSpendRow
+	err := row.Scan(
+		&i.Spent,
+		&i.Held,
+		&i.RefusedBy,
+		&i.MinuteStart,
+		&i.MinuteCalls,
+		&i.DayStart,
+		&i.DayCalls,
+		&i.Running,
+		&i.FirstExpiry,
+		&i.Now,
+	)
+	return &i, err
 }

@@ -84,58 +84,47 @@ func (e *Engine) leaseTTL() time.Duration {
 func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
 	b := x.c.action.EffectiveBudget()
 	k := store.BudgetKey{Tenant: x.caller.Tenant, Action: x.c.name}
-	var (
-		s       *spent
-		refusal *RateLimit
-	)
-	// Every execution of the action in the tenant locks its counts here:
-	// committing without a flush holds that lock for microseconds, not an
-	// fsync, so one tenant's executions do not queue on one disk write
-	// each. A spend a crash forgets is one whose execution never committed
-	// its records (their durable commit would have flushed it): it would
-	// have been given back.
-	err := database.InTenantWithoutFlush(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		s, refusal = nil, nil
-		st := store.New(tx)
-		counts, err := st.BudgetOpen(ctx, k)
-		if err != nil {
-			return err
-		}
-		leases, err := st.BudgetLeases(ctx, k, x.correlation)
-		if err != nil {
-			return err
-		}
-		running, firstExpiry := leases.Running, leases.FirstExpiry
-		if x.approval != nil && leases.Held {
-			// Another poll of this approval holds a slot to execute it:
-			// this one spends nothing, and its consume, which only one
-			// poll wins, answers it (consumed) as before budgets.
-			return nil
-		}
-		now := counts.Now
-		switch {
-		case counts.DayCalls >= b.PerDay:
-			renews := counts.DayStart.Add(24 * time.Hour)
-			refusal = &RateLimit{Limit: LimitPerDay, Allowed: b.PerDay, RetryAfter: renews.Sub(now),
-				Detail: fmt.Sprintf("%s has executed %d times today in this tenant, its daily budget; the budget renews at %s",
-					x.c.name, counts.DayCalls, renews.UTC().Format(time.RFC3339))}
-		case counts.MinuteCalls >= b.PerMinute:
-			refusal = &RateLimit{Limit: LimitPerMinute, Allowed: b.PerMinute, RetryAfter: counts.MinuteStart.Add(time.Minute).Sub(now),
-				Detail: fmt.Sprintf("%s has executed %d times this minute in this tenant, as many as a minute allows", x.c.name, counts.MinuteCalls)}
-		case running >= b.MaxConcurrent:
-			refusal = &RateLimit{Limit: LimitConcurrent, Allowed: b.MaxConcurrent, RetryAfter: min(concurrentRetry, firstExpiry.Sub(now)),
-				Detail: fmt.Sprintf("%s is executing %d times at once in this tenant, as many as are allowed; a slot frees when one ends", x.c.name, running)}
-		default:
-			s = &spent{key: k, lease: uuid.New(), minute: counts.MinuteStart, day: counts.DayStart}
-			return st.BudgetSpend(ctx, k, s.lease, x.correlation, x.e.leaseTTL())
-		}
-		return nil
-	})
-	if err != nil || refusal != nil || s == nil {
-		return refusal, err
+	lease := uuid.New()
+	// Every execution of the action in the tenant locks its counts: the
+	// whole spend is one statement (orangerail.budget_spend), sent with its
+	// scope and its commit in one round trip and committed without a
+	// flush, so the lock is held for microseconds inside Postgres, not
+	// across round trips or an fsync, and one tenant's executions do not
+	// queue behind each other's network. A spend a crash forgets is one
+	// whose execution never committed its records (their durable commit
+	// would have flushed it): it would have been given back. Sent again
+	// after its connection died, the spend answers by its lease, counted
+	// once.
+	r, err := store.New(database.RowWriterWithoutFlush(x.e.store, x.caller.Tenant)).BudgetSpend(ctx, k,
+		store.BudgetLimits{PerMinute: b.PerMinute, PerDay: b.PerDay, MaxConcurrent: b.MaxConcurrent},
+		lease, x.correlation, x.e.leaseTTL(), x.approval != nil)
+	switch {
+	case err != nil:
+		return nil, err
+	case r.Spent:
+		x.spent = &spent{key: k, lease: lease, minute: r.MinuteStart, day: r.DayStart}
+		return nil, nil
+	case r.Held:
+		// Another poll of this approval holds a slot to execute it: this
+		// one spent nothing, and its consume, which only one poll wins,
+		// answers it (consumed) as before budgets.
+		return nil, nil
 	}
-	x.spent = s
-	return nil, nil
+	now := r.Now
+	switch BudgetLimit(r.RefusedBy) {
+	case LimitPerDay:
+		renews := r.DayStart.Add(24 * time.Hour)
+		return &RateLimit{Limit: LimitPerDay, Allowed: b.PerDay, RetryAfter: renews.Sub(now),
+			Detail: fmt.Sprintf("%s has executed %d times today in this tenant, its daily budget; the budget renews at %s",
+				x.c.name, r.DayCalls, renews.UTC().Format(time.RFC3339))}, nil
+	case LimitPerMinute:
+		return &RateLimit{Limit: LimitPerMinute, Allowed: b.PerMinute, RetryAfter: r.MinuteStart.Add(time.Minute).Sub(now),
+			Detail: fmt.Sprintf("%s has executed %d times this minute in this tenant, as many as a minute allows", x.c.name, r.MinuteCalls)}, nil
+	case LimitConcurrent:
+		return &RateLimit{Limit: LimitConcurrent, Allowed: b.MaxConcurrent, RetryAfter: min(concurrentRetry, r.FirstExpiry.Sub(now)),
+			Detail: fmt.Sprintf("%s is executing %d times at once in this tenant, as many as are allowed; a slot frees when one ends", x.c.name, r.Running)}, nil
+	}
+	return nil, fmt.Errorf("the budget of %s neither spent nor refused (limit %q)", x.c.name, r.RefusedBy)
 }
 
 // rateLimited answers a call a budget refused, and records it: a

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,50 +15,49 @@ type BudgetKey struct {
 	Tenant, Action string
 }
 
-// BudgetCounts are an action's executions counted in the current minute
-// and day, and the database's clock when they were read.
-type BudgetCounts struct {
+// BudgetSpendResult is what spending one execution found and did.
+type BudgetSpendResult struct {
+	// Spent: the execution was counted and its lease taken.
+	Spent bool
+	// Held: another execution of the same approval holds a lease; nothing
+	// was spent.
+	Held bool
+	// RefusedBy names the limit that refused the execution, "" when none
+	// did: calls_per_minute, max_concurrent or daily_call_budget.
+	RefusedBy string
+	// The counts of the current minute and day before this execution, the
+	// executions running (their leases live), when the first of those
+	// leases expires, and the database's clock.
 	MinuteStart, DayStart time.Time
 	MinuteCalls, DayCalls int
-	Now                   time.Time
+	Running               int
+	FirstExpiry, Now      time.Time
 }
 
-// BudgetOpen locks k's counts for the rest of the transaction, starting a
-// new window's count where one has passed, and returns them.
-func (s *Store) BudgetOpen(ctx context.Context, k BudgetKey) (*BudgetCounts, error) {
-	r, err := s.q.BudgetOpen(ctx, s.x, &db.BudgetOpenParams{TenantID: k.Tenant, Action: k.Action})
-	if err != nil {
-		return nil, InterpretError(err)
-	}
-	return &BudgetCounts{MinuteStart: r.MinuteStart, DayStart: r.DayStart, MinuteCalls: int(r.MinuteCalls), DayCalls: int(r.DayCalls), Now: r.Now}, nil
+// BudgetLimits are an action's budget: executions a minute, a day, and at
+// once.
+type BudgetLimits struct {
+	PerMinute, PerDay, MaxConcurrent int
 }
 
-// BudgetLeases are the live leases of an action: the executions running
-// now, when the first of their leases expires, and whether one is held for
-// a given execution.
-type BudgetLeases struct {
-	Running     int
-	FirstExpiry time.Time
-	Held        bool
-}
-
-// BudgetLeases forgets k's leases that expired and reads the live ones,
-// Held naming whether one is the execution correlation names. Called after
-// BudgetOpen, it sees every lease committed before the counts were locked.
-func (s *Store) BudgetLeases(ctx context.Context, k BudgetKey, correlation string) (*BudgetLeases, error) {
-	row, err := s.q.BudgetLeases(ctx, s.x, &db.BudgetLeasesParams{TenantID: k.Tenant, Action: k.Action, CorrelationID: correlation})
-	if err != nil {
-		return nil, InterpretError(err)
-	}
-	return &BudgetLeases{Running: int(row.Running), FirstExpiry: row.FirstExpiry, Held: row.Held}, nil
-}
-
-// BudgetSpend counts one execution of k, and holds a slot for it under
-// lease until it is released or ttl passes.
-func (s *Store) BudgetSpend(ctx context.Context, k BudgetKey, lease uuid.UUID, correlation string, ttl time.Duration) error {
-	return InterpretError(s.q.BudgetTake(ctx, s.x, &db.BudgetTakeParams{
+// BudgetSpend spends one execution of k under limits, holding a slot for
+// it under lease until it is released or ttl passes, in one statement:
+// unless approved and another execution of correlation holds a slot, or a
+// limit is reached. Run again after a spend under the same lease
+// committed, it answers Spent and counts nothing more.
+func (s *Store) BudgetSpend(ctx context.Context, k BudgetKey, limits BudgetLimits, lease uuid.UUID, correlation string,
+	ttl time.Duration, approved bool) (*BudgetSpendResult, error) {
+	r, err := s.q.BudgetSpend(ctx, s.x, &db.BudgetSpendParams{
 		TenantID: k.Tenant, Action: k.Action, ID: lease, CorrelationID: correlation, TtlSeconds: ttl.Seconds(),
-	}))
+		PerMinute: clampInt32(limits.PerMinute), PerDay: clampInt32(limits.PerDay), MaxConcurrent: clampInt32(limits.MaxConcurrent),
+		Approved: approved,
+	})
+	if err != nil {
+		return nil, InterpretError(err)
+	}
+	return &BudgetSpendResult{Spent: r.Spent, Held: r.Held, RefusedBy: r.RefusedBy,
+		MinuteStart: r.MinuteStart, DayStart: r.DayStart, MinuteCalls: int(r.MinuteCalls), DayCalls: int(r.DayCalls),
+		Running: int(r.Running), FirstExpiry: r.FirstExpiry, Now: r.Now}, nil
 }
 
 // BudgetRelease frees an execution's slot.
@@ -69,4 +69,10 @@ func (s *Store) BudgetRelease(ctx context.Context, k BudgetKey, lease uuid.UUID)
 // minute and day, where they are still the current ones.
 func (s *Store) BudgetRefund(ctx context.Context, k BudgetKey, minute, day time.Time) error {
 	return InterpretError(s.q.BudgetRefund(ctx, s.x, &db.BudgetRefundParams{MinuteStart: minute, DayStart: day, TenantID: k.Tenant, Action: k.Action}))
+}
+
+// clampInt32 is n as an integer column holds it: a limit past the
+// largest is no limit a count could reach.
+func clampInt32(n int) int32 {
+	return int32(min(n, math.MaxInt32)) //nolint:gosec // G115: clamped
 }
