@@ -17,9 +17,10 @@ npm_ci_cached() {
     mkdir -p "$dest"
     cp "$src/package.json" "$src/package-lock.json" "$dest/"
     # Not `npm ci`: it refuses a lock that lacks an optional dependency the
-    # registry does not have (vite's napi-windows-process-start-time is a
-    # 404), where `npm install` skips it. The lock must come out unchanged,
-    # so what runs is what is pinned.
+    # registry does not have (vite's napi-windows-process-start-time was a
+    # 404 for a while; the lock now holds it, as the registry serves it),
+    # where `npm install` skips it. The lock must come out unchanged, so
+    # what runs is what is pinned.
     npm install --prefix "$dest" --no-audit --no-fund --loglevel=error >/dev/null
     if ! cmp -s "$src/package-lock.json" "$dest/package-lock.json"; then
       echo "npm install changed $src/package-lock.json: it is out of step with package.json (regenerate it with npm install --package-lock-only)" >&2
