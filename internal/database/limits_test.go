@@ -389,6 +389,38 @@ func TestRowWriterWithoutFlush(t *testing.T) {
 	}
 }
 
+// TestRowWriterSentAgainAfterADeadConnection: a write whose pooled
+// connection died while idle (its backend terminated) is sent again on a
+// new one and succeeds, once: its statement is repeatable, as the writer
+// requires, so a second send is safe however far the first got.
+func TestRowWriterSentAgainAfterADeadConnection(t *testing.T) {
+	t.Parallel()
+	if testdb.Bouncing() {
+		t.Skip("kills the backend its connection reports, which behind PgBouncer leaves that connection alive; the run without PgBouncer runs it")
+	}
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	pool := openInMode(t, url, "cache_statement", "pool_max_conns", "1")
+	w := database.RowWriterWithoutFlush(pool, "acme")
+	var before int32
+	if err := w.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	var ok bool
+	if err := admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", before).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminate the backend: %v %v", ok, err)
+	}
+	var after int32
+	if err := w.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&after); err != nil || after == before {
+		t.Fatalf("the write after its connection died: backend %d (was %d): %v; want a new backend", after, before, err)
+	}
+}
+
 // TestQueryInTenantAllocations bounds what a read on a bounded runtime
 // pool allocates, the server's most frequent call into Postgres: a scope
 // statement built per read (some fifteen allocations), or statements of
