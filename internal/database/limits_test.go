@@ -349,11 +349,7 @@ func TestRowWriterWithoutFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
+	admin := testdb.Pool(t, url)
 	const sql = settingsSQL + " || ' ' || current_setting('transaction_read_only') || ' ' || current_setting('synchronous_commit') || ' ' || current_user, pg_current_xact_id()::text"
 	const want = "1500ms 30s acme off off " + database.RuntimeRole
 	for _, mode := range execModes {
@@ -400,11 +396,7 @@ func TestRowWriterSentAgainAfterADeadConnection(t *testing.T) {
 	}
 	ctx := context.Background()
 	url := testdb.New(t)
-	admin, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
+	admin := testdb.Pool(t, url)
 	pool := openInMode(t, url, "cache_statement", "pool_max_conns", "1")
 	w := database.RowWriterWithoutFlush(pool, "acme")
 	var before int32
