@@ -316,11 +316,7 @@ func TestQueryInTenantIsOneReadOnlyTransaction(t *testing.T) {
 	}
 	for _, mode := range execModes {
 		t.Run(mode, func(t *testing.T) {
-			pool := openInMode(t, url, mode, "pool_max_conns", "1")
-			if _, err := pool.Exec(ctx, "RESET ROLE"); err != nil {
-				t.Fatal(err)
-			}
-			bounded := database.Bound(pool, database.Limits{LockTimeout: 1500 * time.Millisecond, StatementTimeout: 30 * time.Second})
+			pool, bounded := boundedInMode(t, url, mode)
 			for range 2 { // the first read prepares its statements, the second reuses them
 				if got, err := read(bounded, sql); err != nil || got != "1500ms 30s acme on "+database.RuntimeRole {
 					t.Fatalf("the read: %q (%v), want %q", got, err, "1500ms 30s acme on "+database.RuntimeRole)
@@ -354,11 +350,7 @@ func TestRowWriterWithoutFlush(t *testing.T) {
 	const want = "1500ms 30s acme off off " + database.RuntimeRole
 	for _, mode := range execModes {
 		t.Run(mode, func(t *testing.T) {
-			pool := openInMode(t, url, mode, "pool_max_conns", "1")
-			if _, err := pool.Exec(ctx, "RESET ROLE"); err != nil {
-				t.Fatal(err)
-			}
-			bounded := database.Bound(pool, database.Limits{LockTimeout: 1500 * time.Millisecond, StatementTimeout: 30 * time.Second})
+			pool, bounded := boundedInMode(t, url, mode)
 			w := database.RowWriterWithoutFlush(bounded, "acme")
 			for range 2 { // the first prepares its statements, the second reuses them
 				var got, xid string
@@ -441,6 +433,19 @@ func TestQueryInTenantAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(200, read); n > bound {
 		t.Fatalf("a read allocates %v times, want at most %d", n, bound)
 	}
+}
+
+// boundedInMode opens a runtime pool of one connection on url in pgx's
+// exec mode, its session's role reset, so that what a transaction sets
+// locally is what it shows, and bounds it by a 1500ms lock timeout and a
+// 30s statement timeout.
+func boundedInMode(t *testing.T, url, mode string) (*pgxpool.Pool, *database.Bounded) {
+	t.Helper()
+	pool := openInMode(t, url, mode, "pool_max_conns", "1")
+	if _, err := pool.Exec(context.Background(), "RESET ROLE"); err != nil {
+		t.Fatal(err)
+	}
+	return pool, database.Bound(pool, database.Limits{LockTimeout: 1500 * time.Millisecond, StatementTimeout: 30 * time.Second})
 }
 
 // execModes are pgx's query exec modes, as a database URL names them.
