@@ -301,8 +301,11 @@ func ConfirmCommit(ctx context.Context, tx pgx.Tx) error {
 	if !ok {
 		return nil
 	}
-	return tx.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&c.xid)
+	return tx.QueryRow(ctx, currentXID).Scan(&c.xid)
 }
+
+// currentXID reads the transaction's id, giving it one if it has none.
+const currentXID = "SELECT pg_current_xact_id()::text"
 
 // commitStatusWait bounds how long InTenant asks whether a failed COMMIT
 // took effect, on a connection without limits.

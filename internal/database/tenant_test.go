@@ -195,24 +195,36 @@ func TestAfterCommit(t *testing.T) {
 }
 
 // TestConfirmCommit: a transaction whose backend dies as its COMMIT is
-// sent did not commit. With ConfirmCommit, InTenant asks Postgres and says
-// so (ErrNotCommitted), running nothing AfterCommit registered; without,
-// the COMMIT's error is all it has: it cannot tell.
+// sent did not commit. With ConfirmCommit — its own round trip, or read
+// with a Queue's statements — InTenant asks Postgres and says so
+// (ErrNotCommitted), running nothing AfterCommit registered; without, the
+// COMMIT's error is all it has: it cannot tell.
 func TestConfirmCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.Pool(t, testdb.New(t))
-	for _, confirm := range []bool{true, false} {
-		tenant := map[bool]string{true: "confirmed", false: "unconfirmed"}[confirm]
+	const insert = "INSERT INTO orangerail.tenants (id) VALUES ($1)"
+	for _, tenant := range []string{"confirmed", "queued", "unconfirmed"} {
+		confirm := tenant != "unconfirmed"
 		ran := false
 		err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			database.AfterCommit(tx, func() { ran = true })
-			if _, err := tx.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ($1)", tenant); err != nil {
-				return err
-			}
-			if confirm {
-				if err := database.ConfirmCommit(ctx, tx); err != nil {
+			switch tenant {
+			case "queued":
+				var q database.Queue
+				_, _ = q.Exec(ctx, insert, tenant)
+				q.ConfirmCommit(tx)
+				if _, err := q.Send(ctx, tx); err != nil {
 					return err
+				}
+			default:
+				if _, err := tx.Exec(ctx, insert, tenant); err != nil {
+					return err
+				}
+				if confirm {
+					if err := database.ConfirmCommit(ctx, tx); err != nil {
+						return err
+					}
 				}
 			}
 			// The backend dies before the COMMIT reaches it.
@@ -223,14 +235,14 @@ func TestConfirmCommit(t *testing.T) {
 			return nil
 		})
 		if err == nil || errors.Is(err, database.ErrNotCommitted) != confirm {
-			t.Errorf("confirm %v: %v, want ErrNotCommitted only when confirmed", confirm, err)
+			t.Errorf("%s: %v, want ErrNotCommitted only when confirmed", tenant, err)
 		}
 		if ran {
-			t.Errorf("confirm %v: what AfterCommit registered ran for a transaction that did not commit", confirm)
+			t.Errorf("%s: what AfterCommit registered ran for a transaction that did not commit", tenant)
 		}
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM orangerail.tenants WHERE id = $1", tenant).Scan(&n); err != nil || n != 0 {
-			t.Errorf("confirm %v: %d rows of the transaction: %v", confirm, n, err)
+			t.Errorf("%s: %d rows of the transaction: %v", tenant, n, err)
 		}
 	}
 }

@@ -754,12 +754,18 @@ func appendAudit(ctx context.Context, tx pgx.Tx, rec *Record) error {
 	if err := AppendAudit(ctx, tx, rec); err != nil {
 		return &auditAppendError{err}
 	}
+	appended(ctx, tx, rec)
+	return nil
+}
+
+// appended registers, on tx, what follows rec's append once tx commits:
+// its event, and for execution_started, that the execution started.
+func appended(ctx context.Context, tx pgx.Tx, rec *Record) {
 	emitOnCommit(ctx, tx, AuditAppended{Tenant: rec.Tenant, Phase: rec.Phase, Action: rec.Action,
 		CorrelationID: rec.CorrelationID, Actor: rec.Actor.Subject})
 	if rec.Phase == PhaseExecutionStarted {
 		startedOnCommit(ctx, tx)
 	}
-	return nil
 }
 
 // DigestHex returns an approval's input digest as the approver sees it.

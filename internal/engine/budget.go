@@ -139,22 +139,20 @@ func (x *execution) rateLimited(ctx context.Context, r *RateLimit) *Outcome {
 	return &Outcome{Status: StatusRateLimited, Code: errcode.RateLimited, RateLimit: r, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 }
 
-// releaseIn frees the execution's slot in stx, the transaction that
-// records how its effect ended, once the effect ran: the count stays
-// spent, so there is nothing to give back, and the release is the delete
-// of the execution's own lease row, which no other execution waits on.
-// It spares the common execution unspend's transaction; should stx not
-// commit, unspend releases the slot as before.
-func (x *execution) releaseIn(ctx context.Context, stx pgx.Tx) error {
+// releaseIn queues on q, which is sent on stx, the transaction that
+// records how its effect ended, the release of the execution's slot, once
+// the effect ran: the count stays spent, so there is nothing to give
+// back, and the release is the delete of the execution's own lease row,
+// which no other execution waits on. It spares the common execution
+// unspend's transaction; should stx not commit, unspend releases the slot
+// as before.
+func (x *execution) releaseIn(ctx context.Context, q *database.Queue, stx pgx.Tx) {
 	s := x.spent
 	if s == nil || !x.ran || x.e.keepLeases {
-		return nil
+		return
 	}
-	if err := store.New(stx).BudgetRelease(ctx, s.key, s.lease); err != nil {
-		return err
-	}
+	_ = store.New(q).BudgetRelease(ctx, s.key, s.lease) // queued: its error is q.Send's
 	database.AfterCommit(stx, func() { s.released = true })
-	return nil
 }
 
 // unspend frees the execution's slot however the execution ended, and

@@ -318,16 +318,14 @@ func (x *execution) together(ctx context.Context) *Outcome {
 			if err := savepoint.Rollback(ctx); err != nil {
 				return err
 			}
-			return x.finish(ctx, tx, EffectResult{}, runErr)
+			return x.finish(ctx, tx, EffectResult{}, runErr, false)
 		}
 		// A good effect's savepoint is not released: the COMMIT releases
-		// it with the rest, and a RELEASE would cost a round trip.
-		if err := x.finish(ctx, tx, result, nil); err != nil {
-			return err
-		}
-		// Should the COMMIT fail, InTenant asks Postgres whether it took
-		// effect: a commit it confirms answers as any other.
-		if err := database.ConfirmCommit(ctx, tx); err != nil {
+		// it with the rest, and a RELEASE would cost a round trip. Should
+		// the COMMIT fail, InTenant asks Postgres whether it took effect
+		// (finish reads the transaction's id for it): a commit it
+		// confirms answers as any other.
+		if err := x.finish(ctx, tx, result, nil, true); err != nil {
 			return err
 		}
 		finished = true
@@ -414,7 +412,7 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 		x.e.beforeFinish()
 	}
 	err = database.InTenant(finishCtx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
-		return x.finish(finishCtx, stx, result, runErr)
+		return x.finish(finishCtx, stx, result, runErr, false)
 	})
 	if err != nil && runErr == nil {
 		// Committed, but unrecorded: never "nothing ran".
@@ -463,21 +461,39 @@ func (x *execution) attempt(ctx context.Context, a EffectAttempt) error {
 }
 
 // finish records how the effect ended, frees its budget slot, and sets
-// the outcome.
-func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult, runErr error) error {
-	if err := x.releaseIn(ctx, stx); err != nil {
-		return err
-	}
+// the outcome. The release and the record, and with confirm the
+// transaction's id that ConfirmCommit reads, are sent in one round trip.
+func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult, runErr error, confirm bool) error {
+	var rec *Record
 	if runErr != nil {
-		rec := x.record(PhaseExecutionFailed)
+		rec = x.record(PhaseExecutionFailed)
 		rec.Error, rec.Diagnostic = runErr.Error(), string(classify(runErr))
 		x.out = &Outcome{Status: StatusFailed, CorrelationID: x.correlation, ApprovalID: x.approvalID, Diagnostic: classify(runErr), Err: runErr}
-		return appendAudit(ctx, stx, rec)
+	} else {
+		rec = x.record(PhaseExecutionSucceeded)
+		rec.Result = mask(result.Data, x.c.action.ResultMasks())
+		x.out = &Outcome{Status: StatusOK, Data: result.Data, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 	}
-	rec := x.record(PhaseExecutionSucceeded)
-	rec.Result = mask(result.Data, x.c.action.ResultMasks())
-	x.out = &Outcome{Status: StatusOK, Data: result.Data, CorrelationID: x.correlation, ApprovalID: x.approvalID}
-	return appendAudit(ctx, stx, rec)
+	var q database.Queue
+	x.releaseIn(ctx, &q, stx)
+	recorded := q.Len()
+	if err := AppendAudit(ctx, &q, rec); err != nil {
+		return &auditAppendError{err} // the record could not be encoded
+	}
+	if confirm {
+		q.ConfirmCommit(stx)
+	}
+	switch failed, err := q.Send(ctx, stx); {
+	case err == nil:
+	case failed == recorded:
+		return &auditAppendError{classifyAuditError(store.InterpretError(err))}
+	case failed < recorded:
+		return store.InterpretError(err)
+	default:
+		return err
+	}
+	appended(ctx, stx, rec)
+	return nil
 }
 
 // outcome turns the execution's end into its outcome, logging failures.

@@ -64,15 +64,39 @@ func dialAs(wrap func(net.Conn) net.Conn) pgconn.DialFunc {
 // answerEater is a pool's tracer whose connections (eatingConns, dialAs
 // makes them), once armed, read and drop every byte Postgres sends until
 // their read deadline: the answers of a half-open network, lost on their
-// way. tracer arms the connection that is about to send the COMMIT of an
+// way. It arms the connection that is about to send the COMMIT of an
 // execution (one that has just read its transaction's id), once.
 type answerEater struct {
-	mu sync.Mutex
-	// xidConn read its transaction's id last.
-	xidConn *pgx.Conn
+	xidWatch
 	// armed is closed once a COMMIT's connection was armed.
 	armed chan struct{}
 }
+
+// xidWatch notes the connection that read its transaction's id last, as
+// the engine does before an execution's COMMIT: in a statement of its own
+// or sent with the execution's last statements (a database.Queue's
+// batch). Its mutex guards what the tracer embedding it keeps too.
+type xidWatch struct {
+	mu      sync.Mutex
+	xidConn *pgx.Conn
+}
+
+// readsXID reports whether sql reads the transaction's id.
+func readsXID(sql string) bool { return strings.Contains(sql, "pg_current_xact_id") }
+
+func (w *xidWatch) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range data.Batch.QueuedQueries {
+		if readsXID(q.SQL) {
+			w.xidConn = conn
+		}
+	}
+	return ctx
+}
+
+func (w *xidWatch) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (w *xidWatch) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // eatingConn is a connection answerEater arms.
 type eatingConn struct {
@@ -93,7 +117,7 @@ func (a *answerEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
-	case strings.Contains(data.SQL, "pg_current_xact_id"):
+	case readsXID(data.SQL):
 		a.xidConn = conn
 	case conn == a.xidConn && strings.EqualFold(strings.TrimSpace(data.SQL), "commit") && a.armed != nil:
 		if c, ok := conn.PgConn().Conn().(*eatingConn); ok {
@@ -155,8 +179,7 @@ func TestCommitAnswerLost(t *testing.T) {
 // closes the swallowed connection, as the network healing (or the server's
 // TCP keepalive) would.
 type commitSwallower struct {
-	mu      sync.Mutex
-	xidConn *pgx.Conn
+	xidWatch
 	// armed is closed once a COMMIT was swallowed.
 	armed chan struct{}
 	// swallowed is the connection armed.
@@ -189,7 +212,7 @@ func (s *commitSwallower) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case strings.Contains(data.SQL, "pg_current_xact_id"):
+	case readsXID(data.SQL):
 		s.xidConn = conn
 	case conn == s.xidConn && strings.EqualFold(strings.TrimSpace(data.SQL), "commit") && s.swallowed == nil:
 		if c, ok := conn.PgConn().Conn().(*swallowingConn); ok {

@@ -151,17 +151,25 @@ func (k *Killer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.T
 	return ctx
 }
 
-// TraceBatchStart springs a Before trap on a statement of a pipelined
-// batch (a QueryInTenant read): the backend is gone before the batch is
-// sent. A batch's statements are sent together, so no other place of one
-// can be told apart.
+// TraceBatchStart springs a Before or After trap on a statement of a
+// pipelined batch (a QueryInTenant read, a database.Queue's statements):
+// Before, the backend is gone before the batch is sent; After, once the
+// batch's answers came back, before the connection's next statement. A
+// batch's statements are sent together, so no other place of one can be
+// told apart.
 func (k *Killer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	for _, q := range data.Batch.QueuedQueries {
-		if _, fired := k.take(pgx.TraceQueryStartData{SQL: q.SQL, Args: q.Arguments}, Before); fired != nil {
-			k.terminate(conn.PgConn().PID(), "")
-			close(fired)
-			break
+		t, fired := k.take(pgx.TraceQueryStartData{SQL: q.SQL, Args: q.Arguments}, Before, After)
+		if t == nil {
+			continue
 		}
+		pid := conn.PgConn().PID()
+		if t.When == After {
+			return context.WithValue(ctx, afterKey{}, func() { k.terminate(pid, ""); close(fired) })
+		}
+		k.terminate(pid, "")
+		close(fired)
+		break
 	}
 	return ctx
 }
@@ -169,8 +177,12 @@ func (k *Killer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.T
 // TraceBatchQuery implements pgx.BatchTracer.
 func (k *Killer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
-// TraceBatchEnd implements pgx.BatchTracer.
-func (k *Killer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+// TraceBatchEnd springs an After trap.
+func (k *Killer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	if f, ok := ctx.Value(afterKey{}).(func()); ok {
+		f()
+	}
+}
 
 // TraceQueryEnd springs an After trap.
 func (k *Killer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {

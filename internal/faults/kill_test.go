@@ -332,10 +332,11 @@ func TestKillAfterAuditAppend(t *testing.T) {
 
 // TestKillAfterFinishAppend: the backend dies after the effect ran and
 // execution_succeeded was appended, before the COMMIT: nothing committed,
-// and the engine knows it — the transaction's id, read before the COMMIT,
-// is read on the dead connection, so the COMMIT was never sent — so the
-// poll says store_unavailable, never ok, nor outcome_unknown. The approval
-// is still approved, and the next poll executes it once.
+// and the engine knows it — it read the transaction's id with the record,
+// so when the COMMIT meets the dead connection it asks Postgres, which
+// confirms the transaction aborted — so the poll says store_unavailable,
+// never ok, nor outcome_unknown. The approval is still approved, and the
+// next poll executes it once.
 func TestKillAfterFinishAppend(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -1,0 +1,92 @@
+package database_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// TestQueue: a Queue's statements run when it is sent, in order, in one
+// batch on the transaction; the first that fails is named by its place,
+// and none after it runs; a statement that returns rows is refused.
+// (TestConfirmCommit holds the id a Queue reads to the confirmation.)
+func TestQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(ctx, "CREATE TABLE queued (n int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	pool, tr := onePool(t, url)
+	rows := func(t *testing.T) []int {
+		t.Helper()
+		r, err := admin.Query(ctx, "SELECT n FROM queued ORDER BY n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(r, pgx.RowTo[int])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		before := tr.batches.Load()
+		var q database.Queue
+		for _, n := range []int{1, 2} {
+			if _, err := q.Exec(ctx, "INSERT INTO queued VALUES ($1)", n); err != nil {
+				return err
+			}
+		}
+		if failed, err := q.Send(ctx, tx); failed != -1 || err != nil {
+			t.Fatalf("send: statement %d failed: %v", failed, err)
+		}
+		if got := tr.batches.Load() - before; got != 1 {
+			t.Fatalf("the queue sent %d batches, want 1", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(t); len(got) != 2 {
+		t.Fatalf("rows %v after the queue committed, want [1 2]", got)
+	}
+
+	err = database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var q database.Queue
+		for _, n := range []int{3, 1, 4} { // 1 is there already
+			_, _ = q.Exec(ctx, "INSERT INTO queued VALUES ($1)", n)
+		}
+		failed, err := q.Send(ctx, tx)
+		var pgErr *pgconn.PgError
+		if failed != 1 || !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UniqueViolation {
+			t.Fatalf("send: statement %d failed: %v; want statement 1, a unique violation", failed, err)
+		}
+		return err
+	})
+	if err == nil {
+		t.Fatal("a transaction whose queued statement failed committed")
+	}
+	if got := rows(t); len(got) != 2 {
+		t.Fatalf("rows %v after a failed queue, want [1 2]", got)
+	}
+
+	var q database.Queue
+	if r, err := q.Query(ctx, "SELECT 1"); err == nil {
+		r.Close()
+		t.Fatal("a Queue ran a Query")
+	}
+	if err := q.QueryRow(ctx, "SELECT 1").Scan(new(int)); err == nil {
+		t.Fatal("a Queue ran a QueryRow")
+	}
+}
