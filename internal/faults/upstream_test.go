@@ -126,6 +126,13 @@ func (c *carrier) sentBefore(reason, replica string, at time.Time, within time.D
 	return ok && first.Before(at) && at.Sub(first) <= within
 }
 
+// requested reports whether a replica asked for reason's label.
+func (c *carrier) requested(reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sent[reason]) > 0
+}
+
 // made is how many labels the carrier made, and how many requests asked.
 func (c *carrier) made() (labels, requests int) {
 	c.mu.Lock()
@@ -363,7 +370,9 @@ func labelCycles(cycles []*cycle) (approvals map[string]string, unknown map[stri
 // approval whose label it made either succeeded in the audit log or is
 // reported unfinished; nothing succeeded that the carrier did not make;
 // no poll executed an approval twice; and the invariant checker finds
-// nothing but the unfinished executions of the killed replicas' calls.
+// nothing but the unfinished executions of the killed replicas' calls —
+// those the carrier held, those in flight beside them, and those a kill
+// cut between their execution_started and their request.
 func TestUpstreamReplicaKilledMidCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -469,13 +478,22 @@ kill:
 			excused[id] = true
 		}
 	}
+	// An execution a kill cut short before its request left its replica:
+	// its execution_started committed, the carrier saw no request, and
+	// the agent's poll on that replica got no answer. The log reports it
+	// unfinished, rightly: only the upstream can say that nothing ran.
+	for _, cy := range cycles {
+		if cy.action == labelAction && cy.approval != "" && slices.Contains(cy.polls, "") && !c.requested(cy.note) {
+			excused[cy.approval] = true
+		}
+	}
 	for reason := range died {
 		if !seen[approvals[reason]] {
 			t.Errorf("%s: its replica was killed while the carrier held its answer, and its execution is not reported unfinished", reason)
 		}
 	}
 	labels, requests := c.made()
-	t.Logf("%d label cycles, %d kills mid-call: the carrier made %d labels from %d requests; %d executions reported unfinished (each a killed call's)",
+	t.Logf("%d label cycles, %d kills mid-call: the carrier made %d labels from %d requests; %d executions may be reported unfinished (each a killed call's)",
 		len(approvals), len(died), labels, requests, len(excused))
 	requireOnlyFlagged(t, f.admin, excused)
 }
