@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -126,11 +127,22 @@ func (c *carrier) sentBefore(reason, replica string, at time.Time, within time.D
 	return ok && first.Before(at) && at.Sub(first) <= within
 }
 
-// requested reports whether a replica asked for reason's label.
-func (c *carrier) requested(reason string) bool {
+// cutBeforeRequest returns the approvals (their ids) of label cycles a
+// killed replica may have cut between their execution_started and their
+// request: one of their polls got no answer (its replica died under it),
+// and no replica asked the carrier for their label. The log reports such
+// an execution unfinished, rightly: only the upstream can say that
+// nothing ran.
+func (c *carrier) cutBeforeRequest(cycles []*cycle) map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.sent[reason]) > 0
+	cut := map[string]bool{}
+	for _, cy := range cycles {
+		if cy.action == labelAction && cy.approval != "" && slices.Contains(cy.polls, "") && len(c.sent[cy.note]) == 0 {
+			cut[cy.approval] = true
+		}
+	}
+	return cut
 }
 
 // made is how many labels the carrier made, and how many requests asked.
@@ -478,15 +490,7 @@ kill:
 			excused[id] = true
 		}
 	}
-	// An execution a kill cut short before its request left its replica:
-	// its execution_started committed, the carrier saw no request, and
-	// the agent's poll on that replica got no answer. The log reports it
-	// unfinished, rightly: only the upstream can say that nothing ran.
-	for _, cy := range cycles {
-		if cy.action == labelAction && cy.approval != "" && slices.Contains(cy.polls, "") && !c.requested(cy.note) {
-			excused[cy.approval] = true
-		}
-	}
+	maps.Copy(excused, c.cutBeforeRequest(cycles))
 	for reason := range died {
 		if !seen[approvals[reason]] {
 			t.Errorf("%s: its replica was killed while the carrier held its answer, and its execution is not reported unfinished", reason)
