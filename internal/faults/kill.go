@@ -129,26 +129,13 @@ func (k *Killer) take(data pgx.TraceQueryStartData, only ...When) (*Trap, chan s
 
 type afterKey struct{}
 
-// TraceQueryStart springs a Before or During trap.
+// TraceQueryStart springs a Before, During or After trap.
 func (k *Killer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	t, fired := k.take(data)
 	if t == nil {
 		return ctx
 	}
-	pid := conn.PgConn().PID()
-	switch t.When {
-	case Before:
-		k.terminate(pid, "")
-		close(fired)
-	case During:
-		go func() {
-			k.terminate(pid, data.SQL)
-			close(fired)
-		}()
-	case After:
-		return context.WithValue(ctx, afterKey{}, func() { k.terminate(pid, ""); close(fired) })
-	}
-	return ctx
+	return k.spring(ctx, conn, t, fired, data.SQL)
 }
 
 // TraceBatchStart springs a Before or After trap on a statement of a
@@ -159,37 +146,50 @@ func (k *Killer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.T
 // told apart.
 func (k *Killer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	for _, q := range data.Batch.QueuedQueries {
-		t, fired := k.take(pgx.TraceQueryStartData{SQL: q.SQL, Args: q.Arguments}, Before, After)
-		if t == nil {
-			continue
+		if t, fired := k.take(pgx.TraceQueryStartData{SQL: q.SQL, Args: q.Arguments}, Before, After); t != nil {
+			return k.spring(ctx, conn, t, fired, "")
 		}
-		pid := conn.PgConn().PID()
-		if t.When == After {
-			return context.WithValue(ctx, afterKey{}, func() { k.terminate(pid, ""); close(fired) })
-		}
-		k.terminate(pid, "")
-		close(fired)
-		break
 	}
 	return ctx
+}
+
+// spring terminates conn's backend where t says: now (Before), once it
+// runs sql (During), or once the statement or batch that armed it has
+// ended (After: the context returned carries the kill to TraceQueryEnd or
+// TraceBatchEnd, which run it through ended). It closes fired once the
+// backend is gone.
+func (k *Killer) spring(ctx context.Context, conn *pgx.Conn, t *Trap, fired chan struct{}, sql string) context.Context {
+	pid := conn.PgConn().PID()
+	switch t.When {
+	case Before:
+		k.terminate(pid, "")
+		close(fired)
+	case During:
+		go func() {
+			k.terminate(pid, sql)
+			close(fired)
+		}()
+	case After:
+		return context.WithValue(ctx, afterKey{}, func() { k.terminate(pid, ""); close(fired) })
+	}
+	return ctx
+}
+
+// ended runs the After trap the start of ctx's statement or batch sprang.
+func ended(ctx context.Context) {
+	if f, ok := ctx.Value(afterKey{}).(func()); ok {
+		f()
+	}
 }
 
 // TraceBatchQuery implements pgx.BatchTracer.
 func (k *Killer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 
 // TraceBatchEnd springs an After trap.
-func (k *Killer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
-	if f, ok := ctx.Value(afterKey{}).(func()); ok {
-		f()
-	}
-}
+func (k *Killer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) { ended(ctx) }
 
 // TraceQueryEnd springs an After trap.
-func (k *Killer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
-	if f, ok := ctx.Value(afterKey{}).(func()); ok {
-		f()
-	}
-}
+func (k *Killer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) { ended(ctx) }
 
 // terminate terminates pid and waits for it to exit; with running set,
 // it first waits until the backend runs that statement.
