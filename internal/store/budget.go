@@ -71,8 +71,9 @@ func (s *Store) BudgetRefund(ctx context.Context, k BudgetKey, minute, day time.
 	return InterpretError(s.q.BudgetRefund(ctx, s.x, &db.BudgetRefundParams{MinuteStart: minute, DayStart: day, TenantID: k.Tenant, Action: k.Action}))
 }
 
-// clampInt32 is n as an integer column holds it: a limit past the
-// largest is no limit a count could reach.
+// clampInt32 is n, not negative, as an integer column holds it: a count
+// or limit past the largest reads as the largest (a limit that large is
+// no limit a count could reach).
 func clampInt32(n int) int32 {
 	return int32(min(n, math.MaxInt32)) //nolint:gosec // G115: clamped
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,7 +44,7 @@ func (s *Store) RateShareFlush(ctx context.Context, replica uuid.UUID, shares []
 	p := &db.RateShareFlushParams{Replica: replica, Buckets: make([]string, len(shares)),
 		Windows: make([]time.Time, len(shares)), Hits: make([]int32, len(shares))}
 	for i, sh := range shares {
-		p.Buckets[i], p.Windows[i], p.Hits[i] = sh.Bucket, sh.Window, int32(min(sh.Hits, math.MaxInt32)) //nolint:gosec // G115: clamped
+		p.Buckets[i], p.Windows[i], p.Hits[i] = sh.Bucket, sh.Window, clampInt32(sh.Hits)
 	}
 	return InterpretError(s.q.RateShareFlush(ctx, s.x, p))
 }
