@@ -407,12 +407,17 @@ type tried struct {
 	entered, repeatable bool
 }
 
+// withoutFlush is the setting by which a transaction's commit does not
+// wait for its WAL to reach disk: InTenantWithoutFlush's and
+// RowWriterWithoutFlush's.
+var withoutFlush = [2]string{"synchronous_commit", "off"}
+
 // inTenant is one attempt of InTenant.
 func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, flush bool, fn func(pgx.Tx) error) tried {
 	limits, role := limitsOf(conn)
 	set := settings(tenant, role, limits)
 	if !flush {
-		set = append(set, [2]string{"synchronous_commit", "off"})
+		set = append(set, withoutFlush)
 	}
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
 		// The transaction's connection is held here, not by the
@@ -558,7 +563,7 @@ func pipelineScope(role string, l Limits, kind pipelined) string {
 	}
 	first := [2]string{"transaction_read_only", "on"}
 	if kind == writeWithoutFlush {
-		first = [2]string{"synchronous_commit", "off"}
+		first = withoutFlush
 	}
 	var sql strings.Builder
 	sql.WriteString("SELECT ")
