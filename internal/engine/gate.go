@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/uuid"
@@ -177,6 +179,34 @@ func callerVars(c *Caller) map[string]any {
 		"subject": c.Subject, "issuer": c.Issuer, "tenant": c.Tenant, "roles": c.Roles,
 		"scopes": c.Scopes, "kind": string(c.Kind),
 	}
+}
+
+// AudienceKey spells, unambiguously, all the gates of audience read of
+// the caller: callerVars, which holds what Authenticated and HasRole read
+// too. Two callers with the same key are in the same audiences — of every
+// tool (Sees), prompt (SeesPrompt) and surface (Surface) — under one
+// config, since an audience predicate reads nothing else, so a transport
+// may answer a key once. It must name every field callerVars does.
+func (c *Caller) AudienceKey() string {
+	var b strings.Builder
+	field := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	list := func(l []string) {
+		field(strconv.Itoa(len(l)))
+		for _, s := range l {
+			field(s)
+		}
+	}
+	field(c.Subject)
+	field(c.Issuer)
+	field(c.Tenant)
+	field(string(c.Kind))
+	list(c.Roles)
+	list(c.Scopes)
+	return b.String()
 }
 
 // refuse answers a gate's refusal of a tool call (StatusDenied under

@@ -605,6 +605,54 @@ func TestStreamableHTTP(t *testing.T) {
 	}
 }
 
+// TestCatalogPerCallerOverHTTP: each HTTP request is answered by the
+// server of its own caller's catalog, whoever called before — callers of
+// the same roles in other tenants too, whom an audience predicate tells
+// apart — and the servers remembered by caller stay bounded.
+func TestCatalogPerCallerOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t, ontologytest.Set("actions.add_order_note.policy.audience", `caller.tenant == "acme"`))
+	acme, globex := agent("support"), agent("support")
+	globex.Tenant = "globex"
+	srv := httptest.NewServer(mcp.NewAuthenticator(byToken{"acme": acme, "globex": globex, "plain": agent()}).Require(s.HTTPHandler()))
+	t.Cleanup(srv.Close)
+	lists := func(token string) []string {
+		client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		return toolNames(t, cs)
+	}
+	for range 2 { // the second round is answered by what the first remembered
+		for _, tc := range []struct {
+			token       string
+			note, stage bool
+		}{{"acme", true, true}, {"globex", false, true}, {"plain", false, false}} {
+			got := lists(tc.token)
+			if slices.Contains(got, "add_order_note") != tc.note || slices.Contains(got, "cancel_order") != tc.stage || !slices.Contains(got, "order_get") {
+				t.Fatalf("%s sees %v", tc.token, got)
+			}
+		}
+	}
+	if mcp.ForCaller(s, acme) != mcp.ForCaller(s, agent("support")) || mcp.ForCaller(s, acme) == mcp.ForCaller(s, globex) {
+		t.Fatal("callers of one catalog are not answered by one server, or callers of two by one")
+	}
+	for i := range mcp.MaxRememberedCallers + 10 {
+		c := agent("support")
+		c.Subject = fmt.Sprintf("agent-%d", i)
+		if mcp.ForCaller(s, c) != mcp.ForCaller(s, acme) {
+			t.Fatalf("%s is answered by another catalog's server", c.Subject)
+		}
+	}
+	if n := mcp.RememberedCallers(s); n > mcp.MaxRememberedCallers || n == 0 {
+		t.Fatalf("%d callers remembered, want 1 to %d", n, mcp.MaxRememberedCallers)
+	}
+}
+
 // byToken resolves each token it holds to its caller, and refuses any
 // other.
 type byToken map[string]*engine.Caller

@@ -78,6 +78,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	profiles map[string]*sdk.Server // by the names of the tools and prompts a caller sees
+	// byCaller is forCaller's answer by the caller's AudienceKey, for at
+	// most maxRememberedCallers callers: the gates need not be asked again
+	// at each request of a caller seen lately.
+	byCaller map[string]*sdk.Server
 
 	// watch tells sessions subscribed to an approval's resource when its
 	// status changes (resources.go).
@@ -103,6 +107,7 @@ func New(opts Options) (*Server, error) {
 		log:      cmp.Or(opts.Logger, slog.Default()),
 		schemas:  sdk.NewSchemaCache(),
 		profiles: map[string]*sdk.Server{},
+		byCaller: map[string]*sdk.Server{},
 	}
 	if s.tracer == nil {
 		s.tracer = noop.NewTracerProvider().Tracer("")
@@ -168,21 +173,37 @@ func (s *Server) visibleAs(caller *engine.Caller, surface ontology.Surface) []st
 	return names
 }
 
+// maxRememberedCallers bounds Server.byCaller; past it, the callers are
+// forgotten at once and remembered anew as they call.
+const maxRememberedCallers = 4096
+
 // forCaller returns the MCP server for a caller's catalog. Servers are
 // shared by every caller who sees the same tools; the handlers read the
-// caller from each request.
+// caller from each request. The catalog depends on nothing of the caller
+// but its AudienceKey, and a Server's config never changes, so the answer
+// is remembered by that key: an HTTP request of a caller seen lately asks
+// no gate (nor an audience predicate) before its handler, which asks its
+// own.
 func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
+	audience := caller.AudienceKey()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if srv, ok := s.byCaller[audience]; ok {
+		return srv
+	}
 	// The usable tools decide the offered ones (offer), so they key the
 	// server.
 	usable, prompts := s.usable(caller), s.visiblePrompts(caller)
 	key := strings.Join(usable, ",") + "|" + strings.Join(prompts, ",")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if srv, ok := s.profiles[key]; ok {
-		return srv
+	srv, ok := s.profiles[key]
+	if !ok {
+		srv = s.build(usable, prompts, nil)
+		s.profiles[key] = srv
 	}
-	srv := s.build(usable, prompts, nil)
-	s.profiles[key] = srv
+	if len(s.byCaller) >= maxRememberedCallers {
+		clear(s.byCaller)
+	}
+	s.byCaller[audience] = srv
 	return srv
 }
 
