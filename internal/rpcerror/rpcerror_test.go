@@ -1,6 +1,11 @@
 package rpcerror
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -96,4 +101,79 @@ func TestInspect(t *testing.T) {
 			t.Errorf("Inspect(%s) = %+v, %v; want %+v", body, got, problem, want)
 		}
 	}
+}
+
+// FuzzInspect holds Inspect to the reading it replaced, which decoded the
+// body with encoding/json into a map of raw members: the same problem for
+// every body, and for a message, the same envelope.
+func FuzzInspect(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"s":"}\"]"}}}`,
+		`{"jsonrpc":"2.0","id":1,"m\u0065thod":"tools\/call","Params":5}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"x","params":1,"params":2}`,
+		` { "jsonrpc" : "2.0" , "id" : null , "method" : "ping" , "params" : [ 1 , { } ] } `,
+		`{"jsonrpc":"2.0","id":"x","error":{"code":1}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`,
+		"{\"jsonrpc\":\"2.0\",\"method\":\"a\xffb\",\"i\xffd\":1}",
+		`{"\u006asonrpc":"2.0","\"id":1,"method":"a\u00e9\"b"}`,
+		`{"jsonrpc":"2.0","id":-0,"method":"ping"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`null`, `17`, `"x"`, `{}`, ``, `{"a":}`, `{"jsonrpc":"2.0"} x`,
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		env, problem := Inspect(body)
+		wantEnv, wantProblem := inspectByUnmarshal(body)
+		if (problem == nil) != (wantProblem == nil) || problem != nil && *problem != *wantProblem {
+			t.Fatalf("Inspect(%q): problem %+v, want %+v", body, problem, wantProblem)
+		}
+		if env.Method != wantEnv.Method || env.Call != wantEnv.Call || !bytes.Equal(env.Params, wantEnv.Params) || (env.Params == nil) != (wantEnv.Params == nil) {
+			t.Fatalf("Inspect(%q) = %+v, want %+v", body, env, wantEnv)
+		}
+	})
+}
+
+// inspectByUnmarshal is Inspect as it read a message before it scanned
+// one: the reference FuzzInspect holds it to.
+func inspectByUnmarshal(body []byte) (Envelope, *Problem) {
+	invalid := func(msg string) *Problem {
+		return &Problem{RPCCode: CodeInvalidRequest, Code: errcode.MCPInvalidRequest, Msg: msg}
+	}
+	var msg map[string]json.RawMessage
+	err := json.Unmarshal(body, &msg)
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &syntax):
+		return Envelope{}, &Problem{RPCCode: CodeParseError, Code: errcode.MCPParseError, Msg: "the message is not JSON"}
+	case IsBatch(body):
+		return Envelope{}, ErrBatch
+	case err != nil || msg == nil:
+		return Envelope{}, invalid("the message is not a JSON object")
+	}
+	if v, ok := msg["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
+		return Envelope{}, invalid(`"jsonrpc" must be "2.0"`)
+	}
+	rawID, hasID := msg["id"]
+	if hasID && !isID(rawID) && !isNull(rawID) {
+		return Envelope{}, invalid(`"id" must be a string or a number`)
+	}
+	if hasID && isID(rawID) && rawID[0] != '"' && !answerableID(rawID) {
+		return Envelope{}, invalid(fmt.Sprintf(`a number "id" must be an integer of at most %d in magnitude, written as one`, maxNumberID))
+	}
+	env := Envelope{Call: hasID && !isNull(rawID), Params: msg["params"]}
+	if method, ok := msg["method"]; ok {
+		if len(method) == 0 || method[0] != '"' {
+			return Envelope{}, invalid(`"method" must be a string`)
+		}
+		env.Method = jsonString(method)
+		return env, nil
+	}
+	_, result := msg["result"]
+	_, failed := msg["error"]
+	if !hasID || isNull(rawID) || result == failed {
+		return Envelope{}, invalid(`the message is neither a request ("method" is missing) nor a response (an "id" and a "result" or an "error")`)
+	}
+	return env, nil
 }
