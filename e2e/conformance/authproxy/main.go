@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -76,7 +77,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: logged(proxy), ReadHeaderTimeout: 10 * time.Second}
+	// One request per client connection. In two clean-clone runs the
+	// suite's tools/list failed "terminated": its client (Node's fetch,
+	// undici) closed the connection while this proxy was copying the
+	// server's answer to it (the proxy's read of the answer was cut by the
+	// client's going). The likely cause is undici's reuse of a connection
+	// whose last response body was never read — the SDK's probe of GET
+	// /mcp, answered 405 — a body it may cancel later by closing that
+	// socket. A connection per request keeps the client's connection reuse
+	// out of what the suite judges; what reaches the server is unchanged,
+	// and the log below says, of each request, whether the client went.
+	srv.SetKeepAlivesEnabled(false)
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -86,6 +98,22 @@ func run() error {
 		return err
 	}
 	return nil
+}
+
+// logged logs each request's start and end to stderr (the run keeps it
+// as bin/conformance/proxy-ROLE.err): the client's address, and whether
+// the client went away before the answer was written.
+func logged(next http.Handler) http.Handler {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		logger.Info("start", "method", r.Method, "path", r.URL.Path, "client", r.RemoteAddr)
+		defer func() {
+			logger.Info("end", "method", r.Method, "path", r.URL.Path, "client", r.RemoteAddr,
+				"after", time.Since(start), "client_gone", r.Context().Err() != nil)
+		}()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // newProxy forwards every request to target's origin, with token as its
