@@ -187,15 +187,18 @@ const maxRememberedCallers = 4096
 func (s *Server) forCaller(caller *engine.Caller) *sdk.Server {
 	audience := caller.AudienceKey()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if srv, ok := s.byCaller[audience]; ok {
+	srv, ok := s.byCaller[audience]
+	s.mu.Unlock()
+	if ok {
 		return srv
 	}
 	// The usable tools decide the offered ones (offer), so they key the
-	// server.
+	// server. They are asked outside the lock: a predicate may be slow.
 	usable, prompts := s.usable(caller), s.visiblePrompts(caller)
 	key := strings.Join(usable, ",") + "|" + strings.Join(prompts, ",")
-	srv, ok := s.profiles[key]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	srv, ok = s.profiles[key]
 	if !ok {
 		srv = s.build(usable, prompts, nil)
 		s.profiles[key] = srv
