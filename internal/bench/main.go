@@ -142,7 +142,18 @@ func run(ctx context.Context, o options) error {
 	if err := database.MigrateUp(ctx, dbURL); err != nil {
 		return err
 	}
-	admin, err := pgxpool.New(ctx, dbURL)
+	adminCfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	// The baselines send ids as the runtime's connections do, as sixteen
+	// bytes: pgx alone would send a nullable one (a *uuid.UUID) through
+	// database/sql's Valuer, formatting and parsing its text.
+	adminCfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		database.RegisterUUID(conn.TypeMap())
+		return nil
+	}
+	admin, err := pgxpool.NewWithConfig(ctx, adminCfg)
 	if err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error
 		return nil, err
 	}
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		registerUUID(conn.TypeMap())
+		RegisterUUID(conn.TypeMap())
 		if err := store.New(conn).SessionAssumeRuntime(ctx); err != nil {
 			return classifyRoleError(err)
 		}

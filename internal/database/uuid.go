@@ -12,12 +12,21 @@ import (
 // binary format: sixteen bytes copied each way. Without it pgx takes a
 // UUID through database/sql's Valuer and Scanner, which format and parse
 // its text, allocating, for every approval id a statement sends or reads.
-// Every other value and format is pgtype.UUIDCodec's, as before.
+// A nullable id is a *uuid.UUID, which pgx would not look through: it
+// takes a pointer whose type is a Valuer to the Valuer, which formats the
+// text, fails to write it as binary (an error made with fmt), parses it
+// back and writes that. Every other value and format is
+// pgtype.UUIDCodec's, as before.
 type uuidCodec struct{ pgtype.UUIDCodec }
 
 func (c uuidCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if _, ok := value.(uuid.UUID); ok && format == pgtype.BinaryFormatCode {
-		return encodeUUIDBinary{}
+	if format == pgtype.BinaryFormatCode {
+		switch value.(type) {
+		case uuid.UUID:
+			return encodeUUIDBinary{}
+		case *uuid.UUID:
+			return encodeUUIDPointerBinary{}
+		}
 	}
 	return c.UUIDCodec.PlanEncode(m, oid, format, value)
 }
@@ -33,6 +42,16 @@ type encodeUUIDBinary struct{}
 
 func (encodeUUIDBinary) Encode(value any, buf []byte) ([]byte, error) {
 	u := value.(uuid.UUID)
+	return append(buf, u[:]...), nil
+}
+
+type encodeUUIDPointerBinary struct{}
+
+func (encodeUUIDPointerBinary) Encode(value any, buf []byte) ([]byte, error) {
+	u := value.(*uuid.UUID)
+	if u == nil {
+		return nil, nil // NULL (pgx writes a nil pointer's NULL before it plans)
+	}
 	return append(buf, u[:]...), nil
 }
 
@@ -52,7 +71,8 @@ func (scanUUIDBinary) Scan(src []byte, dst any) error {
 	return nil
 }
 
-// registerUUID has m read and write google/uuid's UUID as uuidCodec does.
-func registerUUID(m *pgtype.Map) {
+// RegisterUUID has m read and write google/uuid's UUID as uuidCodec does,
+// as every connection of Open's pools does.
+func RegisterUUID(m *pgtype.Map) {
 	m.RegisterType(&pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}})
 }

@@ -1,6 +1,7 @@
 package database_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -71,5 +72,21 @@ func TestUUIDsCostNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("an id written and read allocates %v times, want 0", n)
+	}
+	// A nullable id, as sqlc passes it: a *uuid.UUID, written by pgx's
+	// whole path for an argument (a nil pointer is NULL before any plan).
+	var none *uuid.UUID
+	for _, tc := range []struct {
+		arg  *uuid.UUID
+		want []byte
+	}{{&id, id[:]}, {none, nil}} {
+		if n := testing.AllocsPerRun(100, func() {
+			b, err := m.Encode(pgtype.UUIDOID, pgtype.BinaryFormatCode, tc.arg, buf[:0])
+			if err != nil || !bytes.Equal(b, tc.want) || (b == nil) != (tc.want == nil) {
+				t.Fatalf("%v written as %x (%v), want %x", tc.arg, b, err, tc.want)
+			}
+		}); n != 0 {
+			t.Fatalf("a nullable id (%v) written allocates %v times, want 0", tc.arg, n)
+		}
 	}
 }
