@@ -22,8 +22,14 @@ SELECT * FROM orangerail.approval_decide(@id, @status, @decided_by, sqlc.narg(de
 
 -- name: ApprovalConsume :one
 -- The consume compare-and-swap: exactly one caller gets the row. No row:
--- someone else consumed it, it was never approved, or it lapsed.
-SELECT * FROM orangerail.approval_consume(@id);
+-- someone else consumed it, it was never approved, or it lapsed. decided:
+-- whether the chain holds the approval's approved record, asked in the
+-- same statement, after the consume.
+SELECT c.*, EXISTS (
+    SELECT FROM orangerail.audit a
+    WHERE a.tenant_id = c.tenant_id AND a.approval_id = c.id AND a.phase = 'approved'
+)::bool AS decided
+FROM orangerail.approval_consume(@id) AS c;
 
 -- name: ApprovalLapsed :many
 -- The tenant's open approvals past their expiry.

@@ -54,13 +54,6 @@ SELECT coalesce(u.seq, 0)::bigint AS seq, u.approval_id::uuid AS approval_id, u.
        u.action::text AS action, u.missing::text[] AS missing
 FROM orangerail.audit_unexplained_executions(@tenant_id::text) AS u;
 
--- name: AuditApprovalDecided :one
--- Whether the chain holds the approved record of an approval.
-SELECT EXISTS (
-    SELECT FROM orangerail.audit
-    WHERE tenant_id = @tenant_id AND approval_id = @approval_id AND phase = 'approved'
-)::bool AS decided;
-
 -- name: AuditRequesterIssuer :one
 -- The issuer of the actor whose call staged an approval; '' when the
 -- staged record names none (records written before issuers were kept).

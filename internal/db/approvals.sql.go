@@ -13,14 +13,42 @@ import (
 )
 
 const approvalConsume = `-- name: ApprovalConsume :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_consume($1)
+SELECT c.id, c.tenant_id, c.action, c.requested_by, c.input, c.input_digest, c.definition_hash, c.status, c.created_at, c.expires_at, c.decided_by, c.decided_at, c.decision_note, c.consumed_at, c.input_key_id, c.input_sealed, c.input_data_key, c.input_shredded_at, EXISTS (
+    SELECT FROM orangerail.audit a
+    WHERE a.tenant_id = c.tenant_id AND a.approval_id = c.id AND a.phase = 'approved'
+)::bool AS decided
+FROM orangerail.approval_consume($1) AS c
 `
 
+type ApprovalConsumeRow struct {
+	ID              uuid.UUID
+	TenantID        string
+	Action          string
+	RequestedBy     string
+	Input           []byte
+	InputDigest     []byte
+	DefinitionHash  []byte
+	Status          string
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	DecidedBy       *string
+	DecidedAt       *time.Time
+	DecisionNote    *string
+	ConsumedAt      *time.Time
+	InputKeyID      *string
+	InputSealed     []byte
+	InputDataKey    []byte
+	InputShreddedAt *time.Time
+	Decided         bool
+}
+
 // The consume compare-and-swap: exactly one caller gets the row. No row:
-// someone else consumed it, it was never approved, or it lapsed.
-func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, id uuid.UUID) (*OrangerailApproval, error) {
+// someone else consumed it, it was never approved, or it lapsed. decided:
+// whether the chain holds the approval's approved record, asked in the
+// same statement, after the consume.
+func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, id uuid.UUID) (*ApprovalConsumeRow, error) {
 	row := db.QueryRow(ctx, approvalConsume, id)
-	var i OrangerailApproval
+	var i ApprovalConsumeRow
 	err := row.Scan(
 		&i.ID,
 		&i.TenantID,
@@ -40,6 +68,7 @@ func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, id uuid.UUID) (*
 		&i.InputSealed,
 		&i.InputDataKey,
 		&i.InputShreddedAt,
+		&i.Decided,
 	)
 	return &i, err
 }

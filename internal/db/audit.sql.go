@@ -93,26 +93,6 @@ func (q *Queries) AuditAppend(ctx context.Context, db DBTX, entry []byte) error 
 	return err
 }
 
-const auditApprovalDecided = `-- name: AuditApprovalDecided :one
-SELECT EXISTS (
-    SELECT FROM orangerail.audit
-    WHERE tenant_id = $1 AND approval_id = $2 AND phase = 'approved'
-)::bool AS decided
-`
-
-type AuditApprovalDecidedParams struct {
-	TenantID   string
-	ApprovalID *uuid.UUID
-}
-
-// Whether the chain holds the approved record of an approval.
-func (q *Queries) AuditApprovalDecided(ctx context.Context, db DBTX, arg *AuditApprovalDecidedParams) (bool, error) {
-	row := db.QueryRow(ctx, auditApprovalDecided, arg.TenantID, arg.ApprovalID)
-	var decided bool
-	err := row.Scan(&decided)
-	return decided, err
-}
-
 const auditBreakGlass = `-- name: AuditBreakGlass :many
 SELECT coalesce(b.seq, 0)::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
        b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason

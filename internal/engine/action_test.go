@@ -592,7 +592,7 @@ func TestVerifyFindsAnOrphanedConsume(t *testing.T) {
 	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
 	approve(t, b.engine, "acme", staged.ApprovalID.String())
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		_, err := store.New(tx).ApprovalConsume(ctx, *staged.ApprovalID)
+		_, _, err := store.New(tx).ApprovalConsume(ctx, *staged.ApprovalID)
 		return err
 	})
 	if err != nil {
@@ -603,6 +603,30 @@ func TestVerifyFindsAnOrphanedConsume(t *testing.T) {
 		t.Fatalf("verify: %+v %v", r, err)
 	}
 	want(t, b.engine.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusConsumed)
+}
+
+// TestApprovedAroundTheChainDoesNotExecute: an approval marked approved by
+// a hand on the table, with no approved record in the chain, is consumed
+// but never executes: the consume asks the chain in the same statement.
+func TestApprovedAroundTheChainDoesNotExecute(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.approvals SET status = 'approved', decided_by = 'mallory', decided_at = now() WHERE id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	want(t, b.engine.Check(ctx, support("acme"), id), engine.StatusSignatureMismatch)
+	if s := orderStatus(t, b.testBundle, "acme", "o-1001"); s == "cancelled" {
+		t.Fatal("the order was cancelled by an approval the chain never decided")
+	}
+	var why string
+	if err := b.admin.QueryRow(ctx, "SELECT convert_from(entry, 'UTF8')::jsonb->>'error' FROM orangerail.audit WHERE approval_id = $1 AND phase = 'signature_mismatch'", id).Scan(&why); err != nil ||
+		!strings.Contains(why, "holds no decision") {
+		t.Fatalf("the refusal's record: %q %v", why, err)
+	}
 }
 
 // TestCrashAfterConsume dies right after the consume. The consume and its

@@ -200,7 +200,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 		return true, nil
 	}
 	st := store.New(stx)
-	consumed, err := st.ApprovalConsume(ctx, x.approval.ID)
+	consumed, decided, err := st.ApprovalConsume(ctx, x.approval.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		now, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
 		if err != nil {
@@ -224,8 +224,9 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 			errors.New("the action's declaration changed after the approval was staged"))
 	}
 	// The digest an approver approved must be the stored input's, and the
-	// chain must hold the decision: a row written around the engine, or an
-	// input changed after staging, does not execute.
+	// chain must hold the decision (the consume read whether it does): a
+	// row written around the engine, or an input changed after staging,
+	// does not execute.
 	// It is checked under the key that made it, which the approval names:
 	// an approval staged before a rotation executes after it.
 	want, known := x.e.inputDigestBy(keyring.KID(consumed.InputKeyID), x.caller.Tenant, x.c.name, x.c.canonical)
@@ -236,10 +237,6 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 	if !hmac.Equal(consumed.InputDigest, want) {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,
 			errors.New("the stored input is not the input whose digest was approved"))
-	}
-	decided, err := st.AuditApprovalDecided(ctx, &store.AuditApprovalDecidedParams{TenantID: x.caller.Tenant, ApprovalID: x.approval.ID})
-	if err != nil {
-		return false, err
 	}
 	if !decided {
 		return false, x.refuse(ctx, stx, PhaseSignatureMismatch, StatusSignatureMismatch,

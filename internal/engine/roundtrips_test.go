@@ -137,11 +137,11 @@ func TestGovernedCycleRoundTrips(t *testing.T) {
 	//   show     the approval; its target (each with its scope)
 	//   decide   BEGIN with the scope; the approval; the decision; COMMIT
 	//   execute  the approval; the budget's spend (scope, spend and COMMIT
-	//            together); BEGIN with the scope; the consume; the
-	//            chain's decision; the target, locked; the start's
+	//            together); BEGIN with the scope; the consume (and the
+	//            chain's decision); the target, locked; the start's
 	//            record; SAVEPOINT; the effect; the slot's release, the
 	//            end's record and the transaction's id together; COMMIT
-	limits := map[string]int{"stage": 5, "show": 2, "decide": 4, "execute": 11}
+	limits := map[string]int{"stage": 5, "show": 2, "decide": 4, "execute": 10}
 	var over []string
 	total := 0
 	for _, step := range []string{"stage", "show", "decide", "execute"} {

@@ -164,11 +164,26 @@ func (s *Store) ApprovalDecide(ctx context.Context, p *ApprovalDecideParams) (*A
 }
 
 // ApprovalConsume is the consume compare-and-swap: exactly one caller gets
-// the approved approval, now consumed. ErrNotFound: someone else consumed
-// it, it was never approved, or it lapsed.
-func (s *Store) ApprovalConsume(ctx context.Context, id uuid.UUID) (*Approval, error) {
+// the approved approval, now consumed, and whether the chain holds its
+// approved record (decided), read in the same statement. ErrNotFound:
+// someone else consumed it, it was never approved, or it lapsed.
+func (s *Store) ApprovalConsume(ctx context.Context, id uuid.UUID) (*Approval, bool, error) {
 	row, err := s.q.ApprovalConsume(ctx, s.x, id)
-	return one(row, err, approvalOf)
+	if err != nil {
+		return nil, false, InterpretError(err)
+	}
+	return consumedOf(row), row.Decided, nil
+}
+
+// consumedOf is approvalOf for the consume's row, which is an approval's
+// row and whether it was decided.
+func consumedOf(r *db.ApprovalConsumeRow) *Approval {
+	return approvalOf(&db.OrangerailApproval{
+		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy, Input: r.Input, InputDigest: r.InputDigest,
+		DefinitionHash: r.DefinitionHash, Status: r.Status, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, DecisionNote: r.DecisionNote, ConsumedAt: r.ConsumedAt,
+		InputKeyID: r.InputKeyID, InputSealed: r.InputSealed, InputDataKey: r.InputDataKey, InputShreddedAt: r.InputShreddedAt,
+	})
 }
 
 // ApprovalRef names an approval and its action.

@@ -249,19 +249,6 @@ func (s *Store) AuditListBreakGlass(ctx context.Context, tenantID string) ([]*Au
 	})
 }
 
-// AuditApprovalDecidedParams name an approval of a tenant.
-type AuditApprovalDecidedParams struct {
-	TenantID   string
-	ApprovalID uuid.UUID
-}
-
-// AuditApprovalDecided reports whether the chain holds the approved record
-// of an approval.
-func (s *Store) AuditApprovalDecided(ctx context.Context, p *AuditApprovalDecidedParams) (bool, error) {
-	decided, err := s.q.AuditApprovalDecided(ctx, s.x, &db.AuditApprovalDecidedParams{TenantID: p.TenantID, ApprovalID: &p.ApprovalID})
-	return decided, InterpretError(err)
-}
-
 // AuditRequesterIssuer returns the issuer of the actor whose call staged
 // an approval: "" when its staged record names none. ErrNotFound: there is
 // no staged record of it.

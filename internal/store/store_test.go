@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -112,14 +113,12 @@ func TestApprovalLifecycle(t *testing.T) {
 		if err != nil || decided.Status != store.ApprovalApproved || *decided.DecidedBy != "alice" {
 			return fmt.Errorf("decide: %+v %w", decided, err)
 		}
-		if ok, err := s.AuditApprovalDecided(ctx, &store.AuditApprovalDecidedParams{TenantID: "acme", ApprovalID: id}); !ok || err != nil {
-			return fmt.Errorf("decided in the chain: %v %w", ok, err)
+		consumed, inChain, err := s.ApprovalConsume(ctx, id)
+		if err != nil || consumed.Status != store.ApprovalConsumed || consumed.ConsumedAt == nil || !inChain ||
+			consumed.ID != id || *consumed.DecidedBy != "alice" || !bytes.Equal(consumed.InputDigest, a.InputDigest) {
+			return fmt.Errorf("consume: %+v, decided in the chain %v, %w", consumed, inChain, err)
 		}
-		consumed, err := s.ApprovalConsume(ctx, id)
-		if err != nil || consumed.Status != store.ApprovalConsumed || consumed.ConsumedAt == nil {
-			return fmt.Errorf("consume: %+v %w", consumed, err)
-		}
-		if _, err := s.ApprovalConsume(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := s.ApprovalConsume(ctx, id); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("second consume: %w, want ErrNotFound", err)
 		}
 		list, err := s.ApprovalList(ctx, &store.ApprovalListParams{TenantID: "acme", Status: store.ApprovalConsumed, Limit: 10})
