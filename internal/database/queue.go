@@ -86,3 +86,97 @@ func (q *Queue) Send(ctx context.Context, tx pgx.Tx) (int, error) {
 type failedRow struct{ err error }
 
 func (r failedRow) Scan(...any) error { return r.err }
+
+// savepointName names the savepoint a Queue sets. pgx names its own
+// sp_1, sp_2…, so a savepoint begun inside this one (Begin) never shares
+// its name.
+const savepointName = "orangerail_queued"
+
+// Savepoint queues a savepoint of tx after the statements queued so far,
+// and returns the transaction that runs within it once Send succeeded:
+// its Rollback rolls tx back to the savepoint, undoing only what ran
+// after it, and its Commit releases it; each ends it, as pgx's nested
+// transactions end. It is tx.Begin without a round trip of its own: a
+// savepoint set with the statements before it.
+func (q *Queue) Savepoint(tx pgx.Tx) pgx.Tx {
+	q.b.Queue("SAVEPOINT " + savepointName)
+	return &savepoint{tx: tx}
+}
+
+// savepoint is the transaction Queue.Savepoint returns, as pgx's
+// dbSimulatedNestedTx is Begin's.
+type savepoint struct {
+	tx     pgx.Tx
+	closed bool
+}
+
+func (s *savepoint) Begin(ctx context.Context) (pgx.Tx, error) {
+	if s.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return s.tx.Begin(ctx)
+}
+
+func (s *savepoint) Commit(ctx context.Context) error {
+	return s.end(ctx, "RELEASE SAVEPOINT "+savepointName)
+}
+
+func (s *savepoint) Rollback(ctx context.Context) error {
+	return s.end(ctx, "ROLLBACK TO SAVEPOINT "+savepointName)
+}
+
+// end ends the savepoint with sql, once.
+func (s *savepoint) end(ctx context.Context, sql string) error {
+	if s.closed {
+		return pgx.ErrTxClosed
+	}
+	s.closed = true
+	_, err := s.tx.Exec(ctx, sql)
+	return err
+}
+
+func (s *savepoint) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if s.closed {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	return s.tx.Exec(ctx, sql, args...)
+}
+
+func (s *savepoint) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if s.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return s.tx.Query(ctx, sql, args...)
+}
+
+func (s *savepoint) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if s.closed {
+		return failedRow{pgx.ErrTxClosed}
+	}
+	return s.tx.QueryRow(ctx, sql, args...)
+}
+
+func (s *savepoint) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if s.closed {
+		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
+	}
+	return s.tx.SendBatch(ctx, b)
+}
+
+func (s *savepoint) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if s.closed {
+		return 0, pgx.ErrTxClosed
+	}
+	return s.tx.CopyFrom(ctx, table, columns, src)
+}
+
+func (s *savepoint) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if s.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return s.tx.Prepare(ctx, name, sql)
+}
+
+func (s *savepoint) LargeObjects() pgx.LargeObjects { return s.tx.LargeObjects() }
+
+func (s *savepoint) Conn() *pgx.Conn { return s.tx.Conn() }

@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgerrcode"
@@ -88,5 +89,79 @@ func TestQueue(t *testing.T) {
 	}
 	if err := q.QueryRow(ctx, "SELECT 1").Scan(new(int)); err == nil {
 		t.Fatal("a Queue ran a QueryRow")
+	}
+}
+
+// TestQueueSavepoint: a savepoint a Queue sets with its statements, in the
+// same batch, is a nested transaction as pgx's Begin makes one: after a
+// statement inside it failed, rolled back, it undoes only what ran inside
+// it, and the transaction goes on and commits what ran before it and
+// after; committed, it keeps its statements; either way it ends, and
+// answers ErrTxClosed after.
+func TestQueueSavepoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(ctx, "CREATE TABLE queued (n int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	pool, tr := onePool(t, url)
+	for _, tc := range []struct {
+		name   string
+		commit bool
+		want   []int
+	}{
+		{"rolled back", false, []int{1, 3}},
+		{"committed", true, []int{1, 2, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := admin.Exec(ctx, "TRUNCATE queued"); err != nil {
+				t.Fatal(err)
+			}
+			err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+				before := tr.batches.Load()
+				var q database.Queue
+				_, _ = q.Exec(ctx, "INSERT INTO queued VALUES (1)")
+				sp := q.Savepoint(tx)
+				if failed, err := q.Send(ctx, tx); failed != -1 || err != nil {
+					t.Fatalf("send: statement %d failed: %v", failed, err)
+				}
+				if got := tr.batches.Load() - before; got != 1 {
+					t.Fatalf("the insert and the savepoint took %d batches, want 1", got)
+				}
+				if _, err := sp.Exec(ctx, "INSERT INTO queued VALUES (2)"); err != nil {
+					return err
+				}
+				end := sp.Commit
+				if !tc.commit {
+					if _, err := sp.Exec(ctx, "INSERT INTO queued VALUES (1)"); err == nil {
+						t.Fatal("a duplicate went in")
+					}
+					end = sp.Rollback
+				}
+				if err := end(ctx); err != nil {
+					return err
+				}
+				if _, err := sp.Exec(ctx, "SELECT 1"); !errors.Is(err, pgx.ErrTxClosed) {
+					t.Fatalf("a statement on the ended savepoint: %v, want ErrTxClosed", err)
+				}
+				if err := sp.Rollback(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+					t.Fatalf("a second end: %v, want ErrTxClosed", err)
+				}
+				_, err := tx.Exec(ctx, "INSERT INTO queued VALUES (3)")
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := admin.Query(ctx, "SELECT n FROM queued ORDER BY n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := pgx.CollectRows(r, pgx.RowTo[int]); err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("rows %v (%v), want %v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -301,15 +301,23 @@ func (x *execution) together(ctx context.Context) *Outcome {
 		if !ok || err != nil {
 			return err
 		}
-		if err := appendAudit(ctx, tx, x.started(target)); err != nil {
-			return err
-		}
 		// The effect runs in a savepoint, so that its failure is recorded
-		// in the same transaction instead of aborting it.
-		savepoint, err := tx.Begin(ctx)
-		if err != nil {
+		// in the same transaction instead of aborting it, set with the
+		// start's record in one round trip.
+		started := x.started(target)
+		var q database.Queue
+		if err := AppendAudit(ctx, &q, started); err != nil {
+			return &auditAppendError{err} // the record could not be encoded
+		}
+		savepoint := q.Savepoint(tx)
+		switch failed, err := q.Send(ctx, tx); {
+		case err == nil:
+		case failed == 0:
+			return &auditAppendError{classifyAuditError(store.InterpretError(err))}
+		default:
 			return err
 		}
+		appended(ctx, tx, started)
 		result, runErr := x.run(ctx, savepoint, target)
 		if runErr != nil {
 			if err := savepoint.Rollback(ctx); err != nil {

@@ -139,9 +139,10 @@ func TestGovernedCycleRoundTrips(t *testing.T) {
 	//   execute  the approval; the budget's spend (scope, spend and COMMIT
 	//            together); BEGIN with the scope; the consume (and the
 	//            chain's decision); the target, locked; the start's
-	//            record; SAVEPOINT; the effect; the slot's release, the
-	//            end's record and the transaction's id together; COMMIT
-	limits := map[string]int{"stage": 5, "show": 2, "decide": 4, "execute": 10}
+	//            record and the effect's SAVEPOINT together; the effect;
+	//            the slot's release, the end's record and the
+	//            transaction's id together; COMMIT
+	limits := map[string]int{"stage": 5, "show": 2, "decide": 4, "execute": 9}
 	var over []string
 	total := 0
 	for _, step := range []string{"stage", "show", "decide", "execute"} {
