@@ -24,10 +24,15 @@ SELECT * FROM orangerail.approval_decide(@id, @status, @decided_by, sqlc.narg(de
 -- The consume compare-and-swap: exactly one caller gets the row. No row:
 -- someone else consumed it, it was never approved, or it lapsed. decided:
 -- whether the chain holds the approval's approved record, asked in the
--- same statement, after the consume.
+-- same statement, after the consume. The question names the approval by
+-- the statement's parameters, not by the consumed row: asked of the row,
+-- Postgres plans it as a hash of every approved record of the tenant (a
+-- set-returning function is estimated at 1000 rows), a scan of the chain
+-- per consume; asked of the parameters, it is one probe of
+-- audit_approval_idx.
 SELECT c.*, EXISTS (
     SELECT FROM orangerail.audit a
-    WHERE a.tenant_id = c.tenant_id AND a.approval_id = c.id AND a.phase = 'approved'
+    WHERE a.tenant_id = @tenant_id AND a.approval_id = @id AND a.phase = 'approved'
 )::bool AS decided
 FROM orangerail.approval_consume(@id) AS c;
 

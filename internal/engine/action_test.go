@@ -592,7 +592,7 @@ func TestVerifyFindsAnOrphanedConsume(t *testing.T) {
 	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
 	approve(t, b.engine, "acme", staged.ApprovalID.String())
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		_, _, err := store.New(tx).ApprovalConsume(ctx, *staged.ApprovalID)
+		_, _, err := store.New(tx).ApprovalConsume(ctx, "acme", *staged.ApprovalID)
 		return err
 	})
 	if err != nil {

@@ -200,7 +200,7 @@ func (x *execution) consume(ctx context.Context, stx pgx.Tx) (bool, error) {
 		return true, nil
 	}
 	st := store.New(stx)
-	consumed, decided, err := st.ApprovalConsume(ctx, x.approval.ID)
+	consumed, decided, err := st.ApprovalConsume(ctx, x.caller.Tenant, x.approval.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		now, err := st.ApprovalGet(ctx, &store.ApprovalGetParams{ID: x.approval.ID, TenantID: x.caller.Tenant})
 		if err != nil {

@@ -301,7 +301,7 @@ func TestVerifyReportsUnfinishedAndUnaudited(t *testing.T) {
 			if err := decideApproval(ctx, tx, "acme", id, "approved", "human-1"); err != nil {
 				return err
 			}
-			if _, _, err := store.New(tx).ApprovalConsume(ctx, id); err != nil {
+			if _, _, err := store.New(tx).ApprovalConsume(ctx, "acme", id); err != nil {
 				return err
 			}
 		}
@@ -369,7 +369,7 @@ func TestConsumeIsExactlyOnce(t *testing.T) {
 	for range 12 {
 		wg.Go(func() {
 			_ = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-				if _, _, err := store.New(tx).ApprovalConsume(ctx, id); err == nil {
+				if _, _, err := store.New(tx).ApprovalConsume(ctx, "acme", id); err == nil {
 					wins.Add(1)
 				}
 				return nil
@@ -474,7 +474,7 @@ func TestAfterConsumePhasesMatchSQL(t *testing.T) {
 			if err := decideApproval(ctx, tx, "acme", id, "approved", "h"); err != nil {
 				return err
 			}
-			if _, _, err := q.ApprovalConsume(ctx, id); err != nil {
+			if _, _, err := q.ApprovalConsume(ctx, "acme", id); err != nil {
 				return err
 			}
 			rec := record("acme", phase, id.String())

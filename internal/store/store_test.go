@@ -113,12 +113,12 @@ func TestApprovalLifecycle(t *testing.T) {
 		if err != nil || decided.Status != store.ApprovalApproved || *decided.DecidedBy != "alice" {
 			return fmt.Errorf("decide: %+v %w", decided, err)
 		}
-		consumed, inChain, err := s.ApprovalConsume(ctx, id)
+		consumed, inChain, err := s.ApprovalConsume(ctx, "acme", id)
 		if err != nil || consumed.Status != store.ApprovalConsumed || consumed.ConsumedAt == nil || !inChain ||
 			consumed.ID != id || *consumed.DecidedBy != "alice" || !bytes.Equal(consumed.InputDigest, a.InputDigest) {
 			return fmt.Errorf("consume: %+v, decided in the chain %v, %w", consumed, inChain, err)
 		}
-		if _, _, err := s.ApprovalConsume(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		if _, _, err := s.ApprovalConsume(ctx, "acme", id); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("second consume: %w, want ErrNotFound", err)
 		}
 		list, err := s.ApprovalList(ctx, &store.ApprovalListParams{TenantID: "acme", Status: store.ApprovalConsumed, Limit: 10})
