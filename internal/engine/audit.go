@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -10,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,49 +91,23 @@ type Record struct {
 	Attempt *EffectAttempt
 }
 
-// entry is the wire form of a Record. Field names are the entry's member
-// names; the canonical form sorts them.
-type entry struct {
-	V             int             `json:"v"`
-	Tenant        string          `json:"tenant"`
-	At            string          `json:"at"`
-	CorrelationID string          `json:"correlation_id"`
-	Phase         Phase           `json:"phase"`
-	Action        string          `json:"action,omitempty"`
-	Actor         Actor           `json:"actor"`
-	DevMode       bool            `json:"dev_mode"`
-	ApprovalID    *uuid.UUID      `json:"approval_id,omitempty"`
-	Input         json.RawMessage `json:"input,omitempty"`
-	InputDigest   string          `json:"input_digest,omitempty"`
-	Prior         json.RawMessage `json:"prior,omitempty"`
-	Result        json.RawMessage `json:"result,omitempty"`
-	Error         string          `json:"error,omitempty"`
-	Diagnostic    string          `json:"diagnostic,omitempty"`
-	Attempt       *attemptEntry   `json:"attempt,omitempty"`
-}
-
-// attemptEntry is an EffectAttempt's wire form: never a header, a body or
-// a URL, which can carry what the audit log must not.
-type attemptEntry struct {
-	Number     int            `json:"number"`
-	Status     int            `json:"status,omitempty"`
-	Failure    AttemptFailure `json:"failure,omitempty"`
-	Sent       bool           `json:"sent"`
-	DurationMS int64          `json:"duration_ms"`
-}
-
-func (a *EffectAttempt) entry() *attemptEntry {
-	if a == nil {
-		return nil
-	}
-	return &attemptEntry{Number: a.Number, Status: a.Status, Failure: a.Failure, Sent: a.Sent, DurationMS: a.Duration.Milliseconds()}
-}
-
 // Entry returns the record's canonical bytes (RFC 8785): the exact bytes the
-// audit table stores and the chain hashes.
+// audit table stores and the chain hashes. The members are written in one
+// pass, in their canonical order (every name is ASCII, so RFC 8785's
+// order is the bytes'), each value canonical as it is written: the
+// entry jcs.Marshal would make of the record's wire form — encoding/json's
+// reading of each Go value, omitempty members left out — without that
+// form's three passes (TestEntryIsTheMarshalledForm holds them equal).
 func (r *Record) Entry() ([]byte, error) {
 	if r.At.IsZero() {
 		return nil, errors.New("audit record has no time")
+	}
+	var input json.RawMessage
+	if len(r.Input) > 0 {
+		var err error
+		if input, err = jcs.Canonicalize(r.Input); err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
 	}
 	// A row or a result may hold numbers no double holds (a bigint, a
 	// numeric): they are kept exactly, as strings.
@@ -143,24 +119,106 @@ func (r *Record) Entry() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("result: %w", err)
 	}
-	return jcs.Marshal(&entry{
-		V:             AuditVersion,
-		Tenant:        r.Tenant,
-		At:            r.At.UTC().Truncate(time.Microsecond).Format(atLayout),
-		CorrelationID: r.CorrelationID,
-		Phase:         r.Phase,
-		Action:        r.Action,
-		Actor:         r.Actor,
-		DevMode:       r.DevMode,
-		ApprovalID:    r.ApprovalID,
-		Input:         r.Input,
-		InputDigest:   r.InputDigest,
-		Prior:         prior,
-		Result:        result,
-		Error:         storable(r.Error),
-		Diagnostic:    r.Diagnostic,
-		Attempt:       r.Attempt.entry(),
-	})
+	o := object{b: make([]byte, 0, 320+len(input)+len(prior)+len(result)+len(r.Error))}
+	o.open()
+	o.optionalString("action", r.Action)
+	o.member("actor")
+	o.open()
+	o.optionalString("issuer", r.Actor.Issuer)
+	o.string("kind", string(r.Actor.Kind))
+	o.string("subject", r.Actor.Subject)
+	o.close()
+	if r.ApprovalID != nil {
+		o.string("approval_id", r.ApprovalID.String())
+	}
+	o.string("at", r.At.UTC().Truncate(time.Microsecond).Format(atLayout))
+	if a := r.Attempt; a != nil {
+		// What the attempt was, never a header, a body or a URL, which
+		// can carry what the audit log must not.
+		o.member("attempt")
+		o.open()
+		o.integer("duration_ms", a.Duration.Milliseconds())
+		o.optionalString("failure", string(a.Failure))
+		o.integer("number", int64(a.Number))
+		o.boolean("sent", a.Sent)
+		if a.Status != 0 {
+			o.integer("status", int64(a.Status))
+		}
+		o.close()
+	}
+	o.string("correlation_id", r.CorrelationID)
+	o.boolean("dev_mode", r.DevMode)
+	o.optionalString("diagnostic", r.Diagnostic)
+	o.optionalString("error", storable(r.Error))
+	o.optionalRaw("input", input)
+	o.optionalString("input_digest", r.InputDigest)
+	o.string("phase", string(r.Phase))
+	o.optionalRaw("prior", prior)
+	o.optionalRaw("result", result)
+	o.string("tenant", r.Tenant)
+	o.integer("v", AuditVersion)
+	o.close()
+	if o.err != nil {
+		return nil, o.err
+	}
+	return o.b, nil
+}
+
+// object writes a JSON object's members, and objects within it, in the
+// order it is given them; a number no double holds is its error.
+type object struct {
+	b     []byte
+	first bool // the next member is its object's first
+	err   error
+}
+
+func (o *object) open() { o.b, o.first = append(o.b, '{'), true }
+
+func (o *object) close() { o.b, o.first = append(o.b, '}'), false }
+
+func (o *object) member(name string) {
+	if !o.first {
+		o.b = append(o.b, ',')
+	}
+	o.first = false
+	o.b = append(o.b, '"')
+	o.b = append(o.b, name...)
+	o.b = append(o.b, '"', ':')
+}
+
+func (o *object) string(name, v string) {
+	o.member(name)
+	o.b = jcs.AppendGoString(o.b, v)
+}
+
+// optionalString is string, left out when v is empty (omitempty).
+func (o *object) optionalString(name, v string) {
+	if v != "" {
+		o.string(name, v)
+	}
+}
+
+// optionalRaw writes v, canonical already, left out when it is empty.
+func (o *object) optionalRaw(name string, v []byte) {
+	if len(v) > 0 {
+		o.member(name)
+		o.b = append(o.b, v...)
+	}
+}
+
+func (o *object) boolean(name string, v bool) {
+	o.member(name)
+	o.b = strconv.AppendBool(o.b, v)
+}
+
+func (o *object) integer(name string, v int64) {
+	o.member(name)
+	b, err := jcs.AppendInt(o.b, v)
+	if err != nil {
+		o.err = cmp.Or(o.err, fmt.Errorf("%s: %w", name, err))
+		return
+	}
+	o.b = b
 }
 
 // storable spells each U+0000 of free text as the six characters \u0000:

@@ -151,6 +151,11 @@ const hexDigits = "0123456789abcdef"
 // appendString escapes exactly what RFC 8785 section 3.2.2.2 escapes.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	return append(appendEscaped(b, s), '"')
+}
+
+// appendEscaped is appendString without the quotes.
+func appendEscaped(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -172,7 +177,48 @@ func appendString(b []byte, s string) []byte {
 			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 	}
+	return b
+}
+
+// AppendGoString appends the canonical form of s as encoding/json would
+// give it: each byte that is not part of valid UTF-8 becomes U+FFFD, as
+// Marshal then Canonicalize would write it, and the rest is escaped as
+// RFC 8785 escapes it.
+func AppendGoString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for len(s) > 0 {
+		valid := len(s)
+		for i := 0; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				valid = i
+				break
+			}
+			i += size
+		}
+		b = appendEscaped(b, s[:valid])
+		if valid < len(s) {
+			b = utf8.AppendRune(b, utf8.RuneError)
+			valid++
+		}
+		s = s[valid:]
+	}
 	return append(b, '"')
+}
+
+// AppendInt appends the canonical form of n: its digits when a double
+// holds it exactly as they are (|n| <= 2^53), else what Canonicalize
+// makes of the digits — the double's own form, or the refusal of a
+// number no double holds.
+func AppendInt(b []byte, n int64) ([]byte, error) {
+	if -1<<53 <= n && n <= 1<<53 {
+		return strconv.AppendInt(b, n, 10), nil
+	}
+	c, err := Canonicalize(strconv.AppendInt(nil, n, 10))
+	if err != nil {
+		return nil, err
+	}
+	return append(b, c...), nil
 }
 
 type parser struct {

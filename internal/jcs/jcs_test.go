@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -167,4 +168,36 @@ func TestCanonicalizeLossless(t *testing.T) {
 	if _, err := CanonicalizeLossless([]byte(`{"a":1,"a":2}`)); err == nil {
 		t.Fatal("a repeated member was accepted")
 	}
+}
+
+// FuzzAppendGoString: a Go string's canonical form is what Marshal (that
+// is, encoding/json, then Canonicalize) makes of it, invalid UTF-8 and all.
+func FuzzAppendGoString(f *testing.F) {
+	for _, s := range []string{"", "plain", "a\"b\\c\n\t\x01\x1f\x7f", "<>&\u2028\u2029é😀", "a\xffb\xc3", "\xed\xa0\x80", "\xe2\x82x", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendGoString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("AppendGoString(%q) = %s, want x%s", s, got, want)
+		}
+	})
+}
+
+// FuzzAppendInt: an integer's canonical form is what Canonicalize makes
+// of its digits, refusals included.
+func FuzzAppendInt(f *testing.F) {
+	for _, n := range []int64{0, -1, 1 << 53, -1 << 53, 1<<53 + 1, 1<<53 + 2, 1 << 62, -1 << 63, 1<<63 - 1} {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, n int64) {
+		want, wantErr := Canonicalize([]byte(strconv.FormatInt(n, 10)))
+		got, err := AppendInt([]byte("x"), n)
+		if (err != nil) != (wantErr != nil) || (err == nil && string(got) != "x"+string(want)) {
+			t.Fatalf("AppendInt(%d) = %s, %v; want x%s, %v", n, got, err, want, wantErr)
+		}
+	})
 }
