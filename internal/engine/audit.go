@@ -119,7 +119,7 @@ func (r *Record) Entry() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("result: %w", err)
 	}
-	o := object{b: make([]byte, 0, 320+len(input)+len(prior)+len(result)+len(r.Error))}
+	o := jsonObject{b: make([]byte, 0, 320+len(input)+len(prior)+len(result)+len(r.Error))}
 	o.open()
 	o.optionalString("action", r.Action)
 	o.member("actor")
@@ -164,19 +164,19 @@ func (r *Record) Entry() ([]byte, error) {
 	return o.b, nil
 }
 
-// object writes a JSON object's members, and objects within it, in the
+// jsonObject writes a JSON object's members, and objects within it, in the
 // order it is given them; a number no double holds is its error.
-type object struct {
+type jsonObject struct {
 	b     []byte
 	first bool // the next member is its object's first
 	err   error
 }
 
-func (o *object) open() { o.b, o.first = append(o.b, '{'), true }
+func (o *jsonObject) open() { o.b, o.first = append(o.b, '{'), true }
 
-func (o *object) close() { o.b, o.first = append(o.b, '}'), false }
+func (o *jsonObject) close() { o.b, o.first = append(o.b, '}'), false }
 
-func (o *object) member(name string) {
+func (o *jsonObject) member(name string) {
 	if !o.first {
 		o.b = append(o.b, ',')
 	}
@@ -186,32 +186,32 @@ func (o *object) member(name string) {
 	o.b = append(o.b, '"', ':')
 }
 
-func (o *object) string(name, v string) {
+func (o *jsonObject) string(name, v string) {
 	o.member(name)
 	o.b = jcs.AppendGoString(o.b, v)
 }
 
 // optionalString is string, left out when v is empty (omitempty).
-func (o *object) optionalString(name, v string) {
+func (o *jsonObject) optionalString(name, v string) {
 	if v != "" {
 		o.string(name, v)
 	}
 }
 
 // optionalRaw writes v, canonical already, left out when it is empty.
-func (o *object) optionalRaw(name string, v []byte) {
+func (o *jsonObject) optionalRaw(name string, v []byte) {
 	if len(v) > 0 {
 		o.member(name)
 		o.b = append(o.b, v...)
 	}
 }
 
-func (o *object) boolean(name string, v bool) {
+func (o *jsonObject) boolean(name string, v bool) {
 	o.member(name)
 	o.b = strconv.AppendBool(o.b, v)
 }
 
-func (o *object) integer(name string, v int64) {
+func (o *jsonObject) integer(name string, v int64) {
 	o.member(name)
 	b, err := jcs.AppendInt(o.b, v)
 	if err != nil {

@@ -166,8 +166,8 @@ func (s *Store) ApprovalDecide(ctx context.Context, p *ApprovalDecideParams) (*A
 // ApprovalConsume is the consume compare-and-swap: exactly one caller gets
 // the approved approval, now consumed, and whether the chain holds its
 // approved record (decided), read in the same statement; tenantID is the
-// transaction's tenant. ErrNotFound:
-// someone else consumed it, it was never approved, or it lapsed.
+// transaction's tenant. ErrNotFound: someone else consumed it, it was
+// never approved, or it lapsed.
 func (s *Store) ApprovalConsume(ctx context.Context, tenantID string, id uuid.UUID) (*Approval, bool, error) {
 	row, err := s.q.ApprovalConsume(ctx, s.x, &db.ApprovalConsumeParams{ID: &id, TenantID: tenantID})
 	if err != nil {
