@@ -1,5 +1,7 @@
 -- name: ApprovalStage :one
--- Inserts a pending approval and appends its staged record (entry).
+-- Inserts a pending approval and appends its staged record (entry); or,
+-- when an identical call's approval is open, returns it and stages
+-- nothing.
 -- input_key_id is the kid of the key that made the digest (and wrapped a
 -- sealed input's data key); NULL: the legacy key. A sealed input comes as
 -- input_sealed and input_data_key, input NULL.
@@ -8,12 +10,6 @@ SELECT * FROM orangerail.approval_stage(@id, @action, @requested_by, sqlc.narg(i
 
 -- name: ApprovalGet :one
 SELECT * FROM orangerail.approvals WHERE id = @id AND tenant_id = @tenant_id;
-
--- name: ApprovalFindOpen :one
--- The open approval for an identical call, if one exists.
-SELECT * FROM orangerail.approvals
-WHERE tenant_id = @tenant_id AND requested_by = @requested_by AND action = @action
-  AND input_digest = @input_digest AND status IN ('pending', 'approved');
 
 -- name: ApprovalDecide :one
 -- Decides a pending, unexpired approval and appends the decision's record

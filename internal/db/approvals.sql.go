@@ -166,51 +166,6 @@ func (q *Queries) ApprovalExpire(ctx context.Context, db DBTX, arg *ApprovalExpi
 	return &i, err
 }
 
-const approvalFindOpen = `-- name: ApprovalFindOpen :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
-WHERE tenant_id = $1 AND requested_by = $2 AND action = $3
-  AND input_digest = $4 AND status IN ('pending', 'approved')
-`
-
-type ApprovalFindOpenParams struct {
-	TenantID    string
-	RequestedBy string
-	Action      string
-	InputDigest []byte
-}
-
-// The open approval for an identical call, if one exists.
-func (q *Queries) ApprovalFindOpen(ctx context.Context, db DBTX, arg *ApprovalFindOpenParams) (*OrangerailApproval, error) {
-	row := db.QueryRow(ctx, approvalFindOpen,
-		arg.TenantID,
-		arg.RequestedBy,
-		arg.Action,
-		arg.InputDigest,
-	)
-	var i OrangerailApproval
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.Action,
-		&i.RequestedBy,
-		&i.Input,
-		&i.InputDigest,
-		&i.DefinitionHash,
-		&i.Status,
-		&i.CreatedAt,
-		&i.ExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.DecisionNote,
-		&i.ConsumedAt,
-		&i.InputKeyID,
-		&i.InputSealed,
-		&i.InputDataKey,
-		&i.InputShreddedAt,
-	)
-	return &i, err
-}
-
 const approvalGet = `-- name: ApprovalGet :one
 SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals WHERE id = $1 AND tenant_id = $2
 `
@@ -442,7 +397,9 @@ type ApprovalStageParams struct {
 	Entry          []byte
 }
 
-// Inserts a pending approval and appends its staged record (entry).
+// Inserts a pending approval and appends its staged record (entry); or,
+// when an identical call's approval is open, returns it and stages
+// nothing.
 // input_key_id is the kid of the key that made the digest (and wrapped a
 // sealed input's data key); NULL: the legacy key. A sealed input comes as
 // input_sealed and input_data_key, input NULL.

@@ -437,48 +437,47 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		database.Repeatable(tx)
 		existing = false
 		st := store.New(tx)
-		found, err := st.ApprovalFindOpen(ctx, &store.ApprovalFindOpenParams{
-			TenantID: caller.Tenant, RequestedBy: caller.actor().Subject, Action: c.name, InputDigest: c.digest,
-		})
-		if err == nil {
-			// An identical call's approval that lapsed is expired, and
-			// the call staged anew: the open one holds its place until
-			// then (approvals_open_call_idx).
-			if found, err = e.expireIfLapsed(ctx, tx, caller.Tenant, found); err != nil {
-				return err
+		// An identical call's open approval, if one is, answers instead
+		// of a stage. One that lapsed is expired, and the call staged
+		// anew: the open one holds its place until then
+		// (approvals_open_call_idx). So at most twice.
+		for range 2 {
+			id := uuid.New()
+			entry, err := encodeEntry(e.record(caller, c, PhaseStaged, id.String(), &id))
+			if err != nil {
+				return &auditAppendError{err}
 			}
-			if found.Status.Open() {
-				approval, existing = found, true
+			// The approval keeps the canonical input: the bytes its digest
+			// covers, the bytes an approver is shown, the bytes that
+			// execute; sealed, under the key that made the digest.
+			p := &store.ApprovalStageParams{
+				ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
+				Input: c.canonical, InputDigest: c.digest, InputKeyID: string(c.digestKey), DefinitionHash: e.definitions[c.name],
+				ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
+			}
+			if e.cfg.Approvals.SealInputs {
+				if p.InputSealed, p.InputDataKey, err = e.sealInput(caller.Tenant, id, c.digestKey, c.canonical); err != nil {
+					return err
+				}
+				p.Input = nil
+			}
+			if approval, err = st.ApprovalStage(ctx, p); err != nil {
+				return changeError(err)
+			}
+			if approval.ID == id {
+				approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionStaged, Action: c.name,
+					Tenant: caller.Tenant, Actor: caller.actor().Subject})
 				return nil
 			}
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		id := uuid.New()
-		entry, err := encodeEntry(e.record(caller, c, PhaseStaged, id.String(), &id))
-		if err != nil {
-			return &auditAppendError{err}
-		}
-		// The approval keeps the canonical input: the bytes its digest
-		// covers, the bytes an approver is shown, the bytes that execute;
-		// sealed, under the key that made the digest.
-		p := &store.ApprovalStageParams{
-			ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
-			Input: c.canonical, InputDigest: c.digest, InputKeyID: string(c.digestKey), DefinitionHash: e.definitions[c.name],
-			ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
-		}
-		if e.cfg.Approvals.SealInputs {
-			if p.InputSealed, p.InputDataKey, err = e.sealInput(caller.Tenant, id, c.digestKey, c.canonical); err != nil {
+			if approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, approval); err != nil {
 				return err
 			}
-			p.Input = nil
+			if approval.Status.Open() {
+				existing = true
+				return nil
+			}
 		}
-		approval, err = st.ApprovalStage(ctx, p)
-		if err == nil {
-			approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionStaged, Action: c.name,
-				Tenant: caller.Tenant, Actor: caller.actor().Subject})
-		}
-		return changeError(err)
+		return fmt.Errorf("staging found an identical call's approval twice (%s)", approval.ID)
 	})
 	if errors.Is(err, store.ErrConflict) && retry {
 		// An identical call staged the same approval meanwhile: find it.

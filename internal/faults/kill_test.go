@@ -370,14 +370,14 @@ func TestKillDuringSealing(t *testing.T) {
 	b.finish(t)
 }
 
-// TestKillAtStage: the backend dies as the approval is staged, before the
-// stage's COMMIT and then at it: the stage runs once more on another
-// connection, so the agent is answered approval_pending at once, and one
-// approval exists.
+// TestKillAtStage: the backend dies as the approval is staged — before
+// the stage reaches it, and after it, before the stage's COMMIT — the
+// stage runs once more on another connection, so the agent is answered
+// approval_pending at once, and one approval exists.
 func TestKillAtStage(t *testing.T) {
 	t.Parallel()
 	for _, trap := range []faults.Trap{
-		{Match: []string{"-- name: ApprovalFindOpen"}, When: faults.After},
+		{Match: []string{"-- name: ApprovalStage"}, When: faults.Before},
 		{Match: []string{"-- name: ApprovalStage"}, When: faults.After},
 	} {
 		b := setup(t)

@@ -101,8 +101,10 @@ type ApprovalStageParams struct {
 
 // ApprovalStage inserts a pending approval in the transaction's tenant and
 // appends its staged record, which must describe it (else
-// ErrRecordMismatch). An identical open call staged meanwhile is
-// ErrConflict.
+// ErrRecordMismatch). When an identical call (the same requester, action
+// and input digest) has an open approval, it returns that one and stages
+// nothing: its ID is not p.ID. An identical call staged by a transaction
+// not yet committed is ErrConflict, once that one commits.
 func (s *Store) ApprovalStage(ctx context.Context, p *ApprovalStageParams) (*Approval, error) {
 	row, err := s.q.ApprovalStage(ctx, s.x, &db.ApprovalStageParams{
 		ID: p.ID, Action: p.Action, RequestedBy: p.RequestedBy, Input: p.Input, InputDigest: p.InputDigest,
@@ -121,24 +123,6 @@ type ApprovalGetParams struct {
 // ApprovalGet returns one approval, or ErrNotFound.
 func (s *Store) ApprovalGet(ctx context.Context, p *ApprovalGetParams) (*Approval, error) {
 	row, err := s.q.ApprovalGet(ctx, s.x, &db.ApprovalGetParams{ID: p.ID, TenantID: p.TenantID})
-	return one(row, err, approvalOf)
-}
-
-// ApprovalFindOpenParams name a call: who asked which action of which
-// input, in which tenant.
-type ApprovalFindOpenParams struct {
-	TenantID    string
-	RequestedBy string
-	Action      string
-	InputDigest []byte
-}
-
-// ApprovalFindOpen returns the open (pending or approved) approval of an
-// identical call, or ErrNotFound.
-func (s *Store) ApprovalFindOpen(ctx context.Context, p *ApprovalFindOpenParams) (*Approval, error) {
-	row, err := s.q.ApprovalFindOpen(ctx, s.x, &db.ApprovalFindOpenParams{
-		TenantID: p.TenantID, RequestedBy: p.RequestedBy, Action: p.Action, InputDigest: p.InputDigest,
-	})
 	return one(row, err, approvalOf)
 }
 

@@ -103,9 +103,14 @@ func TestApprovalLifecycle(t *testing.T) {
 		if a.Status != store.ApprovalPending || a.TenantID != "acme" || a.ID != id || a.DecidedBy != nil {
 			return fmt.Errorf("staged %+v", a)
 		}
-		open, err := s.ApprovalFindOpen(ctx, &store.ApprovalFindOpenParams{TenantID: "acme", RequestedBy: "agent-7", Action: "cancel_order", InputDigest: a.InputDigest})
-		if err != nil || open.ID != id {
-			return fmt.Errorf("find open: %v %w", open, err)
+		// An identical call's stage answers the open approval, staging
+		// nothing (its own id and record are not used).
+		open, err := s.ApprovalStage(ctx, stageParams(uuid.New(), "x"))
+		if err != nil || open.ID != id || open.Status != store.ApprovalPending {
+			return fmt.Errorf("an identical stage: %+v %w", open, err)
+		}
+		if pending, err := s.ApprovalList(ctx, &store.ApprovalListParams{TenantID: "acme", Status: store.ApprovalPending, Limit: 10}); err != nil || len(pending) != 1 {
+			return fmt.Errorf("pending after an identical stage: %d %w", len(pending), err)
 		}
 		decided, err := s.ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: store.ApprovalApproved, DecidedBy: "alice",
 			Entry: []byte(`{"action":"cancel_order","actor":{"kind":"human","subject":"alice"},"approval_id":"` + id.String() +
@@ -198,10 +203,6 @@ func TestStoreErrorsAreSentinels(t *testing.T) {
 			_, err := s.ApprovalGet(ctx, &store.ApprovalGetParams{ID: uuid.New(), TenantID: "acme"})
 			return err
 		}, store.ErrNotFound, ""},
-		{"an identical open call", func(s *store.Store) error {
-			_, err := s.ApprovalStage(ctx, stageParams(uuid.New(), "staged"))
-			return err
-		}, store.ErrConflict, "23505"},
 		{"a record that does not describe the change", func(s *store.Store) error {
 			p := stageParams(uuid.New(), "other")
 			p.Entry = entry("acme", "staged", uuid.New(), "agent-7")
@@ -316,4 +317,53 @@ func TestDriverFailuresAreSentinels(t *testing.T) {
 	check("no such table", err, store.ErrSchemaMismatch)
 	_, err = b.admin.Exec(ctx, "SELECT 1 / 0")
 	check("division by zero", err, store.ErrInvalidValue)
+}
+
+// TestIdenticalStagesAtOnce: two transactions staging an identical call
+// at once meet at approvals_open_call_idx — the second waits for the
+// first, and once it commits, fails ErrConflict (the engine then asks
+// again and finds the first's) — and one approval is staged.
+func TestIdenticalStagesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	first, second := uuid.New(), uuid.New()
+	staged := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		<-staged
+		done <- b.inTenant(t, "acme", func(s *store.Store) error {
+			_, err := s.ApprovalStage(ctx, stageParams(second, "same"))
+			return err
+		})
+	}()
+	err := b.inTenant(t, "acme", func(s *store.Store) error {
+		if _, err := s.ApprovalStage(ctx, stageParams(first, "same")); err != nil {
+			return err
+		}
+		close(staged)
+		// The second waits on this transaction's index entry before this
+		// one commits.
+		for {
+			var waiting bool
+			if err := b.admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%approval_stage%')`).Scan(&waiting); err != nil {
+				return err
+			}
+			if waiting {
+				return nil
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("the second identical stage: %v, want ErrConflict", err)
+	}
+	var n int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.approvals").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d approvals staged (%v), want 1", n, err)
+	}
 }
