@@ -186,24 +186,20 @@ func appendEscaped(b []byte, s string) []byte {
 // RFC 8785 escapes it.
 func AppendGoString(b []byte, s string) []byte {
 	b = append(b, '"')
-	for len(s) > 0 {
-		valid := len(s)
-		for i := 0; i < len(s); {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				valid = i
-				break
-			}
-			i += size
+	start := 0 // of the run not yet appended
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
 		}
-		b = appendEscaped(b, s[:valid])
-		if valid < len(s) {
-			b = utf8.AppendRune(b, utf8.RuneError)
-			valid++
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = utf8.AppendRune(appendEscaped(b, s[start:i]), utf8.RuneError)
+			start = i + 1
 		}
-		s = s[valid:]
+		i += size
 	}
-	return append(b, '"')
+	return append(appendEscaped(b, s[start:]), '"')
 }
 
 // AppendInt appends the canonical form of n: its digits when a double
