@@ -310,11 +310,7 @@ func (x *execution) together(ctx context.Context) *Outcome {
 			return &auditAppendError{err} // the record could not be encoded
 		}
 		savepoint := q.Savepoint(tx)
-		switch failed, err := q.Send(ctx, tx); {
-		case err == nil:
-		case failed == 0:
-			return &auditAppendError{classifyAuditError(store.InterpretError(err))}
-		default:
+		if err := sendRecorded(ctx, &q, tx, 0); err != nil {
 			return err
 		}
 		appended(ctx, tx, started)
@@ -488,8 +484,21 @@ func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult,
 	if confirm {
 		q.ConfirmCommit(stx)
 	}
-	switch failed, err := q.Send(ctx, stx); {
+	if err := sendRecorded(ctx, &q, stx, recorded); err != nil {
+		return err
+	}
+	appended(ctx, stx, rec)
+	return nil
+}
+
+// sendRecorded sends q on tx, q's statement at place recorded being an
+// audit record's append. The first failure is classified by its place: a
+// statement before the record is the store's, the record's an audit
+// failure, one after it (a savepoint, the transaction's id) as it came.
+func sendRecorded(ctx context.Context, q *database.Queue, tx pgx.Tx, recorded int) error {
+	switch failed, err := q.Send(ctx, tx); {
 	case err == nil:
+		return nil
 	case failed == recorded:
 		return &auditAppendError{classifyAuditError(store.InterpretError(err))}
 	case failed < recorded:
@@ -497,8 +506,6 @@ func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult,
 	default:
 		return err
 	}
-	appended(ctx, stx, rec)
-	return nil
 }
 
 // outcome turns the execution's end into its outcome, logging failures.
