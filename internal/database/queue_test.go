@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -21,24 +22,7 @@ import (
 func TestQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.New(t)
-	admin := testdb.Pool(t, url)
-	if _, err := admin.Exec(ctx, "CREATE TABLE queued (n int PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	pool, tr := onePool(t, url)
-	rows := func(t *testing.T) []int {
-		t.Helper()
-		r, err := admin.Query(ctx, "SELECT n FROM queued ORDER BY n")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := pgx.CollectRows(r, pgx.RowTo[int])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	pool, tr, rows := queuedTable(t)
 
 	err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		before := tr.batches.Load()
@@ -101,12 +85,7 @@ func TestQueue(t *testing.T) {
 func TestQueueSavepoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.New(t)
-	admin := testdb.Pool(t, url)
-	if _, err := admin.Exec(ctx, "CREATE TABLE queued (n int PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	pool, tr := onePool(t, url)
+	pool, tr, rows := queuedTable(t)
 	for _, tc := range []struct {
 		name   string
 		commit bool
@@ -116,10 +95,10 @@ func TestQueueSavepoint(t *testing.T) {
 		{"committed", true, []int{1, 2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := admin.Exec(ctx, "TRUNCATE queued"); err != nil {
-				t.Fatal(err)
-			}
 			err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "DELETE FROM queued"); err != nil {
+					return err
+				}
 				before := tr.batches.Load()
 				var q database.Queue
 				_, _ = q.Exec(ctx, "INSERT INTO queued VALUES (1)")
@@ -155,13 +134,34 @@ func TestQueueSavepoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := admin.Query(ctx, "SELECT n FROM queued ORDER BY n")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, err := pgx.CollectRows(r, pgx.RowTo[int]); err != nil || !slices.Equal(got, tc.want) {
-				t.Fatalf("rows %v (%v), want %v", got, err, tc.want)
+			if got := rows(t); !slices.Equal(got, tc.want) {
+				t.Fatalf("rows %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// queuedTable is a test database with an empty table queued (n int
+// PRIMARY KEY), a pool of one connection whose batches tr counts, and
+// rows, which reads the table's numbers in order.
+func queuedTable(t *testing.T) (pool *pgxpool.Pool, tr *tracer, rows func(*testing.T) []int) {
+	t.Helper()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(context.Background(), "CREATE TABLE queued (n int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	pool, tr = onePool(t, url)
+	return pool, tr, func(t *testing.T) []int {
+		t.Helper()
+		r, err := admin.Query(context.Background(), "SELECT n FROM queued ORDER BY n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(r, pgx.RowTo[int])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
 }
