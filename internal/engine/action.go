@@ -231,7 +231,7 @@ func issuesText(code errcode.Code, issues []Issue) string {
 var issuePrinter = message.NewPrinter(language.English)
 
 // validateInput checks canonical input against a compiled schema.
-func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
+func validateInput(schema *ontology.Validator, canonical []byte) []Issue {
 	return schemaIssues(schema, canonical, false)
 }
 
@@ -240,7 +240,7 @@ func validateInput(schema *jsonschema.Schema, canonical []byte) []Issue {
 // unknown or repeated member at the member's own path, where a read's
 // checks have always put it; an action's input issues name the object
 // holding it, as they always have.
-func schemaIssues(schema *jsonschema.Schema, canonical []byte, atMember bool) []Issue {
+func schemaIssues(schema *ontology.Validator, canonical []byte, atMember bool) []Issue {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(canonical))
 	if err != nil {
 		return []Issue{{Path: "", Message: "the input is not valid JSON"}}

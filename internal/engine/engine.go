@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orangerail/orangerail/internal/database"
@@ -149,7 +148,7 @@ type Engine struct {
 	tools map[string]ontology.Tool
 	// readSchemas holds each read tool's compiled input schema, by name:
 	// the schema ReadSchemas advertises.
-	readSchemas map[string]*jsonschema.Schema
+	readSchemas map[string]*ontology.Validator
 	// reads holds each object's read statements, by name.
 	reads map[string]readSQL
 	// keys lines up this process's calls under one idempotency key.

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -42,8 +40,8 @@ func (e *Engine) ReadSchemas(object string) (ReadSchemas, bool) {
 
 // compileReadSchemas compiles every object's get and list input schema,
 // by tool name.
-func (e *Engine) compileReadSchemas() (map[string]*jsonschema.Schema, error) {
-	compiled := map[string]*jsonschema.Schema{}
+func (e *Engine) compileReadSchemas() (map[string]*ontology.Validator, error) {
+	compiled := map[string]*ontology.Validator{}
 	for _, object := range slices.Sorted(maps.Keys(e.cfg.Objects)) {
 		s, _ := e.ReadSchemas(object)
 		for name, schema := range map[string]map[string]any{ontology.GetTool(object): s.GetInput, ontology.ListTool(object): s.ListInput} {
@@ -59,7 +57,7 @@ func (e *Engine) compileReadSchemas() (map[string]*jsonschema.Schema, error) {
 
 // compileReadSchema compiles a read's schema made here: a read's schema
 // states uuid, date and date-time, and enforces them.
-func compileReadSchema(name string, schema map[string]any) (*jsonschema.Schema, error) {
+func compileReadSchema(name string, schema map[string]any) (*ontology.Validator, error) {
 	return ontology.CompileSchema("urn:orangerail:read:"+name, schema)
 }
 

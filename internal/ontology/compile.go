@@ -20,12 +20,16 @@ import (
 // outside fails), and with each format it states asserted, as every other
 // constraint is — format: email refuses what is no address (the draft
 // makes formats annotations unless asked). loc names it in errors.
-func CompileSchema(loc string, schema map[string]any) (*jsonschema.Schema, error) {
+func CompileSchema(loc string, schema map[string]any) (*Validator, error) {
 	c, err := compilerOf(loc, schema)
 	if err != nil {
 		return nil, err
 	}
-	return c.Compile(loc)
+	compiled, err := c.Compile(loc)
+	if err != nil {
+		return nil, err
+	}
+	return newValidator(compiled), nil
 }
 
 // compilerOf is the compiler CompileSchema compiles with, schema added
@@ -51,7 +55,7 @@ func compilerOf(loc string, schema map[string]any) (*jsonschema.Compiler, error)
 
 // compileInput compiles an action's input schema (JSON Schema draft
 // 2020-12, no remote references). Its type must be object.
-func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
+func compileInput(schema map[string]any) (*Validator, error) {
 	if schema["type"] != "object" {
 		return nil, errors.New(`the input schema's "type" must be "object"`)
 	}
@@ -70,7 +74,7 @@ func compileInput(schema map[string]any) (*jsonschema.Schema, error) {
 	if err := checkDefaults(c, loc, "", schema); err != nil {
 		return nil, err
 	}
-	return compiled, nil
+	return newValidator(compiled), nil
 }
 
 // defaultError is a declared default its own schema refuses, at its

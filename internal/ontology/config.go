@@ -725,7 +725,7 @@ type Action struct {
 	// load (Config.Unserved), as if it were not declared.
 	Environments []string `yaml:"environments"`
 
-	inputSchema                         *jsonschema.Schema
+	inputSchema                         *Validator
 	where, audience                     cel.Program
 	auditMasks, priorMasks, resultMasks []Pointer
 }
@@ -759,7 +759,7 @@ func (a *Action) WithholdsPrior() bool { return len(a.RedactAudit) > 0 && len(a.
 func (a *Action) AudienceProgram() cel.Program { return a.audience }
 
 // InputSchema returns the action's compiled input schema.
-func (a *Action) InputSchema() *jsonschema.Schema { return a.inputSchema }
+func (a *Action) InputSchema() *Validator { return a.inputSchema }
 
 // WhereProgram returns the action's compiled precondition, or nil when it
 // has none.
