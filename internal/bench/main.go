@@ -503,7 +503,10 @@ func (c *cycleCPU) backendTimes(ctx context.Context, admin *pgxpool.Pool) map[st
 	if c.backendsUnknown {
 		return nil
 	}
-	rows, err := admin.Query(ctx, "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	// Every backend, this query's own too: the pool runs it on any of its
+	// connections, and one left out of a round's start but not of its end
+	// would count its whole life's time as the round's.
+	rows, err := admin.Query(ctx, "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database()")
 	if err == nil {
 		var pids []string
 		if pids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
