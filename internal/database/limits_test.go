@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -334,46 +335,52 @@ func TestQueryInTenantIsOneReadOnlyTransaction(t *testing.T) {
 	}
 }
 
-// TestRowWriterWithoutFlush: in each of pgx's query exec modes, a
-// RowWriterWithoutFlush's QueryRow is one transaction sent in one batch
+// TestRowWriter: in each of pgx's query exec modes, a RowWriter's (and a
+// RowWriterWithoutFlush's) QueryRow is one transaction sent in one batch
 // that may write, acts as the runtime role in its tenant under the
-// limits, commits without waiting for a flush, and commits: its
-// transaction id is committed once the row is read, on another
-// connection. The connection is left with the server's settings, and a
-// failed statement leaves nothing behind.
-func TestRowWriterWithoutFlush(t *testing.T) {
+// limits, commits waiting for its flush (or, without flush, not), and
+// commits: its transaction id is committed once the row is read, on
+// another connection. The connection is left with the server's settings,
+// and a failed statement leaves nothing behind.
+func TestRowWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
 	const sql = settingsSQL + " || ' ' || current_setting('transaction_read_only') || ' ' || current_setting('synchronous_commit') || ' ' || current_user, pg_current_xact_id()::text"
-	const want = "1500ms 30s acme off off " + database.RuntimeRole
-	for _, mode := range execModes {
-		t.Run(mode, func(t *testing.T) {
-			pool, bounded := boundedInMode(t, url, mode)
-			w := database.RowWriterWithoutFlush(bounded, "acme")
-			for range 2 { // the first prepares its statements, the second reuses them
-				var got, xid string
-				if err := w.QueryRow(ctx, sql).Scan(&got, &xid); err != nil || got != want {
-					t.Fatalf("the write: %q (%v), want %q", got, err, want)
+	for _, writer := range []struct {
+		name   string
+		writer func(database.Acquirer, string) store.DBTX
+		commit string // synchronous_commit
+	}{{"RowWriter", database.RowWriter, "on"}, {"RowWriterWithoutFlush", database.RowWriterWithoutFlush, "off"}} {
+		for _, mode := range execModes {
+			t.Run(writer.name+"/"+mode, func(t *testing.T) {
+				pool, bounded := boundedInMode(t, url, mode)
+				w := writer.writer(bounded, "acme")
+				want := "1500ms 30s acme off " + writer.commit + " " + database.RuntimeRole
+				for range 2 { // the first prepares its statements, the second reuses them
+					var got, xid string
+					if err := w.QueryRow(ctx, sql).Scan(&got, &xid); err != nil || got != want {
+						t.Fatalf("the write: %q (%v), want %q", got, err, want)
+					}
+					var status string
+					if err := admin.QueryRow(ctx, "SELECT pg_xact_status($1::xid8)", xid).Scan(&status); err != nil || status != "committed" {
+						t.Fatalf("the write's transaction %s is %q (%v), want committed", xid, status, err)
+					}
+					var pgErr *pgconn.PgError
+					if err := w.QueryRow(ctx, "SELECT 1/0").Scan(new(int)); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.DivisionByZero {
+						t.Fatalf("a failed write: %v, want SQLSTATE %s", err, pgerrcode.DivisionByZero)
+					}
+					var after string
+					if err := pool.QueryRow(ctx, settingsSQL+" || ' ' || current_setting('synchronous_commit') || ' ' || current_user").Scan(&after); err != nil || after != "0 0  on postgres" {
+						t.Fatalf("the connection after the write: %q (%v), want %q", after, err, "0 0  on postgres")
+					}
 				}
-				var status string
-				if err := admin.QueryRow(ctx, "SELECT pg_xact_status($1::xid8)", xid).Scan(&status); err != nil || status != "committed" {
-					t.Fatalf("the write's transaction %s is %q (%v), want committed", xid, status, err)
+				if _, err := w.Exec(ctx, "SELECT 1"); err == nil {
+					t.Fatalf("a %s ran an Exec", writer.name)
 				}
-				var pgErr *pgconn.PgError
-				if err := w.QueryRow(ctx, "SELECT 1/0").Scan(new(int)); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.DivisionByZero {
-					t.Fatalf("a failed write: %v, want SQLSTATE %s", err, pgerrcode.DivisionByZero)
-				}
-				var after string
-				if err := pool.QueryRow(ctx, settingsSQL+" || ' ' || current_setting('synchronous_commit') || ' ' || current_user").Scan(&after); err != nil || after != "0 0  on postgres" {
-					t.Fatalf("the connection after the write: %q (%v), want %q", after, err, "0 0  on postgres")
-				}
-			}
-			if _, err := w.Exec(ctx, "SELECT 1"); err == nil {
-				t.Fatal("a RowWriterWithoutFlush ran an Exec")
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 	"github.com/orangerail/orangerail/internal/store"
 )
 
-// errNotARowRead is what a RowReader or a RowWriterWithoutFlush answers a
-// statement other than a single row's.
-var errNotARowRead = errors.New("database: a RowReader or RowWriterWithoutFlush runs single-row statements (QueryRow) only")
+// errNotARowRead is what a RowReader or a RowWriter answers a statement
+// other than a single row's.
+var errNotARowRead = errors.New("database: a RowReader or RowWriter runs single-row statements (QueryRow) only")
 
 // RowReader returns a store.DBTX on which every QueryRow is a read-only
 // transaction of its own, scoped to tenant and sent with its statement in
@@ -26,14 +26,20 @@ func RowReader(pool Acquirer, tenant string) store.DBTX {
 	return &rowReader{pool: pool, tenant: tenant, kind: readOnly}
 }
 
-// RowWriterWithoutFlush is RowReader for a statement that writes: every
-// QueryRow is a transaction of its own, scoped to tenant, sent with its
-// scope and committed in one round trip, whose commit does not wait for
-// its WAL to reach disk (as InTenantWithoutFlush's). Should it meet a dead
-// connection it is sent again on another, whether or not it committed
-// there: its statement must be repeatable, a second run answering as the
-// first without writing again. A lock the statement takes is held only
-// while Postgres runs it and commits, never across a round trip.
+// RowWriter is RowReader for a statement that writes: every QueryRow is a
+// transaction of its own, scoped to tenant, sent with its scope and
+// committed in one round trip — a third of InTenant's for a transaction
+// of one statement. Should it meet a dead connection it is sent again on
+// another, whether or not it committed there: its statement must be
+// repeatable, a second run answering as the first without writing again.
+// A lock the statement takes is held only while Postgres runs it and
+// commits, never across a round trip.
+func RowWriter(pool Acquirer, tenant string) store.DBTX {
+	return &rowReader{pool: pool, tenant: tenant, kind: write}
+}
+
+// RowWriterWithoutFlush is RowWriter for a statement whose commit need not
+// wait for its WAL to reach disk (as InTenantWithoutFlush's).
 func RowWriterWithoutFlush(pool Acquirer, tenant string) store.DBTX {
 	return &rowReader{pool: pool, tenant: tenant, kind: writeWithoutFlush}
 }
@@ -56,7 +62,7 @@ func (r *rowReader) Exec(context.Context, string, ...any) (pgconn.CommandTag, er
 	return pgconn.CommandTag{}, errNotARowRead
 }
 
-// readRow is a row a RowReader or RowWriterWithoutFlush runs its
+// readRow is a row a RowReader or RowWriter runs its
 // statement for when it is scanned.
 type readRow struct {
 	r    *rowReader

@@ -535,12 +535,14 @@ const (
 	// writeWithoutFlush: RowWriterWithoutFlush's, a write whose commit
 	// does not wait for its WAL to reach disk, as InTenantWithoutFlush's.
 	writeWithoutFlush
+	// write: RowWriter's, a write committed as InTenant's are.
+	write
 )
 
 // pipelineScope returns the statement that opens a pipelined statement's
 // transaction of kind under role and l: a read's it makes read-only, as
-// BEGIN READ ONLY would, a write's it lets commit without a flush, as
-// InTenantWithoutFlush's; then it sets the role, the limits and the
+// BEGIN READ ONLY would, a write without flush's it lets commit without a
+// flush, as InTenantWithoutFlush's; then it sets the role, the limits and the
 // tenant (its one parameter, $1), each locally, as InTenant's scope does.
 // The role and the limits are literals (a role's name of Open, digits),
 // so the text is the same for every statement of a kind on a pool and a
@@ -561,14 +563,21 @@ func pipelineScope(role string, l Limits, kind pipelined) string {
 	if sql, ok := m[key]; ok {
 		return sql
 	}
-	first := [2]string{"transaction_read_only", "on"}
-	if kind == writeWithoutFlush {
-		first = withoutFlush
+	var set [][2]string
+	switch kind {
+	case readOnly:
+		set = append(set, [2]string{"transaction_read_only", "on"})
+	case writeWithoutFlush:
+		set = append(set, withoutFlush)
 	}
+	set = append(set, settings("", role, l)...)
 	var sql strings.Builder
 	sql.WriteString("SELECT ")
-	setLiterals(&sql, append([][2]string{first}, settings("", role, l)...))
-	sql.WriteString(", set_config('orangerail.tenant_id', $1, true)")
+	setLiterals(&sql, set)
+	if len(set) > 0 {
+		sql.WriteString(", ")
+	}
+	sql.WriteString("set_config('orangerail.tenant_id', $1, true)")
 	m[key] = sql.String()
 	pipelineScopes.m.Store(&m)
 	return m[key]

@@ -429,6 +429,27 @@ func (e *Engine) stage(ctx context.Context, caller *Caller, c *call) (out *Outco
 }
 
 func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry bool) *Outcome {
+	if retry {
+		// Most calls are new: the stage is then one statement, sent with
+		// its scope and committed with it, in one round trip instead of
+		// BEGIN, the stage and COMMIT. Staging twice is staging once (a
+		// second send finds the open approval the first made, under the
+		// same id), as RowWriter requires. An identical call's open
+		// approval, which may have lapsed, and an identical call staged
+		// this instant take the transaction below.
+		p, err := e.stageParams(caller, c)
+		if err != nil {
+			return e.storeFailure(ctx, "stage "+c.name, "", err)
+		}
+		approval, err := store.New(database.RowWriter(e.store, caller.Tenant)).ApprovalStage(ctx, p)
+		switch {
+		case err == nil && approval.ID == p.ID:
+			e.staged(ctx, nil, caller, c, p.ID)
+			return &Outcome{Status: StatusApprovalPending, ApprovalID: &approval.ID, ExpiresAt: &approval.ExpiresAt, CorrelationID: approval.ID.String()}
+		case err != nil && !errors.Is(changeError(err), store.ErrConflict):
+			return e.storeFailure(ctx, "stage "+c.name, "", changeError(err))
+		}
+	}
 	var approval *store.Approval
 	var existing bool
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -442,31 +463,15 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		// anew: the open one holds its place until then
 		// (approvals_open_call_idx). So at most twice.
 		for range 2 {
-			id := uuid.New()
-			entry, err := encodeEntry(e.record(caller, c, PhaseStaged, id.String(), &id))
+			p, err := e.stageParams(caller, c)
 			if err != nil {
-				return &auditAppendError{err}
-			}
-			// The approval keeps the canonical input: the bytes its digest
-			// covers, the bytes an approver is shown, the bytes that
-			// execute; sealed, under the key that made the digest.
-			p := &store.ApprovalStageParams{
-				ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
-				Input: c.canonical, InputDigest: c.digest, InputKeyID: string(c.digestKey), DefinitionHash: e.definitions[c.name],
-				ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
-			}
-			if e.cfg.Approvals.SealInputs {
-				if p.InputSealed, p.InputDataKey, err = e.sealInput(caller.Tenant, id, c.digestKey, c.canonical); err != nil {
-					return err
-				}
-				p.Input = nil
+				return err
 			}
 			if approval, err = st.ApprovalStage(ctx, p); err != nil {
 				return changeError(err)
 			}
-			if approval.ID == id {
-				approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionStaged, Action: c.name,
-					Tenant: caller.Tenant, Actor: caller.actor().Subject})
+			if approval.ID == p.ID {
+				e.staged(ctx, tx, caller, c, p.ID)
 				return nil
 			}
 			if approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, approval); err != nil {
@@ -491,6 +496,37 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		return e.check(ctx, caller, approval.ID.String())
 	}
 	return &Outcome{Status: StatusApprovalPending, ApprovalID: &approval.ID, ExpiresAt: &approval.ExpiresAt, CorrelationID: approval.ID.String()}
+}
+
+// stageParams is the stage of call c by caller under a new approval id.
+// The approval keeps the canonical input: the bytes its digest covers,
+// the bytes an approver is shown, the bytes that execute; sealed, under
+// the key that made the digest.
+func (e *Engine) stageParams(caller *Caller, c *call) (*store.ApprovalStageParams, error) {
+	id := uuid.New()
+	entry, err := encodeEntry(e.record(caller, c, PhaseStaged, id.String(), &id))
+	if err != nil {
+		return nil, &auditAppendError{err}
+	}
+	p := &store.ApprovalStageParams{
+		ID: id, Action: c.name, RequestedBy: caller.actor().Subject,
+		Input: c.canonical, InputDigest: c.digest, InputKeyID: string(c.digestKey), DefinitionHash: e.definitions[c.name],
+		ExpiresAt: e.now().Add(time.Duration(e.cfg.Approvals.TTL)), Entry: entry,
+	}
+	if e.cfg.Approvals.SealInputs {
+		if p.InputSealed, p.InputDataKey, err = e.sealInput(caller.Tenant, id, c.digestKey, c.canonical); err != nil {
+			return nil, err
+		}
+		p.Input = nil
+	}
+	return p, nil
+}
+
+// staged emits the stage of approval id once tx commits; tx nil: the
+// stage has committed.
+func (e *Engine) staged(ctx context.Context, tx pgx.Tx, caller *Caller, c *call, id uuid.UUID) {
+	approvalChanged(ctx, tx, ApprovalChanged{ApprovalID: id, Transition: TransitionStaged, Action: c.name,
+		Tenant: caller.Tenant, Actor: caller.actor().Subject})
 }
 
 // expireLapsed marks the tenant's open approvals past their expiry as

@@ -239,7 +239,8 @@ func (e *Engine) observe(ctx context.Context) context.Context {
 }
 
 // emitOnCommit emits ev to the call's hooks once tx commits, and never if
-// it rolls back.
+// it rolls back; at once when tx is nil, a change that has committed (a
+// statement that was its own transaction).
 func emitOnCommit(ctx context.Context, tx pgx.Tx, ev Event) {
 	if h, _ := ctx.Value(hooksKey{}).(*Hooks); h != nil {
 		database.AfterCommit(tx, func() { h.Emit(ev) })

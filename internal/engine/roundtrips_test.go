@@ -131,9 +131,8 @@ func TestGovernedCycleRoundTrips(t *testing.T) {
 	cycle(0) // the first prepares every statement
 	got := cycle(1)
 	// What each step waits for, at most:
-	//   stage    the target's read (its scope with it); BEGIN with the
-	//            scope; the stage (or an identical call's open approval);
-	//            COMMIT
+	//   stage    the target's read (its scope with it); the stage, its
+	//            scope and its COMMIT together
 	//   show     the approval; its target (each with its scope)
 	//   decide   BEGIN with the scope; the approval; the decision; COMMIT
 	//   execute  the approval; the budget's spend (scope, spend and COMMIT
@@ -142,7 +141,7 @@ func TestGovernedCycleRoundTrips(t *testing.T) {
 	//            record and the effect's SAVEPOINT together; the effect;
 	//            the slot's release, the end's record and the
 	//            transaction's id together; COMMIT
-	limits := map[string]int{"stage": 4, "show": 2, "decide": 4, "execute": 9}
+	limits := map[string]int{"stage": 2, "show": 2, "decide": 4, "execute": 9}
 	var over []string
 	total := 0
 	for _, step := range []string{"stage", "show", "decide", "execute"} {

@@ -306,8 +306,10 @@ func TestCommitStatusUnknown(t *testing.T) {
 // commitCutter is a pool's tracer whose connections (cuttingConns, dialAs
 // makes them), once armed, let the answer to a COMMIT arrive, drop it and
 // end: a COMMIT that took effect whose answer was lost with its
-// connection. tracer arms the connection that is about to COMMIT a
-// transaction that ran a statement containing after, once.
+// connection. tracer arms, once, the connection that is about to COMMIT a
+// transaction that ran a statement containing after, or to send a batch
+// holding one: a statement sent with its scope and committed at the
+// batch's end (database.RowWriter), whose answer comes once it committed.
 type commitCutter struct {
 	after string
 	mu    sync.Mutex
@@ -343,16 +345,39 @@ func (c *commitCutter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data
 	case strings.Contains(data.SQL, c.after):
 		c.marked = conn
 	case conn == c.marked && strings.EqualFold(strings.TrimSpace(data.SQL), "commit"):
-		if cc, ok := conn.PgConn().Conn().(*cuttingConn); ok {
-			cc.done = c.armed
-			cc.cut.Store(true)
-			c.armed = nil
-		}
+		c.arm(conn)
 	}
 	return ctx
 }
 
 func (c *commitCutter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *commitCutter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed == nil || conn == c.marked {
+		return ctx // a transaction's batch: its COMMIT is armed above
+	}
+	for _, q := range data.Batch.QueuedQueries {
+		if strings.Contains(q.SQL, c.after) {
+			c.arm(conn)
+			break
+		}
+	}
+	return ctx
+}
+
+func (c *commitCutter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *commitCutter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// arm cuts conn's next answer.
+func (c *commitCutter) arm(conn *pgx.Conn) {
+	if cc, ok := conn.PgConn().Conn().(*cuttingConn); ok {
+		cc.done = c.armed
+		cc.cut.Store(true)
+		c.armed = nil
+	}
+}
 
 // TestStageCommitAnswerLost: a stage's COMMIT takes effect and its answer
 // is lost with its connection: the stage runs once more on another
