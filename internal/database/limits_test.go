@@ -348,39 +348,42 @@ func TestRowWriter(t *testing.T) {
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
 	const sql = settingsSQL + " || ' ' || current_setting('transaction_read_only') || ' ' || current_setting('synchronous_commit') || ' ' || current_user, pg_current_xact_id()::text"
-	for _, writer := range []struct {
-		name   string
-		writer func(database.Acquirer, string) store.DBTX
-		commit string // synchronous_commit
-	}{{"RowWriter", database.RowWriter, "on"}, {"RowWriterWithoutFlush", database.RowWriterWithoutFlush, "off"}} {
-		for _, mode := range execModes {
-			t.Run(writer.name+"/"+mode, func(t *testing.T) {
-				pool, bounded := boundedInMode(t, url, mode)
+	for _, mode := range execModes {
+		t.Run(mode, func(t *testing.T) {
+			// One pool a mode: behind PgBouncer a second one in
+			// cache_statement mode would meet the first's prepared
+			// statements on the server connections they share.
+			pool, bounded := boundedInMode(t, url, mode)
+			for _, writer := range []struct {
+				name   string
+				writer func(database.Acquirer, string) store.DBTX
+				commit string // synchronous_commit
+			}{{"RowWriter", database.RowWriter, "on"}, {"RowWriterWithoutFlush", database.RowWriterWithoutFlush, "off"}} {
 				w := writer.writer(bounded, "acme")
 				want := "1500ms 30s acme off " + writer.commit + " " + database.RuntimeRole
 				for range 2 { // the first prepares its statements, the second reuses them
 					var got, xid string
 					if err := w.QueryRow(ctx, sql).Scan(&got, &xid); err != nil || got != want {
-						t.Fatalf("the write: %q (%v), want %q", got, err, want)
+						t.Fatalf("%s: the write: %q (%v), want %q", writer.name, got, err, want)
 					}
 					var status string
 					if err := admin.QueryRow(ctx, "SELECT pg_xact_status($1::xid8)", xid).Scan(&status); err != nil || status != "committed" {
-						t.Fatalf("the write's transaction %s is %q (%v), want committed", xid, status, err)
+						t.Fatalf("%s: the write's transaction %s is %q (%v), want committed", writer.name, xid, status, err)
 					}
 					var pgErr *pgconn.PgError
 					if err := w.QueryRow(ctx, "SELECT 1/0").Scan(new(int)); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.DivisionByZero {
-						t.Fatalf("a failed write: %v, want SQLSTATE %s", err, pgerrcode.DivisionByZero)
+						t.Fatalf("%s: a failed write: %v, want SQLSTATE %s", writer.name, err, pgerrcode.DivisionByZero)
 					}
 					var after string
 					if err := pool.QueryRow(ctx, settingsSQL+" || ' ' || current_setting('synchronous_commit') || ' ' || current_user").Scan(&after); err != nil || after != "0 0  on postgres" {
-						t.Fatalf("the connection after the write: %q (%v), want %q", after, err, "0 0  on postgres")
+						t.Fatalf("%s: the connection after the write: %q (%v), want %q", writer.name, after, err, "0 0  on postgres")
 					}
 				}
 				if _, err := w.Exec(ctx, "SELECT 1"); err == nil {
 					t.Fatalf("a %s ran an Exec", writer.name)
 				}
-			})
-		}
+			}
+		})
 	}
 }
 
