@@ -442,12 +442,15 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 			return e.storeFailure(ctx, "stage "+c.name, "", err)
 		}
 		approval, err := store.New(database.RowWriter(e.store, caller.Tenant)).ApprovalStage(ctx, p)
+		if err != nil {
+			err = changeError(err)
+		}
 		switch {
 		case err == nil && approval.ID == p.ID:
 			e.staged(ctx, nil, caller, c, p.ID)
-			return &Outcome{Status: StatusApprovalPending, ApprovalID: &approval.ID, ExpiresAt: &approval.ExpiresAt, CorrelationID: approval.ID.String()}
-		case err != nil && !errors.Is(changeError(err), store.ErrConflict):
-			return e.storeFailure(ctx, "stage "+c.name, "", changeError(err))
+			return pending(approval)
+		case err != nil && !errors.Is(err, store.ErrConflict):
+			return e.storeFailure(ctx, "stage "+c.name, "", err)
 		}
 	}
 	var approval *store.Approval
@@ -495,7 +498,12 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		// Repeating an approved call is polling it.
 		return e.check(ctx, caller, approval.ID.String())
 	}
-	return &Outcome{Status: StatusApprovalPending, ApprovalID: &approval.ID, ExpiresAt: &approval.ExpiresAt, CorrelationID: approval.ID.String()}
+	return pending(approval)
+}
+
+// pending is the outcome of a call that an open approval holds.
+func pending(a *store.Approval) *Outcome {
+	return &Outcome{Status: StatusApprovalPending, ApprovalID: &a.ID, ExpiresAt: &a.ExpiresAt, CorrelationID: a.ID.String()}
 }
 
 // stageParams is the stage of call c by caller under a new approval id.

@@ -110,7 +110,7 @@ func quickOf(s *jsonschema.Schema, seen map[*jsonschema.Schema]*quickNode) *quic
 	if n, ok := seen[s]; ok {
 		return n
 	}
-	n := &quickNode{minItems: -1, maxItems: -1, minLength: -1, maxLength: -1}
+	n := &quickNode{}
 	seen[s] = n
 	// Draft 2020-12 alone: an earlier draft's items, formats and
 	// $ref siblings read otherwise.
@@ -193,7 +193,7 @@ func (n *quickNode) accepts(v any) bool {
 		if kind != kindNumber || n.kinds&kindInteger == 0 {
 			return false
 		}
-		if r, ok := n.number(v); !ok || !r.IsInt() {
+		if r, ok := exactNumber(v.(json.Number)); !ok || !r.IsInt() {
 			return false
 		}
 	}
@@ -304,7 +304,7 @@ func (n *quickNode) acceptsNumber(v json.Number) bool {
 	if n.minimum == nil && n.maximum == nil && n.exclusiveMinimum == nil && n.exclusiveMaximum == nil {
 		return true
 	}
-	r, ok := n.number(v)
+	r, ok := exactNumber(v)
 	return ok &&
 		(n.minimum == nil || r.Cmp(n.minimum) >= 0) &&
 		(n.maximum == nil || r.Cmp(n.maximum) <= 0) &&
@@ -312,12 +312,11 @@ func (n *quickNode) acceptsNumber(v json.Number) bool {
 		(n.exclusiveMaximum == nil || r.Cmp(n.exclusiveMaximum) < 0)
 }
 
-// number is a number's exact value, as the library reads it. A number
-// with an exponent is left to the library: 1e999999 is a million digits
-// to make, and the library would make them again.
-func (*quickNode) number(v any) (*big.Rat, bool) {
-	n, ok := v.(json.Number)
-	if !ok || strings.ContainsAny(string(n), "eE") {
+// exactNumber is n's exact value, as the library reads it. A number with
+// an exponent is left to the library: 1e999999 is a million digits to
+// make, and the library would make them again.
+func exactNumber(n json.Number) (*big.Rat, bool) {
+	if strings.ContainsAny(string(n), "eE") {
 		return nil, false
 	}
 	return new(big.Rat).SetString(string(n))
