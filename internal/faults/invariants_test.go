@@ -44,7 +44,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		// A pending approval marked consumed around the engine, with no
 		// decision and no execution.
 		`ALTER TABLE orangerail.approvals DISABLE TRIGGER approvals_lifecycle`,
-		`ALTER TABLE orangerail.approvals DISABLE TRIGGER approvals_notify`,
+		`ALTER TABLE orangerail.approvals DISABLE TRIGGER approvals_notify_decided`,
 		`UPDATE orangerail.approvals SET status = 'consumed', decided_by = 'mallory', decided_at = now(), consumed_at = now() WHERE status = 'pending'`,
 		// A counter below zero, and a key claimed but never answered.
 		`ALTER TABLE orangerail.budget_counts DROP CONSTRAINT budget_counts_minute_calls_check`,
