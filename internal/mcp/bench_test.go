@@ -25,8 +25,8 @@ import (
 // governed (the MCP server for a fixed caller: tenant scope, read access,
 // the engine's checks), door (the same behind the HTTP front: an OIDC token
 // verified, the caller's allowance counted by the BatchLimiter the app
-// runs), and, as the baseline, a bare go-sdk server whose one tool runs
-// the same SELECT through pgx. All serve in-process on loopback, in 12
+// runs), and, as the baseline, a bare go-sdk server whose one tool, of
+// the same name and input schema, runs the same SELECT through pgx. All serve in-process on loopback, in 12
 // short rounds that alternate the three; each reports calls/s, p50 and
 // p99 over every round, and governed and door the median, min and max of
 // their per-round p50 ratios to the baseline. Run it once per measurement
@@ -70,8 +70,12 @@ func BenchmarkReadCall(b *testing.B) {
 	doorSrv := httptest.NewServer(labelled("door", doorFront))
 	b.Cleanup(doorSrv.Close)
 
+	// The bare tool declares the input schema the governed one does, as
+	// the bytes the governed server sends: the SDK reads a tool's input
+	// schema on every call (for x-mcp-header annotations), at a cost that
+	// grows with the schema, and that cost is the tool's, not governing's.
 	bare := sdk.NewServer(&sdk.Implementation{Name: "bare", Version: "1"}, nil)
-	bare.AddTool(&sdk.Tool{Name: "order_get", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	bare.AddTool(&sdk.Tool{Name: "order_get", InputSchema: servedInputSchema(b, governedSrv.URL, token, "order_get")}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var in struct {
 			ID string `json:"id"`
 		}
@@ -167,6 +171,33 @@ func BenchmarkReadCall(b *testing.B) {
 		b.ReportMetric(ratios[len(ratios)-1], v.name+"-ratio-max")
 	}
 	b.ReportMetric(float64(len(base.p50s)), "rounds")
+}
+
+// servedInputSchema is the input schema the MCP server at url, asked with
+// token, declares for tool, encoded as JSON.
+func servedInputSchema(b *testing.B, url, token, tool string) json.RawMessage {
+	b.Helper()
+	client := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: client, MaxRetries: -1}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+	for t, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if t.Name == tool {
+			schema, err := json.Marshal(t.InputSchema)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return schema
+		}
+	}
+	b.Fatalf("the server declares no tool %s", tool)
+	return nil
 }
 
 // labelled serves h with its goroutine labelled variant=name, so that a
