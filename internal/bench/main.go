@@ -46,7 +46,10 @@ type options struct {
 	chainRows      int
 	verifyRounds   int
 	keep           bool
-	want           func(group string) bool
+	// functionStats: the lifecycle reports its governed cycles' time in
+	// each orangerail function (funcstats.go).
+	functionStats bool
+	want          func(group string) bool
 	// profileVerify starts profiling the Go verifier and returns the stop
 	// func.
 	profileVerify func() (stop func())
@@ -80,6 +83,7 @@ func benchMain() int {
 	verifyRounds := flag.Int("verify-rounds", 5, "rounds of the Go verifier against its baseline (each round runs both once)")
 	keep := flag.Bool("keep-database", false, "keep the bench database (its name goes to stderr) for profiling")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the verify benchmarks to this file")
+	functionStats := flag.Bool("function-stats", false, "report the governed lifecycle's time in each orangerail function, per cycle (timing every call costs the governed side a little: leave it off for the ratios)")
 	loadDuration := flag.Duration("load-duration", 20*time.Second, "how long mcp_http_load is measured, after its warm-up")
 	loadWarmup := flag.Duration("load-warmup", 3*time.Second, "how long mcp_http_load runs unmeasured first")
 	loadSessions := flag.Int("load-sessions", 200, "how many MCP sessions mcp_http_load runs at once")
@@ -90,7 +94,7 @@ func benchMain() int {
 		fmt.Fprintln(os.Stderr, "bench: -run:", err)
 		return 2
 	}
-	o := options{appendDuration: *appendDuration, chainRows: *chainRows, verifyRounds: *verifyRounds, keep: *keep, want: selected.MatchString,
+	o := options{appendDuration: *appendDuration, chainRows: *chainRows, verifyRounds: *verifyRounds, keep: *keep, functionStats: *functionStats, want: selected.MatchString,
 		load:          loadOptions{sessions: *loadSessions, warmup: *loadWarmup, duration: *loadDuration, keep: *keep},
 		profileVerify: func() func() { return func() {} }}
 	if *cpuProfile != "" {
@@ -183,7 +187,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if want("lifecycle") {
-		if err := lifecycleBenchmarks(ctx, admin, dbURL, appendDuration, emit); err != nil {
+		if err := lifecycleBenchmarks(ctx, admin, dbURL, appendDuration, o.functionStats, emit); err != nil {
 			return err
 		}
 	}
@@ -355,7 +359,7 @@ func opsRate(ctx context.Context, writers int, d time.Duration, op func(ctx cont
 // lifecycleBenchmarks measures whole governed cycles: an agent stages an
 // update, a person reviews and approves it, the agent polls and it
 // executes against the example's tables.
-func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string, d time.Duration, emit func(result)) error {
+func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string, d time.Duration, functionStats bool, emit func(result)) error {
 	if _, err := admin.Exec(ctx, orders.Seed); err != nil {
 		return err
 	}
@@ -373,6 +377,11 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 	// The cycles measure governing, budget spending included, not the
 	// example's budget (a write's 20 a minute, 2 at once): it is lifted.
 	cfg.Actions["update_shipping_address"].Budget = &benchBudget
+	if functionStats {
+		if err := trackFunctions(ctx, admin); err != nil {
+			return err
+		}
+	}
 	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: dbURL})
 	if err != nil {
 		return err
@@ -445,11 +454,24 @@ func lifecycleBenchmarks(ctx context.Context, admin *pgxpool.Pool, dbURL string,
 		bareCPU.stop(ctx, admin, mark, n)
 		return float64(n) / time.Since(start).Seconds(), err
 	}
+	var before map[string]functionStat
+	if functionStats {
+		if before, err = readFunctionStats(ctx, admin, rt.Store); err != nil {
+			return err
+		}
+	}
 	g, b, err := alternate(benchRounds, governed, bare)
 	if err != nil {
 		return fmt.Errorf("lifecycle_8_agents: %w", err)
 	}
 	emit(roundsResult("lifecycle_8_agents", "cycles/s", g, b, "ratio >= 0.7", func(_, ratio float64) bool { return ratio >= 0.7 }))
+	if functionStats {
+		after, err := readFunctionStats(ctx, admin, rt.Store)
+		if err != nil {
+			return err
+		}
+		emitFunctionStats(before, after, governedCPU.cycles, emit)
+	}
 	// Where a cycle's CPU goes, on each side of the comparison: this
 	// process (the engine, in the governed rounds; pgx alone in the bare
 	// ones) and the database's backends. On a box whose cores both serve,
