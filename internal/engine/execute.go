@@ -374,10 +374,29 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 				return err
 			}
 			target, started = locked, true
-			return appendAudit(ctx, stx, x.started(target))
+			// The start's record is sent with a read of the transaction's
+			// id: should the COMMIT's answer be lost, InTenant asks
+			// Postgres whether it took effect, and a start that committed
+			// goes on to its effect instead of being answered as a
+			// failure while its record says it began.
+			rec := x.started(target)
+			var q database.Queue
+			if err := AppendAudit(ctx, &q, rec); err != nil {
+				return &auditAppendError{err} // the record could not be encoded
+			}
+			q.ConfirmCommit(stx)
+			if err := sendRecorded(ctx, &q, stx, 0); err != nil {
+				return err
+			}
+			appended(ctx, stx, rec)
+			return nil
 		})
 		if err != nil {
-			started = false // the record rolled back with its transaction
+			// The record rolled back with its transaction; or, its
+			// COMMIT's answer lost and Postgres unable to say, it may
+			// have committed, and stays unfinished. Either way no effect
+			// ran, and the poll answers the store's failure.
+			started = false
 			return err
 		}
 		if !started {

@@ -413,3 +413,39 @@ func TestStageCommitAnswerLost(t *testing.T) {
 	executedOnce(t, b.lifecycle(t, "fault-stage-answer-lost"))
 	faults.Require(t, b.admin, noteEffect)
 }
+
+// TestUpstreamStartCommitAnswerLost: an upstream call's consume and
+// execution_started commit, and the COMMIT's answer is lost with its
+// connection. Postgres, asked on another connection, says the transaction
+// committed, so the execution goes on to its call: the poll answers
+// executed, the carrier makes one label from one request, and the log
+// holds the execution's end — not a failure answered while the log says
+// the execution began, with no call made and no end ever written.
+func TestUpstreamStartCommitAnswerLost(t *testing.T) {
+	t.Parallel()
+	c := newCarrier(t)
+	cut := make(chan struct{})
+	cutter := &commitCutter{after: "-- name: ApprovalConsume", armed: cut}
+	url := testdb.New(t)
+	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, dialAs(func(c net.Conn) net.Conn { return &cuttingConn{Conn: c} })
+		return faults.NewPool(t, cfg)
+	}, labelEdits(c.URL)...)
+	_, polls := b.labelLifecycle(t, "arrived damaged")
+	select {
+	case <-cut:
+	default:
+		t.Fatal("no COMMIT's answer was lost")
+	}
+	if first := polls[0]; len(polls) != 1 || first.Status != engine.StatusOK {
+		t.Errorf("%d polls, the first %s %q (%v), want one, %s", len(polls), first.Status, first.Diagnostic, first.Err, engine.StatusOK)
+	}
+	if labels, requests := c.made(); labels != 1 || requests != 1 {
+		t.Errorf("the carrier made %d labels from %d requests, want 1 from 1", labels, requests)
+	}
+	requireFinishedOrFlagged(t, b, nil)
+	for _, l := range b.log {
+		t.Log(l)
+	}
+}
