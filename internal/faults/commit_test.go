@@ -379,6 +379,23 @@ func (c *commitCutter) arm(conn *pgx.Conn) {
 	}
 }
 
+// cutAfter returns a bundle on a fresh database, edited by edits, whose
+// runtime pool loses, once, the answer to the COMMIT of a transaction that
+// sent a statement holding after, or to a batch holding it
+// (commitCutter), and a channel closed once it did.
+func cutAfter(t *testing.T, after string, edits ...ontologytest.Edit) (*bundle, <-chan struct{}) {
+	t.Helper()
+	cut := make(chan struct{})
+	cutter := &commitCutter{after: after, armed: cut}
+	url := testdb.New(t)
+	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, dialAs(func(c net.Conn) net.Conn { return &cuttingConn{Conn: c} })
+		return faults.NewPool(t, cfg)
+	}, edits...)
+	return b, cut
+}
+
 // TestStageCommitAnswerLost: a stage's COMMIT takes effect and its answer
 // is lost with its connection: the stage runs once more on another
 // connection (it may: staging twice is staging once), finds the approval
@@ -386,14 +403,7 @@ func (c *commitCutter) arm(conn *pgx.Conn) {
 // approval, one staged record — and the lifecycle goes on from there.
 func TestStageCommitAnswerLost(t *testing.T) {
 	t.Parallel()
-	cut := make(chan struct{})
-	cutter := &commitCutter{after: "-- name: ApprovalStage", armed: cut}
-	url := testdb.New(t)
-	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
-		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, dialAs(func(c net.Conn) net.Conn { return &cuttingConn{Conn: c} })
-		return faults.NewPool(t, cfg)
-	})
+	b, cut := cutAfter(t, "-- name: ApprovalStage")
 	input := json.RawMessage(`{"order_id": "o-1001", "note": "fault-stage-answer-lost"}`)
 	staged := b.call(t, "stage", func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", input) })
 	select {
@@ -424,14 +434,7 @@ func TestStageCommitAnswerLost(t *testing.T) {
 func TestUpstreamStartCommitAnswerLost(t *testing.T) {
 	t.Parallel()
 	c := newCarrier(t)
-	cut := make(chan struct{})
-	cutter := &commitCutter{after: "-- name: ApprovalConsume", armed: cut}
-	url := testdb.New(t)
-	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
-		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, dialAs(func(c net.Conn) net.Conn { return &cuttingConn{Conn: c} })
-		return faults.NewPool(t, cfg)
-	}, labelEdits(c.URL)...)
+	b, cut := cutAfter(t, "-- name: ApprovalConsume", labelEdits(c.URL)...)
 	_, polls := b.labelLifecycle(t, "arrived damaged")
 	select {
 	case <-cut:
