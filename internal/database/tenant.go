@@ -335,9 +335,10 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	for {
+		// An error asking (no connection answers yet) is asked again,
+		// as an answer of "in progress" is, until the wait is over.
 		switch status, err := commitStatus(cctx, conn, failed.xid); {
 		case err != nil:
-			return failed.err
 		case status == "committed":
 			for _, f := range failed.after {
 				f()
@@ -347,7 +348,8 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 			return fmt.Errorf("%w: %w", ErrNotCommitted, failed.err)
 		}
 		// In progress: the backend has not yet seen its connection end
-		// (it aborts the transaction when it does).
+		// (it aborts the transaction when it does, or when idle past
+		// its bound: idleBound).
 		select {
 		case <-cctx.Done():
 			return failed.err
@@ -412,6 +414,21 @@ type tried struct {
 // RowWriterWithoutFlush's.
 var withoutFlush = [2]string{"synchronous_commit", "off"}
 
+// idleBound is the setting by which Postgres ends a bounded transaction
+// left idle longer than its client-side deadline: the server's half of
+// that deadline. A client cut off from Postgres by a partition, or whose
+// host died, closes its side at the deadline, but the backend may never
+// hear of it — nothing arrives, and the server's TCP keepalive waits
+// hours — and would hold the transaction's row locks (an approval, a
+// budget's count, a tenant's target) against every replica until then.
+// A healthy transaction is never idle that long: its client would have
+// ended it first. So the backend, idle past it, ends its session and the
+// transaction rolls back; a COMMIT that never arrived is then settled as
+// not committed for whoever asks (pg_xact_status).
+func idleBound(l Limits) [2]string {
+	return [2]string{"idle_in_transaction_session_timeout", strconv.FormatInt(Milliseconds(l.deadline()), 10)}
+}
+
 // inTenant is one attempt of InTenant.
 func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, flush bool, fn func(pgx.Tx) error) tried {
 	limits, role := limitsOf(conn)
@@ -420,6 +437,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 		set = append(set, withoutFlush)
 	}
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
+		set = append(set, idleBound(limits))
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
 		// caller can take it from the pool.

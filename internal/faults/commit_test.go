@@ -3,6 +3,8 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/faults"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
@@ -171,29 +174,36 @@ func TestCommitAnswerLost(t *testing.T) {
 }
 
 // commitSwallower is a pool's tracer whose connections (swallowingConns,
-// dialAs makes them), once armed, send nothing more and never close toward
-// Postgres: a network that swallows the COMMIT, and the connection's end
-// after it, so that the server holds the transaction open, in progress.
-// tracer arms the connection that is about to send the COMMIT of an
-// execution (one that has just read its transaction's id), once; release
-// closes the swallowed connection, as the network healing (or the server's
-// TCP keepalive) would.
+// its dial makes them), once armed, send nothing more and never close
+// toward Postgres: a network that swallows the COMMIT, and the
+// connection's end after it, so that the server holds the transaction
+// open, idle, until its idle bound ends it. tracer arms the connection
+// that is about to send the COMMIT of an execution (one that has just read
+// its transaction's id), once. With isolate, arming it takes the whole
+// pool off the network: every connection sends nothing more, and none
+// connects, so that Postgres cannot be asked what became of the
+// transaction. release closes the swallowed connection and brings the
+// network back, as the network healing would.
 type commitSwallower struct {
 	xidWatch
+	isolate bool
 	// armed is closed once a COMMIT was swallowed.
 	armed chan struct{}
 	// swallowed is the connection armed.
 	swallowed *swallowingConn
+	// down: the pool is off the network (isolate).
+	down atomic.Bool
 }
 
 // swallowingConn is a connection commitSwallower arms.
 type swallowingConn struct {
 	net.Conn
 	swallow atomic.Bool
+	down    *atomic.Bool
 }
 
 func (c *swallowingConn) Write(b []byte) (int, error) {
-	if c.swallow.Load() {
+	if c.swallow.Load() || c.down.Load() {
 		return len(b), nil
 	}
 	return c.Conn.Write(b)
@@ -208,6 +218,20 @@ func (c *swallowingConn) Close() error {
 	return c.Conn.Close()
 }
 
+// dial connects as the pool's DialFunc, unless the pool is off the
+// network.
+func (s *commitSwallower) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if s.down.Load() {
+		return nil, errors.New("the network is down")
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &swallowingConn{Conn: conn, down: &s.down}, nil
+}
+
 func (s *commitSwallower) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,6 +242,7 @@ func (s *commitSwallower) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d
 		if c, ok := conn.PgConn().Conn().(*swallowingConn); ok {
 			c.swallow.Store(true)
 			s.swallowed = c
+			s.down.Store(s.isolate)
 			close(s.armed)
 		}
 	}
@@ -226,65 +251,60 @@ func (s *commitSwallower) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d
 
 func (s *commitSwallower) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// release closes the swallowed connection: Postgres sees it end and
-// aborts its transaction.
+// release closes the swallowed connection and brings the network back.
 func (s *commitSwallower) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.down.Store(false)
 	if s.swallowed != nil {
 		_ = s.swallowed.Conn.Close()
 	}
 }
 
-// TestCommitStatusUnknown: an execution's COMMIT never reaches Postgres
-// (the network swallows it, and the connection's end after it), so the
-// transaction stays in progress on the server: the COMMIT fails at its
-// connection's deadline, and Postgres, asked on another connection until
-// the statement timeout, can only say the transaction is still in
-// progress — the poll answers outcome_unknown, classified and within its
-// deadline, never "executed" nor "nothing ran". Once the connection ends
-// Postgres aborts the transaction: the approval is still approved, the
-// next poll executes it once, a later one answers consumed, and the
-// invariants hold (the note written once, by the execution that
-// succeeded).
-func TestCommitStatusUnknown(t *testing.T) {
-	t.Parallel()
-	swallower := &commitSwallower{armed: make(chan struct{})}
+// swallowCommit stages and approves a note, then polls it once with the
+// execution's COMMIT swallowed (and with isolate, the pool taken off the
+// network with it): the first poll's outcome, and what polls again.
+func swallowCommit(t *testing.T, isolate bool, note string) (b *bundle, swallower *commitSwallower, id string, first *engine.Outcome, check func(what string) *engine.Outcome) {
+	t.Helper()
+	swallower = &commitSwallower{isolate: isolate, armed: make(chan struct{})}
 	url := testdb.New(t)
-	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+	b = setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
 		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = swallower, dialAs(func(c net.Conn) net.Conn { return &swallowingConn{Conn: c} })
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = swallower, swallower.dial
 		return faults.NewPool(t, cfg)
 	}, ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
 	t.Cleanup(swallower.release)
 	b.deadline = blackHoleDeadline
 
-	id := b.stage(t, "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "fault-commit-status-unknown"}`))
+	id = b.stage(t, "add_order_note", json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "note": %q}`, note)))
 	b.approve(t, id)
-	check := func(what string) *engine.Outcome {
+	check = func(what string) *engine.Outcome {
 		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })
 	}
-	first := check("check, its COMMIT swallowed")
+	first = check("check, its COMMIT swallowed")
 	select {
 	case <-swallower.armed:
 	default:
 		t.Fatal("no COMMIT was swallowed")
-	}
-	if first.Status != engine.StatusOutcomeUnknown {
-		t.Fatalf("the poll whose COMMIT never reached Postgres answered %s %q (%v), want %s", first.Status, first.Diagnostic, first.Err, engine.StatusOutcomeUnknown)
 	}
 	var status string
 	if err := b.admin.QueryRow(context.Background(), `SELECT status FROM orangerail.approvals WHERE id = $1`, id).Scan(&status); err != nil {
 		t.Fatal(err)
 	}
 	if status != "approved" {
-		t.Errorf("while its transaction is in progress the approval is %s to others, want approved", status)
+		t.Errorf("after the swallowed COMMIT the approval is %s to others, want approved", status)
 	}
+	return b, swallower, id, first, check
+}
 
-	swallower.release()
+// executesOnceMore polls until the approval executes: once, and a later
+// poll answers consumed; the invariants hold (the note written once, by
+// the execution that succeeded).
+func executesOnceMore(t *testing.T, b *bundle, check func(what string) *engine.Outcome, what string) {
+	t.Helper()
 	var polls []*engine.Outcome
 	for range attempts {
-		out := check("check after the connection ended")
+		out := check(what)
 		polls = append(polls, out)
 		if out.Status == engine.StatusOK || out.Status == engine.StatusConsumed {
 			break
@@ -301,6 +321,44 @@ func TestCommitStatusUnknown(t *testing.T) {
 	for _, l := range b.log {
 		t.Log(l)
 	}
+}
+
+// TestCommitNeverArrived: an execution's COMMIT never reaches Postgres
+// (the network swallows it, and the connection's end after it), so the
+// client's COMMIT fails at its connection's deadline while the server,
+// hearing nothing, holds the transaction open. The server's own bound
+// (a bounded transaction's idle_in_transaction_session_timeout, its
+// client's deadline) ends it, so Postgres, asked on another connection,
+// settles it: not committed. The poll answers store_unavailable, nothing
+// ran, the approval still approved, and the next poll executes it once —
+// with the swallowed connection still open: the server did not wait for
+// the network to heal. Without the server's bound the transaction stays
+// in progress and the poll could only answer outcome_unknown.
+func TestCommitNeverArrived(t *testing.T) {
+	t.Parallel()
+	b, _, _, first, check := swallowCommit(t, false, "fault-commit-never-arrived")
+	if first.Status != engine.StatusInternalError || first.Diagnostic != engine.DiagnosticStoreUnavailable || !errors.Is(first.Err, database.ErrNotCommitted) {
+		t.Fatalf("the poll whose COMMIT never reached Postgres answered %s %q (%v), want %s %q, the transaction not committed",
+			first.Status, first.Diagnostic, first.Err, engine.StatusInternalError, engine.DiagnosticStoreUnavailable)
+	}
+	executesOnceMore(t, b, check, "check, the swallowed connection still open")
+}
+
+// TestCommitStatusUnknown: an execution's COMMIT never reaches Postgres,
+// and the whole pool loses the network with it, so that Postgres cannot be
+// asked what became of the transaction: the poll answers outcome_unknown,
+// classified and within its deadline, never "executed" nor "nothing ran".
+// The server ends the transaction at its idle bound meanwhile; once the
+// network is back the approval is still approved, the next poll executes
+// it once, a later one answers consumed, and the invariants hold.
+func TestCommitStatusUnknown(t *testing.T) {
+	t.Parallel()
+	b, swallower, _, first, check := swallowCommit(t, true, "fault-commit-status-unknown")
+	if first.Status != engine.StatusOutcomeUnknown {
+		t.Fatalf("the poll whose COMMIT never reached an unreachable Postgres answered %s %q (%v), want %s", first.Status, first.Diagnostic, first.Err, engine.StatusOutcomeUnknown)
+	}
+	swallower.release()
+	executesOnceMore(t, b, check, "check after the network came back")
 }
 
 // commitCutter is a pool's tracer whose connections (cuttingConns, dialAs
