@@ -435,8 +435,9 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		// BEGIN, the stage and COMMIT. Staging twice is staging once (a
 		// second send finds the open approval the first made, under the
 		// same id), as RowWriter requires. An identical call's open
-		// approval, which may have lapsed, and an identical call staged
-		// this instant take the transaction below.
+		// approval answers at once, unless it has lapsed; one that has,
+		// and an identical call staged this instant, take the
+		// transaction below.
 		p, err := e.stageParams(caller, c)
 		if err != nil {
 			return e.storeFailure(ctx, "stage "+c.name, "", err)
@@ -449,6 +450,10 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 		case err == nil && approval.ID == p.ID:
 			e.staged(ctx, nil, caller, c, p.ID)
 			return pending(approval)
+		case err == nil && !e.lapsed(approval):
+			// Staged nothing: a repeated call (an agent polling by
+			// calling again) costs one round trip.
+			return e.answerOpen(ctx, caller, approval)
 		case err != nil && !errors.Is(err, store.ErrConflict):
 			return e.storeFailure(ctx, "stage "+c.name, "", err)
 		}
@@ -494,11 +499,20 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 	if err != nil {
 		return e.storeFailure(ctx, "stage "+c.name, "", err)
 	}
-	if existing && approval.Status == store.ApprovalApproved {
-		// Repeating an approved call is polling it.
-		return e.check(ctx, caller, approval.ID.String())
+	if existing {
+		return e.answerOpen(ctx, caller, approval)
 	}
 	return pending(approval)
+}
+
+// answerOpen answers a call that found an identical call's open approval:
+// repeating a pending call says it is pending; repeating an approved call
+// is polling it.
+func (e *Engine) answerOpen(ctx context.Context, caller *Caller, a *store.Approval) *Outcome {
+	if a.Status == store.ApprovalApproved {
+		return e.check(ctx, caller, a.ID.String())
+	}
+	return pending(a)
 }
 
 // pending is the outcome of a call that an open approval holds.

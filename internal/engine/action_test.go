@@ -188,6 +188,41 @@ func TestActionInputAndAuthorization(t *testing.T) {
 	}
 }
 
+// TestRepeatedCallAnswersItsApproval: an agent that calls again with the
+// same input while its call is open is answered by the approval it made —
+// pending while it waits, and once approved the call is a poll and
+// executes it, once — and after that the same call stages anew.
+func TestRepeatedCallAnswersItsApproval(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := b.engine
+	args := json.RawMessage(`{"order_id": "o-1001", "reason": "asked twice"}`)
+	staged := e.Call(ctx, support("acme"), "cancel_order", args)
+	want(t, staged, engine.StatusApprovalPending)
+	id := *staged.ApprovalID
+	again := e.Call(ctx, support("acme"), "cancel_order", args)
+	want(t, again, engine.StatusApprovalPending)
+	if *again.ApprovalID != id || !again.ExpiresAt.Equal(*staged.ExpiresAt) {
+		t.Fatalf("the repeated call answered %s expiring %s, want %s expiring %s", again.ApprovalID, again.ExpiresAt, id, staged.ExpiresAt)
+	}
+	view, err := e.ShowApproval(ctx, "acme", id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: id.String(), Approve: true, Digest: view.Digest}), engine.StatusOK)
+	executed := e.Call(ctx, support("acme"), "cancel_order", args)
+	want(t, executed, engine.StatusOK)
+	if got := phases(t, b.testBundle, "acme", id.String()); !slices.Equal(got, []string{"staged", "approved", "execution_started", "execution_succeeded"}) {
+		t.Fatalf("phases of the approval the repeated calls answered with: %v", got)
+	}
+	// Consumed, it holds the call's place no more: the same call is new.
+	fresh := e.Call(ctx, support("acme"), "cancel_order", args)
+	if fresh.Status == engine.StatusApprovalPending && *fresh.ApprovalID == id {
+		t.Fatalf("a call after the execution answered with the consumed approval %s", id)
+	}
+}
+
 func TestGovernedLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
