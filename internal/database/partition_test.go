@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	neturl "net/url"
 	"sync"
@@ -145,14 +146,34 @@ func TestPartitionedTransactionEndsOnTheServer(t *testing.T) {
 	bounded := database.Bound(testdb.Pool(t, u.String()), limits)
 	t.Cleanup(p.closeAll) // before the pool's Close, which would drain the cut connection
 
-	// The bound is the transaction's own, and ends with it.
+	// The bound is the transaction's own, and ends with it; the
+	// transaction knows the client's deadline it mirrors.
 	var idle string
+	var deadline time.Time
+	began := time.Now()
 	err = database.InTenant(ctx, bounded, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var ok bool
+		if deadline, ok = database.Deadline(tx); !ok {
+			return errors.New("a bounded transaction has no deadline")
+		}
 		return tx.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&idle)
 	})
 	// The lock timeout, twice the statement timeout and the 5s grace.
+	const bound = 5700 * time.Millisecond
 	if want := "5700ms"; err != nil || idle != want {
 		t.Fatalf("a bounded transaction's idle bound: %q (%v), want %q", idle, err, want)
+	}
+	if deadline.Before(began.Add(bound)) || deadline.After(time.Now().Add(bound)) {
+		t.Fatalf("a bounded transaction begun at %s has the deadline %s, want %s after its start", began, deadline, bound)
+	}
+	err = database.InTenant(ctx, admin, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if d, ok := database.Deadline(tx); ok {
+			return fmt.Errorf("an unbounded transaction has the deadline %s", d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	var pid int

@@ -60,9 +60,9 @@ func (q *Queue) ConfirmCommit(tx pgx.Tx) {
 // then aborted, as after any statement that fails.
 func (q *Queue) Send(ctx context.Context, tx pgx.Tx) (int, error) {
 	n := q.b.Len()
-	var xid string
+	var o origin
 	if q.confirm != nil {
-		q.b.Queue(currentXID).QueryRow(func(row pgx.Row) error { return row.Scan(&xid) })
+		q.b.Queue(currentXID).QueryRow(func(row pgx.Row) error { return row.Scan(&o.xid, &o.server) })
 	}
 	br := tx.SendBatch(ctx, &q.b)
 	for i := range n {
@@ -77,7 +77,7 @@ func (q *Queue) Send(ctx context.Context, tx pgx.Tx) (int, error) {
 		return n, err
 	}
 	if q.confirm != nil {
-		q.confirm.xid = xid
+		q.confirm.origin = o
 	}
 	return -1, nil
 }

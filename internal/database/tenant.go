@@ -294,18 +294,31 @@ var ErrNotCommitted = errors.New("the transaction did not commit")
 // COMMIT's error wrapped in ErrNotCommitted; when Postgres cannot tell
 // within a statement's time (the limits' statement timeout, else
 // commitStatusWait) — its backend still holds the transaction open, or no
-// connection answers — the COMMIT's error as it was. Given a transaction
+// connection answers — the COMMIT's error as it was; and at once when the
+// server that answers is not the one the transaction ran on (a standby
+// promoted by a failover, a restart): an id it never gave, or gave again
+// to another transaction, says nothing of this one. Given a transaction
 // InTenant did not begin, it does nothing.
 func ConfirmCommit(ctx context.Context, tx pgx.Tx) error {
 	c, ok := tx.(*committing)
 	if !ok {
 		return nil
 	}
-	return tx.QueryRow(ctx, currentXID).Scan(&c.xid)
+	return tx.QueryRow(ctx, currentXID).Scan(&c.origin.xid, &c.origin.server)
 }
 
-// currentXID reads the transaction's id, giving it one if it has none.
-const currentXID = "SELECT pg_current_xact_id()::text"
+// currentXID reads the transaction's id, giving it one if it has none, and
+// its server's (origin).
+const currentXID = "SELECT pg_current_xact_id()::text, " + serverStart
+
+// serverStart identifies a server's run: when its postmaster started, as
+// seconds since the epoch (text that no session setting changes). A
+// standby promoted in a failover, or a server started again, has another.
+const serverStart = "extract(epoch FROM pg_postmaster_start_time())::text"
+
+// origin is a transaction's id and the run of the server it ran on, as
+// currentXID reads them: an id names a transaction only on that run.
+type origin struct{ xid, server string }
 
 // commitStatusWait bounds how long InTenant asks whether a failed COMMIT
 // took effect, on a connection without limits.
@@ -314,9 +327,9 @@ const commitStatusWait = 5 * time.Second
 // commitFailed is a COMMIT that failed in a transaction whose id
 // ConfirmCommit read: what confirm needs to ask about it.
 type commitFailed struct {
-	err   error
-	xid   string
-	after []func()
+	err    error
+	origin origin
+	after  []func()
 }
 
 func (c *commitFailed) Error() string { return c.err.Error() }
@@ -335,9 +348,11 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	for {
-		// An error asking (no connection answers yet) is asked again,
-		// as an answer of "in progress" is, until the wait is over.
-		switch status, err := commitStatus(cctx, conn, failed.xid); {
+		// No answer (no connection answers yet) is asked again, as an
+		// answer of "in progress" is, until the wait is over.
+		switch status, err := commitStatus(cctx, conn, failed.origin); {
+		case errors.Is(err, errNoVerdict):
+			return failed.err
 		case err != nil:
 		case status == "committed":
 			for _, f := range failed.after {
@@ -358,20 +373,35 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	}
 }
 
-// commitStatus reads pg_xact_status of the transaction xid: committed,
-// aborted, in progress, or "" when Postgres no longer knows.
-func commitStatus(ctx context.Context, conn TxBeginner, xid string) (string, error) {
+// errNoVerdict is commitStatus's answer when Postgres answered and
+// cannot say whether the transaction committed, now or later.
+var errNoVerdict = errors.New("the server cannot say whether the transaction committed")
+
+// commitStatus reads pg_xact_status of the transaction o: committed,
+// aborted or in progress. It fails with errNoVerdict when the server that
+// answers is not o's (its status is read only on o's), when Postgres no
+// longer knows the transaction, or refuses the question (an id it never
+// gave: 22023); with another error when no server answered.
+func commitStatus(ctx context.Context, conn TxBeginner, o origin) (string, error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var status *string
-	if err := tx.QueryRow(ctx, "SELECT pg_xact_status($1::xid8)", xid).Scan(&status); err != nil {
+	var server string
+	err = tx.QueryRow(ctx, "SELECT CASE WHEN "+serverStart+" = $2 THEN pg_xact_status($1::xid8) END, "+serverStart, o.xid, o.server).
+		Scan(&status, &server)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && !deadOnArrival(ctx, err):
+		return "", fmt.Errorf("%w: %w", errNoVerdict, err)
+	case err != nil:
 		return "", err
-	}
-	if status == nil {
-		return "", errors.New("the transaction's status is no longer known")
+	case server != o.server:
+		return "", fmt.Errorf("%w: another server answers (started at %s, the transaction's at %s)", errNoVerdict, server, o.server)
+	case status == nil:
+		return "", fmt.Errorf("%w: its status is no longer known", errNoVerdict)
 	}
 	return *status, nil
 }
@@ -436,17 +466,18 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if !flush {
 		set = append(set, withoutFlush)
 	}
+	var deadline time.Time
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
 		set = append(set, idleBound(limits))
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
 		// caller can take it from the pool.
-		pc, release, err := acquireBounded(ctx, b, limits)
+		pc, until, release, err := acquireBounded(ctx, b, limits)
 		if err != nil {
 			return tried{err: err}
 		}
 		defer release()
-		conn = pc
+		conn, deadline = pc, until
 	}
 	// The scope is sent with BEGIN, unless the caller begins its own way.
 	scoped := opts.BeginQuery == ""
@@ -466,13 +497,13 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 			return tried{err: err}
 		}
 	}
-	c := &committing{Tx: tx}
+	c := &committing{Tx: tx, deadline: deadline}
 	if err := fn(c); err != nil {
 		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		if c.xid != "" {
-			err = &commitFailed{err: err, xid: c.xid, after: c.after}
+		if c.origin.xid != "" {
+			err = &commitFailed{err: err, origin: c.origin, after: c.after}
 		}
 		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
@@ -487,8 +518,11 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 type committing struct {
 	pgx.Tx
 	after []func()
-	// xid is the transaction's id once ConfirmCommit read it.
-	xid string
+	// origin is the transaction's id and server once ConfirmCommit
+	// read them.
+	origin origin
+	// deadline is the client-side deadline of a bounded transaction.
+	deadline time.Time
 	// repeatable: fn may run again (Repeatable).
 	repeatable bool
 }
@@ -512,6 +546,20 @@ func Repeatable(tx pgx.Tx) {
 	if c, ok := tx.(*committing); ok {
 		c.repeatable = true
 	}
+}
+
+// Deadline returns tx's deadline, when InTenant began it on a bounded
+// pool: its connection answers for it until then, and no later, and
+// Postgres ends it once it sits idle that long after its last statement
+// (idleBound). So a transaction that must hold its locks while its caller
+// waits on something else (an effect beside it) holds them for that long
+// only if it has the time left. false: tx has no deadline.
+func Deadline(tx pgx.Tx) (time.Time, bool) {
+	c, ok := tx.(*committing)
+	if !ok || c.deadline.IsZero() {
+		return time.Time{}, false
+	}
+	return c.deadline, true
 }
 
 // AfterCommit runs f once tx, the transaction InTenant handed its fn, has
@@ -659,7 +707,7 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 	b.Queue(pipelineScope(role, limits, kind), tenant)
 	b.Queue(sql, args...).Query(rows)
 	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
-		conn, release, err := acquireBounded(ctx, bounded, limits)
+		conn, _, release, err := acquireBounded(ctx, bounded, limits)
 		if err != nil {
 			return err
 		}
@@ -679,19 +727,26 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 // the ping of an idle one), and every read and write on it until release,
 // which lifts the deadline and returns it to the pool. A deadline that
 // passes fails the statement waiting and closes the connection, which
-// the pool then discards.
-func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Conn, func(), error) {
+// the pool then discards. until is the deadline set on the connection.
+func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (_ *pgxpool.Conn, until time.Time, release func(), _ error) {
 	d := limits.deadline()
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	pc, err := b.Acquire(actx)
 	if err != nil {
-		return nil, nil, err
+		return nil, time.Time{}, nil, err
 	}
 	nc := pc.Conn().PgConn().Conn()
-	_ = nc.SetDeadline(time.Now().Add(d))
-	return pc, func() {
-		_ = nc.SetDeadline(time.Time{})
+	until = time.Now().Add(d)
+	_ = nc.SetDeadline(until)
+	return pc, until, func() {
+		// A connection pgx closed (its deadline passed under a
+		// statement) keeps the deadline pgx gave its closing, which
+		// drains what Postgres still sends; lifted, a silent server
+		// would hold the drain, and the socket, until TCP gave up.
+		if !pc.Conn().IsClosed() {
+			_ = nc.SetDeadline(time.Time{})
+		}
 		pc.Release()
 	}, nil
 }

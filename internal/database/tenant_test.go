@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -243,6 +244,55 @@ func TestConfirmCommit(t *testing.T) {
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM orangerail.tenants WHERE id = $1", tenant).Scan(&n); err != nil || n != 0 {
 			t.Errorf("%s: %d rows of the transaction: %v", tenant, n, err)
+		}
+	}
+}
+
+// TestCommitStatusOnItsServerOnly: a transaction's status is read from the
+// server run it ran on — committed, aborted — and from no other: a server
+// whose postmaster started at another time (a standby a failover promoted,
+// a restart) may never have seen the id, or given it again to another
+// transaction, so it gives no verdict; nor does an id the server never
+// gave (Postgres refuses it, 22023), which confirm must not take for
+// "not yet".
+func TestCommitStatusOnItsServerOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.New(t))
+	const identify = "SELECT pg_current_xact_id()::text, extract(epoch FROM pg_postmaster_start_time())::text"
+	run := func(commit bool) (xid, server string) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if err := tx.QueryRow(ctx, identify).Scan(&xid, &server); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return xid, server
+	}
+	committed, server := run(true)
+	aborted, _ := run(false)
+	for _, c := range []struct{ xid, want string }{{committed, "committed"}, {aborted, "aborted"}} {
+		if got, err := database.CommitStatus(ctx, pool, c.xid, server); err != nil || got != c.want {
+			t.Errorf("the status of transaction %s on its server: %q (%v), want %q", c.xid, got, err, c.want)
+		}
+	}
+	next, err := strconv.ParseUint(committed, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ xid, server string }{
+		"another server run": {committed, server + "1"},
+		"an id never given":  {strconv.FormatUint(next+1_000_000, 10), server},
+	} {
+		if got, err := database.CommitStatus(ctx, pool, c.xid, c.server); !errors.Is(err, database.ErrNoVerdict) {
+			t.Errorf("%s: %q (%v), want no verdict", name, got, err)
 		}
 	}
 }

@@ -402,6 +402,10 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 		if !started {
 			return nil
 		}
+		if !x.lockOutlasts(dtx) {
+			runErr = errLockLapsing
+			return runErr
+		}
 		result, runErr = x.run(ctx, dtx, target)
 		return runErr // a failed effect rolls back; a good one commits
 	})
@@ -439,6 +443,22 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 		return x.unknown(ctx, err)
 	}
 	return x.outcome(ctx, err)
+}
+
+// errLockLapsing is the end of an execution whose effect did not run
+// because the transaction holding its target's row lock had too little of
+// its time left (its start's COMMIT took most of it: an answer lost, and
+// asked about): the effect would have run as Postgres let the lock go.
+var errLockLapsing = Classified(DiagnosticDatasourceTimeout,
+	errors.New("the target's row lock would not have held for the effect's whole deadline: the effect did not run"))
+
+// lockOutlasts reports whether dtx, the transaction holding the target's
+// row lock, holds it for as long as the effect may take: Postgres ends a
+// bounded transaction left idle past its deadline (database.Deadline),
+// and dtx is idle while an effect beside it runs.
+func (x *execution) lockOutlasts(dtx pgx.Tx) bool {
+	deadline, ok := database.Deadline(dtx)
+	return !ok || time.Until(deadline) > x.e.effectTimeout
 }
 
 // run runs the action's effect once, under the engine's deadline for

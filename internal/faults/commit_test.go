@@ -454,6 +454,51 @@ func cutAfter(t *testing.T, after string, edits ...ontologytest.Edit) (*bundle, 
 	return b, cut
 }
 
+// TestUpstreamStartAnswerLate: the answer to an upstream execution's
+// start (its consume and execution_started, committed before the call) is
+// lost on a half-open network, so its COMMIT fails only at its
+// connection's deadline, and Postgres, asked, confirms it committed. By
+// then the datasource's transaction, which holds the target's row lock
+// and began first, is past its own deadline too, and Postgres ends it as
+// soon as it has sat idle that long: the call would run unguarded by the
+// lock the precondition was checked under. So it does not run: the
+// execution is recorded failed (datasource_timeout, nothing ran), no
+// label is made, and a later poll answers consumed.
+func TestUpstreamStartAnswerLate(t *testing.T) {
+	t.Parallel()
+	c := newCarrier(t)
+	eater := &answerEater{armed: make(chan struct{})}
+	armed := eater.armed
+	url := testdb.New(t)
+	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} })
+		return faults.NewPool(t, cfg)
+	}, append(labelEdits(c.URL),
+		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))...)
+	b.deadline = blackHoleDeadline
+	_, polls := b.labelLifecycle(t, "answer late")
+	select {
+	case <-armed:
+	default:
+		t.Fatal("no COMMIT's answer was lost")
+	}
+	if first := polls[0]; first.Status != engine.StatusFailed || first.Diagnostic != engine.DiagnosticDatasourceTimeout {
+		t.Errorf("the poll whose start answered late: %s %q (%v), want %s %q", first.Status, first.Diagnostic, first.Err,
+			engine.StatusFailed, engine.DiagnosticDatasourceTimeout)
+	}
+	if last := polls[len(polls)-1]; last.Status != engine.StatusConsumed {
+		t.Errorf("a later poll answered %s, want %s", last.Status, engine.StatusConsumed)
+	}
+	if labels, requests := c.made(); labels != 0 || requests != 0 {
+		t.Errorf("the carrier made %d labels from %d requests, want none: the lock would not have held", labels, requests)
+	}
+	requireFinishedOrFlagged(t, b, nil)
+	for _, l := range b.log {
+		t.Log(l)
+	}
+}
+
 // TestStageCommitAnswerLost: a stage's COMMIT takes effect and its answer
 // is lost with its connection: the stage runs once more on another
 // connection (it may: staging twice is staging once), finds the approval
