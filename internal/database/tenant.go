@@ -292,13 +292,14 @@ var ErrNotCommitted = errors.New("the transaction did not commit")
 // (pg_xact_status): if it did, InTenant runs what AfterCommit registered
 // and returns nil, as after any commit; if it did not, it returns the
 // COMMIT's error wrapped in ErrNotCommitted; when Postgres cannot tell
-// within a statement's time (the limits' statement timeout, else
-// commitStatusWait) — its backend still holds the transaction open, or no
-// connection answers — the COMMIT's error as it was; and at once when the
-// server that answers is not the one the transaction ran on (a standby
-// promoted by a failover, a restart): an id it never gave, or gave again
-// to another transaction, says nothing of this one. Given a transaction
-// InTenant did not begin, it does nothing.
+// — its backend still holds the transaction open past the wait (the
+// limits' statement timeout, or until the transaction's idle bound has
+// ended it, whichever is later; else commitStatusWait), or no connection
+// answers, or the server that answers is not the one the transaction ran
+// on (a standby promoted by a failover, a restart: an id it never gave,
+// or gave again to another transaction, says nothing of this one) — the
+// COMMIT's error as it was. Given a transaction InTenant did not begin,
+// it does nothing.
 func ConfirmCommit(ctx context.Context, tx pgx.Tx) error {
 	c, ok := tx.(*committing)
 	if !ok {
@@ -324,12 +325,18 @@ type origin struct{ xid, server string }
 // took effect, on a connection without limits.
 const commitStatusWait = 5 * time.Second
 
+// idleSettle is how long confirm allows Postgres past a transaction's
+// idle bound to end it.
+const idleSettle = time.Second
+
 // commitFailed is a COMMIT that failed in a transaction whose id
 // ConfirmCommit read: what confirm needs to ask about it.
 type commitFailed struct {
 	err    error
 	origin origin
-	after  []func()
+	// sent is when the COMMIT was sent.
+	sent  time.Time
+	after []func()
 }
 
 func (c *commitFailed) Error() string { return c.err.Error() }
@@ -343,17 +350,27 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	if wait <= 0 {
 		wait = commitStatusWait
 	}
+	if d := limits.deadline(); d > 0 {
+		// A COMMIT that never reached the server leaves its transaction
+		// idle there since before it was sent, until the idle bound
+		// (idleBound) ends it: by then, and a moment for the server's
+		// timer, Postgres can say. The client gave up at its own
+		// deadline, which began earlier, so this is at most the
+		// transaction's running time more.
+		wait = max(wait, time.Until(failed.sent.Add(d))+idleSettle)
+	}
 	// The caller's context may be what ended the COMMIT; the question is
 	// asked anyway, within its own bound.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	for {
-		// No answer (no connection answers yet) is asked again, as an
-		// answer of "in progress" is, until the wait is over.
+		// An answer of "in progress" is asked again until the wait is
+		// over; a failure to ask is not: a server that went away (a
+		// crash, a failover) may come back having forgotten the
+		// transaction, and give its id to another.
 		switch status, err := commitStatus(cctx, conn, failed.origin); {
-		case errors.Is(err, errNoVerdict):
-			return failed.err
 		case err != nil:
+			return failed.err
 		case status == "committed":
 			for _, f := range failed.after {
 				f()
@@ -373,8 +390,8 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	}
 }
 
-// errNoVerdict is commitStatus's answer when Postgres answered and
-// cannot say whether the transaction committed, now or later.
+// errNoVerdict is commitStatus's answer when a server answered and
+// cannot say whether the transaction committed.
 var errNoVerdict = errors.New("the server cannot say whether the transaction committed")
 
 // commitStatus reads pg_xact_status of the transaction o: committed,
@@ -466,18 +483,18 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if !flush {
 		set = append(set, withoutFlush)
 	}
-	var deadline time.Time
+	var idleLimit time.Duration
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
-		set = append(set, idleBound(limits))
+		set, idleLimit = append(set, idleBound(limits)), limits.deadline()
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
 		// caller can take it from the pool.
-		pc, until, release, err := acquireBounded(ctx, b, limits)
+		pc, release, err := acquireBounded(ctx, b, limits)
 		if err != nil {
 			return tried{err: err}
 		}
 		defer release()
-		conn, deadline = pc, until
+		conn = pc
 	}
 	// The scope is sent with BEGIN, unless the caller begins its own way.
 	scoped := opts.BeginQuery == ""
@@ -497,13 +514,14 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 			return tried{err: err}
 		}
 	}
-	c := &committing{Tx: tx, deadline: deadline}
+	c := &committing{Tx: tx, idleLimit: idleLimit}
 	if err := fn(c); err != nil {
 		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
+	sent := time.Now()
 	if err := tx.Commit(ctx); err != nil {
 		if c.origin.xid != "" {
-			err = &commitFailed{err: err, origin: c.origin, after: c.after}
+			err = &commitFailed{err: err, origin: c.origin, sent: sent, after: c.after}
 		}
 		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
@@ -521,8 +539,8 @@ type committing struct {
 	// origin is the transaction's id and server once ConfirmCommit
 	// read them.
 	origin origin
-	// deadline is the client-side deadline of a bounded transaction.
-	deadline time.Time
+	// idleLimit is a bounded transaction's idle bound (idleBound).
+	idleLimit time.Duration
 	// repeatable: fn may run again (Repeatable).
 	repeatable bool
 }
@@ -548,18 +566,18 @@ func Repeatable(tx pgx.Tx) {
 	}
 }
 
-// Deadline returns tx's deadline, when InTenant began it on a bounded
-// pool: its connection answers for it until then, and no later, and
-// Postgres ends it once it sits idle that long after its last statement
-// (idleBound). So a transaction that must hold its locks while its caller
-// waits on something else (an effect beside it) holds them for that long
-// only if it has the time left. false: tx has no deadline.
-func Deadline(tx pgx.Tx) (time.Time, bool) {
+// IdleLimit returns how long Postgres lets tx sit idle, when InTenant
+// began it on a bounded pool: it ends the transaction, and its locks, once
+// it has been idle that long after its last statement (idleBound). So a
+// transaction that must hold its locks while its caller waits on
+// something else (an effect beside it) holds them only while that fits.
+// false: tx has no limit.
+func IdleLimit(tx pgx.Tx) (time.Duration, bool) {
 	c, ok := tx.(*committing)
-	if !ok || c.deadline.IsZero() {
-		return time.Time{}, false
+	if !ok || c.idleLimit == 0 {
+		return 0, false
 	}
-	return c.deadline, true
+	return c.idleLimit, true
 }
 
 // AfterCommit runs f once tx, the transaction InTenant handed its fn, has
@@ -707,7 +725,7 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 	b.Queue(pipelineScope(role, limits, kind), tenant)
 	b.Queue(sql, args...).Query(rows)
 	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
-		conn, _, release, err := acquireBounded(ctx, bounded, limits)
+		conn, release, err := acquireBounded(ctx, bounded, limits)
 		if err != nil {
 			return err
 		}
@@ -727,19 +745,18 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 // the ping of an idle one), and every read and write on it until release,
 // which lifts the deadline and returns it to the pool. A deadline that
 // passes fails the statement waiting and closes the connection, which
-// the pool then discards. until is the deadline set on the connection.
-func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (_ *pgxpool.Conn, until time.Time, release func(), _ error) {
+// the pool then discards.
+func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Conn, func(), error) {
 	d := limits.deadline()
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	pc, err := b.Acquire(actx)
 	if err != nil {
-		return nil, time.Time{}, nil, err
+		return nil, nil, err
 	}
 	nc := pc.Conn().PgConn().Conn()
-	until = time.Now().Add(d)
-	_ = nc.SetDeadline(until)
-	return pc, until, func() {
+	_ = nc.SetDeadline(time.Now().Add(d))
+	return pc, func() {
 		// A connection pgx closed (its deadline passed under a
 		// statement) keeps the deadline pgx gave its closing, which
 		// drains what Postgres still sends; lifted, a silent server

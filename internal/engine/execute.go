@@ -364,11 +364,17 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 		runErr  error
 	)
 	err := database.InTenant(ctx, x.e.datasource, x.caller.Tenant, pgx.TxOptions{}, func(dtx pgx.Tx) error {
-		var target json.RawMessage
+		var (
+			target json.RawMessage
+			// locking is when the target's lock was asked for: dtx's
+			// last statement began then.
+			locking time.Time
+		)
 		err := database.InTenant(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(stx pgx.Tx) error {
 			if ok, err := x.consume(ctx, stx); !ok || err != nil {
 				return err
 			}
+			locking = time.Now()
 			locked, ok, err := x.lockTarget(ctx, dtx, stx)
 			if !ok || err != nil {
 				return err
@@ -402,7 +408,7 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 		if !started {
 			return nil
 		}
-		if !x.lockOutlasts(dtx) {
+		if !x.effect.Transactional() && !x.lockOutlasts(dtx, locking) {
 			runErr = errLockLapsing
 			return runErr
 		}
@@ -449,16 +455,20 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 // because the transaction holding its target's row lock had too little of
 // its time left (its start's COMMIT took most of it: an answer lost, and
 // asked about): the effect would have run as Postgres let the lock go.
+// Slack for the start is limits.lock_timeout plus limits.statement_timeout:
+// the effect's deadline is a statement timeout and 5s of the lock's.
 var errLockLapsing = Classified(DiagnosticDatasourceTimeout,
 	errors.New("the target's row lock would not have held for the effect's whole deadline: the effect did not run"))
 
 // lockOutlasts reports whether dtx, the transaction holding the target's
-// row lock, holds it for as long as the effect may take: Postgres ends a
-// bounded transaction left idle past its deadline (database.Deadline),
-// and dtx is idle while an effect beside it runs.
-func (x *execution) lockOutlasts(dtx pgx.Tx) bool {
-	deadline, ok := database.Deadline(dtx)
-	return !ok || time.Until(deadline) > x.e.effectTimeout
+// row lock, holds it for as long as an effect beside it may take: dtx is
+// idle while it runs, and Postgres ends a bounded transaction idle for
+// its limit (database.IdleLimit) after its last statement, which began at
+// locking. (A transactional effect runs its statements in dtx, which
+// keeps it awake; its connection's deadline bounds it.)
+func (x *execution) lockOutlasts(dtx pgx.Tx, locking time.Time) bool {
+	limit, ok := database.IdleLimit(dtx)
+	return !ok || time.Now().Add(x.e.effectTimeout).Before(locking.Add(limit))
 }
 
 // run runs the action's effect once, under the engine's deadline for
