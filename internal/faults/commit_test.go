@@ -134,6 +134,24 @@ func (a *answerEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data 
 
 func (a *answerEater) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// eatAnswers is the example's bundle with the config edited by edits and
+// the proxy runs' short limits, its pool's connections dialed as
+// eatingConns under an answerEater: armed is closed once the answer to an
+// execution's COMMIT is being eaten.
+func eatAnswers(t *testing.T, edits ...ontologytest.Edit) (b *bundle, armed <-chan struct{}) {
+	t.Helper()
+	eater := &answerEater{armed: make(chan struct{})}
+	armed = eater.armed
+	url := testdb.New(t)
+	b = setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} })
+		return faults.NewPool(t, cfg)
+	}, append(edits, shortLimits)...)
+	b.deadline = blackHoleDeadline
+	return b, armed
+}
+
 // TestCommitAnswerLost: Postgres commits an execution whose COMMIT's
 // answer never reaches the engine (a half-open network at that instant):
 // the COMMIT fails at its connection's deadline, Postgres, asked on
@@ -142,15 +160,7 @@ func (a *answerEater) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEn
 // asked. A later poll does not execute it again.
 func TestCommitAnswerLost(t *testing.T) {
 	t.Parallel()
-	eater := &answerEater{armed: make(chan struct{})}
-	armed := eater.armed
-	url := testdb.New(t)
-	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
-		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} })
-		return faults.NewPool(t, cfg)
-	}, ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
-	b.deadline = blackHoleDeadline
+	b, armed := eatAnswers(t)
 	polls := b.lifecycle(t, "fault-commit-answer-lost")
 	select {
 	case <-armed:
@@ -272,7 +282,7 @@ func swallowCommit(t *testing.T, isolate bool, note string) (b *bundle, swallowe
 		cfg := faults.RuntimePoolConfig(t, url)
 		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = swallower, swallower.dial
 		return faults.NewPool(t, cfg)
-	}, ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
+	}, shortLimits)
 	t.Cleanup(swallower.release)
 	b.deadline = blackHoleDeadline
 
@@ -467,16 +477,7 @@ func cutAfter(t *testing.T, after string, edits ...ontologytest.Edit) (*bundle, 
 func TestUpstreamStartAnswerLate(t *testing.T) {
 	t.Parallel()
 	c := newCarrier(t)
-	eater := &answerEater{armed: make(chan struct{})}
-	armed := eater.armed
-	url := testdb.New(t)
-	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
-		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} })
-		return faults.NewPool(t, cfg)
-	}, append(labelEdits(c.URL),
-		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))...)
-	b.deadline = blackHoleDeadline
+	b, armed := eatAnswers(t, labelEdits(c.URL)...)
 	_, polls := b.labelLifecycle(t, "answer late")
 	select {
 	case <-armed:

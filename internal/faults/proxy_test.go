@@ -45,6 +45,9 @@ const (
 	blackHoleDeadline = 2*(proxyLockTimeout+2*proxyStatementTimeout+5*time.Second) + 5*time.Second
 )
 
+// shortLimits sets the proxy runs' limits.
+var shortLimits = ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()})
+
 // setupProxied serves the example as setup does, with the engine's pool
 // opened by database.Open on a URL that names the proxy, the config edited
 // further by edits.
@@ -55,7 +58,7 @@ func setupProxied(t *testing.T, edits ...ontologytest.Edit) *proxied {
 	runtime := testdb.RuntimePool(t, proxyURL)
 
 	cfg := ontologytest.Parse(t, orders.Config, append([]ontologytest.Edit{
-		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}),
+		shortLimits,
 		ontologytest.Set("actions.add_order_note.policy.approval", "required")}, edits...)...)
 	catalog, err := cfg.ReadCatalog(context.Background(), runtime)
 	if err != nil {
@@ -198,8 +201,7 @@ func TestReadinessFollowsAnOutage(t *testing.T) {
 	_, proxyURL, proxy := proxiedDatabase(t)
 	p := &proxied{proxy: proxy}
 
-	cfg := ontologytest.Parse(t, orders.Config,
-		ontologytest.Set("limits", map[string]string{"lock_timeout": proxyLockTimeout.String(), "statement_timeout": proxyStatementTimeout.String()}))
+	cfg := ontologytest.Parse(t, orders.Config, shortLimits)
 	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: proxyURL, Serve: true})
 	if err != nil {
 		t.Fatal(err)
