@@ -455,8 +455,9 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 // because the transaction holding its target's row lock had too little of
 // its time left (its start's COMMIT took most of it: an answer lost, and
 // asked about): the effect would have run as Postgres let the lock go.
-// Slack for the start is limits.lock_timeout plus limits.statement_timeout:
-// the effect's deadline is a statement timeout and 5s of the lock's.
+// The start's slack is limits.lock_timeout plus limits.statement_timeout:
+// the bound is lock_timeout + 2 × statement_timeout + 5s, the effect's
+// deadline statement_timeout + 5s.
 var errLockLapsing = Classified(DiagnosticDatasourceTimeout,
 	errors.New("the target's row lock would not have held for the effect's whole deadline: the effect did not run"))
 
