@@ -64,6 +64,19 @@ func dialAs(wrap func(net.Conn) net.Conn) pgconn.DialFunc {
 	}
 }
 
+// setupTraced is the example's bundle with the config edited by edits, the
+// engine's pool traced by tracer (which sees what it sends) and dialed by
+// dial (which makes the connections tracer arms).
+func setupTraced(t *testing.T, tracer pgx.QueryTracer, dial pgconn.DialFunc, edits ...ontologytest.Edit) *bundle {
+	t.Helper()
+	url := testdb.New(t)
+	return setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
+		cfg := faults.RuntimePoolConfig(t, url)
+		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = tracer, dial
+		return faults.NewPool(t, cfg)
+	}, edits...)
+}
+
 // answerEater is a pool's tracer whose connections (eatingConns, dialAs
 // makes them), once armed, read and drop every byte Postgres sends until
 // their read deadline: the answers of a half-open network, lost on their
@@ -142,12 +155,7 @@ func eatAnswers(t *testing.T, edits ...ontologytest.Edit) (b *bundle, armed <-ch
 	t.Helper()
 	eater := &answerEater{armed: make(chan struct{})}
 	armed = eater.armed
-	url := testdb.New(t)
-	b = setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
-		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} })
-		return faults.NewPool(t, cfg)
-	}, append(edits, shortLimits)...)
+	b = setupTraced(t, eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} }), append(edits, shortLimits)...)
 	b.deadline = blackHoleDeadline
 	return b, armed
 }
@@ -274,19 +282,14 @@ func (s *commitSwallower) release() {
 // swallowCommit stages and approves a note, then polls it once with the
 // execution's COMMIT swallowed (and with isolate, the pool taken off the
 // network with it): the first poll's outcome, and what polls again.
-func swallowCommit(t *testing.T, isolate bool, note string) (b *bundle, swallower *commitSwallower, id string, first *engine.Outcome, check func(what string) *engine.Outcome) {
+func swallowCommit(t *testing.T, isolate bool, note string) (b *bundle, swallower *commitSwallower, first *engine.Outcome, check func(what string) *engine.Outcome) {
 	t.Helper()
 	swallower = &commitSwallower{isolate: isolate, armed: make(chan struct{})}
-	url := testdb.New(t)
-	b = setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
-		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = swallower, swallower.dial
-		return faults.NewPool(t, cfg)
-	}, shortLimits)
+	b = setupTraced(t, swallower, swallower.dial, shortLimits)
 	t.Cleanup(swallower.release)
 	b.deadline = blackHoleDeadline
 
-	id = b.stage(t, "add_order_note", json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "note": %q}`, note)))
+	id := b.stage(t, "add_order_note", json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "note": %q}`, note)))
 	b.approve(t, id)
 	check = func(what string) *engine.Outcome {
 		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })
@@ -304,7 +307,7 @@ func swallowCommit(t *testing.T, isolate bool, note string) (b *bundle, swallowe
 	if status != "approved" {
 		t.Errorf("after the swallowed COMMIT the approval is %s to others, want approved", status)
 	}
-	return b, swallower, id, first, check
+	return b, swallower, first, check
 }
 
 // executesOnceMore polls until the approval executes: once, and a later
@@ -346,7 +349,7 @@ func executesOnceMore(t *testing.T, b *bundle, check func(what string) *engine.O
 // in progress and the poll could only answer outcome_unknown.
 func TestCommitNeverArrived(t *testing.T) {
 	t.Parallel()
-	b, _, _, first, check := swallowCommit(t, false, "fault-commit-never-arrived")
+	b, _, first, check := swallowCommit(t, false, "fault-commit-never-arrived")
 	if first.Status != engine.StatusInternalError || first.Diagnostic != engine.DiagnosticStoreUnavailable || !errors.Is(first.Err, database.ErrNotCommitted) {
 		t.Fatalf("the poll whose COMMIT never reached Postgres answered %s %q (%v), want %s %q, the transaction not committed",
 			first.Status, first.Diagnostic, first.Err, engine.StatusInternalError, engine.DiagnosticStoreUnavailable)
@@ -363,7 +366,7 @@ func TestCommitNeverArrived(t *testing.T) {
 // it once, a later one answers consumed, and the invariants hold.
 func TestCommitStatusUnknown(t *testing.T) {
 	t.Parallel()
-	b, swallower, _, first, check := swallowCommit(t, true, "fault-commit-status-unknown")
+	b, swallower, first, check := swallowCommit(t, true, "fault-commit-status-unknown")
 	if first.Status != engine.StatusOutcomeUnknown {
 		t.Fatalf("the poll whose COMMIT never reached an unreachable Postgres answered %s %q (%v), want %s", first.Status, first.Diagnostic, first.Err, engine.StatusOutcomeUnknown)
 	}
@@ -455,12 +458,7 @@ func cutAfter(t *testing.T, after string, edits ...ontologytest.Edit) (*bundle, 
 	t.Helper()
 	cut := make(chan struct{})
 	cutter := &commitCutter{after: after, armed: cut}
-	url := testdb.New(t)
-	b := setupPool(t, url, func(*faults.Killer) *pgxpool.Pool {
-		cfg := faults.RuntimePoolConfig(t, url)
-		cfg.ConnConfig.Tracer, cfg.ConnConfig.DialFunc = cutter, dialAs(func(c net.Conn) net.Conn { return &cuttingConn{Conn: c} })
-		return faults.NewPool(t, cfg)
-	}, edits...)
+	b := setupTraced(t, cutter, dialAs(func(c net.Conn) net.Conn { return &cuttingConn{Conn: c} }), edits...)
 	return b, cut
 }
 
