@@ -3,6 +3,16 @@
 -- tenant.
 SELECT orangerail.audit_append(@entry::bytea);
 
+-- name: AuditEntryExists :one
+-- Whether the transaction's tenant's chain holds this very entry, sealed
+-- or not: a record once committed is never removed, so it is the witness
+-- that the transaction which appended it committed.
+SELECT EXISTS (
+    SELECT FROM orangerail.audit a
+    WHERE a.tenant_id = current_setting('orangerail.tenant_id', true)
+      AND a.correlation_id = @correlation_id::text AND a.entry = @entry::bytea
+) AS present;
+
 -- name: AuditSeal :one
 -- Seals up to row_limit of the transaction's tenant's committed unsealed
 -- records; 0 when there were none or (unless wait) another sealer holds

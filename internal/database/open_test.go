@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -37,5 +40,43 @@ func TestOpenNamesAMissingRoleGrant(t *testing.T) {
 	}
 	if errcode.Of(err) != errcode.DatabaseRoleMissing {
 		t.Fatalf("Open as %s: %v, want %s", name, err, errcode.DatabaseRoleMissing)
+	}
+}
+
+// TestPoolsKeepDeadlines: the connections of the pools Open and
+// OpenDatasource make keep a bounded transaction's deadline while it runs
+// (deadlineKeeper: a statement whose context ends does not lift it), and
+// none once it ended.
+func TestPoolsKeepDeadlines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	for name, open := range map[string]func(context.Context, string, ...database.Option) (*pgxpool.Pool, error){
+		"Open": database.Open, "OpenDatasource": database.OpenDatasource,
+	} {
+		pool, err := open(ctx, url)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer pool.Close()
+		limits := database.Limits{LockTimeout: time.Second, StatementTimeout: 2 * time.Second}
+		var conn *pgconn.PgConn
+		began := time.Now()
+		err = database.InTenant(ctx, database.Bound(pool, limits), "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			conn = tx.Conn().PgConn()
+			kept, ok := database.KeptDeadline(conn)
+			// lock timeout, two statement timeouts and the grace: 10s
+			if !ok || kept.Before(began.Add(10*time.Second)) || kept.After(time.Now().Add(10*time.Second)) {
+				t.Errorf("%s: a bounded transaction's connection keeps %v (a keeper: %v), want about %v", name, kept, ok, began.Add(10*time.Second))
+			}
+			_, err := tx.Exec(ctx, "SELECT 1")
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if kept, ok := database.KeptDeadline(conn); !ok || !kept.IsZero() {
+			t.Errorf("%s: after its transaction the connection keeps %v (a keeper: %v), want none", name, kept, ok)
+		}
 	}
 }

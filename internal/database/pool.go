@@ -61,9 +61,11 @@ func WithQueryTracer(tracer pgx.QueryTracer) Option {
 }
 
 // Open returns a pool for the server. Every connection it makes assumes
-// orangerail_runtime before first use and reads and writes approval ids
-// without formatting them (uuidCodec), and Open refuses a database whose
-// schema is not exactly the version this binary knows.
+// orangerail_runtime before first use, reads and writes approval ids
+// without formatting them (uuidCodec), and keeps a bounded transaction's
+// deadline past a statement whose context ends (deadlineKeeper); Open
+// refuses a database whose schema is not exactly the version this binary
+// knows.
 func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := ParseURL(url)
 	if err != nil {
@@ -75,6 +77,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error
 	if err := CheckCurrent(ctx, url); err != nil {
 		return nil, err
 	}
+	cfg.ConnConfig.BuildContextWatcherHandler = keepDeadlines
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		RegisterUUID(conn.TypeMap())
 		if err := store.New(conn).SessionAssumeRuntime(ctx); err != nil {
@@ -198,7 +201,8 @@ func HasPassword(u string) bool {
 }
 
 // OpenDatasource returns a pool on a team's own database, logged in as its
-// URL says (orangerail's schema and roles need not exist there).
+// URL says (orangerail's schema and roles need not exist there), whose
+// connections keep a bounded transaction's deadline as Open's do.
 func OpenDatasource(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
 	cfg, err := ParseURL(url)
 	if err != nil {
@@ -207,6 +211,7 @@ func OpenDatasource(ctx context.Context, url string, opts ...Option) (*pgxpool.P
 	for _, o := range opts {
 		o(cfg)
 	}
+	cfg.ConnConfig.BuildContextWatcherHandler = keepDeadlines
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -48,8 +48,9 @@ func (q *Queue) Len() int { return q.b.Len() }
 // on: the transaction's id is read with the queued statements, after
 // them, instead of in a round trip of its own. Given a transaction
 // InTenant did not begin, it does nothing.
-func (q *Queue) ConfirmCommit(tx pgx.Tx) {
+func (q *Queue) ConfirmCommit(tx pgx.Tx, w Witness) {
 	if c, ok := tx.(*committing); ok {
+		c.witness = mustWitness(w)
 		q.confirm = c
 	}
 }

@@ -289,23 +289,46 @@ var ErrNotCommitted = errors.New("the transaction did not commit")
 // Postgres knows: it reads the transaction's id now (one round trip, after
 // which tx has an id). If the COMMIT then fails, InTenant asks Postgres,
 // on another connection, whether the transaction committed
-// (pg_xact_status): if it did, InTenant runs what AfterCommit registered
-// and returns nil, as after any commit; if it did not, it returns the
-// COMMIT's error wrapped in ErrNotCommitted; when Postgres cannot tell
-// — its backend still holds the transaction open past the wait (the
-// limits' statement timeout, or until the transaction's idle bound has
-// ended it, whichever is later; else commitStatusWait), or no connection
-// answers, or the server that answers is not the one the transaction ran
-// on (a standby promoted by a failover, a restart: an id it never gave,
-// or gave again to another transaction, says nothing of this one) — the
-// COMMIT's error as it was. Given a transaction InTenant did not begin,
-// it does nothing.
-func ConfirmCommit(ctx context.Context, tx pgx.Tx) error {
+// (pg_xact_status), and if the id did commit, whether w, in the same
+// transaction, sees tx's writes: if both, InTenant runs what AfterCommit
+// registered and returns nil, as after any commit; if the transaction did
+// not commit, or the committed transaction under its id is not tx (w sees
+// nothing of it), InTenant returns the COMMIT's error wrapped in
+// ErrNotCommitted; when Postgres cannot tell — its backend still holds the
+// transaction open past the wait (the limits' statement timeout, or until
+// the transaction's idle bound has ended it, whichever is later; else
+// commitStatusWait), or no connection answers, or the server that answers
+// is not the one the transaction ran on (a standby promoted by a
+// failover, a restart: an id it never gave, or gave again to another
+// transaction, says nothing of this one), or w fails — the COMMIT's error
+// as it was. w must not be nil. Given a transaction InTenant did not
+// begin, it does nothing.
+func ConfirmCommit(ctx context.Context, tx pgx.Tx, w Witness) error {
 	c, ok := tx.(*committing)
 	if !ok {
 		return nil
 	}
+	c.witness = mustWitness(w)
 	return tx.QueryRow(ctx, currentXID).Scan(&c.origin.xid, &c.origin.server)
+}
+
+// Witness reports, in a read-only transaction of the confirmed
+// transaction's tenant, whether that transaction's writes are there: a row
+// only it wrote, which nothing removes or changes so as to hide it (an
+// append-only record). It tells the transaction's own commit from
+// another's under the same id: a server that crashed before a COMMIT's
+// record reached its disk recovers without the transaction — the same
+// run, its postmaster never stopped — and may give its id again, and
+// pg_xact_status then answers for that other transaction.
+type Witness func(ctx context.Context, tx pgx.Tx) (bool, error)
+
+// mustWitness returns w, which must not be nil: a commit confirmed by its
+// id alone could be another transaction's.
+func mustWitness(w Witness) Witness {
+	if w == nil {
+		panic("database: ConfirmCommit needs a witness of the transaction's writes")
+	}
+	return w
 }
 
 // currentXID reads the transaction's id, giving it one if it has none, and
@@ -334,6 +357,9 @@ const idleSettle = time.Second
 type commitFailed struct {
 	err    error
 	origin origin
+	// tenant is the transaction's, in whose scope witness reads.
+	tenant  string
+	witness Witness
 	// sent is when the COMMIT was sent.
 	sent  time.Time
 	after []func()
@@ -366,9 +392,13 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	for {
 		// An answer of "in progress" is asked again until the wait is
 		// over; a failure to ask is not: a server that went away (a
-		// crash, a failover) may come back having forgotten the
-		// transaction, and give its id to another.
-		switch status, err := commitStatus(cctx, conn, failed.origin); {
+		// crash, a failover) may take longer than the wait to come back,
+		// and the caller learns at once that it cannot be told. (One
+		// that came back having forgotten the transaction, and gave its
+		// id to another, is told apart by the witness: errAnothers.)
+		switch status, err := commitStatus(cctx, conn, failed.tenant, failed.origin, failed.witness); {
+		case errors.Is(err, errAnothers):
+			return fmt.Errorf("%w: %w (%w)", ErrNotCommitted, failed.err, err)
 		case err != nil:
 			return failed.err
 		case status == "committed":
@@ -394,33 +424,55 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 // cannot say whether the transaction committed.
 var errNoVerdict = errors.New("the server cannot say whether the transaction committed")
 
+// errAnothers is commitStatus's answer when the transaction that committed
+// under the id is not the one asked about: its witness sees nothing of
+// it, so the server gave the id again (Witness), and the one asked about
+// did not commit.
+var errAnothers = errors.New("the transaction that committed under its id is another: its writes are not there")
+
 // commitStatus reads pg_xact_status of the transaction o: committed,
-// aborted or in progress. It fails with errNoVerdict when the server that
-// answers is not o's (its status is read only on o's), when Postgres no
-// longer knows the transaction, or refuses the question (an id it never
-// gave: 22023); with another error when no server answered.
-func commitStatus(ctx context.Context, conn TxBeginner, o origin) (string, error) {
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+// aborted or in progress; and, for a committed one, w in the same
+// transaction, scoped to tenant, after it — so on the same server, and
+// seeing the commit (pg_xact_status answers "committed" only once no
+// snapshot taken after it can see the transaction as running). It fails
+// with errAnothers when w does not see the transaction's writes; with
+// errNoVerdict when the server that answers is not o's (its status is
+// read only on o's), when Postgres no longer knows the transaction, or
+// refuses the question (an id it never gave: 22023); with another error
+// when no server answered, or w failed.
+func commitStatus(ctx context.Context, conn TxBeginner, tenant string, o origin, w Witness) (status string, err error) {
+	err = run(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, true, func(tx pgx.Tx) error {
+		var known *string
+		var server string
+		err := tx.QueryRow(ctx, "SELECT CASE WHEN "+serverStart+" = $2 THEN pg_xact_status($1::xid8) END, "+serverStart, o.xid, o.server).
+			Scan(&known, &server)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && !deadOnArrival(ctx, err):
+			return fmt.Errorf("%w: %w", errNoVerdict, err)
+		case err != nil:
+			return err
+		case server != o.server:
+			return fmt.Errorf("%w: another server answers (started at %s, the transaction's at %s)", errNoVerdict, server, o.server)
+		case known == nil:
+			return fmt.Errorf("%w: its status is no longer known", errNoVerdict)
+		}
+		status = *known
+		if status != "committed" {
+			return nil
+		}
+		switch seen, err := w(ctx, tx); {
+		case err != nil:
+			return fmt.Errorf("read the witness of the transaction's writes: %w", err)
+		case !seen:
+			return errAnothers
+		}
+		return nil
+	})
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var status *string
-	var server string
-	err = tx.QueryRow(ctx, "SELECT CASE WHEN "+serverStart+" = $2 THEN pg_xact_status($1::xid8) END, "+serverStart, o.xid, o.server).
-		Scan(&status, &server)
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && !deadOnArrival(ctx, err):
-		return "", fmt.Errorf("%w: %w", errNoVerdict, err)
-	case err != nil:
-		return "", err
-	case server != o.server:
-		return "", fmt.Errorf("%w: another server answers (started at %s, the transaction's at %s)", errNoVerdict, server, o.server)
-	case status == nil:
-		return "", fmt.Errorf("%w: its status is no longer known", errNoVerdict)
-	}
-	return *status, nil
+	return status, nil
 }
 
 // deadOnArrival reports whether err is a connection found dead as it was
@@ -521,7 +573,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	sent := time.Now()
 	if err := tx.Commit(ctx); err != nil {
 		if c.origin.xid != "" {
-			err = &commitFailed{err: err, origin: c.origin, sent: sent, after: c.after}
+			err = &commitFailed{err: err, origin: c.origin, tenant: tenant, witness: c.witness, sent: sent, after: c.after}
 		}
 		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
@@ -537,8 +589,9 @@ type committing struct {
 	pgx.Tx
 	after []func()
 	// origin is the transaction's id and server once ConfirmCommit
-	// read them.
-	origin origin
+	// read them, and witness its Witness.
+	origin  origin
+	witness Witness
 	// idleLimit is a bounded transaction's idle bound (idleBound).
 	idleLimit time.Duration
 	// repeatable: fn may run again (Repeatable).
@@ -754,15 +807,14 @@ func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Co
 	if err != nil {
 		return nil, nil, err
 	}
-	nc := pc.Conn().PgConn().Conn()
-	_ = nc.SetDeadline(time.Now().Add(d))
+	setDeadline(pc, time.Now().Add(d))
 	return pc, func() {
 		// A connection pgx closed (its deadline passed under a
 		// statement) keeps the deadline pgx gave its closing, which
 		// drains what Postgres still sends; lifted, a silent server
 		// would hold the drain, and the socket, until TCP gave up.
 		if !pc.Conn().IsClosed() {
-			_ = nc.SetDeadline(time.Time{})
+			setDeadline(pc, time.Time{})
 		}
 		pc.Release()
 	}, nil

@@ -214,7 +214,7 @@ func TestConfirmCommit(t *testing.T) {
 			case "queued":
 				var q database.Queue
 				_, _ = q.Exec(ctx, insert, tenant)
-				q.ConfirmCommit(tx)
+				q.ConfirmCommit(tx, tenantWitness(tenant))
 				if _, err := q.Send(ctx, tx); err != nil {
 					return err
 				}
@@ -223,7 +223,7 @@ func TestConfirmCommit(t *testing.T) {
 					return err
 				}
 				if confirm {
-					if err := database.ConfirmCommit(ctx, tx); err != nil {
+					if err := database.ConfirmCommit(ctx, tx, tenantWitness(tenant)); err != nil {
 						return err
 					}
 				}
@@ -247,6 +247,98 @@ func TestConfirmCommit(t *testing.T) {
 		}
 	}
 }
+
+// tenantWitness sees the row of orangerail.tenants a test's transaction
+// inserts, named for its tenant.
+func tenantWitness(tenant string) database.Witness {
+	return func(ctx context.Context, tx pgx.Tx) (bool, error) {
+		var seen bool
+		err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM orangerail.tenants WHERE id = $1)", tenant).Scan(&seen)
+		return seen, err
+	}
+}
+
+// seen is a witness that always sees the transaction's writes.
+func seen(context.Context, pgx.Tx) (bool, error) { return true, nil }
+
+// TestConfirmTellsAnothersCommit: a failed COMMIT whose transaction id
+// reads as committed is confirmed only when the witness, read in the
+// transaction's tenant, sees its writes. A server that crashed before the
+// COMMIT reached its disk recovers without the transaction and may give
+// its id to the next one: pg_xact_status then says "committed" of that
+// other transaction, and the witness, finding nothing, says the asked one
+// did not commit. Played here with the id of another committed
+// transaction, which is what such a server answers for.
+func TestConfirmTellsAnothersCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.New(t))
+	const identify = "SELECT pg_current_xact_id()::text, extract(epoch FROM pg_postmaster_start_time())::text"
+	// insert commits (or not) a transaction of tenant adding a tenants
+	// row named id, and returns its transaction id and server run.
+	insert := func(tenant, id string, commit bool) (xid, server string) {
+		err := database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ($1)", id); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, identify).Scan(&xid, &server); err != nil {
+				return err
+			}
+			if !commit {
+				return errRolledBack
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errRolledBack) {
+			t.Fatal(err)
+		}
+		return xid, server
+	}
+	ours, server := insert("acme", "ours", true)
+	anothers, _ := insert("acme", "anothers", true)
+	aborted, _ := insert("acme", "aborted", false)
+	// inScope is tenantWitness(id), failing unless read in acme's scope.
+	inScope := func(id string) database.Witness {
+		return func(ctx context.Context, tx pgx.Tx) (bool, error) {
+			var tenant string
+			if err := tx.QueryRow(ctx, "SELECT current_setting('orangerail.tenant_id', true)").Scan(&tenant); err != nil {
+				return false, err
+			}
+			if tenant != "acme" {
+				return false, fmt.Errorf("the witness read in tenant %q's scope, not acme's", tenant)
+			}
+			return tenantWitness(id)(ctx, tx)
+		}
+	}
+	failing := func(context.Context, pgx.Tx) (bool, error) { return false, errors.New("the witness could not read") }
+	lost := errors.New("the COMMIT's answer never came")
+	for _, c := range []struct {
+		name    string
+		xid     string
+		witness database.Witness
+		// want: nil (committed), ErrNotCommitted, or lost as it was
+		// (Postgres cannot tell).
+		want error
+	}{
+		{"its own commit, seen", ours, inScope("ours"), nil},
+		{"another's commit under its id", anothers, inScope("lost"), database.ErrNotCommitted},
+		{"aborted", aborted, inScope("aborted"), database.ErrNotCommitted},
+		{"a witness that fails", ours, failing, lost},
+	} {
+		err := database.Confirm(ctx, pool, "acme", c.xid, server, c.witness, lost)
+		switch {
+		case c.want == nil && err != nil:
+			t.Errorf("%s: %v, want confirmed", c.name, err)
+		case c.want == database.ErrNotCommitted && (!errors.Is(err, database.ErrNotCommitted) || !errors.Is(err, lost)): //nolint:errorlint // which answer the case wants
+			t.Errorf("%s: %v, want ErrNotCommitted wrapping the COMMIT's error", c.name, err)
+		case c.want == lost && err != lost: //nolint:errorlint // the COMMIT's error itself, unwrapped
+			t.Errorf("%s: %v, want the COMMIT's error as it was", c.name, err)
+		}
+	}
+}
+
+// errRolledBack rolls a test's transaction back.
+var errRolledBack = errors.New("rolled back")
 
 // TestCommitStatusOnItsServerOnly: a transaction's status is read from the
 // server run it ran on — committed, aborted — and from no other: a server
@@ -279,7 +371,7 @@ func TestCommitStatusOnItsServerOnly(t *testing.T) {
 	committed, server := run(true)
 	aborted, _ := run(false)
 	for _, c := range []struct{ xid, want string }{{committed, "committed"}, {aborted, "aborted"}} {
-		if got, err := database.CommitStatus(ctx, pool, c.xid, server); err != nil || got != c.want {
+		if got, err := database.CommitStatus(ctx, pool, "", c.xid, server, seen); err != nil || got != c.want {
 			t.Errorf("the status of transaction %s on its server: %q (%v), want %q", c.xid, got, err, c.want)
 		}
 	}
@@ -291,7 +383,7 @@ func TestCommitStatusOnItsServerOnly(t *testing.T) {
 		"another server run": {committed, server + "1"},
 		"an id never given":  {strconv.FormatUint(next+1_000_000, 10), server},
 	} {
-		if got, err := database.CommitStatus(ctx, pool, c.xid, c.server); !errors.Is(err, database.ErrNoVerdict) {
+		if got, err := database.CommitStatus(ctx, pool, "", c.xid, c.server, seen); !errors.Is(err, database.ErrNoVerdict) {
 			t.Errorf("%s: %q (%v), want no verdict", name, got, err)
 		}
 	}

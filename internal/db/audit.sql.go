@@ -135,6 +135,29 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 	return items, nil
 }
 
+const auditEntryExists = `-- name: AuditEntryExists :one
+SELECT EXISTS (
+    SELECT FROM orangerail.audit a
+    WHERE a.tenant_id = current_setting('orangerail.tenant_id', true)
+      AND a.correlation_id = $1::text AND a.entry = $2::bytea
+) AS present
+`
+
+type AuditEntryExistsParams struct {
+	CorrelationID string
+	Entry         []byte
+}
+
+// Whether the transaction's tenant's chain holds this very entry, sealed
+// or not: a record once committed is never removed, so it is the witness
+// that the transaction which appended it committed.
+func (q *Queries) AuditEntryExists(ctx context.Context, db DBTX, arg *AuditEntryExistsParams) (bool, error) {
+	row := db.QueryRow(ctx, auditEntryExists, arg.CorrelationID, arg.Entry)
+	var present bool
+	err := row.Scan(&present)
+	return present, err
+}
+
 const auditHead = `-- name: AuditHead :one
 SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = $1
 `

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/store"
@@ -287,6 +289,23 @@ func AppendAudit(ctx context.Context, tx store.DBTX, rec *Record) error {
 	if err := store.New(tx).AuditAppend(ctx, entry); err != nil {
 		return classifyAuditError(err)
 	}
+	return nil
+}
+
+// appendConfirmed queues rec's append on q, which is sent on stx, and asks
+// InTenant to confirm stx's COMMIT should it fail (database.ConfirmCommit)
+// with the record as its witness: a committed record is never removed from
+// the chain, and no other transaction appends its bytes (its correlation
+// id, phase and time to the microsecond).
+func appendConfirmed(ctx context.Context, q *database.Queue, stx pgx.Tx, rec *Record) error {
+	entry, err := encodeEntry(rec)
+	if err != nil {
+		return err
+	}
+	_ = store.New(q).AuditAppend(ctx, entry) // queued: its error is q.Send's
+	q.ConfirmCommit(stx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
+		return store.New(tx).AuditEntryExists(ctx, rec.CorrelationID, entry)
+	})
 	return nil
 }
 

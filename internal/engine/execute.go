@@ -387,10 +387,9 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 			// failure while its record says it began.
 			rec := x.started(target)
 			var q database.Queue
-			if err := AppendAudit(ctx, &q, rec); err != nil {
+			if err := appendConfirmed(ctx, &q, stx, rec); err != nil {
 				return &auditAppendError{err} // the record could not be encoded
 			}
-			q.ConfirmCommit(stx)
 			if err := sendRecorded(ctx, &q, stx, 0); err != nil {
 				return err
 			}
@@ -528,11 +527,14 @@ func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult,
 	var q database.Queue
 	x.releaseIn(ctx, &q, stx)
 	recorded := q.Len()
-	if err := AppendAudit(ctx, &q, rec); err != nil {
-		return &auditAppendError{err} // the record could not be encoded
-	}
+	var err error
 	if confirm {
-		q.ConfirmCommit(stx)
+		err = appendConfirmed(ctx, &q, stx, rec)
+	} else {
+		err = AppendAudit(ctx, &q, rec)
+	}
+	if err != nil {
+		return &auditAppendError{err} // the record could not be encoded
 	}
 	if err := sendRecorded(ctx, &q, stx, recorded); err != nil {
 		return err

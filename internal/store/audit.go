@@ -28,6 +28,14 @@ func (s *Store) AuditAppend(ctx context.Context, entry []byte) error {
 	return InterpretError(s.q.AuditAppend(ctx, s.x, entry))
 }
 
+// AuditEntryExists reports whether the chain of the transaction's tenant
+// holds entry, appended under correlationID: since a committed record is
+// never removed, whether the transaction that appended it committed.
+func (s *Store) AuditEntryExists(ctx context.Context, correlationID string, entry []byte) (bool, error) {
+	present, err := s.q.AuditEntryExists(ctx, s.x, &db.AuditEntryExistsParams{CorrelationID: correlationID, Entry: entry})
+	return present, InterpretError(err)
+}
+
 // AuditSeal seals up to limit of the committed unsealed records of the
 // transaction's tenant, oldest first (orangerail.audit_seal), and returns
 // how many it sealed. With wait false it returns 0 at once when another
