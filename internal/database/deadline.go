@@ -15,8 +15,8 @@ import (
 // CustomData.
 const deadlineKey = "orangerail.deadline"
 
-// deadlineKeeper is how the pools Open and OpenDatasource make watch a
-// statement's context: as pgx's default (pgconn.DeadlineContextWatcherHandler),
+// deadlineKeeper is how the pools KeepDeadlines configures (Open's and
+// OpenDatasource's) watch a statement's context: as pgx's default (pgconn.DeadlineContextWatcherHandler),
 // a context that ends under a statement sets its connection's deadline to
 // now, failing the read or write that waits; but where pgx's, once the
 // statement returns, lifts every deadline, this one restores the deadline
@@ -32,7 +32,15 @@ type deadlineKeeper struct {
 	kept atomic.Int64
 }
 
-// keepDeadlines is the pools' pgconn.Config.BuildContextWatcherHandler.
+// KeepDeadlines has a pool's connections keep a bounded transaction's
+// deadline past a statement whose context ends (deadlineKeeper). Open and
+// OpenDatasource apply it; a pool made another way for the server's
+// transactions should too.
+func KeepDeadlines(c *pgxpool.Config) {
+	c.ConnConfig.BuildContextWatcherHandler = keepDeadlines
+}
+
+// keepDeadlines is KeepDeadlines' pgconn.Config.BuildContextWatcherHandler.
 func keepDeadlines(pc *pgconn.PgConn) ctxwatch.Handler {
 	k := &deadlineKeeper{conn: pc.Conn()}
 	pc.CustomData()[deadlineKey] = k
@@ -68,8 +76,7 @@ func (k *deadlineKeeper) deadline() time.Time {
 
 // setDeadline sets the deadline of pc's connection to t (the zero time:
 // none), kept past a statement whose context ends when pc's pool keeps
-// deadlines (deadlineKeeper), as the pools Open and OpenDatasource make
-// do.
+// deadlines (KeepDeadlines).
 func setDeadline(pc *pgxpool.Conn, t time.Time) {
 	c := pc.Conn().PgConn()
 	if k, ok := c.CustomData()[deadlineKey].(*deadlineKeeper); ok {

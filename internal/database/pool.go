@@ -77,7 +77,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error
 	if err := CheckCurrent(ctx, url); err != nil {
 		return nil, err
 	}
-	cfg.ConnConfig.BuildContextWatcherHandler = keepDeadlines
+	KeepDeadlines(cfg)
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		RegisterUUID(conn.TypeMap())
 		if err := store.New(conn).SessionAssumeRuntime(ctx); err != nil {
@@ -211,7 +211,7 @@ func OpenDatasource(ctx context.Context, url string, opts ...Option) (*pgxpool.P
 	for _, o := range opts {
 		o(cfg)
 	}
-	cfg.ConnConfig.BuildContextWatcherHandler = keepDeadlines
+	KeepDeadlines(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -319,7 +319,11 @@ func ConfirmCommit(ctx context.Context, tx pgx.Tx, w Witness) error {
 // another's under the same id: a server that crashed before a COMMIT's
 // record reached its disk recovers without the transaction — the same
 // run, its postmaster never stopped — and may give its id again, and
-// pg_xact_status then answers for that other transaction.
+// pg_xact_status then answers for that other transaction. The read runs in
+// a READ COMMITTED transaction whose snapshot sees the commit: it must not
+// take one of its own (a transaction of another isolation); and a witness
+// of a transaction of no tenant (Tenantless) sees only rows no tenant's
+// row-level security hides.
 type Witness func(ctx context.Context, tx pgx.Tx) (bool, error)
 
 // mustWitness returns w, which must not be nil: a commit confirmed by its
@@ -391,11 +395,13 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	defer cancel()
 	for {
 		// An answer of "in progress" is asked again until the wait is
-		// over; a failure to ask is not: a server that went away (a
-		// crash, a failover) may take longer than the wait to come back,
-		// and the caller learns at once that it cannot be told. (One
-		// that came back having forgotten the transaction, and gave its
-		// id to another, is told apart by the witness: errAnothers.)
+		// over; a failure to ask is not (beyond InTenant's own rule for
+		// a pooled connection found dead at BEGIN): a server that went
+		// away (a crash, a failover) may take longer than the wait to
+		// come back, and the caller learns at once that it cannot be
+		// told. (One that came back having forgotten the transaction,
+		// and gave its id to another, is told apart by the witness:
+		// errAnothers.)
 		switch status, err := commitStatus(cctx, conn, failed.tenant, failed.origin, failed.witness); {
 		case errors.Is(err, errAnothers):
 			return fmt.Errorf("%w: %w (%w)", ErrNotCommitted, failed.err, err)
@@ -432,20 +438,27 @@ var errAnothers = errors.New("the transaction that committed under its id is ano
 
 // commitStatus reads pg_xact_status of the transaction o: committed,
 // aborted or in progress; and, for a committed one, w in the same
-// transaction, scoped to tenant, after it — so on the same server, and
-// seeing the commit (pg_xact_status answers "committed" only once no
-// snapshot taken after it can see the transaction as running). It fails
-// with errAnothers when w does not see the transaction's writes; with
+// transaction, scoped to tenant, after it — so on the same server, and in
+// a later snapshot than the status's, which sees the commit (the status's
+// own snapshot is asked whether it does: Postgres marks a commit in its
+// log before it takes the transaction off its running list, and a
+// committed id not yet visible reads as in progress). It fails with
+// errAnothers when w does not see the transaction's writes; with
 // errNoVerdict when the server that answers is not o's (its status is
 // read only on o's), when Postgres no longer knows the transaction, or
 // refuses the question (an id it never gave: 22023); with another error
 // when no server answered, or w failed.
 func commitStatus(ctx context.Context, conn TxBeginner, tenant string, o origin, w Witness) (status string, err error) {
-	err = run(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, true, func(tx pgx.Tx) error {
+	// Read committed whatever the server's default: each statement, the
+	// witness's too, takes a snapshot of its own.
+	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}
+	err = run(ctx, conn, tenant, opts, true, func(tx pgx.Tx) error {
 		var known *string
 		var server string
-		err := tx.QueryRow(ctx, "SELECT CASE WHEN "+serverStart+" = $2 THEN pg_xact_status($1::xid8) END, "+serverStart, o.xid, o.server).
-			Scan(&known, &server)
+		var visible bool
+		err := tx.QueryRow(ctx, "SELECT CASE WHEN "+serverStart+" = $2 THEN pg_xact_status($1::xid8) END, "+serverStart+
+			", pg_visible_in_snapshot($1::xid8, pg_current_snapshot())", o.xid, o.server).
+			Scan(&known, &server, &visible)
 		var pgErr *pgconn.PgError
 		switch {
 		case errors.As(err, &pgErr) && !deadOnArrival(ctx, err):
@@ -458,7 +471,11 @@ func commitStatus(ctx context.Context, conn TxBeginner, tenant string, o origin,
 			return fmt.Errorf("%w: its status is no longer known", errNoVerdict)
 		}
 		status = *known
-		if status != "committed" {
+		switch {
+		case status != "committed":
+			return nil
+		case !visible:
+			status = "in progress" // committed, and still leaving the running list
 			return nil
 		}
 		switch seen, err := w(ctx, tx); {
@@ -810,9 +827,10 @@ func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Co
 	setDeadline(pc, time.Now().Add(d))
 	return pc, func() {
 		// A connection pgx closed (its deadline passed under a
-		// statement) keeps the deadline pgx gave its closing, which
-		// drains what Postgres still sends; lifted, a silent server
-		// would hold the drain, and the socket, until TCP gave up.
+		// statement) keeps the deadline its closing drains what
+		// Postgres still sends under (pgx's, or the one kept:
+		// deadlineKeeper); lifted, a silent server would hold the
+		// drain, and the socket, until TCP gave up.
 		if !pc.Conn().IsClosed() {
 			setDeadline(pc, time.Time{})
 		}

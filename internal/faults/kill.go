@@ -261,6 +261,7 @@ func RuntimePoolConfig(tb testing.TB, url string) *pgxpool.Config {
 		tb.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = AppName
+	database.KeepDeadlines(cfg)
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		return store.New(conn).SessionAssumeRuntime(ctx)
 	}
