@@ -117,14 +117,13 @@ func (c *carrier) holdNext(release <-chan struct{}) (held <-chan carrierRequest)
 	return ch
 }
 
-// sentBefore reports whether a request for reason came from replica
-// within within before at: the replica may still have been waiting on the
-// carrier, or about to record what it answered, when it was killed at at.
-func (c *carrier) sentBefore(reason, replica string, at time.Time, within time.Duration) bool {
+// sentBetween reports whether the carrier took the first request for
+// reason from replica after from and before to.
+func (c *carrier) sentBetween(reason, replica string, from, to time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first, ok := c.sent[reason][replica]
-	return ok && first.Before(at) && at.Sub(first) <= within
+	return ok && first.After(from) && first.Before(to)
 }
 
 // cutBeforeRequest returns the approvals (their ids) of label cycles a
@@ -399,9 +398,10 @@ func TestUpstreamReplicaKilledMidCall(t *testing.T) {
 	wait := f.busyAgents(t, stats, "label-agent", "fault-upstream-kill", 3, 2, over, (*fleetAgent).labelLifecycle)
 
 	died := map[string]bool{} // the reasons whose call's replica was killed
+	// A kill: of which replica, when, and when it was started again.
 	type kill struct {
-		replica string
-		at      time.Time
+		replica          string
+		at, startedAgain time.Time
 	}
 	var killsMade []kill // every kill, for the calls of other agents it cut short too
 	var report []string
@@ -429,7 +429,7 @@ kill:
 			t.Errorf("kill %d: a label request from no replica (path names %q)", k, req.replica)
 			break
 		}
-		killsMade = append(killsMade, kill{victim.name, time.Now()})
+		killed := kill{replica: victim.name, at: time.Now()}
 		f.kill(victim)
 		// The kill closes the replica's connection to the carrier while
 		// the answer is held: the fault lands mid-call.
@@ -441,6 +441,8 @@ kill:
 		close(release)
 		died[req.reason] = true
 		report = append(report, fmt.Sprintf("kill %d: replica %s killed while the carrier held the answer to %s (its label made)", k, victim.name, req.reason))
+		killed.startedAgain = time.Now()
+		killsMade = append(killsMade, killed)
 		if err := f.start(victim); err != nil {
 			t.Error(err)
 			break
@@ -476,9 +478,14 @@ kill:
 	// poll answered outcome_unknown.
 	killedUnder := func(reason string) bool {
 		for _, k := range killsMade {
-			// An execution outlives its call by its record's statement
-			// at most.
-			if c.sentBefore(reason, k.replica, k.at, 2*fleetStatementTimeout) {
+			// The replica may still have been waiting on the carrier,
+			// or about to record what it answered, when it was killed:
+			// an execution outlives its call by its record's statement
+			// at most. Or its request was on its way: the carrier may
+			// take it after the kill (the bytes were sent), but not
+			// after the replica was started again, before which the
+			// replica sent nothing more.
+			if c.sentBetween(reason, k.replica, k.at.Add(-2*fleetStatementTimeout), k.startedAgain) {
 				return true
 			}
 		}
