@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,72 @@ func TestRepeatedCallAnswersItsApproval(t *testing.T) {
 	fresh := e.Call(ctx, support("acme"), "cancel_order", args)
 	if fresh.Status == engine.StatusApprovalPending && *fresh.ApprovalID == id {
 		t.Fatalf("a call after the execution answered with the consumed approval %s", id)
+	}
+}
+
+// TestDecisionsRaceBetweenReadAndWrite: a decision whose approval another
+// person decides between its read and its write (decideQuickly) makes
+// nothing: it answers that the approval is decided, and the chain holds
+// the other decision alone; one whose approval lapsed meanwhile expires
+// it. Each is answered by the full decision, which reads the approval
+// again.
+func TestDecisionsRaceBetweenReadAndWrite(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := b.engine
+	stage := func(reason string) *engine.ApprovalView {
+		t.Helper()
+		staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "`+reason+`"}`))
+		want(t, staged, engine.StatusApprovalPending)
+		view, err := e.ShowApproval(ctx, "acme", staged.ApprovalID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return view
+	}
+	// meanwhile runs f the first time a decision is about to be made (f's
+	// own decisions included: they run f no more).
+	meanwhile := func(f func()) {
+		var ran atomic.Bool
+		engine.SetBeforeDecide(e, func() {
+			if ran.CompareAndSwap(false, true) {
+				f()
+			}
+		})
+	}
+	other := approver("acme")
+	other.Subject = "carol"
+
+	raced := stage("decided meanwhile")
+	meanwhile(func() {
+		want(t, e.Decide(ctx, other, engine.Decision{ApprovalID: raced.ID.String(), Approve: false, Note: "no"}), engine.StatusOK)
+	})
+	if out := e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: raced.ID.String(), Approve: true, Digest: raced.Digest}); out.Code != errcode.ApprovalDecided {
+		t.Fatalf("a decision raced by another: %s %s, want %s", out.Status, out.Code, errcode.ApprovalDecided)
+	}
+	if got := phases(t, b.testBundle, "acme", raced.ID.String()); !slices.Equal(got, []string{"staged", "rejected"}) {
+		t.Fatalf("phases of the raced approval: %v, want the other's decision alone", got)
+	}
+	if now, err := e.ShowApproval(ctx, "acme", raced.ID.String()); err != nil || now.Status != "rejected" || now.DecidedBy == nil || *now.DecidedBy != "carol" {
+		t.Fatalf("the raced approval: %+v, %v", now, err)
+	}
+
+	// An approval that lapses between the read and the write: an engine
+	// whose approvals live a second.
+	short := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("approvals.ttl", "1s"))
+	lapsing := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "lapsed meanwhile"}`))
+	want(t, lapsing, engine.StatusApprovalPending)
+	view, err := short.ShowApproval(ctx, "acme", lapsing.ApprovalID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.SetBeforeDecide(short, func() { time.Sleep(time.Until(view.ExpiresAt) + 100*time.Millisecond) })
+	if out := short.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: view.ID.String(), Approve: true, Digest: view.Digest}); out.Code != errcode.ApprovalExpired {
+		t.Fatalf("a decision of an approval that lapsed meanwhile: %s %s, want %s", out.Status, out.Code, errcode.ApprovalExpired)
+	}
+	if got := phases(t, b.testBundle, "acme", view.ID.String()); !slices.Equal(got, []string{"staged", "expired"}) {
+		t.Fatalf("phases of the lapsed approval: %v", got)
 	}
 }
 

@@ -165,6 +165,9 @@ type Engine struct {
 	// beforeExpire, set only by tests, runs as a poll that read its
 	// approval lapsed is about to expire it.
 	beforeExpire func()
+	// beforeDecide, set only by tests, runs as a person's decision read
+	// its approval (decideQuickly) and is about to make it.
+	beforeDecide func()
 	// keepLeases, set only by tests, leaves every execution's budget slot
 	// held when it ends: a replica that died mid-execution.
 	keepLeases bool

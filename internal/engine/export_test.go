@@ -18,6 +18,10 @@ func SetBeforeRead(e *Engine, f func()) { e.beforeRead = f }
 // approval lapsed is about to expire it.
 func SetBeforeExpire(e *Engine, f func()) { e.beforeExpire = f }
 
+// SetBeforeDecide installs a hook that runs as a person's decision read
+// its approval and is about to make it.
+func SetBeforeDecide(e *Engine, f func()) { e.beforeDecide = f }
+
 // InputDigest is the digest of an action's canonical input in a tenant,
 // as the engine computes it, for tests that write approvals around it.
 func InputDigest(e *Engine, tenant, action string, canonical []byte) []byte {

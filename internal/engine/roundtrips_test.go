@@ -144,14 +144,15 @@ func TestGovernedCycleRoundTrips(t *testing.T) {
 	//   again    the same call repeated: the target's read; the stage,
 	//            which finds the first's open approval and stages nothing
 	//   show     the approval; its target (each with its scope)
-	//   decide   BEGIN with the scope; the approval; the decision; COMMIT
+	//   decide   the approval (its scope with it); the decision, its
+	//            scope and its COMMIT together
 	//   execute  the approval; the budget's spend (scope, spend and COMMIT
 	//            together); BEGIN with the scope; the consume (and the
 	//            chain's decision); the target, locked; the start's
 	//            record and the effect's SAVEPOINT together; the effect;
 	//            the slot's release, the end's record and the
 	//            transaction's id together; COMMIT
-	limits := map[string]int{"stage": 2, "again": 2, "show": 2, "decide": 4, "execute": 9}
+	limits := map[string]int{"stage": 2, "again": 2, "show": 2, "decide": 2, "execute": 9}
 	var over []string
 	total := 0
 	for _, step := range []string{"stage", "again", "show", "decide", "execute"} {
