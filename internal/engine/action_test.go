@@ -224,70 +224,100 @@ func TestRepeatedCallAnswersItsApproval(t *testing.T) {
 	}
 }
 
-// TestDecisionsRaceBetweenReadAndWrite: a decision whose approval another
-// person decides between its read and its write (decideQuickly) makes
-// nothing: it answers that the approval is decided, and the chain holds
-// the other decision alone; one whose approval lapsed meanwhile expires
-// it. Each is answered by the full decision, which reads the approval
-// again.
+// TestDecisionsRaceBetweenReadAndWrite: a person's decision reads its
+// approval, then makes it (decideQuickly). One whose approval another
+// person decides in between makes nothing: it answers that the approval
+// is decided, and the chain holds the other decision alone. One whose
+// approval lapses in between, by the database's clock only, expires it.
+// Each is answered by the full decision, which reads the approval again.
+// And one whose very decision committed in between — a first send whose
+// answer was lost, and RowWriter sent it again — answers as the first
+// send would have: decided, by that decision's record.
 func TestDecisionsRaceBetweenReadAndWrite(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	e := b.engine
-	stage := func(reason string) *engine.ApprovalView {
+	// behind sets the engine's clock back: a lapse only the database sees.
+	var behind atomic.Int64
+	cfg := ontologytest.Parse(t, orders.Config, ontologytest.Set("approvals.ttl", "1s"))
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime),
+		Key: b.key, Mode: engine.ModeLive, Logger: quiet, NowFunc: func() time.Time { return time.Now().Add(-time.Duration(behind.Load())) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := func(order, reason string) *engine.ApprovalView {
 		t.Helper()
-		staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "`+reason+`"}`))
+		behind.Store(0)
+		staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "`+order+`", "reason": "`+reason+`"}`))
 		want(t, staged, engine.StatusApprovalPending)
 		view, err := e.ShowApproval(ctx, "acme", staged.ApprovalID.String())
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Its second of life does not pass for the engine.
+		behind.Store(int64(time.Minute))
 		return view
 	}
 	// meanwhile runs f the first time a decision is about to be made (f's
-	// own decisions included: they run f no more).
-	meanwhile := func(f func()) {
-		var ran atomic.Bool
-		engine.SetBeforeDecide(e, func() {
-			if ran.CompareAndSwap(false, true) {
-				f()
+	// own decisions run it no more), and returns how many times it ran.
+	meanwhile := func(f func(*store.ApprovalDecideParams)) *atomic.Int32 {
+		var ran atomic.Int32
+		engine.SetBeforeDecide(e, func(p *store.ApprovalDecideParams) {
+			if ran.Add(1) == 1 {
+				f(p)
 			}
 		})
+		return &ran
 	}
 	other := approver("acme")
 	other.Subject = "carol"
 
-	raced := stage("decided meanwhile")
-	meanwhile(func() {
+	raced := stage("o-1001", "decided meanwhile")
+	ran := meanwhile(func(*store.ApprovalDecideParams) {
 		want(t, e.Decide(ctx, other, engine.Decision{ApprovalID: raced.ID.String(), Approve: false, Note: "no"}), engine.StatusOK)
 	})
 	if out := e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: raced.ID.String(), Approve: true, Digest: raced.Digest}); out.Code != errcode.ApprovalDecided {
 		t.Fatalf("a decision raced by another: %s %s, want %s", out.Status, out.Code, errcode.ApprovalDecided)
 	}
-	if got := phases(t, b.testBundle, "acme", raced.ID.String()); !slices.Equal(got, []string{"staged", "rejected"}) {
-		t.Fatalf("phases of the raced approval: %v, want the other's decision alone", got)
+	if got := phases(t, b.testBundle, "acme", raced.ID.String()); ran.Load() < 1 || !slices.Equal(got, []string{"staged", "rejected"}) {
+		t.Fatalf("phases of the raced approval: %v (the race ran %d times), want the other's decision alone", got, ran.Load())
 	}
 	if now, err := e.ShowApproval(ctx, "acme", raced.ID.String()); err != nil || now.Status != "rejected" || now.DecidedBy == nil || *now.DecidedBy != "carol" {
 		t.Fatalf("the raced approval: %+v, %v", now, err)
 	}
 
-	// An approval that lapses between the read and the write: an engine
-	// whose approvals live a second.
-	short := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("approvals.ttl", "1s"))
-	lapsing := short.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "lapsed meanwhile"}`))
-	want(t, lapsing, engine.StatusApprovalPending)
-	view, err := short.ShowApproval(ctx, "acme", lapsing.ApprovalID.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine.SetBeforeDecide(short, func() { time.Sleep(time.Until(view.ExpiresAt) + 100*time.Millisecond) })
-	if out := short.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: view.ID.String(), Approve: true, Digest: view.Digest}); out.Code != errcode.ApprovalExpired {
+	lapsing := stage("o-1002", "lapsed meanwhile")
+	ran = meanwhile(func(*store.ApprovalDecideParams) { time.Sleep(time.Until(lapsing.ExpiresAt) + 100*time.Millisecond) })
+	if out := e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: lapsing.ID.String(), Approve: true, Digest: lapsing.Digest}); out.Code != errcode.ApprovalExpired {
 		t.Fatalf("a decision of an approval that lapsed meanwhile: %s %s, want %s", out.Status, out.Code, errcode.ApprovalExpired)
 	}
-	if got := phases(t, b.testBundle, "acme", view.ID.String()); !slices.Equal(got, []string{"staged", "expired"}) {
-		t.Fatalf("phases of the lapsed approval: %v", got)
+	if got := phases(t, b.testBundle, "acme", lapsing.ID.String()); ran.Load() != 1 || !slices.Equal(got, []string{"staged", "expired"}) {
+		t.Fatalf("phases of the lapsed approval: %v (the lapse ran %d times)", got, ran.Load())
 	}
+
+	sentTwice := stage("o-1001", "sent twice")
+	ran = meanwhile(func(p *store.ApprovalDecideParams) {
+		// The first send, committed: the same statement, the same record.
+		err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			_, err := store.New(tx).ApprovalDecide(ctx, p)
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	out, decided := e.DecideApproval(ctx, approver("acme"), engine.Decision{ApprovalID: sentTwice.ID.String(), Approve: true, Digest: sentTwice.Digest})
+	want(t, out, engine.StatusOK)
+	if decided == nil || decided.Status != store.ApprovalApproved || decided.DecidedBy != approver("acme").Subject || decided.DecidedAt.IsZero() {
+		t.Fatalf("a decision sent twice: decided %+v", decided)
+	}
+	if got := phases(t, b.testBundle, "acme", sentTwice.ID.String()); ran.Load() != 1 || !slices.Equal(got, []string{"staged", "approved"}) {
+		t.Fatalf("phases of the approval decided by a decision sent twice: %v (sent first %d times)", got, ran.Load())
+	}
+	if _, err := engine.SealTenant(ctx, b.runtime, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	verifyClean(t, b.testBundle, "acme")
 }
 
 func TestGovernedLifecycle(t *testing.T) {

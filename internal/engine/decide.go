@@ -184,17 +184,23 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 // the digest shown is not its input's — each of which decide reads again
 // and answers — or it changed between the read and the decision (decided
 // meanwhile, lapsed by the database's clock: the decision finds no
-// pending row and writes nothing). A decision sent again after its
-// connection died, having committed there, also finds none, and decide
-// then answers that it is decided, as it is.
+// pending row and writes nothing). A store that fails the read fails the
+// decision, as it would fail decide's.
 func (e *Engine) decideQuickly(ctx context.Context, decider *Caller, d Decision) (*Outcome, *Decided) {
 	id, err := uuid.Parse(d.ApprovalID)
 	if err != nil {
 		return nil, nil
 	}
 	tenant := decider.Tenant
-	a, err := store.New(database.RowReader(e.store, tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
-	if err != nil || a.Status != store.ApprovalPending || e.lapsed(a) || !e.MayDecide(decider, a.Action) ||
+	reader := store.New(database.RowReader(e.store, tenant))
+	a, err := reader.ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return e.storeFailure(ctx, "decide approval", d.ApprovalID, err), nil
+	}
+	if a.Status != store.ApprovalPending || e.lapsed(a) || !e.MayDecide(decider, a.Action) ||
 		(*e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject) || (d.Approve && !digestIs(d.Digest, a.InputDigest)) {
 		return nil, nil
 	}
@@ -206,13 +212,23 @@ func (e *Engine) decideQuickly(ctx context.Context, decider *Caller, d Decision)
 		return nil, nil // decide fails it, as it would here
 	}
 	if e.beforeDecide != nil {
-		e.beforeDecide()
+		e.beforeDecide(m.params)
 	}
 	row, err := store.New(database.RowWriter(e.store, tenant)).ApprovalDecide(ctx, m.params)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
-	case err != nil:
+	if errors.Is(err, store.ErrNotFound) {
+		// No pending row: the approval changed since the read, or this
+		// very decision committed on a connection that died before its
+		// answer came, and RowWriter sent it again. Its record tells
+		// which: a second send answers as the first.
+		var made bool
+		if made, err = reader.AuditEntryExists(ctx, m.rec.CorrelationID, m.params.Entry); err == nil {
+			if !made {
+				return nil, nil
+			}
+			row, err = reader.ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: tenant})
+		}
+	}
+	if err != nil {
 		return e.storeFailure(ctx, "decide approval", d.ApprovalID, changeError(err)), nil
 	}
 	return m.made(ctx, nil, a, row)

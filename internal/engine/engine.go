@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // Mode is how the engine treats actions.
@@ -166,8 +167,9 @@ type Engine struct {
 	// approval lapsed is about to expire it.
 	beforeExpire func()
 	// beforeDecide, set only by tests, runs as a person's decision read
-	// its approval (decideQuickly) and is about to make it.
-	beforeDecide func()
+	// its approval (decideQuickly) and is about to make it, with what it
+	// is about to send.
+	beforeDecide func(*store.ApprovalDecideParams)
 	// keepLeases, set only by tests, leaves every execution's budget slot
 	// held when it ends: a replica that died mid-execution.
 	keepLeases bool

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/orangerail/orangerail/internal/ontology"
+import (
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
+)
 
 // SetAfterConsume installs a hook that runs right after an approval is
 // consumed, inside the consuming transaction: a test's stand-in for a
@@ -19,8 +22,8 @@ func SetBeforeRead(e *Engine, f func()) { e.beforeRead = f }
 func SetBeforeExpire(e *Engine, f func()) { e.beforeExpire = f }
 
 // SetBeforeDecide installs a hook that runs as a person's decision read
-// its approval and is about to make it.
-func SetBeforeDecide(e *Engine, f func()) { e.beforeDecide = f }
+// its approval and is about to make it, with what it is about to send.
+func SetBeforeDecide(e *Engine, f func(*store.ApprovalDecideParams)) { e.beforeDecide = f }
 
 // InputDigest is the digest of an action's canonical input in a tenant,
 // as the engine computes it, for tests that write approvals around it.
