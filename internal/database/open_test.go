@@ -45,8 +45,8 @@ func TestOpenNamesAMissingRoleGrant(t *testing.T) {
 
 // TestPoolsKeepDeadlines: the connections of the pools Open and
 // OpenDatasource make keep a bounded transaction's deadline while it runs
-// (deadlineKeeper: a statement whose context ends does not lift it), and
-// none once it ended.
+// (deadlineKeeper: a statement whose context ends does not lift it), the
+// one Deadline tells the transaction, and none once it ended.
 func TestPoolsKeepDeadlines(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -68,6 +68,10 @@ func TestPoolsKeepDeadlines(t *testing.T) {
 			// lock timeout, two statement timeouts and the grace: 10s
 			if !ok || kept.Before(began.Add(10*time.Second)) || kept.After(time.Now().Add(10*time.Second)) {
 				t.Errorf("%s: a bounded transaction's connection keeps %v (a keeper: %v), want about %v", name, kept, ok, began.Add(10*time.Second))
+			}
+			// The transaction knows the deadline its connection keeps.
+			if until, ok := database.Deadline(tx); !ok || !until.Equal(kept) {
+				t.Errorf("%s: Deadline says %v (%v), the connection keeps %v", name, until, ok, kept)
 			}
 			_, err := tx.Exec(ctx, "SELECT 1")
 			return err

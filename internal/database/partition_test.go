@@ -162,6 +162,9 @@ func TestPartitionedTransactionEndsOnTheServer(t *testing.T) {
 		if d, ok := database.IdleLimit(tx); ok {
 			return fmt.Errorf("an unbounded transaction has the idle limit %s", d)
 		}
+		if d, ok := database.Deadline(tx); ok {
+			return fmt.Errorf("an unbounded transaction has the deadline %s", d)
+		}
 		return nil
 	})
 	if err != nil {

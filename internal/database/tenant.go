@@ -552,18 +552,21 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	if !flush {
 		set = append(set, withoutFlush)
 	}
-	var idleLimit time.Duration
+	var (
+		idleLimit time.Duration
+		deadline  time.Time
+	)
 	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
 		set, idleLimit = append(set, idleBound(limits)), limits.deadline()
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
 		// caller can take it from the pool.
-		pc, release, err := acquireBounded(ctx, b, limits)
+		pc, until, release, err := acquireBounded(ctx, b, limits)
 		if err != nil {
 			return tried{err: err}
 		}
 		defer release()
-		conn = pc
+		conn, deadline = pc, until
 	}
 	// The scope is sent with BEGIN, unless the caller begins its own way.
 	scoped := opts.BeginQuery == ""
@@ -583,7 +586,7 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 			return tried{err: err}
 		}
 	}
-	c := &committing{Tx: tx, idleLimit: idleLimit}
+	c := &committing{Tx: tx, idleLimit: idleLimit, deadline: deadline}
 	if err := fn(c); err != nil {
 		return tried{err: err, entered: true, repeatable: c.repeatable}
 	}
@@ -609,8 +612,10 @@ type committing struct {
 	// read them, and witness its Witness.
 	origin  origin
 	witness Witness
-	// idleLimit is a bounded transaction's idle bound (idleBound).
+	// idleLimit is a bounded transaction's idle bound (idleBound), and
+	// deadline its connection's (acquireBounded).
 	idleLimit time.Duration
+	deadline  time.Time
 	// repeatable: fn may run again (Repeatable).
 	repeatable bool
 }
@@ -648,6 +653,21 @@ func IdleLimit(tx pgx.Tx) (time.Duration, bool) {
 		return 0, false
 	}
 	return c.idleLimit, true
+}
+
+// Deadline returns when tx, a transaction InTenant began on a bounded
+// pool, ends at the latest: its connection's deadline, set as it was taken
+// from the pool. A statement or COMMIT not answered by then fails, the
+// connection is closed, and Postgres rolls the transaction back (at the
+// latest once it has sat idle for IdleLimit), its locks with it. So what a
+// transaction's caller does while it holds its locks, and must finish
+// while they are held, must end before it. false: tx has no bound.
+func Deadline(tx pgx.Tx) (time.Time, bool) {
+	c, ok := tx.(*committing)
+	if !ok || c.deadline.IsZero() {
+		return time.Time{}, false
+	}
+	return c.deadline, true
 }
 
 // AfterCommit runs f once tx, the transaction InTenant handed its fn, has
@@ -795,7 +815,7 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 	b.Queue(pipelineScope(role, limits, kind), tenant)
 	b.Queue(sql, args...).Query(rows)
 	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
-		conn, release, err := acquireBounded(ctx, bounded, limits)
+		conn, _, release, err := acquireBounded(ctx, bounded, limits)
 		if err != nil {
 			return err
 		}
@@ -813,19 +833,21 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 // acquireBounded takes a connection of b for one transaction under
 // limits and bounds it by their deadline: the wait for it (a connect, or
 // the ping of an idle one), and every read and write on it until release,
-// which lifts the deadline and returns it to the pool. A deadline that
-// passes fails the statement waiting and closes the connection, which
-// the pool then discards.
-func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Conn, func(), error) {
+// which lifts the deadline and returns it to the pool. It returns the
+// connection, its deadline and its release. A deadline that passes fails
+// the statement waiting and closes the connection, which the pool then
+// discards.
+func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Conn, time.Time, func(), error) {
 	d := limits.deadline()
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	pc, err := b.Acquire(actx)
 	if err != nil {
-		return nil, nil, err
+		return nil, time.Time{}, nil, err
 	}
-	setDeadline(pc, time.Now().Add(d))
-	return pc, func() {
+	until := time.Now().Add(d)
+	setDeadline(pc, until)
+	return pc, until, func() {
 		// A connection pgx closed (its deadline passed under a
 		// statement) keeps the deadline its closing drains what
 		// Postgres still sends under (pgx's, or the one kept:

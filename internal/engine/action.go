@@ -75,7 +75,7 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 		return e.refuseInput(ctx, caller, action, correlation, errcode.InputInvalid, issues)
 	}
 	if key != "" {
-		return e.idempotent(ctx, caller, c, key, correlation, func() *Outcome { return e.run(ctx, caller, c, correlation) })
+		return e.idempotent(ctx, caller, c, key, correlation, func(ctx context.Context) *Outcome { return e.run(ctx, caller, c, correlation) })
 	}
 	return e.run(ctx, caller, c, correlation)
 }

@@ -161,6 +161,9 @@ type Engine struct {
 	// beforeFinish, set only by tests, runs after an effect on a separate
 	// datasource committed and before its end is recorded.
 	beforeFinish func()
+	// beforeExecute, set only by tests, runs as an execution begins, with
+	// its context.
+	beforeExecute func(context.Context)
 	// beforeRead, set only by tests, runs as a get reads.
 	beforeRead func()
 	// beforeExpire, set only by tests, runs as a poll that read its

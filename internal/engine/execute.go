@@ -136,6 +136,9 @@ func (e *Engine) execute(ctx context.Context, caller *Caller, c *call, approval 
 	}
 	ctx, span := e.phase(ctx, "execute", c.name)
 	defer func() { endPhase(span, out) }()
+	if e.beforeExecute != nil {
+		e.beforeExecute(ctx)
+	}
 	x := &execution{e: e, caller: caller, c: c, approval: approval, approvalID: approvalID, correlation: correlation, effect: e.effects[c.name]}
 	defer x.attempted(ctx, &out)
 	ctx, started := startWatch(ctx)

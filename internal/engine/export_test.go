@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -13,6 +15,10 @@ func SetAfterConsume(e *Engine, f func()) { e.afterConsume = f }
 // SetBeforeFinish installs a hook that runs after an effect on a separate
 // datasource committed and before its end is recorded.
 func SetBeforeFinish(e *Engine, f func()) { e.beforeFinish = f }
+
+// SetBeforeExecute installs a hook that runs as an execution begins, with
+// its context: a stand-in for a slow step before it.
+func SetBeforeExecute(e *Engine, f func(context.Context)) { e.beforeExecute = f }
 
 // SetBeforeRead installs a hook that runs as each get reads.
 func SetBeforeRead(e *Engine, f func()) { e.beforeRead = f }

@@ -110,6 +110,11 @@ func unfileOutcome(b []byte) (*Outcome, error) {
 // filed.
 var errNotFiled = errors.New("the outcome is not filed")
 
+// keyReserve is what a key's claim keeps of its transaction's time, after
+// the call it claimed for ran, to file the call's outcome and commit: a
+// statement and a COMMIT, two short round trips.
+const keyReserve = time.Second
+
 // idempotent runs a call under an idempotency key: the first call claims
 // the key, runs, and files its outcome in the claiming transaction; a
 // retry with the same input gets that outcome back without running; a
@@ -117,7 +122,14 @@ var errNotFiled = errors.New("the outcome is not filed")
 // Postgres for the first call's transaction to end, so the call runs once
 // across replicas; inside one process retries wait in line first, so that
 // they do not hold connections the first call needs.
-func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func() *Outcome) *Outcome {
+//
+// The claiming transaction is bounded (database.Deadline): past its
+// deadline Postgres rolls it back and a retry may claim the key. So the
+// call runs under a context that ends before the claim does, keyReserve
+// before its deadline. A call the database slows so much that it would
+// outlast its claim is cut short there, as a cancelled call is, and a
+// retry runs after it, never beside it.
+func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
 	defer e.keys.lock(k)()
 	var out *Outcome
@@ -147,7 +159,12 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 			out, err = unfileOutcome(found.Outcome)
 			return err
 		}
-		out = run()
+		runCtx, cancel := ctx, context.CancelFunc(func() {})
+		if until, ok := database.Deadline(tx); ok {
+			runCtx, cancel = context.WithDeadline(ctx, until.Add(-keyReserve))
+		}
+		out = run(runCtx)
+		cancel()
 		if !fileable(out) {
 			return errNotFiled
 		}

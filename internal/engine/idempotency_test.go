@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -170,4 +172,71 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 	if third.CorrelationID != second.CorrelationID {
 		t.Fatalf("the renewed key answered %s, want %s", third.CorrelationID, second.CorrelationID)
 	}
+}
+
+// TestIdempotentCallEndsBeforeItsClaim: a call the database slows past
+// its key's claim is cut short before the claim ends, so a retry on
+// another replica never runs beside it. The claim's transaction is
+// bounded: past its deadline Postgres rolls it back and lets the key go.
+// The first call is held as its execution begins for longer than the
+// claim lasts (as a slow database would hold it), then a retry is sent on
+// another replica, then the first call would execute: at most one note is
+// written. Without the bound on the call, the retry
+// claims the key the lapsed claim let go and writes a note, and the first
+// call's effect then writes a second.
+func TestIdempotentCallEndsBeforeItsClaim(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	// A claim lasts the lock timeout, twice the statement timeout and 5s.
+	short := []ontologytest.Edit{ontologytest.Set("actions.add_order_note.idempotent", true),
+		ontologytest.SetYAML("limits", "{lock_timeout: 100ms, statement_timeout: 200ms}")}
+	const claimLasts = 5500 * time.Millisecond
+	first := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, short...)
+	other := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, short...)
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "claimed once", "idempotencyKey": "slow-1"}`)
+
+	var (
+		held    atomic.Bool
+		cut     bool
+		retried *engine.Outcome
+	)
+	engine.SetBeforeExecute(first, func(ctx context.Context) {
+		if !held.CompareAndSwap(false, true) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			cut = true
+		case <-time.After(claimLasts + time.Second):
+		}
+		retried = other.Call(context.Background(), support("acme"), "add_order_note", args)
+	})
+	out := first.Call(ctx, support("acme"), "add_order_note", args)
+	if !held.Load() {
+		t.Fatalf("the first call never reached its execution: %s", out.Status)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "claimed once"); notes > 1 || runs > 1 {
+		t.Fatalf("%d notes and %d execution records: the first call (%s) ran beside a retry (%s)", notes, runs, out.Status, retried.Status)
+	}
+	if !cut {
+		t.Fatalf("the first call was not cut short before its claim ended: %s", out.Status)
+	}
+	if out.Status == engine.StatusOK {
+		t.Fatal("a call cut short before its execution answered ok")
+	}
+	// The claim held while the first call ran: the retry found the key
+	// taken, and ran nothing.
+	if retried.Status == engine.StatusOK {
+		t.Fatalf("the retry ran while the first call held the key: %s", retried.CorrelationID)
+	}
+	t.Logf("first call: %s %s %v %s; the retry meanwhile: %s %s %v", out.Status, out.Code, out.Err, out.Diagnostic, retried.Status, retried.Code, retried.Err)
+	// A later retry answers as the first call's outcome was filed, or
+	// runs once now that the key is free.
+	again := other.Call(ctx, support("acme"), "add_order_note", args)
+	t.Logf("a later retry: %s %s", again.Status, again.Code)
+	if notes, _ := notesAndRuns(t, b, "acme", "claimed once"); notes > 1 {
+		t.Fatalf("%d notes after a later retry", notes)
+	}
+	verifyClean(t, b.testBundle, "acme")
 }
