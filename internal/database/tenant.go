@@ -655,13 +655,14 @@ func IdleLimit(tx pgx.Tx) (time.Duration, bool) {
 	return c.idleLimit, true
 }
 
-// Deadline returns when tx, a transaction InTenant began on a bounded
-// pool, ends at the latest: its connection's deadline, set as it was taken
+// Deadline returns the earliest time tx, a transaction InTenant began on
+// a bounded pool, may end: its connection's deadline, set as it was taken
 // from the pool. A statement or COMMIT not answered by then fails, the
-// connection is closed, and Postgres rolls the transaction back (at the
-// latest once it has sat idle for IdleLimit), its locks with it. So what a
-// transaction's caller does while it holds its locks, and must finish
-// while they are held, must end before it. false: tx has no bound.
+// connection is closed, and Postgres rolls the transaction back, its locks
+// with it; Postgres also ends it once it has sat idle for IdleLimit after
+// its last statement, which is never earlier. So what a transaction's
+// caller does while it holds its locks, and must finish while they are
+// held, must end before it. false: tx has no bound.
 func Deadline(tx pgx.Tx) (time.Time, bool) {
 	c, ok := tx.(*committing)
 	if !ok || c.deadline.IsZero() {

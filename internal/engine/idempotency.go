@@ -124,11 +124,14 @@ const keyReserve = time.Second
 // they do not hold connections the first call needs.
 //
 // The claiming transaction is bounded (database.Deadline): past its
-// deadline Postgres rolls it back and a retry may claim the key. So the
-// call runs under a context that ends before the claim does, keyReserve
-// before its deadline. A call the database slows so much that it would
-// outlast its claim is cut short there, as a cancelled call is, and a
-// retry runs after it, never beside it.
+// deadline the client gives up, Postgres rolls it back and a retry may
+// claim the key. So the call runs under a context that ends keyReserve
+// before that deadline: a call the database slows so much that it would
+// outlast its claim is cut short there, as a cancelled call is, and what
+// it had not begun (an effect above all) never runs beside a retry. What
+// the cut leaves in doubt (a request already sent upstream) is answered
+// as unknown and not filed, as any unknown outcome; a failure the cut
+// caused is not filed either, so that a retry runs the call again.
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
 	defer e.keys.lock(k)()
@@ -163,9 +166,10 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		if until, ok := database.Deadline(tx); ok {
 			runCtx, cancel = context.WithDeadline(ctx, until.Add(-keyReserve))
 		}
+		defer cancel()
 		out = run(runCtx)
-		cancel()
-		if !fileable(out) {
+		cut := runCtx.Err() != nil && ctx.Err() == nil
+		if !fileable(out) || (cut && out.Status == StatusFailed) {
 			return errNotFiled
 		}
 		filed, err := fileOutcome(out)
