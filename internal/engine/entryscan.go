@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -22,16 +23,15 @@ type entryColumns struct {
 var errEntry = errors.New("not a valid audit entry")
 
 // scanEntry reads an entry's queryable columns under the rules of
-// orangerail.audit_entry_columns: a UTF-8 JSON object with no repeated
-// member at the top level or in "actor", and every column present and well
-// typed. It walks the members once and skips payload values without
-// decoding or validating them, because the verifier runs it on every record
-// of a chain: the grammar of a payload only matters for an entry that
-// audit_append did not accept (it parses every entry), and such an entry
-// breaks the chain's links.
+// orangerail.audit_entry_columns: a UTF-8 JSON object Postgres reads as
+// jsonb (validJSONB: its payload included, since an entry Postgres cannot
+// read fails the SQL verifier's check, and the two verifiers must agree),
+// with no repeated member at the top level or in "actor", and every column
+// present and well typed. After the whole entry is validated, it walks the
+// members once, and skips payload values without decoding them.
 func scanEntry(entry []byte) (entryColumns, error) {
 	var c entryColumns
-	if !utf8.Valid(entry) {
+	if !utf8.Valid(entry) || !validJSONB(entry) {
 		return c, errEntry
 	}
 	s := scanner{b: entry}
@@ -80,10 +80,12 @@ func scanEntry(entry []byte) (entryColumns, error) {
 			return c, errEntry
 		}
 	}
-	// "v" is the number 1 in any spelling (1, 1.0, 1e0), as jsonb compares it.
+	// "v" is the number 1 in any spelling (1, 1.0, 1e0), as jsonb compares
+	// it: exactly, so not 1.00000000000000000001, which a float64 rounds
+	// to 1.
 	if string(version) != "1" {
-		var v float64
-		if version == nil || version[0] == '"' || json.Unmarshal(version, &v) != nil || v != 1 {
+		v, ok := new(big.Rat).SetString(string(version))
+		if version == nil || (version[0] != '-' && (version[0] < '0' || version[0] > '9')) || !ok || v.Cmp(big.NewRat(1, 1)) != 0 {
 			return c, errEntry
 		}
 	}
@@ -147,6 +149,9 @@ func parseAt(s []byte) (time.Time, error) {
 	}
 	year, month, day := num(0, 4), num(5, 7), num(8, 10)
 	hour, minute, sec, micro := num(11, 13), num(14, 16), num(17, 19), num(20, 26)
+	if year < 1 {
+		return time.Time{}, errEntry // Postgres has no year 0000
+	}
 	t := time.Date(year, time.Month(month), day, hour, minute, sec, micro*1000, time.UTC)
 	// time.Date normalizes out-of-range fields (February 30th); a valid
 	// time reads back the same.

@@ -16,7 +16,7 @@ import (
 // append, or a tamperer could write. Go's scanEntry and SQL's
 // audit_entry_columns must accept the same ones and read the same columns.
 // acceptedCases is how many entryCases are well-formed.
-const acceptedCases = 9
+const acceptedCases = 10
 
 var entryCases = []string{
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
@@ -53,6 +53,22 @@ var entryCases = []string{
 	// A time of the first century: the columns' change below moves it
 	// into the era before, which to_char writes the same digits for.
 	`{"actor":{"kind":"agent","subject":"a"},"at":"0044-03-15T12:00:00.000000Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	// A payload at the edges of what jsonb holds: a surrogate pair, the
+	// largest and the most precise numbers numeric takes. Accepted.
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"input":{"s":"\ud83d\ude00","n":1e131071,"m":-0.5e-16382},"phase":"staged","tenant":"acme","v":1}`,
+	// What Postgres cannot read as jsonb, or reads otherwise than a
+	// lenient scanner would, is refused by both: something after the
+	// object, a payload that is not JSON, a version a float64 rounds to 1,
+	// the year 0000, a lone surrogate, a raw tab, an escaped NUL, a number
+	// numeric cannot hold.
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1} garbage`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","result":nonsense,"tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1.00000000000000000001}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"0000-01-01T00:00:00.000000Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"\ud800"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
+	"{\"actor\":{\"kind\":\"agent\",\"subject\":\"a\tb\"},\"at\":\"2026-11-29T20:56:15.123456Z\",\"correlation_id\":\"c\",\"dev_mode\":false,\"phase\":\"staged\",\"tenant\":\"acme\",\"v\":1}",
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"input":{"a":"\u0000"},"phase":"staged","tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"input":{"n":1e131072},"phase":"staged","tenant":"acme","v":1}`,
 }
 
 func TestScanEntryAgreesWithSQL(t *testing.T) {
@@ -97,8 +113,8 @@ func TestScanEntryAgreesWithSQL(t *testing.T) {
 		}
 	}
 	// The first five cases are well-formed, and the one with an issuer,
-	// the operator's, the one with a repeated payload member and the
-	// first century's; the rest are not.
+	// the operator's, the one with a repeated payload member, the first
+	// century's and the one at jsonb's edges; the rest are not.
 	if accepted != acceptedCases {
 		t.Fatalf("%d entries accepted by both, want %d", accepted, acceptedCases)
 	}
