@@ -51,6 +51,9 @@ func (e *Engine) DecideBreakGlassApproval(ctx context.Context, owner database.Tx
 	if strings.TrimSpace(reason) == "" {
 		return refuse(StatusDenied, errcode.BreakGlassRefused), nil
 	}
+	if out := noteRefused(d); out != nil {
+		return out, nil
+	}
 	return e.decide(ctx, owner, tenant, d, decisionRules{
 		who: func(ctx context.Context, st *store.Store) (*Caller, *Outcome, error) {
 			login, err := st.SessionOperatorGet(ctx)

@@ -100,6 +100,13 @@ func TestBreakGlassDecidesAsTheOwner(t *testing.T) {
 		t.Fatalf("wrong digest: %s %s", out.Status, out.Code)
 	}
 
+	// A note no note may be is refused as for a person.
+	noted := decision
+	noted.Note = "a\x00"
+	if out := b.engine.DecideBreakGlass(ctx, b.admin, "acme", reason, noted); out.Code != errcode.RequestInvalid {
+		t.Fatalf("a note with a NUL: %s %s", out.Status, out.Code)
+	}
+
 	// The owner decides. The requester is the agent, and an operator is
 	// no verified person: four-eyes is not applied, even when on.
 	out, decided := b.engine.DecideBreakGlassApproval(ctx, b.admin, "acme", reason, decision)

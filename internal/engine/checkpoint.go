@@ -395,11 +395,16 @@ func (e *Engine) CheckpointOf(ctx context.Context, caller *Caller) (*store.Check
 	return LatestCheckpoint(ctx, e.store, caller.Tenant)
 }
 
-// ProveInclusionOf is ProveInclusion for the caller's tenant, which the
-// caller must be a person who may read the audit log of.
+// ProveInclusionOf is ProveInclusion for the caller's tenant. The proof
+// carries the record's entry, so the caller must be a person who may read
+// entries (MayReadEntries).
 func (e *Engine) ProveInclusionOf(ctx context.Context, caller *Caller, seq, size int64) (*checkpoint.Proof, error) {
 	if err := e.mayAudit(caller); err != nil {
 		return nil, err
+	}
+	if !e.MayReadEntries(caller) {
+		return nil, errcode.New(errcode.Forbidden, "an inclusion proof carries the record's entry, which only the role "+
+			e.cfg.Approvals.AuditorRole+" reads", nil)
 	}
 	return ProveInclusion(ctx, e.store, caller.Tenant, seq, size)
 }

@@ -56,6 +56,9 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 	if !decider.Authenticated() || decider.Kind != ActorHuman {
 		return refuse(StatusDenied, errcode.Forbidden), nil
 	}
+	if out := noteRefused(d); out != nil {
+		return out, nil
+	}
 	if out, decided := e.decideQuickly(ctx, decider, d); out != nil {
 		return out, decided
 	}
@@ -72,6 +75,15 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 }
 
 func refuse(status Status, code errcode.Code) *Outcome { return &Outcome{Status: status, Code: code} }
+
+// noteRefused refuses a decision whose note is not one a note may be
+// (NoteProblem), before anything is read; nil when it is.
+func noteRefused(d Decision) *Outcome {
+	if p := NoteProblem(d.Note); p != "" {
+		return &Outcome{Status: StatusInvalidInput, Code: errcode.RequestInvalid, Issues: []Issue{{Path: "/note", Message: p}}}
+	}
+	return nil
+}
 
 // decisionRules are what differs between a person's decision and an
 // operator's: who decides, whether they may decide the approval's action,
@@ -339,6 +351,16 @@ func (e *Engine) MayAudit(caller *Caller) bool {
 		return false
 	}
 	return caller.HasRole(e.cfg.Approvals.AuditorRole) || len(e.DecidableActions(caller)) > 0
+}
+
+// MayReadEntries reports whether caller may read the audit log's records
+// whole: their entries, which hold each call's input, the target's state
+// before an effect and an effect's error as the datasource gave it. Only a
+// verified person holding approvals.auditor_role may: an approver reads
+// the records' columns (who did what, and when) and, through the
+// approvals they may decide, what those ask.
+func (e *Engine) MayReadEntries(caller *Caller) bool {
+	return caller.Authenticated() && caller.Kind == ActorHuman && caller.HasRole(e.cfg.Approvals.AuditorRole)
 }
 
 // digestIs reports whether shown, as hex, is digest. A digest that is not

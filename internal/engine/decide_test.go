@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/engine"
@@ -42,6 +43,16 @@ func TestDecideNamesTheVerifiedPerson(t *testing.T) {
 	}
 	if got := e.DecidableActions(person("bob", "approver")); !slices.Equal(got, []string{"add_order_note", "cancel_order", "create_return_label"}) {
 		t.Fatalf("bob decides %v", got)
+	}
+	// A note no note may be is refused before anything is read, and
+	// decides nothing: every way in (the API, the desk, the command line)
+	// meets the same rule.
+	for _, note := range []string{"a\x00", "a\xff", strings.Repeat("n", engine.MaxNoteBytes+1)} {
+		out, decided := e.DecideApproval(ctx, person("erin", "shipping-lead"), engine.Decision{ApprovalID: ship, Approve: true, Digest: shipDigest, Note: note})
+		if out.Code != errcode.RequestInvalid || decided != nil || len(out.Issues) != 1 || out.Issues[0].Path != "/note" ||
+			out.Issues[0].Message != engine.NoteProblem(note) {
+			t.Fatalf("a note of %d bytes: %s %s %v", len(note), out.Status, out.Code, out.Issues)
+		}
 	}
 	out, decided := e.DecideApproval(ctx, person("erin", "shipping-lead"), engine.Decision{ApprovalID: ship, Approve: true, Digest: shipDigest})
 	want(t, out, engine.StatusOK)

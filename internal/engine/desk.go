@@ -255,8 +255,23 @@ type AuditQuery struct {
 	Limit int
 }
 
+// Problem says what is wrong with q's filters, or "": one that is no
+// text or too long (FilterProblem), or a phase there is none of.
+func (q AuditQuery) Problem() string {
+	for _, f := range []struct{ name, value string }{{"correlation_id", q.CorrelationID}, {"action", q.Action}, {"actor", q.Actor}} {
+		if p := FilterProblem(f.name, f.value); p != "" {
+			return p
+		}
+	}
+	if q.Phase != "" && !slices.Contains(Phases(), q.Phase) {
+		return fmt.Sprintf("there is no phase %q; the phases are %v", q.Phase, Phases())
+	}
+	return ""
+}
+
 // AuditItem is one audit record as the desk shows it: its queryable
-// columns, its link, and its entry verbatim.
+// columns, its link, and its entry verbatim to one who may read entries
+// (nil to others: Engine.MayReadEntries).
 type AuditItem struct {
 	Seq           int64           `json:"seq"`
 	At            time.Time       `json:"at"`
@@ -294,13 +309,15 @@ func (e *Engine) mayAudit(caller *Caller) error {
 }
 
 // PageAudit returns a page of the caller's tenant's sealed audit records,
-// newest first. The caller must be a person who may read the audit log.
+// newest first. The caller must be a person who may read the audit log;
+// each record's entry is given only to one who may read it
+// (MayReadEntries), and is nil otherwise.
 func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*AuditPage, error) {
 	if err := e.mayAudit(caller); err != nil {
 		return nil, err
 	}
-	if q.Phase != "" && !slices.Contains(Phases(), q.Phase) {
-		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("there is no phase %q; the phases are %v", q.Phase, Phases()), nil)
+	if p := q.Problem(); p != "" {
+		return nil, errcode.New(errcode.RequestInvalid, p, nil)
 	}
 	switch {
 	case q.Limit == 0:
@@ -345,9 +362,14 @@ func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*
 			return nil, err
 		}
 	}
+	whole := e.MayReadEntries(caller)
 	for _, r := range rows {
-		page.Items = append(page.Items, &AuditItem{Seq: r.Seq, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
-			Actor: r.Actor, ActorKind: r.ActorKind, DevMode: r.DevMode, ApprovalID: r.ApprovalID, Entry: r.Entry, Hash: r.Hash, PrevHash: r.PrevHash})
+		it := &AuditItem{Seq: r.Seq, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
+			Actor: r.Actor, ActorKind: r.ActorKind, DevMode: r.DevMode, ApprovalID: r.ApprovalID, Hash: r.Hash, PrevHash: r.PrevHash}
+		if whole {
+			it.Entry = r.Entry
+		}
+		page.Items = append(page.Items, it)
 	}
 	return page, nil
 }

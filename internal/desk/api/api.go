@@ -15,9 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -34,37 +32,14 @@ const Prefix = "/api/v1"
 // MaxBodyBytes caps a request's body: a decision is a few hundred bytes.
 const MaxBodyBytes = 64 << 10
 
-// MaxNoteBytes caps a decision's note, which the audit log and the agent
-// receive.
-const MaxNoteBytes = 4096
-
-// MaxFilterBytes caps a list's filter (an action, a subject, a correlation
-// id): longer than any stored value it could match.
-const MaxFilterBytes = 1024
-
-// textProblem says what keeps a person's text (a filter, a note) from
-// Postgres, or "": a NUL, or bytes that are not UTF-8, which Postgres
-// refuses with an error rather than matching nothing.
-func textProblem(name, value string) string {
-	switch {
-	case strings.ContainsRune(value, 0):
-		return name + " must not contain the NUL character (U+0000)"
-	case !utf8.ValidString(value):
-		return name + " must be UTF-8 text"
-	}
-	return ""
-}
+// MaxFilterBytes caps a list's filter: engine.MaxFilterBytes.
+const MaxFilterBytes = engine.MaxFilterBytes
 
 // filters refuses a list's filter parameters that are no text, or longer
-// than MaxFilterBytes.
+// than MaxFilterBytes (engine.FilterProblem).
 func filters(q url.Values, names ...string) error {
 	for _, name := range names {
-		v := q.Get(name)
-		problem := textProblem(name, v)
-		if problem == "" && len(v) > MaxFilterBytes {
-			problem = fmt.Sprintf("%s is longer than %d bytes", name, MaxFilterBytes)
-		}
-		if problem != "" {
+		if problem := engine.FilterProblem(name, q.Get(name)); problem != "" {
 			return errcode.New(errcode.RequestInvalid, problem, nil)
 		}
 	}
@@ -246,10 +221,8 @@ func (a *API) decide(w http.ResponseWriter, r *http.Request) {
 		problem = `decision must be "approve" or "reject"`
 	case req.Decision == "approve" && req.Digest == "":
 		problem = "approving needs the digest the approval was shown with"
-	case len(req.Note) > MaxNoteBytes:
-		problem = fmt.Sprintf("note is longer than %d bytes", MaxNoteBytes)
 	default:
-		problem = textProblem("note", req.Note)
+		problem = engine.NoteProblem(req.Note)
 	}
 	if problem != "" {
 		a.fail(w, r, errcode.New(errcode.RequestInvalid, problem, nil))

@@ -14,10 +14,11 @@ import (
 // answers but the ones every route shares (TestDecisionAPI drives those):
 // no checkpoint yet, a checkpoint and proofs that verify offline as
 // `audit check-proof` verifies them, malformed and out-of-range
-// parameters, a person without the role, and a log rewritten since its
-// checkpoint. auditor reads acme's log; nobody holds no role; approver
-// reads globex's, whose log it leaves rewritten.
-func auditProofs(t *testing.T, d *desk, c *contract, refused func(string, *answer, int, string), auditor, nobody, approver string) {
+// parameters, a person without the role, an approver asking for a
+// record's bytes, and a log rewritten since its checkpoint. auditor reads
+// acme's log; nobody holds no role; approver decides acme's approvals;
+// globexAuditor reads globex's log, which it leaves rewritten.
+func auditProofs(t *testing.T, d *desk, c *contract, refused func(string, *answer, int, string), auditor, nobody, approver, globexAuditor string) {
 	t.Helper()
 	ctx := context.Background()
 	get := func(path, token string) *answer { return d.do("GET", "/api/v1"+path, token, "") }
@@ -81,6 +82,15 @@ func auditProofs(t *testing.T, d *desk, c *contract, refused func(string, *answe
 			t.Fatalf("%s does not verify offline: %+v, %v", path, res, err)
 		}
 	}
+	// An approver gets the checkpoint and a consistency proof, hashes
+	// alone, but not an inclusion proof, which carries a record's entry.
+	for route, path := range map[string]string{"/audit/checkpoint": "/audit/checkpoint",
+		"/audit/proof/consistency": "/audit/proof/consistency?from=" + strconv.FormatInt(first, 10)} {
+		if a := check(route, path, approver); a.status != 200 {
+			t.Fatalf("an approver's %s: %d %s", path, a.status, a.body)
+		}
+	}
+	refused("proof_needs_auditor", check("/audit/proof/inclusion", "/audit/proof/inclusion?seq=1", approver), 403, "X_FORBIDDEN")
 	beyond := strconv.FormatInt(latest+1, 10)
 	for _, tt := range []struct {
 		route, path, name, code string
@@ -112,6 +122,6 @@ func auditProofs(t *testing.T, d *desk, c *contract, refused func(string, *answe
 		t.Fatal(err)
 	}
 	for route, path := range map[string]string{"/audit/proof/inclusion": "/audit/proof/inclusion?seq=1", "/audit/proof/consistency": "/audit/proof/consistency?from=1"} {
-		refused("chain_broken", check(route, path, approver), 409, "X_AUDIT_CHAIN_BROKEN")
+		refused("chain_broken", check(route, path, globexAuditor), 409, "X_AUDIT_CHAIN_BROKEN")
 	}
 }

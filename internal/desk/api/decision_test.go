@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -261,9 +262,36 @@ func TestDecisionAPI(t *testing.T) {
 	var phases []string
 	for _, it := range trail.json(t)["items"].([]any) {
 		phases = append(phases, it.(map[string]any)["phase"].(string))
+		// The auditor reads each record whole.
+		if entry, _ := it.(map[string]any)["entry"].(map[string]any); entry["phase"] != it.(map[string]any)["phase"] {
+			t.Fatalf("the auditor reads a record without its entry: %v", it)
+		}
+	}
+	if !bytes.Contains(trail.body, []byte("customer asked")) {
+		t.Fatalf("the auditor reads the staged record without its input: %s", trail.body)
 	}
 	if strings.Join(phases, ",") != "approved,staged" {
 		t.Fatalf("the approval's records, newest first: %v", phases)
+	}
+	// An approver reads the records' columns, never their entries: not
+	// those of an action they may not review (erin's), nor those of their
+	// own (bob's), which hold the target's state and the datasource's
+	// words.
+	for name, tok := range map[string]string{"erin": erin, "bob": bob} {
+		a := get("/audit?correlation_id="+cancel, tok)
+		c.check(t, "GET", "/audit", a)
+		items := a.json(t)["items"].([]any)
+		if len(items) != 2 {
+			t.Fatalf("%s reads %d of the approval's records, want 2", name, len(items))
+		}
+		for _, it := range items {
+			if entry, ok := it.(map[string]any)["entry"]; !ok || entry != nil {
+				t.Fatalf("%s, an approver, reads a record's entry: %v", name, it)
+			}
+		}
+		if bytes.Contains(a.body, []byte("customer asked")) {
+			t.Fatalf("%s, an approver, reads the call's input: %s", name, a.body)
+		}
 	}
 	if l := get("/audit?actor=bob&phase=approved", bob).json(t)["items"].([]any); len(l) != 1 {
 		t.Fatalf("bob's approvals: %v", l)
@@ -341,7 +369,7 @@ func TestDecisionAPI(t *testing.T) {
 	}
 
 	// Signed checkpoints and proofs of the audit log.
-	auditProofs(t, d, c, refused, frank, dave, carol)
+	auditProofs(t, d, c, refused, frank, dave, bob, d.token("gina", "globex", true, "auditor"))
 
 	// A store that fails: 500 with a correlation id, its cause withheld.
 	if _, err := d.admin.Exec(ctx, "REVOKE SELECT ON orangerail.approvals, orangerail.audit, orangerail.audit_heads, orangerail.audit_checkpoints FROM orangerail_runtime"); err != nil {

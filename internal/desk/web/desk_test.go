@@ -82,6 +82,33 @@ func TestRejectWithANote(t *testing.T) {
 	}
 }
 
+// TestNotesTheEngineRefuses: a note the approvals API refuses is refused
+// by the desk's form too, 400 with the engine's words, and nothing is
+// decided: one with a NUL (which Postgres cannot store), one with bytes
+// that are not UTF-8, one past engine.MaxNoteBytes (the textarea's own
+// bound is the browser's to keep, not the server's). One at the bound is
+// recorded.
+func TestNotesTheEngineRefuses(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := f.client(t)
+	ada.signIn("ada")
+	for _, note := range []string{"no\x00", "no\xff", strings.Repeat("n", engine.MaxNoteBytes+1)} {
+		detail := ada.get(f.base + web.Path + "/" + id)
+		got := ada.submit(detail, "reject-form", map[string]string{"note": note})
+		// html/template writes a plus sign as &#43;.
+		if got.status != http.StatusBadRequest || !strings.Contains(got.body, strings.ReplaceAll(engine.NoteProblem(note), "+", "&#43;")) ||
+			!strings.Contains(got.body, string(errcode.RequestInvalid)) {
+			t.Fatalf("a note of %d bytes: %d\n%s", len(note), got.status, got.body)
+		}
+	}
+	detail := ada.get(f.base + web.Path + "/" + id)
+	done := ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": strings.Repeat("n", engine.MaxNoteBytes)}))
+	if !strings.Contains(done.body, "this approval is rejected") {
+		t.Fatalf("a note at the bound:\n%s", done.body)
+	}
+}
+
 // TestNoButtonsForTheRequester: with four-eyes on, bob (for whom the
 // agent asked) sees the approval but no decision buttons, and a decision
 // he forges anyway is refused by the engine. Carol, who is neither
@@ -521,6 +548,13 @@ func TestAuditView(t *testing.T) {
 			if !strings.Contains(got.body, `href="/approvals/`+id+`"`) {
 				t.Errorf("%s: no link to approval %s", tc.query, id)
 			}
+		}
+	}
+	// A search the API refuses, the desk refuses alike: 400, not a
+	// failure of the database, nor every record.
+	for _, query := range []string{"actor=a%00", "action=%ff", "phase=bogus", "correlation_id=" + strings.Repeat("c", engine.MaxFilterBytes+1)} {
+		if got := ada.get(f.base + web.Path + "/audit?" + query); got.status != http.StatusBadRequest || count(got.body, `<td data-label="Seq">`) != 0 {
+			t.Errorf("%s: status %d, %d records", query, got.status, count(got.body, `<td data-label="Seq">`))
 		}
 	}
 }

@@ -275,8 +275,12 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		d.refuseIn(w, r, s, http.StatusBadRequest, formRefusedCode, "The form named no decision; use the Approve or Reject button.")
 		return
 	}
-	id := r.PathValue("id")
-	out := d.decideApproval(r.Context(), s.caller, id, approve, r.PostFormValue("digest"), r.PostFormValue("note"))
+	id, note := r.PathValue("id"), r.PostFormValue("note")
+	if p := engine.NoteProblem(note); p != "" {
+		d.refuseIn(w, r, s, http.StatusBadRequest, errcode.RequestInvalid, "The decision was not recorded: its "+p+".")
+		return
+	}
+	out := d.decideApproval(r.Context(), s.caller, id, approve, r.PostFormValue("digest"), note)
 	if out.Status == engine.StatusOK {
 		http.Redirect(w, r, Path+"/"+url.PathEscape(id)+"?decided=1", http.StatusSeeOther)
 		return
@@ -318,6 +322,10 @@ const auditPageSize = 50
 func (d *Desk) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	a := &auditPage{Action: q.Get("action"), Actor: q.Get("actor"), CorrelationID: q.Get("correlation_id"), Phase: q.Get("phase")}
+	if p := (engine.AuditQuery{CorrelationID: a.CorrelationID, Action: a.Action, Actor: a.Actor, Phase: engine.Phase(a.Phase)}).Problem(); p != "" {
+		d.refuseIn(w, r, s, http.StatusBadRequest, errcode.RequestInvalid, "The audit log cannot be searched so: "+p+".")
+		return
+	}
 	before, _ := strconv.ParseInt(q.Get("before"), 10, 64)
 	head, records, err := d.auditRecords(r.Context(), s.caller.Tenant, &store.AuditSearchParams{Action: a.Action, Actor: a.Actor,
 		CorrelationID: a.CorrelationID, Phase: a.Phase, BeforeSeq: max(before, 0), Limit: auditPageSize})

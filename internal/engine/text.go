@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// What a person may send as text: a decision's note, a list's filter.
+// The engine holds these rules so that every way in (the approvals API,
+// the desk's forms and links, the command line) refuses the same text
+// with the same words.
+const (
+	// MaxNoteBytes caps a decision's note, which the approval, the audit
+	// log and the agent's answer carry.
+	MaxNoteBytes = 4096
+	// MaxFilterBytes caps a list's filter (an action, a subject, a
+	// correlation id): longer than any stored value it could match.
+	MaxFilterBytes = 1024
+)
+
+// TextProblem says what keeps a person's text, named name, from Postgres,
+// or "": a NUL, or bytes that are not UTF-8, which Postgres refuses in
+// text and a query would fail on.
+func TextProblem(name, value string) string {
+	switch {
+	case strings.ContainsRune(value, 0):
+		return name + " must not contain the NUL character (U+0000)"
+	case !utf8.ValidString(value):
+		return name + " must be UTF-8 text"
+	}
+	return ""
+}
+
+// NoteProblem says what is wrong with a decision's note, or "".
+func NoteProblem(note string) string {
+	if len(note) > MaxNoteBytes {
+		return fmt.Sprintf("note is longer than %d bytes", MaxNoteBytes)
+	}
+	return TextProblem("note", note)
+}
+
+// FilterProblem says what is wrong with a list's filter, named name, or
+// "".
+func FilterProblem(name, value string) string {
+	if p := TextProblem(name, value); p != "" {
+		return p
+	}
+	if len(value) > MaxFilterBytes {
+		return fmt.Sprintf("%s is longer than %d bytes", name, MaxFilterBytes)
+	}
+	return ""
+}
