@@ -20,8 +20,10 @@ SELECT EXISTS (
 SELECT orangerail.audit_seal(@row_limit::integer, @wait::boolean)::integer AS sealed;
 
 -- name: AuditUnsealedTenants :many
--- The tenants with an unsealed record, oldest record first.
-SELECT u.tenant_id::text AS tenant_id, u.oldest::timestamptz AS oldest
+-- The tenants with an unsealed record, oldest record first, and how long
+-- that record has waited, by the database's clock.
+SELECT u.tenant_id::text AS tenant_id, u.oldest::timestamptz AS oldest,
+       greatest(extract(epoch FROM now() - u.oldest), 0)::float8 AS waited_seconds
 FROM orangerail.audit_unsealed_tenants(@row_limit::integer) AS u;
 
 -- name: AuditUnsealed :many

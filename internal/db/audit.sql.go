@@ -481,16 +481,19 @@ func (q *Queries) AuditUnsealedPage(ctx context.Context, db DBTX, arg *AuditUnse
 }
 
 const auditUnsealedTenants = `-- name: AuditUnsealedTenants :many
-SELECT u.tenant_id::text AS tenant_id, u.oldest::timestamptz AS oldest
+SELECT u.tenant_id::text AS tenant_id, u.oldest::timestamptz AS oldest,
+       greatest(extract(epoch FROM now() - u.oldest), 0)::float8 AS waited_seconds
 FROM orangerail.audit_unsealed_tenants($1::integer) AS u
 `
 
 type AuditUnsealedTenantsRow struct {
-	TenantID string
-	Oldest   time.Time
+	TenantID      string
+	Oldest        time.Time
+	WaitedSeconds float64
 }
 
-// The tenants with an unsealed record, oldest record first.
+// The tenants with an unsealed record, oldest record first, and how long
+// that record has waited, by the database's clock.
 func (q *Queries) AuditUnsealedTenants(ctx context.Context, db DBTX, rowLimit int32) ([]*AuditUnsealedTenantsRow, error) {
 	rows, err := db.Query(ctx, auditUnsealedTenants, rowLimit)
 	if err != nil {
@@ -500,7 +503,7 @@ func (q *Queries) AuditUnsealedTenants(ctx context.Context, db DBTX, rowLimit in
 	var items []*AuditUnsealedTenantsRow
 	for rows.Next() {
 		var i AuditUnsealedTenantsRow
-		if err := rows.Scan(&i.TenantID, &i.Oldest); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.Oldest, &i.WaitedSeconds); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)

@@ -48,6 +48,8 @@ type OrangerailAudit struct {
 	Hash          []byte
 	ID            int64
 	SealedAt      *time.Time
+	// When the record was inserted, by the database's clock (NULL for records written before migration 00030): what its wait for a seal is measured from. Not covered by the chain.
+	WrittenAt *time.Time
 }
 
 type OrangerailAuditCheckpoint struct {

@@ -27,10 +27,13 @@ const (
 	// SealBatchSize bounds the records one sealing transaction seals.
 	SealBatchSize = 4096
 	// DefaultSealLagBound is how long a record may stay unsealed before
-	// the verifiers report it. It is far above the sealing interval: a
-	// record's time is its writer's clock, and a finding must mean that
-	// no replica sealed, not that clocks differ.
-	DefaultSealLagBound = time.Minute
+	// the verifiers report it, counted from when it was written by the
+	// database's clock. It is far above the sealing interval: a record is
+	// written before its transaction commits, and only then can it be
+	// sealed, so a finding must mean that no replica sealed, not that a
+	// transaction ran long: it is above a transaction's bound with the
+	// default limits (lock_timeout + 2 × statement_timeout + 5s: 70s).
+	DefaultSealLagBound = 2 * time.Minute
 	// sealTenantsPerRound bounds the tenants one round of Seal reads.
 	sealTenantsPerRound = 1000
 )
@@ -130,9 +133,10 @@ func (s *Sealer) Stop(ctx context.Context) error {
 }
 
 // SealLag is how long the oldest committed record still awaiting its seal,
-// of any tenant, has waited (by its writer's clock and the caller's): zero
-// when every committed record is sealed. It reads one row, no tenant's
-// records, so a metrics scrape may call it.
+// of any tenant, has waited since it was written, by the database's clock
+// (no replica's clock, which may be off): zero when every committed record
+// is sealed. It reads one row, no tenant's records, so a metrics scrape
+// may call it.
 func SealLag(ctx context.Context, conn database.TxBeginner) (time.Duration, error) {
 	oldest, err := readOnly(ctx, conn, func(st *store.Store) ([]*store.AuditUnsealedTenant, error) {
 		return st.AuditUnsealedTenants(ctx, 1)
@@ -143,5 +147,5 @@ func SealLag(ctx context.Context, conn database.TxBeginner) (time.Duration, erro
 	if len(oldest) == 0 {
 		return 0, nil
 	}
-	return max(time.Since(oldest[0].Oldest), 0), nil
+	return oldest[0].Waited, nil
 }

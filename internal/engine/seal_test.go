@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -189,16 +190,29 @@ func appendAt(t *testing.T, b *testBundle, phase engine.Phase, corr string, at t
 
 // TestVerifyReportsUnsealedPastTheBound leaves records unsealed: one
 // written long ago is a finding of both verifiers, one just written is
-// only counted, and a sealer that stops seals both.
+// only counted, and a sealer that stops seals both. How long a record
+// waited is the database's clock's, not its writer's: the stale record's
+// writer ran a year ahead, the fresh one's three minutes behind.
 func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	appendAt(t, b, engine.PhaseStaged, "stale", time.Now().Add(-2*time.Minute))
-	appendAt(t, b, engine.PhaseStaged, "fresh", time.Now())
+	appendAt(t, b, engine.PhaseStaged, "stale", time.Now().AddDate(1, 0, 0))
+	appendAt(t, b, engine.PhaseStaged, "fresh", time.Now().Add(-3*time.Minute))
+	// The stale record was written three minutes ago: its written_at is
+	// moved back, past the append-only guard, as time would have.
+	if _, err := b.admin.Exec(ctx, `ALTER TABLE orangerail.audit DISABLE TRIGGER audit_refuse_update_delete;
+		UPDATE orangerail.audit SET written_at = written_at - interval '3 minutes' WHERE correlation_id = 'stale';
+		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_update_delete`); err != nil {
+		t.Fatal(err)
+	}
+	// No one else may change when a record was written.
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.audit SET written_at = now() WHERE correlation_id = 'stale'"); !errors.Is(store.InterpretError(err), store.ErrAppendOnly) {
+		t.Fatalf("changing written_at: %v, want the append-only refusal", err)
+	}
 	// The lag is the oldest unsealed record's wait.
-	if lag, err := engine.SealLag(ctx, b.runtime); err != nil || lag < 2*time.Minute {
-		t.Fatalf("SealLag = %v, %v; want the stale record's wait, at least 2m", lag, err)
+	if lag, err := engine.SealLag(ctx, b.runtime); err != nil || lag < 3*time.Minute || lag > time.Hour {
+		t.Fatalf("SealLag = %v, %v; want the stale record's wait, about 3m", lag, err)
 	}
 
 	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
@@ -206,7 +220,7 @@ func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.OK() || r.Records != 0 || r.Pending != 2 || len(r.Unsealed) != 1 || r.Unsealed[0].CorrelationID != "stale" ||
-		r.Unsealed[0].Phase != engine.PhaseStaged || r.Unsealed[0].UnsealedFor < 2*time.Minute || r.Break != nil {
+		r.Unsealed[0].Phase != engine.PhaseStaged || r.Unsealed[0].UnsealedFor < 3*time.Minute || r.Unsealed[0].UnsealedFor > time.Hour || r.Break != nil {
 		t.Fatalf("report = %+v, want the stale record as the only finding", r)
 	}
 	var listed []*store.AuditUnsealedRecord
@@ -224,9 +238,18 @@ func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
 	}
 
 	// A sealer that would not wake for an hour seals what is left when it
-	// stops.
+	// stops, and keeps when each record was written.
+	var written []time.Time
+	if err := b.admin.QueryRow(ctx, "SELECT array_agg(written_at ORDER BY id) FROM orangerail.audit WHERE tenant_id = 'acme'").Scan(&written); err != nil {
+		t.Fatal(err)
+	}
 	if err := engine.StartSealer(b.runtime, periodic.Config{Interval: time.Hour}).Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	var after []time.Time
+	if err := b.admin.QueryRow(ctx, "SELECT array_agg(written_at ORDER BY id) FROM orangerail.audit WHERE tenant_id = 'acme'").Scan(&after); err != nil ||
+		!slices.EqualFunc(written, after, time.Time.Equal) || len(after) != 2 {
+		t.Fatalf("written_at before the seal %v, after %v (%v)", written, after, err)
 	}
 	if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.Records != 2 || r.Pending != 0 || r.HeadSeq != 2 {
 		t.Fatalf("after the last seal: %+v, %v", r, err)

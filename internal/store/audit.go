@@ -50,7 +50,12 @@ func (s *Store) AuditSeal(ctx context.Context, limit int32, wait bool) (int, err
 // its oldest.
 type AuditUnsealedTenant struct {
 	TenantID string
-	Oldest   time.Time
+	// Oldest is when its oldest unsealed record was written, by the
+	// database's clock (by its writer's, for a record from before
+	// migration 00030), and Waited how long ago that was, by the
+	// database's clock too.
+	Oldest time.Time
+	Waited time.Duration
 }
 
 // AuditUnsealedTenants lists up to limit tenants with an unsealed record,
@@ -58,7 +63,7 @@ type AuditUnsealedTenant struct {
 func (s *Store) AuditUnsealedTenants(ctx context.Context, limit int32) ([]*AuditUnsealedTenant, error) {
 	rows, err := s.q.AuditUnsealedTenants(ctx, s.x, limit)
 	return all(rows, err, func(r *db.AuditUnsealedTenantsRow) *AuditUnsealedTenant {
-		return &AuditUnsealedTenant{TenantID: r.TenantID, Oldest: r.Oldest}
+		return &AuditUnsealedTenant{TenantID: r.TenantID, Oldest: r.Oldest, Waited: time.Duration(r.WaitedSeconds * float64(time.Second))}
 	})
 }
 
