@@ -19,10 +19,10 @@ const (
 	MaxFilterBytes = 1024
 )
 
-// TextProblem says what keeps a person's text, named name, from Postgres,
+// textProblem says what keeps a person's text, named name, from Postgres,
 // or "": a NUL, or bytes that are not UTF-8, which Postgres refuses in
 // text and a query would fail on.
-func TextProblem(name, value string) string {
+func textProblem(name, value string) string {
 	switch {
 	case strings.ContainsRune(value, 0):
 		return name + " must not contain the NUL character (U+0000)"
@@ -37,13 +37,13 @@ func NoteProblem(note string) string {
 	if len(note) > MaxNoteBytes {
 		return fmt.Sprintf("note is longer than %d bytes", MaxNoteBytes)
 	}
-	return TextProblem("note", note)
+	return textProblem("note", note)
 }
 
 // FilterProblem says what is wrong with a list's filter, named name, or
 // "".
 func FilterProblem(name, value string) string {
-	if p := TextProblem(name, value); p != "" {
+	if p := textProblem(name, value); p != "" {
 		return p
 	}
 	if len(value) > MaxFilterBytes {

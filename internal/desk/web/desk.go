@@ -155,5 +155,10 @@ func (d *Desk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
+	if d.secure {
+		// Reached over https, the desk asks to be reached so from now on:
+		// a later http link or a downgrading network cannot strip it.
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	d.crossing.Handler(d.mux).ServeHTTP(w, r)
 }

@@ -252,7 +252,8 @@ func TestSessions(t *testing.T) {
 }
 
 // TestCookieAttributes: outside loopback the session cookie is __Host-
-// prefixed and Secure; everywhere it is HttpOnly and SameSite=Lax.
+// prefixed and Secure, and the desk asks for https from then on (HSTS);
+// everywhere the cookie is HttpOnly and SameSite=Lax.
 func TestCookieAttributes(t *testing.T) {
 	f := newFixture(t)
 	ada := f.client(t)
@@ -284,6 +285,14 @@ func TestCookieAttributes(t *testing.T) {
 	cookies := rec.Result().Cookies()
 	if len(cookies) != 1 || cookies[0].Name != "__Host-orangerail_desk" || !cookies[0].Secure || !cookies[0].HttpOnly || cookies[0].Path != "/" {
 		t.Fatalf("the session cookie on https: %+v", cookies)
+	}
+	// Reached over https, the desk asks to be reached so from now on; on
+	// loopback http it does not.
+	if hsts := rec.Result().Header.Get("Strict-Transport-Security"); hsts != "max-age=31536000" {
+		t.Fatalf("Strict-Transport-Security on https: %q", hsts)
+	}
+	if hsts := back.header.Get("Strict-Transport-Security"); hsts != "" {
+		t.Fatalf("Strict-Transport-Security on loopback http: %q", hsts)
 	}
 }
 
