@@ -95,6 +95,7 @@ const (
 	DeskSignInRequired Code = "X_DESK_SIGN_IN_REQUIRED"
 	DeskNotAPerson     Code = "X_DESK_NOT_A_PERSON"
 	DeskFormRefused    Code = "X_DESK_FORM_REFUSED"
+	DeskStreamsBusy    Code = "X_DESK_STREAMS_BUSY"
 
 	MCPPromptPlaceholderUnknown Code = "X_MCP_PROMPT_PLACEHOLDER_UNKNOWN"
 	MCPPromptArgumentDuplicate  Code = "X_MCP_PROMPT_ARGUMENT_DUPLICATE"
@@ -375,6 +376,8 @@ var table = []Entry{
 		"Sign in with a person's account; ask the identity provider's administrator to set the claim identity.oidc.human reads.", ""},
 	{DeskFormRefused, "The desk refused a form: it came from another site, or without this session's form token (cross-site request forgery protection).",
 		"Reload the page and submit the form again from the desk itself.", ""},
+	{DeskStreamsBusy, "A session holds as many live lists open on this server as it may (each re-reads the database every poll): the desk's other tabs or windows of this sign-in keep theirs.",
+		"Close the desk's tabs you do not need, then reload this one; its list is still current when loaded, only no longer updates itself.", ""},
 	{MCPPromptPlaceholderUnknown, "A prompt's message (prompts.NAME.message) holds a placeholder {{name}} that names none of the prompt's arguments, or braces that are not a placeholder: nobody could fill it, and the model would read it as written.",
 		"Declare the argument under prompts.NAME.arguments, correct the placeholder's name, or take the braces out; a placeholder is {{name}}, a name being a letter or _ then letters, digits or _.", ""},
 	{MCPPromptArgumentDuplicate, "A prompt declares two arguments of one name (prompts.NAME.arguments.N.name): a client could not tell which value goes where.",

@@ -85,6 +85,7 @@ type Desk struct {
 	pages    *template.Template
 	mux      *http.ServeMux
 	crossing *http.CrossOriginProtection
+	streams  streamCount
 }
 
 //go:embed templates assets

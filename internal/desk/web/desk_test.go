@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -422,6 +423,56 @@ func TestEventsStreamTheListAsItChanges(t *testing.T) {
 	if second := next(); !strings.Contains(second, "/approvals/"+id) {
 		t.Fatalf("after staging: %s", second)
 	}
+	// A session holds at most web.MaxStreamsPerSession streams: the
+	// rest are refused until one ends; another session is not held back.
+	open := func(c *client) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+web.Path+"/events", nil)
+		resp, err := c.http.Do(req) //nolint:bodyclose // closed by the caller
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var more []*http.Response
+	for range web.MaxStreamsPerSession - 1 {
+		more = append(more, open(ada)) //nolint:bodyclose // each closed below
+	}
+	for _, r := range more {
+		if r.StatusCode != http.StatusOK {
+			t.Fatalf("a stream within the bound: %d", r.StatusCode)
+		}
+	}
+	over := open(ada)
+	body, _ := io.ReadAll(over.Body)
+	over.Body.Close()
+	if over.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), string(errcode.DeskStreamsBusy)) {
+		t.Fatalf("a stream past the bound: %d\n%s", over.StatusCode, body)
+	}
+	bob := f.client(t)
+	bob.signIn("bob")
+	if other := open(bob); other.StatusCode != http.StatusOK {
+		t.Fatalf("another person's stream: %d", other.StatusCode)
+	} else {
+		other.Body.Close()
+	}
+	more[0].Body.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		again := open(ada)
+		again.Body.Close()
+		if again.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a stream ended, and another is still refused: %d", again.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, r := range more[1:] {
+		r.Body.Close()
+	}
+
 	// Signing out ends the stream.
 	if _, err := store.New(f.admin).DeskSessionRevokeSubject(ctx, f.issuerURL, "ada@example.com"); err != nil {
 		t.Fatal(err)

@@ -5,18 +5,65 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/orangerail/orangerail/internal/errcode"
 )
 
 // heartbeatPolls is how many quiet polls pass between heartbeats.
 const heartbeatPolls = 10
 
+// MaxStreamsPerSession bounds the live lists one session holds open on a
+// server at once. Each re-reads the database every poll, so one person's
+// script opening streams without end would load the database without end;
+// a person's browser keeps one a tab.
+const MaxStreamsPerSession = 8
+
+// streamCount counts the live lists each session holds open here.
+type streamCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take counts one more stream of session, and reports false, counting
+// nothing, when it holds MaxStreamsPerSession already.
+func (c *streamCount) take(session string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[session] >= MaxStreamsPerSession {
+		return false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[session]++
+	return true
+}
+
+// release counts one stream of session fewer.
+func (c *streamCount) release(session string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[session]--; c.n[session] <= 0 {
+		delete(c.n, session)
+	}
+}
+
 // events streams the pending list as server-sent events: an event
 // "pending" carrying the list's rows as HTML, at once and whenever the
 // list changes. The list is re-read from the database every PollInterval,
 // so an approval staged through any replica shows on every desk. The
-// stream ends when the session does.
+// stream ends when the session does. A session holds at most
+// MaxStreamsPerSession streams on this server; another is refused 429
+// X_DESK_STREAMS_BUSY.
 func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
+	if !d.streams.take(string(s.idHash)) {
+		d.refuseIn(w, r, s, http.StatusTooManyRequests, errcode.DeskStreamsBusy,
+			fmt.Sprintf("This sign-in already holds %d live lists open; this one will not update itself.", MaxStreamsPerSession))
+		return
+	}
+	defer d.streams.release(string(s.idHash))
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
