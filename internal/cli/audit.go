@@ -150,6 +150,12 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		if b := r.Break; b != nil {
 			fmt.Fprintf(w, "  chain broken at seq %d: %s\n    expected hash %s\n    found hash    %s\n", b.Seq, describeProblem(b.Problem), b.Expected, b.Found)
 		}
+		if c := r.Checkpoint; c != nil {
+			fmt.Fprintf(w, "  the signed checkpoint of size %d disagrees: %s [%s]\n    signed root %s\n", c.Size, checkpointText[c.Problem], c.Problem, c.Expected)
+			if c.Found != nil {
+				fmt.Fprintf(w, "    chain makes %s\n", c.Found)
+			}
+		}
 		listFindings(w, r.Unsealed, "record(s) unsealed past the bound (no replica sealed them: is any running?)", func(u engine.UnsealedRecord) string {
 			return fmt.Sprintf("%s  %s  action %q  correlation %s  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,
 				u.CorrelationID, u.UnsealedFor.Round(time.Second))
@@ -195,6 +201,12 @@ var problemText = map[engine.Problem]string{
 	engine.ProblemHash:         "this record's bytes do not match its hash (the record was changed)",
 	engine.ProblemColumns:      "this record's queryable columns disagree with its hashed bytes",
 	engine.ProblemHeadMismatch: "the chain head does not name the last record (records removed from the end)",
+}
+
+var checkpointText = map[engine.CheckpointProblem]string{
+	engine.CheckpointNoteInvalid:    "its stored note does not verify under its key, or names another tree",
+	engine.CheckpointRecordsMissing: "the chain holds fewer sealed records than it covers (records removed since it was signed)",
+	engine.CheckpointRootMismatch:   "the chain no longer makes its root (a record it covers was rewritten since it was signed)",
 }
 
 func describeProblem(p engine.Problem) string {

@@ -237,6 +237,21 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if code, _, _ := cli(t, "audit", "prove", "--database-url", url, "--tenant", "acme", "--seq", "1", "--from", "3"); code != exitError {
 		t.Errorf("--seq with --from: exit %d", code)
 	}
+
+	// audit verify holds the chain to its latest checkpoint: one whose
+	// stored note was changed is a finding, said in words and by kind.
+	if code, out, stderr := cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme"); code != exitOK {
+		t.Fatalf("verify before the change: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, err := testdb.Pool(t, url).Exec(ctx, `ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER USER;
+		UPDATE orangerail.audit_checkpoints SET note = note || ' ' WHERE tenant_id = 'acme';
+		ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme"); code != exitFindings ||
+		!strings.Contains(out, "the signed checkpoint of size 5 disagrees") || !strings.Contains(out, "[note_invalid]") {
+		t.Fatalf("verify after the note changed: exit %d\n%s", code, out)
+	}
 }
 
 // TestDemoSignsCheckpoints: `make run` signs audit checkpoints with the

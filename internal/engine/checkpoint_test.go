@@ -197,10 +197,23 @@ func TestRewrittenRecordBreaksTheProofs(t *testing.T) {
 		t.Fatalf("before the rewrite: %v", err)
 	}
 
+	latest, err := engine.LatestCheckpoint(ctx, b.runtime, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !report.OK() || report.CheckpointSize != 40 {
+		t.Fatalf("before the rewrite: %+v, %v", report, err)
+	}
 	tamper(t, b, rechain("acme", 7)...)
 	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
-	if err != nil || !report.OK() {
+	if err != nil || report.Break != nil {
 		t.Fatalf("the rewrite was meant to keep the chain whole: %+v, %v", report.Break, err)
+	}
+	// The chain verifies, but audit verify holds it to its latest signed
+	// checkpoint, which it no longer makes.
+	if c := report.Checkpoint; report.OK() || c == nil || c.Problem != engine.CheckpointRootMismatch || c.Size != 40 ||
+		!bytes.Equal(c.Expected, latest.RootHash) || len(c.Found) != 32 || bytes.Equal(c.Found, latest.RootHash) {
+		t.Fatalf("the rewritten chain against its checkpoint: %+v", report.Checkpoint)
 	}
 
 	for name, prove := range map[string]func() error{
@@ -289,6 +302,44 @@ func TestRewrittenRecordBreaksTheProofs(t *testing.T) {
 	tamper(t, other, changeEntry(5))
 	if _, err := engine.SignCheckpoint(ctx, other.runtime, "acme", signer, testDeployment); errcode.Of(err) != errcode.AuditChainBroken {
 		t.Fatalf("signing after the last checkpoint's record changed: %v", err)
+	}
+}
+
+// TestVerifyHoldsTheChainToItsCheckpoint: audit verify reports a
+// checkpoint whose stored note was changed, and a chain that holds fewer
+// records than its checkpoint covers, its head moved back so that the
+// chain itself verifies; a tenant without a checkpoint has nothing to be
+// held to.
+func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	signer, _ := signingKey(t, "orangerail.test")
+	for _, tc := range []struct {
+		name   string
+		change []string
+		want   engine.CheckpointProblem
+	}{
+		{"a note changed", []string{`ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER USER;
+			UPDATE orangerail.audit_checkpoints SET note = replace(note, E'\n5\n', E'\n4\n') WHERE tenant_id = 'acme';
+			ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete`}, engine.CheckpointNoteInvalid},
+		{"a record removed from the end", []string{"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 5",
+			"UPDATE orangerail.audit_heads h SET seq = a.seq, hash = a.hash FROM orangerail.audit a WHERE h.tenant_id = 'acme' AND a.tenant_id = 'acme' AND a.seq = 4"},
+			engine.CheckpointRecordsMissing},
+	} {
+		b := setup(t)
+		if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.CheckpointSize != 0 || r.Checkpoint != nil {
+			t.Fatalf("%s: a tenant without a checkpoint: %+v, %v", tc.name, r, err)
+		}
+		appendBulk(t, b.runtime, "acme", 0, 5)
+		signNow(t, b.runtime, "acme", signer, 5)
+		tamper(t, b, tc.change...)
+		r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+		if err != nil || r.Break != nil {
+			t.Fatalf("%s: the change was meant to keep the chain whole: %+v, %v", tc.name, r, err)
+		}
+		if r.OK() || r.Checkpoint == nil || r.Checkpoint.Problem != tc.want || r.Checkpoint.Size != 5 || r.CheckpointSize != 5 {
+			t.Fatalf("%s: %+v, want %s", tc.name, r.Checkpoint, tc.want)
+		}
 	}
 }
 

@@ -115,11 +115,16 @@ type Report struct {
 	// Pending is how many committed records await their seal: not in the
 	// chain yet, and a finding only once unsealed past the bound
 	// (Unsealed).
-	Pending               int64                  `json:"pending_records"`
-	Unsealed              []UnsealedRecord       `json:"unsealed_records"`
-	HeadSeq               int64                  `json:"head_seq"`
-	HeadHash              Hash                   `json:"head_hash"`
-	Break                 *ChainBreak            `json:"chain_break,omitempty"`
+	Pending  int64            `json:"pending_records"`
+	Unsealed []UnsealedRecord `json:"unsealed_records"`
+	HeadSeq  int64            `json:"head_seq"`
+	HeadHash Hash             `json:"head_hash"`
+	Break    *ChainBreak      `json:"chain_break,omitempty"`
+	// CheckpointSize is the size of the latest signed checkpoint the chain
+	// was held to (0: the tenant has none), and Checkpoint what it says of
+	// the chain when they disagree.
+	CheckpointSize        int64                  `json:"checkpoint_size"`
+	Checkpoint            *CheckpointFinding     `json:"checkpoint_mismatch,omitempty"`
 	Unfinished            []UnfinishedExecution  `json:"unfinished_executions"`
 	Unaudited             []UnauditedApproval    `json:"unaudited_approvals"`
 	UnexplainedApprovals  []UnexplainedApproval  `json:"unexplained_approvals"`
@@ -134,7 +139,7 @@ type Report struct {
 // made by the database's owner, and visible in the report; a forged one
 // would have to be appended around audit_append, which breaks the chain.
 func (r *Report) OK() bool {
-	return r.Break == nil && len(r.Unsealed) == 0 && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
+	return r.Break == nil && r.Checkpoint == nil && len(r.Unsealed) == 0 && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
 		len(r.UnexplainedApprovals) == 0 && len(r.UnexplainedExecutions) == 0
 }
 
@@ -195,10 +200,23 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
+		// The latest signed checkpoint, read in the chain's snapshot: the
+		// chain's first records must still make its root.
+		var signed *checkpointCheck
+		switch c, err := st.CheckpointLatest(ctx, tenant); {
+		case err == nil:
+			signed, report.CheckpointSize = newCheckpointCheck(c), c.Size
+		case !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("read the latest checkpoint: %w", err)
+		}
+
 		chain := newChainChecker(tenant)
 		cfg := streamConfig{tenant: tenant, rows: int(pageSize), bytes: VerifyBatchBytes, workers: defaultWorkers(),
 			check: func(b *batch) {
 				chain.checkBatch(b)
+				for i := range b.rows {
+					signed.add(b.res[i].seq, b.rows[i][store.AuditChainHash])
+				}
 				report.Records += int64(len(b.rows))
 				if opts.ProgressFunc != nil {
 					opts.ProgressFunc(report.Records, max(report.HeadSeq, report.Records))
@@ -211,6 +229,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			return err
 		}
 		chain.finish(report)
+		report.Checkpoint = signed.result()
 		unsealed, err := st.AuditListUnsealed(ctx, tenant, lagBound)
 		if err != nil {
 			return fmt.Errorf("read unsealed records: %w", err)

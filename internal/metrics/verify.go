@@ -23,6 +23,7 @@ const (
 // The kinds of finding VerifyFindings counts, as a Report holds them.
 const (
 	FindingChainBreak                    = "chain_break"
+	FindingCheckpointMismatch            = "checkpoint_mismatch"
 	FindingUnsealed                      = "unsealed"
 	FindingUnfinished                    = "unfinished_execution"
 	FindingUnaudited                     = "unaudited_approval"
@@ -38,7 +39,7 @@ func VerifyDefinitions() []Definition {
 		{VerifyLastRun, KindGauge, nil, "When the last audit verify run ended (Unix seconds): alert when it is older than the schedule."},
 		{VerifySuccess, KindGauge, nil, "1 when the last run verified every tenant it was asked to, found or not; 0 when it could not run to the end."},
 		{VerifyTenants, KindGauge, []string{"result"}, "Tenants the last run verified, by result: ok, findings."},
-		{VerifyFindings, KindGauge, []string{"kind"}, "Findings of the last run, summed over tenants, by kind: chain_break, unsealed, unfinished_execution, unaudited_approval, unexplained_approval, unexplained_execution."},
+		{VerifyFindings, KindGauge, []string{"kind"}, "Findings of the last run, summed over tenants, by kind: chain_break, checkpoint_mismatch, unsealed, unfinished_execution, unaudited_approval, unexplained_approval, unexplained_execution."},
 		{VerifyRecords, KindGauge, nil, "Sealed records the last run verified."},
 	}
 }
@@ -69,7 +70,7 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 	for _, result := range []string{verifyResultOK, verifyResultFindings} {
 		tenants.WithLabelValues(result)
 	}
-	for _, kind := range []string{FindingChainBreak, FindingUnsealed, FindingUnfinished, FindingUnaudited, FindingUnexplainedApproval, FindingUnexplainedExecution} {
+	for _, kind := range []string{FindingChainBreak, FindingCheckpointMismatch, FindingUnsealed, FindingUnfinished, FindingUnaudited, FindingUnexplainedApproval, FindingUnexplainedExecution} {
 		findings.WithLabelValues(kind)
 	}
 	total := 0.0
@@ -81,6 +82,9 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 		tenants.WithLabelValues(result).Inc()
 		if r.Break != nil {
 			findings.WithLabelValues(FindingChainBreak).Inc()
+		}
+		if r.Checkpoint != nil {
+			findings.WithLabelValues(FindingCheckpointMismatch).Inc()
 		}
 		findings.WithLabelValues(FindingUnsealed).Add(float64(len(r.Unsealed)))
 		findings.WithLabelValues(FindingUnfinished).Add(float64(len(r.Unfinished)))

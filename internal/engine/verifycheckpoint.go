@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"bytes"
+
+	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// CheckpointProblem is what a tenant's latest signed checkpoint says of
+// its chain, when they disagree.
+type CheckpointProblem string
+
+// The problems, in the order they are checked.
+const (
+	// CheckpointNoteInvalid: the stored note does not verify under the key
+	// stored with it, or its body names another tree than its row.
+	CheckpointNoteInvalid CheckpointProblem = "note_invalid"
+	// CheckpointRecordsMissing: the chain holds fewer sealed records than
+	// the checkpoint covers: records were removed since it was signed.
+	CheckpointRecordsMissing CheckpointProblem = "records_missing"
+	// CheckpointRootMismatch: the chain's first Size records no longer
+	// make the root the checkpoint signed: a record at or before seq Size
+	// was rewritten since, even if every later link was recomputed so that
+	// the chain itself verifies.
+	CheckpointRootMismatch CheckpointProblem = "root_mismatch"
+)
+
+// CheckpointFinding is a tenant's latest signed checkpoint disagreeing
+// with its chain.
+type CheckpointFinding struct {
+	Size    int64             `json:"size"`
+	Problem CheckpointProblem `json:"problem"`
+	// Expected is the root the checkpoint signed; Found the one the chain
+	// makes now (absent when it cannot make one).
+	Expected Hash `json:"expected_root"`
+	Found    Hash `json:"found_root,omitempty"`
+}
+
+// checkpointCheck holds the chain, as the verifier streams it in seq
+// order, to a tenant's latest stored checkpoint: its first Size records'
+// hashes must still make the signed root. It keeps a compact range (a
+// hash a level), not the hashes.
+type checkpointCheck struct {
+	size     int64
+	root     []byte
+	frontier *checkpoint.Frontier
+	finding  *CheckpointFinding
+}
+
+// newCheckpointCheck starts the check of c, whose note must verify under
+// the key stored with it and name the tree its row does. The key is the
+// one the row names: it tells a note changed since it was signed, not a
+// checkpoint signed by someone else (`audit check-proof` checks proofs
+// against keys the auditor holds).
+func newCheckpointCheck(c *store.Checkpoint) *checkpointCheck {
+	k := &checkpointCheck{size: c.Size, root: c.RootHash}
+	frontier, err := checkpoint.NewFrontier(0, nil)
+	if err != nil {
+		panic(err) // an empty range always opens
+	}
+	k.frontier = frontier
+	known, err := checkpoint.Verifiers([]string{c.VerifierKey})
+	var body checkpoint.Checkpoint
+	if err == nil {
+		body, _, err = checkpoint.OpenNote(c.Note, known)
+	}
+	if err != nil || int64(body.Size) != c.Size || !bytes.Equal(body.Root, c.RootHash) { //nolint:gosec // G115: a size is far below 2^63
+		k.finding = &CheckpointFinding{Size: c.Size, Problem: CheckpointNoteInvalid, Expected: c.RootHash}
+	}
+	return k
+}
+
+// add takes the sealed record of seq, whose chain hash is hash, in seq
+// order; records past the checkpoint's size, and any after a gap, are not
+// part of its tree.
+func (k *checkpointCheck) add(seq int64, hash []byte) {
+	if k == nil || k.finding != nil || seq > k.size || int64(k.frontier.Size()) != seq-1 { //nolint:gosec // G115: sizes are positive and small
+		return
+	}
+	if err := k.frontier.Append(hash); err != nil {
+		panic(err) // appending to a range in order always works
+	}
+}
+
+// result is the finding, or nil when the chain still makes the signed
+// root.
+func (k *checkpointCheck) result() *CheckpointFinding {
+	switch {
+	case k == nil:
+		return nil
+	case k.finding != nil:
+		return k.finding
+	case int64(k.frontier.Size()) < k.size: //nolint:gosec // G115: sizes are positive and small
+		return &CheckpointFinding{Size: k.size, Problem: CheckpointRecordsMissing, Expected: k.root}
+	}
+	root, err := k.frontier.Root()
+	if err != nil || !bytes.Equal(root, k.root) {
+		return &CheckpointFinding{Size: k.size, Problem: CheckpointRootMismatch, Expected: k.root, Found: root}
+	}
+	return nil
+}
