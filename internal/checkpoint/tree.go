@@ -43,7 +43,11 @@ func NewFrontier(size uint64, hashes [][]byte) (*Frontier, error) {
 }
 
 // Append appends a record's leaf, given its chain hash.
-func (f *Frontier) Append(chainHash []byte) error { return f.r.Append(LeafHash(chainHash), nil) }
+func (f *Frontier) Append(chainHash []byte) error { return f.AppendLeaf(LeafHash(chainHash)) }
+
+// AppendLeaf appends a leaf already hashed (LeafHash): a caller may hash
+// leaves in parallel and append them in order.
+func (f *Frontier) AppendLeaf(leaf []byte) error { return f.r.Append(leaf, nil) }
 
 // Size is the number of leaves.
 func (f *Frontier) Size() uint64 { return f.r.End() }

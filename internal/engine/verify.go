@@ -211,11 +211,11 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		}
 
 		chain := newChainChecker(tenant)
-		cfg := streamConfig{tenant: tenant, rows: int(pageSize), bytes: VerifyBatchBytes, workers: defaultWorkers(),
+		cfg := streamConfig{tenant: tenant, rows: int(pageSize), bytes: VerifyBatchBytes, workers: defaultWorkers(), leaves: signed != nil,
 			check: func(b *batch) {
 				chain.checkBatch(b)
-				for i := range b.rows {
-					signed.add(b.res[i].seq, b.rows[i][store.AuditChainHash])
+				for i := range b.res {
+					signed.add(b.res[i].seq, b.res[i].leaf)
 				}
 				report.Records += int64(len(b.rows))
 				if opts.ProgressFunc != nil {

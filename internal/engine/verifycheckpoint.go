@@ -71,14 +71,15 @@ func newCheckpointCheck(c *store.Checkpoint) *checkpointCheck {
 	return k
 }
 
-// add takes the sealed record of seq, whose chain hash is hash, in seq
-// order; records past the checkpoint's size, and any after a gap, are not
-// part of its tree.
-func (k *checkpointCheck) add(seq int64, hash []byte) {
+// add takes the sealed record of seq, whose checkpoint leaf is leaf
+// (checkpoint.LeafHash of its chain hash, which the stream's workers
+// compute), in seq order; records past the checkpoint's size, and any
+// after a gap, are not part of its tree.
+func (k *checkpointCheck) add(seq int64, leaf []byte) {
 	if k == nil || k.finding != nil || seq > k.size || int64(k.frontier.Size()) != seq-1 { //nolint:gosec // G115: sizes are positive and small
 		return
 	}
-	if err := k.frontier.Append(hash); err != nil {
+	if err := k.frontier.AppendLeaf(leaf); err != nil {
 		panic(err) // appending to a range in order always works
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database/pgcopy"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -43,6 +44,9 @@ type rowResult struct {
 	expected  [HashSize]byte
 	hashOK    bool
 	columnsOK bool
+	// leaf is the row's checkpoint leaf (checkpoint.LeafHash of its
+	// hash), when the stream computes leaves.
+	leaf []byte
 }
 
 // batch is a run of consecutive rows and the buffer they point into.
@@ -72,6 +76,8 @@ type streamConfig struct {
 	// a batch of its own).
 	rows, bytes int
 	workers     int
+	// leaves asks the workers for each row's checkpoint leaf too.
+	leaves bool
 	// check runs on the checker's goroutine for every batch in seq order.
 	check func(*batch)
 }
@@ -259,6 +265,9 @@ func (cfg *streamConfig) computeBatch(b *batch) {
 			res.hashOK = bytes.Equal(row[store.AuditChainHash], res.expected[:])
 		}
 		res.columnsOK = columnsMatch(cfg.tenant, row)
+		if cfg.leaves {
+			res.leaf = checkpoint.LeafHash(row[store.AuditChainHash])
+		}
 	}
 }
 
