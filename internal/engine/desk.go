@@ -300,9 +300,15 @@ type auditCursor struct {
 
 const cursorObjectAudit = "audit desk"
 
-// mayAudit refuses a caller who may not read the audit log.
+// mayAudit refuses a caller who may not read the audit log, saying why:
+// not a verified person (an agent's token, whatever roles it claims), or a
+// person without the role.
 func (e *Engine) mayAudit(caller *Caller) error {
-	if !e.MayAudit(caller) {
+	switch {
+	case !caller.Authenticated() || caller.Kind != ActorHuman:
+		return errcode.New(errcode.Forbidden, "reading the audit log here is for a verified person, and this token is not a person's "+
+			"(identity.oidc.human); an agent with the role "+e.cfg.Approvals.AuditorRole+" reads it through the sql_query tool, where enabled", nil)
+	case !e.MayAudit(caller):
 		return errcode.New(errcode.Forbidden, "reading the audit log needs the role "+e.cfg.Approvals.AuditorRole+" or an approver role", nil)
 	}
 	return nil

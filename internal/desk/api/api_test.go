@@ -129,6 +129,14 @@ func (a *answer) code(t *testing.T) string {
 	return c
 }
 
+// message is the message of a refusal.
+func (a *answer) message(t *testing.T) string {
+	t.Helper()
+	e, _ := a.json(t)["error"].(map[string]any)
+	m, _ := e["message"].(string)
+	return m
+}
+
 func (d *desk) do(method, path, token, body string) *answer {
 	d.t.Helper()
 	var r io.Reader

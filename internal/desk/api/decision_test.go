@@ -88,6 +88,10 @@ func TestDecisionAPI(t *testing.T) {
 		a := get(path, agent)
 		c.check(t, "GET", route, a)
 		refused("agent_token", a, 403, "X_FORBIDDEN")
+		// The audit log's refusal says why: not a person, not a role.
+		if strings.HasPrefix(route, "/audit") && !strings.Contains(a.message(t), "not a person's") {
+			t.Fatalf("%s refuses an agent's token saying: %s", route, a.body)
+		}
 	}
 	a = decide(cancel, agent, `{"decision":"approve","digest":"00"}`)
 	c.check(t, "POST", "/approvals/{id}/decision", a)
