@@ -53,7 +53,7 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 	ctx = e.observe(ctx)
 	ctx = e.begin(ctx, OpDecide, d.ApprovalID)
 	defer e.settle(ctx, OpDecide, d.ApprovalID, decider, time.Now(), &result)
-	if !decider.Authenticated() || decider.Kind != ActorHuman {
+	if !decider.person() {
 		return refuse(StatusDenied, errcode.Forbidden), nil
 	}
 	if out := noteRefused(d); out != nil {
@@ -327,7 +327,7 @@ func (e *Engine) ApproverRoles(action string) []string {
 // MayDecide reports whether caller is a verified person holding one of the
 // action's approver roles.
 func (e *Engine) MayDecide(caller *Caller, action string) bool {
-	return caller.Authenticated() && caller.Kind == ActorHuman && caller.HasRole(e.ApproverRoles(action)...)
+	return caller.person() && caller.HasRole(e.ApproverRoles(action)...)
 }
 
 // DecidableActions returns, sorted, the actions whose approvals caller may
@@ -347,7 +347,7 @@ func (e *Engine) DecidableActions(caller *Caller) []string {
 // tenant's audit log: one holding approvals.auditor_role or any action's
 // approver role.
 func (e *Engine) MayAudit(caller *Caller) bool {
-	if !caller.Authenticated() || caller.Kind != ActorHuman {
+	if !caller.person() {
 		return false
 	}
 	return caller.HasRole(e.cfg.Approvals.AuditorRole) || len(e.DecidableActions(caller)) > 0
@@ -360,7 +360,7 @@ func (e *Engine) MayAudit(caller *Caller) bool {
 // the records' columns (who did what, and when) and, through the
 // approvals they may decide, what those ask.
 func (e *Engine) MayReadEntries(caller *Caller) bool {
-	return caller.Authenticated() && caller.Kind == ActorHuman && caller.HasRole(e.cfg.Approvals.AuditorRole)
+	return caller.person() && caller.HasRole(e.cfg.Approvals.AuditorRole)
 }
 
 // digestIs reports whether shown, as hex, is digest. A digest that is not

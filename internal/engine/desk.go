@@ -68,7 +68,7 @@ const cursorObjectApprovals = "approvals desk"
 // actions the caller may decide, newest first. Lapsed approvals are
 // expired (and audited) first, so none is listed as pending.
 func (e *Engine) PageApprovals(ctx context.Context, caller *Caller, q ApprovalQuery) (*ApprovalPage, error) {
-	if !caller.Authenticated() || caller.Kind != ActorHuman {
+	if !caller.person() {
 		return nil, errcode.New(errcode.Forbidden, "the approvals API serves people only", nil)
 	}
 	q.Status = cmp.Or(q.Status, store.ApprovalPending)
@@ -147,7 +147,7 @@ func (e *Engine) openApprovalCursor(tenant, text string) (*approvalCursor, error
 // what the action's statement would write where the input tells it. The
 // caller must be a person who may decide the action's approvals.
 func (e *Engine) ReviewApproval(ctx context.Context, caller *Caller, approvalID string) (*ApprovalView, error) {
-	if !caller.Authenticated() || caller.Kind != ActorHuman {
+	if !caller.person() {
 		return nil, errcode.New(errcode.Forbidden, "the approvals API serves people only", nil)
 	}
 	id, err := uuid.Parse(approvalID)
@@ -305,7 +305,7 @@ const cursorObjectAudit = "audit desk"
 // person without the role.
 func (e *Engine) mayAudit(caller *Caller) error {
 	switch {
-	case !caller.Authenticated() || caller.Kind != ActorHuman:
+	case !caller.person():
 		return errcode.New(errcode.Forbidden, "reading the audit log here is for a verified person, and this token is not a person's "+
 			"(identity.oidc.human); an agent with the role "+e.cfg.Approvals.AuditorRole+" reads it through the sql_query tool, where enabled", nil)
 	case !e.MayAudit(caller):

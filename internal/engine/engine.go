@@ -60,6 +60,11 @@ type Caller struct {
 // Authenticated reports whether the caller proved an identity.
 func (c *Caller) Authenticated() bool { return c.Subject != "" }
 
+// person reports whether the caller is a verified person: who may review
+// and decide approvals and read the audit log, whatever roles an agent's
+// token claims.
+func (c *Caller) person() bool { return c.Authenticated() && c.Kind == ActorHuman }
+
 // HasRole reports whether the caller holds any of roles.
 func (c *Caller) HasRole(roles ...string) bool {
 	return slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(c.Roles, r) })
