@@ -28,6 +28,7 @@ import (
 // an emergency, straight to the database as its owner (--break-glass).
 type approvalsFlags struct {
 	server              string
+	plainHTTP           bool
 	breakGlass          bool
 	reason              string
 	url, config, tenant string
@@ -39,6 +40,7 @@ const ServerEnv = "ORANGERAIL_SERVER"
 func (f *approvalsFlags) bind(cmd *cobra.Command) {
 	flags := cmd.PersistentFlags()
 	flags.StringVar(&f.server, "server", os.Getenv(ServerEnv), "the deployment's address, its http.public_url (default $"+ServerEnv+"); the token comes from $"+login.TokenEnv+" or `orangerail login`")
+	flags.BoolVar(&f.plainHTTP, "plain-http", false, "allow a --server reached over plain http off loopback, the token readable on the network (a development server only)")
 	flags.BoolVar(&f.breakGlass, "break-glass", false, "go to the database as its owner, around the API (an emergency; audited as the database login, and reported by `audit verify`)")
 	flags.StringVar(&f.reason, "reason", "", "with --break-glass: why, recorded with the decision (required)")
 	databaseURLFlag(flags, &f.url)
@@ -65,11 +67,11 @@ func (f *approvalsFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := login.Token(path, time.Now())
+	token, issuer, err := login.Token(path, time.Now())
 	if err != nil {
 		return nil, errcode.New(errcode.MCPUnauthorized, err.Error(), nil)
 	}
-	return client.New(f.server, token)
+	return client.New(f.server, token, client.Options{Issuer: issuer, PlainHTTP: f.plainHTTP})
 }
 
 // engine opens what the database path needs; closeFunc releases it. These
@@ -117,7 +119,11 @@ func (f *approvalsFlags) approveCommand(v *engine.ApprovalView) string {
 		return shellJoin([]string{self, "approvals", "approve", v.ID.String(), "--break-glass", "--reason", "WHY",
 			"--tenant", v.Tenant, "--config", f.config, "--digest", v.Digest}) + ` --database-url "$DATABASE_URL"`
 	}
-	return shellJoin([]string{self, "approvals", "approve", v.ID.String(), "--server", f.server, "--digest", v.Digest})
+	args := []string{self, "approvals", "approve", v.ID.String(), "--server", f.server, "--digest", v.Digest}
+	if f.plainHTTP {
+		args = append(args, "--plain-http")
+	}
+	return shellJoin(args)
 }
 
 func newApprovalsCmd() *cobra.Command {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -248,6 +249,11 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 	self := shellJoin([]string{facts.Self})
 	if facts.ServerURL != "" {
 		server := shellJoin([]string{facts.ServerURL})
+		// Served over plain http off loopback (--public-url), the commands
+		// must say that they send the token in the clear anyway.
+		if u, err := url.Parse(facts.ServerURL); err == nil && u.Scheme == "http" && !ontology.LoopbackHost(u.Hostname()) {
+			server += " --plain-http"
+		}
 		fmt.Fprintf(out, "Decide what the agent stages from the command line, as a person (the approver login above):\n"+
 			"  %s login --issuer %s\n  %s approvals list --server %s\n  %s approvals show ID --server %s\n"+
 			"  %s approvals approve ID --server %s --digest DIGEST\n\n",

@@ -19,9 +19,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/orangerail/orangerail/examples/orders/carrier"
 	"github.com/orangerail/orangerail/internal/devdb"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -204,6 +206,24 @@ func TestDemoReturnLabel(t *testing.T) {
 	}
 	if code, _, stderr := cli(t, "approvals", "approve", id, "--digest", view.Digest, "--server", facts.ServerURL); code != exitOK {
 		t.Fatalf("approve: exit %d %s", code, stderr)
+	}
+
+	// A token `orangerail login` kept goes to the server only when it comes
+	// from an issuer the server takes.
+	t.Setenv(login.TokenEnv, "")
+	kept := filepath.Join(t.TempDir(), "token.json")
+	t.Setenv(login.TokenFileEnv, kept)
+	for issuer, want := range map[string]int{facts.Issuer: exitOK, "https://issuer.example": exitError} {
+		if err := login.Save(kept, issuer, &oauth2.Token{AccessToken: facts.Tokens["approver"]["acme"], Expiry: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		code, listed, stderr := cli(t, "approvals", "list", "--status", "consumed", "--server", facts.ServerURL)
+		if code != want {
+			t.Fatalf("list with a token kept from %s: exit %d %s %s", issuer, code, listed, stderr)
+		}
+		if want == exitError {
+			oneLine(t, stderr, string(errcode.TokenIssuerMismatch))
+		}
 	}
 
 	done := call("check_approval", map[string]any{"approvalId": id})

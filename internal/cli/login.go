@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/login"
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // IssuerEnv names the environment variable `login --issuer` defaults to.
@@ -35,6 +36,11 @@ func newLoginCmd() *cobra.Command {
 			}
 			if issuer == "" {
 				return fmt.Errorf("--issuer is required (or $%s, or --config naming identity.oidc)", IssuerEnv)
+			}
+			// The server takes no other issuer: signing in at one over
+			// plain http off loopback would only expose the sign-in.
+			if err := ontology.CheckIssuer(issuer); err != nil {
+				return err
 			}
 			path, err := login.TokenPath()
 			if err != nil {

@@ -93,11 +93,15 @@ func TestLoginKeepsAPersonsToken(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("the token file: %v %v", info, err)
 	}
-	tok, err := login.Token(tokenFile, time.Now())
-	if err != nil || tok == "" {
-		t.Fatalf("the kept token: %q %v", tok, err)
+	tok, from, err := login.Token(tokenFile, time.Now())
+	if err != nil || tok == "" || from != srv.URL {
+		t.Fatalf("the kept token: %q from %q, %v", tok, from, err)
 	}
 	if c, _, stderr := cli(t, "login"); c != exitError || !strings.Contains(stderr, "--issuer") {
 		t.Fatalf("login without an issuer: exit %d %q", c, stderr)
+	}
+	// An issuer the server would refuse is refused here too.
+	if c, _, stderr := cli(t, "login", "--issuer", "http://10.0.0.5:8080"); c != exitError || !strings.Contains(stderr, "must be https") {
+		t.Fatalf("login at a plain http issuer off loopback: exit %d %q", c, stderr)
 	}
 }

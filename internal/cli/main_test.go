@@ -714,6 +714,32 @@ func TestDemoNeverPrintsAPassword(t *testing.T) {
 	}
 }
 
+// TestDemoSaysPlainHTTP: the demo served over plain http off loopback
+// prints approvals commands that say they send the token in the clear
+// (--plain-http), so that they run as printed; on loopback they do not.
+func TestDemoSaysPlainHTTP(t *testing.T) {
+	t.Parallel()
+	for server, want := range map[string]bool{"http://10.0.0.5:8080": true, "http://127.0.0.1:8080": false, "https://demo.example": false} {
+		var out bytes.Buffer
+		facts := &demoFacts{DatabaseURL: "postgres://127.0.0.1:5432/orangerail_demo", Config: "/x/orangerail.yaml", Self: "/x/orangerail",
+			StdioCommand: []string{"/x/orangerail", "serve", "--stdio"}, ServerURL: server, Issuer: "http://127.0.0.1:9999"}
+		printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
+		var commands int
+		for line := range strings.Lines(out.String()) {
+			if !strings.Contains(line, " --server ") {
+				continue
+			}
+			commands++
+			if got := strings.Contains(line, "--server "+server+" --plain-http"); got != want {
+				t.Errorf("%s: %q says --plain-http: %v", server, line, got)
+			}
+		}
+		if commands != 3 {
+			t.Errorf("%s: %d approvals commands printed, want 3:\n%s", server, commands, out.String())
+		}
+	}
+}
+
 // TestServeStdioTokenRefusals: `serve --stdio --token-env VAR` verifies the
 // token before serving anything, and refuses a missing, expired or foreign
 // one in one coded line that never holds the token; the token names the

@@ -97,6 +97,10 @@ const (
 	DeskFormRefused    Code = "X_DESK_FORM_REFUSED"
 	DeskStreamsBusy    Code = "X_DESK_STREAMS_BUSY"
 
+	// The approvals commands' client of the API (internal/desk/client).
+	ServerInsecure      Code = "X_SERVER_INSECURE"
+	TokenIssuerMismatch Code = "X_TOKEN_ISSUER_MISMATCH" //nolint:gosec // G101: an error code's name, not a credential
+
 	MCPPromptPlaceholderUnknown Code = "X_MCP_PROMPT_PLACEHOLDER_UNKNOWN"
 	MCPPromptArgumentDuplicate  Code = "X_MCP_PROMPT_ARGUMENT_DUPLICATE"
 	MCPPromptArgumentUnused     Code = "X_MCP_PROMPT_ARGUMENT_UNUSED"
@@ -378,6 +382,10 @@ var table = []Entry{
 		"Reload the page and submit the form again from the desk itself.", ""},
 	{DeskStreamsBusy, "A session holds as many live lists open on this server as it may (each re-reads the database every poll): the desk's other tabs or windows of this sign-in keep theirs.",
 		"Close the desk's tabs you do not need, then reload this one; its list is still current when loaded, only no longer updates itself.", ""},
+	{ServerInsecure, "An approvals command would send the person's bearer token where others could read or take it: --server is plain http off loopback, or the server answered with a redirect (the API never redirects; a redirect could lead the token elsewhere, or from https to http).",
+		"Use the deployment's https address (its http.public_url). Only for a development server on a network you trust, pass --plain-http.", ""},
+	{TokenIssuerMismatch, "The token `orangerail login` kept comes from another issuer than the ones the server takes (its protected-resource metadata's authorization_servers), or the server names none: it is not sent, since a server that does not take it has no business holding it.",
+		"Sign in at the deployment's issuer: `orangerail login --issuer URL` (or --config with its config). $ORANGERAIL_TOKEN, when set, is sent as it is, unchecked.", ""},
 	{MCPPromptPlaceholderUnknown, "A prompt's message (prompts.NAME.message) holds a placeholder {{name}} that names none of the prompt's arguments, or braces that are not a placeholder: nobody could fill it, and the model would read it as written.",
 		"Declare the argument under prompts.NAME.arguments, correct the placeholder's name, or take the braces out; a placeholder is {{name}}, a name being a letter or _ then letters, digits or _.", ""},
 	{MCPPromptArgumentDuplicate, "A prompt declares two arguments of one name (prompts.NAME.arguments.N.name): a client could not tell which value goes where.",

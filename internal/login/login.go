@@ -141,33 +141,34 @@ func Save(path, issuer string, tok *oauth2.Token) error {
 // none kept, or the kept one expired.
 var ErrNoToken = errors.New("not signed in")
 
-// Token returns the bearer token the commands send: $ORANGERAIL_TOKEN when
-// set, else the token kept at path while it is valid. A kept file that
-// others may read is refused, not used.
-func Token(path string, now time.Time) (string, error) {
+// Token returns the bearer token the commands send and the issuer it came
+// from: $ORANGERAIL_TOKEN when set (its issuer unknown: ""), else the token
+// kept at path while it is valid, with the issuer it was kept from. A kept
+// file that others may read is refused, not used.
+func Token(path string, now time.Time) (token, issuer string, err error) {
 	if t := os.Getenv(TokenEnv); t != "" {
-		return t, nil
+		return t, "", nil
 	}
 	info, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("%w: run `orangerail login`, or set %s", ErrNoToken, TokenEnv)
+		return "", "", fmt.Errorf("%w: run `orangerail login`, or set %s", ErrNoToken, TokenEnv)
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if info.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%s can be read by others (mode %v): remove it and run `orangerail login` again", path, info.Mode().Perm())
+		return "", "", fmt.Errorf("%s can be read by others (mode %v): remove it and run `orangerail login` again", path, info.Mode().Perm())
 	}
 	b, err := os.ReadFile(path) //nolint:gosec // G304: the token file this package keeps
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	var k kept
 	if err := json.Unmarshal(b, &k); err != nil || k.AccessToken == "" {
-		return "", fmt.Errorf("%s is not a token orangerail kept: run `orangerail login` again", path)
+		return "", "", fmt.Errorf("%s is not a token orangerail kept: run `orangerail login` again", path)
 	}
 	if !k.Expiry.IsZero() && !now.Before(k.Expiry) {
-		return "", fmt.Errorf("%w: the token kept in %s expired at %s; run `orangerail login` again", ErrNoToken, path, k.Expiry.UTC().Format(time.RFC3339))
+		return "", "", fmt.Errorf("%w: the token kept in %s expired at %s; run `orangerail login` again", ErrNoToken, path, k.Expiry.UTC().Format(time.RFC3339))
 	}
-	return k.AccessToken, nil
+	return k.AccessToken, k.Issuer, nil
 }

@@ -102,26 +102,27 @@ func TestDeviceSignInKeepsTheToken(t *testing.T) {
 	if dir, _ := os.Stat(filepath.Dir(path)); dir.Mode().Perm() != 0o700 {
 		t.Fatalf("its directory has mode %v, want 0700", dir.Mode().Perm())
 	}
-	got, err := Token(path, time.Now())
-	if err != nil || got != tok.AccessToken {
-		t.Fatalf("Token = %q, %v", got, err)
+	got, from, err := Token(path, time.Now())
+	if err != nil || got != tok.AccessToken || from != srv.URL {
+		t.Fatalf("Token = %q from %q, %v", got, from, err)
 	}
-	// The environment wins; an expired or exposed token is refused.
+	// The environment wins, from an issuer unknown; an expired or exposed
+	// token is refused.
 	t.Setenv(TokenEnv, "from-the-environment")
-	if got, _ := Token(path, time.Now()); got != "from-the-environment" {
-		t.Fatalf("Token with %s set = %q", TokenEnv, got)
+	if got, from, _ := Token(path, time.Now()); got != "from-the-environment" || from != "" {
+		t.Fatalf("Token with %s set = %q from %q", TokenEnv, got, from)
 	}
 	t.Setenv(TokenEnv, "")
-	if _, err := Token(path, tok.Expiry.Add(time.Second)); err == nil || !strings.Contains(err.Error(), "expired") {
+	if _, _, err := Token(path, tok.Expiry.Add(time.Second)); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("an expired token: %v", err)
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Token(path, time.Now()); err == nil || !strings.Contains(err.Error(), "read by others") {
+	if _, _, err := Token(path, time.Now()); err == nil || !strings.Contains(err.Error(), "read by others") {
 		t.Fatalf("a token others can read: %v", err)
 	}
-	if _, err := Token(filepath.Join(t.TempDir(), "none.json"), time.Now()); err == nil || !strings.Contains(err.Error(), "orangerail login") {
+	if _, _, err := Token(filepath.Join(t.TempDir(), "none.json"), time.Now()); err == nil || !strings.Contains(err.Error(), "orangerail login") {
 		t.Fatalf("no token: %v", err)
 	}
 }

@@ -200,7 +200,7 @@ func CheckIssuer(issuer string) error {
 	if u.Scheme == "https" {
 		return nil
 	}
-	if u.Scheme == "http" && loopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("the issuer %q must be https (plain http is allowed on loopback only)", issuer)
@@ -398,7 +398,7 @@ func CheckWebhookURL(endpoint string) error {
 	case u.Scheme == "https":
 		return nil
 	}
-	if u.Scheme == "http" && loopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", endpoint)

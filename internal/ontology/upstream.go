@@ -205,15 +205,15 @@ func CheckUpstreamURL(base string) error {
 		return fmt.Errorf("%q has a query or fragment: name the API's root only", base)
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && LoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", base)
 }
 
-// loopbackHost reports whether host is localhost or a loopback address:
+// LoopbackHost reports whether host is localhost or a loopback address:
 // the only hosts plain http may reach.
-func loopbackHost(host string) bool {
+func LoopbackHost(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }

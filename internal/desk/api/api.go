@@ -29,6 +29,11 @@ import (
 // tokens are for (RFC 9728).
 const Prefix = "/api/v1"
 
+// MetadataPath is where the API's protected-resource metadata (RFC 9728)
+// is served: a client reads there which issuers' tokens the API takes
+// before it sends one.
+var MetadataPath = front.MetadataPath(Prefix)
+
 // MaxBodyBytes caps a request's body: a decision is a few hundred bytes.
 const MaxBodyBytes = 64 << 10
 
@@ -83,7 +88,7 @@ func (a *API) Mount(f *front.Front) {
 	f.Mount("GET "+Prefix+"/audit/proof/inclusion", http.HandlerFunc(a.inclusionProof), p)
 	f.Mount("GET "+Prefix+"/audit/proof/consistency", http.HandlerFunc(a.consistencyProof), p)
 	f.Mount("GET "+Prefix+"/openapi.json", http.HandlerFunc(serveDocument), front.Policy{})
-	f.Mount("GET "+front.MetadataPath(Prefix), f.Metadata(Prefix), front.Policy{})
+	f.Mount("GET "+MetadataPath, f.Metadata(Prefix), front.Policy{})
 }
 
 // caller is the verified caller the front put in the request.

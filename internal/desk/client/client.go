@@ -14,10 +14,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/orangerail/orangerail/internal/desk/api"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // MaxAnswerBytes bounds an answer the client reads.
@@ -26,22 +28,51 @@ const MaxAnswerBytes = 4 << 20
 // Client is one person's session with a deployment's API. It is safe for
 // concurrent use.
 type Client struct {
-	base  *url.URL
-	token string
-	http  *http.Client
+	base   *url.URL
+	token  string
+	issuer string
+	http   *http.Client
+
+	// checked holds whether the server takes tokens of issuer, asked once.
+	checked     sync.Once
+	checkFailed error
+}
+
+// Options configure a client beyond its server and token.
+type Options struct {
+	// Issuer is the issuer the token came from, when known (a token
+	// `orangerail login` kept). The token is then sent only to a server
+	// whose protected-resource metadata names that issuer among its
+	// authorization servers: a server that does not take it has no
+	// business holding it. Empty (a token the person set explicitly), it
+	// is sent unchecked.
+	Issuer string
+	// PlainHTTP allows a server reached over plain http off loopback,
+	// where the token crosses the network readable by anyone on the path:
+	// a development server only.
+	PlainHTTP bool
 }
 
 // New returns a client of the deployment at server (its http.public_url)
-// sending token.
-func New(server, token string) (*Client, error) {
+// sending token. Plain http is refused off loopback unless o.PlainHTTP.
+func New(server, token string, o Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimSuffix(server, "/"))
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("--server %q is not the deployment's address (http.public_url, e.g. https://orangerail.example.com)", server), nil)
+	}
+	if u.Scheme == "http" && !ontology.LoopbackHost(u.Hostname()) && !o.PlainHTTP {
+		return nil, errcode.New(errcode.ServerInsecure, fmt.Sprintf("--server %q is plain http off loopback: the token would cross the network in the clear; use the deployment's https address (or, for a development server, --plain-http)", server), nil)
 	}
 	if token == "" {
 		return nil, errcode.New(errcode.MCPUnauthorized, "no token: run `orangerail login`, or set ORANGERAIL_TOKEN", nil)
 	}
-	return &Client{base: u, token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	return &Client{base: u, token: token, issuer: o.Issuer, http: &http.Client{
+		Timeout: 30 * time.Second,
+		// The API never redirects. Followed, a redirect could carry the
+		// token from https to http on the same host (Go drops it only for
+		// another host); its answer is refused instead.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}, nil
 }
 
 // ListQuery selects approvals; empty fields select all (status: pending).
@@ -97,6 +128,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		body = bytes.NewReader(b)
 	}
+	if err := c.checkIssuer(ctx); err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, body)
 	if err != nil {
 		return err
@@ -115,6 +149,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return fmt.Errorf("read the answer of %s: %w", c.base.Host, err)
 	}
+	if resp.StatusCode/100 == 3 {
+		return errcode.New(errcode.ServerInsecure, fmt.Sprintf("%s %s answered %s to %s: the API never redirects, and the token is not sent on", method, path, resp.Status, resp.Header.Get("Location")), nil)
+	}
 	if resp.StatusCode/100 != 2 {
 		var e apiError
 		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
@@ -126,4 +163,56 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return errors.Join(fmt.Errorf("%s %s answered what is not its JSON", method, path), err)
 	}
 	return nil
+}
+
+// checkIssuer asks, once, whether the server takes tokens of the issuer
+// the token came from (when known), before the token is first sent: the
+// API's protected-resource metadata (RFC 9728) names its authorization
+// servers, and is read without the token.
+func (c *Client) checkIssuer(ctx context.Context) error {
+	if c.issuer == "" {
+		return nil
+	}
+	c.checked.Do(func() { c.checkFailed = c.askIssuer(ctx) })
+	return c.checkFailed
+}
+
+func (c *Client) askIssuer(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+api.MetadataPath, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach %s: %w", c.base.Host, err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s answered %s for its protected-resource metadata (%s): which issuers' tokens it takes is unknown, so the token from %s is not sent",
+			c.base.Host, resp.Status, api.MetadataPath, c.issuer), nil)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxAnswerBytes)).Decode(&doc); err != nil {
+		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s's protected-resource metadata (%s) is not its JSON: which issuers' tokens it takes is unknown, so the token from %s is not sent",
+			c.base.Host, api.MetadataPath, c.issuer), nil)
+	}
+	for _, s := range doc.AuthorizationServers {
+		if sameIssuer(s, c.issuer) {
+			return nil
+		}
+	}
+	if len(doc.AuthorizationServers) == 0 {
+		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s names no issuer whose tokens it takes, so the token from %s is not sent", c.base.Host, c.issuer), nil)
+	}
+	return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("the token kept is from %s, and %s takes tokens of %s: it is not sent; run `orangerail login --issuer %s`",
+		c.issuer, c.base.Host, strings.Join(doc.AuthorizationServers, ", "), doc.AuthorizationServers[0]), nil)
+}
+
+// sameIssuer compares issuer identifiers as OIDC does, exactly, but for a
+// trailing slash, which the person typing one may add or leave out.
+func sameIssuer(a, b string) bool {
+	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
 }

@@ -1,0 +1,171 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/desk/api"
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+func code(err error) errcode.Code {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// TestPlainHTTPOnlyOnLoopback: the token goes over plain http to a
+// loopback server, and elsewhere only when the person says so.
+func TestPlainHTTPOnlyOnLoopback(t *testing.T) {
+	t.Parallel()
+	for server, refused := range map[string]bool{
+		"http://10.0.0.5:8080":         true,
+		"http://orangerail.example":    true,
+		"http://[2001:db8::1]:80":      true,
+		"http://127.0.0.1:8080":        false,
+		"http://localhost:8080":        false,
+		"http://[::1]:8080":            false,
+		"https://orangerail.example":   false,
+		"https://10.0.0.5:8443/":       false,
+		"http://127.0.0.2:1/":          false,
+		"http://localhost.example:80/": true,
+	} {
+		_, err := New(server, "t", Options{})
+		if got := code(err) == errcode.ServerInsecure; got != refused {
+			t.Errorf("New(%q) = %v, want refused %v", server, err, refused)
+		}
+		if _, err := New(server, "t", Options{PlainHTTP: true}); err != nil {
+			t.Errorf("New(%q) with PlainHTTP = %v", server, err)
+		}
+	}
+	for _, server := range []string{"ftp://x", "https://user@x", "https://x?q=1", "x"} {
+		if _, err := New(server, "t", Options{PlainHTTP: true}); code(err) != errcode.RequestInvalid {
+			t.Errorf("New(%q) = %v, want %s", server, err, errcode.RequestInvalid)
+		}
+	}
+}
+
+// recorder is a server that records the bearer tokens it was sent.
+type recorder struct {
+	mu     sync.Mutex
+	tokens []string
+	asked  int // metadata requests
+}
+
+func (r *recorder) saw(req *http.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a := req.Header.Get("Authorization"); a != "" {
+		r.tokens = append(r.tokens, a)
+	}
+	if req.URL.Path == api.MetadataPath {
+		r.asked++
+	}
+}
+
+func (r *recorder) seen() ([]string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.tokens...), r.asked
+}
+
+// TestRedirectIsNotFollowed: a redirect, even to the same host over plain
+// http, is refused, and the token goes no further.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	elsewhere := &recorder{}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.saw(r) }))
+	defer target.Close()
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer src.Close()
+	c, err := New(src.URL, "secret", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.List(t.Context(), ListQuery{}); code(err) != errcode.ServerInsecure || !strings.Contains(err.Error(), target.URL) {
+		t.Fatalf("List through a redirect = %v, want %s naming where it led", err, errcode.ServerInsecure)
+	}
+	if tokens, _ := elsewhere.seen(); len(tokens) != 0 {
+		t.Fatalf("the redirect's target was sent %v", tokens)
+	}
+}
+
+// TestTokenGoesOnlyToAServerOfItsIssuer: a kept token (its issuer known)
+// is sent only to a server whose protected-resource metadata names that
+// issuer; the metadata is asked once, without the token. A token of
+// unknown issuer (set by the person) is sent unchecked.
+func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
+	t.Parallel()
+	server := func(t *testing.T, metadata func(w http.ResponseWriter)) (*httptest.Server, *recorder) {
+		t.Helper()
+		rec := &recorder{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec.saw(r)
+			if r.URL.Path == api.MetadataPath {
+				metadata(w)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(api.List{})
+		}))
+		t.Cleanup(srv.Close)
+		return srv, rec
+	}
+	names := func(servers ...string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "x", "authorization_servers": servers})
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		issuer   string
+		metadata func(w http.ResponseWriter)
+		sent     bool
+	}{
+		{"its issuer", "https://id.example", names("https://other.example", "https://id.example"), true},
+		{"its issuer, a slash apart", "https://id.example/", names("https://id.example"), true},
+		{"another issuer", "https://id.example", names("https://other.example"), false},
+		{"a prefix of it", "https://id.example", names("https://id.example.evil"), false},
+		{"no issuer named", "https://id.example", names(), false},
+		{"no metadata", "https://id.example", func(w http.ResponseWriter) { http.NotFound(w, nil) }, false},
+		{"metadata not JSON", "https://id.example", func(w http.ResponseWriter) { _, _ = w.Write([]byte("<html>")) }, false},
+		{"an issuer unknown", "", names("https://other.example"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, rec := server(t, tc.metadata)
+			c, err := New(srv.URL, "secret", Options{Issuer: tc.issuer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				_, err = c.List(t.Context(), ListQuery{})
+				if tc.sent && err != nil {
+					t.Fatalf("List = %v", err)
+				}
+				if !tc.sent && code(err) != errcode.TokenIssuerMismatch {
+					t.Fatalf("List = %v, want %s", err, errcode.TokenIssuerMismatch)
+				}
+			}
+			tokens, asked := rec.seen()
+			if tc.sent != (len(tokens) == 2) || !tc.sent && len(tokens) != 0 {
+				t.Fatalf("the server was sent %v", tokens)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.issuer != ""]; asked != want {
+				t.Fatalf("the metadata was asked %d times, want %d", asked, want)
+			}
+			if !tc.sent && !strings.Contains(err.Error(), "https://id.example") {
+				t.Fatalf("the refusal does not name the token's issuer: %v", err)
+			}
+		})
+	}
+}
