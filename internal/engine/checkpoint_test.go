@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/roles"
+	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -411,6 +413,101 @@ func TestCheckpointBadInput(t *testing.T) {
 	}
 	if _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 5, 5); err != nil {
 		t.Errorf("from = to: %v", err)
+	}
+}
+
+// TestCheckpointsMustDescribeTheChain: the database stores a checkpoint
+// only when its tree is the tree of the tenant's sealed records: not a
+// size the records have not reached, not a frontier and root of someone's
+// making (which every later checkpoint would extend), not a root its
+// frontier does not make. A checkpoint of the records' own tree is stored
+// at any size, and the signer goes on from it.
+func TestCheckpointsMustDescribeTheChain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, _ := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 10)
+	signNow(t, b.runtime, "acme", signer, 10)
+	appendBulk(t, b.runtime, "acme", 10, 5)
+
+	var hashes [][]byte
+	rows, err := b.admin.Query(ctx, "SELECT hash FROM orangerail.audit WHERE tenant_id = 'acme' AND seq IS NOT NULL ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var h []byte
+		if err := rows.Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, h)
+	}
+	if rows.Err() != nil || len(hashes) != 15 {
+		t.Fatalf("%d records: %v", len(hashes), rows.Err())
+	}
+	// tree returns the frontier and root of leaves (chain hashes).
+	tree := func(leaves [][]byte) ([]byte, []byte) {
+		f, err := checkpoint.NewFrontier(0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range leaves {
+			if err := f.Append(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		root, err := f.Root()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Join(f.Hashes(), nil), root
+	}
+	insert := func(size int64, frontier, root []byte) error {
+		return database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			note, err := signer.Sign(checkpoint.Checkpoint{Origin: testDeployment + "/acme", Size: uint64(size), Root: root}) //nolint:gosec // G115: a test's small size
+			if err != nil {
+				return err
+			}
+			_, err = store.New(tx).CheckpointInsert(ctx, &store.Checkpoint{TenantID: "acme", Size: size, RootHash: root, Frontier: frontier,
+				Origin: testDeployment + "/acme", KeyName: signer.Name(), KeyHash: signer.KeyHash(), VerifierKey: signer.VerifierKey(), Note: note})
+			return err
+		})
+	}
+	forged := make([][]byte, 15)
+	for i := range forged {
+		forged[i] = bytes.Repeat([]byte{byte(i + 1)}, 32)
+	}
+	frontier15, root15 := tree(hashes)
+	forgedFrontier, forgedRoot := tree(forged)
+	frontier16, root16 := tree(append(append([][]byte(nil), hashes...), forged[0]))
+	_, otherRoot := tree(hashes[:14])
+	for name, c := range map[string]struct {
+		size           int64
+		frontier, root []byte
+	}{
+		"a size the records have not reached":  {16, frontier16, root16},
+		"a forged tree, whole in itself":       {15, forgedFrontier, forgedRoot},
+		"the records' frontier, another root":  {15, frontier15, otherRoot},
+		"another tree's frontier, their root":  {15, forgedFrontier, root15},
+		"the tree of other records at a size":  {12, forgedFrontier[:len(forgedFrontier)-32], forgedRoot},
+		"a frontier one subtree short":         {15, frontier15[32:], root15},
+		"the records' tree, a size too small":  {14, frontier15, root15},
+		"a frontier of no whole subtree roots": {15, append(append([]byte(nil), frontier15...), 0), root15},
+	} {
+		if err := insert(c.size, c.frontier, c.root); !errors.Is(err, store.ErrCheckpointMismatch) && sqlState(err) != "23514" {
+			t.Errorf("%s: %v, want %v", name, err, store.ErrCheckpointMismatch)
+		}
+	}
+	// The records' own tree is stored, below the head too; the signer
+	// then extends the latest.
+	frontier12, root12 := tree(hashes[:12])
+	if err := insert(12, frontier12, root12); err != nil {
+		t.Fatalf("the tree of the first 12 records: %v", err)
+	}
+	signNow(t, b.runtime, "acme", signer, 15)
+	if report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !report.OK() || report.CheckpointSize != 15 {
+		t.Fatalf("verify: %+v, %v", report, err)
 	}
 }
 

@@ -57,6 +57,9 @@ var (
 	// neither the orangerail schema's owner nor a superuser (ORA06,
 	// migrations/00010).
 	ErrNotOperator = errors.New("store: the login is not the database owner")
+	// ErrCheckpointMismatch: a checkpoint's tree is not the tree of its
+	// tenant's sealed records (ORA07, migrations/00031).
+	ErrCheckpointMismatch = errors.New("store: the checkpoint does not describe the chain")
 
 	// ErrPermission: the role lacks a privilege the statement needs (42501).
 	ErrPermission = errors.New("store: permission denied")
@@ -91,8 +94,8 @@ var (
 	ErrLoginRefused = errors.New("store: login refused")
 )
 
-// The SQLSTATEs orangerail's own schema raises (migrations/00001, 00006
-// and 00010). They are read here, by code, and nowhere else.
+// The SQLSTATEs orangerail's own schema raises (migrations/00001, 00006,
+// 00010 and 00031). They are read here, by code, and nowhere else.
 const (
 	codeAppendOnly     = "ORA01"
 	codeEntryInvalid   = "ORA02"
@@ -100,6 +103,7 @@ const (
 	codeLifecycle      = "ORA04"
 	codeRecordMismatch = "ORA05"
 	codeNotOperator    = "ORA06"
+	codeCheckpoint     = "ORA07"
 )
 
 // Error is an error a sentinel describes: it matches the sentinel and
@@ -180,6 +184,8 @@ func sentinelOfCode(code string) error {
 		return ErrRecordMismatch
 	case codeNotOperator:
 		return ErrNotOperator
+	case codeCheckpoint:
+		return ErrCheckpointMismatch
 	case pgerrcode.UniqueViolation:
 		return ErrConflict
 	case pgerrcode.CheckViolation:

@@ -35,6 +35,7 @@ func TestInterpretError(t *testing.T) {
 		{pg("ORA04"), []error{store.ErrLifecycle}, nil},
 		{pg("ORA05"), []error{store.ErrRecordMismatch, store.ErrAuditEntryInvalid}, nil},
 		{pg("ORA06"), []error{store.ErrNotOperator}, []error{store.ErrAuditEntryInvalid}},
+		{pg("ORA07"), []error{store.ErrCheckpointMismatch}, []error{store.ErrAuditEntryInvalid}},
 		{pg("23505"), []error{store.ErrConflict, store.ErrConstraint}, []error{store.ErrCheckViolation}},
 		{pg("23514"), []error{store.ErrCheckViolation, store.ErrConstraint}, []error{store.ErrConflict}},
 		{pg("23503"), []error{store.ErrConstraint}, []error{store.ErrConflict, store.ErrCheckViolation}},

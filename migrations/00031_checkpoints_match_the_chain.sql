@@ -1,0 +1,116 @@
+-- A stored checkpoint must describe the chain: the database refuses one
+-- whose tree is not the tree of the tenant's sealed records.
+--
+-- Until now the runtime role could insert any checkpoint row. A leaked
+-- runtime login could take a size no record has reached yet, so that the
+-- signer, finding it taken, left it; or store, at the head, a frontier and
+-- root of its own making, consistent with each other: every replica's
+-- signer extends the latest stored checkpoint's frontier, so every
+-- checkpoint signed after it, with the deployment's real key, would name a
+-- tree the chain does not make. `audit verify` reports that
+-- (checkpoint_mismatch), but the signed checkpoints would stay wrong.
+--
+-- Now a BEFORE INSERT trigger extends the frontier of the tenant's stored
+-- checkpoint of the largest size below the new one (none: the empty tree)
+-- with the leaves of the sealed records after it, in seq order, up to the
+-- new size, and requires that they are all there (seq in order, none
+-- missing), that the frontier they make is the new row's, and that it
+-- folds to the new row's root. The tree is RFC 6962's, as
+-- internal/checkpoint reads it: leaf N-1 is sha256(0x00 || hash of the
+-- record of seq N), a node sha256(0x01 || left || right), the frontier the
+-- roots of the perfect subtrees left to right, the root their fold from
+-- the right. A checkpoint stored after this migration is thereby the
+-- chain's as it was when stored, by induction from the empty tree;
+-- checkpoints stored before it are taken as they are (`audit verify` holds
+-- the chain to the latest).
+--
+-- It costs the database what the signer already spends reading the same
+-- records (about two sha256 a record since the previous checkpoint). The
+-- note's signature is not checked here: the database holds no key, and
+-- auditors check notes against the keys they hold (`audit check-proof`).
+
+-- +goose Up
+-- +goose StatementBegin
+CREATE FUNCTION orangerail.audit_checkpoints_match_chain() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    prev_size     bigint;
+    prev_frontier bytea;
+    stack         bytea[] := '{}';
+    n             bigint;
+    m             bigint;
+    leaf          bytea;
+    r             record;
+    made          bytea := '\x'::bytea;
+    root          bytea;
+BEGIN
+    SELECT c.size, c.frontier INTO prev_size, prev_frontier
+    FROM orangerail.audit_checkpoints c
+    WHERE c.tenant_id = NEW.tenant_id AND c.size < NEW.size
+    ORDER BY c.size DESC
+    LIMIT 1;
+    IF NOT FOUND THEN
+        prev_size := 0;
+        prev_frontier := '\x'::bytea;
+    END IF;
+    FOR i IN 0 .. octet_length(prev_frontier) / 32 - 1 LOOP
+        stack := stack || substring(prev_frontier FROM i * 32 + 1 FOR 32);
+    END LOOP;
+
+    n := prev_size;
+    FOR r IN
+        SELECT a.seq, a.hash FROM orangerail.audit a
+        WHERE a.tenant_id = NEW.tenant_id AND a.seq > prev_size AND a.seq <= NEW.size
+        ORDER BY a.seq
+    LOOP
+        IF r.seq <> n + 1 THEN
+            EXIT;
+        END IF;
+        -- Append leaf n: it merges with the subtree roots its index's
+        -- trailing one bits name, the smallest first.
+        leaf := sha256('\x00'::bytea || r.hash);
+        m := n;
+        WHILE m & 1 = 1 LOOP
+            leaf := sha256('\x01'::bytea || stack[cardinality(stack)] || leaf);
+            stack := stack[1:cardinality(stack) - 1];
+            m := m >> 1;
+        END LOOP;
+        stack := stack || leaf;
+        n := n + 1;
+    END LOOP;
+    IF n <> NEW.size THEN
+        RAISE EXCEPTION 'audit checkpoint of size % for tenant %: the sealed records stop at seq %', NEW.size, NEW.tenant_id, n
+            USING ERRCODE = 'ORA07';
+    END IF;
+
+    FOR i IN 1 .. cardinality(stack) LOOP
+        made := made || stack[i];
+    END LOOP;
+    IF made <> NEW.frontier THEN
+        RAISE EXCEPTION 'audit checkpoint of size % for tenant %: its frontier is not the tree of the sealed records', NEW.size, NEW.tenant_id
+            USING ERRCODE = 'ORA07';
+    END IF;
+    root := stack[cardinality(stack)];
+    FOR i IN REVERSE cardinality(stack) - 1 .. 1 LOOP
+        root := sha256('\x01'::bytea || stack[i] || root);
+    END LOOP;
+    IF root <> NEW.root_hash THEN
+        RAISE EXCEPTION 'audit checkpoint of size % for tenant %: its root is not the root of the sealed records', NEW.size, NEW.tenant_id
+            USING ERRCODE = 'ORA07';
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+-- +goose StatementEnd
+REVOKE ALL ON FUNCTION orangerail.audit_checkpoints_match_chain() FROM PUBLIC;
+
+CREATE TRIGGER audit_checkpoints_match_chain BEFORE INSERT ON orangerail.audit_checkpoints
+    FOR EACH ROW EXECUTE FUNCTION orangerail.audit_checkpoints_match_chain();
+-- Replica mode (session_replication_role) does not skip it.
+ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_match_chain;
+
+-- +goose Down
+DROP TRIGGER audit_checkpoints_match_chain ON orangerail.audit_checkpoints;
+DROP FUNCTION orangerail.audit_checkpoints_match_chain();
