@@ -170,8 +170,9 @@ func TestAnAgentCannotSignIn(t *testing.T) {
 
 // TestSessions: the cookie is HttpOnly and SameSite=Lax; the database
 // keeps only the id's hash; a forged cookie, the stored hash used as a
-// cookie, a signed-out session, a revoked one and an expired one are all
-// refused — every replica reads the same table.
+// cookie, a signed-out session, a revoked one, an expired one, the one a
+// browser held before signing in again and one of an issuer no longer
+// configured are all refused — every replica reads the same table.
 func TestSessions(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -250,6 +251,28 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("signing out: %d\n%s", out.status, out.body)
 	}
 	refused("a signed-out session", stolen)
+
+	// Signing in again ends the browser's previous session, for a copy of
+	// its cookie too.
+	dan := f.client(t)
+	dan.signIn("ada")
+	before := dan.sessionCookie()
+	again := dan.follow(dan.get(f.base + web.Path + "/signin"))
+	if strings.HasPrefix(again.url, f.issuerURL) {
+		again = dan.follow(dan.submit(again, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))
+	}
+	if again.status != http.StatusOK || again.url != f.base+web.Path || dan.sessionCookie() == before || !accepted(dan.sessionCookie()) {
+		t.Fatalf("signing in again: %d, the cookie changed: %v", again.status, dan.sessionCookie() != before)
+	}
+	refused("the session before signing in again", before)
+
+	// A session begun at another issuer than the one configured now is no
+	// session.
+	sum := sha256.Sum256([]byte(dan.sessionCookie()))
+	if tag, err := f.admin.Exec(ctx, `UPDATE orangerail.desk_sessions SET issuer = 'https://previous-issuer.example' WHERE id_hash = $1`, sum[:]); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("moving the session to another issuer: %v %v", tag, err)
+	}
+	refused("a session of another issuer", dan.sessionCookie())
 }
 
 // TestCookieAttributes: outside loopback the session cookie is __Host-

@@ -78,8 +78,11 @@ func (d *Desk) session(ctx context.Context, idHash []byte) (s *store.DeskSession
 	return s, err
 }
 
-// startSession stores a session for the person and sets its cookie.
-func (d *Desk) startSession(ctx context.Context, w http.ResponseWriter, caller *engine.Caller, issuer string, tokenExpires time.Time) error {
+// startSession stores a session for the person and sets its cookie. The
+// session the browser held before, if any, ends: a browser signed in again
+// (as the same person or another) is in one session, and the cookie it
+// replaces, wherever a copy of it went, opens nothing.
+func (d *Desk) startSession(ctx context.Context, w http.ResponseWriter, r *http.Request, caller *engine.Caller, issuer string, tokenExpires time.Time) error {
 	raw, err := json.Marshal(caller)
 	if err != nil {
 		return err
@@ -92,6 +95,11 @@ func (d *Desk) startSession(ctx context.Context, w http.ResponseWriter, caller *
 	}
 	id := randomToken()
 	err = d.sessions(ctx, func(st *store.Store) error {
+		for _, old := range r.CookiesNamed(d.cookieName(sessionCookie)) {
+			if err := st.DeskSessionRevoke(ctx, hashID(old.Value)); err != nil {
+				return err
+			}
+		}
 		return st.DeskSessionCreate(ctx, &store.DeskSession{IDHash: hashID(id), TenantID: caller.Tenant,
 			Subject: caller.Subject, Issuer: issuer, Caller: raw, FormToken: randomToken(), ExpiresAt: expires})
 	})
@@ -120,6 +128,12 @@ func (d *Desk) loadSession(ctx context.Context, r *http.Request) (*session, erro
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A session begun at another issuer than the one configured now (the
+	// deployment moved to another identity provider) names a person the
+	// desk no longer verifies: it is no session.
+	if s.Issuer != d.c.Ontology.Identity.OIDC.Issuer {
+		return nil, nil //nolint:nilnil // a session of another issuer is no session, not an error
 	}
 	var caller engine.Caller
 	if err := json.Unmarshal(s.Caller, &caller); err != nil {

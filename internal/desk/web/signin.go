@@ -117,7 +117,7 @@ func (d *Desk) callback(w http.ResponseWriter, r *http.Request) {
 		d.refuse(w, r, http.StatusForbidden, signInFailedCode, "The sign-in could not be completed. Start again.")
 		return
 	}
-	if err := d.startSession(ctx, w, caller, issuer, expires); err != nil {
+	if err := d.startSession(ctx, w, r, caller, issuer, expires); err != nil {
 		d.failed(w, r, "start a session", err)
 		return
 	}
