@@ -137,7 +137,7 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 		// browser's same-origin POST carries an Origin that
 		// http.allowed_origins, the list of MCP's browser clients, need not
 		// name.
-		policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: DeskMaxBodyBytes}
+		policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: DeskMaxBodyBytes, Refuse: desk.Refuse}
 		f.Mount(web.Path, desk, policy)
 		f.Mount(web.Path+"/", desk, policy)
 	}

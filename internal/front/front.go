@@ -89,11 +89,18 @@ type Policy struct {
 	// "message", "fix"}} (WriteError) instead of a JSON-RPC error: for a
 	// route that is a JSON API, not MCP.
 	PlainErrors bool
+	// Refuse, when set, answers the front's refusals instead (over
+	// PlainErrors): for a route whose answers are a person's pages, which
+	// a refusal should be too, under the route's own headers.
+	Refuse RefuseFunc
 	// Rate bills each request to its caller's allowance of that class
 	// (http.rate_limits); nil bills nothing. Needs AuthBearer, whose
 	// caller the allowance is, and MaxBodyBytes.
 	Rate RateFunc
 }
+
+// RefuseFunc answers a refusal: its HTTP status, code and message.
+type RefuseFunc func(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string)
 
 // Authenticator verifies a request's bearer token. Authenticate verifies
 // it exactly once and, on success, returns the caller and the request the
@@ -197,7 +204,12 @@ type route struct {
 
 func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	f, p := rt.f, rt.p
-	w := &responseWriter{ResponseWriter: raw, plain: p.PlainErrors}
+	w := &responseWriter{ResponseWriter: raw, refuse: p.Refuse}
+	if w.refuse == nil && p.PlainErrors {
+		w.refuse = func(w http.ResponseWriter, _ *http.Request, status int, code errcode.Code, msg string) {
+			WriteError(w, status, code, msg)
+		}
+	}
 	defer f.contain(w, r)
 	// Every route's handler, and the resolver it asks, sees the request's
 	// facts as the front read them (the desk's sign-in admits by them).
@@ -447,8 +459,8 @@ func (f *Front) contain(w *responseWriter, r *http.Request) {
 // responseWriter notes whether the answer began.
 type responseWriter struct {
 	http.ResponseWriter
-	wrote bool
-	plain bool // the route's refusals are WriteError's
+	wrote  bool
+	refuse RefuseFunc // the route's own refusals; nil: JSON-RPC errors
 }
 
 func (w *responseWriter) WriteHeader(status int) {
@@ -516,7 +528,7 @@ func WriteError(w http.ResponseWriter, status int, code errcode.Code, msg string
 
 // refuse answers a refusal: a JSON-RPC error carrying the request's id
 // when it was read, and data with the code, its cause and fix, and the
-// bound hit; or, on a PlainErrors route, WriteError's body.
+// bound hit; or the route's own refusal (Policy.Refuse, PlainErrors).
 func (f *Front) refuse(w http.ResponseWriter, r *http.Request, x refusal) {
 	if x.retryAfter > 0 || x.status == http.StatusTooManyRequests {
 		// Every 429 says when to retry: within the one-minute window, and at
@@ -525,8 +537,8 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request, x refusal) {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	defer f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: x.status, Code: x.code})
-	if rw, ok := w.(*responseWriter); ok && rw.plain {
-		WriteError(w, x.status, x.code, x.msg)
+	if rw, ok := w.(*responseWriter); ok && rw.refuse != nil {
+		rw.refuse(w, r, x.status, x.code, x.msg)
 		return
 	}
 	answer := rpcerror.New(x.id, cmp.Or(x.rpcCode, rpcerror.CodeServerError), x.code, x.msg, x.limit)

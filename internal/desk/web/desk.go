@@ -150,6 +150,12 @@ func New(c Config) (*Desk, error) {
 // ServeHTTP implements http.Handler: every answer carries the security
 // headers, and a POST from another site is refused before any handler.
 func (d *Desk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.setHeaders(w)
+	d.crossing.Handler(d.mux).ServeHTTP(w, r)
+}
+
+// setHeaders sets the security headers every answer of the desk carries.
+func (d *Desk) setHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", ContentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -161,5 +167,4 @@ func (d *Desk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// a later http link or a downgrading network cannot strip it.
 		h.Set("Strict-Transport-Security", "max-age=31536000")
 	}
-	d.crossing.Handler(d.mux).ServeHTTP(w, r)
 }

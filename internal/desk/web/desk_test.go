@@ -43,6 +43,20 @@ func TestSignInReviewAndApprove(t *testing.T) {
 		strings.Contains(done.body, "approve-form") {
 		t.Fatalf("after approving: %d\n%s", done.status, done.body)
 	}
+	// The page a decision lands on tells only its decider that it is
+	// recorded: a link to it tells no one else, nor anyone before a
+	// decision.
+	other := f.stage(t, "o-1002")
+	bob := f.client(t)
+	bob.signIn("bob")
+	for name, page := range map[string]response{
+		"another approver, after ada's decision": bob.get(f.base + web.Path + "/" + id + "?decided=1"),
+		"ada, before any decision":               ada.get(f.base + web.Path + "/" + other + "?decided=1"),
+	} {
+		if page.status != http.StatusOK || strings.Contains(page.body, "Your decision is recorded") {
+			t.Errorf("%s: %d, the page says a decision is recorded", name, page.status)
+		}
+	}
 	// The agent's next poll executes what ada approved.
 	if out := f.rt.Engine.Check(context.Background(), agent, id); out.Status != engine.StatusOK {
 		t.Fatalf("the agent's check after approval: %+v", out)
@@ -384,6 +398,15 @@ func TestContentSecurityPolicy(t *testing.T) {
 			strings.Contains(lower, " onclick=") || strings.Contains(lower, " onload=") || strings.Contains(lower, "javascript:") {
 			t.Errorf("%s holds inline script or style:\n%s", path, got.body)
 		}
+	}
+	// What the front refuses before the desk reads the request (a body
+	// over the desk's bound) is a desk page under the same policy.
+	detail := ada.get(f.base + web.Path + "/" + id)
+	big := ada.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"approve"},
+		"note": {strings.Repeat("n", 100<<10)}}, nil)
+	if big.status != http.StatusRequestEntityTooLarge || big.header.Get("Content-Security-Policy") != web.ContentSecurityPolicy ||
+		!strings.HasPrefix(big.header.Get("Content-Type"), "text/html") || !strings.Contains(big.body, string(errcode.MCPBodyTooLarge)) {
+		t.Errorf("a body over the bound: %d %v\n%s", big.status, big.header, big.body)
 	}
 	for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"} {
 		if !strings.Contains(web.ContentSecurityPolicy, want) {

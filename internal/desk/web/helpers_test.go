@@ -108,7 +108,7 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 	}
 	// Served behind the front, as the app serves it.
 	door := front.New(front.Config{Ontology: cfg, Logger: slog.New(slog.DiscardHandler)})
-	policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: app.DeskMaxBodyBytes}
+	policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: app.DeskMaxBodyBytes, Refuse: desk.Refuse}
 	door.Mount(web.Path, desk, policy)
 	door.Mount(web.Path+"/", desk, policy)
 	handler = door

@@ -128,6 +128,15 @@ func (d *Desk) render(w http.ResponseWriter, r *http.Request, status int, name s
 	_, _ = w.Write(b.Bytes())
 }
 
+// Refuse shows a refusal page, as the desk's own refusals are shown: the
+// front mounts it as the desk's (front.Policy.Refuse), so that what it
+// refuses (a body over the bound, a handler's panic) is a page too, under
+// the desk's Content-Security-Policy.
+func (d *Desk) Refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string) {
+	d.setHeaders(w)
+	d.refuse(w, r, status, code, msg)
+}
+
 // refuse shows a refusal page with its code and fix.
 func (d *Desk) refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string) {
 	d.refuseIn(w, r, nil, status, code, msg)
@@ -232,7 +241,9 @@ func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, st
 		dt.Why = "You requested this approval; another approver must decide it (four-eyes)."
 	}
 	p.Approval = dt
-	if r.URL.Query().Get("decided") != "" {
+	// ?decided=1 is where a decision sends its decider; anyone can link it,
+	// so it says the decision is recorded only to the person who decided.
+	if r.URL.Query().Get("decided") != "" && v.Status != store.ApprovalPending && v.DecidedBy != nil && *v.DecidedBy == s.caller.Subject {
 		p.Notice = "Your decision is recorded: this approval is " + string(v.Status) + "."
 	}
 	if refused != nil {
