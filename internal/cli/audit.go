@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/term"
 
+	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -32,6 +34,9 @@ func newAuditVerifyCmd() *cobra.Command {
 		tenant   string
 		asJSON   bool
 		lagBound time.Duration
+		// keys and keysFile are checkpoint keys the auditor holds.
+		keys     []string
+		keysFile string
 		// metricsFile receives the run's metrics for the node exporter's
 		// textfile collector.
 		metricsFile string
@@ -42,7 +47,9 @@ func newAuditVerifyCmd() *cobra.Command {
 		Long: "Verify streams each tenant's sealed audit chain and reports the first broken link\n" +
 			"(changed, removed, reordered or forged records), records left unsealed longer than\n" +
 			"--lag-bound (no replica sealed them), executions that started but never finished, and\n" +
-			"consumed approvals with no audit record of their execution. It seals nothing.\n\n" +
+			"consumed approvals with no audit record of their execution. It holds each chain to its latest\n" +
+			"signed checkpoint; with --key, that checkpoint must be signed by one of your keys. It seals\n" +
+			"nothing.\n\n" +
 			"Exit status: 0 when everything verifies, 1 when something was found, 2 when verification\n" +
 			"could not run. With --metrics-file, the run's metrics (when it ended, whether it ran to the\n" +
 			"end, tenants by result, findings by kind) are written there for the node exporter's textfile\n" +
@@ -59,6 +66,19 @@ func newAuditVerifyCmd() *cobra.Command {
 					return err
 				}
 			}
+			if keysFile != "" {
+				more, err := readKeyLines(keysFile)
+				if err != nil {
+					return err
+				}
+				keys = append(keys, more...)
+			}
+			var known note.Verifiers
+			if len(keys) > 0 {
+				if known, err = checkpoint.Verifiers(keys); err != nil {
+					return err
+				}
+			}
 			pool, err := database.Open(ctx, url)
 			if err != nil {
 				return err
@@ -69,7 +89,7 @@ func newAuditVerifyCmd() *cobra.Command {
 				return errcode.New(errcode.AuditLagBoundInvalid, fmt.Sprintf("--lag-bound must be positive, not %s", lagBound), nil)
 			}
 			debug.SetGCPercent(engine.VerifyGCPercent)
-			opts := engine.VerifyOptions{LagBound: lagBound}
+			opts := engine.VerifyOptions{LagBound: lagBound, CheckpointKeys: known}
 			if !asJSON && isTerminal(cmd.ErrOrStderr()) {
 				opts.ProgressFunc = progressPrinter(cmd.ErrOrStderr())
 			}
@@ -109,6 +129,9 @@ func newAuditVerifyCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reports as JSON")
 	cmd.Flags().DurationVar(&lagBound, "lag-bound", engine.DefaultSealLagBound,
 		"how long a record may stay unsealed before it is a finding (records' times are their writers' clocks: leave room for skew)")
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "a checkpoint key's public key, <name>+<hash>+<keydata> (repeat for old keys): "+
+		"the latest checkpoint must be signed by one of them, not merely by the key stored with it")
+	cmd.Flags().StringVar(&keysFile, "keys-file", "", "a file of checkpoint public keys, one a line (# comments)")
 	cmd.Flags().StringVar(&metricsFile, "metrics-file", "", "write the run's metrics to this file (name it *.prom), for the node exporter's textfile collector")
 	return cmd
 }
@@ -204,7 +227,7 @@ var problemText = map[engine.Problem]string{
 }
 
 var checkpointText = map[engine.CheckpointProblem]string{
-	engine.CheckpointNoteInvalid:    "its stored note does not verify under its key, or names another tree",
+	engine.CheckpointNoteInvalid:    "its stored note does not verify under your --key (else the key stored with it), or names another tree",
 	engine.CheckpointRecordsMissing: "the chain holds fewer sealed records than it covers (records removed since it was signed)",
 	engine.CheckpointRootMismatch:   "the chain no longer makes its root (a record it covers was rewritten since it was signed)",
 }

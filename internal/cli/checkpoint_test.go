@@ -243,6 +243,27 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if code, out, stderr := cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme"); code != exitOK {
 		t.Fatalf("verify before the change: exit %d\n%s%s", code, out, stderr)
 	}
+	// With keys the auditor holds, the checkpoint must be signed by one of
+	// them: one signed with a key of someone else's (the database's owner's,
+	// say) is a finding, though it verifies under the key stored with it.
+	keysFile := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keysFile, []byte("# the deployment's checkpoint key\n"+vkey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--key", vkey}, {"--keys-file", keysFile}, {"--key", otherKey, "--keys-file", keysFile}} {
+		if code, out, stderr := cli(t, append([]string{"audit", "verify", "--database-url", url, "--tenant", "acme"}, args...)...); code != exitOK {
+			t.Fatalf("verify %v: exit %d\n%s%s", args, code, out, stderr)
+		}
+	}
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--key", otherKey); code != exitFindings ||
+		!strings.Contains(out, "the signed checkpoint of size 5 disagrees") || !strings.Contains(out, "[note_invalid]") {
+		t.Fatalf("verify under another key: exit %d\n%s", code, out)
+	}
+	code, _, stderr = cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--key", string(skey))
+	if code != exitError || strings.Contains(stderr, strings.TrimSpace(string(skey))) {
+		t.Fatalf("verify with a private key as --key: exit %d %q", code, stderr)
+	}
+	oneLine(t, stderr, "X_CHECKPOINT_KEY_INVALID")
 	if _, err := testdb.Pool(t, url).Exec(ctx, `ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER USER;
 		UPDATE orangerail.audit_checkpoints SET note = note || ' ' WHERE tenant_id = 'acme';
 		ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete`); err != nil {

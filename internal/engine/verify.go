@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -156,6 +157,12 @@ type VerifyOptions struct {
 	// LagBound is how long a record may stay unsealed before it is a
 	// finding. Defaults to DefaultSealLagBound.
 	LagBound time.Duration
+	// CheckpointKeys, when set, are the checkpoint keys the auditor holds:
+	// the latest stored checkpoint's note must be signed by one of them.
+	// Unset, it is checked under the key stored with it, which tells a
+	// note changed since it was signed but not a checkpoint the database's
+	// owner signed with a key of their own.
+	CheckpointKeys note.Verifiers
 }
 
 // VerifyPageSizeDefault is the default VerifyOptions.PageSize.
@@ -205,7 +212,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		var signed *checkpointCheck
 		switch c, err := st.CheckpointLatest(ctx, tenant); {
 		case err == nil:
-			signed, report.CheckpointSize = newCheckpointCheck(c), c.Size
+			signed, report.CheckpointSize = newCheckpointCheck(c, opts.CheckpointKeys), c.Size
 		case !errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("read the latest checkpoint: %w", err)
 		}

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -13,8 +15,9 @@ type CheckpointProblem string
 
 // The problems, in the order they are checked.
 const (
-	// CheckpointNoteInvalid: the stored note does not verify under the key
-	// stored with it, or its body names another tree than its row.
+	// CheckpointNoteInvalid: the stored note does not verify under the
+	// auditor's keys (VerifyOptions.CheckpointKeys), or without them under
+	// the key stored with it, or its body names another tree than its row.
 	CheckpointNoteInvalid CheckpointProblem = "note_invalid"
 	// CheckpointRecordsMissing: the chain holds fewer sealed records than
 	// the checkpoint covers: records were removed since it was signed.
@@ -49,18 +52,21 @@ type checkpointCheck struct {
 }
 
 // newCheckpointCheck starts the check of c, whose note must verify under
-// the key stored with it and name the tree its row does. The key is the
-// one the row names: it tells a note changed since it was signed, not a
-// checkpoint signed by someone else (`audit check-proof` checks proofs
-// against keys the auditor holds).
-func newCheckpointCheck(c *store.Checkpoint) *checkpointCheck {
+// one of keys (the auditor's, VerifyOptions.CheckpointKeys), or with none
+// given under the key stored with it, and name the tree its row does. The
+// stored key tells a note changed since it was signed, not a checkpoint
+// signed by someone else.
+func newCheckpointCheck(c *store.Checkpoint, keys note.Verifiers) *checkpointCheck {
 	k := &checkpointCheck{size: c.Size, root: c.RootHash}
 	frontier, err := checkpoint.NewFrontier(0, nil)
 	if err != nil {
 		panic(err) // an empty range always opens
 	}
 	k.frontier = frontier
-	known, err := checkpoint.Verifiers([]string{c.VerifierKey})
+	known, err := keys, error(nil)
+	if known == nil {
+		known, err = checkpoint.Verifiers([]string{c.VerifierKey})
+	}
 	var body checkpoint.Checkpoint
 	if err == nil {
 		body, _, err = checkpoint.OpenNote(c.Note, known)
