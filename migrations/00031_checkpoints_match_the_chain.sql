@@ -10,12 +10,15 @@
 -- tree the chain does not make. `audit verify` reports that
 -- (checkpoint_mismatch), but the signed checkpoints would stay wrong.
 --
--- Now a BEFORE INSERT trigger extends the frontier of the tenant's stored
--- checkpoint of the largest size below the new one (none: the empty tree)
--- with the leaves of the sealed records after it, in seq order, up to the
--- new size, and requires that they are all there (seq in order, none
--- missing), that the frontier they make is the new row's, and that it
--- folds to the new row's root. The tree is RFC 6962's, as
+-- Now a BEFORE INSERT trigger requires the note's body to name the row's
+-- origin (of the row's tenant), size and root; then extends the frontier
+-- of the tenant's stored checkpoint of the largest size below the new one
+-- (none: the empty tree; one that is not whole itself -- its frontier's
+-- length or fold wrong -- is refused) with the leaves of the sealed
+-- records after it, in seq order, up to the new size, and requires that
+-- they are all there (seq in order, none missing), that the frontier they
+-- make is the new row's, and that it folds to the new row's root. Every
+-- comparison is IS DISTINCT FROM: a NULL never passes. The tree is RFC 6962's, as
 -- internal/checkpoint reads it: leaf N-1 is sha256(0x00 || hash of the
 -- record of seq N), a node sha256(0x01 || left || right), the frontier the
 -- roots of the perfect subtrees left to right, the root their fold from
@@ -38,6 +41,8 @@ AS $fn$
 DECLARE
     prev_size     bigint;
     prev_frontier bytea;
+    prev_root     bytea;
+    body          text[];
     stack         bytea[] := '{}';
     n             bigint;
     m             bigint;
@@ -46,7 +51,17 @@ DECLARE
     made          bytea := '\x'::bytea;
     root          bytea;
 BEGIN
-    SELECT c.size, c.frontier INTO prev_size, prev_frontier
+    -- The note's body must name the row's tree, of the row's tenant: a
+    -- signature is checked by those who hold the key, but what it signs
+    -- is checked here.
+    body := string_to_array(split_part(NEW.note, E'\n\n', 1), E'\n');
+    IF body[1] IS DISTINCT FROM NEW.origin OR right(NEW.origin, length(NEW.tenant_id) + 1) IS DISTINCT FROM '/' || NEW.tenant_id
+       OR body[2] IS DISTINCT FROM NEW.size::text OR body[3] IS DISTINCT FROM encode(NEW.root_hash, 'base64') THEN
+        RAISE EXCEPTION 'audit checkpoint of size % for tenant %: its note does not name its origin, size and root', NEW.size, NEW.tenant_id
+            USING ERRCODE = 'ORA07';
+    END IF;
+
+    SELECT c.size, c.frontier, c.root_hash INTO prev_size, prev_frontier, prev_root
     FROM orangerail.audit_checkpoints c
     WHERE c.tenant_id = NEW.tenant_id AND c.size < NEW.size
     ORDER BY c.size DESC
@@ -54,10 +69,28 @@ BEGIN
     IF NOT FOUND THEN
         prev_size := 0;
         prev_frontier := '\x'::bytea;
+    ELSE
+        -- The checkpoint extended must be whole itself (one stored before
+        -- this check was not checked): a subtree root for each one bit of
+        -- its size, folding to its root.
+        IF octet_length(prev_frontier) <> 32 * length(replace(prev_size::bit(64)::text, '0', '')) THEN
+            RAISE EXCEPTION 'audit checkpoint of size % for tenant %: the checkpoint of size % below it has a frontier of the wrong length', NEW.size, NEW.tenant_id, prev_size
+                USING ERRCODE = 'ORA07';
+        END IF;
     END IF;
     FOR i IN 0 .. octet_length(prev_frontier) / 32 - 1 LOOP
         stack := stack || substring(prev_frontier FROM i * 32 + 1 FOR 32);
     END LOOP;
+    IF prev_size > 0 THEN
+        root := stack[cardinality(stack)];
+        FOR i IN REVERSE cardinality(stack) - 1 .. 1 LOOP
+            root := sha256('\x01'::bytea || stack[i] || root);
+        END LOOP;
+        IF root IS DISTINCT FROM prev_root THEN
+            RAISE EXCEPTION 'audit checkpoint of size % for tenant %: the frontier of the checkpoint of size % below it does not make its root', NEW.size, NEW.tenant_id, prev_size
+                USING ERRCODE = 'ORA07';
+        END IF;
+    END IF;
 
     n := prev_size;
     FOR r IN
@@ -66,7 +99,8 @@ BEGIN
         ORDER BY a.seq
     LOOP
         IF r.seq <> n + 1 THEN
-            EXIT;
+            RAISE EXCEPTION 'audit checkpoint of size % for tenant %: the sealed records skip from seq % to %', NEW.size, NEW.tenant_id, n, r.seq
+                USING ERRCODE = 'ORA07';
         END IF;
         -- Append leaf n: it merges with the subtree roots its index's
         -- trailing one bits name, the smallest first.
@@ -88,7 +122,7 @@ BEGIN
     FOR i IN 1 .. cardinality(stack) LOOP
         made := made || stack[i];
     END LOOP;
-    IF made <> NEW.frontier THEN
+    IF made IS DISTINCT FROM NEW.frontier THEN
         RAISE EXCEPTION 'audit checkpoint of size % for tenant %: its frontier is not the tree of the sealed records', NEW.size, NEW.tenant_id
             USING ERRCODE = 'ORA07';
     END IF;
@@ -96,7 +130,7 @@ BEGIN
     FOR i IN REVERSE cardinality(stack) - 1 .. 1 LOOP
         root := sha256('\x01'::bytea || stack[i] || root);
     END LOOP;
-    IF root <> NEW.root_hash THEN
+    IF root IS DISTINCT FROM NEW.root_hash THEN
         RAISE EXCEPTION 'audit checkpoint of size % for tenant %: its root is not the root of the sealed records', NEW.size, NEW.tenant_id
             USING ERRCODE = 'ORA07';
     END IF;

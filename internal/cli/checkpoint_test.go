@@ -264,7 +264,7 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 		t.Fatalf("verify with a private key as --key: exit %d %q", code, stderr)
 	}
 	oneLine(t, stderr, "X_CHECKPOINT_KEY_INVALID")
-	if _, err := testdb.Pool(t, url).Exec(ctx, `ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER USER;
+	if _, err := testdb.Pool(t, url).Exec(ctx, `ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER audit_checkpoints_refuse_update_delete;
 		UPDATE orangerail.audit_checkpoints SET note = note || ' ' WHERE tenant_id = 'acme';
 		ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete`); err != nil {
 		t.Fatal(err)

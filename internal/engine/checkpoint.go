@@ -26,21 +26,38 @@ import (
 // proving: memory stays bounded by it, not by the chain's length.
 const checkpointPage = 4096
 
+// checkpointStep bounds the records one checkpoint adds to the tree: the
+// first checkpoint of a long chain is signed over several intervals, each
+// transaction bounded (the signer hashes every record it adds, and the
+// database checks them again: about 6 µs a record each on a 2-core box).
+const checkpointStep = 1 << 20
+
 // SignCheckpoint signs the tree of tenant's sealed records, when it has
 // records no checkpoint covers yet, and stores the checkpoint. It reads
 // only the records sealed since the latest checkpoint, checks their links
 // (it never signs a broken chain: X_AUDIT_CHAIN_BROKEN), and extends the
-// latest checkpoint's tree with them. It returns the checkpoint stored, or
-// nil when there was nothing new or another replica stored one of that
-// size first. origin is the deployment's origin
+// latest checkpoint's tree with them, by at most checkpointStep records.
+// It returns the checkpoint stored, or nil when there was nothing new, or
+// another replica was signing the tenant or stored one of that size first. origin is the deployment's origin
 // (audit.checkpoint.origin); the checkpoint's is origin/tenant.
 func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string) (*store.Checkpoint, error) {
+	return signCheckpoint(ctx, conn, tenant, signer, origin, checkpointStep)
+}
+
+// signCheckpoint is SignCheckpoint adding at most step records to the
+// tree: a chain that grew more since is signed up to that size, and the
+// next call goes on from there.
+func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string, step int64) (*store.Checkpoint, error) {
 	var stored *store.Checkpoint
 	// READ COMMITTED: the sealed records up to the head read first never
 	// change, and a checkpoint another replica stores meanwhile makes the
 	// insert do nothing, where a snapshot's would fail to serialize.
 	err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		st := store.New(tx)
+		// One replica signs a tenant at a time; the others leave it to it.
+		if locked, err := st.CheckpointSignLock(ctx, tenant); err != nil || !locked {
+			return err
+		}
 		head, err := st.AuditHead(ctx, tenant)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
@@ -70,7 +87,11 @@ func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		if head.Seq == 0 {
 			return nil
 		}
-		if err := extendFrontier(ctx, st, tenant, frontier, head); err != nil {
+		upto, last := head.Seq, head.Hash
+		if upto-int64(frontier.Size()) > step { //nolint:gosec // G115: a tree's size is a seq
+			upto, last = int64(frontier.Size())+step, nil //nolint:gosec // G115: a tree's size is a seq
+		}
+		if err := extendFrontier(ctx, st, tenant, frontier, upto, last); err != nil {
 			return err
 		}
 		root, err := frontier.Root()
@@ -82,7 +103,7 @@ func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		if err != nil {
 			return err
 		}
-		row := &store.Checkpoint{TenantID: tenant, Size: head.Seq, RootHash: root, Frontier: bytes.Join(frontier.Hashes(), nil),
+		row := &store.Checkpoint{TenantID: tenant, Size: upto, RootHash: root, Frontier: bytes.Join(frontier.Hashes(), nil),
 			Origin: cp.Origin, KeyName: signer.Name(), KeyHash: signer.KeyHash(), VerifierKey: signer.VerifierKey(), Note: note}
 		ok, err := st.CheckpointInsert(ctx, row)
 		if err != nil {
@@ -108,13 +129,14 @@ func frontierOf(c *store.Checkpoint) (*checkpoint.Frontier, error) {
 	return checkpoint.NewFrontier(uint64(c.Size), hashes) //nolint:gosec // G115: sizes are positive
 }
 
-// extendFrontier appends the records after the frontier up to head,
+// extendFrontier appends the records after the frontier up to seq upto,
 // checking each link: seq in order, prev_hash the previous record's hash,
-// hash the record's ChainHash, and the last the head. The record the
+// hash the record's ChainHash, and the last's hash last (the head's; nil
+// when upto is short of the head, which a later step checks). The record the
 // frontier ends with is checked against its own hash too; the records
 // before it were checked when their checkpoints were signed, and a
 // rewrite of one since breaks the proofs against those checkpoints.
-func extendFrontier(ctx context.Context, st *store.Store, tenant string, f *checkpoint.Frontier, head *store.AuditLink) error {
+func extendFrontier(ctx context.Context, st *store.Store, tenant string, f *checkpoint.Frontier, upto int64, last []byte) error {
 	after := int64(f.Size()) //nolint:gosec // G115: a tree's size is a seq
 	// The record the frontier ends with gives the first new one's
 	// prev_hash; genesis before the first.
@@ -132,8 +154,8 @@ func extendFrontier(ctx context.Context, st *store.Store, tenant string, f *chec
 		}
 		prev = rows[0].Hash
 	}
-	for after < head.Seq {
-		rows, err := st.AuditLinks(ctx, tenant, after, min(after+checkpointPage, head.Seq), true)
+	for after < upto {
+		rows, err := st.AuditLinks(ctx, tenant, after, min(after+checkpointPage, upto), true)
 		if err != nil {
 			return fmt.Errorf("read audit links: %w", err)
 		}
@@ -155,8 +177,8 @@ func extendFrontier(ctx context.Context, st *store.Store, tenant string, f *chec
 			prev, after = r.Hash, r.Seq
 		}
 	}
-	if !bytes.Equal(prev, head.Hash) {
-		return broken(head.Seq, "the chain head does not name the last record")
+	if last != nil && !bytes.Equal(prev, last) {
+		return broken(upto, "the chain head does not name the last record")
 	}
 	return nil
 }

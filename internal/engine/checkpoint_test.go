@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,7 +322,7 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 		change []string
 		want   engine.CheckpointProblem
 	}{
-		{"a note changed", []string{`ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER USER;
+		{"a note changed", []string{`ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER audit_checkpoints_refuse_update_delete;
 			UPDATE orangerail.audit_checkpoints SET note = replace(note, E'\n5\n', E'\n4\n') WHERE tenant_id = 'acme';
 			ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete`}, engine.CheckpointNoteInvalid},
 		{"a record removed from the end", []string{"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 5",
@@ -463,16 +464,21 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 		}
 		return bytes.Join(f.Hashes(), nil), root
 	}
-	insert := func(size int64, frontier, root []byte) error {
+	// insertNoted stores a checkpoint of size, frontier and root, its note
+	// signing noted (size and root).
+	insertNoted := func(size int64, frontier, root []byte, notedSize int64, notedRoot []byte, origin string) error {
 		return database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-			note, err := signer.Sign(checkpoint.Checkpoint{Origin: testDeployment + "/acme", Size: uint64(size), Root: root}) //nolint:gosec // G115: a test's small size
+			note, err := signer.Sign(checkpoint.Checkpoint{Origin: origin, Size: uint64(notedSize), Root: notedRoot}) //nolint:gosec // G115: a test's small size
 			if err != nil {
 				return err
 			}
 			_, err = store.New(tx).CheckpointInsert(ctx, &store.Checkpoint{TenantID: "acme", Size: size, RootHash: root, Frontier: frontier,
-				Origin: testDeployment + "/acme", KeyName: signer.Name(), KeyHash: signer.KeyHash(), VerifierKey: signer.VerifierKey(), Note: note})
+				Origin: origin, KeyName: signer.Name(), KeyHash: signer.KeyHash(), VerifierKey: signer.VerifierKey(), Note: note})
 			return err
 		})
+	}
+	insert := func(size int64, frontier, root []byte) error {
+		return insertNoted(size, frontier, root, size, root, testDeployment+"/acme")
 	}
 	forged := make([][]byte, 15)
 	for i := range forged {
@@ -495,7 +501,18 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 		"the records' tree, a size too small":  {14, frontier15, root15},
 		"a frontier of no whole subtree roots": {15, append(append([]byte(nil), frontier15...), 0), root15},
 	} {
-		if err := insert(c.size, c.frontier, c.root); !errors.Is(err, store.ErrCheckpointMismatch) && sqlState(err) != "23514" {
+		if err := insert(c.size, c.frontier, c.root); !errors.Is(err, store.ErrCheckpointMismatch) {
+			t.Errorf("%s: %v, want %v", name, err, store.ErrCheckpointMismatch)
+		}
+	}
+	// The note must sign the row's tree, of the row's tenant.
+	for name, err := range map[string]error{
+		"a note of another size":     insertNoted(15, frontier15, root15, 14, root15, testDeployment+"/acme"),
+		"a note of another root":     insertNoted(15, frontier15, root15, 15, otherRoot, testDeployment+"/acme"),
+		"a note of another tenant":   insertNoted(15, frontier15, root15, 15, root15, testDeployment+"/globex"),
+		"a note of no tenant at all": insertNoted(15, frontier15, root15, 15, root15, "acme"),
+	} {
+		if !errors.Is(err, store.ErrCheckpointMismatch) {
 			t.Errorf("%s: %v, want %v", name, err, store.ErrCheckpointMismatch)
 		}
 	}
@@ -508,6 +525,105 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 	signNow(t, b.runtime, "acme", signer, 15)
 	if report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !report.OK() || report.CheckpointSize != 15 {
 		t.Fatalf("verify: %+v, %v", report, err)
+	}
+
+	// A checkpoint stored without the check (before migration 00031) that
+	// is not whole itself is extended by none: its frontier one subtree
+	// short (which once made a NULL of every comparison), or not folding
+	// to its root. Neither the records' own tree nor one made from the bad
+	// frontier is stored above it.
+	appendBulk(t, b.runtime, "acme", 15, 2)
+	frontier17, root17 := tree(append(append([][]byte(nil), hashes...), sealedHash(t, b, 16), sealedHash(t, b, 17)))
+	notHers := bytes.Repeat([]byte{0xab}, 32)
+	fromBad, err := checkpoint.NewFrontier(16, [][]byte{notHers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fromBad.Append(sealedHash(t, b, 17)); err != nil {
+		t.Fatal(err)
+	}
+	badRoot17, err := fromBad.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, frontier string
+		// the tree an inserter extending the bad row would store
+		frontier17, root17 []byte
+	}{
+		{"a frontier one subtree short", "substring(frontier FROM 33)", forgedFrontier[:64], forgedRoot},
+		{"a frontier that does not fold to its root", "'\\x" + strings.Repeat("ab", 32) + "'::bytea", bytes.Join(fromBad.Hashes(), nil), badRoot17},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tamper(t, b, "ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER audit_checkpoints_match_chain",
+				"INSERT INTO orangerail.audit_checkpoints SELECT tenant_id, 16, root_hash, "+c.frontier+", origin, key_name, key_hash, verifier_key, note, signed_at "+
+					"FROM orangerail.audit_checkpoints WHERE tenant_id = 'acme' AND size = 15",
+				"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_match_chain")
+			for name, tr := range map[string][2][]byte{"the records' tree": {frontier17, root17}, "the bad row's extension": {c.frontier17, c.root17}} {
+				if err := insert(17, tr[0], tr[1]); !errors.Is(err, store.ErrCheckpointMismatch) {
+					t.Errorf("%s above it: %v, want %v", name, err, store.ErrCheckpointMismatch)
+				}
+			}
+			tamper(t, b, "ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER audit_checkpoints_refuse_update_delete",
+				"DELETE FROM orangerail.audit_checkpoints WHERE tenant_id = 'acme' AND size = 16",
+				"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete")
+		})
+	}
+	if err := insert(17, frontier17, root17); err != nil {
+		t.Fatalf("the records' tree of 17, above the whole one of 15: %v", err)
+	}
+}
+
+// sealedHash returns the chain hash of tenant acme's record of seq.
+func sealedHash(t *testing.T, b *testBundle, seq int64) []byte {
+	t.Helper()
+	var h []byte
+	if err := b.admin.QueryRow(context.Background(), "SELECT hash FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = $1", seq).Scan(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestCheckpointsGrowInSteps: a chain that grew by more than a step since
+// its latest checkpoint is signed a step at a time, each checkpoint the
+// tree of the records up to its size, until the head.
+func TestCheckpointsGrowInSteps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, _ := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 12)
+	// While another replica signs the tenant (holds its signing lock), a
+	// signer leaves it to that one.
+	other, err := b.runtime.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || 'acme', 0))"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := engine.SignCheckpointStep(ctx, b.runtime, "acme", signer, testDeployment, 5); err != nil || c != nil {
+		t.Fatalf("while another signs: %+v, %v", c, err)
+	}
+	if err := other.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int64{5, 10, 12} {
+		c, err := engine.SignCheckpointStep(ctx, b.runtime, "acme", signer, testDeployment, 5)
+		if err != nil || c == nil || c.Size != want {
+			t.Fatalf("a step: %+v, %v; want size %d", c, err, want)
+		}
+	}
+	if c, err := engine.SignCheckpointStep(ctx, b.runtime, "acme", signer, testDeployment, 5); err != nil || c != nil {
+		t.Fatalf("nothing new: %+v, %v", c, err)
+	}
+	if report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !report.OK() || report.CheckpointSize != 12 {
+		t.Fatalf("verify: %+v, %v", report, err)
+	}
+	for _, size := range []int64{5, 10} {
+		if _, err := engine.ProveConsistency(ctx, b.runtime, "acme", size, 12); err != nil {
+			t.Errorf("consistency from %d: %v", size, err)
+		}
 	}
 }
 

@@ -45,3 +45,7 @@ func DefinitionHash(a *ontology.Action) []byte { return definitionHash(a) }
 // SetKeepLeases makes e leave every execution's budget slot held when it
 // ends, as a replica that died mid-execution would.
 func SetKeepLeases(e *Engine, keep bool) { e.keepLeases = keep }
+
+// SignCheckpointStep is SignCheckpoint adding at most step records to the
+// tree.
+var SignCheckpointStep = signCheckpoint

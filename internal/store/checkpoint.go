@@ -38,6 +38,14 @@ func (s *Store) CheckpointInsert(ctx context.Context, c *Checkpoint) (bool, erro
 	return n == 1, InterpretError(err)
 }
 
+// CheckpointSignLock tries the tenant's checkpoint-signing lock for the
+// transaction, and reports whether it took it: false while another
+// replica signs the tenant's checkpoint.
+func (s *Store) CheckpointSignLock(ctx context.Context, tenantID string) (bool, error) {
+	locked, err := s.q.CheckpointSignLock(ctx, s.x, tenantID)
+	return locked, InterpretError(err)
+}
+
 // CheckpointLatest returns a tenant's checkpoint of the largest size, or
 // ErrNotFound when it has none.
 func (s *Store) CheckpointLatest(ctx context.Context, tenantID string) (*Checkpoint, error) {
