@@ -74,7 +74,7 @@ func newAuditVerifyCmd() *cobra.Command {
 				keys = append(keys, more...)
 			}
 			var known note.Verifiers
-			if len(keys) > 0 {
+			if len(keys) > 0 || keysFile != "" { // a keys file of no key is refused, not ignored
 				if known, err = checkpoint.Verifiers(keys); err != nil {
 					return err
 				}

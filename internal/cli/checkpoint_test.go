@@ -259,6 +259,15 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 		!strings.Contains(out, "the signed checkpoint of size 5 disagrees") || !strings.Contains(out, "[note_invalid]") {
 		t.Fatalf("verify under another key: exit %d\n%s", code, out)
 	}
+	emptyKeys := filepath.Join(dir, "no-keys")
+	if err := os.WriteFile(emptyKeys, []byte("# none yet\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--keys-file", emptyKeys)
+	if code != exitError {
+		t.Fatalf("verify with a keys file of no key: exit %d", code)
+	}
+	oneLine(t, stderr, "X_CHECKPOINT_KEY_INVALID")
 	code, _, stderr = cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--key", string(skey))
 	if code != exitError || strings.Contains(stderr, strings.TrimSpace(string(skey))) {
 		t.Fatalf("verify with a private key as --key: exit %d %q", code, stderr)

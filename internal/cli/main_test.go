@@ -730,8 +730,8 @@ func TestDemoSaysPlainHTTP(t *testing.T) {
 				continue
 			}
 			commands++
-			if got := strings.Contains(line, "--server "+server+" --plain-http"); got != want {
-				t.Errorf("%s: %q says --plain-http: %v", server, line, got)
+			if says, where := strings.Contains(line, "--plain-http"), strings.Contains(line, "--server "+server+" --plain-http"); says != want || says != where {
+				t.Errorf("%s: %q says --plain-http: %v (after --server: %v)", server, line, says, where)
 			}
 		}
 		if commands != 3 {

@@ -803,3 +803,30 @@ func send(t *testing.T, client *http.Client, url string) (*reply, map[string]any
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestIssuerMetadataNamesTheIssuer: where identity.oidc.authorization_servers
+// sends MCP clients elsewhere, a resource people reach with the issuer's
+// own tokens (the approvals API) still names the issuer, which is what
+// verifies them.
+func TestIssuerMetadataNamesTheIssuer(t *testing.T) {
+	t.Parallel()
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.PublicURL = publicURL
+	cfg.Identity.OIDC = &ontology.OIDC{Issuer: "https://id.example", Audience: "orangerail", AuthorizationServers: []string{"https://as.example"}}
+	h := front.New(front.Config{Ontology: cfg, Logger: slog.New(slog.DiscardHandler)})
+	for _, c := range []struct {
+		handler http.Handler
+		want    string
+	}{{h.Metadata("/mcp"), "[https://as.example]"}, {h.IssuerMetadata("/api/v1"), "[https://id.example]"}} {
+		want := c.want
+		rec := httptest.NewRecorder()
+		c.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		var doc map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || fmt.Sprint(doc["authorization_servers"]) != want {
+			t.Errorf("authorization_servers %v (%v), want %s", doc["authorization_servers"], err, want)
+		}
+	}
+}

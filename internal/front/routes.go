@@ -21,8 +21,17 @@ const metadataPrefix = "/.well-known/oauth-protected-resource"
 func MetadataPath(resource string) string { return metadataPrefix + resource }
 
 // Metadata serves the RFC 9728 protected-resource document of the resource
-// at path resource, named by the configured public URL.
-func (f *Front) Metadata(resource string) http.Handler {
+// at path resource, named by the configured public URL. Its authorization
+// servers are identity.oidc.authorization_servers, else the issuer.
+func (f *Front) Metadata(resource string) http.Handler { return f.metadata(resource, false) }
+
+// IssuerMetadata is Metadata naming the issuer alone as the authorization
+// server: for a resource people reach with a token from the issuer itself
+// (`orangerail login`, the desk's sign-in), whichever servers MCP clients
+// are sent to.
+func (f *Front) IssuerMetadata(resource string) http.Handler { return f.metadata(resource, true) }
+
+func (f *Front) metadata(resource string, issuerOnly bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		cfg := f.c.Ontology
 		doc := map[string]any{
@@ -33,7 +42,7 @@ func (f *Front) Metadata(resource string) http.Handler {
 		}
 		if o := cfg.Identity.OIDC; o != nil {
 			servers := o.AuthorizationServers
-			if len(servers) == 0 {
+			if len(servers) == 0 || issuerOnly {
 				servers = []string{o.Issuer}
 			}
 			doc["authorization_servers"] = servers

@@ -88,7 +88,7 @@ func (a *API) Mount(f *front.Front) {
 	f.Mount("GET "+Prefix+"/audit/proof/inclusion", http.HandlerFunc(a.inclusionProof), p)
 	f.Mount("GET "+Prefix+"/audit/proof/consistency", http.HandlerFunc(a.consistencyProof), p)
 	f.Mount("GET "+Prefix+"/openapi.json", http.HandlerFunc(serveDocument), front.Policy{})
-	f.Mount("GET "+MetadataPath, f.Metadata(Prefix), front.Policy{})
+	f.Mount("GET "+MetadataPath, f.IssuerMetadata(Prefix), front.Policy{})
 }
 
 // caller is the verified caller the front put in the request.

@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/orangerail/orangerail/internal/desk/api"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -33,19 +35,22 @@ type Client struct {
 	issuer string
 	http   *http.Client
 
-	// checked holds whether the server takes tokens of issuer, asked once.
-	checked     sync.Once
-	checkFailed error
+	// mu guards verdict: whether the server takes tokens of issuer, once
+	// known (a failure to ask is asked again at the next request).
+	mu      sync.Mutex
+	verdict error
+	known   bool
 }
 
 // Options configure a client beyond its server and token.
 type Options struct {
-	// Issuer is the issuer the token came from, when known (a token
-	// `orangerail login` kept). The token is then sent only to a server
-	// whose protected-resource metadata names that issuer among its
-	// authorization servers: a server that does not take it has no
-	// business holding it. Empty (a token the person set explicitly), it
-	// is sent unchecked.
+	// Issuer is the issuer the token came from (the one `orangerail
+	// login` kept it from). Empty, it is read from the token when the
+	// token is a JWT (unverified: only to decide where to send it). The
+	// token is then sent only to a server whose protected-resource
+	// metadata names that issuer among its authorization servers: a
+	// guard against sending it to a deployment of another issuer by
+	// mistake. A token of no issuer known is sent unchecked.
 	Issuer string
 	// PlainHTTP allows a server reached over plain http off loopback,
 	// where the token crosses the network readable by anyone on the path:
@@ -57,8 +62,8 @@ type Options struct {
 // sending token. Plain http is refused off loopback unless o.PlainHTTP.
 func New(server, token string, o Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimSuffix(server, "/"))
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("--server %q is not the deployment's address (http.public_url, e.g. https://orangerail.example.com)", server), nil)
+	if err != nil || ontology.CheckPublicURL(server) != nil {
+		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("--server %q is not the deployment's address (its http.public_url, an origin such as https://orangerail.example.com)", server), nil)
 	}
 	if u.Scheme == "http" && !ontology.LoopbackHost(u.Hostname()) && !o.PlainHTTP {
 		return nil, errcode.New(errcode.ServerInsecure, fmt.Sprintf("--server %q is plain http off loopback: the token would cross the network in the clear; use the deployment's https address (or, for a development server, --plain-http)", server), nil)
@@ -66,7 +71,11 @@ func New(server, token string, o Options) (*Client, error) {
 	if token == "" {
 		return nil, errcode.New(errcode.MCPUnauthorized, "no token: run `orangerail login`, or set ORANGERAIL_TOKEN", nil)
 	}
-	return &Client{base: u, token: token, issuer: o.Issuer, http: &http.Client{
+	issuer := o.Issuer
+	if issuer == "" {
+		issuer = jwtIssuer(token)
+	}
+	return &Client{base: u, token: token, issuer: issuer, http: &http.Client{
 		Timeout: 30 * time.Second,
 		// The API never redirects. Followed, a redirect could carry the
 		// token from https to http on the same host (Go drops it only for
@@ -150,14 +159,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return fmt.Errorf("read the answer of %s: %w", c.base.Host, err)
 	}
 	if resp.StatusCode/100 == 3 {
-		return errcode.New(errcode.ServerInsecure, fmt.Sprintf("%s %s answered %s to %s: the API never redirects, and the token is not sent on", method, path, resp.Status, resp.Header.Get("Location")), nil)
+		return redirected(method+" "+path, resp)
 	}
 	if resp.StatusCode/100 != 2 {
 		var e apiError
 		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-			return errcode.New(errcode.Code(e.Error.Code), e.Error.Message, nil)
+			return errcode.New(errcode.Code(e.Error.Code), display.Text(e.Error.Message), nil)
 		}
-		return fmt.Errorf("%s %s answered %s", method, path, resp.Status)
+		return fmt.Errorf("%s %s answered %q", method, path, resp.Status)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return errors.Join(fmt.Errorf("%s %s answered what is not its JSON", method, path), err)
@@ -165,50 +174,91 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
-// checkIssuer asks, once, whether the server takes tokens of the issuer
-// the token came from (when known), before the token is first sent: the
-// API's protected-resource metadata (RFC 9728) names its authorization
-// servers, and is read without the token.
+// checkIssuer asks whether the server takes tokens of the issuer the
+// token came from (when known), before the token is first sent: the API's
+// protected-resource metadata (RFC 9728) names its authorization servers,
+// and is read without the token. The answer is kept; a failure to ask is
+// not, and is asked again.
 func (c *Client) checkIssuer(ctx context.Context) error {
 	if c.issuer == "" {
 		return nil
 	}
-	c.checked.Do(func() { c.checkFailed = c.askIssuer(ctx) })
-	return c.checkFailed
-}
-
-func (c *Client) askIssuer(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+api.MetadataPath, nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known {
+		return c.verdict
+	}
+	verdict, err := c.askIssuer(ctx)
 	if err != nil {
 		return err
+	}
+	c.verdict, c.known = verdict, true
+	return verdict
+}
+
+// askIssuer returns the server's verdict on the token's issuer (nil: it
+// takes it), or an error when the server could not be asked.
+func (c *Client) askIssuer(ctx context.Context) (verdict, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+api.MetadataPath, nil)
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("reach %s: %w", c.base.Host, err)
+		return nil, fmt.Errorf("reach %s: %w", c.base.Host, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		return redirected("GET "+api.MetadataPath, resp), nil
+	}
 	var doc struct {
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s answered %s for its protected-resource metadata (%s): which issuers' tokens it takes is unknown, so the token from %s is not sent",
-			c.base.Host, resp.Status, api.MetadataPath, c.issuer), nil)
+		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s answered %q for its protected-resource metadata (%s): which issuers' tokens it takes is unknown, so the token from %s is not sent",
+			c.base.Host, resp.Status, api.MetadataPath, c.issuer), nil), nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxAnswerBytes)).Decode(&doc); err != nil {
 		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s's protected-resource metadata (%s) is not its JSON: which issuers' tokens it takes is unknown, so the token from %s is not sent",
-			c.base.Host, api.MetadataPath, c.issuer), nil)
+			c.base.Host, api.MetadataPath, c.issuer), nil), nil
 	}
 	for _, s := range doc.AuthorizationServers {
 		if sameIssuer(s, c.issuer) {
-			return nil
+			return nil, nil
 		}
 	}
 	if len(doc.AuthorizationServers) == 0 {
-		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s names no issuer whose tokens it takes, so the token from %s is not sent", c.base.Host, c.issuer), nil)
+		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s names no issuer whose tokens it takes, so the token from %s is not sent", c.base.Host, c.issuer), nil), nil
 	}
-	return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("the token kept is from %s, and %s takes tokens of %s: it is not sent; run `orangerail login --issuer %s`",
-		c.issuer, c.base.Host, strings.Join(doc.AuthorizationServers, ", "), doc.AuthorizationServers[0]), nil)
+	return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("the token is from %s, and %s takes tokens of %s: it is not sent; run `orangerail login --issuer %s`",
+		c.issuer, c.base.Host, display.Text(strings.Join(doc.AuthorizationServers, ", ")), display.Text(doc.AuthorizationServers[0])), nil), nil
+}
+
+// redirected is the refusal of a redirect: the API never redirects, and
+// the token is not sent where one leads.
+func redirected(request string, resp *http.Response) error {
+	return errcode.New(errcode.ServerInsecure, fmt.Sprintf("%s answered %q to %q: the API never redirects, and the token is not sent on", request, resp.Status, resp.Header.Get("Location")), nil)
+}
+
+// jwtIssuer returns the iss claim of a token that is a JWT, unverified
+// (only to decide where the token may go), or "" for any other token.
+func jwtIssuer(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Issuer string `json:"iss"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	return claims.Issuer
 }
 
 // sameIssuer compares issuer identifiers as OIDC does, exactly, but for a

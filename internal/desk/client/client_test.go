@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -45,7 +47,7 @@ func TestPlainHTTPOnlyOnLoopback(t *testing.T) {
 			t.Errorf("New(%q) with PlainHTTP = %v", server, err)
 		}
 	}
-	for _, server := range []string{"ftp://x", "https://user@x", "https://x?q=1", "x"} {
+	for _, server := range []string{"ftp://x", "https://user@x", "https://x?q=1", "x", "https://x/orangerail", "https://x#f"} {
 		if _, err := New(server, "t", Options{PlainHTTP: true}); code(err) != errcode.RequestInvalid {
 			t.Errorf("New(%q) = %v, want %s", server, err, errcode.RequestInvalid)
 		}
@@ -125,25 +127,32 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "x", "authorization_servers": servers})
 		}
 	}
+	jwt := func(iss string) string {
+		enc := base64.RawURLEncoding.EncodeToString
+		return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(`{"iss":"`+iss+`","sub":"ada"}`)) + ".c2lnbmF0dXJl"
+	}
 	for _, tc := range []struct {
 		name     string
 		issuer   string
+		token    string
 		metadata func(w http.ResponseWriter)
 		sent     bool
 	}{
-		{"its issuer", "https://id.example", names("https://other.example", "https://id.example"), true},
-		{"its issuer, a slash apart", "https://id.example/", names("https://id.example"), true},
-		{"another issuer", "https://id.example", names("https://other.example"), false},
-		{"a prefix of it", "https://id.example", names("https://id.example.evil"), false},
-		{"no issuer named", "https://id.example", names(), false},
-		{"no metadata", "https://id.example", func(w http.ResponseWriter) { http.NotFound(w, nil) }, false},
-		{"metadata not JSON", "https://id.example", func(w http.ResponseWriter) { _, _ = w.Write([]byte("<html>")) }, false},
-		{"an issuer unknown", "", names("https://other.example"), true},
+		{"its issuer", "https://id.example", "secret", names("https://other.example", "https://id.example"), true},
+		{"its issuer, a slash apart", "https://id.example/", "secret", names("https://id.example"), true},
+		{"another issuer", "https://id.example", "secret", names("https://other.example"), false},
+		{"a prefix of it", "https://id.example", "secret", names("https://id.example.evil"), false},
+		{"no issuer named", "https://id.example", "secret", names(), false},
+		{"no metadata", "https://id.example", "secret", func(w http.ResponseWriter) { http.NotFound(w, nil) }, false},
+		{"metadata not JSON", "https://id.example", "secret", func(w http.ResponseWriter) { _, _ = w.Write([]byte("<html>")) }, false},
+		{"a JWT of its issuer", "", jwt("https://id.example"), names("https://id.example"), true},
+		{"a JWT of another issuer", "", jwt("https://id.example"), names("https://other.example"), false},
+		{"a token of no issuer known", "", "secret", names("https://other.example"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv, rec := server(t, tc.metadata)
-			c, err := New(srv.URL, "secret", Options{Issuer: tc.issuer})
+			c, err := New(srv.URL, tc.token, Options{Issuer: tc.issuer})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,12 +169,56 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 			if tc.sent != (len(tokens) == 2) || !tc.sent && len(tokens) != 0 {
 				t.Fatalf("the server was sent %v", tokens)
 			}
-			if want := map[bool]int{true: 1, false: 0}[tc.issuer != ""]; asked != want {
+			if want := map[bool]int{true: 1, false: 0}[tc.issuer != "" || tc.token != "secret"]; asked != want {
 				t.Fatalf("the metadata was asked %d times, want %d", asked, want)
 			}
 			if !tc.sent && !strings.Contains(err.Error(), "https://id.example") {
 				t.Fatalf("the refusal does not name the token's issuer: %v", err)
 			}
 		})
+	}
+}
+
+// TestIssuerCheckIsAskedAgainAfterAFailure: a request that could not ask
+// the server (its context ended) leaves the question open; the next asks
+// it, and a redirect of the metadata is refused like any other.
+func TestIssuerCheckIsAskedAgainAfterAFailure(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.saw(r)
+		if r.URL.Path == api.MetadataPath {
+			_ = json.NewEncoder(w).Encode(map[string]any{"authorization_servers": []string{"https://id.example"}})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(api.List{})
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "secret", Options{Issuer: "https://id.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := c.List(ended, ListQuery{}); err == nil || code(err) != "" {
+		t.Fatalf("List with an ended context = %v, want an uncoded failure", err)
+	}
+	if _, err := c.List(t.Context(), ListQuery{}); err != nil {
+		t.Fatalf("List after = %v", err)
+	}
+	if tokens, asked := rec.seen(); len(tokens) != 1 || asked != 1 {
+		t.Fatalf("sent %d tokens, asked the metadata %d times", len(tokens), asked)
+	}
+
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, srv.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer moved.Close()
+	c, err = New(moved.URL, "secret", Options{Issuer: "https://id.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.List(t.Context(), ListQuery{}); code(err) != errcode.ServerInsecure {
+		t.Fatalf("List where the metadata redirects = %v, want %s", err, errcode.ServerInsecure)
 	}
 }
