@@ -137,11 +137,18 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 		// browser's same-origin POST carries an Origin that
 		// http.allowed_origins, the list of MCP's browser clients, need not
 		// name.
-		policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: DeskMaxBodyBytes, Refuse: desk.Refuse}
-		f.Mount(web.Path, desk, policy)
-		f.Mount(web.Path+"/", desk, policy)
+		MountDesk(f, desk)
 	}
 	return f, nil
+}
+
+// MountDesk mounts the desk on the front, under its policy: its own
+// session cookie, not a bearer token; bodies bounded; the front's
+// refusals answered as the desk's pages.
+func MountDesk(f *front.Front, desk *web.Desk) {
+	policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: DeskMaxBodyBytes, Refuse: desk.Refuse}
+	f.Mount(web.Path, desk, policy)
+	f.Mount(web.Path+"/", desk, policy)
 }
 
 // DeskMaxBodyBytes caps a request to the desk: its forms are a decision

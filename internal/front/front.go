@@ -99,8 +99,19 @@ type Policy struct {
 	Rate RateFunc
 }
 
-// RefuseFunc answers a refusal: its HTTP status, code and message.
-type RefuseFunc func(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string)
+// Refusal is what the front refuses a request with, as a route's own
+// refusal answers it (Policy.Refuse).
+type Refusal struct {
+	Status  int
+	Code    errcode.Code
+	Message string
+	// CorrelationID names the refusal's cause in the host log (a handler's
+	// panic), when it has one there.
+	CorrelationID string
+}
+
+// RefuseFunc answers a refusal.
+type RefuseFunc func(w http.ResponseWriter, r *http.Request, x Refusal)
 
 // Authenticator verifies a request's bearer token. Authenticate verifies
 // it exactly once and, on success, returns the caller and the request the
@@ -206,9 +217,7 @@ func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	f, p := rt.f, rt.p
 	w := &responseWriter{ResponseWriter: raw, refuse: p.Refuse}
 	if w.refuse == nil && p.PlainErrors {
-		w.refuse = func(w http.ResponseWriter, _ *http.Request, status int, code errcode.Code, msg string) {
-			WriteError(w, status, code, msg)
-		}
+		w.refuse = func(w http.ResponseWriter, _ *http.Request, x Refusal) { WriteError(w, x.Status, x.Code, x.Message) }
 	}
 	defer f.contain(w, r)
 	// Every route's handler, and the resolver it asks, sees the request's
@@ -538,7 +547,7 @@ func (f *Front) refuse(w http.ResponseWriter, r *http.Request, x refusal) {
 	}
 	defer f.c.Hooks.Emit(engine.RequestRefused{Path: r.URL.Path, HTTPStatus: x.status, Code: x.code})
 	if rw, ok := w.(*responseWriter); ok && rw.refuse != nil {
-		rw.refuse(w, r, x.status, x.code, x.msg)
+		rw.refuse(w, r, Refusal{Status: x.status, Code: x.code, Message: x.msg, CorrelationID: x.correlation})
 		return
 	}
 	answer := rpcerror.New(x.id, cmp.Or(x.rpcCode, rpcerror.CodeServerError), x.code, x.msg, x.limit)

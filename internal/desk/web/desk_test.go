@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/store"
@@ -405,8 +406,18 @@ func TestContentSecurityPolicy(t *testing.T) {
 	big := ada.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"approve"},
 		"note": {strings.Repeat("n", 100<<10)}}, nil)
 	if big.status != http.StatusRequestEntityTooLarge || big.header.Get("Content-Security-Policy") != web.ContentSecurityPolicy ||
-		!strings.HasPrefix(big.header.Get("Content-Type"), "text/html") || !strings.Contains(big.body, string(errcode.MCPBodyTooLarge)) {
+		!strings.HasPrefix(big.header.Get("Content-Type"), "text/html") || !strings.Contains(big.body, string(errcode.MCPBodyTooLarge)) ||
+		!strings.Contains(big.body, "Shorten the note") {
 		t.Errorf("a body over the bound: %d %v\n%s", big.status, big.header, big.body)
+	}
+	// A refusal with a cause in the host log (a handler's panic, which the
+	// front contains) names its correlation id on the page.
+	rec := httptest.NewRecorder()
+	f.desk.Refuse(rec, httptest.NewRequest(http.MethodGet, web.Path, nil), front.Refusal{Status: http.StatusInternalServerError,
+		Code: errcode.InternalError, Message: "an unexpected internal error; the details are withheld", CorrelationID: "c0ffee-1234"})
+	if rec.Code != http.StatusInternalServerError || rec.Header().Get("Content-Security-Policy") != web.ContentSecurityPolicy ||
+		!strings.Contains(rec.Body.String(), "c0ffee-1234") || !strings.Contains(rec.Body.String(), string(errcode.InternalError)) {
+		t.Errorf("a contained panic's page: %d %v\n%s", rec.Code, rec.Header(), rec.Body.String())
 	}
 	for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"} {
 		if !strings.Contains(web.ContentSecurityPolicy, want) {

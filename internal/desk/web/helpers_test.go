@@ -50,6 +50,7 @@ type fixture struct {
 	iss       *devissuer.Issuer
 	rt        *app.Runtime
 	admin     *pgxpool.Pool
+	desk      *web.Desk
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -108,9 +109,7 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 	}
 	// Served behind the front, as the app serves it.
 	door := front.New(front.Config{Ontology: cfg, Logger: slog.New(slog.DiscardHandler)})
-	policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: app.DeskMaxBodyBytes, Refuse: desk.Refuse}
-	door.Mount(web.Path, desk, policy)
-	door.Mount(web.Path+"/", desk, policy)
+	app.MountDesk(door, desk)
 	handler = door
 	if err := iss.AddClient(devissuer.Client{ID: clientID, Secret: secret, RedirectURIs: []string{deskSrv.URL + web.Path + "/callback"}}); err != nil {
 		t.Fatal(err)
@@ -128,7 +127,7 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 			t.Fatal(err)
 		}
 	}
-	return &fixture{base: deskSrv.URL, issuerURL: issuerSrv.URL, iss: iss, rt: rt, admin: testdb.Pool(t, dbURL)}
+	return &fixture{base: deskSrv.URL, issuerURL: issuerSrv.URL, iss: iss, rt: rt, admin: testdb.Pool(t, dbURL), desk: desk}
 }
 
 // agent is the agent acting for bob.

@@ -16,6 +16,7 @@ import (
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -131,10 +132,22 @@ func (d *Desk) render(w http.ResponseWriter, r *http.Request, status int, name s
 // Refuse shows a refusal page, as the desk's own refusals are shown: the
 // front mounts it as the desk's (front.Policy.Refuse), so that what it
 // refuses (a body over the bound, a handler's panic) is a page too, under
-// the desk's Content-Security-Policy.
-func (d *Desk) Refuse(w http.ResponseWriter, r *http.Request, status int, code errcode.Code, msg string) {
+// the desk's Content-Security-Policy, with the correlation id the host
+// log holds its cause under.
+func (d *Desk) Refuse(w http.ResponseWriter, r *http.Request, x front.Refusal) {
 	d.setHeaders(w)
-	d.refuse(w, r, status, code, msg)
+	p := &page{Title: "Refused", Code: string(x.Code), Error: x.Message}
+	if e, ok := errcode.Explain(string(x.Code)); ok {
+		p.Fix = e.Fix
+	}
+	switch {
+	case x.Code == errcode.MCPBodyTooLarge:
+		// The code's fix speaks of MCP messages; the desk's bound is its own.
+		p.Error, p.Fix = "The form is larger than the desk takes.", "Shorten the note and send the decision again."
+	case x.CorrelationID != "":
+		p.Fix = "Try again shortly. If it persists, give the operator this correlation id: " + x.CorrelationID + "."
+	}
+	d.render(w, r, x.Status, "refused.html", p)
 }
 
 // refuse shows a refusal page with its code and fix.
