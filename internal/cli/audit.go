@@ -37,6 +37,8 @@ func newAuditVerifyCmd() *cobra.Command {
 		// keys and keysFile are checkpoint keys the auditor holds.
 		keys     []string
 		keysFile string
+		// requireCheckpoint makes a chain with no checkpoint a finding.
+		requireCheckpoint bool
 		// metricsFile receives the run's metrics for the node exporter's
 		// textfile collector.
 		metricsFile string
@@ -89,7 +91,7 @@ func newAuditVerifyCmd() *cobra.Command {
 				return errcode.New(errcode.AuditLagBoundInvalid, fmt.Sprintf("--lag-bound must be positive, not %s", lagBound), nil)
 			}
 			debug.SetGCPercent(engine.VerifyGCPercent)
-			opts := engine.VerifyOptions{LagBound: lagBound, CheckpointKeys: known}
+			opts := engine.VerifyOptions{LagBound: lagBound, CheckpointKeys: known, RequireCheckpoint: requireCheckpoint}
 			if !asJSON && isTerminal(cmd.ErrOrStderr()) {
 				opts.ProgressFunc = progressPrinter(cmd.ErrOrStderr())
 			}
@@ -132,6 +134,8 @@ func newAuditVerifyCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "a checkpoint key's public key, <name>+<hash>+<keydata> (repeat for old keys): "+
 		"the latest checkpoint must be signed by one of them, not merely by the key stored with it")
 	cmd.Flags().StringVar(&keysFile, "keys-file", "", "a file of checkpoint public keys, one a line (# comments)")
+	cmd.Flags().BoolVar(&requireCheckpoint, "require-checkpoint", false,
+		"a tenant with sealed records and no signed checkpoint is a finding (for a deployment that signs them; a new tenant has none until the first interval)")
 	cmd.Flags().StringVar(&metricsFile, "metrics-file", "", "write the run's metrics to this file (name it *.prom), for the node exporter's textfile collector")
 	return cmd
 }
@@ -173,7 +177,9 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		if b := r.Break; b != nil {
 			fmt.Fprintf(w, "  chain broken at seq %d: %s\n    expected hash %s\n    found hash    %s\n", b.Seq, describeProblem(b.Problem), b.Expected, b.Found)
 		}
-		if c := r.Checkpoint; c != nil {
+		if c := r.Checkpoint; c != nil && c.Problem == engine.CheckpointMissing {
+			fmt.Fprintf(w, "  no signed checkpoint: %s [%s]\n", checkpointText[c.Problem], c.Problem)
+		} else if c != nil {
 			fmt.Fprintf(w, "  the signed checkpoint of size %d disagrees: %s [%s]\n    signed root %s\n", c.Size, checkpointText[c.Problem], c.Problem, c.Expected)
 			if c.Found != nil {
 				fmt.Fprintf(w, "    chain makes %s\n", c.Found)
@@ -230,6 +236,7 @@ var checkpointText = map[engine.CheckpointProblem]string{
 	engine.CheckpointNoteInvalid:    "its stored note does not verify under your --key (else the key stored with it), or names another tree",
 	engine.CheckpointRecordsMissing: "the chain holds fewer sealed records than it covers (records removed since it was signed)",
 	engine.CheckpointRootMismatch:   "the chain no longer makes its root (a record it covers was rewritten since it was signed)",
+	engine.CheckpointMissing:        "the chain holds sealed records and none was signed, or every checkpoint was removed (--require-checkpoint)",
 }
 
 func describeProblem(p engine.Problem) string {

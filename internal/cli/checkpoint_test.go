@@ -259,6 +259,17 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 		!strings.Contains(out, "the signed checkpoint of size 5 disagrees") || !strings.Contains(out, "[note_invalid]") {
 		t.Fatalf("verify under another key: exit %d\n%s", code, out)
 	}
+	// A chain required to have a checkpoint: acme has one, globex none.
+	if code, out, stderr := cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--key", vkey, "--require-checkpoint"); code != exitOK {
+		t.Fatalf("verify acme --require-checkpoint: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", url, "--tenant", "globex", "--require-checkpoint"); code != exitFindings ||
+		!strings.Contains(out, "no signed checkpoint") || !strings.Contains(out, "[missing]") {
+		t.Fatalf("verify globex --require-checkpoint: exit %d\n%s", code, out)
+	}
+	if code, out, stderr := cli(t, "audit", "verify", "--database-url", url, "--tenant", "globex"); code != exitOK {
+		t.Fatalf("verify globex: exit %d\n%s%s", code, out, stderr)
+	}
 	emptyKeys := filepath.Join(dir, "no-keys")
 	if err := os.WriteFile(emptyKeys, []byte("# none yet\n\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -163,6 +163,10 @@ type VerifyOptions struct {
 	// note changed since it was signed but not a checkpoint the database's
 	// owner signed with a key of their own.
 	CheckpointKeys note.Verifiers
+	// RequireCheckpoint makes a chain of sealed records with no stored
+	// checkpoint a finding (CheckpointMissing): for a deployment that signs
+	// them, where none means they were never signed or were removed.
+	RequireCheckpoint bool
 }
 
 // VerifyPageSizeDefault is the default VerifyOptions.PageSize.
@@ -237,6 +241,9 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		}
 		chain.finish(report)
 		report.Checkpoint = signed.result()
+		if signed == nil && opts.RequireCheckpoint && report.Records > 0 {
+			report.Checkpoint = &CheckpointFinding{Problem: CheckpointMissing}
+		}
 		unsealed, err := st.AuditListUnsealed(ctx, tenant, lagBound)
 		if err != nil {
 			return fmt.Errorf("read unsealed records: %w", err)

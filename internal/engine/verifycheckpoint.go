@@ -27,6 +27,10 @@ const (
 	// was rewritten since, even if every later link was recomputed so that
 	// the chain itself verifies.
 	CheckpointRootMismatch CheckpointProblem = "root_mismatch"
+	// CheckpointMissing: the tenant's chain holds sealed records and no
+	// checkpoint, where one was required (VerifyOptions.RequireCheckpoint):
+	// none was signed, or all were removed.
+	CheckpointMissing CheckpointProblem = "missing"
 )
 
 // CheckpointFinding is a tenant's latest signed checkpoint disagreeing
