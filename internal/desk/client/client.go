@@ -213,6 +213,7 @@ func (c *Client) askIssuer(ctx context.Context) (verdict, err error) {
 		return redirected("GET "+api.MetadataPath, resp), nil
 	}
 	var doc struct {
+		Resource             string   `json:"resource"`
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -222,6 +223,12 @@ func (c *Client) askIssuer(ctx context.Context) (verdict, err error) {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxAnswerBytes)).Decode(&doc); err != nil {
 		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s's protected-resource metadata (%s) is not its JSON: which issuers' tokens it takes is unknown, so the token from %s is not sent",
 			c.base.Host, api.MetadataPath, c.issuer), nil), nil
+	}
+	// RFC 9728 section 3.3: the metadata must name the resource asked
+	// about, else it is another's (a server reached by another name than
+	// its public URL, or one answering for another).
+	if want := c.base.String() + api.Prefix; doc.Resource != want {
+		return errcode.New(errcode.RequestInvalid, fmt.Sprintf("the server at %s says it is %q, not %s: pass its public URL as --server", c.base.Host, doc.Resource, want), nil), nil
 	}
 	for _, s := range doc.AuthorizationServers {
 		if sameIssuer(s, c.issuer) {

@@ -107,13 +107,13 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 // unknown issuer (set by the person) is sent unchecked.
 func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 	t.Parallel()
-	server := func(t *testing.T, metadata func(w http.ResponseWriter)) (*httptest.Server, *recorder) {
+	server := func(t *testing.T, metadata func(w http.ResponseWriter, r *http.Request)) (*httptest.Server, *recorder) {
 		t.Helper()
 		rec := &recorder{}
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec.saw(r)
 			if r.URL.Path == api.MetadataPath {
-				metadata(w)
+				metadata(w, r)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
@@ -122,9 +122,10 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv, rec
 	}
-	names := func(servers ...string) func(w http.ResponseWriter) {
-		return func(w http.ResponseWriter) {
-			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "x", "authorization_servers": servers})
+	// names is metadata naming the API of the server asked, and servers.
+	names := func(servers ...string) func(w http.ResponseWriter, r *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "http://" + r.Host + api.Prefix, "authorization_servers": servers})
 		}
 	}
 	jwt := func(iss string) string {
@@ -135,7 +136,7 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 		name     string
 		issuer   string
 		token    string
-		metadata func(w http.ResponseWriter)
+		metadata func(w http.ResponseWriter, r *http.Request)
 		sent     bool
 	}{
 		{"its issuer", "https://id.example", "secret", names("https://other.example", "https://id.example"), true},
@@ -143,11 +144,14 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 		{"another issuer", "https://id.example", "secret", names("https://other.example"), false},
 		{"a prefix of it", "https://id.example", "secret", names("https://id.example.evil"), false},
 		{"no issuer named", "https://id.example", "secret", names(), false},
-		{"no metadata", "https://id.example", "secret", func(w http.ResponseWriter) { http.NotFound(w, nil) }, false},
-		{"metadata not JSON", "https://id.example", "secret", func(w http.ResponseWriter) { _, _ = w.Write([]byte("<html>")) }, false},
+		{"no metadata", "https://id.example", "secret", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }, false},
+		{"metadata not JSON", "https://id.example", "secret", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>")) }, false},
 		{"a JWT of its issuer", "", jwt("https://id.example"), names("https://id.example"), true},
 		{"a JWT of another issuer", "", jwt("https://id.example"), names("https://other.example"), false},
 		{"a token of no issuer known", "", "secret", names("https://other.example"), true},
+		{"metadata of another resource", "https://id.example", "secret", func(w http.ResponseWriter, _ *http.Request) {
+			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "https://elsewhere.example/api/v1", "authorization_servers": []string{"https://id.example"}})
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -161,8 +165,8 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 				if tc.sent && err != nil {
 					t.Fatalf("List = %v", err)
 				}
-				if !tc.sent && code(err) != errcode.TokenIssuerMismatch {
-					t.Fatalf("List = %v, want %s", err, errcode.TokenIssuerMismatch)
+				if want := map[bool]errcode.Code{true: errcode.RequestInvalid, false: errcode.TokenIssuerMismatch}[strings.Contains(tc.name, "resource")]; !tc.sent && code(err) != want {
+					t.Fatalf("List = %v, want %s", err, want)
 				}
 			}
 			tokens, asked := rec.seen()
@@ -172,7 +176,7 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 			if want := map[bool]int{true: 1, false: 0}[tc.issuer != "" || tc.token != "secret"]; asked != want {
 				t.Fatalf("the metadata was asked %d times, want %d", asked, want)
 			}
-			if !tc.sent && !strings.Contains(err.Error(), "https://id.example") {
+			if !tc.sent && !strings.Contains(err.Error(), "https://id.example") && !strings.Contains(tc.name, "resource") {
 				t.Fatalf("the refusal does not name the token's issuer: %v", err)
 			}
 		})
@@ -188,7 +192,7 @@ func TestIssuerCheckIsAskedAgainAfterAFailure(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.saw(r)
 		if r.URL.Path == api.MetadataPath {
-			_ = json.NewEncoder(w).Encode(map[string]any{"authorization_servers": []string{"https://id.example"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"resource": "http://" + r.Host + api.Prefix, "authorization_servers": []string{"https://id.example"}})
 			return
 		}
 		_ = json.NewEncoder(w).Encode(api.List{})
