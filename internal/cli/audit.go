@@ -181,6 +181,9 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			fmt.Fprintf(w, "  no signed checkpoint: %s [%s]\n", checkpointText[c.Problem], c.Problem)
 		} else if c != nil {
 			fmt.Fprintf(w, "  the signed checkpoint of size %d disagrees: %s [%s]\n    signed root %s\n", c.Size, checkpointText[c.Problem], c.Problem, c.Expected)
+			if c.Reason != "" {
+				fmt.Fprintf(w, "    the note: %s\n", noteText[c.Reason])
+			}
 			if c.Found != nil {
 				fmt.Fprintf(w, "    chain makes %s\n", c.Found)
 			}
@@ -230,6 +233,12 @@ var problemText = map[engine.Problem]string{
 	engine.ProblemHash:         "this record's bytes do not match its hash (the record was changed)",
 	engine.ProblemColumns:      "this record's queryable columns disagree with its hashed bytes",
 	engine.ProblemHeadMismatch: "the chain head does not name the last record (records removed from the end)",
+}
+
+var noteText = map[engine.NoteReason]string{
+	engine.NoteKeyInvalid: "the public key stored with it is not a signed-note key",
+	engine.NoteNotSigned:  "none of the keys it was checked under signed it (--key, else the key stored with it), or it is not a signed note",
+	engine.NoteOtherTree:  "it is signed, and names another size or root than its row",
 }
 
 var checkpointText = map[engine.CheckpointProblem]string{

@@ -256,7 +256,8 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 		}
 	}
 	if code, out, _ := cli(t, "audit", "verify", "--database-url", url, "--tenant", "acme", "--key", otherKey); code != exitFindings ||
-		!strings.Contains(out, "the signed checkpoint of size 5 disagrees") || !strings.Contains(out, "[note_invalid]") {
+		!strings.Contains(out, "the signed checkpoint of size 5 disagrees") || !strings.Contains(out, "[note_invalid]") ||
+		!strings.Contains(out, "none of the keys it was checked under signed it") {
 		t.Fatalf("verify under another key: exit %d\n%s", code, out)
 	}
 	// A chain required to have a checkpoint: acme has one, globex none.

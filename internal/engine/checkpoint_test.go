@@ -317,17 +317,27 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	signer, _ := signingKey(t, "orangerail.test")
+	setCheckpoint := func(assignment string) []string {
+		return []string{"ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER audit_checkpoints_refuse_update_delete",
+			"UPDATE orangerail.audit_checkpoints SET " + assignment + " WHERE tenant_id = 'acme'",
+			"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete"}
+	}
+	otherTree, err := signer.Sign(checkpoint.Checkpoint{Origin: testDeployment + "/acme", Size: 4, Root: make([]byte, checkpoint.HashSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		change []string
 		want   engine.CheckpointProblem
+		reason engine.NoteReason
 	}{
-		{"a note changed", []string{`ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER audit_checkpoints_refuse_update_delete;
-			UPDATE orangerail.audit_checkpoints SET note = replace(note, E'\n5\n', E'\n4\n') WHERE tenant_id = 'acme';
-			ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete`}, engine.CheckpointNoteInvalid},
+		{"a note changed", setCheckpoint(`note = replace(note, E'\n5\n', E'\n4\n')`), engine.CheckpointNoteInvalid, engine.NoteNotSigned},
+		{"a note of another tree, signed", setCheckpoint("note = $note$" + otherTree + "$note$"), engine.CheckpointNoteInvalid, engine.NoteOtherTree},
+		{"a stored key that is none", setCheckpoint("verifier_key = 'not a key'"), engine.CheckpointNoteInvalid, engine.NoteKeyInvalid},
 		{"a record removed from the end", []string{"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 5",
 			"UPDATE orangerail.audit_heads h SET seq = a.seq, hash = a.hash FROM orangerail.audit a WHERE h.tenant_id = 'acme' AND a.tenant_id = 'acme' AND a.seq = 4"},
-			engine.CheckpointRecordsMissing},
+			engine.CheckpointRecordsMissing, ""},
 	} {
 		b := setup(t)
 		if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.CheckpointSize != 0 || r.Checkpoint != nil {
@@ -340,7 +350,7 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 		if err != nil || r.Break != nil {
 			t.Fatalf("%s: the change was meant to keep the chain whole: %+v, %v", tc.name, r, err)
 		}
-		if r.OK() || r.Checkpoint == nil || r.Checkpoint.Problem != tc.want || r.Checkpoint.Size != 5 || r.CheckpointSize != 5 {
+		if r.OK() || r.Checkpoint == nil || r.Checkpoint.Problem != tc.want || r.Checkpoint.Reason != tc.reason || r.Checkpoint.Size != 5 || r.CheckpointSize != 5 {
 			t.Fatalf("%s: %+v, want %s", tc.name, r.Checkpoint, tc.want)
 		}
 	}

@@ -42,7 +42,24 @@ type CheckpointFinding struct {
 	// makes now (absent when it cannot make one).
 	Expected Hash `json:"expected_root"`
 	Found    Hash `json:"found_root,omitempty"`
+	// Reason says, for note_invalid, which check the note failed.
+	Reason NoteReason `json:"reason,omitempty"`
 }
+
+// NoteReason is why a checkpoint's note is invalid.
+type NoteReason string
+
+// The reasons, in the order they are checked.
+const (
+	// NoteKeyInvalid: the public key stored with the note is not one.
+	NoteKeyInvalid NoteReason = "stored_key_invalid"
+	// NoteNotSigned: no key it is checked under (the auditor's, else the
+	// one stored with it) signed the note, or it is not a signed note.
+	NoteNotSigned NoteReason = "not_signed_by_the_keys"
+	// NoteOtherTree: the note is signed, and names another size or root
+	// than its row.
+	NoteOtherTree NoteReason = "names_another_tree"
+)
 
 // checkpointCheck holds the chain, as the verifier streams it in seq
 // order, to a tenant's latest stored checkpoint: its first Size records'
@@ -67,16 +84,22 @@ func newCheckpointCheck(c *store.Checkpoint, keys note.Verifiers) *checkpointChe
 		panic(err) // an empty range always opens
 	}
 	k.frontier = frontier
-	known, err := keys, error(nil)
+	invalid := func(why NoteReason) *checkpointCheck {
+		k.finding = &CheckpointFinding{Size: c.Size, Problem: CheckpointNoteInvalid, Expected: c.RootHash, Reason: why}
+		return k
+	}
+	known := keys
 	if known == nil {
-		known, err = checkpoint.Verifiers([]string{c.VerifierKey})
+		if known, err = checkpoint.Verifiers([]string{c.VerifierKey}); err != nil {
+			return invalid(NoteKeyInvalid)
+		}
 	}
-	var body checkpoint.Checkpoint
-	if err == nil {
-		body, _, err = checkpoint.OpenNote(c.Note, known)
+	body, _, err := checkpoint.OpenNote(c.Note, known)
+	if err != nil {
+		return invalid(NoteNotSigned)
 	}
-	if err != nil || int64(body.Size) != c.Size || !bytes.Equal(body.Root, c.RootHash) { //nolint:gosec // G115: a size is far below 2^63
-		k.finding = &CheckpointFinding{Size: c.Size, Problem: CheckpointNoteInvalid, Expected: c.RootHash}
+	if int64(body.Size) != c.Size || !bytes.Equal(body.Root, c.RootHash) { //nolint:gosec // G115: a size is far below 2^63
+		return invalid(NoteOtherTree)
 	}
 	return k
 }
