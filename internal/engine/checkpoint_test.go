@@ -368,7 +368,11 @@ func TestCheckpointKeyRotation(t *testing.T) {
 	appendBulk(t, b.runtime, "acme", 0, 10)
 	signNow(t, b.runtime, "acme", oldKey, 10)
 	appendBulk(t, b.runtime, "acme", 10, 10)
-	signNow(t, b.runtime, "acme", newKey, 20)
+	// The new key extends the old key's checkpoint, and says it is not its
+	// own: once, until its own is the latest.
+	if c, err := engine.SignCheckpoint(ctx, b.runtime, "acme", newKey, testDeployment); errcode.Of(err) != errcode.AuditCheckpointForeign || c == nil || c.Size != 20 {
+		t.Fatalf("the first checkpoint after the rotation: %+v, %v", c, err)
+	}
 
 	latest, err := engine.LatestCheckpoint(ctx, b.runtime, "acme")
 	if err != nil || latest.KeyHash != newKey.KeyHash() || latest.VerifierKey != newPub {
@@ -626,6 +630,31 @@ func TestCheckpointsGrowInSteps(t *testing.T) {
 	}
 }
 
+// TestForeignCheckpointIsReported: a checkpoint of the chain's own tree
+// stored with another key (a runtime login in other hands, signing first)
+// is extended — its tree is the chain's — and the signer says the latest
+// was not its own, until its own is.
+func TestForeignCheckpointIsReported(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, _ := signingKey(t, "orangerail.test")
+	intruder, _ := signingKey(t, "orangerail.test")
+	appendBulk(t, b.runtime, "acme", 0, 3)
+	signNow(t, b.runtime, "acme", signer, 3)
+	appendBulk(t, b.runtime, "acme", 3, 2)
+	if c, err := engine.SignCheckpoint(ctx, b.runtime, "acme", intruder, testDeployment); c == nil || c.Size != 5 || errcode.Of(err) != errcode.AuditCheckpointForeign {
+		t.Fatalf("the intruder's checkpoint: %+v, %v", c, err)
+	}
+	appendBulk(t, b.runtime, "acme", 5, 2)
+	c, err := engine.SignCheckpoint(ctx, b.runtime, "acme", signer, testDeployment)
+	if errcode.Of(err) != errcode.AuditCheckpointForeign || c == nil || c.Size != 7 || !strings.Contains(err.Error(), intruder.KeyID()) {
+		t.Fatalf("signing over the intruder's checkpoint: %+v, %v", c, err)
+	}
+	appendBulk(t, b.runtime, "acme", 7, 1)
+	signNow(t, b.runtime, "acme", signer, 8)
+}
+
 // TestCheckpointersSignEachSizeOnce: replicas sign at once; each size is
 // stored once, and the periodic checkpointer signs what is sealed.
 func TestCheckpointersSignEachSizeOnce(t *testing.T) {
@@ -634,10 +663,11 @@ func TestCheckpointersSignEachSizeOnce(t *testing.T) {
 	ctx := context.Background()
 	appendBulk(t, b.runtime, "acme", 0, 50)
 	appendBulk(t, b.runtime, "globex", 0, 3)
+	// The replicas share the deployment's key, as they are configured.
+	signer, vkey := signingKey(t, "orangerail.test")
 	var wg sync.WaitGroup
 	stored := make(chan int, 8)
 	for range 8 {
-		signer, _ := signingKey(t, "orangerail.test")
 		wg.Go(func() {
 			n, err := engine.SignCheckpoints(ctx, b.runtime, signer, testDeployment)
 			if err != nil {
@@ -660,7 +690,6 @@ func TestCheckpointersSignEachSizeOnce(t *testing.T) {
 		t.Fatalf("%d checkpoints stored: %v", rows, err)
 	}
 
-	signer, vkey := signingKey(t, "orangerail.test")
 	c := engine.StartCheckpointer(b.runtime, signer, testDeployment, periodic.Config{Interval: time.Millisecond, OnError: func(err error) { t.Errorf("checkpointer: %v", err) }})
 	defer c.Stop()
 	appendBulk(t, b.runtime, "acme", 50, 5)
