@@ -18,19 +18,22 @@
 -- records after it, in seq order, up to the new size, and requires that
 -- they are all there (seq in order, none missing), that the frontier they
 -- make is the new row's, and that it folds to the new row's root. Every
--- comparison is IS DISTINCT FROM: a NULL never passes. The tree is RFC 6962's, as
--- internal/checkpoint reads it: leaf N-1 is sha256(0x00 || hash of the
--- record of seq N), a node sha256(0x01 || left || right), the frontier the
--- roots of the perfect subtrees left to right, the root their fold from
--- the right. A checkpoint stored after this migration is thereby the
--- chain's as it was when stored, by induction from the empty tree;
--- checkpoints stored before it are taken as they are (`audit verify` holds
--- the chain to the latest).
+-- comparison is IS DISTINCT FROM: a NULL never passes. The tree is RFC
+-- 6962's, as internal/checkpoint reads it: leaf N-1 is sha256(0x00 ||
+-- hash of the record of seq N), a node sha256(0x01 || left || right), the
+-- frontier the roots of the perfect subtrees left to right, the root their
+-- fold from the right. A checkpoint stored after this migration is thereby
+-- the chain's as it was when stored, by induction from the empty tree;
+-- one stored before it is extended when it is whole, not re-read (`audit
+-- verify` holds the chain to the latest).
 --
 -- It costs the database what the signer already spends reading the same
--- records (about two sha256 a record since the previous checkpoint). The
--- note's signature is not checked here: the database holds no key, and
--- auditors check notes against the keys they hold (`audit check-proof`).
+-- records (about two sha256 a record since the previous checkpoint; the
+-- signer takes a tenant's lock, so replicas do not all pay it, and adds at
+-- most 2^20 records a checkpoint). The note's signature is not checked
+-- here: the database holds no key; auditors check notes against the keys
+-- they hold (`audit verify --key`, `audit check-proof`), and a signer
+-- reports a latest checkpoint that is not its key's.
 
 -- +goose Up
 -- +goose StatementBegin

@@ -58,6 +58,7 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 	// change, and a checkpoint another replica stores meanwhile makes the
 	// insert do nothing, where a snapshot's would fail to serialize.
 	err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		stored, foreign = nil, nil // an attempt run again starts afresh
 		st := store.New(tx)
 		// One replica signs a tenant at a time; the others leave it to it.
 		if locked, err := st.CheckpointSignLock(ctx, tenant); err != nil || !locked {
