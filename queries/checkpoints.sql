@@ -26,8 +26,9 @@ FROM orangerail.audit
 WHERE tenant_id = @tenant_id AND seq > @after_seq::bigint AND seq <= @upto_seq::bigint
 ORDER BY seq;
 
--- name: CheckpointSignLock :one
--- Tries the tenant's signing lock for the transaction: replicas signing at
--- once do not all read and hash the same records (the database checks
--- each checkpoint stored, so each would cost it as much again).
-SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || @tenant_id::text, 0))::bool AS locked;
+-- name: CheckpointSignLock :exec
+-- Takes the tenant's signing lock for the transaction, waiting (within the
+-- lock timeout) for a replica that holds it: replicas signing at once do
+-- not all read and hash the same records (the database checks each
+-- checkpoint stored, so each would cost it as much again).
+SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || @tenant_id::text, 0));

@@ -156,16 +156,15 @@ func (q *Queries) CheckpointLatest(ctx context.Context, db DBTX, tenantID string
 	return &i, err
 }
 
-const checkpointSignLock = `-- name: CheckpointSignLock :one
-SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || $1::text, 0))::bool AS locked
+const checkpointSignLock = `-- name: CheckpointSignLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || $1::text, 0))
 `
 
-// Tries the tenant's signing lock for the transaction: replicas signing at
-// once do not all read and hash the same records (the database checks
-// each checkpoint stored, so each would cost it as much again).
-func (q *Queries) CheckpointSignLock(ctx context.Context, db DBTX, tenantID string) (bool, error) {
-	row := db.QueryRow(ctx, checkpointSignLock, tenantID)
-	var locked bool
-	err := row.Scan(&locked)
-	return locked, err
+// Takes the tenant's signing lock for the transaction, waiting (within the
+// lock timeout) for a replica that holds it: replicas signing at once do
+// not all read and hash the same records (the database checks each
+// checkpoint stored, so each would cost it as much again).
+func (q *Queries) CheckpointSignLock(ctx context.Context, db DBTX, tenantID string) error {
+	_, err := db.Exec(ctx, checkpointSignLock, tenantID)
+	return err
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
-	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/periodic"
 	"github.com/orangerail/orangerail/internal/store"
@@ -38,12 +37,12 @@ const checkpointStep = 1 << 20
 // only the records sealed since the latest checkpoint, checks their links
 // (it never signs a broken chain: X_AUDIT_CHAIN_BROKEN), and extends the
 // latest checkpoint's tree with them, by at most checkpointStep records.
-// It returns the checkpoint stored, or nil when there was nothing new, or
-// another replica was signing the tenant or stored one of that size first.
-// When the latest checkpoint it extended is not signed by signer's key, it
-// still signs its own, and says so: the checkpoint stored, with the error
-// X_AUDIT_CHECKPOINT_FOREIGN. origin is the deployment's origin
-// (audit.checkpoint.origin); the checkpoint's is origin/tenant.
+// Replicas sign a tenant one at a time: one that finds another signing it
+// waits for it (within the lock timeout), and then finds its checkpoint.
+// It returns the checkpoint stored, or nil when there was nothing new or
+// another replica stored one of that size first. origin is the
+// deployment's origin (audit.checkpoint.origin); the checkpoint's is
+// origin/tenant.
 func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string) (*store.Checkpoint, error) {
 	return signCheckpoint(ctx, conn, tenant, signer, origin, checkpointStep)
 }
@@ -53,16 +52,18 @@ func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 // next call goes on from there.
 func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string, step int64) (*store.Checkpoint, error) {
 	var stored *store.Checkpoint
-	var foreign error
 	// READ COMMITTED: the sealed records up to the head read first never
 	// change, and a checkpoint another replica stores meanwhile makes the
 	// insert do nothing, where a snapshot's would fail to serialize.
 	err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		stored, foreign = nil, nil // an attempt run again starts afresh
+		stored = nil // an attempt run again starts afresh
 		st := store.New(tx)
-		// One replica signs a tenant at a time; the others leave it to it.
-		if locked, err := st.CheckpointSignLock(ctx, tenant); err != nil || !locked {
-			return err
+		// One replica signs a tenant at a time; the others wait, then find
+		// its checkpoint and leave. A wait is bounded by the lock timeout:
+		// a session that holds the lock and never lets go (any login may
+		// take an advisory lock) is an error every round, never silence.
+		if err := st.CheckpointSignLock(ctx, tenant); err != nil {
+			return fmt.Errorf("wait for the tenant's signing lock (another replica signing, or a session holding it): %w", err)
 		}
 		head, err := st.AuditHead(ctx, tenant)
 		if errors.Is(err, store.ErrNotFound) {
@@ -88,10 +89,6 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 			}
 			if root, err := frontier.Root(); err != nil || !bytes.Equal(root, latest.RootHash) {
 				return errcode.New(errcode.AuditChainBroken, fmt.Sprintf("not signing a checkpoint: the stored frontier of the checkpoint of size %d does not make its root", latest.Size), err)
-			}
-			if !signedBy(latest, signer) {
-				foreign = errcode.New(errcode.AuditCheckpointForeign, fmt.Sprintf("the latest checkpoint (size %d) is not signed by this replica's key %s: its note names %s",
-					latest.Size, signer.KeyID(), display.Text(checkpoint.KeyID(latest.KeyName, latest.KeyHash))), nil)
 			}
 		}
 		if head.Seq == 0 {
@@ -127,20 +124,7 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint tenant %s: %w", tenant, err)
 	}
-	if foreign != nil {
-		return stored, fmt.Errorf("checkpoint tenant %s: %w", tenant, foreign)
-	}
 	return stored, nil
-}
-
-// signedBy reports whether c's note verifies under signer's key.
-func signedBy(c *store.Checkpoint, signer *checkpoint.Signer) bool {
-	known, err := checkpoint.Verifiers([]string{signer.VerifierKey()})
-	if err != nil {
-		return false
-	}
-	_, _, err = checkpoint.OpenNote(c.Note, known)
-	return err == nil
 }
 
 // frontierOf rebuilds a stored checkpoint's frontier.
@@ -224,8 +208,7 @@ func SignCheckpoints(ctx context.Context, conn database.TxBeginner, signer *chec
 		c, err := SignCheckpoint(ctx, conn, t, signer, origin)
 		if err != nil {
 			errs = append(errs, err)
-		}
-		if c != nil {
+		} else if c != nil {
 			n++
 		}
 	}

@@ -38,9 +38,10 @@ const (
 type CheckpointFinding struct {
 	Size    int64             `json:"size"`
 	Problem CheckpointProblem `json:"problem"`
-	// Expected is the root the checkpoint signed; Found the one the chain
-	// makes now (absent when it cannot make one).
-	Expected Hash `json:"expected_root"`
+	// Expected is the root the checkpoint signed (absent when there is no
+	// checkpoint: missing); Found the one the chain makes now (absent when
+	// it cannot make one).
+	Expected Hash `json:"expected_root,omitempty"`
 	Found    Hash `json:"found_root,omitempty"`
 	// Reason says, for note_invalid, which check the note failed.
 	Reason NoteReason `json:"reason,omitempty"`

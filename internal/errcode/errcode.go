@@ -119,7 +119,6 @@ const (
 
 	// Signed checkpoints and proofs (internal/checkpoint).
 	AuditCheckpointMissing Code = "X_AUDIT_CHECKPOINT_MISSING"
-	AuditCheckpointForeign Code = "X_AUDIT_CHECKPOINT_FOREIGN"
 	AuditProofRange        Code = "X_AUDIT_PROOF_RANGE"
 	AuditProofMalformed    Code = "X_AUDIT_PROOF_MALFORMED"
 	AuditProofInvalid      Code = "X_AUDIT_PROOF_INVALID"
@@ -189,8 +188,6 @@ var table = []Entry{
 		"Give a positive duration, such as 1m (the default); leave room for the clocks of the replicas that write records.", ""},
 	{AuditChainBroken, "A tenant's audit chain does not verify: a record was changed, removed, reordered or forged.",
 		"Treat it as an incident: keep a copy of the database, and compare the reported seq with your backups.", ""},
-	{AuditCheckpointForeign, "The tenant's latest checkpoint, which this replica extended, is not signed by its key: signed by the key before a rotation (once, until this key's first checkpoint), or stored by someone holding the runtime's login with a key of their own (the database checked its tree, not its signature). The replica signed its own on top.",
-		"If no key rotation is under way: run `orangerail audit verify --key YOURKEY` (it reports the checkpoint as note_invalid while it is the latest), and find who else holds the runtime's credentials.", ""},
 	{AuditCheckpointMissing, "The tenant's audit log has no signed checkpoint yet, or none of the size asked for: checkpoints are signed every audit.checkpoint.interval, by a replica configured with a signing key, once the log has sealed records.",
 		"Configure audit.checkpoint.key_file or key_env (`orangerail audit checkpoint-key generate` makes a key) and wait one interval; `orangerail audit checkpoint --tenant T` shows the latest, and proofs name the sizes of checkpoints that exist.", ""},
 	{AuditProofRange, "A proof was asked for outside the tree: a seq below 1 or beyond the checkpoint's size, --from larger than --to, or a size no checkpoint was signed at.",

@@ -38,12 +38,11 @@ func (s *Store) CheckpointInsert(ctx context.Context, c *Checkpoint) (bool, erro
 	return n == 1, InterpretError(err)
 }
 
-// CheckpointSignLock tries the tenant's checkpoint-signing lock for the
-// transaction, and reports whether it took it: false while another
-// replica signs the tenant's checkpoint.
-func (s *Store) CheckpointSignLock(ctx context.Context, tenantID string) (bool, error) {
-	locked, err := s.q.CheckpointSignLock(ctx, s.x, tenantID)
-	return locked, InterpretError(err)
+// CheckpointSignLock takes the tenant's checkpoint-signing lock for the
+// transaction, waiting for another replica that holds it (within the lock
+// timeout: ErrLockNotAvailable past it).
+func (s *Store) CheckpointSignLock(ctx context.Context, tenantID string) error {
+	return InterpretError(s.q.CheckpointSignLock(ctx, s.x, tenantID))
 }
 
 // CheckpointLatest returns a tenant's checkpoint of the largest size, or

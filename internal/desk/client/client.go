@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -216,6 +217,11 @@ func (c *Client) askIssuer(ctx context.Context) (verdict, err error) {
 		Resource             string   `json:"resource"`
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		// The server (or a proxy before it) could not answer now: asked
+		// again at the next request.
+		return nil, fmt.Errorf("%s answered %q for its protected-resource metadata (%s); try again", c.base.Host, resp.Status, api.MetadataPath)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s answered %q for its protected-resource metadata (%s): which issuers' tokens it takes is unknown, so the token from %s is not sent",
 			c.base.Host, resp.Status, api.MetadataPath, c.issuer), nil), nil
@@ -227,7 +233,7 @@ func (c *Client) askIssuer(ctx context.Context) (verdict, err error) {
 	// RFC 9728 section 3.3: the metadata must name the resource asked
 	// about, else it is another's (a server reached by another name than
 	// its public URL, or one answering for another).
-	if want := c.base.String() + api.Prefix; doc.Resource != want {
+	if want := c.base.String() + api.Prefix; !sameResource(doc.Resource, want) {
 		return errcode.New(errcode.RequestInvalid, fmt.Sprintf("the server at %s says it is %q, not %s: pass its public URL as --server", c.base.Host, doc.Resource, want), nil), nil
 	}
 	for _, s := range doc.AuthorizationServers {
@@ -266,6 +272,29 @@ func jwtIssuer(token string) string {
 		return ""
 	}
 	return claims.Issuer
+}
+
+// sameResource compares resource URLs as URLs: scheme and host in any
+// case, a default port written or not.
+func sameResource(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	norm := func(u *url.URL) string {
+		scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+		if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+			port = ""
+		}
+		if port != "" {
+			host = net.JoinHostPort(host, port)
+		} else if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		return scheme + "://" + host + strings.TrimSuffix(u.EscapedPath(), "/")
+	}
+	return norm(ua) == norm(ub)
 }
 
 // sameIssuer compares issuer identifiers as OIDC does, exactly, but for a
