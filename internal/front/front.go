@@ -217,7 +217,9 @@ func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	f, p := rt.f, rt.p
 	w := &responseWriter{ResponseWriter: raw, refuse: p.Refuse}
 	if w.refuse == nil && p.PlainErrors {
-		w.refuse = func(w http.ResponseWriter, _ *http.Request, x Refusal) { WriteError(w, x.Status, x.Code, x.Message) }
+		w.refuse = func(w http.ResponseWriter, _ *http.Request, x Refusal) {
+			writeError(w, x.Status, ErrorDetail{Code: x.Code, Message: x.Message, CorrelationID: x.CorrelationID})
+		}
 	}
 	defer f.contain(w, r)
 	// Every route's handler, and the resolver it asks, sees the request's
@@ -524,15 +526,24 @@ type ErrorDetail struct {
 	Code    errcode.Code `json:"code"`
 	Message string       `json:"message"`
 	Fix     string       `json:"fix"`
+	// CorrelationID names the error's cause in the host log (a contained
+	// panic), when it has one there.
+	CorrelationID string `json:"correlation_id,omitempty"`
 }
 
 // WriteError answers a JSON API request with status and an ErrorBody of
 // code, whose fix is the code's.
 func WriteError(w http.ResponseWriter, status int, code errcode.Code, msg string) {
-	entry, _ := errcode.Explain(string(code))
+	writeError(w, status, ErrorDetail{Code: code, Message: msg})
+}
+
+// writeError answers with d, its fix the code's.
+func writeError(w http.ResponseWriter, status int, d ErrorDetail) {
+	entry, _ := errcode.Explain(string(d.Code))
+	d.Fix = entry.Fix
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(ErrorBody{Error: ErrorDetail{Code: code, Message: msg, Fix: entry.Fix}})
+	_ = json.NewEncoder(w).Encode(ErrorBody{Error: d})
 }
 
 // refuse answers a refusal: a JSON-RPC error carrying the request's id

@@ -741,6 +741,7 @@ func TestHandlerPanicIsContained(t *testing.T) {
 		panic("cut short")
 	}), front.Policy{})
 	h.Mount("/ok", front.Healthz(), front.Policy{})
+	h.Mount("/boom-api", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("the secret api panic") }), front.Policy{PlainErrors: true})
 	srv := httptest.NewUnstartedServer(h)
 	var closed atomic.Int32
 	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
@@ -767,6 +768,17 @@ func TestHandlerPanicIsContained(t *testing.T) {
 	if !strings.Contains(logged, `"msg":"handler panic"`) || !strings.Contains(logged, correlation) ||
 		!strings.Contains(logged, "the secret panic text") || !strings.Contains(logged, `"stack":"goroutine`) {
 		t.Fatalf("the host log:\n%s", logged)
+	}
+	// A JSON API's answer names its correlation id too.
+	resp, m = send(t, client, srv.URL+"/boom-api")
+	e, _ = m["error"].(map[string]any)
+	apiCorrelation, _ := e["correlation_id"].(string)
+	logMu.Lock()
+	logged = logBuf.String()
+	logMu.Unlock()
+	if resp.StatusCode != http.StatusInternalServerError || e["code"] != "X_INTERNAL_ERROR" || apiCorrelation == "" || apiCorrelation == correlation ||
+		!strings.Contains(logged, apiCorrelation) || strings.Contains(fmt.Sprint(m), "secret") {
+		t.Fatalf("the JSON API's panic answer: %d %v", resp.StatusCode, m)
 	}
 	if resp, _ := send(t, client, srv.URL+"/ok"); resp.StatusCode != http.StatusOK || closed.Load() != 0 {
 		t.Fatalf("after the panic: %d, %d connections closed", resp.StatusCode, closed.Load())

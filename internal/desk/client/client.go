@@ -121,9 +121,10 @@ func (c *Client) Decide(ctx context.Context, id string, d api.DecisionRequest) (
 // apiError is the API's error body.
 type apiError struct {
 	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Fix     string `json:"fix"`
+		Code          string `json:"code"`
+		Message       string `json:"message"`
+		Fix           string `json:"fix"`
+		CorrelationID string `json:"correlation_id"`
 	} `json:"error"`
 }
 
@@ -165,7 +166,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if resp.StatusCode/100 != 2 {
 		var e apiError
 		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-			return errcode.New(errcode.Code(e.Error.Code), display.Text(e.Error.Message), nil)
+			msg := e.Error.Message
+			if e.Error.CorrelationID != "" {
+				msg += " (correlation id " + e.Error.CorrelationID + ")"
+			}
+			return errcode.New(errcode.Code(e.Error.Code), display.Text(msg), nil)
 		}
 		return fmt.Errorf("%s %s answered %q", method, path, resp.Status)
 	}

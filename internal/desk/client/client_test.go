@@ -241,3 +241,21 @@ func TestIssuerCheckIsAskedAgainAfterAFailure(t *testing.T) {
 		t.Fatalf("List where the metadata redirects = %v, want %s", err, errcode.ServerInsecure)
 	}
 }
+
+// TestAnswerNamesItsCorrelationID: an error the API answers with a
+// correlation id (a contained panic) says it, for the operator's log.
+func TestAnswerNamesItsCorrelationID(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":{"code":"X_INTERNAL_ERROR","message":"an unexpected internal error","fix":"x","correlation_id":"c0ffee"}}`))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "secret", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.List(t.Context(), ListQuery{}); code(err) != errcode.InternalError || !strings.Contains(err.Error(), "correlation id c0ffee") {
+		t.Fatalf("List = %v", err)
+	}
+}
