@@ -463,11 +463,12 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 		}
 		return bytes.Join(f.Hashes(), nil), root
 	}
-	// insertNoted stores a checkpoint of size, frontier and root, its note
-	// signing noted (size and root).
-	insertNoted := func(size int64, frontier, root []byte, notedSize int64, notedRoot []byte, origin string) error {
+	// insertNotedAs stores a checkpoint of size, frontier and root under the
+	// row's origin, its note signing notedSize and notedRoot under
+	// notedOrigin.
+	insertNotedAs := func(size int64, frontier, root []byte, notedSize int64, notedRoot []byte, notedOrigin, origin string) error {
 		return database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-			note, err := signer.Sign(checkpoint.Checkpoint{Origin: origin, Size: uint64(notedSize), Root: notedRoot}) //nolint:gosec // G115: a test's small size
+			note, err := signer.Sign(checkpoint.Checkpoint{Origin: notedOrigin, Size: uint64(notedSize), Root: notedRoot}) //nolint:gosec // G115: a test's small size
 			if err != nil {
 				return err
 			}
@@ -475,6 +476,9 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 				Origin: origin, KeyName: signer.Name(), KeyHash: signer.KeyHash(), VerifierKey: signer.VerifierKey(), Note: note})
 			return err
 		})
+	}
+	insertNoted := func(size int64, frontier, root []byte, notedSize int64, notedRoot []byte, origin string) error {
+		return insertNotedAs(size, frontier, root, notedSize, notedRoot, origin, origin)
 	}
 	insert := func(size int64, frontier, root []byte) error {
 		return insertNoted(size, frontier, root, size, root, testDeployment+"/acme")
@@ -510,6 +514,7 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 		"a note of another root":     insertNoted(15, frontier15, root15, 15, otherRoot, testDeployment+"/acme"),
 		"a note of another tenant":   insertNoted(15, frontier15, root15, 15, root15, testDeployment+"/globex"),
 		"a note of no tenant at all": insertNoted(15, frontier15, root15, 15, root15, "acme"),
+		"a note of another origin":   insertNotedAs(15, frontier15, root15, 15, root15, "elsewhere.example/acme", testDeployment+"/acme"),
 	} {
 		if !errors.Is(err, store.ErrCheckpointMismatch) {
 			t.Errorf("%s: %v, want %v", name, err, store.ErrCheckpointMismatch)
