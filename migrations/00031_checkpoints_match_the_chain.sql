@@ -32,8 +32,7 @@
 -- signer takes a tenant's lock, so replicas do not all pay it, and adds at
 -- most 2^20 records a checkpoint). The note's signature is not checked
 -- here: the database holds no key; auditors check notes against the keys
--- they hold (`audit verify --key`, `audit check-proof`), and a signer
--- reports a latest checkpoint that is not its key's.
+-- they hold (`audit verify --key`, `audit check-proof`).
 
 -- +goose Up
 -- +goose StatementBegin
