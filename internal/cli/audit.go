@@ -12,7 +12,6 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/term"
 
-	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -68,16 +67,9 @@ func newAuditVerifyCmd() *cobra.Command {
 					return err
 				}
 			}
-			if keysFile != "" {
-				more, err := readKeyLines(keysFile)
-				if err != nil {
-					return err
-				}
-				keys = append(keys, more...)
-			}
 			var known note.Verifiers
 			if len(keys) > 0 || keysFile != "" { // a keys file of no key is refused, not ignored
-				if known, err = checkpoint.Verifiers(keys); err != nil {
+				if known, err = checkpointKeys(keys, keysFile); err != nil {
 					return err
 				}
 			}
@@ -130,7 +122,7 @@ func newAuditVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "verify only this tenant (default: every tenant)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reports as JSON")
 	cmd.Flags().DurationVar(&lagBound, "lag-bound", engine.DefaultSealLagBound,
-		"how long a record may stay unsealed before it is a finding (records' times are their writers' clocks: leave room for skew)")
+		"how long a record may stay unsealed before it is a finding, counted from when the database wrote it (leave room for a transaction's length: it is sealed once committed)")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "a checkpoint key's public key, <name>+<hash>+<keydata> (repeat for old keys): "+
 		"the latest checkpoint must be signed by one of them, not merely by the key stored with it")
 	cmd.Flags().StringVar(&keysFile, "keys-file", "", "a file of checkpoint public keys, one a line (# comments)")

@@ -176,14 +176,7 @@ func newAuditCheckProofCmd() *cobra.Command {
 			"checkpoint of the same log and size must have the same root.\n\n" +
 			"Exit status: 0 when every proof verifies, 1 when one does not, 2 when checking could not run.",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if keysFile != "" {
-				more, err := readKeyLines(keysFile)
-				if err != nil {
-					return err
-				}
-				keys = append(keys, more...)
-			}
-			known, err := checkpoint.Verifiers(keys)
+			known, err := checkpointKeys(keys, keysFile)
 			if err != nil {
 				return err
 			}
@@ -269,6 +262,20 @@ func printOutcome(w io.Writer, path string, res *checkpoint.Result, err error) {
 		what = fmt.Sprintf("the tree of size %d is a prefix of the tree of size %d", res.OldSize, res.Size)
 	}
 	fmt.Fprintf(w, "%s: OK: %s of %s, signed by %s\n", path, what, display.Text(res.Origin), strings.Join(res.Keys, ", "))
+}
+
+// checkpointKeys returns the checkpoint public keys given by --key (keys)
+// and --keys-file (keysFile, when set), as notes are checked against them:
+// none at all is refused (X_CHECKPOINT_KEY_INVALID).
+func checkpointKeys(keys []string, keysFile string) (note.Verifiers, error) {
+	if keysFile != "" {
+		more, err := readKeyLines(keysFile)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, more...)
+	}
+	return checkpoint.Verifiers(keys)
 }
 
 // readKeyLines reads public keys, one a line; blank lines and lines

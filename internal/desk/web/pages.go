@@ -136,10 +136,7 @@ func (d *Desk) render(w http.ResponseWriter, r *http.Request, status int, name s
 // log holds its cause under.
 func (d *Desk) Refuse(w http.ResponseWriter, r *http.Request, x front.Refusal) {
 	d.setHeaders(w)
-	p := &page{Title: "Refused", Code: string(x.Code), Error: x.Message}
-	if e, ok := errcode.Explain(string(x.Code)); ok {
-		p.Fix = e.Fix
-	}
+	p := refusalPage(nil, x.Code, x.Message)
 	switch {
 	case x.Code == errcode.MCPBodyTooLarge:
 		// The code's fix speaks of MCP messages; the desk's bound is its own.
@@ -158,6 +155,12 @@ func (d *Desk) refuse(w http.ResponseWriter, r *http.Request, status int, code e
 // refuseIn shows a refusal page to a signed-in person, with the page's
 // header (and its sign-out button).
 func (d *Desk) refuseIn(w http.ResponseWriter, r *http.Request, s *session, status int, code errcode.Code, msg string) {
+	d.render(w, r, status, "refused.html", refusalPage(s, code, msg))
+}
+
+// refusalPage is the refusal page of code and msg, with the code's fix,
+// for the person signed in as s (nil: no one).
+func refusalPage(s *session, code errcode.Code, msg string) *page {
 	p := &page{Title: "Refused", Code: string(code), Error: msg}
 	if s != nil {
 		p.Person, p.FormToken = s.caller, s.formToken
@@ -165,7 +168,7 @@ func (d *Desk) refuseIn(w http.ResponseWriter, r *http.Request, s *session, stat
 	if e, ok := errcode.Explain(string(code)); ok {
 		p.Fix = e.Fix
 	}
-	d.render(w, r, status, "refused.html", p)
+	return p
 }
 
 // failed answers a failure of the desk's own (the database, a template):
