@@ -603,7 +603,7 @@ func TestCheckpointsGrowInSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || 'acme', 0))"); err != nil {
+	if err := store.New(other).CheckpointSignLock(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan *store.Checkpoint, 1)
