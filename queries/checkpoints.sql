@@ -17,6 +17,15 @@ SELECT tenant_id, size, root_hash, frontier, origin, key_name, key_hash, verifie
 FROM orangerail.audit_checkpoints
 WHERE tenant_id = @tenant_id AND size = @size;
 
+-- name: CheckpointPage :many
+-- A tenant's checkpoints of size above after_size, smallest first, at most
+-- page_size: what audit verify checks each note of.
+SELECT size, root_hash, verifier_key, note
+FROM orangerail.audit_checkpoints
+WHERE tenant_id = @tenant_id AND size > @after_size::bigint
+ORDER BY size
+LIMIT @page_size::integer;
+
 -- name: AuditLinks :many
 -- The sealed records of seq after_seq + 1 to upto_seq, in seq order: seq,
 -- links and entry (with_entry false: an empty entry).

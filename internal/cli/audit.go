@@ -48,9 +48,9 @@ func newAuditVerifyCmd() *cobra.Command {
 		Long: "Verify streams each tenant's sealed audit chain and reports the first broken link\n" +
 			"(changed, removed, reordered or forged records), records left unsealed longer than\n" +
 			"--lag-bound (no replica sealed them), executions that started but never finished, and\n" +
-			"consumed approvals with no audit record of their execution. It holds each chain to its latest\n" +
-			"signed checkpoint; with --key, that checkpoint must be signed by one of your keys. It seals\n" +
-			"nothing.\n\n" +
+			"consumed approvals with no audit record of their execution. Every signed checkpoint's note\n" +
+			"must verify (with --key, under one of your keys), and the chain must still make the latest\n" +
+			"one's root. It seals nothing.\n\n" +
 			"Exit status: 0 when everything verifies, 1 when something was found, 2 when verification\n" +
 			"could not run. With --metrics-file, the run's metrics (when it ended, whether it ran to the\n" +
 			"end, tenants by result, findings by kind) are written there for the node exporter's textfile\n" +
@@ -124,7 +124,7 @@ func newAuditVerifyCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&lagBound, "lag-bound", engine.DefaultSealLagBound,
 		"how long a record may stay unsealed before it is a finding, counted from when the database wrote it (leave room for a transaction's length: it is sealed once committed)")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "a checkpoint key's public key, <name>+<hash>+<keydata> (repeat for old keys): "+
-		"the latest checkpoint must be signed by one of them, not merely by the key stored with it")
+		"every stored checkpoint must be signed by one of them, not merely by the key stored with it")
 	cmd.Flags().StringVar(&keysFile, "keys-file", "", "a file of checkpoint public keys, one a line (# comments)")
 	cmd.Flags().BoolVar(&requireCheckpoint, "require-checkpoint", false,
 		"a tenant with sealed records and no signed checkpoint is a finding (for a deployment that signs them; a new tenant has none until the first interval)")
@@ -164,6 +164,9 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		fmt.Fprintf(w, "tenant %s: %s — %d records, head at seq %d", r.Tenant, status, r.Records, r.HeadSeq)
 		if r.Pending > 0 {
 			fmt.Fprintf(w, ", %d awaiting their seal", r.Pending)
+		}
+		if r.Checkpoints > 0 && r.Checkpoint == nil {
+			fmt.Fprintf(w, ", %d signed checkpoint(s) checked (the latest of size %d)", r.Checkpoints, r.CheckpointSize)
 		}
 		fmt.Fprintln(w)
 		if b := r.Break; b != nil {

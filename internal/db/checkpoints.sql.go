@@ -156,6 +156,54 @@ func (q *Queries) CheckpointLatest(ctx context.Context, db DBTX, tenantID string
 	return &i, err
 }
 
+const checkpointPage = `-- name: CheckpointPage :many
+SELECT size, root_hash, verifier_key, note
+FROM orangerail.audit_checkpoints
+WHERE tenant_id = $1 AND size > $2::bigint
+ORDER BY size
+LIMIT $3::integer
+`
+
+type CheckpointPageParams struct {
+	TenantID  string
+	AfterSize int64
+	PageSize  int32
+}
+
+type CheckpointPageRow struct {
+	Size        int64
+	RootHash    []byte
+	VerifierKey string
+	Note        string
+}
+
+// A tenant's checkpoints of size above after_size, smallest first, at most
+// page_size: what audit verify checks each note of.
+func (q *Queries) CheckpointPage(ctx context.Context, db DBTX, arg *CheckpointPageParams) ([]*CheckpointPageRow, error) {
+	rows, err := db.Query(ctx, checkpointPage, arg.TenantID, arg.AfterSize, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*CheckpointPageRow
+	for rows.Next() {
+		var i CheckpointPageRow
+		if err := rows.Scan(
+			&i.Size,
+			&i.RootHash,
+			&i.VerifierKey,
+			&i.Note,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const checkpointSignLock = `-- name: CheckpointSignLock :exec
 SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || $1::text, 0))
 `

@@ -356,6 +356,60 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 	}
 }
 
+// TestVerifyChecksEveryCheckpointsNote: a checkpoint signed with a key
+// the auditor does not hold — a login that can insert checkpoints, signing
+// one with a key of its own between two of the real signer's — is a
+// finding however many are signed on top of it, wherever it falls in the
+// pages the notes are read in; holding both keys, or none (each note under
+// the key stored with it), the audit verifies.
+func TestVerifyChecksEveryCheckpointsNote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ours, ourPub := signingKey(t, "orangerail.test")
+	theirs, theirPub := signingKey(t, "orangerail.test")
+	onlyOurs, err := checkpoint.Verifiers([]string{ourPub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := checkpoint.Verifiers([]string{ourPub, theirPub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const signed = 7
+	for _, foreign := range []int64{1, 4, signed} {
+		b := setup(t)
+		for size := int64(1); size <= signed; size++ {
+			appendBulk(t, b.runtime, "acme", int(size-1), 1)
+			s := ours
+			if size == foreign {
+				s = theirs
+			}
+			signNow(t, b.runtime, "acme", s, size)
+		}
+		for _, keys := range []note.Verifiers{nil, both} {
+			r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{CheckpointKeys: keys})
+			if err != nil || !r.OK() || r.Checkpoints != signed || r.CheckpointSize != signed {
+				t.Fatalf("foreign at %d, keys %v: %+v, %v", foreign, keys, r, err)
+			}
+		}
+		r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{CheckpointKeys: onlyOurs})
+		if err != nil || r.OK() || r.Checkpoint == nil || r.Checkpoint.Problem != engine.CheckpointNoteInvalid ||
+			r.Checkpoint.Reason != engine.NoteNotSigned || r.Checkpoint.Size != foreign || r.Checkpoints != foreign {
+			t.Fatalf("foreign at %d, our key only: %+v (%+v), %v", foreign, r, r.Checkpoint, err)
+		}
+		for _, page := range []int32{1, 2, 3, signed, 1024} {
+			size, n, finding, err := engine.CheckNotes(ctx, b.runtime, "acme", onlyOurs, page)
+			if err != nil || finding == nil || finding.Size != foreign || size != foreign || n != foreign {
+				t.Fatalf("foreign at %d, pages of %d: size %d, %d checked, %+v, %v", foreign, page, size, n, finding, err)
+			}
+			size, n, finding, err = engine.CheckNotes(ctx, b.runtime, "acme", both, page)
+			if err != nil || finding != nil || size != signed || n != signed {
+				t.Fatalf("foreign at %d, pages of %d, both keys: size %d, %d checked, %+v, %v", foreign, page, size, n, finding, err)
+			}
+		}
+	}
+}
+
 // TestCheckpointKeyRotation: checkpoints keep the key that signed them;
 // after a rotation, the old ones verify with the old public key in the
 // set, and a consistency proof spans the rotation.

@@ -3,6 +3,10 @@ package engine
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -49,3 +53,18 @@ func SetKeepLeases(e *Engine, keep bool) { e.keepLeases = keep }
 // SignCheckpointStep is SignCheckpoint adding at most step records to the
 // tree.
 var SignCheckpointStep = signCheckpoint
+
+// CheckNotes checks every stored checkpoint note of tenant as VerifyTenant
+// does, reading pageSize at a time: the latest's size (or the invalid
+// one's), how many were checked, and the first invalid one.
+func CheckNotes(ctx context.Context, conn database.TxBeginner, tenant string, keys note.Verifiers, pageSize int32) (size, n int64, finding *CheckpointFinding, err error) {
+	err = database.InTenant(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		latest, checked, f, err := checkNotes(ctx, store.New(tx), tenant, keys, pageSize, 3)
+		if latest != nil {
+			size = latest.Size
+		}
+		n, finding = checked, f
+		return err
+	})
+	return size, n, finding, err
+}

@@ -122,9 +122,12 @@ type Report struct {
 	HeadHash Hash             `json:"head_hash"`
 	Break    *ChainBreak      `json:"chain_break,omitempty"`
 	// CheckpointSize is the size of the latest signed checkpoint the chain
-	// was held to (0: the tenant has none), and Checkpoint what it says of
-	// the chain when they disagree.
+	// was held to (0: the tenant has none), Checkpoints how many stored
+	// checkpoints' notes were checked (up to the first invalid one), and
+	// Checkpoint what they say of the chain when they disagree: the first
+	// invalid note, else the latest's root against the chain.
 	CheckpointSize        int64                  `json:"checkpoint_size"`
+	Checkpoints           int64                  `json:"checkpoints"`
 	Checkpoint            *CheckpointFinding     `json:"checkpoint_mismatch,omitempty"`
 	Unfinished            []UnfinishedExecution  `json:"unfinished_executions"`
 	Unaudited             []UnauditedApproval    `json:"unaudited_approvals"`
@@ -211,14 +214,17 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
-		// The latest signed checkpoint, read in the chain's snapshot: the
-		// chain's first records must still make its root.
+		// The signed checkpoints, read in the chain's snapshot: every note
+		// must verify, and the chain's first records must still make the
+		// latest's root.
 		var signed *checkpointCheck
-		switch c, err := st.CheckpointLatest(ctx, tenant); {
-		case err == nil:
-			signed, report.CheckpointSize = newCheckpointCheck(c, opts.CheckpointKeys), c.Size
-		case !errors.Is(err, store.ErrNotFound):
-			return fmt.Errorf("read the latest checkpoint: %w", err)
+		latest, checked, invalid, err := checkNotes(ctx, st, tenant, opts.CheckpointKeys, notePage, defaultWorkers())
+		if err != nil {
+			return err
+		}
+		report.Checkpoints = checked
+		if latest != nil {
+			signed, report.CheckpointSize = newCheckpointCheck(latest, invalid), latest.Size
 		}
 
 		chain := newChainChecker(tenant)

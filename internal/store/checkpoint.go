@@ -59,6 +59,16 @@ func (s *Store) CheckpointAt(ctx context.Context, tenantID string, size int64) (
 	return one(row, err, checkpointOf)
 }
 
+// CheckpointPage lists a tenant's checkpoints of size above afterSize,
+// smallest first, at most limit: their size, root, stored key and note
+// only (no frontier).
+func (s *Store) CheckpointPage(ctx context.Context, tenantID string, afterSize int64, limit int32) ([]*Checkpoint, error) {
+	rows, err := s.q.CheckpointPage(ctx, s.x, &db.CheckpointPageParams{TenantID: tenantID, AfterSize: afterSize, PageSize: limit})
+	return all(rows, err, func(r *db.CheckpointPageRow) *Checkpoint {
+		return &Checkpoint{TenantID: tenantID, Size: r.Size, RootHash: r.RootHash, VerifierKey: r.VerifierKey, Note: r.Note}
+	})
+}
+
 // AuditSealedLink is a sealed record's seq and links, and, when asked
 // for, its entry.
 type AuditSealedLink struct {
