@@ -41,3 +41,8 @@ ORDER BY seq;
 -- not all read and hash the same records (the database checks each
 -- checkpoint stored, so each would cost it as much again).
 SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || @tenant_id::text, 0));
+
+-- name: StatementTimeoutMillis :one
+-- The transaction's statement_timeout in milliseconds (0: none), which
+-- bounds how many records one checkpoint may add.
+SELECT setting::bigint AS millis FROM pg_catalog.pg_settings WHERE name = 'statement_timeout';

@@ -216,3 +216,16 @@ func (q *Queries) CheckpointSignLock(ctx context.Context, db DBTX, tenantID stri
 	_, err := db.Exec(ctx, checkpointSignLock, tenantID)
 	return err
 }
+
+const statementTimeoutMillis = `-- name: StatementTimeoutMillis :one
+SELECT setting::bigint AS millis FROM pg_catalog.pg_settings WHERE name = 'statement_timeout'
+`
+
+// The transaction's statement_timeout in milliseconds (0: none), which
+// bounds how many records one checkpoint may add.
+func (q *Queries) StatementTimeoutMillis(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, statementTimeoutMillis)
+	var millis int64
+	err := row.Scan(&millis)
+	return millis, err
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,6 +33,23 @@ const checkpointPage = 4096
 // database checks them again: about 6 µs a record each on a 2-core box).
 const checkpointStep = 1 << 20
 
+// checkpointRecordCost is what the step allows a record within the
+// transaction's statement_timeout: the database checks every record a
+// checkpoint adds in the one statement that stores it (about 6.4 µs a
+// record on a 2-core box), and this leaves it four times that, so that a
+// deployment with a short statement_timeout signs smaller steps rather
+// than have every attempt cancelled.
+const checkpointRecordCost = 25 * time.Microsecond
+
+// stepWithin is the most records one checkpoint adds under a statement
+// timeout (0: none), at most step and at least one.
+func stepWithin(step int64, timeout time.Duration) int64 {
+	if timeout <= 0 {
+		return step
+	}
+	return max(1, min(step, int64(timeout/checkpointRecordCost)))
+}
+
 // SignCheckpoint signs the tree of tenant's sealed records, when it has
 // records no checkpoint covers yet, and stores the checkpoint. It reads
 // only the records sealed since the latest checkpoint, checks their links
@@ -44,14 +62,25 @@ const checkpointStep = 1 << 20
 // deployment's origin (audit.checkpoint.origin); the checkpoint's is
 // origin/tenant.
 func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string) (*store.Checkpoint, error) {
-	return signCheckpoint(ctx, conn, tenant, signer, origin, checkpointStep)
+	// A step the database could not check within its statement_timeout
+	// (a slower box than checkpointRecordCost allows for) is halved and
+	// tried again, in this round: the chain's records are only read.
+	for step := int64(checkpointStep); ; {
+		c, used, err := signCheckpoint(ctx, conn, tenant, signer, origin, step)
+		if !errors.Is(err, store.ErrStatementTimeout) || used <= 1 || ctx.Err() != nil {
+			return c, err
+		}
+		step = used / 2
+	}
 }
 
 // signCheckpoint is SignCheckpoint adding at most step records to the
-// tree: a chain that grew more since is signed up to that size, and the
-// next call goes on from there.
-func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string, step int64) (*store.Checkpoint, error) {
+// tree, and fewer under a statement_timeout (stepWithin): a chain that grew
+// more since is signed up to that size, and the next call goes on from
+// there. It returns the step it took.
+func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string, step int64) (*store.Checkpoint, int64, error) {
 	var stored *store.Checkpoint
+	used := step
 	// READ COMMITTED: the sealed records up to the head read first never
 	// change, and a checkpoint another replica stores meanwhile makes the
 	// insert do nothing, where a snapshot's would fail to serialize.
@@ -94,9 +123,14 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		if head.Seq == 0 {
 			return nil
 		}
+		timeout, err := st.StatementTimeout(ctx)
+		if err != nil {
+			return fmt.Errorf("read statement_timeout: %w", err)
+		}
+		used = stepWithin(step, timeout)
 		upto, last := head.Seq, head.Hash
-		if upto-int64(frontier.Size()) > step { //nolint:gosec // G115: a tree's size is a seq
-			upto, last = int64(frontier.Size())+step, nil //nolint:gosec // G115: a tree's size is a seq
+		if upto-int64(frontier.Size()) > used { //nolint:gosec // G115: a tree's size is a seq
+			upto, last = int64(frontier.Size())+used, nil //nolint:gosec // G115: a tree's size is a seq
 		}
 		if err := extendFrontier(ctx, st, tenant, frontier, upto, last); err != nil {
 			return err
@@ -122,9 +156,9 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint tenant %s: %w", tenant, err)
+		return nil, used, fmt.Errorf("checkpoint tenant %s: %w", tenant, err)
 	}
-	return stored, nil
+	return stored, used, nil
 }
 
 // frontierOf rebuilds a stored checkpoint's frontier.

@@ -698,6 +698,60 @@ func TestCheckpointsGrowInSteps(t *testing.T) {
 	}
 }
 
+// TestCheckpointStepsFitTheStatementTimeout: under a short
+// statement_timeout a checkpoint adds only what the database can check
+// within it (StepWithin), and a step the database could not check in time
+// is halved and tried again in the same call, rather than every attempt
+// cancelled.
+func TestCheckpointStepsFitTheStatementTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	signer, _ := signingKey(t, "orangerail.test")
+	for timeout, want := range map[time.Duration]int64{0: 1 << 20, 30 * time.Second: 1 << 20, time.Second: 40_000, 20 * time.Millisecond: 800, time.Microsecond: 1} {
+		if got := engine.StepWithin(timeout); got != want {
+			t.Errorf("StepWithin(%s) = %d, want %d", timeout, got, want)
+		}
+	}
+
+	b := setup(t)
+	const records = 2000
+	appendBulk(t, b.runtime, "acme", 0, records)
+	bounded := database.Bound(b.runtime, database.Limits{LockTimeout: time.Second, StatementTimeout: 20 * time.Millisecond})
+	var sizes []int64
+	for size := int64(0); size < records; {
+		c, err := engine.SignCheckpoint(ctx, bounded, "acme", signer, testDeployment)
+		if err != nil || c == nil || c.Size <= size || c.Size-size > engine.StepWithin(20*time.Millisecond) {
+			t.Fatalf("after size %d: %+v, %v", size, c, err)
+		}
+		size = c.Size
+		sizes = append(sizes, size)
+	}
+	if len(sizes) < 3 {
+		t.Fatalf("sizes %v: one checkpoint took more than the statement timeout allows", sizes)
+	}
+
+	// The database made slow to check a checkpoint (half a millisecond a
+	// record it adds): 1000 records, then 500, are cancelled at 200ms, and
+	// 250 are signed.
+	slow := setup(t)
+	appendBulk(t, slow.runtime, "acme", 0, 1000)
+	if _, err := slow.admin.Exec(ctx, `CREATE FUNCTION slow_checkpoint() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM pg_sleep(0.0005 * (NEW.size - coalesce((SELECT max(c.size) FROM orangerail.audit_checkpoints c WHERE c.tenant_id = NEW.tenant_id), 0)));
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER slow_checkpoint BEFORE INSERT ON orangerail.audit_checkpoints FOR EACH ROW EXECUTE FUNCTION slow_checkpoint()`); err != nil {
+		t.Fatal(err)
+	}
+	bounded = database.Bound(slow.runtime, database.Limits{LockTimeout: time.Second, StatementTimeout: 200 * time.Millisecond})
+	if c, err := engine.SignCheckpoint(ctx, bounded, "acme", signer, testDeployment); err != nil || c == nil || c.Size != 250 {
+		t.Fatalf("a slow database: %+v, %v", c, err)
+	}
+	if report, err := engine.VerifyTenant(ctx, slow.runtime, "acme", engine.VerifyOptions{}); err != nil || !report.OK() || report.CheckpointSize != 250 {
+		t.Fatalf("verify: %+v, %v", report, err)
+	}
+}
+
 // TestCheckpointersSignEachSizeOnce: replicas sign at once; each size is
 // stored once, and the periodic checkpointer signs what is sealed.
 func TestCheckpointersSignEachSizeOnce(t *testing.T) {

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
@@ -51,8 +53,15 @@ func DefinitionHash(a *ontology.Action) []byte { return definitionHash(a) }
 func SetKeepLeases(e *Engine, keep bool) { e.keepLeases = keep }
 
 // SignCheckpointStep is SignCheckpoint adding at most step records to the
-// tree.
-var SignCheckpointStep = signCheckpoint
+// tree (fewer under a short statement_timeout), in one attempt.
+func SignCheckpointStep(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string, step int64) (*store.Checkpoint, error) {
+	c, _, err := signCheckpoint(ctx, conn, tenant, signer, origin, step)
+	return c, err
+}
+
+// StepWithin is the most records one checkpoint adds under a
+// statement_timeout.
+func StepWithin(timeout time.Duration) int64 { return stepWithin(checkpointStep, timeout) }
 
 // CheckNotes checks every stored checkpoint note of tenant as VerifyTenant
 // does, reading pageSize at a time: the latest's size (or the invalid

@@ -45,6 +45,12 @@ func (s *Store) CheckpointSignLock(ctx context.Context, tenantID string) error {
 	return InterpretError(s.q.CheckpointSignLock(ctx, s.x, tenantID))
 }
 
+// StatementTimeout is the transaction's statement_timeout (0: none).
+func (s *Store) StatementTimeout(ctx context.Context) (time.Duration, error) {
+	ms, err := s.q.StatementTimeoutMillis(ctx, s.x)
+	return time.Duration(ms) * time.Millisecond, InterpretError(err)
+}
+
 // CheckpointLatest returns a tenant's checkpoint of the largest size, or
 // ErrNotFound when it has none.
 func (s *Store) CheckpointLatest(ctx context.Context, tenantID string) (*Checkpoint, error) {
