@@ -80,7 +80,7 @@ func TestAuditVerifyMetricsFile(t *testing.T) {
 	want := map[string]float64{
 		metrics.VerifySuccess: 1, metrics.VerifyRecords: 6,
 		metrics.VerifyTenants + "{ok}": 2, metrics.VerifyTenants + "{findings}": 0,
-		metrics.VerifyFindings + "{chain_break}": 0, metrics.VerifyFindings + "{checkpoint_mismatch}": 0, metrics.VerifyFindings + "{unsealed}": 0,
+		metrics.VerifyFindings + "{chain_break}": 0, metrics.VerifyFindings + "{checkpoint_mismatch}": 0, metrics.VerifyFindings + "{checkpoint_missing}": 0, metrics.VerifyFindings + "{unsealed}": 0,
 		metrics.VerifyFindings + "{unfinished_execution}": 0, metrics.VerifyFindings + "{unaudited_approval}": 0,
 		metrics.VerifyFindings + "{unexplained_approval}": 0, metrics.VerifyFindings + "{unexplained_execution}": 0,
 	}
@@ -99,6 +99,16 @@ func TestAuditVerifyMetricsFile(t *testing.T) {
 		}
 	}
 	check("clean")
+
+	// No checkpoint where one is required is its own kind, not a
+	// checkpoint that disagrees.
+	if code, out, stderr := cli(t, "audit", "verify", "--database-url", url, "--metrics-file", path, "--require-checkpoint"); code != exitFindings {
+		t.Fatalf("no checkpoint: exit %d\n%s%s", code, out, stderr)
+	}
+	got = readProm(t, path)
+	want[metrics.VerifyTenants+"{ok}"], want[metrics.VerifyTenants+"{findings}"], want[metrics.VerifyFindings+"{checkpoint_missing}"] = 0, 2, 2
+	check("no checkpoint")
+	want[metrics.VerifyTenants+"{ok}"], want[metrics.VerifyTenants+"{findings}"], want[metrics.VerifyFindings+"{checkpoint_missing}"] = 2, 0, 0
 
 	admin := testdb.Pool(t, url)
 	if _, err := admin.Exec(ctx, `ALTER TABLE orangerail.audit DISABLE TRIGGER USER;

@@ -24,6 +24,7 @@ const (
 const (
 	FindingChainBreak                    = "chain_break"
 	FindingCheckpointMismatch            = "checkpoint_mismatch"
+	FindingCheckpointMissing             = "checkpoint_missing"
 	FindingUnsealed                      = "unsealed"
 	FindingUnfinished                    = "unfinished_execution"
 	FindingUnaudited                     = "unaudited_approval"
@@ -39,7 +40,7 @@ func VerifyDefinitions() []Definition {
 		{VerifyLastRun, KindGauge, nil, "When the last audit verify run ended (Unix seconds): alert when it is older than the schedule."},
 		{VerifySuccess, KindGauge, nil, "1 when the last run verified every tenant it was asked to, found or not; 0 when it could not run to the end."},
 		{VerifyTenants, KindGauge, []string{"result"}, "Tenants the last run verified, by result: ok, findings."},
-		{VerifyFindings, KindGauge, []string{"kind"}, "Findings of the last run, summed over tenants, by kind: chain_break, checkpoint_mismatch, unsealed, unfinished_execution, unaudited_approval, unexplained_approval, unexplained_execution."},
+		{VerifyFindings, KindGauge, []string{"kind"}, "Findings of the last run, summed over tenants, by kind: chain_break, checkpoint_mismatch, checkpoint_missing (--require-checkpoint), unsealed, unfinished_execution, unaudited_approval, unexplained_approval, unexplained_execution."},
 		{VerifyRecords, KindGauge, nil, "Sealed records the last run verified."},
 	}
 }
@@ -70,7 +71,7 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 	for _, result := range []string{verifyResultOK, verifyResultFindings} {
 		tenants.WithLabelValues(result)
 	}
-	for _, kind := range []string{FindingChainBreak, FindingCheckpointMismatch, FindingUnsealed, FindingUnfinished, FindingUnaudited, FindingUnexplainedApproval, FindingUnexplainedExecution} {
+	for _, kind := range []string{FindingChainBreak, FindingCheckpointMismatch, FindingCheckpointMissing, FindingUnsealed, FindingUnfinished, FindingUnaudited, FindingUnexplainedApproval, FindingUnexplainedExecution} {
 		findings.WithLabelValues(kind)
 	}
 	total := 0.0
@@ -83,7 +84,14 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 		if r.Break != nil {
 			findings.WithLabelValues(FindingChainBreak).Inc()
 		}
-		if r.Checkpoint != nil {
+		switch {
+		case r.Checkpoint == nil:
+		case r.Checkpoint.Problem == engine.CheckpointMissing:
+			// None signed is not one that disagrees: an alert on a
+			// rewritten log should not fire for a tenant too new to have
+			// its first checkpoint.
+			findings.WithLabelValues(FindingCheckpointMissing).Inc()
+		default:
 			findings.WithLabelValues(FindingCheckpointMismatch).Inc()
 		}
 		findings.WithLabelValues(FindingUnsealed).Add(float64(len(r.Unsealed)))
