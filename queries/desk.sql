@@ -22,17 +22,3 @@ WHERE issuer = @issuer AND subject = @subject AND revoked_at IS NULL;
 DELETE FROM orangerail.desk_sessions
 WHERE expires_at < now() - interval '1 day' OR revoked_at < now() - interval '1 day';
 
--- name: DeskAuditSearch :many
--- A tenant's audit records, newest first, each filter '' matching any;
--- before_seq 0 starts at the head. Sealed records only: the caller seals
--- the tenant first.
-SELECT seq::bigint AS seq, at, correlation_id, phase, action, actor, actor_kind, approval_id
-FROM orangerail.audit
-WHERE tenant_id = @tenant_id AND seq IS NOT NULL
-  AND (@action::text = '' OR action = @action::text)
-  AND (@actor::text = '' OR actor = @actor::text)
-  AND (@correlation_id::text = '' OR correlation_id = @correlation_id::text)
-  AND (@phase::text = '' OR phase = @phase::text)
-  AND (@before_seq::bigint = 0 OR seq < @before_seq::bigint)
-ORDER BY seq DESC
-LIMIT @row_limit;

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/orangerail/orangerail/internal/db"
 )
 
@@ -56,40 +54,4 @@ func (s *Store) DeskSessionRevokeSubject(ctx context.Context, issuer, subject st
 // DeskSessionPrune forgets sessions that ended more than a day ago.
 func (s *Store) DeskSessionPrune(ctx context.Context) error {
 	return InterpretError(s.q.DeskSessionPrune(ctx, s.x))
-}
-
-// AuditSearchParams filter a tenant's audit records; an empty filter
-// matches any.
-type AuditSearchParams struct {
-	TenantID      string
-	Action        string
-	Actor         string
-	CorrelationID string
-	Phase         string
-	// BeforeSeq is the last seq of the previous page; 0 starts at the head.
-	BeforeSeq int64
-	Limit     int32
-}
-
-// AuditSummary is one audit record without its entry bytes.
-type AuditSummary struct {
-	Seq           int64
-	At            time.Time
-	CorrelationID string
-	Phase         string
-	Action        *string
-	Actor         string
-	ActorKind     string
-	ApprovalID    *uuid.UUID
-}
-
-// AuditSearch returns a tenant's audit records matching p, newest first.
-// Run it in a transaction naming the tenant (row security).
-func (s *Store) AuditSearch(ctx context.Context, p *AuditSearchParams) ([]*AuditSummary, error) {
-	rows, err := s.q.DeskAuditSearch(ctx, s.x, &db.DeskAuditSearchParams{TenantID: p.TenantID, Action: p.Action, Actor: p.Actor,
-		CorrelationID: p.CorrelationID, Phase: p.Phase, BeforeSeq: p.BeforeSeq, RowLimit: p.Limit})
-	return all(rows, err, func(r *db.DeskAuditSearchRow) *AuditSummary {
-		return &AuditSummary{Seq: r.Seq, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
-			Actor: r.Actor, ActorKind: r.ActorKind, ApprovalID: r.ApprovalID}
-	})
 }

@@ -5,15 +5,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -667,6 +673,56 @@ func TestAuditView(t *testing.T) {
 			}
 		}
 	}
+	// Past a page, older records are a link away, the search kept: 55
+	// more staged records make 58, 57 of them staged.
+	if err := database.InTenant(context.Background(), f.rt.Store, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		for i := range 55 {
+			if err := engine.AppendAudit(context.Background(), tx, &engine.Record{Tenant: "acme", At: time.Now(), CorrelationID: fmt.Sprintf("bulk-%d", i),
+				Phase: engine.PhaseStaged, Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	older := regexp.MustCompile(`<a href="([^"]+)">Older records</a>`)
+	for query, want := range map[string][]int{"": {50, 8}, "?phase=staged": {50, 7}, "?phase=staged&actor=agent-7": {50, 5}} {
+		page := ada.get(f.base + web.Path + "/audit" + query)
+		for i, n := range want {
+			if got := count(page.body, `<td data-label="Seq">`); page.status != http.StatusOK || got != n {
+				t.Fatalf("%q, page %d: %d records (status %d), want %d", query, i+1, got, page.status, n)
+			}
+			m := older.FindStringSubmatch(page.body)
+			if i == len(want)-1 {
+				if m != nil {
+					t.Fatalf("%q: a link past the last page: %s", query, m[1])
+				}
+				break
+			}
+			if m == nil {
+				t.Fatalf("%q, page %d: no link to older records", query, i+1)
+			}
+			next := html.UnescapeString(m[1])
+			if query != "" && !strings.Contains(next, "phase=staged") {
+				t.Fatalf("%q: the link forgets the search: %s", query, next)
+			}
+			page = ada.get(f.base + next)
+		}
+	}
+	// A cursor of another search, or none at all, is refused as the API
+	// refuses it.
+	link := older.FindStringSubmatch(ada.get(f.base + web.Path + "/audit?phase=staged").body)
+	if link == nil {
+		t.Fatal("no link to older records")
+	}
+	cursor, _ := url.ParseQuery(strings.SplitN(html.UnescapeString(link[1]), "?", 2)[1])
+	for _, query := range []string{"cursor=" + url.QueryEscape(cursor.Get("cursor")), "phase=staged&cursor=nonsense"} {
+		if got := ada.get(f.base + web.Path + "/audit?" + query); got.status != http.StatusBadRequest || count(got.body, `<td data-label="Seq">`) != 0 {
+			t.Errorf("%s: status %d, %d records", query, got.status, count(got.body, `<td data-label="Seq">`))
+		}
+	}
+
 	// A search the API refuses, the desk refuses alike: 400, not a
 	// failure of the database, nor every record.
 	for _, query := range []string{"actor=a%00", "action=%ff", "phase=bogus", "correlation_id=" + strings.Repeat("c", engine.MaxFilterBytes+1)} {

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -346,16 +345,29 @@ type auditRow struct {
 
 const auditPageSize = 50
 
+// audit shows the tenant's audit log through the engine's PageAudit, as
+// the API does: the same filters, the same who-may-read, the same cursor.
 func (d *Desk) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	a := &auditPage{Action: q.Get("action"), Actor: q.Get("actor"), CorrelationID: q.Get("correlation_id"), Phase: q.Get("phase")}
-	if p := (engine.AuditQuery{CorrelationID: a.CorrelationID, Action: a.Action, Actor: a.Actor, Phase: engine.Phase(a.Phase)}).Problem(); p != "" {
+	query := engine.AuditQuery{CorrelationID: a.CorrelationID, Action: a.Action, Actor: a.Actor, Phase: engine.Phase(a.Phase),
+		Cursor: q.Get("cursor"), Limit: auditPageSize}
+	if p := query.Problem(); p != "" {
 		d.refuseIn(w, r, s, http.StatusBadRequest, errcode.RequestInvalid, "The audit log cannot be searched so: "+p+".")
 		return
 	}
-	before, _ := strconv.ParseInt(q.Get("before"), 10, 64)
-	head, records, err := d.auditRecords(r.Context(), s.caller.Tenant, &store.AuditSearchParams{Action: a.Action, Actor: a.Actor,
-		CorrelationID: a.CorrelationID, Phase: a.Phase, BeforeSeq: max(before, 0), Limit: auditPageSize})
+	// The page first: it seals what committed before it, so the head read
+	// after it is at or past its newest record.
+	page, err := d.c.Engine.PageAudit(r.Context(), s.caller, query)
+	if errcode.Of(err) == errcode.RequestInvalid {
+		d.refuseIn(w, r, s, http.StatusBadRequest, errcode.RequestInvalid, "This page of the audit log cannot be shown: its link is not one of this search. Start from the newest records.")
+		return
+	}
+	if err != nil {
+		d.failed(w, r, "read the audit log", err)
+		return
+	}
+	head, err := d.c.Engine.AuditHeadOf(r.Context(), s.caller)
 	if err != nil {
 		d.failed(w, r, "read the audit log", err)
 		return
@@ -363,7 +375,7 @@ func (d *Desk) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	if head != nil {
 		a.HeadSeq, a.HeadHash = head.Seq, fmt.Sprintf("%x", head.Hash)
 	}
-	for _, rec := range records {
+	for _, rec := range page.Items {
 		ar := auditRow{Seq: rec.Seq, At: rec.At, Phase: display.Text(rec.Phase), Actor: display.Text(rec.Actor),
 			ActorKind: display.Text(rec.ActorKind), Correlation: display.Text(rec.CorrelationID)}
 		if rec.Action != nil {
@@ -374,14 +386,13 @@ func (d *Desk) audit(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		a.Records = append(a.Records, ar)
 	}
-	if len(records) == auditPageSize {
+	if page.NextCursor != "" {
 		older := url.Values{}
-		for k, v := range map[string]string{"action": a.Action, "actor": a.Actor, "correlation_id": a.CorrelationID, "phase": a.Phase} {
+		for k, v := range map[string]string{"action": a.Action, "actor": a.Actor, "correlation_id": a.CorrelationID, "phase": a.Phase, "cursor": page.NextCursor} {
 			if v != "" {
 				older.Set(k, v)
 			}
 		}
-		older.Set("before", strconv.FormatInt(records[len(records)-1].Seq, 10))
 		a.Older = Path + "/audit?" + older.Encode()
 	}
 	p := d.pageFor(s, "Audit log")
