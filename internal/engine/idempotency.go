@@ -72,13 +72,15 @@ type filedOutcome struct {
 }
 
 // fileable reports whether an outcome answers the call itself, and so is
-// what a retry gets back: one that says the call could not be tried (the
-// store or the audit failed, the result is unknown) leaves the key free
-// for a retry to run.
+// what a retry gets back: the call ran, or may have (outcome_unknown: its
+// effect may have run, so a retry under the key must not run it again; it
+// gets the same answer, and a new key is the caller's to send once the
+// outcome is checked). One that says nothing ran (the store or the audit
+// failed before the effect) leaves the key free for a retry to run.
 func fileable(o *Outcome) bool {
 	switch o.Status {
 	case StatusOK, StatusApprovalPending, StatusDryRun, StatusNotImplemented, StatusNotFound,
-		StatusPreconditionFailed, StatusFailed:
+		StatusPreconditionFailed, StatusFailed, StatusOutcomeUnknown:
 		return true
 	}
 	return false
@@ -130,8 +132,9 @@ const keyReserve = time.Second
 // outlast its claim is cut short there, as a cancelled call is, and what
 // it had not begun (an effect above all) never runs beside a retry. What
 // the cut leaves in doubt (a request already sent upstream) is answered
-// as unknown and not filed, as any unknown outcome; a failure the cut
-// caused is not filed either, so that a retry runs the call again.
+// as unknown and filed, as any unknown outcome, in the time the claim
+// keeps for that; a failure the cut caused is not filed, so that a retry
+// runs the call again.
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
 	defer e.keys.lock(k)()

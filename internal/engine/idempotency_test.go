@@ -10,10 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // idempotentNotes serves the example with add_order_note marked
@@ -90,6 +92,50 @@ func TestIdempotentRetryRunsOnce(t *testing.T) {
 		}
 	}
 	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestIdempotentUnknownOutcomeIsFiled: a call whose effect ran on its
+// separate datasource but whose end could not be recorded answers
+// outcome_unknown, and a retry under its key gets that answer back and
+// runs nothing — the effect may have run, so running it again could do it
+// twice. A new key runs the call.
+func TestIdempotentUnknownOutcomeIsFiled(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	data := testdb.Pool(t, dataURL)
+	if _, err := data.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL), ontologytest.Set("actions.add_order_note.idempotent", true))
+	engine.SetBeforeFinish(e, panicOnce())
+	notes := func() (n int) {
+		t.Helper()
+		if err := data.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE note = 'in doubt'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "in doubt", "idempotencyKey": "doubt-1"}`)
+	first := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusOutcomeUnknown)
+	if n := notes(); n != 1 {
+		t.Fatalf("the first call wrote %d notes, want 1", n)
+	}
+	retry := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, retry, engine.StatusOutcomeUnknown)
+	if retry.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry answered %s, not the first call's outcome (%s)", retry.CorrelationID, first.CorrelationID)
+	}
+	if n := notes(); n != 1 {
+		t.Fatalf("a retry under the key ran the call again: %d notes", n)
+	}
+	fresh := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "in doubt", "idempotencyKey": "doubt-2"}`))
+	want(t, fresh, engine.StatusOK)
+	if n := notes(); n != 2 {
+		t.Fatalf("a new key: %d notes, want 2", n)
+	}
 }
 
 // TestIdempotencyKeyReused: the same key with another input is refused
