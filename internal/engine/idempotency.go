@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,9 +139,13 @@ const keyReserve = time.Second
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
 	defer e.keys.lock(k)()
-	var out *Outcome
-	reused := false
+	var (
+		out    *Outcome
+		filed  []byte // the outcome as the claim files it
+		reused bool
+	)
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		filed = nil // an attempt run again starts afresh
 		st := store.New(tx)
 		if rand.IntN(idempotencyPruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
 			if err := st.IdempotencyPrune(ctx, caller.Tenant); err != nil {
@@ -165,6 +170,19 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 			out, err = unfileOutcome(found.Outcome)
 			return err
 		}
+		// Should the claim's COMMIT fail, Postgres is asked whether it
+		// took effect: the key filed with this outcome is its witness
+		// (the outcome names the call's correlation id, so no other
+		// call files the same bytes).
+		if err := database.ConfirmCommit(ctx, tx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
+			found, err := store.New(tx).IdempotencyFind(ctx, k)
+			if errors.Is(err, store.ErrNotFound) {
+				return false, nil
+			}
+			return err == nil && filed != nil && bytes.Equal(found.Outcome, filed), err
+		}); err != nil {
+			return err
+		}
 		runCtx, cancel := ctx, context.CancelFunc(func() {})
 		if until, ok := database.Deadline(tx); ok {
 			runCtx, cancel = context.WithDeadline(ctx, until.Add(-keyReserve))
@@ -175,10 +193,11 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		if !fileable(out) || (cut && out.Status == StatusFailed) {
 			return errNotFiled
 		}
-		filed, err := fileOutcome(out)
+		f, err := fileOutcome(out)
 		if err != nil {
 			return err
 		}
+		filed = f
 		return st.IdempotencySave(ctx, k, filed)
 	})
 	switch {
@@ -187,14 +206,46 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 			Path: "/" + ontology.IdempotencyKeyArg, Message: "the key was sent before with a different input: send a new key for a new call"}})
 	case errors.Is(err, errNotFiled):
 		return out
+	case errors.Is(err, database.ErrNotCommitted) && filed != nil:
+		// The call ran (or may have) and Postgres confirms its claim,
+		// outcome and all, did not commit: the key is free, and a retry
+		// would run the call again. File the outcome anew, unless a
+		// retry claimed the key meanwhile.
+		e.fileAgain(ctx, caller.Tenant, k, c.digest, filed, correlation)
+		return out
 	case err != nil && out != nil:
-		// The call ran but its outcome could not be filed: answer it; a
-		// retry runs again, as it would have without a key.
+		// The call ran but its outcome could not be filed, or its claim's
+		// COMMIT failed and Postgres could not say whether it took
+		// effect: answer it; should the key be free, a retry runs again,
+		// as it would have without a key.
 		return out
 	case err != nil:
 		return e.storeFailure(ctx, "idempotency key of "+c.name, correlation, err)
 	}
 	return out
+}
+
+// fileAgain files a call's outcome under its key in a transaction of its
+// own, after the claim that ran the call was confirmed not to have
+// committed: a claim of the key and its outcome at once. A key some retry
+// claimed meanwhile is left to it (that retry ran the call again: there is
+// nothing left to prevent). Failing, it leaves the key free, as the lost
+// claim did, and says so in the host log.
+func (e *Engine) fileAgain(ctx context.Context, tenant string, k store.IdempotencyKey, digest, filed []byte, correlation string) {
+	// The caller may have gone: the call ran, and its key is what keeps a
+	// retry from running it again (the pool's limits bound the wait).
+	ctx = context.WithoutCancel(ctx)
+	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		claimed, err := st.IdempotencyClaim(ctx, k, digest, e.now().Add(e.cfg.Limits.IdempotencyKeyTTL()))
+		if err != nil || !claimed {
+			return err
+		}
+		return st.IdempotencySave(ctx, k, filed)
+	})
+	if err != nil {
+		e.log.WarnContext(ctx, "idempotency key left unfiled", "action", k.Action, "correlation_id", correlation, "error", err.Error())
+	}
 }
 
 // keyLocks holds the keys calls in this process are running under, each

@@ -554,3 +554,33 @@ func TestUpstreamStartCommitAnswerLost(t *testing.T) {
 		t.Log(l)
 	}
 }
+
+// TestIdempotencyClaimCommitLost: the backend dies as the claim of an
+// idempotency key is about to commit, its call's effect done and its
+// outcome filed: Postgres confirms the claim did not commit, so the
+// outcome is filed again, and a retry under the key gets it back and runs
+// nothing — the note is written once.
+func TestIdempotencyClaimCommitLost(t *testing.T) {
+	t.Parallel()
+	b := setupOn(t, testdb.New(t), ontologytest.Set("actions.add_order_note.policy.approval", "none"),
+		ontologytest.Set("actions.add_order_note.idempotent", true))
+	trap := b.killer.Arm(faults.Trap{Match: []string{"UPDATE orangerail.idempotency_keys SET outcome"}, When: faults.After})
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "fault-claim-lost", "idempotencyKey": "claim-lost-1"}`)
+	call := func(what string) *engine.Outcome {
+		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", args) })
+	}
+	first := call("the call whose claim's COMMIT met a dead backend")
+	fired(t, trap)
+	if first.Status != engine.StatusOK {
+		t.Fatalf("the call answered %s %q (%v), want %s: its effect committed", first.Status, first.Diagnostic, first.Err, engine.StatusOK)
+	}
+	retry := call("a retry under the key")
+	if retry.Status != engine.StatusOK || retry.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry answered %s under %s, want the first call's outcome (%s)", retry.Status, retry.CorrelationID, first.CorrelationID)
+	}
+	var notes int
+	if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = 'fault-claim-lost'").Scan(&notes); err != nil || notes != 1 {
+		t.Fatalf("%d notes (%v), want 1", notes, err)
+	}
+	b.finish(t)
+}
