@@ -62,30 +62,39 @@ func stepWithin(step int64, timeout time.Duration) int64 {
 // deployment's origin (audit.checkpoint.origin); the checkpoint's is
 // origin/tenant.
 func SignCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string) (*store.Checkpoint, error) {
-	// A step the database could not check within its statement_timeout
-	// (a slower box than checkpointRecordCost allows for) is halved and
-	// tried again, in this round: the chain's records are only read.
-	for step := int64(checkpointStep); ; {
-		c, used, err := signCheckpoint(ctx, conn, tenant, signer, origin, step)
-		if !errors.Is(err, store.ErrStatementTimeout) || used <= 1 || ctx.Err() != nil {
+	// A checkpoint the database could not check within its
+	// statement_timeout (a box slower than checkpointRecordCost allows
+	// for) is tried again in this round with half its records, a few
+	// times: the chain's records are only read.
+	step := int64(checkpointStep)
+	for attempt := 0; ; attempt++ {
+		c, cancelled, err := signCheckpoint(ctx, conn, tenant, signer, origin, step)
+		if cancelled <= 1 || attempt == checkpointRetries || ctx.Err() != nil {
 			return c, err
 		}
-		step = used / 2
+		step = cancelled / 2
 	}
 }
+
+// checkpointRetries bounds the halvings of one round: sixteen times slower
+// than checkpointRecordCost allows for, and the next round tries again.
+const checkpointRetries = 4
 
 // signCheckpoint is SignCheckpoint adding at most step records to the
 // tree, and fewer under a statement_timeout (stepWithin): a chain that grew
 // more since is signed up to that size, and the next call goes on from
-// there. It returns the step it took.
+// there. When the statement storing the checkpoint was cancelled by the
+// statement timeout, it returns how many records that checkpoint added.
 func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string, signer *checkpoint.Signer, origin string, step int64) (*store.Checkpoint, int64, error) {
-	var stored *store.Checkpoint
-	used := step
+	var (
+		stored    *store.Checkpoint
+		cancelled int64
+	)
 	// READ COMMITTED: the sealed records up to the head read first never
 	// change, and a checkpoint another replica stores meanwhile makes the
 	// insert do nothing, where a snapshot's would fail to serialize.
 	err := database.InTenant(ctx, conn, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		stored = nil // an attempt run again starts afresh
+		stored, cancelled = nil, 0 // an attempt run again starts afresh
 		st := store.New(tx)
 		// One replica signs a tenant at a time; the others wait, then find
 		// its checkpoint and leave. A wait is bounded by the lock timeout:
@@ -127,10 +136,10 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		if err != nil {
 			return fmt.Errorf("read statement_timeout: %w", err)
 		}
-		used = stepWithin(step, timeout)
+		from := int64(frontier.Size()) //nolint:gosec // G115: a tree's size is a seq
 		upto, last := head.Seq, head.Hash
-		if upto-int64(frontier.Size()) > used { //nolint:gosec // G115: a tree's size is a seq
-			upto, last = int64(frontier.Size())+used, nil //nolint:gosec // G115: a tree's size is a seq
+		if used := stepWithin(step, timeout); upto-from > used {
+			upto, last = from+used, nil
 		}
 		if err := extendFrontier(ctx, st, tenant, frontier, upto, last); err != nil {
 			return err
@@ -147,6 +156,9 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		row := &store.Checkpoint{TenantID: tenant, Size: upto, RootHash: root, Frontier: bytes.Join(frontier.Hashes(), nil),
 			Origin: cp.Origin, KeyName: signer.Name(), KeyHash: signer.KeyHash(), VerifierKey: signer.VerifierKey(), Note: note}
 		ok, err := st.CheckpointInsert(ctx, row)
+		if errors.Is(err, store.ErrStatementTimeout) {
+			cancelled = upto - from
+		}
 		if err != nil {
 			return fmt.Errorf("store checkpoint: %w", err)
 		}
@@ -156,9 +168,9 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		return nil
 	})
 	if err != nil {
-		return nil, used, fmt.Errorf("checkpoint tenant %s: %w", tenant, err)
+		return nil, cancelled, fmt.Errorf("checkpoint tenant %s: %w", tenant, err)
 	}
-	return stored, used, nil
+	return stored, 0, nil
 }
 
 // frontierOf rebuilds a stored checkpoint's frontier.

@@ -732,11 +732,15 @@ func TestCheckpointStepsFitTheStatementTimeout(t *testing.T) {
 
 	// The database made slow to check a checkpoint (half a millisecond a
 	// record it adds): 1000 records, then 500, are cancelled at 200ms, and
-	// 250 are signed.
+	// 250 are signed: three attempts (a sequence counts them, as a
+	// rollback does not undo it).
 	slow := setup(t)
 	appendBulk(t, slow.runtime, "acme", 0, 1000)
-	if _, err := slow.admin.Exec(ctx, `CREATE FUNCTION slow_checkpoint() RETURNS trigger LANGUAGE plpgsql AS $$
+	if _, err := slow.admin.Exec(ctx, `CREATE SEQUENCE slow_attempts;
+		GRANT USAGE ON SEQUENCE slow_attempts TO orangerail_runtime;
+		CREATE FUNCTION slow_checkpoint() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
+			PERFORM nextval('public.slow_attempts');
 			PERFORM pg_sleep(0.0005 * (NEW.size - coalesce((SELECT max(c.size) FROM orangerail.audit_checkpoints c WHERE c.tenant_id = NEW.tenant_id), 0)));
 			RETURN NEW;
 		END $$;
@@ -746,6 +750,10 @@ func TestCheckpointStepsFitTheStatementTimeout(t *testing.T) {
 	bounded = database.Bound(slow.runtime, database.Limits{LockTimeout: time.Second, StatementTimeout: 200 * time.Millisecond})
 	if c, err := engine.SignCheckpoint(ctx, bounded, "acme", signer, testDeployment); err != nil || c == nil || c.Size != 250 {
 		t.Fatalf("a slow database: %+v, %v", c, err)
+	}
+	var attempts int64
+	if err := slow.admin.QueryRow(ctx, "SELECT last_value FROM slow_attempts").Scan(&attempts); err != nil || attempts != 3 {
+		t.Fatalf("%d attempts (%v), want 3: 1000, 500, 250 records", attempts, err)
 	}
 	if report, err := engine.VerifyTenant(ctx, slow.runtime, "acme", engine.VerifyOptions{}); err != nil || !report.OK() || report.CheckpointSize != 250 {
 		t.Fatalf("verify: %+v, %v", report, err)
