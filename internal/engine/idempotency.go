@@ -144,6 +144,12 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		filed  []byte // the outcome as the claim files it
 		reused bool
 	)
+	// The claim's statements and COMMIT do not end with the caller: once
+	// the call ran, its outcome is filed even if the caller hung up (the
+	// usual reason to retry), or the retry would run it again. The claim's
+	// bounds (lock_timeout, its deadline) bound them; the call itself runs
+	// under the caller's context.
+	callerCtx, ctx := ctx, context.WithoutCancel(ctx)
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		filed = nil // an attempt run again starts afresh
 		st := store.New(tx)
@@ -172,8 +178,8 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		}
 		// Should the claim's COMMIT fail, Postgres is asked whether it
 		// took effect: the key filed with this outcome is its witness
-		// (the outcome names the call's correlation id, so no other
-		// call files the same bytes).
+		// (another call's outcome names another correlation id; one that
+		// names none and reads the same is the same answer, filed).
 		if err := database.ConfirmCommit(ctx, tx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
 			found, err := store.New(tx).IdempotencyFind(ctx, k)
 			if errors.Is(err, store.ErrNotFound) {
@@ -183,13 +189,13 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		}); err != nil {
 			return err
 		}
-		runCtx, cancel := ctx, context.CancelFunc(func() {})
+		runCtx, cancel := callerCtx, context.CancelFunc(func() {})
 		if until, ok := database.Deadline(tx); ok {
-			runCtx, cancel = context.WithDeadline(ctx, until.Add(-keyReserve))
+			runCtx, cancel = context.WithDeadline(callerCtx, until.Add(-keyReserve))
 		}
 		defer cancel()
 		out = run(runCtx)
-		cut := runCtx.Err() != nil && ctx.Err() == nil
+		cut := runCtx.Err() != nil && callerCtx.Err() == nil
 		if !fileable(out) || (cut && out.Status == StatusFailed) {
 			return errNotFiled
 		}

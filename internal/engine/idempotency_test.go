@@ -138,6 +138,37 @@ func TestIdempotentUnknownOutcomeIsFiled(t *testing.T) {
 	}
 }
 
+// TestIdempotentOutcomeIsFiledWhenTheCallerLeaves: a caller that hangs
+// up while its call's effect runs (the usual reason to retry) still has
+// the outcome filed under its key, so the retry gets it back and runs
+// nothing.
+func TestIdempotentOutcomeIsFiledWhenTheCallerLeaves(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	data := testdb.Pool(t, dataURL)
+	if _, err := data.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL), ontologytest.Set("actions.add_order_note.idempotent", true))
+	callerCtx, hangUp := context.WithCancel(ctx)
+	engine.SetBeforeFinish(e, hangUp) // the effect committed; the caller goes
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "caller left", "idempotencyKey": "left-1"}`)
+	first := e.Call(callerCtx, support("acme"), "add_order_note", args)
+	if callerCtx.Err() == nil {
+		t.Fatal("the caller never left")
+	}
+	retry := e.Call(ctx, support("acme"), "add_order_note", args)
+	if retry.Status != first.Status || retry.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry answered %s under %s, the first call %s under %s", retry.Status, retry.CorrelationID, first.Status, first.CorrelationID)
+	}
+	var notes int
+	if err := data.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE note = 'caller left'").Scan(&notes); err != nil || notes != 1 {
+		t.Fatalf("%d notes (%v), want 1: a retry ran the call again", notes, err)
+	}
+}
+
 // TestIdempotencyKeyReused: the same key with another input is refused
 // X_IDEMPOTENCY_KEY_REUSED at /idempotencyKey, and nothing runs.
 func TestIdempotencyKeyReused(t *testing.T) {
