@@ -46,7 +46,7 @@ func verifyBenchmarks(ctx context.Context, admin, runtime *pgxpool.Pool, chainRo
 
 		start = time.Now()
 		err = database.InTenant(ctx, runtime, "verify-bench", pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			return store.New(tx).AuditChainCopy(ctx, io.Discard)
+			return store.New(tx).AuditChainCopy(ctx, io.Discard, 0, 0)
 		})
 		if err != nil {
 			return fmt.Errorf("baseline: %w", err)

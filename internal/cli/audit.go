@@ -49,8 +49,8 @@ func newAuditVerifyCmd() *cobra.Command {
 			"(changed, removed, reordered or forged records), records left unsealed longer than\n" +
 			"--lag-bound (no replica sealed them), executions that started but never finished, and\n" +
 			"consumed approvals with no audit record of their execution. Every signed checkpoint's note\n" +
-			"must verify (with --key, under one of your keys), and the chain must still make the latest\n" +
-			"one's root. It seals nothing.\n\n" +
+			"must verify (with --key, under one of your keys), and the chain must still make each one's\n" +
+			"root. It seals nothing.\n\n" +
 			"Exit status: 0 when everything verifies, 1 when something was found, 2 when verification\n" +
 			"could not run. With --metrics-file, the run's metrics (when it ended, whether it ran to the\n" +
 			"end, tenants by result, findings by kind) are written there for the node exporter's textfile\n" +
@@ -165,16 +165,18 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		if r.Pending > 0 {
 			fmt.Fprintf(w, ", %d awaiting their seal", r.Pending)
 		}
-		if r.Checkpoints > 0 && r.Checkpoint == nil {
+		if r.Checkpoints > 0 && r.CheckpointFindingsTotal == 0 {
 			fmt.Fprintf(w, ", %d signed checkpoint(s) checked (the latest of size %d)", r.Checkpoints, r.CheckpointSize)
 		}
 		fmt.Fprintln(w)
 		if b := r.Break; b != nil {
 			fmt.Fprintf(w, "  chain broken at seq %d: %s\n    expected hash %s\n    found hash    %s\n", b.Seq, describeProblem(b.Problem), b.Expected, b.Found)
 		}
-		if c := r.Checkpoint; c != nil && c.Problem == engine.CheckpointMissing {
-			fmt.Fprintf(w, "  no signed checkpoint: %s [%s]\n", checkpointText[c.Problem], c.Problem)
-		} else if c != nil {
+		for _, c := range r.CheckpointFindings {
+			if c.Problem == engine.CheckpointMissing {
+				fmt.Fprintf(w, "  no signed checkpoint: %s [%s]\n", checkpointText[c.Problem], c.Problem)
+				continue
+			}
 			fmt.Fprintf(w, "  the signed checkpoint of size %d disagrees: %s [%s]\n    signed root %s\n", c.Size, checkpointText[c.Problem], c.Problem, c.Expected)
 			if c.Reason != "" {
 				fmt.Fprintf(w, "    the note: %s\n", noteText[c.Reason])
@@ -182,6 +184,9 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			if c.Found != nil {
 				fmt.Fprintf(w, "    chain makes %s\n", c.Found)
 			}
+		}
+		if more := r.CheckpointFindingsTotal - int64(len(r.CheckpointFindings)); more > 0 {
+			fmt.Fprintf(w, "  … and %d more signed checkpoint(s) that disagree (the first %d are listed, here and in --json)\n", more, len(r.CheckpointFindings))
 		}
 		listFindings(w, r.Unsealed, "record(s) unsealed past the bound (no replica sealed them: is any running?)", func(u engine.UnsealedRecord) string {
 			return fmt.Sprintf("%s  %s  action %q  correlation %s  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,

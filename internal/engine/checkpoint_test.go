@@ -212,11 +212,14 @@ func TestRewrittenRecordBreaksTheProofs(t *testing.T) {
 	if err != nil || report.Break != nil {
 		t.Fatalf("the rewrite was meant to keep the chain whole: %+v, %v", report.Break, err)
 	}
-	// The chain verifies, but audit verify holds it to its latest signed
-	// checkpoint, which it no longer makes.
-	if c := report.Checkpoint; report.OK() || c == nil || c.Problem != engine.CheckpointRootMismatch || c.Size != 40 ||
-		!bytes.Equal(c.Expected, latest.RootHash) || len(c.Found) != 32 || bytes.Equal(c.Found, latest.RootHash) {
-		t.Fatalf("the rewritten chain against its checkpoint: %+v", report.Checkpoint)
+	// The chain verifies, but audit verify holds it to its signed
+	// checkpoints, both of which cover the record and neither of which it
+	// still makes.
+	if f := report.CheckpointFindings; report.OK() || report.CheckpointFindingsTotal != 2 || len(f) != 2 ||
+		f[0].Problem != engine.CheckpointRootMismatch || f[0].Size != 20 ||
+		f[1].Problem != engine.CheckpointRootMismatch || f[1].Size != 40 ||
+		!bytes.Equal(f[1].Expected, latest.RootHash) || len(f[1].Found) != 32 || bytes.Equal(f[1].Found, latest.RootHash) {
+		t.Fatalf("the rewritten chain against its checkpoints: %+v", report.CheckpointFindings)
 	}
 
 	for name, prove := range map[string]func() error{
@@ -340,7 +343,7 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 			engine.CheckpointRecordsMissing, ""},
 	} {
 		b := setup(t)
-		if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.CheckpointSize != 0 || r.Checkpoint != nil {
+		if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.CheckpointSize != 0 || len(r.CheckpointFindings) != 0 {
 			t.Fatalf("%s: a tenant without a checkpoint: %+v, %v", tc.name, r, err)
 		}
 		appendBulk(t, b.runtime, "acme", 0, 5)
@@ -350,8 +353,9 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 		if err != nil || r.Break != nil {
 			t.Fatalf("%s: the change was meant to keep the chain whole: %+v, %v", tc.name, r, err)
 		}
-		if r.OK() || r.Checkpoint == nil || r.Checkpoint.Problem != tc.want || r.Checkpoint.Reason != tc.reason || r.Checkpoint.Size != 5 || r.CheckpointSize != 5 {
-			t.Fatalf("%s: %+v, want %s", tc.name, r.Checkpoint, tc.want)
+		if f := r.CheckpointFindings; r.OK() || r.CheckpointFindingsTotal != 1 || len(f) != 1 || f[0].Problem != tc.want || f[0].Reason != tc.reason ||
+			f[0].Size != 5 || r.CheckpointSize != 5 {
+			t.Fatalf("%s: %+v, want %s", tc.name, r.CheckpointFindings, tc.want)
 		}
 	}
 }
@@ -360,8 +364,9 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 // the auditor does not hold — a login that can insert checkpoints, signing
 // one with a key of its own between two of the real signer's — is a
 // finding however many are signed on top of it, wherever it falls in the
-// pages the notes are read in; holding both keys, or none (each note under
-// the key stored with it), the audit verifies.
+// pages the checkpoints are read in (and the chain streamed between), and
+// the chain is still held to every root; holding both keys, or none (each
+// note under the key stored with it), the audit verifies.
 func TestVerifyChecksEveryCheckpointsNote(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -386,25 +391,99 @@ func TestVerifyChecksEveryCheckpointsNote(t *testing.T) {
 			}
 			signNow(t, b.runtime, "acme", s, size)
 		}
-		for _, keys := range []note.Verifiers{nil, both} {
-			r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{CheckpointKeys: keys})
-			if err != nil || !r.OK() || r.Checkpoints != signed || r.CheckpointSize != signed {
-				t.Fatalf("foreign at %d, keys %v: %+v, %v", foreign, keys, r, err)
-			}
-		}
-		r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{CheckpointKeys: onlyOurs})
-		if err != nil || r.OK() || r.Checkpoint == nil || r.Checkpoint.Problem != engine.CheckpointNoteInvalid ||
-			r.Checkpoint.Reason != engine.NoteNotSigned || r.Checkpoint.Size != foreign || r.Checkpoints != foreign {
-			t.Fatalf("foreign at %d, our key only: %+v (%+v), %v", foreign, r, r.Checkpoint, err)
-		}
+		appendBulk(t, b.runtime, "acme", signed, 3) // records no checkpoint covers yet
 		for _, page := range []int32{1, 2, 3, signed, 1024} {
-			size, n, finding, err := engine.CheckNotes(ctx, b.runtime, "acme", onlyOurs, page)
-			if err != nil || finding == nil || finding.Size != foreign || size != foreign || n != foreign {
-				t.Fatalf("foreign at %d, pages of %d: size %d, %d checked, %+v, %v", foreign, page, size, n, finding, err)
+			for _, keys := range []note.Verifiers{nil, both} {
+				r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.WithCheckpointPage(engine.VerifyOptions{CheckpointKeys: keys}, page))
+				if err != nil || !r.OK() || r.Records != signed+3 || r.Checkpoints != signed || r.CheckpointSize != signed {
+					t.Fatalf("foreign at %d, pages of %d, keys %v: %+v, %v", foreign, page, keys, r, err)
+				}
 			}
-			size, n, finding, err = engine.CheckNotes(ctx, b.runtime, "acme", both, page)
-			if err != nil || finding != nil || size != signed || n != signed {
-				t.Fatalf("foreign at %d, pages of %d, both keys: size %d, %d checked, %+v, %v", foreign, page, size, n, finding, err)
+			r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.WithCheckpointPage(engine.VerifyOptions{CheckpointKeys: onlyOurs}, page))
+			if f := r.CheckpointFindings; err != nil || r.OK() || r.CheckpointFindingsTotal != 1 || len(f) != 1 || f[0].Problem != engine.CheckpointNoteInvalid ||
+				f[0].Reason != engine.NoteNotSigned || f[0].Size != foreign || r.Checkpoints != signed || r.Records != signed+3 {
+				t.Fatalf("foreign at %d, pages of %d, our key only: %+v (%+v), %v", foreign, page, r, r.CheckpointFindings, err)
+			}
+		}
+	}
+}
+
+// TestVerifyHoldsTheChainToEveryRoot: a record rewritten under many
+// checkpoints (every later link recomputed) and a checkpoint of the
+// rewritten tree signed on top with the real key (as the signer signs
+// when it extends a checkpoint the database's owner stored and then
+// removed): the latest checkpoint is the chain's tree and every note is
+// the real key's, and only the earlier roots show the rewrite. Whatever
+// the pages the checkpoints are read in, each root below is reported, in
+// size order, the list bounded and the count whole.
+func TestVerifyHoldsTheChainToEveryRoot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	signer, pub := signingKey(t, "orangerail.test")
+	keys, err := checkpoint.Verifiers([]string{pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const early = 14 // checkpoints 1 to 14, then one of 15 over the rewrite
+	for size := int64(1); size <= early; size++ {
+		appendBulk(t, b.runtime, "acme", int(size-1), 1)
+		signNow(t, b.runtime, "acme", signer, size)
+	}
+	appendBulk(t, b.runtime, "acme", early, 1)
+	tamper(t, b, rechain("acme", 3)...)
+
+	var hashes [][]byte
+	if err := pgx.BeginFunc(ctx, b.admin, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT hash FROM orangerail.audit WHERE tenant_id = 'acme' AND seq IS NOT NULL ORDER BY seq")
+		if err != nil {
+			return err
+		}
+		hashes, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		return err
+	}); err != nil || len(hashes) != early+1 {
+		t.Fatalf("the rewritten chain: %d hashes, %v", len(hashes), err)
+	}
+	tree, err := checkpoint.NewFrontier(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hashes {
+		if err := tree.AppendLeaf(checkpoint.LeafHash(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := tree.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := checkpoint.Origin(testDeployment, "acme")
+	signed, err := signer.Sign(checkpoint.Checkpoint{Origin: origin, Size: early + 1, Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tamper(t, b, "ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER USER",
+		fmt.Sprintf(`INSERT INTO orangerail.audit_checkpoints (tenant_id, size, root_hash, frontier, origin, key_name, key_hash, verifier_key, note)
+			VALUES ('acme', %d, '\x%x', '\x%x', '%s', '%s', %d, '%s', $note$%s$note$)`,
+			early+1, root, bytes.Join(tree.Hashes(), nil), origin, signer.Name(), signer.KeyHash(), pub, signed),
+		"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete",
+		"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_truncate",
+		"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_match_chain")
+
+	for _, page := range []int32{1, 2, 5, 1024} {
+		r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.WithCheckpointPage(engine.VerifyOptions{CheckpointKeys: keys}, page))
+		if err != nil || r.Break != nil || r.Checkpoints != early+1 || r.CheckpointSize != early+1 {
+			t.Fatalf("pages of %d: the rewrite was meant to keep the chain whole and every note the key's: %+v, %v", page, r, err)
+		}
+		// Checkpoints 3 to 14 covered the rewritten record: twelve
+		// findings, the first ten listed.
+		f := r.CheckpointFindings
+		if r.OK() || r.CheckpointFindingsTotal != early-2 || len(f) != 10 {
+			t.Fatalf("pages of %d: %d findings, %d listed: %+v", page, r.CheckpointFindingsTotal, len(f), f)
+		}
+		for i, finding := range f {
+			if finding.Problem != engine.CheckpointRootMismatch || finding.Size != int64(i)+3 || len(finding.Found) != 32 || bytes.Equal(finding.Found, finding.Expected) {
+				t.Fatalf("pages of %d: finding %d: %+v", page, i, finding)
 			}
 		}
 	}

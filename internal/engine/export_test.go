@@ -4,9 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -63,17 +60,9 @@ func SignCheckpointStep(ctx context.Context, conn database.TxBeginner, tenant st
 // statement_timeout.
 func StepWithin(timeout time.Duration) int64 { return stepWithin(checkpointStep, timeout) }
 
-// CheckNotes checks every stored checkpoint note of tenant as VerifyTenant
-// does, reading pageSize at a time: the latest's size (or the invalid
-// one's), how many were checked, and the first invalid one.
-func CheckNotes(ctx context.Context, conn database.TxBeginner, tenant string, keys note.Verifiers, pageSize int32) (size, n int64, finding *CheckpointFinding, err error) {
-	err = database.InTenant(ctx, conn, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		latest, checked, f, err := checkNotes(ctx, store.New(tx), tenant, keys, pageSize, 3)
-		if latest != nil {
-			size = latest.Size
-		}
-		n, finding = checked, f
-		return err
-	})
-	return size, n, finding, err
+// WithCheckpointPage is o reading checkpoints pageSize at a time (and so
+// streaming the chain in as many segments).
+func WithCheckpointPage(o VerifyOptions, pageSize int32) VerifyOptions {
+	o.checkpointPage = pageSize
+	return o
 }

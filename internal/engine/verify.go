@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -121,18 +120,19 @@ type Report struct {
 	HeadSeq  int64            `json:"head_seq"`
 	HeadHash Hash             `json:"head_hash"`
 	Break    *ChainBreak      `json:"chain_break,omitempty"`
-	// CheckpointSize is the size of the latest signed checkpoint the chain
-	// was held to (0: the tenant has none), Checkpoints how many stored
-	// checkpoints' notes were checked (up to the first invalid one), and
-	// Checkpoint what they say of the chain when they disagree: the first
-	// invalid note, else the latest's root against the chain.
-	CheckpointSize        int64                  `json:"checkpoint_size"`
-	Checkpoints           int64                  `json:"checkpoints"`
-	Checkpoint            *CheckpointFinding     `json:"checkpoint_mismatch,omitempty"`
-	Unfinished            []UnfinishedExecution  `json:"unfinished_executions"`
-	Unaudited             []UnauditedApproval    `json:"unaudited_approvals"`
-	UnexplainedApprovals  []UnexplainedApproval  `json:"unexplained_approvals"`
-	UnexplainedExecutions []UnexplainedExecution `json:"unexplained_executions"`
+	// Checkpoints is how many signed checkpoints the chain was held to,
+	// CheckpointSize the latest's size (0: the tenant has none), and
+	// CheckpointFindings what they say of the chain where they disagree,
+	// the first maxCheckpointFindings by size (CheckpointFindingsTotal
+	// counts them all).
+	Checkpoints             int64                  `json:"checkpoints"`
+	CheckpointSize          int64                  `json:"checkpoint_size"`
+	CheckpointFindings      []CheckpointFinding    `json:"checkpoint_findings"`
+	CheckpointFindingsTotal int64                  `json:"checkpoint_findings_total"`
+	Unfinished              []UnfinishedExecution  `json:"unfinished_executions"`
+	Unaudited               []UnauditedApproval    `json:"unaudited_approvals"`
+	UnexplainedApprovals    []UnexplainedApproval  `json:"unexplained_approvals"`
+	UnexplainedExecutions   []UnexplainedExecution `json:"unexplained_executions"`
 	// BreakGlass lists every record an operator made, in seq order
 	// (orangerail.audit_break_glass lists the same).
 	BreakGlass []BreakGlassDecision `json:"break_glass"`
@@ -143,7 +143,7 @@ type Report struct {
 // made by the database's owner, and visible in the report; a forged one
 // would have to be appended around audit_append, which breaks the chain.
 func (r *Report) OK() bool {
-	return r.Break == nil && r.Checkpoint == nil && len(r.Unsealed) == 0 && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
+	return r.Break == nil && r.CheckpointFindingsTotal == 0 && len(r.Unsealed) == 0 && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
 		len(r.UnexplainedApprovals) == 0 && len(r.UnexplainedExecutions) == 0
 }
 
@@ -161,15 +161,19 @@ type VerifyOptions struct {
 	// finding. Defaults to DefaultSealLagBound.
 	LagBound time.Duration
 	// CheckpointKeys, when set, are the checkpoint keys the auditor holds:
-	// the latest stored checkpoint's note must be signed by one of them.
-	// Unset, it is checked under the key stored with it, which tells a
-	// note changed since it was signed but not a checkpoint the database's
+	// every stored checkpoint's note must be signed by one of them. Unset,
+	// each is checked under the key stored with it, which tells a note
+	// changed since it was signed but not a checkpoint the database's
 	// owner signed with a key of their own.
 	CheckpointKeys note.Verifiers
 	// RequireCheckpoint makes a chain of sealed records with no stored
 	// checkpoint a finding (CheckpointMissing): for a deployment that signs
 	// them, where none means they were never signed or were removed.
 	RequireCheckpoint bool
+
+	// checkpointPage is how many checkpoints are read at a time (notePage
+	// when 0): the tests' lever on the pages and the chain's segments.
+	checkpointPage int32
 }
 
 // VerifyPageSizeDefault is the default VerifyOptions.PageSize.
@@ -214,42 +218,54 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
-		// The signed checkpoints, read in the chain's snapshot: every note
-		// must verify, and the chain's first records must still make the
-		// latest's root.
-		var signed *checkpointCheck
-		latest, checked, invalid, err := checkNotes(ctx, st, tenant, opts.CheckpointKeys, notePage, defaultWorkers())
+		// The signed checkpoints, read in the chain's snapshot, a page at a
+		// time: the chain is streamed up to each page's last size, then
+		// the next page is read, so that the check holds a page or two of
+		// them however many there are.
+		signed := newCheckpointCheck(opts.CheckpointKeys, defaultWorkers(), cmp.Or(opts.checkpointPage, notePage))
+		upto, more, err := signed.read(ctx, st, tenant, 0)
 		if err != nil {
 			return err
 		}
-		report.Checkpoints = checked
-		if latest != nil {
-			signed, report.CheckpointSize = newCheckpointCheck(latest, invalid), latest.Size
-		}
-
 		chain := newChainChecker(tenant)
-		cfg := streamConfig{tenant: tenant, rows: int(pageSize), bytes: VerifyBatchBytes, workers: defaultWorkers(), leaves: signed != nil,
+		anySigned := upto > 0
+		cfg := streamConfig{tenant: tenant, rows: int(pageSize), bytes: VerifyBatchBytes, workers: defaultWorkers(), leaves: anySigned,
 			check: func(b *batch) {
 				chain.checkBatch(b)
-				for i := range b.res {
-					signed.add(b.res[i].seq, b.res[i].leaf)
+				if anySigned {
+					for i := range b.res {
+						signed.add(b.res[i].seq, b.res[i].leaf)
+					}
 				}
 				report.Records += int64(len(b.rows))
 				if opts.ProgressFunc != nil {
 					opts.ProgressFunc(report.Records, max(report.HeadSeq, report.Records))
 				}
 			}}
-		if _, err := streamChain(ctx, cfg, func(w io.Writer) error { return st.AuditChainCopy(ctx, w) }); err != nil {
+		copyChain := func(w chainSink) error {
+			copied := int64(0)
+			for more {
+				if err := st.AuditChainCopy(ctx, w, copied, upto); err != nil {
+					return err
+				}
+				if err := w.EndSegment(); err != nil {
+					return err
+				}
+				copied = upto
+				if upto, more, err = signed.read(ctx, st, tenant, upto); err != nil {
+					return err
+				}
+			}
+			return st.AuditChainCopy(ctx, w, copied, 0)
+		}
+		if _, err := streamChain(ctx, cfg, copyChain); err != nil {
 			return err
 		}
 		if err := chain.pending(ctx, st, report); err != nil {
 			return err
 		}
 		chain.finish(report)
-		report.Checkpoint = signed.result()
-		if signed == nil && opts.RequireCheckpoint && report.Records > 0 {
-			report.Checkpoint = &CheckpointFinding{Problem: CheckpointMissing}
-		}
+		signed.finish(report, opts.RequireCheckpoint)
 		unsealed, err := st.AuditListUnsealed(ctx, tenant, lagBound)
 		if err != nil {
 			return fmt.Errorf("read unsealed records: %w", err)

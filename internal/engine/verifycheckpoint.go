@@ -2,8 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/mod/sumdb/note"
@@ -16,10 +18,10 @@ import (
 // chain, when they disagree.
 type CheckpointProblem string
 
-// The problems, in the order they are checked.
+// The problems. A checkpoint may have two (its note, and then its root).
 const (
-	// CheckpointNoteInvalid: a stored note — of any checkpoint, the
-	// smallest such — does not verify under the auditor's keys
+	// CheckpointNoteInvalid: the checkpoint's stored note does not verify
+	// under the auditor's keys
 	// (VerifyOptions.CheckpointKeys), or without them under the key stored
 	// with it, or its body names another tree than its row.
 	CheckpointNoteInvalid CheckpointProblem = "note_invalid"
@@ -38,8 +40,8 @@ const (
 )
 
 // CheckpointFinding is a tenant's signed checkpoint disagreeing with its
-// chain: one whose note is invalid, or the latest, whose root the chain
-// must still make.
+// chain: its note is invalid, the chain no longer makes its root, or no
+// longer reaches its size; or no checkpoint where one was required.
 type CheckpointFinding struct {
 	Size    int64             `json:"size"`
 	Problem CheckpointProblem `json:"problem"`
@@ -67,75 +69,103 @@ const (
 	NoteOtherTree NoteReason = "names_another_tree"
 )
 
-// checkpointCheck holds the chain, as the verifier streams it in seq
-// order, to a tenant's latest stored checkpoint: its first Size records'
-// hashes must still make the signed root. It keeps a compact range (a
-// hash a level), not the hashes. Earlier checkpoints need no root of
-// their own checked: the latest's tree was grown from theirs (the signer
-// extends the stored frontier, and the database stores no checkpoint that
-// does not extend the one below it), so the chain makes the latest's root
-// only where it also makes theirs. Their notes are checked (checkNotes).
+// checkpointCheck holds a tenant's chain, as the verifier streams it in
+// seq order, to every checkpoint stored for it: each note must verify
+// (under the auditor's keys, VerifyOptions.CheckpointKeys, or with none
+// given under the key stored with it) and name the tree its row does, and
+// the chain's first Size records must make each one's root — every one,
+// not only the latest: the database stores a checkpoint only as an
+// extension of the one below it, but its owner can remove one later (one
+// a login signed with a key of its own, say, once the real signer has
+// signed on top of it), and then only the earlier roots show the records
+// rewritten under it.
+//
+// Checkpoints are read a page at a time (read), between the COPYs that
+// stream the chain up to each page's last size, so that what is held is a
+// page or two of sizes and roots, whatever their number: read adds a
+// page's trees to the queue before the chain's rows reach them, and the
+// checker's goroutine (add) takes them off as the chain's tree reaches
+// their sizes.
 type checkpointCheck struct {
-	size     int64
-	root     []byte
-	frontier *checkpoint.Frontier
-	finding  *CheckpointFinding
+	keys     note.Verifiers
+	workers  int
+	pageSize int32
+
+	mu       sync.Mutex
+	queue    []signedTree        // read, not yet reached by the chain, smallest first
+	findings []CheckpointFinding // the first maxCheckpointFindings, by size
+	total    int64               // findings in all
+	count    int64               // checkpoints read
+	latest   int64               // the largest size read
+
+	frontier *checkpoint.Frontier // the chain's tree so far: add's alone
 }
 
-// newCheckpointCheck starts the check of the latest checkpoint c, or holds
-// finding, a note checkNotes found invalid, as the result.
-func newCheckpointCheck(c *store.Checkpoint, finding *CheckpointFinding) *checkpointCheck {
+// signedTree is a stored checkpoint's size and root.
+type signedTree struct {
+	size int64
+	root []byte
+}
+
+// maxCheckpointFindings bounds the checkpoint findings a report lists (it
+// counts them all).
+const maxCheckpointFindings = 10
+
+// notePage is how many stored checkpoints are read at a time.
+const notePage = 1024
+
+func newCheckpointCheck(keys note.Verifiers, workers int, pageSize int32) *checkpointCheck {
 	frontier, err := checkpoint.NewFrontier(0, nil)
 	if err != nil {
 		panic(err) // an empty range always opens
 	}
-	return &checkpointCheck{size: c.Size, root: c.RootHash, frontier: frontier, finding: finding}
+	return &checkpointCheck{keys: keys, workers: max(1, workers), pageSize: pageSize, frontier: frontier}
 }
 
-// notePage is how many stored checkpoints checkNotes reads at a time: its
-// memory, whatever the number a tenant has.
-const notePage = 1024
-
-// checkNotes checks the note of every checkpoint of the tenant, smallest
-// first: each must verify under one of keys (the auditor's,
-// VerifyOptions.CheckpointKeys), or with none given under the key stored
-// with it, and name the tree its row does. Every one, not only the latest:
-// a checkpoint signed with another key than the auditor's (a login that
-// can insert them, signing with a key of its own) stays a finding once
-// later ones are signed on top of it. It returns the latest checkpoint
-// (nil when there is none), how many there are, and the first invalid
-// note, where reading stops. The notes of a page are checked in parallel:
-// a signature costs tens of microseconds, and a tenant signed every minute
-// has half a million a year.
-func checkNotes(ctx context.Context, st *store.Store, tenant string, keys note.Verifiers, pageSize int32, workers int) (*store.Checkpoint, int64, *CheckpointFinding, error) {
-	var latest *store.Checkpoint
-	var n int64
-	for after := int64(0); ; {
-		page, err := st.CheckpointPage(ctx, tenant, after, pageSize)
-		if err != nil {
-			return nil, 0, nil, fmt.Errorf("read checkpoints: %w", err)
-		}
-		if len(page) == 0 {
-			return latest, n, nil, nil
-		}
-		reasons := make([]NoteReason, len(page))
-		var wg sync.WaitGroup
-		for w := range min(workers, len(page)) {
-			wg.Go(func() {
-				for i := w; i < len(page); i += workers {
-					reasons[i] = noteReason(page[i], keys)
-				}
-			})
-		}
-		wg.Wait()
-		for i, c := range page {
-			n++
-			if reasons[i] != "" {
-				return c, n, &CheckpointFinding{Size: c.Size, Problem: CheckpointNoteInvalid, Expected: c.RootHash, Reason: reasons[i]}, nil
+// read reads the page of checkpoints above size after, checks their notes
+// (in parallel: a signature costs tens of microseconds, and a tenant signed
+// every minute has half a million a year) and queues their trees for the
+// chain to reach. It returns the page's last size, and whether a page may
+// follow.
+func (k *checkpointCheck) read(ctx context.Context, st *store.Store, tenant string, after int64) (int64, bool, error) {
+	page, err := st.CheckpointPage(ctx, tenant, after, k.pageSize)
+	if err != nil {
+		return 0, false, fmt.Errorf("read checkpoints: %w", err)
+	}
+	if len(page) == 0 {
+		return after, false, nil
+	}
+	reasons := make([]NoteReason, len(page))
+	var wg sync.WaitGroup
+	for w := range min(k.workers, len(page)) {
+		wg.Go(func() {
+			for i := w; i < len(page); i += k.workers {
+				reasons[i] = noteReason(page[i], k.keys)
 			}
+		})
+	}
+	wg.Wait()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i, c := range page {
+		if reasons[i] != "" {
+			k.found(CheckpointFinding{Size: c.Size, Problem: CheckpointNoteInvalid, Expected: c.RootHash, Reason: reasons[i]})
 		}
-		latest = page[len(page)-1]
-		after = latest.Size
+		k.queue = append(k.queue, signedTree{size: c.Size, root: c.RootHash})
+	}
+	k.count += int64(len(page))
+	k.latest = page[len(page)-1].Size
+	return k.latest, len(page) == int(k.pageSize), nil
+}
+
+// found records a finding, keeping the first maxCheckpointFindings by
+// size. The caller holds k.mu.
+func (k *checkpointCheck) found(f CheckpointFinding) {
+	k.total++
+	i, _ := slices.BinarySearchFunc(k.findings, f.Size, func(e CheckpointFinding, size int64) int { return cmp.Compare(e.Size, size+1) })
+	if i < maxCheckpointFindings {
+		k.findings = slices.Insert(k.findings, i, f)
+		k.findings = k.findings[:min(len(k.findings), maxCheckpointFindings)]
 	}
 }
 
@@ -162,31 +192,45 @@ func noteReason(c *store.Checkpoint, keys note.Verifiers) NoteReason {
 
 // add takes the sealed record of seq, whose checkpoint leaf is leaf
 // (checkpoint.LeafHash of its chain hash, which the stream's workers
-// compute), in seq order; records past the checkpoint's size, and any
-// after a gap, are not part of its tree.
+// compute), in seq order, and holds the tree it completes to the
+// checkpoint of its size, if one was stored. Records after a gap are no
+// part of any tree (the chain's break says so); the checkpoints past it
+// are then records_missing.
 func (k *checkpointCheck) add(seq int64, leaf []byte) {
-	if k == nil || k.finding != nil || seq > k.size || int64(k.frontier.Size()) != seq-1 { //nolint:gosec // G115: sizes are positive and small
+	if int64(k.frontier.Size()) != seq-1 { //nolint:gosec // G115: sizes are positive and small
 		return
 	}
 	if err := k.frontier.AppendLeaf(leaf); err != nil {
 		panic(err) // appending to a range in order always works
 	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for len(k.queue) > 0 && k.queue[0].size <= seq {
+		t := k.queue[0]
+		k.queue = k.queue[1:]
+		if t.size != seq {
+			continue // below the chain's first record: none is
+		}
+		if root, err := k.frontier.Root(); err != nil || !bytes.Equal(root, t.root) {
+			k.found(CheckpointFinding{Size: t.size, Problem: CheckpointRootMismatch, Expected: t.root, Found: root})
+		}
+	}
 }
 
-// result is the finding, or nil when the chain still makes the signed
-// root.
-func (k *checkpointCheck) result() *CheckpointFinding {
-	switch {
-	case k == nil:
-		return nil
-	case k.finding != nil:
-		return k.finding
-	case int64(k.frontier.Size()) < k.size: //nolint:gosec // G115: sizes are positive and small
-		return &CheckpointFinding{Size: k.size, Problem: CheckpointRecordsMissing, Expected: k.root}
+// finish writes what the check found to report, once the whole chain
+// passed add: the checkpoints whose size the chain's tree never reached
+// are records_missing; with require set, a chain of records and no
+// checkpoint is missing.
+func (k *checkpointCheck) finish(report *Report, require bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, t := range k.queue {
+		k.found(CheckpointFinding{Size: t.size, Problem: CheckpointRecordsMissing, Expected: t.root})
 	}
-	root, err := k.frontier.Root()
-	if err != nil || !bytes.Equal(root, k.root) {
-		return &CheckpointFinding{Size: k.size, Problem: CheckpointRootMismatch, Expected: k.root, Found: root}
+	k.queue = nil
+	if require && k.count == 0 && report.Records > 0 {
+		k.found(CheckpointFinding{Problem: CheckpointMissing})
 	}
-	return nil
+	report.Checkpoints, report.CheckpointSize = k.count, k.latest
+	report.CheckpointFindings, report.CheckpointFindingsTotal = append([]CheckpointFinding{}, k.findings...), k.total
 }

@@ -105,12 +105,21 @@ type chainStream struct {
 	ordered chan *batch
 }
 
+// chainSink is what a chain's COPY writes into: one COPY, or several in
+// turn, each ended by EndSegment before the next begins (each has its own
+// header and trailer).
+type chainSink interface {
+	io.Writer
+	EndSegment() error
+}
+
 // streamChain runs copyTo, which must write a binary COPY of the
-// store.AuditChain* columns in seq order to the writer it is given, and
+// store.AuditChain* columns in seq order to the sink it is given (or
+// several, one after another, each ended by the sink's EndSegment), and
 // checks every row with cfg. It returns when every row is checked, or on
 // the first error (a stream that is malformed or ends early, a column
 // that cannot be read, or copyTo's).
-func streamChain(ctx context.Context, cfg streamConfig, copyTo func(io.Writer) error) (streamStats, error) {
+func streamChain(ctx context.Context, cfg streamConfig, copyTo func(chainSink) error) (streamStats, error) {
 	cfg.workers = max(1, cfg.workers)
 	cfg.rows = max(1, cfg.rows)
 	maxBatches := 2*cfg.workers + 2
@@ -200,6 +209,16 @@ func (s *chainStream) Write(p []byte) (int, error) {
 			}
 		}
 	}
+}
+
+// EndSegment ends one COPY whose trailer was read: the next bytes are
+// another COPY's, from its header.
+func (s *chainStream) EndSegment() error {
+	if !s.dec.Ended() {
+		return errors.New("read audit chain: a segment of the stream ended early")
+	}
+	s.dec = pgcopy.NewDecoder(store.AuditChainWidth)
+	return nil
 }
 
 // next sends the current batch on and starts another with the bytes of

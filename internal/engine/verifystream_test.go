@@ -53,7 +53,7 @@ func syntheticChain(w io.Writer, tenant string, n, chunk int) error {
 
 // verifySynthetic checks a synthetic chain of n records through the
 // stream and returns its stats and what the checker found.
-func verifySynthetic(t *testing.T, n, rows int, copyTo func(io.Writer) error) (streamStats, *Report, error) {
+func verifySynthetic(t *testing.T, n, rows int, copyTo func(chainSink) error) (streamStats, *Report, error) {
 	t.Helper()
 	chain := newChainChecker("acme")
 	report := &Report{Tenant: "acme"}
@@ -74,7 +74,7 @@ func TestStreamMemoryIsBounded(t *testing.T) {
 	t.Parallel()
 	var allocated []int
 	for _, n := range []int{500, 50_000} {
-		stats, report, err := verifySynthetic(t, n, 64, func(w io.Writer) error { return syntheticChain(w, "acme", n, 4096) })
+		stats, report, err := verifySynthetic(t, n, 64, func(w chainSink) error { return syntheticChain(w, "acme", n, 4096) })
 		if err != nil || report.Break != nil || stats.records != int64(n) || report.Records != int64(n) {
 			t.Fatalf("%d records: stats %+v, break %+v, %v", n, stats, report.Break, err)
 		}
@@ -93,7 +93,7 @@ func TestStreamReadsAnyCut(t *testing.T) {
 	t.Parallel()
 	for _, chunk := range []int{1, 3, 100, 1 << 20} {
 		for _, rows := range []int{1, 5, 1000} {
-			_, report, err := verifySynthetic(t, 40, rows, func(w io.Writer) error { return syntheticChain(w, "acme", 40, chunk) })
+			_, report, err := verifySynthetic(t, 40, rows, func(w chainSink) error { return syntheticChain(w, "acme", 40, chunk) })
 			if err != nil || report.Break != nil || report.Records != 40 {
 				t.Fatalf("chunks of %d, batches of %d: %d records, break %+v, %v", chunk, rows, report.Records, report.Break, err)
 			}
@@ -127,7 +127,7 @@ func TestStreamRefusesWhatItCannotRead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := verifySynthetic(t, 30, 4, func(w io.Writer) error {
+			_, _, err := verifySynthetic(t, 30, 4, func(w chainSink) error {
 				if _, err := w.Write(tt.stream); err != nil {
 					return err
 				}

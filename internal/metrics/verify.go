@@ -84,15 +84,16 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 		if r.Break != nil {
 			findings.WithLabelValues(FindingChainBreak).Inc()
 		}
-		switch {
-		case r.Checkpoint == nil:
-		case r.Checkpoint.Problem == engine.CheckpointMissing:
+		switch f := r.CheckpointFindings; {
+		case r.CheckpointFindingsTotal == 0:
+		case len(f) > 0 && f[0].Problem == engine.CheckpointMissing:
 			// None signed is not one that disagrees: an alert on a
 			// rewritten log should not fire for a tenant too new to have
 			// its first checkpoint.
 			findings.WithLabelValues(FindingCheckpointMissing).Inc()
 		default:
-			findings.WithLabelValues(FindingCheckpointMismatch).Inc()
+			// Each checkpoint that disagrees, listed or not.
+			findings.WithLabelValues(FindingCheckpointMismatch).Add(float64(r.CheckpointFindingsTotal))
 		}
 		findings.WithLabelValues(FindingUnsealed).Add(float64(len(r.Unsealed)))
 		findings.WithLabelValues(FindingUnfinished).Add(float64(len(r.Unfinished)))

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -158,18 +160,33 @@ const (
 const auditChainCopy = `COPY (
 	SELECT seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, prev_hash, hash
 	FROM orangerail.audit
-	WHERE tenant_id = current_setting('orangerail.tenant_id', true) AND seq IS NOT NULL
+	WHERE tenant_id = current_setting('orangerail.tenant_id', true) AND seq IS NOT NULL%s
 	ORDER BY seq
 ) TO STDOUT (FORMAT binary)`
 
+// auditChainCopyRange is auditChainCopy of the records of seq after+1 to
+// upto (0: to the end). The bounds are numbers formatted into the text,
+// since COPY takes no parameters.
+func auditChainCopyRange(after, upto int64) string {
+	var bounds string
+	if after > 0 {
+		bounds += " AND seq > " + strconv.FormatInt(after, 10)
+	}
+	if upto > 0 {
+		bounds += " AND seq <= " + strconv.FormatInt(upto, 10)
+	}
+	return fmt.Sprintf(auditChainCopy, bounds)
+}
+
 // AuditChainCopy writes the sealed chain of the transaction's tenant to w
 // in seq order, in PostgreSQL's binary COPY format (package pgcopy reads
-// it), one row of the AuditChain* columns per tuple: the whole chain in
-// one statement and one snapshot, at the speed Postgres can send it. The
+// it), one row of the AuditChain* columns per tuple: the records of seq
+// after+1 to upto (0: to the end, so 0, 0 is the whole chain), in one
+// statement, at the speed Postgres can send it. The
 // Store must run on a transaction (or a connection) scoped to the tenant
 // by database.InTenant. An error w returns ends the copy, and closes the
 // connection, since Postgres cannot be told to stop sending.
-func (s *Store) AuditChainCopy(ctx context.Context, w io.Writer) error {
+func (s *Store) AuditChainCopy(ctx context.Context, w io.Writer, after, upto int64) error {
 	var conn *pgx.Conn
 	switch x := s.x.(type) {
 	case interface{ Conn() *pgx.Conn }:
@@ -179,7 +196,7 @@ func (s *Store) AuditChainCopy(ctx context.Context, w io.Writer) error {
 	default:
 		return errors.New("AuditChainCopy runs on a transaction or a connection, not a pool")
 	}
-	_, err := conn.PgConn().CopyTo(ctx, w, auditChainCopy)
+	_, err := conn.PgConn().CopyTo(ctx, w, auditChainCopyRange(after, upto))
 	return InterpretError(err)
 }
 
