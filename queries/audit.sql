@@ -77,10 +77,10 @@ LIMIT 1;
 
 -- name: AuditPage :many
 -- One page of a tenant's records, newest first, before seq @before_seq
--- (0: from the head), sealed records only. An empty filter selects every
--- one.
-SELECT seq::bigint AS seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id,
-       prev_hash::bytea AS prev_hash, hash::bytea AS hash
+-- (0: from the head), sealed records only, their entries only with_entry
+-- (else empty). An empty filter selects every one.
+SELECT seq::bigint AS seq, CASE WHEN @with_entry::boolean THEN entry ELSE ''::bytea END AS entry, at, correlation_id, phase, action,
+       actor, actor_kind, dev_mode, approval_id, prev_hash::bytea AS prev_hash, hash::bytea AS hash
 FROM orangerail.audit
 WHERE tenant_id = @tenant_id AND seq IS NOT NULL
   AND (@before_seq::bigint = 0 OR seq < @before_seq::bigint)

@@ -175,20 +175,21 @@ func (q *Queries) AuditHead(ctx context.Context, db DBTX, tenantID string) (*Aud
 }
 
 const auditPage = `-- name: AuditPage :many
-SELECT seq::bigint AS seq, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id,
-       prev_hash::bytea AS prev_hash, hash::bytea AS hash
+SELECT seq::bigint AS seq, CASE WHEN $1::boolean THEN entry ELSE ''::bytea END AS entry, at, correlation_id, phase, action,
+       actor, actor_kind, dev_mode, approval_id, prev_hash::bytea AS prev_hash, hash::bytea AS hash
 FROM orangerail.audit
-WHERE tenant_id = $1 AND seq IS NOT NULL
-  AND ($2::bigint = 0 OR seq < $2::bigint)
-  AND ($3::text = '' OR correlation_id = $3::text)
-  AND ($4::text = '' OR action = $4::text)
-  AND ($5::text = '' OR actor = $5::text)
-  AND ($6::text = '' OR phase = $6::text)
+WHERE tenant_id = $2 AND seq IS NOT NULL
+  AND ($3::bigint = 0 OR seq < $3::bigint)
+  AND ($4::text = '' OR correlation_id = $4::text)
+  AND ($5::text = '' OR action = $5::text)
+  AND ($6::text = '' OR actor = $6::text)
+  AND ($7::text = '' OR phase = $7::text)
 ORDER BY seq DESC
-LIMIT $7
+LIMIT $8
 `
 
 type AuditPageParams struct {
+	WithEntry     bool
 	TenantID      string
 	BeforeSeq     int64
 	CorrelationID string
@@ -214,10 +215,11 @@ type AuditPageRow struct {
 }
 
 // One page of a tenant's records, newest first, before seq @before_seq
-// (0: from the head), sealed records only. An empty filter selects every
-// one.
+// (0: from the head), sealed records only, their entries only with_entry
+// (else empty). An empty filter selects every one.
 func (q *Queries) AuditPage(ctx context.Context, db DBTX, arg *AuditPageParams) ([]*AuditPageRow, error) {
 	rows, err := db.Query(ctx, auditPage,
+		arg.WithEntry,
 		arg.TenantID,
 		arg.BeforeSeq,
 		arg.CorrelationID,

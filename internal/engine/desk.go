@@ -37,6 +37,9 @@ type ApprovalQuery struct {
 	// Limit is the page's size, 1 to MaxApprovalPage; 0 is
 	// DefaultApprovalPage.
 	Limit int
+	// WithoutEntries leaves every record's entry out (nil), for a reader
+	// that shows the columns alone: entries can be long.
+	WithoutEntries bool
 }
 
 // The sizes of a page of approvals.
@@ -253,6 +256,9 @@ type AuditQuery struct {
 	// Limit is the page's size, 1 to MaxApprovalPage; 0 is
 	// DefaultApprovalPage.
 	Limit int
+	// WithoutEntries leaves every record's entry out (nil), for a reader
+	// that shows the columns alone: entries can be long.
+	WithoutEntries bool
 }
 
 // Problem says what is wrong with q's filters, or "": one that is no
@@ -333,8 +339,9 @@ func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*
 	}
 	bound := q
 	bound.Cursor = ""
+	whole := e.MayReadEntries(caller) && !q.WithoutEntries
 	params := &store.AuditPageParams{TenantID: caller.Tenant, CorrelationID: q.CorrelationID, Action: q.Action, Actor: q.Actor,
-		Phase: string(q.Phase), Limit: int32(q.Limit) + 1} //nolint:gosec // G115: bounded to MaxApprovalPage above
+		Phase: string(q.Phase), Limit: int32(q.Limit) + 1, WithEntry: whole} //nolint:gosec // G115: bounded to MaxApprovalPage above
 	if q.Cursor != "" {
 		c, err := e.openCursor(caller.Tenant, cursorObjectAudit, q.Cursor)
 		var ac auditCursor
@@ -368,7 +375,6 @@ func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*
 			return nil, err
 		}
 	}
-	whole := e.MayReadEntries(caller)
 	for _, r := range rows {
 		it := &AuditItem{Seq: r.Seq, At: r.At, CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action,
 			Actor: r.Actor, ActorKind: r.ActorKind, DevMode: r.DevMode, ApprovalID: r.ApprovalID, Hash: r.Hash, PrevHash: r.PrevHash}

@@ -298,12 +298,14 @@ type AuditPageParams struct {
 	// The filters; empty selects every record.
 	CorrelationID, Action, Actor, Phase string
 	Limit                               int32
+	// WithEntry reads each record's entry; without, Entry is empty.
+	WithEntry bool
 }
 
 // AuditPage returns one page of a tenant's records, newest first.
 func (s *Store) AuditPage(ctx context.Context, p *AuditPageParams) ([]AuditRecord, error) {
 	rows, err := s.q.AuditPage(ctx, s.x, &db.AuditPageParams{TenantID: p.TenantID, BeforeSeq: p.BeforeSeq, CorrelationID: p.CorrelationID,
-		Action: p.Action, Actor: p.Actor, Phase: p.Phase, RowLimit: p.Limit})
+		Action: p.Action, Actor: p.Actor, Phase: p.Phase, RowLimit: p.Limit, WithEntry: p.WithEntry})
 	if err != nil {
 		return nil, InterpretError(err)
 	}

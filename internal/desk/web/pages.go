@@ -351,7 +351,7 @@ func (d *Desk) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	a := &auditPage{Action: q.Get("action"), Actor: q.Get("actor"), CorrelationID: q.Get("correlation_id"), Phase: q.Get("phase")}
 	query := engine.AuditQuery{CorrelationID: a.CorrelationID, Action: a.Action, Actor: a.Actor, Phase: engine.Phase(a.Phase),
-		Cursor: q.Get("cursor"), Limit: auditPageSize}
+		Cursor: q.Get("cursor"), Limit: auditPageSize, WithoutEntries: true}
 	if p := query.Problem(); p != "" {
 		d.refuseIn(w, r, s, http.StatusBadRequest, errcode.RequestInvalid, "The audit log cannot be searched so: "+p+".")
 		return
