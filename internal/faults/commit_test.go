@@ -584,3 +584,70 @@ func TestIdempotencyClaimCommitLost(t *testing.T) {
 	}
 	b.finish(t)
 }
+
+// claimEater is answerEater for an idempotency key's claim: it arms the
+// connection that filed a call's outcome under its key, as it sends its
+// COMMIT, once.
+type claimEater struct {
+	mu       sync.Mutex
+	claiming *pgx.Conn
+	armed    chan struct{}
+}
+
+func (a *claimEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case strings.Contains(data.SQL, "UPDATE orangerail.idempotency_keys SET outcome"):
+		a.claiming = conn
+	case conn == a.claiming && strings.EqualFold(strings.TrimSpace(data.SQL), "commit") && a.armed != nil:
+		if c, ok := conn.PgConn().Conn().(*eatingConn); ok {
+			c.eat.Store(true)
+			close(a.armed)
+			a.armed = nil
+		}
+	}
+	return ctx
+}
+
+func (a *claimEater) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestIdempotencyClaimAnswerLost: Postgres commits the claim of an
+// idempotency key, its call's outcome filed, but the COMMIT's answer never
+// reaches the engine: the COMMIT fails at its connection's deadline,
+// Postgres, asked on another connection, confirms the claim committed (the
+// key holds the outcome the call filed), and the call answers its
+// outcome; a retry gets it back, and the note is written once.
+func TestIdempotencyClaimAnswerLost(t *testing.T) {
+	t.Parallel()
+	eater := &claimEater{armed: make(chan struct{})}
+	armed := eater.armed
+	b := setupTraced(t, eater, dialAs(func(c net.Conn) net.Conn { return &eatingConn{Conn: c} }),
+		ontologytest.Set("actions.add_order_note.policy.approval", "none"), ontologytest.Set("actions.add_order_note.idempotent", true), shortLimits)
+	b.deadline = blackHoleDeadline
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "fault-claim-answer-lost", "idempotencyKey": "answer-lost-1"}`)
+	call := func(what string) *engine.Outcome {
+		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", args) })
+	}
+	first := call("the call whose claim's COMMIT answer was lost")
+	select {
+	case <-armed:
+	default:
+		t.Fatal("no claim's COMMIT answer was lost")
+	}
+	if first.Status != engine.StatusOK {
+		t.Fatalf("the call answered %s %q (%v), want %s", first.Status, first.Diagnostic, first.Err, engine.StatusOK)
+	}
+	retry := call("a retry under the key")
+	if retry.Status != engine.StatusOK || retry.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry answered %s under %s, want the first call's outcome (%s)", retry.Status, retry.CorrelationID, first.CorrelationID)
+	}
+	var notes int
+	if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = 'fault-claim-answer-lost'").Scan(&notes); err != nil || notes != 1 {
+		t.Fatalf("%d notes (%v), want 1", notes, err)
+	}
+	faults.Require(t, b.admin, noteEffect)
+	for _, l := range b.log {
+		t.Log(l)
+	}
+}
