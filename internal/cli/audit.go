@@ -186,7 +186,7 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			}
 		}
 		if more := r.CheckpointFindingsTotal - int64(len(r.CheckpointFindings)); more > 0 {
-			fmt.Fprintf(w, "  … and %d more signed checkpoint(s) that disagree (the first %d are listed, here and in --json)\n", more, len(r.CheckpointFindings))
+			fmt.Fprintf(w, "  … and %d more checkpoint finding(s) (the first %d are listed, here and in --json)\n", more, len(r.CheckpointFindings))
 		}
 		listFindings(w, r.Unsealed, "record(s) unsealed past the bound (no replica sealed them: is any running?)", func(u engine.UnsealedRecord) string {
 			return fmt.Sprintf("%s  %s  action %q  correlation %s  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,

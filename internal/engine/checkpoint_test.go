@@ -793,13 +793,16 @@ func TestCheckpointStepsFitTheStatementTimeout(t *testing.T) {
 	}
 
 	b := setup(t)
-	const records = 2000
+	const (
+		records = 9000
+		timeout = 100 * time.Millisecond // a step of 4000 records: the database checks them in ~26ms
+	)
 	appendBulk(t, b.runtime, "acme", 0, records)
-	bounded := database.Bound(b.runtime, database.Limits{LockTimeout: time.Second, StatementTimeout: 20 * time.Millisecond})
+	bounded := database.Bound(b.runtime, database.Limits{LockTimeout: time.Second, StatementTimeout: timeout})
 	var sizes []int64
 	for size := int64(0); size < records; {
 		c, err := engine.SignCheckpoint(ctx, bounded, "acme", signer, testDeployment)
-		if err != nil || c == nil || c.Size <= size || c.Size-size > engine.StepWithin(20*time.Millisecond) {
+		if err != nil || c == nil || c.Size <= size || c.Size-size > engine.StepWithin(timeout) {
 			t.Fatalf("after size %d: %+v, %v", size, c, err)
 		}
 		size = c.Size
@@ -809,10 +812,10 @@ func TestCheckpointStepsFitTheStatementTimeout(t *testing.T) {
 		t.Fatalf("sizes %v: one checkpoint took more than the statement timeout allows", sizes)
 	}
 
-	// The database made slow to check a checkpoint (half a millisecond a
-	// record it adds): 1000 records, then 500, are cancelled at 200ms, and
-	// 250 are signed: three attempts (a sequence counts them, as a
-	// rollback does not undo it).
+	// The database made slow to check a checkpoint (a millisecond a record
+	// it adds): 1000 records, then 500, are cancelled at 400ms, and 250
+	// are signed: three attempts (a sequence counts them, as a rollback
+	// does not undo it).
 	slow := setup(t)
 	appendBulk(t, slow.runtime, "acme", 0, 1000)
 	if _, err := slow.admin.Exec(ctx, `CREATE SEQUENCE slow_attempts;
@@ -820,13 +823,13 @@ func TestCheckpointStepsFitTheStatementTimeout(t *testing.T) {
 		CREATE FUNCTION slow_checkpoint() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			PERFORM nextval('public.slow_attempts');
-			PERFORM pg_sleep(0.0005 * (NEW.size - coalesce((SELECT max(c.size) FROM orangerail.audit_checkpoints c WHERE c.tenant_id = NEW.tenant_id), 0)));
+			PERFORM pg_sleep(0.001 * (NEW.size - coalesce((SELECT max(c.size) FROM orangerail.audit_checkpoints c WHERE c.tenant_id = NEW.tenant_id), 0)));
 			RETURN NEW;
 		END $$;
 		CREATE TRIGGER slow_checkpoint BEFORE INSERT ON orangerail.audit_checkpoints FOR EACH ROW EXECUTE FUNCTION slow_checkpoint()`); err != nil {
 		t.Fatal(err)
 	}
-	bounded = database.Bound(slow.runtime, database.Limits{LockTimeout: time.Second, StatementTimeout: 200 * time.Millisecond})
+	bounded = database.Bound(slow.runtime, database.Limits{LockTimeout: time.Second, StatementTimeout: 400 * time.Millisecond})
 	if c, err := engine.SignCheckpoint(ctx, bounded, "acme", signer, testDeployment); err != nil || c == nil || c.Size != 250 {
 		t.Fatalf("a slow database: %+v, %v", c, err)
 	}

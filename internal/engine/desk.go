@@ -37,9 +37,6 @@ type ApprovalQuery struct {
 	// Limit is the page's size, 1 to MaxApprovalPage; 0 is
 	// DefaultApprovalPage.
 	Limit int
-	// WithoutEntries leaves every record's entry out (nil), for a reader
-	// that shows the columns alone: entries can be long.
-	WithoutEntries bool
 }
 
 // The sizes of a page of approvals.

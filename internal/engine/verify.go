@@ -192,9 +192,11 @@ const VerifyGCPercent = 400
 // VerifyTenant verifies one tenant's audit: the sealed chain's integrity
 // (the first broken link), records left unsealed past the bound,
 // executions started but never finished, and consumed approvals with no
-// post-consume record. It streams the chain with one COPY inside one
-// read-only snapshot, so it never holds the chain in memory and sees the
-// chain and head as of one instant while appends go on. It seals nothing:
+// post-consume record, and the chain against every signed checkpoint. It
+// streams the chain with COPY (one, or one a page of the tenant's
+// checkpoints) inside one read-only snapshot, so it never holds the chain
+// in memory and sees the chain, its head and its checkpoints as of one
+// instant while appends go on. It seals nothing:
 // what it finds unsealed is reported as it is. The relations between
 // records (an execution's finish after its start) count the committed
 // records awaiting their seal too, in the order they were written.

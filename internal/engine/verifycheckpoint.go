@@ -81,11 +81,11 @@ const (
 // rewritten under it.
 //
 // Checkpoints are read a page at a time (read), between the COPYs that
-// stream the chain up to each page's last size, so that what is held is a
-// page or two of sizes and roots, whatever their number: read adds a
-// page's trees to the queue before the chain's rows reach them, and the
-// checker's goroutine (add) takes them off as the chain's tree reaches
-// their sizes.
+// stream the chain up to each page's last size, so that what is held is
+// the sizes and roots of the checkpoints of the rows in flight (a few
+// pages at most), whatever their number: read adds a page's trees to the
+// queue before the chain's rows reach them, and the checker's goroutine
+// (add) takes them off as the rows pass their sizes.
 type checkpointCheck struct {
 	keys     note.Verifiers
 	workers  int
@@ -197,20 +197,25 @@ func noteReason(c *store.Checkpoint, keys note.Verifiers) NoteReason {
 // part of any tree (the chain's break says so); the checkpoints past it
 // are then records_missing.
 func (k *checkpointCheck) add(seq int64, leaf []byte) {
-	if int64(k.frontier.Size()) != seq-1 { //nolint:gosec // G115: sizes are positive and small
-		return
-	}
-	if err := k.frontier.AppendLeaf(leaf); err != nil {
-		panic(err) // appending to a range in order always works
+	whole := int64(k.frontier.Size()) == seq-1 //nolint:gosec // G115: sizes are positive and small
+	if whole {
+		if err := k.frontier.AppendLeaf(leaf); err != nil {
+			panic(err) // appending to a range in order always works
+		}
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for len(k.queue) > 0 && k.queue[0].size <= seq {
 		t := k.queue[0]
 		k.queue = k.queue[1:]
-		if t.size != seq {
-			continue // below the chain's first record: none is
+		if !whole {
+			// Past a gap the chain no longer makes any tree: taken off
+			// as the rows pass, so that the queue stays short.
+			k.found(CheckpointFinding{Size: t.size, Problem: CheckpointRecordsMissing, Expected: t.root})
+			continue
 		}
+		// t.size is seq: every size is queued before its row is read, and
+		// taken off at it.
 		if root, err := k.frontier.Root(); err != nil || !bytes.Equal(root, t.root) {
 			k.found(CheckpointFinding{Size: t.size, Problem: CheckpointRootMismatch, Expected: t.root, Found: root})
 		}

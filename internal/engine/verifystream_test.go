@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +16,15 @@ import (
 )
 
 // syntheticChain writes a valid chain of n records of tenant as the COPY
-// of store.AuditChainCopy would, in writes of at most chunk bytes, and
-// returns the bytes it wrote in all.
+// of store.AuditChainCopy would, in writes of at most chunk bytes.
 func syntheticChain(w io.Writer, tenant string, n, chunk int) error {
+	return syntheticSegments(w, tenant, n, chunk)
+}
+
+// syntheticSegments is syntheticChain written as several COPYs, the
+// first of the records up to cuts[0], the next up to cuts[1], and so on,
+// and the last of the rest; w ends each but the last (EndSegment).
+func syntheticSegments(w io.Writer, tenant string, n, chunk int, cuts ...int) error {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	prev := Genesis()
 	buf := pgcopy.AppendHeader(nil)
@@ -46,9 +54,70 @@ func syntheticChain(w io.Writer, tenant string, n, chunk int) error {
 		if err := flush(false); err != nil {
 			return err
 		}
+		for len(cuts) > 0 && int64(cuts[0]) == seq {
+			cuts = cuts[1:]
+			if err := flush(true); err != nil {
+				return err
+			}
+			if _, err := w.Write(pgcopy.AppendTrailer(nil)); err != nil {
+				return err
+			}
+			if err := w.(chainSink).EndSegment(); err != nil {
+				return err
+			}
+			buf = pgcopy.AppendHeader(buf)
+		}
 	}
 	buf = pgcopy.AppendTrailer(buf)
 	return flush(true)
+}
+
+// TestStreamInSegments: a chain written as several COPYs, one of them
+// empty, each ended before the next, is read whole; a segment ended
+// before its trailer is an error.
+func TestStreamInSegments(t *testing.T) {
+	t.Parallel()
+	for _, cuts := range [][]int{nil, {10}, {10, 10, 25}, {1, 39}, {40}} {
+		_, report, err := verifySynthetic(t, 40, 4, func(w chainSink) error { return syntheticSegments(w, "acme", 40, 100, cuts...) })
+		if err != nil || report.Break != nil || report.Records != 40 {
+			t.Fatalf("cut at %v: %+v, break %+v, %v", cuts, report, report.Break, err)
+		}
+	}
+	var whole bytes.Buffer
+	if err := syntheticChain(&whole, "acme", 10, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := verifySynthetic(t, 10, 4, func(w chainSink) error {
+		if _, err := w.Write(whole.Bytes()[:whole.Len()-2]); err != nil {
+			return err
+		}
+		return w.EndSegment()
+	})
+	if err == nil || !strings.Contains(err.Error(), "ended early") {
+		t.Fatalf("a segment without its trailer: %v", err)
+	}
+}
+
+// TestCheckpointFindingsInSizeOrder: findings met out of size order (a
+// later page's notes before an earlier page's roots) are listed by size,
+// the first maxCheckpointFindings of them, and counted all.
+func TestCheckpointFindingsInSizeOrder(t *testing.T) {
+	t.Parallel()
+	k := newCheckpointCheck(nil, 1, 4)
+	sizes := []int64{30, 5, 17, 2, 9, 40, 1, 12, 25, 7, 3, 33, 5}
+	for _, size := range sizes {
+		k.found(CheckpointFinding{Size: size, Problem: CheckpointRootMismatch})
+	}
+	var report Report
+	k.finish(&report, false)
+	want := slices.Sorted(slices.Values(sizes))[:maxCheckpointFindings]
+	var got []int64
+	for _, f := range report.CheckpointFindings {
+		got = append(got, f.Size)
+	}
+	if !slices.Equal(got, want) || report.CheckpointFindingsTotal != int64(len(sizes)) {
+		t.Fatalf("listed %v of %d, want %v of %d", got, report.CheckpointFindingsTotal, want, len(sizes))
+	}
 }
 
 // verifySynthetic checks a synthetic chain of n records through the

@@ -24,7 +24,7 @@ var failures = map[engine.Status]failure{
 	engine.StatusResolveError:  {"the target could not be read from the datasource", "datasource error", "the audit log or host log", "the host log"},
 	engine.StatusAuditBlocked:  {"the audit record could not be written, so nothing ran", "store error", "the host log", "the host log"},
 	engine.StatusInternalError: {"an unexpected internal error", "underlying error", "the host log", "the host log"},
-	engine.StatusOutcomeUnknown: {"the action may have run, but its outcome could not be confirmed or recorded; do not call it again until an operator has checked (a retry under the same idempotencyKey answers this again: once checked, call with a new one)",
+	engine.StatusOutcomeUnknown: {"the action may have run, but its outcome could not be confirmed or recorded; do not call it again until an operator has checked",
 		"underlying error", "the host log and the audit log (an unfinished execution)", "the host log"},
 }
 
