@@ -102,7 +102,7 @@ func unfileOutcome(b []byte) (*Outcome, error) {
 		return nil, err
 	}
 	o := &Outcome{Status: f.Status, Data: json.RawMessage(f.Data), ApprovalID: f.ApprovalID, ExpiresAt: f.ExpiresAt,
-		CorrelationID: f.CorrelationID, Issues: f.Issues, Diagnostic: f.Diagnostic, Note: f.Note, Code: f.Code}
+		CorrelationID: f.CorrelationID, Issues: f.Issues, Diagnostic: f.Diagnostic, Note: f.Note, Code: f.Code, Replayed: true}
 	if f.Err != "" {
 		o.Err = errors.New(f.Err)
 	}
@@ -195,7 +195,9 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		}
 		defer cancel()
 		out = run(runCtx)
-		cut := runCtx.Err() != nil && callerCtx.Err() == nil
+		// A failure the cut caused — the claim's deadline near, or the
+		// caller gone — says nothing ran that a retry should not run.
+		cut := runCtx.Err() != nil
 		if !fileable(out) || (cut && out.Status == StatusFailed) {
 			return errNotFiled
 		}
@@ -223,7 +225,9 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		// The call ran but its outcome could not be filed, or its claim's
 		// COMMIT failed and Postgres could not say whether it took
 		// effect: answer it; should the key be free, a retry runs again,
-		// as it would have without a key.
+		// as it would have without a key. The operator is told.
+		e.log.WarnContext(ctx, "idempotency outcome may not be filed: a retry under the key may run the call again",
+			"action", c.name, "correlation_id", correlation, "error", err.Error())
 		return out
 	case err != nil:
 		return e.storeFailure(ctx, "idempotency key of "+c.name, correlation, err)
@@ -235,8 +239,7 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 // own, after the claim that ran the call was confirmed not to have
 // committed: a claim of the key and its outcome at once. A key some retry
 // claimed meanwhile is left to it (that retry ran the call again: there is
-// nothing left to prevent). Failing, it leaves the key free, as the lost
-// claim did, and says so in the host log.
+// nothing left to prevent). Either failure is said in the host log.
 func (e *Engine) fileAgain(ctx context.Context, tenant string, k store.IdempotencyKey, digest, filed []byte, correlation string) {
 	// The caller may have gone: the call ran, and its key is what keeps a
 	// retry from running it again (the pool's limits bound the wait).
@@ -244,15 +247,22 @@ func (e *Engine) fileAgain(ctx context.Context, tenant string, k store.Idempoten
 	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		claimed, err := st.IdempotencyClaim(ctx, k, digest, e.now().Add(e.cfg.Limits.IdempotencyKeyTTL()))
-		if err != nil || !claimed {
+		if err == nil && !claimed {
+			err = errKeyTaken
+		}
+		if err != nil {
 			return err
 		}
 		return st.IdempotencySave(ctx, k, filed)
 	})
 	if err != nil {
-		e.log.WarnContext(ctx, "idempotency key left unfiled", "action", k.Action, "correlation_id", correlation, "error", err.Error())
+		e.log.WarnContext(ctx, "idempotency outcome not filed: a retry under the key may run, or have run, the call again",
+			"action", k.Action, "correlation_id", correlation, "error", err.Error())
 	}
 }
+
+// errKeyTaken is fileAgain's failure when a retry claimed the key first.
+var errKeyTaken = errors.New("a retry claimed the key first")
 
 // keyLocks holds the keys calls in this process are running under, each
 // with the calls waiting for it.

@@ -125,8 +125,8 @@ func TestIdempotentUnknownOutcomeIsFiled(t *testing.T) {
 	}
 	retry := e.Call(ctx, support("acme"), "add_order_note", args)
 	want(t, retry, engine.StatusOutcomeUnknown)
-	if retry.CorrelationID != first.CorrelationID {
-		t.Fatalf("the retry answered %s, not the first call's outcome (%s)", retry.CorrelationID, first.CorrelationID)
+	if retry.CorrelationID != first.CorrelationID || !retry.Replayed || first.Replayed {
+		t.Fatalf("the retry answered %s (replayed %v), not the first call's outcome (%s)", retry.CorrelationID, retry.Replayed, first.CorrelationID)
 	}
 	if n := notes(); n != 1 {
 		t.Fatalf("a retry under the key ran the call again: %d notes", n)
@@ -166,6 +166,49 @@ func TestIdempotentOutcomeIsFiledWhenTheCallerLeaves(t *testing.T) {
 	var notes int
 	if err := data.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE note = 'caller left'").Scan(&notes); err != nil || notes != 1 {
 		t.Fatalf("%d notes (%v), want 1: a retry ran the call again", notes, err)
+	}
+}
+
+// TestIdempotentFailureTheCallerCausedIsNotFiled: a caller that hangs up
+// while its call's effect runs on a separate datasource cuts the effect
+// short — its transaction rolls back, the execution is recorded failed —
+// and that failure is not filed under the key: a retry runs the call.
+func TestIdempotentFailureTheCallerCausedIsNotFiled(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	data := testdb.Pool(t, dataURL)
+	if _, err := data.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL), ontologytest.Set("actions.add_order_note.idempotent", true),
+		ontologytest.Set("actions.add_order_note.execute.sql",
+			"INSERT INTO order_notes (org_id, order_id, note) SELECT current_setting('orangerail.tenant_id'), :order_id, :note FROM pg_sleep(2) RETURNING id"))
+	callerCtx, hangUp := context.WithCancel(ctx)
+	// The caller hangs up once the effect's statement runs.
+	go func() {
+		defer hangUp()
+		for callerCtx.Err() == nil {
+			var running bool
+			if err := data.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%FROM pg_sleep(2)%'
+				AND pid <> pg_backend_pid())`).Scan(&running); err != nil || running {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "cut by the caller", "idempotencyKey": "cut-1"}`)
+	first := e.Call(callerCtx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusFailed)
+	retry := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, retry, engine.StatusOK)
+	if retry.Replayed || retry.CorrelationID == first.CorrelationID {
+		t.Fatalf("the retry answered the failure filed under the key (%s)", retry.CorrelationID)
+	}
+	var notes int
+	if err := data.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE note = 'cut by the caller'").Scan(&notes); err != nil || notes != 1 {
+		t.Fatalf("%d notes (%v), want 1", notes, err)
 	}
 }
 

@@ -128,7 +128,10 @@ type Outcome struct {
 	Scope string
 	// RateLimit says which budget refused a StatusRateLimited call.
 	RateLimit *RateLimit
-	Err       error
+	// Replayed marks the outcome a call's idempotency key filed, given
+	// back to a retry under the key (which ran nothing).
+	Replayed bool
+	Err      error
 }
 
 // OK reports whether the outcome is a success of its kind.

@@ -582,22 +582,29 @@ func TestIdempotencyClaimCommitLost(t *testing.T) {
 	if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = 'fault-claim-lost'").Scan(&notes); err != nil || notes != 1 {
 		t.Fatalf("%d notes (%v), want 1", notes, err)
 	}
+	if log := b.hostLog.String(); strings.Contains(log, "idempotency outcome") {
+		t.Errorf("the outcome was filed again, yet the engine warned:\n%s", log)
+	}
 	b.finish(t)
 }
 
 // claimEater is answerEater for an idempotency key's claim: it arms the
 // connection that filed a call's outcome under its key, as it sends its
-// COMMIT, once.
+// COMMIT, once, and counts the questions asked after it of the
+// transaction's status.
 type claimEater struct {
 	mu       sync.Mutex
 	claiming *pgx.Conn
 	armed    chan struct{}
+	asked    int
 }
 
 func (a *claimEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
+	case strings.Contains(data.SQL, "pg_xact_status") && a.armed == nil:
+		a.asked++
 	case strings.Contains(data.SQL, "UPDATE orangerail.idempotency_keys SET outcome"):
 		a.claiming = conn
 	case conn == a.claiming && strings.EqualFold(strings.TrimSpace(data.SQL), "commit") && a.armed != nil:
@@ -616,8 +623,9 @@ func (a *claimEater) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 // idempotency key, its call's outcome filed, but the COMMIT's answer never
 // reaches the engine: the COMMIT fails at its connection's deadline,
 // Postgres, asked on another connection, confirms the claim committed (the
-// key holds the outcome the call filed), and the call answers its
-// outcome; a retry gets it back, and the note is written once.
+// key holds the outcome the call filed) — so the engine neither files it
+// again nor warns that a retry may run the call — and the call answers
+// its outcome; a retry gets it back, and the note is written once.
 func TestIdempotencyClaimAnswerLost(t *testing.T) {
 	t.Parallel()
 	eater := &claimEater{armed: make(chan struct{})}
@@ -645,6 +653,15 @@ func TestIdempotencyClaimAnswerLost(t *testing.T) {
 	var notes int
 	if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = 'fault-claim-answer-lost'").Scan(&notes); err != nil || notes != 1 {
 		t.Fatalf("%d notes (%v), want 1", notes, err)
+	}
+	eater.mu.Lock()
+	asked := eater.asked
+	eater.mu.Unlock()
+	if asked == 0 {
+		t.Error("Postgres was never asked whether the claim committed")
+	}
+	if log := b.hostLog.String(); strings.Contains(log, "idempotency outcome") {
+		t.Errorf("the engine doubted the claim Postgres confirmed:\n%s", log)
 	}
 	faults.Require(t, b.admin, noteEffect)
 	for _, l := range b.log {

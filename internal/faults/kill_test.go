@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -53,6 +54,8 @@ type bundle struct {
 	// log lists what each call answered, for the test's log.
 	log   []string
 	logMu sync.Mutex
+	// hostLog is the engine's log, its warnings and errors.
+	hostLog lockedLog
 }
 
 // setup serves the orders example on a database of its own, through a
@@ -90,12 +93,31 @@ func setupPool(t *testing.T, url string, open func(*faults.Killer) *pgxpool.Pool
 	}
 	key := make([]byte, engine.KeySize)
 	_, _ = rand.Read(key)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: catalog, Key: key,
-		Logger: slog.New(slog.DiscardHandler)})
+	b := &bundle{admin: admin, runtime: runtime, killer: k}
+	b.engine, err = engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: catalog, Key: key,
+		Logger: slog.New(slog.NewJSONHandler(&b.hostLog, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{admin: admin, runtime: runtime, killer: k, engine: e}
+	return b
+}
+
+// lockedLog is a host log the engine writes and a test reads.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 var (

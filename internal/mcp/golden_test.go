@@ -61,6 +61,9 @@ func TestGoldenAnswers(t *testing.T) {
 			golden.JSON(t, filepath.Join("testdata", "answers", kind, string(status)+".json"), render(tl, out))
 		}
 	}
+	// An unknown outcome given back to a retry under the call's key.
+	replayed := &engine.Outcome{Status: engine.StatusOutcomeUnknown, CorrelationID: id.String(), Replayed: true, Err: errors.New("filed")}
+	golden.JSON(t, filepath.Join("testdata", "answers", "action", "outcome_unknown_replayed.json"), render(tools["action"], replayed))
 }
 
 // TestGoldenGateErrors holds the protocol errors of the gates before a
