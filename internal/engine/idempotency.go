@@ -225,9 +225,12 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 		// The call ran but its outcome could not be filed, or its claim's
 		// COMMIT failed and Postgres could not say whether it took
 		// effect: answer it; should the key be free, a retry runs again,
-		// as it would have without a key. The operator is told.
-		e.log.WarnContext(ctx, "idempotency outcome may not be filed: a retry under the key may run the call again",
-			"action", c.name, "correlation_id", correlation, "error", err.Error())
+		// as it would have without a key. The operator is told. (An
+		// outcome read back from the key is filed already.)
+		if !out.Replayed {
+			e.log.WarnContext(ctx, "idempotency outcome may not be filed: a retry under the key may run the call again",
+				"action", c.name, "correlation_id", correlation, "error", err.Error())
+		}
 		return out
 	case err != nil:
 		return e.storeFailure(ctx, "idempotency key of "+c.name, correlation, err)

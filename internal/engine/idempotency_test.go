@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
@@ -25,6 +26,32 @@ func idempotentNotes(t *testing.T) (*exampleBundle, *engine.Engine) {
 	t.Helper()
 	b := setupExample(t)
 	return b, newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+}
+
+// idempotentNotesApart is idempotentNotes with the orders on a datasource
+// of their own, so that an execution's effect commits apart from its
+// records (edited further by edits): the engine, and the datasource's
+// owner pool.
+func idempotentNotesApart(t *testing.T, edits ...ontologytest.Edit) (*engine.Engine, *pgxpool.Pool) {
+	t.Helper()
+	b := setupExample(t)
+	dataURL := testdb.New(t)
+	data := testdb.Pool(t, dataURL)
+	if _, err := data.Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL),
+		append([]ontologytest.Edit{ontologytest.Set("actions.add_order_note.idempotent", true)}, edits...)...)
+	return e, data
+}
+
+// notesSaying counts the notes of the datasource data that say note.
+func notesSaying(t *testing.T, data *pgxpool.Pool, note string) (n int) {
+	t.Helper()
+	if err := data.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = $1", note).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // notesAndRuns counts the tenant's notes saying note, and the
@@ -101,22 +128,10 @@ func TestIdempotentRetryRunsOnce(t *testing.T) {
 // twice. A new key runs the call.
 func TestIdempotentUnknownOutcomeIsFiled(t *testing.T) {
 	t.Parallel()
-	b := setupExample(t)
 	ctx := context.Background()
-	dataURL := testdb.New(t)
-	data := testdb.Pool(t, dataURL)
-	if _, err := data.Exec(ctx, orders.Seed); err != nil {
-		t.Fatal(err)
-	}
-	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL), ontologytest.Set("actions.add_order_note.idempotent", true))
+	e, data := idempotentNotesApart(t)
 	engine.SetBeforeFinish(e, panicOnce())
-	notes := func() (n int) {
-		t.Helper()
-		if err := data.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE note = 'in doubt'").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	notes := func() int { return notesSaying(t, data, "in doubt") }
 	args := json.RawMessage(`{"order_id": "o-1001", "note": "in doubt", "idempotencyKey": "doubt-1"}`)
 	first := e.Call(ctx, support("acme"), "add_order_note", args)
 	want(t, first, engine.StatusOutcomeUnknown)
@@ -144,14 +159,8 @@ func TestIdempotentUnknownOutcomeIsFiled(t *testing.T) {
 // nothing.
 func TestIdempotentOutcomeIsFiledWhenTheCallerLeaves(t *testing.T) {
 	t.Parallel()
-	b := setupExample(t)
 	ctx := context.Background()
-	dataURL := testdb.New(t)
-	data := testdb.Pool(t, dataURL)
-	if _, err := data.Exec(ctx, orders.Seed); err != nil {
-		t.Fatal(err)
-	}
-	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL), ontologytest.Set("actions.add_order_note.idempotent", true))
+	e, data := idempotentNotesApart(t)
 	callerCtx, hangUp := context.WithCancel(ctx)
 	engine.SetBeforeFinish(e, hangUp) // the effect committed; the caller goes
 	args := json.RawMessage(`{"order_id": "o-1001", "note": "caller left", "idempotencyKey": "left-1"}`)
@@ -163,9 +172,8 @@ func TestIdempotentOutcomeIsFiledWhenTheCallerLeaves(t *testing.T) {
 	if retry.Status != first.Status || retry.CorrelationID != first.CorrelationID {
 		t.Fatalf("the retry answered %s under %s, the first call %s under %s", retry.Status, retry.CorrelationID, first.Status, first.CorrelationID)
 	}
-	var notes int
-	if err := data.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE note = 'caller left'").Scan(&notes); err != nil || notes != 1 {
-		t.Fatalf("%d notes (%v), want 1: a retry ran the call again", notes, err)
+	if notes := notesSaying(t, data, "caller left"); notes != 1 {
+		t.Fatalf("%d notes, want 1: a retry ran the call again", notes)
 	}
 }
 
@@ -175,16 +183,9 @@ func TestIdempotentOutcomeIsFiledWhenTheCallerLeaves(t *testing.T) {
 // and that failure is not filed under the key: a retry runs the call.
 func TestIdempotentFailureTheCallerCausedIsNotFiled(t *testing.T) {
 	t.Parallel()
-	b := setupExample(t)
 	ctx := context.Background()
-	dataURL := testdb.New(t)
-	data := testdb.Pool(t, dataURL)
-	if _, err := data.Exec(ctx, orders.Seed); err != nil {
-		t.Fatal(err)
-	}
-	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, testdb.RuntimePool(t, dataURL), ontologytest.Set("actions.add_order_note.idempotent", true),
-		ontologytest.Set("actions.add_order_note.execute.sql",
-			"INSERT INTO order_notes (org_id, order_id, note) SELECT current_setting('orangerail.tenant_id'), :order_id, :note FROM pg_sleep(2) RETURNING id"))
+	e, data := idempotentNotesApart(t, ontologytest.Set("actions.add_order_note.execute.sql",
+		"INSERT INTO order_notes (org_id, order_id, note) SELECT current_setting('orangerail.tenant_id'), :order_id, :note FROM pg_sleep(2) RETURNING id"))
 	callerCtx, hangUp := context.WithCancel(ctx)
 	// The caller hangs up once the effect's statement runs.
 	go func() {
@@ -206,9 +207,8 @@ func TestIdempotentFailureTheCallerCausedIsNotFiled(t *testing.T) {
 	if retry.Replayed || retry.CorrelationID == first.CorrelationID {
 		t.Fatalf("the retry answered the failure filed under the key (%s)", retry.CorrelationID)
 	}
-	var notes int
-	if err := data.QueryRow(ctx, "SELECT count(*) FROM order_notes WHERE note = 'cut by the caller'").Scan(&notes); err != nil || notes != 1 {
-		t.Fatalf("%d notes (%v), want 1", notes, err)
+	if notes := notesSaying(t, data, "cut by the caller"); notes != 1 {
+		t.Fatalf("%d notes, want 1", notes)
 	}
 }
 

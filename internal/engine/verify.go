@@ -222,8 +222,8 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 
 		// The signed checkpoints, read in the chain's snapshot, a page at a
 		// time: the chain is streamed up to each page's last size, then
-		// the next page is read, so that the check holds a page or two of
-		// them however many there are.
+		// the next page is read, so that the check holds a few pages of
+		// them at most however many there are.
 		signed := newCheckpointCheck(opts.CheckpointKeys, defaultWorkers(), cmp.Or(opts.checkpointPage, notePage))
 		upto, more, err := signed.read(ctx, st, tenant, 0)
 		if err != nil {
