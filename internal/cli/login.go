@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -39,8 +41,11 @@ func newLoginCmd() *cobra.Command {
 			}
 			// The server takes no other issuer: signing in at one over
 			// plain http off loopback would only expose the sign-in.
-			if err := ontology.CheckIssuer(issuer); err != nil {
-				return err
+			switch err := ontology.CheckIssuer(issuer); {
+			case errors.Is(err, ontology.ErrIssuerInsecure):
+				return errcode.New(errcode.ServerInsecure, err.Error()+": signing in there would expose the sign-in and the token to the network", nil)
+			case err != nil:
+				return errcode.New(errcode.RequestInvalid, err.Error(), nil)
 			}
 			path, err := login.TokenPath()
 			if err != nil {

@@ -101,7 +101,11 @@ func TestLoginKeepsAPersonsToken(t *testing.T) {
 		t.Fatalf("login without an issuer: exit %d %q", c, stderr)
 	}
 	// An issuer the server would refuse is refused here too.
-	if c, _, stderr := cli(t, "login", "--issuer", "http://10.0.0.5:8080"); c != exitError || !strings.Contains(stderr, "must be https") {
+	if c, _, stderr := cli(t, "login", "--issuer", "http://10.0.0.5:8080"); c != exitError || !strings.Contains(stderr, "X_SERVER_INSECURE") ||
+		!strings.Contains(stderr, "must be https") {
 		t.Fatalf("login at a plain http issuer off loopback: exit %d %q", c, stderr)
+	}
+	if c, _, stderr := cli(t, "login", "--issuer", "not a url"); c != exitError || !strings.Contains(stderr, "X_REQUEST_INVALID") || !strings.Contains(stderr, "is not a URL") {
+		t.Fatalf("login at an issuer that is no URL: exit %d %q", c, stderr)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -203,8 +204,12 @@ func CheckIssuer(issuer string) error {
 	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("the issuer %q must be https (plain http is allowed on loopback only)", issuer)
+	return fmt.Errorf("the issuer %q must be https (%w)", issuer, ErrIssuerInsecure)
 }
+
+// ErrIssuerInsecure is CheckIssuer's error for an issuer of plain http off
+// loopback.
+var ErrIssuerInsecure = errors.New("plain http is allowed on loopback only")
 
 // LoopbackURL returns http://<listen> when listen is a loopback address
 // (localhost, 127.0.0.0/8, ::1) with a port: the URL a server listening
