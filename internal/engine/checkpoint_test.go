@@ -433,30 +433,7 @@ func TestVerifyHoldsTheChainToEveryRoot(t *testing.T) {
 	appendBulk(t, b.runtime, "acme", early, 1)
 	tamper(t, b, rechain("acme", 3)...)
 
-	var hashes [][]byte
-	if err := pgx.BeginFunc(ctx, b.admin, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT hash FROM orangerail.audit WHERE tenant_id = 'acme' AND seq IS NOT NULL ORDER BY seq")
-		if err != nil {
-			return err
-		}
-		hashes, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
-		return err
-	}); err != nil || len(hashes) != early+1 {
-		t.Fatalf("the rewritten chain: %d hashes, %v", len(hashes), err)
-	}
-	tree, err := checkpoint.NewFrontier(0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range hashes {
-		if err := tree.AppendLeaf(checkpoint.LeafHash(h)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	root, err := tree.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	frontier, root := chainTree(t, sealedHashes(t, b, early+1)) // the rewritten chain's tree
 	origin := checkpoint.Origin(testDeployment, "acme")
 	signed, err := signer.Sign(checkpoint.Checkpoint{Origin: origin, Size: early + 1, Root: root})
 	if err != nil {
@@ -465,7 +442,7 @@ func TestVerifyHoldsTheChainToEveryRoot(t *testing.T) {
 	tamper(t, b, "ALTER TABLE orangerail.audit_checkpoints DISABLE TRIGGER USER",
 		fmt.Sprintf(`INSERT INTO orangerail.audit_checkpoints (tenant_id, size, root_hash, frontier, origin, key_name, key_hash, verifier_key, note)
 			VALUES ('acme', %d, '\x%x', '\x%x', '%s', '%s', %d, '%s', $note$%s$note$)`,
-			early+1, root, bytes.Join(tree.Hashes(), nil), origin, signer.Name(), signer.KeyHash(), pub, signed),
+			early+1, root, frontier, origin, signer.Name(), signer.KeyHash(), pub, signed),
 		"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_update_delete",
 		"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_refuse_truncate",
 		"ALTER TABLE orangerail.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_match_chain")
@@ -575,27 +552,8 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 	signNow(t, b.runtime, "acme", signer, 10)
 	appendBulk(t, b.runtime, "acme", 10, 5)
 
-	hashes := make([][]byte, 15)
-	for i := range hashes {
-		hashes[i] = sealedHash(t, b, int64(i+1))
-	}
-	// tree returns the frontier and root of leaves (chain hashes).
-	tree := func(leaves [][]byte) ([]byte, []byte) {
-		f, err := checkpoint.NewFrontier(0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, h := range leaves {
-			if err := f.Append(h); err != nil {
-				t.Fatal(err)
-			}
-		}
-		root, err := f.Root()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bytes.Join(f.Hashes(), nil), root
-	}
+	hashes := sealedHashes(t, b, 15)
+	tree := func(leaves [][]byte) ([]byte, []byte) { return chainTree(t, leaves) }
 	// insertNotedAs stores a checkpoint of size, frontier and root under the
 	// row's origin, its note signing notedSize and notedRoot under
 	// notedOrigin.
@@ -709,6 +667,36 @@ func TestCheckpointsMustDescribeTheChain(t *testing.T) {
 	if err := insert(17, frontier17, root17); err != nil {
 		t.Fatalf("the records' tree of 17, above the whole one of 15: %v", err)
 	}
+}
+
+// sealedHashes returns the chain hashes of tenant acme's records of seq 1
+// to n.
+func sealedHashes(t *testing.T, b *testBundle, n int) [][]byte {
+	t.Helper()
+	hashes := make([][]byte, n)
+	for i := range hashes {
+		hashes[i] = sealedHash(t, b, int64(i+1))
+	}
+	return hashes
+}
+
+// chainTree returns the frontier (its subtree roots concatenated) and the
+// root of the tree whose leaves are chainHashes.
+func chainTree(t *testing.T, chainHashes [][]byte) (frontier, root []byte) {
+	t.Helper()
+	f, err := checkpoint.NewFrontier(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range chainHashes {
+		if err := f.Append(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if root, err = f.Root(); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Join(f.Hashes(), nil), root
 }
 
 // sealedHash returns the chain hash of tenant acme's record of seq.

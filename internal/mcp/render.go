@@ -134,13 +134,14 @@ func failure(t *tool, out *engine.Outcome, body map[string]any) string {
 		body["code"] = string(out.Code)
 	}
 	switch refusal, known := refusals[out.Status]; {
-	case withholds && out.Replayed && out.Status == engine.StatusOutcomeUnknown:
-		// An unknown outcome filed under the call's key: a retry under it
-		// gets this again, and runs nothing, until the key lapses.
-		return redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read()) +
-			" This is the answer its idempotencyKey filed at the first call: a retry under the same key answers it again; once an operator has checked, call with a new key."
 	case withholds:
-		return redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read())
+		message := redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read())
+		if out.Replayed && out.Status == engine.StatusOutcomeUnknown {
+			// An unknown outcome filed under the call's key: a retry under
+			// it gets this again, and runs nothing, until the key lapses.
+			message += " This is the answer its idempotencyKey filed at the first call: a retry under the same key answers it again; once an operator has checked, call with a new key."
+		}
+		return message
 	case known:
 		return fmt.Sprintf("Tool %q refused: %s", name, refusal)
 	}
