@@ -266,14 +266,20 @@ func ChainHash(prev []byte, seq int64, entry []byte) Hash {
 
 // link is ChainHash given the entry's own hash.
 func link(prev []byte, seq int64, entryHash [HashSize]byte) Hash {
+	sum := linkSum(prev, seq, entryHash)
+	return sum[:]
+}
+
+// linkSum is link as an array, which the verifier computes for every
+// record without allocating.
+func linkSum(prev []byte, seq int64, entryHash [HashSize]byte) [HashSize]byte {
 	var buf [HashSize + 8 + HashSize]byte
 	copy(buf[:HashSize], prev)
 	// int8send(seq): the two's-complement bytes of seq, as Postgres sends
 	// an int8 (seq > 0 by the table's CHECK).
 	binary.BigEndian.PutUint64(buf[HashSize:HashSize+8], uint64(seq)) //nolint:gosec // the bit pattern is the point, not the value
 	copy(buf[HashSize+8:], entryHash[:])
-	sum := sha256.Sum256(buf[:])
-	return sum[:]
+	return sha256.Sum256(buf[:])
 }
 
 // AppendAudit appends rec, unsealed, to its tenant's chain. It must run in

@@ -22,68 +22,83 @@ type entryColumns struct {
 
 var errEntry = errors.New("not a valid audit entry")
 
+// Entry members scanEntry reads, as bits of a set.
+const (
+	hasVersion = 1 << iota
+	hasTenant
+	hasAt
+	hasCorrelationID
+	hasPhase
+	hasDevMode
+	hasActor
+
+	entryRequired = hasTenant | hasAt | hasCorrelationID | hasPhase | hasDevMode
+)
+
 // scanEntry reads an entry's queryable columns under the rules of
 // orangerail.audit_entry_columns: a UTF-8 JSON object Postgres reads as
 // jsonb (validJSONB: its payload included, since an entry Postgres cannot
 // read fails the SQL verifier's check, and the two verifiers must agree),
 // with no repeated member at the top level or in "actor", and every column
-// present and well typed. After the whole entry is validated, it walks the
-// members once, and skips payload values without decoding them.
+// present and well typed. One walk of the entry validates it and finds
+// its members; payload values are never decoded.
 func scanEntry(entry []byte) (entryColumns, error) {
 	var c entryColumns
-	if !utf8.Valid(entry) || !validJSONB(entry) {
+	if !utf8.Valid(entry) {
 		return c, errEntry
 	}
-	s := scanner{b: entry}
-	var version []byte
-	var actor []byte
-	seen := make([][]byte, 0, 16)
-	err := s.object(func(key, value []byte) error {
-		if slices.ContainsFunc(seen, func(k []byte) bool { return bytes.Equal(k, key) }) {
-			return errEntry
-		}
-		seen = append(seen, key)
+	var v jsonbValidator
+	members, ok := v.object(entry)
+	if !ok || !decodeNames(members) {
+		return c, errEntry
+	}
+	var version, actor []byte
+	var has int
+	for _, m := range members {
 		var err error
-		switch string(key) {
+		switch string(m.name) {
 		case "v":
-			version = value
+			version, has = m.value, has|hasVersion
 		case "tenant":
-			c.tenant, err = jsonString(value)
+			c.tenant, err = jsonString(m.value)
+			has |= hasTenant
 		case "at":
-			c.at, err = jsonString(value)
+			c.at, err = jsonString(m.value)
+			has |= hasAt
 		case "correlation_id":
-			c.correlationID, err = jsonString(value)
+			c.correlationID, err = jsonString(m.value)
+			has |= hasCorrelationID
 		case "phase":
-			c.phase, err = jsonString(value)
+			c.phase, err = jsonString(m.value)
+			has |= hasPhase
 		case "action":
-			c.action, err = jsonString(value)
+			c.action, err = jsonString(m.value)
 		case "approval_id":
-			c.approvalID, err = jsonString(value)
+			c.approvalID, err = jsonString(m.value)
 		case "dev_mode":
-			switch string(value) {
+			switch string(m.value) {
 			case "true":
 				c.devMode = true
 			case "false":
 			default:
 				err = errEntry
 			}
+			has |= hasDevMode
 		case "actor":
-			actor = value
+			actor, has = m.value, has|hasActor
 		}
-		return err
-	})
-	if err != nil {
-		return c, errEntry
-	}
-	for _, required := range []string{"tenant", "at", "correlation_id", "phase", "dev_mode"} {
-		if !slices.ContainsFunc(seen, func(k []byte) bool { return string(k) == required }) {
+		if err != nil {
 			return c, errEntry
 		}
+	}
+	if has&entryRequired != entryRequired {
+		return c, errEntry
 	}
 	// "v" is the number 1 in any spelling (1, 1.0, 1e0), as jsonb compares
 	// it: exactly, so not 1.00000000000000000001, which a float64 rounds
 	// to 1. The entry is valid JSON, so a value SetString reads is a
-	// number; a string, a literal or a container it refuses.
+	// number; a string, a literal or a container it refuses. An entry
+	// without "v" is refused here too (version is nil).
 	if string(version) != "1" {
 		v, ok := new(big.Rat).SetString(string(version))
 		if !ok || v.Cmp(big.NewRat(1, 1)) != 0 {
@@ -93,36 +108,55 @@ func scanEntry(entry []byte) (entryColumns, error) {
 	if actor == nil || actor[0] != '{' {
 		return c, errEntry
 	}
-	var actorKeys [][]byte
+	var a jsonbValidator
+	actorMembers, ok := a.object(actor)
+	if !ok || !decodeNames(actorMembers) {
+		return c, errEntry
+	}
 	var hasSubject, hasKind bool
-	a := scanner{b: actor}
-	err = a.object(func(key, value []byte) error {
-		if slices.ContainsFunc(actorKeys, func(k []byte) bool { return bytes.Equal(k, key) }) {
-			return errEntry
-		}
-		actorKeys = append(actorKeys, key)
+	for _, m := range actorMembers {
 		var err error
-		switch string(key) {
+		switch string(m.name) {
 		case "subject":
-			c.subject, err = jsonString(value)
+			c.subject, err = jsonString(m.value)
 			hasSubject = true
 		case "kind":
-			c.kind, err = jsonString(value)
+			c.kind, err = jsonString(m.value)
 			hasKind = true
 		}
-		return err
-	})
-	if err != nil || !hasSubject || !hasKind || len(c.subject) == 0 ||
-		!slices.Contains(ActorKinds(), ActorKind(c.kind)) {
+		if err != nil {
+			return c, errEntry
+		}
+	}
+	if !hasSubject || !hasKind || len(c.subject) == 0 || !slices.Contains(ActorKinds(), ActorKind(c.kind)) {
 		return c, errEntry
 	}
 	if n := utf8.RuneCount(c.correlationID); n < 1 || n > 128 {
 		return c, errEntry
 	}
+	var err error
 	if c.atTime, err = parseAt(c.at); err != nil || !validPhase(c.phase) || (c.approvalID != nil && !validLowerUUID(c.approvalID)) {
 		return c, errEntry
 	}
 	return c, nil
+}
+
+// decodeNames decodes each member's name in place and reports whether
+// none is repeated.
+func decodeNames(members []member) bool {
+	for i := range members {
+		name, err := jsonString(members[i].name)
+		if err != nil {
+			return false
+		}
+		for _, m := range members[:i] {
+			if bytes.Equal(m.name, name) {
+				return false
+			}
+		}
+		members[i].name = name
+	}
+	return true
 }
 
 // parseAt parses a time that matches
@@ -208,120 +242,4 @@ func jsonString(value []byte) ([]byte, error) {
 		return nil, errEntry
 	}
 	return []byte(s), nil
-}
-
-// scanner walks the members of a JSON object. It never indexes past its
-// input: malformed input ends in an error, not a panic.
-type scanner struct {
-	b   []byte
-	pos int
-}
-
-func (s *scanner) space() {
-	for s.pos < len(s.b) && (s.b[s.pos] == ' ' || s.b[s.pos] == '\t' || s.b[s.pos] == '\n' || s.b[s.pos] == '\r') {
-		s.pos++
-	}
-}
-
-// object calls fn for each member of the object at the cursor, with the
-// member's decoded name and its raw value.
-func (s *scanner) object(fn func(key, value []byte) error) error {
-	s.space()
-	if s.pos >= len(s.b) || s.b[s.pos] != '{' {
-		return errEntry
-	}
-	s.pos++
-	for {
-		s.space()
-		if s.pos >= len(s.b) {
-			return errEntry
-		}
-		if s.b[s.pos] == '}' {
-			s.pos++
-			return nil
-		}
-		keyStart := s.pos
-		if !s.skipValue() {
-			return errEntry
-		}
-		key, err := jsonString(s.b[keyStart:s.pos])
-		if err != nil {
-			return err
-		}
-		s.space()
-		if s.pos >= len(s.b) || s.b[s.pos] != ':' {
-			return errEntry
-		}
-		s.pos++
-		s.space()
-		valueStart := s.pos
-		if !s.skipValue() || s.pos == valueStart {
-			return errEntry
-		}
-		if err := fn(key, s.b[valueStart:s.pos]); err != nil {
-			return err
-		}
-		s.space()
-		switch {
-		case s.pos >= len(s.b):
-			return errEntry
-		case s.b[s.pos] == ',':
-			s.pos++
-		case s.b[s.pos] != '}':
-			return errEntry
-		}
-	}
-}
-
-// skipValue moves past one value and reports whether it ended inside the
-// input.
-func (s *scanner) skipValue() bool {
-	depth := 0
-	for s.pos < len(s.b) {
-		switch s.b[s.pos] {
-		case '"':
-			end := s.pos + 1
-			for {
-				i := bytes.IndexByte(s.b[end:], '"')
-				if i < 0 {
-					return false
-				}
-				end += i
-				// The quote ends the string unless an odd run of
-				// backslashes escapes it.
-				backslashes := 0
-				for j := end - 1; j > s.pos && s.b[j] == '\\'; j-- {
-					backslashes++
-				}
-				if backslashes%2 == 0 {
-					break
-				}
-				end++
-			}
-			s.pos = end + 1
-		case '{', '[':
-			depth++
-			s.pos++
-			continue
-		case '}', ']':
-			if depth == 0 {
-				return true
-			}
-			depth--
-			s.pos++
-		case ',', ':', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return true
-			}
-			s.pos++
-			continue
-		default:
-			s.pos++
-			continue
-		}
-		if depth == 0 {
-			return true
-		}
-	}
-	return depth == 0
 }

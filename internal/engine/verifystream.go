@@ -290,13 +290,6 @@ func (cfg *streamConfig) computeBatch(b *batch) {
 	}
 }
 
-// linkSum is link as an array.
-func linkSum(prev []byte, seq int64, entryHash [HashSize]byte) [HashSize]byte {
-	var sum [HashSize]byte
-	copy(sum[:], link(prev, seq, entryHash))
-	return sum
-}
-
 // postgresEpoch is where Postgres counts a timestamptz's microseconds
 // from, in seconds since the Unix epoch.
 const postgresEpoch = 946_684_800
