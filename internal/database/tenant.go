@@ -55,14 +55,14 @@ type Limits struct {
 // limits: the round trips of its short statements.
 const txGrace = 5 * time.Second
 
-// deadline bounds one transaction under l on the client's side: a server
+// Deadline bounds one transaction under l on the client's side: a server
 // that stops answering (a partition, a hung host) leaves a statement
 // waiting on a socket that neither answers nor closes, where no limit the
 // server keeps reaches it. A healthy transaction's statements each end
 // within the limits, and it waits on a lock, and runs a long statement
 // and an effect beside it, at most once each, so it ends well within a
 // lock wait, two statements' time and the grace. Zero: no deadline.
-func (l Limits) deadline() time.Duration {
+func (l Limits) Deadline() time.Duration {
 	if l.StatementTimeout <= 0 {
 		return 0
 	}
@@ -73,7 +73,7 @@ func (l Limits) deadline() time.Duration {
 // QueryInTenant set them, locally, at the start of every transaction they
 // begin on it, so they end with the transaction and never outlive it on a
 // pooled connection. InTenant also bounds the transaction on the client's
-// side (Limits.deadline): a connection whose server stops answering fails
+// side (Limits.Deadline): a connection whose server stops answering fails
 // the call instead of hanging it. It is safe for concurrent use, as the pool is.
 type Bounded struct {
 	*pgxpool.Pool
@@ -380,7 +380,7 @@ func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
 	if wait <= 0 {
 		wait = commitStatusWait
 	}
-	if d := limits.deadline(); d > 0 {
+	if d := limits.Deadline(); d > 0 {
 		// A COMMIT that never reached the server leaves its transaction
 		// idle there since before it was sent, until the idle bound
 		// (idleBound) ends it: by then, and a moment for the server's
@@ -542,7 +542,7 @@ var withoutFlush = [2]string{"synchronous_commit", "off"}
 // transaction rolls back; a COMMIT that never arrived is then settled as
 // not committed for whoever asks (pg_xact_status).
 func idleBound(l Limits) [2]string {
-	return [2]string{"idle_in_transaction_session_timeout", strconv.FormatInt(Milliseconds(l.deadline()), 10)}
+	return [2]string{"idle_in_transaction_session_timeout", strconv.FormatInt(Milliseconds(l.Deadline()), 10)}
 }
 
 // inTenant is one attempt of InTenant.
@@ -556,8 +556,8 @@ func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 		idleLimit time.Duration
 		deadline  time.Time
 	)
-	if b, ok := conn.(*Bounded); ok && limits.deadline() > 0 {
-		set, idleLimit = append(set, idleBound(limits)), limits.deadline()
+	if b, ok := conn.(*Bounded); ok && limits.Deadline() > 0 {
+		set, idleLimit = append(set, idleBound(limits)), limits.Deadline()
 		// The transaction's connection is held here, not by the
 		// transaction, so that its deadline is lifted before another
 		// caller can take it from the pool.
@@ -815,7 +815,7 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 	b := &pgx.Batch{}
 	b.Queue(pipelineScope(role, limits, kind), tenant)
 	b.Queue(sql, args...).Query(rows)
-	if bounded, ok := pool.(*Bounded); ok && limits.deadline() > 0 {
+	if bounded, ok := pool.(*Bounded); ok && limits.Deadline() > 0 {
 		conn, _, release, err := acquireBounded(ctx, bounded, limits)
 		if err != nil {
 			return err
@@ -839,7 +839,7 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 // the statement waiting and closes the connection, which the pool then
 // discards.
 func acquireBounded(ctx context.Context, b *Bounded, limits Limits) (*pgxpool.Conn, time.Time, func(), error) {
-	d := limits.deadline()
+	d := limits.Deadline()
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	pc, err := b.Acquire(actx)

@@ -8,31 +8,71 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
+const idempotencyAbandoned = `-- name: IdempotencyAbandoned :execrows
+UPDATE orangerail.idempotency_keys SET outcome = $1
+WHERE tenant_id = $2
+  AND action = $3 AND subject = $4 AND key = $5
+  AND claim = $6 AND outcome IS NULL AND claimed_until <= clock_timestamp()
+`
+
+type IdempotencyAbandonedParams struct {
+	Outcome  []byte
+	TenantID string
+	Action   string
+	Subject  string
+	Key      string
+	Claim    *uuid.UUID
+}
+
+// Files a result in place of a claim whose time passed with none: the
+// call may have run, so the result says its outcome is unknown.
+func (q *Queries) IdempotencyAbandoned(ctx context.Context, db DBTX, arg *IdempotencyAbandonedParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyAbandoned,
+		arg.Outcome,
+		arg.TenantID,
+		arg.Action,
+		arg.Subject,
+		arg.Key,
+		arg.Claim,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const idempotencyClaim = `-- name: IdempotencyClaim :one
-INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until)
+VALUES ($1, $2, $3, $4, $5,
+        -- A key does not expire while its call may run.
+        greatest($6::timestamptz, now() + make_interval(secs => $7::float8)),
+        $8, now() + make_interval(secs => $7::float8))
 ON CONFLICT (tenant_id, action, subject, key) DO UPDATE
-SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at
+SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
+    claim = excluded.claim, claimed_until = excluded.claimed_until
 WHERE k.expires_at <= now()
 RETURNING k.key
 `
 
 type IdempotencyClaimParams struct {
-	TenantID    string
-	Action      string
-	Subject     string
-	Key         string
-	InputDigest []byte
-	ExpiresAt   time.Time
+	TenantID     string
+	Action       string
+	Subject      string
+	Key          string
+	InputDigest  []byte
+	ExpiresAt    time.Time
+	LeaseSeconds float64
+	Claim        *uuid.UUID
 }
 
-// Claims a key for a first call (its result filed by IdempotencySave in
-// the same transaction), or replaces an expired one. No row
-// comes back when a live result is filed under the key already: a
-// concurrent first call's insert makes this wait for it to commit or roll
-// back.
+// Claims a key for a first call, committed before the call runs, or
+// replaces an expired one. The claim names its call and, by the
+// database's clock, how long the call may run. No row comes back when
+// the key is live: filed, or claimed by a call that runs.
 func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *IdempotencyClaimParams) (string, error) {
 	row := db.QueryRow(ctx, idempotencyClaim,
 		arg.TenantID,
@@ -41,6 +81,8 @@ func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *Idempotenc
 		arg.Key,
 		arg.InputDigest,
 		arg.ExpiresAt,
+		arg.LeaseSeconds,
+		arg.Claim,
 	)
 	var key string
 	err := row.Scan(&key)
@@ -48,9 +90,10 @@ func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *Idempotenc
 }
 
 const idempotencyFind = `-- name: IdempotencyFind :one
-SELECT input_digest, outcome FROM orangerail.idempotency_keys
+SELECT input_digest, outcome, claim, coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
+FROM orangerail.idempotency_keys
 WHERE tenant_id = $1
-  AND action = $2 AND subject = $3 AND key = $4 AND expires_at > now() AND outcome IS NOT NULL
+  AND action = $2 AND subject = $3 AND key = $4 AND expires_at > now()
 `
 
 type IdempotencyFindParams struct {
@@ -63,9 +106,12 @@ type IdempotencyFindParams struct {
 type IdempotencyFindRow struct {
 	InputDigest []byte
 	Outcome     []byte
+	Claim       *uuid.UUID
+	Abandoned   bool
 }
 
-// The live result filed under a key.
+// A live key: its filed result, or (outcome NULL) the claim of the call
+// running under it, and whether that claim's time has passed.
 func (q *Queries) IdempotencyFind(ctx context.Context, db DBTX, arg *IdempotencyFindParams) (*IdempotencyFindRow, error) {
 	row := db.QueryRow(ctx, idempotencyFind,
 		arg.TenantID,
@@ -74,7 +120,12 @@ func (q *Queries) IdempotencyFind(ctx context.Context, db DBTX, arg *Idempotency
 		arg.Key,
 	)
 	var i IdempotencyFindRow
-	err := row.Scan(&i.InputDigest, &i.Outcome)
+	err := row.Scan(
+		&i.InputDigest,
+		&i.Outcome,
+		&i.Claim,
+		&i.Abandoned,
+	)
 	return &i, err
 }
 
@@ -89,10 +140,41 @@ func (q *Queries) IdempotencyPrune(ctx context.Context, db DBTX, tenantID string
 	return err
 }
 
-const idempotencySave = `-- name: IdempotencySave :exec
+const idempotencyRelease = `-- name: IdempotencyRelease :execrows
+DELETE FROM orangerail.idempotency_keys
+WHERE tenant_id = $1
+  AND action = $2 AND subject = $3 AND key = $4
+  AND claim = $5 AND outcome IS NULL
+`
+
+type IdempotencyReleaseParams struct {
+	TenantID string
+	Action   string
+	Subject  string
+	Key      string
+	Claim    *uuid.UUID
+}
+
+// Gives back a key whose call ran nothing that a retry should not run.
+func (q *Queries) IdempotencyRelease(ctx context.Context, db DBTX, arg *IdempotencyReleaseParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyRelease,
+		arg.TenantID,
+		arg.Action,
+		arg.Subject,
+		arg.Key,
+		arg.Claim,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const idempotencySave = `-- name: IdempotencySave :execrows
 UPDATE orangerail.idempotency_keys SET outcome = $1
 WHERE tenant_id = $2
   AND action = $3 AND subject = $4 AND key = $5
+  AND claim = $6 AND outcome IS NULL
 `
 
 type IdempotencySaveParams struct {
@@ -101,16 +183,22 @@ type IdempotencySaveParams struct {
 	Action   string
 	Subject  string
 	Key      string
+	Claim    *uuid.UUID
 }
 
-// Files the first call's result under the key it claimed.
-func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg *IdempotencySaveParams) error {
-	_, err := db.Exec(ctx, idempotencySave,
+// Files a call's result under the key its claim holds; none when the claim
+// is no longer the key's or a result is filed already.
+func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg *IdempotencySaveParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencySave,
 		arg.Outcome,
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,
 		arg.Key,
+		arg.Claim,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

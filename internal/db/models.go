@@ -106,13 +106,15 @@ type OrangerailDeskSession struct {
 }
 
 type OrangerailIdempotencyKey struct {
-	TenantID    string
-	Action      string
-	Subject     string
-	Key         string
-	InputDigest []byte
-	Outcome     []byte
-	ExpiresAt   time.Time
+	TenantID     string
+	Action       string
+	Subject      string
+	Key          string
+	InputDigest  []byte
+	Outcome      []byte
+	ExpiresAt    time.Time
+	Claim        *uuid.UUID
+	ClaimedUntil *time.Time
 }
 
 type OrangerailQueryRevokedFunction struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -109,163 +110,260 @@ func unfileOutcome(b []byte) (*Outcome, error) {
 	return o, nil
 }
 
-// errNotFiled rolls back a key's claim when its call's outcome is not
-// filed.
-var errNotFiled = errors.New("the outcome is not filed")
-
-// keyReserve is what a key's claim keeps of its transaction's time, after
-// the call it claimed for ran, to file the call's outcome and commit: a
-// statement and a COMMIT, two short round trips.
+// keyReserve is what a key's claim keeps of its time, after the call it
+// claimed for ran, to file the call's outcome: a statement and a COMMIT,
+// two short round trips.
 const keyReserve = time.Second
 
+// A retry that finds its key claimed by a call that runs looks again after
+// keyPollFirst, then at twice the last pause, up to keyPollMax.
+const (
+	keyPollFirst = 10 * time.Millisecond
+	keyPollMax   = 250 * time.Millisecond
+)
+
+// errKeyBusy answers a retry that waited as long as a lock wait may last
+// for the call claiming its key to file a result.
+var errKeyBusy = fmt.Errorf("%w: the idempotency key is claimed by a call that still runs", store.ErrTimeout)
+
+// errClaimAbandoned is the outcome filed in place of a claim whose time
+// passed with no result: its call may have run.
+var errClaimAbandoned = errors.New("an earlier call under this idempotency key filed no outcome before its claim ran out: it may have run")
+
+// errClaimGone is a filing that found its key no longer claimed by its
+// call.
+var errClaimGone = errors.New("the key is no longer claimed by this call")
+
 // idempotent runs a call under an idempotency key: the first call claims
-// the key, runs, and files its outcome in the claiming transaction; a
-// retry with the same input gets that outcome back without running; a
-// retry with another input is refused. A concurrent retry's claim waits in
-// Postgres for the first call's transaction to end, so the call runs once
-// across replicas; inside one process retries wait in line first, so that
-// they do not hold connections the first call needs.
+// the key, runs, and files its outcome under it; a retry with the same
+// input gets that outcome back without running; a retry with another
+// input is refused. The claim commits before the call runs, naming the
+// call and how long it may run (lock_timeout + 2 × statement_timeout +
+// 5s, the bound of one transaction, by the database's clock), so that
+// nothing but the call itself gives the key back: a replica that stops
+// mid-call, a cut connection or a lost COMMIT leaves the claim in place,
+// and a retry never runs a call whose effect may have run. A retry that
+// finds the key claimed waits for the outcome as long as a lock wait may
+// last, and fails without running if none is filed by then; one that
+// finds the claim's time passed with no outcome files outcome_unknown in
+// its place and answers that. Inside one process retries wait in line
+// first, so that they do not poll beside each other.
 //
-// The claiming transaction is bounded (database.Deadline): past its
-// deadline the client gives up, Postgres rolls it back and a retry may
-// claim the key. So the call runs under a context that ends keyReserve
-// before that deadline: a call the database slows so much that it would
-// outlast its claim is cut short there, as a cancelled call is, and what
-// it had not begun (an effect above all) never runs beside a retry. What
-// the cut leaves in doubt (a request already sent upstream) is answered
-// as unknown and filed, as any unknown outcome, in the time the claim
-// keeps for that; a failure the cut caused is not filed, so that a retry
-// runs the call again.
+// The call runs under a context that ends keyReserve before its claim
+// does: a call the database slows so much that it would outlast its claim
+// is cut short there, as a cancelled call is. What the cut leaves in doubt
+// (a request already sent upstream) is answered as unknown and filed, as
+// any unknown outcome; a failure the cut caused, or an answer that says
+// nothing ran, gives the key back, so that a retry runs the call.
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
 	defer e.keys.lock(k)()
-	var (
-		out    *Outcome
-		filed  []byte // the outcome as the claim files it
-		reused bool
-	)
-	// The claim's statements and COMMIT do not end with the caller: once
-	// the call ran, its outcome is filed even if the caller hung up (the
-	// usual reason to retry), or the retry would run it again. The claim's
-	// bounds (lock_timeout, its deadline) bound them; the call itself runs
-	// under the caller's context.
+	// The key's statements do not end with the caller: once the call ran,
+	// its outcome is filed even if the caller hung up (the usual reason to
+	// retry). The pool's limits bound them; the call itself runs under
+	// the caller's context.
 	callerCtx, ctx := ctx, context.WithoutCancel(ctx)
-	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		filed = nil // an attempt run again starts afresh
-		st := store.New(tx)
-		if rand.IntN(idempotencyPruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
-			if err := st.IdempotencyPrune(ctx, caller.Tenant); err != nil {
-				return err
-			}
-		}
-		claimed, err := st.IdempotencyClaim(ctx, k, c.digest, e.now().Add(e.cfg.Limits.IdempotencyKeyTTL()))
-		if err != nil {
-			return err
-		}
-		if !claimed {
-			found, err := st.IdempotencyFind(ctx, k)
-			if err != nil {
-				return err
-			}
-			// The key may have been claimed under a key of the ring
-			// since rotated out of activity: same input, other digest.
-			if !e.digestOfInput(found.InputDigest, caller.Tenant, c.name, c.canonical) {
-				reused = true
-				return nil
-			}
-			out, err = unfileOutcome(found.Outcome)
-			return err
-		}
-		// Should the claim's COMMIT fail, Postgres is asked whether it
-		// took effect: the key filed with this outcome is its witness
-		// (another call's outcome names another correlation id; one that
-		// names none and reads the same is the same answer, filed).
-		if err := database.ConfirmCommit(ctx, tx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
-			found, err := store.New(tx).IdempotencyFind(ctx, k)
-			if errors.Is(err, store.ErrNotFound) {
-				return false, nil
-			}
-			return err == nil && filed != nil && bytes.Equal(found.Outcome, filed), err
-		}); err != nil {
-			return err
-		}
-		runCtx, cancel := callerCtx, context.CancelFunc(func() {})
-		if until, ok := database.Deadline(tx); ok {
-			runCtx, cancel = context.WithDeadline(callerCtx, until.Add(-keyReserve))
-		}
-		defer cancel()
-		out = run(runCtx)
-		// A failure the cut caused — the claim's deadline near, or the
-		// caller gone — says nothing ran that a retry should not run.
-		cut := runCtx.Err() != nil
-		if !fileable(out) || (cut && out.Status == StatusFailed) {
-			return errNotFiled
-		}
-		f, err := fileOutcome(out)
-		if err != nil {
-			return err
-		}
-		filed = f
-		return st.IdempotencySave(ctx, k, filed)
-	})
-	switch {
-	case reused:
-		return e.refuseInput(ctx, caller, c.name, correlation, errcode.IdempotencyKeyReused, []Issue{{
-			Path: "/" + ontology.IdempotencyKeyArg, Message: "the key was sent before with a different input: send a new key for a new call"}})
-	case errors.Is(err, errNotFiled):
+	claim, lease := uuid.New(), e.store.Limits.Deadline()
+	// Taken before the claim's statement, whose clock starts its lease:
+	// the call ends before the claim's time does.
+	claimed := time.Now()
+	if out := e.claimKey(ctx, callerCtx, caller, c, k, claim, lease, correlation); out != nil {
 		return out
-	case errors.Is(err, database.ErrNotCommitted) && filed != nil:
-		// The call ran (or may have) and Postgres confirms its claim,
-		// outcome and all, did not commit: the key is free, and a retry
-		// would run the call again. File the outcome anew, unless a
-		// retry claimed the key meanwhile.
-		e.fileAgain(ctx, caller.Tenant, k, c.digest, filed, correlation)
-		return out
-	case err != nil && out != nil:
-		// The call ran but its outcome could not be filed, or its claim's
-		// COMMIT failed and Postgres could not say whether it took
-		// effect: answer it; should the key be free, a retry runs again,
-		// as it would have without a key. The operator is told. (An
-		// outcome read back from the key is filed already.)
-		if !out.Replayed {
-			e.log.WarnContext(ctx, "idempotency outcome may not be filed: a retry under the key may run the call again",
-				"action", c.name, "correlation_id", correlation, "error", err.Error())
-		}
-		return out
-	case err != nil:
-		return e.storeFailure(ctx, "idempotency key of "+c.name, correlation, err)
 	}
+	runCtx, cancel := context.WithDeadline(callerCtx, claimed.Add(lease-keyReserve))
+	defer cancel()
+	out := run(runCtx)
+	// A failure the cut caused — the claim's time near, or the caller
+	// gone — says nothing ran that a retry should not run.
+	if !fileable(out) || (runCtx.Err() != nil && out.Status == StatusFailed) {
+		e.releaseKey(ctx, k, claim, correlation)
+		return out
+	}
+	e.fileKey(ctx, k, claim, out, correlation)
 	return out
 }
 
-// fileAgain files a call's outcome under its key in a transaction of its
-// own, after the claim that ran the call was confirmed not to have
-// committed: a claim of the key and its outcome at once. A key some retry
-// claimed meanwhile is left to it (that retry ran the call again: there is
-// nothing left to prevent). Either failure is said in the host log.
-func (e *Engine) fileAgain(ctx context.Context, tenant string, k store.IdempotencyKey, digest, filed []byte, correlation string) {
-	// The caller may have gone: the call ran, and its key is what keeps a
-	// retry from running it again (the pool's limits bound the wait).
-	ctx = context.WithoutCancel(ctx)
-	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		st := store.New(tx)
-		claimed, err := st.IdempotencyClaim(ctx, k, digest, e.now().Add(e.cfg.Limits.IdempotencyKeyTTL()))
-		if err == nil && !claimed {
-			err = errKeyTaken
-		}
-		if err != nil {
+// claimKey claims k for the call named claim, committed, and returns nil;
+// or answers the call from what k holds: the outcome filed under it, a
+// refusal when it was claimed for another input, outcome_unknown in place
+// of a claim whose time passed with none, a timeout when the call that
+// claimed it runs longer than a retry may wait, or a failure of the store.
+func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *call, k store.IdempotencyKey, claim uuid.UUID, lease time.Duration, correlation string) *Outcome {
+	op := "idempotency key of " + c.name
+	waitUntil, pause := time.Now().Add(e.store.Limits.LockTimeout), keyPollFirst
+	for {
+		var (
+			claimed bool
+			found   *store.IdempotencyResult
+		)
+		err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			claimed, found = false, nil // an attempt run again starts afresh
+			st := store.New(tx)
+			if rand.IntN(idempotencyPruneOdds) == 0 { //nolint:gosec // G404: when to prune needs no secrecy
+				if err := st.IdempotencyPrune(ctx, caller.Tenant); err != nil {
+					return err
+				}
+			}
+			var err error
+			if claimed, err = st.IdempotencyClaim(ctx, k, c.digest, e.now().Add(e.cfg.Limits.IdempotencyKeyTTL()), claim, lease); err != nil {
+				return err
+			}
+			if claimed {
+				// Should the COMMIT fail, Postgres is asked whether it
+				// took effect: the key claimed by this call is its witness.
+				return database.ConfirmCommit(ctx, tx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
+					return claimedBy(ctx, tx, k, claim)
+				})
+			}
+			found, err = st.IdempotencyFind(ctx, k)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil // given back since the claim looked: claim again
+			}
 			return err
+		})
+		switch {
+		case err != nil:
+			// Nothing ran. A claim whose COMMIT may have taken effect
+			// unseen is given back, so that a retry need not wait it out.
+			if claimed && !errors.Is(err, database.ErrNotCommitted) {
+				e.releaseKey(ctx, k, claim, correlation)
+			}
+			return e.storeFailure(ctx, op, correlation, err)
+		case claimed:
+			return nil
+		case found == nil:
+			continue
+		case !e.digestOfInput(found.InputDigest, caller.Tenant, c.name, c.canonical):
+			// The key may have been claimed under a key of the ring since
+			// rotated out of activity: same input, other digest.
+			return e.refuseInput(ctx, caller, c.name, correlation, errcode.IdempotencyKeyReused, []Issue{{
+				Path: "/" + ontology.IdempotencyKeyArg, Message: "the key was sent before with a different input: send a new key for a new call"}})
+		case found.Outcome != nil:
+			out, err := unfileOutcome(found.Outcome)
+			if err != nil {
+				return e.storeFailure(ctx, op, correlation, err)
+			}
+			return out
+		case found.Abandoned:
+			if out := e.abandonedKey(ctx, k, found.Claim, correlation); out != nil {
+				return out
+			}
+			continue // an outcome was filed meanwhile: read it
 		}
-		return st.IdempotencySave(ctx, k, filed)
-	})
-	if err != nil {
-		e.log.WarnContext(ctx, "idempotency outcome not filed: a retry under the key may run, or have run, the call again",
+		// The call that claimed the key runs: wait for its outcome.
+		if !time.Now().Before(waitUntil) {
+			return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Diagnostic: DiagnosticStoreTimeout, Err: errKeyBusy})
+		}
+		select {
+		case <-callerCtx.Done():
+			return e.storeFailure(ctx, op, correlation, callerCtx.Err())
+		case <-time.After(min(pause, time.Until(waitUntil))):
+		}
+		pause = min(2*pause, keyPollMax)
+	}
+}
+
+// claimedBy reports whether k is claimed by the call named claim: the
+// witness of the claim's COMMIT.
+func claimedBy(ctx context.Context, tx pgx.Tx, k store.IdempotencyKey, claim uuid.UUID) (bool, error) {
+	found, err := store.New(tx).IdempotencyFind(ctx, k)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && found.Claim == claim, err
+}
+
+// fileKey files a call's outcome under the key its claim holds. Should the
+// COMMIT fail, Postgres is asked whether it took effect (the key holding
+// this outcome is its witness), and an outcome confirmed not filed is
+// filed again. An outcome that may not be filed is said in the host log:
+// a retry then waits for it, and answers outcome_unknown once the claim's
+// time has passed, never running the call again.
+func (e *Engine) fileKey(ctx context.Context, k store.IdempotencyKey, claim uuid.UUID, out *Outcome, correlation string) {
+	filed, err := fileOutcome(out)
+	if err == nil {
+		again := true
+		for attempt := 0; again && attempt < 2; attempt++ {
+			again, err = e.fileOnce(ctx, k, claim, filed)
+		}
+	}
+	if err != nil && !out.Replayed {
+		e.log.WarnContext(ctx, "idempotency outcome may not be filed: a retry under the key answers outcome_unknown once its claim's time has passed",
 			"action", k.Action, "correlation_id", correlation, "error", err.Error())
 	}
 }
 
-// errKeyTaken is fileAgain's failure when a retry claimed the key first.
-var errKeyTaken = errors.New("a retry claimed the key first")
+// fileOnce is one attempt of fileKey. again reports a failure that took
+// nothing into effect — a statement failed, so the transaction rolled
+// back, or Postgres confirms its COMMIT did not commit — after which the
+// outcome may be filed again.
+func (e *Engine) fileOnce(ctx context.Context, k store.IdempotencyKey, claim uuid.UUID, filed []byte) (again bool, err error) {
+	var saved, committing bool
+	err = database.InTenant(ctx, e.store, k.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		saved, committing = false, false
+		// Should the COMMIT fail, Postgres is asked whether it took
+		// effect: the key holding this outcome under this claim is its
+		// witness.
+		err := database.ConfirmCommit(ctx, tx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
+			found, err := store.New(tx).IdempotencyFind(ctx, k)
+			if errors.Is(err, store.ErrNotFound) {
+				return false, nil
+			}
+			return err == nil && found.Claim == claim && bytes.Equal(found.Outcome, filed), err
+		})
+		if err == nil {
+			saved, err = store.New(tx).IdempotencySave(ctx, k, claim, filed)
+		}
+		committing = err == nil
+		return err
+	})
+	switch {
+	case err == nil && !saved:
+		return false, errClaimGone
+	case err == nil:
+		return false, nil
+	}
+	return !committing || errors.Is(err, database.ErrNotCommitted), err
+}
+
+// releaseKey gives back a key whose call ran nothing a retry should not
+// run. A key it could not give back stays claimed: a retry then waits, and
+// answers outcome_unknown once the claim's time has passed.
+func (e *Engine) releaseKey(ctx context.Context, k store.IdempotencyKey, claim uuid.UUID, correlation string) {
+	err := database.InTenant(ctx, e.store, k.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return store.New(tx).IdempotencyRelease(ctx, k, claim)
+	})
+	if err != nil {
+		e.log.WarnContext(ctx, "idempotency key not given back: a retry under it answers outcome_unknown once its claim's time has passed",
+			"action", k.Action, "correlation_id", correlation, "error", err.Error())
+	}
+}
+
+// abandonedKey files outcome_unknown in place of stale, a claim of k whose
+// time passed with no outcome filed, and returns it: the call may have
+// run (its replica stopped mid-call, or its outcome could not be filed),
+// so no retry under the key runs it again. It returns nil when k no
+// longer holds that claim: the call filed its outcome after all.
+func (e *Engine) abandonedKey(ctx context.Context, k store.IdempotencyKey, stale uuid.UUID, correlation string) *Outcome {
+	op := "idempotency key of " + k.Action
+	out := &Outcome{Status: StatusOutcomeUnknown, CorrelationID: correlation, Err: errClaimAbandoned}
+	filed, err := fileOutcome(out)
+	var took bool
+	if err == nil {
+		err = database.InTenant(ctx, e.store, k.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			var err error
+			took, err = store.New(tx).IdempotencyAbandoned(ctx, k, stale, filed)
+			return err
+		})
+	}
+	switch {
+	case err != nil:
+		return e.storeFailure(ctx, op, correlation, err)
+	case !took:
+		return nil
+	}
+	return e.failure(ctx, op, out)
+}
 
 // keyLocks holds the keys calls in this process are running under, each
 // with the calls waiting for it.

@@ -212,6 +212,94 @@ func TestIdempotentFailureTheCallerCausedIsNotFiled(t *testing.T) {
 	}
 }
 
+// TestIdempotentRetryOnAnotherReplicaWaits: a retry sent to another
+// replica while the first call runs finds the key claimed, waits for the
+// outcome, and answers it; the call ran once.
+func TestIdempotentRetryOnAnotherReplicaWaits(t *testing.T) {
+	t.Parallel()
+	b, first := idempotentNotes(t)
+	other := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "waited for", "idempotencyKey": "wait-1"}`)
+	var (
+		once    sync.Once
+		retried = make(chan *engine.Outcome, 1)
+	)
+	engine.SetBeforeExecute(first, func(context.Context) {
+		once.Do(func() {
+			go func() { retried <- other.Call(ctx, support("acme"), "add_order_note", args) }()
+			// Long enough for the retry to find the key claimed and
+			// wait; far within the lock timeout it may wait.
+			time.Sleep(300 * time.Millisecond)
+		})
+	})
+	out := first.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, out, engine.StatusOK)
+	retry := <-retried
+	if retry.Status != engine.StatusOK || retry.CorrelationID != out.CorrelationID || !retry.Replayed {
+		t.Fatalf("the retry answered %s %s under %s (replayed %v), want the first call's outcome (%s)",
+			retry.Status, retry.Diagnostic, retry.CorrelationID, retry.Replayed, out.CorrelationID)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "waited for"); notes != 1 || runs != 1 {
+		t.Fatalf("%d notes and %d execution records, want one of each", notes, runs)
+	}
+}
+
+// TestIdempotentAbandonedClaimIsUnknown: a replica stops while its call
+// runs under a key (simulated: the call is held, and its claim's time set
+// past). A retry on another replica finds the claim with no outcome and
+// its time past: the call may have run, so the retry runs nothing and
+// answers outcome_unknown, filed under the key for every later retry. The
+// stopped call, should it come back, cannot give the key back; a new key
+// runs the call.
+func TestIdempotentAbandonedClaimIsUnknown(t *testing.T) {
+	t.Parallel()
+	b, stopped := idempotentNotes(t)
+	other := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "in limbo", "idempotencyKey": "limbo-1"}`)
+	running := make(chan struct{})
+	engine.SetBeforeExecute(stopped, func(ctx context.Context) {
+		close(running)
+		<-ctx.Done()
+	})
+	stoppedCtx, stop := context.WithCancel(ctx)
+	done := make(chan *engine.Outcome, 1)
+	go func() { done <- stopped.Call(stoppedCtx, support("acme"), "add_order_note", args) }()
+	<-running
+	// The claim is committed while its call runs: the replica's time is
+	// made to run out.
+	tag, err := b.admin.Exec(ctx, `UPDATE orangerail.idempotency_keys SET claimed_until = now() - interval '1 second'
+		WHERE tenant_id = 'acme' AND key = 'limbo-1' AND outcome IS NULL`)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("the running call's claim: %v rows (%v), want it committed and open", tag.RowsAffected(), err)
+	}
+	retry := other.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, retry, engine.StatusOutcomeUnknown)
+	if retry.Replayed {
+		t.Fatal("the retry that found the claim abandoned answered as a replay")
+	}
+	again := other.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, again, engine.StatusOutcomeUnknown)
+	if !again.Replayed || again.CorrelationID != retry.CorrelationID {
+		t.Fatalf("a later retry answered %s (replayed %v), not the outcome filed in the claim's place (%s)", again.CorrelationID, again.Replayed, retry.CorrelationID)
+	}
+	stop()
+	<-done
+	if last := other.Call(ctx, support("acme"), "add_order_note", args); last.Status != engine.StatusOutcomeUnknown || last.CorrelationID != retry.CorrelationID {
+		t.Fatalf("after the stopped call ended, a retry answered %s under %s: the key was given back", last.Status, last.CorrelationID)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "in limbo"); notes != 0 || runs != 0 {
+		t.Fatalf("%d notes and %d execution records: a retry ran the call", notes, runs)
+	}
+	fresh := other.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "in limbo", "idempotencyKey": "limbo-2"}`))
+	want(t, fresh, engine.StatusOK)
+	if notes, _ := notesAndRuns(t, b, "acme", "in limbo"); notes != 1 {
+		t.Fatalf("a new key: %d notes, want 1", notes)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
 // TestIdempotencyKeyReused: the same key with another input is refused
 // X_IDEMPOTENCY_KEY_REUSED at /idempotencyKey, and nothing runs.
 func TestIdempotencyKeyReused(t *testing.T) {

@@ -555,12 +555,12 @@ func TestUpstreamStartCommitAnswerLost(t *testing.T) {
 	}
 }
 
-// TestIdempotencyClaimCommitLost: the backend dies as the claim of an
-// idempotency key is about to commit, its call's effect done and its
-// outcome filed: Postgres confirms the claim did not commit, so the
-// outcome is filed again, and a retry under the key gets it back and runs
-// nothing — the note is written once.
-func TestIdempotencyClaimCommitLost(t *testing.T) {
+// TestIdempotencyFilingCommitLost: the backend dies as the filing of an
+// idempotency key's outcome is about to commit, the call's effect done:
+// Postgres confirms the filing did not commit, so the outcome is filed
+// again, and a retry under the key gets it back and runs nothing — the
+// note is written once.
+func TestIdempotencyFilingCommitLost(t *testing.T) {
 	t.Parallel()
 	b := setupOn(t, testdb.New(t), ontologytest.Set("actions.add_order_note.policy.approval", "none"),
 		ontologytest.Set("actions.add_order_note.idempotent", true))
@@ -569,7 +569,7 @@ func TestIdempotencyClaimCommitLost(t *testing.T) {
 	call := func(what string) *engine.Outcome {
 		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", args) })
 	}
-	first := call("the call whose claim's COMMIT met a dead backend")
+	first := call("the call whose filing's COMMIT met a dead backend")
 	fired(t, trap)
 	if first.Status != engine.StatusOK {
 		t.Fatalf("the call answered %s %q (%v), want %s: its effect committed", first.Status, first.Diagnostic, first.Err, engine.StatusOK)
@@ -588,10 +588,10 @@ func TestIdempotencyClaimCommitLost(t *testing.T) {
 	b.finish(t)
 }
 
-// claimEater is answerEater for an idempotency key's claim: it arms the
-// connection that filed a call's outcome under its key, as it sends its
-// COMMIT, once, and counts the questions asked after it of the
-// transaction's status.
+// claimEater is answerEater for the filing of an idempotency key's
+// outcome: it arms the connection that filed a call's outcome under its
+// key, as it sends its COMMIT, once, and counts the questions asked after
+// it of the transaction's status.
 type claimEater struct {
 	mu       sync.Mutex
 	claiming *pgx.Conn
@@ -619,14 +619,14 @@ func (a *claimEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data p
 
 func (a *claimEater) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TestIdempotencyClaimAnswerLost: Postgres commits the claim of an
-// idempotency key, its call's outcome filed, but the COMMIT's answer never
-// reaches the engine: the COMMIT fails at its connection's deadline,
-// Postgres, asked on another connection, confirms the claim committed (the
-// key holds the outcome the call filed) — so the engine neither files it
-// again nor warns that a retry may run the call — and the call answers
-// its outcome; a retry gets it back, and the note is written once.
-func TestIdempotencyClaimAnswerLost(t *testing.T) {
+// TestIdempotencyFilingAnswerLost: Postgres commits the filing of an
+// idempotency key's outcome, but the COMMIT's answer never reaches the
+// engine: the COMMIT fails at its connection's deadline, Postgres, asked
+// on another connection, confirms the filing committed (the key holds the
+// outcome under the call's claim) — so the engine neither files it again
+// nor warns that it may not be filed — and the call answers its outcome; a
+// retry gets it back, and the note is written once.
+func TestIdempotencyFilingAnswerLost(t *testing.T) {
 	t.Parallel()
 	eater := &claimEater{armed: make(chan struct{})}
 	armed := eater.armed
@@ -637,11 +637,11 @@ func TestIdempotencyClaimAnswerLost(t *testing.T) {
 	call := func(what string) *engine.Outcome {
 		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", args) })
 	}
-	first := call("the call whose claim's COMMIT answer was lost")
+	first := call("the call whose filing's COMMIT answer was lost")
 	select {
 	case <-armed:
 	default:
-		t.Fatal("no claim's COMMIT answer was lost")
+		t.Fatal("no filing's COMMIT answer was lost")
 	}
 	if first.Status != engine.StatusOK {
 		t.Fatalf("the call answered %s %q (%v), want %s", first.Status, first.Diagnostic, first.Err, engine.StatusOK)
@@ -658,10 +658,10 @@ func TestIdempotencyClaimAnswerLost(t *testing.T) {
 	asked := eater.asked
 	eater.mu.Unlock()
 	if asked == 0 {
-		t.Error("Postgres was never asked whether the claim committed")
+		t.Error("Postgres was never asked whether the filing committed")
 	}
 	if log := b.hostLog.String(); strings.Contains(log, "idempotency outcome") {
-		t.Errorf("the engine doubted the claim Postgres confirmed:\n%s", log)
+		t.Errorf("the engine doubted the filing Postgres confirmed:\n%s", log)
 	}
 	faults.Require(t, b.admin, noteEffect)
 	for _, l := range b.log {

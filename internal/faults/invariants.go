@@ -131,7 +131,9 @@ func Check(ctx context.Context, owner *pgxpool.Pool, effects ...Effect) ([]Viola
 	// and approved approvals (engine.Sweep), so those leave by its path
 	// as long as their tenant is listed; the other statuses are final (a
 	// consumed one has its execution, checked above). An idempotency key
-	// committed without its outcome answers no retry.
+	// without its outcome once every call has ended is a claim its call
+	// neither filed nor gave back (its replica stopped, or the store
+	// failed both): its retries wait it out and answer outcome_unknown.
 	err = rows(`
 		SELECT a.tenant_id, 'approval ' || a.id || ' is ' || a.status || ' in a tenant the sweeper does not list'
 		FROM orangerail.approvals a

@@ -49,7 +49,8 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		// A counter below zero, and a key claimed but never answered.
 		`ALTER TABLE orangerail.budget_counts DROP CONSTRAINT budget_counts_minute_calls_check`,
 		`UPDATE orangerail.budget_counts SET minute_calls = -1 WHERE tenant_id = 'acme' AND action = 'add_order_note'`,
-		`INSERT INTO orangerail.idempotency_keys VALUES ('acme', 'add_order_note', 'agent-7', 'k-1', '\x00', NULL, now() + interval '1 hour')`,
+		`INSERT INTO orangerail.idempotency_keys (tenant_id, action, subject, key, input_digest, outcome, expires_at, claim, claimed_until)
+		 VALUES ('acme', 'add_order_note', 'agent-7', 'k-1', '\x00', NULL, now() + interval '1 hour', gen_random_uuid(), now() - interval '1 minute')`,
 	} {
 		if _, err := b.admin.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)

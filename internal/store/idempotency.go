@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/orangerail/orangerail/internal/db"
 )
 
@@ -14,19 +16,24 @@ type IdempotencyKey struct {
 	Tenant, Action, Subject, Key string
 }
 
-// IdempotencyResult is the result filed under a live key, and the digest of
-// the input it answered.
+// IdempotencyResult is what a live key holds: the digest of its call's
+// input, and the call's filed result, or (Outcome nil) the claim of the
+// call running under it and whether that claim's time has passed.
 type IdempotencyResult struct {
 	InputDigest []byte
 	Outcome     []byte
+	Claim       uuid.UUID
+	Abandoned   bool
 }
 
-// IdempotencyClaim claims k for a first call until expiresAt, replacing an
-// expired key. It reports false when a live result is filed under k: a
-// concurrent claim of k waits here for the claiming transaction to end.
-func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDigest []byte, expiresAt time.Time) (bool, error) {
+// IdempotencyClaim claims k for the call named claim, which may run for
+// lease by the database's clock, and keeps it until expiresAt; an expired
+// key is replaced. It reports false when k is live: filed, or claimed by a
+// call that runs.
+func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDigest []byte, expiresAt time.Time, claim uuid.UUID, lease time.Duration) (bool, error) {
 	_, err := s.q.IdempotencyClaim(ctx, s.x, &db.IdempotencyClaimParams{
 		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, InputDigest: inputDigest, ExpiresAt: expiresAt,
+		Claim: &claim, LeaseSeconds: lease.Seconds(),
 	})
 	err = InterpretError(err)
 	if errors.Is(err, ErrNotFound) {
@@ -35,21 +42,44 @@ func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDig
 	return err == nil, err
 }
 
-// IdempotencyFind returns the live result filed under k, or ErrNotFound.
+// IdempotencyFind returns what the live key k holds, or ErrNotFound.
 func (s *Store) IdempotencyFind(ctx context.Context, k IdempotencyKey) (*IdempotencyResult, error) {
 	row, err := s.q.IdempotencyFind(ctx, s.x, &db.IdempotencyFindParams{TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key})
 	if err != nil {
 		return nil, InterpretError(err)
 	}
-	return &IdempotencyResult{InputDigest: row.InputDigest, Outcome: row.Outcome}, nil
+	r := &IdempotencyResult{InputDigest: row.InputDigest, Outcome: row.Outcome, Abandoned: row.Abandoned}
+	if row.Claim != nil {
+		r.Claim = *row.Claim
+	}
+	return r, nil
 }
 
-// IdempotencySave files the result of the first call under the key it
-// claimed.
-func (s *Store) IdempotencySave(ctx context.Context, k IdempotencyKey, outcome []byte) error {
-	return InterpretError(s.q.IdempotencySave(ctx, s.x, &db.IdempotencySaveParams{
-		Outcome: outcome, TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key,
-	}))
+// IdempotencySave files a call's result under k, which its claim holds;
+// false when it does not (the claim was given up, or a result is filed).
+func (s *Store) IdempotencySave(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte) (bool, error) {
+	n, err := s.q.IdempotencySave(ctx, s.x, &db.IdempotencySaveParams{
+		Outcome: outcome, TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+	})
+	return n == 1, InterpretError(err)
+}
+
+// IdempotencyAbandoned files outcome in place of claim, whose time passed
+// with no result filed; false when that is no longer what k holds.
+func (s *Store) IdempotencyAbandoned(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte) (bool, error) {
+	n, err := s.q.IdempotencyAbandoned(ctx, s.x, &db.IdempotencyAbandonedParams{
+		Outcome: outcome, TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+	})
+	return n == 1, InterpretError(err)
+}
+
+// IdempotencyRelease gives k back, when claim holds it with no result:
+// its call ran nothing a retry should not run.
+func (s *Store) IdempotencyRelease(ctx context.Context, k IdempotencyKey, claim uuid.UUID) error {
+	_, err := s.q.IdempotencyRelease(ctx, s.x, &db.IdempotencyReleaseParams{
+		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+	})
+	return InterpretError(err)
 }
 
 // IdempotencyPrune forgets the tenant's expired keys.

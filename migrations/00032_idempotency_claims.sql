@@ -1,0 +1,35 @@
+-- An idempotency key's claim is committed before its call runs.
+--
+-- Until now a first call claimed its key with an INSERT that stayed
+-- uncommitted while the call ran, and filed the outcome in the same
+-- transaction. A retry waited on the row's lock. But whatever ended that
+-- transaction without its COMMIT -- the replica stopped mid-call, its
+-- connection cut, a COMMIT lost -- let the key go with the call's effect
+-- possibly done, and a retry waiting on the lock then ran the call again.
+--
+-- Now the claim commits first, naming its call (claim) and how long the
+-- call may run (claimed_until, by the database's clock); the call runs
+-- outside any transaction; its outcome is filed by an UPDATE that names
+-- the claim. A retry that finds a claim with no outcome waits for one; one
+-- that finds the claim's time past with no outcome files outcome_unknown
+-- in its place: the call may have run, so no retry under the key runs it
+-- again. A call whose outcome says nothing ran gives its key back
+-- (DELETE).
+
+-- +goose Up
+ALTER TABLE orangerail.idempotency_keys
+    ADD COLUMN claim uuid,
+    ADD COLUMN claimed_until timestamptz,
+    -- outcome was NULL only inside the claiming transaction, so every
+    -- committed row has one; from now on a row without one is a call
+    -- running, or abandoned, under its claim.
+    ADD CONSTRAINT idempotency_keys_claimed CHECK (outcome IS NOT NULL OR (claim IS NOT NULL AND claimed_until IS NOT NULL));
+GRANT UPDATE (claim, claimed_until) ON orangerail.idempotency_keys TO orangerail_runtime;
+
+-- +goose Down
+-- A call running under a claim has no outcome to keep.
+DELETE FROM orangerail.idempotency_keys WHERE outcome IS NULL;
+ALTER TABLE orangerail.idempotency_keys
+    DROP CONSTRAINT idempotency_keys_claimed,
+    DROP COLUMN claimed_until,
+    DROP COLUMN claim;
