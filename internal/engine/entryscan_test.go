@@ -21,7 +21,7 @@ import (
 // append, or a tamperer could write. Go's scanEntry and SQL's
 // audit_entry_columns must accept the same ones and read the same columns.
 // acceptedCases is how many entryCases are well-formed.
-const acceptedCases = 10
+const acceptedCases = 11
 
 var entryCases = []string{
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme","v":1}`,
@@ -61,6 +61,12 @@ var entryCases = []string{
 	// A payload at the edges of what jsonb holds: a surrogate pair, the
 	// largest and the most precise numbers numeric takes. Accepted.
 	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"input":{"s":"\ud83d\ude00","n":1e131071,"m":-0.5e-16382},"phase":"staged","tenant":"acme","v":1}`,
+	// More members than the scanner holds without allocating (16):
+	// accepted; with the tenant repeated past them, refused.
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged",` +
+		`"x1":1,"x2":2,"x3":3,"x4":4,"x5":5,"x6":6,"x7":7,"x8":8,"x9":9,"x10":10,"x11":11,"x12":12,"tenant":"acme","v":1}`,
+	`{"actor":{"kind":"agent","subject":"a"},"at":"2026-11-29T20:56:15.123456Z","correlation_id":"c","dev_mode":false,"phase":"staged","tenant":"acme",` +
+		`"x1":1,"x2":2,"x3":3,"x4":4,"x5":5,"x6":6,"x7":7,"x8":8,"x9":9,"x10":10,"x11":11,"x12":12,"v":1,"tenant":"acme"}`,
 	// What Postgres cannot read as jsonb, or reads otherwise than a
 	// lenient scanner would, is refused by both: something after the
 	// object, a payload that is not JSON, a version a float64 rounds to 1,
@@ -119,7 +125,8 @@ func TestScanEntryAgreesWithSQL(t *testing.T) {
 	}
 	// The first five cases are well-formed, and the one with an issuer,
 	// the operator's, the one with a repeated payload member, the first
-	// century's and the one at jsonb's edges; the rest are not.
+	// century's, the one at jsonb's edges and the one of many members;
+	// the rest are not.
 	if accepted != acceptedCases {
 		t.Fatalf("%d entries accepted by both, want %d", accepted, acceptedCases)
 	}
