@@ -1,39 +1,43 @@
 -- name: IdempotencyClaim :one
 -- Claims a key for a first call, committed before the call runs, or
 -- replaces an expired one. The claim names its call and, by the
--- database's clock, how long the call may run. No row comes back when
--- the key is live: filed, or claimed by a call that runs.
-INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until)
+-- database's clock, how long the call may take; the key expires ttl after
+-- that. No row comes back when the key is live: filed, or claimed.
+INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until, correlation_id)
 VALUES (@tenant_id, @action, @subject, @key, @input_digest,
-        -- A key does not expire while its call may run.
-        greatest(@expires_at::timestamptz, now() + make_interval(secs => @lease_seconds::float8)),
-        @claim, now() + make_interval(secs => @lease_seconds::float8))
+        now() + make_interval(secs => @lease_seconds::float8) + make_interval(secs => @ttl_seconds::float8),
+        @claim, now() + make_interval(secs => @lease_seconds::float8), @correlation_id)
 ON CONFLICT (tenant_id, action, subject, key) DO UPDATE
 SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
-    claim = excluded.claim, claimed_until = excluded.claimed_until
+    claim = excluded.claim, claimed_until = excluded.claimed_until, correlation_id = excluded.correlation_id
 WHERE k.expires_at <= now()
 RETURNING k.key;
 
 -- name: IdempotencyFind :one
 -- A live key: its filed result, or (outcome NULL) the claim of the call
--- running under it, and whether that claim's time has passed.
-SELECT input_digest, outcome, claim, coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
+-- running under it, the call's correlation id, and whether the claim's
+-- time is over.
+SELECT input_digest, outcome, claim, correlation_id,
+       coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
 FROM orangerail.idempotency_keys
 WHERE tenant_id = @tenant_id
   AND action = @action AND subject = @subject AND key = @key AND expires_at > now();
 
 -- name: IdempotencySave :execrows
--- Files a call's result under the key its claim holds; none when the claim
--- is no longer the key's or a result is filed already.
-UPDATE orangerail.idempotency_keys SET outcome = @outcome
+-- Files a call's result under the key its claim holds, kept ttl from now;
+-- none when the claim is no longer the key's or a result is filed already.
+UPDATE orangerail.idempotency_keys
+SET outcome = @outcome, expires_at = now() + make_interval(secs => @ttl_seconds::float8)
 WHERE tenant_id = @tenant_id
   AND action = @action AND subject = @subject AND key = @key
   AND claim = @claim AND outcome IS NULL;
 
 -- name: IdempotencyAbandoned :execrows
--- Files a result in place of a claim whose time passed with none: the
--- call may have run, so the result says its outcome is unknown.
-UPDATE orangerail.idempotency_keys SET outcome = @outcome
+-- Files a result in place of a claim whose time is over with none, kept
+-- ttl from now: the call may have run, so the result says its outcome is
+-- unknown.
+UPDATE orangerail.idempotency_keys
+SET outcome = @outcome, expires_at = now() + make_interval(secs => @ttl_seconds::float8)
 WHERE tenant_id = @tenant_id
   AND action = @action AND subject = @subject AND key = @key
   AND claim = @claim AND outcome IS NULL AND claimed_until <= clock_timestamp();

@@ -7,32 +7,35 @@ package db
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 )
 
 const idempotencyAbandoned = `-- name: IdempotencyAbandoned :execrows
-UPDATE orangerail.idempotency_keys SET outcome = $1
-WHERE tenant_id = $2
-  AND action = $3 AND subject = $4 AND key = $5
-  AND claim = $6 AND outcome IS NULL AND claimed_until <= clock_timestamp()
+UPDATE orangerail.idempotency_keys
+SET outcome = $1, expires_at = now() + make_interval(secs => $2::float8)
+WHERE tenant_id = $3
+  AND action = $4 AND subject = $5 AND key = $6
+  AND claim = $7 AND outcome IS NULL AND claimed_until <= clock_timestamp()
 `
 
 type IdempotencyAbandonedParams struct {
-	Outcome  []byte
-	TenantID string
-	Action   string
-	Subject  string
-	Key      string
-	Claim    *uuid.UUID
+	Outcome    []byte
+	TtlSeconds float64
+	TenantID   string
+	Action     string
+	Subject    string
+	Key        string
+	Claim      *uuid.UUID
 }
 
-// Files a result in place of a claim whose time passed with none: the
-// call may have run, so the result says its outcome is unknown.
+// Files a result in place of a claim whose time is over with none, kept
+// ttl from now: the call may have run, so the result says its outcome is
+// unknown.
 func (q *Queries) IdempotencyAbandoned(ctx context.Context, db DBTX, arg *IdempotencyAbandonedParams) (int64, error) {
 	result, err := db.Exec(ctx, idempotencyAbandoned,
 		arg.Outcome,
+		arg.TtlSeconds,
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,
@@ -46,33 +49,33 @@ func (q *Queries) IdempotencyAbandoned(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyClaim = `-- name: IdempotencyClaim :one
-INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until)
+INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until, correlation_id)
 VALUES ($1, $2, $3, $4, $5,
-        -- A key does not expire while its call may run.
-        greatest($6::timestamptz, now() + make_interval(secs => $7::float8)),
-        $8, now() + make_interval(secs => $7::float8))
+        now() + make_interval(secs => $6::float8) + make_interval(secs => $7::float8),
+        $8, now() + make_interval(secs => $6::float8), $9)
 ON CONFLICT (tenant_id, action, subject, key) DO UPDATE
 SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
-    claim = excluded.claim, claimed_until = excluded.claimed_until
+    claim = excluded.claim, claimed_until = excluded.claimed_until, correlation_id = excluded.correlation_id
 WHERE k.expires_at <= now()
 RETURNING k.key
 `
 
 type IdempotencyClaimParams struct {
-	TenantID     string
-	Action       string
-	Subject      string
-	Key          string
-	InputDigest  []byte
-	ExpiresAt    time.Time
-	LeaseSeconds float64
-	Claim        *uuid.UUID
+	TenantID      string
+	Action        string
+	Subject       string
+	Key           string
+	InputDigest   []byte
+	LeaseSeconds  float64
+	TtlSeconds    float64
+	Claim         *uuid.UUID
+	CorrelationID *string
 }
 
 // Claims a key for a first call, committed before the call runs, or
 // replaces an expired one. The claim names its call and, by the
-// database's clock, how long the call may run. No row comes back when
-// the key is live: filed, or claimed by a call that runs.
+// database's clock, how long the call may take; the key expires ttl after
+// that. No row comes back when the key is live: filed, or claimed.
 func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *IdempotencyClaimParams) (string, error) {
 	row := db.QueryRow(ctx, idempotencyClaim,
 		arg.TenantID,
@@ -80,9 +83,10 @@ func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *Idempotenc
 		arg.Subject,
 		arg.Key,
 		arg.InputDigest,
-		arg.ExpiresAt,
 		arg.LeaseSeconds,
+		arg.TtlSeconds,
 		arg.Claim,
+		arg.CorrelationID,
 	)
 	var key string
 	err := row.Scan(&key)
@@ -90,7 +94,8 @@ func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *Idempotenc
 }
 
 const idempotencyFind = `-- name: IdempotencyFind :one
-SELECT input_digest, outcome, claim, coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
+SELECT input_digest, outcome, claim, correlation_id,
+       coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
 FROM orangerail.idempotency_keys
 WHERE tenant_id = $1
   AND action = $2 AND subject = $3 AND key = $4 AND expires_at > now()
@@ -104,14 +109,16 @@ type IdempotencyFindParams struct {
 }
 
 type IdempotencyFindRow struct {
-	InputDigest []byte
-	Outcome     []byte
-	Claim       *uuid.UUID
-	Abandoned   bool
+	InputDigest   []byte
+	Outcome       []byte
+	Claim         *uuid.UUID
+	CorrelationID *string
+	Abandoned     bool
 }
 
 // A live key: its filed result, or (outcome NULL) the claim of the call
-// running under it, and whether that claim's time has passed.
+// running under it, the call's correlation id, and whether the claim's
+// time is over.
 func (q *Queries) IdempotencyFind(ctx context.Context, db DBTX, arg *IdempotencyFindParams) (*IdempotencyFindRow, error) {
 	row := db.QueryRow(ctx, idempotencyFind,
 		arg.TenantID,
@@ -124,6 +131,7 @@ func (q *Queries) IdempotencyFind(ctx context.Context, db DBTX, arg *Idempotency
 		&i.InputDigest,
 		&i.Outcome,
 		&i.Claim,
+		&i.CorrelationID,
 		&i.Abandoned,
 	)
 	return &i, err
@@ -171,26 +179,29 @@ func (q *Queries) IdempotencyRelease(ctx context.Context, db DBTX, arg *Idempote
 }
 
 const idempotencySave = `-- name: IdempotencySave :execrows
-UPDATE orangerail.idempotency_keys SET outcome = $1
-WHERE tenant_id = $2
-  AND action = $3 AND subject = $4 AND key = $5
-  AND claim = $6 AND outcome IS NULL
+UPDATE orangerail.idempotency_keys
+SET outcome = $1, expires_at = now() + make_interval(secs => $2::float8)
+WHERE tenant_id = $3
+  AND action = $4 AND subject = $5 AND key = $6
+  AND claim = $7 AND outcome IS NULL
 `
 
 type IdempotencySaveParams struct {
-	Outcome  []byte
-	TenantID string
-	Action   string
-	Subject  string
-	Key      string
-	Claim    *uuid.UUID
+	Outcome    []byte
+	TtlSeconds float64
+	TenantID   string
+	Action     string
+	Subject    string
+	Key        string
+	Claim      *uuid.UUID
 }
 
-// Files a call's result under the key its claim holds; none when the claim
-// is no longer the key's or a result is filed already.
+// Files a call's result under the key its claim holds, kept ttl from now;
+// none when the claim is no longer the key's or a result is filed already.
 func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg *IdempotencySaveParams) (int64, error) {
 	result, err := db.Exec(ctx, idempotencySave,
 		arg.Outcome,
+		arg.TtlSeconds,
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,

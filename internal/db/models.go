@@ -106,15 +106,17 @@ type OrangerailDeskSession struct {
 }
 
 type OrangerailIdempotencyKey struct {
-	TenantID     string
-	Action       string
-	Subject      string
-	Key          string
-	InputDigest  []byte
-	Outcome      []byte
-	ExpiresAt    time.Time
-	Claim        *uuid.UUID
-	ClaimedUntil *time.Time
+	TenantID    string
+	Action      string
+	Subject     string
+	Key         string
+	InputDigest []byte
+	// The call's result, byte for byte as first answered; NULL while the call that holds the claim runs, or once its claim's time is over (abandoned: the next retry files outcome_unknown here).
+	Outcome       []byte
+	ExpiresAt     time.Time
+	Claim         *uuid.UUID
+	ClaimedUntil  *time.Time
+	CorrelationID *string
 }
 
 type OrangerailQueryRevokedFunction struct {

@@ -169,6 +169,9 @@ type Engine struct {
 	// beforeExecute, set only by tests, runs as an execution begins, with
 	// its context.
 	beforeExecute func(context.Context)
+	// onKeyWait, set only by tests, runs each time a call finds its
+	// idempotency key claimed by a call that runs, before it waits.
+	onKeyWait func()
 	// beforeRead, set only by tests, runs as a get reads.
 	beforeRead func()
 	// beforeExpire, set only by tests, runs as a poll that read its

@@ -23,6 +23,10 @@ func SetBeforeFinish(e *Engine, f func()) { e.beforeFinish = f }
 // its context: a stand-in for a slow step before it.
 func SetBeforeExecute(e *Engine, f func(context.Context)) { e.beforeExecute = f }
 
+// SetOnKeyWait installs a hook that runs each time a call finds its
+// idempotency key claimed by a running call, before it waits.
+func SetOnKeyWait(e *Engine, f func()) { e.onKeyWait = f }
+
 // SetBeforeRead installs a hook that runs as each get reads.
 func SetBeforeRead(e *Engine, f func()) { e.beforeRead = f }
 

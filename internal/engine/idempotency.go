@@ -110,10 +110,17 @@ func unfileOutcome(b []byte) (*Outcome, error) {
 	return o, nil
 }
 
-// keyReserve is what a key's claim keeps of its time, after the call it
-// claimed for ran, to file the call's outcome: a statement and a COMMIT,
-// two short round trips.
+// keyReserve is what a call's run leaves of its transaction bound, after
+// it, to record its end.
 const keyReserve = time.Second
+
+// keyLeaseBounds is how many transaction bounds a key's claim lasts: the
+// call's run (cut short within one), the record of its end, and the
+// filing of its outcome (each one transaction, whose COMMIT, should its
+// answer be lost, is asked about within another). A claim whose time is
+// over with no outcome filed is abandoned: the call did not end as a
+// healthy one does.
+const keyLeaseBounds = 3
 
 // A retry that finds its key claimed by a call that runs looks again after
 // keyPollFirst, then at twice the last pause, up to keyPollMax.
@@ -127,8 +134,8 @@ const (
 var errKeyBusy = fmt.Errorf("%w: the idempotency key is claimed by a call that still runs", store.ErrTimeout)
 
 // errClaimAbandoned is the outcome filed in place of a claim whose time
-// passed with no result: its call may have run.
-var errClaimAbandoned = errors.New("an earlier call under this idempotency key filed no outcome before its claim ran out: it may have run")
+// is over with no result: its call may have run.
+var errClaimAbandoned = errors.New("the call under this idempotency key filed no outcome before its claim ran out: it may have run")
 
 // errClaimGone is a filing that found its key no longer claimed by its
 // call.
@@ -138,41 +145,45 @@ var errClaimGone = errors.New("the key is no longer claimed by this call")
 // the key, runs, and files its outcome under it; a retry with the same
 // input gets that outcome back without running; a retry with another
 // input is refused. The claim commits before the call runs, naming the
-// call and how long it may run (lock_timeout + 2 × statement_timeout +
-// 5s, the bound of one transaction, by the database's clock), so that
-// nothing but the call itself gives the key back: a replica that stops
-// mid-call, a cut connection or a lost COMMIT leaves the claim in place,
-// and a retry never runs a call whose effect may have run. A retry that
-// finds the key claimed waits for the outcome as long as a lock wait may
-// last, and fails without running if none is filed by then; one that
-// finds the claim's time passed with no outcome files outcome_unknown in
-// its place and answers that. Inside one process retries wait in line
-// first, so that they do not poll beside each other.
+// call and how long it may take (keyLeaseBounds transaction bounds of
+// lock_timeout + 2 × statement_timeout + 5s, by the database's clock), so
+// that nothing but the call gives the key back before then: a replica
+// that stops mid-call, a cut connection or a lost COMMIT leaves the claim
+// in place, and a retry never runs a call whose effect may have run. A
+// retry that finds the key claimed waits for the outcome as long as a
+// lock wait may last (in line behind the call when both are in this
+// process, then polling), and fails without running if none is filed by
+// then; one that finds the claim's time over with no outcome files
+// outcome_unknown in its place and answers that.
 //
-// The call runs under a context that ends keyReserve before its claim
-// does: a call the database slows so much that it would outlast its claim
-// is cut short there, as a cancelled call is. What the cut leaves in doubt
-// (a request already sent upstream) is answered as unknown and filed, as
-// any unknown outcome; a failure the cut caused, or an answer that says
+// The call runs under a context that ends one transaction bound, less
+// keyReserve, after its claim: a call the database slows so much is cut
+// short there, as a cancelled call is. What the cut leaves in doubt (a
+// request already sent upstream) is answered as unknown and filed, as any
+// unknown outcome; a failure the cut caused, or an answer that says
 // nothing ran, gives the key back, so that a retry runs the call.
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
-	defer e.keys.lock(k)()
+	waitUntil := time.Now().Add(e.store.Limits.LockTimeout)
 	// The key's statements do not end with the caller: once the call ran,
 	// its outcome is filed even if the caller hung up (the usual reason to
 	// retry). The pool's limits bound them; the call itself runs under
 	// the caller's context.
 	callerCtx, ctx := ctx, context.WithoutCancel(ctx)
-	claim, lease := uuid.New(), e.store.Limits.Deadline()
-	// Taken before the claim's statement, whose clock starts its lease:
-	// the call ends before the claim's time does.
-	claimed := time.Now()
-	if out := e.claimKey(ctx, callerCtx, caller, c, k, claim, lease, correlation); out != nil {
+	unlock, err := e.keys.lock(callerCtx, k, waitUntil)
+	if err != nil {
+		return e.keyWaitFailure(ctx, c.name, correlation, err)
+	}
+	defer unlock()
+	bound := e.store.Limits.Deadline()
+	claim := uuid.New()
+	began, out := e.claimKey(ctx, callerCtx, caller, c, k, claim, keyLeaseBounds*bound, correlation, waitUntil)
+	if out != nil {
 		return out
 	}
-	runCtx, cancel := context.WithDeadline(callerCtx, claimed.Add(lease-keyReserve))
+	runCtx, cancel := context.WithDeadline(callerCtx, began.Add(bound-keyReserve))
 	defer cancel()
-	out := run(runCtx)
+	out = run(runCtx)
 	// A failure the cut caused — the claim's time near, or the caller
 	// gone — says nothing ran that a retry should not run.
 	if !fileable(out) || (runCtx.Err() != nil && out.Status == StatusFailed) {
@@ -183,19 +194,34 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 	return out
 }
 
-// claimKey claims k for the call named claim, committed, and returns nil;
+// keyWaitFailure answers a call that waited for its key in vain: until a
+// lock wait's time was over (errKeyBusy), or until its caller left.
+func (e *Engine) keyWaitFailure(ctx context.Context, action, correlation string, err error) *Outcome {
+	op := "idempotency key of " + action
+	if errors.Is(err, errKeyBusy) {
+		return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Diagnostic: DiagnosticStoreTimeout, Err: err})
+	}
+	return e.storeFailure(ctx, op, correlation, err)
+}
+
+// claimKey claims k for the call named claim, committed, and returns when
+// it began (before the claim's statement, whose clock starts its lease);
 // or answers the call from what k holds: the outcome filed under it, a
 // refusal when it was claimed for another input, outcome_unknown in place
-// of a claim whose time passed with none, a timeout when the call that
-// claimed it runs longer than a retry may wait, or a failure of the store.
-func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *call, k store.IdempotencyKey, claim uuid.UUID, lease time.Duration, correlation string) *Outcome {
+// of a claim whose time is over with none, a timeout when the call that
+// claimed it runs past waitUntil, or a failure of the store.
+func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *call, k store.IdempotencyKey, claim uuid.UUID, lease time.Duration,
+	correlation string, waitUntil time.Time,
+) (time.Time, *Outcome) {
 	op := "idempotency key of " + c.name
-	waitUntil, pause := time.Now().Add(e.store.Limits.LockTimeout), keyPollFirst
+	ttl := e.cfg.Limits.IdempotencyKeyTTL()
+	pause := keyPollFirst
 	for {
 		var (
 			claimed bool
 			found   *store.IdempotencyResult
 		)
+		began := time.Now()
 		err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			claimed, found = false, nil // an attempt run again starts afresh
 			st := store.New(tx)
@@ -205,7 +231,7 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 				}
 			}
 			var err error
-			if claimed, err = st.IdempotencyClaim(ctx, k, c.digest, e.now().Add(e.cfg.Limits.IdempotencyKeyTTL()), claim, lease); err != nil {
+			if claimed, err = st.IdempotencyClaim(ctx, k, c.digest, claim, correlation, lease, ttl); err != nil {
 				return err
 			}
 			if claimed {
@@ -228,35 +254,38 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 			if claimed && !errors.Is(err, database.ErrNotCommitted) {
 				e.releaseKey(ctx, k, claim, correlation)
 			}
-			return e.storeFailure(ctx, op, correlation, err)
+			return began, e.storeFailure(ctx, op, correlation, err)
 		case claimed:
-			return nil
+			return began, nil
 		case found == nil:
 			continue
 		case !e.digestOfInput(found.InputDigest, caller.Tenant, c.name, c.canonical):
 			// The key may have been claimed under a key of the ring since
 			// rotated out of activity: same input, other digest.
-			return e.refuseInput(ctx, caller, c.name, correlation, errcode.IdempotencyKeyReused, []Issue{{
+			return began, e.refuseInput(ctx, caller, c.name, correlation, errcode.IdempotencyKeyReused, []Issue{{
 				Path: "/" + ontology.IdempotencyKeyArg, Message: "the key was sent before with a different input: send a new key for a new call"}})
 		case found.Outcome != nil:
 			out, err := unfileOutcome(found.Outcome)
 			if err != nil {
-				return e.storeFailure(ctx, op, correlation, err)
+				return began, e.storeFailure(ctx, op, correlation, err)
 			}
-			return out
+			return began, out
 		case found.Abandoned:
-			if out := e.abandonedKey(ctx, k, found.Claim, correlation); out != nil {
-				return out
+			if out := e.abandonedKey(ctx, k, found, correlation); out != nil {
+				return began, out
 			}
 			continue // an outcome was filed meanwhile: read it
 		}
 		// The call that claimed the key runs: wait for its outcome.
+		if e.onKeyWait != nil {
+			e.onKeyWait()
+		}
 		if !time.Now().Before(waitUntil) {
-			return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Diagnostic: DiagnosticStoreTimeout, Err: errKeyBusy})
+			return began, e.keyWaitFailure(ctx, c.name, correlation, errKeyBusy)
 		}
 		select {
 		case <-callerCtx.Done():
-			return e.storeFailure(ctx, op, correlation, callerCtx.Err())
+			return began, e.keyWaitFailure(ctx, c.name, correlation, callerCtx.Err())
 		case <-time.After(min(pause, time.Until(waitUntil))):
 		}
 		pause = min(2*pause, keyPollMax)
@@ -312,7 +341,7 @@ func (e *Engine) fileOnce(ctx context.Context, k store.IdempotencyKey, claim uui
 			return err == nil && found.Claim == claim && bytes.Equal(found.Outcome, filed), err
 		})
 		if err == nil {
-			saved, err = store.New(tx).IdempotencySave(ctx, k, claim, filed)
+			saved, err = store.New(tx).IdempotencySave(ctx, k, claim, filed, e.cfg.Limits.IdempotencyKeyTTL())
 		}
 		committing = err == nil
 		return err
@@ -339,20 +368,24 @@ func (e *Engine) releaseKey(ctx context.Context, k store.IdempotencyKey, claim u
 	}
 }
 
-// abandonedKey files outcome_unknown in place of stale, a claim of k whose
-// time passed with no outcome filed, and returns it: the call may have
-// run (its replica stopped mid-call, or its outcome could not be filed),
-// so no retry under the key runs it again. It returns nil when k no
-// longer holds that claim: the call filed its outcome after all.
-func (e *Engine) abandonedKey(ctx context.Context, k store.IdempotencyKey, stale uuid.UUID, correlation string) *Outcome {
+// abandonedKey files outcome_unknown in place of found, a claim of k
+// whose time is over with no outcome filed, and returns it, under the
+// correlation id of the call that claimed k: that call may have run (its
+// replica stopped mid-call, or its outcome could not be filed), so no
+// retry under the key runs it again. It returns nil when k no longer
+// holds that claim: the call filed its outcome after all.
+func (e *Engine) abandonedKey(ctx context.Context, k store.IdempotencyKey, found *store.IdempotencyResult, correlation string) *Outcome {
 	op := "idempotency key of " + k.Action
-	out := &Outcome{Status: StatusOutcomeUnknown, CorrelationID: correlation, Err: errClaimAbandoned}
+	out := &Outcome{Status: StatusOutcomeUnknown, CorrelationID: found.CorrelationID, Err: errClaimAbandoned}
+	if out.CorrelationID == "" {
+		out.CorrelationID = correlation
+	}
 	filed, err := fileOutcome(out)
 	var took bool
 	if err == nil {
 		err = database.InTenant(ctx, e.store, k.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			var err error
-			took, err = store.New(tx).IdempotencyAbandoned(ctx, k, stale, filed)
+			took, err = store.New(tx).IdempotencyAbandoned(ctx, k, found.Claim, filed, e.cfg.Limits.IdempotencyKeyTTL())
 			return err
 		})
 	}
@@ -362,6 +395,9 @@ func (e *Engine) abandonedKey(ctx context.Context, k store.IdempotencyKey, stale
 	case !took:
 		return nil
 	}
+	// Filed under the key in the claim's place: an answer of the key, as
+	// every later retry gets it.
+	out.Replayed = true
 	return e.failure(ctx, op, out)
 }
 
@@ -373,31 +409,41 @@ type keyLocks struct {
 }
 
 type keyLock struct {
-	mu      sync.Mutex
+	token   chan struct{} // holds one token while a call runs under the key
 	waiters int
 }
 
 // lock waits until no other call of this process runs under k, and returns
-// the unlock.
-func (l *keyLocks) lock(k store.IdempotencyKey) func() {
+// the unlock; or errKeyBusy once until has passed, or ctx's error.
+func (l *keyLocks) lock(ctx context.Context, k store.IdempotencyKey, until time.Time) (func(), error) {
 	l.mu.Lock()
 	if l.held == nil {
 		l.held = map[store.IdempotencyKey]*keyLock{}
 	}
 	kl := l.held[k]
 	if kl == nil {
-		kl = &keyLock{}
+		kl = &keyLock{token: make(chan struct{}, 1)}
 		l.held[k] = kl
 	}
 	kl.waiters++
 	l.mu.Unlock()
-	kl.mu.Lock()
-	return func() {
-		kl.mu.Unlock()
+	leave := func() {
 		l.mu.Lock()
 		if kl.waiters--; kl.waiters == 0 {
 			delete(l.held, k)
 		}
 		l.mu.Unlock()
+	}
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case kl.token <- struct{}{}:
+		return func() { <-kl.token; leave() }, nil
+	case <-timer.C:
+		leave()
+		return nil, errKeyBusy
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
 	}
 }

@@ -222,15 +222,21 @@ func TestIdempotentRetryOnAnotherReplicaWaits(t *testing.T) {
 	ctx := context.Background()
 	args := json.RawMessage(`{"order_id": "o-1001", "note": "waited for", "idempotencyKey": "wait-1"}`)
 	var (
-		once    sync.Once
-		retried = make(chan *engine.Outcome, 1)
+		once, waiting sync.Once
+		waits         = make(chan struct{})
+		retried       = make(chan *engine.Outcome, 1)
 	)
+	engine.SetOnKeyWait(other, func() { waiting.Do(func() { close(waits) }) })
 	engine.SetBeforeExecute(first, func(context.Context) {
 		once.Do(func() {
 			go func() { retried <- other.Call(ctx, support("acme"), "add_order_note", args) }()
-			// Long enough for the retry to find the key claimed and
-			// wait; far within the lock timeout it may wait.
-			time.Sleep(300 * time.Millisecond)
+			// The first call goes on once the retry found the key
+			// claimed and waits.
+			select {
+			case <-waits:
+			case <-time.After(10 * time.Second):
+				t.Error("the retry never found the key claimed")
+			}
 		})
 	})
 	out := first.Call(ctx, support("acme"), "add_order_note", args)
@@ -245,17 +251,52 @@ func TestIdempotentRetryOnAnotherReplicaWaits(t *testing.T) {
 	}
 }
 
+// TestIdempotentRetryInLineIsBounded: a retry sent to the same replica
+// while the first call runs waits in line behind it no longer than a lock
+// wait may last, then fails without running (store_timeout), as a retry
+// on another replica does.
+func TestIdempotentRetryInLineIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true),
+		ontologytest.SetYAML("limits", "{lock_timeout: 200ms}"))
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "in line", "idempotencyKey": "line-1"}`)
+	var (
+		once    sync.Once
+		retried *engine.Outcome
+	)
+	// The retry is sent from inside the first call's execution: it can
+	// only end by giving up.
+	engine.SetBeforeExecute(e, func(context.Context) {
+		once.Do(func() { retried = e.Call(ctx, support("acme"), "add_order_note", args) })
+	})
+	out := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, out, engine.StatusOK)
+	if retried.Status != engine.StatusInternalError || retried.Diagnostic != engine.DiagnosticStoreTimeout {
+		t.Fatalf("the retry in line answered %s %s (%v), want %s %s", retried.Status, retried.Diagnostic, retried.Err,
+			engine.StatusInternalError, engine.DiagnosticStoreTimeout)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "in line"); notes != 1 || runs != 1 {
+		t.Fatalf("%d notes and %d execution records, want one of each", notes, runs)
+	}
+}
+
 // TestIdempotentAbandonedClaimIsUnknown: a replica stops while its call
-// runs under a key (simulated: the call is held, and its claim's time set
-// past). A retry on another replica finds the claim with no outcome and
-// its time past: the call may have run, so the retry runs nothing and
-// answers outcome_unknown, filed under the key for every later retry. The
-// stopped call, should it come back, cannot give the key back; a new key
-// runs the call.
+// runs under a key (simulated: the call is held, and its claim's time made
+// to pass). A retry on another replica finds the claim with no outcome
+// and its time over: the call may have run, so the retry runs nothing and
+// answers outcome_unknown under the stopped call's correlation id, filed
+// under the key for every later retry. The stopped call, should it come
+// back, cannot give the key back; a new key runs the call. The key's time
+// to live (10s, far shorter than the claim's time) counts from the
+// claim's end: it does not expire under the stopped call.
 func TestIdempotentAbandonedClaimIsUnknown(t *testing.T) {
 	t.Parallel()
-	b, stopped := idempotentNotes(t)
-	other := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+	b := setupExample(t)
+	edits := []ontologytest.Edit{ontologytest.Set("actions.add_order_note.idempotent", true), ontologytest.SetYAML("limits", "{idempotency_ttl: 10s}")}
+	stopped := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, edits...)
+	other := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, edits...)
 	ctx := context.Background()
 	args := json.RawMessage(`{"order_id": "o-1001", "note": "in limbo", "idempotencyKey": "limbo-1"}`)
 	running := make(chan struct{})
@@ -267,17 +308,18 @@ func TestIdempotentAbandonedClaimIsUnknown(t *testing.T) {
 	done := make(chan *engine.Outcome, 1)
 	go func() { done <- stopped.Call(stoppedCtx, support("acme"), "add_order_note", args) }()
 	<-running
-	// The claim is committed while its call runs: the replica's time is
-	// made to run out.
-	tag, err := b.admin.Exec(ctx, `UPDATE orangerail.idempotency_keys SET claimed_until = now() - interval '1 second'
+	// The claim is committed while its call runs; its time is made to
+	// pass, and the key's with it.
+	tag, err := b.admin.Exec(ctx, `UPDATE orangerail.idempotency_keys
+		SET expires_at = expires_at - (claimed_until - now() + interval '1 second'), claimed_until = now() - interval '1 second'
 		WHERE tenant_id = 'acme' AND key = 'limbo-1' AND outcome IS NULL`)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("the running call's claim: %v rows (%v), want it committed and open", tag.RowsAffected(), err)
 	}
 	retry := other.Call(ctx, support("acme"), "add_order_note", args)
 	want(t, retry, engine.StatusOutcomeUnknown)
-	if retry.Replayed {
-		t.Fatal("the retry that found the claim abandoned answered as a replay")
+	if !retry.Replayed {
+		t.Error("the answer filed in the abandoned claim's place is not marked as the key's")
 	}
 	again := other.Call(ctx, support("acme"), "add_order_note", args)
 	want(t, again, engine.StatusOutcomeUnknown)
@@ -285,7 +327,10 @@ func TestIdempotentAbandonedClaimIsUnknown(t *testing.T) {
 		t.Fatalf("a later retry answered %s (replayed %v), not the outcome filed in the claim's place (%s)", again.CorrelationID, again.Replayed, retry.CorrelationID)
 	}
 	stop()
-	<-done
+	first := <-done
+	if retry.CorrelationID != first.CorrelationID {
+		t.Errorf("the retry answered under %s, not the stopped call's correlation id %s", retry.CorrelationID, first.CorrelationID)
+	}
 	if last := other.Call(ctx, support("acme"), "add_order_note", args); last.Status != engine.StatusOutcomeUnknown || last.CorrelationID != retry.CorrelationID {
 		t.Fatalf("after the stopped call ended, a retry answered %s under %s: the key was given back", last.Status, last.CorrelationID)
 	}

@@ -555,6 +555,43 @@ func TestUpstreamStartCommitAnswerLost(t *testing.T) {
 	}
 }
 
+// TestIdempotencyClaimLost: the backend dies once the claim of an
+// idempotency key is written, before it commits: the claim rolls back,
+// nothing runs, and the call says so (internal_error); a retry under the
+// key claims it and runs the call, once.
+func TestIdempotencyClaimLost(t *testing.T) {
+	t.Parallel()
+	b := setupOn(t, testdb.New(t), ontologytest.Set("actions.add_order_note.policy.approval", "none"),
+		ontologytest.Set("actions.add_order_note.idempotent", true))
+	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: IdempotencyClaim "}, When: faults.After})
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "fault-claim-lost", "idempotencyKey": "claim-lost-1"}`)
+	call := func(what string) *engine.Outcome {
+		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", args) })
+	}
+	first := call("the call whose claim met a dead backend")
+	fired(t, trap)
+	if first.Status != engine.StatusInternalError {
+		t.Fatalf("the call answered %s %q (%v), want %s: its claim rolled back, nothing ran", first.Status, first.Diagnostic, first.Err, engine.StatusInternalError)
+	}
+	notes := func() (n int) {
+		if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = 'fault-claim-lost'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := notes(); n != 0 {
+		t.Fatalf("%d notes after a claim that rolled back, want 0", n)
+	}
+	retry := call("a retry under the key")
+	if retry.Status != engine.StatusOK || retry.Replayed {
+		t.Fatalf("the retry answered %s (replayed %v), want the call run", retry.Status, retry.Replayed)
+	}
+	if n := notes(); n != 1 {
+		t.Fatalf("%d notes, want 1", n)
+	}
+	b.finish(t)
+}
+
 // TestIdempotencyFilingCommitLost: the backend dies as the filing of an
 // idempotency key's outcome is about to commit, the call's effect done:
 // Postgres confirms the filing did not commit, so the outcome is filed
@@ -564,8 +601,8 @@ func TestIdempotencyFilingCommitLost(t *testing.T) {
 	t.Parallel()
 	b := setupOn(t, testdb.New(t), ontologytest.Set("actions.add_order_note.policy.approval", "none"),
 		ontologytest.Set("actions.add_order_note.idempotent", true))
-	trap := b.killer.Arm(faults.Trap{Match: []string{"UPDATE orangerail.idempotency_keys SET outcome"}, When: faults.After})
-	args := json.RawMessage(`{"order_id": "o-1001", "note": "fault-claim-lost", "idempotencyKey": "claim-lost-1"}`)
+	trap := b.killer.Arm(faults.Trap{Match: []string{"-- name: IdempotencySave "}, When: faults.After})
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "fault-filing-lost", "idempotencyKey": "filing-lost-1"}`)
 	call := func(what string) *engine.Outcome {
 		return b.call(t, what, func(ctx context.Context) *engine.Outcome { return b.engine.Call(ctx, agent, "add_order_note", args) })
 	}
@@ -579,7 +616,7 @@ func TestIdempotencyFilingCommitLost(t *testing.T) {
 		t.Fatalf("the retry answered %s under %s, want the first call's outcome (%s)", retry.Status, retry.CorrelationID, first.CorrelationID)
 	}
 	var notes int
-	if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = 'fault-claim-lost'").Scan(&notes); err != nil || notes != 1 {
+	if err := b.admin.QueryRow(context.Background(), "SELECT count(*) FROM order_notes WHERE note = 'fault-filing-lost'").Scan(&notes); err != nil || notes != 1 {
 		t.Fatalf("%d notes (%v), want 1", notes, err)
 	}
 	if log := b.hostLog.String(); strings.Contains(log, "idempotency outcome") {
@@ -605,7 +642,7 @@ func (a *claimEater) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data p
 	switch {
 	case strings.Contains(data.SQL, "pg_xact_status") && a.armed == nil:
 		a.asked++
-	case strings.Contains(data.SQL, "UPDATE orangerail.idempotency_keys SET outcome"):
+	case strings.Contains(data.SQL, "-- name: IdempotencySave "):
 		a.claiming = conn
 	case conn == a.claiming && strings.EqualFold(strings.TrimSpace(data.SQL), "commit") && a.armed != nil:
 		if c, ok := conn.PgConn().Conn().(*eatingConn); ok {

@@ -132,8 +132,9 @@ func Check(ctx context.Context, owner *pgxpool.Pool, effects ...Effect) ([]Viola
 	// as long as their tenant is listed; the other statuses are final (a
 	// consumed one has its execution, checked above). An idempotency key
 	// without its outcome once every call has ended is a claim its call
-	// neither filed nor gave back (its replica stopped, or the store
-	// failed both): its retries wait it out and answer outcome_unknown.
+	// neither filed nor gave back: its retries wait it out and answer
+	// outcome_unknown. Only a replica stopped mid-call leaves one by
+	// design, and no run checked here sends keys to a replica it stops.
 	err = rows(`
 		SELECT a.tenant_id, 'approval ' || a.id || ' is ' || a.status || ' in a tenant the sweeper does not list'
 		FROM orangerail.approvals a

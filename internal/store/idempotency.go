@@ -18,22 +18,24 @@ type IdempotencyKey struct {
 
 // IdempotencyResult is what a live key holds: the digest of its call's
 // input, and the call's filed result, or (Outcome nil) the claim of the
-// call running under it and whether that claim's time has passed.
+// call running under it, whether that claim's time is over, and the
+// call's correlation id.
 type IdempotencyResult struct {
-	InputDigest []byte
-	Outcome     []byte
-	Claim       uuid.UUID
-	Abandoned   bool
+	InputDigest   []byte
+	Outcome       []byte
+	Claim         uuid.UUID
+	CorrelationID string
+	Abandoned     bool
 }
 
-// IdempotencyClaim claims k for the call named claim, which may run for
-// lease by the database's clock, and keeps it until expiresAt; an expired
-// key is replaced. It reports false when k is live: filed, or claimed by a
-// call that runs.
-func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDigest []byte, expiresAt time.Time, claim uuid.UUID, lease time.Duration) (bool, error) {
+// IdempotencyClaim claims k for the call named claim and correlation,
+// which may take lease by the database's clock; the key expires ttl after
+// that, and an expired key is replaced. It reports false when k is live:
+// filed, or claimed by a call.
+func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDigest []byte, claim uuid.UUID, correlation string, lease, ttl time.Duration) (bool, error) {
 	_, err := s.q.IdempotencyClaim(ctx, s.x, &db.IdempotencyClaimParams{
-		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, InputDigest: inputDigest, ExpiresAt: expiresAt,
-		Claim: &claim, LeaseSeconds: lease.Seconds(),
+		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, InputDigest: inputDigest,
+		LeaseSeconds: lease.Seconds(), TtlSeconds: ttl.Seconds(), Claim: &claim, CorrelationID: &correlation,
 	})
 	err = InterpretError(err)
 	if errors.Is(err, ErrNotFound) {
@@ -52,23 +54,28 @@ func (s *Store) IdempotencyFind(ctx context.Context, k IdempotencyKey) (*Idempot
 	if row.Claim != nil {
 		r.Claim = *row.Claim
 	}
+	if row.CorrelationID != nil {
+		r.CorrelationID = *row.CorrelationID
+	}
 	return r, nil
 }
 
-// IdempotencySave files a call's result under k, which its claim holds;
-// false when it does not (the claim was given up, or a result is filed).
-func (s *Store) IdempotencySave(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte) (bool, error) {
+// IdempotencySave files a call's result under k, which its claim holds,
+// kept for ttl; false when the claim does not hold k (it was given up, or
+// a result is filed).
+func (s *Store) IdempotencySave(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte, ttl time.Duration) (bool, error) {
 	n, err := s.q.IdempotencySave(ctx, s.x, &db.IdempotencySaveParams{
-		Outcome: outcome, TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+		Outcome: outcome, TtlSeconds: ttl.Seconds(), TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
 	})
 	return n == 1, InterpretError(err)
 }
 
-// IdempotencyAbandoned files outcome in place of claim, whose time passed
-// with no result filed; false when that is no longer what k holds.
-func (s *Store) IdempotencyAbandoned(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte) (bool, error) {
+// IdempotencyAbandoned files outcome, kept for ttl, in place of claim,
+// whose time is over with no result filed; false when that is no longer
+// what k holds.
+func (s *Store) IdempotencyAbandoned(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte, ttl time.Duration) (bool, error) {
 	n, err := s.q.IdempotencyAbandoned(ctx, s.x, &db.IdempotencyAbandonedParams{
-		Outcome: outcome, TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+		Outcome: outcome, TtlSeconds: ttl.Seconds(), TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
 	})
 	return n == 1, InterpretError(err)
 }
