@@ -16,7 +16,8 @@
 -- outcome_unknown in its place: the call may have run, so no retry under
 -- the key runs it again. A call whose outcome says nothing ran gives its
 -- key back (DELETE). A key expires idempotency_ttl after its outcome is
--- filed, or after its claim's time, never while its call may run.
+-- filed; a claim with no outcome never expires, so that the retry past its
+-- time learns the call may have run.
 --
 -- A replica still running the binary before this migration claims with
 -- no claim column set, which the CHECK below refuses: its idempotent calls

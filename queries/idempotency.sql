@@ -1,27 +1,29 @@
 -- name: IdempotencyClaim :one
 -- Claims a key for a first call, committed before the call runs, or
--- replaces an expired one. The claim names its call and, by the
--- database's clock, how long the call may take; the key expires ttl after
--- that. No row comes back when the key is live: filed, or claimed.
+-- replaces an expired one whose outcome is filed. The claim names its call
+-- and, by the database's clock, how long the call may take. No row comes
+-- back when the key is live (filed, unexpired) or claimed: a claim with no
+-- outcome never expires, so that its retries learn the call may have run.
 INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until, correlation_id)
 VALUES (@tenant_id, @action, @subject, @key, @input_digest,
-        now() + make_interval(secs => @lease_seconds::float8) + make_interval(secs => @ttl_seconds::float8),
+        -- Set again, ttl ahead, with the outcome.
+        now() + make_interval(secs => @lease_seconds::float8),
         @claim, now() + make_interval(secs => @lease_seconds::float8), @correlation_id)
 ON CONFLICT (tenant_id, action, subject, key) DO UPDATE
 SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
     claim = excluded.claim, claimed_until = excluded.claimed_until, correlation_id = excluded.correlation_id
-WHERE k.expires_at <= now()
+WHERE k.expires_at <= now() AND k.outcome IS NOT NULL
 RETURNING k.key;
 
 -- name: IdempotencyFind :one
--- A live key: its filed result, or (outcome NULL) the claim of the call
--- running under it, the call's correlation id, and whether the claim's
--- time is over.
+-- A live key: its filed result, unexpired, or (outcome NULL) the claim of
+-- the call running under it, the call's correlation id, and whether the
+-- claim's time is over.
 SELECT input_digest, outcome, claim, correlation_id,
        coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
 FROM orangerail.idempotency_keys
 WHERE tenant_id = @tenant_id
-  AND action = @action AND subject = @subject AND key = @key AND expires_at > now();
+  AND action = @action AND subject = @subject AND key = @key AND (expires_at > now() OR outcome IS NULL);
 
 -- name: IdempotencySave :execrows
 -- Files a call's result under the key its claim holds, kept ttl from now;
@@ -50,6 +52,6 @@ WHERE tenant_id = @tenant_id
   AND claim = @claim AND outcome IS NULL;
 
 -- name: IdempotencyPrune :exec
--- Forgets the tenant's expired keys.
+-- Forgets the tenant's expired keys; a claim with no outcome is kept.
 DELETE FROM orangerail.idempotency_keys
-WHERE tenant_id = @tenant_id AND expires_at <= now();
+WHERE tenant_id = @tenant_id AND expires_at <= now() AND outcome IS NOT NULL;

@@ -51,12 +51,13 @@ func (q *Queries) IdempotencyAbandoned(ctx context.Context, db DBTX, arg *Idempo
 const idempotencyClaim = `-- name: IdempotencyClaim :one
 INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until, correlation_id)
 VALUES ($1, $2, $3, $4, $5,
-        now() + make_interval(secs => $6::float8) + make_interval(secs => $7::float8),
-        $8, now() + make_interval(secs => $6::float8), $9)
+        -- Set again, ttl ahead, with the outcome.
+        now() + make_interval(secs => $6::float8),
+        $7, now() + make_interval(secs => $6::float8), $8)
 ON CONFLICT (tenant_id, action, subject, key) DO UPDATE
 SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
     claim = excluded.claim, claimed_until = excluded.claimed_until, correlation_id = excluded.correlation_id
-WHERE k.expires_at <= now()
+WHERE k.expires_at <= now() AND k.outcome IS NOT NULL
 RETURNING k.key
 `
 
@@ -67,15 +68,15 @@ type IdempotencyClaimParams struct {
 	Key           string
 	InputDigest   []byte
 	LeaseSeconds  float64
-	TtlSeconds    float64
 	Claim         *uuid.UUID
 	CorrelationID *string
 }
 
 // Claims a key for a first call, committed before the call runs, or
-// replaces an expired one. The claim names its call and, by the
-// database's clock, how long the call may take; the key expires ttl after
-// that. No row comes back when the key is live: filed, or claimed.
+// replaces an expired one whose outcome is filed. The claim names its call
+// and, by the database's clock, how long the call may take. No row comes
+// back when the key is live (filed, unexpired) or claimed: a claim with no
+// outcome never expires, so that its retries learn the call may have run.
 func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *IdempotencyClaimParams) (string, error) {
 	row := db.QueryRow(ctx, idempotencyClaim,
 		arg.TenantID,
@@ -84,7 +85,6 @@ func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *Idempotenc
 		arg.Key,
 		arg.InputDigest,
 		arg.LeaseSeconds,
-		arg.TtlSeconds,
 		arg.Claim,
 		arg.CorrelationID,
 	)
@@ -98,7 +98,7 @@ SELECT input_digest, outcome, claim, correlation_id,
        coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
 FROM orangerail.idempotency_keys
 WHERE tenant_id = $1
-  AND action = $2 AND subject = $3 AND key = $4 AND expires_at > now()
+  AND action = $2 AND subject = $3 AND key = $4 AND (expires_at > now() OR outcome IS NULL)
 `
 
 type IdempotencyFindParams struct {
@@ -116,9 +116,9 @@ type IdempotencyFindRow struct {
 	Abandoned     bool
 }
 
-// A live key: its filed result, or (outcome NULL) the claim of the call
-// running under it, the call's correlation id, and whether the claim's
-// time is over.
+// A live key: its filed result, unexpired, or (outcome NULL) the claim of
+// the call running under it, the call's correlation id, and whether the
+// claim's time is over.
 func (q *Queries) IdempotencyFind(ctx context.Context, db DBTX, arg *IdempotencyFindParams) (*IdempotencyFindRow, error) {
 	row := db.QueryRow(ctx, idempotencyFind,
 		arg.TenantID,
@@ -139,10 +139,10 @@ func (q *Queries) IdempotencyFind(ctx context.Context, db DBTX, arg *Idempotency
 
 const idempotencyPrune = `-- name: IdempotencyPrune :exec
 DELETE FROM orangerail.idempotency_keys
-WHERE tenant_id = $1 AND expires_at <= now()
+WHERE tenant_id = $1 AND expires_at <= now() AND outcome IS NOT NULL
 `
 
-// Forgets the tenant's expired keys.
+// Forgets the tenant's expired keys; a claim with no outcome is kept.
 func (q *Queries) IdempotencyPrune(ctx context.Context, db DBTX, tenantID string) error {
 	_, err := db.Exec(ctx, idempotencyPrune, tenantID)
 	return err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -131,7 +130,7 @@ const (
 
 // errKeyBusy answers a retry that waited as long as a lock wait may last
 // for the call claiming its key to file a result.
-var errKeyBusy = fmt.Errorf("%w: the idempotency key is claimed by a call that still runs", store.ErrTimeout)
+var errKeyBusy = errors.New("the idempotency key is claimed by a call that still runs")
 
 // errClaimAbandoned is the outcome filed in place of a claim whose time
 // is over with no result: its call may have run.
@@ -195,11 +194,13 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 }
 
 // keyWaitFailure answers a call that waited for its key in vain: until a
-// lock wait's time was over (errKeyBusy), or until its caller left.
+// lock wait's time was over (errKeyBusy: idempotency_key_busy, so that the
+// caller retries under the same key rather than a new one, which would run
+// the action again), or until its caller left.
 func (e *Engine) keyWaitFailure(ctx context.Context, action, correlation string, err error) *Outcome {
 	op := "idempotency key of " + action
 	if errors.Is(err, errKeyBusy) {
-		return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Diagnostic: DiagnosticStoreTimeout, Err: err})
+		return e.failure(ctx, op, &Outcome{Status: StatusInternalError, CorrelationID: correlation, Diagnostic: DiagnosticIdempotencyKeyBusy, Err: err})
 	}
 	return e.storeFailure(ctx, op, correlation, err)
 }
@@ -214,8 +215,7 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 	correlation string, waitUntil time.Time,
 ) (time.Time, *Outcome) {
 	op := "idempotency key of " + c.name
-	ttl := e.cfg.Limits.IdempotencyKeyTTL()
-	pause := keyPollFirst
+	pause, waited := keyPollFirst, false
 	for {
 		var (
 			claimed bool
@@ -231,7 +231,16 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 				}
 			}
 			var err error
-			if claimed, err = st.IdempotencyClaim(ctx, k, c.digest, claim, correlation, lease, ttl); err != nil {
+			if waited {
+				// A retry looking again reads first: a claim's statement
+				// would lock the key's row, and the filing waits on it.
+				found, err = st.IdempotencyFind(ctx, k)
+				if err == nil || !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				found = nil
+			}
+			if claimed, err = st.IdempotencyClaim(ctx, k, c.digest, claim, correlation, lease); err != nil {
 				return err
 			}
 			if claimed {
@@ -288,7 +297,7 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 			return began, e.keyWaitFailure(ctx, c.name, correlation, callerCtx.Err())
 		case <-time.After(min(pause, time.Until(waitUntil))):
 		}
-		pause = min(2*pause, keyPollMax)
+		pause, waited = min(2*pause, keyPollMax), true
 	}
 }
 
@@ -434,11 +443,18 @@ func (l *keyLocks) lock(ctx context.Context, k store.IdempotencyKey, until time.
 		}
 		l.mu.Unlock()
 	}
+	unlock := func() { <-kl.token; leave() }
+	// A free key is taken even when the time to wait for it is over.
+	select {
+	case kl.token <- struct{}{}:
+		return unlock, nil
+	default:
+	}
 	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
 	select {
 	case kl.token <- struct{}{}:
-		return func() { <-kl.token; leave() }, nil
+		return unlock, nil
 	case <-timer.C:
 		leave()
 		return nil, errKeyBusy

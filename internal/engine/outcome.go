@@ -79,6 +79,10 @@ const (
 	// a reset socket), so the call stopped and its open transaction rolled
 	// back; a retry runs on a new connection.
 	DiagnosticStoreUnavailable Diagnostic = "store_unavailable"
+	// DiagnosticIdempotencyKeyBusy: another call under the same
+	// idempotency key still runs, so this one ran nothing; a retry under
+	// the key gets that call's outcome once it is filed.
+	DiagnosticIdempotencyKeyBusy Diagnostic = "idempotency_key_busy"
 	// The failures of an upstream call (execute: {http: …}).
 	DiagnosticUpstreamRejected    Diagnostic = "upstream_rejected"    // answered with a status that is not success: the request was refused
 	DiagnosticUpstreamUnavailable Diagnostic = "upstream_unavailable" // unreachable, or busy (429, 502, 503, 504) through every attempt
@@ -96,7 +100,7 @@ const (
 func Diagnostics() []Diagnostic {
 	return []Diagnostic{DiagnosticDatasourceNotConfigured, DiagnosticDatasourceUnavailable, DiagnosticDatasourceSchema,
 		DiagnosticDatasourcePermission, DiagnosticDatasourceConstraint, DiagnosticDatasourceTimeout, DiagnosticStoreTimeout, DiagnosticStoreUnavailable,
-		DiagnosticUpstreamRejected, DiagnosticUpstreamUnavailable, DiagnosticUpstreamError, DiagnosticUpstreamTimeout, DiagnosticUpstreamTooLarge,
+		DiagnosticIdempotencyKeyBusy, DiagnosticUpstreamRejected, DiagnosticUpstreamUnavailable, DiagnosticUpstreamError, DiagnosticUpstreamTimeout, DiagnosticUpstreamTooLarge,
 		DiagnosticUpstreamUnplaceable}
 }
 

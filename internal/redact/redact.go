@@ -39,6 +39,7 @@ var diagnostics = map[engine.Diagnostic]string{
 	engine.DiagnosticDatasourceTimeout:       "the datasource took too long and the statement was cancelled. Retry later.",
 	engine.DiagnosticStoreTimeout:            "orangerail's own database was busy: a wait ran past its time limit, so the call stopped before anything ran. Retry later.",
 	engine.DiagnosticStoreUnavailable:        "the connection to orangerail's own database was lost during the call, so it stopped and what it had not committed was undone. Retry; the server reconnects by itself.",
+	engine.DiagnosticIdempotencyKeyBusy:      "a call under the same idempotencyKey is still running, so this one ran nothing. Retry later with the same key to get that call's outcome; a new key would run the action again.",
 	engine.DiagnosticUpstreamRejected:        "the upstream API refused the request: it answered with a status that is not success. Check the input against what the API accepts; the status is in the audit log.",
 	engine.DiagnosticUpstreamUnavailable:     "the upstream API could not be reached, or stayed busy through every attempt. Retry later.",
 	engine.DiagnosticUpstreamError:           "the upstream API answered with a server error, and nothing it did is in doubt. Retry later; if it persists, the operator finds the status in the audit log.",

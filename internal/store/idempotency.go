@@ -29,13 +29,13 @@ type IdempotencyResult struct {
 }
 
 // IdempotencyClaim claims k for the call named claim and correlation,
-// which may take lease by the database's clock; the key expires ttl after
-// that, and an expired key is replaced. It reports false when k is live:
-// filed, or claimed by a call.
-func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDigest []byte, claim uuid.UUID, correlation string, lease, ttl time.Duration) (bool, error) {
+// which may take lease by the database's clock; an expired key whose
+// outcome is filed is replaced. It reports false when k is live (filed,
+// unexpired) or claimed by a call: a claim never expires.
+func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDigest []byte, claim uuid.UUID, correlation string, lease time.Duration) (bool, error) {
 	_, err := s.q.IdempotencyClaim(ctx, s.x, &db.IdempotencyClaimParams{
 		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, InputDigest: inputDigest,
-		LeaseSeconds: lease.Seconds(), TtlSeconds: ttl.Seconds(), Claim: &claim, CorrelationID: &correlation,
+		LeaseSeconds: lease.Seconds(), Claim: &claim, CorrelationID: &correlation,
 	})
 	err = InterpretError(err)
 	if errors.Is(err, ErrNotFound) {
