@@ -183,7 +183,7 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 	runCtx, cancel := context.WithDeadline(callerCtx, began.Add(bound-keyReserve))
 	defer cancel()
 	out = run(runCtx)
-	// A failure the cut caused — the claim's time near, or the caller
+	// A failure the cut caused — the run's bound reached, or the caller
 	// gone — says nothing ran that a retry should not run.
 	if !fileable(out) || (runCtx.Err() != nil && out.Status == StatusFailed) {
 		e.releaseKey(ctx, k, claim, correlation)
