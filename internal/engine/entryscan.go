@@ -24,13 +24,11 @@ var errEntry = errors.New("not a valid audit entry")
 
 // Entry members scanEntry reads, as bits of a set.
 const (
-	hasVersion = 1 << iota
-	hasTenant
+	hasTenant = 1 << iota
 	hasAt
 	hasCorrelationID
 	hasPhase
 	hasDevMode
-	hasActor
 
 	entryRequired = hasTenant | hasAt | hasCorrelationID | hasPhase | hasDevMode
 )
@@ -58,7 +56,7 @@ func scanEntry(entry []byte) (entryColumns, error) {
 		var err error
 		switch string(m.name) {
 		case "v":
-			version, has = m.value, has|hasVersion
+			version = m.value
 		case "tenant":
 			c.tenant, err = jsonString(m.value)
 			has |= hasTenant
@@ -85,7 +83,7 @@ func scanEntry(entry []byte) (entryColumns, error) {
 			}
 			has |= hasDevMode
 		case "actor":
-			actor, has = m.value, has|hasActor
+			actor = m.value
 		}
 		if err != nil {
 			return c, errEntry

@@ -246,9 +246,7 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 			if claimed {
 				// Should the COMMIT fail, Postgres is asked whether it
 				// took effect: the key claimed by this call is its witness.
-				return database.ConfirmCommit(ctx, tx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
-					return claimedBy(ctx, tx, k, claim)
-				})
+				return database.ConfirmCommit(ctx, tx, keyHolds(k, claim, nil))
 			}
 			found, err = st.IdempotencyFind(ctx, k)
 			if errors.Is(err, store.ErrNotFound) {
@@ -301,14 +299,17 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 	}
 }
 
-// claimedBy reports whether k is claimed by the call named claim: the
-// witness of the claim's COMMIT.
-func claimedBy(ctx context.Context, tx pgx.Tx, k store.IdempotencyKey, claim uuid.UUID) (bool, error) {
-	found, err := store.New(tx).IdempotencyFind(ctx, k)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+// keyHolds is the witness of a COMMIT that claimed k for the call named
+// claim (outcome nil: none filed yet) or filed its outcome: k holds that
+// claim and that outcome.
+func keyHolds(k store.IdempotencyKey, claim uuid.UUID, outcome []byte) database.Witness {
+	return func(ctx context.Context, tx pgx.Tx) (bool, error) {
+		found, err := store.New(tx).IdempotencyFind(ctx, k)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil && found.Claim == claim && bytes.Equal(found.Outcome, outcome), err
 	}
-	return err == nil && found.Claim == claim, err
 }
 
 // fileKey files a call's outcome under the key its claim holds. Should the
@@ -342,13 +343,7 @@ func (e *Engine) fileOnce(ctx context.Context, k store.IdempotencyKey, claim uui
 		// Should the COMMIT fail, Postgres is asked whether it took
 		// effect: the key holding this outcome under this claim is its
 		// witness.
-		err := database.ConfirmCommit(ctx, tx, func(ctx context.Context, tx pgx.Tx) (bool, error) {
-			found, err := store.New(tx).IdempotencyFind(ctx, k)
-			if errors.Is(err, store.ErrNotFound) {
-				return false, nil
-			}
-			return err == nil && found.Claim == claim && bytes.Equal(found.Outcome, filed), err
-		})
+		err := database.ConfirmCommit(ctx, tx, keyHolds(k, claim, filed))
 		if err == nil {
 			saved, err = store.New(tx).IdempotencySave(ctx, k, claim, filed, e.cfg.Limits.IdempotencyKeyTTL())
 		}
