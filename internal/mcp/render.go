@@ -137,9 +137,12 @@ func failure(t *tool, out *engine.Outcome, body map[string]any) string {
 	case withholds:
 		message := redact.Message(name, string(out.Status), out.CorrelationID, string(out.Diagnostic), t.read())
 		if out.Replayed && out.Status == engine.StatusOutcomeUnknown {
-			// An unknown outcome filed under the call's key: a retry under
-			// it gets this again, and runs nothing, until the key lapses.
-			message += " This is the answer its idempotencyKey filed at the first call: a retry under the same key answers it again; once an operator has checked, call with a new key."
+			// An unknown outcome filed under the call's key — when the
+			// first call under it ended, or when that call's claim ran out
+			// with no outcome — so the sentence names no moment: a retry
+			// under the key gets this again, and runs nothing, until the
+			// key lapses.
+			message += " This is the answer filed under its idempotencyKey: a retry under the same key answers it again; once an operator has checked, call with a new key."
 		}
 		return message
 	case known:
