@@ -36,6 +36,33 @@ func TestBrowserOriginsRefused(t *testing.T) {
 	}
 }
 
+// TestAllowedNetworksProxyInside: behind trusted proxies the socket's peer
+// is a proxy, so it never stands in for a client the proxies did not name
+// — a chain shorter than the hops, an entry that is no address: with the
+// proxy inside an allowed network, such a request is refused, not
+// admitted as the proxy.
+func TestAllowedNetworksProxyInside(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.Identity.AllowedNetworks = []string{"127.0.0.0/8", "::1/128"} // the proxy's, the test's own
+	})
+	token := f.token(t, "agent")
+	for _, xff := range []string{"unknown", "_hidden", "198.51.100.7:4711", "[2001:db8::7]:4711", "not an address", ""} {
+		header := []string{"X-Forwarded-For", xff}
+		if xff == "" {
+			header = nil // no entry at all
+		}
+		resp, m := post(t, f.url, token, callGet, header...)
+		if resp.StatusCode != http.StatusForbidden || errorCode(m) != "X_IDENTITY_NETWORK_REFUSED" {
+			t.Errorf("X-Forwarded-For %q: %d %s, want 403 X_IDENTITY_NETWORK_REFUSED", xff, resp.StatusCode, errorCode(m))
+		}
+	}
+	if resp, m := post(t, f.url, token, callGet, "X-Forwarded-For", "127.0.0.1:4711"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a client inside the networks: %d %s", resp.StatusCode, errorCode(m))
+	}
+}
+
 // TestAllowedNetworks: with identity.allowed_networks, a valid token is
 // served from an address inside a listed network and refused from one
 // outside, the address read as the front reads it: behind
@@ -57,6 +84,9 @@ func TestAllowedNetworks(t *testing.T) {
 		{"198.51.100.7, 203.0.113.7", http.StatusOK},
 		{"198.51.100.7", http.StatusForbidden},
 		{"203.0.113.7, 198.51.100.7", http.StatusForbidden}, // the client wrote the first entry
+		{"203.0.113.7:4711", http.StatusOK},                 // a proxy that writes the port
+		{"[2001:db8::7]:4711", http.StatusOK},
+		{"198.51.100.7:4711", http.StatusForbidden},
 	} {
 		resp, m := post(t, f.url, token, callGet, "X-Forwarded-For", tt.xff)
 		if resp.StatusCode != tt.want {

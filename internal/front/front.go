@@ -20,6 +20,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -409,6 +410,14 @@ func (f *Front) storeDown(w http.ResponseWriter, r *http.Request, err error) boo
 // facts reads the request facts the resolver admits a caller by. The address is the socket's peer, or,
 // behind trusted_proxy_hops proxies, the address the outermost trusted
 // proxy saw; X-Forwarded-For is never read otherwise.
+//
+// Behind proxies the socket's peer is a proxy, never the client, so it is
+// never the answer there: an entry that is missing (a chain shorter than
+// the hops) or that is no address (a proxy's obfuscated identifier,
+// "unknown") leaves the address unknown, which allowed_networks refuses
+// and the failed-auth throttle counts in a bucket of its own. Taking the
+// peer instead would admit every client whenever the proxy sits inside an
+// allowed network.
 func (f *Front) facts(r *http.Request) identity.RequestFacts {
 	addr, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -423,11 +432,31 @@ func (f *Front) facts(r *http.Request) identity.RequestFacts {
 		}
 		// Each trusted proxy appended the address it saw; the client is
 		// hops entries from the end.
-		if i := len(chain) - hops; i >= 0 && net.ParseIP(chain[i]) != nil {
-			addr = chain[i]
+		addr = unknownAddress
+		if i := len(chain) - hops; i >= 0 {
+			if a, ok := forwardedAddress(chain[i]); ok {
+				addr = a
+			}
 		}
 	}
 	return identity.RequestFacts{Address: addr, UserAgent: r.UserAgent(), Origin: r.Header.Get("Origin"), Path: r.URL.Path}
+}
+
+// unknownAddress is the address of a request whose proxies did not say
+// where it came from: no network holds it (identity.Admission.Admit).
+const unknownAddress = "unknown"
+
+// forwardedAddress reads an X-Forwarded-For entry as the address it names:
+// a bare address, or one with a port as some proxies write it
+// (203.0.113.7:4711, [2001:db8::7]:4711).
+func forwardedAddress(entry string) (string, bool) {
+	if a, err := netip.ParseAddr(entry); err == nil {
+		return a.String(), true
+	}
+	if ap, err := netip.ParseAddrPort(entry); err == nil {
+		return ap.Addr().String(), true
+	}
+	return "", false
 }
 
 // challenge answers 401 with where to learn how to get a token for the
