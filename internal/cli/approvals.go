@@ -232,7 +232,7 @@ func (f *approvalsFlags) show(ctx context.Context, id string) (*engine.ApprovalV
 		return nil, err
 	}
 	v := &engine.ApprovalView{ID: d.ID, Action: d.Action, Title: d.Title, Status: d.Status, RequestedBy: d.RequestedBy,
-		Input: d.Input, Digest: d.Digest, Effect: d.Effect, Rollback: d.Rollback, CreatedAt: d.RequestedAt, ExpiresAt: d.ExpiresAt,
+		Input: d.Input, InputState: d.InputState, Digest: d.Digest, Effect: d.Effect, Rollback: d.Rollback, CreatedAt: d.RequestedAt, ExpiresAt: d.ExpiresAt,
 		DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, DecisionNote: d.Note}
 	if string(d.TargetNow) != "null" {
 		v.Target = d.TargetNow
@@ -315,20 +315,23 @@ func printApprovals(out io.Writer, views []*engine.ApprovalView) error {
 	return w.Flush()
 }
 
-// printApproval prints one approval for review. Every text that came from
-// an agent, the database or the config goes through display: the input
-// and the target are indented JSON whose unsafe characters are escaped, so
-// what the approver reads is what executes, however the agent spaced or
-// spelled it.
 // printApproval prints v as its approver reviews it; approve is the
-// command that approves its exact input, printed for a pending one.
+// command that approves its exact input, printed for a pending one whose
+// input could be shown. Every text that came from an agent, the database
+// or the config goes through display: the input and the target are
+// indented JSON whose unsafe characters are escaped, so what the approver
+// reads is what executes, however the agent spaced or spelled it.
 func printApproval(w io.Writer, v *engine.ApprovalView, approve string) {
 	fmt.Fprintf(w, "approval %s (%s)\n  action:       %s", v.ID, display.Text(string(v.Status)), display.Text(v.Action))
 	if v.Destructive {
 		fmt.Fprint(w, " (destructive)")
 	}
 	fmt.Fprintf(w, "\n  requested by: %s at %s\n  expires:      %s\n", display.Text(v.RequestedBy), v.CreatedAt.UTC().Format(time.RFC3339), v.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "  input (what executes, indented to read):\n    %s\n  digest:       %s\n", display.JSON(v.Input, "    ", "  "), display.Text(v.Digest))
+	if v.InputState != "" {
+		fmt.Fprintf(w, "  input:        cannot be shown (the sealed input is %s)\n  digest:       %s\n", display.Text(string(v.InputState)), display.Text(v.Digest))
+	} else {
+		fmt.Fprintf(w, "  input (what executes, indented to read):\n    %s\n  digest:       %s\n", display.JSON(v.Input, "    ", "  "), display.Text(v.Digest))
+	}
 	if v.Effect != "" {
 		fmt.Fprintf(w, "  effect:       %s\n", display.Text(v.Effect))
 	}
@@ -351,7 +354,12 @@ func printApproval(w io.Writer, v *engine.ApprovalView, approve string) {
 		}
 		fmt.Fprintln(w)
 	}
-	if v.Status == store.ApprovalPending {
+	switch {
+	case v.Status != store.ApprovalPending:
+	case v.InputState != "":
+		// Nobody may approve what they were not shown (X_APPROVAL_INPUT_UNREADABLE).
+		fmt.Fprintf(w, "\nIts input cannot be shown here, so it cannot be approved here; it may be rejected.\n")
+	default:
 		fmt.Fprintf(w, "\nTo approve this exact input:\n  %s\n", display.Text(approve))
 	}
 }

@@ -97,6 +97,31 @@ func TestPrintApprovalEscapes(t *testing.T) {
 	}
 }
 
+// TestPrintApprovalUnshownInput: a pending approval whose sealed input
+// cannot be shown (unreadable here, or shredded) prints no input and no
+// command to approve it — approving a digest beside no input approves
+// nothing the person read — and says it may be rejected.
+func TestPrintApprovalUnshownInput(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	v := &engine.ApprovalView{ID: uuid.MustParse("11111111-2222-3333-4444-555555555555"), Tenant: "acme", Action: "cancel_order",
+		Status: "pending", RequestedBy: "agent-7", InputState: engine.InputUnreadable, Digest: strings.Repeat("ab", 32),
+		CreatedAt: at, ExpiresAt: at.Add(time.Hour)}
+	var out bytes.Buffer
+	printApproval(&out, v, "orangerail approvals approve ID --server URL --digest D")
+	for _, line := range []string{
+		"  input:        cannot be shown (the sealed input is unreadable)\n",
+		"\nIts input cannot be shown here, so it cannot be approved here; it may be rejected.\n",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("printApproval lacks %q:\n%s", line, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "approvals approve") || strings.Contains(out.String(), "null") {
+		t.Errorf("printApproval offers to approve an input it did not show:\n%s", out.String())
+	}
+}
+
 // TestApprovalsShowSpoof stages the spoof through the engine, as an agent
 // would, and reads it back through the CLI: show, show --json, list, and
 // an error, none with a control, bidirectional or invisible character raw.

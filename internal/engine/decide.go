@@ -130,8 +130,16 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 			out = refuse(StatusDenied, errcode.Forbidden)
 			return nil
 		}
-		if _, state := e.openInput(a); state == InputShredded {
+		switch _, state := e.openInput(a); {
+		case state == InputShredded:
 			out = refuse(StatusDenied, errcode.ApprovalInputShredded)
+			return nil
+		case state == InputUnreadable && d.Approve:
+			// Whoever approves must have been shown what executes: an
+			// input this replica cannot open was shown to nobody here,
+			// and another replica that holds the key would run it. It may
+			// still be rejected.
+			out = refuse(StatusDenied, errcode.ApprovalInputUnreadable)
 			return nil
 		}
 		if a, err = e.expireIfLapsed(ctx, tx, tenant, a); err != nil {
@@ -191,10 +199,10 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 // make, in two round trips instead of four: the approval read alone, then
 // the decision sent with its scope and committed with it (a person's desk
 // waits on each). It answers nil, nil when decide must: the approval is
-// not found, not the person's to decide, not pending, shredded, lapsed by
-// the engine's clock, or asks four-eyes to read its requester's issuer, or
-// the digest shown is not its input's — each of which decide reads again
-// and answers — or it changed between the read and the decision (decided
+// not found, not the person's to decide, not pending, shredded or
+// unreadable, lapsed by the engine's clock, or asks four-eyes to read its
+// requester's issuer, or the digest shown is not its input's — each of
+// which decide reads again and answers — or it changed between the read and the decision (decided
 // meanwhile, lapsed by the database's clock: the decision finds no
 // pending row and writes nothing). A store that fails the read fails the
 // decision, as it would fail decide's.
@@ -216,8 +224,8 @@ func (e *Engine) decideQuickly(ctx context.Context, decider *Caller, d Decision)
 		(*e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject) || (d.Approve && !digestIs(d.Digest, a.InputDigest)) {
 		return nil, nil
 	}
-	if _, state := e.openInput(a); state == InputShredded {
-		return nil, nil
+	if _, state := e.openInput(a); state != InputOpen {
+		return nil, nil // shredded or unreadable: decide refuses or records it
 	}
 	m, err := e.decisionOf(tenant, a, decider, d, nil)
 	if err != nil {

@@ -248,3 +248,59 @@ func TestSealedInputAcrossRotation(t *testing.T) {
 	want(t, after.Check(ctx, support("acme"), lost.ApprovalID.String()), engine.StatusOK)
 	verifyClean(t, b, "acme")
 }
+
+// TestUnreadableInputIsNotApproved: during a key rotation a replica that
+// does not yet hold the key an input was sealed under cannot show that
+// input, so nobody deciding there may approve it — the replica that holds
+// the key would run it — whichever path the decision takes (the quick one
+// or the full one); it may be rejected. Where the key is held the same
+// approval is approved as usual.
+func TestUnreadableInputIsNotApproved(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	oldHex, newHex := strings.Repeat("5f", 32), strings.Repeat("6a", 32)
+	seal := ontologytest.Set("approvals.seal_inputs", true)
+	stale := ringEngineWith(t, b, mustRing(t, oldHex), seal)
+	fresh := ringEngineWith(t, b, mustRing(t, "k2:"+newHex+",legacy:"+oldHex), seal)
+
+	staged := fresh.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "sealed under k2"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	v, err := stale.ShowApproval(ctx, "acme", id)
+	if err != nil || v.Input != nil || v.InputState != engine.InputUnreadable {
+		t.Fatalf("the stale replica's view = %s %s, %v", v.Input, v.InputState, err)
+	}
+	// The digest is shown beside no input: approving it approves nothing
+	// the person read.
+	for _, d := range []engine.Decision{
+		{ApprovalID: id, Approve: true, Digest: v.Digest},
+		{ApprovalID: id, Approve: true, Digest: v.Digest, Note: "looks fine"},
+	} {
+		out := stale.Decide(ctx, approver("acme"), d)
+		if out.Status != engine.StatusDenied || out.Code != errcode.ApprovalInputUnreadable {
+			t.Fatalf("approving an input the replica cannot show = %s %s", out.Status, out.Code)
+		}
+	}
+	if v, err := fresh.ShowApproval(ctx, "acme", id); err != nil || v.Status != "pending" {
+		t.Fatalf("after the refusals the approval is %v (%v), want pending", v.Status, err)
+	}
+	if out := fresh.Check(ctx, support("acme"), id); out.Status != engine.StatusPending {
+		t.Fatalf("polling on the fresh replica = %s %s, want still pending", out.Status, out.Code)
+	}
+	if s := orderStatus(t, b, "acme", "o-1001"); s == "cancelled" {
+		t.Fatal("an approval nobody was shown executed")
+	}
+	// Rejecting it needs no reading: refused it does nothing.
+	want(t, stale.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: id, Note: "cannot read it"}), engine.StatusOK)
+
+	// Where the key is held, a new one is approved and runs.
+	again := fresh.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "sealed under k2"}`))
+	want(t, again, engine.StatusApprovalPending)
+	approve(t, fresh, "acme", again.ApprovalID.String())
+	want(t, fresh.Check(ctx, support("acme"), again.ApprovalID.String()), engine.StatusOK)
+	verifyClean(t, b, "acme")
+}

@@ -222,7 +222,7 @@ var table = []Entry{
 		"Check the id and the tenant with `orangerail approvals list --tenant T`.", ""},
 	{ApprovalInputShredded, "The approval's sealed input was crypto-shredded (approvals.retention passed after the approval ended): nobody can read it again, and the approval, already decided, cannot be decided.",
 		"Nothing to decide: the audit log keeps the approval's records and its input's digest. To act again, the agent makes a new call.", ""},
-	{ApprovalInputUnreadable, "The approval's sealed input does not open: the key ring no longer holds the key that sealed it (its kid is the approval's input_key_id), or the row was altered. It is not executed.",
+	{ApprovalInputUnreadable, "The approval's sealed input does not open here: the key ring no longer holds (or, during a key rotation, does not yet hold) the key that sealed it (its kid is the approval's input_key_id), or the row was altered. It is not executed, and nobody may approve it here, since nobody here can be shown it; it may be rejected.",
 		"Put the dropped key back in ORANGERAIL_SECRET_KEY (inactive) until the approval has ended; drop keys only as the README's key rotation says.", ""},
 	{BreakGlassRefused, "A break-glass decision needs a reason and a connection logged in as the owner of the orangerail schema (or a superuser) acting as itself; this one gave no reason, or is a runtime login or SET ROLE to another role.",
 		"Decide through the desk or `orangerail approvals approve --server URL` when it is up; otherwise pass --reason TEXT and the owner's database URL (the one `orangerail migrate` runs with), not the runtime's.", ""},

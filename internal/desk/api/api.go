@@ -260,6 +260,8 @@ func refusalMessage(code errcode.Code) string {
 		return "the approval lapsed before it was decided"
 	case errcode.ApprovalInputShredded:
 		return "the approval was decided long ago and its sealed input shredded"
+	case errcode.ApprovalInputUnreadable:
+		return "the approval's sealed input does not open on this server, so it may not be approved here (it may be rejected)"
 	case errcode.ApprovalArgumentsMismatch:
 		return "the digest is not the digest of the approval's input: review it again"
 	}
@@ -330,6 +332,7 @@ var statusOf = map[errcode.Code]int{
 	errcode.ApprovalDecided:           http.StatusConflict,
 	errcode.ApprovalExpired:           http.StatusConflict,
 	errcode.ApprovalInputShredded:     http.StatusConflict,
+	errcode.ApprovalInputUnreadable:   http.StatusConflict,
 	errcode.ApprovalArgumentsMismatch: http.StatusUnprocessableEntity,
 	errcode.AuditCheckpointMissing:    http.StatusNotFound,
 	errcode.AuditProofRange:           http.StatusBadRequest,

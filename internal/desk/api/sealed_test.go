@@ -65,3 +65,45 @@ func TestSealedInputAPI(t *testing.T) {
 		t.Fatalf("deciding a shredded approval: %d %s", a.status, a.body)
 	}
 }
+
+// TestUnreadableInputAPI: an approval whose sealed input this server
+// cannot open (sealed under a key its ring does not hold, as on a replica
+// not yet given a rotation's new key) shows no input and says why, and
+// approving it is refused 409 X_APPROVAL_INPUT_UNREADABLE — the person was
+// shown nothing — while rejecting it is recorded.
+func TestUnreadableInputAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDesk(t, func(cfg *ontology.Config) { cfg.Approvals.SealInputs = true }, nil)
+	c := newContract(t)
+	bob := d.token("bob", "acme", true, "approver")
+	cfg := d.rt.Config
+	catalog, err := cfg.ReadCatalog(ctx, d.rt.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := make([]byte, engine.KeySize)
+	copy(other, "another replica's newer key.....")
+	elsewhere, err := engine.New(engine.Config{Ontology: cfg, Store: d.rt.Store, Effects: effects.Factories(), Catalog: catalog, Key: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := d.stage(elsewhere, d.agent("agent-7", "acme"), "cancel_order", `{"reason": "sealed-elsewhere-marker", "order_id": "o-1001"}`)
+
+	a := d.do("GET", "/api/v1/approvals/"+id, bob, "")
+	c.check(t, "GET", "/approvals/{id}", a)
+	detail := a.json(t)
+	if a.status != 200 || detail["input"] != nil || detail["input_state"] != string(engine.InputUnreadable) || strings.Contains(string(a.body), "sealed-elsewhere-marker") {
+		t.Fatalf("the unreadable input's detail: %d %s", a.status, a.body)
+	}
+	a = d.do("POST", "/api/v1/approvals/"+id+"/decision", bob, `{"decision":"approve","digest":"`+detail["digest"].(string)+`"}`)
+	c.check(t, "POST", "/approvals/{id}/decision", a)
+	if a.status != 409 || a.code(t) != "X_APPROVAL_INPUT_UNREADABLE" {
+		t.Fatalf("approving an input nobody here was shown: %d %s", a.status, a.body)
+	}
+	a = d.do("POST", "/api/v1/approvals/"+id+"/decision", bob, `{"decision":"reject","note":"cannot read it"}`)
+	c.check(t, "POST", "/approvals/{id}/decision", a)
+	if a.status != 200 {
+		t.Fatalf("rejecting it: %d %s", a.status, a.body)
+	}
+}

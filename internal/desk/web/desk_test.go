@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/desk/web"
+	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
@@ -798,5 +800,51 @@ func TestSessionBoundToNetworks(t *testing.T) {
 	}
 	if got := from("127.0.0.1"); got.status != http.StatusOK {
 		t.Fatalf("the session from 127.0.0.1: %d\n%s", got.status, got.body)
+	}
+}
+
+// TestUnreadableInputOffersNoApprove: an approval whose sealed input this
+// server cannot open (another replica sealed it under a key this one's
+// ring does not hold yet) shows no input and no Approve form, only
+// Reject, and says why; an approve posted anyway is refused 409
+// X_APPROVAL_INPUT_UNREADABLE and decides nothing.
+func TestUnreadableInputOffersNoApprove(t *testing.T) {
+	f := newFixtureWith(t, ontologytest.Set("approvals.seal_inputs", true))
+	ctx := context.Background()
+	catalog, err := f.rt.Config.ReadCatalog(ctx, f.rt.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := make([]byte, engine.KeySize)
+	copy(other, "another replica's newer key.....")
+	elsewhere, err := engine.New(engine.Config{Ontology: f.rt.Config, Store: f.rt.Store, Effects: effects.Factories(), Catalog: catalog, Key: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged := elsewhere.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "sealed-elsewhere-marker"}`))
+	if staged.Status != engine.StatusApprovalPending {
+		t.Fatalf("staging: %+v", staged)
+	}
+	id := staged.ApprovalID.String()
+	ada := f.client(t)
+	ada.signIn("ada")
+	detail := ada.get(f.base + web.Path + "/" + id)
+	if detail.status != http.StatusOK || strings.Contains(detail.body, "approve-form") || !strings.Contains(detail.body, "reject-form") ||
+		!strings.Contains(detail.body, `id="unshown"`) || strings.Contains(detail.body, "sealed-elsewhere-marker") {
+		t.Fatalf("ada's view of an input this server cannot open: %d\n%s", detail.status, detail.body)
+	}
+	v, err := f.rt.Engine.ShowApproval(ctx, tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := ada.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"approve"}, "digest": {v.Digest}}, nil)
+	if forged.status != http.StatusConflict || !strings.Contains(forged.body, string(errcode.ApprovalInputUnreadable)) {
+		t.Fatalf("an approve posted anyway: %d\n%s", forged.status, forged.body)
+	}
+	if v, err := f.rt.Engine.ShowApproval(ctx, tenant, id); err != nil || v.Status != store.ApprovalPending {
+		t.Fatalf("the approval is %v (%v), want still pending", v.Status, err)
+	}
+	if done := ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": "cannot read it"})); done.status != http.StatusOK {
+		t.Fatalf("rejecting it: %d\n%s", done.status, done.body)
 	}
 }

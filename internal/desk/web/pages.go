@@ -62,6 +62,9 @@ type detail struct {
 	// MayDecide shows the decision forms; Why says why they are not shown.
 	MayDecide bool
 	Why       string
+	// Unshown: the input could not be shown (a sealed input this replica
+	// cannot open), so it may be rejected, never approved.
+	Unshown bool
 }
 
 func funcs() template.FuncMap {
@@ -226,7 +229,7 @@ func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, st
 	}
 	p := d.pageFor(s, "Approval "+v.ID.String())
 	dt := &detail{row: d.rowOf(v), Input: shownInput(v, func(b []byte) string { return display.JSON(b, "", "  ") }), Digest: v.Digest, Effect: display.Text(v.Effect),
-		Rollback: display.Text(v.Rollback), Destructive: v.Destructive, MayDecide: d.mayDecide(s.caller, v)}
+		Rollback: display.Text(v.Rollback), Destructive: v.Destructive, MayDecide: d.mayDecide(s.caller, v), Unshown: v.InputState != ""}
 	if len(v.WouldWrite) > 0 {
 		dt.WouldWrite = display.JSON(v.WouldWrite, "", "  ")
 	}
@@ -282,6 +285,8 @@ func refusalText(code errcode.Code) string {
 		return "This approval lapsed before your decision arrived: nothing was decided."
 	case errcode.ApprovalInputShredded:
 		return "This approval was decided long ago, and its sealed input has been shredded: nothing was decided."
+	case errcode.ApprovalInputUnreadable:
+		return "This approval's sealed input cannot be opened here, so it cannot be shown to you and may not be approved: nothing was decided."
 	case errcode.ApprovalFourEyes:
 		return "You requested this approval; another approver must decide it."
 	case errcode.Forbidden:
@@ -316,7 +321,7 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 	case errcode.ApprovalNotFound:
 		d.refuseIn(w, r, s, http.StatusNotFound, errcode.ApprovalNotFound, "There is no such approval in your tenant.")
 		return
-	case errcode.ApprovalDecided, errcode.ApprovalExpired, errcode.ApprovalInputShredded:
+	case errcode.ApprovalDecided, errcode.ApprovalExpired, errcode.ApprovalInputShredded, errcode.ApprovalInputUnreadable:
 		status = http.StatusConflict
 	case errcode.ApprovalArgumentsMismatch:
 		status = http.StatusUnprocessableEntity
