@@ -73,6 +73,16 @@ func orderStatus(t *testing.T, b *testBundle, tenant, id string) string {
 	return s
 }
 
+// orderAddress is acme's order id's shipping address.
+func orderAddress(t *testing.T, b *testBundle, id string) string {
+	t.Helper()
+	var s string
+	if err := b.admin.QueryRow(context.Background(), "SELECT shipping_address FROM orders WHERE org_id = 'acme' AND id = $1", id).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func verifyClean(t *testing.T, b *testBundle, tenant string) {
 	t.Helper()
 	r, err := engine.VerifyTenant(context.Background(), b.runtime, tenant, engine.VerifyOptions{})
@@ -460,11 +470,72 @@ func TestExactlyOneExecutionUnderConcurrentPolls(t *testing.T) {
 	for _, s := range results {
 		counts[s]++
 	}
-	if counts[engine.StatusOK] != 1 || counts[engine.StatusConsumed] != 63 {
+	// One poll executes. A poll that came while it held its slot spent
+	// nothing and was told to poll again (rate_limited, recorded); one
+	// that came after it consumed the approval was told so.
+	if counts[engine.StatusOK] != 1 || counts[engine.StatusConsumed]+counts[engine.StatusRateLimited] != 63 {
 		t.Fatalf("outcomes %v", counts)
 	}
-	if got := phases(t, b.testBundle, "acme", id); !slices.Equal(got, []string{"staged", "approved", "execution_started", "execution_succeeded"}) {
-		t.Fatalf("phases %v", got)
+	var executions []string
+	limited := 0
+	for _, p := range phases(t, b.testBundle, "acme", id) {
+		if p == "rate_limited" {
+			limited++
+			continue
+		}
+		executions = append(executions, p)
+	}
+	if !slices.Equal(executions, []string{"staged", "approved", "execution_started", "execution_succeeded"}) || limited != counts[engine.StatusRateLimited] {
+		t.Fatalf("phases %v and %d rate_limited, for outcomes %v", executions, limited, counts)
+	}
+	// The one execution spent the budget once, and holds no slot now.
+	var day, running int
+	if err := b.admin.QueryRow(ctx, `SELECT (SELECT day_calls FROM orangerail.budget_counts WHERE tenant_id = 'acme' AND action = 'update_shipping_address'),
+		(SELECT count(*) FROM orangerail.budget_leases WHERE tenant_id = 'acme')`).Scan(&day, &running); err != nil || day != 1 || running != 0 {
+		t.Fatalf("the budget counts %d executions and %d running (%v), want 1 and 0", day, running, err)
+	}
+	want(t, b.engine.Check(ctx, support("acme"), id), engine.StatusConsumed)
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestHeldPollDoesNotExecute: a poll that finds another poll of the same
+// approval holding a slot to execute it (that poll spent; here it stalled,
+// or its replica died, before its consume) does not execute unspent — it
+// is told to poll again and the budget is untouched — and once the slot
+// lapses a poll spends and executes.
+func TestHeldPollDoesNotExecute(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "update_shipping_address", json.RawMessage(`{"order_id": "o-1001", "address": "1 Held Street"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	approve(t, b.engine, "acme", id)
+	// The holder's lease, as its spend left it (correlation id: the
+	// approval's).
+	if _, err := b.admin.Exec(ctx, `INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
+		VALUES ('acme', 'update_shipping_address', gen_random_uuid(), $1, now() + interval '1 hour')`, id); err != nil {
+		t.Fatal(err)
+	}
+	out := b.engine.Check(ctx, support("acme"), id)
+	if out.Status != engine.StatusRateLimited || out.RateLimit == nil || out.RateLimit.Limit != engine.LimitConcurrent ||
+		out.RateLimit.RetryAfter <= 0 || out.RateLimit.RetryAfter > time.Second {
+		t.Fatalf("a poll while another holds the slot = %s %+v", out.Status, out.RateLimit)
+	}
+	if s := orderAddress(t, b.testBundle, "o-1001"); s == "1 Held Street" {
+		t.Fatal("a poll that spent nothing executed")
+	}
+	var day int
+	if err := b.admin.QueryRow(ctx, `SELECT coalesce((SELECT day_calls FROM orangerail.budget_counts WHERE tenant_id = 'acme' AND action = 'update_shipping_address'), 0)`).Scan(&day); err != nil || day != 0 {
+		t.Fatalf("the budget counts %d executions (%v), want 0", day, err)
+	}
+	// The holder's slot lapses: the next poll spends and executes.
+	if _, err := b.admin.Exec(ctx, `UPDATE orangerail.budget_leases SET expires_at = now() - interval '1 second' WHERE correlation_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	want(t, b.engine.Check(ctx, support("acme"), id), engine.StatusOK)
+	if s := orderAddress(t, b.testBundle, "o-1001"); s != "1 Held Street" {
+		t.Fatalf("the order's address is %q after the execution", s)
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
