@@ -196,7 +196,7 @@ func (e *Engine) DescribeObject(ctx context.Context, caller *Caller, object stri
 		default:
 			continue
 		}
-		if !e.canRead(caller, e.cfg.Objects[there]) {
+		if !e.mayFollow(caller, there, many) {
 			continue
 		}
 		d.Links = append(d.Links, LinkDescription{Name: name, Title: l.Title, Object: there, From: l.From, To: l.To, Many: many})

@@ -156,6 +156,20 @@ func (e *Engine) canRead(caller *Caller, o *ontology.Object) bool {
 	return ok && e.audience(caller, "", o.AudienceProgram())
 }
 
+// mayFollow reports whether caller may read what a link reaches in
+// object there: the one row it points to (through there's get tool) or,
+// many, the rows pointing back (through its list tool). Including a link
+// reads there as that tool would, so it passes that tool's gates: the
+// object's read access and audience, and the scope that grants the tool —
+// a token scoped to orders alone reads no customer through an order.
+func (e *Engine) mayFollow(caller *Caller, there string, many bool) bool {
+	tool := ontology.GetTool(there)
+	if many {
+		tool = ontology.ListTool(there)
+	}
+	return e.canRead(caller, e.cfg.Objects[there]) && e.missingScope(caller, tool) == ""
+}
+
 // audience evaluates an audience predicate for caller: only a literal
 // true admits. A predicate that fails to evaluate hides the tool, and
 // the host log says why, for the operator whose predicate it is.

@@ -175,7 +175,7 @@ func (e *Engine) linkTouches(link, object string) bool {
 // fetchLink reads the rows a link reaches from row: the one row it points
 // to, from the link's from side, or the rows pointing at row (up to the
 // linked object's max_limit), from its to side. A linked object the caller
-// may not read is withheld, not an error.
+// may not read (mayFollow) is withheld, not an error.
 func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, object, name string, row json.RawMessage) (any, error) {
 	l := e.cfg.Links[name]
 	fromObj, fromField, _ := strings.Cut(l.From, ".")
@@ -185,7 +185,7 @@ func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, objec
 		hereField, there, thereField, many = toField, fromObj, fromField, true
 	}
 	target := e.cfg.Objects[there]
-	if !e.canRead(caller, target) {
+	if !e.mayFollow(caller, there, many) {
 		return map[string]string{"withheld": "the caller may not read " + there}, nil
 	}
 	var fields map[string]json.RawMessage

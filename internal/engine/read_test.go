@@ -15,6 +15,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
 type exampleBundle struct {
@@ -170,6 +171,51 @@ func TestGet(t *testing.T) {
 	cust := item(t, get(agent("acme", "support"), "customer", `{"id": "c-1", "include": ["order_customer"]}`))
 	if n := len(cust["$links"].(map[string]any)["order_customer"].([]any)); n != 2 {
 		t.Fatalf("c-1 has %d orders through the link, want 2", n)
+	}
+}
+
+// TestIncludeNeedsTheLinkedToolsScope: including a link reads the linked
+// object as its own tool would, so it passes that tool's scope too: a
+// token scoped to orders alone reads no customer through an order (nor
+// are orders read through a customer without the scope of order_list), and
+// describe_object does not offer the link; with both scopes it is read.
+func TestIncludeNeedsTheLinkedToolsScope(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.SetYAML("scopes", `{
+  "orders:read": [check_approval, describe_object, describe_action, list_policies, errors_explain, order_get, order_list, product_get, product_list],
+  "customers:read": [customer_get, customer_list],
+  "orders:write": [cancel_order, create_return_label, update_shipping_address, add_order_note]}`))
+	scoped := func(scopes ...string) *engine.Caller {
+		c := agent("acme", "support")
+		c.Scopes = scopes
+		return c
+	}
+	linkOf := func(c *engine.Caller, object, args string) any {
+		return item(t, e.Get(ctx, c, object, json.RawMessage(args)))["$links"].(map[string]any)["order_customer"]
+	}
+	ordersOnly, customersOnly, both := scoped("orders:read"), scoped("customers:read"), scoped("orders:read", "customers:read")
+	if l, ok := linkOf(ordersOnly, "order", `{"id": "o-1001", "include": ["order_customer"]}`).(map[string]any); !ok || l["withheld"] == nil || l["name"] != nil {
+		t.Fatalf("a token without customers:read read through the link: %v", l)
+	}
+	if l, ok := linkOf(both, "order", `{"id": "o-1001", "include": ["order_customer"]}`).(map[string]any); !ok || l["name"] != "Ada Lovelace" {
+		t.Fatalf("a token with both scopes: %v", l)
+	}
+	if l, ok := linkOf(customersOnly, "customer", `{"id": "c-1", "include": ["order_customer"]}`).(map[string]any); !ok || l["withheld"] == nil {
+		t.Fatalf("a token without orders:read read orders through the link: %v", l)
+	}
+	if l, ok := linkOf(both, "customer", `{"id": "c-1", "include": ["order_customer"]}`).([]any); !ok || len(l) != 2 {
+		t.Fatalf("a token with both scopes, from the customer: %v", l)
+	}
+	for _, tc := range []struct {
+		caller *engine.Caller
+		links  int
+	}{{ordersOnly, 0}, {both, 1}} {
+		d, refused := e.DescribeObject(ctx, tc.caller, "order")
+		if refused != nil || len(d.Links) != tc.links {
+			t.Fatalf("describe_object order for scopes %v offers links %+v (%v), want %d", tc.caller.Scopes, d, refused, tc.links)
+		}
 	}
 }
 
