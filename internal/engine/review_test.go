@@ -6,9 +6,11 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -273,4 +275,73 @@ func TestAuditTextWithNULIsStored(t *testing.T) {
 	if text != `upstream said a\u0000b` {
 		t.Fatalf("error text %q", text)
 	}
+}
+
+// TestBackfilledRecordsAreJudgedInChainOrder: the records an execution
+// lacks, inserted afterwards by the table's owner with ids chosen below the
+// execution's (the id column is no part of what the chain covers), sit
+// after the execution in the chain once sealed. Both verifiers judge the
+// relations in chain order, so the execution stays unexplained — they
+// compared ids, and found nothing missing.
+func TestBackfilledRecordsAreJudgedInChainOrder(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	var definition []byte
+	if err := b.admin.QueryRow(ctx, "SELECT definition_hash FROM orangerail.approvals WHERE id = $1", staged.ApprovalID).Scan(&definition); err != nil {
+		t.Fatal(err)
+	}
+	// An approval written around orangerail: its poll is refused, and the
+	// refusal (an execution's record) names it with nothing before it.
+	id := uuid.New()
+	if _, err := b.admin.Exec(ctx, `INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, input, input_digest, definition_hash,
+			status, decided_by, decided_at, expires_at)
+		SELECT $1, 'acme', 'cancel_order', 'agent-7', '{"order_id":"o-1001","reason":"x"}', $2, $3,
+			'approved', 'alice@example.com', now(), now() + interval '1 hour'`, id, make([]byte, 32), definition); err != nil {
+		t.Fatal(err)
+	}
+	want(t, b.engine.Check(ctx, support("acme"), id.String()), engine.StatusSignatureMismatch)
+	if _, err := engine.SealTenant(ctx, b.runtime, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	unexplained := func(when string) {
+		t.Helper()
+		r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+		if err != nil || len(r.UnexplainedExecutions) != 1 || r.UnexplainedExecutions[0].ApprovalID != id {
+			t.Fatalf("%s: the Go verifier's unexplained executions %+v (%v), want the forged approval's", when, r, err)
+		}
+		var n int
+		if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_unexplained_executions('acme') WHERE approval_id = $1", id).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%s: SQL's unexplained executions of the forged approval: %d (%v), want 1", when, n, err)
+		}
+	}
+	unexplained("before the back-fill")
+
+	// The owner back-fills the staged and approved records, dated an hour
+	// earlier, under ids below every record's, and lets them be sealed.
+	at := time.Now().UTC().Add(-time.Hour)
+	for i, rec := range []struct{ phase, kind, subject string }{{"staged", "agent", "agent-7"}, {"approved", "human", "alice@example.com"}} {
+		entry := fmt.Sprintf(`{"action":"cancel_order","actor":{"kind":%q,"subject":%q},"approval_id":%q,"at":%q,"correlation_id":%q,"dev_mode":false,"phase":%q,"tenant":"acme","v":1}`,
+			rec.kind, rec.subject, id, at.Add(time.Duration(i)*time.Second).Format("2006-01-02T15:04:05.000000Z"), id, rec.phase)
+		if _, err := b.admin.Exec(ctx, `INSERT INTO orangerail.audit (id, tenant_id, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id)
+			OVERRIDING SYSTEM VALUE
+			SELECT $1, c.tenant_id, $2, c.at, c.correlation_id, c.phase, c.action, c.actor, c.actor_kind, c.dev_mode, c.approval_id
+			FROM orangerail.audit_entry_columns($2) c`, -10+i, []byte(entry)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := engine.SealTenant(ctx, b.runtime, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	var chain []string
+	rows, err := b.admin.Query(ctx, "SELECT phase FROM orangerail.audit WHERE tenant_id = 'acme' AND approval_id = $1 ORDER BY seq", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chain, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || !slices.Equal(chain, []string{"signature_mismatch", "staged", "approved"}) {
+		t.Fatalf("the forged approval's records in chain order: %v (%v)", chain, err)
+	}
+	unexplained("after the back-fill")
 }
