@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -350,5 +351,33 @@ func TestParse(t *testing.T) {
 		if _, err := Parse(text); errcode.Of(err) != errcode.AuditProofMalformed {
 			t.Errorf("Parse(%q): %v", text, err)
 		}
+	}
+}
+
+// TestAnchored: a proof is tied to a kept checkpoint by its own checkpoint,
+// or through consistency proofs beside it, from either end; one tied to
+// nothing kept is not, and the kept list is the caller's still.
+func TestAnchored(t *testing.T) {
+	t.Parallel()
+	root := func(b byte) Hex { return bytes.Repeat([]byte{b}, HashSize) }
+	const o = "log/acme"
+	kept := make([]Checkpoint, 1, 8) // room past its length, which Anchored must not write
+	kept[0] = Checkpoint{Origin: o, Size: 4, Root: root(4)}
+	results := []*Result{
+		{Kind: KindInclusion, Origin: o, Size: 8, Root: root(8)},                                 // tied through the next
+		{Kind: KindConsistency, Origin: o, Size: 8, Root: root(8), OldSize: 4, OldRoot: root(4)}, // from the kept one
+		{Kind: KindInclusion, Origin: o, Size: 2, Root: root(2)},                                 // tied through the next, backwards
+		{Kind: KindConsistency, Origin: o, Size: 4, Root: root(4), OldSize: 2, OldRoot: root(2)}, // to the kept one
+		{Kind: KindConsistency, Origin: o, Size: 9, Root: root(9), OldSize: 3, OldRoot: root(3)}, // between two unkept ones
+		{Kind: KindInclusion, Origin: "log/globex", Size: 4, Root: root(4)},                      // another log's
+		{Kind: KindInclusion, Origin: o, Size: 4, Root: root(5)},                                 // the kept size, another root
+		nil, // a proof that failed
+	}
+	got := Anchored(results, kept)
+	if want := []bool{true, true, true, true, false, false, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("Anchored = %v, want %v", got, want)
+	}
+	if spare := kept[1:cap(kept)]; slices.ContainsFunc(spare, func(c Checkpoint) bool { return c.Size != 0 }) {
+		t.Fatalf("Anchored wrote into the kept list's array: %v", spare)
 	}
 }

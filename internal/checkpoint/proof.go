@@ -88,6 +88,11 @@ type Result struct {
 	Seq int64 `json:"seq,omitempty"`
 	// Keys are the ids of the known keys that signed the checkpoint(s).
 	Keys []string `json:"keys"`
+	// Root is the root of the checkpoint the proof is against, and
+	// OldRoot, for a consistency proof, the older checkpoint's: what ties
+	// a proof to a checkpoint kept (Anchored).
+	Root    Hex `json:"root"`
+	OldRoot Hex `json:"old_root,omitempty"`
 }
 
 // CheckOptions tunes Check. The zero value checks the proof alone.
@@ -128,7 +133,7 @@ func Check(r io.Reader, known note.Verifiers, opts CheckOptions) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Kind: p.Kind, Origin: cp.Origin, Size: cp.Size, Keys: keys}
+	res := &Result{Kind: p.Kind, Origin: cp.Origin, Size: cp.Size, Keys: keys, Root: cp.Root}
 	if err := checkAgainst(cp, opts); err != nil {
 		return nil, err
 	}
@@ -150,7 +155,7 @@ func Check(r io.Reader, known note.Verifiers, opts CheckOptions) (*Result, error
 		if err := checkAgainst(old, opts); err != nil {
 			return nil, err
 		}
-		res.OldSize, res.Keys = old.Size, appendNew(res.Keys, oldKeys)
+		res.OldSize, res.OldRoot, res.Keys = old.Size, old.Root, appendNew(res.Keys, oldKeys)
 		if old.Origin != cp.Origin {
 			return nil, invalid(fmt.Sprintf("the checkpoints are of two logs, %q and %q", old.Origin, cp.Origin))
 		}
@@ -163,6 +168,53 @@ func Check(r io.Reader, known note.Verifiers, opts CheckOptions) (*Result, error
 		return res, nil
 	}
 	return nil, malformed(fmt.Sprintf("its kind is %q, not %q or %q", p.Kind, KindInclusion, KindConsistency))
+}
+
+// Anchored reports, for each of results (proofs that verified), whether it
+// is tied to one of kept: its checkpoint is a kept one, or is tied to a
+// kept one through consistency proofs among results (either end of a
+// verified consistency proof is a prefix of, or has for a prefix, the
+// other, so a tie at one end ties the other). A proof that verified but is
+// tied to nothing kept proves something only about checkpoints its key's
+// holder signed: one rewritten after the auditor kept theirs verifies as
+// well.
+func Anchored(results []*Result, kept []Checkpoint) []bool {
+	kept = slices.Clone(kept)
+	tied := func(cp Checkpoint) bool {
+		return slices.ContainsFunc(kept, cp.Equal)
+	}
+	ends := func(r *Result) (Checkpoint, Checkpoint) {
+		return Checkpoint{Origin: r.Origin, Size: r.Size, Root: r.Root}, Checkpoint{Origin: r.Origin, Size: r.OldSize, Root: r.OldRoot}
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, r := range results {
+			if r == nil || r.Kind != KindConsistency {
+				continue
+			}
+			newer, older := ends(r)
+			switch a, b := tied(newer), tied(older); {
+			case a && !b:
+				kept, grew = append(kept, older), true
+			case b && !a:
+				kept, grew = append(kept, newer), true
+			}
+		}
+	}
+	out := make([]bool, len(results))
+	for i, r := range results {
+		if r != nil {
+			newer, _ := ends(r)
+			out[i] = tied(newer)
+		}
+	}
+	return out
+}
+
+// ErrUnanchored is a proof that verified but is tied to no kept
+// checkpoint (Anchored).
+func ErrUnanchored(r *Result) error {
+	return invalid(fmt.Sprintf("its checkpoint of size %d is tied to no checkpoint you kept: check it with a consistency proof from a kept checkpoint to it", r.Size))
 }
 
 func checkInclusion(cp Checkpoint, rec *Record, path []Hex) error {

@@ -173,7 +173,9 @@ func newAuditCheckProofCmd() *cobra.Command {
 			"/api/v1/audit/proof/... wrote: its checkpoint notes are signed by one of the given public keys\n" +
 			"(give the old ones too after a key rotation), and the proof holds against their root hashes.\n" +
 			"It reads no database. --checkpoint names checkpoints you kept (signed notes): a proof's\n" +
-			"checkpoint of the same log and size must have the same root.\n\n" +
+			"checkpoint of the same log and size must have the same root, and every proof must be tied\n" +
+			"to a kept checkpoint — its checkpoint is one, or a consistency proof given beside it leads\n" +
+			"from one to it.\n\n" +
 			"Exit status: 0 when every proof verifies, 1 when one does not, 2 when checking could not run.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			known, err := checkpointKeys(keys, keysFile)
@@ -202,17 +204,35 @@ func newAuditCheckProofCmd() *cobra.Command {
 				Code   errcode.Code       `json:"code,omitempty"`
 				Error  string             `json:"error,omitempty"`
 			}
+			results, errs := make([]*checkpoint.Result, len(args)), make([]error, len(args))
+			for i, path := range args {
+				res, err := checkProofFile(cmd, path, known, opts)
+				var coded *errcode.Error
+				if err != nil && !errors.As(err, &coded) {
+					return err // unreadable: checking could not run
+				}
+				results[i], errs[i] = res, err
+			}
+			// With checkpoints kept, a proof must be tied to one of them
+			// (by its checkpoint, or through the consistency proofs given
+			// beside it): else it proves nothing about the log the
+			// auditor saw.
+			if len(opts.Kept) > 0 {
+				for i, ok := range checkpoint.Anchored(results, opts.Kept) {
+					if errs[i] == nil && !ok {
+						errs[i] = checkpoint.ErrUnanchored(results[i])
+					}
+				}
+			}
 			var outcomes []outcome
 			failed := false
-			for _, path := range args {
-				res, err := checkProofFile(cmd, path, known, opts)
+			for i, path := range args {
+				res, err := results[i], errs[i]
 				o := outcome{File: path, OK: err == nil, Result: res}
 				if err != nil {
 					var coded *errcode.Error
-					if !errors.As(err, &coded) {
-						return err // unreadable: checking could not run
-					}
-					failed, o.Code, o.Error = true, coded.Code, coded.Msg
+					errors.As(err, &coded)
+					failed, o.Code, o.Error, o.Result = true, coded.Code, coded.Msg, nil
 				}
 				outcomes = append(outcomes, o)
 				if !asJSON {

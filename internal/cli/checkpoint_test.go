@@ -157,6 +157,33 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 		!strings.Contains(out, "FAILED: X_AUDIT_PROOF_INVALID") || !strings.Contains(out, "split view") {
 		t.Fatalf("check-proof against another kept checkpoint: exit %d\n%s", code, out)
 	}
+	// With a checkpoint kept, every proof must be tied to it: the record's
+	// inclusion in a later tree proves something about the log the
+	// auditor saw only beside a consistency proof from the kept tree.
+	if code, out, _ := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", keptFile, inclusion); code != exitFindings ||
+		!strings.Contains(out, "seq2.json: FAILED: X_AUDIT_PROOF_INVALID") || !strings.Contains(out, "tied to no checkpoint you kept") {
+		t.Fatalf("an inclusion proof tied to nothing kept: exit %d\n%s", code, out)
+	}
+	if code, out, stderr := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", keptFile, inclusion, consistency); code != exitOK ||
+		!strings.Contains(out, "seq2.json: OK") || !strings.Contains(out, "3to5.json: OK") {
+		t.Fatalf("an inclusion proof tied through a consistency proof: exit %d\n%s%s", code, out, stderr)
+	}
+	// A kept checkpoint of another size that the log no longer grows
+	// from (the key's holder rewrote the log after it was kept, and signs
+	// anew): a proof between two of the rewritten log's checkpoints
+	// verifies, but is tied to nothing the auditor kept.
+	rewrittenKept, err := signer.Sign(checkpoint.Checkpoint{Origin: "orangerail.test/orders/acme", Size: 4, Root: make([]byte, checkpoint.HashSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrittenFile := filepath.Join(dir, "kept4.note")
+	if err := os.WriteFile(rewrittenFile, []byte(rewrittenKept), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", rewrittenFile, consistency); code != exitFindings ||
+		!strings.Contains(out, "3to5.json: FAILED: X_AUDIT_PROOF_INVALID") || !strings.Contains(out, "tied to no checkpoint you kept") {
+		t.Fatalf("a proof that passes by the kept checkpoint of size 4: exit %d\n%s", code, out)
+	}
 	proofBytes, err := os.ReadFile(inclusion)
 	if err != nil {
 		t.Fatal(err)
