@@ -782,9 +782,14 @@ func TestSessionBoundToNetworks(t *testing.T) {
 	f := newFixtureWith(t, ontologytest.Set("identity.allowed_networks", []string{"127.0.0.0/8", "::1/128"}),
 		ontologytest.Set("http.trusted_proxy_hops", 1))
 	c := f.client(t)
+	// Signed in through the proxy, which names the client: behind a
+	// trusted proxy a request that names none comes from an unknown
+	// address, outside every network.
+	c.http.Transport = forwardedFor{"127.0.0.1"}
 	if p := c.signIn("ada"); p.status != http.StatusOK {
-		t.Fatalf("sign-in from loopback: %d\n%s", p.status, p.body)
+		t.Fatalf("sign-in from loopback through the proxy: %d\n%s", p.status, p.body)
 	}
+	c.http.Transport = nil
 	from := func(addr string) response {
 		req, err := http.NewRequest(http.MethodGet, f.base+web.Path+"/", nil)
 		if err != nil {
@@ -801,6 +806,23 @@ func TestSessionBoundToNetworks(t *testing.T) {
 	if got := from("127.0.0.1"); got.status != http.StatusOK {
 		t.Fatalf("the session from 127.0.0.1: %d\n%s", got.status, got.body)
 	}
+	for _, addr := range []string{"", "unknown"} {
+		if got := from(addr); got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.IdentityNetworkRefused)) {
+			t.Fatalf("the session through the proxy naming no client (%q): %d\n%s", addr, got.status, got.body)
+		}
+	}
+}
+
+// forwardedFor is a transport that sends requests as a trusted proxy
+// would, naming the client it saw, unless the request names one.
+type forwardedFor struct{ client string }
+
+func (f forwardedFor) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("X-Forwarded-For") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("X-Forwarded-For", f.client)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // TestUnreadableInputOffersNoApprove: an approval whose sealed input this
@@ -846,5 +868,46 @@ func TestUnreadableInputOffersNoApprove(t *testing.T) {
 	}
 	if done := ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": "cannot read it"})); done.status != http.StatusOK {
 		t.Fatalf("rejecting it: %d\n%s", done.status, done.body)
+	}
+}
+
+// TestManyPendingArePaged: past a page of pending approvals the list says
+// more are waiting, older ones that lapse first, and links to them (a page
+// that does not update by itself and links back); a link the desk did not
+// make is refused. "Recently decided" still shows what was decided before
+// them, however many pending approvals came after.
+func TestManyPendingArePaged(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	rejected := f.stage(t, "o-1001")
+	if out := f.rt.Engine.Decide(ctx, &engine.Caller{Subject: "ada@example.com", Tenant: tenant, Roles: []string{"approver"}, Kind: engine.ActorHuman},
+		engine.Decision{ApprovalID: rejected, Note: "no"}); out.Status != engine.StatusOK {
+		t.Fatalf("reject: %+v", out)
+	}
+	var ids []string
+	for i := range 101 {
+		out := f.rt.Engine.Call(ctx, agent, "cancel_order", json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "reason": "r-%03d"}`, i)))
+		if out.Status != engine.StatusApprovalPending {
+			t.Fatalf("staging %d: %+v", i, out)
+		}
+		ids = append(ids, out.ApprovalID.String())
+	}
+	ada := f.client(t)
+	first := ada.signIn("ada")
+	if first.status != http.StatusOK || !strings.Contains(first.body, `id="more"`) || strings.Contains(first.body, ids[0]) ||
+		!strings.Contains(first.body, ids[100]) || !strings.Contains(first.body, "data-live") || !strings.Contains(first.body, rejected) {
+		t.Fatalf("the first page: %d\n%s", first.status, first.body)
+	}
+	older := regexp.MustCompile(`id="older" href="([^"]+)"`).FindStringSubmatch(first.body)
+	if older == nil {
+		t.Fatalf("no link to the older approvals:\n%s", first.body)
+	}
+	second := ada.get(f.base + html.UnescapeString(older[1]))
+	if second.status != http.StatusOK || !strings.Contains(second.body, ids[0]) || strings.Contains(second.body, ids[100]) ||
+		strings.Contains(second.body, `id="more"`) || !strings.Contains(second.body, `id="paged"`) || strings.Contains(second.body, "data-live") {
+		t.Fatalf("the older page: %d\n%s", second.status, second.body)
+	}
+	if bad := ada.get(f.base + web.Path + "?older=not-a-cursor"); bad.status != http.StatusBadRequest || !strings.Contains(bad.body, string(errcode.RequestInvalid)) {
+		t.Fatalf("a link the desk did not make: %d\n%s", bad.status, bad.body)
 	}
 }

@@ -11,28 +11,36 @@ import (
 	"github.com/orangerail/orangerail/internal/store"
 )
 
-// listLimit is how many pending approvals the list shows.
+// listLimit is how many pending approvals a page of the list shows.
 const listLimit = 100
 
-// pending lists the pending approvals the person may decide, newest
-// first: the engine's page for this caller, as the API serves it.
-func (d *Desk) pending(ctx context.Context, person *engine.Caller) ([]*engine.ApprovalView, error) {
-	page, err := d.c.Engine.PageApprovals(ctx, person, engine.ApprovalQuery{Status: store.ApprovalPending, Limit: listLimit})
-	if err != nil {
-		return nil, err
-	}
-	return page.Items, nil
+// pending lists a page of the pending approvals the person may decide,
+// newest first, from cursor ("" for the newest): the engine's page for
+// this caller, as the API serves it, with the cursor of the older ones
+// ("" when there are none).
+func (d *Desk) pending(ctx context.Context, person *engine.Caller, cursor string) (*engine.ApprovalPage, error) {
+	return d.c.Engine.PageApprovals(ctx, person, engine.ApprovalQuery{Status: store.ApprovalPending, Cursor: cursor, Limit: listLimit})
 }
 
-// recent lists the tenant's approvals of every status, newest first, of
-// the actions the person may decide.
+// decidedStatuses are the statuses "Recently decided" shows.
+var decidedStatuses = []store.ApprovalStatus{store.ApprovalApproved, store.ApprovalRejected, store.ApprovalConsumed, store.ApprovalExpired}
+
+// recent lists the tenant's most recent approvals that are no longer
+// pending, newest first, at most limit, of the actions the person may
+// decide. Each status is read on its own, so that pending approvals,
+// however many, never crowd the decided ones out.
 func (d *Desk) recent(ctx context.Context, person *engine.Caller, limit int32) ([]*engine.ApprovalView, error) {
-	all, err := d.c.Engine.ListApprovals(ctx, person.Tenant, "", limit)
-	if err != nil {
-		return nil, err
-	}
 	decides := d.c.Engine.DecidableActions(person)
-	return slices.DeleteFunc(all, func(v *engine.ApprovalView) bool { return !slices.Contains(decides, v.Action) }), nil
+	var all []*engine.ApprovalView
+	for _, status := range decidedStatuses {
+		some, err := d.c.Engine.ListApprovals(ctx, person.Tenant, status, limit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, slices.DeleteFunc(some, func(v *engine.ApprovalView) bool { return !slices.Contains(decides, v.Action) })...)
+	}
+	slices.SortStableFunc(all, func(a, b *engine.ApprovalView) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return all[:min(len(all), int(limit))], nil
 }
 
 // show returns one approval with its target now and what it would write,

@@ -81,7 +81,7 @@ func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
 		if live, err := d.session(ctx, s.idHash); err != nil || live == nil {
 			return // signed out, revoked, expired, or the database is gone: the page's next load says which
 		}
-		pending, err := d.pending(ctx, s.caller)
+		pending, err := d.pending(ctx, s.caller, "")
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.WarnContext(ctx, "desk: the live list could not be read", "error", err)
@@ -89,7 +89,7 @@ func (d *Desk) events(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 		var b bytes.Buffer
-		if err := d.pages.ExecuteTemplate(&b, "rows", &page{Rows: d.rows(pending)}); err != nil {
+		if err := d.pages.ExecuteTemplate(&b, "rows", &page{Rows: d.rows(pending.Items)}); err != nil {
 			d.log.ErrorContext(ctx, "desk: the live list did not render", "error", err)
 			return
 		}

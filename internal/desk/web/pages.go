@@ -37,6 +37,11 @@ type page struct {
 	Notice           string
 	Rows             []row
 	Recent           []row
+	// Older is the link to the next page of pending approvals ("" on
+	// the last), and Paged says this page is not the newest: it is not
+	// updated live, and links back to the newest.
+	Older string
+	Paged bool
 	Approval         *detail
 	Audit            *auditPage
 }
@@ -185,20 +190,28 @@ func (d *Desk) pageFor(s *session, title string) *page {
 }
 
 func (d *Desk) list(w http.ResponseWriter, r *http.Request, s *session) {
-	pending, err := d.pending(r.Context(), s.caller)
-	if err != nil {
-		d.failed(w, r, "list the approvals", err)
+	cursor := r.URL.Query().Get("older")
+	pending, err := d.pending(r.Context(), s.caller, cursor)
+	if errcode.Of(err) == errcode.RequestInvalid {
+		d.refuseIn(w, r, s, http.StatusBadRequest, errcode.RequestInvalid, "That link to older approvals is not one this desk made for you, or it lapsed: start from the newest.")
 		return
 	}
-	recent, err := d.recent(r.Context(), s.caller, 20)
 	if err != nil {
 		d.failed(w, r, "list the approvals", err)
 		return
 	}
 	p := d.pageFor(s, "Pending approvals")
-	p.Rows = d.rows(pending)
-	for _, v := range recent {
-		if v.Status != store.ApprovalPending {
+	p.Rows, p.Paged = d.rows(pending.Items), cursor != ""
+	if pending.NextCursor != "" {
+		p.Older = Path + "?older=" + url.QueryEscape(pending.NextCursor)
+	}
+	if !p.Paged {
+		recent, err := d.recent(r.Context(), s.caller, 20)
+		if err != nil {
+			d.failed(w, r, "list the approvals", err)
+			return
+		}
+		for _, v := range recent {
 			p.Recent = append(p.Recent, d.rowOf(v))
 		}
 	}
