@@ -40,10 +40,10 @@ type page struct {
 	// Older is the link to the next page of pending approvals ("" on
 	// the last), and Paged says this page is not the newest: it is not
 	// updated live, and links back to the newest.
-	Older string
-	Paged bool
-	Approval         *detail
-	Audit            *auditPage
+	Older    string
+	Paged    bool
+	Approval *detail
+	Audit    *auditPage
 }
 
 // row is one approval in a list, every text made safe to show.
