@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -198,7 +199,7 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	if err := ontology.CheckIssuer(cfg.Issuer); err != nil {
 		return nil, err
 	}
-	r := &Resolver{cfg: cfg, admit: opts.Admission, skew: time.Duration(cfg.ClockSkew), now: opts.NowFunc, client: opts.HTTPClient,
+	r := &Resolver{cfg: cfg, admit: opts.Admission, skew: time.Duration(cfg.ClockSkew), now: opts.NowFunc,
 		refetch: cmp.Or(opts.MinRefetchInterval, MinRefetchIntervalDefault)}
 	if r.skew == 0 {
 		r.skew = ClockSkewDefault
@@ -206,10 +207,41 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	if r.client == nil {
-		r.client = &http.Client{Timeout: 10 * time.Second}
+	client := http.Client{Timeout: 10 * time.Second}
+	if opts.HTTPClient != nil {
+		client = *opts.HTTPClient
 	}
+	// The keys are fetched as the issuer is: over https, or http on
+	// loopback. A redirect elsewhere (https to http off loopback) would
+	// let anyone on the path serve keys that sign tokens for any tenant.
+	follow := client.CheckRedirect
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := secureURL("a redirect of the issuer's", req.URL.String()); err != nil {
+			return err
+		}
+		if follow != nil {
+			return follow(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	r.client = &client
 	return r, nil
+}
+
+// secureURL holds a URL the issuer names (its keys', a redirect) to the
+// issuer's own rule (ontology.CheckIssuer): https, or http on loopback.
+func secureURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%s URL %q is not a URL", what, raw)
+	}
+	if u.Scheme == "https" || (u.Scheme == "http" && ontology.LoopbackHost(u.Hostname())) {
+		return nil
+	}
+	return fmt.Errorf("%s URL %q must be https (%w)", what, raw, ontology.ErrIssuerInsecure)
 }
 
 // Ready loads the issuer's discovery document and signing keys if they are
@@ -239,6 +271,9 @@ func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, er
 	}
 	if err := provider.Claims(&discovered); err != nil || discovered.JWKSURI == "" {
 		return nil, nil, fmt.Errorf("OIDC discovery at %s names no jwks_uri", r.cfg.Issuer)
+	}
+	if err := secureURL("the issuer's jwks_uri", discovered.JWKSURI); err != nil {
+		return nil, nil, fmt.Errorf("OIDC discovery at %s: %w", r.cfg.Issuer, err)
 	}
 	r.keys = &keySet{url: discovered.JWKSURI, client: r.client, now: r.now, interval: r.refetch}
 	r.verifier = oidc.NewVerifier(r.cfg.Issuer, r.keys, &oidc.Config{

@@ -607,3 +607,57 @@ func TestRotatedKeyDuringAnOutageIsNotAnInvalidToken(t *testing.T) {
 		t.Fatalf("once the keys can be fetched: %v", err)
 	}
 }
+
+// TestKeysAreFetchedAsTheIssuerIs: the issuer must be https (or http on
+// loopback), and so must where its keys are fetched from — the jwks_uri
+// its discovery names, and any redirect on the way — else anyone on the
+// path could serve keys that sign tokens for every tenant. Either is
+// refused before a request is sent there.
+func TestKeysAreFetchedAsTheIssuerIs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		jwksURI func(base string) string
+	}{
+		{"a plain-http jwks_uri", func(string) string { return "http://keys.example.invalid/jwks" }},
+		{"a redirect to plain http", func(base string) string { return base + "/redirect" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var plain atomic.Int32
+			mux := http.NewServeMux()
+			srv := httptest.NewTLSServer(mux)
+			t.Cleanup(srv.Close)
+			mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+				_ = json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "jwks_uri": tc.jwksURI(srv.URL),
+					"authorization_endpoint": srv.URL + "/auth", "id_token_signing_alg_values_supported": []string{"RS256"}})
+			})
+			mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "http://keys.example.invalid/jwks", http.StatusFound)
+			})
+			client := srv.Client()
+			inner := client.Transport
+			client.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Scheme == "http" {
+					plain.Add(1)
+				}
+				return inner.RoundTrip(r)
+			})
+			r, err := identity.NewResolver(ontology.OIDC{Issuer: srv.URL, Audience: "orangerail", TenantClaim: "org_id"}, identity.ResolverOptions{HTTPClient: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.Ready(context.Background())
+			if !errors.Is(err, ontology.ErrIssuerInsecure) {
+				t.Fatalf("Ready = %v, want the keys refused as insecure", err)
+			}
+			if n := plain.Load(); n != 0 {
+				t.Fatalf("%d requests went out over plain http", n)
+			}
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
