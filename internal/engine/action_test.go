@@ -441,6 +441,35 @@ func TestGovernedLifecycle(t *testing.T) {
 	}
 }
 
+// TestPollOfAnUndeclaredActionIsRecorded: an approval whose action the
+// config no longer declares does not execute, is not consumed, and the
+// poll is in the audit log with why.
+func TestPollOfAnUndeclaredActionIsRecorded(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "update_shipping_address", json.RawMessage(`{"order_id": "o-1001", "address": "1 Gone Street"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	approve(t, b.engine, "acme", id)
+	without := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Delete("actions.update_shipping_address"))
+	want(t, without.Check(ctx, support("acme"), id), engine.StatusSignatureMismatch)
+	if got := phases(t, b.testBundle, "acme", id); !slices.Equal(got, []string{"staged", "approved", "refused"}) {
+		t.Fatalf("the approval's records after the poll: %v", got)
+	}
+	var why string
+	if err := b.admin.QueryRow(ctx, "SELECT convert_from(entry, 'UTF8')::jsonb->>'error' FROM orangerail.audit WHERE correlation_id = $1 AND phase = 'refused'", id).Scan(&why); err != nil ||
+		!strings.Contains(why, "no longer declared") {
+		t.Fatalf("the refusal says %q (%v)", why, err)
+	}
+	if s := orderAddress(t, b.testBundle, "o-1001"); s == "1 Gone Street" {
+		t.Fatal("an undeclared action executed")
+	}
+	if v, err := b.engine.ShowApproval(ctx, "acme", id); err != nil || v.Status != "approved" {
+		t.Fatalf("the approval is %v (%v), want still approved", v.Status, err)
+	}
+}
+
 func TestExactlyOneExecutionUnderConcurrentPolls(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)

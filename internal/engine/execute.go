@@ -72,8 +72,12 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	a, ok := e.cfg.Actions[approval.Action]
 	if !ok {
+		// Not consumed, and recorded as a refusal under the approval, as
+		// an unserved action's is: an auditor sees the poll and why.
+		why := fmt.Sprintf("the action %q is no longer declared, so its approved approval does not execute", approval.Action)
+		e.recordRefusal(ctx, caller, approval.Action, &id, approvalID, "", why)
 		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, CorrelationID: approvalID, ApprovalID: &id,
-			Err: fmt.Errorf("the action %q is no longer declared", approval.Action)})
+			Err: errors.New(why)})
 	}
 	// The poller must still be allowed the action when it runs: a role
 	// revoked, or a token without the action's scope, stops it; the
@@ -84,9 +88,12 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	input, state := e.openInput(approval)
 	if state != InputOpen {
 		// Not consumed: the approval stays approved, and says why it does
-		// not run (a key dropped from the ring too soon).
+		// not run (a key dropped from the ring too soon, or not yet given
+		// to this replica), in the audit log too.
+		why := fmt.Sprintf("the approval's sealed input is %s here, so it does not execute here", state)
+		e.recordRefusal(ctx, caller, approval.Action, &id, approvalID, errcode.ApprovalInputUnreadable, why)
 		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, Code: errcode.ApprovalInputUnreadable,
-			CorrelationID: approvalID, ApprovalID: &id, Err: fmt.Errorf("the approval's sealed input is %s", state)})
+			CorrelationID: approvalID, ApprovalID: &id, Err: errors.New(why)})
 	}
 	c := &call{name: approval.Action, action: a, input: input, digest: approval.InputDigest, digestKey: keyring.KID(approval.InputKeyID)}
 	if c.canonical, err = jcs.Canonicalize(input); err != nil {

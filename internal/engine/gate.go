@@ -236,14 +236,25 @@ func (e *Engine) refuse(ctx context.Context, caller *Caller, tool string, approv
 		correlation = approval.String()
 	}
 	out := &Outcome{Status: StatusDenied, Code: code, Scope: scope, CorrelationID: correlation, ApprovalID: approval}
+	e.recordRefusal(ctx, caller, tool, approval, correlation, code, why)
+	return out
+}
+
+// recordRefusal appends a refused record of caller's call of tool: its
+// code (when it has one) and why, under correlation and approval. A
+// caller who names no tenant has no chain to record it in. A refusal that
+// cannot be recorded is logged, and refused all the same.
+func (e *Engine) recordRefusal(ctx context.Context, caller *Caller, tool string, approval *uuid.UUID, correlation string, code errcode.Code, why string) {
 	if !caller.Authenticated() || caller.Tenant == "" {
-		return out
+		return
+	}
+	if code != "" {
+		why = string(code) + ": " + why
 	}
 	rec := &Record{Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: PhaseRefused, Action: tool,
-		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval, Error: string(code) + ": " + why}
+		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval, Error: why}
 	if err := e.appendAlone(e.observe(ctx), caller.Tenant, rec); err != nil {
 		e.log.ErrorContext(ctx, "a refusal could not be recorded in the audit log", "tool", tool, "code", string(code),
 			"correlation_id", correlation, "error", err)
 	}
-	return out
 }

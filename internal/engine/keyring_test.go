@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -238,6 +239,10 @@ func TestSealedInputAcrossRotation(t *testing.T) {
 	out := dropped.Check(ctx, support("acme"), lost.ApprovalID.String())
 	if out.Code != errcode.ApprovalInputUnreadable {
 		t.Fatalf("polling an approval whose key left the ring = %s %s", out.Status, out.Code)
+	}
+	// The poll is in the audit log, with why it did not run.
+	if got := phases(t, b, "acme", lost.ApprovalID.String()); !slices.Equal(got, []string{"staged", "approved", "refused"}) {
+		t.Fatalf("the approval's records after the refused poll: %v", got)
 	}
 	if v, err := after.ShowApproval(ctx, "acme", lost.ApprovalID.String()); err != nil || v.Status != "approved" {
 		t.Fatalf("the approval is %v (%v), want still approved", v.Status, err)

@@ -266,8 +266,9 @@ func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, st
 	case dt.MayDecide:
 	case v.Status != store.ApprovalPending:
 		dt.Why = "This approval is " + string(v.Status) + "; there is nothing left to decide."
-	case !s.caller.HasRole(d.c.Engine.ApproverRole()):
-		dt.Why = "You do not hold the approver role, so you cannot decide this approval."
+	case !d.c.Engine.MayDecide(s.caller, v.Action):
+		// The action's approver roles, which may not be the global one.
+		dt.Why = "You do not hold an approver role of this action, so you cannot decide this approval."
 	default:
 		dt.Why = "You requested this approval; another approver must decide it (four-eyes)."
 	}
