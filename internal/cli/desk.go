@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -37,7 +38,14 @@ func newDeskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ended %d desk session(s) of %s at %s\n", n, subject, issuer)
+			fmt.Fprintf(cmd.OutOrStdout(), "ended %d desk session(s) of %s at %s\n", n, display.Text(subject), display.Text(issuer))
+			if n == 0 {
+				// Issuer and subject are matched exactly: a trailing
+				// slash or a username for the sub claim ends nothing, and
+				// must not read as "nobody was signed in".
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: no live desk session matched. The issuer must be exactly identity.oidc.issuer (mind a trailing slash) "+
+					"and the subject exactly the person's sub claim; if both are right, the person has no live session.")
+			}
 			return nil
 		},
 	}

@@ -29,6 +29,12 @@ func TestDeskRevoke(t *testing.T) {
 	if _, err := s.DeskSessionGet(ctx, hash[:]); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after revoking, the session reads %v", err)
 	}
+	// An issuer spelled otherwise (a trailing slash) ends nothing, and says
+	// that nothing matched rather than only counting none.
+	if code, out, stderr := cli(t, "desk", "revoke", "--issuer", "https://id.example/", "--subject", "ada", "--database-url", url); code != exitOK ||
+		!strings.Contains(out, "ended 0 desk session(s)") || !strings.Contains(stderr, "warning: no live desk session matched") {
+		t.Fatalf("revoke of no session: exit %d\n%s%s", code, out, stderr)
+	}
 	if code, _, stderr := cli(t, "desk", "revoke", "--subject", "ada", "--database-url", url); code != exitError || !strings.Contains(stderr, "--issuer") {
 		t.Fatalf("revoke without --issuer: exit %d %s", code, stderr)
 	}
