@@ -96,8 +96,15 @@ func newAuditVerifyCmd() *cobra.Command {
 					return err
 				}
 				reports = []*engine.Report{r}
-			} else if reports, err = engine.VerifyAll(ctx, pool, opts); err != nil {
-				return err
+			}
+			var incomplete error
+			if tenant == "" {
+				// Tenants that could not be verified are said after the
+				// reports of those that could, and the run exits 2.
+				reports, incomplete = engine.VerifyAll(ctx, pool, opts)
+				if incomplete != nil && len(reports) == 0 {
+					return incomplete
+				}
 			}
 			if opts.ProgressFunc != nil {
 				fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
@@ -109,6 +116,9 @@ func newAuditVerifyCmd() *cobra.Command {
 				}
 			} else {
 				printReports(cmd.OutOrStdout(), reports)
+			}
+			if incomplete != nil {
+				return incomplete
 			}
 			for _, r := range reports {
 				if !r.OK() {

@@ -356,3 +356,29 @@ func TestDemoSignsCheckpoints(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestAuditVerifyGoesOnPastAnUnreadableTenant: one tenant's chain that the
+// verifier cannot read (a NULL where the table held none, after a
+// superuser dropped the constraint) does not hide the other tenants'
+// reports: they are printed, the tenant that could not be verified is
+// named, and the run exits 2 (it could not verify everything).
+func TestAuditVerifyGoesOnPastAnUnreadableTenant(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	ctx := context.Background()
+	pool := testdb.RuntimePool(t, url)
+	appendSealed(t, pool, "acme", 2)
+	appendSealed(t, pool, "globex", 2)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(ctx, `ALTER TABLE orangerail.audit ALTER COLUMN at DROP NOT NULL;
+		ALTER TABLE orangerail.audit DISABLE TRIGGER audit_refuse_update_delete;
+		UPDATE orangerail.audit SET at = NULL WHERE tenant_id = 'acme' AND seq = 2;
+		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_update_delete`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "audit", "verify", "--database-url", url)
+	if code != exitError || !strings.Contains(out, "tenant globex: OK — 2 records") || strings.Contains(out, "tenant acme: OK") ||
+		!strings.Contains(stderr, `verify tenant "acme"`) {
+		t.Fatalf("verify with one unreadable tenant: exit %d\n%s%s", code, out, stderr)
+	}
+}

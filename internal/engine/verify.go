@@ -324,21 +324,29 @@ func phasesOf(names []string) []Phase {
 	return phases
 }
 
-// VerifyAll verifies every tenant of the database, in id order.
+// VerifyAll verifies every tenant of the database, in id order. A tenant
+// that could not be verified does not stop the others: their reports are
+// returned with the joined errors of those that could not, so that one
+// unreadable chain hides no other tenant's findings.
 func VerifyAll(ctx context.Context, conn database.TxBeginner, opts VerifyOptions) ([]*Report, error) {
 	tenants, err := Tenants(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
 	reports := make([]*Report, 0, len(tenants))
+	var errs []error
 	for _, t := range tenants {
 		r, err := VerifyTenant(ctx, conn, t, opts)
 		if err != nil {
-			return reports, fmt.Errorf("verify tenant %q: %w", t, err)
+			if ctx.Err() != nil {
+				return reports, err
+			}
+			errs = append(errs, fmt.Errorf("verify tenant %q: %w", t, err))
+			continue
 		}
 		reports = append(reports, r)
 	}
-	return reports, nil
+	return reports, errors.Join(errs...)
 }
 
 // Tenants lists the database's tenants in id order.
