@@ -202,9 +202,9 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 // not found, not the person's to decide, not pending, shredded or
 // unreadable, lapsed by the engine's clock, or asks four-eyes to read its
 // requester's issuer, or the digest shown is not its input's — each of
-// which decide reads again and answers — or it changed between the read and the decision (decided
-// meanwhile, lapsed by the database's clock: the decision finds no
-// pending row and writes nothing). A store that fails the read fails the
+// which decide reads again and answers — or it changed between the read
+// and the decision (decided meanwhile, lapsed by the database's clock: the
+// decision finds no pending row and writes nothing). A store that fails the read fails the
 // decision, as it would fail decide's.
 func (e *Engine) decideQuickly(ctx context.Context, decider *Caller, d Decision) (*Outcome, *Decided) {
 	id, err := uuid.Parse(d.ApprovalID)
