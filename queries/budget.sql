@@ -2,15 +2,18 @@
 -- Spends one execution of the action, or says why not, in one statement
 -- (orangerail.budget_spend, migration 00026): locks the counts, forgets
 -- expired leases and counts the live ones, and counts the execution and
--- takes its lease unless another poll of the same approval holds one
--- (held, when approved) or a limit is reached (refused_by, else ''). Sent again
--- after its connection died, a spend that committed answers spent.
-SELECT s.spent::boolean AS spent, s.held::boolean AS held, coalesce(s.refused_by, '')::text AS refused_by,
+-- takes its lease unless a limit is reached (refused_by, else ''). Every
+-- execution spends, a poll of an approval another poll holds a slot for
+-- too (the function's held rule, off here: p_approved false): of racing
+-- polls the consume lets one execute and the others give their count
+-- back. Sent again after its connection died, a spend that committed
+-- answers spent.
+SELECT s.spent::boolean AS spent, coalesce(s.refused_by, '')::text AS refused_by,
        s.minute_start::timestamptz AS minute_start, s.minute_calls::integer AS minute_calls,
        s.day_start::timestamptz AS day_start, s.day_calls::integer AS day_calls,
        s.running::integer AS running, s.first_expiry::timestamptz AS first_expiry, s.now::timestamptz AS now
 FROM orangerail.budget_spend(@tenant_id, @action, @id, @correlation_id, @ttl_seconds::float8,
-                             @per_minute::integer, @per_day::integer, @max_concurrent::integer, @approved::boolean) s;
+                             @per_minute::integer, @per_day::integer, @max_concurrent::integer, false) s;
 
 -- name: BudgetLeaseRelease :exec
 -- Frees an execution's slot.

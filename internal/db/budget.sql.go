@@ -56,12 +56,12 @@ func (q *Queries) BudgetRefund(ctx context.Context, db DBTX, arg *BudgetRefundPa
 }
 
 const budgetSpend = `-- name: BudgetSpend :one
-SELECT s.spent::boolean AS spent, s.held::boolean AS held, coalesce(s.refused_by, '')::text AS refused_by,
+SELECT s.spent::boolean AS spent, coalesce(s.refused_by, '')::text AS refused_by,
        s.minute_start::timestamptz AS minute_start, s.minute_calls::integer AS minute_calls,
        s.day_start::timestamptz AS day_start, s.day_calls::integer AS day_calls,
        s.running::integer AS running, s.first_expiry::timestamptz AS first_expiry, s.now::timestamptz AS now
 FROM orangerail.budget_spend($1, $2, $3, $4, $5::float8,
-                             $6::integer, $7::integer, $8::integer, $9::boolean) s
+                             $6::integer, $7::integer, $8::integer, false) s
 `
 
 type BudgetSpendParams struct {
@@ -73,12 +73,10 @@ type BudgetSpendParams struct {
 	PerMinute     int32
 	PerDay        int32
 	MaxConcurrent int32
-	Approved      bool
 }
 
 type BudgetSpendRow struct {
 	Spent       bool
-	Held        bool
 	RefusedBy   string
 	MinuteStart time.Time
 	MinuteCalls int32
@@ -92,9 +90,12 @@ type BudgetSpendRow struct {
 // Spends one execution of the action, or says why not, in one statement
 // (orangerail.budget_spend, migration 00026): locks the counts, forgets
 // expired leases and counts the live ones, and counts the execution and
-// takes its lease unless another poll of the same approval holds one
-// (held, when approved) or a limit is reached (refused_by, else ”). Sent again
-// after its connection died, a spend that committed answers spent.
+// takes its lease unless a limit is reached (refused_by, else ”). Every
+// execution spends, a poll of an approval another poll holds a slot for
+// too (the function's held rule, off here: p_approved false): of racing
+// polls the consume lets one execute and the others give their count
+// back. Sent again after its connection died, a spend that committed
+// answers spent.
 func (q *Queries) BudgetSpend(ctx context.Context, db DBTX, arg *BudgetSpendParams) (*BudgetSpendRow, error) {
 	row := db.QueryRow(ctx, budgetSpend,
 		arg.TenantID,
@@ -105,12 +106,10 @@ func (q *Queries) BudgetSpend(ctx context.Context, db DBTX, arg *BudgetSpendPara
 		arg.PerMinute,
 		arg.PerDay,
 		arg.MaxConcurrent,
-		arg.Approved,
 	)
 	var i BudgetSpendRow
 	err := row.Scan(
 		&i.Spent,
-		&i.Held,
 		&i.RefusedBy,
 		&i.MinuteStart,
 		&i.MinuteCalls,

@@ -95,29 +95,25 @@ func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
 	// would have flushed it): it would have been given back. Sent again
 	// after its connection died, the spend answers by its lease, counted
 	// once.
+	//
+	// A poll of an approval spends as any execution does, even while
+	// another poll of it holds a slot: of polls that race, the consume
+	// lets one execute, and the others, whose effect never ran, give their
+	// count and slot back (unspend). So each execution is counted once,
+	// max_concurrent sees every one that runs, and a poll never waits on a
+	// slot another poll left behind (its replica died: the slot holds until
+	// its lease expires, but only as any execution's does).
 	r, err := store.New(database.RowWriterWithoutFlush(x.e.store, x.caller.Tenant)).BudgetSpend(ctx, k,
 		store.BudgetLimits{PerMinute: b.PerMinute, PerDay: b.PerDay, MaxConcurrent: b.MaxConcurrent},
-		lease, x.correlation, x.e.leaseTTL(), x.approval != nil)
+		lease, x.correlation, x.e.leaseTTL())
 	if err != nil {
 		return nil, err
 	}
-	now := r.Now
-	switch {
-	case r.Spent:
+	if r.Spent {
 		x.spent = &spent{key: k, lease: lease, minute: r.MinuteStart, day: r.DayStart}
 		return nil, nil
-	case r.Held:
-		// Another poll of this approval holds a slot to execute it, and
-		// this one spent nothing: it must not execute. Were it to go on
-		// to the consume and win it, the effect would run unspent while
-		// the poll that spent, having lost the consume, gave its count and
-		// its slot back — the budget and max_concurrent blind to the run.
-		// It is told to poll again, as a full slot tells it: by then the
-		// holder consumed the approval (and the poll answers consumed),
-		// or let it go (and the poll executes it, spending).
-		return &RateLimit{Limit: LimitConcurrent, Allowed: b.MaxConcurrent, RetryAfter: min(concurrentRetry, r.FirstExpiry.Sub(now)),
-			Detail: fmt.Sprintf("another poll of this approval holds a slot to execute %s; poll again for its outcome", x.c.name)}, nil
 	}
+	now := r.Now
 	switch BudgetLimit(r.RefusedBy) {
 	case LimitPerDay:
 		renews := r.DayStart.Add(24 * time.Hour)

@@ -19,9 +19,6 @@ type BudgetKey struct {
 type BudgetSpendResult struct {
 	// Spent: the execution was counted and its lease taken.
 	Spent bool
-	// Held: another execution of the same approval holds a lease; nothing
-	// was spent.
-	Held bool
 	// RefusedBy names the limit that refused the execution, "" when none
 	// did: calls_per_minute, max_concurrent or daily_call_budget.
 	RefusedBy string
@@ -41,21 +38,19 @@ type BudgetLimits struct {
 }
 
 // BudgetSpend spends one execution of k under limits, holding a slot for
-// it under lease until it is released or ttl passes, in one statement:
-// unless approved and another execution of correlation holds a slot, or a
-// limit is reached. Run again after a spend under the same lease
+// it under lease until it is released or ttl passes, in one statement,
+// unless a limit is reached. Run again after a spend under the same lease
 // committed, it answers Spent and counts nothing more.
 func (s *Store) BudgetSpend(ctx context.Context, k BudgetKey, limits BudgetLimits, lease uuid.UUID, correlation string,
-	ttl time.Duration, approved bool) (*BudgetSpendResult, error) {
+	ttl time.Duration) (*BudgetSpendResult, error) {
 	r, err := s.q.BudgetSpend(ctx, s.x, &db.BudgetSpendParams{
 		TenantID: k.Tenant, Action: k.Action, ID: lease, CorrelationID: correlation, TtlSeconds: ttl.Seconds(),
 		PerMinute: clampInt32(limits.PerMinute), PerDay: clampInt32(limits.PerDay), MaxConcurrent: clampInt32(limits.MaxConcurrent),
-		Approved: approved,
 	})
 	if err != nil {
 		return nil, InterpretError(err)
 	}
-	return &BudgetSpendResult{Spent: r.Spent, Held: r.Held, RefusedBy: r.RefusedBy,
+	return &BudgetSpendResult{Spent: r.Spent, RefusedBy: r.RefusedBy,
 		MinuteStart: r.MinuteStart, DayStart: r.DayStart, MinuteCalls: int(r.MinuteCalls), DayCalls: int(r.DayCalls),
 		Running: int(r.Running), FirstExpiry: r.FirstExpiry, Now: r.Now}, nil
 }

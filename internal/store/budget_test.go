@@ -14,8 +14,9 @@ import (
 // TestBudgetSpend: one statement spends an execution or says why not —
 // a spend sent again under its lease answers spent and counts nothing
 // more (what makes it safe to send again after its connection died),
-// another poll of a held approval spends nothing, and of several limits
-// reached the day's is named before the minute's before max_concurrent.
+// another execution of the same correlation (another poll of an approval)
+// spends as its own, and of several limits reached the day's is named
+// before the minute's before max_concurrent.
 func TestBudgetSpend(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -23,9 +24,9 @@ func TestBudgetSpend(t *testing.T) {
 	st := store.New(database.RowWriterWithoutFlush(b.runtime, "acme"))
 	k := store.BudgetKey{Tenant: "acme", Action: "cancel_order"}
 	roomy := store.BudgetLimits{PerMinute: 100, PerDay: 100, MaxConcurrent: 100}
-	spend := func(t *testing.T, limits store.BudgetLimits, lease uuid.UUID, correlation string, approved bool) *store.BudgetSpendResult {
+	spend := func(t *testing.T, limits store.BudgetLimits, lease uuid.UUID, correlation string) *store.BudgetSpendResult {
 		t.Helper()
-		r, err := st.BudgetSpend(ctx, k, limits, lease, correlation, time.Minute, approved)
+		r, err := st.BudgetSpend(ctx, k, limits, lease, correlation, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,22 +42,19 @@ func TestBudgetSpend(t *testing.T) {
 	}
 
 	first := uuid.New()
-	if r := spend(t, roomy, first, "c-1", true); !r.Spent || r.Held || r.RefusedBy != "" || r.DayCalls != 0 || r.Running != 0 {
+	if r := spend(t, roomy, first, "c-1"); !r.Spent || r.RefusedBy != "" || r.DayCalls != 0 || r.Running != 0 {
 		t.Fatalf("the first spend: %+v", r)
 	}
-	if r := spend(t, roomy, first, "c-1", true); !r.Spent || r.Held || r.RefusedBy != "" {
+	if r := spend(t, roomy, first, "c-1"); !r.Spent || r.RefusedBy != "" {
 		t.Fatalf("the same spend again: %+v, want spent", r)
 	}
 	if calls, leases := counted(t); calls != 1 || leases != 1 {
 		t.Fatalf("after one spend sent twice: %d calls and %d leases, want 1 and 1", calls, leases)
 	}
-	if r := spend(t, roomy, uuid.New(), "c-1", true); r.Spent || !r.Held || r.RefusedBy != "" {
-		t.Fatalf("another poll of the approval: %+v, want held", r)
-	}
-	// Not an approval's execution: a second lease of the same correlation
-	// is its own execution.
-	if r := spend(t, roomy, uuid.New(), "c-1", false); !r.Spent || r.Held || r.Running != 1 || r.DayCalls != 1 {
-		t.Fatalf("a call's execution beside it: %+v, want spent with 1 running and 1 counted", r)
+	// Another poll of the same approval: a second lease of the correlation
+	// is its own execution, counted (and given back if its consume loses).
+	if r := spend(t, roomy, uuid.New(), "c-1"); !r.Spent || r.Running != 1 || r.DayCalls != 1 {
+		t.Fatalf("another poll beside it: %+v, want spent with 1 running and 1 counted", r)
 	}
 	for _, tc := range []struct {
 		limits store.BudgetLimits
@@ -66,7 +64,7 @@ func TestBudgetSpend(t *testing.T) {
 		{store.BudgetLimits{PerMinute: 2, PerDay: 3, MaxConcurrent: 2}, "calls_per_minute"},
 		{store.BudgetLimits{PerMinute: 3, PerDay: 3, MaxConcurrent: 2}, "max_concurrent"},
 	} {
-		if r := spend(t, tc.limits, uuid.New(), "c-2", false); r.Spent || r.Held || r.RefusedBy != tc.want || r.Running != 2 || r.DayCalls != 2 {
+		if r := spend(t, tc.limits, uuid.New(), "c-2"); r.Spent || r.RefusedBy != tc.want || r.Running != 2 || r.DayCalls != 2 {
 			t.Fatalf("limits %+v: %+v, want refused by %s", tc.limits, r, tc.want)
 		}
 	}
