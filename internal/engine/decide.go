@@ -484,6 +484,3 @@ func (e *Engine) describe(a *store.Approval, v *ApprovalView) *ApprovalView {
 	}
 	return v
 }
-
-// ApproverRole returns the role a person needs to decide approvals.
-func (e *Engine) ApproverRole() string { return e.cfg.Approvals.ApproverRole }

@@ -13,7 +13,6 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,7 +215,7 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	// let anyone on the path serve keys that sign tokens for any tenant.
 	follow := client.CheckRedirect
 	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if err := secureURL("a redirect of the issuer's", req.URL.String()); err != nil {
+		if err := ontology.CheckIssuerURL("a redirect on the way to the issuer's keys", req.URL.String()); err != nil {
 			return err
 		}
 		if follow != nil {
@@ -229,19 +228,6 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	}
 	r.client = &client
 	return r, nil
-}
-
-// secureURL holds a URL the issuer names (its keys', a redirect) to the
-// issuer's own rule (ontology.CheckIssuer): https, or http on loopback.
-func secureURL(what, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%s URL %q is not a URL", what, raw)
-	}
-	if u.Scheme == "https" || (u.Scheme == "http" && ontology.LoopbackHost(u.Hostname())) {
-		return nil
-	}
-	return fmt.Errorf("%s URL %q must be https (%w)", what, raw, ontology.ErrIssuerInsecure)
 }
 
 // Ready loads the issuer's discovery document and signing keys if they are
@@ -272,7 +258,7 @@ func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, er
 	if err := provider.Claims(&discovered); err != nil || discovered.JWKSURI == "" {
 		return nil, nil, fmt.Errorf("OIDC discovery at %s names no jwks_uri", r.cfg.Issuer)
 	}
-	if err := secureURL("the issuer's jwks_uri", discovered.JWKSURI); err != nil {
+	if err := ontology.CheckIssuerURL("the issuer's jwks_uri", discovered.JWKSURI); err != nil {
 		return nil, nil, fmt.Errorf("OIDC discovery at %s: %w", r.cfg.Issuer, err)
 	}
 	r.keys = &keySet{url: discovered.JWKSURI, client: r.client, now: r.now, interval: r.refetch}

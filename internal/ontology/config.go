@@ -194,9 +194,16 @@ type HumanRule struct {
 // CheckIssuer refuses an issuer URL that is not https, unless its host is a
 // loopback address.
 func CheckIssuer(issuer string) error {
-	u, err := url.Parse(issuer)
+	return CheckIssuerURL("the issuer", issuer)
+}
+
+// CheckIssuerURL holds raw, a URL the issuer is reached at (itself, its
+// keys', a redirect on the way), to the issuer's rule: https, or http on
+// a loopback host; what names it in the error.
+func CheckIssuerURL(what, raw string) error {
+	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("the issuer %q is not a URL", issuer)
+		return fmt.Errorf("%s %q is not a URL", what, raw)
 	}
 	if u.Scheme == "https" {
 		return nil
@@ -204,7 +211,7 @@ func CheckIssuer(issuer string) error {
 	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("the issuer %q must be https (%w)", issuer, ErrIssuerInsecure)
+	return fmt.Errorf("%s %q must be https (%w)", what, raw, ErrIssuerInsecure)
 }
 
 // ErrIssuerInsecure is CheckIssuer's error for an issuer of plain http off
