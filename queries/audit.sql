@@ -36,7 +36,8 @@ FROM orangerail.audit_unsealed(@tenant_id::text, make_interval(secs => @bound_se
 SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = @tenant_id;
 
 -- name: AuditVerifySQL :many
-SELECT v.seq::bigint AS seq, v.problem::text AS problem,
+-- nothing_visible has no seq: 0 here.
+SELECT coalesce(v.seq, 0)::bigint AS seq, v.problem::text AS problem,
        v.expected_hash::bytea AS expected_hash, v.found_hash::bytea AS found_hash
 FROM orangerail.audit_verify(@tenant_id::text) AS v;
 

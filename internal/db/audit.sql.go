@@ -517,7 +517,7 @@ func (q *Queries) AuditUnsealedTenants(ctx context.Context, db DBTX, rowLimit in
 }
 
 const auditVerifySQL = `-- name: AuditVerifySQL :many
-SELECT v.seq::bigint AS seq, v.problem::text AS problem,
+SELECT coalesce(v.seq, 0)::bigint AS seq, v.problem::text AS problem,
        v.expected_hash::bytea AS expected_hash, v.found_hash::bytea AS found_hash
 FROM orangerail.audit_verify($1::text) AS v
 `
@@ -529,6 +529,7 @@ type AuditVerifySQLRow struct {
 	FoundHash    []byte
 }
 
+// nothing_visible has no seq: 0 here.
 func (q *Queries) AuditVerifySQL(ctx context.Context, db DBTX, tenantID string) ([]*AuditVerifySQLRow, error) {
 	rows, err := db.Query(ctx, auditVerifySQL, tenantID)
 	if err != nil {

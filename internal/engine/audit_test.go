@@ -468,6 +468,40 @@ func TestTenantIsolation(t *testing.T) {
 	if err := auditorA.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('tenant-a')").Scan(&problems); err != nil || problems != 0 {
 		t.Fatalf("auditor verifying its tenant: %d problems, %v", problems, err)
 	}
+	// A tenant it cannot see, one that does not exist (a typo), and one
+	// that never wrote a record are not reported whole: nothing was
+	// checked, and the one row says so.
+	for _, tenant := range []string{"tenant-b", "tenant-aa", "tenant-c"} {
+		rows, err := auditorA.Query(ctx, "SELECT seq, problem, expected_hash, found_hash FROM orangerail.audit_verify($1)", tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type row struct {
+			Seq             *int64
+			Problem         string
+			Expected, Found []byte
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Problem != "nothing_visible" || got[0].Seq != nil || got[0].Expected != nil || got[0].Found != nil {
+			t.Errorf("auditor of tenant-a verifying %s: %+v, want one row nothing_visible", tenant, got)
+		}
+	}
+	if _, err := b.admin.Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ('tenant-c')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('tenant-c')").Scan(&problems); err != nil || problems != 1 {
+		t.Fatalf("the owner verifying a tenant with no record: %d rows, %v", problems, err)
+	}
+	// A head with no sealed record under it is an empty chain, and whole.
+	if _, err := b.admin.Exec(ctx, "INSERT INTO orangerail.audit_heads (tenant_id, seq, hash) VALUES ('tenant-c', 0, $1)", []byte(engine.Genesis())); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('tenant-c')").Scan(&problems); err != nil || problems != 0 {
+		t.Fatalf("the owner verifying an empty chain: %d rows, %v", problems, err)
+	}
 }
 
 // auditorLogin creates a LOGIN role in orangerail_auditor granted one tenant

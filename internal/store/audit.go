@@ -209,7 +209,8 @@ type AuditBreak struct {
 }
 
 // AuditVerify runs the SQL-only verifier (orangerail.audit_verify) on a
-// tenant's chain: no row when it is whole, else its first broken link.
+// tenant's chain: no row when it is whole, else its first broken link, or
+// one nothing_visible (seq 0) when the transaction sees nothing of it.
 func (s *Store) AuditVerify(ctx context.Context, tenantID string) ([]*AuditBreak, error) {
 	rows, err := s.q.AuditVerifySQL(ctx, s.x, tenantID)
 	return all(rows, err, func(r *db.AuditVerifySQLRow) *AuditBreak {
