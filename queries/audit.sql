@@ -27,10 +27,13 @@ SELECT u.tenant_id::text AS tenant_id, u.oldest::timestamptz AS oldest,
 FROM orangerail.audit_unsealed_tenants(@row_limit::integer) AS u;
 
 -- name: AuditUnsealed :many
--- A tenant's records unsealed longer than bound_seconds: findings.
+-- A tenant's records unsealed longer than bound_seconds: findings, the
+-- first row_limit of them, each with the count of all (total).
 SELECT u.correlation_id::text AS correlation_id, u.phase::text AS phase, coalesce(u.action, '')::text AS action,
-       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds
-FROM orangerail.audit_unsealed(@tenant_id::text, make_interval(secs => @bound_seconds::float8)) AS u;
+       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds,
+       count(*) OVER ()::bigint AS total
+FROM orangerail.audit_unsealed(@tenant_id::text, make_interval(secs => @bound_seconds::float8)) AS u
+LIMIT @row_limit::integer;
 
 -- name: AuditHead :one
 SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = @tenant_id;
@@ -47,9 +50,11 @@ SELECT coalesce(u.seq, 0)::bigint AS seq, u.correlation_id::text AS correlation_
 FROM orangerail.audit_unfinished(@tenant_id::text) AS u;
 
 -- name: ApprovalsUnaudited :many
+-- The first row_limit, each with the count of all (total).
 SELECT u.approval_id::uuid AS approval_id, u.action::text AS action,
-       u.consumed_at::timestamptz AS consumed_at
-FROM orangerail.approvals_unaudited(@tenant_id::text) AS u;
+       u.consumed_at::timestamptz AS consumed_at, count(*) OVER ()::bigint AS total
+FROM orangerail.approvals_unaudited(@tenant_id::text) AS u
+LIMIT @row_limit::integer;
 
 -- name: TenantEnsure :exec
 INSERT INTO orangerail.tenants (id) VALUES (@id) ON CONFLICT DO NOTHING;
@@ -58,14 +63,18 @@ INSERT INTO orangerail.tenants (id) VALUES (@id) ON CONFLICT DO NOTHING;
 SELECT id FROM orangerail.tenants ORDER BY id;
 
 -- name: ApprovalsUnexplained :many
+-- The first row_limit, each with the count of all (total).
 SELECT u.approval_id::uuid AS approval_id, u.action::text AS action, u.status::text AS status,
-       u.missing::text[] AS missing
-FROM orangerail.approvals_unexplained(@tenant_id::text) AS u;
+       u.missing::text[] AS missing, count(*) OVER ()::bigint AS total
+FROM orangerail.approvals_unexplained(@tenant_id::text) AS u
+LIMIT @row_limit::integer;
 
 -- name: AuditUnexplainedExecutions :many
+-- The first row_limit, each with the count of all (total).
 SELECT coalesce(u.seq, 0)::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
-       u.action::text AS action, u.missing::text[] AS missing
-FROM orangerail.audit_unexplained_executions(@tenant_id::text) AS u;
+       u.action::text AS action, u.missing::text[] AS missing, count(*) OVER ()::bigint AS total
+FROM orangerail.audit_unexplained_executions(@tenant_id::text) AS u
+LIMIT @row_limit::integer;
 
 -- name: AuditRequesterIssuer :one
 -- The issuer of the actor whose call staged an approval; '' when the
@@ -100,7 +109,9 @@ FROM orangerail.audit_break_glass(@tenant_id::text) AS b;
 -- name: AuditUnsealedPage :many
 -- One page of a tenant's unsealed records in the order they were written,
 -- after id @after_id.
-SELECT id, entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
+-- Only an operator's record brings its entry (for the reason it gives):
+-- the others' are not read, so a page's size does not grow with them.
+SELECT id, (CASE WHEN actor_kind = 'operator' THEN entry END)::bytea AS entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
 FROM orangerail.audit
 WHERE tenant_id = @tenant_id AND seq IS NULL AND id > @after_id::bigint
 ORDER BY id

@@ -198,42 +198,41 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		if more := r.CheckpointFindingsTotal - int64(len(r.CheckpointFindings)); more > 0 {
 			fmt.Fprintf(w, "  … and %d more checkpoint finding(s) (the first %d are listed, here and in --json)\n", more, len(r.CheckpointFindings))
 		}
-		listFindings(w, r.Unsealed, "record(s) unsealed past the bound (no replica sealed them: is any running?)", func(u engine.UnsealedRecord) string {
+		listFindings(w, r.Unsealed, r.UnsealedTotal, "record(s) unsealed past the bound (no replica sealed them: is any running?)", func(u engine.UnsealedRecord) string {
 			return fmt.Sprintf("%s  %s  action %q  correlation %s  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,
 				u.CorrelationID, u.UnsealedFor.Round(time.Second))
 		})
-		listFindings(w, r.Unfinished, "execution(s) started but never finished", func(u engine.UnfinishedExecution) string {
+		listFindings(w, r.Unfinished, r.UnfinishedTotal, "execution(s) started but never finished", func(u engine.UnfinishedExecution) string {
 			return fmt.Sprintf("seq %d  %s  action %q  correlation %s", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
 		})
-		listFindings(w, r.Unaudited, "consumed approval(s) with no audit record of their execution", func(u engine.UnauditedApproval) string {
+		listFindings(w, r.Unaudited, r.UnauditedTotal, "consumed approval(s) with no audit record of their execution", func(u engine.UnauditedApproval) string {
 			return fmt.Sprintf("approval %s  action %q  consumed %s", u.ApprovalID, u.Action, u.ConsumedAt.UTC().Format(time.RFC3339))
 		})
-		listFindings(w, r.UnexplainedApprovals, "approval(s) whose status the chain does not explain (written around orangerail)", func(u engine.UnexplainedApproval) string {
+		listFindings(w, r.UnexplainedApprovals, r.UnexplainedApprovalsTotal, "approval(s) whose status the chain does not explain (written around orangerail)", func(u engine.UnexplainedApproval) string {
 			return fmt.Sprintf("approval %s  action %q  status %s  missing %v", u.ApprovalID, u.Action, u.Status, u.Missing)
 		})
-		listFindings(w, r.UnexplainedExecutions, "execution record(s) of an approval the chain does not show staged and approved", func(u engine.UnexplainedExecution) string {
+		listFindings(w, r.UnexplainedExecutions, r.UnexplainedExecutionsTotal, "execution record(s) of an approval the chain does not show staged and approved", func(u engine.UnexplainedExecution) string {
 			return fmt.Sprintf("seq %d  %s  approval %s  action %q  missing %v", u.Seq, u.Phase, u.ApprovalID, u.Action, u.Missing)
 		})
-		listFindings(w, r.BreakGlass, "break-glass decision(s) by the database owner (reported, not a failure)", func(b engine.BreakGlassDecision) string {
+		listFindings(w, r.BreakGlass, r.BreakGlassTotal, "break-glass decision(s) by the database owner (reported, not a failure)", func(b engine.BreakGlassDecision) string {
 			return fmt.Sprintf("seq %d  %s  %s  approval %s  operator %q  reason %q", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase, b.ApprovalID, b.Operator, b.Reason)
 		})
 	}
 }
 
-// listFindings prints how many findings of one kind there are and the
-// first few, one a line.
-func listFindings[T any](w io.Writer, findings []T, what string, line func(T) string) {
+// listFindings prints how many findings of one kind there are (total)
+// and the first few of those the report lists, one a line.
+func listFindings[T any](w io.Writer, findings []T, total int64, what string, line func(T) string) {
 	const listed = 10
-	n := len(findings)
-	if n == 0 {
+	if total == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  %d %s:\n", n, what)
-	for _, f := range findings[:min(n, listed)] {
+	fmt.Fprintf(w, "  %d %s:\n", total, what)
+	for _, f := range findings[:min(len(findings), listed)] {
 		fmt.Fprintf(w, "    %s\n", line(f))
 	}
-	if n > listed {
-		fmt.Fprintf(w, "    … and %d more (use --json for all)\n", n-listed)
+	if more := total - int64(min(len(findings), listed)); more > 0 {
+		fmt.Fprintf(w, "    … and %d more (--json lists the first %d)\n", more, len(findings))
 	}
 }
 

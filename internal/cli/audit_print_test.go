@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ import (
 func TestPrintReportsListsBreakGlass(t *testing.T) {
 	id := uuid.New()
 	r := &engine.Report{Tenant: "acme", Records: 3, HeadSeq: 3, BreakGlass: []engine.BreakGlassDecision{
-		{Seq: 2, ApprovalID: &id, Phase: engine.PhaseApproved, Operator: "postgres", At: time.Now(), Reason: "desk down\x1b[2J"}}}
+		{Seq: 2, ApprovalID: &id, Phase: engine.PhaseApproved, Operator: "postgres", At: time.Now(), Reason: "desk down\x1b[2J"}},
+		BreakGlassTotal: 1}
 	var out bytes.Buffer
 	printReports(&out, []*engine.Report{r})
 	got := out.String()
@@ -27,5 +29,26 @@ func TestPrintReportsListsBreakGlass(t *testing.T) {
 	}
 	if strings.Contains(got, "\x1b") {
 		t.Errorf("an operator's reason reached the terminal raw:\n%q", got)
+	}
+}
+
+// TestPrintReportsCountsWhatItDoesNotList: a kind with more findings than
+// the report lists is counted whole, its first ten printed, and the rest
+// said to be more than --json lists.
+func TestPrintReportsCountsWhatItDoesNotList(t *testing.T) {
+	r := &engine.Report{Tenant: "acme", UnsealedTotal: 250_000}
+	for i := range 12 {
+		r.Unsealed = append(r.Unsealed, engine.UnsealedRecord{CorrelationID: fmt.Sprintf("c-%02d", i), Phase: engine.PhaseStaged, UnsealedFor: time.Hour})
+	}
+	var out bytes.Buffer
+	printReports(&out, []*engine.Report{r})
+	got := out.String()
+	for _, want := range []string{"tenant acme: FAILED", "  250000 record(s) unsealed past the bound", "correlation c-09", "… and 249990 more (--json lists the first 12)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "c-10") {
+		t.Errorf("more than ten listed:\n%s", got)
 	}
 }

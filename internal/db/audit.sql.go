@@ -14,18 +14,26 @@ import (
 
 const approvalsUnaudited = `-- name: ApprovalsUnaudited :many
 SELECT u.approval_id::uuid AS approval_id, u.action::text AS action,
-       u.consumed_at::timestamptz AS consumed_at
+       u.consumed_at::timestamptz AS consumed_at, count(*) OVER ()::bigint AS total
 FROM orangerail.approvals_unaudited($1::text) AS u
+LIMIT $2::integer
 `
+
+type ApprovalsUnauditedParams struct {
+	TenantID string
+	RowLimit int32
+}
 
 type ApprovalsUnauditedRow struct {
 	ApprovalID uuid.UUID
 	Action     string
 	ConsumedAt time.Time
+	Total      int64
 }
 
-func (q *Queries) ApprovalsUnaudited(ctx context.Context, db DBTX, tenantID string) ([]*ApprovalsUnauditedRow, error) {
-	rows, err := db.Query(ctx, approvalsUnaudited, tenantID)
+// The first row_limit, each with the count of all (total).
+func (q *Queries) ApprovalsUnaudited(ctx context.Context, db DBTX, arg *ApprovalsUnauditedParams) ([]*ApprovalsUnauditedRow, error) {
+	rows, err := db.Query(ctx, approvalsUnaudited, arg.TenantID, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +41,12 @@ func (q *Queries) ApprovalsUnaudited(ctx context.Context, db DBTX, tenantID stri
 	var items []*ApprovalsUnauditedRow
 	for rows.Next() {
 		var i ApprovalsUnauditedRow
-		if err := rows.Scan(&i.ApprovalID, &i.Action, &i.ConsumedAt); err != nil {
+		if err := rows.Scan(
+			&i.ApprovalID,
+			&i.Action,
+			&i.ConsumedAt,
+			&i.Total,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)
@@ -46,19 +59,27 @@ func (q *Queries) ApprovalsUnaudited(ctx context.Context, db DBTX, tenantID stri
 
 const approvalsUnexplained = `-- name: ApprovalsUnexplained :many
 SELECT u.approval_id::uuid AS approval_id, u.action::text AS action, u.status::text AS status,
-       u.missing::text[] AS missing
+       u.missing::text[] AS missing, count(*) OVER ()::bigint AS total
 FROM orangerail.approvals_unexplained($1::text) AS u
+LIMIT $2::integer
 `
+
+type ApprovalsUnexplainedParams struct {
+	TenantID string
+	RowLimit int32
+}
 
 type ApprovalsUnexplainedRow struct {
 	ApprovalID uuid.UUID
 	Action     string
 	Status     string
 	Missing    []string
+	Total      int64
 }
 
-func (q *Queries) ApprovalsUnexplained(ctx context.Context, db DBTX, tenantID string) ([]*ApprovalsUnexplainedRow, error) {
-	rows, err := db.Query(ctx, approvalsUnexplained, tenantID)
+// The first row_limit, each with the count of all (total).
+func (q *Queries) ApprovalsUnexplained(ctx context.Context, db DBTX, arg *ApprovalsUnexplainedParams) ([]*ApprovalsUnexplainedRow, error) {
+	rows, err := db.Query(ctx, approvalsUnexplained, arg.TenantID, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +92,7 @@ func (q *Queries) ApprovalsUnexplained(ctx context.Context, db DBTX, tenantID st
 			&i.Action,
 			&i.Status,
 			&i.Missing,
+			&i.Total,
 		); err != nil {
 			return nil, err
 		}
@@ -302,9 +324,15 @@ func (q *Queries) AuditSeal(ctx context.Context, db DBTX, arg *AuditSealParams) 
 
 const auditUnexplainedExecutions = `-- name: AuditUnexplainedExecutions :many
 SELECT coalesce(u.seq, 0)::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
-       u.action::text AS action, u.missing::text[] AS missing
+       u.action::text AS action, u.missing::text[] AS missing, count(*) OVER ()::bigint AS total
 FROM orangerail.audit_unexplained_executions($1::text) AS u
+LIMIT $2::integer
 `
+
+type AuditUnexplainedExecutionsParams struct {
+	TenantID string
+	RowLimit int32
+}
 
 type AuditUnexplainedExecutionsRow struct {
 	Seq        int64
@@ -312,10 +340,12 @@ type AuditUnexplainedExecutionsRow struct {
 	Phase      string
 	Action     string
 	Missing    []string
+	Total      int64
 }
 
-func (q *Queries) AuditUnexplainedExecutions(ctx context.Context, db DBTX, tenantID string) ([]*AuditUnexplainedExecutionsRow, error) {
-	rows, err := db.Query(ctx, auditUnexplainedExecutions, tenantID)
+// The first row_limit, each with the count of all (total).
+func (q *Queries) AuditUnexplainedExecutions(ctx context.Context, db DBTX, arg *AuditUnexplainedExecutionsParams) ([]*AuditUnexplainedExecutionsRow, error) {
+	rows, err := db.Query(ctx, auditUnexplainedExecutions, arg.TenantID, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +359,7 @@ func (q *Queries) AuditUnexplainedExecutions(ctx context.Context, db DBTX, tenan
 			&i.Phase,
 			&i.Action,
 			&i.Missing,
+			&i.Total,
 		); err != nil {
 			return nil, err
 		}
@@ -380,13 +411,16 @@ func (q *Queries) AuditUnfinished(ctx context.Context, db DBTX, tenantID string)
 
 const auditUnsealed = `-- name: AuditUnsealed :many
 SELECT u.correlation_id::text AS correlation_id, u.phase::text AS phase, coalesce(u.action, '')::text AS action,
-       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds
+       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds,
+       count(*) OVER ()::bigint AS total
 FROM orangerail.audit_unsealed($1::text, make_interval(secs => $2::float8)) AS u
+LIMIT $3::integer
 `
 
 type AuditUnsealedParams struct {
 	TenantID     string
 	BoundSeconds float64
+	RowLimit     int32
 }
 
 type AuditUnsealedRow struct {
@@ -395,11 +429,13 @@ type AuditUnsealedRow struct {
 	Action          string
 	At              time.Time
 	UnsealedSeconds float64
+	Total           int64
 }
 
-// A tenant's records unsealed longer than bound_seconds: findings.
+// A tenant's records unsealed longer than bound_seconds: findings, the
+// first row_limit of them, each with the count of all (total).
 func (q *Queries) AuditUnsealed(ctx context.Context, db DBTX, arg *AuditUnsealedParams) ([]*AuditUnsealedRow, error) {
-	rows, err := db.Query(ctx, auditUnsealed, arg.TenantID, arg.BoundSeconds)
+	rows, err := db.Query(ctx, auditUnsealed, arg.TenantID, arg.BoundSeconds, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -413,6 +449,7 @@ func (q *Queries) AuditUnsealed(ctx context.Context, db DBTX, arg *AuditUnsealed
 			&i.Action,
 			&i.At,
 			&i.UnsealedSeconds,
+			&i.Total,
 		); err != nil {
 			return nil, err
 		}
@@ -425,7 +462,7 @@ func (q *Queries) AuditUnsealed(ctx context.Context, db DBTX, arg *AuditUnsealed
 }
 
 const auditUnsealedPage = `-- name: AuditUnsealedPage :many
-SELECT id, entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
+SELECT id, (CASE WHEN actor_kind = 'operator' THEN entry END)::bytea AS entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
 FROM orangerail.audit
 WHERE tenant_id = $1 AND seq IS NULL AND id > $2::bigint
 ORDER BY id
@@ -452,6 +489,8 @@ type AuditUnsealedPageRow struct {
 
 // One page of a tenant's unsealed records in the order they were written,
 // after id @after_id.
+// Only an operator's record brings its entry (for the reason it gives):
+// the others' are not read, so a page's size does not grow with them.
 func (q *Queries) AuditUnsealedPage(ctx context.Context, db DBTX, arg *AuditUnsealedPageParams) ([]*AuditUnsealedPageRow, error) {
 	rows, err := db.Query(ctx, auditUnsealedPage, arg.TenantID, arg.AfterID, arg.RowLimit)
 	if err != nil {

@@ -70,3 +70,9 @@ func WithCheckpointPage(o VerifyOptions, pageSize int32) VerifyOptions {
 	o.checkpointPage = pageSize
 	return o
 }
+
+// WithListMax is o listing at most n findings of a kind.
+func WithListMax(o VerifyOptions, n int32) VerifyOptions {
+	o.listMax = n
+	return o
+}

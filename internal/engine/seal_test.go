@@ -225,7 +225,7 @@ func TestVerifyReportsUnsealedPastTheBound(t *testing.T) {
 	}
 	var listed []*store.AuditUnsealedRecord
 	if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		listed, err = store.New(tx).AuditListUnsealed(ctx, "acme", engine.DefaultSealLagBound)
+		listed, _, err = store.New(tx).AuditListUnsealed(ctx, "acme", engine.DefaultSealLagBound, engine.ReportListMax)
 		return err
 	}); err != nil || len(listed) != 1 || listed[0].CorrelationID != "stale" {
 		t.Fatalf("orangerail.audit_unsealed = %+v, %v; want the stale record", listed, err)
@@ -359,4 +359,72 @@ func TestSealAfterCommitMigratesChainsInPlace(t *testing.T) {
 	if fmt.Sprint(order) != "[new-1 new-2 old-0 old-1 new-3]" {
 		t.Fatalf("chain order %v", order)
 	}
+}
+
+// TestReportListsAreBounded: a report lists the first findings of each
+// kind and counts them all, whether the walk finds them (unfinished
+// executions, operators' records) or SQL does (records unsealed past the
+// bound), among the records awaiting their seal and among the sealed: a
+// sealer's long outage cannot make a report as large as what it left.
+func TestReportListsAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for i := range 5 {
+		appendAt(t, b, engine.PhaseExecutionStarted, fmt.Sprintf("x%d", i), time.Now())
+	}
+	// The owner's records are an operator's, listed as break-glass ones.
+	for i := range 4 {
+		rec := record("acme", engine.PhaseApproved, fmt.Sprintf("op%d", i))
+		rec.Actor = engine.Actor{Subject: "postgres", Kind: engine.ActorOperator}
+		if err := database.InTenant(ctx, b.admin, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return engine.AppendAudit(ctx, tx, rec)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(r *engine.Report, unsealed int64) {
+		t.Helper()
+		var corr []string
+		for _, u := range r.Unsealed {
+			corr = append(corr, u.CorrelationID)
+		}
+		want := []string{"x0", "x1", "x2"}
+		if unsealed == 0 {
+			want = nil
+		}
+		if r.UnsealedTotal != unsealed || !slices.Equal(corr, want) {
+			t.Errorf("unsealed: %v of %d, want %v of %d", corr, r.UnsealedTotal, want, unsealed)
+		}
+		corr = nil
+		for _, u := range r.Unfinished {
+			corr = append(corr, u.CorrelationID)
+		}
+		if want := []string{"x0", "x1", "x2"}; r.UnfinishedTotal != 5 || !slices.Equal(corr, want) {
+			t.Errorf("unfinished: %v of %d, want %v of 5", corr, r.UnfinishedTotal, want)
+		}
+		var ops []engine.Phase
+		for _, d := range r.BreakGlass {
+			ops = append(ops, d.Phase)
+		}
+		if r.BreakGlassTotal != 4 || len(ops) != 3 || ops[0] != engine.PhaseApproved {
+			t.Errorf("break glass: %v of %d, want 3 of 4", ops, r.BreakGlassTotal)
+		}
+		if r.OK() {
+			t.Errorf("a report with findings is OK: %+v", r)
+		}
+	}
+	opts := engine.WithListMax(engine.VerifyOptions{LagBound: time.Nanosecond}, 3)
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r, 9)
+	if _, err := engine.Seal(ctx, b.runtime); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = engine.VerifyTenant(ctx, b.runtime, "acme", opts); err != nil || r.Records != 9 || r.Break != nil {
+		t.Fatalf("sealed: %+v, %v", r, err)
+	}
+	check(r, 0)
 }

@@ -115,36 +115,55 @@ type Report struct {
 	// Pending is how many committed records await their seal: not in the
 	// chain yet, and a finding only once unsealed past the bound
 	// (Unsealed).
-	Pending  int64            `json:"pending_records"`
-	Unsealed []UnsealedRecord `json:"unsealed_records"`
-	HeadSeq  int64            `json:"head_seq"`
-	HeadHash Hash             `json:"head_hash"`
-	Break    *ChainBreak      `json:"chain_break,omitempty"`
+	Pending int64 `json:"pending_records"`
+	// Each list of findings holds the first ReportListMax of its kind,
+	// and its Total counts them all: a report's size stays bounded however
+	// many there are (the SQL function named in each list's comment lists
+	// them all).
+	//
+	// Unsealed: orangerail.audit_unsealed.
+	Unsealed      []UnsealedRecord `json:"unsealed_records"`
+	UnsealedTotal int64            `json:"unsealed_records_total"`
+	HeadSeq       int64            `json:"head_seq"`
+	HeadHash      Hash             `json:"head_hash"`
+	Break         *ChainBreak      `json:"chain_break,omitempty"`
 	// Checkpoints is how many signed checkpoints the chain was held to,
 	// CheckpointSize the latest's size (0: the tenant has none), and
 	// CheckpointFindings what they say of the chain where they disagree,
 	// the first maxCheckpointFindings by size (CheckpointFindingsTotal
 	// counts them all).
-	Checkpoints             int64                  `json:"checkpoints"`
-	CheckpointSize          int64                  `json:"checkpoint_size"`
-	CheckpointFindings      []CheckpointFinding    `json:"checkpoint_findings"`
-	CheckpointFindingsTotal int64                  `json:"checkpoint_findings_total"`
-	Unfinished              []UnfinishedExecution  `json:"unfinished_executions"`
-	Unaudited               []UnauditedApproval    `json:"unaudited_approvals"`
-	UnexplainedApprovals    []UnexplainedApproval  `json:"unexplained_approvals"`
-	UnexplainedExecutions   []UnexplainedExecution `json:"unexplained_executions"`
-	// BreakGlass lists every record an operator made, in seq order
-	// (orangerail.audit_break_glass lists the same).
-	BreakGlass []BreakGlassDecision `json:"break_glass"`
+	Checkpoints             int64               `json:"checkpoints"`
+	CheckpointSize          int64               `json:"checkpoint_size"`
+	CheckpointFindings      []CheckpointFinding `json:"checkpoint_findings"`
+	CheckpointFindingsTotal int64               `json:"checkpoint_findings_total"`
+	// Unfinished: orangerail.audit_unfinished.
+	Unfinished      []UnfinishedExecution `json:"unfinished_executions"`
+	UnfinishedTotal int64                 `json:"unfinished_executions_total"`
+	// Unaudited: orangerail.approvals_unaudited.
+	Unaudited      []UnauditedApproval `json:"unaudited_approvals"`
+	UnauditedTotal int64               `json:"unaudited_approvals_total"`
+	// UnexplainedApprovals: orangerail.approvals_unexplained.
+	UnexplainedApprovals      []UnexplainedApproval `json:"unexplained_approvals"`
+	UnexplainedApprovalsTotal int64                 `json:"unexplained_approvals_total"`
+	// UnexplainedExecutions: orangerail.audit_unexplained_executions.
+	UnexplainedExecutions      []UnexplainedExecution `json:"unexplained_executions"`
+	UnexplainedExecutionsTotal int64                  `json:"unexplained_executions_total"`
+	// BreakGlass lists the records an operator made, in the order they were
+	// written (orangerail.audit_break_glass lists them all).
+	BreakGlass      []BreakGlassDecision `json:"break_glass"`
+	BreakGlassTotal int64                `json:"break_glass_total"`
 }
+
+// ReportListMax is how many findings of one kind a Report lists.
+const ReportListMax = 1000
 
 // OK reports whether the tenant's audit verified without a finding.
 // Break-glass decisions are reported, not findings: they are legitimate,
 // made by the database's owner, and visible in the report; a forged one
 // would have to be appended around audit_append, which breaks the chain.
 func (r *Report) OK() bool {
-	return r.Break == nil && r.CheckpointFindingsTotal == 0 && len(r.Unsealed) == 0 && len(r.Unfinished) == 0 && len(r.Unaudited) == 0 &&
-		len(r.UnexplainedApprovals) == 0 && len(r.UnexplainedExecutions) == 0
+	return r.Break == nil && r.CheckpointFindingsTotal == 0 && r.UnsealedTotal == 0 && r.UnfinishedTotal == 0 && r.UnauditedTotal == 0 &&
+		r.UnexplainedApprovalsTotal == 0 && r.UnexplainedExecutionsTotal == 0
 }
 
 // VerifyOptions tunes verification. The zero value is ready to use.
@@ -174,6 +193,9 @@ type VerifyOptions struct {
 	// checkpointPage is how many checkpoints are read at a time (notePage
 	// when 0): the tests' lever on the pages and the chain's segments.
 	checkpointPage int32
+	// listMax is how many findings of a kind the report lists
+	// (ReportListMax when 0): the tests' lever.
+	listMax int32
 }
 
 // VerifyPageSizeDefault is the default VerifyOptions.PageSize.
@@ -206,6 +228,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		pageSize = VerifyPageSizeDefault
 	}
 	lagBound := cmp.Or(opts.LagBound, DefaultSealLagBound)
+	listMax := cmp.Or(opts.listMax, ReportListMax)
 	report := &Report{Tenant: tenant, Unsealed: []UnsealedRecord{}, Unfinished: []UnfinishedExecution{}, Unaudited: []UnauditedApproval{},
 		UnexplainedApprovals: []UnexplainedApproval{}, UnexplainedExecutions: []UnexplainedExecution{}, BreakGlass: []BreakGlassDecision{}}
 	txOpts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
@@ -229,7 +252,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		if err != nil {
 			return err
 		}
-		chain := newChainChecker(tenant)
+		chain := newChainChecker(tenant, int(listMax))
 		anySigned := upto > 0
 		cfg := streamConfig{tenant: tenant, rows: int(pageSize), bytes: VerifyBatchBytes, workers: defaultWorkers(), leaves: anySigned,
 			check: func(b *batch) {
@@ -268,7 +291,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		}
 		chain.finish(report)
 		signed.finish(report, opts.RequireCheckpoint)
-		unsealed, err := st.AuditListUnsealed(ctx, tenant, lagBound)
+		unsealed, total, err := st.AuditListUnsealed(ctx, tenant, lagBound, listMax)
 		if err != nil {
 			return fmt.Errorf("read unsealed records: %w", err)
 		}
@@ -276,15 +299,17 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 			report.Unsealed = append(report.Unsealed, UnsealedRecord{CorrelationID: u.CorrelationID, Phase: Phase(u.Phase),
 				Action: u.Action, At: u.At, UnsealedFor: u.UnsealedFor})
 		}
+		report.UnsealedTotal = total
 
-		unaudited, err := st.ApprovalListUnaudited(ctx, tenant)
+		unaudited, total, err := st.ApprovalListUnaudited(ctx, tenant, listMax)
 		if err != nil {
 			return fmt.Errorf("read consumed approvals: %w", err)
 		}
 		for _, u := range unaudited {
 			report.Unaudited = append(report.Unaudited, UnauditedApproval{ApprovalID: u.ApprovalID, Action: u.Action, ConsumedAt: u.ConsumedAt})
 		}
-		return explain(ctx, st, report)
+		report.UnauditedTotal = total
+		return explain(ctx, st, report, listMax)
 	})
 	if err != nil {
 		return nil, err
@@ -296,8 +321,8 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 // explain. Postgres answers both from its indexes on the snapshot the
 // chain was read in, so memory stays bounded however many approvals a
 // tenant has.
-func explain(ctx context.Context, st *store.Store, report *Report) error {
-	approvals, err := st.ApprovalListUnexplained(ctx, report.Tenant)
+func explain(ctx context.Context, st *store.Store, report *Report, listMax int32) error {
+	approvals, total, err := st.ApprovalListUnexplained(ctx, report.Tenant, listMax)
 	if err != nil {
 		return fmt.Errorf("read unexplained approvals: %w", err)
 	}
@@ -305,7 +330,8 @@ func explain(ctx context.Context, st *store.Store, report *Report) error {
 		report.UnexplainedApprovals = append(report.UnexplainedApprovals,
 			UnexplainedApproval{ApprovalID: a.ApprovalID, Action: a.Action, Status: a.Status, Missing: phasesOf(a.Missing)})
 	}
-	executions, err := st.AuditListUnexplainedExecutions(ctx, report.Tenant)
+	report.UnexplainedApprovalsTotal = total
+	executions, total, err := st.AuditListUnexplainedExecutions(ctx, report.Tenant, listMax)
 	if err != nil {
 		return fmt.Errorf("read unexplained executions: %w", err)
 	}
@@ -313,6 +339,7 @@ func explain(ctx context.Context, st *store.Store, report *Report) error {
 		report.UnexplainedExecutions = append(report.UnexplainedExecutions, UnexplainedExecution{
 			Seq: x.Seq, ApprovalID: x.ApprovalID, Phase: Phase(x.Phase), Action: x.Action, Missing: phasesOf(x.Missing)})
 	}
+	report.UnexplainedExecutionsTotal = total
 	return nil
 }
 
@@ -385,15 +412,20 @@ type chainChecker struct {
 	prevSeq  int64
 	prevHash Hash // a copy: the rows' bytes go back to the stream
 	brk      *ChainBreak
-	open     map[string][]UnfinishedExecution // by correlation id
-	// breakGlass are the operators' records, in seq order.
-	breakGlass []BreakGlassDecision
+	// open are the executions started and not finished yet, by
+	// correlation id. It holds every one: a later record may finish any.
+	open map[string][]UnfinishedExecution
+	// breakGlass are the first listMax operators' records, in the order
+	// written, of breakGlassTotal.
+	breakGlass      []BreakGlassDecision
+	breakGlassTotal int64
+	listMax         int
 	// written counts the records related so far: their order.
 	written int64
 }
 
-func newChainChecker(tenant string) *chainChecker {
-	return &chainChecker{tenant: tenant, prevHash: Genesis(), open: map[string][]UnfinishedExecution{}}
+func newChainChecker(tenant string, listMax int) *chainChecker {
+	return &chainChecker{tenant: tenant, prevHash: Genesis(), open: map[string][]UnfinishedExecution{}, listMax: listMax}
 }
 
 // checkBatch checks a batch of rows that follows the rows already checked;
@@ -431,7 +463,7 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 	// The relations read a row's columns only where they need them: this
 	// runs once per record of the chain.
 	c.written++
-	if string(row[store.AuditChainActorKind]) == string(ActorOperator) {
+	if string(row[store.AuditChainActorKind]) == string(ActorOperator) && c.listBreakGlass() {
 		at, _ := timestamptz(row[store.AuditChainAt])
 		var approval *uuid.UUID
 		if id, err := uuid.FromBytes(row[store.AuditChainApprovalID]); err == nil {
@@ -458,7 +490,7 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 // chain, in the relations check follows a sealed one in.
 func (c *chainChecker) relatePending(r *store.AuditPending) {
 	c.written++
-	if r.ActorKind == string(ActorOperator) {
+	if r.ActorKind == string(ActorOperator) && c.listBreakGlass() {
 		c.breakGlass = append(c.breakGlass, BreakGlassDecision{ApprovalID: r.ApprovalID, Phase: Phase(r.Phase), Operator: r.Actor,
 			At: r.At, Reason: breakGlassReason(r.Entry)})
 	}
@@ -468,6 +500,13 @@ func (c *chainChecker) relatePending(r *store.AuditPending) {
 	case phase.Finishes():
 		delete(c.open, r.CorrelationID)
 	}
+}
+
+// listBreakGlass counts an operator's record and reports whether it is
+// among the first listMax, to be listed.
+func (c *chainChecker) listBreakGlass() bool {
+	c.breakGlassTotal++
+	return c.breakGlassTotal <= int64(c.listMax)
 }
 
 // started opens an execution until a record of its correlation id
@@ -507,7 +546,7 @@ func (c *chainChecker) pending(ctx context.Context, st *store.Store, report *Rep
 // executions.
 func (c *chainChecker) finish(report *Report) {
 	report.Break = c.brk
-	report.BreakGlass = append(report.BreakGlass, c.breakGlass...)
+	report.BreakGlass, report.BreakGlassTotal = append(report.BreakGlass, c.breakGlass...), c.breakGlassTotal
 	if report.Break == nil && (report.HeadSeq != c.prevSeq || !bytes.Equal(report.HeadHash, c.prevHash)) {
 		report.Break = &ChainBreak{Seq: report.HeadSeq, Problem: ProblemHeadMismatch, Expected: c.prevHash, Found: report.HeadHash}
 	}
@@ -517,6 +556,8 @@ func (c *chainChecker) finish(report *Report) {
 	// In the order they were written, as orangerail.audit_unfinished lists
 	// them: the sealed by seq, then those awaiting their seal.
 	slices.SortFunc(report.Unfinished, func(a, b UnfinishedExecution) int { return cmp.Compare(a.written, b.written) })
+	report.UnfinishedTotal = int64(len(report.Unfinished))
+	report.Unfinished = slices.Clone(report.Unfinished[:min(len(report.Unfinished), c.listMax)])
 }
 
 // breakGlassReason is the reason an operator's record gives, read as

@@ -487,7 +487,7 @@ func TestAfterConsumePhasesMatchSQL(t *testing.T) {
 		}
 		var orphaned bool
 		err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
-			rows, err := store.New(tx).ApprovalListUnaudited(ctx, "acme")
+			rows, _, err := store.New(tx).ApprovalListUnaudited(ctx, "acme", engine.ReportListMax)
 			orphaned = slices.ContainsFunc(rows, func(r *store.ApprovalUnaudited) bool { return r.ApprovalID == id })
 			return err
 		})

@@ -124,7 +124,7 @@ func TestCheckpointFindingsInSizeOrder(t *testing.T) {
 // stream and returns its stats and what the checker found.
 func verifySynthetic(t *testing.T, n, rows int, copyTo func(chainSink) error) (streamStats, *Report, error) {
 	t.Helper()
-	chain := newChainChecker("acme")
+	chain := newChainChecker("acme", ReportListMax)
 	report := &Report{Tenant: "acme"}
 	cfg := streamConfig{tenant: "acme", rows: rows, bytes: 64 << 10, workers: 2, check: func(b *batch) {
 		chain.checkBatch(b)

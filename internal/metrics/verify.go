@@ -95,11 +95,12 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 			// Each checkpoint that disagrees, listed or not.
 			findings.WithLabelValues(FindingCheckpointMismatch).Add(float64(r.CheckpointFindingsTotal))
 		}
-		findings.WithLabelValues(FindingUnsealed).Add(float64(len(r.Unsealed)))
-		findings.WithLabelValues(FindingUnfinished).Add(float64(len(r.Unfinished)))
-		findings.WithLabelValues(FindingUnaudited).Add(float64(len(r.Unaudited)))
-		findings.WithLabelValues(FindingUnexplainedApproval).Add(float64(len(r.UnexplainedApprovals)))
-		findings.WithLabelValues(FindingUnexplainedExecution).Add(float64(len(r.UnexplainedExecutions)))
+		// Every finding, listed in the report or not.
+		findings.WithLabelValues(FindingUnsealed).Add(float64(r.UnsealedTotal))
+		findings.WithLabelValues(FindingUnfinished).Add(float64(r.UnfinishedTotal))
+		findings.WithLabelValues(FindingUnaudited).Add(float64(r.UnauditedTotal))
+		findings.WithLabelValues(FindingUnexplainedApproval).Add(float64(r.UnexplainedApprovalsTotal))
+		findings.WithLabelValues(FindingUnexplainedExecution).Add(float64(r.UnexplainedExecutionsTotal))
 		total += float64(r.Records)
 	}
 	records.WithLabelValues().Set(total)

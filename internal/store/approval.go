@@ -221,11 +221,12 @@ type ApprovalUnaudited struct {
 	ConsumedAt time.Time
 }
 
-// ApprovalListUnaudited lists a tenant's consumed approvals the chain holds
-// no post-consume record of (orangerail.approvals_unaudited).
-func (s *Store) ApprovalListUnaudited(ctx context.Context, tenantID string) ([]*ApprovalUnaudited, error) {
-	rows, err := s.q.ApprovalsUnaudited(ctx, s.x, tenantID)
-	return all(rows, err, func(r *db.ApprovalsUnauditedRow) *ApprovalUnaudited {
+// ApprovalListUnaudited lists the first limit of a tenant's consumed
+// approvals the chain holds no post-consume record of
+// (orangerail.approvals_unaudited), and how many there are.
+func (s *Store) ApprovalListUnaudited(ctx context.Context, tenantID string, limit int32) ([]*ApprovalUnaudited, int64, error) {
+	rows, err := s.q.ApprovalsUnaudited(ctx, s.x, &db.ApprovalsUnauditedParams{TenantID: tenantID, RowLimit: limit})
+	return counted(rows, err, func(r *db.ApprovalsUnauditedRow) int64 { return r.Total }, func(r *db.ApprovalsUnauditedRow) *ApprovalUnaudited {
 		return &ApprovalUnaudited{ApprovalID: r.ApprovalID, Action: r.Action, ConsumedAt: r.ConsumedAt}
 	})
 }
@@ -239,11 +240,12 @@ type ApprovalUnexplained struct {
 	Missing    []string
 }
 
-// ApprovalListUnexplained lists a tenant's approvals whose status the chain
-// does not explain (orangerail.approvals_unexplained).
-func (s *Store) ApprovalListUnexplained(ctx context.Context, tenantID string) ([]*ApprovalUnexplained, error) {
-	rows, err := s.q.ApprovalsUnexplained(ctx, s.x, tenantID)
-	return all(rows, err, func(r *db.ApprovalsUnexplainedRow) *ApprovalUnexplained {
+// ApprovalListUnexplained lists the first limit of a tenant's approvals
+// whose status the chain does not explain
+// (orangerail.approvals_unexplained), and how many there are.
+func (s *Store) ApprovalListUnexplained(ctx context.Context, tenantID string, limit int32) ([]*ApprovalUnexplained, int64, error) {
+	rows, err := s.q.ApprovalsUnexplained(ctx, s.x, &db.ApprovalsUnexplainedParams{TenantID: tenantID, RowLimit: limit})
+	return counted(rows, err, func(r *db.ApprovalsUnexplainedRow) int64 { return r.Total }, func(r *db.ApprovalsUnexplainedRow) *ApprovalUnexplained {
 		return &ApprovalUnexplained{ApprovalID: r.ApprovalID, Action: r.Action, Status: ApprovalStatus(r.Status), Missing: r.Missing}
 	})
 }

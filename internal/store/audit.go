@@ -78,11 +78,12 @@ type AuditUnsealedRecord struct {
 	UnsealedFor   time.Duration
 }
 
-// AuditListUnsealed lists a tenant's records unsealed longer than bound
-// (orangerail.audit_unsealed), in the order they were written.
-func (s *Store) AuditListUnsealed(ctx context.Context, tenantID string, bound time.Duration) ([]*AuditUnsealedRecord, error) {
-	rows, err := s.q.AuditUnsealed(ctx, s.x, &db.AuditUnsealedParams{TenantID: tenantID, BoundSeconds: bound.Seconds()})
-	return all(rows, err, func(r *db.AuditUnsealedRow) *AuditUnsealedRecord {
+// AuditListUnsealed lists the first limit of a tenant's records unsealed
+// longer than bound (orangerail.audit_unsealed), in the order they were
+// written, and how many there are.
+func (s *Store) AuditListUnsealed(ctx context.Context, tenantID string, bound time.Duration, limit int32) ([]*AuditUnsealedRecord, int64, error) {
+	rows, err := s.q.AuditUnsealed(ctx, s.x, &db.AuditUnsealedParams{TenantID: tenantID, BoundSeconds: bound.Seconds(), RowLimit: limit})
+	return counted(rows, err, func(r *db.AuditUnsealedRow) int64 { return r.Total }, func(r *db.AuditUnsealedRow) *AuditUnsealedRecord {
 		return &AuditUnsealedRecord{CorrelationID: r.CorrelationID, Phase: r.Phase, Action: r.Action, At: r.At,
 			UnsealedFor: time.Duration(r.UnsealedSeconds * float64(time.Second))}
 	})
@@ -91,7 +92,8 @@ func (s *Store) AuditListUnsealed(ctx context.Context, tenantID string, bound ti
 // AuditPending is a committed record not sealed yet: no seq, no link.
 type AuditPending struct {
 	// ID is the order it was written in.
-	ID            int64
+	ID int64
+	// Entry is an operator's record's entry; nil for any other's.
 	Entry         []byte
 	At            time.Time
 	CorrelationID string
@@ -247,11 +249,12 @@ type AuditUnexplainedExecution struct {
 	Missing    []string
 }
 
-// AuditListUnexplainedExecutions lists a tenant's execution records nobody
-// can be shown to have approved (orangerail.audit_unexplained_executions).
-func (s *Store) AuditListUnexplainedExecutions(ctx context.Context, tenantID string) ([]*AuditUnexplainedExecution, error) {
-	rows, err := s.q.AuditUnexplainedExecutions(ctx, s.x, tenantID)
-	return all(rows, err, func(r *db.AuditUnexplainedExecutionsRow) *AuditUnexplainedExecution {
+// AuditListUnexplainedExecutions lists the first limit of a tenant's
+// execution records nobody can be shown to have approved
+// (orangerail.audit_unexplained_executions), and how many there are.
+func (s *Store) AuditListUnexplainedExecutions(ctx context.Context, tenantID string, limit int32) ([]*AuditUnexplainedExecution, int64, error) {
+	rows, err := s.q.AuditUnexplainedExecutions(ctx, s.x, &db.AuditUnexplainedExecutionsParams{TenantID: tenantID, RowLimit: limit})
+	return counted(rows, err, func(r *db.AuditUnexplainedExecutionsRow) int64 { return r.Total }, func(r *db.AuditUnexplainedExecutionsRow) *AuditUnexplainedExecution {
 		return &AuditUnexplainedExecution{Seq: r.Seq, ApprovalID: r.ApprovalID, Phase: r.Phase, Action: r.Action, Missing: r.Missing}
 	})
 }

@@ -60,3 +60,14 @@ func all[R, T any](rows []*R, err error, convert func(*R) *T) ([]*T, error) {
 	}
 	return out, nil
 }
+
+// counted is all for a query that returns its first rows, each carrying
+// the count of every row it matched (count(*) OVER ()): the rows, and
+// that count.
+func counted[R, T any](rows []*R, err error, total func(*R) int64, convert func(*R) *T) ([]*T, int64, error) {
+	out, err := all(rows, err, convert)
+	if err != nil || len(rows) == 0 {
+		return out, 0, err
+	}
+	return out, total(rows[0]), nil
+}

@@ -130,9 +130,9 @@ func TestApprovalLifecycle(t *testing.T) {
 		if err != nil || len(list) != 1 || list[0].ID != id {
 			return fmt.Errorf("list: %v %w", list, err)
 		}
-		unaudited, err := s.ApprovalListUnaudited(ctx, "acme")
-		if err != nil || len(unaudited) != 1 || unaudited[0].ApprovalID != id {
-			return fmt.Errorf("unaudited: %v %w", unaudited, err)
+		unaudited, total, err := s.ApprovalListUnaudited(ctx, "acme", 10)
+		if err != nil || len(unaudited) != 1 || total != 1 || unaudited[0].ApprovalID != id {
+			return fmt.Errorf("unaudited: %v of %d %w", unaudited, total, err)
 		}
 		// Appended, not sealed: the chain is as it was until a sealer
 		// runs after commit.

@@ -69,7 +69,7 @@ func Audit(t testing.TB, admin *pgxpool.Pool, tenant, correlation string) ([]str
 func Verify(t testing.TB, runtime, admin *pgxpool.Pool, tenant, unfinished string) {
 	t.Helper()
 	r, err := engine.VerifyTenant(context.Background(), runtime, tenant, engine.VerifyOptions{})
-	if err != nil || r.Break != nil || len(r.Unaudited) != 0 || len(r.UnexplainedApprovals) != 0 || len(r.UnexplainedExecutions) != 0 {
+	if err != nil || r.Break != nil || r.UnauditedTotal != 0 || r.UnexplainedApprovalsTotal != 0 || r.UnexplainedExecutionsTotal != 0 {
 		t.Fatalf("verify: %+v %v", r, err)
 	}
 	var open []string
