@@ -45,9 +45,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// An error can carry what an agent sent or a database said: shown
 	// through display.Text, it stays one line and cannot rewrite the
 	// terminal.
+	// The whole error is printed, not only its coded part: what wraps it
+	// says where it happened (which tenant of a run over all of them), and
+	// errors joined are each shown.
 	var coded *errcode.Error
 	if errors.As(err, &coded) {
-		fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", display.Text(coded.Error()), coded.Fix())
+		fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", display.Text(err.Error()), coded.Fix())
 	} else {
 		fmt.Fprintf(stderr, "orangerail: %s\n", display.Text(err.Error()))
 	}

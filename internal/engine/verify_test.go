@@ -218,12 +218,7 @@ func TestVerifiersReportUnreadableEntries(t *testing.T) {
 	t.Parallel()
 	notUTF8 := "UPDATE orangerail.audit SET entry = '\\xff7b7d'::bytea WHERE tenant_id = 'acme' AND seq = %d"
 	notJSON := "UPDATE orangerail.audit SET entry = convert_to('{\"v\":1', 'UTF8') WHERE tenant_id = 'acme' AND seq = %d"
-	tests := []struct {
-		name    string
-		tamper  []string
-		wantSeq int64
-		want    engine.Problem
-	}{
+	tests := []tamperCase{
 		{
 			name:    "an entry not UTF-8, every link after it recomputed",
 			tamper:  []string{fmt.Sprintf(notUTF8, 4), relink("acme", 4)},
@@ -250,6 +245,17 @@ func TestVerifiersReportUnreadableEntries(t *testing.T) {
 			},
 			wantSeq: 3, want: engine.ProblemColumns,
 		},
+		// A column a superuser emptied, its constraint dropped: each is a
+		// finding of both verifiers, never a chain the Go one cannot read.
+		nullColumn("entry", engine.ProblemHash),
+		nullColumn("at", engine.ProblemColumns),
+		nullColumn("correlation_id", engine.ProblemColumns),
+		nullColumn("phase", engine.ProblemColumns),
+		nullColumn("actor", engine.ProblemColumns),
+		nullColumn("actor_kind", engine.ProblemColumns),
+		nullColumn("dev_mode", engine.ProblemColumns),
+		nullColumn("prev_hash", engine.ProblemPrevHash),
+		nullColumn("hash", engine.ProblemHash),
 		{
 			name: "an entry not UTF-8 after a deleted row",
 			tamper: []string{
@@ -278,6 +284,28 @@ func TestVerifiersReportUnreadableEntries(t *testing.T) {
 				t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
 			}
 		})
+	}
+}
+
+// tamperCase tampers with a chain and names the first problem both
+// verifiers must report.
+type tamperCase struct {
+	name    string
+	tamper  []string
+	wantSeq int64
+	want    engine.Problem
+}
+
+// nullColumn is a tamper case that empties a column of seq 4.
+func nullColumn(column string, want engine.Problem) tamperCase {
+	return tamperCase{
+		name: "a NULL " + column,
+		tamper: []string{
+			"ALTER TABLE orangerail.audit ALTER COLUMN " + column + " DROP NOT NULL",
+			"ALTER TABLE orangerail.audit DROP CONSTRAINT audit_link_whole",
+			"UPDATE orangerail.audit SET " + column + " = NULL WHERE tenant_id = 'acme' AND seq = 4",
+		},
+		wantSeq: 4, want: want,
 	}
 }
 

@@ -264,16 +264,13 @@ func (cfg *streamConfig) computeBatch(b *batch) {
 	b.res = append(b.res[:0], make([]rowResult, len(b.rows))...)
 	for i := range b.rows {
 		row, res := &b.rows[i], &b.res[i]
-		for _, col := range []int{store.AuditChainSeq, store.AuditChainEntry, store.AuditChainAt, store.AuditChainCorrelationID,
-			store.AuditChainPhase, store.AuditChainActor, store.AuditChainActorKind, store.AuditChainDevMode,
-			store.AuditChainPrevHash, store.AuditChainHash} {
-			if row[col] == nil {
-				b.err = fmt.Errorf("read audit chain: column %d of a row is NULL", col)
-				return
-			}
-		}
-		if len(row[store.AuditChainSeq]) != 8 || len(row[store.AuditChainAt]) != 8 || len(row[store.AuditChainDevMode]) != 1 ||
-			(row[store.AuditChainApprovalID] != nil && len(row[store.AuditChainApprovalID]) != 16) {
+		// Only a sealed record is read, so its seq is there. Any other
+		// column may be NULL where its constraint was dropped: that is a
+		// finding (a NULL entry or hash a hash_mismatch, a NULL prev_hash a
+		// prev_hash_mismatch, a NULL column a column_mismatch, as SQL's
+		// audit_verify reports them), not a chain that cannot be read.
+		if len(row[store.AuditChainSeq]) != 8 || !lenOrNull(row[store.AuditChainAt], 8) || !lenOrNull(row[store.AuditChainDevMode], 1) ||
+			!lenOrNull(row[store.AuditChainApprovalID], 16) {
 			b.err = errors.New("read audit chain: a row's columns are not of their types")
 			return
 		}
@@ -289,6 +286,9 @@ func (cfg *streamConfig) computeBatch(b *batch) {
 		}
 	}
 }
+
+// lenOrNull reports whether a column is NULL or n bytes long.
+func lenOrNull(col []byte, n int) bool { return col == nil || len(col) == n }
 
 // postgresEpoch is where Postgres counts a timestamptz's microseconds
 // from, in seconds since the Unix epoch.
@@ -323,11 +323,15 @@ func columnsMatch(tenant string, row *chainRow) bool {
 	}
 	rowAction := row[store.AuditChainAction]
 	actionOK := c.action == nil && rowAction == nil || c.action != nil && rowAction != nil && bytes.Equal(c.action, rowAction)
-	at, atOK := timestamptz(row[store.AuditChainAt])
+	rowAt, rowDevMode := row[store.AuditChainAt], row[store.AuditChainDevMode]
+	if rowAt == nil || rowDevMode == nil {
+		return false
+	}
+	at, atOK := timestamptz(rowAt)
 	return approvalOK && actionOK && string(c.tenant) == tenant && atOK && c.atTime.Equal(at) &&
 		bytes.Equal(c.correlationID, row[store.AuditChainCorrelationID]) && bytes.Equal(c.phase, row[store.AuditChainPhase]) &&
 		bytes.Equal(c.subject, row[store.AuditChainActor]) && bytes.Equal(c.kind, row[store.AuditChainActorKind]) &&
-		c.devMode == (row[store.AuditChainDevMode][0] != 0)
+		c.devMode == (rowDevMode[0] != 0)
 }
 
 // defaultWorkers is how many workers hash a chain: one per CPU.
