@@ -4,9 +4,9 @@
 -- expired leases and counts the live ones, and counts the execution and
 -- takes its lease unless a limit is reached (refused_by, else ''). Every
 -- execution spends, a poll of an approval another poll holds a slot for
--- too (the function's held rule, off here: p_approved false): of racing
--- polls the consume lets one execute and the others give their count
--- back. Sent again after its connection died, a spend that committed
+-- too (the function has no rule that holds it back since migration
+-- 00035; p_approved is not read): of racing polls the consume lets one
+-- execute and the others give their count back. Sent again after its connection died, a spend that committed
 -- answers spent.
 SELECT s.spent::boolean AS spent, coalesce(s.refused_by, '')::text AS refused_by,
        s.minute_start::timestamptz AS minute_start, s.minute_calls::integer AS minute_calls,

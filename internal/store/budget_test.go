@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/store"
@@ -70,5 +71,15 @@ func TestBudgetSpend(t *testing.T) {
 	}
 	if calls, leases := counted(t); calls != 2 || leases != 2 {
 		t.Fatalf("after refusals: %d calls and %d leases, want 2 and 2", calls, leases)
+	}
+	// The function no longer has a rule that spends nothing for a poll
+	// beside another's slot: asked with p_approved true, as a replica
+	// before migration 00035 could, it spends.
+	var spent, held bool
+	if err := pgx.BeginFunc(ctx, b.admin, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT spent, held FROM orangerail.budget_spend('acme', 'cancel_order', $1, 'c-1', 60, 100, 100, 100, true)`,
+			uuid.New()).Scan(&spent, &held)
+	}); err != nil || !spent || held {
+		t.Fatalf("a spend asked to be held beside another poll's slot: spent %v, held %v (%v); want spent", spent, held, err)
 	}
 }
