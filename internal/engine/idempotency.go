@@ -159,8 +159,8 @@ var errClaimGone = errors.New("the key is no longer claimed by this call")
 // keyReserve, after its claim: a call the database slows so much is cut
 // short there, as a cancelled call is. What the cut leaves in doubt (a
 // request already sent upstream) is answered as unknown and filed, as any
-// unknown outcome; a failure the cut caused, or an answer that says
-// nothing ran, gives the key back, so that a retry runs the call.
+// unknown outcome; a failure the cut caused (cutShort), or an answer that
+// says nothing ran, gives the key back, so that a retry runs the call.
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
 	waitUntil := time.Now().Add(e.store.Limits.LockTimeout)
@@ -183,14 +183,26 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 	runCtx, cancel := context.WithDeadline(callerCtx, began.Add(bound-keyReserve))
 	defer cancel()
 	out = run(runCtx)
-	// A failure the cut caused — the run's bound reached, or the caller
-	// gone — says nothing ran that a retry should not run.
-	if !fileable(out) || (runCtx.Err() != nil && out.Status == StatusFailed) {
+	if !fileable(out) || (out.Status == StatusFailed && cutShort(runCtx, out.Err)) {
 		e.releaseKey(ctx, k, claim, correlation)
 		return out
 	}
 	e.fileKey(ctx, k, claim, out, correlation)
 	return out
+}
+
+// cutShort reports whether err, a failed run's, is what ending runCtx
+// made of it — the run's bound reached, or the caller gone: a statement
+// cancelled, or a request never sent. Such a failure says nothing ran
+// that a retry should not run. One the effect met of its own (the
+// datasource refused it, the upstream answered it) is the call's answer
+// even when its caller has gone meanwhile, and is filed as any other.
+func cutShort(runCtx context.Context, err error) bool {
+	if runCtx.Err() == nil {
+		return false
+	}
+	err = store.InterpretError(err)
+	return errors.Is(err, store.ErrTimeout) || errors.Is(err, store.ErrCanceled)
 }
 
 // keyWaitFailure answers a call that waited for its key in vain: until a

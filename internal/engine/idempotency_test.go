@@ -212,6 +212,35 @@ func TestIdempotentFailureTheCallerCausedIsNotFiled(t *testing.T) {
 	}
 }
 
+// TestIdempotentFailureOfItsOwnIsFiledWhenTheCallerLeaves: a call whose
+// effect failed of its own accord (the datasource refused it), whose
+// caller hung up before its end was recorded, has that failure filed
+// under its key as any other: the cut did not cause it, and the effect
+// ran. A retry answers it and runs nothing.
+func TestIdempotentFailureOfItsOwnIsFiledWhenTheCallerLeaves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, data := idempotentNotesApart(t, ontologytest.Set("actions.add_order_note.execute.sql",
+		"INSERT INTO order_notes (org_id, order_id, note) SELECT current_setting('orangerail.tenant_id'), :order_id, :note FROM generate_series(1, 1) g WHERE g / (g - 1) = 1 RETURNING id"))
+	callerCtx, hangUp := context.WithCancel(ctx)
+	engine.SetBeforeFinish(e, hangUp) // the effect failed; the caller goes
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "refused", "idempotencyKey": "refused-1"}`)
+	first := e.Call(callerCtx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusFailed)
+	if callerCtx.Err() == nil {
+		t.Fatal("the caller never left")
+	}
+	retry := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, retry, engine.StatusFailed)
+	if !retry.Replayed || retry.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry ran the call again (%s, replayed %t) instead of answering the first call's failure (%s)",
+			retry.CorrelationID, retry.Replayed, first.CorrelationID)
+	}
+	if notes := notesSaying(t, data, "refused"); notes != 0 {
+		t.Fatalf("%d notes, want none", notes)
+	}
+}
+
 // TestIdempotentRetryOnAnotherReplicaWaits: a retry sent to another
 // replica while the first call runs finds the key claimed, waits for the
 // outcome, and answers it; the call ran once.
