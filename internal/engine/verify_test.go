@@ -256,6 +256,10 @@ func TestVerifiersReportUnreadableEntries(t *testing.T) {
 		nullColumn("dev_mode", engine.ProblemColumns),
 		nullColumn("prev_hash", engine.ProblemPrevHash),
 		nullColumn("hash", engine.ProblemHash),
+		// The relations read an execution's start and an operator's
+		// record further: their time, emptied, is a finding too.
+		nullColumnOf("an execution's start", rewriteEntry(4, "phase", "staged", "execution_started"), "at", engine.ProblemColumns),
+		nullColumnOf("an operator's record", rewriteEntry(4, "kind", "agent", "operator"), "at", engine.ProblemColumns),
 		{
 			name: "an entry not UTF-8 after a deleted row",
 			tamper: []string{
@@ -298,14 +302,36 @@ type tamperCase struct {
 
 // nullColumn is a tamper case that empties a column of seq 4.
 func nullColumn(column string, want engine.Problem) tamperCase {
+	return nullColumnOf("", nil, column, want)
+}
+
+// nullColumnOf is nullColumn of a record made what (described) by first.
+func nullColumnOf(what string, first []string, column string, want engine.Problem) tamperCase {
+	name := "a NULL " + column
+	if what != "" {
+		name += " of " + what
+	}
 	return tamperCase{
-		name: "a NULL " + column,
-		tamper: []string{
-			"ALTER TABLE orangerail.audit ALTER COLUMN " + column + " DROP NOT NULL",
+		name: name,
+		tamper: append(first,
+			"ALTER TABLE orangerail.audit ALTER COLUMN "+column+" DROP NOT NULL",
 			"ALTER TABLE orangerail.audit DROP CONSTRAINT audit_link_whole",
-			"UPDATE orangerail.audit SET " + column + " = NULL WHERE tenant_id = 'acme' AND seq = 4",
-		},
+			"UPDATE orangerail.audit SET "+column+" = NULL WHERE tenant_id = 'acme' AND seq = 4"),
 		wantSeq: 4, want: want,
+	}
+}
+
+// rewriteEntry rewrites acme's record seq, a staged one appendN made, so
+// that its entry's member name (phase, or the actor's kind) says to where
+// it said from, and its column says so too, every link after it
+// recomputed: a whole record of another kind.
+func rewriteEntry(seq int64, name, from, to string) []string {
+	column := map[string]string{"phase": "phase", "kind": "actor_kind"}[name]
+	return []string{
+		fmt.Sprintf(`UPDATE orangerail.audit SET %[1]s = '%[4]s',
+			entry = convert_to(replace(convert_from(entry, 'UTF8'), '"%[2]s":"%[3]s"', '"%[2]s":"%[4]s"'), 'UTF8')
+			WHERE tenant_id = 'acme' AND seq = %[5]d`, column, name, from, to, seq),
+		relink("acme", seq),
 	}
 }
 

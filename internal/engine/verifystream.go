@@ -297,6 +297,9 @@ const postgresEpoch = 946_684_800
 // timestamptz decodes a timestamptz as Postgres sends it; ok is false for
 // ±infinity, which no entry's time equals.
 func timestamptz(b []byte) (t time.Time, ok bool) {
+	if len(b) != 8 {
+		return time.Time{}, false // NULL: a column emptied where its constraint was dropped
+	}
 	us := int64(binary.BigEndian.Uint64(b)) //nolint:gosec // int8 is sent as its bit pattern
 	if us == 1<<63-1 || us == -1<<63 {
 		return time.Time{}, false
