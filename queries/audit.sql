@@ -59,6 +59,14 @@ LIMIT @row_limit::integer;
 -- name: TenantEnsure :exec
 INSERT INTO orangerail.tenants (id) VALUES (@id) ON CONFLICT DO NOTHING;
 
+-- name: AuditHeadEnsure :exec
+-- The head of a tenant's empty chain, as its first record would make it
+-- (audit_insert): seq 0, the genesis hash. The heads' policy asks for the
+-- tenant's scope.
+INSERT INTO orangerail.audit_heads (tenant_id, seq, hash)
+VALUES (@tenant_id, 0, decode(repeat('00', 32), 'hex'))
+ON CONFLICT DO NOTHING;
+
 -- name: TenantList :many
 SELECT id FROM orangerail.tenants ORDER BY id;
 

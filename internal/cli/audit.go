@@ -179,6 +179,9 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			fmt.Fprintf(w, ", %d signed checkpoint(s) checked (the latest of size %d)", r.Checkpoints, r.CheckpointSize)
 		}
 		fmt.Fprintln(w)
+		if r.NothingVisible {
+			fmt.Fprintln(w, "  nothing to verify: the tenant has no chain head and no sealed record — an id mistyped, or a chain deleted whole [nothing_visible]")
+		}
 		if b := r.Break; b != nil {
 			fmt.Fprintf(w, "  chain broken at seq %d: %s\n    expected hash %s\n    found hash    %s\n", b.Seq, describeProblem(b.Problem), b.Expected, b.Found)
 		}

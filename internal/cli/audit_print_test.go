@@ -52,3 +52,16 @@ func TestPrintReportsCountsWhatItDoesNotList(t *testing.T) {
 		t.Errorf("more than ten listed:\n%s", got)
 	}
 }
+
+// TestPrintReportsSaysNothingWasChecked: a tenant with no head and no
+// sealed record (a mistyped id, a chain deleted whole) is not printed OK.
+func TestPrintReportsSaysNothingWasChecked(t *testing.T) {
+	var out bytes.Buffer
+	printReports(&out, []*engine.Report{{Tenant: "acmee", NothingVisible: true}})
+	got := out.String()
+	for _, want := range []string{"tenant acmee: FAILED — 0 records", "nothing to verify", "[nothing_visible]"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}

@@ -80,7 +80,7 @@ func TestAuditVerifyMetricsFile(t *testing.T) {
 	want := map[string]float64{
 		metrics.VerifySuccess: 1, metrics.VerifyRecords: 6,
 		metrics.VerifyTenants + "{ok}": 2, metrics.VerifyTenants + "{findings}": 0,
-		metrics.VerifyFindings + "{chain_break}": 0, metrics.VerifyFindings + "{checkpoint_mismatch}": 0, metrics.VerifyFindings + "{checkpoint_missing}": 0, metrics.VerifyFindings + "{unsealed}": 0,
+		metrics.VerifyFindings + "{chain_break}": 0, metrics.VerifyFindings + "{nothing_visible}": 0, metrics.VerifyFindings + "{checkpoint_mismatch}": 0, metrics.VerifyFindings + "{checkpoint_missing}": 0, metrics.VerifyFindings + "{unsealed}": 0,
 		metrics.VerifyFindings + "{unfinished_execution}": 0, metrics.VerifyFindings + "{unaudited_approval}": 0,
 		metrics.VerifyFindings + "{unexplained_approval}": 0, metrics.VerifyFindings + "{unexplained_execution}": 0,
 	}

@@ -196,6 +196,20 @@ func (q *Queries) AuditHead(ctx context.Context, db DBTX, tenantID string) (*Aud
 	return &i, err
 }
 
+const auditHeadEnsure = `-- name: AuditHeadEnsure :exec
+INSERT INTO orangerail.audit_heads (tenant_id, seq, hash)
+VALUES ($1, 0, decode(repeat('00', 32), 'hex'))
+ON CONFLICT DO NOTHING
+`
+
+// The head of a tenant's empty chain, as its first record would make it
+// (audit_insert): seq 0, the genesis hash. The heads' policy asks for the
+// tenant's scope.
+func (q *Queries) AuditHeadEnsure(ctx context.Context, db DBTX, tenantID string) error {
+	_, err := db.Exec(ctx, auditHeadEnsure, tenantID)
+	return err
+}
+
 const auditPage = `-- name: AuditPage :many
 SELECT seq::bigint AS seq, CASE WHEN $1::boolean THEN entry ELSE ''::bytea END AS entry, at, correlation_id, phase, action,
        actor, actor_kind, dev_mode, approval_id, prev_hash::bytea AS prev_hash, hash::bytea AS hash

@@ -495,12 +495,104 @@ func TestTenantIsolation(t *testing.T) {
 	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('tenant-c')").Scan(&problems); err != nil || problems != 1 {
 		t.Fatalf("the owner verifying a tenant with no record: %d rows, %v", problems, err)
 	}
-	// A head with no sealed record under it is an empty chain, and whole.
-	if _, err := b.admin.Exec(ctx, "INSERT INTO orangerail.audit_heads (tenant_id, seq, hash) VALUES ('tenant-c', 0, $1)", []byte(engine.Genesis())); err != nil {
+	// The Go verifier says the same of it, and of a tenant that does not
+	// exist: nothing was checked, a finding.
+	for _, tenant := range []string{"tenant-c", "tenant-aa"} {
+		r, err := engine.VerifyTenant(ctx, b.runtime, tenant, engine.VerifyOptions{})
+		if err != nil || !r.NothingVisible || r.OK() {
+			t.Fatalf("Go verifier of %s: nothing visible %t, OK %t, %v; want nothing visible, a finding", tenant, r.NothingVisible, r.OK(), err)
+		}
+	}
+	// A head with no sealed record under it is an empty chain, and whole,
+	// to both: the head a tenant's first record makes, or TenantEnsure
+	// (granting its auditor) before any.
+	if err := database.InTenant(ctx, b.admin, "tenant-c", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return store.New(tx).TenantEnsure(ctx, "tenant-c")
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_verify('tenant-c')").Scan(&problems); err != nil || problems != 0 {
 		t.Fatalf("the owner verifying an empty chain: %d rows, %v", problems, err)
+	}
+	if r, err := engine.VerifyTenant(ctx, b.runtime, "tenant-c", engine.VerifyOptions{}); err != nil || r.NothingVisible || !r.OK() {
+		t.Fatalf("Go verifier of an empty chain: nothing visible %t, OK %t, %v", r.NothingVisible, r.OK(), err)
+	}
+}
+
+// TestOwnerUnscopedSeesNothingVisible: an owner that is no superuser sees
+// every tenant's unsealed records but, in a transaction not scoped to a
+// tenant, none of its sealed records and no head. audit_verify called so
+// (from psql, as the README shows) checks nothing, and says so
+// (nothing_visible) rather than returning no row — whole — over a chain
+// that is broken. Scoped to the tenant, it finds the break, as the Go
+// verifier does.
+func TestOwnerUnscopedSeesNothingVisible(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.NewEmpty(t)
+	admin := testdb.Pool(t, url)
+	owner := "orangerail_test_owner_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	var dbname string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+		t.Fatal(err)
+	}
+	ident := pgx.Identifier{owner}.Sanitize()
+	t.Cleanup(func() {
+		_, _ = testdb.Pool(t, testdb.ServerURL(t)).Exec(context.Background(), "DROP ROLE IF EXISTS "+ident)
+	})
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+ident+" LOGIN NOSUPERUSER NOBYPASSRLS; ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" OWNER TO "+ident+
+		"; ALTER SCHEMA public OWNER TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	ownerURL := testdb.WithUser(t, url, owner, "")
+	if err := database.MigrateUp(ctx, ownerURL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "GRANT orangerail_runtime TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	ownerPool, runtime := testdb.Pool(t, ownerURL), testdb.RuntimePool(t, ownerURL)
+	appendN(t, runtime, "acme", 3)
+	for i := range 2 { // awaiting their seal
+		if err := database.InTenant(ctx, runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return engine.AppendAudit(ctx, tx, record("acme", engine.PhaseStaged, fmt.Sprintf("u-%d", i)))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tamper(t, &testBundle{admin: admin}, "DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 2")
+
+	problemsOf := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}) []string {
+		rows, err := q.Query(ctx, "SELECT problem FROM orangerail.audit_verify('acme')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return problems
+	}
+	var unsealed int
+	if err := ownerPool.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme'").Scan(&unsealed); err != nil || unsealed != 2 {
+		t.Fatalf("the owner, unscoped, sees %d of acme's records (%v), want its 2 unsealed ones", unsealed, err)
+	}
+	if got := problemsOf(ownerPool); len(got) != 1 || got[0] != "nothing_visible" {
+		t.Fatalf("the owner, unscoped: %v, want [nothing_visible]", got)
+	}
+	err := database.InTenant(ctx, ownerPool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if got := problemsOf(tx); len(got) != 1 || got[0] != string(engine.ProblemSeqGap) {
+			t.Errorf("the owner, scoped to acme: %v, want [%s]", got, engine.ProblemSeqGap)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := engine.VerifyTenant(ctx, runtime, "acme", engine.VerifyOptions{}); err != nil || r.Break == nil || r.Break.Problem != engine.ProblemSeqGap {
+		t.Fatalf("Go verifier: %+v, %v; want a seq_gap", r, err)
 	}
 }
 

@@ -343,10 +343,10 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 			engine.CheckpointRecordsMissing, ""},
 	} {
 		b := setup(t)
+		appendBulk(t, b.runtime, "acme", 0, 5)
 		if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || !r.OK() || r.CheckpointSize != 0 || len(r.CheckpointFindings) != 0 {
 			t.Fatalf("%s: a tenant without a checkpoint: %+v, %v", tc.name, r, err)
 		}
-		appendBulk(t, b.runtime, "acme", 0, 5)
 		signNow(t, b.runtime, "acme", signer, 5)
 		tamper(t, b, tc.change...)
 		r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})

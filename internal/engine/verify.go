@@ -126,7 +126,12 @@ type Report struct {
 	UnsealedTotal int64            `json:"unsealed_records_total"`
 	HeadSeq       int64            `json:"head_seq"`
 	HeadHash      Hash             `json:"head_hash"`
-	Break         *ChainBreak      `json:"chain_break,omitempty"`
+	// NothingVisible: the tenant has no head and no sealed record, so
+	// nothing was checked (orangerail.audit_verify's nothing_visible) —
+	// an id mistyped, or a chain deleted whole. A tenant made before its
+	// first record has a head, and an empty chain that is whole.
+	NothingVisible bool        `json:"nothing_visible"`
+	Break          *ChainBreak `json:"chain_break,omitempty"`
 	// Checkpoints is how many signed checkpoints the chain was held to,
 	// CheckpointSize the latest's size (0: the tenant has none), and
 	// CheckpointFindings what they say of the chain where they disagree,
@@ -162,7 +167,7 @@ const ReportListMax = 1000
 // made by the database's owner, and visible in the report; a forged one
 // would have to be appended around audit_append, which breaks the chain.
 func (r *Report) OK() bool {
-	return r.Break == nil && r.CheckpointFindingsTotal == 0 && r.UnsealedTotal == 0 && r.UnfinishedTotal == 0 && r.UnauditedTotal == 0 &&
+	return !r.NothingVisible && r.Break == nil && r.CheckpointFindingsTotal == 0 && r.UnsealedTotal == 0 && r.UnfinishedTotal == 0 && r.UnauditedTotal == 0 &&
 		r.UnexplainedApprovalsTotal == 0 && r.UnexplainedExecutionsTotal == 0
 }
 
@@ -236,10 +241,11 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		st := store.New(tx)
 		report.HeadSeq, report.HeadHash = 0, Genesis()
 		head, err := st.AuditHead(ctx, tenant)
+		headless := errors.Is(err, store.ErrNotFound)
 		switch {
 		case err == nil:
 			report.HeadSeq, report.HeadHash = head.Seq, head.Hash
-		case !errors.Is(err, store.ErrNotFound):
+		case !headless:
 			return fmt.Errorf("read audit head: %w", err)
 		}
 
@@ -286,6 +292,9 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		if _, err := streamChain(ctx, cfg, copyChain); err != nil {
 			return err
 		}
+		// As orangerail.audit_verify judges it: records awaiting their
+		// seal are not in the chain, and do not make it visible.
+		report.NothingVisible = headless && report.Records == 0
 		if err := chain.pending(ctx, st, report); err != nil {
 			return err
 		}

@@ -232,6 +232,9 @@ func checkChain(ctx context.Context, owner *pgxpool.Pool, tenant string, add fun
 		return fmt.Errorf("verify %s: %w", tenant, err)
 	}
 	const goV = "go verifier"
+	if r.NothingVisible {
+		add(KindChainBroken, tenant, goV, "nothing visible: no chain head and no sealed record")
+	}
 	if r.Break != nil {
 		add(KindChainBroken, tenant, goV, fmt.Sprintf("seq %d: %s", r.Break.Seq, r.Break.Problem))
 	}
@@ -261,9 +264,7 @@ func checkChain(ctx context.Context, owner *pgxpool.Pool, tenant string, add fun
 		kind Kind
 		sql  string
 	}{
-		// A tenant with no record yet (its roles granted before its first
-		// call) has no chain to break.
-		{KindChainBroken, `SELECT 'seq ' || seq || ': ' || problem FROM orangerail.audit_verify($1) WHERE problem <> 'nothing_visible'`},
+		{KindChainBroken, `SELECT coalesce('seq ' || seq || ': ', '') || problem FROM orangerail.audit_verify($1)`},
 		{KindUnfinished, `SELECT action || ' started at seq ' || coalesce(seq::text, 'unsealed') || ' (correlation ' || correlation_id || ')' FROM orangerail.audit_unfinished($1)`},
 		{KindUnexplained, `SELECT 'approval ' || approval_id || ' consumed with no post-consume record' FROM orangerail.approvals_unaudited($1)`},
 		{KindUnexplained, `SELECT phase || ' of approval ' || approval_id || ' lacks ' || array_to_string(missing, ',') FROM orangerail.audit_unexplained_executions($1)`},

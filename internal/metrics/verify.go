@@ -23,6 +23,7 @@ const (
 // The kinds of finding VerifyFindings counts, as a Report holds them.
 const (
 	FindingChainBreak                    = "chain_break"
+	FindingNothingVisible                = "nothing_visible"
 	FindingCheckpointMismatch            = "checkpoint_mismatch"
 	FindingCheckpointMissing             = "checkpoint_missing"
 	FindingUnsealed                      = "unsealed"
@@ -40,7 +41,7 @@ func VerifyDefinitions() []Definition {
 		{VerifyLastRun, KindGauge, nil, "When the last audit verify run ended (Unix seconds): alert when it is older than the schedule."},
 		{VerifySuccess, KindGauge, nil, "1 when the last run verified every tenant it was asked to, found or not; 0 when it could not run to the end."},
 		{VerifyTenants, KindGauge, []string{"result"}, "Tenants the last run verified, by result: ok, findings."},
-		{VerifyFindings, KindGauge, []string{"kind"}, "Findings of the last run, summed over tenants, by kind: chain_break, checkpoint_mismatch, checkpoint_missing (--require-checkpoint), unsealed, unfinished_execution, unaudited_approval, unexplained_approval, unexplained_execution."},
+		{VerifyFindings, KindGauge, []string{"kind"}, "Findings of the last run, summed over tenants, by kind: chain_break, nothing_visible, checkpoint_mismatch, checkpoint_missing (--require-checkpoint), unsealed, unfinished_execution, unaudited_approval, unexplained_approval, unexplained_execution."},
 		{VerifyRecords, KindGauge, nil, "Sealed records the last run verified."},
 	}
 }
@@ -71,7 +72,7 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 	for _, result := range []string{verifyResultOK, verifyResultFindings} {
 		tenants.WithLabelValues(result)
 	}
-	for _, kind := range []string{FindingChainBreak, FindingCheckpointMismatch, FindingCheckpointMissing, FindingUnsealed, FindingUnfinished, FindingUnaudited, FindingUnexplainedApproval, FindingUnexplainedExecution} {
+	for _, kind := range []string{FindingChainBreak, FindingNothingVisible, FindingCheckpointMismatch, FindingCheckpointMissing, FindingUnsealed, FindingUnfinished, FindingUnaudited, FindingUnexplainedApproval, FindingUnexplainedExecution} {
 		findings.WithLabelValues(kind)
 	}
 	total := 0.0
@@ -83,6 +84,9 @@ func WriteVerifyFile(path string, reports []*engine.Report, runErr error, end ti
 		tenants.WithLabelValues(result).Inc()
 		if r.Break != nil {
 			findings.WithLabelValues(FindingChainBreak).Inc()
+		}
+		if r.NothingVisible {
+			findings.WithLabelValues(FindingNothingVisible).Inc()
 		}
 		switch f := r.CheckpointFindings; {
 		case r.CheckpointFindingsTotal == 0:

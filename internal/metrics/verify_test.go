@@ -34,3 +34,22 @@ func TestVerifyFindingsCountWhatIsNotListed(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyFindingsCountNothingVisible: a tenant nothing of was checked
+// is a finding of its own kind, not a tenant that verified.
+func TestVerifyFindingsCountNothingVisible(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "verify.prom")
+	reports := []*engine.Report{{Tenant: "acmee", NothingVisible: true}, {Tenant: "acme", Records: 3, HeadSeq: 3}}
+	if err := metrics.WriteVerifyFile(path, reports, nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`{kind="nothing_visible"} 1`, metrics.VerifyTenants + `{result="findings"} 1`, metrics.VerifyTenants + `{result="ok"} 1`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("missing %s in:\n%s", want, b)
+		}
+	}
+}

@@ -58,7 +58,8 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	// Scoped to the tenant: TenantEnsure makes its chain's head.
+	return database.InTenant(ctx, conn, p.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
 		ident := pgx.Identifier{p.Name}.Sanitize()
 		role, err := s.RoleGet(ctx, p.Name)
