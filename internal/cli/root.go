@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -45,16 +46,41 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// An error can carry what an agent sent or a database said: shown
 	// through display.Text, it stays one line and cannot rewrite the
 	// terminal.
-	// The whole error is printed, not only its coded part: what wraps it
-	// says where it happened (which tenant of a run over all of them), and
-	// errors joined are each shown.
-	var coded *errcode.Error
-	if errors.As(err, &coded) {
-		fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", display.Text(err.Error()), coded.Fix())
-	} else {
-		fmt.Fprintf(stderr, "orangerail: %s\n", display.Text(err.Error()))
-	}
+	printError(stderr, err)
 	return exitError
+}
+
+// printError prints err whole, not only its coded part: what wraps it
+// says where it happened (which tenant of a run over all of them). Errors
+// joined are each printed on a line of their own, with their own fix.
+func printError(stderr io.Writer, err error) {
+	for _, err := range joined(err) {
+		var coded *errcode.Error
+		if errors.As(err, &coded) {
+			fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", display.Text(err.Error()), coded.Fix())
+		} else {
+			fmt.Fprintf(stderr, "orangerail: %s\n", display.Text(err.Error()))
+		}
+	}
+}
+
+// joined returns the errors err joins, when it is an errors.Join of them
+// (its text theirs, a line each); else err alone. An error that wraps
+// several with words of its own (fmt.Errorf with two %w) is one error.
+func joined(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	errs := j.Unwrap()
+	texts := make([]string, len(errs))
+	for i, e := range errs {
+		texts[i] = e.Error()
+	}
+	if strings.Join(texts, "\n") != err.Error() {
+		return []error{err}
+	}
+	return errs
 }
 
 func newRootCmd() *cobra.Command {
