@@ -529,28 +529,7 @@ func TestTenantIsolation(t *testing.T) {
 func TestOwnerUnscopedSeesNothingVisible(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.NewEmpty(t)
-	admin := testdb.Pool(t, url)
-	owner := "orangerail_test_owner_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	var dbname string
-	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
-		t.Fatal(err)
-	}
-	ident := pgx.Identifier{owner}.Sanitize()
-	t.Cleanup(func() {
-		_, _ = testdb.Pool(t, testdb.ServerURL(t)).Exec(context.Background(), "DROP ROLE IF EXISTS "+ident)
-	})
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+ident+" LOGIN NOSUPERUSER NOBYPASSRLS; ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" OWNER TO "+ident+
-		"; ALTER SCHEMA public OWNER TO "+ident); err != nil {
-		t.Fatal(err)
-	}
-	ownerURL := testdb.WithUser(t, url, owner, "")
-	if err := database.MigrateUp(ctx, ownerURL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "GRANT orangerail_runtime TO "+ident); err != nil {
-		t.Fatal(err)
-	}
+	ownerURL, admin := testdb.NewOwned(t)
 	ownerPool, runtime := testdb.Pool(t, ownerURL), testdb.RuntimePool(t, ownerURL)
 	appendN(t, runtime, "acme", 3)
 	for i := range 2 { // awaiting their seal

@@ -92,6 +92,39 @@ func NewEmpty(tb testing.TB) string {
 	return createDatabase(tb, ServerURL(tb), "")
 }
 
+// NewOwned creates a database migrated by an owner of its own that is no
+// superuser, so that Row Level Security's FORCE binds the owner as it
+// binds a real deployment's. It returns the URL logging in as that owner
+// (a member of orangerail_runtime, so that a RuntimePool on it runs as
+// the server does) and a superuser pool on the database. The database and
+// the owner are dropped when the test ends.
+func NewOwned(tb testing.TB) (ownerURL string, admin *pgxpool.Pool) {
+	tb.Helper()
+	ctx := context.Background()
+	url := NewEmpty(tb)
+	admin = Pool(tb, url)
+	var dbname string
+	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
+		tb.Fatal(err)
+	}
+	owner := pgx.Identifier{"orangerail_test_owner_" + randomSuffix()}
+	tb.Cleanup(func() {
+		_, _ = Pool(tb, ServerURL(tb)).Exec(context.Background(), "DROP ROLE IF EXISTS "+owner.Sanitize())
+	})
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+owner.Sanitize()+" LOGIN NOSUPERUSER NOBYPASSRLS; ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+
+		" OWNER TO "+owner.Sanitize()+"; ALTER SCHEMA public OWNER TO "+owner.Sanitize()); err != nil {
+		tb.Fatal(err)
+	}
+	ownerURL = WithUser(tb, url, owner[0], "")
+	if err := database.MigrateUp(ctx, ownerURL); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "GRANT orangerail_runtime TO "+owner.Sanitize()); err != nil {
+		tb.Fatal(err)
+	}
+	return ownerURL, admin
+}
+
 // createDatabase creates a database of a fresh name on the admin URL's
 // server with the CREATE DATABASE options given, drops it when the test
 // ends, and returns its superuser URL.

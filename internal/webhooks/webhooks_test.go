@@ -23,14 +23,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/app"
-	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -704,28 +701,7 @@ func TestServingRuntimeDelivers(t *testing.T) {
 func TestOwnerWithoutSuperuser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.NewEmpty(t)
-	admin := testdb.Pool(t, url)
-	owner := "orangerail_test_owner_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	var dbname string
-	if err := admin.QueryRow(ctx, "SELECT current_database()").Scan(&dbname); err != nil {
-		t.Fatal(err)
-	}
-	ident := pgx.Identifier{owner}.Sanitize()
-	t.Cleanup(func() {
-		_, _ = testdb.Pool(t, testdb.ServerURL(t)).Exec(context.Background(), "DROP ROLE IF EXISTS "+ident)
-	})
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+ident+" LOGIN NOSUPERUSER NOBYPASSRLS; ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" OWNER TO "+ident+
-		"; ALTER SCHEMA public OWNER TO "+ident); err != nil {
-		t.Fatal(err)
-	}
-	ownerURL := testdb.WithUser(t, url, owner, "")
-	if err := database.MigrateUp(ctx, ownerURL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "GRANT orangerail_runtime TO "+ident); err != nil {
-		t.Fatal(err)
-	}
+	ownerURL, admin := testdb.NewOwned(t)
 	ownerPool := testdb.Pool(t, ownerURL)
 	if _, err := ownerPool.Exec(ctx, orders.Seed); err != nil {
 		t.Fatal(err)
