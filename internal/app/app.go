@@ -158,7 +158,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	}
 	// Every runtime seals: what it appends is sealed while it runs, and
 	// what is left when it closes (a CLI decision) before it exits.
-	rt.sealer = engine.StartSealer(rt.Store, periodic.Config{Interval: time.Duration(cfg.Audit.SealInterval), Log: rt.log})
+	rt.sealer = engine.StartSealer(rt.Engine.Store(), periodic.Config{Interval: time.Duration(cfg.Audit.SealInterval), Log: rt.log})
 	if !s.Serve {
 		return rt, nil
 	}

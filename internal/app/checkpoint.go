@@ -26,7 +26,7 @@ func (rt *Runtime) startCheckpointer() error {
 	if err != nil {
 		return err
 	}
-	rt.checkpointer = engine.StartCheckpointer(rt.Store, signer, cp.Origin, periodic.Config{Interval: time.Duration(cp.Interval), Log: rt.log})
+	rt.checkpointer = engine.StartCheckpointer(rt.Engine.Store(), signer, cp.Origin, periodic.Config{Interval: time.Duration(cp.Interval), Log: rt.log})
 	rt.log.Info("signing audit checkpoints", "key_id", signer.KeyID(), "public_key", signer.VerifierKey(),
 		"origin", cp.Origin, "interval", time.Duration(cp.Interval).String())
 	return nil
