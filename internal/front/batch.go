@@ -159,6 +159,9 @@ func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, 
 	}
 }
 
+// flushTimeout bounds one flush, whoever waits on it.
+const flushTimeout = 5 * time.Second
+
 // flush sends every count not known to be stored, then reads the other
 // replicas' totals of every window it holds. seen is the number of flushes
 // the caller saw finished: when another finished since, flush returns its
@@ -173,7 +176,13 @@ func (l *BatchLimiter) flush(ctx context.Context, seen uint64) error {
 		return err
 	}
 	l.mu.Unlock()
-	err := l.flushOnce(ctx)
+	// A flush is every waiting caller's, not only the one that runs it: its
+	// caller hanging up must not fail it for the others, who would be
+	// refused as if the store were down (and every hit after would flush
+	// first). It is bounded on its own instead.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	err := l.flushOnce(fctx)
+	cancel()
 	l.mu.Lock()
 	l.flushes++
 	l.failed = err

@@ -62,6 +62,47 @@ func sendCall(url, token, body string) (int, string, error) {
 	return resp.StatusCode, errorCode(m), nil
 }
 
+// TestBatchFlushOutlivesItsCaller: a flush is every waiting caller's, so
+// the caller that runs it hanging up mid-flush does not fail it: the
+// flush reads the others' counts and stores its own, and the next hit is
+// admitted without a flush of its own first. Failed, the flush would have
+// answered every caller waiting on it (each refused 503, as if the store
+// were down) and made every hit after flush first.
+func TestBatchFlushOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	awayFromMinute()
+	callerCtx, hangUp := context.WithCancel(ctx)
+	var hungUp atomic.Bool
+	l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour},
+		func(uint32) {
+			if hungUp.CompareAndSwap(false, true) {
+				hangUp() // between the flush's write and its read
+			}
+		})
+	t.Cleanup(func() { _ = l.Close(ctx) })
+	const bucket = "call \"acme\" \"agent\" \"read\""
+	for range 5 {
+		if _, _, err := l.Hit(ctx, bucket, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Flush(callerCtx); err != nil {
+		t.Fatalf("the flush failed with its caller: %v", err)
+	}
+	if !hungUp.Load() || callerCtx.Err() == nil {
+		t.Fatal("the caller never hung up mid-flush")
+	}
+	if got := stored(t, admin); got != 5 {
+		t.Fatalf("the store holds %d; want 5", got)
+	}
+	if hits, _, err := l.Hit(ctx, bucket, 1000); err != nil || hits != 6 {
+		t.Fatalf("the next hit: %d, %v; want the sixth, admitted", hits, err)
+	}
+}
+
 // TestBatchLimiterTwoDoors runs two fronts, each with its own BatchLimiter
 // and pool, on one database, under concurrent load: together they admit at
 // least the limit and at most the documented bound, limit + (2-1) × share;
