@@ -20,10 +20,11 @@ ON CONFLICT (bucket, window_start, replica) DO UPDATE SET hits = GREATEST(s.hits
 
 -- name: RateShareTotals :many
 -- The other replicas' totals of each (bucket, window), and the database's
--- clock.
+-- clock as this statement runs (not as its transaction began: the caller
+-- brackets the statement's round trip to estimate its skew).
 SELECT u.b::text AS bucket, u.w::timestamptz AS window_start,
        coalesce(sum(s.hits) FILTER (WHERE s.replica <> @replica::uuid), 0)::integer AS others,
-       now()::timestamptz AS now
+       clock_timestamp()::timestamptz AS now
 FROM (SELECT unnest(@buckets::text[]) AS b, unnest(@windows::timestamptz[]) AS w) AS u
 LEFT JOIN orangerail.rate_shares s ON s.bucket = u.b AND s.window_start = u.w
 GROUP BY u.b, u.w;

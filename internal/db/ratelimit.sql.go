@@ -81,7 +81,7 @@ func (q *Queries) RateSharePrune(ctx context.Context, db DBTX) error {
 const rateShareTotals = `-- name: RateShareTotals :many
 SELECT u.b::text AS bucket, u.w::timestamptz AS window_start,
        coalesce(sum(s.hits) FILTER (WHERE s.replica <> $1::uuid), 0)::integer AS others,
-       now()::timestamptz AS now
+       clock_timestamp()::timestamptz AS now
 FROM (SELECT unnest($2::text[]) AS b, unnest($3::timestamptz[]) AS w) AS u
 LEFT JOIN orangerail.rate_shares s ON s.bucket = u.b AND s.window_start = u.w
 GROUP BY u.b, u.w
@@ -101,7 +101,8 @@ type RateShareTotalsRow struct {
 }
 
 // The other replicas' totals of each (bucket, window), and the database's
-// clock.
+// clock as this statement runs (not as its transaction began: the caller
+// brackets the statement's round trip to estimate its skew).
 func (q *Queries) RateShareTotals(ctx context.Context, db DBTX, arg *RateShareTotalsParams) ([]*RateShareTotalsRow, error) {
 	rows, err := db.Query(ctx, rateShareTotals, arg.Replica, arg.Buckets, arg.Windows)
 	if err != nil {

@@ -192,8 +192,7 @@ func (l *BatchLimiter) flush(ctx context.Context, seen uint64) error {
 
 func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	l.mu.Lock()
-	now := l.now().Add(l.skew)
-	current := now.Truncate(time.Minute).Unix()
+	current := l.now().Add(l.skew).Truncate(time.Minute).Unix()
 	var shares []store.RateShare
 	var keys []store.RateWindowKey
 	sent := map[windowKey]int{}
@@ -205,8 +204,14 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		switch {
 		case k.window >= current:
 			keys = append(keys, store.RateWindowKey{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC()})
-		case c.admitted == c.confirmed:
-			delete(l.counts, k) // an ended window, all of it stored
+		case c.admitted == c.confirmed && k.window < current-60:
+			// A window that ended a minute ago or more, all of it stored.
+			// The one before the current is kept: a skew estimate that
+			// moves back across a minute's start goes on counting in it
+			// from what it holds — forgotten, its count would start again
+			// at nothing, a second share of its limit, and hits the store
+			// (which keeps the highest count sent) would never hold.
+			delete(l.counts, k)
 		}
 	}
 	l.mu.Unlock()
@@ -263,18 +268,22 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	before := l.now()
+	var before, after time.Time
 	var others map[store.RateWindowKey]int
 	var dbNow time.Time
 	err := tenantless(pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(s *store.Store) (err error) {
+		// The database's clock is read during this statement
+		// (clock_timestamp), so its own round trip brackets it — not the
+		// wait for a connection, nor the transaction's start.
+		before = l.now()
 		others, dbNow, err = s.RateShareTotals(ctx, l.replica, keys)
+		after = l.now()
 		return err
 	})
 	if err != nil {
 		// Sent again whole with the next flush, which reads again.
 		return err
 	}
-	after := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	confirm()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/front"
@@ -100,6 +101,61 @@ func TestBatchFlushOutlivesItsCaller(t *testing.T) {
 	}
 	if hits, _, err := l.Hit(ctx, bucket, 1000); err != nil || hits != 6 {
 		t.Fatalf("the next hit: %d, %v; want the sixth, admitted", hits, err)
+	}
+}
+
+// TestBatchClockBackKeepsTheCount: a replica whose clock, as it
+// estimates the database's, moves back across a minute's start (its
+// host's clock stepped, or a skew estimate swayed by a slow round trip)
+// goes on counting the window it falls back into from what it counted
+// there. Its count forgotten once the store held it, the window would
+// start again at nothing — a second share of its limit, and hits the
+// store, which keeps the highest count sent, would never hold.
+func TestBatchClockBackKeepsTheCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	awayFromMinute()
+	l := front.NewBatchLimiter(testdb.RuntimePool(t, url), front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour})
+	t.Cleanup(func() { _ = l.Close(ctx) })
+	const bucket = "call \"acme\" \"agent\" \"read\""
+	hit := func() (int, time.Time) {
+		t.Helper()
+		hits, end, err := l.Hit(ctx, bucket, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hits, end
+	}
+	for range 5 {
+		hit()
+	}
+	if err := l.Flush(ctx); err != nil { // this minute's 5, stored
+		t.Fatal(err)
+	}
+	// The clock a minute ahead: a hit counts in the next minute, and the
+	// flush after it, past this minute's end by that clock, learns from
+	// the database's that it is a minute ahead.
+	front.SetClockForTest(l, func() time.Time { return time.Now().Add(time.Minute) })
+	if hits, end := hit(); hits != 1 || time.Until(end) < time.Minute {
+		t.Fatalf("a minute ahead: hit %d of a window ending %s; want the next minute's first", hits, end)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hits, end := hit(); hits != 6 || time.Until(end) > time.Minute {
+		t.Fatalf("back in this minute: hit %d of a window ending %s; want its sixth", hits, end)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := admin.Query(ctx, `SELECT hits FROM orangerail.rate_shares ORDER BY window_start`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := pgx.CollectRows(r, pgx.RowTo[int]); err != nil || len(rows) != 2 || rows[0] != 6 || rows[1] != 1 {
+		t.Fatalf("the store holds %v (%v); want 6 hits in this minute, 1 in the next", rows, err)
 	}
 }
 

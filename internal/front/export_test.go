@@ -2,6 +2,7 @@ package front
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -19,4 +20,11 @@ func (l *BatchLimiter) Flush(ctx context.Context) error {
 	seen := l.flushes
 	l.mu.Unlock()
 	return l.flush(ctx, seen)
+}
+
+// SetClockForTest makes l read the time from now.
+func SetClockForTest(l *BatchLimiter, now func() time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now = now
 }
