@@ -1,41 +1,20 @@
-package app_test
+package app
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/examples/orders"
-	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
-
-// lockedBuffer is a log a handler writes from other goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestSealerRunsUnderTheLimits: the sealer's transactions carry the
 // deployment's limits, as every transaction the server runs does. A
@@ -52,7 +31,7 @@ func TestSealerRunsUnderTheLimits(t *testing.T) {
 	cfg := ontologytest.Parse(t, orders.Config,
 		ontologytest.Set("limits", map[string]string{"lock_timeout": "200ms"}),
 		ontologytest.Set("audit.seal_interval", "1m")) // only Close seals here
-	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: url, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	rt, err := Open(ctx, Settings{Config: cfg, DatabaseURL: url, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
