@@ -97,7 +97,7 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 		// (README, "Rate limits across replicas"). Runtime.Close flushes
 		// the rest.
 		if rt.limits == nil {
-			rt.limits = front.NewBatchLimiter(rt.Store, front.BatchOptions{Share: r.Share,
+			rt.limits = front.NewBatchLimiter(rt.Engine.Store(), front.BatchOptions{Share: r.Share,
 				FlushInterval: time.Duration(r.FlushInterval), Logger: rt.log})
 		}
 		limiter = rt.limits

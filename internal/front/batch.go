@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/periodic"
@@ -45,7 +44,7 @@ import (
 // Close flushes what remains and stops the flusher. A BatchLimiter is safe
 // for concurrent use.
 type BatchLimiter struct {
-	pool     *pgxpool.Pool
+	pool     database.TxBeginner
 	exact    *PostgresLimiter
 	share    func(limit int) int
 	interval time.Duration
@@ -96,12 +95,14 @@ type BatchOptions struct {
 }
 
 // NewBatchLimiter returns a limiter on the service database (a runtime
-// pool), flushing in the background until Close.
-func NewBatchLimiter(pool *pgxpool.Pool, o BatchOptions) *BatchLimiter {
+// pool, bounded by the deployment's limits as the server's every
+// transaction is: database.Bounded), flushing in the background until
+// Close.
+func NewBatchLimiter(pool database.TxBeginner, o BatchOptions) *BatchLimiter {
 	return newBatchLimiter(pool, o, nil)
 }
 
-func newBatchLimiter(pool *pgxpool.Pool, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
+func newBatchLimiter(pool database.TxBeginner, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
 	l := &BatchLimiter{pool: pool, exact: NewPostgresLimiter(pool), share: o.Share, interval: o.FlushInterval,
 		replica: uuid.New(), log: o.Logger, now: time.Now, counts: map[windowKey]*shareCount{},
 		kick: make(chan struct{}, 1), afterWrite: afterWrite}

@@ -3,6 +3,7 @@ package front_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,9 +17,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -101,6 +104,45 @@ func TestBatchFlushOutlivesItsCaller(t *testing.T) {
 	}
 	if hits, _, err := l.Hit(ctx, bucket, 1000); err != nil || hits != 6 {
 		t.Fatalf("the next hit: %d, %v; want the sixth, admitted", hits, err)
+	}
+}
+
+// TestBatchFlushUnderTheLimits: on a pool bounded by the deployment's
+// limits, as the server gives it, a flush that meets a lock gives up at
+// lock_timeout — its transaction never outlives the limits every other
+// one runs under — and the next flush stores what it could not.
+func TestBatchFlushUnderTheLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	awayFromMinute()
+	bounded := database.Bound(testdb.RuntimePool(t, url), database.Limits{LockTimeout: 200 * time.Millisecond, StatementTimeout: 2 * time.Second})
+	l := front.NewBatchLimiter(bounded, front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour})
+	t.Cleanup(func() { _ = l.Close(ctx) })
+	const bucket = "call \"acme\" \"agent\" \"read\""
+	if _, _, err := l.Hit(ctx, bucket, 1000); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE orangerail.rate_shares IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(ctx); !errors.Is(store.InterpretError(err), store.ErrLockNotAvailable) {
+		t.Fatalf("a flush that met a lock: %v; want it refused at lock_timeout", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, admin); got != 1 {
+		t.Fatalf("the store holds %d; want 1", got)
 	}
 }
 

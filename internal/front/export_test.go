@@ -4,13 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/orangerail/orangerail/internal/database"
 )
 
 // NewBatchLimiterForTest is NewBatchLimiter whose every flush runs
 // afterWrite between its write's commit and its read, with the backend
 // serving both.
-func NewBatchLimiterForTest(pool *pgxpool.Pool, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
+func NewBatchLimiterForTest(pool database.TxBeginner, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
 	return newBatchLimiter(pool, o, afterWrite)
 }
 

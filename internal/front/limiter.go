@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/store"
@@ -52,12 +51,15 @@ func bucket(kind bucketKind, parts ...string) string {
 // PostgresLimiter keeps the counters in orangerail.rate_counters, so every
 // replica of a deployment shares one allowance.
 type PostgresLimiter struct {
-	pool *pgxpool.Pool
+	pool database.TxBeginner
 }
 
-// NewPostgresLimiter returns a limiter on the service database (a runtime
-// pool).
-func NewPostgresLimiter(pool *pgxpool.Pool) *PostgresLimiter { return &PostgresLimiter{pool: pool} }
+// NewPostgresLimiter returns a limiter on the service database: a runtime
+// pool, bounded by the deployment's limits as the server's every
+// transaction is (database.Bounded).
+func NewPostgresLimiter(pool database.TxBeginner) *PostgresLimiter {
+	return &PostgresLimiter{pool: pool}
+}
 
 // pruneOdds is how often a hit also forgets old windows: rarely enough to
 // cost nothing, often enough that the table stays small.
