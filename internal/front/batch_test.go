@@ -378,7 +378,7 @@ func TestBatchFlushKilled(t *testing.T) {
 				for {
 					var killed bool
 					err := admin.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid, 5000)), false) FROM pg_stat_activity
-						WHERE wait_event_type = 'Lock' AND query LIKE '%RateShareFlush%'`).Scan(&killed)
+						WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%RateShareFlush%'`).Scan(&killed)
 					if err != nil {
 						t.Fatal(err)
 					}
