@@ -294,7 +294,7 @@ func (e *Engine) failure(ctx context.Context, op string, o *Outcome) *Outcome {
 // Store is the engine's store under the deployment's limits (lock_timeout,
 // statement_timeout, and the idle and connection bounds they make): what
 // every transaction the server runs on its own database goes through, the
-// sealer's and the checkpointer's too. A sealer on the bare pool that its
+// sealer's, the checkpointer's and the rate counts' too. A sealer on the bare pool that its
 // host stopped answering mid-batch would hold its tenant's head, and keep
 // every replica from sealing it, until TCP keepalive noticed, hours later.
 func (e *Engine) Store() *database.Bounded { return e.store }

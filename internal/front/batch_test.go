@@ -66,6 +66,14 @@ func sendCall(url, token, body string) (int, string, error) {
 	return resp.StatusCode, errorCode(m), nil
 }
 
+// readBucket is an agent's read allowance, the bucket the flush tests
+// count in.
+const readBucket = "call \"acme\" \"agent\" \"read\""
+
+// flushOnDemand flushes only when a test says so (or a share of 100 is
+// half spent).
+var flushOnDemand = front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour}
+
 // TestBatchFlushOutlivesItsCaller: a flush is every waiting caller's, so
 // the caller that runs it hanging up mid-flush does not fail it: the
 // flush reads the others' counts and stores its own, and the next hit is
@@ -80,16 +88,15 @@ func TestBatchFlushOutlivesItsCaller(t *testing.T) {
 	awayFromMinute()
 	callerCtx, hangUp := context.WithCancel(ctx)
 	var hungUp atomic.Bool
-	l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour},
+	l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), flushOnDemand,
 		func(uint32) {
 			if hungUp.CompareAndSwap(false, true) {
 				hangUp() // between the flush's write and its read
 			}
 		})
 	t.Cleanup(func() { _ = l.Close(ctx) })
-	const bucket = "call \"acme\" \"agent\" \"read\""
 	for range 5 {
-		if _, _, err := l.Hit(ctx, bucket, 1000); err != nil {
+		if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,7 +109,7 @@ func TestBatchFlushOutlivesItsCaller(t *testing.T) {
 	if got := stored(t, admin); got != 5 {
 		t.Fatalf("the store holds %d; want 5", got)
 	}
-	if hits, _, err := l.Hit(ctx, bucket, 1000); err != nil || hits != 6 {
+	if hits, _, err := l.Hit(ctx, readBucket, 1000); err != nil || hits != 6 {
 		t.Fatalf("the next hit: %d, %v; want the sixth, admitted", hits, err)
 	}
 }
@@ -118,10 +125,9 @@ func TestBatchFlushUnderTheLimits(t *testing.T) {
 	admin := testdb.Pool(t, url)
 	awayFromMinute()
 	bounded := database.Bound(testdb.RuntimePool(t, url), database.Limits{LockTimeout: 200 * time.Millisecond, StatementTimeout: 2 * time.Second})
-	l := front.NewBatchLimiter(bounded, front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour})
+	l := front.NewBatchLimiter(bounded, flushOnDemand)
 	t.Cleanup(func() { _ = l.Close(ctx) })
-	const bucket = "call \"acme\" \"agent\" \"read\""
-	if _, _, err := l.Hit(ctx, bucket, 1000); err != nil {
+	if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := admin.Begin(ctx)
@@ -159,12 +165,11 @@ func TestBatchClockBackKeepsTheCount(t *testing.T) {
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
 	awayFromMinute()
-	l := front.NewBatchLimiter(testdb.RuntimePool(t, url), front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour})
+	l := front.NewBatchLimiter(testdb.RuntimePool(t, url), flushOnDemand)
 	t.Cleanup(func() { _ = l.Close(ctx) })
-	const bucket = "call \"acme\" \"agent\" \"read\""
 	hit := func() (int, time.Time) {
 		t.Helper()
-		hits, end, err := l.Hit(ctx, bucket, 1000)
+		hits, end, err := l.Hit(ctx, readBucket, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,11 +313,10 @@ func TestBatchFlushKilled(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	opts := front.BatchOptions{Share: func(int) int { return 100 }, FlushInterval: time.Hour}
 	hit := func(l *front.BatchLimiter, n int) {
 		t.Helper()
 		for range n {
-			if _, _, err := l.Hit(ctx, "call \"acme\" \"agent\" \"read\"", 1000); err != nil {
+			if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -321,7 +325,7 @@ func TestBatchFlushKilled(t *testing.T) {
 
 	t.Run("after the write commits", func(t *testing.T) {
 		var kill, killed atomic.Bool
-		l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), opts, func(pid uint32) {
+		l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), flushOnDemand, func(pid uint32) {
 			if kill.CompareAndSwap(true, false) {
 				var ok bool
 				if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
@@ -355,7 +359,7 @@ func TestBatchFlushKilled(t *testing.T) {
 		if _, err := admin.Exec(ctx, `DELETE FROM orangerail.rate_shares`); err != nil {
 			t.Fatal(err)
 		}
-		l := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+		l := front.NewBatchLimiter(testdb.RuntimePool(t, url), flushOnDemand)
 		t.Cleanup(func() { _ = l.Close(ctx) })
 		// flushKilled flushes while the flush's write waits for a lock the
 		// test holds, kills its backend as often as deaths says (each time
