@@ -56,16 +56,10 @@ SELECT u.approval_id::uuid AS approval_id, u.action::text AS action,
 FROM orangerail.approvals_unaudited(@tenant_id::text) AS u
 LIMIT @row_limit::integer;
 
--- name: TenantEnsure :exec
-INSERT INTO orangerail.tenants (id) VALUES (@id) ON CONFLICT DO NOTHING;
-
--- name: AuditHeadEnsure :exec
--- The head of a tenant's empty chain, as its first record would make it
--- (audit_insert): seq 0, the genesis hash. The heads' policy asks for the
--- tenant's scope.
-INSERT INTO orangerail.audit_heads (tenant_id, seq, hash)
-VALUES (@tenant_id, 0, decode(repeat('00', 32), 'hex'))
-ON CONFLICT DO NOTHING;
+-- name: TenantOpen :exec
+-- The transaction's tenant, and the head of its empty chain, unless they
+-- exist (migration 00037).
+SELECT orangerail.tenant_open();
 
 -- name: TenantList :many
 SELECT id FROM orangerail.tenants ORDER BY id;

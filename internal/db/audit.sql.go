@@ -196,20 +196,6 @@ func (q *Queries) AuditHead(ctx context.Context, db DBTX, tenantID string) (*Aud
 	return &i, err
 }
 
-const auditHeadEnsure = `-- name: AuditHeadEnsure :exec
-INSERT INTO orangerail.audit_heads (tenant_id, seq, hash)
-VALUES ($1, 0, decode(repeat('00', 32), 'hex'))
-ON CONFLICT DO NOTHING
-`
-
-// The head of a tenant's empty chain, as its first record would make it
-// (audit_insert): seq 0, the genesis hash. The heads' policy asks for the
-// tenant's scope.
-func (q *Queries) AuditHeadEnsure(ctx context.Context, db DBTX, tenantID string) error {
-	_, err := db.Exec(ctx, auditHeadEnsure, tenantID)
-	return err
-}
-
 const auditPage = `-- name: AuditPage :many
 SELECT seq::bigint AS seq, CASE WHEN $1::boolean THEN entry ELSE ''::bytea END AS entry, at, correlation_id, phase, action,
        actor, actor_kind, dev_mode, approval_id, prev_hash::bytea AS prev_hash, hash::bytea AS hash
@@ -608,15 +594,6 @@ func (q *Queries) AuditVerifySQL(ctx context.Context, db DBTX, tenantID string) 
 	return items, nil
 }
 
-const tenantEnsure = `-- name: TenantEnsure :exec
-INSERT INTO orangerail.tenants (id) VALUES ($1) ON CONFLICT DO NOTHING
-`
-
-func (q *Queries) TenantEnsure(ctx context.Context, db DBTX, id string) error {
-	_, err := db.Exec(ctx, tenantEnsure, id)
-	return err
-}
-
 const tenantList = `-- name: TenantList :many
 SELECT id FROM orangerail.tenants ORDER BY id
 `
@@ -639,4 +616,15 @@ func (q *Queries) TenantList(ctx context.Context, db DBTX) ([]string, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const tenantOpen = `-- name: TenantOpen :exec
+SELECT orangerail.tenant_open()
+`
+
+// The transaction's tenant, and the head of its empty chain, unless they
+// exist (migration 00037).
+func (q *Queries) TenantOpen(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, tenantOpen)
+	return err
 }

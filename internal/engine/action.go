@@ -61,6 +61,8 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 	if out := e.Admit(ctx, caller, action); out != nil {
 		return out
 	}
+	// Before any record of the call: a refusal of its input is one.
+	e.openTenant(ctx, caller.Tenant)
 	correlation := uuid.NewString()
 	if limit := e.cfg.Limits.MaxInputBytes; len(args) > limit {
 		return e.refuseInput(ctx, caller, action, correlation, errcode.InputTooLarge, []Issue{{

@@ -504,10 +504,10 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	}
 	// A head with no sealed record under it is an empty chain, and whole,
-	// to both: the head a tenant's first record makes, or TenantEnsure
-	// (granting its auditor) before any.
+	// to both: the head a tenant's opening makes, before its first record
+	// (the engine's, or granting its auditor).
 	if err := database.InTenant(ctx, b.admin, "tenant-c", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		return store.New(tx).TenantEnsure(ctx, "tenant-c")
+		return store.New(tx).TenantOpen(ctx)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -159,6 +159,8 @@ type Engine struct {
 	reads map[string]readSQL
 	// keys lines up this process's calls under one idempotency key.
 	keys keyLocks
+	// opened are the tenants this process has opened (openTenant).
+	opened openedTenants
 
 	// afterConsume, set only by tests (export_test.go), runs right after an
 	// approval is consumed, inside the consuming transaction.

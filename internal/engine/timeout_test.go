@@ -218,3 +218,52 @@ func TestTimeoutDiagnosticsAreExplained(t *testing.T) {
 		}
 	}
 }
+
+// TestNewTenantsCallsDoNotQueue: a tenant's first call holds its
+// transaction open — a direct action whose effect, on the service
+// database, runs in the transaction of its first record — while another
+// replica serves the same new tenant's second call. The second does not
+// wait for the first: the tenant was opened in a transaction of its own.
+// (It waited on the first's insert of the tenant, and failed at
+// limits.lock_timeout.)
+func TestNewTenantsCallsDoNotQueue(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	cfg := editExample(t, func(doc map[string]any) {
+		shortLimits(t)(doc)
+		member(t, doc, "actions")["nap"] = map[string]any{
+			"description": "Sleep a second.",
+			"input":       map[string]any{"type": "object"},
+			"policy":      map[string]any{"roles": []any{"support"}},
+			"execute":     map[string]any{"sql": "SELECT true AS slept FROM pg_sleep(1)"},
+		}
+	})
+	first, second := engineFor(t, b, cfg, nil), engineFor(t, b, cfg, nil)
+	const tenant = "fresh"
+
+	done := make(chan *engine.Outcome, 1)
+	go func() { done <- first.Call(ctx, support(tenant), "nap", json.RawMessage(`{}`)) }()
+	// The first call is in its effect, its first record written.
+	for napping := false; !napping; {
+		if err := b.admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND query LIKE '%pg_sleep(1)%' AND pid <> pg_backend_pid()`).Scan(&napping); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Its input refused, the second call's one record is the tenant's
+	// second write.
+	out := second.Call(ctx, support(tenant), "nap", json.RawMessage(`[1]`))
+	want(t, out, engine.StatusInvalidInput)
+	if got := phases(t, b.testBundle, tenant, out.CorrelationID); !slices.Equal(got, []string{"invalid_input"}) {
+		t.Fatalf("the second call's records: %v", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("the first call ended before the second: the test proves nothing")
+	default:
+	}
+	want(t, <-done, engine.StatusOK)
+	verifyClean(t, b.testBundle, tenant)
+}

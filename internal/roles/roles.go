@@ -58,7 +58,7 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// Scoped to the tenant: TenantEnsure makes its chain's head.
+	// Scoped to the tenant: TenantOpen makes its chain's head.
 	return database.InTenant(ctx, conn, p.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
 		ident := pgx.Identifier{p.Name}.Sanitize()
@@ -82,7 +82,7 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 				return err
 			}
 		}
-		if err := s.TenantEnsure(ctx, p.Tenant); err != nil {
+		if err := s.TenantOpen(ctx); err != nil {
 			return err
 		}
 		return s.AuditorGrantAdd(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant})

@@ -29,7 +29,7 @@ type AuditorGrantParams struct {
 }
 
 // AuditorGrantAdd lets an auditor login read a tenant's rows. The tenant
-// must exist (TenantEnsure). Granting twice is granting once.
+// must exist (TenantOpen). Granting twice is granting once.
 func (s *Store) AuditorGrantAdd(ctx context.Context, p *AuditorGrantParams) error {
 	return InterpretError(s.q.AuditorGrantAdd(ctx, s.x, &db.AuditorGrantAddParams{RoleName: p.RoleName, TenantID: p.TenantID}))
 }

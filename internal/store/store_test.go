@@ -222,9 +222,6 @@ func TestStoreErrorsAreSentinels(t *testing.T) {
 		{"another tenant's entry", func(s *store.Store) error {
 			return s.AuditAppend(ctx, entry("globex", "staged", uuid.New(), "a"))
 		}, store.ErrTenantMismatch, "ORA03"},
-		{"a malformed tenant id", func(s *store.Store) error {
-			return s.TenantEnsure(ctx, "no tenant!")
-		}, store.ErrCheckViolation, "23514"},
 		{"a grant the runtime may not make", func(s *store.Store) error {
 			return s.AuditorGrantAdd(ctx, &store.AuditorGrantParams{RoleName: "someone", TenantID: "acme"})
 		}, store.ErrPermission, "42501"},
@@ -235,13 +232,24 @@ func TestStoreErrorsAreSentinels(t *testing.T) {
 			t.Errorf("%s: %v (SQLSTATE %q), want %v (%q)", tt.name, err, sqlState(err), tt.want, tt.state)
 		}
 	}
+	// A malformed tenant id, set past InTenant's check, is the table's to
+	// refuse.
+	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('orangerail.tenant_id', 'no tenant!', true)"); err != nil {
+			return err
+		}
+		return store.New(tx).TenantOpen(ctx)
+	})
+	if !errors.Is(err, store.ErrCheckViolation) || sqlState(err) != "23514" {
+		t.Errorf("opening a malformed tenant id: %v (SQLSTATE %q), want %v (23514)", err, sqlState(err), store.ErrCheckViolation)
+	}
 
 	// A transaction that names no tenant appends nothing.
 	if err := store.New(b.runtime).AuditAppend(ctx, entry("acme", "staged", uuid.New(), "a")); !errors.Is(err, store.ErrTenantMismatch) {
 		t.Errorf("append without a tenant: %v, want ErrTenantMismatch", err)
 	}
 	// Audit history does not change, even for a superuser.
-	_, err := b.admin.Exec(ctx, "UPDATE orangerail.audit SET correlation_id = 'x'")
+	_, err = b.admin.Exec(ctx, "UPDATE orangerail.audit SET correlation_id = 'x'")
 	if err = store.InterpretError(err); !errors.Is(err, store.ErrAppendOnly) || sqlState(err) != "ORA01" {
 		t.Errorf("update audit: %v, want ErrAppendOnly", err)
 	}

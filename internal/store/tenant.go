@@ -2,18 +2,21 @@ package store
 
 import "context"
 
-// TenantEnsure makes the tenant, and the head of its empty chain, if they
-// do not exist: a tenant made before its first record (its auditor
-// granted first) is, to both verifiers, a whole chain of no records, not
-// a tenant nothing of is visible (which they report: a mistyped id, or a
-// chain deleted whole). It runs in a transaction scoped to the tenant
-// (database.InTenant), which the heads' policy asks for. A malformed id
-// is ErrCheckViolation (tenants_id_format).
-func (s *Store) TenantEnsure(ctx context.Context, id string) error {
-	if err := s.q.TenantEnsure(ctx, s.x, id); err != nil {
-		return InterpretError(err)
-	}
-	return InterpretError(s.q.AuditHeadEnsure(ctx, s.x, id))
+// TenantOpen makes the transaction's tenant, and the head of its empty
+// chain, unless they exist (orangerail.tenant_open). It runs in a
+// transaction scoped to the tenant (database.InTenant).
+//
+// The engine opens a tenant in a short transaction of its own before the
+// tenant's first call, so that the call's writes find both committed: a
+// tenant's first writes made them in their own transactions, and a second
+// writer of a new tenant waited on the first's insert for as long as that
+// transaction ran. Granting an auditor opens the tenant too, so that one
+// granted before its first record is, to both verifiers, a whole chain of
+// no records, not a tenant nothing of is visible (which they report: a
+// mistyped id, or a chain deleted whole). A malformed id is
+// ErrCheckViolation (tenants_id_format).
+func (s *Store) TenantOpen(ctx context.Context) error {
+	return InterpretError(s.q.TenantOpen(ctx, s.x))
 }
 
 // TenantList lists the tenants the executor's role may see, in id order.

@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// openedMax bounds how many tenants a process remembers having opened.
+// Past it the memory starts again: forgetting one costs its next call one
+// short transaction that finds the tenant there.
+const openedMax = 1 << 16
+
+// openedTenants are the tenants this process has opened (store.TenantOpen).
+type openedTenants struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+// openTenant makes sure caller's tenant exists, with its chain's head,
+// before a call writes anything of it, in a short transaction of its own:
+// once per tenant in this process. A new tenant's first writes used to
+// make them in their own transactions, and a second call of the same new
+// tenant waited on the first's insert for as long as that transaction ran
+// (a direct action's effect on the service database runs in the
+// transaction of its first record) — or failed at lock_timeout.
+//
+// A failure is not the call's: the write makes the tenant itself, in its
+// transaction (audit_insert, approval_stage), as an older replica's does,
+// and the call fails there if the database is down. Only an opening that
+// committed is remembered.
+func (e *Engine) openTenant(ctx context.Context, tenant string) {
+	o := &e.opened
+	o.mu.Lock()
+	_, ok := o.m[tenant]
+	o.mu.Unlock()
+	if ok {
+		return
+	}
+	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return store.New(tx).TenantOpen(ctx)
+	})
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil || len(o.m) >= openedMax {
+		o.m = make(map[string]struct{})
+	}
+	o.m[tenant] = struct{}{}
+}
