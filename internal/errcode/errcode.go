@@ -336,7 +336,7 @@ var table = []Entry{
 	{RateLimited, "The action's call budget in this tenant is spent: it has executed as many times this minute (calls_per_minute) or today (daily_call_budget) as allowed, or is executing as many times at once (max_concurrent). Budgets default from the action's risk class (read, write, destructive) and are shared by every replica; nothing ran, and an approved approval stays approved.",
 		"Wait retry_after_seconds, then call again (or poll the approval again); to change the budget, set actions.NAME.budget: {per_minute, max_concurrent, per_day} in the config.",
 		"Wait the retry_after_seconds the answer gives, then call again, or poll check_approval again with the same approvalId: the approval stays approved. The limit is shared with every other caller of this action in your tenant."},
-	{MCPAuthThrottled, "Too many requests from this address this minute carried an invalid token, or none (the two are counted apart; a valid token is never throttled by them).",
+	{MCPAuthThrottled, "Too many requests from this address (an IPv6 address: its /64) this minute carried an invalid token, or none (the two are counted apart; a valid token is never throttled by them).",
 		"Send a valid token (the 401 challenge names where to get one); a request without one, or with a refused one, may follow after the number of seconds in Retry-After.",
 		"Stop sending requests without a valid token: get a fresh token from the issuer, then retry after the number of seconds in Retry-After."},
 	{MCPUnauthorized, "The request carries no valid bearer token.",

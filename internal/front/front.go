@@ -355,15 +355,15 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource st
 	return nil, nil, false
 }
 
-// throttled counts a failed authentication from address in the allowance's
-// bucket and, past the limit this window, answers 429 and reports true.
-// When the count cannot be kept, nothing is throttled: the request is
-// refused all the same.
+// throttled counts a failed authentication from address's client block
+// in the allowance's bucket and, past the limit this window, answers 429
+// and reports true. When the count cannot be kept, nothing is throttled:
+// the request is refused all the same.
 func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engine.Allowance, address, msg string) bool {
 	ctx := r.Context()
-	key := bucket(bucketBadToken, address)
+	key := bucket(bucketBadToken, clientBlock(address))
 	if allowance == engine.AllowanceNoToken {
-		key = bucket(bucketNoToken, address)
+		key = bucket(bucketNoToken, clientBlock(address))
 	}
 	now := time.Now()
 	f.mu.Lock()
@@ -395,6 +395,27 @@ func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engi
 
 // maxOverBuckets bounds the buckets a front remembers as over the limit.
 const maxOverBuckets = 100_000
+
+// clientBlock is the block of addresses the failed-auth throttle takes one
+// client to hold: an IPv4 address (an IPv4-mapped IPv6 one too) alone, an
+// IPv6 address by its /64 — the block a host or a subscriber is given, in
+// which it takes any address it likes (temporary addresses, SLAAC), so
+// that a client could otherwise count each guess from an address of its
+// own. What is no address (unknownAddress) is its own block.
+func clientBlock(address string) string {
+	a, err := netip.ParseAddr(address)
+	if err != nil {
+		return address
+	}
+	if a = a.Unmap(); a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return address
+	}
+	return p.String()
+}
 
 // storeDown handles an unreachable rate-limit store as the config says,
 // and reports whether the request was refused.

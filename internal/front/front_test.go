@@ -490,6 +490,30 @@ func TestBadTokenFloodDoesNotLockOutTokens(t *testing.T) {
 	}
 }
 
+// TestFailedAuthCountsAnIPv6ClientByItsBlock: an IPv6 client that sends
+// each guess from another address of its /64 is counted once, not once an
+// address; another /64 has its own allowance, and an IPv4 client writing
+// its address IPv4-mapped is the same client.
+func TestFailedAuthCountsAnIPv6ClientByItsBlock(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.TrustedProxyHops = 1 })
+	settle(t)
+	var codes []int
+	for i := range 25 {
+		codes = append(codes, flood(t, f.url, "forged", fmt.Sprintf("2001:db8:7:9:%x::%x", i, i+1), 1)...)
+	}
+	if count(codes, 401) != 20 || count(codes, 429) != 5 {
+		t.Fatalf("bad tokens from 25 addresses of one /64: %v", codes)
+	}
+	if codes := flood(t, f.url, "forged", "2001:db8:7:a::1", 1); codes[0] != http.StatusUnauthorized {
+		t.Fatalf("a bad token from the next /64: %v", codes)
+	}
+	flood(t, f.url, "forged", "198.51.100.9", 20)
+	if codes := flood(t, f.url, "forged", "[::ffff:198.51.100.9]:4711", 1); codes[0] != http.StatusTooManyRequests {
+		t.Fatalf("an IPv4 client's address, IPv4-mapped, past its limit: %v", codes)
+	}
+}
+
 // TestFailedAuthSharedAcrossReplicas runs two fronts on one database: an
 // address's failed authentications are counted once for both, each kind
 // apart, and a valid token passes on either.

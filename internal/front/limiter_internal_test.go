@@ -52,3 +52,25 @@ func parse(t *testing.T, key string) []string {
 	}
 	return out
 }
+
+// TestClientBlock: the failed-auth throttle's client is an IPv4 address,
+// or an IPv6 address's /64; anything else is its own.
+func TestClientBlock(t *testing.T) {
+	t.Parallel()
+	for address, want := range map[string]string{
+		"203.0.113.7":             "203.0.113.7",
+		"::ffff:203.0.113.7":      "203.0.113.7",
+		"2001:db8:1:2:3:4:5:6":    "2001:db8:1:2::/64",
+		"2001:db8:1:2::":          "2001:db8:1:2::/64",
+		"2001:db8:1:3::1":         "2001:db8:1:3::/64",
+		"fe80::1%eth0":            "fe80::/64",
+		"::1":                     "::/64",
+		unknownAddress:            unknownAddress,
+		"not an address":          "not an address",
+		"2001:db8::1/64 (a typo)": "2001:db8::1/64 (a typo)",
+	} {
+		if got := clientBlock(address); got != want {
+			t.Errorf("clientBlock(%q) = %q, want %q", address, got, want)
+		}
+	}
+}
