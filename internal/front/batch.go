@@ -167,7 +167,17 @@ const flushTimeout = 5 * time.Second
 // replicas' totals of every window it holds. seen is the number of flushes
 // the caller saw finished: when another finished since, flush returns its
 // outcome instead of flushing again.
+//
+// A flush is every waiting caller's, not only the one that runs it: its
+// caller hanging up must not fail it for the others, who would be refused
+// as if the store were down (and every hit after would flush first). It
+// runs detached from ctx, bounded on its own (flushTimeout).
 func (l *BatchLimiter) flush(ctx context.Context, seen uint64) error {
+	return l.flushWithin(context.WithoutCancel(ctx), seen)
+}
+
+// flushWithin is flush, run under ctx as well as flushTimeout.
+func (l *BatchLimiter) flushWithin(ctx context.Context, seen uint64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -177,11 +187,7 @@ func (l *BatchLimiter) flush(ctx context.Context, seen uint64) error {
 		return err
 	}
 	l.mu.Unlock()
-	// A flush is every waiting caller's, not only the one that runs it: its
-	// caller hanging up must not fail it for the others, who would be
-	// refused as if the store were down (and every hit after would flush
-	// first). It is bounded on its own instead.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	err := l.flushOnce(fctx)
 	cancel()
 	l.mu.Lock()
@@ -300,8 +306,11 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	return nil
 }
 
-// Close flushes what remains and stops the flusher. It is safe to call
-// more than once; later calls return nil.
+// Close flushes what remains and stops the flusher; the last flush ends
+// with ctx, should ctx end first (a shutdown's deadline is the closer's to
+// set: what is not flushed is lost, at most a share of each window, as a
+// replica that dies loses it). It is safe to call more than once; later
+// calls return nil.
 func (l *BatchLimiter) Close(ctx context.Context) error {
 	var err error
 	l.closed.Do(func() {
@@ -309,7 +318,7 @@ func (l *BatchLimiter) Close(ctx context.Context) error {
 		l.mu.Lock()
 		seen := l.flushes
 		l.mu.Unlock()
-		err = l.flush(ctx, seen)
+		err = l.flushWithin(ctx, seen)
 	})
 	return err
 }

@@ -114,6 +114,45 @@ func TestBatchFlushOutlivesItsCaller(t *testing.T) {
 	}
 }
 
+// TestBatchCloseEndsWithItsContext: the last flush, Close's, is the
+// closer's alone, and ends with its context — a shutdown's deadline —
+// where a flush a hit runs outlives its caller. (It went on regardless, up
+// to its own bound of seconds, past the shutdown's.) Closed with time to
+// spare, it stores what remains.
+func TestBatchCloseEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	awayFromMinute()
+	hitAll := func(l *front.BatchLimiter, n int) {
+		t.Helper()
+		for range n {
+			if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	late := front.NewBatchLimiter(testdb.RuntimePool(t, url), flushOnDemand)
+	hitAll(late, 3)
+	ended, end := context.WithCancel(ctx)
+	end()
+	if err := late.Close(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("closed with its context ended: %v; want context.Canceled", err)
+	}
+	if got := stored(t, admin); got != 0 {
+		t.Fatalf("the store holds %d; want nothing", got)
+	}
+	timely := front.NewBatchLimiter(testdb.RuntimePool(t, url), flushOnDemand)
+	hitAll(timely, 4)
+	if err := timely.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, admin); got != 4 {
+		t.Fatalf("the store holds %d; want 4", got)
+	}
+}
+
 // TestBatchFlushUnderTheLimits: on a pool bounded by the deployment's
 // limits, as the server gives it, a flush that meets a lock gives up at
 // lock_timeout — its transaction never outlives the limits every other
