@@ -28,9 +28,12 @@ FROM orangerail.audit_unsealed_tenants(@row_limit::integer) AS u;
 
 -- name: AuditUnsealed :many
 -- A tenant's records unsealed longer than bound_seconds: findings, the
--- first row_limit of them, each with the count of all (total).
-SELECT u.correlation_id::text AS correlation_id, u.phase::text AS phase, coalesce(u.action, '')::text AS action,
-       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds,
+-- first row_limit of them, each with the count of all (total). A column
+-- emptied where a superuser dropped its constraint reads as empty, a NULL
+-- time as when the record was written: the record is listed whole, and
+-- once sealed is a column_mismatch.
+SELECT coalesce(u.correlation_id, '')::text AS correlation_id, coalesce(u.phase, '')::text AS phase, coalesce(u.action, '')::text AS action,
+       coalesce(u.at, now() - u.unsealed_for)::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds,
        count(*) OVER ()::bigint AS total
 FROM orangerail.audit_unsealed(@tenant_id::text, make_interval(secs => @bound_seconds::float8)) AS u
 LIMIT @row_limit::integer;
@@ -112,8 +115,13 @@ FROM orangerail.audit_break_glass(@tenant_id::text) AS b;
 -- One page of a tenant's unsealed records in the order they were written,
 -- after id @after_id.
 -- Only an operator's record brings its entry (for the reason it gives):
--- the others' are not read, so a page's size does not grow with them.
-SELECT id, (CASE WHEN actor_kind = 'operator' THEN entry END)::bytea AS entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
+-- the others' are not read, so a page's size does not grow with them. A
+-- column emptied where a superuser dropped its constraint reads as empty
+-- (it relates to nothing, as in SQL's relations), a NULL time as when the
+-- record was written: the record is not sealed, so not yet checked.
+SELECT id, (CASE WHEN actor_kind = 'operator' THEN entry END)::bytea AS entry,
+       coalesce(at, written_at, 'epoch')::timestamptz AS at, coalesce(correlation_id, '')::text AS correlation_id,
+       coalesce(phase, '')::text AS phase, action, coalesce(actor, '')::text AS actor, coalesce(actor_kind, '')::text AS actor_kind, approval_id
 FROM orangerail.audit
 WHERE tenant_id = @tenant_id AND seq IS NULL AND id > @after_id::bigint
 ORDER BY id

@@ -410,8 +410,8 @@ func (q *Queries) AuditUnfinished(ctx context.Context, db DBTX, tenantID string)
 }
 
 const auditUnsealed = `-- name: AuditUnsealed :many
-SELECT u.correlation_id::text AS correlation_id, u.phase::text AS phase, coalesce(u.action, '')::text AS action,
-       u.at::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds,
+SELECT coalesce(u.correlation_id, '')::text AS correlation_id, coalesce(u.phase, '')::text AS phase, coalesce(u.action, '')::text AS action,
+       coalesce(u.at, now() - u.unsealed_for)::timestamptz AS at, extract(epoch FROM u.unsealed_for)::float8 AS unsealed_seconds,
        count(*) OVER ()::bigint AS total
 FROM orangerail.audit_unsealed($1::text, make_interval(secs => $2::float8)) AS u
 LIMIT $3::integer
@@ -433,7 +433,10 @@ type AuditUnsealedRow struct {
 }
 
 // A tenant's records unsealed longer than bound_seconds: findings, the
-// first row_limit of them, each with the count of all (total).
+// first row_limit of them, each with the count of all (total). A column
+// emptied where a superuser dropped its constraint reads as empty, a NULL
+// time as when the record was written: the record is listed whole, and
+// once sealed is a column_mismatch.
 func (q *Queries) AuditUnsealed(ctx context.Context, db DBTX, arg *AuditUnsealedParams) ([]*AuditUnsealedRow, error) {
 	rows, err := db.Query(ctx, auditUnsealed, arg.TenantID, arg.BoundSeconds, arg.RowLimit)
 	if err != nil {
@@ -462,7 +465,9 @@ func (q *Queries) AuditUnsealed(ctx context.Context, db DBTX, arg *AuditUnsealed
 }
 
 const auditUnsealedPage = `-- name: AuditUnsealedPage :many
-SELECT id, (CASE WHEN actor_kind = 'operator' THEN entry END)::bytea AS entry, at, correlation_id, phase, action, actor, actor_kind, approval_id
+SELECT id, (CASE WHEN actor_kind = 'operator' THEN entry END)::bytea AS entry,
+       coalesce(at, written_at, 'epoch')::timestamptz AS at, coalesce(correlation_id, '')::text AS correlation_id,
+       coalesce(phase, '')::text AS phase, action, coalesce(actor, '')::text AS actor, coalesce(actor_kind, '')::text AS actor_kind, approval_id
 FROM orangerail.audit
 WHERE tenant_id = $1 AND seq IS NULL AND id > $2::bigint
 ORDER BY id
@@ -490,7 +495,10 @@ type AuditUnsealedPageRow struct {
 // One page of a tenant's unsealed records in the order they were written,
 // after id @after_id.
 // Only an operator's record brings its entry (for the reason it gives):
-// the others' are not read, so a page's size does not grow with them.
+// the others' are not read, so a page's size does not grow with them. A
+// column emptied where a superuser dropped its constraint reads as empty
+// (it relates to nothing, as in SQL's relations), a NULL time as when the
+// record was written: the record is not sealed, so not yet checked.
 func (q *Queries) AuditUnsealedPage(ctx context.Context, db DBTX, arg *AuditUnsealedPageParams) ([]*AuditUnsealedPageRow, error) {
 	rows, err := db.Query(ctx, auditUnsealedPage, arg.TenantID, arg.AfterID, arg.RowLimit)
 	if err != nil {

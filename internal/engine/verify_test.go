@@ -209,6 +209,54 @@ func TestVerifiersCatchTampering(t *testing.T) {
 	}
 }
 
+// TestVerifyReadsUnsealedRecordsWithNullColumns: a record awaiting its
+// seal with a column emptied (a superuser dropped its constraint) does not
+// stop the Go verifier — it failed the tenant, unable to scan the NULL —
+// past the lag bound it is listed unsealed, as SQL's audit_unsealed lists
+// it, and once sealed both verifiers report its columns.
+func TestVerifyReadsUnsealedRecordsWithNullColumns(t *testing.T) {
+	t.Parallel()
+	for _, column := range []string{"at", "correlation_id", "phase", "actor", "actor_kind", "dev_mode"} {
+		t.Run(column, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			appendN(t, b.runtime, "acme", 2)
+			if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+				return engine.AppendAudit(ctx, tx, record("acme", engine.PhaseExecutionStarted, "unsealed"))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			tamper(t, b, "ALTER TABLE orangerail.audit ALTER COLUMN "+column+" DROP NOT NULL",
+				"UPDATE orangerail.audit SET "+column+" = NULL, written_at = now() - interval '1 hour' WHERE tenant_id = 'acme' AND seq IS NULL")
+			report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{LagBound: time.Minute})
+			if err != nil || report.Break != nil || report.Pending != 1 || report.UnsealedTotal != 1 || report.OK() {
+				t.Fatalf("Go verifier: %+v, %v; want the record pending and unsealed past the bound", report, err)
+			}
+			var listed int
+			if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+				return tx.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_unsealed('acme', interval '1 minute')").Scan(&listed)
+			}); err != nil || listed != 1 {
+				t.Fatalf("SQL's audit_unsealed listed %d, %v; want 1", listed, err)
+			}
+			if sealed, err := engine.SealTenant(ctx, b.runtime, "acme"); err != nil || sealed != 1 {
+				t.Fatalf("sealed %d: %v", sealed, err)
+			}
+			report, err = engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+			if err != nil {
+				t.Fatalf("Go verifier, sealed: %v", err)
+			}
+			goBreak, sqlFound := report.Break, sqlBreak(t, b, "acme")
+			if goBreak == nil || goBreak.Seq != 3 || goBreak.Problem != engine.ProblemColumns {
+				t.Fatalf("Go verifier found %+v, want %s at seq 3", goBreak, engine.ProblemColumns)
+			}
+			if sqlFound == nil || sqlFound.Seq != 3 || sqlFound.Problem != engine.ProblemColumns {
+				t.Fatalf("SQL verifier found %+v, want %s at seq 3", sqlFound, engine.ProblemColumns)
+			}
+		})
+	}
+}
+
 // TestVerifiersReportUnreadableEntries: an entry Postgres cannot read (not
 // UTF-8, not JSON) is a finding of both verifiers, not an error, and the
 // first problem still wins when it lies before or after it. The SQL
