@@ -62,7 +62,9 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 		return out
 	}
 	// Before any record of the call: a refusal of its input is one.
-	e.openTenant(ctx, caller.Tenant)
+	if err := e.openTenant(ctx, caller.Tenant); err != nil {
+		return e.storeFailure(ctx, "open tenant", "", err)
+	}
 	correlation := uuid.NewString()
 	if limit := e.cfg.Limits.MaxInputBytes; len(args) > limit {
 		return e.refuseInput(ctx, caller, action, correlation, errcode.InputTooLarge, []Issue{{

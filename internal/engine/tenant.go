@@ -29,23 +29,24 @@ type openedTenants struct {
 // (a direct action's effect on the service database runs in the
 // transaction of its first record) — or failed at lock_timeout.
 //
-// A failure is not the call's: the write makes the tenant itself, in its
-// transaction (audit_insert, approval_stage), as an older replica's does,
-// and the call fails there if the database is down. Only an opening that
+// Its failure is the call's: a database that cannot open the tenant
+// cannot take its first record either, and the call fails now rather
+// than after waiting out the limits a second time (a partition's calls
+// end within the deadline two transactions make). Only an opening that
 // committed is remembered.
-func (e *Engine) openTenant(ctx context.Context, tenant string) {
+func (e *Engine) openTenant(ctx context.Context, tenant string) error {
 	o := &e.opened
 	o.mu.Lock()
 	_, ok := o.m[tenant]
 	o.mu.Unlock()
 	if ok {
-		return
+		return nil
 	}
 	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		return store.New(tx).TenantOpen(ctx)
 	})
 	if err != nil {
-		return
+		return err
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -53,4 +54,5 @@ func (e *Engine) openTenant(ctx context.Context, tenant string) {
 		o.m = make(map[string]struct{})
 	}
 	o.m[tenant] = struct{}{}
+	return nil
 }
