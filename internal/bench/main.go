@@ -87,7 +87,7 @@ func benchMain() int {
 	loadDuration := flag.Duration("load-duration", 20*time.Second, "how long mcp_http_load is measured, after its warm-up")
 	loadWarmup := flag.Duration("load-warmup", 3*time.Second, "how long mcp_http_load runs unmeasured first")
 	loadSessions := flag.Int("load-sessions", 200, "how many MCP sessions mcp_http_load runs at once")
-	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (sql_query, audit_append, lifecycle, mcp_read_call, mcp_http_load, upstream_call, token, policy_compile, audit_verify)")
+	only := flag.String("run", "", "run only the benchmark groups whose name matches this regexp (sql_query, audit_append, lifecycle, mcp_read_call, mcp_http_load, rate_flush, upstream_call, token, policy_compile, audit_verify)")
 	flag.Parse()
 	selected, err := regexp.Compile(*only)
 	if err != nil {
@@ -199,6 +199,11 @@ func run(ctx context.Context, o options) error {
 	if want("mcp_http_load") {
 		if err := mcpHTTPLoad(ctx, dbURL, o.load, emit); err != nil {
 			return fmt.Errorf("mcp_http_load: %w", err)
+		}
+	}
+	if want("rate_flush") {
+		if err := rateFlush(ctx, runtime, emit); err != nil {
+			return fmt.Errorf("rate_flush: %w", err)
 		}
 	}
 	if want("upstream_call") {

@@ -17,8 +17,8 @@ import (
 // BatchLimiter counts hits in this process and flushes the counts to the
 // service database in batches, so a request is not a write: every
 // FlushInterval, and as soon as a bucket's unflushed count reaches half its
-// share, it sends each bucket's count of the window and reads back the
-// other replicas' totals.
+// share, it sends the count of each window that rose since and reads back
+// the other replicas' totals of those windows.
 //
 // A hit is admitted while the others' last-read total plus this replica's
 // own count stays within the limit, and while this replica's unflushed
@@ -55,12 +55,19 @@ type BatchLimiter struct {
 	// its read, with the backend serving both: a test's seam.
 	afterWrite func(pid uint32)
 
-	mu      sync.Mutex
-	counts  map[windowKey]*shareCount
-	failed  error // the last flush's error, until one succeeds
-	skew    time.Duration
-	flushes uint64 // flushes finished, failed or not
-	kick    chan struct{}
+	mu     sync.Mutex
+	counts map[windowKey]*shareCount
+	// changed holds the windows of counts with hits not known to be
+	// stored: what a flush sends and reads, so that its cost is the
+	// windows that changed, not every window held.
+	changed map[windowKey]*shareCount
+	// forgotten is the start of the current window when ended windows
+	// were last forgotten: once a window.
+	forgotten int64
+	failed    error // the last flush's error, until one succeeds
+	skew      time.Duration
+	flushes   uint64 // flushes finished, failed or not
+	kick      chan struct{}
 
 	flushMu   sync.Mutex // one flush at a time
 	lastPrune time.Time
@@ -104,7 +111,7 @@ func NewBatchLimiter(pool database.TxBeginner, o BatchOptions) *BatchLimiter {
 
 func newBatchLimiter(pool database.TxBeginner, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
 	l := &BatchLimiter{pool: pool, exact: NewPostgresLimiter(pool), share: o.Share, interval: o.FlushInterval,
-		replica: uuid.New(), log: o.Logger, now: time.Now, counts: map[windowKey]*shareCount{},
+		replica: uuid.New(), log: o.Logger, now: time.Now, counts: map[windowKey]*shareCount{}, changed: map[windowKey]*shareCount{},
 		kick: make(chan struct{}, 1), afterWrite: afterWrite}
 	if l.log == nil {
 		l.log = slog.Default()
@@ -142,6 +149,7 @@ func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, 
 		}
 		if l.failed == nil && c.admitted-c.confirmed < share {
 			c.admitted++
+			l.changed[k] = c
 			hits := c.others + c.admitted
 			if c.admitted-c.confirmed >= max(share/2, 1) {
 				select {
@@ -164,7 +172,7 @@ func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, 
 const flushTimeout = 5 * time.Second
 
 // flush sends every count not known to be stored, then reads the other
-// replicas' totals of every window it holds. seen is the number of flushes
+// replicas' totals of those of the current window. seen is the number of flushes
 // the caller saw finished: when another finished since, flush returns its
 // outcome instead of flushing again.
 //
@@ -203,22 +211,32 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	var shares []store.RateShare
 	var keys []store.RateWindowKey
 	sent := map[windowKey]int{}
-	for k, c := range l.counts {
-		if c.admitted > c.confirmed {
-			shares = append(shares, store.RateShare{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC(), Hits: c.admitted})
-			sent[k] = c.admitted
-		}
-		switch {
-		case k.window >= current:
+	// Only the windows with hits since they were last stored are sent, and
+	// read: the bound asks that a replica have read the others' totals
+	// since it admitted more than its share, and a window with no new hits
+	// has admitted none. Reading every window it held made each flush's
+	// cost the count of buckets, idle ones too (a hundred thousand
+	// addresses' failed-auth buckets: a statement of 0.4s, every
+	// flush_interval).
+	for k, c := range l.changed {
+		shares = append(shares, store.RateShare{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC(), Hits: c.admitted})
+		sent[k] = c.admitted
+		if k.window >= current {
 			keys = append(keys, store.RateWindowKey{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC()})
-		case c.admitted == c.confirmed && k.window < current-60:
+		}
+	}
+	if l.forgotten != current {
+		l.forgotten = current
+		for k, c := range l.counts {
 			// A window that ended a minute ago or more, all of it stored.
 			// The one before the current is kept: a skew estimate that
 			// moves back across a minute's start goes on counting in it
 			// from what it holds — forgotten, its count would start again
 			// at nothing, a second share of its limit, and hits the store
 			// (which keeps the highest count sent) would never hold.
-			delete(l.counts, k)
+			if c.admitted == c.confirmed && k.window < current-60 {
+				delete(l.counts, k)
+			}
 		}
 	}
 	l.mu.Unlock()
@@ -244,7 +262,9 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	confirm := func() {
 		for k, n := range sent {
 			if c := l.counts[k]; c != nil {
-				c.confirmed = max(c.confirmed, n)
+				if c.confirmed = max(c.confirmed, n); c.confirmed == c.admitted {
+					delete(l.changed, k)
+				}
 			}
 		}
 	}
@@ -304,6 +324,16 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Flush flushes now, as the background flusher does: it sends the counts
+// not known to be stored and reads back the others' totals of their
+// windows.
+func (l *BatchLimiter) Flush(ctx context.Context) error {
+	l.mu.Lock()
+	seen := l.flushes
+	l.mu.Unlock()
+	return l.flush(ctx, seen)
 }
 
 // Close flushes what remains and stops the flusher; the last flush ends

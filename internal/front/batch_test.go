@@ -337,6 +337,64 @@ func TestBatchLimiterTwoDoors(t *testing.T) {
 	}
 }
 
+// TestBatchIdleWindowCostsAtMostAShare: a flush reads the others' totals
+// only of the windows it sent hits of, so a replica that served a window
+// and then none of it does not follow the others filling it — and when
+// its hits resume, it admits at most its share before it learns: the
+// bound, limit + (N-1) × share, holds, and the store holds every hit.
+func TestBatchIdleWindowCostsAtMostAShare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	awayFromMinute()
+	const limit, share = 20, 2
+	opts := front.BatchOptions{Share: func(int) int { return share }, FlushInterval: time.Hour}
+	la := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+	lb := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+	t.Cleanup(func() { _, _ = la.Close(ctx), lb.Close(ctx) })
+	// untilRefused hits l until it refuses, and returns how many it
+	// admitted.
+	untilRefused := func(l *front.BatchLimiter) int {
+		t.Helper()
+		for n := 0; ; n++ {
+			hits, _, err := l.Hit(ctx, readBucket, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hits > limit {
+				return n
+			}
+		}
+	}
+	for range 5 {
+		if _, _, err := la.Hit(ctx, readBucket, limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := la.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := untilRefused(lb)
+	if err := la.Flush(ctx); err != nil { // nothing of the window to send
+		t.Fatal(err)
+	}
+	resumed := untilRefused(la)
+	total := 5 + b + resumed
+	t.Logf("a admitted 5, b %d, a again %d: %d of a limit of %d", b, resumed, total, limit)
+	if resumed > share || total < limit || total > limit+share {
+		t.Fatalf("a resumed with %d (share %d), %d in all; want from %d to %d", resumed, share, total, limit, limit+share)
+	}
+	for _, l := range []*front.BatchLimiter{la, lb} {
+		if err := l.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := stored(t, admin); got != total {
+		t.Fatalf("the store holds %d hits; the replicas admitted %d", got, total)
+	}
+}
+
 // TestBatchFlushKilled kills a flush's backend after its write committed,
 // and while its write waits for a lock (the write never commits), once and
 // twice. After the commit, the flush reads on another connection (its

@@ -1,7 +1,6 @@
 package front
 
 import (
-	"context"
 	"time"
 
 	"github.com/orangerail/orangerail/internal/database"
@@ -12,14 +11,6 @@ import (
 // serving both.
 func NewBatchLimiterForTest(pool database.TxBeginner, o BatchOptions, afterWrite func(pid uint32)) *BatchLimiter {
 	return newBatchLimiter(pool, o, afterWrite)
-}
-
-// Flush flushes now, as the background flusher does.
-func (l *BatchLimiter) Flush(ctx context.Context) error {
-	l.mu.Lock()
-	seen := l.flushes
-	l.mu.Unlock()
-	return l.flush(ctx, seen)
 }
 
 // SetClockForTest makes l read the time from now.
