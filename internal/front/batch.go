@@ -172,9 +172,9 @@ func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, 
 const flushTimeout = 5 * time.Second
 
 // flush sends every count not known to be stored, then reads the other
-// replicas' totals of those of the current window. seen is the number of flushes
-// the caller saw finished: when another finished since, flush returns its
-// outcome instead of flushing again.
+// replicas' totals of those of the current window. seen is the number of
+// flushes the caller saw finished: when another finished since, flush
+// returns its outcome instead of flushing again.
 //
 // A flush is every waiting caller's, not only the one that runs it: its
 // caller hanging up must not fail it for the others, who would be refused
