@@ -61,11 +61,13 @@ func (e *Engine) Call(ctx context.Context, caller *Caller, action string, args j
 	if out := e.Admit(ctx, caller, action); out != nil {
 		return out
 	}
-	// Before any record of the call: a refusal of its input is one.
-	if err := e.openTenant(ctx, caller.Tenant); err != nil {
-		return e.storeFailure(ctx, "open tenant", "", err)
-	}
 	correlation := uuid.NewString()
+	// Before any record of the call: a refusal of its input is one. A
+	// tenant that cannot be opened cannot be audited, and nothing ran:
+	// audit_blocked, as a failed first append says.
+	if err := e.openTenant(ctx, caller.Tenant); err != nil {
+		return e.auditBlocked(ctx, "open tenant", correlation, err)
+	}
 	if limit := e.cfg.Limits.MaxInputBytes; len(args) > limit {
 		return e.refuseInput(ctx, caller, action, correlation, errcode.InputTooLarge, []Issue{{
 			Path: "", Message: fmt.Sprintf("the input is %d bytes; at most %d are accepted (limits.max_input_bytes)", len(args), limit)}})

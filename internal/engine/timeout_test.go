@@ -267,3 +267,27 @@ func TestNewTenantsCallsDoNotQueue(t *testing.T) {
 	want(t, <-done, engine.StatusOK)
 	verifyClean(t, b.testBundle, tenant)
 }
+
+// TestUnopenableTenantIsAuditBlocked: a new tenant whose opening waits past
+// lock_timeout — another transaction is making its row — fails its call as
+// audit_blocked with store_timeout: nothing of the call ran or was
+// recorded, as a first append that failed says. Once the other transaction
+// is gone the call runs.
+func TestUnopenableTenantIsAuditBlocked(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := engineFor(t, b, editExample(t, shortLimits(t)), nil)
+	const tenant = "unopened"
+	args := json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`)
+	out := whileHeld(t, b.admin, "INSERT INTO orangerail.tenants (id) VALUES ($1)", []any{tenant}, func() *engine.Outcome {
+		return e.Call(ctx, support(tenant), "cancel_order", args)
+	})
+	wantTimeout(t, out, engine.StatusAuditBlocked, engine.DiagnosticStoreTimeout)
+	var records int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit WHERE tenant_id = $1", tenant).Scan(&records); err != nil || records != 0 {
+		t.Fatalf("%d records of the blocked call (%v)", records, err)
+	}
+	want(t, e.Call(ctx, support(tenant), "cancel_order", args), engine.StatusNotFound)
+	verifyClean(t, b.testBundle, tenant)
+}

@@ -72,8 +72,14 @@ type BatchLimiter struct {
 	flushMu   sync.Mutex // one flush at a time
 	lastPrune time.Time
 
-	loop   *periodic.Loop
-	closed sync.Once
+	// base is what every flush runs under besides its own bound: Close
+	// ends it when its context ends, so that no flush in flight — the
+	// flusher's, which Close waits for, nor a hit's — outlasts a
+	// shutdown's deadline.
+	base    context.Context
+	endBase context.CancelFunc
+	loop    *periodic.Loop
+	closed  sync.Once
 }
 
 // windowKey is a bucket's window, by its start in Unix seconds.
@@ -113,6 +119,7 @@ func newBatchLimiter(pool database.TxBeginner, o BatchOptions, afterWrite func(p
 	l := &BatchLimiter{pool: pool, exact: NewPostgresLimiter(pool), share: o.Share, interval: o.FlushInterval,
 		replica: uuid.New(), log: o.Logger, now: time.Now, counts: map[windowKey]*shareCount{}, changed: map[windowKey]*shareCount{},
 		kick: make(chan struct{}, 1), afterWrite: afterWrite}
+	l.base, l.endBase = context.WithCancel(context.Background())
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -179,13 +186,11 @@ const flushTimeout = 5 * time.Second
 // A flush is every waiting caller's, not only the one that runs it: its
 // caller hanging up must not fail it for the others, who would be refused
 // as if the store were down (and every hit after would flush first). It
-// runs detached from ctx, bounded on its own (flushTimeout).
+// runs detached from ctx, bounded on its own (flushTimeout) and by Close.
 func (l *BatchLimiter) flush(ctx context.Context, seen uint64) error {
-	return l.flushWithin(context.WithoutCancel(ctx), seen)
-}
-
-// flushWithin is flush, run under ctx as well as flushTimeout.
-func (l *BatchLimiter) flushWithin(ctx context.Context, seen uint64) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(l.base, cancel)()
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -195,8 +200,14 @@ func (l *BatchLimiter) flushWithin(ctx context.Context, seen uint64) error {
 		return err
 	}
 	l.mu.Unlock()
-	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
-	err := l.flushOnce(fctx)
+	return l.flushLocked(ctx)
+}
+
+// flushLocked runs one flush under ctx and flushTimeout, flushMu held, and
+// records its outcome for those who waited on it.
+func (l *BatchLimiter) flushLocked(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	err := l.flushOnce(ctx)
 	cancel()
 	l.mu.Lock()
 	l.flushes++
@@ -217,13 +228,14 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	// has admitted none. Reading every window it held made each flush's
 	// cost the count of buckets, idle ones too (a hundred thousand
 	// addresses' failed-auth buckets: a statement of 0.4s, every
-	// flush_interval).
+	// flush_interval). A window that has ended by this replica's clock is
+	// read too: its hits are confirmed below, and a skew estimate moving
+	// back into it would admit on the view of the others it held.
 	for k, c := range l.changed {
-		shares = append(shares, store.RateShare{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC(), Hits: c.admitted})
+		w := time.Unix(k.window, 0).UTC()
+		shares = append(shares, store.RateShare{Bucket: k.bucket, Window: w, Hits: c.admitted})
+		keys = append(keys, store.RateWindowKey{Bucket: k.bucket, Window: w})
 		sent[k] = c.admitted
-		if k.window >= current {
-			keys = append(keys, store.RateWindowKey{Bucket: k.bucket, Window: time.Unix(k.window, 0).UTC()})
-		}
 	}
 	if l.forgotten != current {
 		l.forgotten = current
@@ -240,7 +252,7 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 		}
 	}
 	l.mu.Unlock()
-	if len(shares) == 0 && len(keys) == 0 {
+	if len(shares) == 0 {
 		return nil
 	}
 	// Each statement runs in a transaction of no tenant (database.Tenantless),
@@ -252,53 +264,28 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 			return fn(store.New(tx))
 		})
 	}
-	// confirm records what the store holds. It runs once the read that
-	// follows the write is done, never between them: until then a hit
-	// admitted here still counts against the share, so this replica's
-	// hits beyond its latest stored count are at most share, all under
-	// the view of the others that the same flush read. Confirming at the
-	// write let a replica admit up to share more under the view of the
-	// flush before, and two replicas admit limit + 2 × share together.
-	confirm := func() {
-		for k, n := range sent {
-			if c := l.counts[k]; c != nil {
-				if c.confirmed = max(c.confirmed, n); c.confirmed == c.admitted {
-					delete(l.changed, k)
-				}
-			}
-		}
+	var pid uint32
+	err := database.Tenantless(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// A flush raises each row to a count, never adds to it.
+		database.Repeatable(tx)
+		pid = tx.Conn().PgConn().PID()
+		return store.New(tx).RateShareFlush(ctx, l.replica, shares)
+	})
+	if err != nil {
+		return err
 	}
-	if len(shares) > 0 {
-		var pid uint32
-		err := database.Tenantless(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			// A flush raises each row to a count, never adds to it.
-			database.Repeatable(tx)
-			pid = tx.Conn().PgConn().PID()
-			return store.New(tx).RateShareFlush(ctx, l.replica, shares)
-		})
-		if err != nil {
-			return err
-		}
-		if l.afterWrite != nil {
-			l.afterWrite(pid)
-		}
+	if l.afterWrite != nil {
+		l.afterWrite(pid)
 	}
 	if time.Since(l.lastPrune) > time.Minute {
 		l.lastPrune = time.Now()
 		// Best effort: a failure leaves rows for the next prune.
 		_ = tenantless(pgx.TxOptions{}, func(s *store.Store) error { return s.RateSharePrune(ctx) })
 	}
-	if len(keys) == 0 {
-		// Only ended windows, which admit nothing more: nothing to read.
-		l.mu.Lock()
-		confirm()
-		l.mu.Unlock()
-		return nil
-	}
 	var before, after time.Time
 	var others map[store.RateWindowKey]int
 	var dbNow time.Time
-	err := tenantless(pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(s *store.Store) (err error) {
+	err = tenantless(pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(s *store.Store) (err error) {
 		// The database's clock is read during this statement
 		// (clock_timestamp), so its own round trip brackets it — not the
 		// wait for a connection, nor the transaction's start.
@@ -313,7 +300,20 @@ func (l *BatchLimiter) flushOnce(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	confirm()
+	// What the store holds is recorded once the read that follows the
+	// write is done, never between them: until then a hit admitted here
+	// still counts against the share, so this replica's hits beyond its
+	// latest stored count are at most share, all under the view of the
+	// others that the same flush read. Confirming at the write let a
+	// replica admit up to share more under the view of the flush before,
+	// and two replicas admit limit + 2 × share together.
+	for k, n := range sent {
+		if c := l.counts[k]; c != nil {
+			if c.confirmed = max(c.confirmed, n); c.confirmed == c.admitted {
+				delete(l.changed, k)
+			}
+		}
+	}
 	if !dbNow.IsZero() {
 		// Windows follow the database's clock, as PostgresLimiter's do.
 		l.skew = dbNow.Sub(before.Add(after.Sub(before) / 2))
@@ -336,19 +336,22 @@ func (l *BatchLimiter) Flush(ctx context.Context) error {
 	return l.flush(ctx, seen)
 }
 
-// Close flushes what remains and stops the flusher; the last flush ends
-// with ctx, should ctx end first (a shutdown's deadline is the closer's to
-// set: what is not flushed is lost, at most a share of each window, as a
-// replica that dies loses it). It is safe to call more than once; later
-// calls return nil.
+// Close flushes what remains and stops the flusher. It ends with ctx,
+// should ctx end first, and so does a flush in flight (a shutdown's
+// deadline is the closer's to set: what is not flushed is lost, at most a
+// share of each window, as a replica that dies loses it). It is safe to
+// call more than once; later calls return nil.
 func (l *BatchLimiter) Close(ctx context.Context) error {
 	var err error
 	l.closed.Do(func() {
+		defer context.AfterFunc(ctx, l.endBase)()
 		l.loop.Stop()
-		l.mu.Lock()
-		seen := l.flushes
-		l.mu.Unlock()
-		err = l.flushWithin(ctx, seen)
+		l.flushMu.Lock()
+		defer l.flushMu.Unlock()
+		// A flush of its own, never the outcome of one in flight when
+		// Close began: that one took its counts before the last hits
+		// were admitted, and they would be lost.
+		err = l.flushLocked(ctx)
 	})
 	return err
 }

@@ -153,6 +153,98 @@ func TestBatchCloseEndsWithItsContext(t *testing.T) {
 	}
 }
 
+// TestBatchCloseSendsHitsAdmittedDuringAFlush: Close flushes on its own
+// even while a flush is in flight: that flush took its counts before the
+// hits admitted since, and Close answering with its outcome (as a hit
+// waiting on a flush does) lost them.
+func TestBatchCloseSendsHitsAdmittedDuringAFlush(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	awayFromMinute()
+	inFlush, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	l := front.NewBatchLimiterForTest(testdb.RuntimePool(t, url), flushOnDemand, func(uint32) {
+		if first.CompareAndSwap(false, true) {
+			close(inFlush)
+			<-release
+		}
+	})
+	hitAll := func(n int) {
+		t.Helper()
+		for range n {
+			if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hitAll(3)
+	flushed := make(chan error, 1)
+	go func() { flushed <- l.Flush(ctx) }()
+	<-inFlush // the flush has sent 3
+	hitAll(2)
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close(ctx) }()
+	// Close waits for the flush in flight (a wait it begins within this
+	// pause on any machine; were it later, the test would pass for the
+	// wrong reason, never fail for one).
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, admin); got != 5 {
+		t.Fatalf("the store holds %d; want the 5 admitted", got)
+	}
+}
+
+// TestBatchCloseEndsAFlushInFlight: a background flush held up in the
+// store — its write waiting on a lock — ends with Close's context, and
+// Close with it. Close waited for it to run to its own bound (flushTimeout,
+// seconds) past a shutdown's deadline.
+func TestBatchCloseEndsAFlushInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	awayFromMinute()
+	l := front.NewBatchLimiter(testdb.RuntimePool(t, url), flushOnDemand)
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE orangerail.rate_shares IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	// Half a share kicks the flusher, whose write waits on the lock.
+	for range 50 {
+		if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for waiting := false; !waiting; time.Sleep(10 * time.Millisecond) {
+		if err := admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%RateShareFlush%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const deadline = 200 * time.Millisecond
+	closeCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+	err = l.Close(closeCtx)
+	// Not a speed target: a Close that waits for the flush in flight
+	// returns after its bound, flushTimeout (5s), at the earliest.
+	if took := time.Since(start); err == nil || took > deadline+3*time.Second {
+		t.Fatalf("Close took %s past its context's %s deadline (%v); want it ended with its context", took, deadline, err)
+	}
+}
+
 // TestBatchFlushUnderTheLimits: on a pool bounded by the deployment's
 // limits, as the server gives it, a flush that meets a lock gives up at
 // lock_timeout — its transaction never outlives the limits every other
@@ -242,6 +334,70 @@ func TestBatchClockBackKeepsTheCount(t *testing.T) {
 	}
 	if rows, err := pgx.CollectRows(r, pgx.RowTo[int]); err != nil || len(rows) != 2 || rows[0] != 6 || rows[1] != 1 {
 		t.Fatalf("the store holds %v (%v); want 6 hits in this minute, 1 in the next", rows, err)
+	}
+}
+
+// TestBatchEndedWindowIsReadBeforeConfirmed: a replica reads the others'
+// total of every window it sends, one its clock says has ended too, before
+// it counts that window's hits as stored. Confirmed unread, a window the
+// replica's skew estimate then moved back into admitted a share more on
+// its old view of the others: past limit + (N-1) × share together.
+func TestBatchEndedWindowIsReadBeforeConfirmed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	const limit = 20
+	// A share of 10 kicks a flush at 5 hits unstored; a holds fewer
+	// throughout, so that it flushes only when the test says.
+	opts := front.BatchOptions{Share: func(int) int { return 10 }, FlushInterval: time.Hour}
+	a := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+	b := front.NewBatchLimiter(testdb.RuntimePool(t, url), opts)
+	t.Cleanup(func() { _, _ = a.Close(ctx), b.Close(ctx) })
+	awayFromMinute()
+	hit := func(l *front.BatchLimiter) (int, time.Time) {
+		t.Helper()
+		hits, end, err := l.Hit(ctx, readBucket, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hits, end
+	}
+	flush := func(l *front.BatchLimiter) {
+		t.Helper()
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hit(a)
+	hit(a)
+	flush(a) // a: 2 stored, the others' 0 read
+	admittedB := 0
+	for {
+		if hits, _ := hit(b); hits > limit {
+			break
+		}
+		admittedB++
+	}
+	flush(b)
+	if admittedB != limit-2 {
+		t.Fatalf("b admitted %d; want %d, the limit less a's 2", admittedB, limit-2)
+	}
+	hit(a) // a's third, on its view of b's 0: within its share
+	// a's clock runs a minute ahead: its next hit counts in the next
+	// window, and the flush sends this one as ended by a's clock. The
+	// flush learns a's skew from the database's clock, and a's hits count
+	// in this window again.
+	front.SetClockForTest(a, func() time.Time { return time.Now().Add(time.Minute) })
+	if _, end := hit(a); time.Until(end) < time.Minute {
+		t.Fatalf("a minute ahead, a hit in the window ending %s; want the next", end)
+	}
+	flush(a)
+	hits, end := hit(a)
+	if time.Until(end) > time.Minute {
+		t.Fatalf("the skew learnt, a hit in the window ending %s; want this one", end)
+	}
+	if hits <= limit {
+		t.Fatalf("a admitted its hit as the %dth of %d: it confirmed its count of this window without reading b's %d", hits, limit, admittedB)
 	}
 }
 
