@@ -397,17 +397,28 @@ func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engi
 const maxOverBuckets = 100_000
 
 // clientBlock is the block of addresses the failed-auth throttle takes one
-// client to hold: an IPv4 address (an IPv4-mapped IPv6 one too) alone, an
-// IPv6 address by its /64 — the block a host or a subscriber is given, in
+// client to hold. An IPv4 address counts alone, and so does an IPv6
+// address that stands for one — IPv4-mapped, IPv4-compatible or
+// translated, a NAT64 well-known prefix's, 6to4's site, Teredo's client —
+// as that IPv4 address: a client reaching an IPv6-only door through a
+// translator is each its own, not every IPv4 client in one /64. Another
+// IPv6 address counts by its /64, the smallest block a host is given, in
 // which it takes any address it likes (temporary addresses, SLAAC), so
 // that a client could otherwise count each guess from an address of its
-// own. What is no address (unknownAddress) is its own block.
+// own; a link-local or loopback one counts alone, by its zone too (a
+// link's /64 is every host on it). What is no address (unknownAddress) is
+// its own block.
 func clientBlock(address string) string {
 	a, err := netip.ParseAddr(address)
 	if err != nil {
 		return address
 	}
-	if a = a.Unmap(); a.Is4() {
+	if v4, ok := embeddedIPv4(a.WithZone("")); ok {
+		return v4.String()
+	}
+	if a.IsLinkLocalUnicast() || a.IsLoopback() || localNAT64.Contains(a.WithZone("")) {
+		// A local-use NAT64 prefix's form is its operator's choice: the
+		// address whole is one IPv4 client's, whichever it is.
 		return a.String()
 	}
 	p, err := a.WithZone("").Prefix(64)
@@ -415,6 +426,40 @@ func clientBlock(address string) string {
 		return address
 	}
 	return p.String()
+}
+
+// The IPv6 blocks whose addresses carry an IPv4 address.
+var (
+	ipv4Compatible  = netip.MustParsePrefix("::/96")           // RFC 4291, deprecated
+	ipv4Translated  = netip.MustParsePrefix("::ffff:0:0:0/96") // RFC 2765 (SIIT)
+	wellKnownNAT64  = netip.MustParsePrefix("64:ff9b::/96")    // RFC 6052
+	localNAT64      = netip.MustParsePrefix("64:ff9b:1::/48")  // RFC 8215: the form is the operator's
+	sixToFour       = netip.MustParsePrefix("2002::/16")       // RFC 3056: 2002:V4ADDR::/48 a site
+	teredo          = netip.MustParsePrefix("2001::/32")       // RFC 4380
+	ipv4Unspecified = netip.MustParsePrefix("0.0.0.0/8")
+)
+
+// embeddedIPv4 is the IPv4 address a (zoneless) IPv6 address stands for,
+// where its block says where it is.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if a.Is4() || a.Is4In6() {
+		return a.Unmap(), true
+	}
+	b := a.As16()
+	last := netip.AddrFrom4([4]byte(b[12:16]))
+	switch {
+	case wellKnownNAT64.Contains(a), ipv4Translated.Contains(a):
+		return last, true
+	case ipv4Compatible.Contains(a):
+		// :: and ::1 are not IPv4 addresses; nothing in 0.0.0.0/8 is one.
+		return last, !ipv4Unspecified.Contains(last)
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	case teredo.Contains(a):
+		// The client's public address, its bits inverted.
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), true
+	}
+	return netip.Addr{}, false
 }
 
 // storeDown handles an unreachable rate-limit store as the config says,

@@ -54,20 +54,35 @@ func parse(t *testing.T, key string) []string {
 }
 
 // TestClientBlock: the failed-auth throttle's client is an IPv4 address,
-// or an IPv6 address's /64; anything else is its own.
+// one an IPv6 address stands for too, or an IPv6 address's /64; a
+// link-local or loopback address, or a local-use NAT64 one, alone;
+// anything else is its own.
 func TestClientBlock(t *testing.T) {
 	t.Parallel()
 	for address, want := range map[string]string{
-		"203.0.113.7":             "203.0.113.7",
-		"::ffff:203.0.113.7":      "203.0.113.7",
-		"2001:db8:1:2:3:4:5:6":    "2001:db8:1:2::/64",
-		"2001:db8:1:2::":          "2001:db8:1:2::/64",
-		"2001:db8:1:3::1":         "2001:db8:1:3::/64",
-		"fe80::1%eth0":            "fe80::/64",
-		"::1":                     "::/64",
-		unknownAddress:            unknownAddress,
-		"not an address":          "not an address",
-		"2001:db8::1/64 (a typo)": "2001:db8::1/64 (a typo)",
+		"203.0.113.7":                          "203.0.113.7",
+		"::ffff:203.0.113.7":                   "203.0.113.7",
+		"::ffff:0:203.0.113.7":                 "203.0.113.7",
+		"::203.0.113.7":                        "203.0.113.7",
+		"64:ff9b::203.0.113.7":                 "203.0.113.7",
+		"64:ff9b::198.51.100.9":                "198.51.100.9",
+		"2002:cb00:7107:1::5":                  "203.0.113.7",
+		"2002:cb00:7107:2:a:b:c:d":             "203.0.113.7",
+		"2001:0:4136:e378:8000:63bf:34ff:8ef8": "203.0.113.7",
+		"64:ff9b:1::a":                         "64:ff9b:1::a",
+		"64:ff9b:1::b":                         "64:ff9b:1::b",
+		"2001:db8:1:2:3:4:5:6":                 "2001:db8:1:2::/64",
+		"2001:db8:1:2::":                       "2001:db8:1:2::/64",
+		"2001:db8:1:3::1":                      "2001:db8:1:3::/64",
+		"2001:db8:1:3::1%eth0":                 "2001:db8:1:3::/64",
+		"fe80::1%eth0":                         "fe80::1%eth0",
+		"fe80::1%eth1":                         "fe80::1%eth1",
+		"fe80::2%eth0":                         "fe80::2%eth0",
+		"::1":                                  "::1",
+		"::2":                                  "::/64",
+		unknownAddress:                         unknownAddress,
+		"not an address":                       "not an address",
+		"2001:db8::1/64 (a typo)":              "2001:db8::1/64 (a typo)",
 	} {
 		if got := clientBlock(address); got != want {
 			t.Errorf("clientBlock(%q) = %q, want %q", address, got, want)
