@@ -75,7 +75,8 @@ type BatchLimiter struct {
 	// base is what every flush runs under besides its own bound: Close
 	// ends it when its context ends, so that no flush in flight — the
 	// flusher's, which Close waits for, nor a hit's — outlasts a
-	// shutdown's deadline.
+	// shutdown's deadline; and once it has closed, as no flush follows
+	// the last.
 	base    context.Context
 	endBase context.CancelFunc
 	loop    *periodic.Loop
@@ -119,7 +120,7 @@ func newBatchLimiter(pool database.TxBeginner, o BatchOptions, afterWrite func(p
 	l := &BatchLimiter{pool: pool, exact: NewPostgresLimiter(pool), share: o.Share, interval: o.FlushInterval,
 		replica: uuid.New(), log: o.Logger, now: time.Now, counts: map[windowKey]*shareCount{}, changed: map[windowKey]*shareCount{},
 		kick: make(chan struct{}, 1), afterWrite: afterWrite}
-	l.base, l.endBase = context.WithCancel(context.Background())
+	l.base, l.endBase = context.WithCancel(context.Background()) //nolint:gosec // G118: Close calls it
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -344,6 +345,7 @@ func (l *BatchLimiter) Flush(ctx context.Context) error {
 func (l *BatchLimiter) Close(ctx context.Context) error {
 	var err error
 	l.closed.Do(func() {
+		defer l.endBase()
 		defer context.AfterFunc(ctx, l.endBase)()
 		l.loop.Stop()
 		l.flushMu.Lock()
