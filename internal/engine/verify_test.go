@@ -681,3 +681,45 @@ func TestVerifyAcrossBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyAllListsAChainWhoseTenantWasDeleted: a superuser deleting a
+// tenant's row and its chain's head does not hide the chain from a run
+// over every tenant, nor from one naming it: the tenants are listed from
+// their records too, and the chain reports its missing head.
+func TestVerifyAllListsAChainWhoseTenantWasDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	appendN(t, b.runtime, "acme", 4)
+	appendN(t, b.runtime, "bystander", 3)
+	tamper(t, b,
+		"DELETE FROM orangerail.audit_heads WHERE tenant_id = 'acme'",
+		"DELETE FROM orangerail.tenants WHERE id = 'acme'")
+	if err := engine.TenantExists(ctx, b.admin, "acme"); err != nil {
+		t.Fatalf("the deleted tenant's chain is not found: %v", err)
+	}
+	reports, err := engine.VerifyAll(ctx, b.admin, engine.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tenants []string
+	for _, r := range reports {
+		tenants = append(tenants, r.Tenant)
+		switch r.Tenant {
+		case "acme":
+			if r.OK() || r.Break == nil || r.Break.Problem != engine.ProblemHeadMismatch {
+				t.Errorf("acme, its head deleted: %+v; want a head_mismatch", r.Break)
+			}
+		case "bystander":
+			if !r.OK() {
+				t.Errorf("bystander: %+v", r)
+			}
+		}
+	}
+	if !slices.Equal(tenants, []string{"acme", "bystander"}) {
+		t.Fatalf("verified %v; want acme and bystander", tenants)
+	}
+	if got := sqlBreak(t, b, "acme"); got == nil || got.Problem != engine.ProblemHeadMismatch {
+		t.Fatalf("SQL: %+v; want a head_mismatch", got)
+	}
+}
