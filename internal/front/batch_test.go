@@ -43,6 +43,16 @@ func stored(t *testing.T, admin *pgxpool.Pool) int {
 	return n
 }
 
+// hitN hits l's readBucket n times under a limit of 1000, each admitted.
+func hitN(t *testing.T, l *front.BatchLimiter, n int) {
+	t.Helper()
+	for range n {
+		if _, _, err := l.Hit(context.Background(), readBucket, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // sendCall posts body with token and returns the status and error code, for
 // use off the test's goroutine.
 func sendCall(url, token, body string) (int, string, error) {
@@ -95,11 +105,7 @@ func TestBatchFlushOutlivesItsCaller(t *testing.T) {
 			}
 		})
 	t.Cleanup(func() { _ = l.Close(ctx) })
-	for range 5 {
-		if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hitN(t, l, 5)
 	if err := l.Flush(callerCtx); err != nil {
 		t.Fatalf("the flush failed with its caller: %v", err)
 	}
@@ -125,16 +131,8 @@ func TestBatchCloseEndsWithItsContext(t *testing.T) {
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
 	awayFromMinute()
-	hitAll := func(l *front.BatchLimiter, n int) {
-		t.Helper()
-		for range n {
-			if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	late := front.NewBatchLimiter(testdb.RuntimePool(t, url), flushOnDemand)
-	hitAll(late, 3)
+	hitN(t, late, 3)
 	ended, end := context.WithCancel(ctx)
 	end()
 	if err := late.Close(ended); !errors.Is(err, context.Canceled) {
@@ -144,7 +142,7 @@ func TestBatchCloseEndsWithItsContext(t *testing.T) {
 		t.Fatalf("the store holds %d; want nothing", got)
 	}
 	timely := front.NewBatchLimiter(testdb.RuntimePool(t, url), flushOnDemand)
-	hitAll(timely, 4)
+	hitN(t, timely, 4)
 	if err := timely.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -171,19 +169,11 @@ func TestBatchCloseSendsHitsAdmittedDuringAFlush(t *testing.T) {
 			<-release
 		}
 	})
-	hitAll := func(n int) {
-		t.Helper()
-		for range n {
-			if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	hitAll(3)
+	hitN(t, l, 3)
 	flushed := make(chan error, 1)
 	go func() { flushed <- l.Flush(ctx) }()
 	<-inFlush // the flush has sent 3
-	hitAll(2)
+	hitN(t, l, 2)
 	closed := make(chan error, 1)
 	go func() { closed <- l.Close(ctx) }()
 	// Close waits for the flush in flight (a wait it begins within this
@@ -222,11 +212,7 @@ func TestBatchCloseEndsAFlushInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Half a share kicks the flusher, whose write waits on the lock.
-	for range 50 {
-		if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hitN(t, l, 50)
 	for waiting := false; !waiting; time.Sleep(10 * time.Millisecond) {
 		if err := admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%RateShareFlush%'`).Scan(&waiting); err != nil {
@@ -566,14 +552,6 @@ func TestBatchFlushKilled(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	hit := func(l *front.BatchLimiter, n int) {
-		t.Helper()
-		for range n {
-			if _, _, err := l.Hit(ctx, readBucket, 1000); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	awayFromMinute()
 
 	t.Run("after the write commits", func(t *testing.T) {
@@ -588,7 +566,7 @@ func TestBatchFlushKilled(t *testing.T) {
 			}
 		})
 		t.Cleanup(func() { _ = l.Close(ctx) })
-		hit(l, 10)
+		hitN(t, l, 10)
 		kill.Store(true)
 		if err := l.Flush(ctx); err != nil {
 			t.Fatalf("a flush whose backend died after its write committed did not read on another connection: %v", err)
@@ -599,7 +577,7 @@ func TestBatchFlushKilled(t *testing.T) {
 		if got := stored(t, admin); got != 10 {
 			t.Fatalf("after the killed flush the store holds %d; want the 10 its write committed", got)
 		}
-		hit(l, 1)
+		hitN(t, l, 1)
 		if err := l.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -653,7 +631,7 @@ func TestBatchFlushKilled(t *testing.T) {
 			}
 			return <-flushed
 		}
-		hit(l, 10)
+		hitN(t, l, 10)
 		// Killed once, the write runs again on another connection: it
 		// raises each row to a count, so running it twice is running it once.
 		if err := flushKilled(1); err != nil {
@@ -663,7 +641,7 @@ func TestBatchFlushKilled(t *testing.T) {
 			t.Fatalf("the flush run again left %d; want 10", got)
 		}
 		// Killed twice, it fails, and the next flush sends the counts again.
-		hit(l, 5)
+		hitN(t, l, 5)
 		if err := flushKilled(2); err == nil {
 			t.Fatal("a flush whose backend was killed on both of its tries reported success")
 		}
@@ -676,7 +654,7 @@ func TestBatchFlushKilled(t *testing.T) {
 		if got := stored(t, admin); got != 15 {
 			t.Fatalf("the flush after the killed one left %d; want 15", got)
 		}
-		hit(l, 1)
+		hitN(t, l, 1)
 		if err := l.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
