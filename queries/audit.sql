@@ -66,9 +66,11 @@ SELECT orangerail.tenant_open();
 
 -- name: TenantList :many
 -- Every tenant with a row, a chain head or a record the caller sees: a
--- chain whose tenant row and head were deleted (only a superuser can) is
--- still listed, and verified, not skipped. The records' tenants are read
--- by skipping through the (tenant_id, seq) index, one probe a tenant.
+-- chain whose tenant row and head were deleted is still listed, and
+-- verified, not skipped, when the caller sees every record (a login that
+-- bypasses Row Level Security: engine.VerifyTenants). The records' tenants
+-- are read by skipping through the (tenant_id, seq) index, one probe a
+-- tenant.
 WITH RECURSIVE recorded AS (
     (SELECT a.tenant_id FROM orangerail.audit a ORDER BY a.tenant_id LIMIT 1)
     UNION ALL

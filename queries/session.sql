@@ -12,3 +12,13 @@ SELECT session_user::text AS login, (current_user = session_user)::boolean AS ow
            SELECT FROM pg_catalog.pg_roles r, pg_catalog.pg_namespace n
            WHERE r.rolname = session_user AND n.nspname = 'orangerail'
              AND (r.rolsuper OR r.oid = n.nspowner))::boolean AS owner;
+
+-- name: SessionLoginBypassesRLS :one
+-- Whether the login (not the role it set) may bypass Row Level Security:
+-- a superuser, or a role with BYPASSRLS.
+SELECT coalesce((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)::boolean AS bypasses;
+
+-- name: SessionActAsLogin :exec
+-- For the rest of the transaction, act with the login's own rights, not
+-- the role the session set (the SQL spelling of SET LOCAL ROLE NONE).
+SELECT set_config('role', 'none', true);

@@ -619,9 +619,11 @@ ORDER BY 1
 `
 
 // Every tenant with a row, a chain head or a record the caller sees: a
-// chain whose tenant row and head were deleted (only a superuser can) is
-// still listed, and verified, not skipped. The records' tenants are read
-// by skipping through the (tenant_id, seq) index, one probe a tenant.
+// chain whose tenant row and head were deleted is still listed, and
+// verified, not skipped, when the caller sees every record (a login that
+// bypasses Row Level Security: engine.VerifyTenants). The records' tenants
+// are read by skipping through the (tenant_id, seq) index, one probe a
+// tenant.
 func (q *Queries) TenantList(ctx context.Context, db DBTX) ([]string, error) {
 	rows, err := db.Query(ctx, tenantList)
 	if err != nil {

@@ -9,6 +9,17 @@ import (
 	"context"
 )
 
+const sessionActAsLogin = `-- name: SessionActAsLogin :exec
+SELECT set_config('role', 'none', true)
+`
+
+// For the rest of the transaction, act with the login's own rights, not
+// the role the session set (the SQL spelling of SET LOCAL ROLE NONE).
+func (q *Queries) SessionActAsLogin(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, sessionActAsLogin)
+	return err
+}
+
 const sessionAssumeRuntime = `-- name: SessionAssumeRuntime :exec
 SELECT set_config('role', 'orangerail_runtime', false)
 `
@@ -18,6 +29,19 @@ SELECT set_config('role', 'orangerail_runtime', false)
 func (q *Queries) SessionAssumeRuntime(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, sessionAssumeRuntime)
 	return err
+}
+
+const sessionLoginBypassesRLS = `-- name: SessionLoginBypassesRLS :one
+SELECT coalesce((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)::boolean AS bypasses
+`
+
+// Whether the login (not the role it set) may bypass Row Level Security:
+// a superuser, or a role with BYPASSRLS.
+func (q *Queries) SessionLoginBypassesRLS(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, sessionLoginBypassesRLS)
+	var bypasses bool
+	err := row.Scan(&bypasses)
+	return bypasses, err
 }
 
 const sessionOperator = `-- name: SessionOperator :one

@@ -360,15 +360,20 @@ func phasesOf(names []string) []Phase {
 	return phases
 }
 
-// VerifyAll verifies every tenant of the database, in id order. A tenant
-// that could not be verified does not stop the others: their reports are
-// returned with the joined errors of those that could not, so that one
-// unreadable chain hides no other tenant's findings.
+// VerifyAll verifies every tenant VerifyTenants lists (VerifyEach).
 func VerifyAll(ctx context.Context, conn database.TxBeginner, opts VerifyOptions) ([]*Report, error) {
-	tenants, err := Tenants(ctx, conn)
+	tenants, _, err := VerifyTenants(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
+	return VerifyEach(ctx, conn, tenants, opts)
+}
+
+// VerifyEach verifies each of tenants, in order. A tenant that could not
+// be verified does not stop the others: their reports are returned with
+// the joined errors of those that could not, so that one unreadable chain
+// hides no other tenant's findings.
+func VerifyEach(ctx context.Context, conn database.TxBeginner, tenants []string, opts VerifyOptions) ([]*Report, error) {
 	reports := make([]*Report, 0, len(tenants))
 	var errs []error
 	for _, t := range tenants {
@@ -383,6 +388,27 @@ func VerifyAll(ctx context.Context, conn database.TxBeginner, opts VerifyOptions
 		reports = append(reports, r)
 	}
 	return reports, errors.Join(errs...)
+}
+
+// VerifyTenants lists the tenants a verification reads, in id order, and
+// says whether the list is whole. It is every tenant with a row or a
+// chain head (Tenants) and, when the login may bypass Row Level Security
+// (a superuser, or BYPASSRLS), every tenant with a record, read with the
+// login's own rights rather than the runtime role's: a chain whose tenant
+// row and head were deleted is listed, and verified, only then (whole).
+// Any other role sees records only within a tenant's scope, so it cannot
+// find a tenant it does not already know.
+func VerifyTenants(ctx context.Context, conn database.TxBeginner) (tenants []string, whole bool, err error) {
+	err = database.Tenantless(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		database.Repeatable(tx)
+		st := store.New(tx)
+		if whole, err = st.SessionActAsLoginBypassingRLS(ctx); err != nil {
+			return err
+		}
+		tenants, err = st.TenantList(ctx)
+		return err
+	})
+	return tenants, whole, err
 }
 
 // Tenants lists the database's tenants in id order.

@@ -18,6 +18,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/store"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // tamper runs statements as the superuser with the audit table's triggers
@@ -682,10 +683,11 @@ func TestVerifyAcrossBatches(t *testing.T) {
 	}
 }
 
-// TestVerifyAllListsAChainWhoseTenantWasDeleted: a superuser deleting a
-// tenant's row and its chain's head does not hide the chain from a run
-// over every tenant, nor from one naming it: the tenants are listed from
-// their records too, and the chain reports its missing head.
+// TestVerifyAllListsAChainWhoseTenantWasDeleted: a chain whose tenant row
+// and head were deleted is still listed, and verified (its head missing),
+// when audit verify's login bypasses Row Level Security — run, as the CLI
+// runs it, on a pool whose connections act as the runtime role, which sees
+// no record outside a tenant's scope.
 func TestVerifyAllListsAChainWhoseTenantWasDeleted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -695,10 +697,13 @@ func TestVerifyAllListsAChainWhoseTenantWasDeleted(t *testing.T) {
 	tamper(t, b,
 		"DELETE FROM orangerail.audit_heads WHERE tenant_id = 'acme'",
 		"DELETE FROM orangerail.tenants WHERE id = 'acme'")
-	if err := engine.TenantExists(ctx, b.admin, "acme"); err != nil {
-		t.Fatalf("the deleted tenant's chain is not found: %v", err)
+	if tenants, whole, err := engine.VerifyTenants(ctx, b.runtime); err != nil || !whole || !slices.Equal(tenants, []string{"acme", "bystander"}) {
+		t.Fatalf("a superuser's listing: %v (whole %t), %v; want acme and bystander, whole", tenants, whole, err)
 	}
-	reports, err := engine.VerifyAll(ctx, b.admin, engine.VerifyOptions{})
+	if tenants, err := engine.Tenants(ctx, b.runtime); err != nil || !slices.Equal(tenants, []string{"bystander"}) {
+		t.Fatalf("the runtime role's tenants: %v, %v; want bystander alone (the server's sweeps list what it may see)", tenants, err)
+	}
+	reports, err := engine.VerifyAll(ctx, b.runtime, engine.VerifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -721,5 +726,29 @@ func TestVerifyAllListsAChainWhoseTenantWasDeleted(t *testing.T) {
 	}
 	if got := sqlBreak(t, b, "acme"); got == nil || got.Problem != engine.ProblemHeadMismatch {
 		t.Fatalf("SQL: %+v; want a head_mismatch", got)
+	}
+}
+
+// TestVerifyTenantsOfALoginBoundByRowSecurity: a login that cannot bypass
+// Row Level Security (here the schema's owner, no superuser, which FORCE
+// binds) sees records only within a tenant's scope, so its listing cannot
+// hold a chain whose tenant row and head were deleted, and says it is not
+// whole; a superuser's on the same database is.
+func TestVerifyTenantsOfALoginBoundByRowSecurity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ownerURL, admin := testdb.NewOwned(t)
+	b := &testBundle{url: ownerURL, admin: admin, runtime: testdb.RuntimePool(t, ownerURL)}
+	appendN(t, b.runtime, "acme", 2)
+	appendN(t, b.runtime, "bystander", 2)
+	tamper(t, b,
+		"DELETE FROM orangerail.audit_heads WHERE tenant_id = 'acme'",
+		"DELETE FROM orangerail.tenants WHERE id = 'acme'")
+	if tenants, whole, err := engine.VerifyTenants(ctx, b.runtime); err != nil || whole || !slices.Equal(tenants, []string{"bystander"}) {
+		t.Fatalf("the owner's listing: %v (whole %t), %v; want bystander alone, not whole", tenants, whole, err)
+	}
+	super := testdb.RuntimePool(t, admin.Config().ConnString())
+	if tenants, whole, err := engine.VerifyTenants(ctx, super); err != nil || !whole || !slices.Equal(tenants, []string{"acme", "bystander"}) {
+		t.Fatalf("a superuser's listing: %v (whole %t), %v; want acme and bystander, whole", tenants, whole, err)
 	}
 }

@@ -2,6 +2,7 @@ package front
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -134,8 +135,16 @@ func newBatchLimiter(pool database.TxBeginner, o BatchOptions, afterWrite func(p
 	return l
 }
 
+// ErrLimiterClosed is a BatchLimiter's answer once it is closed, or its
+// Close's context has ended: it neither admits a hit it could not store
+// nor flushes after its last flush.
+var ErrLimiterClosed = errors.New("the rate limiter is closed")
+
 // Hit implements Limiter.
 func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, time.Time, error) {
+	if l.base.Err() != nil {
+		return 0, time.Time{}, ErrLimiterClosed
+	}
 	share := l.share(limit)
 	if share <= 0 {
 		return l.exact.Hit(ctx, bucket, limit)
@@ -194,6 +203,9 @@ func (l *BatchLimiter) flush(ctx context.Context, seen uint64) error {
 	defer context.AfterFunc(l.base, cancel)()
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
+	if l.base.Err() != nil {
+		return ErrLimiterClosed // Close has run its flush, the last
+	}
 	l.mu.Lock()
 	if l.flushes != seen {
 		err := l.failed

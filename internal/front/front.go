@@ -405,9 +405,10 @@ const maxOverBuckets = 100_000
 // IPv6 address counts by its /64, the smallest block a host is given, in
 // which it takes any address it likes (temporary addresses, SLAAC), so
 // that a client could otherwise count each guess from an address of its
-// own; a link-local or loopback one counts alone, by its zone too (a
-// link's /64 is every host on it). What is no address (unknownAddress) is
-// its own block.
+// own. A link-local address counts by its /64 and its zone: one block a
+// link, since a host on the link takes any address of fe80::/64 too, but
+// no two links' hosts in one. Loopback is one address. What is no address
+// (unknownAddress) is its own block.
 func clientBlock(address string) string {
 	a, err := netip.ParseAddr(address)
 	if err != nil {
@@ -416,7 +417,7 @@ func clientBlock(address string) string {
 	if v4, ok := embeddedIPv4(a.WithZone("")); ok {
 		return v4.String()
 	}
-	if a.IsLinkLocalUnicast() || a.IsLoopback() || localNAT64.Contains(a.WithZone("")) {
+	if a.IsLoopback() || localNAT64.Contains(a.WithZone("")) {
 		// A local-use NAT64 prefix's form is its operator's choice: the
 		// address whole is one IPv4 client's, whichever it is.
 		return a.String()
@@ -424,6 +425,9 @@ func clientBlock(address string) string {
 	p, err := a.WithZone("").Prefix(64)
 	if err != nil {
 		return address
+	}
+	if zone := a.Zone(); zone != "" && a.IsLinkLocalUnicast() {
+		return p.String() + "%" + zone
 	}
 	return p.String()
 }

@@ -54,9 +54,9 @@ func parse(t *testing.T, key string) []string {
 }
 
 // TestClientBlock: the failed-auth throttle's client is an IPv4 address,
-// one an IPv6 address stands for too, or an IPv6 address's /64; a
-// link-local or loopback address, or a local-use NAT64 one, alone;
-// anything else is its own.
+// one an IPv6 address stands for too, or an IPv6 address's /64 (with its
+// zone, for a link-local one: one block a link); a loopback address, or a
+// local-use NAT64 one, alone; anything else is its own.
 func TestClientBlock(t *testing.T) {
 	t.Parallel()
 	for address, want := range map[string]string{
@@ -75,9 +75,11 @@ func TestClientBlock(t *testing.T) {
 		"2001:db8:1:2::":                       "2001:db8:1:2::/64",
 		"2001:db8:1:3::1":                      "2001:db8:1:3::/64",
 		"2001:db8:1:3::1%eth0":                 "2001:db8:1:3::/64",
-		"fe80::1%eth0":                         "fe80::1%eth0",
-		"fe80::1%eth1":                         "fe80::1%eth1",
-		"fe80::2%eth0":                         "fe80::2%eth0",
+		"fe80::1%eth0":                         "fe80::/64%eth0",
+		"fe80::2%eth0":                         "fe80::/64%eth0",
+		"fe80::dead:beef%eth0":                 "fe80::/64%eth0",
+		"fe80::1%eth1":                         "fe80::/64%eth1",
+		"fe80::1":                              "fe80::/64",
 		"::1":                                  "::1",
 		"::2":                                  "::/64",
 		unknownAddress:                         unknownAddress,

@@ -62,3 +62,17 @@ func (s *Store) SessionOperatorGet(ctx context.Context) (*SessionOperator, error
 	}
 	return &SessionOperator{Login: row.Login, OwnRights: row.OwnRights, Owner: row.Owner}, nil
 }
+
+// SessionActAsLoginBypassingRLS makes the rest of the transaction act with
+// the login's own rights, not the role the session set, when the login
+// may bypass Row Level Security (a superuser, or BYPASSRLS), and reports
+// whether it did. Acting as the login is a connection's own right (RESET
+// ROLE); what it gains is every tenant's rows, so it is for reads that
+// must see past every tenant's scope, in a read-only transaction.
+func (s *Store) SessionActAsLoginBypassingRLS(ctx context.Context) (bool, error) {
+	bypasses, err := s.q.SessionLoginBypassesRLS(ctx, s.x)
+	if err != nil || !bypasses {
+		return false, InterpretError(err)
+	}
+	return true, InterpretError(s.q.SessionActAsLogin(ctx, s.x))
+}
