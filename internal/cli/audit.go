@@ -94,11 +94,11 @@ func newAuditVerifyCmd() *cobra.Command {
 			}
 			if tenant != "" {
 				if !slices.Contains(tenants, tenant) {
-					msg := fmt.Sprintf("no tenant %q in this database", tenant)
+					why := ""
 					if !whole {
-						msg += " (" + narrowListing + ")"
+						why = narrowListing
 					}
-					return errcode.New(errcode.TenantUnknown, msg, nil)
+					return engine.UnknownTenant(tenant, why)
 				}
 				tenants = []string{tenant}
 			} else if !whole {

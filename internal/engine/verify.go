@@ -399,14 +399,11 @@ func VerifyEach(ctx context.Context, conn database.TxBeginner, tenants []string,
 // Any other role sees records only within a tenant's scope, so it cannot
 // find a tenant it does not already know.
 func VerifyTenants(ctx context.Context, conn database.TxBeginner) (tenants []string, whole bool, err error) {
-	err = database.Tenantless(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-		database.Repeatable(tx)
-		st := store.New(tx)
+	tenants, err = readOnly(ctx, conn, func(st *store.Store) (_ []string, err error) {
 		if whole, err = st.SessionActAsLoginBypassingRLS(ctx); err != nil {
-			return err
+			return nil, err
 		}
-		tenants, err = st.TenantList(ctx)
-		return err
+		return st.TenantList(ctx)
 	})
 	return tenants, whole, err
 }
@@ -435,9 +432,19 @@ func TenantExists(ctx context.Context, conn database.TxBeginner, tenant string) 
 		return err
 	}
 	if !slices.Contains(tenants, tenant) {
-		return errcode.New(errcode.TenantUnknown, fmt.Sprintf("no tenant %q in this database", tenant), nil)
+		return UnknownTenant(tenant, "")
 	}
 	return nil
+}
+
+// UnknownTenant is the error of a tenant a listing does not hold, with why
+// it may not, when the listing is not whole.
+func UnknownTenant(tenant, why string) error {
+	msg := fmt.Sprintf("no tenant %q in this database", tenant)
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	return errcode.New(errcode.TenantUnknown, msg, nil)
 }
 
 // chainChecker walks one chain in seq order and keeps the first break and
