@@ -14,3 +14,9 @@ ON CONFLICT DO NOTHING;
 
 -- name: AuditorGrantRemove :exec
 DELETE FROM orangerail.auditor_grants WHERE role_name = @role_name AND tenant_id = @tenant_id;
+
+-- name: AuditorGrantedTenants :many
+-- The tenants granted to the connection's login, in id order.
+SELECT g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
+WHERE g.role_name = session_user
+ORDER BY 1;

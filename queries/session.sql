@@ -22,3 +22,10 @@ SELECT coalesce((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r 
 -- For the rest of the transaction, act with the login's own rights, not
 -- the role the session set (the SQL spelling of SET LOCAL ROLE NONE).
 SELECT set_config('role', 'none', true);
+
+-- name: SessionActsAsAuditor :one
+-- Whether the connection acts as an auditor login: a member of
+-- orangerail_auditor that does not act as orangerail_runtime (a runtime
+-- pool's connections SET ROLE to it; a superuser is a member of both).
+SELECT (pg_catalog.pg_has_role(current_user, 'orangerail_auditor', 'MEMBER')
+        AND NOT pg_catalog.pg_has_role(current_user, 'orangerail_runtime', 'MEMBER'))::boolean AS auditor;

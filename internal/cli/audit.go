@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/term"
@@ -74,7 +76,7 @@ func newAuditVerifyCmd() *cobra.Command {
 					return err
 				}
 			}
-			pool, err := database.Open(ctx, url)
+			pool, err := openToVerify(ctx, url)
 			if err != nil {
 				return err
 			}
@@ -88,21 +90,17 @@ func newAuditVerifyCmd() *cobra.Command {
 			if !asJSON && isTerminal(cmd.ErrOrStderr()) {
 				opts.ProgressFunc = progressPrinter(cmd.ErrOrStderr())
 			}
-			tenants, whole, err := engine.VerifyTenants(ctx, pool)
+			tenants, listing, err := engine.VerifyTenants(ctx, pool)
 			if err != nil {
 				return err
 			}
 			if tenant != "" {
 				if !slices.Contains(tenants, tenant) {
-					why := ""
-					if !whole {
-						why = narrowListing
-					}
-					return engine.UnknownTenant(tenant, why)
+					return engine.UnknownTenant(tenant, listingNotes[listing])
 				}
 				tenants = []string{tenant}
-			} else if !whole {
-				fmt.Fprintln(cmd.ErrOrStderr(), "audit verify: "+narrowListing)
+			} else if note := listingNotes[listing]; note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "audit verify: "+note)
 			}
 			// Tenants that could not be verified are said after the
 			// reports of those that could, and the run exits 2.
@@ -146,14 +144,34 @@ func newAuditVerifyCmd() *cobra.Command {
 	return cmd
 }
 
-// narrowListing says what a login that cannot bypass Row Level Security
-// does not list (engine.VerifyTenants).
-const narrowListing = "this login cannot bypass Row Level Security, so only tenants with a tenant row or a chain head are listed: " +
-	"a chain whose tenant row and head were deleted is found by a superuser or a BYPASSRLS login"
+// listingNotes say what a listing of tenants (engine.VerifyTenants) that
+// is not whole leaves out: a run says it on stderr, and an unknown
+// --tenant's error says why it may be unknown.
+var listingNotes = map[engine.Listing]string{
+	engine.ListingKnown: "this login cannot bypass Row Level Security, so only tenants with a tenant row or a chain head are listed: " +
+		"a chain whose tenant row and head were deleted is found by a superuser or a BYPASSRLS login",
+	engine.ListingGranted: "an auditor login lists the tenants granted to it (orangerail auditor grant), and no other",
+}
 
-// writeVerifyMetrics writes a verify run's metrics file and returns the
-// run's error, or the file's when the run had none: findings keep their
-// exit status, and a file not written is said on w.
+// openToVerify opens the pool audit verify reads with: the runtime role's
+// (database.Open), or, for a login that may not act as it, the login's
+// own as an auditor (database.OpenAuditor).
+func openToVerify(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := database.Open(ctx, url)
+	if errcode.Of(err) != errcode.DatabaseRoleMissing {
+		return pool, err
+	}
+	pool, auditorErr := database.OpenAuditor(ctx, url)
+	if auditorErr == nil {
+		return pool, nil
+	}
+	if errcode.Of(auditorErr) == errcode.DatabaseRoleMissing {
+		return nil, errcode.New(errcode.DatabaseRoleMissing,
+			"this login may neither act as "+database.RuntimeRole+" nor read as an auditor (a member of "+database.AuditorRole+")", err)
+	}
+	return nil, auditorErr
+}
+
 func writeVerifyMetrics(w io.Writer, path string, reports []*engine.Report, runErr error) error {
 	failed := runErr
 	if errors.Is(runErr, errFindings) {

@@ -2,12 +2,16 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -37,7 +41,7 @@ func TestAuditVerifySaysWhatALoginBoundByRowSecurityCannotList(t *testing.T) {
 	superURL := admin.Config().ConnString()
 
 	code, out, stderr := cli(t, "audit", "verify", "--database-url", ownerURL)
-	if code != exitOK || !strings.Contains(out, "tenant acme: OK") || stderr != "audit verify: "+narrowListing+"\n" {
+	if code != exitOK || !strings.Contains(out, "tenant acme: OK") || stderr != "audit verify: "+listingNotes[engine.ListingKnown]+"\n" {
 		t.Fatalf("the owner's run: exit %d\n%s%s", code, out, stderr)
 	}
 	if code, out, stderr := cli(t, "audit", "verify", "--database-url", superURL); code != exitOK || stderr != "" || !strings.Contains(out, "tenant bystander: OK") {
@@ -62,10 +66,88 @@ func TestAuditVerifySaysWhatALoginBoundByRowSecurityCannotList(t *testing.T) {
 		t.Fatalf("the owner naming the deleted chain: exit %d\n%s%s", code, out, stderr)
 	}
 	oneLine(t, stderr, "X_TENANT_UNKNOWN")
-	if !strings.Contains(stderr, narrowListing) {
+	if !strings.Contains(stderr, listingNotes[engine.ListingKnown]) {
 		t.Fatalf("the owner naming the deleted chain: %q does not say why it may be unknown", stderr)
 	}
-	if code, _, stderr := cli(t, "audit", "verify", "--database-url", superURL, "--tenant", "nosuch"); code != exitError || strings.Contains(stderr, narrowListing) {
+	if code, _, stderr := cli(t, "audit", "verify", "--database-url", superURL, "--tenant", "nosuch"); code != exitError || strings.Contains(stderr, listingNotes[engine.ListingKnown]) {
 		t.Fatalf("a superuser naming no tenant: exit %d, %q", code, stderr)
 	}
+}
+
+// TestAuditVerifyAsAnAuditorLogin: an auditor login (orangerail auditor
+// grant) runs audit verify with its own rights: it verifies the tenants
+// granted to it, the signed checkpoints it may read with them, and no
+// other tenant, says so on stderr, and finds a break in its chain; a login
+// that is neither the runtime's member nor an auditor is told so, coded.
+func TestAuditVerifyAsAnAuditorLogin(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.New(t)
+	runtime := testdb.RuntimePool(t, url)
+	admin := testdb.Pool(t, url)
+	appendSealed(t, runtime, "acme", 3)
+	appendSealed(t, runtime, "globex", 2)
+	keyFile := filepath.Join(t.TempDir(), "checkpoint.key")
+	code, vkey, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", keyFile)
+	if code != exitOK {
+		t.Fatalf("generate: exit %d %s", code, stderr)
+	}
+	vkey = strings.TrimSpace(vkey)
+	skey, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := checkpoint.NewSigner(string(skey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.SignCheckpoint(ctx, runtime, "acme", signer, "orangerail.test/orders"); err != nil {
+		t.Fatal(err)
+	}
+	auditor := fmt.Sprintf("auditor_%d", time.Now().UnixNano()%1e9)
+	stranger := auditor + "_stranger"
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", auditor)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+auditor)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+stranger)
+	})
+	t.Setenv("AUDITOR_PASSWORD", "correct horse battery staple")
+	if code, _, stderr = cli(t, "auditor", "grant", auditor, "--tenant", "acme", "--password-env", "AUDITOR_PASSWORD", "--database-url", url); code != exitOK {
+		t.Fatalf("grant: exit %d %s", code, stderr)
+	}
+	auditorURL := testdb.WithUser(t, url, auditor, "correct horse battery staple")
+	granted := "audit verify: " + listingNotes[engine.ListingGranted] + "\n"
+
+	code, out, stderr := cli(t, "audit", "verify", "--database-url", auditorURL, "--key", vkey, "--require-checkpoint")
+	if code != exitOK || out != "tenant acme: OK — 3 records, head at seq 3, 1 signed checkpoint(s) checked (the latest of size 3)\n" || stderr != granted {
+		t.Fatalf("the auditor's run: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = cli(t, "audit", "verify", "--database-url", auditorURL, "--tenant", "globex")
+	if code != exitError || out != "" {
+		t.Fatalf("the auditor naming a tenant not granted: exit %d\n%s%s", code, out, stderr)
+	}
+	oneLine(t, stderr, "X_TENANT_UNKNOWN")
+	if !strings.Contains(stderr, listingNotes[engine.ListingGranted]) {
+		t.Fatalf("the auditor naming a tenant not granted: %q does not say why it may be unknown", stderr)
+	}
+
+	if _, err := admin.Exec(ctx, `ALTER TABLE orangerail.audit DISABLE TRIGGER USER;
+		UPDATE orangerail.audit SET entry = entry || '\x20'::bytea WHERE tenant_id = 'acme' AND seq = 2;
+		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_update_delete;
+		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_truncate;
+		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_operator_guard`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, "audit", "verify", "--database-url", auditorURL, "--tenant", "acme")
+	if code != exitFindings || !strings.Contains(out, "tenant acme: FAILED") || !strings.Contains(out, "chain broken at seq 2") {
+		t.Fatalf("the auditor's run over a tampered chain: exit %d\n%s", code, out)
+	}
+
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+stranger+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = cli(t, "audit", "verify", "--database-url", testdb.WithUser(t, url, stranger, ""))
+	if code != exitError || out != "" {
+		t.Fatalf("a login of neither role: exit %d\n%s%s", code, out, stderr)
+	}
+	oneLine(t, stderr, "X_DATABASE_ROLE_MISSING")
 }

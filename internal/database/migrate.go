@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
@@ -90,7 +92,14 @@ func (m *Migrator) Version(ctx context.Context) (int64, error) {
 // knows, and an *errcode.Error saying which way it is off otherwise.
 func (m *Migrator) Check(ctx context.Context) error {
 	v, err := m.Version(ctx)
-	if err != nil {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InsufficientPrivilege:
+		// Every login orangerail runs as may read the version: a member
+		// of the runtime role or of the auditors'.
+		return errcode.New(errcode.DatabaseRoleMissing, fmt.Sprintf("this login may not read the schema's version (%s): "+
+			"it is a member of neither %s nor %s", VersionTable, RuntimeRole, AuditorRole), err)
+	case err != nil:
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	return m.compare(v)

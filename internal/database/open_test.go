@@ -18,7 +18,7 @@ import (
 
 // TestOpenNamesAMissingRoleGrant: a login that may read the schema version
 // but not assume orangerail_runtime is refused by Open with the code that
-// says so.
+// says so, and by OpenAuditor until it is an auditor.
 func TestOpenNamesAMissingRoleGrant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -40,6 +40,26 @@ func TestOpenNamesAMissingRoleGrant(t *testing.T) {
 	}
 	if errcode.Of(err) != errcode.DatabaseRoleMissing {
 		t.Fatalf("Open as %s: %v, want %s", name, err, errcode.DatabaseRoleMissing)
+	}
+	// Nor is it an auditor; once it is one, OpenAuditor's pool acts as it.
+	pool, err = database.OpenAuditor(ctx, testdb.WithUser(t, url, name, ""))
+	if err == nil {
+		pool.Close()
+	}
+	if errcode.Of(err) != errcode.DatabaseRoleMissing {
+		t.Fatalf("OpenAuditor as %s: %v, want %s", name, err, errcode.DatabaseRoleMissing)
+	}
+	if _, err := admin.Exec(ctx, "GRANT "+database.AuditorRole+" TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	pool, err = database.OpenAuditor(ctx, testdb.WithUser(t, url, name, ""))
+	if err != nil {
+		t.Fatalf("OpenAuditor as the auditor %s: %v", name, err)
+	}
+	defer pool.Close()
+	var user string
+	if err := pool.QueryRow(ctx, "SELECT current_user").Scan(&user); err != nil || user != name {
+		t.Fatalf("OpenAuditor's connection acts as %q (%v), want %s", user, err, name)
 	}
 }
 

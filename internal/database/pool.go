@@ -60,6 +60,10 @@ func WithQueryTracer(tracer pgx.QueryTracer) Option {
 	}
 }
 
+// AuditorRole is the role whose member logins read the audit log of the
+// tenants granted to them (orangerail.auditor_grants), and nothing else.
+const AuditorRole = "orangerail_auditor"
+
 // Open returns a pool for the server. Every connection it makes assumes
 // orangerail_runtime before first use, reads and writes approval ids
 // without formatting them (uuidCodec), and keeps a bounded transaction's
@@ -67,6 +71,44 @@ func WithQueryTracer(tracer pgx.QueryTracer) Option {
 // refuses a database whose schema is not exactly the version this binary
 // knows.
 func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
+	pool, err := open(ctx, url, opts, func(ctx context.Context, conn *pgx.Conn) error {
+		if err := store.New(conn).SessionAssumeRuntime(ctx); err != nil {
+			return classifyRoleError(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	markRuntime(pool)
+	return pool, nil
+}
+
+// OpenAuditor returns a pool for an auditor login (`orangerail audit
+// verify` run by one): its connections act with the login's own rights,
+// under which Row Level Security shows the tenants granted to it and
+// nothing else, and read approval ids as Open's do. Like Open, it refuses
+// a database whose schema is not exactly the version this binary knows;
+// and a login that is no auditor — not a member of orangerail_auditor, or
+// one that may act as orangerail_runtime, whose pool is Open's —
+// X_DATABASE_ROLE_MISSING.
+func OpenAuditor(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error) {
+	return open(ctx, url, opts, func(ctx context.Context, conn *pgx.Conn) error {
+		auditor, err := store.New(conn).SessionActsAsAuditor(ctx)
+		if err != nil {
+			return fmt.Errorf("read the login's roles: %w", err)
+		}
+		if !auditor {
+			return errcode.New(errcode.DatabaseRoleMissing,
+				"this login is no auditor: not a member of "+AuditorRole+", or one that may act as "+RuntimeRole, nil)
+		}
+		return nil
+	})
+}
+
+// open makes a pool of url whose connections run connected once made, and
+// pings it; see Open.
+func open(ctx context.Context, url string, opts []Option, connected func(context.Context, *pgx.Conn) error) (*pgxpool.Pool, error) {
 	cfg, err := ParseURL(url)
 	if err != nil {
 		return nil, err
@@ -80,16 +122,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*pgxpool.Pool, error
 	KeepDeadlines(cfg)
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		RegisterUUID(conn.TypeMap())
-		if err := store.New(conn).SessionAssumeRuntime(ctx); err != nil {
-			return classifyRoleError(err)
-		}
-		return nil
+		return connected(ctx, conn)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	markRuntime(pool)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		if errcode.Of(err) != "" {

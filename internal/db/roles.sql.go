@@ -39,6 +39,33 @@ func (q *Queries) AuditorGrantRemove(ctx context.Context, db DBTX, arg *AuditorG
 	return err
 }
 
+const auditorGrantedTenants = `-- name: AuditorGrantedTenants :many
+SELECT g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
+WHERE g.role_name = session_user
+ORDER BY 1
+`
+
+// The tenants granted to the connection's login, in id order.
+func (q *Queries) AuditorGrantedTenants(ctx context.Context, db DBTX) ([]string, error) {
+	rows, err := db.Query(ctx, auditorGrantedTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var tenant_id string
+		if err := rows.Scan(&tenant_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tenant_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const roleGet = `-- name: RoleGet :one
 SELECT pg_catalog.pg_has_role(r.rolname, 'orangerail_auditor', 'MEMBER')::bool AS auditor,
        (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole)::bool AS powerful

@@ -20,6 +20,21 @@ func (q *Queries) SessionActAsLogin(ctx context.Context, db DBTX) error {
 	return err
 }
 
+const sessionActsAsAuditor = `-- name: SessionActsAsAuditor :one
+SELECT (pg_catalog.pg_has_role(current_user, 'orangerail_auditor', 'MEMBER')
+        AND NOT pg_catalog.pg_has_role(current_user, 'orangerail_runtime', 'MEMBER'))::boolean AS auditor
+`
+
+// Whether the connection acts as an auditor login: a member of
+// orangerail_auditor that does not act as orangerail_runtime (a runtime
+// pool's connections SET ROLE to it; a superuser is a member of both).
+func (q *Queries) SessionActsAsAuditor(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, sessionActsAsAuditor)
+	var auditor bool
+	err := row.Scan(&auditor)
+	return auditor, err
+}
+
 const sessionAssumeRuntime = `-- name: SessionAssumeRuntime :exec
 SELECT set_config('role', 'orangerail_runtime', false)
 `

@@ -390,22 +390,52 @@ func VerifyEach(ctx context.Context, conn database.TxBeginner, tenants []string,
 	return reports, errors.Join(errs...)
 }
 
+// Listing says which tenants VerifyTenants could list.
+type Listing int
+
+const (
+	// ListingWhole is every tenant with a row, a chain head or a record:
+	// the login bypasses Row Level Security (a superuser, or BYPASSRLS).
+	ListingWhole Listing = iota
+	// ListingKnown is every tenant with a row or a chain head: the login
+	// sees records only within a tenant's scope, so a chain whose tenant
+	// row and head were deleted is not found.
+	ListingKnown
+	// ListingGranted is the tenants granted to an auditor login
+	// (database.OpenAuditor), which may read no other.
+	ListingGranted
+)
+
 // VerifyTenants lists the tenants a verification reads, in id order, and
-// says whether the list is whole. It is every tenant with a row or a
-// chain head (Tenants) and, when the login may bypass Row Level Security
-// (a superuser, or BYPASSRLS), every tenant with a record, read with the
-// login's own rights rather than the runtime role's: a chain whose tenant
-// row and head were deleted is listed, and verified, only then (whole).
-// Any other role sees records only within a tenant's scope, so it cannot
-// find a tenant it does not already know.
-func VerifyTenants(ctx context.Context, conn database.TxBeginner) (tenants []string, whole bool, err error) {
-	tenants, err = readOnly(ctx, conn, func(st *store.Store) (_ []string, err error) {
-		if whole, err = st.SessionActAsLoginBypassingRLS(ctx); err != nil {
+// says which they are. On a pool of the runtime role it is every tenant
+// with a row or a chain head (Tenants) and, when the login may bypass Row
+// Level Security (a superuser, or BYPASSRLS), every tenant with a record,
+// read with the login's own rights rather than the runtime role's: a chain
+// whose tenant row and head were deleted is listed, and verified, only
+// then (ListingWhole). Any other such login sees records only within a
+// tenant's scope, so it cannot find a tenant it does not already know
+// (ListingKnown). An auditor login's are the tenants granted to it
+// (ListingGranted).
+func VerifyTenants(ctx context.Context, conn database.TxBeginner) (tenants []string, listing Listing, err error) {
+	tenants, err = readOnly(ctx, conn, func(st *store.Store) ([]string, error) {
+		auditor, err := st.SessionActsAsAuditor(ctx)
+		switch {
+		case err != nil:
 			return nil, err
+		case auditor:
+			listing = ListingGranted
+			return st.AuditorGrantedTenants(ctx)
+		}
+		whole, err := st.SessionActAsLoginBypassingRLS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if listing = ListingKnown; whole {
+			listing = ListingWhole
 		}
 		return st.TenantList(ctx)
 	})
-	return tenants, whole, err
+	return tenants, listing, err
 }
 
 // Tenants lists the database's tenants in id order.

@@ -697,8 +697,8 @@ func TestVerifyAllListsAChainWhoseTenantWasDeleted(t *testing.T) {
 	tamper(t, b,
 		"DELETE FROM orangerail.audit_heads WHERE tenant_id = 'acme'",
 		"DELETE FROM orangerail.tenants WHERE id = 'acme'")
-	if tenants, whole, err := engine.VerifyTenants(ctx, b.runtime); err != nil || !whole || !slices.Equal(tenants, []string{"acme", "bystander"}) {
-		t.Fatalf("a superuser's listing: %v (whole %t), %v; want acme and bystander, whole", tenants, whole, err)
+	if tenants, listing, err := engine.VerifyTenants(ctx, b.runtime); err != nil || listing != engine.ListingWhole || !slices.Equal(tenants, []string{"acme", "bystander"}) {
+		t.Fatalf("a superuser's listing: %v (%d), %v; want acme and bystander, whole", tenants, listing, err)
 	}
 	if tenants, err := engine.Tenants(ctx, b.runtime); err != nil || !slices.Equal(tenants, []string{"bystander"}) {
 		t.Fatalf("the runtime role's tenants: %v, %v; want bystander alone (the server's sweeps list what it may see)", tenants, err)
@@ -744,11 +744,11 @@ func TestVerifyTenantsOfALoginBoundByRowSecurity(t *testing.T) {
 	tamper(t, b,
 		"DELETE FROM orangerail.audit_heads WHERE tenant_id = 'acme'",
 		"DELETE FROM orangerail.tenants WHERE id = 'acme'")
-	if tenants, whole, err := engine.VerifyTenants(ctx, b.runtime); err != nil || whole || !slices.Equal(tenants, []string{"bystander"}) {
-		t.Fatalf("the owner's listing: %v (whole %t), %v; want bystander alone, not whole", tenants, whole, err)
+	if tenants, listing, err := engine.VerifyTenants(ctx, b.runtime); err != nil || listing != engine.ListingKnown || !slices.Equal(tenants, []string{"bystander"}) {
+		t.Fatalf("the owner's listing: %v (%d), %v; want bystander alone, the known tenants", tenants, listing, err)
 	}
 	super := testdb.RuntimePool(t, admin.Config().ConnString())
-	if tenants, whole, err := engine.VerifyTenants(ctx, super); err != nil || !whole || !slices.Equal(tenants, []string{"acme", "bystander"}) {
-		t.Fatalf("a superuser's listing: %v (whole %t), %v; want acme and bystander, whole", tenants, whole, err)
+	if tenants, listing, err := engine.VerifyTenants(ctx, super); err != nil || listing != engine.ListingWhole || !slices.Equal(tenants, []string{"acme", "bystander"}) {
+		t.Fatalf("a superuser's listing: %v (%d), %v; want acme and bystander, whole", tenants, listing, err)
 	}
 }

@@ -39,3 +39,10 @@ func (s *Store) AuditorGrantAdd(ctx context.Context, p *AuditorGrantParams) erro
 func (s *Store) AuditorGrantRemove(ctx context.Context, p *AuditorGrantParams) error {
 	return InterpretError(s.q.AuditorGrantRemove(ctx, s.x, &db.AuditorGrantRemoveParams{RoleName: p.RoleName, TenantID: p.TenantID}))
 }
+
+// AuditorGrantedTenants lists the tenants granted to the connection's
+// login, in id order.
+func (s *Store) AuditorGrantedTenants(ctx context.Context) ([]string, error) {
+	ids, err := s.q.AuditorGrantedTenants(ctx, s.x)
+	return ids, InterpretError(err)
+}

@@ -76,3 +76,11 @@ func (s *Store) SessionActAsLoginBypassingRLS(ctx context.Context) (bool, error)
 	}
 	return true, InterpretError(s.q.SessionActAsLogin(ctx, s.x))
 }
+
+// SessionActsAsAuditor reports whether the connection acts as an auditor
+// login (database.OpenAuditor's pools): a member of orangerail_auditor
+// that does not act as orangerail_runtime.
+func (s *Store) SessionActsAsAuditor(ctx context.Context) (bool, error) {
+	auditor, err := s.q.SessionActsAsAuditor(ctx, s.x)
+	return auditor, InterpretError(err)
+}
