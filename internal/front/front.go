@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,6 +167,8 @@ type Front struct {
 	// loopback is whether http.listen is a loopback address, where a
 	// loopback Origin may call (hostAndOriginAllowed).
 	loopback bool
+	// translators are http.translation_prefixes, longest first.
+	translators []netip.Prefix
 
 	// over remembers, until its window ends, each failed-authentication
 	// bucket known to be past the limit: counts only grow within a window,
@@ -175,13 +178,23 @@ type Front struct {
 }
 
 // New returns a front with no routes. It panics if c.Ontology has no
-// http.public_url.
+// http.public_url or holds a translation prefix that is none: ontology's
+// validation refuses both.
 func New(c Config) *Front {
 	if c.Ontology.HTTP.PublicURL == "" {
 		panic("front: the config has no http.public_url")
 	}
 	f := &Front{c: c, http: c.Ontology.HTTP, log: c.Logger, mux: http.NewServeMux(),
 		origin: strings.TrimSuffix(c.Ontology.HTTP.PublicURL, "/")}
+	for i, t := range c.Ontology.HTTP.TranslationPrefixes {
+		p, err := ontology.ParseTranslationPrefix(t)
+		if err != nil {
+			panic(fmt.Sprintf("front: http.translation_prefixes.%d: %v", i, err))
+		}
+		f.translators = append(f.translators, p)
+	}
+	// The most specific prefix names the translator of an address in two.
+	slices.SortFunc(f.translators, func(a, b netip.Prefix) int { return b.Bits() - a.Bits() })
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -361,9 +374,9 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource st
 // the request is refused all the same.
 func (f *Front) throttled(w http.ResponseWriter, r *http.Request, allowance engine.Allowance, address, msg string) bool {
 	ctx := r.Context()
-	key := bucket(bucketBadToken, clientBlock(address))
+	key := bucket(bucketBadToken, clientBlock(address, f.translators))
 	if allowance == engine.AllowanceNoToken {
-		key = bucket(bucketNoToken, clientBlock(address))
+		key = bucket(bucketNoToken, clientBlock(address, f.translators))
 	}
 	now := time.Now()
 	f.mu.Lock()
@@ -399,9 +412,10 @@ const maxOverBuckets = 100_000
 // clientBlock is the block of addresses the failed-auth throttle takes one
 // client to hold. An IPv4 address counts alone, and so does an IPv6
 // address that stands for one — IPv4-mapped, IPv4-compatible or
-// translated, a NAT64 well-known prefix's, 6to4's site, Teredo's client —
-// as that IPv4 address: a client reaching an IPv6-only door through a
-// translator is each its own, not every IPv4 client in one /64. Another
+// translated, a NAT64 well-known prefix's or one of translators (the
+// operator's own, longest first), 6to4's site, Teredo's client — as that
+// IPv4 address: a client reaching an IPv6-only door through a translator
+// is each its own, not every IPv4 client in one /64. Another
 // IPv6 address counts by its /64, the smallest block a host is given, in
 // which it takes any address it likes (temporary addresses, SLAAC), so
 // that a client could otherwise count each guess from an address of its
@@ -409,10 +423,15 @@ const maxOverBuckets = 100_000
 // link, since a host on the link takes any address of fe80::/64 too, but
 // no two links' hosts in one. Loopback is one address. What is no address
 // (unknownAddress) is its own block.
-func clientBlock(address string) string {
+func clientBlock(address string, translators []netip.Prefix) string {
 	a, err := netip.ParseAddr(address)
 	if err != nil {
 		return address
+	}
+	for _, p := range translators {
+		if p.Contains(a.WithZone("")) {
+			return translatedIPv4(a.WithZone(""), p.Bits()).String()
+		}
 	}
 	if v4, ok := embeddedIPv4(a.WithZone("")); ok {
 		return v4.String()
@@ -464,6 +483,23 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), true
 	}
 	return netip.Addr{}, false
+}
+
+// translatedIPv4 is the IPv4 address embedded in a after a network-specific
+// prefix of bits bits (RFC 6052 §2.2): its 32 bits follow the prefix,
+// skipping bits 64 to 71, which are zero.
+func translatedIPv4(a netip.Addr, bits int) netip.Addr {
+	b := a.As16()
+	var v4 [4]byte
+	at := bits / 8
+	for i := range v4 {
+		if at == 8 {
+			at++ // the u octet
+		}
+		v4[i] = b[at]
+		at++
+	}
+	return netip.AddrFrom4(v4)
 }
 
 // storeDown handles an unreachable rate-limit store as the config says,

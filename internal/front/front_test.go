@@ -514,6 +514,30 @@ func TestFailedAuthCountsAnIPv6ClientByItsBlock(t *testing.T) {
 	}
 }
 
+// TestFailedAuthBehindTheOperatorsTranslator: behind a NAT64 translator
+// of the operator's own prefix (http.translation_prefixes), each IPv4
+// client is counted as itself, as behind 64:ff9b::/96 — not every client
+// of the translator in one /64 — and is the same client as its IPv4
+// address.
+func TestFailedAuthBehindTheOperatorsTranslator(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) {
+		c.HTTP.TrustedProxyHops = 1
+		c.HTTP.TranslationPrefixes = []string{"2001:db8:64::/96"}
+	})
+	settle(t)
+	codes := flood(t, f.url, "forged", "2001:db8:64::198.51.100.9", 25)
+	if count(codes, 401) != 20 || count(codes, 429) != 5 {
+		t.Fatalf("bad tokens from one translated client: %v", codes)
+	}
+	if codes := flood(t, f.url, "forged", "2001:db8:64::203.0.113.7", 1); codes[0] != http.StatusUnauthorized {
+		t.Fatalf("another client behind the same translator: %v", codes)
+	}
+	if codes := flood(t, f.url, "forged", "198.51.100.9", 1); codes[0] != http.StatusTooManyRequests {
+		t.Fatalf("the translated client's IPv4 address, past its limit: %v", codes)
+	}
+}
+
 // TestFailedAuthSharedAcrossReplicas runs two fronts on one database: an
 // address's failed authentications are counted once for both, each kind
 // apart, and a valid token passes on either.

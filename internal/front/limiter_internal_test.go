@@ -1,6 +1,8 @@
 package front
 
 import (
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,7 +88,39 @@ func TestClientBlock(t *testing.T) {
 		"not an address":                       "not an address",
 		"2001:db8::1/64 (a typo)":              "2001:db8::1/64 (a typo)",
 	} {
-		if got := clientBlock(address); got != want {
+		if got := clientBlock(address, nil); got != want {
+			t.Errorf("clientBlock(%q) = %q, want %q", address, got, want)
+		}
+	}
+}
+
+// TestClientBlockBehindTheOperatorsTranslators: an address within one of
+// http.translation_prefixes is the IPv4 client it embeds, where RFC 6052
+// §2.4 puts it for each prefix length (its examples, 192.0.2.33), the
+// longest prefix holding it first; an address outside them counts as it
+// would without them.
+func TestClientBlockBehindTheOperatorsTranslators(t *testing.T) {
+	t.Parallel()
+	var translators []netip.Prefix
+	for _, p := range []string{"2001:db8::/32", "2001:db8:100::/40", "2001:db8:122::/48", "2001:db8:122:300::/56", "2001:db8:122:344::/64", "2001:db8:122:344::/96"} {
+		translators = append(translators, netip.MustParsePrefix(p))
+	}
+	// As New orders them.
+	slices.SortFunc(translators, func(a, b netip.Prefix) int { return b.Bits() - a.Bits() })
+	for address, want := range map[string]string{
+		"2001:db8:c000:221::":           "192.0.2.33",
+		"2001:db8:1c0:2:21::":           "192.0.2.33",
+		"2001:db8:122:c000:2:2100::":    "192.0.2.33",
+		"2001:db8:122:3c0:0:221::":      "192.0.2.33",
+		"2001:db8:122:344:c0:2:2100:0":  "192.0.2.33",
+		"2001:db8:122:344::192.0.2.33":  "192.0.2.33",
+		"2001:db8:122:344::c633:6409":   "198.51.100.9",
+		"2001:db8:122:3c0:0:221::%eth0": "192.0.2.33",
+		"2001:db9::1":                   "2001:db9::/64",
+		"64:ff9b::203.0.113.7":          "203.0.113.7",
+		"203.0.113.7":                   "203.0.113.7",
+	} {
+		if got := clientBlock(address, translators); got != want {
 			t.Errorf("clientBlock(%q) = %q, want %q", address, got, want)
 		}
 	}

@@ -268,8 +268,14 @@ type HTTP struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// TrustedProxyHops is how many proxies in front of orangerail append
 	// to X-Forwarded-For; 0 trusts no header and uses the socket's peer.
-	TrustedProxyHops int        `yaml:"trusted_proxy_hops"`
-	RateLimits       RateLimits `yaml:"rate_limits"`
+	TrustedProxyHops int `yaml:"trusted_proxy_hops"`
+	// TranslationPrefixes are the IPv6 prefixes of the operator's own
+	// NAT64 translators (RFC 6052 network-specific prefixes, of length 32,
+	// 40, 48, 56, 64 or 96): an address within one stands for the IPv4
+	// client it embeds, which the failed-auth throttle counts alone, as it
+	// counts one behind 64:ff9b::/96. Defaults to none.
+	TranslationPrefixes []string   `yaml:"translation_prefixes"`
+	RateLimits          RateLimits `yaml:"rate_limits"`
 }
 
 // RateLimits bound calls per caller and failed authentications per address.
@@ -1023,6 +1029,22 @@ func (c *Config) withDefaults() {
 	}
 	c.withHTTPDefaults()
 	c.withSOAPDefaults() // soap (issue 14 item 6)
+}
+
+// ParseTranslationPrefix reads one of http.translation_prefixes: an IPv6
+// prefix of a length RFC 6052 gives an IPv4-embedded address (32, 40, 48,
+// 56, 64 or 96), with no bits past it.
+func ParseTranslationPrefix(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().Zone() != "":
+		return netip.Prefix{}, fmt.Errorf("%q is not an IPv6 prefix such as 2001:db8:64::/96", s)
+	case !slices.Contains([]int{32, 40, 48, 56, 64, 96}, p.Bits()):
+		return netip.Prefix{}, fmt.Errorf("%q is a /%d; a translator's prefix is a /32, /40, /48, /56, /64 or /96 (RFC 6052)", s, p.Bits())
+	case p != p.Masked():
+		return netip.Prefix{}, fmt.Errorf("%q has bits set past its prefix length; write %s", s, p.Masked())
+	}
+	return p, nil
 }
 
 // ParseNetwork reads one of identity.allowed_networks: a CIDR such as

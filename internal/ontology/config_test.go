@@ -174,6 +174,8 @@ func TestBrokenConfigs(t *testing.T) {
 		{"a desk secret env that is no variable name", add("desk: {client_id: desk, client_secret_env: \"$X\"}\n"), []string{"desk.client_secret_env"}},
 		{"an allowed network that is no CIDR", add("identity: {allowed_networks: [10.0.0.0/8, 10.1.2.3, 10.0.0.0/33]}\n"), []string{"identity.allowed_networks.1", "identity.allowed_networks.2"}},
 		{"an allowed network with host bits", add("identity: {allowed_networks: [\"2001:db8::/32\", 10.1.2.3/8]}\n"), []string{"identity.allowed_networks.1"}},
+		{"translation prefixes that are none", add("http: {translation_prefixes: [\"2001:db8:64::/96\", 10.0.0.0/8, \"2001:db8::/33\", \"2001:db8::1/64\", \"::ffff:0:0/96\", \"2001:db8::\", \"fe80::%eth0/64\"]}\n"),
+			[]string{"http.translation_prefixes.1", "http.translation_prefixes.2", "http.translation_prefixes.3", "http.translation_prefixes.4", "http.translation_prefixes.5", "http.translation_prefixes.6"}},
 		{"no allowed networks at all", add("identity: {allowed_networks: []}\n"), []string{"identity.allowed_networks"}},
 		{"refuse_browser_origins not a boolean", add("identity: {refuse_browser_origins: sometimes}\n"), []string{"identity.refuse_browser_origins"}},
 		{"a lock timeout of zero", add("limits: {lock_timeout: 0s}\n"), []string{"limits.lock_timeout"}},

@@ -216,6 +216,11 @@ func (c *Config) validate() Problems {
 			add(fmt.Sprintf("identity.allowed_networks.%d", i), "%v", err)
 		}
 	}
+	for i, t := range c.HTTP.TranslationPrefixes {
+		if _, err := ParseTranslationPrefix(t); err != nil {
+			add(fmt.Sprintf("http.translation_prefixes.%d", i), "%v", err)
+		}
+	}
 	if d := c.Desk; d != nil && c.Identity.OIDC == nil {
 		add("desk", "needs identity.oidc: the desk signs people in at that issuer")
 	}
