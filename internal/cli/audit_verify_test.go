@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -92,15 +90,7 @@ func TestAuditVerifyAsAnAuditorLogin(t *testing.T) {
 		t.Fatalf("generate: exit %d %s", code, stderr)
 	}
 	vkey = strings.TrimSpace(vkey)
-	skey, err := os.ReadFile(keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := checkpoint.NewSigner(string(skey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.SignCheckpoint(ctx, runtime, "acme", signer, "orangerail.test/orders"); err != nil {
+	if _, err := engine.SignCheckpoint(ctx, runtime, "acme", signerOf(t, keyFile), "orangerail.test/orders"); err != nil {
 		t.Fatal(err)
 	}
 	auditor := fmt.Sprintf("auditor_%d", time.Now().UnixNano()%1e9)

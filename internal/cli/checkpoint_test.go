@@ -57,6 +57,20 @@ func runWithStdin(t *testing.T, stdin []byte, args ...string) (int, string, stri
 	return exitOK, out.String(), errOut.String()
 }
 
+// signerOf is the signer of the private key in keyFile.
+func signerOf(t *testing.T, keyFile string) *checkpoint.Signer {
+	t.Helper()
+	skey, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := checkpoint.NewSigner(string(skey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer
+}
+
 func TestAuditCheckpointsAndProofs(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
@@ -87,10 +101,7 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := checkpoint.NewSigner(string(skey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := signerOf(t, keyFile)
 
 	appendSealed(t, pool, "acme", 3)
 	appendSealed(t, pool, "globex", 2)
