@@ -49,13 +49,19 @@ func TestSealedInputAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := later.Sweep(ctx); err != nil {
-		t.Fatal(err)
+	// The runtime's own sweeper may hold the tenant's sweep when this one
+	// asks (a sweep passes over a tenant another holds): sweep until the
+	// input is gone, within a bound.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := later.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a = d.do("GET", "/api/v1/approvals/"+id, bob, "")
+		if detail = a.json(t); detail["input_state"] != nil || time.Now().After(deadline) {
+			break
+		}
 	}
-
-	a = d.do("GET", "/api/v1/approvals/"+id, bob, "")
 	c.check(t, "GET", "/approvals/{id}", a)
-	detail = a.json(t)
 	if a.status != 200 || detail["input"] != nil || detail["input_state"] != string(engine.InputShredded) || strings.Contains(string(a.body), "sealed-api-marker") {
 		t.Fatalf("the shredded input's detail: %d %s", a.status, a.body)
 	}
