@@ -40,8 +40,9 @@ func newAuditorCmd() *cobra.Command {
 			if err := roles.GrantAuditor(cmd.Context(), url, &roles.GrantAuditorParams{Name: args[0], Tenant: tenant, Password: password}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s may read tenant %s (psql as %s, then: SELECT * FROM orangerail.audit_verify('%s');)\n",
-				args[0], tenant, args[0], tenant)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s may read tenant %s (psql as %s, then: SELECT * FROM orangerail.audit_verify('%s'); "+
+				"or, with a database URL logging in as %s: orangerail audit verify --tenant %s)\n",
+				args[0], tenant, args[0], tenant, args[0], tenant)
 			return nil
 		},
 	}

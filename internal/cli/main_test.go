@@ -654,7 +654,7 @@ func TestAuditorGrant(t *testing.T) {
 	})
 	t.Setenv("AUDITOR_PASSWORD", "correct horse battery staple")
 	code, out, stderr := cli(t, "auditor", "grant", name, "--tenant", "acme", "--password-env", "AUDITOR_PASSWORD", "--database-url", url)
-	if code != exitOK || !strings.Contains(out, "audit_verify('acme')") {
+	if code != exitOK || !strings.Contains(out, "audit_verify('acme')") || !strings.Contains(out, "orangerail audit verify --tenant acme)") {
 		t.Fatalf("grant: exit %d %q %q", code, out, stderr)
 	}
 	var verifier string
