@@ -211,12 +211,66 @@ func nulIssues(path string, v any, issues []Issue) []Issue {
 // may be what cannot be stored), and returns its outcome: an agent cannot
 // make attempts that leave no trace.
 func (e *Engine) refuseInput(ctx context.Context, caller *Caller, action, correlation string, code errcode.Code, issues []Issue) *Outcome {
+	var masks []ontology.Pointer
+	if a := e.cfg.Actions[action]; a != nil {
+		masks = a.AuditMasks()
+	}
 	rec := &Record{Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: PhaseInvalidInput, Action: action,
-		Actor: caller.actor(), DevMode: caller.DevMode, Error: issuesText(code, issues)}
+		Actor: caller.actor(), DevMode: caller.DevMode, Error: issuesText(code, maskedIssues(issues, masks))}
 	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {
 		return e.auditBlocked(ctx, action, correlation, err)
 	}
 	return &Outcome{Status: StatusInvalidInput, Code: code, Issues: issues, CorrelationID: correlation}
+}
+
+// maskedIssue is the message an audit record keeps of an issue at or
+// under a redact_audit path.
+const maskedIssue = "withheld: the value is masked (redact_audit)"
+
+// maskedIssues is issues as an audit record may keep them: an issue at or
+// under one of masks (the action's redact_audit paths) loses its message,
+// which may quote the value (a pattern's, a bound's, an enum's). The agent
+// is still told the whole issue: it sent the value.
+func maskedIssues(issues []Issue, masks []ontology.Pointer) []Issue {
+	if len(masks) == 0 {
+		return issues
+	}
+	out := slices.Clone(issues)
+	for i, is := range out {
+		tokens := pointerTokens(is.Path)
+		if slices.ContainsFunc(masks, func(m ontology.Pointer) bool { return covers(m, tokens) }) {
+			out[i].Message = maskedIssue
+		}
+	}
+	return out
+}
+
+// pointerTokens splits a JSON pointer into its unescaped tokens.
+func pointerTokens(path string) []string {
+	if path == "" {
+		return nil
+	}
+	tokens := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i, t := range tokens {
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return tokens
+}
+
+// covers reports whether the value at path (its tokens, each truncated as
+// an issue's path is) is at or under mask, a "*" token of the mask naming
+// any one token of the path, as it names every element of an array
+// (maskAt).
+func covers(mask ontology.Pointer, path []string) bool {
+	if len(path) < len(mask) {
+		return false
+	}
+	for i, token := range mask {
+		if token != "*" && truncate(token) != path[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // issuesText summarizes issues for an audit record, bounded.

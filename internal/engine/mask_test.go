@@ -151,6 +151,35 @@ func TestRedactAuditAloneWithholdsPrior(t *testing.T) {
 	verifyClean(t, b.testBundle, "acme")
 }
 
+// TestRedactAuditMasksTheIssuesOfARefusedInput: the record of an input
+// refused for a masked value keeps where the issue is, never its message,
+// which quotes the value (a pattern's); an issue elsewhere keeps its
+// message, and the agent is told every issue whole.
+func TestRedactAuditMasksTheIssuesOfARefusedInput(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
+		ontologytest.Set("actions.add_order_note.redact_audit", []string{"note"}),
+		ontologytest.Set("actions.add_order_note.input.properties.note.pattern", "^[a-z ]+$"))
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "`+strings.Repeat("x", 65)+`", "note": "SECRET-4111111111111111"}`))
+	want(t, out, engine.StatusInvalidInput)
+	var told []string
+	for _, is := range out.Issues {
+		told = append(told, is.Path+": "+is.Message)
+	}
+	if !strings.Contains(strings.Join(told, "; "), "SECRET-4111") {
+		t.Fatalf("the agent was not told its issue whole: %v", told)
+	}
+	recorded, _ := auditEntry(t, b, out.CorrelationID, engine.PhaseInvalidInput)["error"].(string)
+	if strings.Contains(recorded, "SECRET") || strings.Contains(recorded, "4111") ||
+		!strings.Contains(recorded, "/note: withheld: the value is masked (redact_audit)") ||
+		!strings.Contains(recorded, "/order_id: maxLength") {
+		t.Fatalf("the refusal's record: %q", recorded)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
 // TestMaskEveryElement: a "*" token where a masked value is an array
 // names every element — through nested arrays and arrays of arrays, in
 // the input, the prior state and the result audit records keep — while on
