@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -30,19 +31,44 @@ const idempotencyPruneOdds = 100
 // takeIdempotencyKey takes the reserved idempotencyKey argument out of a
 // call's arguments, so that what is validated, digested, staged and
 // executed is the action's input alone. It returns the key ("" when none
-// was sent) and the arguments without it, or the issue that refuses it: a
-// key on an action that is not idempotent, or one that is not a string of
-// 1 to 255 characters.
+// was sent) and the arguments without it, every other member as it was
+// sent (a repeated one too, which checkInput refuses), or the issue that
+// refuses it: a key on an action that is not idempotent, one sent twice,
+// or one that is not a string of 1 to 255 characters without U+0000.
 func takeIdempotencyKey(a *ontology.Action, args json.RawMessage) (string, json.RawMessage, *Issue) {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(args, &members) != nil {
+	at := "/" + ontology.IdempotencyKeyArg
+	dec := json.NewDecoder(bytes.NewReader(args))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return "", args, nil // not an object: checkInput says why
 	}
-	raw, ok := members[ontology.IdempotencyKeyArg]
-	if !ok {
+	var (
+		rest  = []byte{'{'}
+		raw   json.RawMessage
+		found bool
+	)
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		var value json.RawMessage
+		if err != nil || !ok || dec.Decode(&value) != nil {
+			return "", args, nil // not JSON: checkInput says why
+		}
+		if name == ontology.IdempotencyKeyArg {
+			if found {
+				return "", nil, &Issue{Path: at, Message: "duplicate member name \"" + ontology.IdempotencyKeyArg + "\""}
+			}
+			raw, found = value, true
+			continue
+		}
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		quoted, _ := json.Marshal(name)
+		rest = append(append(append(rest, quoted...), ':'), value...)
+	}
+	if !found {
 		return "", args, nil
 	}
-	at := "/" + ontology.IdempotencyKeyArg
 	if !a.Idempotent {
 		return "", nil, &Issue{Path: at, Message: "the action is not idempotent, so it takes no idempotencyKey: leave it out"}
 	}
@@ -50,12 +76,10 @@ func takeIdempotencyKey(a *ontology.Action, args json.RawMessage) (string, json.
 	if json.Unmarshal(raw, &key) != nil || key == "" || utf8.RuneCountInString(key) > idempotencyKeyMax {
 		return "", nil, &Issue{Path: at, Message: "the idempotencyKey must be a string of 1 to 255 characters"}
 	}
-	delete(members, ontology.IdempotencyKeyArg)
-	rest, err := json.Marshal(members)
-	if err != nil {
-		return "", nil, &Issue{Path: "", Message: "the input is not valid JSON"}
+	if strings.ContainsRune(key, 0) {
+		return "", nil, &Issue{Path: at, Message: "must not contain the NUL character (U+0000)"}
 	}
-	return key, rest, nil
+	return key, append(rest, '}'), nil
 }
 
 // filedOutcome is an outcome as a key keeps it.

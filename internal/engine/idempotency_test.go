@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -407,8 +408,10 @@ func TestIdempotencyKeyReused(t *testing.T) {
 }
 
 // TestIdempotencyKeyRefused: a key on an action that is not idempotent,
-// and a key that is not a string of 1 to 255 characters, are refused
-// X_INPUT_INVALID at /idempotencyKey, and nothing runs.
+// a key that is not a string of 1 to 255 characters, one holding U+0000
+// (which Postgres cannot store: it was an internal error, unrecorded), and
+// a key sent twice are refused X_INPUT_INVALID at /idempotencyKey, each
+// recorded, and nothing runs.
 func TestIdempotencyKeyRefused(t *testing.T) {
 	t.Parallel()
 	b, e := idempotentNotes(t)
@@ -421,12 +424,24 @@ func TestIdempotencyKeyRefused(t *testing.T) {
 		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": ""}`},
 		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": 7}`},
 		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": "` + longKey + `"}`},
+		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": "a\u0000"}`},
+		{e, `{"order_id": "o-1001", "note": "refused", "idempotencyKey": "k1", "idempotencyKey": "k2"}`},
 	} {
 		out := c.e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(c.args))
 		want(t, out, engine.StatusInvalidInput)
 		if out.Code != errcode.InputInvalid || len(out.Issues) != 1 || out.Issues[0].Path != "/idempotencyKey" {
 			t.Fatalf("%s: code %s, issues %v", c.args, out.Code, out.Issues)
 		}
+		if rec := auditEntry(t, b, out.CorrelationID, engine.PhaseInvalidInput); rec["action"] != "add_order_note" {
+			t.Fatalf("%s: the refusal's record %v", c.args, rec)
+		}
+	}
+	// The key taken, the rest is checked as it was sent: a member repeated
+	// beside a key is refused as it is without one.
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "order_id": "o-1002", "note": "refused", "idempotencyKey": "k3"}`))
+	want(t, out, engine.StatusInvalidInput)
+	if len(out.Issues) != 1 || !strings.Contains(out.Issues[0].Message, "duplicate") {
+		t.Fatalf("a repeated member beside a key: %v", out.Issues)
 	}
 	if notes, runs := notesAndRuns(t, b, "acme", "refused"); notes != 0 || runs != 0 {
 		t.Fatalf("%d notes, %d runs after refusals", notes, runs)
