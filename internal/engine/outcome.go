@@ -23,7 +23,7 @@ const (
 	StatusPending            Status = "pending"             // a polled approval is not decided yet
 	StatusRejected           Status = "rejected"            // a person rejected the approval
 	StatusExpired            Status = "expired"             // the approval lapsed before it executed
-	StatusConsumed           Status = "consumed"            // the approval executed already (an idempotent re-poll)
+	StatusConsumed           Status = "consumed"            // the approval was used already: executed, or refused when it came to run (an idempotent re-poll)
 	StatusDryRun             Status = "dry_run"             // dry-run mode: recorded, not executed
 	StatusNotImplemented     Status = "not_implemented"     // the action is declared but has no effect yet
 	StatusDenied             Status = "denied"              // the caller may not do this

@@ -58,7 +58,7 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 	case engine.StatusExpired:
 		message = "The approval lapsed before it executed; it will not run. Stage the call again if it is still wanted."
 	case engine.StatusConsumed:
-		message = "The approval executed already; this poll changes nothing."
+		message = "The approval was used already: its one execution ran, or was refused when it came to run (the poll that used it said which). This poll changes nothing."
 	case engine.StatusDryRun:
 		body["correlationId"] = out.CorrelationID
 		message = fmt.Sprintf("Tool %q ran in dry-run mode: the call was recorded and nothing executed.", name)

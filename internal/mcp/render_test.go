@@ -31,7 +31,7 @@ func TestRenderEveryStatus(t *testing.T) {
 		{engine.StatusPending, false, "still waiting"},
 		{engine.StatusRejected, false, "rejected"},
 		{engine.StatusExpired, false, "lapsed"},
-		{engine.StatusConsumed, false, "executed already"},
+		{engine.StatusConsumed, false, "was used already"},
 		{engine.StatusDryRun, false, "dry-run"},
 		{engine.StatusNotImplemented, true, "no effect yet"},
 		{engine.StatusDenied, true, "may not"},

@@ -361,7 +361,7 @@ var approvalWords = map[string]string{
 	"approved": "A person approved it. Poll check_approval with the approvalId to execute it, once, and get its result.",
 	"rejected": "A person rejected it; it will not run.",
 	"expired":  "It lapsed before it executed; it will not run. Stage the call again if it is still wanted.",
-	"consumed": "It executed already.",
+	"consumed": "It was used: its one execution ran, or was refused when it came to run. Nothing more runs.",
 }
 
 // ApprovalPollDefault is Options.ApprovalPoll's default.

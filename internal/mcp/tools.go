@@ -457,7 +457,7 @@ func checkTool(actions map[string]*ontology.Action) *sdk.Tool {
 	return &sdk.Tool{
 		Title: "Check an approval",
 		Description: "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
-			"an approved one executes now and returns its result; an approval that executed already reports consumed.",
+			"an approved one executes now and returns its result; an approval used already (executed, or refused when it came to run) reports consumed.",
 		InputSchema: map[string]any{"type": "object", "required": []string{"approvalId"}, "additionalProperties": false,
 			"properties": map[string]any{"approvalId": map[string]any{"type": "string", "format": "uuid"}}},
 		// The result is the approved action's, of whichever action it is.
