@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -211,12 +212,14 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 			}
 			in.sort, in.desc = field, strings.HasPrefix(s, "-")
 		case "limit":
-			var n int
-			if err := json.Unmarshal(v, &n); err != nil || n < 1 {
+			// A JSON integer, as the schema's type says: any number of no
+			// fraction, however spelled (10, 10.0, 1e1).
+			var f float64
+			if err := json.Unmarshal(v, &f); err != nil || f < 1 || f != math.Trunc(f) {
 				bad("/limit", "must be a whole number from 1")
 				continue
 			}
-			in.limit = min(n, o.List.MaxLimit) // the schema refused a larger one already
+			in.limit = int(min(f, float64(o.List.MaxLimit))) // the schema refused a larger one already
 		case "cursor":
 			if err := json.Unmarshal(v, &cursorText); err != nil {
 				bad("/cursor", "must be the nextCursor string of a previous page")

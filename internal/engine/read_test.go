@@ -289,6 +289,12 @@ func TestList(t *testing.T) {
 	if out, _, _ := list(agent("acme"), `{"limit": 100}`); out.Status != engine.StatusOK {
 		t.Fatalf("limit at max_limit: %s %v", out.Status, out.Issues)
 	}
+	// An integer however JSON spells it, as the schema's type admits it.
+	for _, limit := range []string{"2.0", "1e2", "20E-1"} {
+		if out, items, _ := list(agent("acme"), `{"limit": `+limit+`}`); out.Status != engine.StatusOK || (limit != "1e2" && len(items) != 2) {
+			t.Fatalf("limit %s: %s %v, %d items", limit, out.Status, out.Issues, len(items))
+		}
+	}
 
 	_, _, cursor := list(agent("acme"), `{"limit": 1}`)
 	invalid := []struct{ args, path string }{
@@ -305,6 +311,8 @@ func TestList(t *testing.T) {
 		{`{"limit": 101}`, "/limit"},
 		{`{"limit": 1000000}`, "/limit"},
 		{`{"limit": 2.5}`, "/limit"},
+		{`{"limit": 1e400}`, "/limit"},
+		{`{"limit": -1}`, "/limit"},
 		{`{"sort": "-org_id"}`, "/sort"},
 		{`{"filters": {"status": {"eq": 5}}}`, "/filters/status/eq"},
 		{`{"filters": {"status": {"in": ["paid", 5]}}}`, "/filters/status/in/1"},
