@@ -571,7 +571,9 @@ func TestSignInRefusals(t *testing.T) {
 }
 
 // TestSignInReturnsToThePageAsked: a page asked for without a session is
-// where the sign-in lands; a next outside the desk lands on the list.
+// where the sign-in lands; a next outside the desk, or whose decoded path
+// holds a dot or a backslash, lands on the list (one that decoded to a dot
+// failed the sign-in).
 func TestSignInReturnsToThePageAsked(t *testing.T) {
 	f := newFixture(t)
 	id := f.stage(t, "o-1001")
@@ -581,7 +583,8 @@ func TestSignInReturnsToThePageAsked(t *testing.T) {
 	if landed.url != f.base+web.Path+"/"+id || !strings.Contains(landed.body, "approve-form") {
 		t.Fatalf("landed at %s", landed.url)
 	}
-	for _, next := range []string{"https://evil.example/approvals/x", "//evil.example/approvals", "/approvals/../mcp", `/approvals\evil`, "/mcp"} {
+	for _, next := range []string{"https://evil.example/approvals/x", "//evil.example/approvals", "/approvals/../mcp", `/approvals\evil`, "/mcp",
+		"/approvals%2F%2E%2E%2F%2Fevil", "/approvals%5Cevil"} {
 		c := f.client(t)
 		login := c.follow(c.get(f.base + web.Path + "/signin?next=" + url.QueryEscape(next)))
 		landed := c.follow(c.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))

@@ -70,12 +70,14 @@ func (d *Desk) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, config.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
 }
 
-// localPath returns next when it is a path of the desk, else the list: a
-// sign-in never sends the browser anywhere else.
+// localPath returns next's path when it is a path of the desk, else the
+// list: a sign-in never sends the browser anywhere else. Neither next nor
+// its decoded path may hold a dot or a backslash: the path is kept in the
+// login cookie between dots, and is where the browser lands.
 func localPath(next string) string {
 	u, err := url.Parse(next)
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || (u.Path != Path && !strings.HasPrefix(u.Path, Path+"/")) ||
-		strings.Contains(next, `\`) || strings.Contains(next, ".") {
+		strings.ContainsAny(next, `.\`) || strings.ContainsAny(u.Path, `.\`) {
 		return Path
 	}
 	return u.Path
