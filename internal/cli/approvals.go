@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -149,9 +150,14 @@ func newApprovalsListCmd(f *approvalsFlags) *cobra.Command {
 		Short: "List the tenant's approvals, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			views, err := f.list(cmd.Context(), store.ApprovalStatus(status), limit)
+			views, more, err := f.list(cmd.Context(), store.ApprovalStatus(status), limit)
 			if err != nil {
 				return err
+			}
+			if more {
+				// Said beside the list, never in it: --json stays the list.
+				fmt.Fprintf(cmd.ErrOrStderr(), "approvals list: more approvals match than --limit %d shows; the oldest, which lapse first, are left out: "+
+					"raise --limit, narrow --status, or open the desk\n", limit)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), views)
@@ -165,30 +171,34 @@ func newApprovalsListCmd(f *approvalsFlags) *cobra.Command {
 	return list
 }
 
-// list reads approvals through the API or, breaking glass, the database.
-func (f *approvalsFlags) list(ctx context.Context, status store.ApprovalStatus, limit int32) ([]*engine.ApprovalView, error) {
+// list reads approvals through the API or, breaking glass, the database,
+// and says whether more match than limit.
+func (f *approvalsFlags) list(ctx context.Context, status store.ApprovalStatus, limit int32) (views []*engine.ApprovalView, more bool, err error) {
 	c, err := f.client()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if c == nil {
 		e, closeAll, err := f.engine(ctx)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		defer closeAll()
-		return e.ListApprovals(ctx, f.tenant, status, limit)
+		if views, err = e.ListApprovals(ctx, f.tenant, status, min(limit, math.MaxInt32-1)+1); err != nil || len(views) <= int(limit) {
+			return views, false, err
+		}
+		return views[:limit], true, nil
 	}
 	page, err := c.List(ctx, client.ListQuery{Status: string(status), Limit: int(limit)})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	views := make([]*engine.ApprovalView, len(page.Items))
+	views = make([]*engine.ApprovalView, len(page.Items))
 	for i, it := range page.Items {
 		views[i] = &engine.ApprovalView{ID: it.ID, Action: it.Action, Title: it.Title, Status: it.Status, RequestedBy: it.RequestedBy,
 			Digest: it.Digest, CreatedAt: it.RequestedAt, ExpiresAt: it.ExpiresAt}
 	}
-	return views, nil
+	return views, page.NextCursor != nil && *page.NextCursor != "", nil
 }
 
 func newApprovalsShowCmd(f *approvalsFlags) *cobra.Command {

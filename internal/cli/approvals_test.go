@@ -194,8 +194,9 @@ func TestApprovalsListStatus(t *testing.T) {
 	if staged.Status != engine.StatusApprovalPending {
 		t.Fatalf("stage: %s %v", staged.Status, staged.Err)
 	}
-	list := func(status string) (int, string, string) {
-		return cli(t, "approvals", "list", "--break-glass", "--reason", "r", "--status", status, "--database-url", url, "--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme")
+	list := func(status string, args ...string) (int, string, string) {
+		return cli(t, append([]string{"approvals", "list", "--break-glass", "--reason", "r", "--status", status, "--database-url", url,
+			"--config", "../../examples/orders/orangerail.yaml", "--tenant", "acme"}, args...)...)
 	}
 	if code, out, stderr := list("pending"); code != exitOK || !strings.Contains(out, staged.ApprovalID.String()) {
 		t.Fatalf("list pending: exit %d %q %q", code, out, stderr)
@@ -205,6 +206,20 @@ func TestApprovalsListStatus(t *testing.T) {
 	}
 	if code, out, stderr := list("aproved"); code != exitError || out != "" || !strings.Contains(stderr, `"aproved"`) || !strings.Contains(stderr, "pending") {
 		t.Fatalf("list of a status there is none of: exit %d %q %q", code, out, stderr)
+	}
+
+	// More than --limit shows: the list says so, beside it.
+	newer := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id":"o-1002","reason":"x"}`))
+	if newer.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage: %s %v", newer.Status, newer.Err)
+	}
+	const more = "approvals list: more approvals match than --limit 1 shows"
+	code, out, stderr := list("pending", "--limit", "1")
+	if code != exitOK || !strings.Contains(out, newer.ApprovalID.String()) || strings.Contains(out, staged.ApprovalID.String()) || !strings.Contains(stderr, more) {
+		t.Fatalf("list --limit 1 of two: exit %d %q %q", code, out, stderr)
+	}
+	if code, out, stderr := list("pending", "--limit", "2", "--json"); code != exitOK || strings.Contains(stderr, "more approvals") || !strings.Contains(out, staged.ApprovalID.String()) {
+		t.Fatalf("list --limit 2 of two: exit %d %q %q", code, out, stderr)
 	}
 }
 

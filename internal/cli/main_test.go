@@ -454,8 +454,14 @@ func TestApprovalsCommands(t *testing.T) {
 		t.Fatalf("no --server: exit %d %q", code, stderr)
 	}
 	code, out, stderr := run("list")
-	if code != exitOK || strings.Count(out, "pending") != 2 {
+	if code != exitOK || strings.Count(out, "pending") != 2 || stderr != "" {
 		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
+	}
+	// More than --limit shows: said beside the list, the newest listed.
+	code, out, stderr = run("list", "--limit", "1")
+	if code != exitOK || strings.Count(out, "pending") != 1 || !strings.Contains(out, other.ApprovalID.String()) ||
+		!strings.Contains(stderr, "approvals list: more approvals match than --limit 1 shows") {
+		t.Fatalf("list --limit 1 of two: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, _ = run("show", id)
 	input := "    {\n      \"order_id\": \"o-1001\",\n      \"reason\": \"asked\"\n    }\n"
