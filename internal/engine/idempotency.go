@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -66,8 +67,11 @@ func takeIdempotencyKey(a *ontology.Action, args json.RawMessage) (string, json.
 		quoted, _ := json.Marshal(name)
 		rest = append(append(append(rest, quoted...), ':'), value...)
 	}
-	if !found {
-		return "", args, nil
+	if tok, err := dec.Token(); !found || err != nil || tok != json.Delim('}') {
+		return "", args, nil // no key, or not JSON: checkInput says why
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", args, nil // data after the object: checkInput says why
 	}
 	if !a.Idempotent {
 		return "", nil, &Issue{Path: at, Message: "the action is not idempotent, so it takes no idempotencyKey: leave it out"}

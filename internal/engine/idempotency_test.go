@@ -436,9 +436,12 @@ func TestIdempotencyKeyRefused(t *testing.T) {
 			t.Fatalf("%s: the refusal's record %v", c.args, rec)
 		}
 	}
+	// Data after the object is not JSON, with a key as without one.
+	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "refused", "idempotencyKey": "k4"} {}`))
+	want(t, out, engine.StatusInvalidInput)
 	// The key taken, the rest is checked as it was sent: a member repeated
 	// beside a key is refused as it is without one.
-	out := e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "order_id": "o-1002", "note": "refused", "idempotencyKey": "k3"}`))
+	out = e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "order_id": "o-1002", "note": "refused", "idempotencyKey": "k3"}`))
 	want(t, out, engine.StatusInvalidInput)
 	if len(out.Issues) != 1 || !strings.Contains(out.Issues[0].Message, "duplicate") {
 		t.Fatalf("a repeated member beside a key: %v", out.Issues)
