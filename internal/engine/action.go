@@ -237,24 +237,14 @@ func maskedIssues(issues []Issue, masks []ontology.Pointer) []Issue {
 	}
 	out := slices.Clone(issues)
 	for i, is := range out {
-		tokens := pointerTokens(is.Path)
+		// An issue's path is escaped as a pointer, or "" (the whole input,
+		// which no mask names: it parses to no token).
+		tokens, _ := ontology.ParsePointer(is.Path)
 		if slices.ContainsFunc(masks, func(m ontology.Pointer) bool { return covers(m, tokens) }) {
 			out[i].Message = maskedIssue
 		}
 	}
 	return out
-}
-
-// pointerTokens splits a JSON pointer into its unescaped tokens.
-func pointerTokens(path string) []string {
-	if path == "" {
-		return nil
-	}
-	tokens := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	for i, t := range tokens {
-		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-	}
-	return tokens
 }
 
 // covers reports whether the value at path (its tokens, each truncated as
