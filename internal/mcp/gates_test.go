@@ -182,7 +182,8 @@ func TestEveryToolCallIsAnEvent(t *testing.T) {
 	cs := connect(t, s, &engine.Caller{Subject: "agent-7", Tenant: "acme", Scopes: []string{"orders:read"}, Kind: engine.ActorAgent})
 	call(t, cs, "order_get", `{"id": "o-1001"}`)
 	call(t, cs, "order_list", `{"limit": 0, "cursor": "`+secret+`"}`)
-	for _, name := range []string{"no_such_tool", "cancel_order"} { // unknown; hidden: the caller has no role
+	long := strings.Repeat("y", 5000) // an unknown name any length: logged shortened
+	for _, name := range []string{"no_such_tool", "cancel_order", long} { // unknown; hidden: the caller has no role
 		if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"note": secret}}); err == nil {
 			t.Fatalf("%s answered", name)
 		}
@@ -201,6 +202,7 @@ func TestEveryToolCallIsAnEvent(t *testing.T) {
 		{"order_list", "invalid_input", "", "", "INFO"},
 		{"no_such_tool", "not_found", "unknown", "X_MCP_TOOL_UNKNOWN", "WARN"},
 		{"cancel_order", "not_found", "hidden", "X_MCP_TOOL_UNKNOWN", "WARN"},
+		{long[:64] + "…", "not_found", "unknown", "X_MCP_TOOL_UNKNOWN", "WARN"},
 		{"add_order_note", "denied", "scope", "X_MCP_SCOPE_DENIED", "WARN"},
 		{"cancel_order", "precondition_failed", "policy", "X_FORBIDDEN", "WARN"},
 	}

@@ -56,6 +56,7 @@ func (s *Server) maxBodyBytes() int64 {
 // what paramsProblem refuses, which the SDK refuses too.
 func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 	limit := s.maxBodyBytes()
+	caps := s.capabilities(false) // each request its own session
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		if r.Body != nil {
@@ -88,6 +89,12 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 					status = http.StatusBadRequest
 				}
 				problem.Response(rpcerror.ID(body)).Write(w, status)
+				return
+			}
+			// After params, as the SDK reads them before its handler finds
+			// the method unserved.
+			if why := unservedMethod(env.Method, caps); why != "" && env.Call {
+				rpcerror.New(rpcerror.ID(body), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, why, 0).Write(w, http.StatusOK)
 				return
 			}
 		}
@@ -162,6 +169,29 @@ func unknownMethod(body []byte) (string, bool) {
 		return "", false
 	}
 	return *msg.Method, !standardMethod(*msg.Method)
+}
+
+// unservedMethod says why the server, declaring caps, does not serve
+// method, a standard MCP request of a capability it does not declare —
+// completion/complete, resources/subscribe where no session lasts
+// (stateless HTTP), prompts/* where none are declared — or is "".
+func unservedMethod(method string, caps *sdk.ServerCapabilities) string {
+	var capability string
+	switch {
+	case method == "completion/complete" && caps.Completions == nil:
+		capability = "completions"
+	case (method == "resources/subscribe" || method == "resources/unsubscribe") && (caps.Resources == nil || !caps.Resources.Subscribe):
+		capability = "resources.subscribe"
+	case strings.HasPrefix(method, "prompts/") && caps.Prompts == nil:
+		capability = "prompts"
+	case strings.HasPrefix(method, "resources/") && caps.Resources == nil:
+		capability = "resources"
+	case method == "logging/setLevel" && caps.Logging == nil: //nolint:staticcheck // SA1019: as capabilities
+		capability = "logging"
+	default:
+		return ""
+	}
+	return fmt.Sprintf("the server serves no method %q: it does not declare the %s capability", method, capability)
 }
 
 // standardMethod reports whether go-sdk serves method as a standard MCP

@@ -115,6 +115,11 @@ func TestGoldenJSONRPCOverHTTP(t *testing.T) {
 		{name: "params_missing", body: `{"jsonrpc":"2.0","id":11,"method":"tools/call"}`, status: 400, rpcCode: -32600, id: 11.0},
 		{name: "params_null", body: `{"jsonrpc":"2.0","id":16,"method":"tools/call","params":null}`, status: 400, rpcCode: -32600, id: 16.0},
 		{name: "params_not_of_shape", body: `{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":{}}}`, status: 200, rpcCode: -32602, id: 17.0},
+		// Answered in-band by the SDK or a middleware, coded as the rest.
+		{name: "subscribe_without_session", body: `{"jsonrpc":"2.0","id":18,"method":"resources/subscribe","params":{"uri":"orangerail://approvals"}}`, status: 200, rpcCode: -32601, id: 18.0},
+		{name: "completion_unserved", body: `{"jsonrpc":"2.0","id":19,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"b"}}}`, status: 200, rpcCode: -32601, id: 19.0},
+		{name: "cursor_not_issued", body: `{"jsonrpc":"2.0","id":20,"method":"tools/list","params":{"cursor":"not-a-cursor"}}`, status: 200, rpcCode: -32602, id: 20.0},
+		{name: "log_level_unknown", body: `{"jsonrpc":"2.0","id":21,"method":"logging/setLevel","params":{"level":"loud"}}`, status: 200, rpcCode: -32602, id: 21.0},
 		{name: "batch", body: `[{"jsonrpc":"2.0","id":12,"method":"tools/list"}]`, status: 400, rpcCode: -32600},
 		{name: "accept_missing", body: `{"jsonrpc":"2.0","id":13,"method":"tools/list"}`, header: []string{"Accept", ""}, status: 400, rpcCode: -32600, id: 13.0},
 		{name: "content_type_not_json", body: `{"jsonrpc":"2.0","id":14,"method":"tools/list"}`, header: []string{"Content-Type", "text/plain"}, status: 415, rpcCode: -32600, id: 14.0},

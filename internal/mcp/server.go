@@ -28,6 +28,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/rpcerror"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 	"github.com/orangerail/orangerail/internal/tracing"
 )
@@ -238,8 +239,61 @@ func (s *Server) build(usable, prompts []string, fixed *engine.Caller) *sdk.Serv
 	}
 	s.addResources(srv, usable, fixed)
 	s.addPrompts(srv, prompts, fixed)
-	srv.AddReceivingMiddleware(s.offered(names, fixed), s.undeclared(opts.Capabilities), promptsHeld(prompts))
+	srv.AddReceivingMiddleware(coded, s.offered(names, fixed), s.undeclared(opts.Capabilities), promptsHeld(prompts), levelKnown)
 	return srv
+}
+
+// codeOfRPC is the stable code of a JSON-RPC error the SDK, or a
+// middleware, answers without data of its own. -32601 is not here: the
+// SDK's connection rewrites every error of that code to its own words,
+// data dropped, so the transports refuse a method the server does not
+// serve before the SDK reads it (unservedMethod).
+var codeOfRPC = map[int64]errcode.Code{
+	jsonrpc.CodeInvalidParams:  errcode.MCPInvalidParams,
+	jsonrpc.CodeInvalidRequest: errcode.MCPInvalidRequest,
+}
+
+// coded gives a JSON-RPC error that carries no data the stable code and
+// data every other refusal carries (rpcerror.Data), and a message that
+// begins with the code: a list cursor the server never issued, say. It is
+// the outermost middleware, so it sees the others' errors too; an error
+// with data of its own (an unknown tool's) is passed as it is.
+func coded(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		var wire *jsonrpc.Error
+		if err == nil || !errors.As(err, &wire) || len(wire.Data) > 0 {
+			return res, err
+		}
+		code, ok := codeOfRPC[wire.Code]
+		if !ok {
+			return res, err
+		}
+		msg := err.Error()
+		if strings.HasSuffix(method, "/list") && msg == "invalid params" {
+			// The SDK's bare sentinel, which its lists return for a cursor
+			// they cannot decode and for nothing else.
+			msg = method + ": params.cursor is not a cursor this server gave; list from the start, without one, and follow nextCursor"
+		}
+		return nil, &jsonrpc.Error{Code: wire.Code, Message: rpcerror.Message(code, msg), Data: mustJSON(rpcerror.DataOf(code, 0))}
+	}
+}
+
+// loggingLevels are the levels logging/setLevel may set (MCP's, RFC 5424's
+// severities).
+var loggingLevels = []sdk.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// levelKnown refuses a logging/setLevel of a level MCP does not name: the
+// SDK would keep it, and then send the session every message or none, as
+// its unknown level compares.
+func levelKnown(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if set, ok := req.GetParams().(*sdk.SetLoggingLevelParams); ok && method == "logging/setLevel" && !slices.Contains(loggingLevels, set.Level) { //nolint:staticcheck // SA1019: as capabilities
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: fmt.Sprintf("logging/setLevel: params.level must be one of %q", loggingLevels)}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // capabilities are exactly what a server serves: tools, without
@@ -259,13 +313,14 @@ func (s *Server) capabilities(session bool) *sdk.ServerCapabilities {
 }
 
 // undeclared answers a request of a capability the server does not
-// declare as a method it does not have (-32601): the SDK would answer
-// prompts/list without the capability.
+// declare as a method it does not have (-32601), for any transport: the
+// SDK would answer prompts/list without the capability. The transports
+// refuse such a request first, with the stable code (unservedMethod).
 func (s *Server) undeclared(caps *sdk.ServerCapabilities) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if caps.Prompts == nil && strings.HasPrefix(method, "prompts/") {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q is not served: the server does not declare its capability", method)}
+			if why := unservedMethod(method, caps); why != "" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: why}
 			}
 			return next(ctx, method, req)
 		}
@@ -295,7 +350,10 @@ func (s *Server) offered(names []string, fixed *engine.Caller) sdk.Middleware {
 			if _, exists := s.tools[call.Params.Name]; exists {
 				refusal = engine.RefusalHidden
 			}
-			s.emit(ctx, call.Session, call.Params.Name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
+			// The name as the host log and the session's log message hold
+			// it: shortened, since any name may be sent (one of 500 KB made
+			// a line of 500 KB).
+			s.emit(ctx, call.Session, truncated(call.Params.Name), caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
 			return nil, unknownTool(call.Params.Name)
 		}
 	}

@@ -32,15 +32,16 @@ import (
 // over HTTP) — and the session serves the next line, where go-sdk's own
 // stdio transport ends it.
 func (s *Server) ServeLines(ctx context.Context, caller *engine.Caller, check func(context.Context) error, in io.ReadCloser, out io.Writer) error {
-	return s.RunChecked(ctx, caller, check, &lineTransport{in: in, out: out, max: s.maxBodyBytes(), log: s.log})
+	return s.RunChecked(ctx, caller, check, &lineTransport{in: in, out: out, max: s.maxBodyBytes(), caps: s.capabilities(true), log: s.log})
 }
 
 // lineTransport is the transport ServeLines serves.
 type lineTransport struct {
-	in  io.ReadCloser
-	out io.Writer
-	max int64
-	log *slog.Logger
+	in   io.ReadCloser
+	out  io.Writer
+	max  int64
+	caps *sdk.ServerCapabilities // the session's, for unservedMethod
+	log  *slog.Logger
 }
 
 // Connect implements sdk.Transport.
@@ -49,7 +50,7 @@ func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
 	// A goroutine reads, so that Close unblocks a Read waiting for input
 	// (as go-sdk's own transports do); it stays blocked in a read of in
 	// that Close does not end, as theirs does.
-	go c.readLoop(bufio.NewReaderSize(t.in, 64<<10), t.max)
+	go c.readLoop(bufio.NewReaderSize(t.in, 64<<10), t.max, t.caps)
 	return c, nil
 }
 
@@ -118,10 +119,10 @@ func (c *lineConn) SessionID() string { return "" }
 
 // readLoop reads lines until in ends, handing each message to Read and
 // answering each line that is none itself.
-func (c *lineConn) readLoop(r *bufio.Reader, limit int64) {
+func (c *lineConn) readLoop(r *bufio.Reader, limit int64, caps *sdk.ServerCapabilities) {
 	for {
 		line, tooLong, err := readLine(r, limit)
-		if msg, answer := judgeLine(line, tooLong, limit); answer != nil {
+		if msg, answer := judgeLine(line, tooLong, limit, caps); answer != nil {
 			c.log.Warn("stdio message refused", "code", string(answer.Error.Data.Code), "reason", answer.Error.Message)
 			data, _ := json.Marshal(answer)
 			if werr := c.writeLine(data); werr != nil {
@@ -149,8 +150,8 @@ func (c *lineConn) deliver(r lineRead) bool {
 }
 
 // judgeLine reads one line as a message, or returns the answer refusing
-// it. A blank line is neither.
-func judgeLine(line []byte, tooLong bool, limit int64) (jsonrpc.Message, *rpcerror.Response) {
+// it. A blank line is neither. caps are the session's capabilities.
+func judgeLine(line []byte, tooLong bool, limit int64, caps *sdk.ServerCapabilities) (jsonrpc.Message, *rpcerror.Response) {
 	if tooLong {
 		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeServerError, errcode.MCPBodyTooLarge,
 			fmt.Sprintf("the message is longer than %d bytes", limit), limit)
@@ -168,13 +169,20 @@ func judgeLine(line []byte, tooLong bool, limit int64) (jsonrpc.Message, *rpcerr
 	// The SDK answers a request of a method it does not serve -32601 too,
 	// but without the data HTTP's answer carries; a notification of one
 	// it ignores, as JSON-RPC asks.
-	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !standardMethod(req.Method) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		return msg, nil
+	}
+	if req.IsCall() && !standardMethod(req.Method) {
 		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", req.Method), 0)
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok {
-		if problem := paramsProblem(req.Method, req.IsCall(), req.Params); problem != nil {
-			return nil, problem.Response(rpcerror.ID(line))
-		}
+	if problem := paramsProblem(req.Method, req.IsCall(), req.Params); problem != nil {
+		return nil, problem.Response(rpcerror.ID(line))
+	}
+	// Params are judged first, as the SDK reads them before its handler
+	// finds the method unserved.
+	if why := unservedMethod(req.Method, caps); why != "" && req.IsCall() {
+		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, why, 0)
 	}
 	return msg, nil
 }

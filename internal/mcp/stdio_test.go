@@ -101,6 +101,11 @@ func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
 	refused("batch", `[{"jsonrpc":"2.0","id":6,"method":"tools/list"}]`+"\n", -32600, "X_MCP_PROTOCOL", nil)
 	refused("unknown_method", `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`+"\n", -32601, "X_MCP_METHOD_UNKNOWN", 7.0)
 	refused("params_not_of_shape", `{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":5}}`+"\n", -32602, "X_MCP_INVALID_PARAMS", 9.0)
+	refused("completion_unserved", `{"jsonrpc":"2.0","id":10,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"b"}}}`+"\n",
+		-32601, "X_MCP_METHOD_UNKNOWN", 10.0)
+	refused("cursor_not_issued", `{"jsonrpc":"2.0","id":11,"method":"resources/list","params":{"cursor":"not-a-cursor"}}`+"\n", -32602, "X_MCP_INVALID_PARAMS", 11.0)
+	refused("log_level_unknown", `{"jsonrpc":"2.0","id":12,"method":"logging/setLevel","params":{"level":"loud"}}`+"\n", -32602, "X_MCP_INVALID_PARAMS", 12.0)
+	served("log_level_known", `{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"warning"}}`+"\n", 13)
 	if m := served("tools/list after them", "\n"+`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n", 8); m["result"] == nil {
 		t.Fatalf("tools/list: %v", m)
 	}
