@@ -408,7 +408,7 @@ func (e *Engine) where(a *ontology.Action, target json.RawMessage, input map[str
 		return false, fmt.Errorf("the precondition evaluated to %v, not a boolean", out.Value())
 	}
 	if !holds {
-		return false, errors.New("the precondition does not hold")
+		return false, errPreconditionFalse
 	}
 	return true, nil
 }
@@ -788,10 +788,25 @@ func (e *Engine) auditRefusal(ctx context.Context, caller *Caller, c *call, appr
 		return e.auditBlocked(ctx, c.name, correlation, err)
 	}
 	out := &Outcome{Status: status, Code: status.refusalCode(), CorrelationID: correlation, ApprovalID: approval, Err: cause}
-	if cause != nil {
+	if cause != nil && !routine(cause) {
 		return e.failure(ctx, string(phase)+" "+c.name, out)
 	}
 	return out
+}
+
+// The causes of a refusal that is the action working as declared — its
+// precondition false of the target, the target gone — not a failure: the
+// record holds the cause, the host log's tool call line the refusal (at
+// warn), and nothing is logged at error. A precondition that cannot be
+// evaluated is a failure (a config's mistake), logged in full.
+var (
+	errPreconditionFalse = errors.New("the precondition does not hold")
+	errTargetGone        = errors.New("the target no longer exists")
+)
+
+// routine reports whether a refusal's cause is one of them.
+func routine(cause error) bool {
+	return errors.Is(cause, errPreconditionFalse) || errors.Is(cause, errTargetGone)
 }
 
 // auditFailure records a datasource failure with its full text and

@@ -272,7 +272,7 @@ func (x *execution) lockTarget(ctx context.Context, dtx, stx pgx.Tx) (json.RawMe
 		return nil, false, &resolveError{err}
 	}
 	if x.c.action.Target != nil && target == nil {
-		return nil, false, x.refuse(ctx, stx, PhasePreconditionFailed, StatusPreconditionFailed, errors.New("the target no longer exists"))
+		return nil, false, x.refuse(ctx, stx, PhasePreconditionFailed, StatusPreconditionFailed, errTargetGone)
 	}
 	if ok, err := x.e.where(x.c.action, target, x.c.values, x.caller); !ok {
 		return nil, false, x.refuse(ctx, stx, PhasePreconditionFailed, StatusPreconditionFailed, err)
@@ -580,7 +580,7 @@ func (x *execution) outcome(ctx context.Context, err error) *Outcome {
 		return x.e.auditFailure(ctx, x.caller, x.c, x.approvalID, x.correlation, PhaseResolveError, StatusResolveError, resolve.err)
 	case err != nil:
 		return x.e.storeFailure(ctx, op, x.correlation, err)
-	case x.out.Err != nil:
+	case x.out.Err != nil && !routine(x.out.Err):
 		return x.e.failure(ctx, op, x.out)
 	}
 	return x.out

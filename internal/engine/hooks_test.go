@@ -23,6 +23,7 @@ import (
 	"github.com/orangerail/orangerail/internal/engine/enginetest"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -393,3 +394,68 @@ func TestPanicsAreContained(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestRoutineRefusalsAreNotFailures: a precondition that does not hold of
+// its target, when staged and again when the approved call runs, is a
+// refusal the action declared — recorded with its cause, and not logged as
+// an engine failure at error, which an operator is paged on. One that
+// cannot be evaluated (the config's mistake) is.
+func TestRoutineRefusalsAreNotFailures(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	var logBuf strings.Builder
+	var logMu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logBuf.Write(p)
+	}), nil))
+	failures := func() []string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		var lines []string
+		for _, line := range strings.Split(logBuf.String(), "\n") {
+			if strings.Contains(line, `"level":"ERROR"`) {
+				lines = append(lines, line)
+			}
+		}
+		return lines
+	}
+	serveWith := func(config []byte) *engine.Engine {
+		cfg, err := ontology.Parse(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(),
+			Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	e := serveWith(orders.Config)
+	// o-1003 shipped: refused at staging.
+	want(t, e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1003", "reason": "x"}`)), engine.StatusPreconditionFailed)
+	// o-1002 shipped after its approval: refused when it runs.
+	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	approve(t, e, "acme", staged.ApprovalID.String())
+	if _, err := b.admin.Exec(ctx, "UPDATE orders SET status = 'shipped' WHERE org_id = 'acme' AND id = 'o-1002'"); err != nil {
+		t.Fatal(err)
+	}
+	want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusPreconditionFailed)
+	if lines := failures(); len(lines) > 0 {
+		t.Fatalf("a precondition that does not hold was logged at error:\n%s", strings.Join(lines, "\n"))
+	}
+
+	// A precondition that raises when evaluated: a failure, logged.
+	broken := serveWith(ontologytest.Apply(t, orders.Config, ontologytest.Set("actions.cancel_order.where", `int(input.reason) > 0`)))
+	out := broken.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "not a number"}`))
+	want(t, out, engine.StatusPreconditionFailed)
+	if lines := failures(); len(lines) != 1 || !strings.Contains(lines[0], out.CorrelationID) || !strings.Contains(lines[0], "could not be evaluated") {
+		t.Fatalf("a precondition that could not be evaluated was not logged at error once: %q", lines)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
