@@ -182,7 +182,7 @@ func TestEveryToolCallIsAnEvent(t *testing.T) {
 	cs := connect(t, s, &engine.Caller{Subject: "agent-7", Tenant: "acme", Scopes: []string{"orders:read"}, Kind: engine.ActorAgent})
 	call(t, cs, "order_get", `{"id": "o-1001"}`)
 	call(t, cs, "order_list", `{"limit": 0, "cursor": "`+secret+`"}`)
-	long := strings.Repeat("y", 5000) // an unknown name any length: logged shortened
+	long := strings.Repeat("y", 5000)                                     // an unknown name any length: logged shortened
 	for _, name := range []string{"no_such_tool", "cancel_order", long} { // unknown; hidden: the caller has no role
 		if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"note": secret}}); err == nil {
 			t.Fatalf("%s answered", name)
