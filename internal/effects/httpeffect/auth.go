@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -102,7 +103,7 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 		if err != nil {
 			return nil, err
 		}
-		c.secrets = append(c.secrets, []byte(value))
+		c.addSecret(value)
 		switch a.Type {
 		case ontology.AuthAPIKey:
 			name, in := a.Name, a.In
@@ -111,7 +112,7 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 				// "Bot <token>"): an upstream that echoes the credentials
 				// without their scheme word must not pass them on either.
 				if _, token, ok := strings.Cut(value, " "); ok && strings.TrimSpace(token) != "" {
-					c.secrets = append(c.secrets, []byte(strings.TrimSpace(token)))
+					c.addSecret(strings.TrimSpace(token))
 				}
 			}
 			c.place[scheme] = func(req *http.Request, q url.Values) error {
@@ -127,7 +128,8 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 			}
 		case ontology.AuthBasic:
 			user, password, _ := strings.Cut(value, ":")
-			c.secrets = append(c.secrets, []byte(password), []byte(base64.StdEncoding.EncodeToString([]byte(value))))
+			c.addSecret(password)
+			c.addSecret(base64.StdEncoding.EncodeToString([]byte(value)))
 			c.place[scheme] = func(req *http.Request, _ url.Values) error {
 				req.SetBasicAuth(user, password)
 				return nil
@@ -139,7 +141,7 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 			}
 		case ontology.AuthOAuth2ClientCredentials:
 			id, secret, _ := strings.Cut(value, ":")
-			c.secrets = append(c.secrets, []byte(secret))
+			c.addSecret(secret)
 			cc := &clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: a.TokenURL, Scopes: a.Scopes}
 			// The token source caches the token until it expires.
 			tokens := cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, &http.Client{Timeout: tokenTimeout, Transport: client.Transport}))
@@ -170,13 +172,51 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 	return c, nil
 }
 
+// addSecret adds s to the secrets to scrub, with the forms an upstream
+// that echoes a request gives it back in: as sent in a URL's query or
+// path (percent-encoded, in upper- or lower-case hex), and inside a JSON
+// string (escaped, "/" too, as PHP's encoder writes it) — what an error's
+// excerpt, cut short of valid JSON, can only be scrubbed of byte for byte. The longest are
+// replaced first, so that no shorter secret inside a longer one leaves
+// the rest of it behind.
 func (c *credentials) addSecret(s string) {
+	if s == "" {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !slices.ContainsFunc(c.secrets, func(b []byte) bool { return string(b) == s }) {
-		c.secrets = append(c.secrets, []byte(s))
+	inJSON := string(appendJSONString(nil, s))
+	inJSON = inJSON[1 : len(inJSON)-1]
+	for _, form := range []string{s, url.QueryEscape(s), url.PathEscape(s), lowerHex(url.QueryEscape(s)), lowerHex(url.PathEscape(s)),
+		inJSON, strings.ReplaceAll(inJSON, "/", `\/`)} {
+		if !slices.ContainsFunc(c.secrets, func(b []byte) bool { return string(b) == form }) {
+			c.secrets = append(c.secrets, []byte(form))
+		}
 	}
+	slices.SortStableFunc(c.secrets, func(a, b []byte) int { return len(b) - len(a) })
 }
+
+// lowerHex writes the percent-escapes of s in lower-case hex.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = toLowerHex(b[i+1]), toLowerHex(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func toLowerHex(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// redacted is what a secret is replaced with.
+const redacted = "[redacted]"
 
 // scrub replaces every secret in b: an upstream that echoes what it was
 // sent must not pass a credential on to a result, an audit record or a log.
@@ -187,9 +227,133 @@ func (c *credentials) scrub(b []byte) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.secrets {
-		if len(s) > 0 {
-			b = bytes.ReplaceAll(b, s, []byte("[redacted]"))
-		}
+		b = bytes.ReplaceAll(b, s, []byte(redacted))
 	}
 	return b
+}
+
+// longest is the length of the longest secret form: how far past a cut
+// a secret that straddles it can reach.
+func (c *credentials) longest() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.secrets) == 0 {
+		return 0
+	}
+	return len(c.secrets[0]) // sorted longest first
+}
+
+// excerpt is the text of a failing answer an audit record's error keeps:
+// at most the first excerptBytes of b, scrubbed, in valid UTF-8. whole
+// says whether b is the whole body; where it is not, its last longest()
+// bytes may end inside a secret, and are left out. A secret the excerpt's
+// end falls inside is left out whole: cut first and scrubbed after, its
+// beginning would be kept.
+func (c *credentials) excerpt(b []byte, whole bool) string {
+	end := min(len(b), excerptBytes)
+	if !whole {
+		end = min(end, max(0, len(b)-c.longest()))
+	}
+	if c != nil {
+		c.mu.Lock()
+		for moved := true; moved; {
+			moved = false
+			for _, s := range c.secrets {
+				for from := 0; from < end; {
+					i := bytes.Index(b[from:], s)
+					if i < 0 || from+i >= end {
+						break
+					}
+					if from+i+len(s) > end {
+						end, moved = from+i, true
+						break
+					}
+					from += i + len(s)
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	return strings.ToValidUTF8(string(c.scrub(b[:end])), "\uFFFD")
+}
+
+// scrubText is scrub of a string.
+func (c *credentials) scrubText(s string) string {
+	if c == nil {
+		return s
+	}
+	return string(c.scrub([]byte(s)))
+}
+
+// scrubError is err, or an error of its text scrubbed when that holds a
+// secret.
+func (c *credentials) scrubError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if text := c.scrubText(err.Error()); text != err.Error() {
+		return errors.New(text)
+	}
+	return err
+}
+
+// scrubJSON scrubs every string of a JSON text as it reads — its escapes
+// decoded — where scrub sees only bytes: an upstream that answers
+// "fk\/SECRET" or "\u0066k…" spells a secret that scrub cannot find and
+// that every JSON reader decodes. A string that holds none is kept byte
+// for byte, as is everything between strings; one that does is written
+// anew with the secrets replaced. Text that is not JSON is returned as
+// it is.
+func (c *credentials) scrubJSON(b json.RawMessage) json.RawMessage {
+	if c == nil || len(c.secrets) == 0 || !json.Valid(b) {
+		return b
+	}
+	var out []byte
+	last := 0 // b[last:] is not yet in out
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		end := stringEnd(b, i)
+		var text string
+		if err := json.Unmarshal(b[i:end], &text); err != nil {
+			return b // cannot be: b is valid JSON
+		}
+		if scrubbed := c.scrubText(text); scrubbed != text {
+			out = append(out, b[last:i]...)
+			out = appendJSONString(out, scrubbed)
+			last = end
+		}
+		i = end - 1
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
+}
+
+// stringEnd returns the index just past the JSON string that begins with
+// the quote at b[start].
+func stringEnd(b []byte, start int) int {
+	for i := start + 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// appendJSONString appends s as a JSON string, without HTML's escapes.
+func appendJSONString(dst []byte, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -290,4 +292,182 @@ actions:
 	if strings.Contains(all, token) || !strings.Contains(all, "[redacted]") || !strings.Contains(all, "execution_failed") {
 		t.Fatalf("the key, or its token, reached a sink, or nothing was redacted:\n%s", all)
 	}
+}
+
+const echoConfig = `service: shop
+upstreams:
+  echo:
+    base_url: %[1]q
+    auth:
+      hkey: {type: api_key, in: header, name: X-Api-Key}
+actions:
+  echo:
+    description: d
+    input: {type: object, properties: {mode: {type: string}}}
+    policy: {roles: [support]}
+    budget: {per_minute: 500, per_day: 500}
+    execute: {http: {upstream: echo, method: GET, path: "/echo/{mode}"}}
+`
+
+// TestEscapedEchoesAreRedacted: an upstream that echoes a credential in a
+// form a byte search does not find — JSON's escapes ("\/", "\u0066",
+// HTML's "\u0026"), percent-encoding in either case, a failing answer
+// whose excerpt is cut inside the credential — passes none of it to the
+// result, the audit record or the log, as any reader decodes them.
+func TestEscapedEchoesAreRedacted(t *testing.T) {
+	const secret = "hk/SECRET+1=&<x>"
+	unicodeEscaped := func(s string) string {
+		var b strings.Builder
+		for _, r := range s {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		return b.String()
+	}
+	slashEscaped := strings.ReplaceAll(secret, "/", `\/`)
+	htmlEscaped, _ := json.Marshal(secret) // Go's encoder: \u0026 \u003c \u003e
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != secret {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		mode := strings.TrimPrefix(r.URL.Path, "/echo/")
+		switch {
+		case mode == "json":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"slash": "%s", "unicode": "%s", "html": %s, "query": %q, "path": %q, "lower": %q, "inner": "key=%s;"}`,
+				slashEscaped, unicodeEscaped(secret), htmlEscaped, url.QueryEscape(secret), url.PathEscape(secret),
+				strings.ToLower(url.QueryEscape(secret)), unicodeEscaped(secret))
+		case strings.HasPrefix(mode, "cut-"):
+			// The credential straddles the excerpt's end, at every offset;
+			// after it has appeared n times, each replaced by a shorter
+			// word, where it straddles the end of what was read.
+			n, pad := 0, 0
+			_, _ = fmt.Sscanf(mode, "cut-%d-%d", &n, &pad)
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, strings.Repeat(secret, n)+strings.Repeat("a", pad)+secret+strings.Repeat("b", 100))
+		case mode == "escaped-failure":
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = fmt.Fprintf(w, `{"error": "bad key %s"}`, slashEscaped)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("ECHO_HKEY_CREDENTIAL", secret)
+	cfg, err := ontology.Parse(fmt.Appendf(nil, echoConfig, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	dbURL := testdb.New(t)
+	admin, runtime := testdb.Pool(t, dbURL), testdb.RuntimePool(t, dbURL)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var sinks []string
+	out := e.Call(ctx, agent("acme"), "echo", json.RawMessage(`{"mode": "json"}`))
+	if out.Status != engine.StatusOK {
+		t.Fatalf("json: %s (%v)", out.Status, out.Err)
+	}
+	var body struct {
+		Body map[string]string `json:"body"`
+	}
+	if err := json.Unmarshal(out.Data, &body); err != nil || len(body.Body) != 7 || body.Body["inner"] != "key=[redacted];" {
+		t.Fatalf("the result %s (%v): want every member kept, the credential in each redacted", out.Data, err)
+	}
+	sinks = append(sinks, string(out.Data))
+	modes := []string{"escaped-failure"}
+	for _, n := range []int{0, 10} {
+		for pad := excerptEnd - n*len(secret) - len(secret) - 2; pad <= excerptEnd-n*len(secret)+40; pad++ {
+			modes = append(modes, fmt.Sprintf("cut-%d-%d", n, pad))
+		}
+	}
+	for _, mode := range modes {
+		out := e.Call(ctx, agent("acme"), "echo", fmt.Appendf(nil, `{"mode": %q}`, mode))
+		if out.Status != engine.StatusFailed {
+			t.Fatalf("%s: %s (%v)", mode, out.Status, out.Err)
+		}
+	}
+	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var entry string
+		if err := rows.Scan(&entry); err != nil {
+			t.Fatal(err)
+		}
+		sinks = append(sinks, entry)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	sinks = append(sinks, logs.String())
+	// Each sink as a reader sees it: every JSON string decoded, and each
+	// percent-decoded; no part of the credential past its first 3 bytes.
+	for _, sink := range sinks {
+		for _, text := range decodedStrings(t, sink) {
+			for _, form := range []string{text, unescaped(text), strings.ReplaceAll(text, `\`, "")} {
+				if strings.Contains(form, secret[:4]) {
+					t.Errorf("a sink holds the credential, or a part of it: %q", form)
+				}
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(sinks, "\n"), "[redacted]") {
+		t.Error("nothing was redacted")
+	}
+}
+
+// excerptEnd is where an error's excerpt of a failing answer ends: after
+// 512 bytes of the body.
+const excerptEnd = 512
+
+// decodedStrings returns every string of the JSON lines in text, decoded;
+// a line that is not JSON is itself.
+func decodedStrings(t *testing.T, text string) []string {
+	t.Helper()
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+			var inner any // a string that holds JSON: an excerpt of a body
+			if json.Unmarshal([]byte(v), &inner) == nil {
+				walk(inner)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case map[string]any:
+			for k, x := range v {
+				out = append(out, k)
+				walk(x)
+			}
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		var v any
+		if json.Unmarshal([]byte(line), &v) != nil {
+			out = append(out, line)
+			continue
+		}
+		walk(v)
+	}
+	return out
+}
+
+// unescaped is s percent-decoded, or s when it does not decode.
+func unescaped(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
 }

@@ -595,7 +595,7 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 		a.result, _ = json.Marshal(map[string]any{"status": resp.StatusCode, "body_withheld": withheld})
 		return a
 	}
-	answer := plan.Read(resp.StatusCode, resp.Header, c.creds.scrub(data))
+	answer := c.read(plan, resp, data)
 	switch {
 	case answer.Diagnostic != "":
 		// The answer states its own failure: the upstream did not act.
@@ -624,22 +624,28 @@ func (c *Caller) failed(plan *Plan, a *attempted, resp *http.Response) {
 	if plan.ReadFailures && !retryableStatus(resp.StatusCode) {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, plan.Limits.MaxBytes+1))
 		if err == nil && int64(len(data)) <= plan.Limits.MaxBytes {
-			if answer := plan.Read(resp.StatusCode, resp.Header, c.creds.scrub(data)); answer.Diagnostic != "" {
+			if answer := c.read(plan, resp, data); answer.Diagnostic != "" {
 				a.diagnostic, a.stated, a.err = answer.Diagnostic, true, fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
 				return
 			}
 		}
-		a.err = fmt.Errorf("answered %s: %q", resp.Status, excerpt(c.creds.scrub(data)))
+		a.err = fmt.Errorf("answered %s: %q", resp.Status, c.creds.excerpt(data, err == nil && int64(len(data)) <= plan.Limits.MaxBytes))
 		return
 	}
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
-	a.err = fmt.Errorf("answered %s: %q", resp.Status, excerpt(c.creds.scrub(data)))
+	limit := excerptBytes + c.creds.longest()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)))
+	a.err = fmt.Errorf("answered %s: %q", resp.Status, c.creds.excerpt(data, err == nil && len(data) < limit))
 }
 
-// excerpt is the text of a failing answer an audit record's error keeps:
-// at most excerptBytes, valid UTF-8.
-func excerpt(b []byte) string {
-	return strings.ToValidUTF8(string(b[:min(len(b), excerptBytes)]), "\uFFFD")
+// read is the plan's reading of an answer, with no credential in what it
+// returns: the body scrubbed before it is read, and the result and the
+// error scrubbed after, where what the body escaped (JSON's \u0066,
+// XML's &#x66;) is decoded.
+func (c *Caller) read(plan *Plan, resp *http.Response, data []byte) Answer {
+	answer := plan.Read(resp.StatusCode, resp.Header, c.creds.scrub(data))
+	answer.Result = c.creds.scrubJSON(answer.Result)
+	answer.Err, answer.Unreadable = c.creds.scrubError(answer.Err), c.creds.scrubError(answer.Unreadable)
+	return answer
 }
 
 // authorize places the credentials of the schemes the call presents on
