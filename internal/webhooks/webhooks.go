@@ -263,6 +263,11 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
+		// In the claim's order, as the events happened: UPDATE … RETURNING
+		// returns its rows in no set order (newest first, seen).
+		slices.SortFunc(claimed, func(a, b *store.WebhookMessage) int {
+			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Seq, b.Seq))
+		})
 		for _, m := range claimed {
 			if err := w.deliver(ctx, m); err != nil {
 				errs = append(errs, err)

@@ -372,6 +372,49 @@ func TestDeliversSignedEvents(t *testing.T) {
 	}
 }
 
+// TestDeliversInTheOrderEventsHappened: a batch of one tenant's messages
+// reaches an endpoint in the order their events happened — an approval's
+// pending before its decision — however Postgres returned the claim's rows
+// (UPDATE … RETURNING keeps no order; it returned them newest first).
+func TestDeliversInTheOrderEventsHappened(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}})
+	approver := &engine.Caller{Subject: "alice@example.com", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}
+	var want []string
+	for i := range 4 {
+		id := b.stage(t, "reason "+strconv.Itoa(i))
+		view, err := b.engine.ShowApproval(context.Background(), "acme", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := b.engine.Decide(context.Background(), approver, engine.Decision{ApprovalID: id, Approve: false, Digest: view.Digest, Note: "no"}); out.Status != engine.StatusOK {
+			t.Fatalf("reject: %s %v", out.Status, out.Err)
+		}
+		want = append(want, "approval.pending "+id, "approval.rejected "+id)
+	}
+	if n := b.runOnce(t, w); n != len(want) {
+		t.Fatalf("handled %d messages in one run, want %d", n, len(want))
+	}
+	var got []string
+	for _, d := range r.deliveries() {
+		var p struct {
+			Type string `json:"type"`
+			Data struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(d.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p.Type+" "+p.Data.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("delivered\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestRetriesWithBackoffThenFails: an endpoint answering 500 is retried,
 // not before its backoff, with the same webhook-id, until the attempts run
 // out; the message is then failed, and redelivering it sends it again.
