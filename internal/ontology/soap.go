@@ -174,6 +174,9 @@ func (c *Config) validateSOAPExecute(s *SOAPExecute, path string, envs []string,
 	}
 	s.elements = soapElements(s.Body, path+".body", ref, add)
 	validateHeaders(s.Headers, path+".headers", ref, add, "SOAPAction")
+	if s.upstream != nil {
+		s.upstream.refuseCredentialPlaces(s.Upstream, s.Headers, path+".headers", InHeader, add)
+	}
 	for i, st := range s.Success {
 		if st < 100 || st > 599 {
 			add(fmt.Sprintf("%s.success.%d", path, i), "%d is not an HTTP status", st)

@@ -708,6 +708,10 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, envs []string,
 		}
 	}
 	validateHeaders(h.Headers, path+".headers", ref, add, cmp.Or(h.idempotencyHeader, IdempotencyHeaderDefault))
+	if h.upstream != nil {
+		h.upstream.refuseCredentialPlaces(h.Upstream, h.Headers, path+".headers", InHeader, add)
+		h.upstream.refuseCredentialPlaces(h.Upstream, h.Query, path+".query", InQuery, add)
+	}
 	if h.Body != nil {
 		if SafeMethod(h.Method) {
 			add(path+".body", "a %s request carries no body", h.Method)
@@ -754,6 +758,26 @@ func (c *Config) resolveUpstream(name, path string, envs []string, add func(path
 		return nil, nil // validateUpstreams reports it
 	}
 	return u, parsed
+}
+
+// refuseCredentialPlaces refuses a header (in: header; its name in any
+// case) or query parameter (in: query) of a call on u, named upstream, that
+// is where one of u's api_key schemes places its credential: the scheme's
+// credential would overwrite the action's value where it is set, and where
+// it is unset (the scheme omitted) the action's value — an agent's input,
+// perhaps — would go out in the credential's place.
+func (u *Upstream) refuseCredentialPlaces(upstream string, fields map[string]string, path, in string, add func(path, format string, args ...any)) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
+			a := u.Auth[scheme]
+			if a.Type != AuthAPIKey || a.In != in {
+				continue
+			}
+			if in == InHeader && strings.EqualFold(k, a.Name) || in == InQuery && k == a.Name {
+				add(path+"."+k, "is where upstreams.%s.auth.%s places its credential; an action may not set it", upstream, scheme)
+			}
+		}
+	}
 }
 
 // validateHeaders checks a call's headers: each a header name an action

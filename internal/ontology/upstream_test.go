@@ -337,3 +337,43 @@ func TestCallAuth(t *testing.T) {
 		t.Errorf("the soap call presents %v", got)
 	}
 }
+
+// TestActionsCannotSetACredentialsPlace: a call may not set the header
+// (in any case) or query parameter where one of its upstream's api_key
+// schemes places a credential — presented by the call or not: where the
+// credential is unset, the call's value, perhaps an agent's input, would
+// go out in its place. Other names, and a cookie scheme's, are the call's.
+func TestActionsCannotSetACredentialsPlace(t *testing.T) {
+	t.Parallel()
+	schemes := "    auth:\n      hkey: {type: api_key, in: header, name: X-Api-Key}\n      qkey: {type: api_key, in: query, name: api_key}\n      ckey: {type: api_key, in: cookie, name: express}\n"
+	with := func(query, headers string) string {
+		src := replace("    base_url: https://carrier.example.com/api/v1/\n", "    base_url: https://carrier.example.com/api/v1/\n"+schemes)(httpBase)
+		src = replace(`        query: {express: ":express", source: agent}`, "        query: "+query)(src)
+		return replace(`        headers: {X-Weight: ":weight"}`, "        headers: "+headers+"\n        auth: [qkey]")(src)
+	}
+	if _, err := Parse([]byte(with(`{express: ":express", API_KEY: x}`, `{X-Weight: ":weight", X-Api-Key2: x}`))); err != nil {
+		t.Fatalf("names no scheme places a credential at: %v", err)
+	}
+	at := "actions.create_label.execute.http."
+	for _, tt := range []struct {
+		query, headers string
+		paths          []string
+	}{
+		{`{api_key: ":order_id"}`, `{}`, []string{at + "query.api_key"}},
+		{`{}`, `{x-api-key: ":order_id"}`, []string{at + "headers.x-api-key"}}, // hkey, though this call presents only qkey
+		{`{api_key: fixed}`, `{X-API-KEY: fixed}`, []string{at + "headers.X-API-KEY", at + "query.api_key"}},
+	} {
+		_, err := Parse([]byte(with(tt.query, tt.headers)))
+		ps, _ := errors.AsType[Problems](err)
+		var paths []string
+		for _, p := range ps {
+			paths = append(paths, p.Path)
+			if !strings.Contains(p.Message, "places its credential") {
+				t.Errorf("%s: %q", p.Path, p.Message)
+			}
+		}
+		if !slices.Equal(paths, tt.paths) {
+			t.Errorf("query %s headers %s: %v, want problems at %v", tt.query, tt.headers, err, tt.paths)
+		}
+	}
+}
