@@ -356,7 +356,7 @@ func description(op *apidoc.Operation) string {
 func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[string]any, error) {
 	query, headers := map[string]any{}, map[string]any{}
 	keyHeader := t.IdempotencyHeader.Value
-	path := op.Path
+	pathProps := map[string]string{} // a path parameter's name → its property
 	for _, p := range op.Parameters {
 		switch {
 		case keyHeader != "" && p.In == apidoc.InHeader && strings.EqualFold(p.Name, keyHeader):
@@ -380,17 +380,16 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 		prop := in.param(p)
 		switch p.In {
 		case apidoc.InPath:
-			path = strings.ReplaceAll(path, "{"+p.Name+"}", "{"+prop+"}")
+			pathProps[p.Name] = prop
 		case apidoc.InQuery:
 			query[p.Name] = ":" + prop
 		case apidoc.InHeader:
 			headers[p.Name] = ":" + prop
 		}
 	}
-	if strings.Contains(path, "{") {
-		if _, err := ontology.ParsePath(path); err != nil {
-			return nil, fmt.Errorf("its path cannot be bound: %w", err)
-		}
+	path, err := bindPath(op.Path, pathProps)
+	if err != nil {
+		return nil, err
 	}
 	h := map[string]any{
 		"upstream":  e.m.Service,
@@ -573,16 +572,54 @@ func isObject(s *apidoc.Schema) bool {
 	return len(s.Members(false)) > 0
 }
 
+// bindPath is an operation's path with each {name} bound to its
+// parameter's property, props[name], rewritten in one pass (one at a time,
+// a property named as another parameter, {thing_id} for {thing-id}, was
+// rewritten again by that one's turn), and checked as config check checks
+// it: a path naming a parameter the operation does not declare, or that
+// holds what a URL path cannot (a query, a space), is refused here, not
+// written for config check to refuse.
+func bindPath(path string, props map[string]string) (string, error) {
+	var b strings.Builder
+	for rest := path; ; {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			b.WriteString(rest)
+			break
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("its path %q has a { without its }", path)
+		}
+		name := rest[open+1 : open+end]
+		prop, ok := props[name]
+		if !ok {
+			return "", fmt.Errorf("its path names {%s}, which no path parameter of the operation declares", name)
+		}
+		b.WriteString(rest[:open] + "{" + prop + "}")
+		rest = rest[open+end+1:]
+	}
+	bound := b.String()
+	if _, err := ontology.ParsePath(bound); err != nil {
+		return "", fmt.Errorf("its path cannot be bound: %w", err)
+	}
+	return bound, nil
+}
+
 // masks maps a redacted parameter or body field onto input pointers.
 func (in *input) masks(f RedactField) []string {
 	switch f.In {
 	case FieldParameter:
+		// The field names a parameter by name alone: one of that name in
+		// each place (a query's email, a header's) is masked, every one.
+		var out []string
 		for k, prop := range in.params {
 			if apidoc.Pointer("", k[1]) == f.Pointer {
-				return []string{"/" + prop}
+				out = append(out, "/"+prop)
 			}
 		}
-		return nil // a parameter not in the input (a credential left out)
+		slices.Sort(out)
+		return out // none: a parameter not in the input (a credential left out)
 	case FieldBody:
 		if in.bodyProp != "" {
 			return []string{"/" + in.bodyProp + f.Pointer}

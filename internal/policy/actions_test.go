@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,5 +52,72 @@ func TestActionsLoad(t *testing.T) {
 	}
 	if written < 300 {
 		t.Fatalf("only %d actions written across the corpus", written)
+	}
+}
+
+// TestActionsBindEveryParameter: each parameter is bound to a property of
+// its own — two path parameters named thing-id and thing_id each fill
+// their own slot — a parameter of one name in two places is masked in
+// both, the same bytes every time; and a path that cannot be bound (a
+// parameter none declares, a query) is skipped with why, not written for
+// config check to refuse.
+func TestActionsBindEveryParameter(t *testing.T) {
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "synthetic-binding.yaml"
+	f := load(t, name)
+	accept := map[string]string{}
+	for _, tool := range compile(t, name, "svc", nil).Tools {
+		accept[tool.Name] = "accepted by the test"
+	}
+	m := compile(t, name, "svc", accept)
+	out, err := policy.Emit(m, f.Doc, all, policy.EmitOptions{BaseURL: "https://api.example.com/v1", Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 { // map order once chose which of two was masked
+		again, err := policy.Emit(m, f.Doc, all, policy.EmitOptions{BaseURL: "https://api.example.com/v1", Environment: "staging"})
+		if err != nil || !bytes.Equal(again.YAML, out.YAML) {
+			t.Fatalf("a second emit differs (%v):\n%s\n---\n%s", err, out.YAML, again.YAML)
+		}
+	}
+	cfg, err := ontology.Parse(out.YAML)
+	if err != nil {
+		t.Fatalf("the actions file does not load: %v\n%s", err, out.YAML)
+	}
+	thing := cfg.Actions["getThing"]
+	if thing == nil {
+		t.Fatalf("getThing not written: %s", out.YAML)
+	}
+	parts, err := ontology.ParsePath(thing.Execute.HTTP.Path)
+	if err != nil || len(parts) != 4 || parts[1].Param == "" || parts[3].Param == "" || parts[1].Param == parts[3].Param {
+		t.Fatalf("getThing's path %q binds its two parameters to one property", thing.Execute.HTTP.Path)
+	}
+	search := cfg.Actions["search"]
+	if search == nil {
+		t.Fatalf("search not written: %s", out.YAML)
+	}
+	var bound []string
+	for _, v := range search.Execute.HTTP.Query {
+		bound = append(bound, "/"+strings.TrimPrefix(v, ":"))
+	}
+	for _, v := range search.Execute.HTTP.Headers {
+		bound = append(bound, "/"+strings.TrimPrefix(v, ":"))
+	}
+	slices.Sort(bound)
+	if len(bound) != 2 || bound[0] == bound[1] || !slices.Equal(search.RedactAudit, bound) {
+		t.Fatalf("search binds %v and masks %v: want both emails masked", bound, search.RedactAudit)
+	}
+	skipped := map[string]string{}
+	for _, s := range out.Skipped {
+		skipped[s.Tool] = s.Reason
+	}
+	if r := skipped["getItem"]; !strings.Contains(r, "{id}") {
+		t.Errorf("getItem, whose path names a parameter none declares: skipped %q", r)
+	}
+	if r := skipped["queryInPath"]; !strings.Contains(r, "query") {
+		t.Errorf("queryInPath, whose path holds a query: skipped %q", r)
 	}
 }
