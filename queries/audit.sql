@@ -52,6 +52,23 @@ SELECT coalesce(u.seq, 0)::bigint AS seq, u.correlation_id::text AS correlation_
        u.action::text AS action, u.at::timestamptz AS at
 FROM orangerail.audit_unfinished(@tenant_id::text) AS u;
 
+-- name: AuditUnfinishedExecution :one
+-- The unfinished execution of correlation_id (audit_unfinished's), with
+-- its execution_started record's approval: what settling it needs.
+-- approval_id is '' for a call that ran without one.
+SELECT coalesce(u.action, '')::text AS action,
+       coalesce((SELECT s.approval_id::text FROM orangerail.audit s
+                 WHERE s.tenant_id = @tenant_id::text AND s.correlation_id = u.correlation_id AND s.phase = 'execution_started'
+                 ORDER BY s.id DESC LIMIT 1), '')::text AS approval_id
+FROM orangerail.audit_unfinished(@tenant_id::text) AS u
+WHERE u.correlation_id = @correlation_id::text
+LIMIT 1;
+
+-- name: AuditSettleLock :exec
+-- Held until the transaction ends: two operators settling one execution
+-- at once settle it once.
+SELECT pg_advisory_xact_lock(hashtextextended('orangerail.settle:' || @tenant_id::text || ':' || @correlation_id::text, 0));
+
 -- name: ApprovalsUnaudited :many
 -- The first row_limit, each with the count of all (total).
 SELECT u.approval_id::uuid AS approval_id, u.action::text AS action,

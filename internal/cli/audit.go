@@ -26,7 +26,7 @@ func newAuditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Inspect and verify the hash-chained audit log",
 	}
-	cmd.AddCommand(newAuditVerifyCmd(), newAuditCheckpointCmd(), newAuditProveCmd(), newAuditCheckProofCmd(), newAuditCheckpointKeyCmd())
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditSettleCmd(), newAuditCheckpointCmd(), newAuditProveCmd(), newAuditCheckProofCmd(), newAuditCheckpointKeyCmd())
 	return cmd
 }
 
@@ -232,7 +232,7 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			return fmt.Sprintf("%s  %s  action %q  correlation %s  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,
 				u.CorrelationID, u.UnsealedFor.Round(time.Second))
 		})
-		listFindings(w, r.Unfinished, r.UnfinishedTotal, "execution(s) started but never finished", func(u engine.UnfinishedExecution) string {
+		listFindings(w, r.Unfinished, r.UnfinishedTotal, "execution(s) started but never finished (settle each with `orangerail audit settle`)", func(u engine.UnfinishedExecution) string {
 			return fmt.Sprintf("seq %d  %s  action %q  correlation %s", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
 		})
 		listFindings(w, r.Unaudited, r.UnauditedTotal, "consumed approval(s) with no audit record of their execution", func(u engine.UnauditedApproval) string {
@@ -244,7 +244,7 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		listFindings(w, r.UnexplainedExecutions, r.UnexplainedExecutionsTotal, "execution record(s) of an approval the chain does not show staged and approved", func(u engine.UnexplainedExecution) string {
 			return fmt.Sprintf("seq %d  %s  approval %s  action %q  missing %v", u.Seq, u.Phase, u.ApprovalID, u.Action, u.Missing)
 		})
-		listFindings(w, r.BreakGlass, r.BreakGlassTotal, "break-glass decision(s) by the database owner (reported, not a failure)", func(b engine.BreakGlassDecision) string {
+		listFindings(w, r.BreakGlass, r.BreakGlassTotal, "operator record(s) by the database owner — break-glass decisions, settled executions (reported, not a failure)", func(b engine.BreakGlassDecision) string {
 			return fmt.Sprintf("seq %d  %s  %s  approval %s  operator %q  reason %q", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase, b.ApprovalID, b.Operator, b.Reason)
 		})
 	}

@@ -22,7 +22,7 @@ func TestPrintReportsListsBreakGlass(t *testing.T) {
 	var out bytes.Buffer
 	printReports(&out, []*engine.Report{r})
 	got := out.String()
-	for _, want := range []string{"tenant acme: OK", "1 break-glass decision(s)", id.String(), `operator "postgres"`, `reason "desk down\x1b[2J"`} {
+	for _, want := range []string{"tenant acme: OK", "1 operator record(s)", "break-glass decisions", id.String(), `operator "postgres"`, `reason "desk down\x1b[2J"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}

@@ -322,6 +322,22 @@ func (q *Queries) AuditSeal(ctx context.Context, db DBTX, arg *AuditSealParams) 
 	return sealed, err
 }
 
+const auditSettleLock = `-- name: AuditSettleLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended('orangerail.settle:' || $1::text || ':' || $2::text, 0))
+`
+
+type AuditSettleLockParams struct {
+	TenantID      string
+	CorrelationID string
+}
+
+// Held until the transaction ends: two operators settling one execution
+// at once settle it once.
+func (q *Queries) AuditSettleLock(ctx context.Context, db DBTX, arg *AuditSettleLockParams) error {
+	_, err := db.Exec(ctx, auditSettleLock, arg.TenantID, arg.CorrelationID)
+	return err
+}
+
 const auditUnexplainedExecutions = `-- name: AuditUnexplainedExecutions :many
 SELECT coalesce(u.seq, 0)::bigint AS seq, u.approval_id::uuid AS approval_id, u.phase::text AS phase,
        u.action::text AS action, u.missing::text[] AS missing, count(*) OVER ()::bigint AS total
@@ -407,6 +423,36 @@ func (q *Queries) AuditUnfinished(ctx context.Context, db DBTX, tenantID string)
 		return nil, err
 	}
 	return items, nil
+}
+
+const auditUnfinishedExecution = `-- name: AuditUnfinishedExecution :one
+SELECT coalesce(u.action, '')::text AS action,
+       coalesce((SELECT s.approval_id::text FROM orangerail.audit s
+                 WHERE s.tenant_id = $1::text AND s.correlation_id = u.correlation_id AND s.phase = 'execution_started'
+                 ORDER BY s.id DESC LIMIT 1), '')::text AS approval_id
+FROM orangerail.audit_unfinished($1::text) AS u
+WHERE u.correlation_id = $2::text
+LIMIT 1
+`
+
+type AuditUnfinishedExecutionParams struct {
+	TenantID      string
+	CorrelationID string
+}
+
+type AuditUnfinishedExecutionRow struct {
+	Action     string
+	ApprovalID string
+}
+
+// The unfinished execution of correlation_id (audit_unfinished's), with
+// its execution_started record's approval: what settling it needs.
+// approval_id is ” for a call that ran without one.
+func (q *Queries) AuditUnfinishedExecution(ctx context.Context, db DBTX, arg *AuditUnfinishedExecutionParams) (*AuditUnfinishedExecutionRow, error) {
+	row := db.QueryRow(ctx, auditUnfinishedExecution, arg.TenantID, arg.CorrelationID)
+	var i AuditUnfinishedExecutionRow
+	err := row.Scan(&i.Action, &i.ApprovalID)
+	return &i, err
 }
 
 const auditUnsealed = `-- name: AuditUnsealed :many

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/engine/enginetest"
@@ -458,4 +460,115 @@ func TestRoutineRefusalsAreNotFailures(t *testing.T) {
 		t.Fatalf("a precondition that could not be evaluated was not logged at error once: %q", lines)
 	}
 	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestSettleAnUnfinishedExecution: an execution left unfinished
+// (outcome_unknown) is settled by the database's owner with the outcome
+// found and why — an execution_settled record, listed among the
+// operator's with its reason — after which both verifiers count it
+// finished. Only the owner settles, with a reason and a known outcome;
+// an execution not unfinished (unknown, or settled already) is refused,
+// and two operators settling one at once settle it once.
+func TestSettleAnUnfinishedExecution(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	dataURL := testdb.New(t)
+	data := testdb.Pool(t, dataURL)
+	if _, err := data.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	datasource := testdb.RuntimePool(t, dataURL)
+	apart, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Datasource: datasource,
+		Catalog: readCatalog(t, cfg, datasource), Key: b.key, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfinished := func() string {
+		engine.SetBeforeFinish(apart, panicOnce())
+		out := apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "ran"}`))
+		want(t, out, engine.StatusOutcomeUnknown)
+		return out.CorrelationID
+	}
+	sqlUnfinished := func() (n int) {
+		if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_unfinished('acme')").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	code := func(err error) errcode.Code {
+		var c *errcode.Error
+		if errors.As(err, &c) {
+			return c.Code
+		}
+		return ""
+	}
+	first := unfinished()
+	now := time.Now()
+
+	for _, tt := range []struct {
+		name        string
+		owner       database.TxBeginner
+		correlation string
+		outcome     engine.SettledOutcome
+		reason      string
+		code        errcode.Code
+	}{
+		{"a runtime login", b.runtime, first, engine.SettledSucceeded, "found it", errcode.BreakGlassRefused},
+		{"no reason", b.admin, first, engine.SettledSucceeded, " ", errcode.BreakGlassRefused},
+		{"an outcome of no kind", b.admin, first, "maybe", "found it", errcode.RequestInvalid},
+		{"an unknown execution", b.admin, uuid.NewString(), engine.SettledSucceeded, "found it", errcode.ExecutionNotUnfinished},
+	} {
+		if _, err := engine.SettleExecution(ctx, tt.owner, "acme", tt.correlation, tt.outcome, tt.reason, now); code(err) != tt.code {
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
+		}
+	}
+	if r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || r.UnfinishedTotal != 1 || sqlUnfinished() != 1 {
+		t.Fatalf("before settling: %+v %v", r, err)
+	}
+
+	s, err := engine.SettleExecution(ctx, b.admin, "acme", first, engine.SettledSucceeded, "the carrier's log shows note n-1 made", now)
+	if err != nil || s.Action != "add_order_note" || s.Outcome != engine.SettledSucceeded || s.Operator == "" {
+		t.Fatalf("settle: %+v %v", s, err)
+	}
+	if _, err := engine.SettleExecution(ctx, b.admin, "acme", first, engine.SettledFailed, "again", now); code(err) != errcode.ExecutionNotUnfinished {
+		t.Fatalf("settled twice: %v", err)
+	}
+	// Two operators at once: one settles, the other finds it settled.
+	second := unfinished()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := engine.SettleExecution(ctx, b.admin, "acme", second, engine.SettledFailed, "the carrier never saw it", now)
+			errs <- err
+		}()
+	}
+	var refused int
+	for range 2 {
+		if err := <-errs; code(err) == errcode.ExecutionNotUnfinished {
+			refused++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("two settles at once: %d refused, want 1", refused)
+	}
+
+	verifyClean(t, b.testBundle, "acme")
+	if n := sqlUnfinished(); n != 0 {
+		t.Fatalf("the SQL verifier finds %d unfinished", n)
+	}
+	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || r.BreakGlassTotal != 2 || r.BreakGlass[0].Phase != engine.PhaseExecutionSettled || r.BreakGlass[0].Reason != "the carrier's log shows note n-1 made" {
+		t.Fatalf("the operator's records: %+v %v", r.BreakGlass, err)
+	}
+	var sqlListed int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_break_glass('acme') WHERE phase = 'execution_settled'").Scan(&sqlListed); err != nil || sqlListed != 2 {
+		t.Fatalf("audit_break_glass lists %d settled executions (%v)", sqlListed, err)
+	}
 }

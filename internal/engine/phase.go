@@ -16,6 +16,10 @@ const (
 	PhaseExecutionStarted   Phase = "execution_started"
 	PhaseExecutionSucceeded Phase = "execution_succeeded"
 	PhaseExecutionFailed    Phase = "execution_failed"
+	// PhaseExecutionSettled finishes an execution left unfinished
+	// (outcome_unknown): an operator's record of how it ended, as they
+	// found out, and why (SettleExecution).
+	PhaseExecutionSettled Phase = "execution_settled"
 	// PhaseEffectAttempt is one attempt of an effect that is not
 	// transactional (an upstream call), between execution_started and its
 	// end: its number, status or failure class, and duration.
@@ -39,7 +43,7 @@ const (
 // Phases returns every phase, in lifecycle order.
 func Phases() []Phase {
 	return []Phase{PhaseStaged, PhaseApproved, PhaseRejected, PhaseExpired, PhaseDryRun, PhaseNotImplemented,
-		PhaseExecutionStarted, PhaseEffectAttempt, PhaseExecutionSucceeded, PhaseExecutionFailed,
+		PhaseExecutionStarted, PhaseEffectAttempt, PhaseExecutionSucceeded, PhaseExecutionFailed, PhaseExecutionSettled,
 		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused, PhaseRateLimited}
 }
 
@@ -59,7 +63,7 @@ func FollowsConsume(p Phase) bool {
 // PhaseExecutionStarted opened. orangerail.audit_unfinished uses the same
 // set.
 func (p Phase) Finishes() bool {
-	return p == PhaseExecutionSucceeded || p == PhaseExecutionFailed
+	return p == PhaseExecutionSucceeded || p == PhaseExecutionFailed || p == PhaseExecutionSettled
 }
 
 // RequiredPhases are the records an approval of the given status needs in

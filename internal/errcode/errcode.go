@@ -39,6 +39,7 @@ const (
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
+	ExecutionNotUnfinished    Code = "X_EXECUTION_NOT_UNFINISHED"
 	ApprovalInputShredded     Code = "X_APPROVAL_INPUT_SHREDDED"
 	ApprovalInputUnreadable   Code = "X_APPROVAL_INPUT_UNREADABLE"
 
@@ -225,8 +226,10 @@ var table = []Entry{
 		"Nothing to decide: the audit log keeps the approval's records and its input's digest. To act again, the agent makes a new call.", ""},
 	{ApprovalInputUnreadable, "The approval's sealed input does not open here: the key ring no longer holds (or, during a key rotation, does not yet hold) the key that sealed it (its kid is the approval's input_key_id), or the row was altered. It is not executed, and nobody may approve it here, since nobody here can be shown it; it may be rejected.",
 		"Put the dropped key back in ORANGERAIL_SECRET_KEY (inactive) until the approval has ended; drop keys only as the README's key rotation says.", ""},
-	{BreakGlassRefused, "A break-glass decision needs a reason and a connection logged in as the owner of the orangerail schema (or a superuser) acting as itself; this one gave no reason, or is a runtime login or SET ROLE to another role.",
-		"Decide through the desk or `orangerail approvals approve --server URL` when it is up; otherwise pass --reason TEXT and the owner's database URL (the one `orangerail migrate` runs with), not the runtime's.", ""},
+	{BreakGlassRefused, "An operator's record — a break-glass decision, an execution settled — needs a reason and a connection logged in as the owner of the orangerail schema (or a superuser) acting as itself; this one gave no reason, or is a runtime login or SET ROLE to another role.",
+		"Decide through the desk or `orangerail approvals approve --server URL` when it is up; otherwise, and to settle an execution, pass --reason TEXT and the owner's database URL (the one `orangerail migrate` runs with), not the runtime's.", ""},
+	{ExecutionNotUnfinished, "No execution of that correlation id is unfinished in the tenant: none started under it, or it finished (succeeded, failed, or settled already).",
+		"Run `orangerail audit verify --tenant T` and settle one of the unfinished executions it lists, by the correlation id it prints.", ""},
 	{IdentityRequired, "Serving MCP over HTTP needs a verified identity for every caller, and none is configured.",
 		"Configure identity.oidc in the config, or serve a local developer over stdio with `orangerail serve --stdio`.", ""},
 	{SecretKeyMissing, "The server's secret key (which signs input digests and list cursors) is missing or malformed.",

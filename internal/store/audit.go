@@ -322,3 +322,25 @@ func (s *Store) AuditPage(ctx context.Context, p *AuditPageParams) ([]AuditRecor
 	}
 	return page, nil
 }
+
+// AuditUnfinishedExecutionGet returns the action and approval (nil for a
+// call that ran without one) of the tenant's unfinished execution of
+// correlationID, locking it against a second settle until the transaction
+// ends; ErrNotFound when no execution of it is unfinished.
+func (s *Store) AuditUnfinishedExecutionGet(ctx context.Context, tenantID, correlationID string) (action string, approval *uuid.UUID, err error) {
+	if err := s.q.AuditSettleLock(ctx, s.x, &db.AuditSettleLockParams{TenantID: tenantID, CorrelationID: correlationID}); err != nil {
+		return "", nil, InterpretError(err)
+	}
+	row, err := s.q.AuditUnfinishedExecution(ctx, s.x, &db.AuditUnfinishedExecutionParams{TenantID: tenantID, CorrelationID: correlationID})
+	if err != nil {
+		return "", nil, InterpretError(err)
+	}
+	if row.ApprovalID != "" {
+		id, err := uuid.Parse(row.ApprovalID)
+		if err != nil {
+			return "", nil, err
+		}
+		approval = &id
+	}
+	return row.Action, approval, nil
+}

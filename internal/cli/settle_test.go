@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// TestAuditSettle: an execution left unfinished fails `audit verify` until
+// the schema's owner settles it with `audit settle` — the runtime's login
+// is refused, coded, as is an execution not unfinished — after which verify
+// exits 0 and lists the settle among the operator's records.
+func TestAuditSettle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ownerURL := testdb.New(t) // a superuser's: as the owner's
+	runtime := testdb.RuntimePool(t, ownerURL)
+	admin := testdb.Pool(t, ownerURL)
+	login := "cli_runtime_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN PASSWORD 'pw' IN ROLE orangerail_runtime; GRANT SELECT ON orangerail_schema_version TO "+login); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
+	})
+	if err := database.InTenant(ctx, runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return engine.AppendAudit(ctx, tx, &engine.Record{Tenant: "acme", At: time.Now(), CorrelationID: "c-7", Phase: engine.PhaseExecutionStarted,
+			Action: "create_label", Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", ownerURL); code != exitFindings || !strings.Contains(out, "correlation c-7") ||
+		!strings.Contains(out, "orangerail audit settle") {
+		t.Fatalf("verify before settling: exit %d\n%s", code, out)
+	}
+	settle := func(url string, args ...string) (int, string, string) {
+		return cli(t, append([]string{"audit", "settle", "--database-url", url, "--tenant", "acme"}, args...)...)
+	}
+	code, _, stderr := settle(testdb.WithUser(t, ownerURL, login, "pw"), "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
+	if code != exitError {
+		t.Fatalf("the runtime's login settled: exit %d %s", code, stderr)
+	}
+	oneLine(t, stderr, "X_BREAK_GLASS_REFUSED")
+	code, _, stderr = settle(ownerURL, "c-8", "--outcome", "failed", "--reason", "x")
+	if code != exitError {
+		t.Fatalf("an unknown execution settled: exit %d", code)
+	}
+	oneLine(t, stderr, "X_EXECUTION_NOT_UNFINISHED")
+	code, out, stderr := settle(ownerURL, "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
+	if code != exitOK || !strings.Contains(out, `settled: execution c-7 of "create_label" in tenant acme, approval none: failed`) {
+		t.Fatalf("settle: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", ownerURL); code != exitOK || !strings.Contains(out, "execution_settled") ||
+		!strings.Contains(out, `reason "the carrier has no such label"`) {
+		t.Fatalf("verify after settling: exit %d\n%s", code, out)
+	}
+}

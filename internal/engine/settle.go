@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/store"
+)
+
+// SettledOutcome is what an operator found an execution left unfinished
+// did: an upstream write that was sent and never answered, an execution
+// whose server went away mid-call (outcome_unknown).
+type SettledOutcome string
+
+// The outcomes an operator can find.
+const (
+	SettledSucceeded SettledOutcome = "succeeded" // the effect took place
+	SettledFailed    SettledOutcome = "failed"    // it did not
+)
+
+// SettledOutcomes returns every SettledOutcome.
+func SettledOutcomes() []SettledOutcome { return []SettledOutcome{SettledSucceeded, SettledFailed} }
+
+// SettledOutcomeMember is the member of an execution_settled record's
+// result that holds the outcome; its reason is under
+// BreakGlassReasonMember, where every operator's record keeps why.
+const SettledOutcomeMember = "settled_outcome"
+
+// Settled is an execution an operator settled: its execution_settled
+// record.
+type Settled struct {
+	Tenant        string
+	CorrelationID string
+	Action        string
+	ApprovalID    *uuid.UUID
+	Outcome       SettledOutcome
+	Operator      string
+	At            time.Time
+}
+
+// SettleExecution records how an execution left unfinished ended, as an
+// operator found out (the upstream's own records, its support): an
+// execution_settled record in the tenant's chain, after the
+// execution_started it finishes, with the outcome and the reason. Both
+// verifiers then count the execution finished; both list the record among
+// the operator's, with its reason, as they list a break-glass decision.
+//
+// owner is a connection logged in as the owner of the orangerail schema,
+// or a superuser, acting as that login, as for a break-glass decision:
+// anything else is refused X_BREAK_GLASS_REFUSED, as is an empty reason
+// (and the database refuses an operator's record from any other login,
+// ORA06). An execution that is not unfinished in the tenant — none of that
+// correlation id, or one finished or settled already — is refused
+// X_EXECUTION_NOT_UNFINISHED; two operators settling one at once settle it
+// once. Settling runs nothing and changes no approval.
+func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, correlationID string, outcome SettledOutcome, reason string, now time.Time) (*Settled, error) {
+	switch {
+	case !slices.Contains(SettledOutcomes(), outcome):
+		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("the outcome %q is not one of %q", outcome, SettledOutcomes()), nil)
+	case strings.TrimSpace(reason) == "":
+		return nil, errcode.New(errcode.BreakGlassRefused, "settling an execution needs a reason: the record keeps what the operator found, and how", nil)
+	case correlationID == "":
+		return nil, errcode.New(errcode.ExecutionNotUnfinished, "name the execution by its correlation id (audit verify lists each unfinished one's)", nil)
+	}
+	var settled *Settled
+	err := database.InTenant(ctx, owner, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		login, err := st.SessionOperatorGet(ctx)
+		if err != nil {
+			return err
+		}
+		if !login.OwnRights || !login.Owner {
+			return errcode.New(errcode.BreakGlassRefused, fmt.Sprintf("the login %q is not the owner of the orangerail schema acting as itself", login.Login), nil)
+		}
+		action, approval, err := st.AuditUnfinishedExecutionGet(ctx, tenant, correlationID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errcode.New(errcode.ExecutionNotUnfinished, fmt.Sprintf("no execution of correlation id %q is unfinished in tenant %q", correlationID, tenant), nil)
+		}
+		if err != nil {
+			return err
+		}
+		result, err := json.Marshal(map[string]string{BreakGlassReasonMember: reason, SettledOutcomeMember: string(outcome)})
+		if err != nil {
+			return err
+		}
+		rec := &Record{Tenant: tenant, At: now.UTC(), CorrelationID: correlationID, Phase: PhaseExecutionSettled, Action: action,
+			Actor: Actor{Kind: ActorOperator, Subject: login.Login}, ApprovalID: approval, Result: result}
+		if err := appendAudit(ctx, tx, rec); err != nil {
+			return err
+		}
+		settled = &Settled{Tenant: tenant, CorrelationID: correlationID, Action: action, ApprovalID: approval, Outcome: outcome,
+			Operator: login.Login, At: rec.At}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return settled, nil
+}
