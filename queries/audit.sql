@@ -64,6 +64,14 @@ FROM orangerail.audit_unfinished(@tenant_id::text) AS u
 WHERE u.correlation_id = @correlation_id::text
 LIMIT 1;
 
+-- name: AuditCorrelationPhases :one
+-- The phases of a correlation id's records, in chain order (a sealed
+-- record by seq, before any unsealed one; unsealed ones as written): one
+-- row, so that a row reader reads it without a transaction.
+SELECT coalesce(array_agg(phase ORDER BY seq NULLS LAST, id), '{}')::text[] AS phases
+FROM orangerail.audit
+WHERE tenant_id = @tenant_id AND correlation_id = @correlation_id;
+
 -- name: AuditSettleLock :exec
 -- Held until the transaction ends: two operators settling one execution
 -- at once settle it once.

@@ -157,6 +157,27 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 	return items, nil
 }
 
+const auditCorrelationPhases = `-- name: AuditCorrelationPhases :one
+SELECT coalesce(array_agg(phase ORDER BY seq NULLS LAST, id), '{}')::text[] AS phases
+FROM orangerail.audit
+WHERE tenant_id = $1 AND correlation_id = $2
+`
+
+type AuditCorrelationPhasesParams struct {
+	TenantID      string
+	CorrelationID string
+}
+
+// The phases of a correlation id's records, in chain order (a sealed
+// record by seq, before any unsealed one; unsealed ones as written): one
+// row, so that a row reader reads it without a transaction.
+func (q *Queries) AuditCorrelationPhases(ctx context.Context, db DBTX, arg *AuditCorrelationPhasesParams) ([]string, error) {
+	row := db.QueryRow(ctx, auditCorrelationPhases, arg.TenantID, arg.CorrelationID)
+	var phases []string
+	err := row.Scan(&phases)
+	return phases, err
+}
+
 const auditEntryExists = `-- name: AuditEntryExists :one
 SELECT EXISTS (
     SELECT FROM orangerail.audit a

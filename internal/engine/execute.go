@@ -60,6 +60,19 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 		return &Outcome{Status: StatusNotFound}
 	}
 	if out := approvalStatus(approval); out != nil {
+		if out.Status == StatusConsumed {
+			// A consumed approval whose execution has no recorded end —
+			// still running, or its server gone mid-call — may have
+			// acted: the agent is told so, not that its poll said which
+			// (that poll's answer never arrived).
+			phases, err := store.New(database.RowReader(e.store, caller.Tenant)).AuditCorrelationPhases(ctx, caller.Tenant, approvalID)
+			if err != nil {
+				return e.storeFailure(ctx, "check approval", approvalID, err)
+			}
+			if unfinished(phases) {
+				out.Status = StatusOutcomeUnknown
+			}
+		}
 		return out
 	}
 	if unserved, ok := e.cfg.UnservedAction(approval.Action); ok {

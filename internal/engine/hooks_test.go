@@ -559,16 +559,30 @@ func TestSettleAnUnfinishedExecution(t *testing.T) {
 		t.Fatalf("two settles at once: %d refused, want 1", refused)
 	}
 
+	// An approved call whose execution is left unfinished: polled again,
+	// its consumed approval says the outcome is unknown (that poll's
+	// answer never arrived) until it is settled.
+	staged := apart.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	approve(t, apart, "acme", staged.ApprovalID.String())
+	engine.SetBeforeFinish(apart, panicOnce())
+	want(t, apart.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOutcomeUnknown)
+	want(t, apart.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOutcomeUnknown)
+	if _, err := engine.SettleExecution(ctx, b.admin, "acme", staged.ApprovalID.String(), engine.SettledSucceeded, "the order shows cancelled", now); err != nil {
+		t.Fatal(err)
+	}
+	want(t, apart.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusConsumed)
+
 	verifyClean(t, b.testBundle, "acme")
 	if n := sqlUnfinished(); n != 0 {
 		t.Fatalf("the SQL verifier finds %d unfinished", n)
 	}
 	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
-	if err != nil || r.BreakGlassTotal != 2 || r.BreakGlass[0].Phase != engine.PhaseExecutionSettled || r.BreakGlass[0].Reason != "the carrier's log shows note n-1 made" {
+	if err != nil || r.BreakGlassTotal != 3 || r.BreakGlass[0].Phase != engine.PhaseExecutionSettled || r.BreakGlass[0].Reason != "the carrier's log shows note n-1 made" {
 		t.Fatalf("the operator's records: %+v %v", r.BreakGlass, err)
 	}
 	var sqlListed int
-	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_break_glass('acme') WHERE phase = 'execution_settled'").Scan(&sqlListed); err != nil || sqlListed != 2 {
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.audit_break_glass('acme') WHERE phase = 'execution_settled'").Scan(&sqlListed); err != nil || sqlListed != 3 {
 		t.Fatalf("audit_break_glass lists %d settled executions (%v)", sqlListed, err)
 	}
 }

@@ -66,6 +66,22 @@ func (p Phase) Finishes() bool {
 	return p == PhaseExecutionSucceeded || p == PhaseExecutionFailed || p == PhaseExecutionSettled
 }
 
+// unfinished reports whether phases, one correlation id's records in
+// chain order, leave an execution started and not finished: what
+// orangerail.audit_unfinished and the Go verifier find.
+func unfinished(phases []string) bool {
+	open := false
+	for _, p := range phases {
+		switch p := Phase(p); {
+		case p == PhaseExecutionStarted:
+			open = true
+		case p.Finishes():
+			open = false
+		}
+	}
+	return open
+}
+
 // RequiredPhases are the records an approval of the given status needs in
 // its tenant's chain: the approval functions append them with each change,
 // so an approval without them was written around orangerail.

@@ -344,3 +344,10 @@ func (s *Store) AuditUnfinishedExecutionGet(ctx context.Context, tenantID, corre
 	}
 	return row.Action, approval, nil
 }
+
+// AuditCorrelationPhases returns the phases of the tenant's records of
+// correlationID, in chain order.
+func (s *Store) AuditCorrelationPhases(ctx context.Context, tenantID, correlationID string) ([]string, error) {
+	phases, err := s.q.AuditCorrelationPhases(ctx, s.x, &db.AuditCorrelationPhasesParams{TenantID: tenantID, CorrelationID: correlationID})
+	return phases, InterpretError(err)
+}
