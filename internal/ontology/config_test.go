@@ -203,6 +203,7 @@ func TestBrokenConfigs(t *testing.T) {
 		{"a waiver that waives nothing", replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    approval_waived: because"), []string{"actions.cancel_order.approval_waived"}},
 		{"a waiver beside required approval", replace("    policy: {roles: [support]}", "    policy: {approval: required}\n    destructive: true\n    approval_waived: because"), []string{"actions.cancel_order.approval_waived"}},
 		{"an empty waiver", replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    destructive: true\n    approval_waived: \"\""), []string{"actions.cancel_order.approval_waived"}},
+		{"a blank waiver", replace("    policy: {roles: [support]}", "    policy: {roles: [support]}\n    destructive: true\n    approval_waived: \"  \""), []string{"actions.cancel_order.approval_waived"}},
 		{"a default its own schema refuses", replace("{order_id: {type: string}}", "{order_id: {type: string}, reason: {type: string, maxLength: 3, default: toolong}}"), []string{"actions.cancel_order.input.properties.reason.default"}},
 		{"a nested default its own schema refuses", replace("{order_id: {type: string}}", "{order_id: {type: string}, meta: {type: object, properties: {n: {type: integer, default: x}}}}"), []string{"actions.cancel_order.input.properties.meta.properties.n.default"}},
 		{"several problems at once", func(s string) string {

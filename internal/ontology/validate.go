@@ -402,6 +402,8 @@ func validatePolicy(a *Action, path string, mapScoped bool, add func(path, forma
 	case a.DeclaredDestructive() && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
 		add(path+".policy.approval", "the action is destructive, so a person must approve each call: "+
 			"set policy: {approval: required}, or write why not in approval_waived: \"reason\"")
+	case a.ApprovalWaived != "" && strings.TrimSpace(a.ApprovalWaived) == "":
+		add(path+".approval_waived", "is blank: write why a person need not approve each call, or set policy: {approval: required}")
 	case a.ApprovalWaived != "" && (!a.DeclaredDestructive() || p.Approval == ApprovalRequired):
 		add(path+".approval_waived", "waives nothing: it is for a destructive action without policy.approval: required; remove it")
 	}

@@ -42,6 +42,13 @@ func TestActionsLoad(t *testing.T) {
 			if len(cfg.Actions) != len(out.Written) {
 				t.Fatalf("%d actions loaded, %d written", len(cfg.Actions), len(out.Written))
 			}
+			for name, a := range cfg.Actions {
+				// Words joined by one space, none missing: a SOAP operation
+				// without documentation was described "Calls  .".
+				if strings.Contains(a.Description, "  ") {
+					t.Errorf("%s: the description %q", name, a.Description)
+				}
+			}
 			for _, s := range out.Skipped {
 				if tool := m.Tool(s.Tool); tool != nil && tool.Status.Value == policy.StatusServable && !strings.Contains(s.Reason, "built-in") {
 					t.Errorf("%s is servable and was skipped: %s", s.Tool, s.Reason)

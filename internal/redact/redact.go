@@ -48,6 +48,22 @@ var diagnostics = map[engine.Diagnostic]string{
 	engine.DiagnosticUpstreamUnplaceable:     "the input holds a value the action's request cannot carry where it is bound (an object or a list in a path, a query or a header), so nothing was sent. Send a plain value there; the operator narrows the action's input schema to match.",
 }
 
+// upstreamWithheld is what a failure an upstream API answered withholds:
+// there is no datasource error to speak of (the status and an excerpt of
+// the answer are in the audit log).
+const upstreamWithheld = "upstream's answer"
+
+// withheldBy names what a classified failure withholds, where it is not
+// its status's kind: an upstream call's, not a datasource's.
+var withheldBy = map[engine.Diagnostic]string{
+	engine.DiagnosticUpstreamRejected:    upstreamWithheld,
+	engine.DiagnosticUpstreamUnavailable: upstreamWithheld,
+	engine.DiagnosticUpstreamError:       upstreamWithheld,
+	engine.DiagnosticUpstreamTimeout:     upstreamWithheld,
+	engine.DiagnosticUpstreamTooLarge:    upstreamWithheld,
+	engine.DiagnosticUpstreamUnplaceable: "request it would have made",
+}
+
 // Withholds reports whether a status withholds an underlying error.
 func Withholds(status string) bool {
 	_, ok := failures[engine.Status(status)]
@@ -72,8 +88,12 @@ func Message(tool, status, correlationID, diagnostic string, read bool) string {
 	} else {
 		cause += "."
 	}
+	withheld := f.withheld
+	if w, ok := withheldBy[engine.Diagnostic(diagnostic)]; ok {
+		withheld = w
+	}
 	return fmt.Sprintf("Tool %q failed: %s The %s is withheld; an operator can read it in %s under correlationId %q.",
-		tool, cause, f.withheld, where, correlationID)
+		tool, cause, withheld, where, correlationID)
 }
 
 // Diagnostic returns a diagnostic code if it is one of ours, else "".

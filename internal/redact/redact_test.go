@@ -42,3 +42,21 @@ func TestSentencesFollowTheEngine(t *testing.T) {
 		t.Error("redact accepts what the engine does not give")
 	}
 }
+
+// TestAnUpstreamFailureWithholdsNoDatasourceError: a failure an upstream
+// API answered says the upstream's answer is withheld — there is no
+// datasource to name — and a datasource's still says its error is.
+func TestAnUpstreamFailureWithholdsNoDatasourceError(t *testing.T) {
+	t.Parallel()
+	for d := range withheldBy {
+		if msg := Message("t", string(engine.StatusFailed), "c-1", string(d), false); strings.Contains(msg, "datasource") {
+			t.Errorf("%s: %q", d, msg)
+		}
+	}
+	if msg := Message("t", string(engine.StatusFailed), "c-1", string(engine.DiagnosticUpstreamRejected), false); !strings.Contains(msg, "The upstream's answer is withheld") {
+		t.Errorf("upstream_rejected: %q", msg)
+	}
+	if msg := Message("t", string(engine.StatusFailed), "c-1", string(engine.DiagnosticDatasourceConstraint), false); !strings.Contains(msg, "The datasource error is withheld") {
+		t.Errorf("datasource_constraint_violation: %q", msg)
+	}
+}
