@@ -343,7 +343,7 @@ func title(t *ToolPolicy, op *apidoc.Operation) string {
 func description(op *apidoc.Operation) string {
 	d := strings.Join(strings.Fields(cmp.Or(op.Description, op.Summary)), " ")
 	if d == "" {
-				d = "Calls " + cmp.Or(strings.TrimSpace(op.Method+" "+op.Path), op.ID) + "." // a SOAP operation has neither
+		d = "Calls " + cmp.Or(strings.TrimSpace(op.Method+" "+op.Path), op.ID) + "." // a SOAP operation has neither
 	}
 	if r := []rune(d); len(r) > 1000 {
 		d = string(r[:999]) + "…"
