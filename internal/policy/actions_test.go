@@ -127,4 +127,12 @@ func TestActionsBindEveryParameter(t *testing.T) {
 	if r := skipped["queryInPath"]; !strings.Contains(r, "query") {
 		t.Errorf("queryInPath, whose path holds a query: skipped %q", r)
 	}
+	// An operation's id is its tool's name before any name is made.
+	names := map[string]string{}
+	for _, tool := range m.Tools {
+		names[tool.Name] = tool.Operation.Path
+	}
+	if !strings.HasSuffix(names["get_pet"], "/pets/b") || !strings.HasSuffix(names["get_pet_2"], "/pets/j") || !strings.HasSuffix(names["get_pet_3"], "/pets/c") {
+		t.Errorf("tool names %v: want get_pet for /pets/b, get_pet_2 for /pets/j, whose id it is, get_pet_3 for /pets/c", names)
+	}
 }

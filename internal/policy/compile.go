@@ -381,10 +381,14 @@ var (
 // toolNames names each operation's tool: its id where that is a tool name
 // (^[a-zA-Z0-9_-]{1,64}$), else the id with every other character an
 // underscore, else method and path; a name taken by an earlier operation
-// gets _2, _3 …; one longer than 64 keeps 55 characters and a digest.
+// gets _2, _3 …; one longer than 64 keeps 55 characters and a digest. An
+// id that is a tool name is the first such operation's before any name is
+// made: a made name never takes another operation's id (get_pet_2 for a
+// second get_pet, while an operation's id is get_pet_2), which would move
+// --include and --accept onto the wrong operation.
 func toolNames(ops []*apidoc.Operation) []toolName {
 	out := make([]toolName, len(ops))
-	taken := map[string]bool{}
+	owner := map[string]int{} // an id that is a tool name → its first operation
 	for i, op := range ops {
 		base, note := op.ID, ""
 		if base == "" {
@@ -402,11 +406,19 @@ func toolNames(ops []*apidoc.Operation) []toolName {
 			}
 			note = cmp.Or(note, fmt.Sprintf("the id %q is not a tool name (letters, digits, '_' and '-', at most 64)", op.ID))
 			base = clean
+		} else if _, ok := owner[base]; !ok && note == "" {
+			owner[base] = i
 		}
+		out[i] = toolName{base, note}
+	}
+	taken := map[string]bool{}
+	for i := range out {
+		base, note := out[i].name, out[i].note
+		anothers := func(name string) bool { j, ok := owner[name]; return ok && j != i }
 		name := base
-		for n := 2; taken[name]; n++ {
+		for n := 2; taken[name] || anothers(name); n++ {
 			name = fmt.Sprintf("%s_%d", base, n)
-			note = fmt.Sprintf("%q is taken by an earlier operation", base)
+			note = fmt.Sprintf("%q is another operation's", base)
 		}
 		taken[name] = true
 		if note != "" {
