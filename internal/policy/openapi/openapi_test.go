@@ -753,6 +753,10 @@ func TestErrors(t *testing.T) {
 		{"openapi4.yaml", openapi.ErrNotOpenAPI, `"4.0.0"`},
 		{"swagger12.json", openapi.ErrNotOpenAPI, `"1.2"`},
 		{"noversion.yaml", openapi.ErrNotOpenAPI, "no openapi or swagger member"},
+		// A key given twice: a reader keeps one and drops the other.
+		{"repeated-key.yaml", openapi.ErrUnreadable, `line 6: the key "/a" is given twice in one mapping (first at line 4)`},
+		{"repeated-key.json", openapi.ErrUnreadable, `the key "/a" is given twice in one object`},
+		{"repeated-key-nested.json", openapi.ErrUnreadable, `the key "in" is given twice in one object`},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			doc, err := parseFile(t, "testdata", c.file)
@@ -767,6 +771,10 @@ func TestErrors(t *testing.T) {
 				t.Errorf("%v is also %v", err, other)
 			}
 		})
+	}
+	// A merge key's members are overridden by the mapping's own, once.
+	if doc, err := parseFile(t, "testdata", "merged-key.yaml"); err != nil || len(doc.Operations) != 1 || doc.Operations[0].ID != "own" {
+		t.Errorf("merged-key.yaml: %v", err)
 	}
 	for _, in := range []string{"", "   ", "null", "42", `"text"`, "- a\n- b\n"} {
 		if _, err := openapi.Parse([]byte(in), "x.yaml", nil); !errors.Is(err, openapi.ErrNotOpenAPI) {

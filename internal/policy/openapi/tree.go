@@ -42,9 +42,58 @@ func decode(data []byte) (any, error) {
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			return nil, errors.New("not JSON: more follows the document's value")
 		}
+		if err := jsonRepeatedKey(trimmed); err != nil {
+			return nil, err
+		}
 		return numbers(v), nil
 	}
 	return decodeYAML(data)
+}
+
+// jsonRepeatedKey refuses JSON text in which an object gives one member
+// twice: a reader keeps one of them (encoding/json the last) and drops the
+// other without a word — a path, an operation, a parameter gone. data
+// must be one valid JSON value.
+func jsonRepeatedKey(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	type frame struct {
+		keys      map[string]bool // nil for an array
+		expectKey bool
+	}
+	var stack []*frame
+	for {
+		offset := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end: the value was read whole before
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if key, ok := tok.(string); ok && top != nil && top.keys != nil && top.expectKey {
+			if top.keys[key] {
+				return fmt.Errorf("the key %q is given twice in one object (at byte %d); one would be dropped", key, offset)
+			}
+			top.keys[key], top.expectKey = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: its object's next token is a key.
+		if len(stack) > 0 && stack[len(stack)-1].keys != nil {
+			stack[len(stack)-1].expectKey = true
+		}
+	}
 }
 
 func decodeYAML(data []byte) (any, error) {
@@ -139,6 +188,7 @@ func fromYAML(n *yaml.Node, budget *int, depth int) (any, error) {
 		return out, nil
 	case yaml.MappingNode:
 		out := make(map[string]any, len(n.Content)/2)
+		own := map[string]int{} // the mapping's own keys (not merged), and their lines
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
@@ -160,6 +210,10 @@ func fromYAML(n *yaml.Node, budget *int, depth int) (any, error) {
 			if k.Kind != yaml.ScalarNode {
 				return nil, fmt.Errorf("line %d: a mapping key must be a scalar", k.Line)
 			}
+			if first, ok := own[k.Value]; ok {
+				return nil, fmt.Errorf("line %d: the key %q is given twice in one mapping (first at line %d); one would be dropped", k.Line, k.Value, first)
+			}
+			own[k.Value] = k.Line
 			val, err := fromYAML(v, budget, depth+1)
 			if err != nil {
 				return nil, err
