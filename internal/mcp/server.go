@@ -281,7 +281,7 @@ func coded(next sdk.MethodHandler) sdk.MethodHandler {
 
 // loggingLevels are the levels logging/setLevel may set (MCP's, RFC 5424's
 // severities).
-var loggingLevels = []sdk.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+var loggingLevels = []sdk.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"} //nolint:staticcheck // SA1019: as capabilities
 
 // levelKnown refuses a logging/setLevel of a level MCP does not name: the
 // SDK would keep it, and then send the session every message or none, as

@@ -65,8 +65,11 @@ func jsonRepeatedKey(data []byte) error {
 	for {
 		offset := dec.InputOffset()
 		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		if err != nil {
-			return nil // the end: the value was read whole before
+			return fmt.Errorf("not JSON: %w", err) // cannot be: the value was read whole before
 		}
 		var top *frame
 		if len(stack) > 0 {
