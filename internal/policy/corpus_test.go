@@ -149,6 +149,19 @@ func TestManifestSchemaRefuses(t *testing.T) {
 			tp.Unresolved = append(tp.Unresolved, policy.Unresolved{Kind: policy.UnresolvedUnsupported, Field: "operation", Source: []string{"/x"}, Detail: "x", Fatal: true, Accepted: "yes"})
 		},
 		"another format": func(m *policy.Manifest) { m.Format = "orangerail.policy/v0" },
+		"two tools of one name": func(m *policy.Manifest) {
+			m.Tools[1].Name = m.Tools[0].Name
+		},
+		"served while a fatal finding stands": func(m *policy.Manifest) {
+			tp := m.Tool("createPets")
+			tp.Unresolved = append(tp.Unresolved, policy.Unresolved{Kind: policy.UnresolvedUnsupported, Field: "operation", Source: []string{"/x"}, Detail: "x", Fatal: true})
+			tp.Status.Value = policy.StatusServable
+		},
+		"failing closed with nothing fatal standing": func(m *policy.Manifest) {
+			tp := m.Tool("listPets")
+			tp.Unresolved = []policy.Unresolved{}
+			tp.Status.Value = policy.StatusFailsClosed
+		},
 	}
 	for name, mutate := range mutations {
 		t.Run(name, func(t *testing.T) {

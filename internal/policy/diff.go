@@ -154,16 +154,38 @@ func diffTool(o, n *ToolPolicy) []Change {
 	add("output.max_bytes", fmt.Sprint(o.Output.MaxBytes.Value), fmt.Sprint(n.Output.MaxBytes.Value), n.Output.MaxBytes.Value > o.Output.MaxBytes.Value, n.Output.MaxBytes.Rule)
 	add("effect", o.Effect.Value, n.Effect.Value, false, "the summary a person confirms changed")
 	add("rollback", o.Rollback.Value, n.Rollback.Value, false, n.Rollback.Rule)
-	kinds := func(us []Unresolved) []string {
+	add("idempotency_key_required", fmt.Sprint(o.IdempotencyKeyRequired.Value), fmt.Sprint(n.IdempotencyKeyRequired.Value),
+		o.IdempotencyKeyRequired.Value && !n.IdempotencyKeyRequired.Value, n.IdempotencyKeyRequired.Rule)
+	// A hint that claims less risk widens: a client trusts it (retries an
+	// idempotent call, skips confirming a read).
+	oa, na := o.Annotations, n.Annotations
+	add("annotations.readOnlyHint", fmt.Sprint(oa.ReadOnlyHint.Value), fmt.Sprint(na.ReadOnlyHint.Value), na.ReadOnlyHint.Value && !oa.ReadOnlyHint.Value, na.ReadOnlyHint.Rule)
+	add("annotations.destructiveHint", fmt.Sprint(oa.DestructiveHint.Value), fmt.Sprint(na.DestructiveHint.Value), oa.DestructiveHint.Value && !na.DestructiveHint.Value, na.DestructiveHint.Rule)
+	add("annotations.idempotentHint", fmt.Sprint(oa.IdempotentHint.Value), fmt.Sprint(na.IdempotentHint.Value), na.IdempotentHint.Value && !oa.IdempotentHint.Value, na.IdempotentHint.Rule)
+	// Each finding by kind and field, with whether it is fatal and stands:
+	// a fatal one gone, turned non-fatal or accepted widens.
+	findings := func(us []Unresolved) []string {
 		out := make([]string, 0, len(us))
 		for _, u := range us {
-			out = append(out, string(u.Kind))
+			f := string(u.Kind) + "@" + u.Field
+			switch {
+			case u.Fatal && u.Accepted != "":
+				f += "(fatal, accepted)"
+			case u.Fatal:
+				f += "(fatal)"
+			}
+			out = append(out, f)
 		}
 		slices.Sort(out)
 		return slices.Compact(out)
 	}
-	if a, r := setDiff(kinds(o.Unresolved), kinds(n.Unresolved)); len(a)+len(r) > 0 {
-		add("unresolved", strings.Join(kinds(o.Unresolved), " "), strings.Join(kinds(n.Unresolved), " "), false, "what could not be demonstrated changed")
+	if a, r := setDiff(findings(o.Unresolved), findings(n.Unresolved)); len(a)+len(r) > 0 {
+		lifted := slices.ContainsFunc(r, func(f string) bool { return strings.HasSuffix(f, "(fatal)") })
+		why := "what could not be demonstrated changed"
+		if lifted {
+			why = "a fatal finding no longer stands: " + strings.Join(slices.DeleteFunc(slices.Clone(r), func(f string) bool { return !strings.HasSuffix(f, "(fatal)") }), ", ")
+		}
+		add("unresolved", strings.Join(findings(o.Unresolved), " "), strings.Join(findings(n.Unresolved), " "), lifted, why)
 	}
 	return out
 }

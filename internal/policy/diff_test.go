@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,6 +45,10 @@ func TestDiff(t *testing.T) {
 		{"touchThing", "approval", true, "required", "none"},
 		{"touchThing", "retry", true, "never", "safe"},
 		{"touchThing", "rate", true, "", ""},
+		// Hints that claim less risk: a client trusts them.
+		{"touchThing", "annotations.readOnlyHint", true, "false", "true"},
+		{"touchThing", "annotations.idempotentHint", true, "false", "true"},
+		{"closeThing", "annotations.idempotentHint", true, "false", "true"},
 		{"getAccount", "redact_fields", true, "response:/password", ""},
 		{"getAccount", "sensitivity", false, "secret", "none"},
 		{"getAccount", "log_class", true, "redacted", "full"},
@@ -95,4 +100,52 @@ func find(cs []policy.Change, tool, field string) policy.Change {
 		}
 	}
 	return policy.Change{}
+}
+
+// TestDiffFindsAFindingLifted: a fatal finding gone, turned non-fatal or
+// accepted is a widening — the tool may now be served — and so is an
+// idempotency key no longer required; a finding's fatal flag flipped was
+// reported as no change at all.
+func TestDiffFindsAFindingLifted(t *testing.T) {
+	old := compile(t, "oai-petstore.yaml", "petstore", nil)
+	for name, edit := range map[string]func(tp *policy.ToolPolicy){
+		"turned non-fatal": func(tp *policy.ToolPolicy) {
+			for i := range tp.Unresolved {
+				tp.Unresolved[i].Fatal = false
+			}
+		},
+		"accepted": func(tp *policy.ToolPolicy) {
+			for i := range tp.Unresolved {
+				if tp.Unresolved[i].Fatal {
+					tp.Unresolved[i].Accepted = "a person accepted it"
+				}
+			}
+		},
+		"gone": func(tp *policy.ToolPolicy) { tp.Unresolved = []policy.Unresolved{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			new := compile(t, "oai-petstore.yaml", "petstore", nil)
+			var tool string
+			for i := range new.Tools {
+				if slices.ContainsFunc(new.Tools[i].Unresolved, func(u policy.Unresolved) bool { return u.Fatal }) {
+					tool = new.Tools[i].Name
+					edit(&new.Tools[i])
+					break
+				}
+			}
+			if tool == "" {
+				t.Fatal("the petstore has no tool with a fatal finding")
+			}
+			c := find(policy.Diff(old, new), tool, "unresolved")
+			if !c.Widens || !strings.Contains(c.Why, "a fatal finding no longer stands") {
+				t.Fatalf("%s: %+v", tool, c)
+			}
+		})
+	}
+	required, dropped := compile(t, "oai-petstore.yaml", "petstore", nil), compile(t, "oai-petstore.yaml", "petstore", nil)
+	required.Tool("createPets").IdempotencyKeyRequired.Value = true
+	dropped.Tool("createPets").IdempotencyKeyRequired.Value = false
+	if c := find(policy.Diff(required, dropped), "createPets", "idempotency_key_required"); !c.Widens {
+		t.Fatalf("a key no longer required: %+v", c)
+	}
 }

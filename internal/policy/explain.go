@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/orangerail/orangerail/internal/display"
@@ -33,7 +34,34 @@ func ReadManifest(data []byte) (*Manifest, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: more follows the manifest's object", ErrManifest)
 	}
+	if err := m.consistent(); err != nil {
+		return nil, err
+	}
 	return &m, nil
+}
+
+// consistent checks what the manifest's schema cannot say: each tool's
+// name is its own (explain and diff find a tool by name), and its status
+// is the one its findings make — servable exactly when no fatal finding
+// stands unaccepted — so that a hand-edited status is not explained as if
+// the compiler had reached it.
+func (m *Manifest) consistent() error {
+	names := map[string]bool{}
+	for i := range m.Tools {
+		t := &m.Tools[i]
+		if names[t.Name] {
+			return fmt.Errorf("%w: two tools are named %q", ErrManifest, t.Name)
+		}
+		names[t.Name] = true
+		standing := slices.ContainsFunc(t.Unresolved, func(u Unresolved) bool { return u.Fatal && u.Accepted == "" })
+		switch {
+		case standing && t.Status.Value == StatusServable:
+			return fmt.Errorf("%w: tool %q is %s while a fatal finding stands unaccepted", ErrManifest, t.Name, t.Status.Value)
+		case !standing && t.Status.Value != StatusServable:
+			return fmt.Errorf("%w: tool %q is %s, though no fatal finding stands", ErrManifest, t.Name, t.Status.Value)
+		}
+	}
+	return nil
 }
 
 // Tool returns the named tool's policy, or nil.
