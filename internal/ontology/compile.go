@@ -66,7 +66,7 @@ func compileInput(schema map[string]any) (*Validator, error) {
 	}
 	compiled, err := c.Compile(loc)
 	if err != nil {
-		return nil, fmt.Errorf("invalid JSON Schema: %s", firstLine(err.Error()))
+		return nil, fmt.Errorf("invalid JSON Schema: %s", schemaProblem(err))
 	}
 	// A default is filled into every call that leaves its property out
 	// (the engine's withDefaults), so one its own schema refuses would
@@ -97,7 +97,7 @@ func checkDefaults(c *jsonschema.Compiler, loc, pointer string, schema map[strin
 		if d, has := sub["default"]; has {
 			compiled, err := c.Compile(loc + "#" + at)
 			if err != nil {
-				return fmt.Errorf("invalid JSON Schema: %s", firstLine(err.Error()))
+				return fmt.Errorf("invalid JSON Schema: %s", schemaProblem(err))
 			}
 			raw, err := json.Marshal(d)
 			if err != nil {
@@ -129,6 +129,25 @@ func leafMessage(err error) string {
 		verr = verr.Causes[0]
 	}
 	return verr.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+}
+
+// schemaProblem says why a schema does not compile: where the metaschema
+// refused it and why (at properties.id.type: value must be one of …), not
+// only that it did; else the error's first line.
+func schemaProblem(err error) string {
+	var invalid *jsonschema.SchemaValidationError
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &invalid) || !errors.As(invalid.Err, &verr) {
+		return firstLine(err.Error())
+	}
+	for len(verr.Causes) > 0 {
+		verr = verr.Causes[0]
+	}
+	msg := verr.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+	if at := fieldPath(verr.InstanceLocation); at != "" {
+		return "at " + at + ": " + msg
+	}
+	return msg
 }
 
 type refusingLoader struct{}

@@ -603,3 +603,14 @@ func TestSealedInputsConfig(t *testing.T) {
 		t.Fatalf("by default inputs are not sealed nor shredded: %+v %v", cfg.Approvals, err)
 	}
 }
+
+// TestInvalidInputSchemaSaysWhere: an input schema the metaschema refuses
+// is reported with where in it and why, not only that it is invalid.
+func TestInvalidInputSchemaSaysWhere(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(replace("{type: object, properties: {order_id: {type: string}}}", "{type: object, properties: {order_id: {type: strin}}}")(base)))
+	ps, _ := errors.AsType[Problems](err)
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "at properties.order_id.type: ") || !strings.Contains(ps[0].Message, "must be one of") {
+		t.Fatalf("%v", err)
+	}
+}
