@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -170,8 +171,26 @@ func summarize(w io.Writer, m *policy.Manifest, path string) {
 }
 
 // writeFile writes data to path through a temporary file beside it, so a
-// reader never sees half a file.
+// reader never sees half a file. A symbolic link is written through, to
+// the file it names, and stays a link; a path that is no regular file (a
+// device or a pipe: -o /dev/null, /dev/stdout) is written to as it is —
+// renamed over, as root, /dev/null itself became a regular file, and every
+// later writer to it on the machine failed.
 func writeFile(path string, data []byte) error {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0) //nolint:gosec // G304: the output the operator named
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close() //nolint:errcheck,gosec // the write's error is the one reported
+			return err
+		}
+		return f.Close()
+	}
 	if err := os.MkdirAll(dirOf(path), 0o750); err != nil {
 		return err
 	}
