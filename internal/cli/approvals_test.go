@@ -275,3 +275,17 @@ func TestApprovalsBreakGlass(t *testing.T) {
 		t.Fatalf("check after a break-glass approval: %s", out.Status)
 	}
 }
+
+// TestApprovalsListLimitBounds: --limit is refused outside 1 to the API's
+// page, before anything is asked: 0 read as the API's default, and as
+// none breaking glass.
+func TestApprovalsListLimitBounds(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []string{"0", "-1", "201"} {
+		code, out, stderr := cli(t, "approvals", "list", "--limit", limit, "--server", "http://127.0.0.1:1")
+		if code != exitError || out != "" {
+			t.Fatalf("--limit %s: exit %d\n%s%s", limit, code, out, stderr)
+		}
+		oneLine(t, stderr, "X_REQUEST_INVALID")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -912,5 +913,29 @@ func TestManyPendingArePaged(t *testing.T) {
 	}
 	if bad := ada.get(f.base + web.Path + "?older=not-a-cursor"); bad.status != http.StatusBadRequest || !strings.Contains(bad.body, string(errcode.RequestInvalid)) {
 		t.Fatalf("a link the desk did not make: %d\n%s", bad.status, bad.body)
+	}
+}
+
+// TestANoteTheTextareaTakesIsRecorded: the longest note a detail page's
+// textarea lets a person type — in characters of three UTF-8 bytes, the
+// most one UTF-16 unit a browser counts can take — is one the server
+// records, never one it refuses, the note lost with the page.
+func TestANoteTheTextareaTakesIsRecorded(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := f.client(t)
+	ada.signIn("ada")
+	detail := ada.get(f.base + web.Path + "/" + id)
+	m := regexp.MustCompile(`id="reject-note"[^>]*maxlength="(\d+)"`).FindStringSubmatch(detail.body)
+	if m == nil {
+		t.Fatalf("the reject note has no maxlength:\n%s", detail.body)
+	}
+	n, _ := strconv.Atoi(m[1])
+	if n < 1000 {
+		t.Fatalf("the textarea takes %d characters: too few for a note", n)
+	}
+	done := ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": strings.Repeat("€", n)}))
+	if done.status != http.StatusOK || !strings.Contains(done.body, "this approval is rejected") {
+		t.Fatalf("a note of %d three-byte characters: %d\n%s", n, done.status, done.body)
 	}
 }

@@ -79,6 +79,11 @@ func funcs() template.FuncMap {
 		// shown is display.Text for a value that did not pass through a
 		// row: a person's subject and tenant.
 		"shown": display.Text,
+		// noteMax is a note textarea's maxlength: a browser counts UTF-16
+		// code units, each at most 3 bytes of UTF-8, so a note it lets
+		// through is never one the server refuses (engine.MaxNoteBytes)
+		// and loses with the page.
+		"noteMax": func() int { return engine.MaxNoteBytes / 3 },
 	}
 }
 
