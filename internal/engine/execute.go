@@ -70,7 +70,7 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 				return e.storeFailure(ctx, "check approval", approvalID, err)
 			}
 			if unfinished(phases) {
-				out.Status = StatusOutcomeUnknown
+				out.Status, out.Err = StatusOutcomeUnknown, errUnfinished
 			}
 		}
 		return out
@@ -121,6 +121,10 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	return e.execute(ctx, caller, c, approval, approvalID)
 }
+
+// errUnfinished is why a poll of a consumed approval answers
+// outcome_unknown: an operator's reading, never an agent's.
+var errUnfinished = errors.New("the consumed approval's execution has no recorded end: still running, or its server stopped mid-call; audit verify lists it unfinished until an operator settles it")
 
 // approvalStatus is the outcome of polling an approval that will not
 // execute now; nil for an approved one.

@@ -571,6 +571,10 @@ func (c *cycle) executions() int {
 	return n
 }
 
+// unknownPatience is how long an agent polls an approval answering
+// outcome_unknown before it gives up on learning more.
+const unknownPatience = 5 * time.Second
+
 // retry calls step until it reports done, pausing between tries, for at
 // most fleetPatience.
 func retry(what string, step func() bool) error {
@@ -681,21 +685,36 @@ func (a *fleetAgent) lifecycleOf(action string, args map[string]any, note string
 	if err != nil {
 		return c, err
 	}
+	var unknownSince time.Time // when polls began answering outcome_unknown
 	err = retry(note+": poll", func() bool {
 		answer, err := a.tool("check_approval", map[string]any{"approvalId": c.approval})
 		status, _ := answer["status"].(string)
 		c.polls = append(c.polls, status)
-		if err != nil {
-			return false
+		if status != string(engine.StatusOutcomeUnknown) {
+			unknownSince = time.Time{}
+			if err != nil {
+				return false
+			}
 		}
 		switch status {
 		case "executed", string(engine.StatusConsumed):
 			c.done = !reject
 		case string(engine.StatusRejected):
 			c.done = reject
-		case string(engine.StatusPending), string(engine.StatusOutcomeUnknown):
-			// outcome_unknown: the effect may have run; the next poll
-			// says the approval is consumed, never runs it again.
+		case string(engine.StatusOutcomeUnknown):
+			// The effect may have run: no poll runs it again. One whose
+			// end is recorded soon after (a COMMIT's answer lost, then
+			// confirmed) answers consumed; one whose server died mid-call
+			// stays unknown until an operator settles it, and the agent,
+			// told not to call again, gives up: its execution is flagged.
+			if unknownSince.IsZero() {
+				unknownSince = time.Now()
+			}
+			if time.Since(unknownSince) < unknownPatience {
+				return false
+			}
+			c.done = !reject
+		case string(engine.StatusPending):
 			return false
 		}
 		if !c.done {

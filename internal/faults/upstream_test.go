@@ -314,10 +314,11 @@ func TestUpstreamKillAfterConsume(t *testing.T) {
 
 // TestUpstreamKillBeforeFinish: the carrier made the label, and the
 // backend that would record execution_succeeded dies: the poll answers
-// outcome_unknown (never "nothing ran", never "done"), the next poll
-// answers consumed without calling the carrier again, and the invariant
-// checker finds exactly that execution unfinished — the effect the
-// database cannot see is flagged.
+// outcome_unknown (never "nothing ran", never "done"), and so does the
+// next, without calling the carrier again, and the invariant checker
+// finds exactly that execution unfinished — the effect the database
+// cannot see is flagged — until an operator settles it: then a poll
+// answers consumed.
 func TestUpstreamKillBeforeFinish(t *testing.T) {
 	t.Parallel()
 	c := newCarrier(t)
@@ -330,8 +331,8 @@ func TestUpstreamKillBeforeFinish(t *testing.T) {
 		t.Fatalf("the poll answered %s (%v), want outcome_unknown", last.Status, last.Err)
 	}
 	again := b.call(t, "check again", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) })
-	if again.Status != engine.StatusConsumed {
-		t.Fatalf("a poll after outcome_unknown answered %s, want consumed", again.Status)
+	if again.Status != engine.StatusOutcomeUnknown {
+		t.Fatalf("a poll after outcome_unknown answered %s, want outcome_unknown: the execution has no recorded end", again.Status)
 	}
 	if labels, requests := c.made(); labels != 1 || requests != 1 {
 		t.Fatalf("the carrier made %d labels from %d requests, want 1 from 1", labels, requests)
@@ -349,6 +350,15 @@ func TestUpstreamKillBeforeFinish(t *testing.T) {
 	}
 	if unfinished == 0 {
 		t.Fatal("the execution the poll flagged outcome_unknown is not reported unfinished")
+	}
+	if _, err := engine.SettleExecution(context.Background(), b.admin, agent.Tenant, id, engine.SettledSucceeded, "the carrier shows the label", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if settled := b.call(t, "check after settling", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) }); settled.Status != engine.StatusConsumed {
+		t.Fatalf("a poll after the execution was settled answered %s, want consumed", settled.Status)
+	}
+	if labels, requests := c.made(); labels != 1 || requests != 1 {
+		t.Fatalf("the carrier made %d labels from %d requests, want 1 from 1", labels, requests)
 	}
 }
 
@@ -516,8 +526,8 @@ kill:
 // answered. Each time the pool reconnects by itself, the carrier made one
 // label from one request, the call either succeeded in the audit log or
 // answered outcome_unknown and is reported unfinished, polls after it
-// answer consumed without calling the carrier again, and the invariants
-// hold otherwise.
+// answer outcome_unknown (the end unrecorded) or consumed without calling
+// the carrier again, and the invariants hold otherwise.
 func TestUpstreamPostgresRestartMidCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -562,10 +572,12 @@ func TestUpstreamPostgresRestartMidCall(t *testing.T) {
 			cl.run(t, cl.pgCtl, "-D", cl.data, "-l", cl.log, "-w", "-t", "30", "start", "-o", cl.opts)
 		}
 		// Poll until the approval says it ran or ran already, as an
-		// agent would once the database is back.
+		// agent would once the database is back — or, once the database
+		// is back, that its execution has no recorded end: that answer
+		// stays until an operator settles it.
 		for i := 0; ; i++ {
 			last := polls[len(polls)-1].Status
-			if last == engine.StatusOK || last == engine.StatusConsumed {
+			if last == engine.StatusOK || last == engine.StatusConsumed || i > 0 && last == engine.StatusOutcomeUnknown {
 				break
 			}
 			if i == 50 {
