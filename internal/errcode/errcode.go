@@ -37,6 +37,7 @@ const (
 	ActionNotServed           Code = "X_ACTION_NOT_SERVED"
 	RequestInvalid            Code = "X_REQUEST_INVALID"
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
+	APIRouteUnknown           Code = "X_API_ROUTE_UNKNOWN"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
 	ExecutionNotUnfinished    Code = "X_EXECUTION_NOT_UNFINISHED"
@@ -218,6 +219,8 @@ var table = []Entry{
 		"Do not poll again here: the action is not served in this deployment. Ask the account's owner whether the call should be made elsewhere."},
 	{ApprovalsPath, "An approvals command names neither how to reach the approvals nor both: the deployment's API as the person signed in (--server), or, in an emergency, the database as its owner (--break-glass with a --reason).",
 		"Pass --server with the deployment's http.public_url (or set ORANGERAIL_SERVER) and sign in with `orangerail login` (or set ORANGERAIL_TOKEN); only when the API cannot be reached, --break-glass --reason TEXT with the database owner's --database-url.", ""},
+	{APIRouteUnknown, "The approvals API has no such path, or the path takes another method (the answer's Allow header names it).",
+		"Call a path with the method the API's OpenAPI document gives it: GET /api/v1/openapi.json.", ""},
 	{RequestInvalid, "The request to the approvals API or the desk is malformed: a query parameter, a form's field or the JSON body is not of the documented form (each problem is named).",
 		"Fix what the message names, and send it again (the approvals API's OpenAPI document is at /api/v1/openapi.json).", ""},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",

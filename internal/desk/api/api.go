@@ -79,16 +79,40 @@ func (a *API) Mount(f *front.Front) {
 		return front.ClassWrite
 	}
 	p := front.Policy{Auth: front.AuthBearer, Resource: Prefix, CheckOrigin: true, MaxBodyBytes: MaxBodyBytes, Rate: bill, PlainErrors: true}
-	f.Mount("GET "+Prefix+"/approvals", http.HandlerFunc(a.list), p)
-	f.Mount("GET "+Prefix+"/approvals/{id}", http.HandlerFunc(a.show), p)
-	f.Mount("POST "+Prefix+"/approvals/{id}/decision", http.HandlerFunc(a.decide), p)
-	f.Mount("GET "+Prefix+"/audit", http.HandlerFunc(a.audit), p)
-	f.Mount("GET "+Prefix+"/audit/head", http.HandlerFunc(a.auditHead), p)
-	f.Mount("GET "+Prefix+"/audit/checkpoint", http.HandlerFunc(a.auditCheckpoint), p)
-	f.Mount("GET "+Prefix+"/audit/proof/inclusion", http.HandlerFunc(a.inclusionProof), p)
-	f.Mount("GET "+Prefix+"/audit/proof/consistency", http.HandlerFunc(a.consistencyProof), p)
+	routes := []struct {
+		method, path string
+		h            http.HandlerFunc
+	}{
+		{http.MethodGet, "/approvals", a.list},
+		{http.MethodGet, "/approvals/{id}", a.show},
+		{http.MethodPost, "/approvals/{id}/decision", a.decide},
+		{http.MethodGet, "/audit", a.audit},
+		{http.MethodGet, "/audit/head", a.auditHead},
+		{http.MethodGet, "/audit/checkpoint", a.auditCheckpoint},
+		{http.MethodGet, "/audit/proof/inclusion", a.inclusionProof},
+		{http.MethodGet, "/audit/proof/consistency", a.consistencyProof},
+	}
+	// paths holds every route's path whatever the method, and method its
+	// one method: what the answer to another method names in Allow.
+	paths, method := http.NewServeMux(), map[string]string{}
+	for _, rt := range routes {
+		f.Mount(rt.method+" "+Prefix+rt.path, rt.h, p)
+		paths.Handle(Prefix+rt.path, http.NotFoundHandler())
+		method[Prefix+rt.path] = rt.method
+	}
 	f.Mount("GET "+Prefix+"/openapi.json", http.HandlerFunc(serveDocument), front.Policy{})
 	f.Mount("GET "+MetadataPath, f.IssuerMetadata(Prefix), front.Policy{})
+	// Any other path or method under the prefix is refused as the rest
+	// are, in JSON with a code — not the mux's plain text — to a caller
+	// that presents a token.
+	f.Mount(Prefix+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := paths.Handler(r); pattern != "" {
+			w.Header().Set("Allow", method[pattern])
+			front.WriteError(w, http.StatusMethodNotAllowed, errcode.APIRouteUnknown, fmt.Sprintf("%s takes %s, not %s", pattern, method[pattern], r.Method))
+			return
+		}
+		front.WriteError(w, http.StatusNotFound, errcode.APIRouteUnknown, fmt.Sprintf("the approvals API has no path %q", r.URL.Path))
+	}), p)
 }
 
 // caller is the verified caller the front put in the request.

@@ -111,6 +111,24 @@ func TestDecisionAPI(t *testing.T) {
 	c.check(t, "POST", "/approvals/{id}/decision", crossSite)
 	refused("cross_site", crossSite, 403, "X_MCP_ORIGIN_REFUSED")
 
+	// A path the API does not have, and a route's path with another
+	// method: refused in JSON with a code, the method named in Allow.
+	if a := get("/approvals/"+cancel+"/decision/extra", bob); a.status != 404 || a.code(t) != "X_API_ROUTE_UNKNOWN" {
+		t.Fatalf("a path under a route: %d %s", a.status, a.body)
+	}
+	refused("route_unknown", get("/approval", bob), 404, "X_API_ROUTE_UNKNOWN")
+	wrongMethod := d.do("DELETE", "/api/v1/approvals/"+cancel, bob, "")
+	refused("method_not_allowed", wrongMethod, 405, "X_API_ROUTE_UNKNOWN")
+	if allow := wrongMethod.header.Get("Allow"); allow != "GET" {
+		t.Fatalf("DELETE of an approval: Allow %q, want GET", allow)
+	}
+	if a := d.do("GET", "/api/v1/approvals/"+cancel+"/decision", bob, ""); a.status != 405 || a.header.Get("Allow") != "POST" {
+		t.Fatalf("GET of a decision: %d %q %s", a.status, a.header.Get("Allow"), a.body)
+	}
+	if a := d.do("POST", "/api/v1/nowhere", "", ""); a.status != 401 {
+		t.Fatalf("an unknown path without a token: %d, want 401 as the rest", a.status)
+	}
+
 	// A person without the action's approver role.
 	a = get("/approvals/"+cancel, dave)
 	c.check(t, "GET", "/approvals/{id}", a)
