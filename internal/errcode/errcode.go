@@ -38,6 +38,7 @@ const (
 	RequestInvalid            Code = "X_REQUEST_INVALID"
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	APIRouteUnknown           Code = "X_API_ROUTE_UNKNOWN"
+	RequestTooLarge           Code = "X_REQUEST_TOO_LARGE"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
 	ExecutionNotUnfinished    Code = "X_EXECUTION_NOT_UNFINISHED"
@@ -219,6 +220,8 @@ var table = []Entry{
 		"Do not poll again here: the action is not served in this deployment. Ask the account's owner whether the call should be made elsewhere."},
 	{ApprovalsPath, "An approvals command names neither how to reach the approvals nor both: the deployment's API as the person signed in (--server), or, in an emergency, the database as its owner (--break-glass with a --reason).",
 		"Pass --server with the deployment's http.public_url (or set ORANGERAIL_SERVER) and sign in with `orangerail login` (or set ORANGERAIL_TOKEN); only when the API cannot be reached, --break-glass --reason TEXT with the database owner's --database-url.", ""},
+	{RequestTooLarge, "The request's body is larger than the approvals API accepts (a decision's JSON: a verdict, a digest and a note).",
+		"Send the decision alone: {\"decision\", \"digest\", \"note\"}, the note at most 4096 bytes.", ""},
 	{APIRouteUnknown, "The approvals API has no such path, or the path takes another method (the answer's Allow header names it).",
 		"Call a path with the method the API's OpenAPI document gives it: GET /api/v1/openapi.json.", ""},
 	{RequestInvalid, "The request to the approvals API or the desk is malformed: a query parameter, a form's field or the JSON body is not of the documented form (each problem is named).",

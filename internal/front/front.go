@@ -273,14 +273,23 @@ func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]by
 	// What was read of a body too large is at most the cap: its id, when
 	// the prefix holds it, names the request refused.
 	body, err := io.ReadAll(http.MaxBytesReader(raw, r.Body, p.MaxBodyBytes))
+	// A route answering in JSON-RPC says so in MCP's codes; one answering
+	// plain errors (the approvals API) in its own.
+	tooLargeCode, unreadableCode := errcode.MCPBodyTooLarge, errcode.MCPInvalidRequest
+	if p.PlainErrors {
+		tooLargeCode, unreadableCode = errcode.RequestTooLarge, errcode.RequestInvalid
+	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		f.refuse(w, r, refusal{status: http.StatusRequestEntityTooLarge, code: errcode.MCPBodyTooLarge,
+		f.refuse(w, r, refusal{status: http.StatusRequestEntityTooLarge, code: tooLargeCode,
 			msg: fmt.Sprintf("the body is larger than %d bytes", p.MaxBodyBytes), id: rpcerror.ID(body), limit: p.MaxBodyBytes})
 		return nil, false
 	}
 	if err != nil {
-		f.refuse(w, r, refusal{status: http.StatusBadRequest, code: errcode.MCPProtocol, msg: "the body could not be read"})
+		// Shorter than its Content-Length, or cut off: no message at all,
+		// let alone a batch.
+		f.refuse(w, r, refusal{status: http.StatusBadRequest, code: unreadableCode, msg: "the body could not be read whole",
+			rpcCode: rpcerror.CodeInvalidRequest})
 		return nil, false
 	}
 	if p.OneMessage && rpcerror.IsBatch(body) {

@@ -1,6 +1,7 @@
 package front_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -327,6 +328,28 @@ func TestLimits(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || errorCode(m) != "X_MCP_PROTOCOL" {
 			t.Fatalf("batch: %d %v", resp.StatusCode, m)
 		}
+	}
+	// A body shorter than its Content-Length, the connection then half
+	// closed: no message, let alone a batch.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"", mcpPath, strings.TrimPrefix(f.url, "http://"), f.token(t, "agent")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.(*net.TCPConn).CloseWrite()
+	short, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shortBody, _ := io.ReadAll(short.Body)
+	var shortAnswer map[string]any
+	_ = json.Unmarshal(shortBody, &shortAnswer)
+	if short.StatusCode != http.StatusBadRequest || errorCode(shortAnswer) != "X_MCP_INVALID_REQUEST" {
+		t.Fatalf("a body shorter than its Content-Length: %d %s", short.StatusCode, shortBody)
 	}
 	resp, m = post(t, f.url, f.token(t, "agent"), callGet, "Origin", "https://evil.example.com")
 	if resp.StatusCode != http.StatusForbidden || errorCode(m) != "X_MCP_ORIGIN_REFUSED" {

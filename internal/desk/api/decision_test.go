@@ -197,7 +197,7 @@ func TestDecisionAPI(t *testing.T) {
 	}
 	a = decide(cancel, bob, `{"decision":"reject","note":"`+strings.Repeat("n", 70_000)+`"}`)
 	c.check(t, "POST", "/approvals/{id}/decision", a)
-	refused("body_too_large", a, 413, "X_MCP_BODY_TOO_LARGE")
+	refused("body_too_large", a, 413, "X_REQUEST_TOO_LARGE")
 
 	// A digest that is not the stored input's.
 	a = decide(cancel, bob, `{"decision":"approve","digest":"`+strings.Repeat("0", 64)+`"}`)
