@@ -345,6 +345,7 @@ func TestLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer short.Body.Close()
 	shortBody, _ := io.ReadAll(short.Body)
 	var shortAnswer map[string]any
 	_ = json.Unmarshal(shortBody, &shortAnswer)
