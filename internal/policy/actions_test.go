@@ -127,6 +127,15 @@ func TestActionsBindEveryParameter(t *testing.T) {
 	if r := skipped["queryInPath"]; !strings.Contains(r, "query") {
 		t.Errorf("queryInPath, whose path holds a query: skipped %q", r)
 	}
+	// A client secret is never sent to a token URL over plain http.
+	for _, sp := range m.Schemes {
+		if sp.Name == "ledger" && (sp.Placement != "" || !strings.Contains(sp.Rule, "must be https")) {
+			t.Errorf("the ledger scheme, whose token URL is http: placed %q (%s)", sp.Placement, sp.Rule)
+		}
+	}
+	if u := cfg.Upstreams["svc"]; u != nil && u.Auth["ledger"] != nil {
+		t.Errorf("the ledger scheme was written: %+v", u.Auth["ledger"])
+	}
 	// An operation's id is its tool's name before any name is made.
 	names := map[string]string{}
 	for _, tool := range m.Tools {

@@ -37,6 +37,12 @@ func placeScheme(service string, s *apidoc.Scheme) SchemePolicy {
 		}
 	case apidoc.SchemeOAuth2:
 		if f := clientCredentials(s); f != nil {
+			if err := ontology.CheckUpstreamURL(f.TokenURL); err != nil {
+				// Where a client secret is sent: never in the clear, never a
+				// guess at another flow.
+				p.Rule = fmt.Sprintf("oauth2 with a clientCredentials flow whose token URL cannot take the client secret: %v; nothing is sent", err)
+				break
+			}
 			p.Auth, p.Placement = ontology.AuthOAuth2ClientCredentials, "Authorization: Bearer, from a client-credentials token"
 			p.Rule = fmt.Sprintf("oauth2 with a clientCredentials flow: orangerail requests a token at %s with the client_id:client_secret the variable holds, asking for the tool's scopes, and sends it as a bearer token", f.TokenURL)
 			break
