@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,6 +69,9 @@ func newPolicyCompileCmd() *cobra.Command {
 				return errcode.New(errcode.PolicyServiceInvalid, err.Error(), err)
 			case err != nil:
 				return errcode.New(errcode.PolicyAcceptInvalid, err.Error(), err)
+			}
+			for _, name := range unusedAcceptances(m, acceptances) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "policy compile: --accept %s: the tool has no acceptable fatal finding, so there is nothing to accept and the reason is not recorded\n", name)
 			}
 			data, err := m.Marshal()
 			if err != nil {
@@ -144,9 +149,26 @@ func parseAccept(values []string) (map[string]string, error) {
 		if !ok || strings.TrimSpace(tool) == "" || strings.TrimSpace(reason) == "" {
 			return nil, errcode.New(errcode.PolicyAcceptInvalid, fmt.Sprintf("--accept %q is not TOOL=REASON", v), nil)
 		}
-		out[strings.TrimSpace(tool)] = strings.TrimSpace(reason)
+		tool = strings.TrimSpace(tool)
+		if _, twice := out[tool]; twice {
+			// One reason a tool: a second would replace the first unread.
+			return nil, errcode.New(errcode.PolicyAcceptInvalid, fmt.Sprintf("--accept names %q twice: give one reason", tool), nil)
+		}
+		out[tool] = strings.TrimSpace(reason)
 	}
 	return out, nil
+}
+
+// unusedAcceptances names the tools --accept gave a reason for that had
+// no acceptable fatal finding to accept: the reason is recorded nowhere.
+func unusedAcceptances(m *policy.Manifest, accept map[string]string) []string {
+	var unused []string
+	for _, name := range slices.Sorted(maps.Keys(accept)) {
+		if t := m.Tool(name); t != nil && !slices.ContainsFunc(t.Unresolved, func(u policy.Unresolved) bool { return u.Accepted != "" }) {
+			unused = append(unused, name)
+		}
+	}
+	return unused
 }
 
 // summarize tells the operator what the manifest holds.

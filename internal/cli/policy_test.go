@@ -122,6 +122,7 @@ func TestPolicyRefusals(t *testing.T) {
 		{"a service with capitals", []string{"policy", "compile", carrierSpec, "--service", "Shipping", "-o", out}, errcode.PolicyServiceInvalid},
 		{"--accept without a reason", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--accept", "createLabel"}, errcode.PolicyAcceptInvalid},
 		{"--accept of no tool", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--accept", "nope=why"}, errcode.PolicyAcceptInvalid},
+		{"--accept of a tool twice", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--accept", "createLabel=one", "--accept", "createLabel=two"}, errcode.PolicyAcceptInvalid},
 		{"--actions without --include", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", filepath.Join(dir, "a.yaml")}, errcode.PolicySelectorInvalid},
 		{"--include without --actions", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--include", "*"}, errcode.PolicySelectorInvalid},
 		{"a selector of no kind", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", filepath.Join(dir, "a.yaml"), "--include", "verb:POST"}, errcode.PolicySelectorInvalid},
@@ -147,6 +148,12 @@ func TestPolicyRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A reason for a tool with nothing to accept is said to go unrecorded,
+	// not dropped without a word.
+	code, _, stderr := cli(t, "policy", "compile", carrierSpec, "--service", "shipping", "-o", filepath.Join(dir, "m2.json"), "--accept", "getLabel=why not")
+	if code != exitOK || !strings.Contains(stderr, "--accept getLabel: the tool has no acceptable fatal finding") {
+		t.Fatalf("an acceptance of nothing: exit %d %q", code, stderr)
 	}
 }
 
