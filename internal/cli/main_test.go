@@ -804,3 +804,28 @@ func TestServeStdioTokenRefusals(t *testing.T) {
 		t.Fatalf("--token-env over HTTP: exit %d %q", code, stderr)
 	}
 }
+
+// TestUsageErrorsAreCoded: a command line the command does not take — an
+// unknown command or flag, a required flag missing, a flag's value of the
+// wrong kind, an argument too many — is refused on one line under
+// X_USAGE with its fix, as every other refusal is; nothing runs.
+func TestUsageErrorsAreCoded(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"nosuch"},
+		{"audit", "verify", "--bogus"},
+		{"policy", "compile", "x.yaml"},
+		{"audit", "settle"},
+		{"audit", "verify", "--lag-bound", "soon"},
+		{"errors", "explain", "X_USAGE", "X_USAGE", "X_USAGE"},
+	} {
+		code, out, stderr := cli(t, args...)
+		if code != exitError || out != "" {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, stderr)
+		}
+		oneLine(t, stderr, "X_USAGE")
+		if !strings.Contains(stderr, "--help") {
+			t.Fatalf("%v: %q says no fix", args, stderr)
+		}
+	}
+}

@@ -33,6 +33,8 @@ var errFindings = errors.New("findings reported")
 // are printed as one line, with the code's fix, never as a stack trace.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
+	ran := false
+	markRuns(root, &ran)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -43,11 +45,32 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errFindings):
 		return exitFindings
 	}
+	var coded *errcode.Error
+	if !ran && !errors.As(err, &coded) {
+		// Cobra refused the command line before the command ran: an
+		// unknown command or flag, a required flag missing, an argument
+		// count. Its words, under the code every such refusal carries.
+		err = errcode.New(errcode.Usage, err.Error(), err)
+	}
 	// An error can carry what an agent sent or a database said: shown
 	// through display.Text, it stays one line and cannot rewrite the
 	// terminal.
 	printError(stderr, err)
 	return exitError
+}
+
+// markRuns makes every command of c's tree set *ran as its own RunE
+// begins: an error before then is the command line's.
+func markRuns(c *cobra.Command, ran *bool) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*ran = true
+			return run(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		markRuns(sub, ran)
+	}
 }
 
 // printError prints err whole, not only its coded part: what wraps it

@@ -115,6 +115,7 @@ const (
 	PolicyServiceInvalid  Code = "X_POLICY_SERVICE_INVALID"
 	PolicySelectorInvalid Code = "X_POLICY_SELECTOR_INVALID"
 	PolicyAcceptInvalid   Code = "X_POLICY_ACCEPT_INVALID"
+	Usage                 Code = "X_USAGE"
 	PolicyBaseURLMissing  Code = "X_POLICY_BASE_URL_MISSING"
 	PolicyManifestInvalid Code = "X_POLICY_MANIFEST_INVALID"
 	PolicyToolUnknown     Code = "X_POLICY_TOOL_UNKNOWN"
@@ -298,7 +299,9 @@ var table = []Entry{
 		"Pass --service with a name such as payments or carrier-labels.", ""},
 	{PolicySelectorInvalid, "--actions writes only the operations an --include picks, and an --include was missing, could not be read, or picked no operation of the description (a typo would otherwise serve less than meant, silently).",
 		"Pass --include tag:NAME, operation:ID, method:METHOD (soap for SOAP operations) or * for all, once or comma-separated; policy compile without --actions lists every operation's tool name.", ""},
-	{PolicyAcceptInvalid, "--accept is TOOL=REASON, naming a tool of this description and a reason a reviewer can read; it was missing its reason or named no tool of the description.",
+	{Usage, "The command line is not one the command takes: a command or flag it does not know, a required flag missing, a flag's value of the wrong kind, or too many or too few arguments.",
+		"Run the command with --help, and pass what it lists.", ""},
+	{PolicyAcceptInvalid, "--accept is TOOL=REASON, naming a tool of this description and a reason a reviewer can read; it was missing its reason, named a tool twice, or named no tool of the description.",
 		"Pass --accept createLabel='the carrier key is scoped to labels by the carrier' for each tool whose fatal finding a person accepts; policy explain TOOL shows the finding first.", ""},
 	{PolicyBaseURLMissing, "The actions file needs the upstream's URL, and neither --base-url nor the description names one orangerail may call: https, or http on loopback, with no variables.",
 		"Pass --base-url with the API's root, such as https://api.example.com/v1.", ""},
