@@ -145,3 +145,31 @@ func TestActionsBindEveryParameter(t *testing.T) {
 		t.Errorf("tool names %v: want get_pet for /pets/b, get_pet_2 for /pets/j, whose id it is, get_pet_3 for /pets/c", names)
 	}
 }
+
+// TestUnreadablePartsFailClosed: a part the loader cannot read — a
+// parameter's $ref, or a property's in a component the body reaches —
+// is a fatal finding of each operation that uses it (the parameter, the
+// property's schema, is missing, not defaulted), until a person accepts
+// it.
+func TestUnreadablePartsFailClosed(t *testing.T) {
+	const name = "synthetic-problems.yaml"
+	m := compile(t, name, "svc", nil)
+	for _, tool := range []string{"listPets", "createPet"} {
+		tp := m.Tool(tool)
+		if tp == nil || tp.Status.Value != policy.StatusFailsClosed ||
+			!slices.ContainsFunc(tp.Unresolved, func(u policy.Unresolved) bool {
+				return u.Kind == policy.UnresolvedDocument && u.Fatal && u.Acceptable
+			}) {
+			t.Fatalf("%s: %+v", tool, tp)
+		}
+	}
+	if u := m.Tool("createPet").Unresolved; !slices.ContainsFunc(u, func(u policy.Unresolved) bool {
+		return u.Kind == policy.UnresolvedDocument && slices.Contains(u.Source, "/components/schemas/Pet/properties/owner")
+	}) {
+		t.Fatalf("createPet lacks the problem of the component its body reaches: %+v", u)
+	}
+	accepted := compile(t, name, "svc", map[string]string{"listPets": "q is all we send"})
+	if s := accepted.Tool("listPets").Status.Value; s != policy.StatusServable {
+		t.Fatalf("listPets accepted: %s", s)
+	}
+}

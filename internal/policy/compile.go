@@ -69,9 +69,13 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 		if names[i].note != "" {
 			t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedRenamed, Field: "name", Source: []string{op.Source}, Detail: names[i].note})
 		}
+		uses := sourcesOf(op)
 		for _, p := range doc.Problems {
-			if strings.HasPrefix(p.Source, op.Source+"/") || p.Source == op.Source {
-				t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{p.Source}, Detail: p.Message})
+			// A part of the operation, or of a component it reaches (a
+			// schema a $ref names, which left a property with no schema).
+			if strings.HasPrefix(p.Source, op.Source+"/") || p.Source == op.Source || uses[p.Source] {
+				t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{p.Source}, Detail: p.Message,
+					Fatal: true, Acceptable: true})
 			}
 		}
 		settle(&t, opts.Accept[t.Name])
@@ -85,6 +89,45 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 	}
 	slices.SortFunc(m.Tools, func(a, b ToolPolicy) int { return strings.Compare(a.Name, b.Name) })
 	return m, nil
+}
+
+// sourcesOf returns where every part op reaches is written: its
+// parameters, body and responses and each schema under them, through
+// $refs into components, each once (a cyclic schema ends there).
+func sourcesOf(op *apidoc.Operation) map[string]bool {
+	out := map[string]bool{}
+	seen := map[*apidoc.Schema]bool{}
+	var walk func(s *apidoc.Schema)
+	walk = func(s *apidoc.Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		out[s.Source] = true
+		for _, p := range s.Properties {
+			walk(p.Schema)
+		}
+		walk(s.AdditionalProperties)
+		walk(s.Items)
+		for _, group := range [][]*apidoc.Schema{s.AllOf, s.AnyOf, s.OneOf} {
+			for _, sub := range group {
+				walk(sub)
+			}
+		}
+	}
+	for _, p := range op.Parameters {
+		out[p.Source] = true
+		walk(p.Schema)
+	}
+	if op.Body != nil {
+		out[op.Body.Source] = true
+		walk(op.Body.Schema)
+	}
+	for _, r := range op.Responses {
+		out[r.Source] = true
+		walk(r.Schema)
+	}
+	return out
 }
 
 // requirements are what a compiled policy cannot give (spec 001, "What the

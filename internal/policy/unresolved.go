@@ -52,7 +52,10 @@ const (
 	// collides with another's, and was renamed.
 	UnresolvedRenamed UnresolvedKind = "renamed"
 	// UnresolvedDocument: the loader could not read a part of the
-	// description this operation uses.
+	// description this operation uses (a $ref that names nothing, in the
+	// operation or in a component it reaches): what the part would have
+	// said is missing, not defaulted. Fatal, and acceptable by a person
+	// who has read what is missing.
 	UnresolvedDocument UnresolvedKind = "document_problem"
 )
 
