@@ -263,6 +263,12 @@ func (e *emitter) action(t *ToolPolicy, op *apidoc.Operation) (map[string]any, e
 		return nil, err
 	}
 	schema := in.schema()
+	if depth := nesting(schema); depth > maxInputNesting {
+		// Each level is written indented under the one before: a deeper
+		// schema makes an actions file quadratic in its depth (a 45 KB
+		// description made 8.7 MB of YAML, and minutes of config check).
+		return nil, fmt.Errorf("its input nests %d levels deep, more than %d", depth, maxInputNesting)
+	}
 	if _, err := ontology.CompileSchema("urn:orangerail:compiled:"+t.Name, schema); err != nil {
 		return nil, fmt.Errorf("its input schema does not compile: %w", err)
 	}
@@ -570,6 +576,29 @@ func (in *input) soapElements(s *apidoc.Schema, path []string, depth int) ([]any
 // isObject reports whether s has members, its own or through allOf.
 func isObject(s *apidoc.Schema) bool {
 	return len(s.Members(false)) > 0
+}
+
+// maxInputNesting bounds how deep a written input schema's values nest
+// (each object, array and map a level; $defs are referred to, not
+// nested): about 30 levels of properties, more than an API's body has.
+const maxInputNesting = 64
+
+// nesting returns how deep v's maps and arrays nest.
+func nesting(v any) int {
+	deepest := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, x := range v {
+			deepest = max(deepest, nesting(x))
+		}
+	case []any:
+		for _, x := range v {
+			deepest = max(deepest, nesting(x))
+		}
+	default:
+		return 0
+	}
+	return deepest + 1
 }
 
 // bindPath is an operation's path with each {name} bound to its

@@ -173,3 +173,22 @@ func TestUnreadablePartsFailClosed(t *testing.T) {
 		t.Fatalf("listPets accepted: %s", s)
 	}
 }
+
+// TestDeepInputsAreNotWritten: an operation whose input nests deeper than
+// an actions file can hold at a cost linear in it is skipped, saying so;
+// its neighbour is written.
+func TestDeepInputsAreNotWritten(t *testing.T) {
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "synthetic-deep.json"
+	accept := map[string]string{"deep": "test", "shallow": "test"}
+	out, err := policy.Emit(compile(t, name, "svc", accept), load(t, name).Doc, all, policy.EmitOptions{Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.Written, []string{"shallow"}) || len(out.Skipped) != 1 || out.Skipped[0].Tool != "deep" || !strings.Contains(out.Skipped[0].Reason, "nests") {
+		t.Fatalf("written %v, skipped %+v", out.Written, out.Skipped)
+	}
+}
