@@ -163,9 +163,14 @@ func choose(all []*store.CatalogTable, names []string) ([]store.CatalogTable, er
 	}
 	var picked []store.CatalogTable
 	for _, t := range out {
-		if q := qualified(t); want[q] {
-			picked = append(picked, t)
-			delete(want, q)
+		// A table in public is named either way: orders, public.orders.
+		for _, q := range []string{qualified(t), t.Schema + "." + t.Name} {
+			if want[q] {
+				if !slices.ContainsFunc(picked, func(p store.CatalogTable) bool { return p == t }) {
+					picked = append(picked, t)
+				}
+				delete(want, q)
+			}
 		}
 	}
 	if len(want) > 0 {
@@ -177,7 +182,7 @@ func choose(all []*store.CatalogTable, names []string) ([]store.CatalogTable, er
 			}
 		})
 		return nil, errcode.New(errcode.ScaffoldTableUnknown,
-			fmt.Sprintf("no table %s in the datasource (name a table as table in public, else schema.table, spelled as the catalog spells it)", strings.Join(quoteAll(unknown), ", ")), nil)
+			fmt.Sprintf("no table %s in the datasource (name a table as table or public.table in public, else schema.table, spelled as the catalog spells it; a partition is read through its partitioned table: name that)", strings.Join(quoteAll(unknown), ", ")), nil)
 	}
 	return picked, nil
 }

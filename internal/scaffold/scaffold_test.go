@@ -125,7 +125,7 @@ func TestGenerate(t *testing.T) {
 func TestGenerateTables(t *testing.T) {
 	t.Parallel()
 	url := datasource(t)
-	got, err := Generate(context.Background(), url, Options{Tables: []string{"orders", "billing.payments", "customers", "orders"}})
+	got, err := Generate(context.Background(), url, Options{Tables: []string{"orders", "billing.payments", "public.customers", "customers", "public.orders"}})
 	if err != nil {
 		t.Fatal(err)
 	}
