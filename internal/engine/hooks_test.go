@@ -333,33 +333,9 @@ func TestPanicsAreContained(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	dataURL := testdb.New(t)
-	data := testdb.Pool(t, dataURL)
-	if _, err := data.Exec(ctx, orders.Seed); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ontology.Parse(orders.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logBuf strings.Builder
-	var logMu sync.Mutex
-	logged := func() string { logMu.Lock(); defer logMu.Unlock(); return logBuf.String() }
-	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return logBuf.Write(p)
-	}), nil))
-	newEngine := func(datasource *pgxpool.Pool) *engine.Engine {
-		e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Datasource: datasource,
-			Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: b.key, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	log, logged := capturedLog()
 
-	together := newEngine(nil)
+	together := exampleEngine(t, b, orders.Config, nil, log)
 	engine.SetBeforeRead(together, panicOnce())
 	out := together.Get(ctx, support("acme"), "order", json.RawMessage(`{"id": "o-1001"}`))
 	want(t, out, engine.StatusInternalError)
@@ -378,7 +354,7 @@ func TestPanicsAreContained(t *testing.T) {
 	want(t, together.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
 	verifyClean(t, b.testBundle, "acme")
 
-	apart := newEngine(testdb.RuntimePool(t, dataURL))
+	apart := exampleEngine(t, b, orders.Config, seededDatasource(t), log)
 	engine.SetBeforeFinish(apart, panicOnce())
 	out = apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "ran"}`))
 	want(t, out, engine.StatusOutcomeUnknown)
@@ -391,6 +367,45 @@ func TestPanicsAreContained(t *testing.T) {
 		t.Fatalf("verify: %+v %v", r, err)
 	}
 	want(t, apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "again"}`)), engine.StatusOK)
+}
+
+// capturedLog returns a JSON logger and what it has logged so far.
+func capturedLog() (log *slog.Logger, logged func() string) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log = slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	return log, func() string { mu.Lock(); defer mu.Unlock(); return buf.String() }
+}
+
+// seededDatasource returns a runtime pool on a database of its own holding
+// the example's data: an effect there is apart from the audit log's.
+func seededDatasource(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	url := testdb.New(t)
+	if _, err := testdb.Pool(t, url).Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	return testdb.RuntimePool(t, url)
+}
+
+// exampleEngine serves config on b's store, its data in datasource (nil:
+// the store's database), logging to log.
+func exampleEngine(t *testing.T, b *exampleBundle, config []byte, datasource *pgxpool.Pool, log *slog.Logger) *engine.Engine {
+	t.Helper()
+	cfg, err := ontology.Parse(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Datasource: datasource,
+		Catalog: readCatalog(t, cfg, cmp.Or(datasource, b.runtime)), Key: b.key, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 type writerFunc func([]byte) (int, error)
@@ -406,38 +421,18 @@ func TestRoutineRefusalsAreNotFailures(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	var logBuf strings.Builder
-	var logMu sync.Mutex
-	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return logBuf.Write(p)
-	}), nil))
+	log, logged := capturedLog()
 	failures := func() []string {
-		logMu.Lock()
-		defer logMu.Unlock()
 		var lines []string
-		for _, line := range strings.Split(logBuf.String(), "\n") {
+		for _, line := range strings.Split(logged(), "\n") {
 			if strings.Contains(line, `"level":"ERROR"`) {
 				lines = append(lines, line)
 			}
 		}
 		return lines
 	}
-	serveWith := func(config []byte) *engine.Engine {
-		cfg, err := ontology.Parse(config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(),
-			Catalog: readCatalog(t, cfg, b.runtime), Key: b.key, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
 
-	e := serveWith(orders.Config)
+	e := exampleEngine(t, b, orders.Config, nil, log)
 	// o-1003 shipped: refused at staging.
 	want(t, e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1003", "reason": "x"}`)), engine.StatusPreconditionFailed)
 	// o-1002 shipped after its approval: refused when it runs.
@@ -453,7 +448,7 @@ func TestRoutineRefusalsAreNotFailures(t *testing.T) {
 	}
 
 	// A precondition that raises when evaluated: a failure, logged.
-	broken := serveWith(ontologytest.Apply(t, orders.Config, ontologytest.Set("actions.cancel_order.where", `int(input.reason) > 0`)))
+	broken := exampleEngine(t, b, ontologytest.Apply(t, orders.Config, ontologytest.Set("actions.cancel_order.where", `int(input.reason) > 0`)), nil, log)
 	out := broken.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "not a number"}`))
 	want(t, out, engine.StatusPreconditionFailed)
 	if lines := failures(); len(lines) != 1 || !strings.Contains(lines[0], out.CorrelationID) || !strings.Contains(lines[0], "could not be evaluated") {
@@ -473,21 +468,7 @@ func TestSettleAnUnfinishedExecution(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	dataURL := testdb.New(t)
-	data := testdb.Pool(t, dataURL)
-	if _, err := data.Exec(ctx, orders.Seed); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ontology.Parse(orders.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	datasource := testdb.RuntimePool(t, dataURL)
-	apart, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Datasource: datasource,
-		Catalog: readCatalog(t, cfg, datasource), Key: b.key, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	apart := exampleEngine(t, b, orders.Config, seededDatasource(t), quiet)
 	unfinished := func() string {
 		engine.SetBeforeFinish(apart, panicOnce())
 		out := apart.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": "ran"}`))
