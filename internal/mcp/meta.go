@@ -29,10 +29,15 @@ func (s *Server) behindMeta(caller *engine.Caller, name string) bool {
 	return caller != nil && s.cfg.GroupOf(name) != "" && s.engine.Surface(caller) == ontology.SurfaceMeta
 }
 
-// metaTool declares a meta tool. list_resources and describe_resource
-// only read; manage_resource may call an action, so it is a write.
-func metaTool(kind ontology.ToolKind) *sdk.Tool {
-	destructive := true
+// metaTool declares a meta tool of cfg. list_resources and
+// describe_resource only read; manage_resource may call an action, so it
+// is a write, and open-world when any action it reaches (one in a group)
+// calls an upstream.
+func metaTool(kind ontology.ToolKind, cfg *ontology.Config) *sdk.Tool {
+	destructive, openWorld := true, false
+	for name, a := range cfg.Actions {
+		openWorld = openWorld || cfg.GroupOf(name) != "" && a.Execute.Kind().OpenWorld()
+	}
 	switch kind {
 	case ontology.ToolListResources:
 		return &sdk.Tool{
@@ -72,7 +77,7 @@ func metaTool(kind ontology.ToolKind) *sdk.Tool {
 					"tool":      map[string]any{"type": "string", "description": "The tool of that resource to call."},
 					"arguments": map[string]any{"type": "object", "description": "The tool's arguments, as its input schema says."},
 				}},
-			Annotations: &sdk.ToolAnnotations{Title: "Manage a resource", DestructiveHint: &destructive, OpenWorldHint: closedWorld},
+			Annotations: &sdk.ToolAnnotations{Title: "Manage a resource", DestructiveHint: &destructive, OpenWorldHint: &openWorld},
 		}
 	}
 	return nil

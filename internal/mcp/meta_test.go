@@ -138,6 +138,22 @@ func TestMetaSurfaceCatalog(t *testing.T) {
 			}
 		}
 	}
+	// manage_resource reaches create_return_label, which calls the
+	// carrier: open-world; with no upstream action grouped, it is not.
+	openWorld := func(s *mcp.Server) bool {
+		res, err := connect(t, s, metaCaller("orders:read")).ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(res.Tools, func(tool *sdk.Tool) bool { return tool.Name == "manage_resource" })
+		return i >= 0 && res.Tools[i].Annotations.OpenWorldHint != nil && *res.Tools[i].Annotations.OpenWorldHint
+	}
+	closed, _ := metaServer(t, b, ontologytest.SetYAML("groups", `{
+  orders: {title: Orders, description: "Orders.", tools: [order_get, order_list, cancel_order]},
+  catalog: {title: Catalog, tools: [product_get, product_list]}}`))
+	if !openWorld(s) || openWorld(closed) {
+		t.Errorf("manage_resource's openWorldHint: %v with the carrier's action grouped, %v without", openWorld(s), openWorld(closed))
+	}
 }
 
 // TestListResourcesText: list_resources answers the caller's catalog as

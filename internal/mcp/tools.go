@@ -180,7 +180,7 @@ func (s *Server) declare() map[string]*tool {
 				continue
 			}
 		case ontology.ToolListResources, ontology.ToolDescribeResource, ontology.ToolManageResource:
-			t.def = metaTool(d.Kind)
+			t.def = metaTool(d.Kind, cfg)
 		}
 		t.def.Name = d.Name
 		switch d.Kind {
@@ -457,7 +457,8 @@ func checkTool(actions map[string]*ontology.Action) *sdk.Tool {
 	return &sdk.Tool{
 		Title: "Check an approval",
 		Description: "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
-			"an approved one executes now and returns its result; an approval used already (executed, or refused when it came to run) reports consumed.",
+			"an approved one executes now and returns its result; an approval used already (executed, or refused when it came to run) reports consumed, " +
+			"or outcome_unknown while its execution has no recorded end (do not stage it again).",
 		InputSchema: map[string]any{"type": "object", "required": []string{"approvalId"}, "additionalProperties": false,
 			"properties": map[string]any{"approvalId": map[string]any{"type": "string", "format": "uuid"}}},
 		// The result is the approved action's, of whichever action it is.

@@ -22,7 +22,7 @@ func TestServedToolsEncodeAsDeclared(t *testing.T) {
 			"reason": map[string]any{"type": "string", "pattern": "^[<>&]\u2028$", "description": "Why, in <b>words</b>."},
 			"zeta":   map[string]any{"type": "integer"}, "alpha": map[string]any{"type": "number"}}}}
 	defs := []*sdk.Tool{actionTool("cancel_order", action, map[string]any{"type": "object"}), checkTool(nil),
-		metaTool(ontology.ToolManageResource), {Name: "bare", InputSchema: map[string]any{"type": "object"}}}
+		metaTool(ontology.ToolManageResource, &ontology.Config{}), {Name: "bare", InputSchema: map[string]any{"type": "object"}}}
 	for _, def := range defs {
 		served := served(def)
 		if _, ok := served.InputSchema.(json.RawMessage); !ok {
