@@ -24,8 +24,8 @@ const (
 	// execution (execution_started or a refusal recorded after the
 	// consume), or an approval not consumed that has one.
 	KindExecutionCount Kind = "execution_count"
-	// KindUnfinished: an execution_started with no execution_succeeded or
-	// execution_failed after it. On the shared-database path none is
+	// KindUnfinished: an execution_started with no execution_succeeded,
+	// execution_failed or execution_settled after it. On the shared-database path none is
 	// possible; a separate datasource's is "reported unfinished", which a
 	// test of that path may expect.
 	KindUnfinished Kind = "unfinished_execution"
