@@ -52,6 +52,10 @@ func newPolicyCompileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("roles") && (len(roles) == 0 || slices.ContainsFunc(roles, func(r string) bool { return strings.TrimSpace(r) == "" })) {
+				// --roles '' granted nobody, without a word.
+				return errcode.New(errcode.Usage, fmt.Sprintf("--roles %q names an empty role: name each role that may call the written actions", strings.Join(roles, ",")), nil)
+			}
 			selectors, err := policy.ParseSelectors(include)
 			if err != nil {
 				return errcode.New(errcode.PolicySelectorInvalid, err.Error(), err)

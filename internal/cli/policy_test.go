@@ -122,6 +122,7 @@ func TestPolicyRefusals(t *testing.T) {
 		{"a service with capitals", []string{"policy", "compile", carrierSpec, "--service", "Shipping", "-o", out}, errcode.PolicyServiceInvalid},
 		{"--accept without a reason", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--accept", "createLabel"}, errcode.PolicyAcceptInvalid},
 		{"--accept of no tool", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--accept", "nope=why"}, errcode.PolicyAcceptInvalid},
+		{"--roles of an empty role", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--roles", ""}, errcode.Usage},
 		{"--accept of a tool twice", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--accept", "createLabel=one", "--accept", "createLabel=two"}, errcode.PolicyAcceptInvalid},
 		{"--actions without --include", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", filepath.Join(dir, "a.yaml")}, errcode.PolicySelectorInvalid},
 		{"--include without --actions", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--include", "*"}, errcode.PolicySelectorInvalid},
