@@ -54,7 +54,7 @@ func Parse(data []byte, name string, fsys fs.FS) (*apidoc.Document, error) {
 		return nil, fmt.Errorf("%w: its top level is not an object", ErrNotOpenAPI)
 	}
 	l := &loader{fsys: fsys, main: path.Clean(name), files: map[string]any{path.Clean(name): root},
-		schemas: map[string]*apidoc.Schema{}, read: map[string]*apidoc.Schema{}, seen: map[apidoc.Problem]bool{}}
+		schemas: map[string]*apidoc.Schema{}, reading: map[*apidoc.Schema]bool{}, read: map[string]*apidoc.Schema{}, seen: map[apidoc.Problem]bool{}}
 	doc := &apidoc.Document{Schemes: map[string]*apidoc.Scheme{}}
 	switch v := version(m["openapi"]); {
 	case strings.HasPrefix(v, "3.0.") || strings.HasPrefix(v, "3.1.") || v == "3.0" || v == "3.1":
@@ -121,6 +121,9 @@ type loader struct {
 	// schemas holds each definition a $ref names, so that a definition
 	// $ref'd twice is one *Schema and a recursive one a cycle.
 	schemas map[string]*apidoc.Schema
+	// reading holds the definitions being read: one a $ref reaches again
+	// through $refs alone, before any schema of its own, names nothing.
+	reading map[*apidoc.Schema]bool
 	// read holds the schema read at each place, so that a place reached
 	// again (a shared parameter, response or path item) is not read
 	// again: the reader's work is the document's size, not the number of

@@ -1119,3 +1119,27 @@ func TestDeepRefs(t *testing.T) {
 		t.Errorf("read %d deep", depth)
 	}
 }
+
+// TestRefCycles: $refs that lead back to a definition through $refs alone
+// (A to B to A, Self to itself) name no schema, and each is a problem at
+// its place — the body would otherwise be read as anything at all; a
+// recursive schema, a $ref back to it under a property, is not.
+func TestRefCycles(t *testing.T) {
+	t.Parallel()
+	doc, err := parseFile(t, "testdata", "ref-cycles.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	for _, p := range doc.Problems {
+		problems = append(problems, p.Source+": "+p.Message)
+	}
+	for _, want := range []string{"/components/schemas/B: the $ref \"#/components/schemas/B\" leads back", "/components/schemas/Self: the $ref \"#/components/schemas/Self\" leads back"} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+			t.Errorf("no problem %q in %q", want, problems)
+		}
+	}
+	if len(problems) != 2 {
+		t.Errorf("problems %q: want the two cycles only, not the recursive Node", problems)
+	}
+}

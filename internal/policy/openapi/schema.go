@@ -102,10 +102,19 @@ func (l *loader) definition(at loc, ref string) *apidoc.Schema {
 	// back to it while it is read is the same *Schema: a cycle.
 	s := &apidoc.Schema{}
 	l.schemas[key] = s
+	l.reading[s] = true
 	read := l.schema(target, v)
-	if read != nil {
+	delete(l.reading, s)
+	switch {
+	case read != nil && l.reading[read] || read == s:
+		// $refs alone lead back to a definition still being read (A to B
+		// to A, A to itself): no schema is ever named, and the value
+		// would be read as anything at all.
+		l.problem(target, "the $ref %q leads back to itself through $refs alone: it names no schema", ref)
+		s.Source = l.source(target)
+	case read != nil:
 		*s = *read
-	} else {
+	default:
 		// A definition written as null: nothing is said of it, but it
 		// is still at its place.
 		s.Source = l.source(target)
