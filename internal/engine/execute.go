@@ -522,7 +522,14 @@ func (x *execution) run(ctx context.Context, tx pgx.Tx, target json.RawMessage) 
 	} else {
 		call.RecordAttempt = x.attempt
 	}
-	return x.effect.Run(ctx, call)
+	result, err := x.effect.Run(ctx, call)
+	if classify(err) == DiagnosticUpstreamUnplaceable {
+		// Nothing was sent (the input could not be placed in the
+		// request): the budget, which counts calls of the effect, gets
+		// the count back, as for an execution that never reached it.
+		x.ran = false
+	}
+	return result, err
 }
 
 // attempt appends an effect_attempt record, in a transaction of its own:

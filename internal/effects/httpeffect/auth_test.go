@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/app"
@@ -470,4 +471,51 @@ func unescaped(s string) string {
 		return u
 	}
 	return s
+}
+
+const unplaceableConfig = `service: shop
+upstreams:
+  things:
+    base_url: %[1]q
+actions:
+  touch:
+    description: d
+    input: {type: object, properties: {id: {type: string}}, required: [id]}
+    policy: {roles: [support]}
+    budget: {per_minute: 1, per_day: 1}
+    execute: {http: {upstream: things, method: POST, path: "/things/{id}"}}
+`
+
+// TestUnplaceableCallsSpendNoBudget: a call whose input cannot be placed
+// in its request (a path segment of "..") sends nothing, so it spends none
+// of the action's budget: a budget of one call a day still allows the next
+// call that reaches the upstream.
+func TestUnplaceableCallsSpendNoBudget(t *testing.T) {
+	var sent atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		sent.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	cfg, err := ontology.Parse(fmt.Appendf(nil, unplaceableConfig, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if out := e.Call(ctx, agent("acme"), "touch", json.RawMessage(`{"id": ".."}`)); out.Diagnostic != engine.DiagnosticUpstreamUnplaceable {
+			t.Fatalf("an id of ..: %s %q (%v)", out.Status, out.Diagnostic, out.Err)
+		}
+	}
+	if out := e.Call(ctx, agent("acme"), "touch", json.RawMessage(`{"id": "t-1"}`)); out.Status != engine.StatusOK || sent.Load() != 1 {
+		t.Fatalf("the first call that reached the upstream: %s (%v), %d sent", out.Status, out.Err, sent.Load())
+	}
+	if out := e.Call(ctx, agent("acme"), "touch", json.RawMessage(`{"id": "t-2"}`)); out.Status != engine.StatusRateLimited {
+		t.Fatalf("the second: %s, want rate_limited: the budget is one a day", out.Status)
+	}
 }
