@@ -249,6 +249,10 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 		t.skip = fmt.Sprintf("its primary key column %q is not an identifier the ontology accepts", t.key)
 		return t, nil
 	}
+	if t.tenant == "" && len(pk) == 1 && slices.Contains(TenantColumns(), pk[0]) {
+		t.skip = fmt.Sprintf("its only key is its tenant column %q: one row a tenant (the tenants' own table, perhaps), which no object reads by a key of its own", pk[0])
+		return t, nil
+	}
 	if t.tenant == "" {
 		t.skip = fmt.Sprintf("no tenant column found (tried %s); every object needs tenant_column, so add it by hand if the table has one",
 			strings.Join(TenantColumns(), ", "))

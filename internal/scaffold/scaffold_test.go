@@ -114,7 +114,7 @@ func TestGenerate(t *testing.T) {
 	if !maps.Equal(gotLinks, wantLinks) {
 		t.Fatalf("links %v, want %v", cfg.Links, wantLinks)
 	}
-	for _, left := range []string{"event_log: no tenant column", "organizations: no tenant column", "workspaces: no tenant column", "order_lines: its primary key (order_id, line) has 2 columns",
+	for _, left := range []string{"event_log: no tenant column", "organizations: no tenant column", `workspaces: its only key is its tenant column "workspace_id"`, "order_lines: its primary key (order_id, line) has 2 columns",
 		"scratch: it has no primary key", "left out:\n#   event_log", "line items: its name is not an identifier", `left out "Shipping Address"`, "No actions"} {
 		if !bytes.Contains(got, []byte(left)) {
 			t.Fatalf("the draft does not say %q:\n%s", left, got)
