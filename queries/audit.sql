@@ -54,13 +54,18 @@ FROM orangerail.audit_unfinished(@tenant_id::text) AS u;
 
 -- name: AuditUnfinishedExecution :one
 -- The unfinished execution of correlation_id (audit_unfinished's), with
--- its execution_started record's approval: what settling it needs.
--- approval_id is '' for a call that ran without one.
+-- its execution_started record's approval, and how long ago the database
+-- wrote that record (its own clock: written_at, else the entry's at):
+-- what settling it needs. approval_id is '' for a call that ran without
+-- one.
 SELECT coalesce(u.action, '')::text AS action,
-       coalesce((SELECT s.approval_id::text FROM orangerail.audit s
-                 WHERE s.tenant_id = @tenant_id::text AND s.correlation_id = u.correlation_id AND s.phase = 'execution_started'
-                 ORDER BY s.id DESC LIMIT 1), '')::text AS approval_id
+       coalesce(s.approval_id::text, '')::text AS approval_id,
+       (extract(epoch FROM now() - coalesce(s.written_at, s.at)) * 1000000)::bigint AS age_us
 FROM orangerail.audit_unfinished(@tenant_id::text) AS u
+CROSS JOIN LATERAL (
+    SELECT x.approval_id, x.written_at, x.at FROM orangerail.audit x
+    WHERE x.tenant_id = @tenant_id::text AND x.correlation_id = u.correlation_id AND x.phase = 'execution_started'
+    ORDER BY x.id DESC LIMIT 1) s
 WHERE u.correlation_id = @correlation_id::text
 LIMIT 1;
 

@@ -229,11 +229,11 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			fmt.Fprintf(w, "  … and %d more checkpoint finding(s) (the first %d are listed, here and in --json)\n", more, len(r.CheckpointFindings))
 		}
 		listFindings(w, r.Unsealed, r.UnsealedTotal, "record(s) unsealed past the bound (no replica sealed them: is any running?)", func(u engine.UnsealedRecord) string {
-			return fmt.Sprintf("%s  %s  action %q  correlation %s  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,
+			return fmt.Sprintf("%s  %s  action %q  correlation %q  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,
 				u.CorrelationID, u.UnsealedFor.Round(time.Second))
 		})
-		listFindings(w, r.Unfinished, r.UnfinishedTotal, "execution(s) started but never finished (settle each with `orangerail audit settle`)", func(u engine.UnfinishedExecution) string {
-			return fmt.Sprintf("seq %d  %s  action %q  correlation %s", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
+		listFindings(w, r.Unfinished, r.UnfinishedTotal, "execution(s) started but never finished (one over its deadline ran on a server that stopped: settle it with `orangerail audit settle`)", func(u engine.UnfinishedExecution) string {
+			return fmt.Sprintf("seq %d  %s  action %q  correlation %q", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
 		})
 		listFindings(w, r.Unaudited, r.UnauditedTotal, "consumed approval(s) with no audit record of their execution", func(u engine.UnauditedApproval) string {
 			return fmt.Sprintf("approval %s  action %q  consumed %s", u.ApprovalID, u.Action, u.ConsumedAt.UTC().Format(time.RFC3339))
@@ -245,7 +245,11 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			return fmt.Sprintf("seq %d  %s  approval %s  action %q  missing %v", u.Seq, u.Phase, u.ApprovalID, u.Action, u.Missing)
 		})
 		listFindings(w, r.BreakGlass, r.BreakGlassTotal, "operator record(s) by the database owner — break-glass decisions, settled executions (reported, not a failure)", func(b engine.BreakGlassDecision) string {
-			return fmt.Sprintf("seq %d  %s  %s  approval %s  operator %q  reason %q", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase, b.ApprovalID, b.Operator, b.Reason)
+			approval := "none"
+			if b.ApprovalID != nil {
+				approval = b.ApprovalID.String()
+			}
+			return fmt.Sprintf("seq %d  %s  %s  approval %s  operator %q  reason %q", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase, approval, b.Operator, b.Reason)
 		})
 	}
 }

@@ -43,7 +43,7 @@ func TestPrintReportsCountsWhatItDoesNotList(t *testing.T) {
 	var out bytes.Buffer
 	printReports(&out, []*engine.Report{r})
 	got := out.String()
-	for _, want := range []string{"tenant acme: FAILED", "  250000 record(s) unsealed past the bound", "correlation c-09", "… and 249990 more (--json lists the first 12)"} {
+	for _, want := range []string{"tenant acme: FAILED", "  250000 record(s) unsealed past the bound", `correlation "c-09"`, "… and 249990 more (--json lists the first 12)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
@@ -63,5 +63,22 @@ func TestPrintReportsSaysNothingWasChecked(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
+	}
+}
+
+// TestPrintReportsEscapesCorrelations: a correlation id is the caller's
+// text, quoted like an action: one holding a terminal escape prints it
+// escaped; an operator's record of no approval says none.
+func TestPrintReportsEscapesCorrelations(t *testing.T) {
+	r := &engine.Report{Tenant: "acme", Records: 2, HeadSeq: 2,
+		Unfinished:      []engine.UnfinishedExecution{{Seq: 1, CorrelationID: "forged-\x1b[2Jx", Action: "touch", At: time.Now()}},
+		UnfinishedTotal: 1,
+		BreakGlass:      []engine.BreakGlassDecision{{Seq: 2, Phase: engine.PhaseExecutionSettled, Operator: "postgres", At: time.Now(), Reason: "checked"}},
+		BreakGlassTotal: 1}
+	var out bytes.Buffer
+	printReports(&out, []*engine.Report{r})
+	got := out.String()
+	if strings.Contains(got, "\x1b") || !strings.Contains(got, `correlation "forged-\x1b[2Jx"`) || !strings.Contains(got, "approval none") {
+		t.Fatalf("%q", got)
 	}
 }

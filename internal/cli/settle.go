@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +13,7 @@ import (
 )
 
 func newAuditSettleCmd() *cobra.Command {
-	var url, tenant, outcome, reason string
+	var url, tenant, outcome, reason, config string
 	cmd := &cobra.Command{
 		Use:   "settle CORRELATION_ID",
 		Short: "Record how an execution left unfinished (outcome_unknown) ended, as the database owner",
@@ -23,7 +24,9 @@ func newAuditSettleCmd() *cobra.Command {
 			"the operator's, made as the database login (the owner's URL, the one `orangerail migrate`\n" +
 			"runs with); both verifiers then count the execution finished, and list the record, with its\n" +
 			"reason, among the operator's. It runs nothing and changes no approval. `audit verify` lists\n" +
-			"each unfinished execution with its correlation id.",
+			"each unfinished execution with its correlation id. One that started too recently to be over\n" +
+			"(the config's limits: statement_timeout twice, lock_timeout and a few seconds) is refused: it\n" +
+			"may still be running.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -33,12 +36,19 @@ func newAuditSettleCmd() *cobra.Command {
 			if err := database.ValidateTenantID(tenant); err != nil {
 				return err
 			}
+			if config == "" {
+				return errcode.New(errcode.Usage, "--config is required: its limits say how long an execution can still be running", nil)
+			}
+			cfg, err := loadConfig(config)
+			if err != nil {
+				return err
+			}
 			owner, err := database.OpenDatasource(ctx, url)
 			if err != nil {
 				return err
 			}
 			defer owner.Close()
-			s, err := engine.SettleExecution(ctx, owner, tenant, args[0], engine.SettledOutcome(outcome), reason, time.Now())
+			s, err := engine.SettleExecution(ctx, owner, tenant, args[0], engine.SettledOutcome(outcome), reason, engine.ExecutionBound(cfg.Limits), time.Now())
 			if err != nil {
 				return err
 			}
@@ -55,5 +65,6 @@ func newAuditSettleCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose execution to settle")
 	cmd.Flags().StringVar(&outcome, "outcome", "", fmt.Sprintf("what the execution did: %q", engine.SettledOutcomes()))
 	cmd.Flags().StringVar(&reason, "reason", "", "what you found, and where (required; recorded)")
+	cmd.Flags().StringVar(&config, "config", os.Getenv("ORANGERAIL_CONFIG"), "the ontology config the deployment serves (default $ORANGERAIL_CONFIG): its limits say how long an execution can still be running")
 	return cmd
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -32,20 +37,33 @@ func TestAuditSettle(t *testing.T) {
 		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
 		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
 	})
+	started := time.Now()
 	if err := database.InTenant(ctx, runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		return engine.AppendAudit(ctx, tx, &engine.Record{Tenant: "acme", At: time.Now(), CorrelationID: "c-7", Phase: engine.PhaseExecutionStarted,
 			Action: "create_label", Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent}})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, _ := cli(t, "audit", "verify", "--database-url", ownerURL); code != exitFindings || !strings.Contains(out, "correlation c-7") ||
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", ownerURL); code != exitFindings || !strings.Contains(out, `correlation "c-7"`) ||
 		!strings.Contains(out, "orangerail audit settle") {
 		t.Fatalf("verify before settling: exit %d\n%s", code, out)
 	}
-	settle := func(url string, args ...string) (int, string, string) {
-		return cli(t, append([]string{"audit", "settle", "--database-url", url, "--tenant", "acme"}, args...)...)
+	// A deployment whose executions are over 5s and a few milliseconds
+	// after they start.
+	config := filepath.Join(t.TempDir(), "orangerail.yaml")
+	if err := os.WriteFile(config, ontologytest.Apply(t, orders.Config, ontologytest.SetYAML("limits", "{lock_timeout: 1ms, statement_timeout: 1ms}")), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	code, _, stderr := settle(testdb.WithUser(t, ownerURL, login, "pw"), "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
+	settle := func(url string, args ...string) (int, string, string) {
+		return cli(t, append([]string{"audit", "settle", "--database-url", url, "--tenant", "acme", "--config", config}, args...)...)
+	}
+	code, _, stderr := settle(ownerURL, "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
+	if code != exitError {
+		t.Fatalf("an execution that may still be running was settled: exit %d %s", code, stderr)
+	}
+	oneLine(t, stderr, "X_EXECUTION_MAY_BE_RUNNING")
+	time.Sleep(time.Until(started.Add(engine.ExecutionBound(ontology.Limits{LockTimeout: ms(1), StatementTimeout: ms(1)}))))
+	code, _, stderr = settle(testdb.WithUser(t, ownerURL, login, "pw"), "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
 	if code != exitError {
 		t.Fatalf("the runtime's login settled: exit %d %s", code, stderr)
 	}
@@ -63,4 +81,9 @@ func TestAuditSettle(t *testing.T) {
 		!strings.Contains(out, `reason "the carrier has no such label"`) {
 		t.Fatalf("verify after settling: exit %d\n%s", code, out)
 	}
+}
+
+func ms(n int) *ontology.Duration {
+	d := ontology.Duration(time.Duration(n) * time.Millisecond)
+	return &d
 }

@@ -448,10 +448,13 @@ func (q *Queries) AuditUnfinished(ctx context.Context, db DBTX, tenantID string)
 
 const auditUnfinishedExecution = `-- name: AuditUnfinishedExecution :one
 SELECT coalesce(u.action, '')::text AS action,
-       coalesce((SELECT s.approval_id::text FROM orangerail.audit s
-                 WHERE s.tenant_id = $1::text AND s.correlation_id = u.correlation_id AND s.phase = 'execution_started'
-                 ORDER BY s.id DESC LIMIT 1), '')::text AS approval_id
+       coalesce(s.approval_id::text, '')::text AS approval_id,
+       (extract(epoch FROM now() - coalesce(s.written_at, s.at)) * 1000000)::bigint AS age_us
 FROM orangerail.audit_unfinished($1::text) AS u
+CROSS JOIN LATERAL (
+    SELECT x.approval_id, x.written_at, x.at FROM orangerail.audit x
+    WHERE x.tenant_id = $1::text AND x.correlation_id = u.correlation_id AND x.phase = 'execution_started'
+    ORDER BY x.id DESC LIMIT 1) s
 WHERE u.correlation_id = $2::text
 LIMIT 1
 `
@@ -464,15 +467,18 @@ type AuditUnfinishedExecutionParams struct {
 type AuditUnfinishedExecutionRow struct {
 	Action     string
 	ApprovalID string
+	AgeUs      int64
 }
 
 // The unfinished execution of correlation_id (audit_unfinished's), with
-// its execution_started record's approval: what settling it needs.
-// approval_id is ” for a call that ran without one.
+// its execution_started record's approval, and how long ago the database
+// wrote that record (its own clock: written_at, else the entry's at):
+// what settling it needs. approval_id is ” for a call that ran without
+// one.
 func (q *Queries) AuditUnfinishedExecution(ctx context.Context, db DBTX, arg *AuditUnfinishedExecutionParams) (*AuditUnfinishedExecutionRow, error) {
 	row := db.QueryRow(ctx, auditUnfinishedExecution, arg.TenantID, arg.CorrelationID)
 	var i AuditUnfinishedExecutionRow
-	err := row.Scan(&i.Action, &i.ApprovalID)
+	err := row.Scan(&i.Action, &i.ApprovalID, &i.AgeUs)
 	return &i, err
 }
 

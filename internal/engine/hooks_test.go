@@ -497,14 +497,17 @@ func TestSettleAnUnfinishedExecution(t *testing.T) {
 		correlation string
 		outcome     engine.SettledOutcome
 		reason      string
+		bound       time.Duration
 		code        errcode.Code
 	}{
-		{"a runtime login", b.runtime, first, engine.SettledSucceeded, "found it", errcode.BreakGlassRefused},
-		{"no reason", b.admin, first, engine.SettledSucceeded, " ", errcode.BreakGlassRefused},
-		{"an outcome of no kind", b.admin, first, "maybe", "found it", errcode.RequestInvalid},
-		{"an unknown execution", b.admin, uuid.NewString(), engine.SettledSucceeded, "found it", errcode.ExecutionNotUnfinished},
+		{"a runtime login", b.runtime, first, engine.SettledSucceeded, "found it", 0, errcode.BreakGlassRefused},
+		{"no reason", b.admin, first, engine.SettledSucceeded, " ", 0, errcode.BreakGlassRefused},
+		{"an outcome of no kind", b.admin, first, "maybe", "found it", 0, errcode.RequestInvalid},
+		{"an unknown execution", b.admin, uuid.NewString(), engine.SettledSucceeded, "found it", 0, errcode.ExecutionNotUnfinished},
+		// Started within the deployment's bound: it may still be running.
+		{"one that may still be running", b.admin, first, engine.SettledSucceeded, "found it", time.Hour, errcode.ExecutionMayBeRunning},
 	} {
-		if _, err := engine.SettleExecution(ctx, tt.owner, "acme", tt.correlation, tt.outcome, tt.reason, now); code(err) != tt.code {
+		if _, err := engine.SettleExecution(ctx, tt.owner, "acme", tt.correlation, tt.outcome, tt.reason, tt.bound, now); code(err) != tt.code {
 			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
 		}
 	}
@@ -512,11 +515,11 @@ func TestSettleAnUnfinishedExecution(t *testing.T) {
 		t.Fatalf("before settling: %+v %v", r, err)
 	}
 
-	s, err := engine.SettleExecution(ctx, b.admin, "acme", first, engine.SettledSucceeded, "the carrier's log shows note n-1 made", now)
+	s, err := engine.SettleExecution(ctx, b.admin, "acme", first, engine.SettledSucceeded, "the carrier's log shows note n-1 made", 0, now)
 	if err != nil || s.Action != "add_order_note" || s.Outcome != engine.SettledSucceeded || s.Operator == "" {
 		t.Fatalf("settle: %+v %v", s, err)
 	}
-	if _, err := engine.SettleExecution(ctx, b.admin, "acme", first, engine.SettledFailed, "again", now); code(err) != errcode.ExecutionNotUnfinished {
+	if _, err := engine.SettleExecution(ctx, b.admin, "acme", first, engine.SettledFailed, "again", 0, now); code(err) != errcode.ExecutionNotUnfinished {
 		t.Fatalf("settled twice: %v", err)
 	}
 	// Two operators at once: one settles, the other finds it settled.
@@ -524,7 +527,7 @@ func TestSettleAnUnfinishedExecution(t *testing.T) {
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
-			_, err := engine.SettleExecution(ctx, b.admin, "acme", second, engine.SettledFailed, "the carrier never saw it", now)
+			_, err := engine.SettleExecution(ctx, b.admin, "acme", second, engine.SettledFailed, "the carrier never saw it", 0, now)
 			errs <- err
 		}()
 	}
@@ -549,7 +552,7 @@ func TestSettleAnUnfinishedExecution(t *testing.T) {
 	engine.SetBeforeFinish(apart, panicOnce())
 	want(t, apart.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOutcomeUnknown)
 	want(t, apart.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOutcomeUnknown)
-	if _, err := engine.SettleExecution(ctx, b.admin, "acme", staged.ApprovalID.String(), engine.SettledSucceeded, "the order shows cancelled", now); err != nil {
+	if _, err := engine.SettleExecution(ctx, b.admin, "acme", staged.ApprovalID.String(), engine.SettledSucceeded, "the order shows cancelled", 0, now); err != nil {
 		t.Fatal(err)
 	}
 	want(t, apart.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusConsumed)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -48,6 +49,16 @@ type Settled struct {
 	At            time.Time
 }
 
+// ExecutionBound is how long after its execution_started record an
+// execution under limits can still record its end: its effect's deadline
+// (statement_timeout and a grace), then the end's own transaction,
+// bounded by lock_timeout and statement_timeout. Past it, an execution
+// with no end never records one.
+func ExecutionBound(limits ontology.Limits) time.Duration {
+	lock, statement := limits.Timeouts()
+	return statement + effectGrace + lock + statement
+}
+
 // SettleExecution records how an execution left unfinished ended, as an
 // operator found out (the upstream's own records, its support): an
 // execution_settled record in the tenant's chain, after the
@@ -63,7 +74,13 @@ type Settled struct {
 // correlation id, or one finished or settled already — is refused
 // X_EXECUTION_NOT_UNFINISHED; two operators settling one at once settle it
 // once. Settling runs nothing and changes no approval.
-func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, correlationID string, outcome SettledOutcome, reason string, now time.Time) (*Settled, error) {
+//
+// bound is ExecutionBound of the deployment's limits: an execution that
+// started more recently may still be running — its effect waiting on an
+// upstream, its end about to be recorded — and is refused
+// X_EXECUTION_MAY_BE_RUNNING, so that no settle ever stands beside the
+// end the execution records itself.
+func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, correlationID string, outcome SettledOutcome, reason string, bound time.Duration, now time.Time) (*Settled, error) {
 	switch {
 	case !slices.Contains(SettledOutcomes(), outcome):
 		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("the outcome %q is not one of %q", outcome, SettledOutcomes()), nil)
@@ -82,13 +99,18 @@ func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, cor
 		if !login.OwnRights || !login.Owner {
 			return errcode.New(errcode.BreakGlassRefused, fmt.Sprintf("the login %q is not the owner of the orangerail schema acting as itself", login.Login), nil)
 		}
-		action, approval, err := st.AuditUnfinishedExecutionGet(ctx, tenant, correlationID)
+		u, err := st.AuditUnfinishedExecutionGet(ctx, tenant, correlationID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errcode.New(errcode.ExecutionNotUnfinished, fmt.Sprintf("no execution of correlation id %q is unfinished in tenant %q", correlationID, tenant), nil)
 		}
 		if err != nil {
 			return err
 		}
+		if u.Age < bound {
+			return errcode.New(errcode.ExecutionMayBeRunning, fmt.Sprintf("execution %s started %s ago, and an execution here can record its end up to %s after it starts; settle it once that has passed",
+				correlationID, u.Age.Round(time.Second), bound), nil)
+		}
+		action, approval := u.Action, u.ApprovalID
 		result, err := json.Marshal(map[string]string{BreakGlassReasonMember: reason, SettledOutcomeMember: string(outcome)})
 		if err != nil {
 			return err

@@ -42,6 +42,7 @@ const (
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
 	ExecutionNotUnfinished    Code = "X_EXECUTION_NOT_UNFINISHED"
+	ExecutionMayBeRunning     Code = "X_EXECUTION_MAY_BE_RUNNING"
 	ApprovalInputShredded     Code = "X_APPROVAL_INPUT_SHREDDED"
 	ApprovalInputUnreadable   Code = "X_APPROVAL_INPUT_UNREADABLE"
 
@@ -235,6 +236,8 @@ var table = []Entry{
 		"Put the dropped key back in ORANGERAIL_SECRET_KEY (inactive) until the approval has ended; drop keys only as the README's key rotation says.", ""},
 	{BreakGlassRefused, "An operator's record — a break-glass decision, an execution settled — needs a reason and a connection logged in as the owner of the orangerail schema (or a superuser) acting as itself; this one gave no reason, or is a runtime login or SET ROLE to another role.",
 		"Decide through the desk or `orangerail approvals approve --server URL` when it is up; otherwise, and to settle an execution, pass --reason TEXT and the owner's database URL (the one `orangerail migrate` runs with), not the runtime's.", ""},
+	{ExecutionMayBeRunning, "The execution started too recently to settle: it may still be running (its effect waiting on an upstream, its end about to be recorded), and an end it records would stand beside the settle.",
+		"Wait until the time the message names has passed since it started — the deployment's statement_timeout twice, its lock_timeout and a few seconds — then settle it if it is still unfinished.", ""},
 	{ExecutionNotUnfinished, "No execution of that correlation id is unfinished in the tenant: none started under it, or it finished (succeeded, failed, or settled already).",
 		"Run `orangerail audit verify --tenant T` and settle one of the unfinished executions it lists, by the correlation id it prints.", ""},
 	{IdentityRequired, "Serving MCP over HTTP needs a verified identity for every caller, and none is configured.",

@@ -351,7 +351,7 @@ func TestUpstreamKillBeforeFinish(t *testing.T) {
 	if unfinished == 0 {
 		t.Fatal("the execution the poll flagged outcome_unknown is not reported unfinished")
 	}
-	if _, err := engine.SettleExecution(context.Background(), b.admin, agent.Tenant, id, engine.SettledSucceeded, "the carrier shows the label", time.Now()); err != nil {
+	if _, err := engine.SettleExecution(context.Background(), b.admin, agent.Tenant, id, engine.SettledSucceeded, "the carrier shows the label", 0, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if settled := b.call(t, "check after settling", func(ctx context.Context) *engine.Outcome { return b.engine.Check(ctx, agent, id) }); settled.Status != engine.StatusConsumed {

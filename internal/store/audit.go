@@ -323,26 +323,36 @@ func (s *Store) AuditPage(ctx context.Context, p *AuditPageParams) ([]AuditRecor
 	return page, nil
 }
 
-// AuditUnfinishedExecutionGet returns the action and approval (nil for a
-// call that ran without one) of the tenant's unfinished execution of
+// UnfinishedExecution is an execution started and not finished, as
+// settling it reads it.
+type UnfinishedExecution struct {
+	Action string
+	// ApprovalID is nil for a call that ran without one.
+	ApprovalID *uuid.UUID
+	// Age is how long ago the database wrote its execution_started.
+	Age time.Duration
+}
+
+// AuditUnfinishedExecutionGet returns the tenant's unfinished execution of
 // correlationID, locking it against a second settle until the transaction
 // ends; ErrNotFound when no execution of it is unfinished.
-func (s *Store) AuditUnfinishedExecutionGet(ctx context.Context, tenantID, correlationID string) (action string, approval *uuid.UUID, err error) {
+func (s *Store) AuditUnfinishedExecutionGet(ctx context.Context, tenantID, correlationID string) (*UnfinishedExecution, error) {
 	if err := s.q.AuditSettleLock(ctx, s.x, &db.AuditSettleLockParams{TenantID: tenantID, CorrelationID: correlationID}); err != nil {
-		return "", nil, InterpretError(err)
+		return nil, InterpretError(err)
 	}
 	row, err := s.q.AuditUnfinishedExecution(ctx, s.x, &db.AuditUnfinishedExecutionParams{TenantID: tenantID, CorrelationID: correlationID})
 	if err != nil {
-		return "", nil, InterpretError(err)
+		return nil, InterpretError(err)
 	}
+	u := &UnfinishedExecution{Action: row.Action, Age: time.Duration(row.AgeUs) * time.Microsecond}
 	if row.ApprovalID != "" {
 		id, err := uuid.Parse(row.ApprovalID)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
-		approval = &id
+		u.ApprovalID = &id
 	}
-	return row.Action, approval, nil
+	return u, nil
 }
 
 // AuditCorrelationPhases returns the phases of the tenant's records of
