@@ -91,6 +91,11 @@ func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, cor
 	}
 	var settled *Settled
 	err := database.InTenant(ctx, owner, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// Another operator's settle, or a stuck session, is waited on for
+		// a while, not forever: the owner's connection has no limits.
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
+			return err
+		}
 		st := store.New(tx)
 		login, err := st.SessionOperatorGet(ctx)
 		if err != nil {
