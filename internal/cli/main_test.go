@@ -121,7 +121,7 @@ func TestMigrate(t *testing.T) {
 	if _, err := conn.Exec(context.Background(), "INSERT INTO "+database.VersionTable+" (version_id, is_applied) VALUES (99, true)"); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "down"}, {"audit", "verify"}} {
+	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "down"}, {"migrate", "status"}, {"audit", "verify"}} {
 		code, _, stderr := cli(t, append(args, "--database-url", url)...)
 		if code != exitError {
 			t.Fatalf("%v on a newer database: exit %d", args, code)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
 )
 
 func newMigrateCmd() *cobra.Command {
@@ -76,7 +77,15 @@ func newMigrateCmd() *cobra.Command {
 				}
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Source.Version, s.State, at, s.Source.Path)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			// A newer binary's migrations are not in this list: say so,
+			// and exit as up and down do, rather than show it current.
+			if err := m.Check(cmd.Context()); errcode.Of(err) == errcode.DatabaseTooNew {
+				return err
+			}
+			return nil
 		}),
 	})
 	return cmd
