@@ -117,8 +117,15 @@ func (f *approvalsFlags) approveCommand(v *engine.ApprovalView) string {
 		self = "orangerail"
 	}
 	if f.breakGlass {
+		// The URL this command was given, never printed (it may hold a
+		// password): $DATABASE_URL when it came from there, else a
+		// placeholder to fill in as WHY is.
+		url := ` --database-url "$DATABASE_URL"`
+		if f.url != os.Getenv("DATABASE_URL") {
+			url = " --database-url OWNER_URL"
+		}
 		return shellJoin([]string{self, "approvals", "approve", v.ID.String(), "--break-glass", "--reason", "WHY",
-			"--tenant", v.Tenant, "--config", f.config, "--digest", v.Digest}) + ` --database-url "$DATABASE_URL"`
+			"--tenant", v.Tenant, "--config", f.config, "--digest", v.Digest}) + url
 	}
 	args := []string{self, "approvals", "approve", v.ID.String(), "--server", f.server, "--digest", v.Digest}
 	if f.plainHTTP {
