@@ -62,6 +62,11 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 	return database.InTenant(ctx, conn, p.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
 		ident := pgx.Identifier{p.Name}.Sanitize()
+		// Two grants of one new name at once: the second waits, then finds
+		// the role the first made (it failed on CREATE ROLE's unique name).
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail.auditor:' || $1, 0))", p.Name); err != nil {
+			return err
+		}
 		role, err := s.RoleGet(ctx, p.Name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):

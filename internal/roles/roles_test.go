@@ -65,6 +65,34 @@ func TestGrantAndRevokeAuditor(t *testing.T) {
 	}
 }
 
+// TestGrantsAtOnce: grants of one new login made at once each succeed —
+// one creates the role, the others find it — where all but one failed on
+// the role name's uniqueness, with Postgres's words.
+func TestGrantsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	name := scratchRole(t, admin) + "_race"
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+	})
+	errs := make(chan error, 4)
+	for _, tenant := range []string{"acme", "acme", "globex", "globex"} {
+		go func() { errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: tenant}) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var grants int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.auditor_grants WHERE role_name = $1", name).Scan(&grants); err != nil || grants != 2 {
+		t.Fatalf("%d grants (%v), want acme and globex", grants, err)
+	}
+}
+
 // TestGrantAuditorRefuses a name that is no plain identifier, a role that
 // is not a plain auditor, a malformed tenant, a password Postgres would
 // change, and a database whose schema is not current; none of them leaves
