@@ -12,6 +12,7 @@ import (
 
 func newAuditorCmd() *cobra.Command {
 	var url, tenant, passwordEnv string
+	var newTenant bool
 	cmd := &cobra.Command{
 		Use:   "auditor",
 		Short: "Give people read-only SQL access to one tenant's audit log and approvals",
@@ -24,7 +25,7 @@ func newAuditorCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&tenant, "tenant", "", "the tenant the auditor may read (required)")
 
 	grant := &cobra.Command{
-		Use:   "grant NAME --tenant T [--password-env VAR]",
+		Use:   "grant NAME --tenant T [--password-env VAR] [--new-tenant]",
 		Short: "Create the login NAME if needed and let it read tenant T",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,7 +38,7 @@ func newAuditorCmd() *cobra.Command {
 			if err := requireTenant(tenant); err != nil {
 				return err
 			}
-			if err := roles.GrantAuditor(cmd.Context(), url, &roles.GrantAuditorParams{Name: args[0], Tenant: tenant, Password: password}); err != nil {
+			if err := roles.GrantAuditor(cmd.Context(), url, &roles.GrantAuditorParams{Name: args[0], Tenant: tenant, Password: password, NewTenant: newTenant}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s may read tenant %s (psql as %s, then: SELECT * FROM orangerail.audit_verify('%s'); "+
@@ -47,6 +48,7 @@ func newAuditorCmd() *cobra.Command {
 		},
 	}
 	grant.Flags().StringVar(&passwordEnv, "password-env", "", "an environment variable holding the login's password (default: none; trust or certificate auth)")
+	grant.Flags().BoolVar(&newTenant, "new-tenant", false, "grant a tenant that has no records yet (without it, one the database does not know is refused: a typo would become a tenant)")
 	revoke := &cobra.Command{
 		Use:   "revoke NAME --tenant T",
 		Short: "Stop NAME reading tenant T (the login itself stays)",

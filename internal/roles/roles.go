@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -37,6 +38,11 @@ type GrantAuditorParams struct {
 	// certificate authentication). Only its SCRAM verifier reaches the
 	// server.
 	Password string
+	// NewTenant grants a tenant that has no records yet (an auditor
+	// named before the tenant's first call): without it, a tenant the
+	// database does not know is refused, since granting opens it and a
+	// mistyped id would become a tenant of its own.
+	NewTenant bool
 }
 
 // GrantAuditor lets the login p.Name read tenant p.Tenant, creating the
@@ -85,6 +91,15 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 			// that needs no escaping, checked by ScramVerifier's test.
 			if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD '%s'", ident, verifier)); err != nil {
 				return err
+			}
+		}
+		if !p.NewTenant {
+			known, err := s.TenantList(ctx)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(known, p.Tenant) {
+				return errcode.New(errcode.TenantUnknown, fmt.Sprintf("tenant %q has no records in this database: a typo? To grant an auditor a tenant before its first record, pass --new-tenant", p.Tenant), nil)
 			}
 		}
 		if err := s.TenantOpen(ctx); err != nil {

@@ -31,7 +31,7 @@ func TestGrantAndRevokeAuditor(t *testing.T) {
 	})
 	const password = "correct horse battery staple"
 	for range 2 { // granting twice is granting once
-		if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: password}); err != nil {
+		if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: password, NewTenant: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestGrantsAtOnce(t *testing.T) {
 	})
 	errs := make(chan error, 4)
 	for _, tenant := range []string{"acme", "acme", "globex", "globex"} {
-		go func() { errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: tenant}) }()
+		go func() { errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: tenant, NewTenant: true}) }()
 	}
 	for range 4 {
 		if err := <-errs; err != nil {
@@ -117,7 +117,10 @@ func TestGrantAuditorRefuses(t *testing.T) {
 		{url, GrantAuditorParams{Name: "orangerail_runtime", Tenant: "acme"}, errcode.AuditorInvalid},
 		{url, GrantAuditorParams{Name: fresh, Tenant: "no tenant"}, errcode.TenantInvalid},
 		{url, GrantAuditorParams{Name: fresh, Tenant: ""}, errcode.TenantInvalid},
-		{url, GrantAuditorParams{Name: fresh, Tenant: "acme", Password: "pass\u00a0word"}, errcode.AuditorPasswordInvalid},
+		{url, GrantAuditorParams{Name: fresh, Tenant: "acme", Password: "pass\u00a0word", NewTenant: true}, errcode.AuditorPasswordInvalid},
+		// A tenant the database does not know, without --new-tenant: a
+		// typo, which granting would make a tenant of its own.
+		{url, GrantAuditorParams{Name: fresh, Tenant: "acmee"}, errcode.TenantUnknown},
 		{testdb.NewEmpty(t), GrantAuditorParams{Name: fresh, Tenant: "acme"}, errcode.DatabaseUnmigrated},
 	}
 	for _, tt := range tests {
@@ -125,9 +128,9 @@ func TestGrantAuditorRefuses(t *testing.T) {
 			t.Errorf("%+v: %v, want %s", tt.p, err, tt.want)
 		}
 	}
-	var roles, grants int
-	if err := admin.QueryRow(ctx, "SELECT (SELECT count(*) FROM pg_roles WHERE rolname = $1), (SELECT count(*) FROM orangerail.auditor_grants)",
-		fresh).Scan(&roles, &grants); err != nil || roles != 0 || grants != 0 {
-		t.Fatalf("refusals left %d roles and %d grants (%v)", roles, grants, err)
+	var roles, grants, tenants int
+	if err := admin.QueryRow(ctx, "SELECT (SELECT count(*) FROM pg_roles WHERE rolname = $1), (SELECT count(*) FROM orangerail.auditor_grants), (SELECT count(*) FROM orangerail.tenants)",
+		fresh).Scan(&roles, &grants, &tenants); err != nil || roles != 0 || grants != 0 || tenants != 0 {
+		t.Fatalf("refusals left %d roles, %d grants and %d tenants (%v)", roles, grants, tenants, err)
 	}
 }
