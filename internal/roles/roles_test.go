@@ -80,7 +80,9 @@ func TestGrantsAtOnce(t *testing.T) {
 	})
 	errs := make(chan error, 4)
 	for _, tenant := range []string{"acme", "acme", "globex", "globex"} {
-		go func() { errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: tenant, NewTenant: true}) }()
+		go func() {
+			errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: tenant, NewTenant: true})
+		}()
 	}
 	for range 4 {
 		if err := <-errs; err != nil {
