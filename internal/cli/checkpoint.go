@@ -188,7 +188,9 @@ func newAuditCheckProofCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				c, _, err := checkpoint.OpenNote(string(text), known)
+				// A note ends in one newline; a tool that saves it (psql -At)
+				// may add another, which is no part of what was signed.
+				c, _, err := checkpoint.OpenNote(strings.TrimRight(string(text), "\n")+"\n", known)
 				if err != nil {
 					return fmt.Errorf("--checkpoint %s: %w", path, err)
 				}

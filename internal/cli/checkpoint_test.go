@@ -156,6 +156,14 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if code, out, stderr := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", keptFile, consistency); code != exitOK {
 		t.Fatalf("check-proof --checkpoint: exit %d\n%s%s", code, out, stderr)
 	}
+	// As `psql -At` saves a note: one more newline at its end.
+	savedFile := filepath.Join(dir, "saved.note")
+	if err := os.WriteFile(savedFile, []byte(kept+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", savedFile, consistency); code != exitOK {
+		t.Fatalf("check-proof --checkpoint of a note saved by psql: exit %d\n%s%s", code, out, stderr)
+	}
 	forged, err := signer.Sign(checkpoint.Checkpoint{Origin: "orangerail.test/orders/acme", Size: 3, Root: make([]byte, checkpoint.HashSize)})
 	if err != nil {
 		t.Fatal(err)
