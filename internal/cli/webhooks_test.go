@@ -43,6 +43,11 @@ func TestWebhooksCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &msgs); err != nil || len(msgs) != 1 {
 		t.Fatalf("list --json: %v\n%s", err, out)
 	}
+	// Its members are named as every other --json's, in snake_case.
+	var members []map[string]any
+	if err := json.Unmarshal([]byte(out), &members); err != nil || members[0]["id"] == nil || members[0]["tenant_id"] != "acme" || members[0]["state"] == nil || members[0]["ID"] != nil {
+		t.Fatalf("list --json members: %v\n%s", err, out)
+	}
 	if code, out, stderr = run("redeliver", msgs[0].ID); code != exitOK || !strings.Contains(out, "queued again") {
 		t.Fatalf("redeliver: exit %d %q %q", code, out, stderr)
 	}

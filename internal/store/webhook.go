@@ -49,27 +49,27 @@ func WebhookStates() []WebhookState {
 // WebhookMessage is one outbox row: an approval event, what the approval
 // was when it happened, and where its delivery stands.
 type WebhookMessage struct {
-	ID uuid.UUID
+	ID uuid.UUID `json:"id"`
 	// Seq orders messages as their events happened.
-	Seq         int64
-	TenantID    string
-	ApprovalID  uuid.UUID
-	Event       WebhookEvent
-	Action      string
-	RequestedBy string
-	DecidedBy   *string
-	DecidedAt   *time.Time
-	ExpiresAt   time.Time
-	OccurredAt  time.Time
-	State       WebhookState
+	Seq         int64        `json:"seq"`
+	TenantID    string       `json:"tenant_id"`
+	ApprovalID  uuid.UUID    `json:"approval_id"`
+	Event       WebhookEvent `json:"event"`
+	Action      string       `json:"action"`
+	RequestedBy string       `json:"requested_by"`
+	DecidedBy   *string      `json:"decided_by"`
+	DecidedAt   *time.Time   `json:"decided_at"`
+	ExpiresAt   time.Time    `json:"expires_at"`
+	OccurredAt  time.Time    `json:"occurred_at"`
+	State       WebhookState `json:"state"`
 	// Attempts counts the claims: an attempt that died mid-way counts.
-	Attempts      int
-	NextAttemptAt time.Time
-	LockedUntil   *time.Time
+	Attempts      int        `json:"attempts"`
+	NextAttemptAt time.Time  `json:"next_attempt_at"`
+	LockedUntil   *time.Time `json:"locked_until"`
 	// DeliveredTo are the endpoint URLs that answered 2xx.
-	DeliveredTo []string
-	LastError   *string
-	DeliveredAt *time.Time
+	DeliveredTo []string   `json:"delivered_to"`
+	LastError   *string    `json:"last_error"`
+	DeliveredAt *time.Time `json:"delivered_at"`
 }
 
 func webhookMessageOf(r *db.OrangerailWebhookOutbox) *WebhookMessage {
