@@ -425,7 +425,11 @@ func (f *approvalsFlags) decideBreakingGlass(ctx context.Context, id string, app
 		return "", err
 	}
 	defer owner.Close()
-	out, decided := e.DecideBreakGlassApproval(ctx, owner, f.tenant, f.reason, engine.Decision{ApprovalID: id, Approve: approve, Digest: digest, Note: note})
+	// Under the deployment's limits, as every transaction the server runs:
+	// a row another session holds locked is waited on lock_timeout, not
+	// until someone kills the command.
+	out, decided := e.DecideBreakGlassApproval(ctx, database.Bound(owner, e.Store().Limits), f.tenant, f.reason,
+		engine.Decision{ApprovalID: id, Approve: approve, Digest: digest, Note: note})
 	if decided == nil {
 		if out.Code != "" {
 			return "", errcode.New(out.Code, fmt.Sprintf("approval %s: %s", id, out.Status), out.Err)

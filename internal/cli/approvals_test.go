@@ -270,6 +270,31 @@ func TestApprovalsBreakGlass(t *testing.T) {
 		t.Fatalf("a runtime login: exit %d %q", code, stderr)
 	}
 
+	// A row another session holds locked is waited on lock_timeout, not
+	// forever: the decision fails, and the approval stays pending.
+	locker, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, "SELECT * FROM orangerail.approvals WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan int, 1)
+	go func() {
+		code, _, _ := glass(url, "approve", id, "--break-glass", "--reason", "the desk is down", "--digest", view.Digest)
+		locked <- code
+	}()
+	select {
+	case code := <-locked:
+		if code != exitError {
+			t.Fatalf("a decision of a locked approval: exit %d", code)
+		}
+	case <-time.After(time.Minute):
+		_ = locker.Rollback(ctx) // frees the command, whatever it then does
+		<-locked
+		t.Fatal("a decision of a locked approval still waited after a minute")
+	}
+	_ = locker.Rollback(ctx)
 	code, out, stderr := glass(url, "approve", id, "--break-glass", "--reason", "the desk is down", "--digest", view.Digest)
 	if code != exitOK || !strings.Contains(out, "approved "+id+" as postgres") {
 		t.Fatalf("break-glass approve: exit %d %q %q", code, out, stderr)
