@@ -48,7 +48,8 @@ func newAuditSettleCmd() *cobra.Command {
 				return err
 			}
 			defer owner.Close()
-			s, err := engine.SettleExecution(ctx, owner, tenant, args[0], engine.SettledOutcome(outcome), reason, engine.ExecutionBound(cfg.Limits), time.Now())
+			s, err := engine.SettleExecution(ctx, database.Bound(owner, engine.StoreLimits(cfg.Limits)), tenant, args[0], engine.SettledOutcome(outcome), reason,
+				engine.ExecutionBound(cfg.Limits), time.Now())
 			if err != nil {
 				return err
 			}

@@ -48,10 +48,15 @@ func TestAuditSettle(t *testing.T) {
 		!strings.Contains(out, "orangerail audit settle") {
 		t.Fatalf("verify before settling: exit %d\n%s", code, out)
 	}
-	// A deployment whose executions are over 5s and a few milliseconds
-	// after they start.
+	// A deployment whose executions are over 7.5s after they start (its
+	// settle's transaction bounded by the same limits).
+	deployment := ontologytest.Apply(t, orders.Config, ontologytest.SetYAML("limits", "{lock_timeout: 500ms, statement_timeout: 1s}"))
+	cfg, err := ontology.Parse(deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
 	config := filepath.Join(t.TempDir(), "orangerail.yaml")
-	if err := os.WriteFile(config, ontologytest.Apply(t, orders.Config, ontologytest.SetYAML("limits", "{lock_timeout: 1ms, statement_timeout: 1ms}")), 0o600); err != nil {
+	if err := os.WriteFile(config, deployment, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	settle := func(url string, args ...string) (int, string, string) {
@@ -62,7 +67,7 @@ func TestAuditSettle(t *testing.T) {
 		t.Fatalf("an execution that may still be running was settled: exit %d %s", code, stderr)
 	}
 	oneLine(t, stderr, "X_EXECUTION_MAY_BE_RUNNING")
-	time.Sleep(time.Until(started.Add(engine.ExecutionBound(ontology.Limits{LockTimeout: ms(1), StatementTimeout: ms(1)}))))
+	time.Sleep(time.Until(started.Add(engine.ExecutionBound(cfg.Limits))))
 	code, _, stderr = settle(testdb.WithUser(t, ownerURL, login, "pw"), "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
 	if code != exitError {
 		t.Fatalf("the runtime's login settled: exit %d %s", code, stderr)
@@ -81,9 +86,4 @@ func TestAuditSettle(t *testing.T) {
 		!strings.Contains(out, `reason "the carrier has no such label"`) {
 		t.Fatalf("verify after settling: exit %d\n%s", code, out)
 	}
-}
-
-func ms(n int) *ontology.Duration {
-	d := ontology.Duration(time.Duration(n) * time.Millisecond)
-	return &d
 }

@@ -215,15 +215,14 @@ func New(c Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, statement := c.Ontology.Limits.Timeouts()
-	limits := database.Limits{LockTimeout: lock, StatementTimeout: statement}
+	limits := StoreLimits(c.Ontology.Limits)
 	e := &Engine{
 		cfg:           c.Ontology,
 		store:         database.Bound(c.Store, limits),
 		catalog:       c.Catalog,
 		effects:       made,
 		targetReaders: readers,
-		effectTimeout: statement + effectGrace,
+		effectTimeout: limits.StatementTimeout + effectGrace,
 		ring:          ring,
 		mode:          cmp.Or(c.Mode, ModeLive),
 		log:           cmp.Or(c.Logger, slog.Default()),

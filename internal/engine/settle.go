@@ -49,14 +49,22 @@ type Settled struct {
 	At            time.Time
 }
 
+// StoreLimits are the limits every transaction a deployment under limits
+// runs on its own database is bounded by: the engine's store, and an
+// operator's connection that acts as the deployment (database.Bound).
+func StoreLimits(limits ontology.Limits) database.Limits {
+	lock, statement := limits.Timeouts()
+	return database.Limits{LockTimeout: lock, StatementTimeout: statement}
+}
+
 // ExecutionBound is how long after its execution_started record an
 // execution under limits can still record its end: its effect's deadline
 // (statement_timeout and a grace), then the end's own transaction,
 // bounded by lock_timeout and statement_timeout. Past it, an execution
 // with no end never records one.
 func ExecutionBound(limits ontology.Limits) time.Duration {
-	lock, statement := limits.Timeouts()
-	return statement + effectGrace + lock + statement
+	l := StoreLimits(limits)
+	return l.StatementTimeout + effectGrace + l.LockTimeout + l.StatementTimeout
 }
 
 // SettleExecution records how an execution left unfinished ended, as an
@@ -67,7 +75,10 @@ func ExecutionBound(limits ontology.Limits) time.Duration {
 // the operator's, with its reason, as they list a break-glass decision.
 //
 // owner is a connection logged in as the owner of the orangerail schema,
-// or a superuser, acting as that login, as for a break-glass decision:
+// or a superuser, acting as that login, as for a break-glass decision —
+// bounded by the deployment's StoreLimits (database.Bound), so that
+// another operator's settle or a stuck session is waited on lock_timeout,
+// not forever:
 // anything else is refused X_BREAK_GLASS_REFUSED, as is an empty reason
 // (and the database refuses an operator's record from any other login,
 // ORA06). An execution that is not unfinished in the tenant — none of that
@@ -91,11 +102,6 @@ func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, cor
 	}
 	var settled *Settled
 	err := database.InTenant(ctx, owner, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// Another operator's settle, or a stuck session, is waited on for
-		// a while, not forever: the owner's connection has no limits.
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
-			return err
-		}
 		st := store.New(tx)
 		login, err := st.SessionOperatorGet(ctx)
 		if err != nil {
