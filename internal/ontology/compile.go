@@ -125,10 +125,16 @@ func leafMessage(err error) string {
 	if !errors.As(err, &verr) {
 		return firstLine(err.Error())
 	}
+	return firstLeaf(verr).ErrorKind.LocalizedString(message.NewPrinter(language.English))
+}
+
+// firstLeaf is the first cause of verr that has none of its own: the
+// most specific reason it failed.
+func firstLeaf(verr *jsonschema.ValidationError) *jsonschema.ValidationError {
 	for len(verr.Causes) > 0 {
 		verr = verr.Causes[0]
 	}
-	return verr.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+	return verr
 }
 
 // schemaProblem says why a schema does not compile: where the metaschema
@@ -140,9 +146,7 @@ func schemaProblem(err error) string {
 	if !errors.As(err, &invalid) || !errors.As(invalid.Err, &verr) {
 		return firstLine(err.Error())
 	}
-	for len(verr.Causes) > 0 {
-		verr = verr.Causes[0]
-	}
+	verr = firstLeaf(verr)
 	msg := verr.ErrorKind.LocalizedString(message.NewPrinter(language.English))
 	if at := fieldPath(verr.InstanceLocation); at != "" {
 		return "at " + at + ": " + msg
