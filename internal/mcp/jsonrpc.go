@@ -94,7 +94,7 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 			// After params, as the SDK reads them before its handler finds
 			// the method unserved.
 			if why := unservedMethod(env.Method, caps); why != "" && env.Call {
-				rpcerror.New(rpcerror.ID(body), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, why, 0).Write(w, http.StatusOK)
+				methodUnknown(rpcerror.ID(body), why).Write(w, http.StatusOK)
 				return
 			}
 		}
@@ -148,7 +148,7 @@ func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, body []by
 		answer = rpcerror.New(id, rpcerror.CodeServerError, errcode.MCPBodyTooLarge, sdkText, s.maxBodyBytes())
 	default:
 		if method, ok := unknownMethod(body); ok {
-			answer = rpcerror.New(id, rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", method), 0)
+			answer = methodUnknown(id, noMethod(method))
 			if id != nil {
 				status = http.StatusOK
 			}
@@ -191,7 +191,16 @@ func unservedMethod(method string, caps *sdk.ServerCapabilities) string {
 	default:
 		return ""
 	}
-	return fmt.Sprintf("the server serves no method %q: it does not declare the %s capability", method, capability)
+	return fmt.Sprintf("%s: it does not declare the %s capability", noMethod(method), capability)
+}
+
+// noMethod says the server serves no method of that name.
+func noMethod(method string) string { return fmt.Sprintf("the server serves no method %q", method) }
+
+// methodUnknown is the answer, over either transport, to the request of
+// id whose method the server does not serve, why saying so.
+func methodUnknown(id json.RawMessage, why string) *rpcerror.Response {
+	return rpcerror.New(id, rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, why, 0)
 }
 
 // standardMethod reports whether go-sdk serves method as a standard MCP

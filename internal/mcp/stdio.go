@@ -174,7 +174,7 @@ func judgeLine(line []byte, tooLong bool, limit int64, caps *sdk.ServerCapabilit
 		return msg, nil
 	}
 	if req.IsCall() && !standardMethod(req.Method) {
-		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, fmt.Sprintf("the server serves no method %q", req.Method), 0)
+		return nil, methodUnknown(rpcerror.ID(line), noMethod(req.Method))
 	}
 	if problem := paramsProblem(req.Method, req.IsCall(), req.Params); problem != nil {
 		return nil, problem.Response(rpcerror.ID(line))
@@ -182,7 +182,7 @@ func judgeLine(line []byte, tooLong bool, limit int64, caps *sdk.ServerCapabilit
 	// Params are judged first, as the SDK reads them before its handler
 	// finds the method unserved.
 	if why := unservedMethod(req.Method, caps); why != "" && req.IsCall() {
-		return nil, rpcerror.New(rpcerror.ID(line), rpcerror.CodeMethodNotFound, errcode.MCPMethodUnknown, why, 0)
+		return nil, methodUnknown(rpcerror.ID(line), why)
 	}
 	return msg, nil
 }
