@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
@@ -258,14 +259,7 @@ func TestApprovalsBreakGlass(t *testing.T) {
 	}
 
 	admin := testdb.Pool(t, url)
-	login := "cli_runtime_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN PASSWORD 'pw' IN ROLE orangerail_runtime; GRANT SELECT ON orangerail_schema_version TO "+login); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
-		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
-	})
+	login := runtimeLogin(t, admin)
 	if code, _, stderr := glass(testdb.WithUser(t, url, login, "pw"), "approve", id, "--break-glass", "--reason", "r", "--digest", view.Digest); code != exitError || !strings.Contains(stderr, "X_BREAK_GLASS_REFUSED") {
 		t.Fatalf("a runtime login: exit %d %q", code, stderr)
 	}
@@ -319,4 +313,20 @@ func TestApprovalsListLimitBounds(t *testing.T) {
 		}
 		oneLine(t, stderr, "X_REQUEST_INVALID")
 	}
+}
+
+// runtimeLogin makes a login of the runtime role, password "pw", that may
+// read the schema's version (as every command checks it), dropped when
+// the test ends: what an operator's command refuses to act as.
+func runtimeLogin(t *testing.T, admin *pgxpool.Pool) string {
+	t.Helper()
+	login := "cli_runtime_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(context.Background(), "CREATE ROLE "+login+" LOGIN PASSWORD 'pw' IN ROLE orangerail_runtime; GRANT SELECT ON orangerail_schema_version TO "+login); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
+	})
+	return login
 }

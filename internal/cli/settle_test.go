@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/examples/orders"
@@ -29,14 +28,7 @@ func TestAuditSettle(t *testing.T) {
 	ownerURL := testdb.New(t) // a superuser's: as the owner's
 	runtime := testdb.RuntimePool(t, ownerURL)
 	admin := testdb.Pool(t, ownerURL)
-	login := "cli_runtime_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN PASSWORD 'pw' IN ROLE orangerail_runtime; GRANT SELECT ON orangerail_schema_version TO "+login); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
-		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
-	})
+	login := runtimeLogin(t, admin)
 	started := time.Now()
 	if err := database.InTenant(ctx, runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		return engine.AppendAudit(ctx, tx, &engine.Record{Tenant: "acme", At: time.Now(), CorrelationID: "c-7", Phase: engine.PhaseExecutionStarted,
