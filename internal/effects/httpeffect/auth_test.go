@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
@@ -112,15 +115,7 @@ func TestCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	url := testdb.New(t)
-	admin, runtime := testdb.Pool(t, url), testdb.RuntimePool(t, url)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
-		Key: make([]byte, engine.KeySize), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, admin, logs := credentialEngine(t, cfg)
 	ctx := context.Background()
 	var sinks []string
 	for _, c := range []struct {
@@ -151,20 +146,7 @@ func TestCredentials(t *testing.T) {
 		t.Fatalf("%d label calls, %d pay calls, %d token requests: want the token fetched once and cached", len(seenLabel), len(seenPay), tokens)
 	}
 
-	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY tenant_id, id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var entry string
-		if err := rows.Scan(&entry); err != nil {
-			t.Fatal(err)
-		}
-		sinks = append(sinks, entry)
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
+	sinks = append(sinks, auditEntries(t, admin)...)
 	states, _ := json.Marshal(app.CredentialStates(cfg))
 	sinks = append(sinks, logs.String(), string(states))
 	forbidden := append([]string{password, "secret-SECRET-5", base64.StdEncoding.EncodeToString([]byte(secrets[3]))}, secrets...)
@@ -247,14 +229,7 @@ actions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	url := testdb.New(t)
-	admin := testdb.Pool(t, url)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, url), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
-		Key: make([]byte, engine.KeySize), Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, admin, logs := credentialEngine(t, cfg)
 	ctx := context.Background()
 	var sinks []string
 	for _, c := range []struct {
@@ -275,20 +250,7 @@ actions:
 		t.Fatalf("the upstream saw Authorization %q", seen)
 	}
 	mu.Unlock()
-	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var entry string
-		if err := rows.Scan(&entry); err != nil {
-			t.Fatal(err)
-		}
-		sinks = append(sinks, entry)
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
+	sinks = append(sinks, auditEntries(t, admin)...)
 	all := strings.Join(append(sinks, logs.String()), "\n")
 	if strings.Contains(all, token) || !strings.Contains(all, "[redacted]") || !strings.Contains(all, "execution_failed") {
 		t.Fatalf("the key, or its token, reached a sink, or nothing was redacted:\n%s", all)
@@ -357,15 +319,7 @@ func TestEscapedEchoesAreRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	dbURL := testdb.New(t)
-	admin, runtime := testdb.Pool(t, dbURL), testdb.RuntimePool(t, dbURL)
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: runtime, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
-		Key: make([]byte, engine.KeySize), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, admin, logs := credentialEngine(t, cfg)
 	ctx := context.Background()
 	var sinks []string
 	out := e.Call(ctx, agent("acme"), "echo", json.RawMessage(`{"mode": "json"}`))
@@ -391,20 +345,7 @@ func TestEscapedEchoesAreRedacted(t *testing.T) {
 			t.Fatalf("%s: %s (%v)", mode, out.Status, out.Err)
 		}
 	}
-	rows, err := admin.Query(ctx, "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var entry string
-		if err := rows.Scan(&entry); err != nil {
-			t.Fatal(err)
-		}
-		sinks = append(sinks, entry)
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
+	sinks = append(sinks, auditEntries(t, admin)...)
 	sinks = append(sinks, logs.String())
 	// Each sink as a reader sees it: every JSON string decoded, and each
 	// percent-decoded; no part of the credential past its first 3 bytes.
@@ -501,11 +442,7 @@ func TestUnplaceableCallsSpendNoBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
-		Key: make([]byte, engine.KeySize), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, _, _ := credentialEngine(t, cfg)
 	ctx := context.Background()
 	for range 2 {
 		if out := e.Call(ctx, agent("acme"), "touch", json.RawMessage(`{"id": ".."}`)); out.Diagnostic != engine.DiagnosticUpstreamUnplaceable {
@@ -518,4 +455,35 @@ func TestUnplaceableCallsSpendNoBudget(t *testing.T) {
 	if out := e.Call(ctx, agent("acme"), "touch", json.RawMessage(`{"id": "t-2"}`)); out.Status != engine.StatusRateLimited {
 		t.Fatalf("the second: %s, want rate_limited: the budget is one a day", out.Status)
 	}
+}
+
+// credentialEngine serves cfg on a database of its own, logging at debug
+// into the buffer it returns, so that a test can read every sink a
+// credential could reach: the engine's answers, its audit records
+// (admin's) and its log.
+func credentialEngine(t *testing.T, cfg *ontology.Config) (e *engine.Engine, admin *pgxpool.Pool, logs *bytes.Buffer) {
+	t.Helper()
+	logs = &bytes.Buffer{}
+	url := testdb.New(t)
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, url), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, testdb.Pool(t, url), logs
+}
+
+// auditEntries returns the entry of every audit record admin sees, as
+// text.
+func auditEntries(t *testing.T, admin *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := admin.Query(context.Background(), "SELECT convert_from(entry, 'UTF8') FROM orangerail.audit ORDER BY tenant_id, id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }
