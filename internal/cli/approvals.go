@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -196,7 +195,8 @@ func (f *approvalsFlags) list(ctx context.Context, status store.ApprovalStatus, 
 			return nil, false, err
 		}
 		defer closeAll()
-		if views, err = e.ListApprovals(ctx, f.tenant, status, min(limit, math.MaxInt32-1)+1); err != nil || len(views) <= int(limit) {
+		// One past the limit (at most the API's page, checked): whether more match.
+		if views, err = e.ListApprovals(ctx, f.tenant, status, limit+1); err != nil || len(views) <= int(limit) {
 			return views, false, err
 		}
 		return views[:limit], true, nil

@@ -176,9 +176,9 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 // that echoes a request gives it back in: as sent in a URL's query or
 // path (percent-encoded, in upper- or lower-case hex), and inside a JSON
 // string (escaped, "/" too, as PHP's encoder writes it) — what an error's
-// excerpt, cut short of valid JSON, can only be scrubbed of byte for byte. The longest are
-// replaced first, so that no shorter secret inside a longer one leaves
-// the rest of it behind.
+// excerpt, cut short of valid JSON, can only be scrubbed of byte for
+// byte. The longest are replaced first, so that no shorter secret inside
+// a longer one leaves the rest of it behind.
 func (c *credentials) addSecret(s string) {
 	if s == "" {
 		return
