@@ -76,7 +76,7 @@ func newAuditVerifyCmd() *cobra.Command {
 					return err
 				}
 			}
-			pool, err := openToVerify(ctx, url)
+			pool, err := openToRead(ctx, url)
 			if err != nil {
 				return err
 			}
@@ -153,10 +153,11 @@ var listingNotes = map[engine.Listing]string{
 	engine.ListingGranted: "an auditor login lists the tenants granted to it (orangerail auditor grant), and no other",
 }
 
-// openToVerify opens the pool audit verify reads with: the runtime role's
-// (database.Open), or, for a login that may not act as it, the login's
-// own as an auditor (database.OpenAuditor).
-func openToVerify(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// openToRead opens the pool the audit commands that read a chain (verify,
+// checkpoint, prove) read with: the runtime role's (database.Open), or,
+// for a login that may not act as it, the login's own as an auditor
+// (database.OpenAuditor), which reads only the tenants granted to it.
+func openToRead(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	pool, err := database.Open(ctx, url)
 	if errcode.Of(err) != errcode.DatabaseRoleMissing {
 		return pool, err

@@ -120,6 +120,27 @@ func TestAuditVerifyAsAnAuditorLogin(t *testing.T) {
 		t.Fatalf("the auditor naming a tenant not granted: %q does not say why it may be unknown", stderr)
 	}
 
+	// The auditor keeps the checkpoint and asks for proofs with its own
+	// login: the granted tenant is its only one, and another is unknown.
+	code, kept, stderr := cli(t, "audit", "checkpoint", "--database-url", auditorURL)
+	if code != exitOK || !strings.HasPrefix(kept, "orangerail.test/orders/acme\n3\n") {
+		t.Fatalf("the auditor's checkpoint: exit %d\n%s%s", code, kept, stderr)
+	}
+	proof := filepath.Join(t.TempDir(), "seq2.json")
+	if code, _, stderr = cli(t, "audit", "prove", "--database-url", auditorURL, "--tenant", "acme", "--seq", "2", "--out", proof); code != exitOK {
+		t.Fatalf("the auditor's proof: exit %d %s", code, stderr)
+	}
+	if code, out, stderr = cli(t, "audit", "check-proof", "--key", vkey, proof); code != exitOK || !strings.Contains(out, "OK: record 2 is in the tree of size 3") {
+		t.Fatalf("the auditor's proof checked: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, args := range [][]string{{"checkpoint", "--tenant", "globex"}, {"prove", "--tenant", "globex", "--seq", "1"}} {
+		code, out, stderr = cli(t, append([]string{"audit"}, append(args, "--database-url", auditorURL)...)...)
+		if code != exitError || out != "" || !strings.Contains(stderr, listingNotes[engine.ListingGranted]) {
+			t.Fatalf("the auditor's %v of a tenant not granted: exit %d\n%s%s", args, code, out, stderr)
+		}
+		oneLine(t, stderr, "X_TENANT_UNKNOWN")
+	}
+
 	if _, err := admin.Exec(ctx, `ALTER TABLE orangerail.audit DISABLE TRIGGER USER;
 		UPDATE orangerail.audit SET entry = entry || '\x20'::bytea WHERE tenant_id = 'acme' AND seq = 2;
 		ALTER TABLE orangerail.audit ENABLE ALWAYS TRIGGER audit_refuse_update_delete;

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,26 +25,29 @@ import (
 // checkpoint and prove read the database; check-proof reads none.
 
 // checkpointTenant names the tenant a command is about: --tenant, which
-// must exist, or the database's only tenant.
+// must be one the login may read (engine.VerifyTenants: an auditor's are
+// those granted to it), or the only such tenant.
 func checkpointTenant(cmd *cobra.Command, pool *pgxpool.Pool, tenant string) (string, error) {
-	ctx := cmd.Context()
 	if tenant != "" {
 		if err := database.ValidateTenantID(tenant); err != nil {
 			return "", err
 		}
-		return tenant, engine.TenantExists(ctx, pool, tenant)
 	}
-	tenants, err := engine.Tenants(ctx, pool)
-	if err != nil {
+	tenants, listing, err := engine.VerifyTenants(cmd.Context(), pool)
+	switch {
+	case err != nil:
 		return "", err
-	}
-	switch len(tenants) {
-	case 0:
-		return "", errcode.New(errcode.TenantUnknown, "the database holds no tenant yet", nil)
-	case 1:
+	case tenant != "":
+		if !slices.Contains(tenants, tenant) {
+			return "", engine.UnknownTenant(tenant, listingNotes[listing])
+		}
+		return tenant, nil
+	case len(tenants) == 0:
+		return "", errcode.New(errcode.TenantUnknown, "the database holds no tenant this login may read yet", nil)
+	case len(tenants) == 1:
 		return tenants[0], nil
 	}
-	return "", errcode.New(errcode.TenantInvalid, fmt.Sprintf("--tenant is required: the database holds %d tenants", len(tenants)), nil)
+	return "", errcode.New(errcode.TenantInvalid, fmt.Sprintf("--tenant is required: this login may read %d tenants", len(tenants)), nil)
 }
 
 // CheckpointView is a stored checkpoint as `audit checkpoint --json`
@@ -71,7 +75,7 @@ func newAuditCheckpointCmd() *cobra.Command {
 			"(`audit prove --from SIZE`) shows later that the log was only appended to.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := database.Open(cmd.Context(), url)
+			pool, err := openToRead(cmd.Context(), url)
 			if err != nil {
 				return err
 			}
@@ -117,7 +121,7 @@ func newAuditProveCmd() *cobra.Command {
 			if err := requireTenant(tenant); err != nil {
 				return err
 			}
-			pool, err := database.Open(ctx, url)
+			pool, err := openToRead(ctx, url)
 			if err != nil {
 				return err
 			}
