@@ -59,6 +59,10 @@ func (f *approvalsFlags) client() (*client.Client, error) {
 			return nil, errcode.New(errcode.ApprovalsPath, "--break-glass needs --reason TEXT: the decision records why the API was bypassed", nil)
 		}
 		return nil, nil
+	case f.tenant != "":
+		return nil, errcode.New(errcode.ApprovalsPath, "--tenant is for --break-glass: through the API, the tenant is the one your token names", nil)
+	case f.reason != "":
+		return nil, errcode.New(errcode.ApprovalsPath, "--reason is for --break-glass: through the API, a decision's words are its --note", nil)
 	case f.server == "":
 		return nil, errcode.New(errcode.ApprovalsPath, "pass --server URL (the deployment's http.public_url, or set $"+ServerEnv+
 			"); only in an emergency, --break-glass --reason TEXT with the database owner's --database-url", nil)

@@ -453,6 +453,15 @@ func TestApprovalsCommands(t *testing.T) {
 	if code, _, stderr := cli(t, "approvals", "list"); code != exitError || !strings.Contains(stderr, "X_APPROVALS_PATH") {
 		t.Fatalf("no --server: exit %d %q", code, stderr)
 	}
+	// What only the database path reads is refused through the API, not
+	// ignored: the API's tenant is the token's, and a decision's words
+	// are its --note.
+	for _, args := range [][]string{{"list", "--tenant", "globex"}, {"reject", id, "--reason", "fraud"}} {
+		if code, out, stderr := run(args...); code != exitError || out != "" || !strings.Contains(stderr, "X_APPROVALS_PATH") ||
+			!strings.Contains(stderr, args[len(args)-2]+" is for --break-glass") {
+			t.Fatalf("%v through the API: exit %d %q %q", args, code, out, stderr)
+		}
+	}
 	code, out, stderr := run("list")
 	if code != exitOK || strings.Count(out, "pending") != 2 || stderr != "" {
 		t.Fatalf("list: exit %d\n%s%s", code, out, stderr)
