@@ -90,7 +90,7 @@ func (f *approvalsFlags) engine(ctx context.Context) (e *engine.Engine, closeFun
 		return nil, nil, err
 	}
 	if f.config == "" {
-		return nil, nil, fmt.Errorf("--config is required with --break-glass: the ontology config names each action's effect and target")
+		return nil, nil, errcode.New(errcode.Usage, "--config is required with --break-glass: the ontology config names each action's effect and target", nil)
 	}
 	cfg, err := loadConfig(f.config)
 	if err != nil {

@@ -320,8 +320,15 @@ func TestApprovalsListLimitBounds(t *testing.T) {
 // the test ends: what an operator's command refuses to act as.
 func runtimeLogin(t *testing.T, admin *pgxpool.Pool) string {
 	t.Helper()
-	login := "cli_runtime_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := admin.Exec(context.Background(), "CREATE ROLE "+login+" LOGIN PASSWORD 'pw' IN ROLE orangerail_runtime; GRANT SELECT ON orangerail_schema_version TO "+login); err != nil {
+	return makeLogin(t, admin, "IN ROLE orangerail_runtime")
+}
+
+// makeLogin makes a login, password "pw", with the CREATE ROLE options
+// given, that may read the schema's version, dropped when the test ends.
+func makeLogin(t *testing.T, admin *pgxpool.Pool, options string) string {
+	t.Helper()
+	login := "cli_login_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(context.Background(), "CREATE ROLE "+login+" LOGIN PASSWORD 'pw' "+options+"; GRANT SELECT ON orangerail_schema_version TO "+login); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -275,6 +278,10 @@ func checkProofFile(cmd *cobra.Command, path string, known note.Verifiers, opts 
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.IsDir() {
+		// Not a proof that fails to parse: no file to check at all.
+		return nil, &fs.PathError{Op: "read", Path: path, Err: cmp.Or(err, error(syscall.EISDIR))}
+	}
 	return checkpoint.Check(f, known, opts)
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -51,6 +52,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// unknown command or flag, a required flag missing, an argument
 		// count. Its words, under the code every such refusal carries.
 		err = errcode.New(errcode.Usage, err.Error(), err)
+	}
+	var pathErr *fs.PathError
+	if !errors.As(err, &coded) && errors.As(err, &pathErr) {
+		// A file the command line named (--keys-file, a proof, --out):
+		// its path and the system's reason, under the code they share.
+		err = errcode.New(errcode.FileUnusable, err.Error(), err)
 	}
 	// An error can carry what an agent sent or a database said: shown
 	// through display.Text, it stays one line and cannot rewrite the

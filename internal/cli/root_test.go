@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,5 +42,40 @@ func TestPrintErrorGivesEachJoinedErrorItsFix(t *testing.T) {
 	printError(&out, both)
 	if got := out.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "seal and verify: ") {
 		t.Fatalf("one error wrapping two printed as:\n%s", got)
+	}
+}
+
+// TestOperatorMistakesAreCoded: a file the command line names that cannot
+// be used, and a flag's value out of range, are one coded line each, not
+// the system's or the database's bare words.
+func TestOperatorMistakesAreCoded(t *testing.T) {
+	t.Setenv("ORANGERAIL_CONFIG", "")
+	dir := t.TempDir()
+	key := filepath.Join(dir, "checkpoint.key")
+	code, vkey, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", key)
+	if code != exitOK {
+		t.Fatalf("generate: exit %d %s", code, stderr)
+	}
+	vkey = strings.TrimSpace(vkey)
+	missing := filepath.Join(dir, "missing")
+	for _, c := range []struct {
+		args []string
+		code string
+	}{
+		{[]string{"audit", "check-proof", "--keys-file", missing}, "X_FILE_UNUSABLE"},
+		{[]string{"audit", "check-proof", "--key", vkey, missing}, "X_FILE_UNUSABLE"},
+		{[]string{"audit", "check-proof", "--key", vkey, "--checkpoint", missing, missing}, "X_FILE_UNUSABLE"},
+		{[]string{"audit", "check-proof", "--key", vkey, dir}, "X_FILE_UNUSABLE"},
+		{[]string{"audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", key}, "X_FILE_UNUSABLE"},
+		{[]string{"webhooks", "list", "--tenant", "acme", "--limit", "-5"}, "X_USAGE"},
+		{[]string{"webhooks", "list", "--tenant", "acme", "--limit", "0"}, "X_USAGE"},
+		{[]string{"approvals", "list", "--break-glass", "--reason", "r", "--tenant", "acme"}, "X_USAGE"},
+	} {
+		code, out, stderr := cli(t, c.args...)
+		if code != exitError || out != "" || !strings.Contains(stderr, c.code+": ") {
+			t.Errorf("%v: exit %d %q %q, want %s", c.args, code, out, stderr, c.code)
+			continue
+		}
+		oneLine(t, stderr, c.code)
 	}
 }

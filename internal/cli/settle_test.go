@@ -65,6 +65,13 @@ func TestAuditSettle(t *testing.T) {
 		t.Fatalf("the runtime's login settled: exit %d %s", code, stderr)
 	}
 	oneLine(t, stderr, "X_BREAK_GLASS_REFUSED")
+	// A login of neither role may not even name the tenant: refused as
+	// coded, never with the database's words.
+	code, _, stderr = settle(testdb.WithUser(t, ownerURL, makeLogin(t, admin, ""), "pw"), "c-7", "--outcome", "failed", "--reason", "x")
+	if code != exitError || strings.Contains(stderr, "SQLSTATE") {
+		t.Fatalf("a login of neither role settled: exit %d %s", code, stderr)
+	}
+	oneLine(t, stderr, "X_BREAK_GLASS_REFUSED")
 	code, _, stderr = settle(ownerURL, "c-8", "--outcome", "failed", "--reason", "x")
 	if code != exitError {
 		t.Fatalf("an unknown execution settled: exit %d", code)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/webhooks"
 )
@@ -46,6 +47,9 @@ func newWebhooksCmd() *cobra.Command {
 		Short: "List a tenant's webhook messages, newest first, with where each delivery stands",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 {
+				return errcode.New(errcode.Usage, fmt.Sprintf("--limit must be a whole number 1 or more, not %d", limit), nil)
+			}
 			pool, err := open(cmd.Context())
 			if err != nil {
 				return err

@@ -135,6 +135,10 @@ func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, cor
 			Operator: login.Login, At: rec.At}
 		return nil
 	})
+	if errors.Is(store.InterpretError(err), store.ErrPermission) {
+		// A login of neither role: not even the tenant's scope is its.
+		return nil, errcode.New(errcode.BreakGlassRefused, "this login may not act in the orangerail schema: settle as its owner, with the URL `orangerail migrate` runs with", err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -117,6 +117,7 @@ const (
 	PolicySelectorInvalid Code = "X_POLICY_SELECTOR_INVALID"
 	PolicyAcceptInvalid   Code = "X_POLICY_ACCEPT_INVALID"
 	Usage                 Code = "X_USAGE"
+	FileUnusable          Code = "X_FILE_UNUSABLE"
 	PolicyBaseURLMissing  Code = "X_POLICY_BASE_URL_MISSING"
 	PolicyManifestInvalid Code = "X_POLICY_MANIFEST_INVALID"
 	PolicyToolUnknown     Code = "X_POLICY_TOOL_UNKNOWN"
@@ -304,6 +305,8 @@ var table = []Entry{
 		"Pass --include tag:NAME, operation:ID, method:METHOD (soap for SOAP operations) or * for all, once or comma-separated; policy compile without --actions lists every operation's tool name.", ""},
 	{Usage, "The command line is not one the command takes: a command or flag it does not know, a required flag missing, a flag's value of the wrong kind, or too many or too few arguments.",
 		"Run the command with --help, and pass what it lists.", ""},
+	{FileUnusable, "A file the command line names could not be used: one to read is missing, unreadable or a directory; one to write (--out) exists already, which is never overwritten, or its directory is missing or not writable.",
+		"Check the path the message names; for --out, name a new file or move the old one aside.", ""},
 	{PolicyAcceptInvalid, "--accept is TOOL=REASON, naming a tool of this description and a reason a reviewer can read; it was missing its reason, named a tool twice, or named no tool of the description.",
 		"Pass --accept createLabel='the carrier key is scoped to labels by the carrier' for each tool whose fatal finding a person accepts; policy explain TOOL shows the finding first.", ""},
 	{PolicyBaseURLMissing, "The actions file needs the upstream's URL, and neither --base-url nor the description names one orangerail may call: https, or http on loopback, with no variables.",
