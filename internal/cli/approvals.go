@@ -39,9 +39,9 @@ const ServerEnv = "ORANGERAIL_SERVER"
 
 func (f *approvalsFlags) bind(cmd *cobra.Command) {
 	flags := cmd.PersistentFlags()
-	flags.StringVar(&f.server, "server", os.Getenv(ServerEnv), "the deployment's address, its http.public_url (default $"+ServerEnv+"); the token comes from $"+login.TokenEnv+" or `orangerail login`")
+	flags.StringVar(&f.server, "server", os.Getenv(ServerEnv), "the deployment's `URL`, its http.public_url (default $"+ServerEnv+"); the token comes from $"+login.TokenEnv+" or orangerail login")
 	flags.BoolVar(&f.plainHTTP, "plain-http", false, "allow a --server reached over plain http off loopback, the token readable on the network (a development server only)")
-	flags.BoolVar(&f.breakGlass, "break-glass", false, "go to the database as its owner, around the API (an emergency; audited as the database login, and reported by `audit verify`)")
+	flags.BoolVar(&f.breakGlass, "break-glass", false, "go to the database as its owner, around the API (an emergency; audited as the database login, and reported by audit verify)")
 	flags.StringVar(&f.reason, "reason", "", "with --break-glass: why, recorded with the decision (required)")
 	databaseURLFlag(flags, &f.url)
 	flags.StringVar(&f.config, "config", os.Getenv("ORANGERAIL_CONFIG"), "with --break-glass: the ontology config file (default $ORANGERAIL_CONFIG)")
@@ -295,7 +295,7 @@ func newApprovalsDecideCmds(f *approvalsFlags) []*cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE:  decide(true),
 	}
-	approve.Flags().StringVar(&digest, "digest", "", "the digest `approvals show` printed for the input you reviewed")
+	approve.Flags().StringVar(&digest, "digest", "", "the `DIGEST` approvals show printed for the input you reviewed")
 	approve.Flags().StringVar(&note, "note", "", "a note kept with the decision")
 	reject := &cobra.Command{
 		Use:   "reject ID [--note TEXT]",

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/orangerail/orangerail/internal/errcode"
 )
 
@@ -78,4 +81,22 @@ func TestOperatorMistakesAreCoded(t *testing.T) {
 		}
 		oneLine(t, stderr, c.code)
 	}
+}
+
+// TestFlagHelpNamesItsValueInOneWord: pflag takes the first backquoted
+// words of a flag's usage as the name of its value (--server `URL`), so a
+// command quoted in backquotes there printed as --server orangerail login.
+func TestFlagHelpNamesItsValueInOneWord(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) { // its persistent flags too
+			if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
+				t.Errorf("%s --%s: its value is named %q in help", c.CommandPath(), f.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
 }
