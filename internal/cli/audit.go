@@ -250,7 +250,11 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			if b.ApprovalID != nil {
 				approval = b.ApprovalID.String()
 			}
-			return fmt.Sprintf("seq %d  %s  %s  approval %s  operator %q  reason %q", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase, approval, b.Operator, b.Reason)
+			line := fmt.Sprintf("seq %d  %s  %s  approval %s  operator %q  reason %q", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase, approval, b.Operator, b.Reason)
+			if b.Phase == engine.PhaseExecutionSettled {
+				line += fmt.Sprintf("  outcome %q", b.SettledOutcome)
+			}
+			return line
 		})
 	}
 }

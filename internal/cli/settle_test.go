@@ -82,7 +82,7 @@ func TestAuditSettle(t *testing.T) {
 		t.Fatalf("settle: exit %d\n%s%s", code, out, stderr)
 	}
 	if code, out, _ := cli(t, "audit", "verify", "--database-url", ownerURL); code != exitOK || !strings.Contains(out, "execution_settled") ||
-		!strings.Contains(out, `reason "the carrier has no such label"`) {
+		!strings.Contains(out, `reason "the carrier has no such label"  outcome "failed"`) {
 		t.Fatalf("verify after settling: exit %d\n%s", code, out)
 	}
 }

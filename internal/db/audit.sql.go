@@ -117,17 +117,19 @@ func (q *Queries) AuditAppend(ctx context.Context, db DBTX, entry []byte) error 
 
 const auditBreakGlass = `-- name: AuditBreakGlass :many
 SELECT coalesce(b.seq, 0)::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
-       b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason
+       b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason,
+       coalesce(b.settled_outcome, '')::text AS settled_outcome
 FROM orangerail.audit_break_glass($1::text) AS b
 `
 
 type AuditBreakGlassRow struct {
-	Seq        int64
-	ApprovalID string
-	Phase      string
-	Operator   string
-	At         time.Time
-	Reason     string
+	Seq            int64
+	ApprovalID     string
+	Phase          string
+	Operator       string
+	At             time.Time
+	Reason         string
+	SettledOutcome string
 }
 
 func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string) ([]*AuditBreakGlassRow, error) {
@@ -146,6 +148,7 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 			&i.Operator,
 			&i.At,
 			&i.Reason,
+			&i.SettledOutcome,
 		); err != nil {
 			return nil, err
 		}

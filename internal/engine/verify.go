@@ -86,14 +86,16 @@ type UnexplainedExecution struct {
 }
 
 // BreakGlassDecision is a record an operator made around the API
-// (DecideBreakGlass): who, when, on which approval, and the reason given.
+// (DecideBreakGlass, SettleExecution): who, when, on which approval, the
+// reason given and, of an execution settled, the outcome found.
 type BreakGlassDecision struct {
-	Seq        int64      `json:"seq"`
-	ApprovalID *uuid.UUID `json:"approval_id,omitempty"`
-	Phase      Phase      `json:"phase"`
-	Operator   string     `json:"operator"`
-	At         time.Time  `json:"at"`
-	Reason     string     `json:"reason"`
+	Seq            int64          `json:"seq"`
+	ApprovalID     *uuid.UUID     `json:"approval_id,omitempty"`
+	Phase          Phase          `json:"phase"`
+	Operator       string         `json:"operator"`
+	At             time.Time      `json:"at"`
+	Reason         string         `json:"reason"`
+	SettledOutcome SettledOutcome `json:"settled_outcome,omitempty"`
 }
 
 // UnsealedRecord is a record no sealer sealed within the bound: while any
@@ -541,9 +543,8 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 		if id, err := uuid.FromBytes(row[store.AuditChainApprovalID]); err == nil {
 			approval = &id
 		}
-		c.breakGlass = append(c.breakGlass, BreakGlassDecision{Seq: res.seq, ApprovalID: approval,
-			Phase: Phase(row[store.AuditChainPhase]), Operator: string(row[store.AuditChainActor]), At: at,
-			Reason: breakGlassReason(row[store.AuditChainEntry])})
+		c.breakGlass = append(c.breakGlass, operatorRecord(BreakGlassDecision{Seq: res.seq, ApprovalID: approval,
+			Phase: Phase(row[store.AuditChainPhase]), Operator: string(row[store.AuditChainActor]), At: at}, row[store.AuditChainEntry]))
 	}
 	switch phase := Phase(string(row[store.AuditChainPhase])); {
 	case phase == PhaseExecutionStarted:
@@ -563,8 +564,8 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 func (c *chainChecker) relatePending(r *store.AuditPending) {
 	c.written++
 	if r.ActorKind == string(ActorOperator) && c.listBreakGlass() {
-		c.breakGlass = append(c.breakGlass, BreakGlassDecision{ApprovalID: r.ApprovalID, Phase: Phase(r.Phase), Operator: r.Actor,
-			At: r.At, Reason: breakGlassReason(r.Entry)})
+		c.breakGlass = append(c.breakGlass, operatorRecord(BreakGlassDecision{ApprovalID: r.ApprovalID, Phase: Phase(r.Phase), Operator: r.Actor,
+			At: r.At}, r.Entry))
 	}
 	switch phase := Phase(r.Phase); {
 	case phase == PhaseExecutionStarted:
@@ -632,25 +633,36 @@ func (c *chainChecker) finish(report *Report) {
 	report.Unfinished = slices.Clone(report.Unfinished[:min(len(report.Unfinished), c.listMax)])
 }
 
-// breakGlassReason is the reason an operator's record gives, read as
-// orangerail.audit_break_glass reads it: the text of the result's
-// BreakGlassReasonMember, empty when there is none.
-func breakGlassReason(entry []byte) string {
+// operatorRecord completes d, an operator's record, from its entry as
+// orangerail.audit_break_glass reads it: the reason, the text of the
+// result's BreakGlassReasonMember (empty when there is none), and, of an
+// execution settled, the outcome, its SettledOutcomeMember.
+func operatorRecord(d BreakGlassDecision, entry []byte) BreakGlassDecision {
 	var e struct {
 		Result map[string]json.RawMessage `json:"result"`
 	}
 	if json.Unmarshal(entry, &e) != nil {
-		return ""
+		return d
 	}
-	raw, ok := e.Result[BreakGlassReasonMember]
+	d.Reason = resultText(e.Result, BreakGlassReasonMember)
+	if d.Phase == PhaseExecutionSettled {
+		d.SettledOutcome = SettledOutcome(resultText(e.Result, SettledOutcomeMember))
+	}
+	return d
+}
+
+// resultText is a result member's text as SQL's ->> reads it: a string's
+// own, another value's JSON, "" for none or null.
+func resultText(result map[string]json.RawMessage, member string) string {
+	raw, ok := result[member]
 	if !ok || string(raw) == "null" {
 		return ""
 	}
-	var reason string
-	if json.Unmarshal(raw, &reason) != nil {
+	var text string
+	if json.Unmarshal(raw, &text) != nil {
 		return string(raw)
 	}
-	return reason
+	return text
 }
 
 func deref(s *string) string {

@@ -260,14 +260,15 @@ func (s *Store) AuditListUnexplainedExecutions(ctx context.Context, tenantID str
 }
 
 // AuditBreakGlassRecord is a record an operator made around the API (a
-// break-glass decision), with the reason it gives.
+// break-glass decision, an execution settled), with the reason it gives.
 type AuditBreakGlassRecord struct {
-	Seq        int64
-	ApprovalID *uuid.UUID // nil when the record names none
-	Phase      string
-	Operator   string
-	At         time.Time
-	Reason     string
+	Seq            int64
+	ApprovalID     *uuid.UUID // nil when the record names none
+	Phase          string
+	Operator       string
+	At             time.Time
+	Reason         string
+	SettledOutcome string // an execution_settled record's; else ""
 }
 
 // AuditListBreakGlass lists a tenant's operator records in seq order
@@ -275,7 +276,7 @@ type AuditBreakGlassRecord struct {
 func (s *Store) AuditListBreakGlass(ctx context.Context, tenantID string) ([]*AuditBreakGlassRecord, error) {
 	rows, err := s.q.AuditBreakGlass(ctx, s.x, tenantID)
 	return all(rows, err, func(r *db.AuditBreakGlassRow) *AuditBreakGlassRecord {
-		rec := &AuditBreakGlassRecord{Seq: r.Seq, Phase: r.Phase, Operator: r.Operator, At: r.At, Reason: r.Reason}
+		rec := &AuditBreakGlassRecord{Seq: r.Seq, Phase: r.Phase, Operator: r.Operator, At: r.At, Reason: r.Reason, SettledOutcome: r.SettledOutcome}
 		if id, err := uuid.Parse(r.ApprovalID); err == nil {
 			rec.ApprovalID = &id
 		}
