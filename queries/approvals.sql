@@ -80,3 +80,12 @@ SELECT orangerail.approval_shred_inputs(@ended_before, @row_limit)::bigint AS sh
 -- oldest has (now when none does), with the database's clock.
 SELECT pending::bigint AS pending, coalesce(oldest, now())::timestamptz AS oldest, now()::timestamptz AS now
 FROM orangerail.approvals_pending();
+
+-- name: ApprovalRecentlySettled :many
+-- A tenant's approvals of the given actions that are no longer pending,
+-- the most recently settled first (approval_settled_at: consumed, lapsed,
+-- or else decided), served by approvals_settled_idx.
+SELECT * FROM orangerail.approvals
+WHERE tenant_id = @tenant_id AND status <> 'pending' AND action = ANY(@actions::text[])
+ORDER BY orangerail.approval_settled_at(status, decided_at, consumed_at, expires_at) DESC, id
+LIMIT @row_limit;

@@ -360,6 +360,61 @@ func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPagePa
 	return items, nil
 }
 
+const approvalRecentlySettled = `-- name: ApprovalRecentlySettled :many
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
+WHERE tenant_id = $1 AND status <> 'pending' AND action = ANY($2::text[])
+ORDER BY orangerail.approval_settled_at(status, decided_at, consumed_at, expires_at) DESC, id
+LIMIT $3
+`
+
+type ApprovalRecentlySettledParams struct {
+	TenantID string
+	Actions  []string
+	RowLimit int32
+}
+
+// A tenant's approvals of the given actions that are no longer pending,
+// the most recently settled first (approval_settled_at: consumed, lapsed,
+// or else decided), served by approvals_settled_idx.
+func (q *Queries) ApprovalRecentlySettled(ctx context.Context, db DBTX, arg *ApprovalRecentlySettledParams) ([]*OrangerailApproval, error) {
+	rows, err := db.Query(ctx, approvalRecentlySettled, arg.TenantID, arg.Actions, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*OrangerailApproval
+	for rows.Next() {
+		var i OrangerailApproval
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Action,
+			&i.RequestedBy,
+			&i.Input,
+			&i.InputDigest,
+			&i.DefinitionHash,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.DecidedBy,
+			&i.DecidedAt,
+			&i.DecisionNote,
+			&i.ConsumedAt,
+			&i.InputKeyID,
+			&i.InputSealed,
+			&i.InputDataKey,
+			&i.InputShreddedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const approvalShredInputs = `-- name: ApprovalShredInputs :one
 SELECT orangerail.approval_shred_inputs($1, $2)::bigint AS shredded
 `

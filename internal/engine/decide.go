@@ -457,6 +457,27 @@ func (e *Engine) ListApprovals(ctx context.Context, tenant string, status store.
 	return views, err
 }
 
+// RecentlySettled lists up to limit of the tenant's approvals that are no
+// longer pending, of the actions the person may decide, the most recently
+// settled (consumed, lapsed, or else decided) first — never crowded out by
+// pending approvals or by other actions' however many there are.
+func (e *Engine) RecentlySettled(ctx context.Context, person *Caller, limit int32) ([]*ApprovalView, error) {
+	actions := e.DecidableActions(person)
+	if len(actions) == 0 {
+		return nil, nil
+	}
+	var rows []*store.Approval
+	err := database.InTenant(ctx, e.store, person.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		rows, err = store.New(tx).ApprovalRecentlySettled(ctx, person.Tenant, actions, limit)
+		return err
+	})
+	views := make([]*ApprovalView, len(rows))
+	for i, a := range rows {
+		views[i] = e.view(a)
+	}
+	return views, err
+}
+
 func (e *Engine) view(a *store.Approval) *ApprovalView {
 	input, state := e.openInput(a)
 	v := &ApprovalView{

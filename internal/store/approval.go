@@ -213,6 +213,15 @@ func (s *Store) ApprovalList(ctx context.Context, p *ApprovalListParams) ([]*App
 	return all(rows, err, approvalOf)
 }
 
+// ApprovalRecentlySettled lists up to limit of a tenant's approvals of
+// the given actions that are no longer pending, the most recently
+// settled first: by consumed_at, expires_at of one lapsed, or decided_at
+// (orangerail.approval_settled_at).
+func (s *Store) ApprovalRecentlySettled(ctx context.Context, tenantID string, actions []string, limit int32) ([]*Approval, error) {
+	rows, err := s.q.ApprovalRecentlySettled(ctx, s.x, &db.ApprovalRecentlySettledParams{TenantID: tenantID, Actions: actions, RowLimit: limit})
+	return all(rows, err, approvalOf)
+}
+
 // ApprovalUnaudited is a consumed approval with no audit record of what
 // followed its consume.
 type ApprovalUnaudited struct {

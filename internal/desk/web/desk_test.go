@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -913,6 +914,48 @@ func TestManyPendingArePaged(t *testing.T) {
 	}
 	if bad := ada.get(f.base + web.Path + "?older=not-a-cursor"); bad.status != http.StatusBadRequest || !strings.Contains(bad.body, string(errcode.RequestInvalid)) {
 		t.Fatalf("a link the desk did not make: %d\n%s", bad.status, bad.body)
+	}
+}
+
+// TestRecentlyDecidedIsInTheOrderOfDecisions: "Recently decided" lists
+// what was settled most recently first — an approval asked for long ago
+// and decided last leads it, though twenty asked for after it were
+// decided before — and lists no more than it shows.
+func TestRecentlyDecidedIsInTheOrderOfDecisions(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ada := &engine.Caller{Subject: "ada@example.com", Tenant: tenant, Roles: []string{"approver"}, Kind: engine.ActorHuman}
+	stage := func(reason string) string {
+		out := f.rt.Engine.Call(ctx, agent, "cancel_order", json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "reason": %q}`, reason)))
+		if out.Status != engine.StatusApprovalPending {
+			t.Fatalf("staging %s: %+v", reason, out)
+		}
+		return out.ApprovalID.String()
+	}
+	reject := func(id string) {
+		if out := f.rt.Engine.Decide(ctx, ada, engine.Decision{ApprovalID: id, Note: "no"}); out.Status != engine.StatusOK {
+			t.Fatalf("reject %s: %+v", id, out)
+		}
+	}
+	first := stage("asked first")
+	var later []string
+	for i := range 21 {
+		later = append(later, stage(fmt.Sprintf("r-%02d", i)))
+	}
+	for _, id := range later {
+		reject(id)
+	}
+	reject(first)
+	page := f.client(t).signIn("ada")
+	recent := page.body[strings.Index(page.body, "Recently decided"):]
+	var order []string
+	for _, m := range regexp.MustCompile(`href="/approvals/([0-9a-f-]{36})"`).FindAllStringSubmatch(recent, -1) {
+		order = append(order, m[1])
+	}
+	slices.Reverse(later)
+	want := append([]string{first}, later...)
+	if !slices.Equal(order, want[:20]) {
+		t.Fatalf("Recently decided lists %q,\nwant the last decided first: %q", order, want[:20])
 	}
 }
 

@@ -5,7 +5,6 @@ package web
 
 import (
 	"context"
-	"slices"
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/store"
@@ -22,25 +21,11 @@ func (d *Desk) pending(ctx context.Context, person *engine.Caller, cursor string
 	return d.c.Engine.PageApprovals(ctx, person, engine.ApprovalQuery{Status: store.ApprovalPending, Cursor: cursor, Limit: listLimit})
 }
 
-// decidedStatuses are the statuses "Recently decided" shows.
-var decidedStatuses = []store.ApprovalStatus{store.ApprovalApproved, store.ApprovalRejected, store.ApprovalConsumed, store.ApprovalExpired}
-
-// recent lists the tenant's most recent approvals that are no longer
-// pending, newest first, at most limit, of the actions the person may
-// decide. Each status is read on its own, so that pending approvals,
-// however many, never crowd the decided ones out.
+// recent lists, at most limit, the tenant's approvals that are no longer
+// pending, of the actions the person may decide, the most recently
+// settled first.
 func (d *Desk) recent(ctx context.Context, person *engine.Caller, limit int32) ([]*engine.ApprovalView, error) {
-	decides := d.c.Engine.DecidableActions(person)
-	var all []*engine.ApprovalView
-	for _, status := range decidedStatuses {
-		some, err := d.c.Engine.ListApprovals(ctx, person.Tenant, status, limit)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, slices.DeleteFunc(some, func(v *engine.ApprovalView) bool { return !slices.Contains(decides, v.Action) })...)
-	}
-	slices.SortStableFunc(all, func(a, b *engine.ApprovalView) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	return all[:min(len(all), int(limit))], nil
+	return d.c.Engine.RecentlySettled(ctx, person, limit)
 }
 
 // show returns one approval with its target now and what it would write,
