@@ -7,7 +7,8 @@ SELECT (to_regclass(@table_name::text) IS NOT NULL)::boolean AS found;
 -- domain's base type (through domains over domains), else its own; whether
 -- it may hold NULL (neither the column nor any domain on the way says NOT
 -- NULL); and its type modifier (a varchar's or char's declared length plus
--- 4), the column's own, else the nearest domain's, else -1.
+-- 4), the column's own, else the nearest domain's, else -1; and whether
+-- that type is an enum.
 WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
     SELECT a.attnum, a.attname, a.atttypid, a.attnotnull, a.atttypmod
     FROM pg_catalog.pg_attribute a
@@ -19,7 +20,8 @@ WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
     WHERE t.typtype = 'd'
 )
 SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid,
-       (NOT col.not_null)::boolean AS nullable, col.typmod::int4 AS type_modifier
+       (NOT col.not_null)::boolean AS nullable, col.typmod::int4 AS type_modifier,
+       (t.typtype = 'e')::boolean AS enum
 FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
 WHERE t.typtype <> 'd'
 ORDER BY col.attnum;

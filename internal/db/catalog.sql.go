@@ -150,7 +150,8 @@ WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
     WHERE t.typtype = 'd'
 )
 SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid,
-       (NOT col.not_null)::boolean AS nullable, col.typmod::int4 AS type_modifier
+       (NOT col.not_null)::boolean AS nullable, col.typmod::int4 AS type_modifier,
+       (t.typtype = 'e')::boolean AS enum
 FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
 WHERE t.typtype <> 'd'
 ORDER BY col.attnum
@@ -161,13 +162,15 @@ type CatalogTableColumnsRow struct {
 	TypeOid      int64
 	Nullable     bool
 	TypeModifier int32
+	Enum         bool
 }
 
 // A table's columns, each with the type its values are compared as: a
 // domain's base type (through domains over domains), else its own; whether
 // it may hold NULL (neither the column nor any domain on the way says NOT
 // NULL); and its type modifier (a varchar's or char's declared length plus
-// 4), the column's own, else the nearest domain's, else -1.
+// 4), the column's own, else the nearest domain's, else -1; and whether
+// that type is an enum.
 func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName string) ([]*CatalogTableColumnsRow, error) {
 	rows, err := db.Query(ctx, catalogTableColumns, tableName)
 	if err != nil {
@@ -182,6 +185,7 @@ func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName st
 			&i.TypeOid,
 			&i.Nullable,
 			&i.TypeModifier,
+			&i.Enum,
 		); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 
@@ -61,6 +62,7 @@ type table struct {
 	tenant  string
 	fields  []string
 	omitted []string // columns whose names the ontology cannot name
+	secrets []string // columns whose names say they hold secrets
 	sort    []string
 	filters []string // columns a list filters by eq
 	fks     []*store.CatalogForeignKey
@@ -211,14 +213,14 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 	if err != nil {
 		return nil, err
 	}
-	kinds := map[string]ontology.ValueKind{}
+	kinds, enums := map[string]ontology.ValueKind{}, map[string]bool{}
 	for _, r := range rows {
 		if !identifier.MatchString(r.Name) {
 			t.omitted = append(t.omitted, r.Name)
 			continue
 		}
 		t.fields = append(t.fields, r.Name)
-		kinds[r.Name] = ontology.ColumnOf(r).Kind
+		kinds[r.Name], enums[r.Name] = ontology.ColumnOf(r).Kind, r.Enum
 	}
 	for _, want := range TenantColumns() {
 		// A table whose key is the column names no tenant by it: it is
@@ -258,6 +260,18 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 			strings.Join(TenantColumns(), ", "))
 		return t, nil
 	}
+	// A column whose name says it holds a secret is no field until a
+	// person adds it back: a draft served as it is must not hand agents
+	// password hashes and tokens. The key and the tenant column stay.
+	fields := t.fields[:0:0]
+	for _, f := range t.fields {
+		if f != t.key && f != t.tenant && secretLike(f) {
+			t.secrets = append(t.secrets, f)
+			continue
+		}
+		fields = append(fields, f)
+	}
+	t.fields = fields
 	if t.fks, err = s.CatalogForeignKeys(ctx, name); err != nil {
 		return nil, err
 	}
@@ -277,7 +291,7 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 		}
 	}
 	for _, f := range t.fields {
-		if kinds[f] == ontology.ValueText && statusLike(f) {
+		if (kinds[f] == ontology.ValueText || enums[f]) && statusLike(f) {
 			filtered[f] = true
 		}
 	}
@@ -312,6 +326,46 @@ func linkPair(fk *store.CatalogForeignKey, tenant, refTenant string) (col, refCo
 func statusLike(name string) bool {
 	n := strings.ToLower(name)
 	return n == "status" || n == "state" || strings.HasSuffix(n, "_status") || strings.HasSuffix(n, "_state")
+}
+
+// secretLike reports whether a column's name says it holds a secret: a
+// password, a secret, an API or private key, a credential, a token or a
+// salt — unless its last word says it is about one (token_id,
+// token_expires_at, secret_count) rather than one.
+func secretLike(name string) bool {
+	n := strings.ToLower(name)
+	words := nameWords(name)
+	switch words[len(words)-1] {
+	case "id", "ids", "count", "type", "kind", "at", "expires", "expiry", "version":
+		return false
+	}
+	for _, s := range []string{"password", "passwd", "secret", "apikey", "api_key", "private_key", "access_key", "credential"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(words, func(w string) bool { return w == "token" || w == "tokens" || w == "salt" || w == "pwd" })
+}
+
+// nameWords splits a column's name into its words, lower-cased: at
+// underscores, spaces and where a lower-case letter meets an upper-case
+// one (apiToken is api, token).
+func nameWords(name string) []string {
+	var words []string
+	start := 0
+	for i, r := range name {
+		switch {
+		case r == '_' || r == ' ':
+			words, start = append(words, name[start:i]), i+1
+		case unicode.IsUpper(r) && i > start && unicode.IsLower(rune(name[i-1])):
+			words, start = append(words, name[start:i]), i
+		}
+	}
+	words = append(words, name[start:])
+	for i := range words {
+		words[i] = strings.ToLower(words[i])
+	}
+	return words
 }
 
 // nameObjects names each scaffolded table's object: its table's name, in

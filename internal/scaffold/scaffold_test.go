@@ -80,7 +80,7 @@ func TestGenerate(t *testing.T) {
 	}
 	// Objects: tables with one key column and a tenant column, named so
 	// that schemas other than public keep them apart.
-	wantObjects := []string{"Invoices", "billing_orders", "billing_payments", "customers", "orders", "products", "reviews"}
+	wantObjects := []string{"Invoices", "billing_orders", "billing_payments", "customers", "orders", "products", "reviews", "tickets"}
 	if got := slices.Sorted(maps.Keys(cfg.Objects)); !slices.Equal(got, wantObjects) {
 		t.Fatalf("objects %v, want %v", got, wantObjects)
 	}
@@ -100,6 +100,11 @@ func TestGenerate(t *testing.T) {
 	if o := cfg.Objects["reviews"]; o.Key != "id" || o.TenantColumn != "org_id" || !slices.Equal(o.List.Sort, []string{"id", "created_on"}) ||
 		!slices.Equal(slices.Sorted(maps.Keys(o.List.Filters)), []string{"review_state", "sku"}) {
 		t.Fatalf("reviews: %+v", o)
+	}
+	// An enum status is filtered by; what holds a secret is no field.
+	if o := cfg.Objects["tickets"]; !slices.Equal(o.Fields, []string{"id", "org_id", "status", "token_id", "reset_token_expires_at"}) ||
+		!slices.Equal(slices.Sorted(maps.Keys(o.List.Filters)), []string{"status"}) {
+		t.Fatalf("tickets: %+v", o)
 	}
 	wantLinks := map[string]ontology.Link{
 		"billing_payments_orders": {From: "billing_payments.order_id", To: "orders.id"},

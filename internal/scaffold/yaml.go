@@ -19,7 +19,8 @@ const review = "REVIEW: "
 const header = `A draft ontology config, scaffolded by orangerail init from the live catalog.
 Review every line marked REVIEW before serving it: tenant columns, sorts
 and filters are guessed from column names and foreign keys, and every
-column is a field until you drop the ones agents should not read.
+column is a field until you drop the ones agents should not read (but those
+whose names say they hold secrets, left out and named).
 
 No actions: an action changes data, and a person must write its policy
 (who may call it, and whether a person approves each call). See the
@@ -91,6 +92,9 @@ func (t *table) node() *yaml.Node {
 		// The ontology names a column by an identifier; these have no
 		// name it can take.
 		fieldsNote += fmt.Sprintf("; left out %s: not identifiers the ontology accepts", strings.Join(quoteAll(t.omitted), ", "))
+	}
+	if len(t.secrets) > 0 {
+		fieldsNote += fmt.Sprintf("; left out %s: their names say they hold secrets, add one only if agents must read it", strings.Join(quoteAll(t.secrets), ", "))
 	}
 	add("fields", flowSeq(t.fields), fieldsNote)
 	add("read_access", scalar(string(ontology.ReadAuthenticated)), review+"the conservative default")

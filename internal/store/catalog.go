@@ -26,13 +26,16 @@ type CatalogColumn struct {
 	// TypeModifier is the type's modifier (a varchar(n)'s is n+4); -1 for
 	// none.
 	TypeModifier int32
+	// Enum is true when the type is an enum (its labels are not read:
+	// they change without a restart).
+	Enum bool
 }
 
 // CatalogTableColumns lists a table's columns in their order.
 func (s *Store) CatalogTableColumns(ctx context.Context, table string) ([]*CatalogColumn, error) {
 	rows, err := s.q.CatalogTableColumns(ctx, s.x, table)
 	return all(rows, err, func(r *db.CatalogTableColumnsRow) *CatalogColumn {
-		return &CatalogColumn{Name: r.ColumnName, TypeOID: uint32(r.TypeOid), Nullable: r.Nullable, TypeModifier: r.TypeModifier} //nolint:gosec // an oid is 32 bits; the query widens it to int8
+		return &CatalogColumn{Name: r.ColumnName, TypeOID: uint32(r.TypeOid), Nullable: r.Nullable, TypeModifier: r.TypeModifier, Enum: r.Enum} //nolint:gosec // an oid is 32 bits; the query widens it to int8
 	})
 }
 

@@ -38,3 +38,11 @@ CREATE TABLE reviews (
 );
 -- The tenants' own table: its key is the tenant column's name.
 CREATE TABLE workspaces (workspace_id text PRIMARY KEY, name text);
+-- An enum status is filtered by as a text one is; columns whose names say
+-- they hold secrets are left out, those about one (token_id,
+-- reset_token_expires_at) kept.
+CREATE TYPE ticket_status AS ENUM ('open', 'closed');
+CREATE TABLE tickets (
+  id bigint PRIMARY KEY, org_id text NOT NULL, status ticket_status NOT NULL, password_hash text,
+  "apiToken" text, api_token text, token_id bigint, reset_token_expires_at timestamptz, "clientSecret" text
+);
