@@ -168,6 +168,11 @@ func TestUnreadablePartsFailClosed(t *testing.T) {
 	}) {
 		t.Fatalf("createPet lacks the problem of the component its body reaches: %+v", u)
 	}
+	if u := m.Tool("createAnimal").Unresolved; !slices.ContainsFunc(u, func(u policy.Unresolved) bool {
+		return u.Kind == policy.UnresolvedDocument && u.Fatal && slices.Contains(u.Source, "/components/schemas/Dog/properties/collar")
+	}) {
+		t.Fatalf("createAnimal lacks the problem of the component its body's discriminator maps to: %+v", u)
+	}
 	accepted := compile(t, name, "svc", map[string]string{"listPets": "q is all we send"})
 	if s := accepted.Tool("listPets").Status.Value; s != policy.StatusServable {
 		t.Fatalf("listPets accepted: %s", s)

@@ -93,7 +93,8 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 
 // sourcesOf returns where every part op reaches is written: its
 // parameters, body and responses and each schema under them, through
-// $refs into components, each once (a cyclic schema ends there).
+// $refs into components and a discriminator's mapping, each once (a
+// cyclic schema ends there).
 func sourcesOf(op *apidoc.Operation) map[string]bool {
 	out := map[string]bool{}
 	seen := map[*apidoc.Schema]bool{}
@@ -109,7 +110,7 @@ func sourcesOf(op *apidoc.Operation) map[string]bool {
 		}
 		walk(s.AdditionalProperties)
 		walk(s.Items)
-		for _, group := range [][]*apidoc.Schema{s.AllOf, s.AnyOf, s.OneOf} {
+		for _, group := range [][]*apidoc.Schema{s.AllOf, s.AnyOf, s.OneOf, s.Mapping} {
 			for _, sub := range group {
 				walk(sub)
 			}
