@@ -146,3 +146,22 @@ func writeU(b *strings.Builder, r rune) {
 		b.WriteByte(hex[(r>>shift)&0xF])
 	}
 }
+
+// EchoMax is how many bytes of an agent's text an answer or a log line
+// repeats (Echo).
+const EchoMax = 64
+
+// Echo returns as much of an agent's text as an answer or a log line
+// repeats — a name it sent that is no property, tool or link — its first
+// EchoMax bytes, cut on a rune boundary, with "…" after a cut. What an
+// agent is told and what is logged of one name are then the same.
+func Echo(s string) string {
+	if len(s) <= EchoMax {
+		return s
+	}
+	cut := EchoMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

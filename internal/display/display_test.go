@@ -157,3 +157,20 @@ func decode(b []byte) (any, error) {
 	var v any
 	return v, d.Decode(&v)
 }
+
+// TestEcho: an agent's text is repeated whole up to EchoMax bytes, else
+// cut there — before a character the cut would split — and marked.
+func TestEcho(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{strings.Repeat("a", display.EchoMax), strings.Repeat("a", display.EchoMax)},
+		{strings.Repeat("a", display.EchoMax+1), strings.Repeat("a", display.EchoMax) + "…"},
+		// "€" is three bytes: the 22nd would end at byte 66.
+		{strings.Repeat("€", 30), strings.Repeat("€", 21) + "…"},
+		{"a" + strings.Repeat("€", 30), "a" + strings.Repeat("€", 21) + "…"},
+	} {
+		if got := display.Echo(c.in); got != c.want {
+			t.Errorf("Echo(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

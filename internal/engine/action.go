@@ -24,6 +24,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/keyring"
@@ -197,7 +198,7 @@ func nulIssues(path string, v any, issues []Issue) []Issue {
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			p := path + "/" + escapePointer(truncate(k))
+			p := path + "/" + escapePointer(display.Echo(k))
 			if strings.ContainsRune(k, 0) {
 				issues = append(issues, Issue{Path: p, Message: "member names " + msg})
 			}
@@ -256,7 +257,7 @@ func covers(mask ontology.Pointer, path []string) bool {
 		return false
 	}
 	for i, token := range mask {
-		if token != "*" && truncate(token) != path[i] {
+		if token != "*" && display.Echo(token) != path[i] {
 			return false
 		}
 	}
@@ -273,7 +274,7 @@ func issuesText(code errcode.Code, issues []Issue) string {
 			fmt.Fprintf(&b, "; and %d more", len(issues)-shown)
 			break
 		}
-		fmt.Fprintf(&b, "; %s: %s", cmp.Or(is.Path, "(input)"), truncate(is.Message))
+		fmt.Fprintf(&b, "; %s: %s", cmp.Or(is.Path, "(input)"), display.Echo(is.Message))
 	}
 	return b.String()
 }
@@ -309,7 +310,7 @@ func schemaIssues(schema *ontology.Validator, canonical []byte, atMember bool) [
 		if len(v.Causes) == 0 {
 			path := ""
 			for _, tok := range v.InstanceLocation {
-				path += "/" + escapePointer(truncate(tok))
+				path += "/" + escapePointer(display.Echo(tok))
 			}
 			if atMember {
 				issues = append(issues, memberIssues(path, v.ErrorKind)...)
@@ -333,11 +334,11 @@ func memberIssues(path string, k jsonschema.ErrorKind) []Issue {
 	switch k := k.(type) {
 	case *kind.Required:
 		for _, name := range k.Missing {
-			issues = append(issues, Issue{Path: path + "/" + escapePointer(truncate(name)), Message: "required"})
+			issues = append(issues, Issue{Path: path + "/" + escapePointer(display.Echo(name)), Message: "required"})
 		}
 	case *kind.AdditionalProperties:
 		for _, name := range k.Properties {
-			issues = append(issues, Issue{Path: path + "/" + escapePointer(truncate(name)), Message: "unknown property"})
+			issues = append(issues, Issue{Path: path + "/" + escapePointer(display.Echo(name)), Message: "unknown property"})
 		}
 	case *kind.UniqueItems:
 		issues = append(issues, Issue{Path: fmt.Sprintf("%s/%d", path, k.Duplicates[1]), Message: fmt.Sprintf("listed twice: the same as item %d", k.Duplicates[0])})

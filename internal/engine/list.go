@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
 	"github.com/orangerail/orangerail/internal/keyring"
@@ -190,7 +191,7 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 			}
 			for _, field := range slices.Sorted(maps.Keys(byField)) {
 				ops, allowed := o.List.Filters[field]
-				fpath := "/filters/" + escapePointer(truncate(field))
+				fpath := "/filters/" + escapePointer(display.Echo(field))
 				if !allowed {
 					bad(fpath, "%s cannot be filtered by this field", object)
 					continue
@@ -207,7 +208,7 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 			}
 			field := strings.TrimPrefix(s, "-")
 			if !slices.Contains(o.List.Sort, field) {
-				bad("/sort", "%s cannot be sorted by %q; it sorts by %s", object, truncate(field), strings.Join(o.List.Sort, ", "))
+				bad("/sort", "%s cannot be sorted by %q; it sorts by %s", object, display.Echo(field), strings.Join(o.List.Sort, ", "))
 				continue
 			}
 			in.sort, in.desc = field, strings.HasPrefix(s, "-")
@@ -225,7 +226,7 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 				bad("/cursor", "must be the nextCursor string of a previous page")
 			}
 		default:
-			bad("/"+escapePointer(truncate(name)), "unknown property")
+			bad("/"+escapePointer(display.Echo(name)), "unknown property")
 		}
 	}
 	if len(issues) > 0 {
@@ -250,7 +251,7 @@ func (e *Engine) parseListInput(caller *Caller, object string, o *ontology.Objec
 // Each value is checked against its column's type here, so a value the
 // column cannot hold never reaches Postgres.
 func (e *Engine) appendFilter(filters []filter, issues []Issue, object, fpath, field string, allowed []ontology.FilterOp, op string, v json.RawMessage) ([]filter, []Issue) {
-	opPath := fpath + "/" + escapePointer(truncate(op))
+	opPath := fpath + "/" + escapePointer(display.Echo(op))
 	if !slices.Contains(allowed, ontology.FilterOp(op)) {
 		return filters, append(issues, Issue{Path: opPath, Message: fmt.Sprintf("operator not allowed on %s; allowed: %s", field, joinOps(allowed))})
 	}

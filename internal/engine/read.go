@@ -11,12 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
@@ -143,7 +143,7 @@ func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawM
 			for i, l := range in.include {
 				switch {
 				case !e.linkTouches(l, object):
-					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: fmt.Sprintf("%q is not a link of %s", truncate(l), object)})
+					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: fmt.Sprintf("%q is not a link of %s", display.Echo(l), object)})
 				case slices.Index(in.include, l) < i:
 					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: "listed twice"})
 				}
@@ -152,7 +152,7 @@ func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawM
 				}
 			}
 		default:
-			issues = append(issues, Issue{Path: "/" + escapePointer(truncate(name)), Message: "unknown property"})
+			issues = append(issues, Issue{Path: "/" + escapePointer(display.Echo(name)), Message: "unknown property"})
 		}
 	}
 	if _, ok := raw[o.Key]; !ok {
@@ -367,20 +367,6 @@ func scalarText(path string, v json.RawMessage) (string, *Issue) {
 		return string(v), nil
 	}
 	return "", &Issue{Path: path, Message: "must be a string, number or boolean"}
-}
-
-// truncate shortens text an input supplied before it is echoed in an issue,
-// so a refusal never repeats more than a little of what was sent.
-func truncate(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // escapePointer escapes a JSON pointer token (RFC 6901).

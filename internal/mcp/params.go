@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkjson "github.com/segmentio/encoding/json"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/rpcerror"
 )
@@ -233,5 +234,5 @@ func memberPath(name string) string {
 	if plainName.MatchString(name) && len(name) <= 64 {
 		return "." + name
 	}
-	return "[" + strconv.Quote(truncated(name)) + "]"
+	return "[" + strconv.Quote(display.Echo(name)) + "]"
 }

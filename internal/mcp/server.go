@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -353,7 +354,7 @@ func (s *Server) offered(names []string, fixed *engine.Caller) sdk.Middleware {
 			// The name as the host log and the session's log message hold
 			// it: shortened, since any name may be sent (one of 500 KB made
 			// a line of 500 KB).
-			s.emit(ctx, call.Session, truncated(call.Params.Name), caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
+			s.emit(ctx, call.Session, display.Echo(call.Params.Name), caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
 			return nil, unknownTool(call.Params.Name)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -83,7 +84,7 @@ func approvalIDOf(args json.RawMessage) (string, []engine.Issue) {
 	var issues []engine.Issue
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		if name != "approvalId" {
-			issues = append(issues, engine.Issue{Path: ontology.Pointer{truncated(name)}.String(), Message: "unknown property"})
+			issues = append(issues, engine.Issue{Path: ontology.Pointer{display.Echo(name)}.String(), Message: "unknown property"})
 		}
 	}
 	var id string
@@ -93,14 +94,6 @@ func approvalIDOf(args json.RawMessage) (string, []engine.Issue) {
 		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "must be the UUID a staged call returned as approvalId"})
 	}
 	return id, issues
-}
-
-// truncated shortens a name an agent sent before an issue repeats it.
-func truncated(s string) string {
-	if r := []rune(s); len(r) > 64 {
-		return string(r[:64]) + "…"
-	}
-	return s
 }
 
 // unknownTool is the answer to a call of a tool the caller has not been
