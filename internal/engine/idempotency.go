@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -38,22 +38,14 @@ const idempotencyPruneOdds = 100
 // or one that is not a string of 1 to 255 characters without U+0000.
 func takeIdempotencyKey(a *ontology.Action, args json.RawMessage) (string, json.RawMessage, *Issue) {
 	at := "/" + ontology.IdempotencyKeyArg
-	dec := json.NewDecoder(bytes.NewReader(args))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return "", args, nil // not an object: checkInput says why
-	}
 	var (
 		rest  = []byte{'{'}
 		raw   json.RawMessage
 		found bool
 	)
-	for dec.More() {
-		tok, err := dec.Token()
-		name, ok := tok.(string)
-		var value json.RawMessage
-		if err != nil || !ok || dec.Decode(&value) != nil {
-			return "", args, nil // not JSON: checkInput says why
-		}
+	members := jsonmember.New(args)
+	for members.Scan() {
+		name, value := members.Name(), members.Value()
 		if name == ontology.IdempotencyKeyArg {
 			if found {
 				return "", nil, &Issue{Path: at, Message: "duplicate member name \"" + ontology.IdempotencyKeyArg + "\""}
@@ -67,11 +59,8 @@ func takeIdempotencyKey(a *ontology.Action, args json.RawMessage) (string, json.
 		quoted, _ := json.Marshal(name)
 		rest = append(append(append(rest, quoted...), ':'), value...)
 	}
-	if tok, err := dec.Token(); !found || err != nil || tok != json.Delim('}') {
-		return "", args, nil // no key, or not JSON: checkInput says why
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", args, nil // data after the object: checkInput says why
+	if !found || !members.Whole() {
+		return "", args, nil // no key, or not one JSON object: checkInput says why
 	}
 	if !a.Idempotent {
 		return "", nil, &Issue{Path: at, Message: "the action is not idempotent, so it takes no idempotencyKey: leave it out"}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 	"github.com/orangerail/orangerail/internal/rpcerror"
 )
 
@@ -207,20 +208,8 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 // eachMember calls f with each member of the JSON object raw, in order,
 // until f returns false.
 func eachMember(raw []byte, f func(name string, value []byte) bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return
-		}
-		var value json.RawMessage
-		if dec.Decode(&value) != nil {
-			return
-		}
-		if name, ok := key.(string); !ok || !f(name, value) {
+	for members := jsonmember.New(raw); members.Scan(); {
+		if !f(members.Name(), members.Value()) {
 			return
 		}
 	}

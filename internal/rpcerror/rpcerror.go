@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 )
 
 // The JSON-RPC 2.0 error codes these answers use.
@@ -94,26 +95,15 @@ func (r *Response) Write(w http.ResponseWriter, status int) {
 // cut at a size limit): an id is read if it is whole before the cut. Every
 // member but the id is skipped unread.
 func ID(body []byte) json.RawMessage {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
-	}
 	var id json.RawMessage
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return id
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return id
-		}
-		if key != "id" {
+	for members := jsonmember.New(body); members.Scan(); {
+		if members.Name() != "id" {
 			continue
 		}
 		// A number at the very end of a prefix may be cut short: only one
 		// followed by more of the body is whole.
-		if id != nil || dec.InputOffset() >= int64(len(body)) || !isID(value) {
+		value := members.Value()
+		if id != nil || members.Offset() >= int64(len(body)) || !isID(value) {
 			return nil
 		}
 		id = value
