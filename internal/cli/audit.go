@@ -94,13 +94,19 @@ func newAuditVerifyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if tenant != "" {
+			switch {
+			case tenant != "":
 				if !slices.Contains(tenants, tenant) {
 					return engine.UnknownTenant(tenant, listingNotes[listing])
 				}
 				tenants = []string{tenant}
-			} else if note := listingNotes[listing]; note != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "audit verify: "+note)
+			case listing == engine.ListingGranted && len(tenants) == 0:
+				// Not "no records yet": this login sees nothing, whatever
+				// the database holds — a scheduled run must not go green.
+				return errcode.New(errcode.TenantUnknown, "this auditor login is granted no tenant, so it can verify none: "+
+					"grant it one with `orangerail auditor grant <login> --tenant <tenant>` as the schema owner", nil)
+			case listingNotes[listing] != "":
+				fmt.Fprintln(cmd.ErrOrStderr(), "audit verify: "+listingNotes[listing])
 			}
 			// Tenants that could not be verified are said after the
 			// reports of those that could, and the run exits 2.

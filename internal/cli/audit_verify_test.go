@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,6 +152,21 @@ func TestAuditVerifyAsAnAuditorLogin(t *testing.T) {
 	code, out, _ = cli(t, "audit", "verify", "--database-url", auditorURL, "--tenant", "acme")
 	if code != exitFindings || !strings.Contains(out, "tenant acme: FAILED") || !strings.Contains(out, "chain broken at seq 2") {
 		t.Fatalf("the auditor's run over a tampered chain: exit %d\n%s", code, out)
+	}
+
+	// Its grant revoked, the auditor sees nothing: not "no records yet",
+	// exit 0, but a run that could not verify, its metrics failed.
+	if code, _, stderr = cli(t, "auditor", "revoke", auditor, "--tenant", "acme", "--database-url", url); code != exitOK {
+		t.Fatalf("revoke: exit %d %s", code, stderr)
+	}
+	metrics := filepath.Join(t.TempDir(), "verify.prom")
+	code, out, stderr = cli(t, "audit", "verify", "--database-url", auditorURL, "--metrics-file", metrics)
+	if code != exitError || out != "" || !strings.Contains(stderr, "granted no tenant") {
+		t.Fatalf("an auditor granted nothing: exit %d\n%s%s", code, out, stderr)
+	}
+	oneLine(t, stderr, "X_TENANT_UNKNOWN")
+	if prom, err := os.ReadFile(metrics); err != nil || !strings.Contains(string(prom), "orangerail_audit_verify_success 0") {
+		t.Fatalf("the metrics of an auditor granted nothing: %v\n%s", err, prom)
 	}
 
 	if _, err := admin.Exec(ctx, "CREATE ROLE "+stranger+" LOGIN"); err != nil {
