@@ -83,13 +83,51 @@ func TestBadDatabaseInput(t *testing.T) {
 	}
 }
 
+// TestMigrateSaysWhatAnOwnerCouldNotDo: migrations run by a schema owner
+// that is no superuser cannot take side-effect built-ins from PUBLIC (a
+// REVOKE of a function it does not own only warns); migrate up and status
+// list each, with the statement a superuser runs, and once a superuser
+// ran them, list none.
+func TestMigrateSaysWhatAnOwnerCouldNotDo(t *testing.T) {
+	t.Parallel()
+	ownerURL, admin := testdb.NewOwned(t)
+	for _, sub := range []string{"up", "status"} {
+		code, _, stderr := cli(t, "migrate", sub, "--database-url", ownerURL)
+		if code != exitOK || !strings.Contains(stderr, "need a superuser") ||
+			!strings.Contains(stderr, "PUBLIC may execute pg_catalog.pg_sleep(double precision): REVOKE EXECUTE ON FUNCTION pg_catalog.pg_sleep(double precision) FROM PUBLIC;") {
+			t.Fatalf("migrate %s as an owner that is no superuser: exit %d\n%s", sub, code, stderr)
+		}
+	}
+	var fixes []string
+	rows, err := admin.Query(context.Background(), "SELECT fix FROM orangerail.hardening_gaps()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var fix string
+		if err := rows.Scan(&fix); err != nil {
+			t.Fatal(err)
+		}
+		fixes = append(fixes, fix)
+	}
+	if rows.Err() != nil || len(fixes) == 0 {
+		t.Fatalf("no gaps listed: %v", rows.Err())
+	}
+	if _, err := admin.Exec(context.Background(), strings.Join(fixes, "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cli(t, "migrate", "status", "--database-url", ownerURL); code != exitOK || stderr != "" {
+		t.Fatalf("status once a superuser ran the fixes: exit %d\n%s", code, stderr)
+	}
+}
+
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	url := testdb.NewEmpty(t)
 
 	code, out, stderr := cli(t, "migrate", "up", "--database-url", url)
-	if code != exitOK || !strings.Contains(out, "applied") {
-		t.Fatalf("first up: exit %d, %q %q", code, out, stderr)
+	if code != exitOK || !strings.Contains(out, "applied") || stderr != "" {
+		t.Fatalf("first up (a superuser's: nothing missing): exit %d, %q %q", code, out, stderr)
 	}
 	code, out, _ = cli(t, "migrate", "up", "--database-url", url)
 	if code != exitOK || strings.Contains(out, "applied") {

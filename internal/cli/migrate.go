@@ -10,6 +10,22 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 )
 
+// printHardeningGaps says on stderr what of the SQL tool's database-level
+// layer is missing (orangerail.hardening_gaps), each with its fix: a
+// migration run by an owner that is no superuser could not put it.
+func printHardeningGaps(cmd *cobra.Command, m *database.Migrator) error {
+	gaps, err := m.HardeningGaps(cmd.Context())
+	if err != nil || len(gaps) == 0 {
+		return err
+	}
+	w := cmd.ErrOrStderr()
+	fmt.Fprintf(w, "migrate: %d part(s) of the read-only SQL tool's database-level layer are missing (they need a superuser); run these as one:\n", len(gaps))
+	for _, g := range gaps {
+		fmt.Fprintf(w, "  %s: %s\n", g.Gap, g.Fix)
+	}
+	return nil
+}
+
 func newMigrateCmd() *cobra.Command {
 	var url string
 	cmd := &cobra.Command{
@@ -34,6 +50,9 @@ func newMigrateCmd() *cobra.Command {
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
+		Long: "Up applies every pending migration (a no-op on a current database). Run it as a superuser:\n" +
+			"taking side-effect built-ins from PUBLIC and bounding the SQL tool's login need one. What a\n" +
+			"run by another owner could not do is listed on stderr, with the statement a superuser runs.",
 		Short: "Apply every pending migration (a no-op on a current database)",
 		Args:  cobra.NoArgs,
 		RunE: withMigrator(func(cmd *cobra.Command, m *database.Migrator) error {
@@ -45,7 +64,7 @@ func newMigrateCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "applied %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "database is at schema version %d\n", m.Latest())
-			return nil
+			return printHardeningGaps(cmd, m)
 		}),
 	}, &cobra.Command{
 		Use:   "down",
@@ -85,7 +104,7 @@ func newMigrateCmd() *cobra.Command {
 			if err := m.Check(cmd.Context()); errcode.Of(err) == errcode.DatabaseTooNew {
 				return err
 			}
-			return nil
+			return printHardeningGaps(cmd, m)
 		}),
 	})
 	return cmd

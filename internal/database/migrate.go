@@ -143,6 +143,37 @@ func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
 	return results, nil
 }
 
+// HardeningGap is a part of the read-only SQL tool's database-level
+// layer that the migrations could not put in place (they need a
+// superuser), and the statement a superuser runs to put it.
+type HardeningGap struct {
+	Gap, Fix string
+}
+
+// HardeningGaps lists what orangerail.hardening_gaps finds missing: none
+// on a database a superuser migrated. A database older than the function
+// has none listed.
+func (m *Migrator) HardeningGaps(ctx context.Context) ([]HardeningGap, error) {
+	var exists bool
+	if err := m.db.QueryRowContext(ctx, "SELECT to_regprocedure('orangerail.hardening_gaps()') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	rows, err := m.db.QueryContext(ctx, "SELECT gap, fix FROM orangerail.hardening_gaps()")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var gaps []HardeningGap
+	for rows.Next() {
+		var g HardeningGap
+		if err := rows.Scan(&g.Gap, &g.Fix); err != nil {
+			return nil, err
+		}
+		gaps = append(gaps, g)
+	}
+	return gaps, rows.Err()
+}
+
 // Down rolls back the most recent migration.
 func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 	if err := m.refuseNewer(ctx); err != nil {
