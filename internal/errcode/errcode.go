@@ -82,6 +82,7 @@ const (
 	MCPQueryRejected       Code = "X_MCP_QUERY_REJECTED"
 	MCPToolUnknown         Code = "X_MCP_TOOL_UNKNOWN"
 	MCPPromptUnknown       Code = "X_MCP_PROMPT_UNKNOWN"
+	MCPResourceUnknown     Code = "X_MCP_RESOURCE_UNKNOWN"
 	MCPScopeDenied         Code = "X_MCP_SCOPE_DENIED"
 	MCPQueryTooLarge       Code = "X_MCP_QUERY_TOO_LARGE"
 	MCPParseError          Code = "X_MCP_PARSE_ERROR"
@@ -284,6 +285,9 @@ var table = []Entry{
 	{MCPToolUnknown, "No tool of that name is offered to this caller: none exists, or the caller is outside its audience (its roles or audience predicate); the two answer alike, so that probing names reveals nothing.",
 		"Call tools/list for the tools this caller may use. If a tool should be there, an operator checks the caller's roles against the tool's declaration.",
 		"Call tools/list for the tools you may use, and do not guess names. If a tool you need is missing, ask the operator to grant your identity the role it needs."},
+	{MCPResourceUnknown, "No resource of that URI is offered to this caller: none exists, or the caller may not read it (an object it may not read, an approval it did not request); the two answer alike, so that probing URIs reveals nothing.",
+		"Call resources/list and resources/templates/list for the resources this caller may read. If one should be there, an operator checks the caller's roles.",
+		"Call resources/list and resources/templates/list for the resources you may read, and do not guess URIs; an approval's resource is readable by the agent that requested it only."},
 	{MCPPromptUnknown, "prompts/get named no prompt offered to this caller: none exists, or the caller is outside its audience; the two answer alike, so that probing names reveals nothing.",
 		"Name a prompt prompts/list shows, spelled exactly.",
 		"Name a prompt prompts/list shows you, spelled exactly."},

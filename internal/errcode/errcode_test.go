@@ -79,7 +79,7 @@ var agentCodes = []Code{
 	MCPBodyTooLarge, MCPProtocol, MCPOriginRefused, IdentityOriginRefused, IdentityNetworkRefused,
 	MCPRateLimited, MCPAuthThrottled, MCPUnauthorized, MCPIdentityUnavailable, MCPLimitsUnavailable,
 	StdioTokenRefused, InternalError, MCPParseError, MCPInvalidRequest, MCPMethodUnknown, MCPHostRefused,
-	MCPPromptArgumentsInvalid, ActionNotServed, MCPInvalidParams, MCPPromptUnknown,
+	MCPPromptArgumentsInvalid, ActionNotServed, MCPInvalidParams, MCPPromptUnknown, MCPResourceUnknown,
 }
 
 // TestAgentFixes: one table, two audiences. Every code an agent can

@@ -51,7 +51,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 			caller := resourceCaller(fixed, req)
 			if caller == nil {
-				return nil, sdk.ResourceNotFoundError(req.Params.URI)
+				return nil, resourceNotFound(req.Params.URI)
 			}
 			return jsonResource(req.Params.URI, s.ontologyDoc(s.usable(caller)))
 		})
@@ -67,7 +67,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 			func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 				caller := resourceCaller(fixed, req)
 				if caller == nil || !s.engine.CanRead(caller, object) {
-					return nil, sdk.ResourceNotFoundError(req.Params.URI)
+					return nil, resourceNotFound(req.Params.URI)
 				}
 				return jsonResource(req.Params.URI, s.objectDoc(object, s.usable(caller)))
 			})
@@ -79,7 +79,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 			func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 				caller := resourceCaller(fixed, req)
 				if caller == nil || !s.engine.Sees(caller, ontology.SQLQueryTool) {
-					return nil, sdk.ResourceNotFoundError(req.Params.URI)
+					return nil, resourceNotFound(req.Params.URI)
 				}
 				return jsonResource(req.Params.URI, map[string]any{"schemas": s.querier.Schemas(), "relations": s.querier.Tables()})
 			})
@@ -91,7 +91,7 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 			func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 				caller := resourceCaller(fixed, req)
 				if caller == nil || !s.engine.Sees(caller, ontology.CheckApprovalTool) {
-					return nil, sdk.ResourceNotFoundError(req.Params.URI)
+					return nil, resourceNotFound(req.Params.URI)
 				}
 				a, err := s.readApproval(ctx, caller, req.Params.URI)
 				if err != nil {
@@ -120,12 +120,12 @@ func resourceCaller(fixed *engine.Caller, req *sdk.ReadResourceRequest) *engine.
 func (s *Server) readApproval(ctx context.Context, caller *engine.Caller, uri string) (*engine.AgentApproval, error) {
 	id, ok := strings.CutPrefix(uri, approvalURIPrefix)
 	if !ok {
-		return nil, sdk.ResourceNotFoundError(uri)
+		return nil, resourceNotFound(uri)
 	}
 	a, err := s.engine.ReadApproval(ctx, caller, id)
 	switch {
 	case errors.Is(err, engine.ErrApprovalUnseen):
-		return nil, sdk.ResourceNotFoundError(uri)
+		return nil, resourceNotFound(uri)
 	case err != nil:
 		correlation := uuid.NewString()
 		s.log.ErrorContext(ctx, "an approval resource could not be read", "correlation_id", correlation, "error", err)
@@ -379,10 +379,10 @@ func (s *Server) subscribe(ctx context.Context, srv *sdk.Server, caller *engine.
 		if uri == OntologyURI || (isObject && s.engine.CanRead(caller, object)) {
 			return nil
 		}
-		return sdk.ResourceNotFoundError(uri)
+		return resourceNotFound(uri)
 	}
 	if !s.engine.Sees(caller, ontology.CheckApprovalTool) {
-		return sdk.ResourceNotFoundError(uri)
+		return resourceNotFound(uri)
 	}
 	a, err := s.readApproval(ctx, caller, uri)
 	if err != nil {

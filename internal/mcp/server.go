@@ -263,7 +263,17 @@ func coded(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		res, err := next(ctx, method, req)
 		var wire *jsonrpc.Error
-		if err == nil || !errors.As(err, &wire) || len(wire.Data) > 0 {
+		if err == nil || !errors.As(err, &wire) {
+			return res, err
+		}
+		if uri, ok := resourceURI(req); ok && wire.Code == sdk.CodeResourceNotFound && wire.Message == resourceNotFoundMessage {
+			// The SDK's own not-found (a URI no resource matches) writes
+			// the URI into its data with Go's quoting, which is no JSON
+			// for a control character: the session's writer then failed,
+			// and a stdio server exited. Answered as every other refusal.
+			return nil, resourceNotFound(uri)
+		}
+		if len(wire.Data) > 0 {
 			return res, err
 		}
 		code, ok := codeOfRPC[wire.Code]
@@ -278,6 +288,35 @@ func coded(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		return nil, &jsonrpc.Error{Code: wire.Code, Message: rpcerror.Message(code, msg), Data: mustJSON(rpcerror.DataOf(code, 0))}
 	}
+}
+
+// resourceNotFoundMessage is the message of sdk.ResourceNotFoundError,
+// by which coded knows the SDK's not-found.
+const resourceNotFoundMessage = "Resource not found"
+
+// resourceNotFound is the answer to a resource the caller is not offered
+// — none of the URI exists, or the caller may not read it — the same for
+// both: the SDK's code and message, with the stable code and the URI in
+// the data.
+func resourceNotFound(uri string) error {
+	return &jsonrpc.Error{Code: sdk.CodeResourceNotFound, Message: rpcerror.Message(errcode.MCPResourceUnknown, resourceNotFoundMessage),
+		Data: mustJSON(struct {
+			rpcerror.Data
+			URI string `json:"uri"`
+		}{rpcerror.DataOf(errcode.MCPResourceUnknown, 0), uri})}
+}
+
+// resourceURI is the URI a resources request names, when it is one.
+func resourceURI(req sdk.Request) (string, bool) {
+	switch p := req.GetParams().(type) {
+	case *sdk.ReadResourceParams:
+		return p.URI, true
+	case *sdk.SubscribeParams:
+		return p.URI, true
+	case *sdk.UnsubscribeParams:
+		return p.URI, true
+	}
+	return "", false
 }
 
 // loggingLevels are the levels logging/setLevel may set (MCP's, RFC 5424's

@@ -20,8 +20,9 @@ import (
 // is answered X_MCP_BODY_TOO_LARGE (with its id when the part read holds
 // it, else null) and skipped, one of exactly 4096 bytes is read; a line
 // that is not JSON is -32700, one that is no JSON-RPC message or a batch
-// -32600, an unknown method -32601, params go-sdk cannot read -32602 —
-// each with its data — and after every
+// -32600, an unknown method -32601, params go-sdk cannot read -32602, a
+// resource no one may read (its URI holding a control character) -32602
+// X_MCP_RESOURCE_UNKNOWN — each with its data — and after every
 // one the session serves the next message. The answers are held to
 // testdata/jsonrpc/stdio.
 func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
@@ -105,6 +106,12 @@ func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
 		-32601, "X_MCP_METHOD_UNKNOWN", 10.0)
 	refused("cursor_not_issued", `{"jsonrpc":"2.0","id":11,"method":"resources/list","params":{"cursor":"not-a-cursor"}}`+"\n", -32602, "X_MCP_INVALID_PARAMS", 11.0)
 	refused("log_level_unknown", `{"jsonrpc":"2.0","id":12,"method":"logging/setLevel","params":{"level":"loud"}}`+"\n", -32602, "X_MCP_INVALID_PARAMS", 12.0)
+	// A URI no resource matches, with a control character: the SDK's own
+	// not-found quoted it as no JSON can, and the session ended.
+	refused("resource_unknown_control", `{"jsonrpc":"2.0","id":14,"method":"resources/read","params":{"uri":"orangerail://x\u0001"}}`+"\n",
+		-32602, "X_MCP_RESOURCE_UNKNOWN", 14.0)
+	refused("resource_unknown_subscribe", `{"jsonrpc":"2.0","id":15,"method":"resources/subscribe","params":{"uri":"orangerail://objects/order\u007f"}}`+"\n",
+		-32602, "X_MCP_RESOURCE_UNKNOWN", 15.0)
 	served("log_level_known", `{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"warning"}}`+"\n", 13)
 	if m := served("tools/list after them", "\n"+`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n", 8); m["result"] == nil {
 		t.Fatalf("tools/list: %v", m)

@@ -478,7 +478,8 @@ func TestApprovalSubscribe(t *testing.T) {
 
 	other := &engine.Caller{Subject: "agent-8", Tenant: "acme", Roles: []string{"support"}, Kind: engine.ActorAgent}
 	var rpcErr *jsonrpc.Error
-	if err := connectWith(t, sv.s, other, nil, legacy).Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || rpcErr.Message != "Resource not found" {
+	if err := connectWith(t, sv.s, other, nil, legacy).Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams ||
+		rpcErr.Message != "X_MCP_RESOURCE_UNKNOWN: Resource not found" || !strings.Contains(string(rpcErr.Data), `"code":"X_MCP_RESOURCE_UNKNOWN"`) {
 		t.Fatalf("another caller subscribes: %v", err)
 	}
 	otherOpts, otherCh := updates()
