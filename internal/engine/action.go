@@ -225,24 +225,34 @@ func (e *Engine) refuseInput(ctx context.Context, caller *Caller, action, correl
 }
 
 // maskedIssue is the message an audit record keeps of an issue at or
-// under a redact_audit path.
-const maskedIssue = "withheld: the value is masked (redact_audit)"
+// under a redact_audit path; maskedAncestorIssue, of one at a value that
+// holds such a path.
+const (
+	maskedIssue         = "withheld: the value is masked (redact_audit)"
+	maskedAncestorIssue = "withheld: it may quote a value that is masked (redact_audit)"
+)
 
 // maskedIssues is issues as an audit record may keep them: an issue at or
 // under one of masks (the action's redact_audit paths) loses its message,
-// which may quote the value (a pattern's, a bound's, an enum's). The agent
-// is still told the whole issue: it sent the value.
+// which may quote the value (a pattern's, a bound's, an enum's); so does
+// one at a value holding a masked one — the whole input's, whose parse
+// error quotes a number wherever it stands, or an object's — since its
+// message may quote any part of it. The agent is still told the whole
+// issue: it sent the value.
 func maskedIssues(issues []Issue, masks []ontology.Pointer) []Issue {
 	if len(masks) == 0 {
 		return issues
 	}
 	out := slices.Clone(issues)
 	for i, is := range out {
-		// An issue's path is escaped as a pointer, or "" (the whole input,
-		// which no mask names: it parses to no token).
+		// An issue's path is escaped as a pointer, or "" (the whole input:
+		// no token, which holds every masked path).
 		tokens, _ := ontology.ParsePointer(is.Path)
-		if slices.ContainsFunc(masks, func(m ontology.Pointer) bool { return covers(m, tokens) }) {
+		switch {
+		case slices.ContainsFunc(masks, func(m ontology.Pointer) bool { return covers(m, tokens) }):
 			out[i].Message = maskedIssue
+		case slices.ContainsFunc(masks, func(m ontology.Pointer) bool { return len(tokens) < len(m) && covers(m[:len(tokens)], tokens) }):
+			out[i].Message = maskedAncestorIssue
 		}
 	}
 	return out
