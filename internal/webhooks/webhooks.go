@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,17 @@ type Endpoint struct {
 	Secrets      []Secret
 	Events       []store.WebhookEvent
 	IncludeInput bool
+}
+
+// shown names the endpoint where logs and last_error do: its scheme and
+// host, never its path or query, which a receiver's URL may carry its
+// secret in (a chat service's hook).
+func (e *Endpoint) shown() string {
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		return "an endpoint whose URL does not parse"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
 }
 
 func (e *Endpoint) subscribes(ev store.WebhookEvent) bool {
@@ -151,7 +163,7 @@ func New(c Config) (*Worker, error) {
 	for _, e := range c.Endpoints {
 		// An unsigned message would be one no receiver can trust.
 		if len(e.Secrets) == 0 {
-			return nil, fmt.Errorf("webhooks: the endpoint %s has no secret", e.URL)
+			return nil, fmt.Errorf("webhooks: the endpoint %s has no secret", e.shown())
 		}
 	}
 	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
@@ -303,13 +315,13 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, nil))
 		}
 		if err := w.post(ctx, e, m.ID.String(), body); err != nil {
-			failures = append(failures, e.URL+": "+err.Error())
+			failures = append(failures, e.shown()+": "+err.Error())
 			if ctx.Err() != nil {
 				// Stopping: the message is retried once its lease ends.
 				return ctx.Err()
 			}
 			w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
-				"endpoint", e.URL, "attempt", m.Attempts, "error", err.Error())
+				"endpoint", e.shown(), "attempt", m.Attempts, "error", err.Error())
 			continue
 		}
 		delivered = append(delivered, e.URL)
@@ -372,9 +384,13 @@ func (w *Worker) post(ctx context.Context, e *Endpoint, id string, body []byte) 
 	}
 	req.Header.Set(HeaderSignature, strings.Join(sigs, " "))
 	resp, err := w.c.Client.Do(req)
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		// The client's error names the URL, whose path or query may be
+		// the receiver's secret: only the operation and its cause.
+		return fmt.Errorf("%s: %w", urlErr.Op, urlErr.Err)
+	}
 	if err != nil {
-		// The client's error names the URL, which holds no credential
-		// (config refuses a user in it), and never a header.
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()

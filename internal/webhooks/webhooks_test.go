@@ -762,3 +762,33 @@ func TestOwnerWithoutSuperuser(t *testing.T) {
 		t.Fatalf("handled %d, delivered %d", n, len(r.deliveries()))
 	}
 }
+
+// TestDeliveryFailuresNameNoPath: a receiver's URL may carry its secret in
+// its path or query (a chat service's hook): a failure's log line and
+// last_error name the endpoint by scheme and host, and the HTTP client's
+// error without the URL it quotes.
+func TestDeliveryFailuresNameNoPath(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := newReceiver(t, 500)
+	var log bytes.Buffer
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{
+		endpoint(t, "http://127.0.0.1:1/hooks/T0/XOXSECRET?token=XOXSECRET", false), endpoint(t, r.URL+"/hooks/T1/XOXSECRET", false)},
+		MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	b.stage(t, "late")
+	if n := b.runOnce(t, w); n != 1 {
+		t.Fatalf("handled %d", n)
+	}
+	failed, err := webhooks.List(context.Background(), b.runtime, "acme", store.WebhookFailed, 10)
+	if err != nil || len(failed) != 1 || failed[0].LastError == nil {
+		t.Fatalf("failed messages %+v %v", failed, err)
+	}
+	if text := *failed[0].LastError; strings.Contains(text, "XOXSECRET") || !strings.HasPrefix(text, "http://127.0.0.1:1/…: Post: dial tcp") ||
+		!strings.HasSuffix(text, "(and 1 more)") {
+		t.Fatalf("last_error: %s", text)
+	}
+	if strings.Contains(log.String(), "XOXSECRET") || !strings.Contains(log.String(), `"endpoint":"http://127.0.0.1:1/…"`) ||
+		!strings.Contains(log.String(), "/…\",\"attempt\"") {
+		t.Fatalf("log: %s", log.String())
+	}
+}
