@@ -108,6 +108,11 @@ func (f *approvalsFlags) engine(ctx context.Context) (e *engine.Engine, closeFun
 	if err != nil {
 		return nil, nil, err
 	}
+	// A mistyped tenant is refused, not listed as one with nothing.
+	if err := engine.TenantExists(ctx, rt.Store, f.tenant); err != nil {
+		rt.Close()
+		return nil, nil, err
+	}
 	return rt.Engine, rt.Close, nil
 }
 

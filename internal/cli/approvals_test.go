@@ -257,6 +257,12 @@ func TestApprovalsBreakGlass(t *testing.T) {
 	if code, _, stderr := glass(url, "approve", id, "--break-glass", "--digest", view.Digest); code != exitError || !strings.Contains(stderr, "X_APPROVALS_PATH") {
 		t.Fatalf("no reason: exit %d %q", code, stderr)
 	}
+	// A mistyped tenant is refused, not listed as one with nothing.
+	code, out, stderr := cli(t, "approvals", "list", "--break-glass", "--reason", "r", "--tenant", "acmee", "--config", "../../examples/orders/orangerail.yaml", "--database-url", url)
+	if code != exitError || out != "" {
+		t.Fatalf("break-glass list of an unknown tenant: exit %d\n%s%s", code, out, stderr)
+	}
+	oneLine(t, stderr, "X_TENANT_UNKNOWN")
 
 	admin := testdb.Pool(t, url)
 	login := runtimeLogin(t, admin)
@@ -289,7 +295,7 @@ func TestApprovalsBreakGlass(t *testing.T) {
 		t.Fatal("a decision of a locked approval still waited after a minute")
 	}
 	_ = locker.Rollback(ctx)
-	code, out, stderr := glass(url, "approve", id, "--break-glass", "--reason", "the desk is down", "--digest", view.Digest)
+	code, out, stderr = glass(url, "approve", id, "--break-glass", "--reason", "the desk is down", "--digest", view.Digest)
 	if code != exitOK || !strings.Contains(out, "approved "+id+" as postgres") {
 		t.Fatalf("break-glass approve: exit %d %q %q", code, out, stderr)
 	}

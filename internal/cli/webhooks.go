@@ -13,6 +13,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/webhooks"
@@ -34,7 +35,16 @@ func newWebhooksCmd() *cobra.Command {
 		if err := database.ValidateTenantID(tenant); err != nil {
 			return nil, err
 		}
-		return database.Open(ctx, url)
+		pool, err := database.Open(ctx, url)
+		if err != nil {
+			return nil, err
+		}
+		// A mistyped tenant is refused, not listed as one with nothing.
+		if err := engine.TenantExists(ctx, pool, tenant); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return pool, nil
 	}
 
 	var (

@@ -37,6 +37,12 @@ func TestWebhooksCommands(t *testing.T) {
 		t.Fatalf("list of an unknown state: exit %d", code)
 	}
 	oneLine(t, stderr, "X_WEBHOOK_STATE_INVALID")
+	// A mistyped tenant is refused, not listed as one with nothing.
+	code, out, stderr = cli(t, "webhooks", "list", "--database-url", url, "--tenant", "acmee")
+	if code != exitError || out != "" {
+		t.Fatalf("list of an unknown tenant: exit %d\n%s%s", code, out, stderr)
+	}
+	oneLine(t, stderr, "X_TENANT_UNKNOWN")
 
 	_, out, _ = run("list", "--json")
 	var msgs []struct{ ID string }
@@ -59,6 +65,9 @@ func TestWebhooksCommands(t *testing.T) {
 		oneLine(t, stderr, "X_WEBHOOK_NOT_FOUND")
 	}
 	// Another tenant's message is not found either.
+	if _, err := testdb.Pool(t, url).Exec(ctx, "INSERT INTO orangerail.tenants (id) VALUES ('globex')"); err != nil {
+		t.Fatal(err)
+	}
 	code, _, stderr = cli(t, "webhooks", "redeliver", msgs[0].ID, "--database-url", url, "--tenant", "globex")
 	if code != exitError {
 		t.Fatalf("redeliver of another tenant's message: exit %d", code)
