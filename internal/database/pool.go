@@ -6,6 +6,7 @@ package database
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -192,7 +193,12 @@ func ClassifyConnectError(cfg *pgx.ConnConfig, err error) error {
 	}
 	reason := "no answer"
 	var opErr *net.OpError
+	var tlsErr *tls.CertificateVerificationError
 	switch {
+	case errors.As(err, &tlsErr):
+		// Not the network: the server answered, and its certificate did
+		// not verify for this host (sslmode=verify-full names it).
+		return errcode.New(errcode.DatabaseUnreachable, fmt.Sprintf("Postgres at %s answered, but its TLS certificate did not verify: %v", where, tlsErr.Err), err)
 	case errors.As(err, &opErr):
 		reason = opErr.Err.Error()
 	case errors.Is(err, context.DeadlineExceeded):

@@ -1,10 +1,14 @@
 package database
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -66,5 +70,20 @@ func TestClassifyRoleError(t *testing.T) {
 		if errcode.Of(err) != want {
 			t.Errorf("%s: %v, want %q", code, err, want)
 		}
+	}
+}
+
+// TestClassifyConnectErrorSaysATLSFailureIsNoNetworkOne: a certificate
+// that did not verify is said as such, not as a server that did not
+// answer, which would send an operator to the network.
+func TestClassifyConnectErrorSaysATLSFailureIsNoNetworkOne(t *testing.T) {
+	cfg, err := pgx.ParseConfig("postgres://u@db.example.com:5432/d?sslmode=verify-full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsErr := &tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "db.example.com"}}
+	got := ClassifyConnectError(cfg, fmt.Errorf("failed to connect: %w", tlsErr))
+	if errcode.Of(got) != errcode.DatabaseUnreachable || !strings.Contains(got.Error(), "db.example.com:5432 answered, but its TLS certificate did not verify: x509:") {
+		t.Fatalf("got %v", got)
 	}
 }

@@ -175,8 +175,8 @@ func (e Entry) OperatorOnly() bool { return e.AgentFix == "" }
 var table = []Entry{
 	{DatabaseURLInvalid, "The database URL could not be parsed.",
 		"Set DATABASE_URL (or --database-url) to a URL such as postgres://user@host:5432/dbname?sslmode=disable.", ""},
-	{DatabaseUnreachable, "The database server did not answer, or refused the login.",
-		"Check that Postgres is running and reachable at the host and port of the URL, and that the user may log in.", ""},
+	{DatabaseUnreachable, "The database server did not answer, refused the login, or answered with a TLS certificate that did not verify.",
+		"Check that Postgres is running and reachable at the host and port of the URL, and that the user may log in; for a certificate, that the URL's host is one the certificate names (sslmode=verify-full) and sslrootcert holds its issuer.", ""},
 	{DatabaseUnmigrated, "The database has no orangerail schema, or an older one than this binary needs.",
 		"Run `orangerail migrate up` against it.", ""},
 	{DatabaseTooNew, "The database was migrated by a newer orangerail than this binary.",
