@@ -49,7 +49,7 @@ func newMigrateCmd() *cobra.Command {
 	}
 
 	cmd.AddCommand(&cobra.Command{
-		Use:   "up",
+		Use: "up",
 		Long: "Up applies every pending migration (a no-op on a current database). Run it as a superuser:\n" +
 			"taking side-effect built-ins from PUBLIC and bounding the SQL tool's login need one. What a\n" +
 			"run by another owner could not do is listed on stderr, with the statement a superuser runs.",
