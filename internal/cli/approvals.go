@@ -84,7 +84,7 @@ func (f *approvalsFlags) client() (*client.Client, error) {
 // sealed: then it needs the server's ring to open them.
 func (f *approvalsFlags) engine(ctx context.Context) (e *engine.Engine, closeFunc func(), err error) {
 	if f.tenant == "" {
-		return nil, nil, errcode.New(errcode.TenantInvalid, "--tenant is required with --break-glass", nil)
+		return nil, nil, errcode.New(errcode.Usage, "--tenant is required with --break-glass", nil)
 	}
 	if err := database.ValidateTenantID(f.tenant); err != nil {
 		return nil, nil, err

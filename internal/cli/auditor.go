@@ -71,7 +71,7 @@ func newAuditorCmd() *cobra.Command {
 // requireTenant refuses a missing --tenant.
 func requireTenant(tenant string) error {
 	if tenant == "" {
-		return errcode.New(errcode.TenantInvalid, "--tenant is required", nil)
+		return errcode.New(errcode.Usage, "--tenant is required", nil)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func checkpointTenant(cmd *cobra.Command, pool *pgxpool.Pool, tenant string) (st
 	case len(tenants) == 1:
 		return tenants[0], nil
 	}
-	return "", errcode.New(errcode.TenantInvalid, fmt.Sprintf("--tenant is required: this login may read %d tenants", len(tenants)), nil)
+	return "", errcode.New(errcode.Usage, fmt.Sprintf("--tenant is required: this login may read %d tenants", len(tenants)), nil)
 }
 
 // CheckpointView is a stored checkpoint as `audit checkpoint --json`

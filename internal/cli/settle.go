@@ -31,7 +31,7 @@ func newAuditSettleCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if tenant == "" {
-				return errcode.New(errcode.TenantInvalid, "--tenant is required: the tenant whose execution to settle", nil)
+				return errcode.New(errcode.Usage, "--tenant is required: the tenant whose execution to settle", nil)
 			}
 			if err := database.ValidateTenantID(tenant); err != nil {
 				return err

@@ -504,7 +504,7 @@ func TestSettleAnUnfinishedExecution(t *testing.T) {
 	}{
 		{"a runtime login", b.runtime, first, engine.SettledSucceeded, "found it", 0, errcode.BreakGlassRefused},
 		{"no reason", b.admin, first, engine.SettledSucceeded, " ", 0, errcode.BreakGlassRefused},
-		{"an outcome of no kind", b.admin, first, "maybe", "found it", 0, errcode.RequestInvalid},
+		{"an outcome of no kind", b.admin, first, "maybe", "found it", 0, errcode.Usage},
 		{"an unknown execution", b.admin, uuid.NewString(), engine.SettledSucceeded, "found it", 0, errcode.ExecutionNotUnfinished},
 		// Started within the deployment's bound: it may still be running.
 		{"one that may still be running", b.admin, first, engine.SettledSucceeded, "found it", time.Hour, errcode.ExecutionMayBeRunning},

@@ -94,7 +94,7 @@ func ExecutionBound(limits ontology.Limits) time.Duration {
 func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, correlationID string, outcome SettledOutcome, reason string, bound time.Duration, now time.Time) (*Settled, error) {
 	switch {
 	case !slices.Contains(SettledOutcomes(), outcome):
-		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("the outcome %q is not one of %q", outcome, SettledOutcomes()), nil)
+		return nil, errcode.New(errcode.Usage, fmt.Sprintf("the outcome %q is not one of %q", outcome, SettledOutcomes()), nil)
 	case strings.TrimSpace(reason) == "":
 		return nil, errcode.New(errcode.BreakGlassRefused, "settling an execution needs a reason: the record keeps what the operator found, and how", nil)
 	case correlationID == "":

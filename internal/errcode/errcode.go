@@ -231,7 +231,7 @@ var table = []Entry{
 	{RequestInvalid, "The request to the approvals API or the desk is malformed: a query parameter, a form's field or the JSON body is not of the documented form (each problem is named).",
 		"Fix what the message names, and send it again (the approvals API's OpenAPI document is at /api/v1/openapi.json).", ""},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",
-		"Check the id and the tenant with `orangerail approvals list --tenant T`.", ""},
+		"Check the id with `orangerail approvals list` (through the API, the tenant is your token's; with --break-glass, the --tenant given).", ""},
 	{ApprovalInputShredded, "The approval's sealed input was crypto-shredded (approvals.retention passed after the approval ended): nobody can read it again, and the approval, already decided, cannot be decided.",
 		"Nothing to decide: the audit log keeps the approval's records and its input's digest. To act again, the agent makes a new call.", ""},
 	{ApprovalInputUnreadable, "The approval's sealed input does not open here: the key ring no longer holds (or, during a key rotation, does not yet hold) the key that sealed it (its kid is the approval's input_key_id), or the row was altered. It is not executed, and nobody may approve it here, since nobody here can be shown it; it may be rejected.",
