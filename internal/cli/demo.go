@@ -235,9 +235,8 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 	}
 	// A URL with a password is not printed: the commands read it from the
 	// environment instead (demo.json, readable by its owner only, has it).
-	urlArg := shellJoin([]string{facts.DatabaseURL})
+	urlArg := demoURLArg(facts.DatabaseURL)
 	if database.HasPassword(facts.DatabaseURL) {
-		urlArg = `"$DATABASE_URL"`
 		fmt.Fprintln(out, "The database URL holds a password, so the commands below read it from $DATABASE_URL.")
 	}
 	stdio := shellJoin(facts.StdioCommand)
@@ -263,6 +262,16 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 		"  %s approvals list --break-glass --reason WHY --tenant acme --config %s --database-url %s\n\n",
 		self, shellJoin([]string{facts.Config}), urlArg)
 	fmt.Fprintf(out, "Verify the audit log:\n  %s audit verify --database-url %s\n\n", self, urlArg)
+}
+
+// demoURLArg is the demo's database URL as the commands it prints give
+// it: quoted for the shell, or "$DATABASE_URL" when it holds a password,
+// which is never printed.
+func demoURLArg(dbURL string) string {
+	if database.HasPassword(dbURL) {
+		return `"$DATABASE_URL"`
+	}
+	return shellJoin([]string{dbURL})
 }
 
 // printCarrier prints the demo's carrier and, runnable as printed, the
@@ -521,8 +530,11 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 		return err
 	}
 	printDemo(out, found, facts, factsPath)
-	fmt.Fprintf(out, "Audit checkpoints are signed every %s with a development key (%s); check proofs with:\n  orangerail audit check-proof --key %s FILE\n\n",
-		demoCheckpointInterval, checkpointKey, checkpointPub)
+	self := shellJoin([]string{facts.Self})
+	fmt.Fprintf(out, "Audit checkpoints are signed every %s with a development key (%s); once acme has a record and a checkpoint,\n"+
+		"prove its first record is in the latest one, and check the proof offline:\n"+
+		"  %s audit prove --tenant acme --seq 1 --out proof.json --database-url %s\n  %s audit check-proof --key %s proof.json\n\n",
+		demoCheckpointInterval, checkpointKey, self, demoURLArg(facts.DatabaseURL), self, checkpointPub)
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
 	err = rt.ServeHTTP(ctx, ln)
 	fmt.Fprintln(out, "stopped")
