@@ -32,7 +32,7 @@ func newAuditorCmd() *cobra.Command {
 			var password string
 			if passwordEnv != "" {
 				if password = os.Getenv(passwordEnv); password == "" {
-					return fmt.Errorf("%s is empty: it should hold the auditor's password", passwordEnv)
+					return errcode.New(errcode.AuditorPasswordInvalid, passwordEnv+" is empty: it should hold the auditor's password", nil)
 				}
 			}
 			if err := requireTenant(tenant); err != nil {
@@ -44,6 +44,11 @@ func newAuditorCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "%s may read tenant %s (psql as %s, then: SELECT * FROM orangerail.audit_verify('%s'); "+
 				"or, with a database URL logging in as %s: orangerail audit verify --tenant %s)\n",
 				args[0], tenant, args[0], tenant, args[0], tenant)
+			if passwordEnv != "" {
+				// A login is the cluster's: its password is that of every
+				// database it logs in to, this grant's and any other.
+				fmt.Fprintf(cmd.OutOrStdout(), "%s's password is now the one in %s, for every database of this cluster it logs in to\n", args[0], passwordEnv)
+			}
 			return nil
 		},
 	}

@@ -707,9 +707,15 @@ func TestAuditorGrant(t *testing.T) {
 	})
 	t.Setenv("AUDITOR_PASSWORD", "correct horse battery staple")
 	code, out, stderr := cli(t, "auditor", "grant", name, "--tenant", "acme", "--password-env", "AUDITOR_PASSWORD", "--database-url", url)
-	if code != exitOK || !strings.Contains(out, "audit_verify('acme')") || !strings.Contains(out, "orangerail audit verify --tenant acme)") {
+	if code != exitOK || !strings.Contains(out, "audit_verify('acme')") || !strings.Contains(out, "orangerail audit verify --tenant acme)") ||
+		!strings.Contains(out, "password is now the one in AUDITOR_PASSWORD, for every database of this cluster") {
 		t.Fatalf("grant: exit %d %q %q", code, out, stderr)
 	}
+	t.Setenv("EMPTY_PASSWORD", "")
+	if code, _, stderr = cli(t, "auditor", "grant", name, "--tenant", "acme", "--password-env", "EMPTY_PASSWORD", "--database-url", url); code != exitError {
+		t.Fatalf("grant with an empty password: exit %d", code)
+	}
+	oneLine(t, stderr, "X_AUDITOR_PASSWORD_INVALID")
 	var verifier string
 	if err := admin.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", name).Scan(&verifier); err != nil ||
 		!regexp.MustCompile(`^SCRAM-SHA-256\$4096:[A-Za-z0-9+/=]{24}\$[A-Za-z0-9+/=]{44}:[A-Za-z0-9+/=]{44}$`).MatchString(verifier) ||
