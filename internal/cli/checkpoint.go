@@ -214,11 +214,14 @@ func newAuditCheckProofCmd() *cobra.Command {
 				Error  string             `json:"error,omitempty"`
 			}
 			results, errs := make([]*checkpoint.Result, len(args)), make([]error, len(args))
+			unreadable := 0
 			for i, path := range args {
 				res, err := checkProofFile(cmd, path, known, opts)
 				var coded *errcode.Error
 				if err != nil && !errors.As(err, &coded) {
-					return err // unreadable: checking could not run
+					// Said on its own line as every other file's outcome;
+					// checking it could not run, so the run exits 2.
+					err, unreadable = errcode.New(errcode.FileUnusable, err.Error(), err), unreadable+1
 				}
 				results[i], errs[i] = res, err
 			}
@@ -252,6 +255,9 @@ func newAuditCheckProofCmd() *cobra.Command {
 				if err := writeJSON(cmd.OutOrStdout(), outcomes); err != nil {
 					return err
 				}
+			}
+			if unreadable > 0 {
+				return errcode.New(errcode.FileUnusable, fmt.Sprintf("%d of %d file(s) could not be read, so were not checked", unreadable, len(args)), nil)
 			}
 			if failed {
 				return errFindings
