@@ -401,7 +401,13 @@ func (p *Prover) Inclusion(ctx context.Context, seq int64) (*checkpoint.Proof, e
 // Consistency proves that tenant's checkpoint of size from names a prefix
 // of the prover's checkpoint's tree.
 func (p *Prover) Consistency(ctx context.Context, from int64) (*checkpoint.Proof, error) {
-	if from < 1 || from > p.checkpoint.Size {
+	if from > p.checkpoint.Size {
+		// Said so, for whoever holds a checkpoint of that size signed by
+		// this log's key: the log no longer reaches it.
+		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("--from %d is larger than the newer checkpoint's %d: if you hold a checkpoint of size %d signed by this log's key, "+
+			"this log was cut short after it was signed (an incident: run audit verify), else name a size you hold", from, p.checkpoint.Size, from), nil)
+	}
+	if from < 1 {
 		return nil, errcode.New(errcode.AuditProofRange, fmt.Sprintf("--from %d is not a size from 1 to the newer checkpoint's %d", from, p.checkpoint.Size), nil)
 	}
 	old, err := checkpointOf(ctx, p.conn, p.tenant, from)

@@ -535,6 +535,11 @@ func TestCheckpointBadInput(t *testing.T) {
 	if _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 5, 5); err != nil {
 		t.Errorf("from = to: %v", err)
 	}
+	// A size past the log's latest checkpoint is one an auditor may hold
+	// of a log since cut short: the refusal says so.
+	if _, err := engine.ProveConsistency(ctx, b.runtime, "acme", 13, 0); errcode.Of(err) != errcode.AuditProofRange || !strings.Contains(err.Error(), "this log was cut short after it was signed") {
+		t.Errorf("from past the latest: %v", err)
+	}
 }
 
 // TestCheckpointsMustDescribeTheChain: the database stores a checkpoint
