@@ -40,9 +40,11 @@ func newConfigCmd() *cobra.Command {
 			cfg, err := ontology.Load(args[0])
 			switch {
 			case errors.As(err, &problems):
+				catalog = "not checked: the config has problems; fix them, and check again"
 			case err != nil:
 				return err
 			default:
+				problems = append(problems, app.SecretProblems(cfg)...)
 				dsURL := url
 				if cfg.Datasource.URLEnv != "" {
 					dsURL = os.Getenv(cfg.Datasource.URLEnv)
@@ -52,7 +54,7 @@ func newConfigCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					problems = found
+					problems = append(problems, found...)
 					catalog = "checked against " + database.RedactURL(dsURL)
 				}
 			}

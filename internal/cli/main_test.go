@@ -330,8 +330,23 @@ func TestConfigCheck(t *testing.T) {
 	if err := os.WriteFile(waived, ontologytest.Apply(t, exampleData, ontologytest.Set("actions.cancel_order.policy.approval", "none")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, _ = cli(t, "config", "check", waived, "--database-url", ""); code != exitFindings || !strings.Contains(out, "actions.cancel_order.policy.approval:") {
+	if code, out, _ = cli(t, "config", "check", waived, "--database-url", ""); code != exitFindings || !strings.Contains(out, "actions.cancel_order.policy.approval:") ||
+		!strings.Contains(out, "catalog not checked: the config has problems") {
 		t.Fatalf("unwaived destructive action: exit %d\n%s", code, out)
+	}
+	// What serve reads from the environment and files as it opens — a
+	// webhook's secret, the checkpoint key — is checked too: a config the
+	// check passes is one serve opens.
+	secrets := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(secrets, ontologytest.Apply(t, exampleData,
+		ontologytest.SetYAML("webhooks", "[{url: 'https://hooks.example.com/x', secret_env: ORANGERAIL_TEST_UNSET_SECRET}]"),
+		ontologytest.SetYAML("audit.checkpoint", "{key_file: /nonexistent/checkpoint.key}")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = cli(t, "config", "check", secrets, "--database-url", ""); code != exitFindings ||
+		!strings.Contains(out, "webhooks.0.secret_env: the environment variable ORANGERAIL_TEST_UNSET_SECRET is not set") ||
+		!strings.Contains(out, "audit.checkpoint.key_file: open /nonexistent/checkpoint.key") || !strings.Contains(out, "2 problem(s)") {
+		t.Fatalf("secrets serve would refuse: exit %d\n%s", code, out)
 	}
 
 	url := testdb.New(t)
