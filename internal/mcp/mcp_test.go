@@ -772,6 +772,29 @@ func TestSQLQueryTool(t *testing.T) {
 	if res.IsError || body["rowCount"] != float64(2) || fmt.Sprint(body["guards"]) != "[role transaction parse catalog limits]" {
 		t.Fatalf("query: %v", body)
 	}
+	// Its input is held to the schema it advertises, as every tool's is.
+	for _, c := range []struct{ args, issue string }{
+		{`{"sql": "SELECT 1", "x": 1}`, "/x: unknown property"},
+		{`{"sql": "SELECT 1", "sql": "SELECT 2"}`, `/sql: duplicate member name "sql"`},
+		{`{"sql": "SELECT 1 -- \u0000"}`, "/sql: contains a NUL character"},
+		{`{"sql": 5}`, "/sql: must be a string"},
+		{`{"sql": null}`, "/sql: must be a string"},
+		{`{}`, "/sql: required"},
+	} {
+		res, body := call(t, cs, "sql_query", c.args)
+		var told []string
+		issues, _ := body["issues"].([]any)
+		for _, is := range issues {
+			m, _ := is.(map[string]any)
+			told = append(told, fmt.Sprintf("%v: %v", m["path"], m["message"]))
+		}
+		if !res.IsError || body["status"] != "invalid_input" || body["code"] != "X_INPUT_INVALID" || !strings.Contains(strings.Join(told, "; "), c.issue) {
+			t.Fatalf("%s: %v", c.args, body)
+		}
+	}
+	if !strings.Contains(logBuf.String(), `"outcome":"invalid_input"`) || !strings.Contains(logBuf.String(), `"code":"X_INPUT_INVALID"`) {
+		t.Fatalf("the host log of a refused input: %s", logBuf.String())
+	}
 	res, body = call(t, cs, "sql_query", `{"sql": "SELECT 1; DELETE FROM audit"}`)
 	rejected, _ := errcode.Explain(string(errcode.MCPQueryRejected))
 	if !res.IsError || body["code"] != "X_MCP_QUERY_REJECTED" || body["rule"] != "one_statement" || !strings.HasSuffix(body["message"].(string), rejected.Fix) {

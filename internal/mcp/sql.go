@@ -11,8 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jsonmember"
+	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlguard"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 )
@@ -107,6 +110,40 @@ func sqlOutputSchema() map[string]any {
 	})
 }
 
+// sqlInput reads sql_query's input as its schema advertises it — an
+// object of one member, "sql", a string without U+0000 — or the issues
+// that refuse it, as every other tool's input is held to its schema: no
+// other member, none given twice.
+func sqlInput(args json.RawMessage) (string, []engine.Issue) {
+	var (
+		sql    string
+		found  bool
+		issues []engine.Issue
+	)
+	members := jsonmember.New(args)
+	for members.Scan() {
+		name, value := members.Name(), members.Value()
+		switch {
+		case name != "sql":
+			issues = append(issues, engine.Issue{Path: ontology.Pointer{display.Echo(name)}.String(), Message: "unknown property: sql_query takes sql alone"})
+		case found:
+			issues = append(issues, engine.Issue{Path: "/sql", Message: `duplicate member name "sql"`})
+		case value[0] != '"' || json.Unmarshal(value, &sql) != nil:
+			issues = append(issues, engine.Issue{Path: "/sql", Message: "must be a string: one SELECT statement"})
+		case strings.ContainsRune(sql, 0):
+			issues = append(issues, engine.Issue{Path: "/sql", Message: "contains a NUL character (U+0000)"})
+		}
+		found = found || name == "sql"
+	}
+	switch {
+	case !members.IsObject() || !members.Whole():
+		return "", []engine.Issue{{Path: "", Message: "the input must be one JSON object: {\"sql\": \"SELECT …\"}"}}
+	case !found:
+		issues = append(issues, engine.Issue{Path: "/sql", Message: "required: one SELECT statement"})
+	}
+	return sql, issues
+}
+
 // runSQL answers the sql_query tool: rows as structured content with the
 // columns, the guards that engaged and the values cut; or a refusal naming
 // its rule or limit, as text (the output schema is the rows'). A statement
@@ -118,15 +155,12 @@ func (s *Server) runSQL(ctx context.Context, session *sdk.ServerSession, t *tool
 		s.called(ctx, session, engine.ToolCalled{Tool: t.def.Name, Outcome: outcome, Actor: caller.Subject, Tenant: caller.Tenant,
 			Code: code, CorrelationID: correlation})
 	}()
-	var in struct {
-		SQL *string `json:"sql"`
+	sql, issues := sqlInput(args)
+	if len(issues) > 0 {
+		outcome, code = engine.StatusInvalidInput, errcode.InputInvalid // reported as every tool reports a refused input
+		return render(t, &engine.Outcome{Status: engine.StatusInvalidInput, Code: code, Issues: issues})
 	}
-	if err := json.Unmarshal(args, &in); err != nil || in.SQL == nil {
-		outcome = engine.StatusInvalidInput // reported as every tool reports a refused input
-		out := &engine.Outcome{Status: engine.StatusInvalidInput, Issues: []engine.Issue{{Path: "/sql", Message: "required: one SELECT statement"}}}
-		return render(t, out)
-	}
-	res, err := s.querier.Query(ctx, caller.Tenant, *in.SQL)
+	res, err := s.querier.Query(ctx, caller.Tenant, sql)
 	var refusal *sqlguard.Refusal
 	var tooLarge *sqlquery.TooLargeError
 	switch {
