@@ -82,6 +82,7 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	}
 	var row json.RawMessage
 	links := map[string]any{}
+	var cut []string // the to-many links with more rows than they show
 	var err error
 	if len(in.include) == 0 {
 		// The common read: one statement, its transaction in one round trip.
@@ -90,13 +91,18 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 		err = database.InTenant(ctx, e.datasource, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			database.Repeatable(tx)
 			clear(links) // of a first try whose connection died
+			cut = cut[:0]
 			var err error
 			if row, err = fetchRow(ctx, tx, o, e.readColumns(object), caller.Tenant, o.Key, in.key, false); err != nil || row == nil {
 				return err
 			}
 			for _, name := range in.include {
-				if links[name], err = e.fetchLink(ctx, tx, caller, object, name, row); err != nil {
+				var more bool
+				if links[name], more, err = e.fetchLink(ctx, tx, caller, object, name, row); err != nil {
 					return err
+				}
+				if more {
+					cut = append(cut, name)
 				}
 			}
 			return nil
@@ -109,7 +115,11 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 		return &Outcome{Status: StatusNotFound}
 	}
 	if len(in.include) > 0 {
-		body, err := json.Marshal(map[string]any{"item": row, "links": links})
+		answer := map[string]any{"item": row, "links": links}
+		if len(cut) > 0 {
+			answer["linksCut"] = cut
+		}
+		body, err := json.Marshal(answer)
 		if err != nil {
 			return e.internal(ctx, "get "+object, err)
 		}
@@ -173,10 +183,12 @@ func (e *Engine) linkTouches(link, object string) bool {
 }
 
 // fetchLink reads the rows a link reaches from row: the one row it points
-// to, from the link's from side, or the rows pointing at row (up to the
-// linked object's max_limit), from its to side. A linked object the caller
-// may not read (mayFollow) is withheld, not an error.
-func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, object, name string, row json.RawMessage) (any, error) {
+// to, from the link's from side, or the rows pointing at row (the first
+// max_limit of the linked object, by its key), from its to side — more
+// says there are others, which a list of that object pages through. A
+// linked object the caller may not read (mayFollow) is withheld, not an
+// error.
+func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, object, name string, row json.RawMessage) (links any, more bool, err error) {
 	l := e.cfg.Links[name]
 	fromObj, fromField, _ := strings.Cut(l.From, ".")
 	toObj, toField, _ := strings.Cut(l.To, ".")
@@ -186,34 +198,38 @@ func (e *Engine) fetchLink(ctx context.Context, tx pgx.Tx, caller *Caller, objec
 	}
 	target := e.cfg.Objects[there]
 	if !e.mayFollow(caller, there, many) {
-		return map[string]string{"withheld": "the caller may not read " + there}, nil
+		return map[string]string{"withheld": "the caller may not read " + there}, false, nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(row, &fields); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	value, issue := scalarText("", fields[hereField])
 	if issue != nil || bytes.Equal(fields[hereField], []byte("null")) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if !many {
-		return fetchRow(ctx, tx, target, e.readColumns(there), caller.Tenant, thereField, value, false) // no row encodes as null
+		one, err := fetchRow(ctx, tx, target, e.readColumns(there), caller.Tenant, thereField, value, false) // no row encodes as null
+		return one, false, err
 	}
 	sql := fmt.Sprintf("SELECT row_to_json(r)::text FROM (SELECT %s FROM %s WHERE %s = $1 AND %s = $2 ORDER BY %s LIMIT %d) r",
-		e.readColumns(there), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), qualified(target, target.Key), target.List.MaxLimit)
+		e.readColumns(there), target.QuotedTable(), quote(target.TenantColumn), quote(thereField), qualified(target, target.Key), target.List.MaxLimit+1)
 	rows, err := tx.Query(ctx, sql, caller.Tenant, value)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	items, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if more = len(items) > target.List.MaxLimit; more {
+		items = items[:target.List.MaxLimit]
 	}
 	out := make([]json.RawMessage, len(items))
 	for i, it := range items {
 		out[i] = json.RawMessage(it)
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // selectList selects an object's fields as they are: what an action's

@@ -338,3 +338,31 @@ func TestList(t *testing.T) {
 		t.Fatalf("hostile filter value: %s %d items", out.Status, len(items))
 	}
 }
+
+// TestIncludeSaysWhenALinkIsCut: a link from its to side shows the first
+// max_limit rows of the linked object; when more point here, the answer
+// says so (linksCut), never leaving an agent to take the first page for
+// all of them.
+func TestIncludeSaysWhenALinkIsCut(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	answer := func(e *engine.Engine) (orders []any, cut []any) {
+		out := e.Get(ctx, agent("acme", "support"), "customer", json.RawMessage(`{"id": "c-1", "include": ["order_customer"]}`))
+		var body struct {
+			Links    map[string][]any `json:"links"`
+			LinksCut []any            `json:"linksCut"`
+		}
+		if out.Status != engine.StatusOK || json.Unmarshal(out.Data, &body) != nil {
+			t.Fatalf("read: %s %s", out.Status, out.Data)
+		}
+		return body.Links["order_customer"], body.LinksCut
+	}
+	if orders, cut := answer(b.engine); len(orders) != 2 || cut != nil {
+		t.Fatalf("c-1's two orders under the default limit: %d shown, cut %v", len(orders), cut)
+	}
+	cutAt1 := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("objects.order.list.max_limit", 1))
+	if orders, cut := answer(cutAt1); len(orders) != 1 || len(cut) != 1 || cut[0] != "order_customer" {
+		t.Fatalf("c-1's two orders under a limit of 1: %d shown, cut %v", len(orders), cut)
+	}
+}

@@ -225,6 +225,7 @@ func (e *Engine) getOutputSchema(object string) map[string]any {
 		withheld := map[string]any{"type": "object", "required": []string{"withheld"}, "additionalProperties": false,
 			"properties": map[string]any{"withheld": map[string]any{"type": "string"}}}
 		byLink := map[string]any{}
+		var many []string
 		for _, name := range links {
 			l := e.cfg.Links[name]
 			fromObj, _, _ := strings.Cut(l.From, ".")
@@ -233,10 +234,16 @@ func (e *Engine) getOutputSchema(object string) map[string]any {
 				byLink[name] = map[string]any{"anyOf": []any{e.rowSchema(toObj), map[string]any{"type": "null"}, withheld}}
 				continue
 			}
-			byLink[name] = map[string]any{"anyOf": []any{map[string]any{"type": "array", "items": e.rowSchema(fromObj)}, map[string]any{"type": "null"}, withheld}}
+			many = append(many, name)
+			byLink[name] = map[string]any{"anyOf": []any{map[string]any{"type": "array", "items": e.rowSchema(fromObj), "maxItems": e.cfg.Objects[fromObj].List.MaxLimit},
+				map[string]any{"type": "null"}, withheld}}
 		}
 		props["links"] = map[string]any{"type": "object", "properties": byLink, "additionalProperties": false,
 			"description": "The links include named, each by its name."}
+		if len(many) > 0 {
+			props["linksCut"] = map[string]any{"type": "array", "items": map[string]any{"enum": many}, "uniqueItems": true,
+				"description": "The links that point at more rows than they show: each shows the first max_limit of the linked object, by its key; list that object, filtered by the link's field, for the rest."}
+		}
 	}
 	return map[string]any{"type": "object", "properties": props, "required": []string{"item"}, "additionalProperties": false}
 }
