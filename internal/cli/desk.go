@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -27,7 +27,7 @@ func newDeskCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if issuer == "" || subject == "" {
-				return errors.New("--issuer and --subject are required: the issuer URL and the person's sub claim")
+				return errcode.New(errcode.Usage, "--issuer and --subject are required: the issuer URL and the person's sub claim", nil)
 			}
 			pool, err := database.Open(cmd.Context(), url)
 			if err != nil {

@@ -31,7 +31,7 @@ func newErrorsCmd() *cobra.Command {
 			}
 			e, ok := errcode.Explain(args[0])
 			if !ok {
-				return fmt.Errorf("no error code %q; `orangerail errors explain` lists them all", strings.ToUpper(args[0]))
+				return errcode.New(errcode.Usage, fmt.Sprintf("no error code %q; `orangerail errors explain` lists them all", strings.ToUpper(args[0])), nil)
 			}
 			print(e)
 			return nil

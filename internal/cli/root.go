@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -54,10 +56,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = errcode.New(errcode.Usage, err.Error(), err)
 	}
 	var pathErr *fs.PathError
-	if !errors.As(err, &coded) && errors.As(err, &pathErr) {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &coded):
+	case errors.As(err, &pathErr):
 		// A file the command line named (--keys-file, a proof, --out):
 		// its path and the system's reason, under the code they share.
 		err = errcode.New(errcode.FileUnusable, err.Error(), err)
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InsufficientPrivilege:
+		// A login without a right the command needs (migrate by the
+		// runtime's login, auditor grant by an auditor's): an operator's
+		// mistake of which login to use, said as one.
+		err = errcode.New(errcode.DatabaseRoleMissing, "this login lacks a privilege the command needs ("+pgErr.Message+"); run it as the login the README names for it", err)
 	}
 	// An error can carry what an agent sent or a database said: shown
 	// through display.Text, it stays one line and cannot rewrite the

@@ -2,16 +2,19 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // TestPrintErrorGivesEachJoinedErrorItsFix: errors joined (a run over
@@ -106,4 +109,25 @@ func TestFlagHelpNamesItsValueInOneWord(t *testing.T) {
 		}
 	}
 	walk(newRootCmd())
+}
+
+// TestALoginWithoutAPrivilegeIsCoded: a command run as a login that lacks
+// a privilege it needs — migrate by a login of no orangerail role — is
+// one coded line, not the database's words under goose's.
+func TestALoginWithoutAPrivilegeIsCoded(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	login := "cli_nobody_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(context.Background(), "CREATE ROLE "+login+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE "+login) })
+	for _, args := range [][]string{{"migrate", "status"}, {"migrate", "up"}} {
+		code, _, stderr := cli(t, append(args, "--database-url", testdb.WithUser(t, url, login, ""))...)
+		if code != exitError || strings.Contains(stderr, "SQLSTATE") || !strings.Contains(stderr, "lacks a privilege the command needs") {
+			t.Fatalf("%v as a login of no role: exit %d %s", args, code, stderr)
+		}
+		oneLine(t, stderr, "X_DATABASE_ROLE_MISSING")
+	}
 }

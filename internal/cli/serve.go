@@ -64,7 +64,7 @@ func newServeCmd() *cobra.Command {
 func serve(ctx context.Context, f serveFlags) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)) // stdout is the stdio JSON-RPC channel
 	if f.config == "" {
-		return errors.New("--config is required")
+		return errcode.New(errcode.Usage, "--config is required: the ontology config file to serve (or set $ORANGERAIL_CONFIG)", nil)
 	}
 	cfg, err := loadConfig(f.config)
 	if err != nil {

@@ -181,8 +181,9 @@ var table = []Entry{
 		"Run `orangerail migrate up` against it.", ""},
 	{DatabaseTooNew, "The database was migrated by a newer orangerail than this binary.",
 		"Run the newer orangerail, or migrate down with it first; this binary refuses to touch a schema it does not know.", ""},
-	{DatabaseRoleMissing, "The login cannot assume the orangerail_runtime role (nor, for `audit verify`, `audit checkpoint` and `audit prove`, read as an auditor).",
-		"For the server's login: run `orangerail migrate up` as the schema owner, and `GRANT orangerail_runtime TO <login>` if the server logs in as another user. " +
+	{DatabaseRoleMissing, "The login cannot assume the orangerail_runtime role (nor, for `audit verify`, `audit checkpoint` and `audit prove`, read as an auditor), or lacks a privilege the command needs.",
+		"Migrations, auditor grants, settles and break glass run as the schema owner's login (the one `orangerail migrate` runs with). " +
+			"For the server's login: run `orangerail migrate up` as the schema owner, and `GRANT orangerail_runtime TO <login>` if the server logs in as another user. " +
 			"For an auditor's login: make it with `orangerail auditor grant <login> --tenant <tenant>`, and never grant it orangerail_runtime, which reads every tenant.", ""},
 	{TenantInvalid, "A tenant id is empty or holds characters outside [A-Za-z0-9._-] (first a letter or digit, at most 128).",
 		"Use a tenant id of that form; map your identity provider's claim to one.", ""},
