@@ -200,7 +200,11 @@ func (rt *Runtime) startWebhooks() error {
 	if err != nil {
 		return err
 	}
-	rt.webhooks, err = webhooks.New(webhooks.Config{Pool: rt.Store, Endpoints: endpoints, PublicURL: rt.Config.HTTP.PublicURL, Logger: rt.log})
+	var deskOrigin string // a payload links to the desk only where one is served
+	if rt.Config.Desk != nil {
+		deskOrigin = rt.Config.HTTP.PublicURL
+	}
+	rt.webhooks, err = webhooks.New(webhooks.Config{Pool: rt.Store, Endpoints: endpoints, PublicURL: deskOrigin, Logger: rt.log})
 	if err != nil {
 		return err
 	}

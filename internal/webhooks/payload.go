@@ -32,8 +32,9 @@ type Data struct {
 	DecidedBy   *string              `json:"decided_by"`
 	DecidedAt   *time.Time           `json:"decided_at"`
 	ExpiresAt   time.Time            `json:"expires_at"`
-	// URL is the approval on the desk: http.public_url + /approvals/{id}.
-	URL string `json:"url"`
+	// URL is the approval on the desk: http.public_url + /approvals/{id};
+	// absent when no desk is served, where it would name no page.
+	URL string `json:"url,omitempty"`
 	// Input is the approval's verbatim input, present only for an endpoint
 	// configured with include_input: true.
 	Input json.RawMessage `json:"input,omitempty"`
@@ -47,8 +48,8 @@ var statusAfter = map[store.WebhookEvent]store.ApprovalStatus{
 	store.WebhookApprovalExpired:  store.ApprovalExpired,
 }
 
-// payloadOf is m's payload, linking to the desk under publicURL, with input
-// when it is not nil.
+// payloadOf is m's payload, linking to the desk under publicURL (none when
+// it is empty: no desk is served), with input when it is not nil.
 func payloadOf(m *store.WebhookMessage, publicURL string, input []byte) Payload {
 	utc := func(t *time.Time) *time.Time {
 		if t == nil {
@@ -57,13 +58,17 @@ func payloadOf(m *store.WebhookMessage, publicURL string, input []byte) Payload 
 		u := t.UTC()
 		return &u
 	}
+	var page string
+	if publicURL != "" {
+		page = strings.TrimSuffix(publicURL, "/") + "/approvals/" + m.ApprovalID.String()
+	}
 	return Payload{
 		Type:      m.Event,
 		Timestamp: m.OccurredAt.UTC(),
 		Data: Data{
 			ID: m.ApprovalID, Tenant: m.TenantID, Action: m.Action, Status: statusAfter[m.Event],
 			RequestedBy: m.RequestedBy, DecidedBy: m.DecidedBy, DecidedAt: utc(m.DecidedAt), ExpiresAt: m.ExpiresAt.UTC(),
-			URL:   strings.TrimSuffix(publicURL, "/") + "/approvals/" + m.ApprovalID.String(),
+			URL:   page,
 			Input: input,
 		},
 	}

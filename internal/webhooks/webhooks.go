@@ -119,7 +119,8 @@ type Config struct {
 		store.DBTX
 	}
 	Endpoints []Endpoint
-	// PublicURL is the origin the desk is served at (http.public_url).
+	// PublicURL is the origin the desk is served at (http.public_url);
+	// empty when no desk is served, and payloads then link to none.
 	PublicURL string
 	// Client sends the POSTs. Nil: a client with Timeout that follows
 	// redirects to the same scheme and host only.
