@@ -199,7 +199,7 @@ func TestEveryToolCallIsAnEvent(t *testing.T) {
 	type line struct{ tool, outcome, refusal, code, level string }
 	want := []line{
 		{"order_get", "ok", "", "", "INFO"},
-		{"order_list", "invalid_input", "", "", "INFO"},
+		{"order_list", "invalid_input", "", "X_INPUT_INVALID", "INFO"},
 		{"no_such_tool", "not_found", "unknown", "X_MCP_TOOL_UNKNOWN", "WARN"},
 		{"cancel_order", "not_found", "hidden", "X_MCP_TOOL_UNKNOWN", "WARN"},
 		{long[:64] + "…", "not_found", "unknown", "X_MCP_TOOL_UNKNOWN", "WARN"},

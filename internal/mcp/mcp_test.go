@@ -990,7 +990,7 @@ func TestToolCallsAreEvents(t *testing.T) {
 	want := []string{
 		"gate get order ok", "tool order_get ok agent-7 acme  correlated:false",
 		"gate call cancel_order approval_pending", "tool cancel_order approval_pending agent-7 acme  correlated:true",
-		"gate list order invalid_input", "tool order_list invalid_input agent-7 acme  correlated:true",
+		"gate list order invalid_input", "tool order_list invalid_input agent-7 acme X_INPUT_INVALID correlated:true",
 		"gate get order not_found", "tool order_get not_found agent-7 acme  correlated:true",
 	}
 	if !slices.Equal(got, want) {

@@ -82,10 +82,20 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 	return res
 }
 
+// outcomeCode is the stable code an outcome is answered and logged with:
+// its own, or X_INPUT_INVALID for a refused input that names none (a
+// read's), so the host log says what the agent was told.
+func outcomeCode(out *engine.Outcome) errcode.Code {
+	if out.Status == engine.StatusInvalidInput {
+		return cmp.Or(out.Code, errcode.InputInvalid)
+	}
+	return out.Code
+}
+
 // invalidInput fills body with a refused input's code and issues, and
 // returns the message.
 func invalidInput(name string, out *engine.Outcome, body map[string]any) string {
-	code := cmp.Or(out.Code, errcode.InputInvalid)
+	code := outcomeCode(out)
 	body["code"] = string(code)
 	if out.CorrelationID != "" {
 		body["correlationId"] = out.CorrelationID

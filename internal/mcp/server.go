@@ -403,7 +403,7 @@ func (s *Server) offered(names []string, fixed *engine.Caller) sdk.Middleware {
 // refusal names the gate that refused it, or is "" to classify the outcome
 // (engine.RefusalOf).
 func (s *Server) emit(ctx context.Context, session *sdk.ServerSession, name string, caller *engine.Caller, out *engine.Outcome, refusal engine.Refusal) {
-	ev := engine.ToolCalled{Tool: name, Outcome: out.Status, Code: out.Code, Scope: out.Scope,
+	ev := engine.ToolCalled{Tool: name, Outcome: out.Status, Code: outcomeCode(out), Scope: out.Scope,
 		CorrelationID: out.CorrelationID, Refusal: cmp.Or(refusal, engine.RefusalOf(out)), TraceID: tracing.TraceID(ctx)}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.String("orangerail.outcome", string(ev.Outcome)), attribute.String("orangerail.refusal", string(ev.Refusal)),
