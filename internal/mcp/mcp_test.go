@@ -523,8 +523,10 @@ func TestCheckApprovalCycle(t *testing.T) {
 	if res, body = call(t, cs, "check_approval", `{"approvalId": "6f1d0d2e-0000-4000-8000-000000000009"}`); !res.IsError || body["status"] != "not_found" {
 		t.Fatalf("unknown id: %v", body)
 	}
-	for _, args := range []string{`{}`, `{"approvalId": "not-an-id"}`, `{"approvalId": 7}`, `{"approvalId": "` + id + `", "force": true}`, `[]`} {
-		if res, body = call(t, cs, "check_approval", args); !res.IsError || body["code"] != string(errcode.InputInvalid) {
+	for _, args := range []string{`{}`, `{"approvalId": "not-an-id"}`, `{"approvalId": 7}`, `{"approvalId": "` + id + `", "force": true}`, `[]`,
+		`{"approvalId": "6f1d0d2e-0000-4000-8000-000000000009", "approvalId": "` + id + `"}`} {
+		// Correlated, as every tool's refusal is.
+		if res, body = call(t, cs, "check_approval", args); !res.IsError || body["code"] != string(errcode.InputInvalid) || body["correlationId"] == nil {
 			t.Fatalf("check_approval %s: %v", args, body)
 		}
 	}

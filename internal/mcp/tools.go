@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"unicode"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -68,7 +68,9 @@ func (s *Server) run(ctx context.Context, t *tool, caller *engine.Caller, args j
 	}
 	id, issues := approvalIDOf(args)
 	if issues != nil {
-		return &engine.Outcome{Status: engine.StatusInvalidInput, Issues: issues}
+		// Correlated as every other tool's refusal is: the agent's answer
+		// and the host log's line name one id.
+		return &engine.Outcome{Status: engine.StatusInvalidInput, Issues: issues, CorrelationID: uuid.NewString()}
 	}
 	return e.Check(ctx, caller, id)
 }
@@ -77,21 +79,28 @@ func (s *Server) run(ctx context.Context, t *tool, caller *engine.Caller, args j
 // (checkTool) says: an object holding approvalId, a UUID, and nothing
 // else.
 func approvalIDOf(args json.RawMessage) (string, []engine.Issue) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(args, &raw); err != nil || raw == nil {
-		return "", []engine.Issue{{Path: "", Message: "the input must be a JSON object"}}
-	}
-	var issues []engine.Issue
-	for _, name := range slices.Sorted(maps.Keys(raw)) {
-		if name != "approvalId" {
+	var (
+		id     string
+		found  bool
+		issues []engine.Issue
+	)
+	members := jsonmember.New(args)
+	for members.Scan() {
+		switch name := members.Name(); {
+		case name != "approvalId":
 			issues = append(issues, engine.Issue{Path: ontology.Pointer{display.Echo(name)}.String(), Message: "unknown property"})
+		case found:
+			issues = append(issues, engine.Issue{Path: "/approvalId", Message: `duplicate member name "approvalId"`})
+		case json.Unmarshal(members.Value(), &id) != nil || uuid.Validate(id) != nil || len(id) != 36:
+			issues = append(issues, engine.Issue{Path: "/approvalId", Message: "must be the UUID a staged call returned as approvalId"})
 		}
+		found = found || members.Name() == "approvalId"
 	}
-	var id string
-	if v, ok := raw["approvalId"]; !ok {
+	switch {
+	case !members.IsObject() || !members.Whole():
+		return "", []engine.Issue{{Path: "", Message: "the input must be a JSON object"}}
+	case !found:
 		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "required: the approvalId a staged call returned"})
-	} else if err := json.Unmarshal(v, &id); err != nil || uuid.Validate(id) != nil || len(id) != 36 {
-		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "must be the UUID a staged call returned as approvalId"})
 	}
 	return id, issues
 }
