@@ -343,6 +343,16 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request, resource st
 	// The resolver admits a valid token for the facts ServeHTTP put in ctx.
 	facts, _ := identity.FactsFrom(ctx)
 	address := facts.Address
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Which of two credentials a request means is not ours to guess
+		// (the first of an acme and a globex token was taken): refused as
+		// an invalid token is.
+		f.log.InfoContext(ctx, "authentication refused", "address", address, "reason", "more than one Authorization header")
+		if !f.throttled(w, r, engine.AllowanceBadToken, address, "too many invalid tokens from this address") {
+			f.challenge(w, r, resource, true)
+		}
+		return nil, nil, false
+	}
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		if !f.throttled(w, r, engine.AllowanceNoToken, address, "too many requests without a token from this address") {

@@ -233,6 +233,23 @@ func TestChallenge(t *testing.T) {
 	if resp, _ := post(t, f.url, f.token(t, "agent"), callGet); resp.StatusCode != http.StatusOK {
 		t.Fatalf("good token: %d", resp.StatusCode)
 	}
+	// Two credentials in one request: which is meant is not guessed.
+	req, err := http.NewRequest(http.MethodPost, f.url+mcpPath, strings.NewReader(callGet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Add("Authorization", "Bearer "+f.token(t, "agent"))
+	req.Header.Add("Authorization", "Bearer "+f.token(t, "agent"))
+	two, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two.Body.Close()
+	if two.StatusCode != http.StatusUnauthorized || two.Header.Get("WWW-Authenticate") != want+`, error="invalid_token"` {
+		t.Fatalf("two Authorization headers: %d %q", two.StatusCode, two.Header.Get("WWW-Authenticate"))
+	}
 
 	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
 		resp, err := http.Get(f.url + path)
