@@ -286,7 +286,7 @@ var problemText = map[engine.Problem]string{
 	engine.ProblemPrevHash:     "this record does not link to the one before it (records removed, reordered or replaced)",
 	engine.ProblemHash:         "this record's bytes do not match its hash (the record was changed)",
 	engine.ProblemColumns:      "this record's queryable columns disagree with its hashed bytes",
-	engine.ProblemHeadMismatch: "the chain head does not name the last record (records removed from the end)",
+	engine.ProblemHeadMismatch: "the chain head does not name the last record: records were removed from the end, or the head row was rewritten or deleted (a head at seq 0 over records is a deleted one)",
 }
 
 var noteText = map[engine.NoteReason]string{
