@@ -61,6 +61,12 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 	case a.RequestedBy != caller.actor().Subject:
 		return nil, ErrApprovalUnseen
 	}
+	if _, served := e.cfg.Actions[a.Action]; !served {
+		// An action withdrawn here (environments), or no longer declared:
+		// no resource mentions it, as describe does not; a poll says why
+		// the approval does not execute.
+		return nil, ErrApprovalUnseen
+	}
 	v := &AgentApproval{ID: a.ID, Action: a.Action, Status: a.Status, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		DecidedAt: a.DecidedAt, DecisionNote: a.DecisionNote, ConsumedAt: a.ConsumedAt}
 	if e.lapsed(a) {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -35,6 +36,14 @@ func TestUnservedAction(t *testing.T) {
 	out := production.Call(ctx, support("acme"), "cancel_order", args)
 	if out.Status != engine.StatusNotFound || out.Code != errcode.MCPToolUnknown || out.CorrelationID == "" {
 		t.Fatalf("a call in production: %s %s %q", out.Status, out.Code, out.CorrelationID)
+	}
+	// Its approval's resource does not mention it, as describe does not:
+	// read as one of no approval, where it said to poll.
+	if a, err := production.ReadApproval(ctx, support("acme"), staged.ApprovalID.String()); !errors.Is(err, engine.ErrApprovalUnseen) {
+		t.Fatalf("the approval's resource in production: %+v %v", a, err)
+	}
+	if _, err := demo.ReadApproval(ctx, support("acme"), staged.ApprovalID.String()); err != nil {
+		t.Fatalf("the approval's resource where it is served: %v", err)
 	}
 	out = production.Check(ctx, support("acme"), staged.ApprovalID.String())
 	if out.Status != engine.StatusDenied || out.Code != errcode.ActionNotServed {

@@ -266,7 +266,7 @@ func coded(next sdk.MethodHandler) sdk.MethodHandler {
 		if err == nil || !errors.As(err, &wire) {
 			return res, err
 		}
-		if uri, ok := resourceURI(req); ok && wire.Code == sdk.CodeResourceNotFound && wire.Message == resourceNotFoundMessage {
+		if uri, ok := resourceURI(req); ok && wire.Code == jsonrpc.CodeInvalidParams && wire.Message == resourceNotFoundMessage {
 			// The SDK's own not-found (a URI no resource matches) writes
 			// the URI into its data with Go's quoting, which is no JSON
 			// for a control character: the session's writer then failed,
@@ -299,7 +299,7 @@ const resourceNotFoundMessage = "Resource not found"
 // both: the SDK's code and message, with the stable code and the URI in
 // the data.
 func resourceNotFound(uri string) error {
-	return &jsonrpc.Error{Code: sdk.CodeResourceNotFound, Message: rpcerror.Message(errcode.MCPResourceUnknown, resourceNotFoundMessage),
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: rpcerror.Message(errcode.MCPResourceUnknown, resourceNotFoundMessage),
 		Data: mustJSON(struct {
 			rpcerror.Data
 			URI string `json:"uri"`
