@@ -263,7 +263,7 @@ func (f *approvalsFlags) show(ctx context.Context, id string) (*engine.ApprovalV
 		return nil, err
 	}
 	v := &engine.ApprovalView{ID: d.ID, Action: d.Action, Title: d.Title, Status: d.Status, RequestedBy: d.RequestedBy,
-		Input: d.Input, InputState: d.InputState, Digest: d.Digest, Effect: d.Effect, Rollback: d.Rollback, CreatedAt: d.RequestedAt, ExpiresAt: d.ExpiresAt,
+		Input: d.Input, InputState: d.InputState, Digest: d.Digest, Effect: d.Effect, Rollback: d.Rollback, Destructive: d.Destructive, CreatedAt: d.RequestedAt, ExpiresAt: d.ExpiresAt,
 		DecidedBy: d.DecidedBy, DecidedAt: d.DecidedAt, DecisionNote: d.Note}
 	if string(d.TargetNow) != "null" {
 		v.Target = d.TargetNow

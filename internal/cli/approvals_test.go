@@ -243,8 +243,10 @@ func TestApprovalsBreakGlass(t *testing.T) {
 	}
 	// The approve command a show prints never holds the URL it was given,
 	// which may hold a password: a placeholder unless it was $DATABASE_URL.
+	// It shows what the API shows: the target now, what would be written,
+	// whether the action is destructive.
 	if _, shown, _ := glass(url, "show", id, "--break-glass", "--reason", "the desk is down"); !strings.Contains(shown, "--database-url OWNER_URL") ||
-		strings.Contains(shown, url) {
+		strings.Contains(shown, url) || !strings.Contains(shown, "would write:") || !strings.Contains(shown, "(destructive)") || !strings.Contains(shown, `"status": "paid"`) {
 		t.Fatalf("show's approve command: %s", shown)
 	}
 	_, out, _ := glass(url, "show", id, "--json", "--break-glass", "--reason", "the desk is down")

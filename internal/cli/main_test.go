@@ -528,7 +528,7 @@ func TestApprovalsCommands(t *testing.T) {
 	code, out, _ = run("show", id)
 	input := "    {\n      \"order_id\": \"o-1001\",\n      \"reason\": \"asked\"\n    }\n"
 	if code != exitOK || !strings.Contains(out, input) || !strings.Contains(out, "The order is cancelled") ||
-		!strings.Contains(out, `      "status": "paid",`) || !strings.Contains(out, "would write:") {
+		!strings.Contains(out, `      "status": "paid",`) || !strings.Contains(out, "would write:") || !strings.Contains(out, "(destructive)") {
 		t.Fatalf("show: exit %d\n%s", code, out)
 	}
 	// The command show prints approves, run exactly as printed.

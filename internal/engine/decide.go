@@ -424,15 +424,10 @@ func (e *Engine) ShowApproval(ctx context.Context, tenant, approvalID string) (*
 		return nil, err
 	}
 	v := e.view(a)
-	if action, ok := e.cfg.Actions[a.Action]; ok && action.Target != nil && v.InputState == "" {
-		c := &call{action: action}
-		err := json.Unmarshal(v.Input, &c.values)
-		if err == nil {
-			v.Target, err = e.resolveTarget(ctx, nil, tenant, action, c, false)
-		}
-		if err != nil {
-			v.TargetError = err.Error()
-		}
+	if action, ok := e.cfg.Actions[a.Action]; ok && v.InputState == "" {
+		// What the desk and the API show: the target now, and what the
+		// statement would write.
+		e.review(ctx, tenant, action, v.Input, v)
 	}
 	return v, nil
 }

@@ -186,6 +186,7 @@ type Detail struct {
 	Digest      string            `json:"digest"`
 	Effect      string            `json:"effect"`
 	Rollback    string            `json:"rollback"`
+	Destructive bool              `json:"destructive"`
 	TargetNow   json.RawMessage   `json:"target_now"`
 	TargetError *string           `json:"target_error"`
 	WouldWrite  json.RawMessage   `json:"would_write"`
@@ -204,7 +205,7 @@ func (a *API) show(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := Detail{ID: v.ID, Action: v.Action, Title: v.Title, Status: v.Status, Input: v.Input, InputState: v.InputState, Digest: v.Digest,
-		Effect: v.Effect, Rollback: v.Rollback, TargetNow: orNull(v.Target), WouldWrite: orNull(v.WouldWrite),
+		Effect: v.Effect, Rollback: v.Rollback, Destructive: v.Destructive, TargetNow: orNull(v.Target), WouldWrite: orNull(v.WouldWrite),
 		RequestedBy: v.RequestedBy, RequestedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt, DecidedBy: v.DecidedBy,
 		DecidedAt: v.DecidedAt, Note: v.DecisionNote}
 	if v.TargetError != "" {
