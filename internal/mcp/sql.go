@@ -11,11 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
-	"github.com/orangerail/orangerail/internal/jsonmember"
-	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/sqlguard"
 	"github.com/orangerail/orangerail/internal/sqlquery"
 )
@@ -112,35 +109,18 @@ func sqlOutputSchema() map[string]any {
 
 // sqlInput reads sql_query's input as its schema advertises it — an
 // object of one member, "sql", a string without U+0000 — or the issues
-// that refuse it, as every other tool's input is held to its schema: no
-// other member, none given twice.
+// that refuse it, as every other tool's input is held to its schema.
 func sqlInput(args json.RawMessage) (string, []engine.Issue) {
-	var (
-		sql    string
-		found  bool
-		issues []engine.Issue
-	)
-	members := jsonmember.New(args)
-	for members.Scan() {
-		name, value := members.Name(), members.Value()
+	var sql string
+	issues := soleMember(args, "sql", "required: one SELECT statement", func(value json.RawMessage) string {
 		switch {
-		case name != "sql":
-			issues = append(issues, engine.Issue{Path: ontology.Pointer{display.Echo(name)}.String(), Message: "unknown property: sql_query takes sql alone"})
-		case found:
-			issues = append(issues, engine.Issue{Path: "/sql", Message: `duplicate member name "sql"`})
 		case value[0] != '"' || json.Unmarshal(value, &sql) != nil:
-			issues = append(issues, engine.Issue{Path: "/sql", Message: "must be a string: one SELECT statement"})
+			return "must be a string: one SELECT statement"
 		case strings.ContainsRune(sql, 0):
-			issues = append(issues, engine.Issue{Path: "/sql", Message: "contains a NUL character (U+0000)"})
+			return "contains a NUL character (U+0000)"
 		}
-		found = found || name == "sql"
-	}
-	switch {
-	case !members.IsObject() || !members.Whole():
-		return "", []engine.Issue{{Path: "", Message: "the input must be one JSON object: {\"sql\": \"SELECT …\"}"}}
-	case !found:
-		issues = append(issues, engine.Issue{Path: "/sql", Message: "required: one SELECT statement"})
-	}
+		return ""
+	})
 	return sql, issues
 }
 

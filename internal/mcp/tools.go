@@ -79,30 +79,47 @@ func (s *Server) run(ctx context.Context, t *tool, caller *engine.Caller, args j
 // (checkTool) says: an object holding approvalId, a UUID, and nothing
 // else.
 func approvalIDOf(args json.RawMessage) (string, []engine.Issue) {
+	var id string
+	issues := soleMember(args, "approvalId", "required: the approvalId a staged call returned", func(value json.RawMessage) string {
+		if json.Unmarshal(value, &id) != nil || uuid.Validate(id) != nil || len(id) != 36 {
+			return "must be the UUID a staged call returned as approvalId"
+		}
+		return ""
+	})
+	return id, issues
+}
+
+// soleMember holds a tool's input to a schema of one member: a JSON
+// object holding name, given once, and nothing else. check reads the
+// member's value, and returns what is wrong with it or "". required is
+// the issue of an object without it.
+func soleMember(args json.RawMessage, name, required string, check func(json.RawMessage) string) []engine.Issue {
+	at := ontology.Pointer{name}.String()
 	var (
-		id     string
 		found  bool
 		issues []engine.Issue
 	)
 	members := jsonmember.New(args)
 	for members.Scan() {
-		switch name := members.Name(); {
-		case name != "approvalId":
-			issues = append(issues, engine.Issue{Path: ontology.Pointer{display.Echo(name)}.String(), Message: "unknown property"})
+		switch member := members.Name(); {
+		case member != name:
+			issues = append(issues, engine.Issue{Path: ontology.Pointer{display.Echo(member)}.String(), Message: "unknown property: the tool takes " + name + " alone"})
 		case found:
-			issues = append(issues, engine.Issue{Path: "/approvalId", Message: `duplicate member name "approvalId"`})
-		case json.Unmarshal(members.Value(), &id) != nil || uuid.Validate(id) != nil || len(id) != 36:
-			issues = append(issues, engine.Issue{Path: "/approvalId", Message: "must be the UUID a staged call returned as approvalId"})
+			issues = append(issues, engine.Issue{Path: at, Message: fmt.Sprintf("duplicate member name %q", name)})
+		default:
+			found = true
+			if problem := check(members.Value()); problem != "" {
+				issues = append(issues, engine.Issue{Path: at, Message: problem})
+			}
 		}
-		found = found || members.Name() == "approvalId"
 	}
 	switch {
 	case !members.IsObject() || !members.Whole():
-		return "", []engine.Issue{{Path: "", Message: "the input must be a JSON object"}}
+		return []engine.Issue{{Path: "", Message: fmt.Sprintf("the input must be one JSON object: {%q: …}", name)}}
 	case !found:
-		issues = append(issues, engine.Issue{Path: "/approvalId", Message: "required: the approvalId a staged call returned"})
+		issues = append(issues, engine.Issue{Path: at, Message: required})
 	}
-	return id, issues
+	return issues
 }
 
 // unknownTool is the answer to a call of a tool the caller has not been
