@@ -345,10 +345,11 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 }
 
 // TestDemoSignsCheckpoints: `make run` signs audit checkpoints with the
-// development key it keeps, and prints the public key they verify with.
+// development key it keeps, and prints the public key they verify with,
+// in a prove and a check-proof that run as printed.
 func TestDemoSignsCheckpoints(t *testing.T) {
 	facts, out := runDemo(t)
-	m := regexp.MustCompile(`check-proof --key (\S+) FILE`).FindStringSubmatch(out.String())
+	m := regexp.MustCompile(`audit prove --tenant acme --seq 1 --out proof\.json --database-url \S+\n\s+\S+ audit check-proof --key (\S+) proof\.json\n`).FindStringSubmatch(out.String())
 	if m == nil {
 		t.Fatalf("the demo printed no checkpoint key:\n%s", out.String())
 	}
@@ -366,6 +367,15 @@ func TestDemoSignsCheckpoints(t *testing.T) {
 		if code == exitOK {
 			if c, _, err := checkpoint.OpenNote(note, known); err != nil || c.Origin != "orangerail.demo/acme-orders/acme" {
 				t.Fatalf("the demo's checkpoint: %+v, %v\n%s", c, err, note)
+			}
+			// The two commands it printed, as printed but for the file's
+			// directory.
+			proof := filepath.Join(t.TempDir(), "proof.json")
+			if code, _, stderr := cli(t, "audit", "prove", "--tenant", "acme", "--seq", "1", "--out", proof, "--database-url", facts.DatabaseURL); code != exitOK {
+				t.Fatalf("the printed prove: exit %d %s", code, stderr)
+			}
+			if code, out, stderr := cli(t, "audit", "check-proof", "--key", m[1], proof); code != exitOK || !strings.Contains(out, "OK: record 1 is in the tree") {
+				t.Fatalf("the printed check-proof: exit %d\n%s%s", code, out, stderr)
 			}
 			return
 		}
