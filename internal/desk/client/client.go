@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -153,12 +152,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("reach %s: %w", c.base.Host, err)
+		return unreachable(ctx, fmt.Sprintf("reach %s", c.base.Host), err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes))
 	if err != nil {
-		return fmt.Errorf("read the answer of %s: %w", c.base.Host, err)
+		return unreachable(ctx, fmt.Sprintf("read the answer of %s", c.base.Host), err)
 	}
 	if resp.StatusCode/100 == 3 {
 		return redirected(method+" "+path, resp)
@@ -172,10 +171,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			}
 			return errcode.New(errcode.Code(e.Error.Code), display.Text(msg), nil)
 		}
-		return fmt.Errorf("%s %s answered %q", method, path, resp.Status)
+		return errcode.New(errcode.ServerUnreachable, fmt.Sprintf("%s %s answered %q, not as the approvals API answers", method, path, resp.Status), nil)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return errors.Join(fmt.Errorf("%s %s answered what is not its JSON", method, path), err)
+		return errcode.New(errcode.ServerUnreachable, fmt.Sprintf("%s %s answered what is not its JSON: %v", method, path, err), err)
 	}
 	return nil
 }
@@ -212,7 +211,7 @@ func (c *Client) askIssuer(ctx context.Context) (verdict, err error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("reach %s: %w", c.base.Host, err)
+		return nil, unreachable(ctx, fmt.Sprintf("reach %s", c.base.Host), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 3 {
@@ -225,7 +224,7 @@ func (c *Client) askIssuer(ctx context.Context) (verdict, err error) {
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 		// The server (or a proxy before it) could not answer now: asked
 		// again at the next request.
-		return nil, fmt.Errorf("%s answered %q for its protected-resource metadata (%s); try again", c.base.Host, resp.Status, api.MetadataPath)
+		return nil, errcode.New(errcode.ServerUnreachable, fmt.Sprintf("%s answered %q for its protected-resource metadata (%s); try again", c.base.Host, resp.Status, api.MetadataPath), nil)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return errcode.New(errcode.TokenIssuerMismatch, fmt.Sprintf("%s answered %q for its protected-resource metadata (%s): which issuers' tokens it takes is unknown, so the token from %s is not sent",
@@ -306,4 +305,14 @@ func sameResource(a, b string) bool {
 // trailing slash, which the person typing one may add or leave out.
 func sameIssuer(a, b string) bool {
 	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+}
+
+// unreachable is a failure to reach the server or read its answer:
+// X_SERVER_UNREACHABLE, unless the command's own context ended it, which
+// says nothing of the server.
+func unreachable(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return errcode.New(errcode.ServerUnreachable, fmt.Sprintf("%s: %v", what, err), err)
 }

@@ -174,7 +174,7 @@ func TestTokenGoesOnlyToAServerOfItsIssuer(t *testing.T) {
 				case strings.Contains(tc.name, "resource"):
 					want = errcode.RequestInvalid
 				case tc.name == "no metadata now":
-					want = "" // not a verdict: asked again
+					want = errcode.ServerUnreachable // not a verdict: asked again
 				}
 				if !tc.sent && (err == nil || code(err) != want) {
 					t.Fatalf("List = %v, want %q", err, want)
@@ -257,5 +257,27 @@ func TestAnswerNamesItsCorrelationID(t *testing.T) {
 	}
 	if _, err := c.List(t.Context(), ListQuery{}); code(err) != errcode.InternalError || !strings.Contains(err.Error(), "correlation id c0ffee") {
 		t.Fatalf("List = %v", err)
+	}
+}
+
+// TestAServerThatIsNoAPIIsCoded: a server that does not answer, or
+// answers as no approvals API does (a proxy's error page), is
+// X_SERVER_UNREACHABLE, not words with no code.
+func TestAServerThatIsNoAPIIsCoded(t *testing.T) {
+	t.Parallel()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Unsupported method", http.StatusNotImplemented)
+	}))
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	defer other.Close()
+	for _, server := range []string{other.URL, gone.URL} {
+		c, err := New(server, "secret", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.List(t.Context(), ListQuery{}); code(err) != errcode.ServerUnreachable {
+			t.Errorf("List of %s = %v, want %s", server, err, errcode.ServerUnreachable)
+		}
 	}
 }
