@@ -97,23 +97,11 @@ func printError(stderr io.Writer, err error) {
 	for _, err := range joined(err) {
 		var coded *errcode.Error
 		if errors.As(err, &coded) {
-			fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", lines(err.Error()), coded.Fix())
+			fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", display.Text(err.Error()), coded.Fix())
 		} else {
-			fmt.Fprintf(stderr, "orangerail: %s\n", lines(err.Error()))
+			fmt.Fprintf(stderr, "orangerail: %s\n", display.Text(err.Error()))
 		}
 	}
-}
-
-// lines is text shown through display.Text a line at a time: an error of
-// several lines (a config's problems, one a line) is printed as lines,
-// not as one quoted string of \n escapes, and no line can rewrite the
-// terminal.
-func lines(text string) string {
-	ls := strings.Split(text, "\n")
-	for i, l := range ls {
-		ls[i] = display.Text(l)
-	}
-	return strings.Join(ls, "\n")
 }
 
 // joined returns the errors err joins, when it is an errors.Join of them

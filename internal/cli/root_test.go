@@ -131,16 +131,3 @@ func TestALoginWithoutAPrivilegeIsCoded(t *testing.T) {
 		oneLine(t, stderr, "X_DATABASE_ROLE_MISSING")
 	}
 }
-
-// TestPrintErrorKeepsLines: an error of several lines (a config's
-// problems) is printed a line at a time, each made safe, not as one
-// quoted string of \n escapes.
-func TestPrintErrorKeepsLines(t *testing.T) {
-	var out bytes.Buffer
-	printError(&out, errcode.New(errcode.ConfigInvalid, "the config has 2 problem(s):\n  metrics.listen: taken\n  http.listen: \x1b[2J", nil))
-	got := out.String()
-	if !strings.HasPrefix(got, "orangerail: X_CONFIG_INVALID: the config has 2 problem(s):\n  metrics.listen: taken\n") ||
-		strings.Contains(got, `\n`) || strings.Contains(got, "\x1b") {
-		t.Fatalf("printed %q", got)
-	}
-}
