@@ -22,7 +22,7 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w (set http.listen, or for the demo `make run LISTEN=127.0.0.1:8081`)", err)
+		return nil, errcode.New(errcode.ListenFailed, fmt.Sprintf("http.listen %s: %v", addr, err), err)
 	}
 	return ln, nil
 }

@@ -100,3 +100,21 @@ func TestRoutesMountTheDesk(t *testing.T) {
 		}
 	})
 }
+
+// TestABusyAddressIsCoded: an address another listener holds is refused
+// X_LISTEN_FAILED, naming the address and saying how to move.
+func TestABusyAddressIsCoded(t *testing.T) {
+	held, err := Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	ln, err := Listen(t.Context(), held.Addr().String())
+	if err == nil {
+		ln.Close()
+		t.Fatal("a busy address was bound twice")
+	}
+	if errcode.Of(err) != errcode.ListenFailed || !strings.Contains(err.Error(), "http.listen "+held.Addr().String()) {
+		t.Fatalf("a busy address: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/metrics"
 )
 
@@ -44,7 +45,7 @@ func (rt *Runtime) StartMetrics(ctx context.Context, ln net.Listener) (stop func
 	if ln == nil {
 		var lc net.ListenConfig
 		if ln, err = lc.Listen(ctx, "tcp", rt.Config.Metrics.Listen); err != nil {
-			return nil, fmt.Errorf("metrics.listen: %w", err)
+			return nil, errcode.New(errcode.ListenFailed, fmt.Sprintf("metrics.listen %s: %v", rt.Config.Metrics.Listen, err), err)
 		}
 	}
 	mux := http.NewServeMux()

@@ -105,6 +105,7 @@ const (
 	// The approvals commands' client of the API (internal/desk/client).
 	ServerInsecure      Code = "X_SERVER_INSECURE"
 	ServerUnreachable   Code = "X_SERVER_UNREACHABLE"
+	ListenFailed        Code = "X_LISTEN_FAILED"
 	TokenIssuerMismatch Code = "X_TOKEN_ISSUER_MISMATCH" //nolint:gosec // G101: an error code's name, not a credential
 
 	MCPPromptPlaceholderUnknown Code = "X_MCP_PROMPT_PLACEHOLDER_UNKNOWN"
@@ -407,6 +408,8 @@ var table = []Entry{
 		"Reload the page and submit the form again from the desk itself.", ""},
 	{DeskStreamsBusy, "A session holds as many live lists open on this server as it may (each re-reads the database every poll): the desk's other tabs or windows of this sign-in keep theirs.",
 		"Close the desk's tabs you do not need, then reload this one; its list is still current when loaded, only no longer updates itself.", ""},
+	{ListenFailed, "The server could not listen on an address the config names (http.listen, metrics.listen): another process holds it, the host is not this machine's, or the port needs privileges.",
+		"Free the address or name another (http.listen, metrics.listen; for the demo, `make run LISTEN=127.0.0.1:8081`).", ""},
 	{ServerUnreachable, "The orangerail server --server names did not answer, or answered as no orangerail API does: an error page of a proxy or another service, or a body that is not the API's JSON.",
 		"Check --server (the deployment's http.public_url) and that the server runs; an answer of 5xx or 429 passes, so try again shortly.", ""},
 	{ServerInsecure, "An approvals command would send the person's bearer token where others could read or take it: --server is plain http off loopback, or the server answered with a redirect (the API never redirects; a redirect could lead the token elsewhere, or from https to http). Or `orangerail login` was given an issuer of plain http off loopback, where the sign-in and its token would cross the network in clear (no server takes such an issuer).",
