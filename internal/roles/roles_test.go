@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -24,11 +25,7 @@ func TestGrantAndRevokeAuditor(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	name := scratchRole(t, admin) + "_a"
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
-		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
-	})
+	name := auditorName(t, admin, "_a")
 	const password = "correct horse battery staple"
 	for range 2 { // granting twice is granting once
 		if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: password, NewTenant: true}); err != nil {
@@ -73,11 +70,7 @@ func TestGrantsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	name := scratchRole(t, admin) + "_race"
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
-		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
-	})
+	name := auditorName(t, admin, "_race")
 	errs := make(chan error, 4)
 	for _, tenant := range []string{"acme", "acme", "globex", "globex"} {
 		go func() {
@@ -104,11 +97,7 @@ func TestGrantAuditorRefuses(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	fresh := scratchRole(t, admin) + "_b" // never created, unless a refusal fails
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", fresh)
-		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{fresh}.Sanitize())
-	})
+	fresh := auditorName(t, admin, "_b") // never created, unless a refusal fails
 	tests := []struct {
 		url  string
 		p    GrantAuditorParams
@@ -135,4 +124,17 @@ func TestGrantAuditorRefuses(t *testing.T) {
 		fresh).Scan(&roles, &grants, &tenants); err != nil || roles != 0 || grants != 0 || tenants != 0 {
 		t.Fatalf("refusals left %d roles, %d grants and %d tenants (%v)", roles, grants, tenants, err)
 	}
+}
+
+// auditorName is the name of an auditor login for a test to grant (made
+// by the grant, unless it fails): a scratch role's name with suffix, its
+// grants and the login itself removed when the test ends.
+func auditorName(t *testing.T, admin *pgxpool.Pool, suffix string) string {
+	t.Helper()
+	name := scratchRole(t, admin) + suffix
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DELETE FROM orangerail.auditor_grants WHERE role_name = $1", name)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+	})
+	return name
 }
