@@ -438,18 +438,10 @@ func (e *Engine) ListApprovals(ctx context.Context, tenant string, status store.
 	if status != "" && !slices.Contains(store.ApprovalStatuses(), status) {
 		return nil, fmt.Errorf("there is no approval status %q; the statuses are %v", status, store.ApprovalStatuses())
 	}
-	var rows []*store.Approval
-	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	return e.readViews(ctx, tenant, func(tx pgx.Tx) ([]*store.Approval, error) {
 		database.Repeatable(tx)
-		var err error
-		rows, err = store.New(tx).ApprovalList(ctx, &store.ApprovalListParams{TenantID: tenant, Status: status, Limit: limit})
-		return err
+		return store.New(tx).ApprovalList(ctx, &store.ApprovalListParams{TenantID: tenant, Status: status, Limit: limit})
 	})
-	views := make([]*ApprovalView, len(rows))
-	for i, a := range rows {
-		views[i] = e.view(a)
-	}
-	return views, err
 }
 
 // RecentlySettled lists up to limit of the tenant's approvals that are no
@@ -461,9 +453,17 @@ func (e *Engine) RecentlySettled(ctx context.Context, person *Caller, limit int3
 	if len(actions) == 0 {
 		return nil, nil
 	}
+	return e.readViews(ctx, person.Tenant, func(tx pgx.Tx) ([]*store.Approval, error) {
+		return store.New(tx).ApprovalRecentlySettled(ctx, person.Tenant, actions, limit)
+	})
+}
+
+// readViews reads a tenant's approvals with read, in a read-only
+// transaction of the tenant, as approvers see them.
+func (e *Engine) readViews(ctx context.Context, tenant string, read func(pgx.Tx) ([]*store.Approval, error)) ([]*ApprovalView, error) {
 	var rows []*store.Approval
-	err := database.InTenant(ctx, e.store, person.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-		rows, err = store.New(tx).ApprovalRecentlySettled(ctx, person.Tenant, actions, limit)
+	err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		rows, err = read(tx)
 		return err
 	})
 	views := make([]*ApprovalView, len(rows))
