@@ -14,7 +14,7 @@ import (
 )
 
 // Scanner reads the members of one JSON object. Scan advances to each
-// member in turn; once it returns false, Closed and Err say why.
+// member in turn; once it returns false, Whole and Err say why.
 type Scanner struct {
 	dec    *json.Decoder
 	object bool
