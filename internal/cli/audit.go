@@ -96,8 +96,8 @@ func newAuditVerifyCmd() *cobra.Command {
 			}
 			switch {
 			case tenant != "":
-				if !slices.Contains(tenants, tenant) {
-					return engine.UnknownTenant(tenant, listingNotes[listing])
+				if err := readable(tenant, tenants, listing); err != nil {
+					return err
 				}
 				tenants = []string{tenant}
 			case listing == engine.ListingGranted && len(tenants) == 0:
@@ -157,6 +157,15 @@ var listingNotes = map[engine.Listing]string{
 	engine.ListingKnown: "this login cannot bypass Row Level Security, so only tenants with a tenant row or a chain head are listed: " +
 		"a chain whose tenant row and head were deleted is found by a superuser or a BYPASSRLS login",
 	engine.ListingGranted: "an auditor login lists the tenants granted to it (orangerail auditor grant), and no other",
+}
+
+// readable refuses a --tenant that is not among the tenants a login may
+// read (engine.VerifyTenants), saying why it may not be listed.
+func readable(tenant string, tenants []string, listing engine.Listing) error {
+	if !slices.Contains(tenants, tenant) {
+		return engine.UnknownTenant(tenant, listingNotes[listing])
+	}
+	return nil
 }
 
 // openToRead opens the pool the audit commands that read a chain (verify,

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -41,10 +40,7 @@ func checkpointTenant(cmd *cobra.Command, pool *pgxpool.Pool, tenant string) (st
 	case err != nil:
 		return "", err
 	case tenant != "":
-		if !slices.Contains(tenants, tenant) {
-			return "", engine.UnknownTenant(tenant, listingNotes[listing])
-		}
-		return tenant, nil
+		return tenant, readable(tenant, tenants, listing)
 	case len(tenants) == 0:
 		return "", errcode.New(errcode.TenantUnknown, "the database holds no tenant this login may read yet", nil)
 	case len(tenants) == 1:
