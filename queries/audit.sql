@@ -129,15 +129,6 @@ SELECT coalesce(u.seq, 0)::bigint AS seq, u.approval_id::uuid AS approval_id, u.
 FROM orangerail.audit_unexplained_executions(@tenant_id::text) AS u
 LIMIT @row_limit::integer;
 
--- name: AuditRequesterIssuer :one
--- The issuer of the actor whose call staged an approval; '' when the
--- staged record names none (records written before issuers were kept).
-SELECT coalesce(convert_from(entry, 'UTF8')::jsonb->'actor'->>'issuer', '')::text AS issuer
-FROM orangerail.audit
-WHERE tenant_id = @tenant_id AND approval_id = @approval_id AND phase = 'staged'
-ORDER BY id
-LIMIT 1;
-
 -- name: AuditPage :many
 -- One page of a tenant's records, newest first, before seq @before_seq
 -- (0: from the head), sealed records only, their entries only with_entry

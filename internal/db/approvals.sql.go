@@ -13,7 +13,7 @@ import (
 )
 
 const approvalConsume = `-- name: ApprovalConsume :one
-SELECT c.id, c.tenant_id, c.action, c.requested_by, c.input, c.input_digest, c.definition_hash, c.status, c.created_at, c.expires_at, c.decided_by, c.decided_at, c.decision_note, c.consumed_at, c.input_key_id, c.input_sealed, c.input_data_key, c.input_shredded_at, EXISTS (
+SELECT c.id, c.tenant_id, c.action, c.requested_by, c.input, c.input_digest, c.definition_hash, c.status, c.created_at, c.expires_at, c.decided_by, c.decided_at, c.decision_note, c.consumed_at, c.input_key_id, c.input_sealed, c.input_data_key, c.input_shredded_at, c.requested_issuer, EXISTS (
     SELECT FROM orangerail.audit a
     WHERE a.tenant_id = $1 AND a.approval_id = $2 AND a.phase = 'approved'
 )::bool AS decided
@@ -44,6 +44,7 @@ type ApprovalConsumeRow struct {
 	InputSealed     []byte
 	InputDataKey    []byte
 	InputShreddedAt *time.Time
+	RequestedIssuer string
 	Decided         bool
 }
 
@@ -78,13 +79,14 @@ func (q *Queries) ApprovalConsume(ctx context.Context, db DBTX, arg *ApprovalCon
 		&i.InputSealed,
 		&i.InputDataKey,
 		&i.InputShreddedAt,
+		&i.RequestedIssuer,
 		&i.Decided,
 	)
 	return &i, err
 }
 
 const approvalDecide = `-- name: ApprovalDecide :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_decide($1, $2, $3, $4, $5)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at, requested_issuer FROM orangerail.approval_decide($1, $2, $3, $4, $5)
 `
 
 type ApprovalDecideParams struct {
@@ -125,12 +127,13 @@ func (q *Queries) ApprovalDecide(ctx context.Context, db DBTX, arg *ApprovalDeci
 		&i.InputSealed,
 		&i.InputDataKey,
 		&i.InputShreddedAt,
+		&i.RequestedIssuer,
 	)
 	return &i, err
 }
 
 const approvalExpire = `-- name: ApprovalExpire :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_expire($1, $2)
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at, requested_issuer FROM orangerail.approval_expire($1, $2)
 `
 
 type ApprovalExpireParams struct {
@@ -162,12 +165,13 @@ func (q *Queries) ApprovalExpire(ctx context.Context, db DBTX, arg *ApprovalExpi
 		&i.InputSealed,
 		&i.InputDataKey,
 		&i.InputShreddedAt,
+		&i.RequestedIssuer,
 	)
 	return &i, err
 }
 
 const approvalGet = `-- name: ApprovalGet :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals WHERE id = $1 AND tenant_id = $2
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at, requested_issuer FROM orangerail.approvals WHERE id = $1 AND tenant_id = $2
 `
 
 type ApprovalGetParams struct {
@@ -197,6 +201,7 @@ func (q *Queries) ApprovalGet(ctx context.Context, db DBTX, arg *ApprovalGetPara
 		&i.InputSealed,
 		&i.InputDataKey,
 		&i.InputShreddedAt,
+		&i.RequestedIssuer,
 	)
 	return &i, err
 }
@@ -234,7 +239,7 @@ func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, tenantID string) 
 }
 
 const approvalList = `-- name: ApprovalList :many
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at, requested_issuer FROM orangerail.approvals
 WHERE tenant_id = $1 AND ($2::text = '' OR status = $2::text)
 ORDER BY created_at DESC, id
 LIMIT $3
@@ -275,6 +280,7 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 			&i.InputSealed,
 			&i.InputDataKey,
 			&i.InputShreddedAt,
+			&i.RequestedIssuer,
 		); err != nil {
 			return nil, err
 		}
@@ -287,7 +293,7 @@ func (q *Queries) ApprovalList(ctx context.Context, db DBTX, arg *ApprovalListPa
 }
 
 const approvalPage = `-- name: ApprovalPage :many
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at, requested_issuer FROM orangerail.approvals
 WHERE tenant_id = $1 AND action = ANY($2::text[])
   AND ($3::text = '' OR status = $3::text)
   AND ($4::text = '' OR action = $4::text)
@@ -349,6 +355,7 @@ func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPagePa
 			&i.InputSealed,
 			&i.InputDataKey,
 			&i.InputShreddedAt,
+			&i.RequestedIssuer,
 		); err != nil {
 			return nil, err
 		}
@@ -361,7 +368,7 @@ func (q *Queries) ApprovalPage(ctx context.Context, db DBTX, arg *ApprovalPagePa
 }
 
 const approvalRecentlySettled = `-- name: ApprovalRecentlySettled :many
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approvals
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at, requested_issuer FROM orangerail.approvals
 WHERE tenant_id = $1 AND status <> 'pending' AND action = ANY($2::text[])
 ORDER BY orangerail.approval_settled_at(status, decided_at, consumed_at, expires_at) DESC, id
 LIMIT $3
@@ -404,6 +411,7 @@ func (q *Queries) ApprovalRecentlySettled(ctx context.Context, db DBTX, arg *App
 			&i.InputSealed,
 			&i.InputDataKey,
 			&i.InputShreddedAt,
+			&i.RequestedIssuer,
 		); err != nil {
 			return nil, err
 		}
@@ -434,7 +442,7 @@ func (q *Queries) ApprovalShredInputs(ctx context.Context, db DBTX, arg *Approva
 }
 
 const approvalStage = `-- name: ApprovalStage :one
-SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at FROM orangerail.approval_stage($1, $2, $3, $4::json, $5, $6::text,
+SELECT id, tenant_id, action, requested_by, input, input_digest, definition_hash, status, created_at, expires_at, decided_by, decided_at, decision_note, consumed_at, input_key_id, input_sealed, input_data_key, input_shredded_at, requested_issuer FROM orangerail.approval_stage($1, $2, $3, $4::json, $5, $6::text,
     $7::bytea, $8::bytea, $9, $10, $11)
 `
 
@@ -492,6 +500,7 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 		&i.InputSealed,
 		&i.InputDataKey,
 		&i.InputShreddedAt,
+		&i.RequestedIssuer,
 	)
 	return &i, err
 }

@@ -305,28 +305,6 @@ func (q *Queries) AuditPage(ctx context.Context, db DBTX, arg *AuditPageParams) 
 	return items, nil
 }
 
-const auditRequesterIssuer = `-- name: AuditRequesterIssuer :one
-SELECT coalesce(convert_from(entry, 'UTF8')::jsonb->'actor'->>'issuer', '')::text AS issuer
-FROM orangerail.audit
-WHERE tenant_id = $1 AND approval_id = $2 AND phase = 'staged'
-ORDER BY id
-LIMIT 1
-`
-
-type AuditRequesterIssuerParams struct {
-	TenantID   string
-	ApprovalID *uuid.UUID
-}
-
-// The issuer of the actor whose call staged an approval; ” when the
-// staged record names none (records written before issuers were kept).
-func (q *Queries) AuditRequesterIssuer(ctx context.Context, db DBTX, arg *AuditRequesterIssuerParams) (string, error) {
-	row := db.QueryRow(ctx, auditRequesterIssuer, arg.TenantID, arg.ApprovalID)
-	var issuer string
-	err := row.Scan(&issuer)
-	return issuer, err
-}
-
 const auditSeal = `-- name: AuditSeal :one
 SELECT orangerail.audit_seal($1::integer, $2::boolean)::integer AS sealed
 `

@@ -15,8 +15,8 @@ const idempotencyAbandoned = `-- name: IdempotencyAbandoned :execrows
 UPDATE orangerail.idempotency_keys
 SET outcome = $1, expires_at = now() + make_interval(secs => $2::float8)
 WHERE tenant_id = $3
-  AND action = $4 AND subject = $5 AND key = $6
-  AND claim = $7 AND outcome IS NULL AND claimed_until <= clock_timestamp()
+  AND action = $4 AND subject = $5 AND issuer = $6 AND key = $7
+  AND claim = $8 AND outcome IS NULL AND claimed_until <= clock_timestamp()
 `
 
 type IdempotencyAbandonedParams struct {
@@ -25,6 +25,7 @@ type IdempotencyAbandonedParams struct {
 	TenantID   string
 	Action     string
 	Subject    string
+	Issuer     string
 	Key        string
 	Claim      *uuid.UUID
 }
@@ -39,6 +40,7 @@ func (q *Queries) IdempotencyAbandoned(ctx context.Context, db DBTX, arg *Idempo
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,
+		arg.Issuer,
 		arg.Key,
 		arg.Claim,
 	)
@@ -49,12 +51,12 @@ func (q *Queries) IdempotencyAbandoned(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyClaim = `-- name: IdempotencyClaim :one
-INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, key, input_digest, expires_at, claim, claimed_until, correlation_id)
-VALUES ($1, $2, $3, $4, $5,
+INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, issuer, key, input_digest, expires_at, claim, claimed_until, correlation_id)
+VALUES ($1, $2, $3, $4, $5, $6,
         -- Set again, ttl ahead, with the outcome.
-        now() + make_interval(secs => $6::float8),
-        $7, now() + make_interval(secs => $6::float8), $8)
-ON CONFLICT (tenant_id, action, subject, key) DO UPDATE
+        now() + make_interval(secs => $7::float8),
+        $8, now() + make_interval(secs => $7::float8), $9)
+ON CONFLICT (tenant_id, action, subject, issuer, key) DO UPDATE
 SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
     claim = excluded.claim, claimed_until = excluded.claimed_until, correlation_id = excluded.correlation_id
 WHERE k.expires_at <= now() AND k.outcome IS NOT NULL
@@ -65,6 +67,7 @@ type IdempotencyClaimParams struct {
 	TenantID      string
 	Action        string
 	Subject       string
+	Issuer        string
 	Key           string
 	InputDigest   []byte
 	LeaseSeconds  float64
@@ -82,6 +85,7 @@ func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *Idempotenc
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,
+		arg.Issuer,
 		arg.Key,
 		arg.InputDigest,
 		arg.LeaseSeconds,
@@ -98,13 +102,14 @@ SELECT input_digest, outcome, claim, correlation_id,
        coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
 FROM orangerail.idempotency_keys
 WHERE tenant_id = $1
-  AND action = $2 AND subject = $3 AND key = $4 AND (expires_at > now() OR outcome IS NULL)
+  AND action = $2 AND subject = $3 AND issuer = $4 AND key = $5 AND (expires_at > now() OR outcome IS NULL)
 `
 
 type IdempotencyFindParams struct {
 	TenantID string
 	Action   string
 	Subject  string
+	Issuer   string
 	Key      string
 }
 
@@ -124,6 +129,7 @@ func (q *Queries) IdempotencyFind(ctx context.Context, db DBTX, arg *Idempotency
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,
+		arg.Issuer,
 		arg.Key,
 	)
 	var i IdempotencyFindRow
@@ -151,14 +157,15 @@ func (q *Queries) IdempotencyPrune(ctx context.Context, db DBTX, tenantID string
 const idempotencyRelease = `-- name: IdempotencyRelease :execrows
 DELETE FROM orangerail.idempotency_keys
 WHERE tenant_id = $1
-  AND action = $2 AND subject = $3 AND key = $4
-  AND claim = $5 AND outcome IS NULL
+  AND action = $2 AND subject = $3 AND issuer = $4 AND key = $5
+  AND claim = $6 AND outcome IS NULL
 `
 
 type IdempotencyReleaseParams struct {
 	TenantID string
 	Action   string
 	Subject  string
+	Issuer   string
 	Key      string
 	Claim    *uuid.UUID
 }
@@ -169,6 +176,7 @@ func (q *Queries) IdempotencyRelease(ctx context.Context, db DBTX, arg *Idempote
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,
+		arg.Issuer,
 		arg.Key,
 		arg.Claim,
 	)
@@ -182,8 +190,8 @@ const idempotencySave = `-- name: IdempotencySave :execrows
 UPDATE orangerail.idempotency_keys
 SET outcome = $1, expires_at = now() + make_interval(secs => $2::float8)
 WHERE tenant_id = $3
-  AND action = $4 AND subject = $5 AND key = $6
-  AND claim = $7 AND outcome IS NULL
+  AND action = $4 AND subject = $5 AND issuer = $6 AND key = $7
+  AND claim = $8 AND outcome IS NULL
 `
 
 type IdempotencySaveParams struct {
@@ -192,6 +200,7 @@ type IdempotencySaveParams struct {
 	TenantID   string
 	Action     string
 	Subject    string
+	Issuer     string
 	Key        string
 	Claim      *uuid.UUID
 }
@@ -205,6 +214,7 @@ func (q *Queries) IdempotencySave(ctx context.Context, db DBTX, arg *Idempotency
 		arg.TenantID,
 		arg.Action,
 		arg.Subject,
+		arg.Issuer,
 		arg.Key,
 		arg.Claim,
 	)

@@ -30,6 +30,7 @@ type OrangerailApproval struct {
 	InputSealed     []byte
 	InputDataKey    []byte
 	InputShreddedAt *time.Time
+	RequestedIssuer string
 }
 
 type OrangerailAudit struct {
@@ -117,6 +118,7 @@ type OrangerailIdempotencyKey struct {
 	Claim         *uuid.UUID
 	ClaimedUntil  *time.Time
 	CorrelationID *string
+	Issuer        string
 }
 
 type OrangerailQueryRevokedFunction struct {

@@ -58,7 +58,7 @@ func (e *Engine) ReadApproval(ctx context.Context, caller *Caller, approvalID st
 		return nil, ErrApprovalUnseen
 	case err != nil:
 		return nil, err
-	case a.RequestedBy != caller.actor().Subject:
+	case !caller.owns(a):
 		return nil, ErrApprovalUnseen
 	}
 	if _, served := e.cfg.Actions[a.Action]; !served {

@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // TestPendingApprovalsAcrossTenants: the approvals waiting for a person are
@@ -63,4 +65,69 @@ func TestPendingApprovalsAcrossTenants(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestApprovalIsItsRequestersOfItsIssuer: an approval is its requester's —
+// the same subject of the same issuer. A same-named subject of another
+// issuer does not read it (the resource, check_approval), cannot execute
+// it once approved, and its identical call stages an approval of its own,
+// not the other's.
+func TestApprovalIsItsRequestersOfItsIssuer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, b, make([]byte, engine.KeySize), engine.ModeLive, nil)
+	owner, namesake := support("acme"), support("acme")
+	owner.Issuer, namesake.Issuer = "https://one.example", "https://two.example"
+	args := json.RawMessage(`{"order_id": "o-1001", "reason": "mine"}`)
+
+	staged := e.Call(ctx, owner, "cancel_order", args)
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	if _, err := e.ReadApproval(ctx, namesake, id); !errors.Is(err, engine.ErrApprovalUnseen) {
+		t.Fatalf("the namesake reads the approval: %v", err)
+	}
+	if _, err := e.ReadApproval(ctx, owner, id); err != nil {
+		t.Fatalf("the requester reads the approval: %v", err)
+	}
+	if out := e.Call(ctx, owner, "cancel_order", args); out.Status != engine.StatusApprovalPending || out.ApprovalID.String() != id {
+		t.Fatalf("the requester's identical call: %s %v, want its open approval %s", out.Status, out.ApprovalID, id)
+	}
+	own := e.Call(ctx, namesake, "cancel_order", args)
+	if own.Status != engine.StatusApprovalPending || own.ApprovalID == nil || own.ApprovalID.String() == id {
+		t.Fatalf("the namesake's identical call: %s %v, want an approval of its own", own.Status, own.ApprovalID)
+	}
+	issuers := map[string]string{}
+	rows, err := b.admin.Query(ctx, "SELECT id::text, requested_issuer FROM orangerail.approvals WHERE tenant_id = 'acme'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		issuers[k] = v
+	}
+	if rows.Err() != nil || len(issuers) != 2 || issuers[id] != owner.Issuer || issuers[own.ApprovalID.String()] != namesake.Issuer {
+		t.Fatalf("stored issuers %v (%v)", issuers, rows.Err())
+	}
+
+	v, err := e.ShowApproval(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.RequestedIssuer != owner.Issuer {
+		t.Fatalf("the approver is shown the requester's issuer as %q", v.RequestedIssuer)
+	}
+	want(t, e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: id, Approve: true, Digest: v.Digest}), engine.StatusOK)
+	want(t, e.Check(ctx, namesake, id), engine.StatusNotFound)
+	if v, err := e.ShowApproval(ctx, "acme", id); err != nil || v.Status != store.ApprovalApproved {
+		t.Fatalf("after the namesake's poll the approval is %v (%v), want approved", v, err)
+	}
+	want(t, e.Check(ctx, owner, id), engine.StatusOK)
+	verifyClean(t, b, "acme")
 }

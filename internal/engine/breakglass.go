@@ -67,7 +67,7 @@ func (e *Engine) DecideBreakGlassApproval(ctx context.Context, owner database.Tx
 			return operator, nil, nil
 		},
 		may:      func(*store.Approval) bool { return true },
-		fourEyes: func(context.Context, *store.Store, *store.Approval) (bool, error) { return false, nil },
+		fourEyes: func(*store.Approval) bool { return false },
 		extra:    map[string]string{BreakGlassReasonMember: reason},
 	})
 }

@@ -63,14 +63,9 @@ func (e *Engine) DecideApproval(ctx context.Context, decider *Caller, d Decision
 		return out, decided
 	}
 	return e.decide(ctx, e.store, decider.Tenant, d, decisionRules{
-		who: func(context.Context, *store.Store) (*Caller, *Outcome, error) { return decider, nil, nil },
-		may: func(a *store.Approval) bool { return e.MayDecide(decider, a.Action) },
-		fourEyes: func(ctx context.Context, st *store.Store, a *store.Approval) (bool, error) {
-			if !*e.cfg.Approvals.FourEyes || a.RequestedBy != decider.Subject {
-				return false, nil
-			}
-			return sameIssuer(ctx, st, decider, a.ID)
-		},
+		who:      func(context.Context, *store.Store) (*Caller, *Outcome, error) { return decider, nil, nil },
+		may:      func(a *store.Approval) bool { return e.MayDecide(decider, a.Action) },
+		fourEyes: func(a *store.Approval) bool { return e.FourEyesBars(decider, a.RequestedBy, a.RequestedIssuer) },
 	})
 }
 
@@ -93,7 +88,7 @@ type decisionRules struct {
 	// refuses.
 	who      func(ctx context.Context, st *store.Store) (*Caller, *Outcome, error)
 	may      func(a *store.Approval) bool
-	fourEyes func(ctx context.Context, st *store.Store, a *store.Approval) (bool, error)
+	fourEyes func(a *store.Approval) bool
 	// extra are members the decision's record carries in its result beside
 	// the note.
 	extra map[string]string
@@ -153,11 +148,7 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 			out = refuse(StatusDenied, errcode.ApprovalDecided)
 			return nil
 		}
-		same, err := rules.fourEyes(ctx, st, a)
-		if err != nil {
-			return err
-		}
-		if same {
+		if rules.fourEyes(a) {
 			out = refuse(StatusDenied, errcode.ApprovalFourEyes)
 			return nil
 		}
@@ -200,11 +191,11 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 // the decision sent with its scope and committed with it (a person's desk
 // waits on each). It answers nil, nil when decide must: the approval is
 // not found, not the person's to decide, not pending, shredded or
-// unreadable, lapsed by the engine's clock, or asks four-eyes to read its
-// requester's issuer, or the digest shown is not its input's — each of
-// which decide reads again and answers — or it changed between the read
-// and the decision (decided meanwhile, lapsed by the database's clock: the
-// decision finds no pending row and writes nothing). A store that fails the read fails the
+// unreadable, lapsed by the engine's clock, barred by four-eyes, or the
+// digest shown is not its input's — each of which decide reads again and
+// answers — or it changed between the read and the decision (decided
+// meanwhile, lapsed by the database's clock: the decision finds no
+// pending row and writes nothing). A store that fails the read fails the
 // decision, as it would fail decide's.
 func (e *Engine) decideQuickly(ctx context.Context, decider *Caller, d Decision) (*Outcome, *Decided) {
 	id, err := uuid.Parse(d.ApprovalID)
@@ -221,7 +212,7 @@ func (e *Engine) decideQuickly(ctx context.Context, decider *Caller, d Decision)
 		return e.storeFailure(ctx, "decide approval", d.ApprovalID, err), nil
 	}
 	if a.Status != store.ApprovalPending || e.lapsed(a) || !e.MayDecide(decider, a.Action) ||
-		(*e.cfg.Approvals.FourEyes && a.RequestedBy == decider.Subject) || (d.Approve && !digestIs(d.Digest, a.InputDigest)) {
+		e.FourEyesBars(decider, a.RequestedBy, a.RequestedIssuer) || (d.Approve && !digestIs(d.Digest, a.InputDigest)) {
 		return nil, nil
 	}
 	if _, state := e.openInput(a); state != InputOpen {
@@ -308,19 +299,15 @@ func (m *decision) made(ctx context.Context, tx pgx.Tx, a *store.Approval, row *
 	return out, decided
 }
 
-// sameIssuer reports whether the decider's issuer is the requester's, as
-// the approval's staged record names it. A record that names none (written
+// FourEyesBars reports whether four-eyes, when on, keeps person from
+// deciding an approval requested by the given subject of the given issuer:
+// the person asked for it — the same subject of the same issuer. An issuer
+// either side does not know (a staged record that named none: written
 // before issuers were kept, or by a caller no issuer vouched for) counts
-// as the same: four-eyes then compares subjects alone, as it did.
-func sameIssuer(ctx context.Context, st *store.Store, decider *Caller, id uuid.UUID) (bool, error) {
-	issuer, err := st.AuditRequesterIssuer(ctx, decider.Tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return issuer == "" || decider.Issuer == "" || issuer == decider.Issuer, nil
+// as the same, so four-eyes then compares subjects alone.
+func (e *Engine) FourEyesBars(person *Caller, requestedBy, requestedIssuer string) bool {
+	return *e.cfg.Approvals.FourEyes && requestedBy == person.Subject &&
+		(requestedIssuer == "" || person.Issuer == "" || requestedIssuer == person.Issuer)
 }
 
 // ApproverRoles returns the roles of which a person needs one to decide
@@ -388,7 +375,10 @@ type ApprovalView struct {
 	Title       string               `json:"title,omitempty"`
 	Status      store.ApprovalStatus `json:"status"`
 	RequestedBy string               `json:"requested_by"`
-	Input       json.RawMessage      `json:"input"`
+	// RequestedIssuer is the issuer that vouched for RequestedBy; "" for
+	// a caller none did.
+	RequestedIssuer string          `json:"requested_issuer,omitempty"`
+	Input           json.RawMessage `json:"input"`
 	// InputState, when set, says why Input is null: the sealed input was
 	// shredded or does not open.
 	InputState  InputState      `json:"input_state,omitempty"`
@@ -476,7 +466,7 @@ func (e *Engine) readViews(ctx context.Context, tenant string, read func(pgx.Tx)
 func (e *Engine) view(a *store.Approval) *ApprovalView {
 	input, state := e.openInput(a)
 	v := &ApprovalView{
-		ID: a.ID, Tenant: a.TenantID, Action: a.Action, Status: a.Status, RequestedBy: a.RequestedBy,
+		ID: a.ID, Tenant: a.TenantID, Action: a.Action, Status: a.Status, RequestedBy: a.RequestedBy, RequestedIssuer: a.RequestedIssuer,
 		Input: input, Digest: DigestHex(a.InputDigest), CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, DecisionNote: a.DecisionNote, ConsumedAt: a.ConsumedAt,
 	}

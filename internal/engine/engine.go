@@ -71,6 +71,13 @@ func (c *Caller) HasRole(roles ...string) bool {
 }
 
 // actor is the caller as an audit record names it.
+// owns reports whether caller staged a: the same subject of the same
+// issuer (a subject is unique only within its issuer).
+func (c *Caller) owns(a *store.Approval) bool {
+	act := c.actor()
+	return a.RequestedBy == act.Subject && a.RequestedIssuer == act.Issuer
+}
+
 func (c *Caller) actor() Actor {
 	return Actor{Subject: cmp.Or(c.Subject, "anonymous"), Kind: cmp.Or(c.Kind, ActorAgent), Issuer: c.Issuer}
 }

@@ -38,7 +38,7 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 		return &Outcome{Status: StatusNotFound}
 	}
 	approval, err := store.New(database.RowReader(e.store, caller.Tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
-	if err == nil && approval.RequestedBy == caller.actor().Subject && e.lapsed(approval) {
+	if err == nil && caller.owns(approval) && e.lapsed(approval) {
 		if e.beforeExpire != nil {
 			e.beforeExpire()
 		}
@@ -55,7 +55,7 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 		return &Outcome{Status: StatusNotFound}
 	case err != nil:
 		return e.storeFailure(ctx, "check approval", approvalID, err)
-	case approval.RequestedBy != caller.actor().Subject:
+	case !caller.owns(approval):
 		// Another caller's approval is not this caller's to see.
 		return &Outcome{Status: StatusNotFound}
 	}

@@ -179,7 +179,8 @@ var errClaimGone = errors.New("the key is no longer claimed by this call")
 // unknown outcome; a failure the cut caused (cutShort), or an answer that
 // says nothing ran, gives the key back, so that a retry runs the call.
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
-	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: caller.actor().Subject, Key: key}
+	act := caller.actor()
+	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: act.Subject, Issuer: act.Issuer, Key: key}
 	waitUntil := time.Now().Add(e.store.Limits.LockTimeout)
 	// The key's statements do not end with the caller: once the call ran,
 	// its outcome is filed even if the caller hung up (the usual reason to

@@ -110,8 +110,18 @@ func TestIdempotentRetryRunsOnce(t *testing.T) {
 	if notes, _ := notesAndRuns(t, b, "acme", "called once"); notes != 2 {
 		t.Fatalf("%d notes after another caller's call, want 2", notes)
 	}
+	// So is a same-named subject's of another issuer: it is not answered
+	// with the other's filed result.
+	namesake := support("acme")
+	namesake.Issuer = "https://elsewhere.example"
+	if out := e.Call(ctx, namesake, "add_order_note", args); out.Status != engine.StatusOK || out.CorrelationID == outs[0].CorrelationID {
+		t.Fatalf("a namesake of another issuer: %s %s, the first call's correlation %s", out.Status, out.CorrelationID, outs[0].CorrelationID)
+	}
+	if notes, _ := notesAndRuns(t, b, "acme", "called once"); notes != 3 {
+		t.Fatalf("%d notes after a namesake's call, want 3", notes)
+	}
 	// The runtime sees a tenant's keys only in that tenant.
-	for tenant, keys := range map[string]int{"acme": 2, "globex": 0} {
+	for tenant, keys := range map[string]int{"acme": 3, "globex": 0} {
 		var n int
 		if err := database.InTenant(ctx, b.runtime, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, "SELECT count(*) FROM orangerail.idempotency_keys").Scan(&n)

@@ -44,6 +44,10 @@ type Approval struct {
 	TenantID    string
 	Action      string
 	RequestedBy string
+	// RequestedIssuer is the issuer that vouched for RequestedBy, as the
+	// staged record names it: "" for a caller no issuer vouched for. The
+	// approval is the caller's who has both.
+	RequestedIssuer string
 	// Input is the stored input: the bytes an approver reviews and the
 	// bytes that execute.
 	Input []byte
@@ -71,7 +75,7 @@ type Approval struct {
 
 func approvalOf(r *db.OrangerailApproval) *Approval {
 	return &Approval{
-		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy,
+		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy, RequestedIssuer: r.RequestedIssuer,
 		Input: r.Input, InputDigest: r.InputDigest, InputKeyID: deref(r.InputKeyID),
 		InputSealed: r.InputSealed, InputDataKey: r.InputDataKey, InputShreddedAt: r.InputShreddedAt, DefinitionHash: r.DefinitionHash,
 		Status: ApprovalStatus(r.Status), CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
@@ -164,8 +168,8 @@ func (s *Store) ApprovalConsume(ctx context.Context, tenantID string, id uuid.UU
 // row and whether it was decided.
 func consumedOf(r *db.ApprovalConsumeRow) *Approval {
 	return approvalOf(&db.OrangerailApproval{
-		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy, Input: r.Input, InputDigest: r.InputDigest,
-		DefinitionHash: r.DefinitionHash, Status: r.Status, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		ID: r.ID, TenantID: r.TenantID, Action: r.Action, RequestedBy: r.RequestedBy, RequestedIssuer: r.RequestedIssuer,
+		Input: r.Input, InputDigest: r.InputDigest, DefinitionHash: r.DefinitionHash, Status: r.Status, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, DecisionNote: r.DecisionNote, ConsumedAt: r.ConsumedAt,
 		InputKeyID: r.InputKeyID, InputSealed: r.InputSealed, InputDataKey: r.InputDataKey, InputShreddedAt: r.InputShreddedAt,
 	})

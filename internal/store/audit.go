@@ -284,17 +284,6 @@ func (s *Store) AuditListBreakGlass(ctx context.Context, tenantID string) ([]*Au
 	})
 }
 
-// AuditRequesterIssuer returns the issuer of the actor whose call staged
-// an approval: "" when its staged record names none. ErrNotFound: there is
-// no staged record of it.
-func (s *Store) AuditRequesterIssuer(ctx context.Context, tenantID string, approvalID uuid.UUID) (string, error) {
-	issuer, err := s.q.AuditRequesterIssuer(ctx, s.x, &db.AuditRequesterIssuerParams{TenantID: tenantID, ApprovalID: &approvalID})
-	if err != nil {
-		return "", InterpretError(err)
-	}
-	return issuer, nil
-}
-
 // AuditPageParams select one page of a tenant's records.
 type AuditPageParams struct {
 	TenantID string

@@ -10,10 +10,11 @@ import (
 	"github.com/orangerail/orangerail/internal/db"
 )
 
-// IdempotencyKey names one key: the tenant, the action, the caller's
-// subject and the key the caller sent.
+// IdempotencyKey names one key: the tenant, the action, the caller — its
+// subject and the issuer that vouched for it ("" for none) — and the key
+// the caller sent.
 type IdempotencyKey struct {
-	Tenant, Action, Subject, Key string
+	Tenant, Action, Subject, Issuer, Key string
 }
 
 // IdempotencyResult is what a live key holds: the digest of its call's
@@ -34,7 +35,7 @@ type IdempotencyResult struct {
 // unexpired) or claimed by a call: a claim never expires.
 func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDigest []byte, claim uuid.UUID, correlation string, lease time.Duration) (bool, error) {
 	_, err := s.q.IdempotencyClaim(ctx, s.x, &db.IdempotencyClaimParams{
-		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, InputDigest: inputDigest,
+		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Issuer: k.Issuer, Key: k.Key, InputDigest: inputDigest,
 		LeaseSeconds: lease.Seconds(), Claim: &claim, CorrelationID: &correlation,
 	})
 	err = InterpretError(err)
@@ -46,7 +47,7 @@ func (s *Store) IdempotencyClaim(ctx context.Context, k IdempotencyKey, inputDig
 
 // IdempotencyFind returns what the live key k holds, or ErrNotFound.
 func (s *Store) IdempotencyFind(ctx context.Context, k IdempotencyKey) (*IdempotencyResult, error) {
-	row, err := s.q.IdempotencyFind(ctx, s.x, &db.IdempotencyFindParams{TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key})
+	row, err := s.q.IdempotencyFind(ctx, s.x, &db.IdempotencyFindParams{TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Issuer: k.Issuer, Key: k.Key})
 	if err != nil {
 		return nil, InterpretError(err)
 	}
@@ -65,7 +66,7 @@ func (s *Store) IdempotencyFind(ctx context.Context, k IdempotencyKey) (*Idempot
 // a result is filed).
 func (s *Store) IdempotencySave(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte, ttl time.Duration) (bool, error) {
 	n, err := s.q.IdempotencySave(ctx, s.x, &db.IdempotencySaveParams{
-		Outcome: outcome, TtlSeconds: ttl.Seconds(), TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+		Outcome: outcome, TtlSeconds: ttl.Seconds(), TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Issuer: k.Issuer, Key: k.Key, Claim: &claim,
 	})
 	return n == 1, InterpretError(err)
 }
@@ -75,7 +76,7 @@ func (s *Store) IdempotencySave(ctx context.Context, k IdempotencyKey, claim uui
 // what k holds.
 func (s *Store) IdempotencyAbandoned(ctx context.Context, k IdempotencyKey, claim uuid.UUID, outcome []byte, ttl time.Duration) (bool, error) {
 	n, err := s.q.IdempotencyAbandoned(ctx, s.x, &db.IdempotencyAbandonedParams{
-		Outcome: outcome, TtlSeconds: ttl.Seconds(), TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+		Outcome: outcome, TtlSeconds: ttl.Seconds(), TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Issuer: k.Issuer, Key: k.Key, Claim: &claim,
 	})
 	return n == 1, InterpretError(err)
 }
@@ -84,7 +85,7 @@ func (s *Store) IdempotencyAbandoned(ctx context.Context, k IdempotencyKey, clai
 // its call ran nothing a retry should not run.
 func (s *Store) IdempotencyRelease(ctx context.Context, k IdempotencyKey, claim uuid.UUID) error {
 	_, err := s.q.IdempotencyRelease(ctx, s.x, &db.IdempotencyReleaseParams{
-		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Key: k.Key, Claim: &claim,
+		TenantID: k.Tenant, Action: k.Action, Subject: k.Subject, Issuer: k.Issuer, Key: k.Key, Claim: &claim,
 	})
 	return InterpretError(err)
 }

@@ -56,5 +56,5 @@ func (d *Desk) mayDecide(person *engine.Caller, v *engine.ApprovalView) bool {
 	if v.Status != store.ApprovalPending || !d.c.Engine.MayDecide(person, v.Action) {
 		return false
 	}
-	return !(*d.c.Ontology.Approvals.FourEyes && v.RequestedBy == person.Subject)
+	return !d.c.Engine.FourEyesBars(person, v.RequestedBy, v.RequestedIssuer)
 }
