@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -74,7 +75,7 @@ func columnValue(col ontology.Column, path string, v json.RawMessage) (text stri
 		}
 		return text, text == "true", nil
 	case ontology.ValueTimestamptz:
-		t, err := time.Parse(time.RFC3339, text)
+		t, err := parseDateTime(text)
 		if _, offset := t.Zone(); err != nil || !isString || offset <= -24*3600 || offset >= 24*3600 {
 			return refuse("must be a time in RFC 3339 form, with its offset, such as 2024-05-01T12:00:00Z")
 		}
@@ -139,4 +140,37 @@ func exponent(s string) (e int, ok bool) {
 	}
 	n, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
 	return n, err == nil
+}
+
+// errLeapSecond is a leap second (:60) anywhere but the last second of a
+// UTC day, where none is ever inserted.
+var errLeapSecond = errors.New("a leap second is 23:59:60 in UTC")
+
+// parseDateTime parses a time in the form JSON Schema's date-time format
+// names, RFC 3339's, as its validators read it, where time.Parse reads a
+// narrower one: a lower-case t or z too (RFC 3339 §5.6), and a leap
+// second, 23:59:60 in UTC, which is read as Postgres reads it: the next
+// day's first second.
+func parseDateTime(text string) (time.Time, error) {
+	b := []byte(text)
+	if len(b) > 10 && b[10] == 't' {
+		b[10] = 'T'
+	}
+	if n := len(b); n > 0 && b[n-1] == 'z' {
+		b[n-1] = 'Z'
+	}
+	// 2006-01-02T15:04:05: the seconds are bytes 17 and 18.
+	leap := len(b) > 19 && b[16] == ':' && b[17] == '6' && b[18] == '0'
+	if leap {
+		b[18] = '9'
+		b[17] = '5'
+	}
+	t, err := time.Parse(time.RFC3339, string(b))
+	if err != nil || !leap {
+		return t, err
+	}
+	if u := t.UTC(); u.Hour() != 23 || u.Minute() != 59 {
+		return time.Time{}, errLeapSecond
+	}
+	return t.Add(time.Second), nil
 }

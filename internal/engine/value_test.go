@@ -120,6 +120,11 @@ func TestListChecksValuesByColumnType(t *testing.T) {
 		{`{"at": {"gt": "2024-05-01T11:59:59.9999999Z"}}`, 1}, // rounds up to 12:00:00, as Postgres rounds text (truncating would match one more)
 		{`{"at": {"in": ["2024-05-01T12:00:00Z", "2024-06-01T14:00:00+02:00"]}}`, 2},
 		{`{"at": {"gt": "0000-01-01T00:00:00Z"}}`, 2},
+		{`{"at": {"in": ["2024-05-01t12:00:00z"]}}`, 1}, // RFC 3339 §5.6: t and z may be lower case
+		{`{"at": {"in": ["2024-06-01t14:00:00+02:00"]}}`, 1},
+		{`{"at": {"gt": "2024-05-31T23:59:60Z"}}`, 1}, // a leap second: the next day's first second, as Postgres reads it
+		{`{"at": {"in": ["2024-05-31T23:59:60Z", "2024-06-01T11:59:59Z"]}}`, 0},
+		{`{"at": {"lt": "2024-06-01T13:59:60.5+14:00"}}`, 1}, // 23:59:60.5 in UTC: after 2024-05-01's row, before 2024-06-01 12:00
 		{`{"at": {"lt": "9999-12-31T23:59:59.9999999Z"}}`, 2},
 		{`{"local_at": {"gt": "2024-05-15T00:00:00"}}`, 1},
 		{`{"local_at": {"gt": "2024-05-01T11:59:59.5"}}`, 2},
@@ -162,6 +167,10 @@ func TestListChecksValuesByColumnType(t *testing.T) {
 		{`{"at": {"gt": "2024-05-01 12:00:00Z"}}`, "/filters/at/gt"},
 		{`{"at": {"gt": "2024-05-01T12:00:00"}}`, "/filters/at/gt"},
 		{`{"at": {"gt": "2024-05-01T24:00:00Z"}}`, "/filters/at/gt"},
+		{`{"at": {"gt": "2024-05-01T11:59:60Z"}}`, "/filters/at/gt"}, // a leap second on a minute no leap second ends
+		{`{"at": {"gt": "2024-05-01T23:59:61Z"}}`, "/filters/at/gt"},
+		{`{"at": {"in": ["2024-05-01T12:00:00Z", "2024-06-01T11:59:60Z"]}}`, "/filters/at/in/1"},
+		{`{"at": {"gt": "2024-05-01X12:00:00Z"}}`, "/filters/at/gt"},
 		{`{"at": {"gt": "2024-05-01T12:00:00+24:00"}}`, "/filters/at/gt"},
 		{`{"at": {"gt": "infinity"}}`, "/filters/at/gt"},
 		{`{"at": {"gt": 1714560000}}`, "/filters/at/gt"},
