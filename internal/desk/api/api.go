@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -19,9 +20,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -239,14 +242,14 @@ type DecisionResult struct {
 
 func (a *API) decide(w http.ResponseWriter, r *http.Request) {
 	var req DecisionRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
+	body, err := io.ReadAll(r.Body) // bounded by the front's body limit
+	if err != nil || json.Unmarshal(body, &req) != nil || !jsonmember.New(body).IsObject() {
 		a.fail(w, r, errcode.New(errcode.RequestInvalid, `the body must be one JSON object {"decision": "approve"|"reject", "digest": "…", "note": "…"}`, nil))
 		return
 	}
-	var problem string
+	problem := decisionMembers(body)
 	switch {
+	case problem != "":
 	case req.Decision != "approve" && req.Decision != "reject":
 		problem = `decision must be "approve" or "reject"`
 	case req.Decision == "approve" && req.Digest == "":
@@ -268,6 +271,28 @@ func (a *API) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		a.internal(w, r, out.CorrelationID, fmt.Errorf("decide: %s: %w", out.Status, out.Err))
 	}
+}
+
+// decisionMembers is what is wrong with the members of a decision's body,
+// which decoding into DecisionRequest would read otherwise than they were
+// sent: a name not exactly one of its members' (encoding/json matches
+// names whatever their case), or a member given twice (it keeps the last,
+// where a proxy or a log may read the first: {"decision": "reject",
+// "decision": "approve"} would approve). "" when there is none.
+func decisionMembers(body []byte) string {
+	seen := map[string]bool{}
+	members := jsonmember.New(body)
+	for members.Scan() {
+		switch name := members.Name(); {
+		case name != "decision" && name != "digest" && name != "note":
+			return fmt.Sprintf(`%q is not a member of a decision: it takes "decision", "digest" and "note", named exactly`, display.Echo(name))
+		case seen[name]:
+			return fmt.Sprintf("%q is given twice", name)
+		default:
+			seen[name] = true
+		}
+	}
+	return ""
 }
 
 // refusalMessage says what a decision's refusal means.

@@ -189,11 +189,21 @@ func TestDecisionAPI(t *testing.T) {
 	digest := v["digest"].(string)
 
 	// Malformed decisions.
-	for _, body := range []string{`{"decision":"maybe"}`, `{"decision":"approve"}`, `not json`, `{"decision":"reject","extra":1}`,
+	// A member named otherwise than exactly, or given twice, is refused:
+	// encoding/json would match the first whatever its case and keep the
+	// last of two, where a proxy or a log may read the first.
+	for _, body := range []string{`{"decision":"maybe"}`, `{"decision":"approve"}`, `not json`, `{"decision":"reject","extra":1}`, `null`, `[]`,
+		`{"Decision":"reject"}`, `{"decision":"reject","note":"a","NOTE":"b"}`, `{"decision":"reject","DECISION":"approve","digest":"` + digest + `"}`,
 		`{"decision":"reject","note":"` + strings.Repeat("n", 5000) + `"}`} {
 		a := decide(cancel, bob, body)
 		c.check(t, "POST", "/approvals/{id}/decision", a)
 		refused("malformed_decision", a, 400, "X_REQUEST_INVALID")
+	}
+	a = decide(cancel, bob, `{"decision":"reject","decision":"approve","digest":"`+digest+`"}`)
+	c.check(t, "POST", "/approvals/{id}/decision", a)
+	refused("member_twice", a, 400, "X_REQUEST_INVALID")
+	if v := get("/approvals/"+cancel, bob).json(t); v["status"] != "pending" {
+		t.Fatalf("after refused decisions the approval is %v", v["status"])
 	}
 	a = decide(cancel, bob, `{"decision":"reject","note":"`+strings.Repeat("n", 70_000)+`"}`)
 	c.check(t, "POST", "/approvals/{id}/decision", a)
