@@ -108,7 +108,16 @@ func (c *Client) List(ctx context.Context, q ListQuery) (*api.List, error) {
 // Show returns one approval as its approver reviews it.
 func (c *Client) Show(ctx context.Context, id string) (*api.Detail, error) {
 	var out api.Detail
-	return &out, c.do(ctx, http.MethodGet, "/api/v1/approvals/"+url.PathEscape(id), nil, &out)
+	path := "/api/v1/approvals/" + url.PathEscape(id)
+	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	// The API names a decider and the time of the decision together, or
+	// neither: an answer with one alone is none of its.
+	if (out.DecidedBy == nil) != (out.DecidedAt == nil) {
+		return nil, errcode.New(errcode.ServerUnreachable, fmt.Sprintf("GET %s answered what is not its JSON: decided_by and decided_at not both set or both null", path), nil)
+	}
+	return &out, nil
 }
 
 // Decide records the caller's decision on an approval.

@@ -281,3 +281,31 @@ func TestAServerThatIsNoAPIIsCoded(t *testing.T) {
 		}
 	}
 }
+
+// TestADetailNoAPIAnswersIsCoded: an approval's detail naming a decider
+// without the decision's time, or a time without a decider, is none the
+// API answers (its row holds both or neither): X_SERVER_UNREACHABLE, where
+// the command printing it failed on the missing time.
+func TestADetailNoAPIAnswersIsCoded(t *testing.T) {
+	t.Parallel()
+	for body, ok := range map[string]bool{
+		`{"id":"2b1f9ad8-2f23-4b4e-9d56-2d5b1b0e4f10","status":"rejected","decided_by":"x","decided_at":null}`:                   false,
+		`{"id":"2b1f9ad8-2f23-4b4e-9d56-2d5b1b0e4f10","status":"rejected","decided_at":"2026-01-01T00:00:00Z"}`:                  false,
+		`{"id":"2b1f9ad8-2f23-4b4e-9d56-2d5b1b0e4f10","status":"rejected","decided_by":"x","decided_at":"2026-01-01T00:00:00Z"}`: true,
+		`{"id":"2b1f9ad8-2f23-4b4e-9d56-2d5b1b0e4f10","status":"pending"}`:                                                       true,
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(body))
+		}))
+		c, err := New(srv.URL, "secret", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := c.Show(t.Context(), "2b1f9ad8-2f23-4b4e-9d56-2d5b1b0e4f10")
+		if ok && (err != nil || d == nil) || !ok && code(err) != errcode.ServerUnreachable {
+			t.Errorf("Show of %s = %v, %v", body, d, err)
+		}
+		srv.Close()
+	}
+}
