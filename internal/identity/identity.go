@@ -127,6 +127,23 @@ type Caller struct {
 // the host log; a client is told only that the token is invalid.
 var ErrInvalidToken = errors.New("invalid token")
 
+// TenantError is a token that names no tenant: its tenant claim is missing
+// or no tenant id. It is an ErrInvalidToken, which a sign-in may tell
+// apart (the account is not one a tenant's person signs in with).
+type TenantError struct {
+	Claim   string
+	Missing bool // the claim is absent or empty; else not a tenant id
+}
+
+func (e *TenantError) Error() string {
+	if e.Missing {
+		return fmt.Sprintf("%v: no %q claim names the tenant", ErrInvalidToken, e.Claim)
+	}
+	return fmt.Sprintf("%v: the %q claim is not a valid tenant id", ErrInvalidToken, e.Claim)
+}
+
+func (e *TenantError) Unwrap() error { return ErrInvalidToken }
+
 // SigningAlgorithms returns the only algorithms a token may be signed with:
 // asymmetric ones. `none` and HMAC are refused.
 func SigningAlgorithms() []string { return []string{oidc.RS256, oidc.ES256, oidc.EdDSA} }
@@ -408,10 +425,10 @@ func numericDate(name string, raw json.RawMessage) (time.Time, error) {
 func (r *Resolver) callerOf(subject string, expires time.Time, claims map[string]any) (*Caller, error) {
 	tenant, _ := claims[r.cfg.TenantClaim].(string)
 	if tenant == "" {
-		return nil, fmt.Errorf("%w: no %q claim names the tenant", ErrInvalidToken, r.cfg.TenantClaim)
+		return nil, &TenantError{Claim: r.cfg.TenantClaim, Missing: true}
 	}
 	if err := database.ValidateTenantID(tenant); err != nil {
-		return nil, fmt.Errorf("%w: the %q claim is not a valid tenant id", ErrInvalidToken, r.cfg.TenantClaim)
+		return nil, &TenantError{Claim: r.cfg.TenantClaim}
 	}
 	if subject == "" {
 		return nil, fmt.Errorf("%w: no subject", ErrInvalidToken)

@@ -185,11 +185,16 @@ func TestAnotherTenantsApprovalIsNotFound(t *testing.T) {
 	}
 }
 
+// TestAnAgentCannotSignIn: an agent's account, and a person's whose token
+// names no tenant, sign in as no person of a tenant: X_DESK_NOT_A_PERSON,
+// not a sign-in that failed and whose fix names the desk's client.
 func TestAnAgentCannotSignIn(t *testing.T) {
 	f := newFixture(t)
-	got := f.client(t).signIn("mallory")
-	if got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.DeskNotAPerson)) {
-		t.Fatalf("an agent's sign-in: %d\n%s", got.status, got.body)
+	for _, account := range []string{"mallory", "nobody", "stray"} {
+		got := f.client(t).signIn(account)
+		if got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.DeskNotAPerson)) {
+			t.Errorf("%s's sign-in: %d\n%s", account, got.status, got.body)
+		}
 	}
 }
 

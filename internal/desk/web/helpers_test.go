@@ -43,7 +43,9 @@ const (
 
 // fixture is a desk serving the example ontology, signed in through the
 // development issuer, with three people: ada and bob, approvers, and
-// carol, who holds no approver role; and mallory, an agent account.
+// carol, who holds no approver role; mallory, an agent account; and
+// nobody and stray, people whose tokens name no tenant (no org_id, and
+// one no tenant id).
 type fixture struct {
 	base      string // the desk's origin
 	issuerURL string
@@ -121,6 +123,8 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 		{Username: "fin", Subject: "fin@example.com", Claims: map[string]any{"org_id": tenant, "roles": []string{"finance"}, "kind": "human"}},
 		{Username: "eve", Subject: "eve@example.com", Claims: map[string]any{"org_id": "globex", "roles": []string{"approver"}, "kind": "human"}},
 		{Username: "mallory", Subject: "agent-9", Claims: map[string]any{"org_id": tenant, "roles": []string{"approver"}}},
+		{Username: "nobody", Subject: "nobody@example.com", Claims: map[string]any{"roles": []string{"approver"}, "kind": "human"}},
+		{Username: "stray", Subject: "stray@example.com", Claims: map[string]any{"org_id": "../globex", "roles": []string{"approver"}, "kind": "human"}},
 	} {
 		a.Password = password
 		if err := iss.AddAccount(a); err != nil {

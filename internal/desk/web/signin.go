@@ -156,6 +156,9 @@ func (d *Desk) exchange(ctx context.Context, code, verifier, nonce string) (*eng
 		ctx = identity.WithFacts(ctx, facts)
 	}
 	caller, err := d.c.Resolver.Resolve(ctx, tok.AccessToken)
+	if tenant := (*identity.TenantError)(nil); errors.As(err, &tenant) {
+		return nil, "", time.Time{}, errNotAPerson
+	}
 	if err != nil {
 		return nil, "", time.Time{}, err
 	}
