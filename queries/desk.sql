@@ -13,9 +13,10 @@ WHERE id_hash = @id_hash AND revoked_at IS NULL AND expires_at > now();
 UPDATE orangerail.desk_sessions SET revoked_at = now() WHERE id_hash = @id_hash AND revoked_at IS NULL;
 
 -- name: DeskSessionRevokeSubject :execrows
--- Ends every session of one person (an operator's revocation).
+-- Ends every live session of one person (an operator's revocation): the
+-- count is of sessions that could still be used, not of expired ones.
 UPDATE orangerail.desk_sessions SET revoked_at = now()
-WHERE issuer = @issuer AND subject = @subject AND revoked_at IS NULL;
+WHERE issuer = @issuer AND subject = @subject AND revoked_at IS NULL AND expires_at > now();
 
 -- name: DeskSessionPrune :exec
 -- Forgets sessions that ended more than a day ago.

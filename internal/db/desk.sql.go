@@ -85,7 +85,7 @@ func (q *Queries) DeskSessionRevoke(ctx context.Context, db DBTX, idHash []byte)
 
 const deskSessionRevokeSubject = `-- name: DeskSessionRevokeSubject :execrows
 UPDATE orangerail.desk_sessions SET revoked_at = now()
-WHERE issuer = $1 AND subject = $2 AND revoked_at IS NULL
+WHERE issuer = $1 AND subject = $2 AND revoked_at IS NULL AND expires_at > now()
 `
 
 type DeskSessionRevokeSubjectParams struct {
@@ -93,7 +93,8 @@ type DeskSessionRevokeSubjectParams struct {
 	Subject string
 }
 
-// Ends every session of one person (an operator's revocation).
+// Ends every live session of one person (an operator's revocation): the
+// count is of sessions that could still be used, not of expired ones.
 func (q *Queries) DeskSessionRevokeSubject(ctx context.Context, db DBTX, arg *DeskSessionRevokeSubjectParams) (int64, error) {
 	result, err := db.Exec(ctx, deskSessionRevokeSubject, arg.Issuer, arg.Subject)
 	if err != nil {

@@ -66,6 +66,12 @@ func TestDeskSessions(t *testing.T) {
 	if live("ada-2") || !live("bob-1") {
 		t.Fatal("revoking ada ended the wrong sessions")
 	}
+	// An expired session is not counted as ended: revoking someone whose
+	// sessions have all expired ends none, so the operator is told no live
+	// session matched.
+	if n, err := s.DeskSessionRevokeSubject(ctx, "https://id.example", "carol"); err != nil || n != 0 {
+		t.Fatalf("revoking carol, whose one session expired, ended %d sessions (%v), want none", n, err)
+	}
 	if err := s.DeskSessionPrune(ctx); err != nil {
 		t.Fatal(err)
 	}
