@@ -55,11 +55,15 @@ type Endpoint struct {
 	IncludeInput bool
 }
 
-// shown names the endpoint where logs and last_error do: its scheme and
-// host, never its path or query, which a receiver's URL may carry its
-// secret in (a chat service's hook).
-func (e *Endpoint) shown() string {
-	u, err := url.Parse(e.URL)
+// shown names the endpoint where logs, last_error and a listing's
+// delivered_to do (shownURL).
+func (e *Endpoint) shown() string { return shownURL(e.URL) }
+
+// shownURL is an endpoint URL as it is shown: its scheme and host, never
+// its path or query, which a receiver's URL may carry its secret in (a
+// chat service's hook).
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "an endpoint whose URL does not parse"
 	}
@@ -423,6 +427,8 @@ func errorText(failures []string) string {
 }
 
 // List lists a tenant's messages, newest first; state "" lists every state.
+// Each endpoint delivered to is named as logs name it (shownURL): its URL
+// may carry its secret.
 func List(ctx context.Context, pool database.TxBeginner, tenant string, state store.WebhookState, limit int32) ([]*store.WebhookMessage, error) {
 	if state != "" && !slices.Contains(store.WebhookStates(), state) {
 		return nil, errcode.New(errcode.WebhookStateInvalid, fmt.Sprintf("there is no webhook state %q; the states are %v", state, store.WebhookStates()), nil)
@@ -432,6 +438,11 @@ func List(ctx context.Context, pool database.TxBeginner, tenant string, state st
 		out, err = store.New(tx).WebhookList(ctx, &store.WebhookListParams{TenantID: tenant, State: state, Limit: limit})
 		return err
 	})
+	for _, m := range out {
+		for i, u := range m.DeliveredTo {
+			m.DeliveredTo[i] = shownURL(u)
+		}
+	}
 	return out, err
 }
 

@@ -304,7 +304,7 @@ func TestDeliversSignedEvents(t *testing.T) {
 	b := setup(t)
 	plain, withInput := newReceiver(t), newReceiver(t)
 	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{
-		endpoint(t, plain.URL, false),
+		endpoint(t, plain.URL+"/hooks/T0SECRET?token=s3cr3t", false), // a chat hook's URL is its secret
 		endpoint(t, withInput.URL, true, ontology.WebhookApprovalPending),
 	}})
 	id := b.stage(t, "customer asked: card 4111")
@@ -369,6 +369,14 @@ func TestDeliversSignedEvents(t *testing.T) {
 	msgs, err := webhooks.List(context.Background(), b.runtime, "acme", store.WebhookDelivered, 10)
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("delivered messages %v %v", msgs, err)
+	}
+	// The listing names the endpoints as the log does: scheme and host.
+	for _, m := range msgs {
+		for _, to := range m.DeliveredTo {
+			if to != plain.URL+"/…" && to != withInput.URL+"/…" {
+				t.Errorf("message %s lists delivered_to %q", m.ID, to)
+			}
+		}
 	}
 }
 
