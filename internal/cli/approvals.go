@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,8 +73,13 @@ func (f *approvalsFlags) client() (*client.Client, error) {
 		return nil, err
 	}
 	token, issuer, err := login.Token(path, time.Now())
-	if err != nil {
+	switch {
+	case errors.Is(err, login.ErrNoToken):
 		return nil, errcode.New(errcode.MCPUnauthorized, err.Error(), nil)
+	case err != nil:
+		// The kept token's file: readable by others, unreadable, or none
+		// orangerail wrote.
+		return nil, errcode.New(errcode.FileUnusable, err.Error(), err)
 	}
 	return client.New(f.server, token, client.Options{Issuer: issuer, PlainHTTP: f.plainHTTP})
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -344,4 +347,41 @@ func makeLogin(t *testing.T, admin *pgxpool.Pool, options string) string {
 		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
 	})
 	return login
+}
+
+// TestApprovalsKeptTokenUnusable: a kept token file others may read, or
+// one orangerail did not write, is X_FILE_UNUSABLE naming the file — not
+// X_MCP_UNAUTHORIZED, whose fix is about a request's header — and none
+// kept is X_MCP_UNAUTHORIZED, saying to sign in. Nothing is sent.
+func TestApprovalsKeptTokenUnusable(t *testing.T) {
+	t.Setenv(login.TokenEnv, "")
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		body string
+		mode os.FileMode
+		code string
+	}{
+		"open.json":    {`{"access_token":"t"}`, 0o644, "X_FILE_UNUSABLE"},
+		"garbled.json": {`not a token`, 0o600, "X_FILE_UNUSABLE"},
+		"missing.json": {"", 0, "X_MCP_UNAUTHORIZED"},
+	} {
+		path := filepath.Join(dir, name)
+		if c.mode != 0 {
+			if err := os.WriteFile(path, []byte(c.body), c.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, c.mode); err != nil { // past the umask
+				t.Fatal(err)
+			}
+		}
+		t.Setenv(login.TokenFileEnv, path)
+		code, out, stderr := cli(t, "approvals", "list", "--server", "http://127.0.0.1:1")
+		if code != exitError || out != "" {
+			t.Fatalf("%s: exit %d\n%s%s", name, code, out, stderr)
+		}
+		oneLine(t, stderr, c.code)
+		if c.code == "X_FILE_UNUSABLE" && !strings.Contains(stderr, path) {
+			t.Errorf("%s: the error does not name the file: %s", name, stderr)
+		}
+	}
 }
