@@ -101,6 +101,7 @@ const (
 	DeskNotAPerson     Code = "X_DESK_NOT_A_PERSON"
 	DeskFormRefused    Code = "X_DESK_FORM_REFUSED"
 	DeskStreamsBusy    Code = "X_DESK_STREAMS_BUSY"
+	DeskPageUnknown    Code = "X_DESK_PAGE_UNKNOWN"
 
 	// The approvals commands' client of the API (internal/desk/client).
 	ServerInsecure      Code = "X_SERVER_INSECURE"
@@ -408,6 +409,8 @@ var table = []Entry{
 		"Reload the page and submit the form again from the desk itself.", ""},
 	{DeskStreamsBusy, "A session holds as many live lists open on this server as it may (each re-reads the database every poll): the desk's other tabs or windows of this sign-in keep theirs.",
 		"Close the desk's tabs you do not need, then reload this one; its list is still current when loaded, only no longer updates itself.", ""},
+	{DeskPageUnknown, "The desk has no such page, or the page takes another method: an address typed or kept from elsewhere, or a form sent where none is taken.",
+		"Open the desk's list, /approvals, and follow its links.", ""},
 	{ListenFailed, "The server could not listen on an address the config names (http.listen, metrics.listen): another process holds it, the host is not this machine's, or the port needs privileges.",
 		"Free the address or name another (http.listen, metrics.listen; for the demo, `make run LISTEN=127.0.0.1:8081`).", ""},
 	{ServerUnreachable, "The orangerail server --server names did not answer, or answered as no orangerail API does: an error page of a proxy or another service, or a body that is not the API's JSON.",

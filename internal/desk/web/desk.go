@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -132,17 +133,50 @@ func New(c Config) (*Desk, error) {
 	if err != nil {
 		return nil, err
 	}
+	files := http.StripPrefix(Path+"/assets/", http.FileServerFS(assets))
+	routes := []struct {
+		method, path string
+		h            http.Handler
+	}{
+		{http.MethodGet, "/assets/{file}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Files alone, each refused as a page when missing: the
+			// directory is no page, and the file server's 404 no refusal.
+			if info, err := fs.Stat(assets, r.PathValue("file")); err != nil || !info.Mode().IsRegular() {
+				d.refuse(w, r, http.StatusNotFound, errcode.DeskPageUnknown, "The desk has no such page.")
+				return
+			}
+			files.ServeHTTP(w, r)
+		})},
+		{http.MethodGet, "/signin", http.HandlerFunc(d.signIn)},
+		{http.MethodGet, "/callback", http.HandlerFunc(d.callback)},
+		{http.MethodPost, "/signout", d.withSession(d.signOut)},
+		{http.MethodGet, "", d.withSession(d.list)},
+		{http.MethodGet, "/{$}", d.withSession(d.list)},
+		{http.MethodGet, "/events", d.withSession(d.events)},
+		{http.MethodGet, "/audit", d.withSession(d.audit)},
+		{http.MethodGet, "/{id}", d.withSession(d.detail)},
+		{http.MethodPost, "/{id}/decision", d.withSession(d.decide)},
+	}
 	m := http.NewServeMux()
-	m.Handle("GET "+Path+"/assets/", http.StripPrefix(Path+"/assets/", http.FileServerFS(assets)))
-	m.HandleFunc("GET "+Path+"/signin", d.signIn)
-	m.HandleFunc("GET "+Path+"/callback", d.callback)
-	m.HandleFunc("POST "+Path+"/signout", d.withSession(d.signOut))
-	m.HandleFunc("GET "+Path, d.withSession(d.list))
-	m.HandleFunc("GET "+Path+"/{$}", d.withSession(d.list))
-	m.HandleFunc("GET "+Path+"/events", d.withSession(d.events))
-	m.HandleFunc("GET "+Path+"/audit", d.withSession(d.audit))
-	m.HandleFunc("GET "+Path+"/{id}", d.withSession(d.detail))
-	m.HandleFunc("POST "+Path+"/{id}/decision", d.withSession(d.decide))
+	for _, rt := range routes {
+		m.Handle(rt.method+" "+Path+rt.path, rt.h)
+	}
+	// Any other path or method under the desk is refused as the desk
+	// refuses, on its page with a code, not the mux's plain text; a path
+	// of a page that takes another method says which (Allow).
+	const other = Path + "/"
+	m.HandleFunc(other, func(w http.ResponseWriter, r *http.Request) {
+		for _, allowed := range []string{http.MethodGet, http.MethodPost} {
+			probe := r.Clone(r.Context())
+			probe.Method = allowed
+			if _, pattern := m.Handler(probe); allowed != r.Method && pattern != other {
+				w.Header().Set("Allow", allowed)
+				d.refuse(w, r, http.StatusMethodNotAllowed, errcode.DeskPageUnknown, "This page takes "+allowed+", not "+r.Method+".")
+				return
+			}
+		}
+		d.refuse(w, r, http.StatusNotFound, errcode.DeskPageUnknown, "The desk has no such page.")
+	})
 	d.mux = m
 	return d, nil
 }

@@ -987,3 +987,44 @@ func TestANoteTheTextareaTakesIsRecorded(t *testing.T) {
 		t.Fatalf("a note of %d three-byte characters: %d\n%s", n, done.status, done.body)
 	}
 }
+
+// TestUnknownPagesAreRefusedWithACode: a path the desk has no page for,
+// a page asked with a method it does not take, the assets' directory and
+// an asset that does not exist are refused on the desk's page with
+// X_DESK_PAGE_UNKNOWN (405 naming the method in Allow), not the mux's
+// plain text or the assets' listing; an asset that exists is served.
+func TestUnknownPagesAreRefusedWithACode(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{http.MethodGet, "/a/b/c", http.StatusNotFound, ""},
+		{http.MethodGet, "/assets/", http.StatusNotFound, ""},
+		{http.MethodGet, "/assets/nope.js", http.StatusNotFound, ""},
+		{http.MethodDelete, "/00000000-0000-0000-0000-000000000000", http.StatusMethodNotAllowed, http.MethodGet},
+		{http.MethodPut, "", http.StatusMethodNotAllowed, http.MethodGet},
+		{http.MethodGet, "/00000000-0000-0000-0000-000000000000/decision", http.StatusMethodNotAllowed, http.MethodPost},
+	} {
+		req, err := http.NewRequest(c.method, f.base+web.Path+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow || !strings.Contains(string(body), string(errcode.DeskPageUnknown)) ||
+			strings.Contains(string(body), `<a href="desk.css">`) {
+			t.Errorf("%s %s: %d Allow %q\n%.300s", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), body)
+		}
+	}
+	if resp, err := http.Get(f.base + web.Path + "/assets/desk.css"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("an asset: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
