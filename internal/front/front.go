@@ -300,6 +300,13 @@ func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]by
 	return body, true
 }
 
+// callsBucket is the bucket of a caller's calls of class: the caller is
+// its tenant and its subject of its issuer — a same-named subject of
+// another issuer spends an allowance of its own.
+func callsBucket(caller *identity.Caller, class Class) string {
+	return bucket(bucketCalls, caller.Tenant, caller.Issuer, caller.Subject, string(class))
+}
+
 // allowed bills a request of class to its caller's allowance, or answers
 // the request, whose body is body, itself and reports false.
 func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity.Caller, class Class, body []byte) bool {
@@ -310,7 +317,7 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 	if class == ClassWrite {
 		limit = f.http.RateLimits.WritesPerMinute
 	}
-	hits, end, err := f.c.Limiter.Hit(r.Context(), bucket(bucketCalls, caller.Tenant, caller.Subject, string(class)), limit)
+	hits, end, err := f.c.Limiter.Hit(r.Context(), callsBucket(caller, class), limit)
 	switch {
 	case err != nil:
 		return !f.storeDown(w, r, err)

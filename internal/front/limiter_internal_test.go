@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/identity"
 )
 
 // TestBucketKeysAreUnambiguous: a bucket's key reads back into exactly its
@@ -35,6 +38,28 @@ func TestBucketKeysAreUnambiguous(t *testing.T) {
 	}
 	if bucket(bucketNoToken, "203.0.113.7") == bucket(bucketBadToken, "203.0.113.7") {
 		t.Error("requests without a token and refused tokens share a bucket")
+	}
+}
+
+// TestCallsBucketIsTheCallers: a caller's calls are counted in a bucket
+// of its own — its tenant, and its subject of its issuer: a same-named
+// subject of another issuer, or of another tenant, is another caller.
+func TestCallsBucketIsTheCallers(t *testing.T) {
+	t.Parallel()
+	caller := func(tenant, issuer, subject string) *identity.Caller {
+		return &identity.Caller{Caller: engine.Caller{Tenant: tenant, Issuer: issuer, Subject: subject}}
+	}
+	keys := map[string]bool{}
+	for _, c := range []*identity.Caller{
+		caller("acme", "https://one.example", "agent-7"), caller("acme", "https://two.example", "agent-7"),
+		caller("globex", "https://one.example", "agent-7"), caller("acme", "https://one.example", "agent-8"),
+	} {
+		for _, class := range []Class{ClassRead, ClassWrite} {
+			keys[callsBucket(c, class)] = true
+		}
+	}
+	if len(keys) != 8 {
+		t.Fatalf("four callers' reads and writes fill %d buckets, want 8: %v", len(keys), keys)
 	}
 }
 
