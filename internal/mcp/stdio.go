@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,7 +47,8 @@ type lineTransport struct {
 
 // Connect implements sdk.Transport.
 func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
-	c := &lineConn{in: t.in, out: t.out, log: t.log, incoming: make(chan lineRead), closed: make(chan struct{})}
+	c := &lineConn{in: t.in, out: t.out, log: t.log, incoming: make(chan lineRead), closed: make(chan struct{}),
+		calls: map[jsonrpc.ID]int{}, answered: make(chan struct{}, 1)}
 	// A goroutine reads, so that Close unblocks a Read waiting for input
 	// (as go-sdk's own transports do); it stays blocked in a read of in
 	// that Close does not end, as theirs does.
@@ -69,7 +71,20 @@ type lineConn struct {
 	incoming chan lineRead
 	once     sync.Once
 	closed   chan struct{}
+
+	// The calls read and not answered yet, by id, and a signal each time
+	// one is: the end of the input waits for them (drain).
+	callsMu  sync.Mutex
+	calls    map[jsonrpc.ID]int
+	answered chan struct{}
 }
+
+// drainBound bounds how long the end of the input waits for the calls
+// read before it to be answered: every call is answered (the SDK answers
+// a cancelled one too), within the engine's transaction and upstream
+// bounds; this only keeps a call that never ends from holding the process
+// for ever once its client has gone.
+const drainBound = 2 * time.Minute
 
 // Read implements sdk.Connection.
 func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -92,7 +107,52 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return fmt.Errorf("encoding a message: %w", err)
 	}
-	return c.writeLine(data)
+	err = c.writeLine(data)
+	if r, ok := msg.(*jsonrpc.Response); ok {
+		c.track(r.ID, -1)
+	}
+	return err
+}
+
+// track counts a call read (+1) or answered (-1), signalling an answer.
+func (c *lineConn) track(id jsonrpc.ID, n int) {
+	c.callsMu.Lock()
+	if c.calls[id] += n; c.calls[id] <= 0 {
+		delete(c.calls, id)
+	}
+	c.callsMu.Unlock()
+	if n < 0 {
+		select {
+		case c.answered <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drain waits, at most drainBound, until every call read has been
+// answered, or the connection closed. The SDK cancels every call still
+// running once Read ends, and writes no answer after: a client that sends
+// its calls and closes its end (a pipe, as the specification's shutdown
+// has it) would not learn what they did — an action may have run.
+func (c *lineConn) drain() {
+	bound := time.NewTimer(drainBound)
+	defer bound.Stop()
+	for {
+		c.callsMu.Lock()
+		open := len(c.calls)
+		c.callsMu.Unlock()
+		if open == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-c.closed:
+			return
+		case <-bound.C:
+			c.log.Warn("stdio input ended with calls unanswered past the bound; they are cancelled", "calls", open, "bound", drainBound.String())
+			return
+		}
+	}
 }
 
 // writeLine writes one message and its newline in one write, so that
@@ -129,10 +189,16 @@ func (c *lineConn) readLoop(r *bufio.Reader, limit int64, caps *sdk.ServerCapabi
 				c.deliver(lineRead{err: werr})
 				return
 			}
-		} else if msg != nil && !c.deliver(lineRead{msg: msg}) {
-			return
+		} else if msg != nil {
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				c.track(req.ID, 1) // before the SDK may answer it
+			}
+			if !c.deliver(lineRead{msg: msg}) {
+				return
+			}
 		}
 		if err != nil {
+			c.drain()
 			c.deliver(lineRead{err: err})
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -129,3 +130,44 @@ func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestStdioAnswersEveryCallBeforeTheInputEnds: a client that writes its
+// calls and closes its end at once — a pipe, as the specification's
+// shutdown has it — is answered every one of them before the session
+// ends: the end of the input waits for them, where the SDK cancelled the
+// calls still running and wrote no answer (a read, and an action that may
+// have staged).
+func TestStdioAnswersEveryCallBeforeTheInputEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"order_get","arguments":{"id":"o-1001"}}}`,
+		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"cancel_order","arguments":{"order_id":"o-1002","reason":"piped"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`,
+	}, "\n") + "\n"
+	var out lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.ServeLines(ctx, agent("support"), nil, io.NopCloser(strings.NewReader(in)), &out); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("the session ended with %v", err)
+	}
+	answered := map[string]bool{}
+	for line := range strings.Lines(out.String()) {
+		var m struct {
+			ID     any             `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+			t.Fatalf("an answer that is no result: %s (%v)", line, err)
+		}
+		answered[fmt.Sprint(m.ID)] = true
+	}
+	for _, id := range []string{"1", "2", "three", "4"} {
+		if !answered[id] {
+			t.Errorf("call %s was not answered; the output:\n%s", id, out.String())
+		}
+	}
+}
