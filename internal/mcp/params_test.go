@@ -252,9 +252,18 @@ func TestParamsOverStdio(t *testing.T) {
 	}
 	for i, c := range paramsCases {
 		id := float64(100 + i)
-		// A session is initialized once: a second initialize is the SDK's
-		// to answer, not served as the first.
-		checkParamsAnswer(t, "stdio", c, id, exchange(paramsBody(id, c)), c.method != "initialize" && !strings.HasPrefix(c.method, "resources/"))
+		m := exchange(paramsBody(id, c))
+		if c.method == "initialize" && c.want == "" {
+			// A session is initialized once: a second initialize, whose
+			// params are well formed, is refused as out of order.
+			e, _ := m["error"].(map[string]any)
+			data, _ := e["data"].(map[string]any)
+			if msg, _ := e["message"].(string); m["id"] != id || e["code"] != float64(-32600) || data["code"] != "X_MCP_INVALID_REQUEST" || !strings.Contains(msg, `duplicate "initialize"`) {
+				t.Errorf("stdio: a second initialize %s: %v", c.params, m)
+			}
+			continue
+		}
+		checkParamsAnswer(t, "stdio", c, id, m, c.method != "initialize" && !strings.HasPrefix(c.method, "resources/"))
 	}
 	_ = client.Close()
 	select {

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -103,7 +105,13 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	data, err := jsonrpc.EncodeMessage(msg)
+	var data []byte
+	var err error
+	if r, ok := msg.(*jsonrpc.Response); ok && uncoded(r) {
+		data, err = json.Marshal(c.coded(r))
+	} else {
+		data, err = jsonrpc.EncodeMessage(msg)
+	}
 	if err != nil {
 		return fmt.Errorf("encoding a message: %w", err)
 	}
@@ -112,6 +120,44 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		c.track(r.ID, -1)
 	}
 	return err
+}
+
+// uncoded reports whether r answers with an error the SDK made of its
+// own, with no JSON-RPC code (it writes 0, which JSON-RPC gives no
+// meaning) nor the data every refusal carries.
+func uncoded(r *jsonrpc.Response) bool {
+	if r.Error == nil {
+		return false
+	}
+	var wire *jsonrpc.Error
+	return !errors.As(r.Error, &wire) || wire.Code == 0
+}
+
+// sessionOrder holds what the SDK's errors say of a request out of the
+// session's order: one before the initialize handshake ended, a second
+// initialize.
+var sessionOrder = []string{"during session initialization", `duplicate "initialize"`, `duplicate "notifications/initialized"`}
+
+// coded is the answer to r, uncoded: a request out of the session's
+// order is the client's invalid request (-32600 X_MCP_INVALID_REQUEST,
+// the SDK's words kept); any other error is an internal one, its text
+// for the host log only, as HTTP answers a failure of the SDK's.
+func (c *lineConn) coded(r *jsonrpc.Response) *rpcerror.Response {
+	id, err := json.Marshal(r.ID.Raw())
+	if err != nil || !r.ID.IsValid() {
+		id = nil
+	}
+	text := r.Error.Error()
+	for _, s := range sessionOrder {
+		if strings.Contains(text, s) {
+			return rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, text+": send initialize once, then notifications/initialized, before any other request", 0)
+		}
+	}
+	correlation := uuid.NewString()
+	c.log.Error("the MCP SDK failed a request", "error", text, "correlation_id", correlation)
+	answer := rpcerror.New(id, rpcerror.CodeInternalError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0)
+	answer.Error.Data.CorrelationID = correlation
+	return answer
 }
 
 // track counts a call read (+1) or answered (-1), signalling an answer.

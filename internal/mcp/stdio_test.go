@@ -171,3 +171,45 @@ func TestStdioAnswersEveryCallBeforeTheInputEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestStdioRefusesOutOfOrderWithACode: over stdio, a request before the
+// initialize handshake and a second initialize are refused -32600
+// X_MCP_INVALID_REQUEST with the data every refusal carries, where the SDK
+// answered code 0, which JSON-RPC gives no meaning; the session serves on.
+func TestStdioRefusesOutOfOrderWithACode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t)
+	initialize := `{"jsonrpc":"2.0","id":%q,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":"early","method":"tools/list"}`,
+		fmt.Sprintf(initialize, "first"),
+		fmt.Sprintf(initialize, "again"),
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"after","method":"tools/list"}`,
+	}, "\n") + "\n"
+	var out lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = s.ServeLines(ctx, agent("support"), nil, io.NopCloser(strings.NewReader(in)), &out)
+	answers := map[string]map[string]any{}
+	for line := range strings.Lines(out.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		answers[fmt.Sprint(m["id"])] = m
+	}
+	for _, id := range []string{"early", "again"} {
+		e, _ := answers[id]["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if e["code"] != float64(-32600) || data["code"] != "X_MCP_INVALID_REQUEST" || data["fix"] == "" {
+			t.Errorf("%s: %v", id, answers[id])
+		}
+	}
+	for _, id := range []string{"first", "after"} {
+		if answers[id]["result"] == nil {
+			t.Errorf("%s: %v", id, answers[id])
+		}
+	}
+}
