@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -100,20 +101,9 @@ func TestApprovalIsItsRequestersOfItsIssuer(t *testing.T) {
 	if own.Status != engine.StatusApprovalPending || own.ApprovalID == nil || own.ApprovalID.String() == id {
 		t.Fatalf("the namesake's identical call: %s %v, want an approval of its own", own.Status, own.ApprovalID)
 	}
-	issuers := map[string]string{}
-	rows, err := b.admin.Query(ctx, "SELECT id::text, requested_issuer FROM orangerail.approvals WHERE tenant_id = 'acme'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatal(err)
-		}
-		issuers[k] = v
-	}
-	if rows.Err() != nil || len(issuers) != 2 || issuers[id] != owner.Issuer || issuers[own.ApprovalID.String()] != namesake.Issuer {
-		t.Fatalf("stored issuers %v (%v)", issuers, rows.Err())
+	stored := issuers(t, b.admin, "SELECT id::text, requested_issuer FROM orangerail.approvals WHERE tenant_id = 'acme'")
+	if want := map[string]string{id: owner.Issuer, own.ApprovalID.String(): namesake.Issuer}; !maps.Equal(stored, want) {
+		t.Fatalf("stored issuers %v, want %v", stored, want)
 	}
 
 	v, err := e.ShowApproval(ctx, "acme", id)

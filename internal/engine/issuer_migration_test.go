@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
@@ -75,26 +77,10 @@ func TestMigrationFillsInRequesterIssuers(t *testing.T) {
 			}
 			membership("GRANT orangerail_runtime TO %s")
 
-			issuers := map[string]string{}
-			rows, err := b.admin.Query(ctx, "SELECT id::text, requested_issuer FROM orangerail.approvals UNION ALL SELECT key, issuer FROM orangerail.idempotency_keys")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var k, v string
-				if err := rows.Scan(&k, &v); err != nil {
-					t.Fatal(err)
-				}
-				issuers[k] = v
-			}
-			wantIssuers := map[string]string{staged.ApprovalID.String(): caller.Issuer, plain.ApprovalID.String(): "", "k-1": caller.Issuer}
-			if rows.Err() != nil || len(issuers) != len(wantIssuers) {
-				t.Fatalf("filled in %v (%v), want %v", issuers, rows.Err(), wantIssuers)
-			}
-			for k, v := range wantIssuers {
-				if issuers[k] != v {
-					t.Fatalf("filled in %v, want %v", issuers, wantIssuers)
-				}
+			got := issuers(t, b.admin, "SELECT id::text, requested_issuer FROM orangerail.approvals UNION ALL SELECT key, issuer FROM orangerail.idempotency_keys")
+			want := map[string]string{staged.ApprovalID.String(): caller.Issuer, plain.ApprovalID.String(): "", "k-1": caller.Issuer}
+			if !maps.Equal(got, want) {
+				t.Fatalf("filled in %v, want %v", got, want)
 			}
 			// The requester still reads its approval, and its retry is
 			// answered with its filed result.
@@ -107,4 +93,21 @@ func TestMigrationFillsInRequesterIssuers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// issuers reads sql's rows, two text columns each, as a map: what is
+// filed, and the issuer it is filed under.
+func issuers(t *testing.T, pool *pgxpool.Pool, sql string) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	var k, v string
+	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
