@@ -70,7 +70,6 @@ func (c *Caller) HasRole(roles ...string) bool {
 	return slices.ContainsFunc(roles, func(r string) bool { return slices.Contains(c.Roles, r) })
 }
 
-// actor is the caller as an audit record names it.
 // owns reports whether caller staged a: the same subject of the same
 // issuer (a subject is unique only within its issuer).
 func (c *Caller) owns(a *store.Approval) bool {
@@ -78,6 +77,7 @@ func (c *Caller) owns(a *store.Approval) bool {
 	return a.RequestedBy == act.Subject && a.RequestedIssuer == act.Issuer
 }
 
+// actor is the caller as an audit record names it.
 func (c *Caller) actor() Actor {
 	return Actor{Subject: cmp.Or(c.Subject, "anonymous"), Kind: cmp.Or(c.Kind, ActorAgent), Issuer: c.Issuer}
 }
