@@ -147,14 +147,15 @@ func TestActionsBindEveryParameter(t *testing.T) {
 }
 
 // TestUnreadablePartsFailClosed: a part the loader cannot read — a
-// parameter's $ref, or a property's in a component the body reaches —
-// is a fatal finding of each operation that uses it (the parameter, the
+// parameter's $ref, or a property's in a component the body reaches; a
+// parameter (the operation's or its path's), a body or a response whose
+// $ref chain breaks past its first hop or cycles — is a fatal finding of each operation that uses it (the parameter, the
 // property's schema, is missing, not defaulted), until a person accepts
 // it.
 func TestUnreadablePartsFailClosed(t *testing.T) {
 	const name = "synthetic-problems.yaml"
 	m := compile(t, name, "svc", nil)
-	for _, tool := range []string{"listPets", "createPet"} {
+	for _, tool := range []string{"listPets", "createPet", "listItems", "deleteAllItems", "createTransfer", "getLoop", "getReceipt"} {
 		tp := m.Tool(tool)
 		if tp == nil || tp.Status.Value != policy.StatusFailsClosed ||
 			!slices.ContainsFunc(tp.Unresolved, func(u policy.Unresolved) bool {

@@ -70,10 +70,13 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 			t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedRenamed, Field: "name", Source: []string{op.Source}, Detail: names[i].note})
 		}
 		uses := sourcesOf(op)
+		// The parameters its path declares for every operation of it.
+		shared := op.Source[:strings.LastIndexByte(op.Source, '/')+1] + "parameters/"
 		for _, p := range doc.Problems {
 			// A part of the operation, or of a component it reaches (a
-			// schema a $ref names, which left a property with no schema).
-			if strings.HasPrefix(p.Source, op.Source+"/") || p.Source == op.Source || uses[p.Source] {
+			// schema a $ref names, which left a property with no schema),
+			// or a parameter of its path's.
+			if strings.HasPrefix(p.Source, op.Source+"/") || p.Source == op.Source || uses[p.Source] || strings.HasPrefix(p.Source, shared) {
 				t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{p.Source}, Detail: p.Message,
 					Fatal: true, Acceptable: true})
 			}

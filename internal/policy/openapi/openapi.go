@@ -292,28 +292,36 @@ func (l *loader) target(from loc, ref string) (loc, error) {
 // a request body, a path item, a scheme), through a chain of them, to the
 // object itself and its place.
 func (l *loader) follow(at loc, v any) (loc, map[string]any, bool) {
+	// A failure is the place's where the chain began, whatever hop it
+	// failed at: that place is the operation's (or a part it uses), so the
+	// operation that drops the part fails closed; the hop is named.
+	start := at
+	failed := func(format string, args ...any) (loc, map[string]any, bool) {
+		msg := fmt.Sprintf(format, args...)
+		if at != start {
+			msg += " (at " + l.source(at) + ", reached through $ref)"
+		}
+		l.problem(start, "%s", msg)
+		return start, nil, false
+	}
 	for hops := 0; ; hops++ {
 		m, ok := v.(map[string]any)
 		if !ok {
-			l.problem(at, "expected an object")
-			return at, nil, false
+			return failed("expected an object")
 		}
 		ref, isRef := m["$ref"].(string)
 		if !isRef {
 			return at, m, true
 		}
 		if hops == 32 {
-			l.problem(at, "$ref chains more than 32 times (a cycle?)")
-			return at, nil, false
+			return failed("$ref chains more than 32 times (a cycle?)")
 		}
 		next, err := l.target(at, ref)
 		if err != nil {
-			l.problem(at, "%v", err)
-			return at, nil, false
+			return failed("%v", err)
 		}
 		if v, err = l.get(next); err != nil {
-			l.problem(at, "%s", nothing(ref, err))
-			return at, nil, false
+			return failed("%s", nothing(ref, err))
 		}
 		at = next
 	}
