@@ -227,12 +227,23 @@ func TestUpstreamAuth(t *testing.T) {
 		{"      a: {type: bearer, token_url: \"https://id.example.com/token\"}\n", at + "a"},
 		{"      a: {type: bearer, in: header}\n", at + "a"},
 		{"      a: {type: digest}\n", at + "a.type"},
+		// Two schemes whose credential variable is one: a header's key
+		// would be placed in a query.
+		{"      AdminKey: {type: api_key, in: header, name: X-Admin}\n      adminkey: {type: api_key, in: query, name: admin}\n", at + "adminkey"},
 	} {
 		_, err := Parse([]byte(withAuth(tt.auth)))
 		ps, ok := errors.AsType[Problems](err)
 		if !ok || len(ps) != 1 || ps[0].Path != tt.path {
 			t.Errorf("%q: %v, want one problem at %s", tt.auth, err, tt.path)
 		}
+	}
+	// Two upstreams whose schemes' credential variable is one: the key
+	// of one would go to the other's host.
+	twoUpstreams := strings.Replace(withAuth("      key_x: {type: api_key, in: header, name: X-Key}\n"), "actions:\n",
+		"  carrier_key:\n    base_url: https://elsewhere.example.net/\n    auth:\n      x: {type: api_key, in: header, name: X-Key}\nactions:\n", 1)
+	_, err = Parse([]byte(twoUpstreams))
+	if ps, ok := errors.AsType[Problems](err); !ok || len(ps) != 1 || ps[0].Path != "upstreams.carrier_key.auth.x" || !strings.Contains(ps[0].Message, "CARRIER_KEY_X_CREDENTIAL") {
+		t.Errorf("two upstreams sharing a credential variable: %v", err)
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(schemaJSON, &schema); err != nil {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -196,6 +197,23 @@ type emitter struct {
 	idempotencyHeader string
 }
 
+// authKey is the name an actions file gives a scheme in its upstream's
+// auth, which takes a letter, then letters, digits and _: the document's
+// name with every other character as _, which reads the credential from
+// the same variable (ontology.CredentialEnv). "" when no such name can be
+// made: the name does not begin with a letter, or is longer than 63.
+func authKey(name string) string {
+	if name == "" || utf8.RuneCountInString(name) > 63 || !(name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z') {
+		return ""
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+}
+
 // upstream is the upstream's declaration: its URL and the credentials of
 // the schemes the written actions present.
 func (e *emitter) upstream() map[string]any {
@@ -226,7 +244,7 @@ func (e *emitter) upstream() map[string]any {
 				a["scopes"] = scopes
 			}
 		}
-		auth[s.Name] = a
+		auth[authKey(s.Name)] = a
 	}
 	if len(auth) > 0 {
 		u["auth"] = auth
@@ -441,7 +459,7 @@ func (e *emitter) present(t *ToolPolicy) []string {
 			continue
 		}
 		e.schemes[s.Scheme] = true
-		out = append(out, s.Scheme)
+		out = append(out, authKey(s.Scheme))
 	}
 	return out
 }

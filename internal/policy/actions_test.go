@@ -198,3 +198,44 @@ func TestDeepInputsAreNotWritten(t *testing.T) {
 		t.Fatalf("written %v, skipped %+v", out.Written, out.Skipped)
 	}
 }
+
+// TestSchemeNamesAnActionsFileCanHold: a scheme whose name an upstream's
+// auth cannot take as it is (Bearer-Auth) is written under a name that
+// reads the same credential variable the manifest names; two schemes that
+// share one variable (AdminKey, adminkey), and one whose name cannot begin
+// an auth name (9lives), are not placed — nothing is sent for them, never
+// one's credential where the other's goes — and the file config check
+// reads has none of them.
+func TestSchemeNamesAnActionsFileCanHold(t *testing.T) {
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "synthetic-scheme-names.yaml"
+	m := compile(t, name, "svc", nil)
+	envs := map[string]string{}
+	for _, s := range m.Schemes {
+		placed := s.Placement != "" && s.Auth != ""
+		if placed != (s.Name == "Bearer-Auth") {
+			t.Errorf("scheme %s: placement %q (%s)", s.Name, s.Placement, s.Rule)
+		}
+		envs[s.Name] = s.Env
+	}
+	for _, tool := range []string{"getB", "getC", "getD"} {
+		if tp := m.Tool(tool); tp == nil || !slices.ContainsFunc(tp.Unresolved, func(u policy.Unresolved) bool { return u.Kind == policy.UnresolvedUnplaceableScheme }) {
+			t.Errorf("%s: no unplaceable_scheme finding: %+v", tool, tp)
+		}
+	}
+	out, err := policy.Emit(m, load(t, name).Doc, all, policy.EmitOptions{Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(out.YAML)
+	if err != nil {
+		t.Fatalf("config check refuses the written file: %v\n%s", err, out.YAML)
+	}
+	slots := cfg.CredentialSlots()
+	if len(slots) != 1 || slots[0].Env != envs["Bearer-Auth"] {
+		t.Fatalf("the written file reads %+v, want Bearer-Auth's one credential from %s", slots, envs["Bearer-Auth"])
+	}
+}

@@ -53,8 +53,26 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 		Schemes: []SchemePolicy{}, Tools: []ToolPolicy{}, Requirements: requirements(), Problems: []Problem{},
 	}
 	placed := map[string]SchemePolicy{}
+	byEnv := map[string][]string{}
 	for _, name := range slices.Sorted(maps.Keys(doc.Schemes)) {
 		p := placeScheme(opts.Service, doc.Schemes[name])
+		placed[name] = p
+		byEnv[p.Env] = append(byEnv[p.Env], name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Schemes)) {
+		p := placed[name]
+		switch others := slices.DeleteFunc(slices.Clone(byEnv[p.Env]), func(n string) bool { return n == name }); {
+		case p.Placement == "":
+		case authKey(name) == "":
+			p.Placement, p.Auth = "", ""
+			p.Rule = fmt.Sprintf("the scheme's name %q cannot name an upstream's credential (it must begin with a letter and be at most 63 characters long): nothing is sent", name)
+		case len(others) > 0:
+			// Two schemes whose credential variable is one (AdminKey and
+			// adminkey, Bearer-Auth and Bearer_Auth): either would be sent
+			// where the other goes.
+			p.Placement, p.Auth = "", ""
+			p.Rule = fmt.Sprintf("its credential variable %s is also that of scheme %s: the two cannot be told apart, so neither is sent", p.Env, strings.Join(others, ", "))
+		}
 		placed[name] = p
 		m.Schemes = append(m.Schemes, p)
 	}
