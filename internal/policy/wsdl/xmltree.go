@@ -25,7 +25,7 @@ const (
 type node struct {
 	name     xml.Name
 	attrs    []xml.Attr
-	ns       map[string]string // prefix ("" for the default) → namespace URI
+	ns       *nsScope // the namespace declarations in scope on it
 	children []*node
 	text     strings.Builder
 }
@@ -65,7 +65,7 @@ func (dc *decoder) parse(data []byte) (*node, error) {
 				return nil, fmt.Errorf("%w: more than %d elements", ErrTooLarge, maxNodes)
 			}
 			n := &node{name: t.Name, attrs: t.Attr}
-			var parentNS map[string]string
+			var parentNS *nsScope
 			if len(stack) > 0 {
 				parentNS = stack[len(stack)-1].ns
 			}
@@ -94,10 +94,30 @@ func (dc *decoder) parse(data []byte) (*node, error) {
 	return root, nil
 }
 
-// scope returns the namespace declarations in force on an element: its
-// parent's, with its own xmlns attributes over them. The parent's map is
-// shared when the element declares nothing.
-func scope(parent map[string]string, attrs []xml.Attr) map[string]string {
+// nsScope is the namespace declarations in force on an element: its own
+// xmlns attributes (prefix, "" for the default, → namespace URI), over its
+// parent's. Each element keeps only its own: copying the parent's map into
+// every element that declares one made a 400 KB file of many prefixes,
+// redeclared on each of many elements, hold gigabytes.
+type nsScope struct {
+	parent *nsScope
+	own    map[string]string
+}
+
+// lookup returns the namespace prefix is bound to, the nearest
+// declaration first.
+func (s *nsScope) lookup(prefix string) (string, bool) {
+	for ; s != nil; s = s.parent {
+		if uri, ok := s.own[prefix]; ok {
+			return uri, true
+		}
+	}
+	return "", false
+}
+
+// scope returns the declarations in force on an element whose attributes
+// are attrs, within parent's: parent itself when it declares none.
+func scope(parent *nsScope, attrs []xml.Attr) *nsScope {
 	var own map[string]string
 	for _, a := range attrs {
 		var prefix string
@@ -110,17 +130,14 @@ func scope(parent map[string]string, attrs []xml.Attr) map[string]string {
 			continue
 		}
 		if own == nil {
-			own = make(map[string]string, len(parent)+1)
-			for k, v := range parent {
-				own[k] = v
-			}
+			own = map[string]string{}
 		}
 		own[prefix] = a.Value
 	}
 	if own == nil {
 		return parent
 	}
-	return own
+	return &nsScope{parent: parent, own: own}
 }
 
 // charsetReader accepts the encodings besides UTF-8 that a WSDL
@@ -197,12 +214,13 @@ func (n *node) qname(v string) (xml.Name, bool) {
 	v = strings.TrimSpace(v)
 	prefix, local, found := strings.Cut(v, ":")
 	if !found {
-		return xml.Name{Space: n.ns[""], Local: v}, v != ""
+		space, _ := n.ns.lookup("")
+		return xml.Name{Space: space, Local: v}, v != ""
 	}
 	if prefix == "xml" {
 		return xml.Name{Space: "http://www.w3.org/XML/1998/namespace", Local: local}, true
 	}
-	space, ok := n.ns[prefix]
+	space, ok := n.ns.lookup(prefix)
 	return xml.Name{Space: space, Local: local}, ok && local != ""
 }
 
