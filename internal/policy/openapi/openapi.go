@@ -192,6 +192,13 @@ func (l *loader) readFile(name string) (any, error) {
 	if l.fsys == nil {
 		return nil, errors.New("no directory to read it from")
 	}
+	// Judged before it is opened: opening a FIFO waits for a writer,
+	// which never comes.
+	if info, err := fs.Stat(l.fsys, name); err != nil {
+		return nil, err
+	} else if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
 	f, err := l.fsys.Open(name)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -1143,5 +1144,34 @@ func TestRefCycles(t *testing.T) {
 	}
 	if len(problems) != 2 {
 		t.Errorf("problems %q: want the two cycles only, not the recursive Node", problems)
+	}
+}
+
+// TestSpecialFileIsNotOpened: a $ref naming a FIFO beside the document is
+// a problem at its place, read without opening the FIFO, where opening it
+// waited for a writer for ever.
+func TestSpecialFileIsNotOpened(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	doc := []byte(`{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {"/a": {"get": {"operationId": "a",
+		"parameters": [{"$ref": "pipe.yaml#/P"}], "responses": {"204": {"description": "none"}}}}}}`)
+	done := make(chan *apidoc.Document, 1)
+	go func() {
+		d, err := openapi.Parse(doc, "api.json", os.DirFS(dir))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- d
+	}()
+	select {
+	case d := <-done:
+		if got := problemsAt(d, "/paths/~1a/get/parameters/0"); d != nil && (len(got) != 1 || !strings.Contains(got[0], "not a regular file")) {
+			t.Errorf("problems %+v", d.Problems)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the $ref to a FIFO is still being read")
 	}
 }

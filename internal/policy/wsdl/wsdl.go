@@ -394,6 +394,13 @@ func (l *loader) readImport(loc, from string, depth int, src string) (*node, str
 
 // readRooted reads a file inside root, refusing one beyond maxFileBytes.
 func readRooted(root *os.Root, rel string) ([]byte, error) {
+	// Judged before it is opened: opening a FIFO waits for a writer,
+	// which never comes; a device never ends.
+	if info, err := root.Stat(rel); err != nil {
+		return nil, err
+	} else if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", rel)
+	}
 	f, err := root.Open(rel)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -704,5 +705,36 @@ func TestNamespaceScopes(t *testing.T) {
 	// read in scopes of their own; a copy per element is some 800 MB.
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 		t.Fatalf("reading %d bytes allocated %d MB", b.Len(), alloc>>20)
+	}
+}
+
+// TestSpecialFileIsNotOpened: an import naming a FIFO beside the file is
+// a problem, read without opening it, where opening it waited for a
+// writer for ever.
+func TestSpecialFileIsNotOpened(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.xsd"), 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	wsdl := `<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" targetNamespace="urn:x"><import namespace="urn:y" location="pipe.xsd"/></definitions>`
+	if err := os.WriteFile(filepath.Join(dir, "service.wsdl"), []byte(wsdl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *apidoc.Document, 1)
+	go func() {
+		doc, err := Load(filepath.Join(dir, "service.wsdl"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- doc
+	}()
+	select {
+	case doc := <-done:
+		if doc != nil && !problem(doc, "{urn:x}import:urn:y", "pipe.xsd is not a regular file") {
+			t.Errorf("problems %v", doc.Problems)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the import of a FIFO is still being read")
 	}
 }
