@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -63,6 +65,9 @@ func newPolicyCompileCmd() *cobra.Command {
 			if actionsPath == "" && len(selectors) > 0 {
 				return errcode.New(errcode.PolicySelectorInvalid, "--include picks what --actions writes: pass --actions FILE too", nil)
 			}
+			if err := distinctFiles(map[string]string{"the description": args[0], "-o": manifestPath, "--actions": actionsPath}); err != nil {
+				return err
+			}
 			f, err := readSpec(args[0])
 			if err != nil {
 				return err
@@ -93,20 +98,27 @@ func newPolicyCompileCmd() *cobra.Command {
 					return err
 				}
 			}
-			// Written only once everything compiled: a failure leaves no
-			// half-written pair behind.
-			if manifestPath == "" || manifestPath == "-" {
+			// Written only once everything compiled, and the two files
+			// together: one that cannot be written leaves the other as it
+			// was, never a new manifest beside an old actions file.
+			var files []output
+			toStdout := manifestPath == "" || manifestPath == "-"
+			if !toStdout {
+				files = append(files, output{manifestPath, data})
+			}
+			if emitted != nil {
+				files = append(files, output{actionsPath, emitted.YAML})
+			}
+			if err := writeFiles(files...); err != nil {
+				return err
+			}
+			if toStdout {
 				if _, err := cmd.OutOrStdout().Write(data); err != nil {
 					return err
 				}
-			} else if err := writeFile(manifestPath, data); err != nil {
-				return err
 			}
 			summarize(cmd.ErrOrStderr(), m, manifestPath)
 			if emitted != nil {
-				if err := writeFile(actionsPath, emitted.YAML); err != nil {
-					return err
-				}
 				w := cmd.ErrOrStderr()
 				fmt.Fprintf(w, "%s: %d action(s) written: %s\n", actionsPath, len(emitted.Written), strings.Join(emitted.Written, ", "))
 				for _, s := range emitted.Skipped {
@@ -196,46 +208,128 @@ func summarize(w io.Writer, m *policy.Manifest, path string) {
 	}
 }
 
-// writeFile writes data to path through a temporary file beside it, so a
-// reader never sees half a file. A symbolic link is written through, to
-// the file it names, and stays a link; a path that is no regular file (a
-// device or a pipe: -o /dev/null, /dev/stdout) is written to as it is —
-// renamed over, as root, /dev/null itself became a regular file, and every
-// later writer to it on the machine failed.
-func writeFile(path string, data []byte) error {
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		path = resolved
-	}
-	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0) //nolint:gosec // G304: the output the operator named
+// output is a file a command writes, and what it holds.
+type output struct {
+	path string
+	data []byte
+}
+
+// writeFile writes data to path as writeFiles does.
+func writeFile(path string, data []byte) error { return writeFiles(output{path, data}) }
+
+// writeFiles writes each file through a temporary file beside it, so a
+// reader never sees half a file, and puts them in place only once every
+// one is written: a file that cannot be written (its directory missing,
+// or a directory in its place) leaves the others as they were. A symbolic
+// link is written through, to the file it names, and stays a link; a path
+// that is no regular file (a device or a pipe: -o /dev/null, /dev/stdout)
+// is written to as it is, last — renamed over, as root, /dev/null itself
+// became a regular file, and every later writer to it on the machine
+// failed.
+func writeFiles(files ...output) error {
+	var temps, places []string
+	var special []output
+	defer func() {
+		for _, t := range temps {
+			os.Remove(t) //nolint:errcheck,gosec // gone after the rename; removed on failure
+		}
+	}()
+	for _, f := range files {
+		path := f.path
+		if resolved, err := filepath.EvalSymlinks(path); err == nil {
+			path = resolved
+		}
+		if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+			if info.IsDir() {
+				return &fs.PathError{Op: "write", Path: f.path, Err: syscall.EISDIR}
+			}
+			special = append(special, output{path, f.data})
+			continue
+		}
+		tmp, err := stage(path, f.data)
+		if tmp != "" {
+			temps = append(temps, tmp)
+		}
 		if err != nil {
 			return err
 		}
-		if _, err := f.Write(data); err != nil {
-			f.Close() //nolint:errcheck,gosec // the write's error is the one reported
+		places = append(places, path)
+	}
+	for i, tmp := range temps {
+		if err := os.Rename(tmp, places[i]); err != nil {
 			return err
 		}
-		return f.Close()
 	}
+	for _, f := range special {
+		if err := writeSpecial(f.path, f.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stage writes data to a temporary file beside path, returning its name
+// (also when the write failed, for its removal).
+func stage(path string, data []byte) (string, error) {
 	if err := os.MkdirAll(dirOf(path), 0o750); err != nil {
-		return err
+		return "", err
 	}
 	tmp, err := os.CreateTemp(dirOf(path), ".orangerail-*")
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename; removed on failure
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close() //nolint:errcheck,gosec // the write's error is the one reported
-		return err
+		return tmp.Name(), err
 	}
 	if err := tmp.Close(); err != nil {
+		return tmp.Name(), err
+	}
+	return tmp.Name(), os.Chmod(tmp.Name(), 0o644) //nolint:gosec // G302: a manifest and a config are for review, not secret
+}
+
+// writeSpecial writes data to a device or a pipe, as it is.
+func writeSpecial(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0) //nolint:gosec // G304: the output the operator named
+	if err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { //nolint:gosec // G302: a manifest and a config are for review, not secret
+	if _, err := f.Write(data); err != nil {
+		f.Close() //nolint:errcheck,gosec // the write's error is the one reported
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return f.Close()
+}
+
+// distinctFiles refuses (X_USAGE) two of the files a command reads and
+// writes, named by their flags, that are one file — the same path, or two
+// names of one existing file — so that no output replaces the input or
+// another output. "" and "-" (standard output) name no file.
+func distinctFiles(files map[string]string) error {
+	flags := slices.Sorted(maps.Keys(files))
+	for i, a := range flags {
+		for _, b := range flags[i+1:] {
+			if sameFile(files[a], files[b]) {
+				return errcode.New(errcode.Usage, fmt.Sprintf("%s and %s both name %s: name a file of its own for each", a, b, files[a]), nil)
+			}
+		}
+	}
+	return nil
+}
+
+// sameFile reports whether a and b name one file.
+func sameFile(a, b string) bool {
+	if a == "" || a == "-" || b == "" || b == "-" {
+		return false
+	}
+	if absA, err := filepath.Abs(a); err == nil {
+		if absB, err := filepath.Abs(b); err == nil && absA == absB {
+			return true
+		}
+	}
+	ia, errA := os.Stat(a)
+	ib, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
 func dirOf(path string) string {

@@ -135,6 +135,14 @@ func TestPolicyRefusals(t *testing.T) {
 		{"explain of a manifest that contradicts itself", []string{"policy", "explain", "getLabel", "--manifest", bad}, errcode.PolicyManifestInvalid},
 		{"explain of no tool", []string{"policy", "explain", "deleteEverything", "--manifest", good}, errcode.PolicyToolUnknown},
 		{"diff of a broken manifest", []string{"policy", "diff", good, garbage}, errcode.PolicyManifestInvalid},
+		// One file for two roles: the actions file would replace the
+		// manifest, an output the description.
+		{"-o and --actions one file", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", out, "--include", "*"}, errcode.Usage},
+		{"-o and --actions one file, spelled apart", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", filepath.Join(dir, ".", "m.json"), "--include", "*"}, errcode.Usage},
+		{"-o the description", []string{"policy", "compile", noServer, "--service", "x", "-o", noServer}, errcode.Usage},
+		{"--actions the description", []string{"policy", "compile", noServer, "--service", "x", "-o", out, "--actions", noServer, "--include", "*"}, errcode.Usage},
+		// The manifest is not written when the actions file cannot be.
+		{"--actions a directory", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", dir, "--include", "*"}, errcode.FileUnusable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,6 +157,19 @@ func TestPolicyRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+	if got := mustRead(t, noServer); !strings.HasPrefix(got, "openapi: 3.0.0\n") {
+		t.Fatalf("the description was replaced: %.80s", got)
+	}
+	// An existing manifest is left as it was when the actions file beside
+	// it cannot be written: never a new manifest beside an old actions
+	// file.
+	if code, _, stderr := cli(t, "policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--accept", "createLabel=a person looked"); code != exitOK {
+		t.Fatal(stderr)
+	}
+	before := mustRead(t, out)
+	if code, _, stderr := cli(t, "policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", dir, "--include", "*"); code != exitError || mustRead(t, out) != before {
+		t.Fatalf("exit %d (%s); the manifest changed: %v", code, stderr, mustRead(t, out) != before)
 	}
 	// A reason for a tool with nothing to accept is said to go unrecorded,
 	// not dropped without a word.
