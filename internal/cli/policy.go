@@ -332,6 +332,25 @@ func sameFile(a, b string) bool {
 	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
+// readBounded reads the file at path, refusing one longer than limit
+// bytes past it unread (a device such as /dev/zero, a pipe that never
+// ends).
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path) //nolint:gosec // G304: the file the operator named
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is longer than %d MiB, more than any manifest", path, limit>>20)
+	}
+	return data, nil
+}
+
 func dirOf(path string) string {
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
 		return path[:i+1]
@@ -341,7 +360,7 @@ func dirOf(path string) string {
 
 // readManifest reads a manifest file, classifying its failure.
 func readManifest(path string) (*policy.Manifest, error) {
-	data, err := os.ReadFile(path) //nolint:gosec // G304: the manifest the operator named
+	data, err := readBounded(path, policy.MaxManifestBytes)
 	if err != nil {
 		return nil, errcode.New(errcode.PolicyManifestInvalid, err.Error(), err)
 	}

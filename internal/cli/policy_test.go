@@ -132,6 +132,9 @@ func TestPolicyRefusals(t *testing.T) {
 		{"a base URL off loopback over http", []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", out, "--actions", filepath.Join(dir, "a.yaml"), "--include", "*", "--base-url", "http://api.example.com"}, errcode.PolicyBaseURLMissing},
 		{"explain of no manifest", []string{"policy", "explain", "createLabel", "--manifest", filepath.Join(dir, "none.json")}, errcode.PolicyManifestInvalid},
 		{"explain of a description", []string{"policy", "explain", "createLabel", "--manifest", carrierSpec}, errcode.PolicyManifestInvalid},
+		// Read within a bound: a device never ends.
+		{"explain of /dev/zero", []string{"policy", "explain", "createLabel", "--manifest", "/dev/zero"}, errcode.PolicyManifestInvalid},
+		{"diff of /dev/zero", []string{"policy", "diff", good, "/dev/zero"}, errcode.PolicyManifestInvalid},
 		{"explain of a manifest that contradicts itself", []string{"policy", "explain", "getLabel", "--manifest", bad}, errcode.PolicyManifestInvalid},
 		{"explain of no tool", []string{"policy", "explain", "deleteEverything", "--manifest", good}, errcode.PolicyToolUnknown},
 		{"diff of a broken manifest", []string{"policy", "diff", good, garbage}, errcode.PolicyManifestInvalid},

@@ -15,6 +15,12 @@ import (
 // ErrManifest is a file that is not a manifest this version reads.
 var ErrManifest = errors.New("not an orangerail policy manifest")
 
+// MaxManifestBytes bounds a manifest read back: one is at most some one
+// and a half times its description's size (Discord's 1.2 MB gives 1.6 MB),
+// and a description at most apispec.MaxBytes (64 MiB); the bound keeps a
+// device (/dev/zero) or an endless pipe from filling memory.
+const MaxManifestBytes = 128 << 20
+
 // ReadManifest reads a manifest's bytes: JSON of ManifestFormat that its
 // JSON Schema (ManifestSchema) accepts, so that a hand-edited manifest
 // whose values contradict each other is refused, not explained.
