@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -83,6 +85,15 @@ func shapeProblems(instance any) Problems {
 	var problems Problems
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
+		// A key that is no name its mapping takes is reported at the key:
+		// the causes judge the name alone, an instance with no location.
+		if name, ok := e.ErrorKind.(*kind.PropertyNames); ok {
+			at := fieldPath(append(mappingOf(instance, e.InstanceLocation, name.Property), name.Property))
+			for _, leaf := range leaves(e) {
+				problems = append(problems, Problem{Path: at, Message: "the key " + leaf.ErrorKind.LocalizedString(english)})
+			}
+			return
+		}
 		if len(e.Causes) == 0 {
 			// An unknown key is reported at the key itself, not its parent.
 			if extra, ok := e.ErrorKind.(*kind.AdditionalProperties); ok {
@@ -100,4 +111,58 @@ func shapeProblems(instance any) Problems {
 	}
 	walk(verr)
 	return problems.sorted()
+}
+
+// leaves returns the errors at the ends of e's causes, e itself when it
+// has none.
+func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(e.Causes) == 0 {
+		return []*jsonschema.ValidationError{e}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range e.Causes {
+		out = append(out, leaves(c)...)
+	}
+	return out
+}
+
+// mappingOf returns where in instance the mapping holding key is: of the
+// mappings holding it at loc's depth, the one that agrees with loc on the
+// most leading parts. jsonschema's location of a propertyNames error
+// shares its slice with later siblings', which overwrite its last parts
+// (upstreams.carrier.auth read as upstreams.carrier.base_url).
+func mappingOf(instance any, loc []string, key string) []string {
+	var best []string
+	bestAgree := -1
+	var walk func(v any, path []string)
+	walk = func(v any, path []string) {
+		m, ok := v.(map[string]any)
+		if len(path) == len(loc) {
+			if _, holds := m[key]; ok && holds {
+				agree := 0
+				for agree < len(path) && path[agree] == loc[agree] {
+					agree++
+				}
+				if agree > bestAgree {
+					best, bestAgree = slices.Clone(path), agree
+				}
+			}
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				walk(v[k], append(path, k))
+			}
+		case []any:
+			for i, item := range v {
+				walk(item, append(path, strconv.Itoa(i)))
+			}
+		}
+	}
+	walk(instance, nil)
+	if best == nil {
+		return slices.Clone(loc)
+	}
+	return best
 }

@@ -227,6 +227,8 @@ func TestUpstreamAuth(t *testing.T) {
 		{"      a: {type: bearer, token_url: \"https://id.example.com/token\"}\n", at + "a"},
 		{"      a: {type: bearer, in: header}\n", at + "a"},
 		{"      a: {type: digest}\n", at + "a.type"},
+		// A scheme's name its mapping does not take is reported at it.
+		{"      Bearer-Auth: {type: bearer}\n", at + "Bearer-Auth"},
 		// Two schemes whose credential variable is one: a header's key
 		// would be placed in a query.
 		{"      AdminKey: {type: api_key, in: header, name: X-Admin}\n      adminkey: {type: api_key, in: query, name: admin}\n", at + "adminkey"},
