@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/orangerail/orangerail/internal/store"
+	"github.com/orangerail/orangerail/internal/yamldoc"
 )
 
 // schemaJSON is the JSON Schema of the config file. Load checks every file
@@ -898,8 +899,11 @@ func Load(path string) (*Config, error) {
 // every rule the schema cannot say (tool names, references, input schemas,
 // CEL preconditions, SQL parameters). On any problem it returns Problems.
 func Parse(data []byte) (*Config, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	doc, err := yamldoc.Decode(data)
+	if errors.Is(err, yamldoc.ErrMoreDocuments) {
+		return nil, Problems{{Path: "", Message: err.Error()}}
+	}
+	if err != nil {
 		return nil, Problems{{Path: "", Message: "not valid YAML: " + err.Error()}}
 	}
 	if len(doc.Content) == 0 {

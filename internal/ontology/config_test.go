@@ -243,6 +243,14 @@ func TestUnreadableConfigs(t *testing.T) {
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !os.IsNotExist(err) {
 		t.Errorf("Load of a missing file = %v", err)
 	}
+	// A second document is refused, not dropped: its actions would not
+	// be served, without a word.
+	if _, err := Parse([]byte(base + "---\nactions: {x: {description: d}}\n")); err == nil || !strings.Contains(err.Error(), "more than one YAML document") {
+		t.Errorf("a config of two documents: %v", err)
+	}
+	if _, err := Parse([]byte(base + "---\n")); err != nil {
+		t.Errorf("a config closed by ---: %v", err)
+	}
 }
 
 func add(s string) func(string) string { return func(b string) string { return b + s } }

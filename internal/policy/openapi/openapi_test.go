@@ -689,6 +689,17 @@ func TestYAMLFeatures(t *testing.T) {
 	}
 }
 
+// TestSecondDocumentIsRefused: a description of two YAML documents is
+// refused, not read as its first: the operations of the second would
+// vanish.
+func TestSecondDocumentIsRefused(t *testing.T) {
+	t.Parallel()
+	doc := "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n---\npaths:\n  /x: {get: {operationId: x, responses: {'200': {description: ok}}}}\n"
+	if _, err := openapi.Parse([]byte(doc), "two.yaml", nil); !errors.Is(err, openapi.ErrUnreadable) || !strings.Contains(err.Error(), "more than one YAML document") {
+		t.Fatalf("two documents: %v", err)
+	}
+}
+
 // TestAliasBomb: a billion laughs fails fast with the size error and
 // never builds the expansion.
 func TestAliasBomb(t *testing.T) {

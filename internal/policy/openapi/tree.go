@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/orangerail/orangerail/internal/yamldoc"
 )
 
 // decode reads a JSON or YAML document into plain values: map[string]any,
@@ -100,8 +102,11 @@ func jsonRepeatedKey(data []byte) error {
 }
 
 func decodeYAML(data []byte) (any, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	root, err := yamldoc.Decode(data)
+	if errors.Is(err, yamldoc.ErrMoreDocuments) {
+		return nil, err
+	}
+	if err != nil {
 		return nil, fmt.Errorf("neither JSON nor YAML: %w", err)
 	}
 	if root.Kind == 0 {
