@@ -698,11 +698,14 @@ func WriteError(w http.ResponseWriter, status int, code errcode.Code, msg string
 	writeError(w, status, ErrorDetail{Code: code, Message: msg})
 }
 
-// writeError answers with d, its fix the code's.
+// writeError answers with d, its fix the code's. No cache keeps it: a
+// refusal is of one request, by one caller (a 404 cached would hide the
+// approval once it exists; a 401 is of a token).
 func writeError(w http.ResponseWriter, status int, d ErrorDetail) {
 	entry, _ := errcode.Explain(string(d.Code))
 	d.Fix = entry.Fix
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(ErrorBody{Error: d})
 }

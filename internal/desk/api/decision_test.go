@@ -459,6 +459,10 @@ func TestDecisionAPI(t *testing.T) {
 
 	c.covered(t)
 	for name, a := range refusals {
+		// A refusal is of one request by one caller: no cache keeps it.
+		if got := a.header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s: Cache-Control %q", name, got)
+		}
 		var body any
 		if err := json.Unmarshal(a.body, &body); err != nil {
 			t.Fatal(err)
