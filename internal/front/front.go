@@ -274,9 +274,10 @@ func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]by
 	// the prefix holds it, names the request refused.
 	body, err := io.ReadAll(http.MaxBytesReader(raw, r.Body, p.MaxBodyBytes))
 	// A route answering in JSON-RPC says so in MCP's codes; one answering
-	// plain errors (the approvals API) in its own.
+	// plain errors (the approvals API) or refusing its own way (the
+	// desk's pages) in the request codes they share.
 	tooLargeCode, unreadableCode := errcode.MCPBodyTooLarge, errcode.MCPInvalidRequest
-	if p.PlainErrors {
+	if p.PlainErrors || p.Refuse != nil {
 		tooLargeCode, unreadableCode = errcode.RequestTooLarge, errcode.RequestInvalid
 	}
 	var tooLarge *http.MaxBytesError

@@ -421,7 +421,7 @@ func TestContentSecurityPolicy(t *testing.T) {
 	big := ada.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"approve"},
 		"note": {strings.Repeat("n", 100<<10)}}, nil)
 	if big.status != http.StatusRequestEntityTooLarge || big.header.Get("Content-Security-Policy") != web.ContentSecurityPolicy ||
-		!strings.HasPrefix(big.header.Get("Content-Type"), "text/html") || !strings.Contains(big.body, string(errcode.MCPBodyTooLarge)) ||
+		!strings.HasPrefix(big.header.Get("Content-Type"), "text/html") || !strings.Contains(big.body, string(errcode.RequestTooLarge)) ||
 		!strings.Contains(big.body, "Shorten the note") {
 		t.Errorf("a body over the bound: %d %v\n%s", big.status, big.header, big.body)
 	}

@@ -150,8 +150,8 @@ func (d *Desk) Refuse(w http.ResponseWriter, r *http.Request, x front.Refusal) {
 	d.setHeaders(w)
 	p := refusalPage(nil, x.Code, x.Message)
 	switch {
-	case x.Code == errcode.MCPBodyTooLarge:
-		// The code's fix speaks of MCP messages; the desk's bound is its own.
+	case x.Code == errcode.RequestTooLarge:
+		// The code's fix speaks of the API's JSON too; a person sent a form.
 		p.Error, p.Fix = "The form is larger than the desk takes.", "Shorten the note and send the decision again."
 	case x.CorrelationID != "":
 		p.Fix = "Try again shortly. If it persists, give the operator this correlation id: " + x.CorrelationID + "."
