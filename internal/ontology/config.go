@@ -595,14 +595,54 @@ func (l Limits) Timeouts() (lock, statement time.Duration) {
 // Duration is a time.Duration written as Go writes one ("24h", "90m").
 type Duration time.Duration
 
-// UnmarshalYAML parses a duration string.
+// UnmarshalYAML parses a duration string. The schema admits only its
+// form; one too long to hold (99999999999h) fails here, at its node.
 func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
 	v, err := time.ParseDuration(node.Value)
 	if err != nil {
-		return err
+		return &nodeError{node: node, msg: fmt.Sprintf("%q is not a duration this server holds (at most some 2562047h)", node.Value)}
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// nodeError is a value the schema admits that does not decode, and the
+// node it is at, which Parse names the path of.
+type nodeError struct {
+	node *yaml.Node
+	msg  string
+}
+
+func (e *nodeError) Error() string { return e.msg }
+
+// nodePath returns the path of target in the tree under n (a document's
+// root mapping's keys, then each key or index below), and whether it is
+// there.
+func nodePath(n, target *yaml.Node, path []string) ([]string, bool) {
+	if n == target {
+		return path, true
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if p, ok := nodePath(c, target, path); ok {
+				return p, true
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if p, ok := nodePath(n.Content[i+1], target, append(path, n.Content[i].Value)); ok {
+				return p, true
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if p, ok := nodePath(c, target, append(path, strconv.Itoa(i))); ok {
+				return p, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // ReadAccessKind says who may read an object.
@@ -918,7 +958,12 @@ func Parse(data []byte) (*Config, error) {
 	}
 	cfg := &Config{}
 	if err := doc.Decode(cfg); err != nil {
-		// The schema admits only what decodes; this is a bug if reached.
+		// The schema admits only the forms that decode, not every value
+		// of them: one is refused at its place.
+		if ne, ok := errors.AsType[*nodeError](err); ok {
+			path, _ := nodePath(&doc, ne.node, nil)
+			return nil, Problems{{Path: fieldPath(path), Message: ne.msg}}
+		}
 		return nil, Problems{{Path: "", Message: err.Error()}}
 	}
 	cfg.withDefaults()

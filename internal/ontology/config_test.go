@@ -120,6 +120,8 @@ func TestBrokenConfigs(t *testing.T) {
 		{"unknown nested key", replace("    policy: {roles: [support]}", "    policy: {aproval: required}"), []string{"actions.cancel_order.policy.aproval"}}, //nolint:misspell // the typo is the test
 		{"bad preset", add("preset: yolo\n"), []string{"preset"}},
 		{"bad ttl", add("approvals: {ttl: soon}\n"), []string{"approvals.ttl"}},
+		{"a ttl of the form, too long to hold", add("approvals: {ttl: 99999999999h}\n"), []string{"approvals.ttl"}},
+		{"a clock skew too long to hold", add("identity: {oidc: {issuer: \"https://id.example.com\", audience: a, tenant_claim: org, clock_skew: 9999999999999s}}\n"), []string{"identity.oidc.clock_skew"}},
 		{"retention without sealing", add("approvals: {retention: 90d}\n"), []string{"approvals.retention"}},
 		{"retention not days", add("approvals: {seal_inputs: true, retention: 90days}\n"), []string{"approvals.retention"}},
 		{"retention negative", add("approvals: {seal_inputs: true, retention: -1h}\n"), []string{"approvals.retention"}},
