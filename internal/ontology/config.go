@@ -950,6 +950,10 @@ func Parse(data []byte) (*Config, error) {
 		return nil, Problems{{Path: "", Message: "the file is empty"}}
 	}
 	instance, err := jsonValue(&doc)
+	if ne, ok := errors.AsType[*nodeError](err); ok {
+		path, _ := nodePath(&doc, ne.node, nil)
+		return nil, Problems{{Path: fieldPath(path), Message: ne.msg}}
+	}
 	if err != nil {
 		return nil, Problems{{Path: "", Message: err.Error()}}
 	}
@@ -1000,6 +1004,9 @@ func (c *Config) fromEnvironment(getenv func(string) string) Problems {
 // jsonValue turns the YAML document into the value encoding/json would
 // decode from the same data, for the schema validator.
 func jsonValue(doc *yaml.Node) (any, error) {
+	if err := plainScalars(doc); err != nil {
+		return nil, err
+	}
 	var v any
 	if err := doc.Decode(&v); err != nil {
 		return nil, err
@@ -1009,6 +1016,29 @@ func jsonValue(doc *yaml.Node) (any, error) {
 		return nil, fmt.Errorf("the file must be a mapping with string keys: %w", err)
 	}
 	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+}
+
+// plainScalars makes the scalars of the tree under n what JSON holds,
+// before the tree is read as JSON: an unquoted date or time (YAML's
+// timestamp, which would read back as 2024-01-01T00:00:00Z) is its text;
+// a .nan or .inf, which no JSON number is, is refused at its node.
+func plainScalars(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!timestamp":
+			n.Tag = "!!str"
+		case "!!float":
+			if v := strings.ToLower(strings.TrimLeft(n.Value, "+-")); v == ".nan" || v == ".inf" {
+				return &nodeError{node: n, msg: fmt.Sprintf("%s is not a number a JSON value holds", n.Value)}
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if err := plainScalars(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Config) withDefaults() {

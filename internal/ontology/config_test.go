@@ -121,6 +121,8 @@ func TestBrokenConfigs(t *testing.T) {
 		{"bad preset", add("preset: yolo\n"), []string{"preset"}},
 		{"bad ttl", add("approvals: {ttl: soon}\n"), []string{"approvals.ttl"}},
 		{"a ttl of the form, too long to hold", add("approvals: {ttl: 99999999999h}\n"), []string{"approvals.ttl"}},
+		{"a NaN", replace("service: s\n", "service: .nan\n"), []string{"service"}},
+		{"an infinity", add("limits: {max_input_bytes: -.Inf}\n"), []string{"limits.max_input_bytes"}},
 		{"a clock skew too long to hold", add("identity: {oidc: {issuer: \"https://id.example.com\", audience: a, tenant_claim: org, clock_skew: 9999999999999s}}\n"), []string{"identity.oidc.clock_skew"}},
 		{"retention without sealing", add("approvals: {retention: 90d}\n"), []string{"approvals.retention"}},
 		{"retention not days", add("approvals: {seal_inputs: true, retention: 90days}\n"), []string{"approvals.retention"}},
@@ -244,6 +246,11 @@ func TestUnreadableConfigs(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !os.IsNotExist(err) {
 		t.Errorf("Load of a missing file = %v", err)
+	}
+	// An unquoted date is its text, as any other scalar the schema takes
+	// as a string, not the timestamp YAML reads it as.
+	if cfg, err := Parse([]byte(strings.Replace(base, "service: s\n", "service: 2024-01-01\n", 1))); err != nil || cfg.Service != "2024-01-01" {
+		t.Errorf("a service named as a date: %v", err)
 	}
 	// A second document is refused, not dropped: its actions would not
 	// be served, without a word.
