@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/scaffold"
 )
 
@@ -24,6 +25,12 @@ func newInitCmd() *cobra.Command {
 			"listed with the reason. `orangerail config check FILE --database-url URL` accepts the draft.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A name given is the operator's: refused when it is none, as
+			// policy compile refuses one, not silently made another. The
+			// database's name, the default, is made to fit.
+			if fit := scaffold.ServiceName(service); service != "" && fit != service {
+				return errcode.New(errcode.Usage, fmt.Sprintf("--service %q is not a service name: lower-case letters, digits and '-', at most 63 (say %q)", service, fit), nil)
+			}
 			data, err := scaffold.Generate(cmd.Context(), url, scaffold.Options{Tables: tables, Service: service})
 			if err != nil {
 				return err

@@ -73,3 +73,22 @@ func TestInitRefusesAnUnreachableDatabase(t *testing.T) {
 		t.Fatalf("stderr leaks the password: %s", stderr)
 	}
 }
+
+// TestInitRefusesAServiceNameThatIsNone: a --service the config's pattern
+// does not take is refused (X_USAGE, naming the one it would fit), as
+// policy compile refuses it, not written as another name without a word;
+// nothing is read or written.
+func TestInitRefusesAServiceNameThatIsNone(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "draft.yaml")
+	for _, name := range []string{"Bad Name", "orders_v2", "-x"} {
+		code, stdout, stderr := cli(t, "init", "--database-url", "postgres://127.0.0.1:1/x", "--service", name, "-o", out)
+		if code != exitError || stdout != "" {
+			t.Fatalf("%q: exit %d, stdout %q", name, code, stdout)
+		}
+		oneLine(t, stderr, "X_USAGE")
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%q: the draft was written", name)
+		}
+	}
+}
