@@ -339,12 +339,21 @@ func secretLike(name string) bool {
 	case "id", "ids", "count", "type", "kind", "at", "expires", "expiry", "version":
 		return false
 	}
-	for _, s := range []string{"password", "passwd", "secret", "apikey", "api_key", "private_key", "access_key", "credential"} {
+	for _, s := range []string{"apikey", "api_key", "private_key", "access_key"} {
 		if strings.Contains(n, s) {
 			return true
 		}
 	}
-	return slices.ContainsFunc(words, func(w string) bool { return w == "token" || w == "tokens" || w == "salt" || w == "pwd" })
+	// A word that is one of these nouns or ends on one (clientsecret,
+	// userpassword), not one that merely begins with it (secretary).
+	return slices.ContainsFunc(words, func(w string) bool {
+		for _, noun := range []string{"password", "passwd", "secret", "credential"} {
+			if strings.HasSuffix(strings.TrimSuffix(w, "s"), noun) {
+				return true
+			}
+		}
+		return w == "token" || w == "tokens" || w == "salt" || w == "pwd"
+	})
 }
 
 // nameWords splits a column's name into its words, lower-cased: at

@@ -102,7 +102,7 @@ func TestGenerate(t *testing.T) {
 		t.Fatalf("reviews: %+v", o)
 	}
 	// An enum status is filtered by; what holds a secret is no field.
-	if o := cfg.Objects["tickets"]; !slices.Equal(o.Fields, []string{"id", "org_id", "status", "token_id", "reset_token_expires_at"}) ||
+	if o := cfg.Objects["tickets"]; !slices.Equal(o.Fields, []string{"id", "org_id", "status", "token_id", "reset_token_expires_at", "secretary"}) ||
 		!slices.Equal(slices.Sorted(maps.Keys(o.List.Filters)), []string{"status"}) {
 		t.Fatalf("tickets: %+v", o)
 	}

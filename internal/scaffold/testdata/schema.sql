@@ -40,9 +40,11 @@ CREATE TABLE reviews (
 CREATE TABLE workspaces (workspace_id text PRIMARY KEY, name text);
 -- An enum status is filtered by as a text one is; columns whose names say
 -- they hold secrets are left out, those about one (token_id,
--- reset_token_expires_at) kept.
+-- reset_token_expires_at) kept, as is one a secret noun only begins
+-- (secretary).
 CREATE TYPE ticket_status AS ENUM ('open', 'closed');
 CREATE TABLE tickets (
   id bigint PRIMARY KEY, org_id text NOT NULL, status ticket_status NOT NULL, password_hash text,
-  "apiToken" text, api_token text, token_id bigint, reset_token_expires_at timestamptz, "clientSecret" text
+  "apiToken" text, api_token text, token_id bigint, reset_token_expires_at timestamptz, "clientSecret" text,
+  secretary text, usersecret text
 );
