@@ -180,6 +180,29 @@ func TestUnreadablePartsFailClosed(t *testing.T) {
 	}
 }
 
+// TestUnreadableWSDLPartsFailClosed: a WSDL's problem inside a schema
+// component the operation's body reaches — a group that contains itself,
+// a type derived from itself, a facet that is no count — is a fatal
+// finding of the operation, as an OpenAPI one's is: the part is missing
+// from its input, not defaulted.
+func TestUnreadableWSDLPartsFailClosed(t *testing.T) {
+	m := compile(t, "synthetic-wsdl-problems.wsdl", "svc", nil)
+	tp := m.Tool("Op")
+	if tp == nil || tp.Status.Value != policy.StatusFailsClosed {
+		t.Fatalf("Op: %+v", tp)
+	}
+	var found []string
+	for _, u := range tp.Unresolved {
+		if u.Kind == policy.UnresolvedDocument && u.Fatal {
+			found = append(found, u.Source...)
+		}
+	}
+	slices.Sort(found)
+	if want := []string{"{urn:t}complexType:Self/complexContent/extension", "{urn:t}group:H/sequence/group", "{urn:t}simpleType:Facet/restriction"}; !slices.Equal(found, want) {
+		t.Fatalf("Op's document problems %v, want %v", found, want)
+	}
+}
+
 // TestDeepInputsAreNotWritten: an operation whose input nests deeper than
 // an actions file can hold at a cost linear in it is skipped, saying so;
 // its neighbour is written.

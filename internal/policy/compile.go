@@ -94,7 +94,7 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 			// A part of the operation, or of a component it reaches (a
 			// schema a $ref names, which left a property with no schema),
 			// or a parameter of its path's.
-			if strings.HasPrefix(p.Source, op.Source+"/") || p.Source == op.Source || uses[p.Source] || strings.HasPrefix(p.Source, shared) {
+			if strings.HasPrefix(p.Source, op.Source+"/") || p.Source == op.Source || strings.HasPrefix(p.Source, shared) || reaches(uses, p.Source) {
 				t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{p.Source}, Detail: p.Message,
 					Fatal: true, Acceptable: true})
 			}
@@ -110,6 +110,34 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 	}
 	slices.SortFunc(m.Tools, func(a, b ToolPolicy) int { return strings.Compare(a.Name, b.Name) })
 	return m, nil
+}
+
+// reaches reports whether a problem at source is in a part of uses: one
+// of them, inside one (a facet of a type it uses), or, in a WSDL, inside
+// the schema component one is part of ({urn:t}group:H, whose element an
+// operation's body holds, for a problem at {urn:t}group:H/sequence/group):
+// a WSDL's problems are at the component's place, its parts' too.
+func reaches(uses map[string]bool, source string) bool {
+	for at := source; ; {
+		if uses[at] {
+			return true
+		}
+		i := strings.LastIndexByte(at, '/')
+		if i <= 0 {
+			break
+		}
+		at = at[:i]
+	}
+	component, _, wsdlPlace := strings.Cut(source, "/")
+	if !wsdlPlace || !strings.HasPrefix(source, "{") {
+		return false
+	}
+	for u := range uses {
+		if u == component || strings.HasPrefix(u, component+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // sourcesOf returns where every part op reaches is written: its
