@@ -373,9 +373,10 @@ func (l *loader) particle(s *apidoc.Schema, g *node, src, tns string, optional b
 	}
 }
 
-// localElement reads an element inside a model group: its property name,
-// its schema (an array when it repeats, nullable when nillable) and
-// whether it is required.
+// localElement reads an element inside a model group: its property name
+// ("" for one that is no part of the input: it has no name, or may not
+// appear, maxOccurs 0), its schema (an array when it repeats, nullable
+// when nillable) and whether it is required.
 func (l *loader) localElement(n *node, parent, tns string) (string, *apidoc.Schema, bool) {
 	var (
 		name   string
@@ -425,7 +426,14 @@ func (l *loader) localElement(n *node, parent, tns string) (string, *apidoc.Sche
 	}
 	minOccurs := strings.TrimSpace(n.attr("minOccurs"))
 	maxOccurs := strings.TrimSpace(n.attr("maxOccurs"))
-	if maxOccurs == "unbounded" || maxOccurs != "" && maxOccurs != "0" && maxOccurs != "1" {
+	if maxOccurs == "0" {
+		// The element may not appear: it is no part of the input.
+		return "", nil, false
+	}
+	if m, err := strconv.Atoi(maxOccurs); maxOccurs != "" && maxOccurs != "unbounded" && (err != nil || m < 0) {
+		l.problem(src, "maxOccurs %q is neither a count nor unbounded", maxOccurs)
+	}
+	if maxOccurs == "unbounded" || maxOccurs != "" && maxOccurs != "1" {
 		arr := &apidoc.Schema{Source: src, Types: []string{"array"}, Items: s}
 		if m, err := strconv.Atoi(maxOccurs); err == nil && m > 1 {
 			arr.MaxItems = &m

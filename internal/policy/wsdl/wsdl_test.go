@@ -738,3 +738,30 @@ func TestSpecialFileIsNotOpened(t *testing.T) {
 		t.Fatal("the import of a FIFO is still being read")
 	}
 }
+
+// TestOccurrences: an element that may not appear (maxOccurs 0) is no
+// property; one whose maxOccurs is neither a count nor unbounded is a
+// problem at it, read as a list.
+func TestOccurrences(t *testing.T) {
+	t.Parallel()
+	doc, err := Parse([]byte(`<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/" `+
+		`xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:tns="urn:o" targetNamespace="urn:o"><types><xs:schema targetNamespace="urn:o">`+
+		`<xs:element name="Req"><xs:complexType><xs:sequence><xs:element name="never" type="xs:string" maxOccurs="0"/>`+
+		`<xs:element name="odd" type="xs:string" maxOccurs="-1"/><xs:element name="two" type="xs:string" maxOccurs="2"/>`+
+		`</xs:sequence></xs:complexType></xs:element></xs:schema></types><message name="In"><part name="p" element="tns:Req"/></message>`+
+		`<portType name="P"><operation name="Op"><input message="tns:In"/></operation></portType>`+
+		`<binding name="B" type="tns:P"><soap:binding transport="http://schemas.xmlsoap.org/soap/http"/><operation name="Op"/></binding></definitions>`), "o.wsdl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := doc.Operations[0].Body.Schema
+	if got := names(s); !slices.Equal(got, []string{"odd", "two"}) {
+		t.Fatalf("properties %v", got)
+	}
+	if two := prop(t, s, "two"); two.MaxItems == nil || *two.MaxItems != 2 {
+		t.Errorf("two: %+v", two)
+	}
+	if !problem(doc, "{urn:o}element:Req/sequence/element:odd", `maxOccurs "-1"`) {
+		t.Errorf("problems %v", doc.Problems)
+	}
+}
