@@ -48,8 +48,8 @@ func TestPlainHTTPOnlyOnLoopback(t *testing.T) {
 		}
 	}
 	for _, server := range []string{"ftp://x", "https://user@x", "https://x?q=1", "x", "https://x/orangerail", "https://x#f"} {
-		if _, err := New(server, "t", Options{PlainHTTP: true}); code(err) != errcode.RequestInvalid {
-			t.Errorf("New(%q) = %v, want %s", server, err, errcode.RequestInvalid)
+		if _, err := New(server, "t", Options{PlainHTTP: true}); code(err) != errcode.Usage {
+			t.Errorf("New(%q) = %v, want %s", server, err, errcode.Usage)
 		}
 	}
 }
