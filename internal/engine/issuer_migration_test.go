@@ -56,7 +56,7 @@ func TestMigrationFillsInRequesterIssuers(t *testing.T) {
 					return
 				}
 				var owner string
-				if err := testdb.Pool(t, b.url).QueryRow(ctx, "SELECT current_user").Scan(&owner); err != nil {
+				if err := testdb.Pool(t, testdb.Direct(b.url)).QueryRow(ctx, "SELECT current_user").Scan(&owner); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := b.admin.Exec(ctx, fmt.Sprintf(sql, pgx.Identifier{owner}.Sanitize())); err != nil {
@@ -64,7 +64,7 @@ func TestMigrationFillsInRequesterIssuers(t *testing.T) {
 				}
 			}
 			membership("REVOKE orangerail_runtime FROM %s")
-			m, err := database.NewMigrator(ctx, b.url)
+			m, err := database.NewMigrator(ctx, testdb.Direct(b.url)) // migrations hold a session lock
 			if err != nil {
 				t.Fatal(err)
 			}
