@@ -174,7 +174,7 @@ func newApprovalsListCmd(f *approvalsFlags) *cobra.Command {
 			if limit < 1 || int(limit) > engine.MaxApprovalPage {
 				// As the API says of its limit: 0 read as "the default" there, and
 				// as "none" breaking glass.
-				return errcode.New(errcode.RequestInvalid, fmt.Sprintf("--limit must be a whole number 1 to %d", engine.MaxApprovalPage), nil)
+				return errcode.New(errcode.RequestInvalid, "--"+engine.PageLimitProblem, nil)
 			}
 			views, more, err := f.list(cmd.Context(), store.ApprovalStatus(status), limit)
 			if err != nil {

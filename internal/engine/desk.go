@@ -45,6 +45,10 @@ const (
 	MaxApprovalPage     = 200
 )
 
+// PageLimitProblem says what a page's limit must be, wherever it is
+// refused: by the engine, the approvals API's query and the command line.
+var PageLimitProblem = fmt.Sprintf("limit must be a whole number 1 to %d", MaxApprovalPage)
+
 // ApprovalPage is a page of approvals, newest first, and the cursor of
 // the next page ("" when this is the last).
 type ApprovalPage struct {
@@ -79,7 +83,7 @@ func (e *Engine) PageApprovals(ctx context.Context, caller *Caller, q ApprovalQu
 	case q.Limit == 0:
 		q.Limit = DefaultApprovalPage
 	case q.Limit < 1 || q.Limit > MaxApprovalPage:
-		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("limit must be 1 to %d", MaxApprovalPage), nil)
+		return nil, errcode.New(errcode.RequestInvalid, PageLimitProblem, nil)
 	}
 	params := &store.ApprovalPageParams{TenantID: caller.Tenant, Actions: e.DecidableActions(caller), Status: q.Status,
 		Action: q.Action, RequestedBy: q.RequestedBy, Limit: int32(q.Limit) + 1} //nolint:gosec // G115: bounded to MaxApprovalPage above
@@ -332,7 +336,7 @@ func (e *Engine) PageAudit(ctx context.Context, caller *Caller, q AuditQuery) (*
 	case q.Limit == 0:
 		q.Limit = DefaultApprovalPage
 	case q.Limit < 1 || q.Limit > MaxApprovalPage:
-		return nil, errcode.New(errcode.RequestInvalid, fmt.Sprintf("limit must be 1 to %d", MaxApprovalPage), nil)
+		return nil, errcode.New(errcode.RequestInvalid, PageLimitProblem, nil)
 	}
 	bound := q
 	bound.Cursor = ""

@@ -153,7 +153,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			a.fail(w, r, errcode.New(errcode.RequestInvalid, fmt.Sprintf("limit must be a whole number 1 to %d", engine.MaxApprovalPage), nil))
+			a.fail(w, r, errcode.New(errcode.RequestInvalid, engine.PageLimitProblem, nil))
 			return
 		}
 		query.Limit = n
@@ -335,7 +335,7 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n == 0 {
-			a.fail(w, r, errcode.New(errcode.RequestInvalid, fmt.Sprintf("limit must be a whole number 1 to %d", engine.MaxApprovalPage), nil))
+			a.fail(w, r, errcode.New(errcode.RequestInvalid, engine.PageLimitProblem, nil))
 			return
 		}
 		query.Limit = n

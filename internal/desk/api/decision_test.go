@@ -385,6 +385,14 @@ func TestDecisionAPI(t *testing.T) {
 		t.Fatalf("paged %v, want the pending %v", ids, pending)
 	}
 	refused("bad_cursor", get("/approvals?cursor=forged.x", bob), 400, "X_REQUEST_INVALID")
+	// A limit out of range is one refusal, said one way, whoever finds it
+	// (the query's parse, or the engine).
+	for _, limit := range []string{"0", "-1", "201", "x", "1.5"} {
+		a := get("/approvals?limit="+limit, bob)
+		if msg, _ := a.json(t)["error"].(map[string]any)["message"].(string); a.status != 400 || msg != engine.PageLimitProblem {
+			t.Errorf("limit=%s: %d %s", limit, a.status, a.body)
+		}
+	}
 
 	// A target that cannot be read now is said so, in orangerail's words.
 	if _, err := d.admin.Exec(ctx, "REVOKE SELECT ON orders FROM orangerail_runtime"); err != nil {
