@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -169,6 +170,9 @@ type Front struct {
 	loopback bool
 	// translators are http.translation_prefixes, longest first.
 	translators []netip.Prefix
+	// subtrees are the routes mounted for a path and everything under it
+	// ("/api/v1/"), which answer a path not written clean there.
+	subtrees []subtree
 
 	// over remembers, until its window ends, each failed-authentication
 	// bucket known to be past the limit: counts only grow within a window,
@@ -214,11 +218,54 @@ func (f *Front) Mount(pattern string, handler http.Handler, p Policy) {
 	case p.OneMessage && p.MaxBodyBytes <= 0:
 		panic("front: " + pattern + ": refusing batches needs a body cap")
 	}
-	f.mux.Handle(pattern, &route{f: f, p: p, next: handler})
+	rt := &route{f: f, p: p, next: handler}
+	f.mux.Handle(pattern, rt)
+	if _, path, _ := strings.Cut(" "+pattern, " /"); strings.HasSuffix(path, "/") {
+		f.subtrees = append(f.subtrees, subtree{prefix: "/" + path, route: rt})
+	}
 }
 
-// ServeHTTP implements http.Handler.
-func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
+// subtree is a route mounted for a path and everything under it.
+type subtree struct {
+	prefix string
+	route  *route
+}
+
+// ServeHTTP implements http.Handler. A path not written clean ("//", "."
+// or ".." in it) is answered by the subtree it is written under, which
+// refuses it (Unclean): ServeMux would redirect it to its clean form, which
+// names another resource, and a 307 has a client send a POST's body there
+// again, with no code to say why.
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if Unclean(r) && r.Method != http.MethodConnect {
+		var under *subtree
+		for i, t := range f.subtrees {
+			if strings.HasPrefix(r.URL.Path, t.prefix) && (under == nil || len(t.prefix) > len(under.prefix)) {
+				under = &f.subtrees[i]
+			}
+		}
+		if under != nil {
+			under.route.ServeHTTP(w, r)
+			return
+		}
+	}
+	f.mux.ServeHTTP(w, r)
+}
+
+// Unclean reports whether r's path is not written as ServeMux serves it
+// without a redirect: it holds an empty, "." or ".." element. A subtree's
+// handler refuses such a path as one it does not serve.
+func Unclean(r *http.Request) bool {
+	p := r.URL.Path
+	if p == "" || p[0] != '/' {
+		return true
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean != p
+}
 
 // route is one mounted handler and its policy.
 type route struct {

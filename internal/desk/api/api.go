@@ -109,6 +109,10 @@ func (a *API) Mount(f *front.Front) {
 	// are, in JSON with a code — not the mux's plain text — to a caller
 	// that presents a token.
 	f.Mount(Prefix+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if front.Unclean(r) {
+			front.WriteError(w, http.StatusNotFound, errcode.APIRouteUnknown, fmt.Sprintf("the approvals API has no path %q: paths are served as written, never cleaned", r.URL.Path))
+			return
+		}
 		if _, pattern := paths.Handler(r); pattern != "" {
 			w.Header().Set("Allow", method[pattern])
 			front.WriteError(w, http.StatusMethodNotAllowed, errcode.APIRouteUnknown, fmt.Sprintf("%s takes %s, not %s", pattern, method[pattern], r.Method))

@@ -385,6 +385,16 @@ func TestDecisionAPI(t *testing.T) {
 		t.Fatalf("paged %v, want the pending %v", ids, pending)
 	}
 	refused("bad_cursor", get("/approvals?cursor=forged.x", bob), 400, "X_REQUEST_INVALID")
+	// A path not written clean is refused as written, never redirected to
+	// the one it cleans to (a 307 has a client post the body there).
+	for _, c := range []struct{ method, path string }{
+		{http.MethodPost, "/approvals//decision"}, {http.MethodPost, "/approvals/x/../" + cancel + "/decision"},
+		{http.MethodGet, "/approvals/" + cancel + "/../" + cancel}, {http.MethodGet, "/approvals/."}, {http.MethodGet, "/approvals/.."},
+	} {
+		if a := d.do(c.method, "/api/v1"+c.path, frank, ""); a.status != http.StatusNotFound || a.code(t) != "X_API_ROUTE_UNKNOWN" {
+			t.Errorf("%s %s: %d %s", c.method, c.path, a.status, a.body)
+		}
+	}
 	// A limit out of range is one refusal, said one way, whoever finds it
 	// (the query's parse, or the engine).
 	for _, limit := range []string{"0", "-1", "201", "x", "1.5"} {

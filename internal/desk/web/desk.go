@@ -28,6 +28,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -185,6 +186,12 @@ func New(c Config) (*Desk, error) {
 // headers, and a POST from another site is refused before any handler.
 func (d *Desk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.setHeaders(w)
+	if front.Unclean(r) {
+		// Served as written, never redirected to a cleaned path, which
+		// names another page (a form posted to it again).
+		d.refuse(w, r, http.StatusNotFound, errcode.DeskPageUnknown, "The desk has no such page.")
+		return
+	}
 	d.crossing.Handler(d.mux).ServeHTTP(w, r)
 }
 

@@ -1006,6 +1006,11 @@ func TestUnknownPagesAreRefusedWithACode(t *testing.T) {
 		{http.MethodDelete, "/00000000-0000-0000-0000-000000000000", http.StatusMethodNotAllowed, http.MethodGet},
 		{http.MethodPut, "", http.StatusMethodNotAllowed, http.MethodGet},
 		{http.MethodGet, "/00000000-0000-0000-0000-000000000000/decision", http.StatusMethodNotAllowed, http.MethodPost},
+		// A path not written clean is refused as written, not redirected
+		// to the page it cleans to.
+		{http.MethodGet, "//00000000-0000-0000-0000-000000000000", http.StatusNotFound, ""},
+		{http.MethodPost, "/x/../00000000-0000-0000-0000-000000000000/decision", http.StatusNotFound, ""},
+		{http.MethodGet, "/./audit", http.StatusNotFound, ""},
 	} {
 		req, err := http.NewRequest(c.method, f.base+web.Path+c.path, nil)
 		if err != nil {
