@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
@@ -129,6 +130,17 @@ func refusedParams(body []byte, env rpcerror.Envelope) *rpcerror.Problem {
 	return paramsProblem(req.Method, req.IsCall(), req.Params)
 }
 
+// sdkFailed is the answer to the message of id that the SDK failed with
+// text, which goes to the host log only, under a correlation id the
+// answer names (attrs are the log line's further attributes).
+func sdkFailed(ctx context.Context, log *slog.Logger, id json.RawMessage, text string, attrs ...any) *rpcerror.Response {
+	correlation := uuid.NewString()
+	log.ErrorContext(ctx, "the MCP SDK failed a request", append(attrs, "error", text, "correlation_id", correlation)...)
+	answer := rpcerror.New(id, rpcerror.CodeInternalError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0)
+	answer.Error.Data.CorrelationID = correlation
+	return answer
+}
+
 // answerRefusal answers in JSON-RPC what the SDK refused with status and
 // the plain text sdkText.
 func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, body []byte, status int, sdkText string) {
@@ -136,10 +148,7 @@ func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, body []by
 	var answer *rpcerror.Response
 	switch {
 	case status >= http.StatusInternalServerError:
-		correlation := uuid.NewString()
-		s.log.ErrorContext(r.Context(), "the MCP SDK failed a request", "status", status, "error", sdkText, "correlation_id", correlation)
-		answer = rpcerror.New(id, rpcerror.CodeInternalError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0)
-		answer.Error.Data.CorrelationID = correlation
+		answer = sdkFailed(r.Context(), s.log, id, sdkText, "status", status)
 	case status == http.StatusForbidden:
 		// The SDK's localhost protection; behind the front, which refuses
 		// the same requests first, it never answers.

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -105,10 +104,11 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	resp, isResponse := msg.(*jsonrpc.Response)
 	var data []byte
 	var err error
-	if r, ok := msg.(*jsonrpc.Response); ok && uncoded(r) {
-		data, err = json.Marshal(c.coded(r))
+	if isResponse && uncoded(resp) {
+		data, err = json.Marshal(c.coded(resp))
 	} else {
 		data, err = jsonrpc.EncodeMessage(msg)
 	}
@@ -116,8 +116,8 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("encoding a message: %w", err)
 	}
 	err = c.writeLine(data)
-	if r, ok := msg.(*jsonrpc.Response); ok {
-		c.track(r.ID, -1)
+	if isResponse {
+		c.track(resp.ID, -1)
 	}
 	return err
 }
@@ -153,11 +153,7 @@ func (c *lineConn) coded(r *jsonrpc.Response) *rpcerror.Response {
 			return rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, text+": send initialize once, then notifications/initialized, before any other request", 0)
 		}
 	}
-	correlation := uuid.NewString()
-	c.log.Error("the MCP SDK failed a request", "error", text, "correlation_id", correlation)
-	answer := rpcerror.New(id, rpcerror.CodeInternalError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0)
-	answer.Error.Data.CorrelationID = correlation
-	return answer
+	return sdkFailed(context.Background(), c.log, id, text)
 }
 
 // track counts a call read (+1) or answered (-1), signalling an answer.

@@ -615,6 +615,16 @@ type nodeError struct {
 
 func (e *nodeError) Error() string { return e.msg }
 
+// valueProblems is err, of reading doc, as Problems: a nodeError at its
+// node's path, any other at none.
+func valueProblems(doc *yaml.Node, err error) Problems {
+	if ne, ok := errors.AsType[*nodeError](err); ok {
+		path, _ := nodePath(doc, ne.node, nil)
+		return Problems{{Path: fieldPath(path), Message: ne.msg}}
+	}
+	return Problems{{Path: "", Message: err.Error()}}
+}
+
 // nodePath returns the path of target in the tree under n (a document's
 // root mapping's keys, then each key or index below), and whether it is
 // there.
@@ -950,12 +960,8 @@ func Parse(data []byte) (*Config, error) {
 		return nil, Problems{{Path: "", Message: "the file is empty"}}
 	}
 	instance, err := jsonValue(&doc)
-	if ne, ok := errors.AsType[*nodeError](err); ok {
-		path, _ := nodePath(&doc, ne.node, nil)
-		return nil, Problems{{Path: fieldPath(path), Message: ne.msg}}
-	}
 	if err != nil {
-		return nil, Problems{{Path: "", Message: err.Error()}}
+		return nil, valueProblems(&doc, err)
 	}
 	if problems := shapeProblems(instance); len(problems) > 0 {
 		return nil, problems
@@ -964,11 +970,7 @@ func Parse(data []byte) (*Config, error) {
 	if err := doc.Decode(cfg); err != nil {
 		// The schema admits only the forms that decode, not every value
 		// of them: one is refused at its place.
-		if ne, ok := errors.AsType[*nodeError](err); ok {
-			path, _ := nodePath(&doc, ne.node, nil)
-			return nil, Problems{{Path: fieldPath(path), Message: ne.msg}}
-		}
-		return nil, Problems{{Path: "", Message: err.Error()}}
+		return nil, valueProblems(&doc, err)
 	}
 	cfg.withDefaults()
 	if problems := cfg.fromEnvironment(os.Getenv); len(problems) > 0 {

@@ -83,47 +83,34 @@ func shapeProblems(instance any) Problems {
 		return Problems{{Message: err.Error()}}
 	}
 	var problems Problems
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		// A key that is no name its mapping takes is reported at the key:
-		// the causes judge the name alone, an instance with no location.
+	// key, when set, is the path of a key its mapping does not take: the
+	// propertyNames error's causes judge the name alone, an instance with
+	// no location, and are reported at the key.
+	var walk func(e *jsonschema.ValidationError, key string)
+	walk = func(e *jsonschema.ValidationError, key string) {
 		if name, ok := e.ErrorKind.(*kind.PropertyNames); ok {
-			at := fieldPath(append(mappingOf(instance, e.InstanceLocation, name.Property), name.Property))
-			for _, leaf := range leaves(e) {
-				problems = append(problems, Problem{Path: at, Message: "the key " + leaf.ErrorKind.LocalizedString(english)})
-			}
-			return
+			key = fieldPath(append(mappingOf(instance, e.InstanceLocation, name.Property), name.Property))
 		}
 		if len(e.Causes) == 0 {
-			// An unknown key is reported at the key itself, not its parent.
-			if extra, ok := e.ErrorKind.(*kind.AdditionalProperties); ok {
-				for _, key := range extra.Properties {
-					problems = append(problems, Problem{Path: fieldPath(append(slices.Clone(e.InstanceLocation), key)), Message: "unknown key"})
+			switch extra, ok := e.ErrorKind.(*kind.AdditionalProperties); {
+			case key != "":
+				problems = append(problems, Problem{Path: key, Message: "the key " + e.ErrorKind.LocalizedString(english)})
+			case ok:
+				// An unknown key is reported at the key itself, not its parent.
+				for _, k := range extra.Properties {
+					problems = append(problems, Problem{Path: fieldPath(append(slices.Clone(e.InstanceLocation), k)), Message: "unknown key"})
 				}
-				return
+			default:
+				problems = append(problems, Problem{Path: fieldPath(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(english)})
 			}
-			problems = append(problems, Problem{Path: fieldPath(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(english)})
 			return
 		}
 		for _, c := range e.Causes {
-			walk(c)
+			walk(c, key)
 		}
 	}
-	walk(verr)
+	walk(verr, "")
 	return problems.sorted()
-}
-
-// leaves returns the errors at the ends of e's causes, e itself when it
-// has none.
-func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(e.Causes) == 0 {
-		return []*jsonschema.ValidationError{e}
-	}
-	var out []*jsonschema.ValidationError
-	for _, c := range e.Causes {
-		out = append(out, leaves(c)...)
-	}
-	return out
 }
 
 // mappingOf returns where in instance the mapping holding key is: of the

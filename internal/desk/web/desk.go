@@ -143,7 +143,7 @@ func New(c Config) (*Desk, error) {
 			// Files alone, each refused as a page when missing: the
 			// directory is no page, and the file server's 404 no refusal.
 			if info, err := fs.Stat(assets, r.PathValue("file")); err != nil || !info.Mode().IsRegular() {
-				d.refuse(w, r, http.StatusNotFound, errcode.DeskPageUnknown, "The desk has no such page.")
+				d.noPage(w, r)
 				return
 			}
 			files.ServeHTTP(w, r)
@@ -176,10 +176,15 @@ func New(c Config) (*Desk, error) {
 				return
 			}
 		}
-		d.refuse(w, r, http.StatusNotFound, errcode.DeskPageUnknown, "The desk has no such page.")
+		d.noPage(w, r)
 	})
 	d.mux = m
 	return d, nil
+}
+
+// noPage refuses a request for a page the desk does not have.
+func (d *Desk) noPage(w http.ResponseWriter, r *http.Request) {
+	d.refuse(w, r, http.StatusNotFound, errcode.DeskPageUnknown, "The desk has no such page.")
 }
 
 // ServeHTTP implements http.Handler: every answer carries the security
@@ -189,7 +194,7 @@ func (d *Desk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if front.Unclean(r) {
 		// Served as written, never redirected to a cleaned path, which
 		// names another page (a form posted to it again).
-		d.refuse(w, r, http.StatusNotFound, errcode.DeskPageUnknown, "The desk has no such page.")
+		d.noPage(w, r)
 		return
 	}
 	d.crossing.Handler(d.mux).ServeHTTP(w, r)
