@@ -522,16 +522,13 @@ func (c *Config) validateUpstreams(add func(path, format string, args ...any)) {
 	// spell it alike (pay_prod's key and pay's prod_key, AdminKey and
 	// adminkey) would send one upstream's credential to another's host,
 	// or place a header's key in a query.
-	slots := map[string]string{}
-	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
-		for _, scheme := range slices.Sorted(maps.Keys(c.Upstreams[name].Auth)) {
-			path, env := "upstreams."+name+".auth."+scheme, CredentialEnv(name, scheme)
-			if other, taken := slots[env]; taken {
-				add(path, "its credential is read from %s, as %s's is: rename one of them, so that each credential variable names one scheme of one upstream", env, other)
-				continue
-			}
-			slots[env] = path
+	taken := map[string]string{}
+	for _, slot := range c.CredentialSlots() {
+		if other, ok := taken[slot.Env]; ok {
+			add(slot.Path, "its credential is read from %s, as %s's is: rename one of them, so that each credential variable names one scheme of one upstream", slot.Env, other)
+			continue
 		}
+		taken[slot.Env] = slot.Path
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
 		u, path := c.Upstreams[name], "upstreams."+name
