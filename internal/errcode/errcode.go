@@ -38,6 +38,7 @@ const (
 	RequestInvalid            Code = "X_REQUEST_INVALID"
 	ApprovalsPath             Code = "X_APPROVALS_PATH"
 	APIRouteUnknown           Code = "X_API_ROUTE_UNKNOWN"
+	RouteUnknown              Code = "X_ROUTE_UNKNOWN"
 	RequestTooLarge           Code = "X_REQUEST_TOO_LARGE"
 	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
 	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
@@ -232,6 +233,8 @@ var table = []Entry{
 		"Send the decision alone (to the API, {\"decision\", \"digest\", \"note\"}), the note at most 4096 bytes.", ""},
 	{APIRouteUnknown, "The approvals API has no such path, or the path takes another method (the answer's Allow header names it).",
 		"Call a path with the method the API's OpenAPI document gives it: GET /api/v1/openapi.json.", ""},
+	{RouteUnknown, "The server serves no such path, or the path takes another method (the answer's Allow header names it); a path is served as written, never cleaned (no \"//\", \".\" or \"..\" in it).",
+		"Call a path the server serves, with its method: /mcp (MCP), /api/v1/… (the approvals API, its OpenAPI document at /api/v1/openapi.json), /approvals (the desk, where one is configured), /healthz, /readyz, and the OAuth metadata under /.well-known/.", ""},
 	{RequestInvalid, "The request to the approvals API or the desk is malformed: a query parameter, a form's field or the JSON body is not of the documented form (each problem is named).",
 		"Fix what the message names, and send it again (the approvals API's OpenAPI document is at /api/v1/openapi.json).", ""},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",

@@ -31,6 +31,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/identity"
@@ -173,6 +174,8 @@ type Front struct {
 	// subtrees are the routes mounted for a path and everything under it
 	// ("/api/v1/"), which answer a path not written clean there.
 	subtrees []subtree
+	// root refuses what no route serves (unknownRoute).
+	root *route
 
 	// over remembers, until its window ends, each failed-authentication
 	// bucket known to be past the limit: counts only grow within a window,
@@ -203,7 +206,41 @@ func New(c Config) *Front {
 		f.log = slog.Default()
 	}
 	_, f.loopback = ontology.LoopbackURL(c.Ontology.HTTP.Listen)
+	// Every path no other route serves, and every path not written clean
+	// outside the subtrees mounted later, is refused here.
+	f.root = &route{f: f, next: http.HandlerFunc(f.unknownRoute)}
+	f.mux.Handle("/", f.root)
 	return f
+}
+
+// unknownRoute answers a request no route serves in JSON with a code, as
+// every other refusal is answered — not ServeMux's plain text: 405 naming
+// in Allow the methods its path takes, else 404. A path not written clean
+// is refused as written.
+func (f *Front) unknownRoute(w http.ResponseWriter, r *http.Request) {
+	if Unclean(r) {
+		WriteError(w, http.StatusNotFound, errcode.RouteUnknown,
+			fmt.Sprintf("the server has no path %q: paths are served as written, never cleaned", display.Echo(r.URL.Path)))
+		return
+	}
+	if allow := f.allowedMethods(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteError(w, http.StatusMethodNotAllowed, errcode.RouteUnknown,
+			fmt.Sprintf("%s takes %s, not %s", display.Echo(r.URL.Path), strings.Join(allow, " or "), display.Echo(r.Method)))
+		return
+	}
+	WriteError(w, http.StatusNotFound, errcode.RouteUnknown, fmt.Sprintf("the server has no path %q", display.Echo(r.URL.Path)))
+}
+
+// allowedMethods returns the methods of which a route serves r's path.
+func (f *Front) allowedMethods(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		if _, pattern := f.mux.Handler(&http.Request{Method: m, Host: r.Host, URL: r.URL}); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // Mount serves handler at pattern (as http.ServeMux reads patterns) within
@@ -232,22 +269,21 @@ type subtree struct {
 }
 
 // ServeHTTP implements http.Handler. A path not written clean ("//", "."
-// or ".." in it) is answered by the subtree it is written under, which
-// refuses it (Unclean): ServeMux would redirect it to its clean form, which
-// names another resource, and a 307 has a client send a POST's body there
-// again, with no code to say why.
+// or ".." in it) is answered by the subtree it is written under, the
+// server's root (unknownRoute) if no other, which refuses it (Unclean):
+// ServeMux would redirect it to its clean form, which names another
+// resource, and a 307 has a client send a POST's body there again, with
+// no code to say why.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if Unclean(r) && r.Method != http.MethodConnect {
-		var under *subtree
-		for i, t := range f.subtrees {
-			if strings.HasPrefix(r.URL.Path, t.prefix) && (under == nil || len(t.prefix) > len(under.prefix)) {
-				under = &f.subtrees[i]
+		under := subtree{route: f.root}
+		for _, t := range f.subtrees {
+			if strings.HasPrefix(r.URL.Path, t.prefix) && len(t.prefix) > len(under.prefix) {
+				under = t
 			}
 		}
-		if under != nil {
-			under.route.ServeHTTP(w, r)
-			return
-		}
+		under.route.ServeHTTP(w, r)
+		return
 	}
 	f.mux.ServeHTTP(w, r)
 }

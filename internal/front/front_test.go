@@ -760,6 +760,56 @@ func TestPolicyIsPerRoute(t *testing.T) {
 	}
 }
 
+// TestUnknownRoutesAreCoded: a path no route serves, a method its path
+// does not take, and a path not written clean outside any subtree are
+// refused in JSON with a code and no cache — never ServeMux's plain text,
+// nor a redirect a client would follow with its body and its token.
+func TestUnknownRoutesAreCoded(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), nil)
+	token := f.token(t, "agent")
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{http.MethodGet, "/nowhere", http.StatusNotFound, ""},
+		{http.MethodPost, "/nowhere/else", http.StatusNotFound, ""},
+		{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{http.MethodDelete, "/readyz", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{http.MethodPut, front.MetadataPath(mcpPath), http.StatusMethodNotAllowed, "GET, HEAD"},
+		{http.MethodPost, "/" + mcpPath, http.StatusNotFound, ""},
+		{http.MethodPost, mcpPath + "/", http.StatusNotFound, ""},
+		{http.MethodPost, "/x/.." + mcpPath, http.StatusNotFound, ""},
+		{http.MethodPost, "/." + mcpPath, http.StatusNotFound, ""},
+		{http.MethodGet, "//healthz", http.StatusNotFound, ""},
+	} {
+		what := c.method + " " + c.path
+		resp, body := request(t, c.method, f.url+c.path, token, callGet, "Content-Type", "application/json")
+		var m front.ErrorBody
+		if err := json.Unmarshal(body, &m); err != nil || resp.StatusCode != c.status || m.Error.Code != errcode.RouteUnknown || m.Error.Fix == "" {
+			t.Errorf("%s: %d %s, want %d %s", what, resp.StatusCode, body, c.status, errcode.RouteUnknown)
+			continue
+		}
+		if got := resp.Header.Get("Allow"); got != c.allow {
+			t.Errorf("%s: Allow %q, want %q", what, got, c.allow)
+		}
+		if resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("Location") != "" {
+			t.Errorf("%s: %v", what, resp.Header)
+		}
+	}
+	if n := f.served.Load(); n != 0 {
+		t.Fatalf("the MCP endpoint served %d of the requests", n)
+	}
+	// The routes themselves are served as before.
+	if resp, body := request(t, http.MethodGet, f.url+"/healthz", "", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := post(t, f.url, token, callGet); resp.StatusCode != http.StatusOK || f.served.Load() != 1 {
+		t.Fatalf("POST %s: %d", mcpPath, resp.StatusCode)
+	}
+}
+
 // TestRefusalsAreEvents: every refusal is a RequestRefused event — the
 // host log's line is its subscriber — and every spent allowance a
 // RateRefused event naming whose it was.
