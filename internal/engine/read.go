@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -29,8 +30,13 @@ const (
 	ListLimitDefault = 25
 	// MaxInValues bounds the values of one `in` filter.
 	MaxInValues = 100
-	// MaxValueLength bounds a filter value or key, in bytes.
+	// MaxValueLength bounds a filter value or key, in characters (the
+	// decoded string's, a number's or a boolean's text): the maxLength
+	// every value's schema advertises.
 	MaxValueLength = 1024
+	// maxValueToken bounds a value's JSON text before it is decoded: a
+	// character is at most 12 bytes of it (a surrogate pair escaped).
+	maxValueToken = 12*MaxValueLength + 2
 )
 
 // sqlOps spells each filter operator in SQL.
@@ -358,8 +364,8 @@ func decodeObject(args json.RawMessage, dst *map[string]json.RawMessage) []Issue
 // parses into the column's own type.
 func scalarText(path string, v json.RawMessage) (string, *Issue) {
 	v = bytes.TrimSpace(v)
-	if len(v) > MaxValueLength {
-		return "", &Issue{Path: path, Message: fmt.Sprintf("longer than %d bytes", MaxValueLength)}
+	if len(v) > maxValueToken {
+		return "", tooLong(path)
 	}
 	switch {
 	case len(v) > 0 && v[0] == '"':
@@ -370,12 +376,14 @@ func scalarText(path string, v json.RawMessage) (string, *Issue) {
 		if strings.ContainsRune(s, 0) {
 			return "", &Issue{Path: path, Message: "contains a NUL character"}
 		}
-		if len(s) > MaxValueLength { // invalid UTF-8 decodes longer: each byte a U+FFFD
-			return "", &Issue{Path: path, Message: fmt.Sprintf("longer than %d bytes", MaxValueLength)}
+		if utf8.RuneCountInString(s) > MaxValueLength {
+			return "", tooLong(path)
 		}
 		return s, nil
 	case string(v) == "true" || string(v) == "false":
 		return string(v), nil
+	case len(v) > MaxValueLength:
+		return "", tooLong(path)
 	case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
 		if _, err := strconv.ParseFloat(string(v), 64); err != nil || !json.Valid(v) {
 			return "", &Issue{Path: path, Message: "not a valid number"}
@@ -383,6 +391,11 @@ func scalarText(path string, v json.RawMessage) (string, *Issue) {
 		return string(v), nil
 	}
 	return "", &Issue{Path: path, Message: "must be a string, number or boolean"}
+}
+
+// tooLong is the issue of a value at path longer than MaxValueLength.
+func tooLong(path string) *Issue {
+	return &Issue{Path: path, Message: fmt.Sprintf("longer than %d characters", MaxValueLength)}
 }
 
 // escapePointer escapes a JSON pointer token (RFC 6901).

@@ -139,6 +139,24 @@ func TestGet(t *testing.T) {
 		}
 	}
 
+	// A key is bounded in characters, as its schema says, however many
+	// bytes they take or their JSON escapes spell.
+	schemas, _ := b.engine.ReadSchemas("order")
+	if got := schemas.GetInput["properties"].(map[string]any)["id"].(map[string]any)["maxLength"]; got != engine.MaxValueLength {
+		t.Fatalf("the key's schema: maxLength %v, want %d", got, engine.MaxValueLength)
+	}
+	for _, key := range []string{strings.Repeat("é", engine.MaxValueLength), strings.Repeat(`\u00e9`, engine.MaxValueLength),
+		strings.Repeat(`\ud83d\ude00`, engine.MaxValueLength), strings.Repeat("x", engine.MaxValueLength)} {
+		if out := get(agent("acme"), "order", `{"id": "`+key+`"}`); out.Status != engine.StatusNotFound {
+			t.Errorf("a key of %d characters (%.12s…): %s %v", engine.MaxValueLength, key, out.Status, out.Issues)
+		}
+	}
+	for _, key := range []string{strings.Repeat("é", engine.MaxValueLength+1), strings.Repeat(`\u00e9`, engine.MaxValueLength+1)} {
+		if out := get(agent("acme"), "order", `{"id": "`+key+`"}`); out.Status != engine.StatusInvalidInput || len(out.Issues) != 1 || out.Issues[0].Path != "/id" {
+			t.Errorf("a key of %d characters (%.12s…): %s %v", engine.MaxValueLength+1, key, out.Status, out.Issues)
+		}
+	}
+
 	// Read access: a caller outside an object's audience is answered as
 	// for a tool that does not exist.
 	if out := get(anonymous, "order", `{"id": "o-1001"}`); out.Status != engine.StatusNotFound || out.Code != errcode.MCPToolUnknown {

@@ -79,8 +79,33 @@ func (e *Engine) column(object, field string) (ontology.Column, bool) {
 // valueSchema is the schema of a value an agent sends for an object's
 // field — a key or a filter's value — as the engine takes it. A field the
 // catalog does not describe, and a type the engine does not model, takes
-// any scalar, which Postgres then parses.
+// any scalar, which Postgres then parses. A value sent as a string is at
+// most MaxValueLength characters, the column's length if less.
 func (e *Engine) valueSchema(object, field string) map[string]any {
+	s := e.columnValueSchema(object, field)
+	switch t := s["type"].(type) {
+	case string:
+		if t != "string" {
+			return s
+		}
+	case []string:
+		if !slices.Contains(t, "string") {
+			return s
+		}
+	default:
+		return s
+	}
+	if _, ok := s["format"]; ok {
+		return s // a date, a time or a uuid: shorter by its form
+	}
+	if n, ok := s["maxLength"].(int); !ok || n > MaxValueLength {
+		s["maxLength"] = MaxValueLength
+	}
+	return s
+}
+
+// columnValueSchema is valueSchema without the bound on its strings.
+func (e *Engine) columnValueSchema(object, field string) map[string]any {
 	col, known := e.column(object, field)
 	if !known {
 		return scalarSchema()

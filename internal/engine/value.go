@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -47,8 +48,8 @@ func columnValue(col ontology.Column, path string, v json.RawMessage) (text stri
 		}
 		return text, n, nil
 	case ontology.ValueNumeric:
-		if len(text) > MaxValueLength {
-			return refuse("longer than %d bytes", MaxValueLength)
+		if utf8.RuneCountInString(text) > MaxValueLength {
+			return "", nil, tooLong(path)
 		}
 		if !isJSONNumber(text) {
 			return refuse("must be a number")

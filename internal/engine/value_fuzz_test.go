@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -37,7 +38,7 @@ func FuzzColumnValue(f *testing.F) {
 			}
 			return
 		}
-		if len(text) > MaxValueLength || strings.ContainsRune(text, 0) {
+		if utf8.RuneCountInString(text) > MaxValueLength || strings.ContainsRune(text, 0) {
 			t.Fatalf("%s accepted %q", col.Kind, text)
 		}
 		ok := false
