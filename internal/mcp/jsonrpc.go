@@ -33,9 +33,11 @@ func (s *Server) maxBodyBytes() int64 {
 
 // answerJSONRPC serves next, go-sdk's Streamable HTTP handler, so that a
 // client receives every refusal as a JSON-RPC error carrying its request's
-// id when the body held one. The SDK answers what it cannot take in plain
-// text with 400 (a body that is not JSON or not JSON-RPC, an unknown
-// method, a missing id, a missing Accept) or 403, 405, 413, 415; here:
+// id when the body held one, and a stable code in its data. The SDK
+// answers what it cannot take in plain text with 400 (a body that is not
+// JSON or not JSON-RPC, an unknown method, a missing id, a missing Accept)
+// or 403, 405, 413, 415, and some requests of protocol 2026-07-28 with a
+// JSON-RPC error of its own, without a stable code; here:
 //
 //   - a POSTed JSON body is read first: one too large is 413
 //     X_MCP_BODY_TOO_LARGE; one that is not JSON is -32700
@@ -49,7 +51,18 @@ func (s *Server) maxBodyBytes() int64 {
 //     instead, with the SDK's status, except that a request of a method the
 //     SDK does not know is -32601 X_MCP_METHOD_UNKNOWN answered 200, as any
 //     other JSON-RPC error to a request (a strict client reads the code
-//     only from a 2xx); the SDK's words are the message.
+//     only from a 2xx); the SDK's words are the message;
+//   - what the SDK refuses in JSON-RPC, to a request of protocol
+//     2026-07-28 — a header unlike the body (-32020
+//     X_MCP_HEADER_MISMATCH), a params._meta without the protocol version
+//     or client capabilities (-32602 X_MCP_INVALID_PARAMS), a protocol
+//     version it does not serve (-32022 X_MCP_INVALID_REQUEST, the
+//     versions supported and requested kept in the data), a method it
+//     does not serve (-32601 X_MCP_METHOD_UNKNOWN, 404 as that version
+//     asks) — is given the stable code of its JSON-RPC code, its code,
+//     words, id and status kept (answerJSONRefusal); one whose data names
+//     a stable code already, a tool's refusal, passes as written. A
+//     success or a stream passes unheld.
 //
 // Nothing the SDK refuses is let through, and nothing it takes is refused
 // but what rpcerror.Inspect refuses (what the SDK refuses too, and a number
@@ -99,9 +112,13 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 				return
 			}
 		}
-		caught := &plainRefusal{ResponseWriter: w}
+		caught := &refusal{ResponseWriter: w}
 		next.ServeHTTP(caught, r)
-		if caught.status != 0 {
+		switch {
+		case caught.status == 0:
+		case caught.json:
+			s.answerJSONRefusal(w, r, body, caught.status, caught.text.Bytes())
+		default:
 			s.answerRefusal(w, r, body, caught.status, strings.TrimSpace(caught.text.String()))
 		}
 	})
@@ -139,6 +156,49 @@ func sdkFailed(ctx context.Context, log *slog.Logger, id json.RawMessage, text s
 	answer := rpcerror.New(id, rpcerror.CodeInternalError, errcode.InternalError, "an unexpected internal error; the details are withheld", 0)
 	answer.Error.Data.CorrelationID = correlation
 	return answer
+}
+
+// answerJSONRefusal answers what the SDK refused with status and a
+// JSON-RPC error of its own, sdkAnswer. One whose data names a stable code
+// already — a tool's refusal, which protocol 2026-07-28 answers 400 — is
+// let through as written; any other is given the stable code of its
+// JSON-RPC code (codeOfRPC), its code, words, id and status kept, and the
+// supported and requested versions of an unsupported protocol version's
+// data, which a client negotiates by. One the SDK answers with a code
+// codeOfRPC does not hold, or with a 5xx, is answered as a plain refusal
+// in its words.
+func (s *Server) answerJSONRefusal(w http.ResponseWriter, r *http.Request, body []byte, status int, sdkAnswer []byte) {
+	var answer struct {
+		ID    json.RawMessage `json:"id"`
+		Error *struct {
+			Code    int64           `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(sdkAnswer, &answer) != nil || answer.Error == nil {
+		s.answerRefusal(w, r, body, status, clip(string(sdkAnswer)))
+		return
+	}
+	var data struct {
+		Code      string   `json:"code"`
+		Supported []string `json:"supported"`
+		Requested string   `json:"requested"`
+	}
+	_ = json.Unmarshal(answer.Error.Data, &data) // data of another shape, or none, names no code
+	if data.Code != "" {
+		w.WriteHeader(status)
+		_, _ = w.Write(sdkAnswer)
+		return
+	}
+	code, ok := codeOfRPC[answer.Error.Code]
+	if !ok || status >= http.StatusInternalServerError {
+		s.answerRefusal(w, r, body, status, clip(answer.Error.Message))
+		return
+	}
+	coded := rpcerror.New(answer.ID, int(answer.Error.Code), code, clip(answer.Error.Message), 0)
+	coded.Error.Data.Supported, coded.Error.Data.Requested = data.Supported, data.Requested
+	coded.Write(w, status)
 }
 
 // answerRefusal answers in JSON-RPC what the SDK refused with status and
@@ -239,35 +299,53 @@ type probeParams struct{ sdk.ParamsBase }
 
 type probeResult struct{ sdk.ResultBase }
 
-// plainRefusal passes an answer through, but holds back one that is a
-// refusal in plain text (http.Error's): its status and, up to a bound, its
-// text.
-type plainRefusal struct {
+// refusal passes an answer through, but holds back one that is a
+// refusal: in plain text (http.Error's), its status and, up to maxText,
+// its text; in JSON (a JSON-RPC error the SDK writes itself), its status
+// and the whole answer, to be read — the SDK wrote it in one piece from
+// memory, and it holds no more than the request's method, name and
+// headers. A success and a stream pass unheld.
+type refusal struct {
 	http.ResponseWriter
-	status  int // the refusal's, or 0
+	status  int  // the refusal's, or 0
+	json    bool // whether it is in JSON
 	started bool
 	text    bytes.Buffer
 }
 
-func (p *plainRefusal) WriteHeader(status int) {
+// maxText bounds the SDK's words a refusal answers with.
+const maxText = 1 << 10
+
+// clip is text within maxText.
+func clip(text string) string {
+	if len(text) <= maxText {
+		return text
+	}
+	return strings.ToValidUTF8(text[:maxText], "")
+}
+
+func (p *refusal) WriteHeader(status int) {
 	if p.started || p.status != 0 {
 		return
 	}
 	mediaType, _, _ := mime.ParseMediaType(p.Header().Get("Content-Type"))
-	if status >= http.StatusBadRequest && mediaType == "text/plain" {
-		p.status = status
+	if status >= http.StatusBadRequest && (mediaType == "text/plain" || mediaType == "application/json") {
+		p.status, p.json = status, mediaType == "application/json"
 		return
 	}
 	p.started = true
 	p.ResponseWriter.WriteHeader(status)
 }
 
-func (p *plainRefusal) Write(b []byte) (int, error) {
+func (p *refusal) Write(b []byte) (int, error) {
 	if !p.started && p.status == 0 {
 		p.WriteHeader(http.StatusOK)
 	}
-	if p.status != 0 {
-		const maxText = 1 << 10
+	switch {
+	case p.json:
+		p.text.Write(b)
+		return len(b), nil
+	case p.status != 0:
 		p.text.Write(b[:min(len(b), max(0, maxText-p.text.Len()))])
 		return len(b), nil
 	}
@@ -275,7 +353,7 @@ func (p *plainRefusal) Write(b []byte) (int, error) {
 }
 
 // Flush implements http.Flusher, for the SDK's streams.
-func (p *plainRefusal) Flush() {
+func (p *refusal) Flush() {
 	if p.status != 0 {
 		return
 	}
@@ -286,4 +364,4 @@ func (p *plainRefusal) Flush() {
 }
 
 // Unwrap gives http.ResponseController the writer beneath.
-func (p *plainRefusal) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+func (p *refusal) Unwrap() http.ResponseWriter { return p.ResponseWriter }

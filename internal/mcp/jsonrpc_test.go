@@ -2,11 +2,13 @@ package mcp_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +62,26 @@ func rawPost(t *testing.T, method, u, body string, header ...string) httpAnswer 
 	return a
 }
 
+// behindFront serves the orders example's MCP server behind the front, as
+// the app mounts it, at /mcp of the server it returns; the token "t" is a
+// support agent's.
+func behindFront(t *testing.T) (*mcp.Server, *ontology.Config, *httptest.Server) {
+	t.Helper()
+	b := setup(t)
+	s, _ := b.server(t)
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(byToken{"t": agent("support")}),
+		Limiter: front.NewMemoryLimiter(), Logger: quiet})
+	f.Mount("/mcp", s.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true})
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return s, cfg, srv
+}
+
 // TestGoldenJSONRPCOverHTTP: behind the front, as the app mounts it, every
 // answer to a message go-sdk cannot take is a JSON-RPC error
 // (application/json) carrying the request's id when one could be read —
@@ -73,18 +95,7 @@ func rawPost(t *testing.T, method, u, body string, header ...string) httpAnswer 
 // testdata/jsonrpc/http.
 func TestGoldenJSONRPCOverHTTP(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	s, _ := b.server(t)
-	cfg, err := ontology.Parse(orders.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := front.New(front.Config{Ontology: cfg, Authenticator: mcp.NewAuthenticator(byToken{"t": agent("support")}),
-		Limiter: front.NewMemoryLimiter(), Logger: quiet})
-	f.Mount("/mcp", s.HTTPHandler(), front.Policy{Auth: front.AuthBearer, Resource: "/mcp", CheckOrigin: true,
-		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true})
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
+	s, cfg, srv := behindFront(t)
 	endpoint := srv.URL + "/mcp"
 	self, err := url.Parse(srv.URL)
 	if err != nil {
@@ -166,5 +177,95 @@ func TestGoldenJSONRPCOverHTTP(t *testing.T) {
 	if e, _ := got.Body["error"].(map[string]any); got.Status != http.StatusRequestEntityTooLarge || got.Body["id"] != 99.0 ||
 		e["data"].(map[string]any)["limit"] != float64(cfg.HTTP.MaxBodyBytes) {
 		t.Fatalf("a body too large without the front: %+v", got)
+	}
+}
+
+// TestGoldenSDKJSONRefusalsOverHTTP: what go-sdk refuses in JSON-RPC
+// itself, to a request of protocol 2026-07-28, carries a stable code in
+// its data as every other refusal does — the SDK's JSON-RPC code, words,
+// status and the request's id kept: a header unlike the body -32020
+// X_MCP_HEADER_MISMATCH, a params._meta without what that version asks
+// -32602 X_MCP_INVALID_PARAMS, a protocol version the server does not
+// serve -32022 X_MCP_INVALID_REQUEST (its supported and requested
+// versions kept), a method it does not serve -32601 X_MCP_METHOD_UNKNOWN,
+// 404 as that version asks. A refusal whose data names a code already (a
+// tool the caller is not offered) passes as the server wrote it, and a
+// success is served. The bodies are held to testdata/jsonrpc/http.
+func TestGoldenSDKJSONRefusalsOverHTTP(t *testing.T) {
+	t.Parallel()
+	_, _, srv := behindFront(t)
+	endpoint := srv.URL + "/mcp"
+	const version = "2026-07-28"
+	meta := func(v string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v + `","io.modelcontextprotocol/clientCapabilities":{}}`
+	}
+	headers := func(method string, more ...string) []string {
+		return append([]string{"MCP-Protocol-Version", version, "Mcp-Method", method}, more...)
+	}
+	call := func(id int, name string) string {
+		return `{"jsonrpc":"2.0","id":` + fmt.Sprint(id) + `,"method":"tools/call","params":{"name":"` + name + `","arguments":{"id":"o-1001"},` + meta(version) + `}}`
+	}
+	list := func(id int, params string) string {
+		return `{"jsonrpc":"2.0","id":` + fmt.Sprint(id) + `,"method":"tools/list","params":{` + params + `}}`
+	}
+
+	cases := []struct {
+		name, body string
+		header     []string
+		status     int
+		rpcCode    float64
+		code       string
+		id         any
+	}{
+		{name: "v2026_mcp_method_missing", body: list(1, meta(version)), header: []string{"MCP-Protocol-Version", version},
+			status: 400, rpcCode: -32020, code: "X_MCP_HEADER_MISMATCH", id: 1.0},
+		{name: "v2026_mcp_method_mismatch", body: list(2, meta(version)), header: headers("prompts/list"),
+			status: 400, rpcCode: -32020, code: "X_MCP_HEADER_MISMATCH", id: 2.0},
+		{name: "v2026_mcp_name_missing", body: call(3, "order_get"), header: headers("tools/call"),
+			status: 400, rpcCode: -32020, code: "X_MCP_HEADER_MISMATCH", id: 3.0},
+		{name: "v2026_mcp_name_mismatch", body: call(4, "order_get"), header: headers("tools/call", "Mcp-Name", "order_note"),
+			status: 400, rpcCode: -32020, code: "X_MCP_HEADER_MISMATCH", id: 4.0},
+		{name: "v2026_protocol_version_header_missing", body: list(5, meta(version)),
+			status: 400, rpcCode: -32020, code: "X_MCP_HEADER_MISMATCH", id: 5.0},
+		{name: "v2026_protocol_version_header_unlike_meta", body: list(6, meta("2025-11-25")), header: headers("tools/list"),
+			status: 400, rpcCode: -32020, code: "X_MCP_HEADER_MISMATCH", id: 6.0},
+		{name: "v2026_notification_mcp_method_missing", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, header: []string{"MCP-Protocol-Version", version},
+			status: 400, rpcCode: -32020, code: "X_MCP_HEADER_MISMATCH"},
+		{name: "v2026_meta_protocol_version_missing", body: `{"jsonrpc":"2.0","id":"m-7","method":"tools/list"}`, header: headers("tools/list"),
+			status: 400, rpcCode: -32602, code: "X_MCP_INVALID_PARAMS", id: "m-7"},
+		{name: "v2026_meta_client_capabilities_missing", body: list(8, `"_meta":{"io.modelcontextprotocol/protocolVersion":"`+version+`"}`), header: headers("tools/list"),
+			status: 400, rpcCode: -32602, code: "X_MCP_INVALID_PARAMS", id: 8.0},
+		{name: "v2026_meta_client_info_invalid", body: list(9, `"_meta":{"io.modelcontextprotocol/protocolVersion":"`+version+`","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":5}`), header: headers("tools/list"),
+			status: 400, rpcCode: -32602, code: "X_MCP_INVALID_PARAMS", id: 9.0},
+		{name: "v2026_protocol_version_unsupported", body: list(10, meta("2099-01-01")), header: []string{"MCP-Protocol-Version", "2099-01-01", "Mcp-Method", "tools/list"},
+			status: 400, rpcCode: -32022, code: "X_MCP_INVALID_REQUEST", id: 10.0},
+		{name: "v2026_unknown_method", body: `{"jsonrpc":"2.0","id":11,"method":"no/such/method","params":{` + meta(version) + `}}`, header: headers("no/such/method"),
+			status: 404, rpcCode: -32601, code: "X_MCP_METHOD_UNKNOWN", id: 11.0},
+		{name: "v2026_method_removed", body: `{"jsonrpc":"2.0","id":12,"method":"ping","params":{` + meta(version) + `}}`, header: headers("ping"),
+			status: 404, rpcCode: -32601, code: "X_MCP_METHOD_UNKNOWN", id: 12.0},
+		{name: "v2026_tool_unknown", body: call(13, "no_such_tool"), header: headers("tools/call", "Mcp-Name", "no_such_tool"),
+			status: 400, rpcCode: -32602, code: "X_MCP_TOOL_UNKNOWN", id: 13.0},
+	}
+	for _, c := range cases {
+		got := rawPost(t, http.MethodPost, endpoint, c.body, c.header...)
+		golden.JSON(t, filepath.Join("testdata", "jsonrpc", "http", c.name+".json"), got)
+		e, _ := got.Body["error"].(map[string]any)
+		data, _ := e["data"].(map[string]any)
+		if got.Status != c.status || got.ContentType != "application/json" || got.Body["jsonrpc"] != "2.0" ||
+			e["code"] != c.rpcCode || got.Body["id"] != c.id || data["code"] != c.code {
+			t.Errorf("%s: %d %s %v, want %d, JSON-RPC %v, id %v, data.code %s", c.name, got.Status, got.ContentType, got.Body, c.status, c.rpcCode, c.id, c.code)
+		}
+		if msg, _ := e["message"].(string); c.code != "X_MCP_TOOL_UNKNOWN" && (!strings.HasPrefix(msg, c.code+": ") || data["cause"] == nil || data["fix"] == nil) {
+			t.Errorf("%s: message %q and data %v, want the code, then the SDK's words, and the code's cause and fix", c.name, msg, data)
+		}
+	}
+	unsupported := rawPost(t, http.MethodPost, endpoint, list(14, meta("2099-01-01")), "MCP-Protocol-Version", "2099-01-01", "Mcp-Method", "tools/list")
+	data, _ := unsupported.Body["error"].(map[string]any)["data"].(map[string]any)
+	if supported, _ := data["supported"].([]any); data["requested"] != "2099-01-01" || !slices.Contains(supported, any(version)) {
+		t.Errorf("an unsupported protocol version's data: %v, want the versions supported and the one requested", data)
+	}
+
+	if got := rawPost(t, http.MethodPost, endpoint, list(15, meta(version)), headers("tools/list")...); got.Status != http.StatusOK || got.Body["result"] == nil {
+		t.Fatalf("tools/list of protocol %s: %+v", version, got)
 	}
 }

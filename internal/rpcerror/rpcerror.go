@@ -45,6 +45,11 @@ type Data struct {
 	// CorrelationID is where an operator finds the refusal's cause in the
 	// host log, when it has one there.
 	CorrelationID string `json:"correlationId,omitempty"`
+	// Supported and Requested are, of a protocol version the server does
+	// not serve, the versions it does and the one the request named: MCP's
+	// UnsupportedProtocolVersionData, by which a client picks another.
+	Supported []string `json:"supported,omitempty"`
+	Requested string   `json:"requested,omitempty"`
 }
 
 // DataOf is the data of a refusal under code; limit as Data.Limit.
