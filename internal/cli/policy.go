@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,35 +69,45 @@ func newPolicyCompileCmd() *cobra.Command {
 			if err := distinctFiles(map[string]string{"the description": args[0], "-o": manifestPath, "--actions": actionsPath}); err != nil {
 				return err
 			}
-			f, err := readSpec(args[0])
-			if err != nil {
-				return err
-			}
-			m, err := policy.Compile(f.Doc, policy.Options{Service: service, File: f.Name, SHA256: f.SHA256, Accept: acceptances})
-			switch {
-			case errors.Is(err, policy.ErrService):
-				return errcode.New(errcode.PolicyServiceInvalid, err.Error(), err)
-			case err != nil:
-				return errcode.New(errcode.PolicyAcceptInvalid, err.Error(), err)
-			}
-			for _, name := range unusedAcceptances(m, acceptances) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "policy compile: --accept %s: the tool has no acceptable fatal finding, so there is nothing to accept and the reason is not recorded\n", name)
-			}
-			data, err := m.Marshal()
-			if err != nil {
-				return err
-			}
-			var emitted *policy.Emitted
-			if actionsPath != "" {
+			// Reading, compiling and emitting write nothing: a signal
+			// stops the command at once, leaving them to the process's exit.
+			var (
+				m       *policy.Manifest
+				data    []byte
+				emitted *policy.Emitted
+			)
+			err = untilDone(cmd.Context(), func() error {
+				f, err := readSpec(args[0])
+				if err != nil {
+					return err
+				}
+				m, err = policy.Compile(f.Doc, policy.Options{Service: service, File: f.Name, SHA256: f.SHA256, Accept: acceptances})
+				switch {
+				case errors.Is(err, policy.ErrService):
+					return errcode.New(errcode.PolicyServiceInvalid, err.Error(), err)
+				case err != nil:
+					return errcode.New(errcode.PolicyAcceptInvalid, err.Error(), err)
+				}
+				if data, err = m.Marshal(); err != nil {
+					return err
+				}
+				if actionsPath == "" {
+					return nil
+				}
 				emitted, err = policy.Emit(m, f.Doc, selectors, policy.EmitOptions{BaseURL: baseURL, Environment: environment, Roles: roles})
 				switch {
 				case errors.Is(err, policy.ErrSelector):
 					return errcode.New(errcode.PolicySelectorInvalid, err.Error(), err)
 				case errors.Is(err, policy.ErrBaseURL):
 					return errcode.New(errcode.PolicyBaseURLMissing, err.Error(), err)
-				case err != nil:
-					return err
 				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			for _, name := range unusedAcceptances(m, acceptances) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "policy compile: --accept %s: the tool has no acceptable fatal finding, so there is nothing to accept and the reason is not recorded\n", name)
 			}
 			// Written only once everything compiled, and the two files
 			// together: one that cannot be written leaves the other as it
@@ -155,6 +166,23 @@ func readSpec(path string) (*apispec.File, error) {
 		return nil, errcode.New(errcode.PolicySpecUnreadable, err.Error(), err)
 	}
 	return f, nil
+}
+
+// untilDone runs f, which writes nothing, and returns its error; or
+// ctx's, should ctx end first, leaving f to run on until the process
+// exits.
+func untilDone(ctx context.Context, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // parseAccept reads --accept TOOL=REASON values.

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,4 +193,36 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPolicyCompileStopsAtASignal: a compile the first signal stops (its
+// context ended) exits X_INTERRUPTED, one line, and writes nothing; the
+// phases that only read and compute are left, not waited for.
+func TestPolicyCompileStopsAtASignal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	manifest, actions := filepath.Join(dir, "m.json"), filepath.Join(dir, "a.yaml")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := Run(ctx, []string{"policy", "compile", carrierSpec, "--service", "shipping", "-o", manifest, "--actions", actions, "--include", "*"}, &stdout, &stderr)
+	if code != exitError || stdout.Len() != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	oneLine(t, stderr.String(), string(errcode.Interrupted))
+	for _, p := range []string{manifest, actions} {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s: %v, want nothing written", p, err)
+		}
+	}
+
+	// A phase still running when the context ends is not waited for.
+	running, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	ctx, cancel = context.WithCancel(t.Context())
+	go func() { <-running; cancel() }()
+	err := untilDone(ctx, func() error { close(running); <-release; return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("untilDone = %v, want the context's end", err)
+	}
 }

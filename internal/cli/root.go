@@ -49,6 +49,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFindings
 	}
 	var coded *errcode.Error
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// A signal ended it (cmd/orangerail's context): what it was doing
+		// when stopped is not the error's subject.
+		err = errcode.New(errcode.Interrupted, "stopped by a signal before it finished", err)
+	}
 	if !ran && !errors.As(err, &coded) {
 		// Cobra refused the command line before the command ran: an
 		// unknown command or flag, a required flag missing, an argument
