@@ -107,8 +107,8 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	resp, isResponse := msg.(*jsonrpc.Response)
 	var data []byte
 	var err error
-	if isResponse && uncoded(resp) {
-		data, err = json.Marshal(c.coded(resp))
+	if answer := c.answer(resp); answer != nil {
+		data, err = json.Marshal(answer)
 	} else {
 		data, err = jsonrpc.EncodeMessage(msg)
 	}
@@ -122,15 +122,36 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
-// uncoded reports whether r answers with an error the SDK made of its
-// own, with no JSON-RPC code (it writes 0, which JSON-RPC gives no
-// meaning) nor the data every refusal carries.
-func uncoded(r *jsonrpc.Response) bool {
-	if r.Error == nil {
-		return false
+// answer is what the client is sent for r, an answer the SDK wrote with
+// an error without the data every refusal carries, or nil when r is sent
+// as it is. An error of the SDK's own with no JSON-RPC code (it writes 0,
+// which JSON-RPC gives no meaning) is coded; one with a code but no data
+// (a request of protocol 2026-07-28 whose params._meta lacks what that
+// version asks, which the SDK refuses before any handler sees it) is
+// given the stable code of its JSON-RPC code, its code and words kept, as
+// HTTP gives it (answerJSONRefusal).
+func (c *lineConn) answer(r *jsonrpc.Response) *rpcerror.Response {
+	if r == nil || r.Error == nil {
+		return nil
 	}
 	var wire *jsonrpc.Error
-	return !errors.As(r.Error, &wire) || wire.Code == 0
+	if !errors.As(r.Error, &wire) || wire.Code == 0 {
+		return c.coded(r)
+	}
+	code, ok := codeOfRPC[wire.Code]
+	if len(wire.Data) > 0 || !ok {
+		return nil
+	}
+	return rpcerror.New(rawID(r), int(wire.Code), code, wire.Message, 0)
+}
+
+// rawID is r's id as JSON, or nil when it has none.
+func rawID(r *jsonrpc.Response) json.RawMessage {
+	id, err := json.Marshal(r.ID.Raw())
+	if err != nil || !r.ID.IsValid() {
+		return nil
+	}
+	return id
 }
 
 // sessionOrder holds what the SDK's errors say of a request out of the
@@ -143,10 +164,7 @@ var sessionOrder = []string{"during session initialization", `duplicate "initial
 // the SDK's words kept); any other error is an internal one, its text
 // for the host log only, as HTTP answers a failure of the SDK's.
 func (c *lineConn) coded(r *jsonrpc.Response) *rpcerror.Response {
-	id, err := json.Marshal(r.ID.Raw())
-	if err != nil || !r.ID.IsValid() {
-		id = nil
-	}
+	id := rawID(r)
 	text := r.Error.Error()
 	for _, s := range sessionOrder {
 		if strings.Contains(text, s) {

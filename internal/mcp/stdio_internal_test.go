@@ -14,7 +14,9 @@ import (
 // TestUncodedErrorIsWithheld: an error the SDK answers with no JSON-RPC
 // code, other than a request out of the session's order, reaches the
 // client as -32603 X_INTERNAL_ERROR with a correlation id, its text only
-// in the host log; a coded one is left as it is.
+// in the host log; one with a code and no data is given its stable code,
+// its code and words kept; one with data, and a result, are left as they
+// are.
 func TestUncodedErrorIsWithheld(t *testing.T) {
 	t.Parallel()
 	var log bytes.Buffer
@@ -23,20 +25,27 @@ func TestUncodedErrorIsWithheld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &jsonrpc.Response{ID: id, Error: errors.New(`reading "orders": password authentication failed for user "app"`)}
-	if !uncoded(r) {
-		t.Fatal("a plain error reads as coded")
-	}
-	answer := c.coded(r)
+	answer := c.answer(&jsonrpc.Response{ID: id, Error: errors.New(`reading "orders": password authentication failed for user "app"`)})
 	b, _ := json.Marshal(answer)
-	if answer.Error.Code != -32603 || answer.Error.Data.Code != "X_INTERNAL_ERROR" || answer.Error.Data.CorrelationID == "" ||
+	if answer == nil || answer.Error.Code != -32603 || answer.Error.Data.Code != "X_INTERNAL_ERROR" || answer.Error.Data.CorrelationID == "" ||
 		string(answer.ID) != `"q-1"` || strings.Contains(string(b), "password") {
 		t.Fatalf("answered %s", b)
 	}
 	if !strings.Contains(log.String(), "password authentication failed") || !strings.Contains(log.String(), answer.Error.Data.CorrelationID) {
 		t.Fatalf("the host log: %s", log.String())
 	}
-	if uncoded(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: -32602, Message: "x"}}) || uncoded(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)}) {
-		t.Fatal("a coded error or a result reads as uncoded")
+	answer = c.answer(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: -32602, Message: "x is missing"}})
+	if answer == nil || answer.Error.Code != -32602 || answer.Error.Data.Code != "X_MCP_INVALID_PARAMS" || !strings.Contains(answer.Error.Message, "x is missing") ||
+		string(answer.ID) != `"q-1"` {
+		t.Fatalf("a coded error without data: %+v", answer)
+	}
+	for _, r := range []*jsonrpc.Response{
+		{ID: id, Error: &jsonrpc.Error{Code: -32602, Message: "x", Data: json.RawMessage(`{"code":"X_MCP_TOOL_UNKNOWN"}`)}},
+		{ID: id, Error: &jsonrpc.Error{Code: -32099, Message: "x"}},
+		{ID: id, Result: json.RawMessage(`{}`)},
+	} {
+		if answer := c.answer(r); answer != nil {
+			t.Fatalf("%+v was rewritten: %+v", r, answer)
+		}
 	}
 }

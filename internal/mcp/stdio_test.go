@@ -113,6 +113,11 @@ func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
 		-32602, "X_MCP_RESOURCE_UNKNOWN", 14.0)
 	refused("resource_unknown_subscribe", `{"jsonrpc":"2.0","id":15,"method":"resources/subscribe","params":{"uri":"orangerail://objects/order\u007f"}}`+"\n",
 		-32602, "X_MCP_RESOURCE_UNKNOWN", 15.0)
+	// A request of protocol 2026-07-28 says its version and the client's
+	// capabilities in params._meta: one without them the SDK refuses with
+	// an error of its own, data and all missing.
+	refused("meta_capabilities_missing", `{"jsonrpc":"2.0","id":16,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`+"\n",
+		-32602, "X_MCP_INVALID_PARAMS", 16.0)
 	served("log_level_known", `{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"warning"}}`+"\n", 13)
 	if m := served("tools/list after them", "\n"+`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n", 8); m["result"] == nil {
 		t.Fatalf("tools/list: %v", m)
