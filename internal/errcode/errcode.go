@@ -29,23 +29,24 @@ const (
 	ApprovalLifecycle    Code = "X_APPROVAL_LIFECYCLE"
 	NoDatabaseAvailable  Code = "X_NO_DATABASE"
 
-	ApprovalArgumentsMismatch Code = "X_APPROVAL_ARGUMENTS_MISMATCH"
-	ApprovalDecided           Code = "X_APPROVAL_DECIDED"
-	ApprovalFourEyes          Code = "X_APPROVAL_FOUR_EYES"
-	ApprovalExpired           Code = "X_APPROVAL_EXPIRED"
-	Forbidden                 Code = "X_FORBIDDEN"
-	ActionNotServed           Code = "X_ACTION_NOT_SERVED"
-	RequestInvalid            Code = "X_REQUEST_INVALID"
-	ApprovalsPath             Code = "X_APPROVALS_PATH"
-	APIRouteUnknown           Code = "X_API_ROUTE_UNKNOWN"
-	RouteUnknown              Code = "X_ROUTE_UNKNOWN"
-	RequestTooLarge           Code = "X_REQUEST_TOO_LARGE"
-	ApprovalNotFound          Code = "X_APPROVAL_NOT_FOUND"
-	BreakGlassRefused         Code = "X_BREAK_GLASS_REFUSED"
-	ExecutionNotUnfinished    Code = "X_EXECUTION_NOT_UNFINISHED"
-	ExecutionMayBeRunning     Code = "X_EXECUTION_MAY_BE_RUNNING"
-	ApprovalInputShredded     Code = "X_APPROVAL_INPUT_SHREDDED"
-	ApprovalInputUnreadable   Code = "X_APPROVAL_INPUT_UNREADABLE"
+	ApprovalArgumentsMismatch  Code = "X_APPROVAL_ARGUMENTS_MISMATCH"
+	ApprovalDecided            Code = "X_APPROVAL_DECIDED"
+	ApprovalFourEyes           Code = "X_APPROVAL_FOUR_EYES"
+	ApprovalExpired            Code = "X_APPROVAL_EXPIRED"
+	Forbidden                  Code = "X_FORBIDDEN"
+	ActionNotServed            Code = "X_ACTION_NOT_SERVED"
+	RequestInvalid             Code = "X_REQUEST_INVALID"
+	ApprovalsPath              Code = "X_APPROVALS_PATH"
+	APIRouteUnknown            Code = "X_API_ROUTE_UNKNOWN"
+	RouteUnknown               Code = "X_ROUTE_UNKNOWN"
+	ContentEncodingUnsupported Code = "X_CONTENT_ENCODING_UNSUPPORTED"
+	RequestTooLarge            Code = "X_REQUEST_TOO_LARGE"
+	ApprovalNotFound           Code = "X_APPROVAL_NOT_FOUND"
+	BreakGlassRefused          Code = "X_BREAK_GLASS_REFUSED"
+	ExecutionNotUnfinished     Code = "X_EXECUTION_NOT_UNFINISHED"
+	ExecutionMayBeRunning      Code = "X_EXECUTION_MAY_BE_RUNNING"
+	ApprovalInputShredded      Code = "X_APPROVAL_INPUT_SHREDDED"
+	ApprovalInputUnreadable    Code = "X_APPROVAL_INPUT_UNREADABLE"
 
 	IdentityRequired       Code = "X_IDENTITY_REQUIRED"
 	SecretKeyMissing       Code = "X_SECRET_KEY_MISSING" //nolint:gosec // G101: an error code's name, not a credential
@@ -235,8 +236,12 @@ var table = []Entry{
 		"Send the decision alone (to the API, {\"decision\", \"digest\", \"note\"}), the note at most 4096 bytes.", ""},
 	{APIRouteUnknown, "The approvals API has no such path, or the path takes another method (the answer's Allow header names it).",
 		"Call a path with the method the API's OpenAPI document gives it: GET /api/v1/openapi.json.", ""},
+	{ContentEncodingUnsupported, "The request's body is sent with a Content-Encoding (gzip, deflate, br, …) the server does not decode: every body it reads (MCP's messages, the approvals API's, the desk's forms) is read as sent, unencoded.",
+		"Send the body without a Content-Encoding header (or with identity); bodies are small, bounded by http.max_body_bytes.",
+		"Send the request's body unencoded, without a Content-Encoding header; nothing ran."},
 	{RouteUnknown, "The server serves no such path, or the path takes another method (the answer's Allow header names it); a path is served as written, never cleaned (no \"//\", \".\" or \"..\" in it).",
-		"Call a path the server serves, with its method: /mcp (MCP), /api/v1/… (the approvals API, its OpenAPI document at /api/v1/openapi.json), /approvals (the desk, where one is configured), /healthz, /readyz, and the OAuth metadata under /.well-known/.", ""},
+		"Call a path the server serves, with its method: /mcp (MCP), /api/v1/… (the approvals API, its OpenAPI document at /api/v1/openapi.json), /approvals (the desk, where one is configured), /healthz, /readyz, and the OAuth metadata under /.well-known/.",
+		"Send MCP requests to the server's MCP endpoint (its path /mcp) exactly as configured, with POST; nothing ran."},
 	{RequestInvalid, "The request to the approvals API or the desk is malformed: a query parameter, a form's field or the JSON body is not of the documented form (each problem is named).",
 		"Fix what the message names, and send it again (the approvals API's OpenAPI document is at /api/v1/openapi.json).", ""},
 	{ApprovalNotFound, "No approval of that id exists in the tenant.",

@@ -2,6 +2,8 @@ package front_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -807,6 +809,32 @@ func TestUnknownRoutesAreCoded(t *testing.T) {
 	}
 	if resp, _ := post(t, f.url, token, callGet); resp.StatusCode != http.StatusOK || f.served.Load() != 1 {
 		t.Fatalf("POST %s: %d", mcpPath, resp.StatusCode)
+	}
+}
+
+// TestEncodedBodiesAreRefused: a body sent with a Content-Encoding the
+// front does not decode is refused 415 with its code, not read as the
+// bytes it is (a parse error with no word of why); identity is no
+// encoding.
+func TestEncodedBodiesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := newDoor(t, front.NewMemoryLimiter(), nil)
+	token := f.token(t, "agent")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = io.WriteString(zw, callGet)
+	_ = zw.Close()
+	for _, enc := range []string{"gzip", "br", "identity, gzip"} {
+		resp, m := post(t, f.url, token, gz.String(), "Content-Encoding", enc)
+		if resp.StatusCode != http.StatusUnsupportedMediaType || errorCode(m) != string(errcode.ContentEncodingUnsupported) {
+			t.Errorf("Content-Encoding %s: %d %v", enc, resp.StatusCode, m)
+		}
+	}
+	if n := f.served.Load(); n != 0 {
+		t.Fatalf("the endpoint served %d encoded bodies", n)
+	}
+	if resp, _ := post(t, f.url, token, callGet, "Content-Encoding", "identity, Identity"); resp.StatusCode != http.StatusOK || f.served.Load() != 1 {
+		t.Fatalf("Content-Encoding identity: %d", resp.StatusCode)
 	}
 }
 
