@@ -236,7 +236,7 @@ func (f *Front) unknownRoute(w http.ResponseWriter, r *http.Request) {
 func (f *Front) allowedMethods(r *http.Request) []string {
 	var allow []string
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
-		if _, pattern := f.mux.Handler(&http.Request{Method: m, Host: r.Host, URL: r.URL}); pattern != "" && pattern != "/" {
+		if h, _ := f.mux.Handler(&http.Request{Method: m, Host: r.Host, URL: r.URL}); isRoute(h) && h != f.root {
 			allow = append(allow, m)
 		}
 	}
@@ -273,7 +273,7 @@ type subtree struct {
 // server's root (unknownRoute) if no other, which refuses it (Unclean):
 // ServeMux would redirect it to its clean form, which names another
 // resource, and a 307 has a client send a POST's body there again, with
-// no code to say why.
+// no code to say why. Nor is any other path redirected.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if Unclean(r) && r.Method != http.MethodConnect {
 		under := subtree{route: f.root}
@@ -285,7 +285,20 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		under.route.ServeHTTP(w, r)
 		return
 	}
+	if h, _ := f.mux.Handler(r); !isRoute(h) {
+		// ServeMux's own answer, with the root serving every path: its
+		// redirect of a subtree's path written without its slash (/api/v1
+		// to /api/v1/), refused as written too.
+		f.root.ServeHTTP(w, r)
+		return
+	}
 	f.mux.ServeHTTP(w, r)
+}
+
+// isRoute reports whether h is a route mounted on the front.
+func isRoute(h http.Handler) bool {
+	_, ok := h.(*route)
+	return ok
 }
 
 // Unclean reports whether r's path is not written as ServeMux serves it

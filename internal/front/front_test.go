@@ -744,6 +744,11 @@ func TestPolicyIsPerRoute(t *testing.T) {
 	if resp, got := do(http.MethodGet, "/open", "", ""); resp.StatusCode != http.StatusOK || got != "anonymous 0" {
 		t.Fatalf("an open route: %d %q", resp.StatusCode, got)
 	}
+	// A subtree's path without its slash is refused, not redirected to it.
+	if resp, got := do(http.MethodPost, "/api/v1", token, "{}"); resp.StatusCode != http.StatusNotFound || resp.Header.Get("Location") != "" ||
+		!strings.Contains(got, string(errcode.RouteUnknown)) {
+		t.Fatalf("POST /api/v1: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
 
 	for name, p := range map[string]front.Policy{
 		"bearer without a resource": {Auth: front.AuthBearer},
