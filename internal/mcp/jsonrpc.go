@@ -108,7 +108,15 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 			// After params, as the SDK reads them before its handler finds
 			// the method unserved.
 			if why := unservedMethod(env.Method, caps); why != "" && env.Call {
-				methodUnknown(rpcerror.ID(body), why).Write(w, http.StatusOK)
+				methodUnknown(rpcerror.ID(body), why).Write(w, unknownMethodStatus(r))
+				return
+			}
+			// server/discover is of protocol 2026-07-28, which a request
+			// names in params._meta: to any other the SDK's session answers
+			// -32601 without data, past every handler's middleware.
+			if env.Call && env.Method == "server/discover" && !newProtocol(env.Params) {
+				methodUnknown(rpcerror.ID(body), fmt.Sprintf("server/discover is served to a request of protocol %s or later, which params._meta names (%s)",
+					protocolStateless, sdk.MetaKeyProtocolVersion)).Write(w, http.StatusOK)
 				return
 			}
 		}
@@ -226,6 +234,36 @@ func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, body []by
 		answer = rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest, sdkText, 0)
 	}
 	answer.Write(w, status)
+}
+
+// protocolStateless is the MCP protocol version from which a request
+// carries its protocol version and the client's capabilities in
+// params._meta, and a method no server serves is answered 404.
+const protocolStateless = "2026-07-28"
+
+// unknownMethodStatus is the HTTP status of the answer to r naming a
+// method the server does not serve: 404 to a request of
+// protocolStateless or later, as that version asks (and the SDK answers
+// one); else 200, as any other JSON-RPC error to a request (a strict
+// client of those versions reads the code only from a 2xx).
+func unknownMethodStatus(r *http.Request) int {
+	if r.Header.Get("MCP-Protocol-Version") >= protocolStateless {
+		return http.StatusNotFound
+	}
+	return http.StatusOK
+}
+
+// newProtocol reports whether a request's params name, in _meta, a
+// protocol version of protocolStateless or later, as the SDK reads them.
+func newProtocol(params json.RawMessage) bool {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	var version string
+	return json.Unmarshal(p.Meta[sdk.MetaKeyProtocolVersion], &version) == nil && version >= protocolStateless
 }
 
 // unknownMethod returns the method of a request body whose method go-sdk

@@ -245,6 +245,14 @@ func TestGoldenSDKJSONRefusalsOverHTTP(t *testing.T) {
 			status: 404, rpcCode: -32601, code: "X_MCP_METHOD_UNKNOWN", id: 12.0},
 		{name: "v2026_tool_unknown", body: call(13, "no_such_tool"), header: headers("tools/call", "Mcp-Name", "no_such_tool"),
 			status: 400, rpcCode: -32602, code: "X_MCP_TOOL_UNKNOWN", id: 13.0},
+		// A method the server does not serve, refused before the SDK reads
+		// it: 404 to a request of that version too, as the SDK answers one.
+		{name: "v2026_completion_unserved", body: `{"jsonrpc":"2.0","id":16,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"b"},` + meta(version) + `}}`,
+			header: headers("completion/complete"), status: 404, rpcCode: -32601, code: "X_MCP_METHOD_UNKNOWN", id: 16.0},
+		// server/discover is of that version: to a request of an earlier
+		// one the SDK answered -32601 with no data.
+		{name: "discover_before_2026", body: `{"jsonrpc":"2.0","id":17,"method":"server/discover"}`, header: []string{"MCP-Protocol-Version", "2025-11-25"},
+			status: 200, rpcCode: -32601, code: "X_MCP_METHOD_UNKNOWN", id: 17.0},
 	}
 	for _, c := range cases {
 		got := rawPost(t, http.MethodPost, endpoint, c.body, c.header...)
