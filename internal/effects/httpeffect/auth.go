@@ -35,7 +35,7 @@ type credentials struct {
 	// place places a header, query or cookie scheme; tls holds an mtls
 	// scheme's certificate, which goes on the connection instead. A
 	// scheme whose credential is unset is in neither.
-	place   map[string]func(req *http.Request, q url.Values) error
+	place   map[string]func(ctx context.Context, req *http.Request, q url.Values) error
 	tls     map[string]tls.Certificate
 	mu      sync.Mutex
 	secrets [][]byte // every secret and its encodings, to scrub
@@ -90,7 +90,7 @@ func CheckCredential(upstream, scheme string, a *ontology.UpstreamAuth) (set boo
 // newCredentials reads and checks each scheme's credential. An error names
 // the variable and what is wrong with its value, never the value.
 func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) (*credentials, error) {
-	c := &credentials{place: map[string]func(*http.Request, url.Values) error{}, tls: map[string]tls.Certificate{}}
+	c := &credentials{place: map[string]func(context.Context, *http.Request, url.Values) error{}, tls: map[string]tls.Certificate{}}
 	for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
 		a := u.Auth[scheme]
 		if set, err := CheckCredential(upstream, scheme, a); err != nil || !set {
@@ -115,7 +115,7 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 					c.addSecret(strings.TrimSpace(token))
 				}
 			}
-			c.place[scheme] = func(req *http.Request, q url.Values) error {
+			c.place[scheme] = func(_ context.Context, req *http.Request, q url.Values) error {
 				switch in {
 				case ontology.InHeader:
 					req.Header.Set(name, value)
@@ -130,24 +130,25 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 			user, password, _ := strings.Cut(value, ":")
 			c.addSecret(password)
 			c.addSecret(base64.StdEncoding.EncodeToString([]byte(value)))
-			c.place[scheme] = func(req *http.Request, _ url.Values) error {
+			c.place[scheme] = func(_ context.Context, req *http.Request, _ url.Values) error {
 				req.SetBasicAuth(user, password)
 				return nil
 			}
 		case ontology.AuthBearer:
-			c.place[scheme] = func(req *http.Request, _ url.Values) error {
+			c.place[scheme] = func(_ context.Context, req *http.Request, _ url.Values) error {
 				req.Header.Set("Authorization", "Bearer "+value)
 				return nil
 			}
 		case ontology.AuthOAuth2ClientCredentials:
 			id, secret, _ := strings.Cut(value, ":")
 			c.addSecret(secret)
-			cc := &clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: a.TokenURL, Scopes: a.Scopes}
-			// The token source caches the token until it expires.
-			tokens := cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, &http.Client{Timeout: tokenTimeout, Transport: client.Transport}))
-			c.place[scheme] = func(req *http.Request, _ url.Values) error {
-				tok, err := tokens.Token()
-				if err != nil {
+			tokens := newTokenCache(&clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: a.TokenURL, Scopes: a.Scopes}, client.Transport)
+			c.place[scheme] = func(ctx context.Context, req *http.Request, _ url.Values) error {
+				tok, err := tokens.token(ctx)
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return fmt.Errorf("no token within the timeout or the deadline: %w", ctx.Err())
+				case err != nil:
 					// The token endpoint's answer may quote what was sent.
 					var re *oauth2.RetrieveError
 					if errors.As(err, &re) && re.Response != nil {
@@ -170,6 +171,65 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 		}
 	}
 	return c, nil
+}
+
+// tokenCache holds an oauth2_client_credentials scheme's token until it
+// expires, and fetches the next within the asking call's context: its
+// attempt's timeout and its deadline bound the fetch, and a call waiting
+// for another's fetch gives up at its own (x/oauth2's cached source
+// fetches under a context fixed when it was made, and callers queue behind
+// it without bound).
+type tokenCache struct {
+	config *clientcredentials.Config
+	client *http.Client
+	fetch  chan struct{} // held by the call fetching
+
+	mu  sync.Mutex
+	tok *oauth2.Token
+}
+
+func newTokenCache(config *clientcredentials.Config, transport http.RoundTripper) *tokenCache {
+	return &tokenCache{config: config, fetch: make(chan struct{}, 1), client: &http.Client{
+		Timeout: tokenTimeout, Transport: transport,
+		// A redirect is an answer, never followed: followed, a 307 or 308
+		// would send the client's secret to whatever host it names.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// token returns the cached token while it is valid, else a new one.
+func (t *tokenCache) token(ctx context.Context) (*oauth2.Token, error) {
+	if tok := t.cached(); tok != nil {
+		return tok, nil
+	}
+	select {
+	case t.fetch <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-t.fetch }()
+	if tok := t.cached(); tok != nil {
+		return tok, nil // fetched while this call waited
+	}
+	tok, err := t.config.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.tok = tok
+	t.mu.Unlock()
+	return tok, nil
+}
+
+// cached is the token while it is valid (x/oauth2's rule: until shortly
+// before it expires), or nil.
+func (t *tokenCache) cached() *oauth2.Token {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tok.Valid() {
+		return t.tok
+	}
+	return nil
 }
 
 // addSecret adds s to the secrets to scrub, with the forms an upstream

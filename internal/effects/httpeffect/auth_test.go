@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -486,4 +487,79 @@ func auditEntries(t *testing.T, admin *pgxpool.Pool) []string {
 		t.Fatal(err)
 	}
 	return entries
+}
+
+// TestTokenRequests: an oauth2_client_credentials token request is held
+// to what the call's own requests are — a redirect is an answer, never
+// followed (followed, a 307 would send the client's secret to the host it
+// names), and the call's timeout and deadline bound the fetch, a call
+// waiting on another's fetch included.
+func TestTokenRequests(t *testing.T) {
+	var stolen atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stolen.Add(1) }))
+	t.Cleanup(elsewhere.Close)
+	var paid atomic.Int32
+	hang := make(chan struct{})
+	var mode atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/token" {
+			paid.Add(1)
+			return
+		}
+		switch mode.Load() {
+		case "redirect":
+			http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusTemporaryRedirect)
+		case "hang":
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) })
+	t.Setenv("LEDGER_APP_CREDENTIAL", "client-5:secret-SECRET-5")
+	config := strings.Replace(strings.Replace(authConfig, `execute: {http: {upstream: ledger, method: POST, path: "/pay/{order_id}"}}`,
+		`execute: {http: {upstream: ledger, method: POST, path: "/pay/{order_id}", timeout: 200ms, deadline: 600ms}}`, 1),
+		"budget: {per_minute: 10}", "budget: {per_minute: 10, max_concurrent: 3}", 1)
+	cfg, err := ontology.Parse(fmt.Appendf(nil, config, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, logs := credentialEngine(t, cfg)
+	ctx := context.Background()
+
+	mode.Store("redirect")
+	if out := e.Call(ctx, agent("acme"), "pay", []byte(`{"order_id": "o-1"}`)); out.Status != engine.StatusFailed {
+		t.Fatalf("a token endpoint redirecting: %s (%v)", out.Status, out.Err)
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Fatalf("the redirect was followed %d times: the client's secret went to another host", n)
+	}
+
+	// Three calls at once against a token endpoint that never answers:
+	// each ends within its own deadline (600ms), not the token request's
+	// ten seconds each, nor queued behind one another's.
+	mode.Store("hang")
+	start := time.Now()
+	var wg sync.WaitGroup
+	outs := make([]*engine.Outcome, 3)
+	for i := range outs {
+		wg.Go(func() { outs[i] = e.Call(ctx, agent("acme"), "pay", fmt.Appendf(nil, `{"order_id": "o-%d"}`, i+2)) })
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the calls took %s: the token fetch outlived their deadline", took)
+	}
+	for i, out := range outs {
+		if out.Status != engine.StatusFailed || out.Diagnostic != engine.DiagnosticUpstreamTimeout {
+			t.Errorf("call %d: %s %s (%v), want failed, %s", i, out.Status, out.Diagnostic, out.Err, engine.DiagnosticUpstreamTimeout)
+		}
+	}
+	if n := paid.Load(); n != 0 {
+		t.Fatalf("%d calls reached the upstream without a token", n)
+	}
+	if strings.Contains(logs.String(), "secret-SECRET-5") {
+		t.Fatal("the client's secret reached the log")
+	}
 }

@@ -537,6 +537,9 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	defer func() { endAttemptSpan(span, a) }()
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(plan.Limits.Timeout))
 	defer cancel()
+	// A token the attempt fetches first is bound by its timeout, but is
+	// none of the request's sending, which the trace below tells.
+	authCtx := ctx
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
 	})
@@ -556,8 +559,11 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	// A traced call's attempt carries its span as the upstream's parent
 	// (W3C traceparent); an untraced one carries nothing.
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	if err := c.authorize(req); err != nil {
+	if err := c.authorize(authCtx, req); err != nil {
 		a.record.Failure, a.diagnostic, a.err = engine.AttemptConnect, engine.DiagnosticUpstreamUnavailable, err
+		if authCtx.Err() != nil {
+			a.record.Failure, a.diagnostic = engine.AttemptTimeout, engine.DiagnosticUpstreamTimeout
+		}
 		return a
 	}
 	resp, err := c.client.Do(req)
@@ -649,8 +655,8 @@ func (c *Caller) read(plan *Plan, resp *http.Response, data []byte) Answer {
 }
 
 // authorize places the credentials of the schemes the call presents on
-// req, and no other.
-func (c *Caller) authorize(req *http.Request) error {
+// req, and no other; a token it fetches first is fetched within ctx.
+func (c *Caller) authorize(ctx context.Context, req *http.Request) error {
 	if c.creds == nil || len(c.present) == 0 {
 		return nil
 	}
@@ -660,7 +666,7 @@ func (c *Caller) authorize(req *http.Request) error {
 		if !ok {
 			continue // unset (omitted), or on the connection (mtls)
 		}
-		if err := place(req, q); err != nil {
+		if err := place(ctx, req, q); err != nil {
 			return err
 		}
 	}
