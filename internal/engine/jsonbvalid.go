@@ -1,5 +1,7 @@
 package engine
 
+import "unicode/utf8"
+
 // validJSONB reports whether Postgres reads b, already known to be UTF-8,
 // as one jsonb value: what convert_from(b, 'UTF8')::jsonb accepts, which
 // every record the SQL verifier checks must pass. It is RFC 8259's grammar
@@ -22,6 +24,13 @@ func validJSONB(b []byte) bool {
 	v := jsonbValidator{b: b}
 	return v.whole()
 }
+
+// StorableJSON reports whether b is JSON an audit record can carry as it
+// is: UTF-8 that Postgres reads as jsonb (validJSONB) — no \u0000, no lone
+// surrogate, no number its numeric cannot hold. An effect's result that is
+// not is refused with its record (X_AUDIT_ENTRY_INVALID), after the effect
+// ran: an effect says such data some other way (in base64).
+func StorableJSON(b []byte) bool { return utf8.Valid(b) && validJSONB(b) }
 
 // member is one member of a JSON object as written: its name's token,
 // quotes and escapes kept, and its value's bytes.

@@ -723,16 +723,19 @@ func retryAfter(v string, now time.Time) time.Duration {
 }
 
 // result is a success's data: the status, and the body as JSON when it is
-// JSON, as a string when it is text, in base64 when it is neither.
+// JSON, as a string when it is text, in base64 when it is neither — or
+// when the audit record could not hold it as either (a NUL, escaped or
+// raw, a lone surrogate): a body that stopped its record would leave an
+// effect that ran unrecorded.
 func result(status int, contentType string, body []byte) json.RawMessage {
 	out := map[string]any{"status": status}
 	mediaType, _, _ := mime.ParseMediaType(contentType)
 	switch {
 	case len(body) == 0:
 		out["body"] = nil
-	case (mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")) && json.Valid(body):
+	case (mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")) && engine.StorableJSON(body):
 		out["body"] = json.RawMessage(body)
-	case utf8.Valid(body):
+	case utf8.Valid(body) && bytes.IndexByte(body, 0) < 0:
 		out["body"] = string(body)
 	default:
 		out["body_base64"] = base64.StdEncoding.EncodeToString(body)

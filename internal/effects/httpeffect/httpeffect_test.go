@@ -238,6 +238,59 @@ func TestGovernedCall(t *testing.T) {
 	h.verify(t, "acme", "")
 }
 
+// TestBodiesTheRecordCannotHold: a success whose body the audit record
+// could not carry as it is — JSON Postgres' jsonb refuses (\u0000, a lone
+// surrogate), text with a NUL — is answered and recorded as its text, or
+// in base64 where even that cannot be held, never left an execution
+// without its end (outcome_unknown) by a record Postgres refuses.
+func TestBodiesTheRecordCannotHold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bodies := []struct {
+		contentType, body string
+		asText            bool
+	}{
+		{"application/json", `{"a":"x\u0000y"}`, true},
+		{"application/json", `{"a":"\ud800"}`, true},
+		{"text/plain", "a\x00b", false},
+		{"application/json", "{\"a\":\"\x00\"}", false},
+	}
+	// Two calls an upstream: the action's default budget is two a minute.
+	for i := 0; i < len(bodies); i += 2 {
+		pair := bodies[i : i+2]
+		up := newUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+			b := pair[(n-1)%len(pair)]
+			w.Header().Set("Content-Type", b.contentType)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, b.body)
+		})
+		h := newHarness(t, up.URL, defaultExecute, "{roles: [support]}")
+		for j, b := range pair {
+			out := h.e.Call(ctx, agent("acme"), "create_label", fmt.Appendf(nil, `{"order_id": "o-%d"}`, j))
+			var data struct {
+				Status int     `json:"status"`
+				Body   *string `json:"body"`
+				Base64 []byte  `json:"body_base64"`
+			}
+			ok := out.Status == engine.StatusOK && json.Unmarshal(out.Data, &data) == nil && data.Status == 201
+			if b.asText {
+				ok = ok && data.Body != nil && *data.Body == b.body
+			} else {
+				ok = ok && string(data.Base64) == b.body
+			}
+			if !ok {
+				t.Errorf("%q: %s %s (%v)", b.body, out.Status, out.Data, out.Err)
+				continue
+			}
+			phases, _, _ := h.audit(t, "acme", out.CorrelationID)
+			if want := []string{"execution_started", "effect_attempt", "execution_succeeded"}; !slices.Equal(phases, want) {
+				t.Errorf("%q: phases %v", b.body, phases)
+			}
+		}
+		h.verify(t, "acme", "")
+	}
+}
+
 // TestRetries: what is attempted again, how often, with which key, and
 // how each invocation ends — against a real server answering by script.
 func TestRetries(t *testing.T) {
