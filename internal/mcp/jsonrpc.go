@@ -188,25 +188,42 @@ func (s *Server) answerJSONRefusal(w http.ResponseWriter, r *http.Request, body 
 		s.answerRefusal(w, r, body, status, clip(string(sdkAnswer)))
 		return
 	}
-	var data struct {
+	coded, stable := withCode(answer.ID, answer.Error.Code, answer.Error.Message, answer.Error.Data)
+	switch {
+	case stable:
+		w.WriteHeader(status)
+		_, _ = w.Write(sdkAnswer)
+	case coded == nil || status >= http.StatusInternalServerError:
+		s.answerRefusal(w, r, body, status, clip(answer.Error.Message))
+	default:
+		coded.Write(w, status)
+	}
+}
+
+// withCode is the answer to the message of id that the SDK refused with
+// a JSON-RPC error of its own — code, message and data — given the stable
+// code of its code (codeOfRPC), its code and words kept, and the
+// supported and requested versions of an unsupported protocol version's
+// data, which a client negotiates by. stable reports data that names a
+// stable code already (a tool's refusal), to be sent as it is; coded is
+// nil then, and when codeOfRPC holds no code for code.
+func withCode(id json.RawMessage, code int64, message string, data json.RawMessage) (coded *rpcerror.Response, stable bool) {
+	var d struct {
 		Code      string   `json:"code"`
 		Supported []string `json:"supported"`
 		Requested string   `json:"requested"`
 	}
-	_ = json.Unmarshal(answer.Error.Data, &data) // data of another shape, or none, names no code
-	if data.Code != "" {
-		w.WriteHeader(status)
-		_, _ = w.Write(sdkAnswer)
-		return
+	_ = json.Unmarshal(data, &d) // data of another shape, or none, names no code
+	if d.Code != "" {
+		return nil, true
 	}
-	code, ok := codeOfRPC[answer.Error.Code]
-	if !ok || status >= http.StatusInternalServerError {
-		s.answerRefusal(w, r, body, status, clip(answer.Error.Message))
-		return
+	stableCode, ok := codeOfRPC[code]
+	if !ok {
+		return nil, false
 	}
-	coded := rpcerror.New(answer.ID, int(answer.Error.Code), code, clip(answer.Error.Message), 0)
-	coded.Error.Data.Supported, coded.Error.Data.Requested = data.Supported, data.Requested
-	coded.Write(w, status)
+	coded = rpcerror.New(id, int(code), stableCode, clip(message), 0)
+	coded.Error.Data.Supported, coded.Error.Data.Requested = d.Supported, d.Requested
+	return coded, false
 }
 
 // answerRefusal answers in JSON-RPC what the SDK refused with status and

@@ -32,7 +32,7 @@ func TestEnvelopeIsTheSDKsReading(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":5,"params":{"name":"a"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":5}`,
 		`{"jsonrpc":"2.0","id":1,"m\u0065thod":"tools/call","p\u0061rams":5}`,
-		`{"jsonrpc":"2.0","id":1,"id":null,"method":"tools/call","params":5}`,
+		`{"jsonrpc":"2.0","id":1,"id":"x","method":"tools/call","params":5}`,
 		`{"jsonrpc":"2.0","id":null,"id":1,"method":"tools/call","params":5}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools\/call\u0000","params":null}`,
 		`{"jsonrpc":"2.0","id":"","method":"tools/call","params":  {"name": 1 } }`,

@@ -49,7 +49,7 @@ type lineTransport struct {
 // Connect implements sdk.Transport.
 func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
 	c := &lineConn{in: t.in, out: t.out, log: t.log, incoming: make(chan lineRead), closed: make(chan struct{}),
-		calls: map[jsonrpc.ID]int{}, answered: make(chan struct{}, 1)}
+		calls: map[jsonrpc.ID]bool{}, answered: make(chan struct{}, 1)}
 	// A goroutine reads, so that Close unblocks a Read waiting for input
 	// (as go-sdk's own transports do); it stays blocked in a read of in
 	// that Close does not end, as theirs does.
@@ -76,7 +76,7 @@ type lineConn struct {
 	// The calls read and not answered yet, by id, and a signal each time
 	// one is: the end of the input waits for them (drain).
 	callsMu  sync.Mutex
-	calls    map[jsonrpc.ID]int
+	calls    map[jsonrpc.ID]bool
 	answered chan struct{}
 }
 
@@ -117,7 +117,7 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	err = c.writeLine(data)
 	if isResponse {
-		c.track(resp.ID, -1)
+		c.done(resp.ID)
 	}
 	return err
 }
@@ -125,11 +125,11 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // answer is what the client is sent for r, an answer the SDK wrote with
 // an error without the data every refusal carries, or nil when r is sent
 // as it is. An error of the SDK's own with no JSON-RPC code (it writes 0,
-// which JSON-RPC gives no meaning) is coded; one with a code but no data
-// (a request of protocol 2026-07-28 whose params._meta lacks what that
-// version asks, which the SDK refuses before any handler sees it) is
-// given the stable code of its JSON-RPC code, its code and words kept, as
-// HTTP gives it (answerJSONRefusal).
+// which JSON-RPC gives no meaning) is coded; one with a code but no
+// stable code in its data (a request of protocol 2026-07-28 whose
+// params._meta lacks what that version asks, or names a version the
+// server does not serve, which the SDK refuses before any handler sees
+// it) is given it as HTTP gives it (withCode).
 func (c *lineConn) answer(r *jsonrpc.Response) *rpcerror.Response {
 	if r == nil || r.Error == nil {
 		return nil
@@ -138,11 +138,8 @@ func (c *lineConn) answer(r *jsonrpc.Response) *rpcerror.Response {
 	if !errors.As(r.Error, &wire) || wire.Code == 0 {
 		return c.coded(r)
 	}
-	code, ok := codeOfRPC[wire.Code]
-	if len(wire.Data) > 0 || !ok {
-		return nil
-	}
-	return rpcerror.New(rawID(r), int(wire.Code), code, wire.Message, 0)
+	coded, _ := withCode(rawID(r), wire.Code, wire.Message, wire.Data)
+	return coded
 }
 
 // rawID is r's id as JSON, or nil when it has none.
@@ -174,18 +171,26 @@ func (c *lineConn) coded(r *jsonrpc.Response) *rpcerror.Response {
 	return sdkFailed(context.Background(), c.log, id, text)
 }
 
-// track counts a call read (+1) or answered (-1), signalling an answer.
-func (c *lineConn) track(id jsonrpc.ID, n int) {
+// claim counts a call read under id, before the SDK may answer it, and
+// reports false, counting nothing, when a call under id is in flight.
+func (c *lineConn) claim(id jsonrpc.ID) bool {
 	c.callsMu.Lock()
-	if c.calls[id] += n; c.calls[id] <= 0 {
-		delete(c.calls, id)
+	defer c.callsMu.Unlock()
+	if c.calls[id] {
+		return false
 	}
+	c.calls[id] = true
+	return true
+}
+
+// done counts the call under id answered, signalling it.
+func (c *lineConn) done(id jsonrpc.ID) {
+	c.callsMu.Lock()
+	delete(c.calls, id)
 	c.callsMu.Unlock()
-	if n < 0 {
-		select {
-		case c.answered <- struct{}{}:
-		default:
-		}
+	select {
+	case c.answered <- struct{}{}:
+	default:
 	}
 }
 
@@ -250,10 +255,19 @@ func (c *lineConn) readLoop(r *bufio.Reader, limit int64, caps *sdk.ServerCapabi
 				return
 			}
 		} else if msg != nil {
-			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-				c.track(req.ID, 1) // before the SDK may answer it
-			}
-			if !c.deliver(lineRead{msg: msg}) {
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !c.claim(req.ID) {
+				// Two calls in flight under one id: the SDK answers one of
+				// them, and the other waited for an answer never written.
+				id, _ := json.Marshal(req.ID.Raw())
+				answer := rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest,
+					"a call under this id is still running: each call in flight needs an id of its own", 0)
+				c.log.Warn("stdio message refused", "code", string(answer.Error.Data.Code), "reason", answer.Error.Message)
+				data, _ := json.Marshal(answer)
+				if werr := c.writeLine(data); werr != nil {
+					c.deliver(lineRead{err: werr})
+					return
+				}
+			} else if !c.deliver(lineRead{msg: msg}) {
 				return
 			}
 		}

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestUncodedErrorIsWithheld: an error the SDK answers with no JSON-RPC
@@ -39,6 +44,12 @@ func TestUncodedErrorIsWithheld(t *testing.T) {
 		string(answer.ID) != `"q-1"` {
 		t.Fatalf("a coded error without data: %+v", answer)
 	}
+	answer = c.answer(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: -32022, Message: "unsupported protocol version",
+		Data: json.RawMessage(`{"supported":["2025-11-25"],"requested":"2099-01-01"}`)}})
+	if answer == nil || answer.Error.Code != -32022 || answer.Error.Data.Code != "X_MCP_INVALID_REQUEST" ||
+		!slices.Equal(answer.Error.Data.Supported, []string{"2025-11-25"}) || answer.Error.Data.Requested != "2099-01-01" {
+		t.Fatalf("an unsupported version's error with the SDK's data: %+v", answer)
+	}
 	for _, r := range []*jsonrpc.Response{
 		{ID: id, Error: &jsonrpc.Error{Code: -32602, Message: "x", Data: json.RawMessage(`{"code":"X_MCP_TOOL_UNKNOWN"}`)}},
 		{ID: id, Error: &jsonrpc.Error{Code: -32099, Message: "x"}},
@@ -48,4 +59,68 @@ func TestUncodedErrorIsWithheld(t *testing.T) {
 			t.Fatalf("%+v was rewritten: %+v", r, answer)
 		}
 	}
+}
+
+// TestSecondCallUnderARunningCallsIdIsRefused: a call read while another
+// under its id is still running is refused -32600 X_MCP_INVALID_REQUEST,
+// never handed to the SDK (which answered one of the two, leaving the
+// other waiting, and the end of the input waiting for it); once the first
+// is answered, its id is free again.
+func TestSecondCallUnderARunningCallsIdIsRefused(t *testing.T) {
+	t.Parallel()
+	in, feed := io.Pipe()
+	var out syncBuffer
+	tr := &lineTransport{in: in, out: &out, max: 1 << 20, caps: &sdk.ServerCapabilities{}, log: slog.New(slog.DiscardHandler)}
+	conn, err := tr.Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := conn.(*lineConn)
+	t.Cleanup(func() { _ = c.Close(); _ = feed.Close() })
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}` + "\n"
+	go func() { _, _ = io.WriteString(feed, ping+ping) }()
+	first, err := c.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second line is read while the first call runs: refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "X_MCP_INVALID_REQUEST") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var refusal struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &refusal); err != nil || string(refusal.ID) != "7" || refusal.Error.Code != -32600 {
+		t.Fatalf("the second call under id 7: %q (%v)", out.String(), err)
+	}
+	// Answered, the first frees its id.
+	if err := c.Write(t.Context(), &jsonrpc.Response{ID: first.(*jsonrpc.Request).ID, Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.WriteString(feed, ping) }()
+	if again, err := c.Read(t.Context()); err != nil || again.(*jsonrpc.Request).ID != first.(*jsonrpc.Request).ID {
+		t.Fatalf("a call under id 7 after the first was answered: %v %v", again, err)
+	}
+}
+
+// syncBuffer is a buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -118,6 +118,13 @@ func TestGoldenStdioAnswersAndServesOn(t *testing.T) {
 	// an error of its own, data and all missing.
 	refused("meta_capabilities_missing", `{"jsonrpc":"2.0","id":16,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`+"\n",
 		-32602, "X_MCP_INVALID_PARAMS", 16.0)
+	// A version the server does not serve: the SDK's data (the versions
+	// served and the one asked for) kept, with the code HTTP gives it.
+	refused("protocol_version_unsupported", `{"jsonrpc":"2.0","id":17,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`+"\n",
+		-32022, "X_MCP_INVALID_REQUEST", 17.0)
+	// A request whose id is null was read as a notification: run, and
+	// never answered.
+	refused("id_null", `{"jsonrpc":"2.0","id":null,"method":"tools/list"}`+"\n", -32600, "X_MCP_INVALID_REQUEST", nil)
 	served("log_level_known", `{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"warning"}}`+"\n", 13)
 	if m := served("tools/list after them", "\n"+`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n", 8); m["result"] == nil {
 		t.Fatalf("tools/list: %v", m)

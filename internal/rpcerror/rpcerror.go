@@ -221,6 +221,12 @@ func Inspect(body []byte) (Envelope, *Problem) {
 		if method[0] != '"' {
 			return Envelope{}, invalid(`"method" must be a string`)
 		}
+		if hasID && isNull(rawID) {
+			// MCP: a request's id must not be null. Read as a
+			// notification, it would be run unanswered (stdio) or refused
+			// in the SDK's words (HTTP).
+			return Envelope{}, invalid(`a request's "id" must not be null: a request carries a string or a number, and a notification no "id" at all`)
+		}
 		env.Method = jsonString(method)
 		return env, nil
 	}

@@ -45,7 +45,8 @@ func TestCheck(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`: "",
 		`{"jsonrpc":"2.0","id":1,"result":{}}`:                   "",
 		`{"jsonrpc":"2.0","id":"x","error":{"code":1}}`:          "",
-		`{"jsonrpc":"2.0","id":null,"method":"ping"}`:            "", // the SDK's to judge
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`:            errcode.MCPInvalidRequest, // MCP: never null
+		`{"jsonrpc":"2.0","id":null,"result":{}}`:                errcode.MCPInvalidRequest,
 		`{"jsonrpc":"2.0","id":1,"method":"ping"} x`:             errcode.MCPParseError,
 		``: errcode.MCPParseError,
 		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`: errcode.MCPProtocol,
@@ -87,11 +88,11 @@ func TestInspect(t *testing.T) {
 	for body, want := range map[string]Envelope{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}`:        {Method: "tools/call", Call: true, Params: []byte(`{"name":"a"}`)},
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:                      {Method: "notifications/initialized"},
-		`{"jsonrpc":"2.0","id":null,"method":"ping","params":null}`:                   {Method: "ping", Params: []byte(`null`)},
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":null}`:                      {Method: "ping", Call: true, Params: []byte(`null`)},
 		`{"jsonrpc":"2.0","id":"","method":"ping"}`:                                   {Method: "ping", Call: true},
 		`{"jsonrpc":"2.0","id":1,"m\u0065thod":"tools\/call","Params":5}`:             {Method: "tools/call", Call: true},
 		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"x","params":1,"params":2}`: {Method: "x", Call: true, Params: []byte(`2`)},
-		`{"jsonrpc":"2.0","id":1,"id":null,"method":"ping"}`:                          {Method: "ping"},
+		`{"jsonrpc":"2.0","id":null,"id":1,"method":"ping"}`:                          {Method: "ping", Call: true},
 		`{"jsonrpc":"2.0","id":1,"result":{}}`:                                        {Call: true},
 		"{\"jsonrpc\":\"2.0\",\"method\":\"a\xffb\"}":                                 {Method: "a\uFFFDb"},
 		`{"jsonrpc":"2.0","method":"a\u00e9\"b"}`:                                     {Method: "aé\"b"},
@@ -166,6 +167,9 @@ func inspectByUnmarshal(body []byte) (Envelope, *Problem) {
 	if method, ok := msg["method"]; ok {
 		if len(method) == 0 || method[0] != '"' {
 			return Envelope{}, invalid(`"method" must be a string`)
+		}
+		if hasID && isNull(rawID) {
+			return Envelope{}, invalid(`a request's "id" must not be null: a request carries a string or a number, and a notification no "id" at all`)
 		}
 		env.Method = jsonString(method)
 		return env, nil
