@@ -82,7 +82,7 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	if issues := e.checkReadInput(ontology.GetTool(object), args); issues != nil {
 		return &Outcome{Status: StatusInvalidInput, Issues: issues}
 	}
-	in, issues := e.parseGetInput(object, o, args)
+	in, issues := e.parseGetInput(caller, object, o, args)
 	if len(issues) > 0 {
 		return &Outcome{Status: StatusInvalidInput, Issues: issues}
 	}
@@ -135,7 +135,10 @@ func (e *Engine) Get(ctx context.Context, caller *Caller, object string, args js
 	return &Outcome{Status: StatusOK, Data: body}
 }
 
-func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawMessage) (getInput, []Issue) {
+// parseGetInput reads a get's input for caller, who may include the
+// links whose other end it sees (LinksSeen): a link to an object it cannot
+// see is refused as one that does not exist, named nowhere.
+func (e *Engine) parseGetInput(caller *Caller, object string, o *ontology.Object, args json.RawMessage) (getInput, []Issue) {
 	var raw map[string]json.RawMessage
 	if issues := decodeObject(args, &raw); issues != nil {
 		return getInput{}, issues
@@ -156,10 +159,11 @@ func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawM
 				issues = append(issues, Issue{Path: "/include", Message: "must be an array of link names"})
 				continue
 			}
+			includable := e.LinksSeen(object, func(tool string) bool { return e.Sees(caller, tool) })
 			for i, l := range in.include {
 				switch {
-				case !e.linkTouches(l, object):
-					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: fmt.Sprintf("%q is not a link of %s", display.Echo(l), object)})
+				case !slices.Contains(includable, l):
+					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: fmt.Sprintf("%q is not a link of %s (it includes %s)", display.Echo(l), object, orNone(includable))})
 				case slices.Index(in.include, l) < i:
 					issues = append(issues, Issue{Path: fmt.Sprintf("/include/%d", i), Message: "listed twice"})
 				}
@@ -175,6 +179,14 @@ func (e *Engine) parseGetInput(object string, o *ontology.Object, args json.RawM
 		issues = append(issues, Issue{Path: "/" + o.Key, Message: "required"})
 	}
 	return in, issues
+}
+
+// orNone is names, comma-separated, or "none".
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // linkTouches reports whether the named link starts or ends at object.

@@ -181,9 +181,20 @@ func TestGet(t *testing.T) {
 	if linked["name"] != "Ada Lovelace" {
 		t.Fatalf("linked customer = %v", linked)
 	}
-	withheld := item(t, get(agent("acme"), "order", `{"id": "o-1001", "include": ["order_customer"]}`))
-	if _, ok := withheld["$links"].(map[string]any)["order_customer"].(map[string]any)["withheld"]; !ok {
-		t.Fatalf("a customer was returned to a caller who may not read customers: %v", withheld)
+	// A caller who cannot see customers is answered as for a link that
+	// does not exist — the same words — and its get's schemas name none.
+	hidden := get(agent("acme"), "order", `{"id": "o-1001", "include": ["order_customer"]}`)
+	unknown := get(agent("acme"), "order", `{"id": "o-1001", "include": ["order_nothing"]}`)
+	if hidden.Status != engine.StatusInvalidInput || len(hidden.Issues) != 1 || hidden.Issues[0].Path != "/include/0" || unknown.Status != engine.StatusInvalidInput ||
+		strings.ReplaceAll(hidden.Issues[0].Message, "order_customer", "X") != strings.ReplaceAll(unknown.Issues[0].Message, "order_nothing", "X") {
+		t.Fatalf("a link to an object the caller cannot see: %s %v; an unknown one: %s %v", hidden.Status, hidden.Issues, unknown.Status, unknown.Issues)
+	}
+	if links := b.engine.LinksSeen("order", func(tool string) bool { return b.engine.Sees(agent("acme"), tool) }); len(links) != 0 {
+		t.Fatalf("links a caller who cannot see customers may include: %v", links)
+	}
+	in, out := b.engine.GetSchemas("order", nil)
+	if s, _ := json.Marshal([]any{in, out}); strings.Contains(string(s), "order_customer") || strings.Contains(string(s), "email") {
+		t.Fatalf("the get's schemas without links name the link or the customer's fields: %s", s)
 	}
 	// From the other side, a link is the rows that point here.
 	cust := item(t, get(agent("acme", "support"), "customer", `{"id": "c-1", "include": ["order_customer"]}`))

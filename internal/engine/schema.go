@@ -24,26 +24,51 @@ type ReadSchemas struct {
 }
 
 // ReadSchemas returns the schemas of an object's reads, made afresh: the
-// caller may keep or change them. An unknown object has none.
+// caller may keep or change them. An unknown object has none. The get's
+// name every link of the object; a caller is served them as GetSchemas
+// makes them for it.
 func (e *Engine) ReadSchemas(object string) (ReadSchemas, bool) {
 	o, ok := e.cfg.Objects[object]
 	if !ok {
 		return ReadSchemas{}, false
 	}
+	links := e.LinksSeen(object, nil)
 	return ReadSchemas{
-		GetInput:   e.getInputSchema(object, o),
-		GetOutput:  e.getOutputSchema(object),
+		GetInput:   e.getInputSchema(object, o, linkItems(links)),
+		GetOutput:  e.getOutputSchema(object, links),
 		ListInput:  e.listInputSchema(object, o),
 		ListOutput: e.listOutputSchema(object),
 	}, true
 }
 
+// GetSchemas returns the input and output schemas of an object's get as a
+// caller is served them: naming only links, the links it may include
+// (LinksSeen of the tools it sees) — nothing of an object it cannot see.
+func (e *Engine) GetSchemas(object string, links []string) (input, output map[string]any) {
+	o := e.cfg.Objects[object]
+	return e.getInputSchema(object, o, linkItems(links)), e.getOutputSchema(object, links)
+}
+
+// linkItems is the schema of an include's items naming links; nil, with
+// no links, leaves include out.
+func linkItems(links []string) map[string]any {
+	if len(links) == 0 {
+		return nil
+	}
+	return map[string]any{"enum": links}
+}
+
 // compileReadSchemas compiles every object's get and list input schema,
-// by tool name.
+// by tool name. A get's include takes any link name here: which a caller
+// may include is its own (parseGetInput), and a name refused by the
+// schema's enum would be answered with every link's name.
 func (e *Engine) compileReadSchemas() (map[string]*ontology.Validator, error) {
 	compiled := map[string]*ontology.Validator{}
 	for _, object := range slices.Sorted(maps.Keys(e.cfg.Objects)) {
 		s, _ := e.ReadSchemas(object)
+		if len(e.LinksSeen(object, nil)) > 0 {
+			s.GetInput = e.getInputSchema(object, e.cfg.Objects[object], map[string]any{"type": "string"})
+		}
 		for name, schema := range map[string]map[string]any{ontology.GetTool(object): s.GetInput, ontology.ListTool(object): s.ListInput} {
 			c, err := compileReadSchema(name, schema)
 			if err != nil {
@@ -219,21 +244,38 @@ func (e *Engine) rowSchema(object string) map[string]any {
 	return map[string]any{"type": "object", "properties": props, "required": slices.Clone(o.Fields), "additionalProperties": false}
 }
 
-// linksOf lists the links a get of object may include, sorted.
-func (e *Engine) linksOf(object string) []string {
+// LinksSeen lists, sorted, the links a get of object may include for a
+// caller that sees the tools sees does: those whose other end it may read
+// (linkTool); every link when sees is nil.
+func (e *Engine) LinksSeen(object string, sees func(tool string) bool) []string {
 	var names []string
 	for _, name := range slices.Sorted(maps.Keys(e.cfg.Links)) {
-		if e.linkTouches(name, object) {
+		if e.linkTouches(name, object) && (sees == nil || sees(e.linkTool(name, object))) {
 			names = append(names, name)
 		}
 	}
 	return names
 }
 
-func (e *Engine) getInputSchema(object string, o *ontology.Object) map[string]any {
+// linkTool is the tool whose caller may follow link from object: its
+// other end's get, from the link's from side (the one row it points to),
+// its list from the to side (the rows pointing here).
+func (e *Engine) linkTool(link, object string) string {
+	l := e.cfg.Links[link]
+	from, _, _ := strings.Cut(l.From, ".")
+	if from == object {
+		to, _, _ := strings.Cut(l.To, ".")
+		return ontology.GetTool(to)
+	}
+	return ontology.ListTool(from)
+}
+
+// getInputSchema is a get's input schema; include, when not nil, is the
+// schema of the links it takes.
+func (e *Engine) getInputSchema(object string, o *ontology.Object, include map[string]any) map[string]any {
 	props := map[string]any{o.Key: e.valueSchema(object, o.Key)}
-	if links := e.linksOf(object); len(links) > 0 {
-		props["include"] = map[string]any{"type": "array", "items": map[string]any{"enum": links}, "uniqueItems": true,
+	if include != nil {
+		props["include"] = map[string]any{"type": "array", "items": include, "uniqueItems": true,
 			"description": "Links whose objects to return beside this one."}
 	}
 	return map[string]any{"type": "object", "properties": props, "required": []string{o.Key}, "additionalProperties": false}
@@ -244,9 +286,9 @@ func (e *Engine) getInputSchema(object string, o *ontology.Object) map[string]an
 // row it points to, from its to side the rows pointing here; null when the
 // field linking them is null or names no row; withheld when the caller may
 // not read the linked object.
-func (e *Engine) getOutputSchema(object string) map[string]any {
+func (e *Engine) getOutputSchema(object string, links []string) map[string]any {
 	props := map[string]any{"item": e.rowSchema(object)}
-	if links := e.linksOf(object); len(links) > 0 {
+	if len(links) > 0 {
 		withheld := map[string]any{"type": "object", "required": []string{"withheld"}, "additionalProperties": false,
 			"properties": map[string]any{"withheld": map[string]any{"type": "string"}}}
 		byLink := map[string]any{}

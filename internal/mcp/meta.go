@@ -343,6 +343,7 @@ func (s *Server) describeResources(ctx context.Context, caller *engine.Caller, a
 	} else if json.Unmarshal(raw, &names) != nil || len(names) == 0 {
 		issues = append(issues, engine.Issue{Path: "/resources", Message: "must be a non-empty array of resource names"})
 	}
+	usable := s.usable(caller)
 	seen := map[string]resource{}
 	for _, r := range s.catalog(caller) {
 		seen[r.name] = r
@@ -373,8 +374,9 @@ func (s *Server) describeResources(ctx context.Context, caller *engine.Caller, a
 		}
 		ra := resourceAnswer{Resource: name, Title: r.group.Title, Description: r.group.Description}
 		for _, t := range r.tools {
+			def, _ := s.seenBy(t, usable)
 			ta := toolAnswer{Name: t.def.Name, Title: t.def.Title, Description: t.def.Description, Kind: "read", Confirms: t.confirms,
-				InputSchema: t.def.InputSchema, OutputSchema: t.def.OutputSchema}
+				InputSchema: def.InputSchema, OutputSchema: def.OutputSchema}
 			if isAction(t) {
 				ta.Kind = "action"
 			}
@@ -472,10 +474,12 @@ type Measure struct {
 // measure): the tools/list result as JSON, which is what a client puts in
 // its model's context.
 func (s *Server) Measure(caller *engine.Caller) Measure {
+	usable := s.usable(caller)
 	size := func(names []string) int {
 		res := &sdk.ListToolsResult{Tools: []*sdk.Tool{}}
 		for _, name := range names {
-			res.Tools = append(res.Tools, s.tools[name].def)
+			def, _ := s.seenBy(s.tools[name], usable)
+			res.Tools = append(res.Tools, def)
 		}
 		b, err := json.Marshal(res)
 		if err != nil {

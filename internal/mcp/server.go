@@ -236,7 +236,8 @@ func (s *Server) build(usable, prompts []string, fixed *engine.Caller) *sdk.Serv
 	srv = sdk.NewServer(&sdk.Implementation{Name: "orangerail", Title: s.cfg.Service, Version: s.version}, opts)
 	for _, name := range names {
 		t := s.tools[name]
-		srv.AddTool(t.served, s.handler(t, fixed))
+		_, served := s.seenBy(t, usable)
+		srv.AddTool(served, s.handler(t, fixed))
 	}
 	s.addResources(srv, usable, fixed)
 	s.addPrompts(srv, prompts, fixed)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -27,7 +28,7 @@ import (
 // Who may see and call it is the engine's to say (Engine.Sees, Admit).
 type tool struct {
 	def *sdk.Tool
-	// served is def as the SDK is given it (served): its schemas
+	// served is def as the SDK is given it (servedDef): its schemas
 	// encoded once.
 	served  *sdk.Tool
 	kind    ontology.ToolKind
@@ -218,19 +219,39 @@ func (s *Server) declare() map[string]*tool {
 			// refused for lacking it.
 			t.def.Description += fmt.Sprintf(" Needs the scope %s.", scope)
 		}
-		t.served = served(t.def)
+		t.served = servedDef(t.def)
 		t.span, t.spanStart = "tools/call "+d.Name, []trace.SpanStartOption{trace.WithAttributes(attribute.String("mcp.tool.name", d.Name))}
 		tools[d.Name] = t
 	}
 	return tools
 }
 
-// served is def with its schemas encoded as the SDK encodes them (no
+// seenBy is t as a caller that may use the tools usable (sorted) is
+// served it: a get names only the links it may include — those whose
+// other end's tool it may use too (engine.LinksSeen) — and nothing of an
+// object it cannot see. Every other tool is served as declared.
+func (s *Server) seenBy(t *tool, usable []string) (def, served *sdk.Tool) {
+	if t.kind != ontology.ToolGet {
+		return t.def, t.served
+	}
+	links := s.engine.LinksSeen(t.subject, func(tool string) bool {
+		_, ok := slices.BinarySearch(usable, tool)
+		return ok
+	})
+	if len(links) == len(s.engine.LinksSeen(t.subject, nil)) {
+		return t.def, t.served
+	}
+	d := *t.def
+	d.InputSchema, d.OutputSchema = s.engine.GetSchemas(t.subject, links)
+	return &d, servedDef(&d)
+}
+
+// servedDef is def with its schemas encoded as the SDK encodes them (no
 // HTML escaping, map keys sorted), once: the SDK encodes a schema it holds
 // as a Go value again wherever it reads one — each tools/list, and each
 // tools/call, whose input schema it reads for x-mcp-header annotations.
 // Encoded, each is sent as it is, byte for byte the same.
-func served(def *sdk.Tool) *sdk.Tool {
+func servedDef(def *sdk.Tool) *sdk.Tool {
 	t := *def
 	t.InputSchema, t.OutputSchema = encodedSchema(def.InputSchema), encodedSchema(def.OutputSchema)
 	return &t

@@ -24,7 +24,7 @@ func TestServedToolsEncodeAsDeclared(t *testing.T) {
 	defs := []*sdk.Tool{actionTool("cancel_order", action, map[string]any{"type": "object"}), checkTool(nil),
 		metaTool(ontology.ToolManageResource, &ontology.Config{}), {Name: "bare", InputSchema: map[string]any{"type": "object"}}}
 	for _, def := range defs {
-		served := served(def)
+		served := servedDef(def)
 		if _, ok := served.InputSchema.(json.RawMessage); !ok {
 			t.Errorf("%s: the served input schema is a %T, encoded again at each call", def.Name, served.InputSchema)
 		}
