@@ -2,6 +2,7 @@ package httpeffect_test
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -561,5 +562,53 @@ func TestTokenRequests(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "secret-SECRET-5") {
 		t.Fatal("the client's secret reached the log")
+	}
+}
+
+// TestEncodedAnswersAreWithheld: an answer whose body the upstream sent
+// encoded without being asked (deflate) — where an echoed credential
+// passes every scrub, compressed — is never returned nor quoted: a
+// success is body_unreadable, a failure's error names the encoding only.
+func TestEncodedAnswersAreWithheld(t *testing.T) {
+	const secret = "hkey-SECRET-abcabcabcabcabcabcabc" // compressible: no literal run of it survives deflate
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b bytes.Buffer
+		zw, _ := flate.NewWriter(&b, flate.BestCompression)
+		_, _ = io.WriteString(zw, "key="+r.Header.Get("X-Api-Key"))
+		_ = zw.Close()
+		w.Header().Set("Content-Encoding", "deflate")
+		w.Header().Set("Content-Type", "text/plain")
+		if strings.HasSuffix(r.URL.Path, "/fail") {
+			w.WriteHeader(http.StatusBadRequest)
+		} else {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_, _ = w.Write(b.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("CARRIERX_HKEY_CREDENTIAL", secret)
+	cfg, err := ontology.Parse(fmt.Appendf(nil, authConfig, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, admin, logs := credentialEngine(t, cfg)
+	ok := e.Call(context.Background(), agent("acme"), "label", []byte(`{"order_id": "o-1"}`))
+	if ok.Status != engine.StatusOK || string(ok.Data) != `{"body_withheld":"body_unreadable","status":201}` {
+		t.Fatalf("an encoded success: %s %s (%v)", ok.Status, ok.Data, ok.Err)
+	}
+	failed := e.Call(context.Background(), agent("acme"), "label", []byte(`{"order_id": "fail"}`))
+	if failed.Status != engine.StatusFailed || failed.Err == nil || !strings.Contains(failed.Err.Error(), `Content-Encoding "deflate"`) {
+		t.Fatalf("an encoded failure: %s (%v)", failed.Status, failed.Err)
+	}
+	// What a compressed echo would carry: the deflated bytes, in any form.
+	var b bytes.Buffer
+	zw, _ := flate.NewWriter(&b, flate.BestCompression)
+	_, _ = io.WriteString(zw, "key="+secret)
+	_ = zw.Close()
+	all := strings.Join(append(auditEntries(t, admin), logs.String(), string(ok.Data), failed.Err.Error()), "\n")
+	for _, form := range []string{secret, base64.StdEncoding.EncodeToString(b.Bytes()), fmt.Sprintf("%q", b.String())} {
+		if strings.Contains(all, form) {
+			t.Errorf("the encoded echo reached a sink as %q", form)
+		}
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -627,6 +628,10 @@ func (c *Caller) failed(plan *Plan, a *attempted, resp *http.Response) {
 	a.record.Failure = engine.AttemptStatus
 	a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	a.diagnostic = statusDiagnostic(resp.StatusCode)
+	if enc := bodyEncoding(resp); enc != "" {
+		a.err = fmt.Errorf("answered %s, its body encoded (Content-Encoding %q), not quoted", resp.Status, enc)
+		return
+	}
 	if plan.ReadFailures && !retryableStatus(resp.StatusCode) {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, plan.Limits.MaxBytes+1))
 		if err == nil && int64(len(data)) <= plan.Limits.MaxBytes {
@@ -648,10 +653,27 @@ func (c *Caller) failed(plan *Plan, a *attempted, resp *http.Response) {
 // error scrubbed after, where what the body escaped (JSON's \u0066,
 // XML's &#x66;) is decoded.
 func (c *Caller) read(plan *Plan, resp *http.Response, data []byte) Answer {
+	if enc := bodyEncoding(resp); enc != "" {
+		return Answer{Unreadable: fmt.Errorf("the body is encoded (Content-Encoding %q), which is not decoded: no credential could be looked for in it", enc)}
+	}
 	answer := plan.Read(resp.StatusCode, resp.Header, c.creds.scrub(data))
 	answer.Result = c.creds.scrubJSON(answer.Result)
 	answer.Err, answer.Unreadable = c.creds.scrubError(answer.Err), c.creds.scrubError(answer.Unreadable)
 	return answer
+}
+
+// bodyEncoding is the Content-Encoding of resp's body as read, or "" for
+// none: net/http decodes a gzip body it asked for and says none, but an
+// upstream may send another unasked (deflate, br), where an echoed
+// credential would pass every scrub unseen. Such a body is never
+// returned, nor quoted.
+func bodyEncoding(resp *http.Response) string {
+	for _, enc := range strings.Split(strings.Join(resp.Header.Values("Content-Encoding"), ","), ",") {
+		if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
+			return display.Echo(enc)
+		}
+	}
+	return ""
 }
 
 // authorize places the credentials of the schemes the call presents on
