@@ -248,7 +248,7 @@ func printReports(w io.Writer, reports []*engine.Report) {
 			return fmt.Sprintf("%s  %s  action %q  correlation %q  unsealed for %s", u.At.UTC().Format(time.RFC3339), u.Phase, u.Action,
 				u.CorrelationID, u.UnsealedFor.Round(time.Second))
 		})
-		listFindings(w, r.Unfinished, r.UnfinishedTotal, "execution(s) started but never finished (one over its deadline ran on a server that stopped: settle it with `orangerail audit settle`)", func(u engine.UnfinishedExecution) string {
+		listFindings(w, r.Unfinished, r.UnfinishedTotal, "execution(s) started but never finished: an effect that may have acted with no recorded end (an upstream write unanswered, a commit unconfirmed, an answer the record could not hold) or a server that stopped mid-call; find out what it did, then settle it with `orangerail audit settle`", func(u engine.UnfinishedExecution) string {
 			return fmt.Sprintf("seq %d  %s  action %q  correlation %q", u.Seq, u.At.UTC().Format(time.RFC3339), u.Action, u.CorrelationID)
 		})
 		listFindings(w, r.Unaudited, r.UnauditedTotal, "consumed approval(s) with no audit record of their execution", func(u engine.UnauditedApproval) string {
