@@ -68,7 +68,8 @@ func describeTool(cfg *ontology.Config, kind ontology.ToolKind) *sdk.Tool {
 	default:
 		return nil
 	}
-	t.Annotations = &sdk.ToolAnnotations{Title: t.Title, ReadOnlyHint: true, IdempotentHint: true}
+	// Closed world, said: an absent openWorldHint reads as true.
+	t.Annotations = &sdk.ToolAnnotations{Title: t.Title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld}
 	return t
 }
 

@@ -313,7 +313,7 @@ func TestDescribeToolsAreGated(t *testing.T) {
 			t.Fatalf("an agent does not see %s", name)
 		}
 		d := list.Tools[i]
-		if a := d.Annotations; a == nil || !a.ReadOnlyHint || !a.IdempotentHint || a.OpenWorldHint != nil || d.OutputSchema == nil || d.Title == "" || d.Meta != nil {
+		if a := d.Annotations; a == nil || !a.ReadOnlyHint || !a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint || d.OutputSchema == nil || d.Title == "" || d.Meta != nil {
 			t.Errorf("%s: annotations %+v, output schema %v, title %q", name, d.Annotations, d.OutputSchema, d.Title)
 		}
 		if !s.ReadOnly(name) {
