@@ -51,6 +51,17 @@ func (s *Server) instructions(names []string, session bool) string {
 		// manage_resource rather than offered by name.
 		b.WriteString(" Tools are grouped into resources: list_resources lists them, describe_resource gives their full schemas, " +
 			"and manage_resource calls one, through the same checks as a call by name.")
+		var grouped []string
+		for _, name := range names {
+			if s.cfg.GroupOf(name) != "" {
+				grouped = append(grouped, name)
+			}
+		}
+		if len(grouped) > 0 {
+			// Named below by their objects and actions, and not offered
+			// by name: a call by name answers as for no such tool.
+			fmt.Fprintf(&b, " Call these through manage_resource, never by name: %s.", listed(grouped))
+		}
 	}
 	if len(objects) > 0 {
 		fmt.Fprintf(&b, " You may read these objects, each with its NAME_get and NAME_list tools: %s.", listed(objects))

@@ -343,6 +343,11 @@ func (s *Server) describeResources(ctx context.Context, caller *engine.Caller, a
 	} else if json.Unmarshal(raw, &names) != nil || len(names) == 0 {
 		issues = append(issues, engine.Issue{Path: "/resources", Message: "must be a non-empty array of resource names"})
 	}
+	for i, name := range names {
+		if slices.Index(names, name) < i {
+			issues = append(issues, engine.Issue{Path: fmt.Sprintf("/resources/%d", i), Message: "listed twice"})
+		}
+	}
 	usable := s.usable(caller)
 	seen := map[string]resource{}
 	for _, r := range s.catalog(caller) {
@@ -412,11 +417,10 @@ func (s *Server) describeResources(ctx context.Context, caller *engine.Caller, a
 // is not in that resource answers alike, as a tool that does not exist.
 func (s *Server) manage(ctx context.Context, session *sdk.ServerSession, caller *engine.Caller, args json.RawMessage) (*sdk.CallToolResult, error) {
 	manageTool := s.tools[ontology.ManageResourceTool]
-	var in struct {
-		Resource  *string         `json:"resource"`
-		Tool      *string         `json:"tool"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
+	var (
+		resource, tool *string
+		arguments      json.RawMessage
+	)
 	raw, issues := argsObject(args)
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if k != "resource" && k != "tool" && k != "arguments" {
@@ -424,19 +428,25 @@ func (s *Server) manage(ctx context.Context, session *sdk.ServerSession, caller 
 		}
 	}
 	if issues == nil {
-		if err := json.Unmarshal(args, &in); err != nil {
-			issues = append(issues, engine.Issue{Path: "", Message: "resource and tool must be strings, arguments an object"})
+		// Each member is held to the schema at its own path.
+		for _, m := range []struct {
+			name string
+			dst  **string
+			want string
+		}{{"resource", &resource, "required: the resource, as list_resources names it"}, {"tool", &tool, "required: the tool of the resource to call"}} {
+			v, ok := raw[m.name]
+			switch {
+			case !ok:
+				issues = append(issues, engine.Issue{Path: pointer(m.name), Message: m.want})
+			case json.Unmarshal(v, m.dst) != nil || *m.dst == nil:
+				issues = append(issues, engine.Issue{Path: pointer(m.name), Message: "must be a string"})
+			}
 		}
-	}
-	if issues == nil {
-		if in.Resource == nil {
-			issues = append(issues, engine.Issue{Path: "/resource", Message: "required: the resource, as list_resources names it"})
-		}
-		if in.Tool == nil {
-			issues = append(issues, engine.Issue{Path: "/tool", Message: "required: the tool of the resource to call"})
-		}
-		if a := strings.TrimSpace(string(in.Arguments)); a != "" && a != "null" && !strings.HasPrefix(a, "{") {
-			issues = append(issues, engine.Issue{Path: "/arguments", Message: "must be an object"})
+		if a, ok := raw["arguments"]; ok {
+			if !strings.HasPrefix(strings.TrimSpace(string(a)), "{") {
+				issues = append(issues, engine.Issue{Path: "/arguments", Message: "must be an object: the tool's arguments, as its input schema says (leave it out for none)"})
+			}
+			arguments = a
 		}
 	}
 	if issues != nil {
@@ -444,9 +454,9 @@ func (s *Server) manage(ctx context.Context, session *sdk.ServerSession, caller 
 		s.emit(ctx, session, manageTool.def.Name, caller, out, "")
 		return render(manageTool, out), nil
 	}
-	name := *in.Tool
+	name := *tool
 	t, exists := s.tools[name]
-	if !exists || s.cfg.GroupOf(name) != *in.Resource || !s.engine.Sees(caller, name) {
+	if !exists || s.cfg.GroupOf(name) != *resource || !s.engine.Sees(caller, name) {
 		refusal := engine.RefusalUnknown
 		if exists {
 			refusal = engine.RefusalHidden
@@ -454,7 +464,7 @@ func (s *Server) manage(ctx context.Context, session *sdk.ServerSession, caller 
 		s.emit(ctx, session, name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
 		return nil, unknownTool(name)
 	}
-	return s.call(ctx, session, t, caller, in.Arguments)
+	return s.call(ctx, session, t, caller, arguments)
 }
 
 // Measure is what one caller's catalog costs an agent's context, in

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -111,6 +113,13 @@ func TestMetaSurfaceCatalog(t *testing.T) {
 	if got := meta.InitializeResult().Instructions; !strings.Contains(got, "list_resources lists them") || !strings.Contains(got, "cancel_order") ||
 		!strings.Contains(got, "NAME_get and NAME_list tools: customer, order, product") {
 		t.Fatalf("a meta caller's instructions: %s", got)
+	}
+	// The grouped tools it names are said to be called through
+	// manage_resource: by name they answer as for no such tool.
+	grouped := regexp.MustCompile(`Call these through manage_resource, never by name: ([^.]*)\.`).FindStringSubmatch(meta.InitializeResult().Instructions)
+	if got := meta.InitializeResult().Instructions; grouped == nil || !slices.Contains(strings.Split(grouped[1], ", "), "order_get") ||
+		!slices.Contains(strings.Split(grouped[1], ", "), "cancel_order") {
+		t.Fatalf("a meta caller's instructions do not say which tools to call through manage_resource: %s", got)
 	}
 	if got := connect(t, s, flatCaller("orders:read")).InitializeResult().Instructions; strings.Contains(got, "list_resources") {
 		t.Fatalf("a flat caller's instructions: %s", got)
@@ -234,6 +243,10 @@ func TestDescribeResourceBatched(t *testing.T) {
 	if !cancel.Confirms || !cancel.Action.Policy.Approval.Required || !strings.Contains(cancel.Action.Answers, "approval_pending") {
 		t.Fatalf("cancel_order described %+v", cancel)
 	}
+	// Each resource once, as the schema's uniqueItems says.
+	if res, body := call(t, cs, "describe_resource", `{"resources": ["orders", "orders"]}`); !res.IsError || !strings.Contains(fmt.Sprint(body["issues"]), "/resources/1") {
+		t.Fatalf("describe_resource of orders twice: error %v, issues %v", res.IsError, body["issues"])
+	}
 	// customers is hidden from support here: refused as nonsense is.
 	hidden := rawResult(t, s, metaCaller("orders:read"), "describe_resource", `{"resources": ["customers"]}`)
 	absent := rawResult(t, s, metaCaller("orders:read"), "describe_resource", `{"resources": ["nonsense"]}`)
@@ -319,6 +332,25 @@ func TestManageResourceGates(t *testing.T) {
 	if !res.IsError || body["code"] != string(errcode.InputInvalid) {
 		t.Fatalf("manage_resource without a resource: %v", body)
 	}
+	// Each held to its schema at its own path: a tool that is no string,
+	// arguments that are no object (null is none).
+	for args, path := range map[string]string{
+		`{"resource": "orders", "tool": 5}`:       "/tool",
+		manageArgs("orders", "order_get", `null`): "/arguments",
+	} {
+		res, body = call(t, writer, "manage_resource", args)
+		issues, _ := body["issues"].([]any)
+		first, _ := func() (map[string]any, bool) {
+			if len(issues) == 0 {
+				return nil, false
+			}
+			m, ok := issues[0].(map[string]any)
+			return m, ok
+		}()
+		if !res.IsError || body["code"] != string(errcode.InputInvalid) || len(issues) != 1 || first["path"] != path {
+			t.Fatalf("manage_resource %s: %v, want one issue at %s", args, body, path)
+		}
+	}
 
 	type line struct{ tool, outcome, refusal string }
 	var got []line
@@ -330,7 +362,7 @@ func TestManageResourceGates(t *testing.T) {
 		{"add_order_note", "not_found", "hidden"}, {"add_order_note", "not_found", "hidden"},
 		{"cancel_order", "denied", "scope"},
 		{"cancel_order", "invalid_input", ""}, {"cancel_order", "precondition_failed", "policy"}, {"cancel_order", "approval_pending", ""},
-		{"manage_resource", "invalid_input", ""},
+		{"manage_resource", "invalid_input", ""}, {"manage_resource", "invalid_input", ""}, {"manage_resource", "invalid_input", ""},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("events %v\nwant %v", got, want)
