@@ -152,7 +152,7 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 					// The token endpoint's answer may quote what was sent.
 					var re *oauth2.RetrieveError
 					if errors.As(err, &re) && re.Response != nil {
-						return fmt.Errorf("the token request was refused: %s", re.Response.Status)
+						return &tokenRefused{status: re.Response.StatusCode, text: re.Response.Status}
 					}
 					return errors.New("the token request failed")
 				}
@@ -172,6 +172,16 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 	}
 	return c, nil
 }
+
+// tokenRefused is a token request the token endpoint answered with
+// other than a token: its status, never its body, which may quote what
+// was sent.
+type tokenRefused struct {
+	status int
+	text   string
+}
+
+func (t *tokenRefused) Error() string { return "the token request was refused: " + t.text }
 
 // tokenCache holds an oauth2_client_credentials scheme's token until it
 // expires, and fetches the next within the asking call's context: its

@@ -499,7 +499,7 @@ func TestTokenRequests(t *testing.T) {
 	var stolen atomic.Int32
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stolen.Add(1) }))
 	t.Cleanup(elsewhere.Close)
-	var paid atomic.Int32
+	var paid, tokenAsks atomic.Int32
 	hang := make(chan struct{})
 	var mode atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -507,6 +507,7 @@ func TestTokenRequests(t *testing.T) {
 			paid.Add(1)
 			return
 		}
+		tokenAsks.Add(1)
 		switch mode.Load() {
 		case "redirect":
 			http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusTemporaryRedirect)
@@ -531,11 +532,16 @@ func TestTokenRequests(t *testing.T) {
 	ctx := context.Background()
 
 	mode.Store("redirect")
-	if out := e.Call(ctx, agent("acme"), "pay", []byte(`{"order_id": "o-1"}`)); out.Status != engine.StatusFailed {
-		t.Fatalf("a token endpoint redirecting: %s (%v)", out.Status, out.Err)
+	if out := e.Call(ctx, agent("acme"), "pay", []byte(`{"order_id": "o-1"}`)); out.Status != engine.StatusFailed || out.Diagnostic != engine.DiagnosticUpstreamRejected {
+		t.Fatalf("a token endpoint redirecting: %s %s (%v)", out.Status, out.Diagnostic, out.Err)
 	}
 	if n := stolen.Load(); n != 0 {
 		t.Fatalf("the redirect was followed %d times: the client's secret went to another host", n)
+	}
+	// A refusal of the client is not asked again, attempt after attempt:
+	// x/oauth2 asks twice (the secret in a header, then in the form).
+	if n := tokenAsks.Load(); n > 2 {
+		t.Fatalf("the token endpoint was asked %d times after refusing the client", n)
 	}
 
 	// Three calls at once against a token endpoint that never answers:

@@ -458,7 +458,10 @@ type attempted struct {
 	retryAfter time.Duration
 	// stated: the answer stated the call's failure itself (a SOAP
 	// fault), so the upstream answered about the call, not lost it.
-	stated     bool
+	stated bool
+	// refused: nothing was sent, and sending it again is refused alike
+	// (the token endpoint refused the client's credentials).
+	refused    bool
 	diagnostic engine.Diagnostic
 	err        error
 }
@@ -492,7 +495,7 @@ func retryableStatus(status int) bool {
 
 // again reports whether to attempt again after a, and after how long.
 func again(ctx context.Context, plan *Plan, a *attempted, n int) (time.Duration, bool) {
-	if n >= plan.Limits.MaxAttempts || !plan.Retry || ctx.Err() != nil {
+	if n >= plan.Limits.MaxAttempts || !plan.Retry || ctx.Err() != nil || a.refused {
 		return 0, false
 	}
 	switch a.record.Failure {
@@ -562,8 +565,14 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if err := c.authorize(authCtx, req); err != nil {
 		a.record.Failure, a.diagnostic, a.err = engine.AttemptConnect, engine.DiagnosticUpstreamUnavailable, err
-		if authCtx.Err() != nil {
+		var refused *tokenRefused
+		switch {
+		case authCtx.Err() != nil:
 			a.record.Failure, a.diagnostic = engine.AttemptTimeout, engine.DiagnosticUpstreamTimeout
+		case errors.As(err, &refused) && refused.status >= 300 && refused.status < 500 && !retryableStatus(refused.status):
+			// The token endpoint refused the client (400 invalid_client,
+			// 401, a redirect): asking again is refused alike.
+			a.diagnostic, a.refused = engine.DiagnosticUpstreamRejected, true
 		}
 		return a
 	}
