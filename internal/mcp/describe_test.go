@@ -280,15 +280,7 @@ func TestErrorsExplain(t *testing.T) {
 		`[1]`: "",
 	} {
 		res, body := call(t, cs, "errors_explain", args)
-		issues, _ := body["issues"].([]any)
-		first, _ := func() (map[string]any, bool) {
-			if len(issues) == 0 {
-				return nil, false
-			}
-			m, ok := issues[0].(map[string]any)
-			return m, ok
-		}()
-		if !res.IsError || body["status"] != "invalid_input" || body["code"] != string(errcode.InputInvalid) || len(issues) != 1 || first["path"] != path {
+		if !res.IsError || body["status"] != "invalid_input" || body["code"] != string(errcode.InputInvalid) || !slices.Equal(issuePaths(body), []string{path}) {
 			t.Errorf("errors_explain %s: %s", args, text(res))
 		}
 	}

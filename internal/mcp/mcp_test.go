@@ -161,6 +161,19 @@ func call(t *testing.T, cs *sdk.ClientSession, name, args string) (*sdk.CallTool
 	return res, body
 }
 
+// issuePaths are the paths of the issues a call's answer body names, in
+// order.
+func issuePaths(body map[string]any) []string {
+	issues, _ := body["issues"].([]any)
+	paths := []string{}
+	for _, issue := range issues {
+		m, _ := issue.(map[string]any)
+		path, _ := m["path"].(string)
+		paths = append(paths, path)
+	}
+	return paths
+}
+
 func text(res *sdk.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
