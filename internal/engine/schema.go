@@ -25,8 +25,8 @@ type ReadSchemas struct {
 
 // ReadSchemas returns the schemas of an object's reads, made afresh: the
 // caller may keep or change them. An unknown object has none. The get's
-// name every link of the object; a caller is served them as GetSchemas
-// makes them for it.
+// schemas name every link of the object; a caller is served them as
+// GetSchemas makes them for it.
 func (e *Engine) ReadSchemas(object string) (ReadSchemas, bool) {
 	o, ok := e.cfg.Objects[object]
 	if !ok {

@@ -247,14 +247,15 @@ func (s *Server) build(usable, prompts []string, fixed *engine.Caller) *sdk.Serv
 
 // codeOfRPC is the stable code of a JSON-RPC error the SDK, or a
 // middleware, answers without data of its own. The codes after the first
-// two are answered only over HTTP, by the SDK's handler itself, to a
-// request of protocol 2026-07-28 (answerJSONRefusal): a header unlike the
-// body, a protocol version the server does not serve (the same refusal as
-// an unsupported MCP-Protocol-Version of an earlier one) and a method it
-// does not serve. A -32601 through the SDK's connection is no use here:
-// the connection rewrites every error of that code to its own words, data
-// dropped, so the transports refuse a method the server does not serve
-// before the SDK reads it (unservedMethod).
+// two the SDK answers itself, before any handler or middleware, mostly to
+// a request of protocol 2026-07-28 (withCode gives them theirs, over HTTP
+// and stdio): a header unlike the body (HTTP only), a protocol version the
+// server does not serve (the same refusal as an unsupported
+// MCP-Protocol-Version of an earlier one) and a method it does not serve.
+// A handler's -32601 is no use here: the SDK's connection rewrites every
+// error of that code to its own words, data dropped, so the transports
+// refuse a method the server does not serve before the SDK reads it
+// (unservedMethod).
 var codeOfRPC = map[int64]errcode.Code{
 	jsonrpc.CodeInvalidParams:          errcode.MCPInvalidParams,
 	jsonrpc.CodeInvalidRequest:         errcode.MCPInvalidRequest,
