@@ -1,18 +1,24 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestSecondSignalEndsTheCommand: a command that does not stop when asked
-// (the first SIGTERM ends its context, which this one never reads: it
-// waits to open a FIFO) ends at the next, as by default, where it ran on
-// until SIGKILL.
-func TestSecondSignalEndsTheCommand(t *testing.T) {
+// TestSignals: the first SIGTERM ends a command's context — one that reads
+// it stops at once, X_INTERRUPTED (policy compile, which waits to open a
+// FIFO here) — and a command that does not stop when asked (config check,
+// waiting in the same open, never reading its context) ends at the next,
+// as by default, where it ran on until SIGKILL.
+func TestSignals(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "orangerail")
@@ -23,29 +29,66 @@ func TestSecondSignalEndsTheCommand(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("no FIFO here: %v", err)
 	}
-	cmd := exec.Command(bin, "policy", "compile", fifo, "--service", "s") //nolint:gosec // G204: the binary just built
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan error, 1)
-	go func() { ended <- cmd.Wait() }()
-	// SIGTERM until it ends: the first, if its handlers are installed,
-	// only ends its context; one after that ends it.
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(time.Minute)
-	for {
-		select {
-		case err := <-ended:
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
-				t.Fatalf("the command ended with %v, not by a SIGTERM", err)
+	for _, c := range []struct {
+		name     string
+		args     []string
+		signaled bool // ended by the signal itself, not by its own exit
+	}{
+		{"a command that stops", []string{"policy", "compile", fifo, "--service", "s"}, false},
+		{"a command that does not stop", []string{"config", "check", fifo}, true},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, c.args...) //nolint:gosec // G204: the binary just built
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan error, 1)
+		go func() { ended <- cmd.Wait() }()
+		// Its handlers installed first: a SIGTERM before them ends any
+		// command, as by default.
+		for start := time.Now(); !catches(cmd.Process.Pid, syscall.SIGTERM) && time.Since(start) < 30*time.Second; {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// SIGTERM until it ends: the first ends its context; one after
+		// that ends it.
+		tick := time.NewTicker(200 * time.Millisecond)
+		deadline := time.After(time.Minute)
+	wait:
+		for {
+			select {
+			case err := <-ended:
+				ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+				switch {
+				case c.signaled && (!ws.Signaled() || ws.Signal() != syscall.SIGTERM):
+					t.Errorf("%s ended with %v, not by a SIGTERM", c.name, err)
+				case !c.signaled && (ws.Signaled() || cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "X_INTERRUPTED")):
+					t.Errorf("%s ended with %v, not by its own exit 2 X_INTERRUPTED: %s", c.name, err, stderr.String())
+				}
+				break wait
+			case <-tick.C:
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			case <-deadline:
+				_ = cmd.Process.Kill()
+				t.Fatalf("%s runs on after a minute of SIGTERMs", c.name)
 			}
-			return
-		case <-tick.C:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-		case <-deadline:
-			_ = cmd.Process.Kill()
-			t.Fatal("the command runs on after a minute of SIGTERMs")
+		}
+		tick.Stop()
+	}
+}
+
+// catches reports whether the process pid catches sig (Linux's
+// /proc/PID/status, SigCgt); false where that cannot be read.
+func catches(pid int, sig syscall.Signal) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(status)) {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && bits&(1<<(uint(sig)-1)) != 0
 		}
 	}
+	return false
 }
