@@ -40,7 +40,7 @@ func checkCommandLine(args []string) error {
 	if err != nil {
 		return err
 	}
-	if cmd == root || !cmd.Runnable() {
+	if cmd == root || !cmd.Runnable() || cmd.HasSubCommands() { // a group runs only to refuse a word or print help
 		return fmt.Errorf("%q names no command that runs", strings.Join(args, " "))
 	}
 	if err := cmd.ParseFlags(rest); err != nil {

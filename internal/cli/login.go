@@ -37,7 +37,7 @@ func newLoginCmd() *cobra.Command {
 				}
 			}
 			if issuer == "" {
-				return fmt.Errorf("--issuer is required (or $%s, or --config naming identity.oidc)", IssuerEnv)
+				return errcode.New(errcode.Usage, fmt.Sprintf("--issuer is required (or $%s, or --config naming identity.oidc)", IssuerEnv), nil)
 			}
 			// The server takes no other issuer: signing in at one over
 			// plain http off loopback would only expose the sign-in.

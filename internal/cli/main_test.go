@@ -886,6 +886,12 @@ func TestUsageErrorsAreCoded(t *testing.T) {
 		{"audit", "settle"},
 		{"audit", "verify", "--lag-bound", "soon"},
 		{"errors", "explain", "X_USAGE", "X_USAGE", "X_USAGE"},
+		// A word naming none of a group's commands: it printed the
+		// group's help and exited 0.
+		{"approvals", "lsit"},
+		{"audit", "verfy", "--tenant", "acme"},
+		{"policy", "compiel", "x.yaml"},
+		{"login"},
 	} {
 		code, out, stderr := cli(t, args...)
 		if code != exitError || out != "" {
@@ -895,5 +901,9 @@ func TestUsageErrorsAreCoded(t *testing.T) {
 		if !strings.Contains(stderr, "--help") {
 			t.Fatalf("%v: %q says no fix", args, stderr)
 		}
+	}
+	// A group named alone prints its help, as it did.
+	if code, out, stderr := cli(t, "audit"); code != exitOK || !strings.Contains(out, "verify") || stderr != "" {
+		t.Fatalf("audit alone: exit %d\n%s%s", code, out, stderr)
 	}
 }

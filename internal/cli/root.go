@@ -137,7 +137,30 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newAuditCmd(), newConfigCmd(), newApprovalsCmd(), newAuditorCmd(), newErrorsCmd(), newDemoCmd(), newWebhooksCmd(), newDeskCmd(), newLoginCmd(), newSurfaceCmd(), newPolicyCmd(), newInitCmd(), newVersionCmd(), newKeysCmd())
+	for _, group := range root.Commands() {
+		refuseUnknownSubcommands(group)
+	}
 	return root
+}
+
+// refuseUnknownSubcommands makes a group of commands (approvals, audit, …)
+// refuse a word that names none of its commands, X_USAGE, as the root
+// refuses one: cobra checks only the root's, and printed the group's help
+// with exit 0 for `approvals lsit`. A group named alone prints its help.
+func refuseUnknownSubcommands(group *cobra.Command) {
+	if !group.HasSubCommands() || group.Runnable() {
+		return
+	}
+	group.Args = cobra.ArbitraryArgs
+	group.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return errcode.New(errcode.Usage, fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath()), nil)
+	}
+	for _, sub := range group.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
 }
 
 // databaseURLFlag binds --database-url, defaulting to $DATABASE_URL.
