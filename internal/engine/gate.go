@@ -163,11 +163,16 @@ func (e *Engine) canRead(caller *Caller, o *ontology.Object) bool {
 // object's read access and audience, and the scope that grants the tool —
 // a token scoped to orders alone reads no customer through an order.
 func (e *Engine) mayFollow(caller *Caller, there string, many bool) bool {
-	tool := ontology.GetTool(there)
+	return e.canRead(caller, e.cfg.Objects[there]) && e.missingScope(caller, followTool(there, many)) == ""
+}
+
+// followTool is the tool a link to there is read through: there's get for
+// the one row it points to, its list, many, for the rows pointing back.
+func followTool(there string, many bool) string {
 	if many {
-		tool = ontology.ListTool(there)
+		return ontology.ListTool(there)
 	}
-	return e.canRead(caller, e.cfg.Objects[there]) && e.missingScope(caller, tool) == ""
+	return ontology.GetTool(there)
 }
 
 // audience evaluates an audience predicate for caller: only a literal

@@ -257,17 +257,17 @@ func (e *Engine) LinksSeen(object string, sees func(tool string) bool) []string 
 	return names
 }
 
-// linkTool is the tool whose caller may follow link from object: its
-// other end's get, from the link's from side (the one row it points to),
-// its list from the to side (the rows pointing here).
+// linkTool is the tool whose caller may follow link from object
+// (followTool): from the link's from side its other end's get, from the
+// to side its list.
 func (e *Engine) linkTool(link, object string) string {
 	l := e.cfg.Links[link]
 	from, _, _ := strings.Cut(l.From, ".")
 	if from == object {
 		to, _, _ := strings.Cut(l.To, ".")
-		return ontology.GetTool(to)
+		return followTool(to, false)
 	}
-	return ontology.ListTool(from)
+	return followTool(from, true)
 }
 
 // getInputSchema is a get's input schema; include, when not nil, is the

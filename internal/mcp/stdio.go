@@ -247,27 +247,24 @@ func (c *lineConn) SessionID() string { return "" }
 func (c *lineConn) readLoop(r *bufio.Reader, limit int64, caps *sdk.ServerCapabilities) {
 	for {
 		line, tooLong, err := readLine(r, limit)
-		if msg, answer := judgeLine(line, tooLong, limit, caps); answer != nil {
+		msg, answer := judgeLine(line, tooLong, limit, caps)
+		if req, ok := msg.(*jsonrpc.Request); answer == nil && ok && req.IsCall() && !c.claim(req.ID) {
+			// Two calls in flight under one id: the SDK answers one of
+			// them, and the other waited for an answer never written.
+			id, _ := json.Marshal(req.ID.Raw())
+			answer = rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest,
+				"a call under this id is still running: each call in flight needs an id of its own", 0)
+		}
+		switch {
+		case answer != nil:
 			c.log.Warn("stdio message refused", "code", string(answer.Error.Data.Code), "reason", answer.Error.Message)
 			data, _ := json.Marshal(answer)
 			if werr := c.writeLine(data); werr != nil {
 				c.deliver(lineRead{err: werr})
 				return
 			}
-		} else if msg != nil {
-			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && !c.claim(req.ID) {
-				// Two calls in flight under one id: the SDK answers one of
-				// them, and the other waited for an answer never written.
-				id, _ := json.Marshal(req.ID.Raw())
-				answer := rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest,
-					"a call under this id is still running: each call in flight needs an id of its own", 0)
-				c.log.Warn("stdio message refused", "code", string(answer.Error.Data.Code), "reason", answer.Error.Message)
-				data, _ := json.Marshal(answer)
-				if werr := c.writeLine(data); werr != nil {
-					c.deliver(lineRead{err: werr})
-					return
-				}
-			} else if !c.deliver(lineRead{msg: msg}) {
+		case msg != nil:
+			if !c.deliver(lineRead{msg: msg}) {
 				return
 			}
 		}
