@@ -187,6 +187,23 @@ const printedPoll = sh(pollLine.replace('"approvalId":"ID"', `"approvalId":"${pr
 check(printedPoll?.status === "executed" && printedPoll?.result?.body?.id && printedPoll.result.body.id !== label.id,
   "the printed check_approval call executes it: a second label", printedPoll);
 
+// The stdio command the demo printed, run exactly as printed, reaches the
+// same carrier: a label staged over stdio and approved is made. Its
+// environment is the printed line's alone: the key is not inherited.
+const stdioLine = lineAfter("Or connect over stdio as a development identity");
+const { SHIPPING_KEY_CREDENTIAL: _inherited, ...withoutKey } = process.env;
+const printedStdio = new Client({ name: "orangerail-e2e-stdio-shipper", version: "1.0.0" });
+await printedStdio.connect(new StdioClientTransport({ command: "bash", args: ["-c", stdioLine], env: withoutKey, stderr: "ignore" }));
+const stdioLabel = await printedStdio.callTool({ name: "create_return_label", arguments: { order_id: "o-1003", reason: "lost in transit", weight_grams: 800 } });
+const stdioLabelID = stdioLabel.structuredContent?.approvalId;
+check(stdioLabel.structuredContent?.status === "approval_pending" && stdioLabelID, "the printed stdio command stages create_return_label", stdioLabel);
+const stdioLabelView = JSON.parse(execFileSync(facts.orangerail, ["approvals", "show", stdioLabelID, "--json", ...common], asApprover));
+execFileSync(facts.orangerail, ["approvals", "approve", stdioLabelID, "--digest", stdioLabelView.digest, ...common], asApprover);
+const stdioLabelDone = (await printedStdio.callTool({ name: "check_approval", arguments: { approvalId: stdioLabelID } })).structuredContent;
+check(stdioLabelDone?.status === "executed" && stdioLabelDone?.result?.status === 201 && /^lbl_[0-9a-f]{16}$/.test(stdioLabelDone?.result?.body?.id),
+  "the printed stdio command's check_approval calls the demo's carrier", stdioLabelDone);
+await printedStdio.close();
+
 // The auditor finds each label's attempt and success in the audit log.
 const labelAuditor = new Client({ name: "orangerail-e2e-auditor", version: "1.0.0" });
 await labelAuditor.connect(new StreamableHTTPClientTransport(mcpURL, { requestInit: { headers: { Authorization: `Bearer ${facts.tokens.auditor.acme}` } } }));

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,7 +63,11 @@ type demoFacts struct {
 	DatabaseSource string   `json:"database_source"`
 	Config         string   `json:"config"`
 	StdioCommand   []string `json:"stdio_command"`
-	Self           string   `json:"orangerail"`
+	// StdioEnv is the environment stdio_command runs in, beside the
+	// caller's: where the shipping upstream's API key is read from (the
+	// file, never the key).
+	StdioEnv map[string]string `json:"stdio_env,omitempty"`
+	Self     string            `json:"orangerail"`
 	// CarrierURL is the example's shipping upstream, served by the demo on
 	// loopback (its OpenAPI document at /openapi.json); its API key is
 	// never written here.
@@ -243,8 +248,14 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 	if i := slices.Index(facts.StdioCommand, "--database-url"); i >= 0 && i+1 < len(facts.StdioCommand) {
 		stdio = shellJoin(facts.StdioCommand[:i+1]) + " " + urlArg + " " + shellJoin(facts.StdioCommand[i+2:])
 	}
-	fmt.Fprintf(out, "Or connect over stdio as a development identity:\n  %s\n", stdio)
-	fmt.Fprintf(out, "With Claude Code:\n  claude mcp add orangerail-stdio -- %s\n\n", stdio)
+	var env, claudeEnv []string
+	for _, k := range slices.Sorted(maps.Keys(facts.StdioEnv)) {
+		kv := k + "=" + shellJoin([]string{facts.StdioEnv[k]})
+		env = append(env, kv)
+		claudeEnv = append(claudeEnv, "-e", kv)
+	}
+	fmt.Fprintf(out, "Or connect over stdio as a development identity:\n  %s\n", strings.Join(append(env, stdio), " "))
+	fmt.Fprintf(out, "With Claude Code:\n  %s\n\n", strings.Join(append(append([]string{"claude mcp add orangerail-stdio"}, claudeEnv...), "--", stdio), " "))
 	self := shellJoin([]string{facts.Self})
 	if facts.ServerURL != "" {
 		server := shellJoin([]string{facts.ServerURL})
@@ -308,38 +319,39 @@ const (
 var demoCarrierEnv = ontology.CredentialEnv(demoUpstream, "key")
 
 // startCarrier serves the example's carrier on a loopback port of its own
-// and returns its URL. Its API key is $SHIPPING_KEY_CREDENTIAL when set,
-// else one made for this run and set there: the runtime then places it
-// exactly as it would a production credential, by the upstream's scheme.
-func startCarrier(ctx context.Context) (string, func(), error) {
-	key := os.Getenv(demoCarrierEnv)
+// and returns its URL and API key. The key is $SHIPPING_KEY_CREDENTIAL
+// when set, else one made for this run and set there: the runtime then
+// places it exactly as it would a production credential, by the
+// upstream's scheme.
+func startCarrier(ctx context.Context) (url, key string, stop func(), err error) {
+	key = os.Getenv(demoCarrierEnv)
 	if key == "" {
 		secret := make([]byte, 16)
 		if _, err := rand.Read(secret); err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
 		key = hex.EncodeToString(secret)
 		if err := os.Setenv(demoCarrierEnv, key); err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
 	}
 	c, err := carrier.New(key)
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	ln, err := app.Listen(ctx, "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+	return "http://" + ln.Addr().String(), key, func() { _ = srv.Close() }, nil
 }
 
-// demoOntology is the example config as the demo serves it: the shipping
+// demoConfigFor is the example config as the demo serves it: the shipping
 // upstream's base_urls.demo is the carrier the demo bound, and nothing
 // else differs from the file.
-func demoOntology(carrierURL string) (*ontology.Config, error) {
+func demoConfigFor(carrierURL string) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(orders.Config, &doc); err != nil {
 		return nil, err
@@ -355,11 +367,41 @@ func demoOntology(carrierURL string) (*ontology.Config, error) {
 		}
 	}
 	node.SetString(carrierURL)
-	b, err := yaml.Marshal(&doc)
+	return yaml.Marshal(&doc)
+}
+
+// stdioReachesCarrier makes the stdio command the demo prints call the
+// carrier it serves, as its HTTP server does: the config it names is the
+// one the demo serves, written beside the demo's other state (the
+// example's own names another port), and its environment names a file
+// holding the carrier's key, readable by its owner only. Without them a
+// create_return_label staged over stdio and approved would fail at the
+// call, upstream_unavailable.
+func stdioReachesCarrier(facts *demoFacts, served []byte, key string) error {
+	config, err := filepath.Abs(filepath.Join(demoStateDir, "demo-config.yaml"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return ontology.Parse(b)
+	keyFile, err := filepath.Abs(filepath.Join(demoStateDir, demoUpstream+".key"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(demoStateDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(config, served, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		return err
+	}
+	i := slices.Index(facts.StdioCommand, "--config")
+	if i < 0 || i+1 >= len(facts.StdioCommand) {
+		return errors.New("the demo's stdio command names no --config")
+	}
+	facts.StdioCommand[i+1] = config
+	facts.StdioEnv = map[string]string{demoCarrierEnv + "_FILE": keyFile}
+	return nil
 }
 
 // demoDeskClient is the desk's client id at the development issuer.
@@ -469,13 +511,20 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	defer issuerSrv.Close()
 	issuer := "http://" + issuerLn.Addr().String()
 
-	carrierURL, stopCarrier, err := startCarrier(ctx)
+	carrierURL, carrierKey, stopCarrier, err := startCarrier(ctx)
 	if err != nil {
 		return err
 	}
 	defer stopCarrier()
-	cfg, err := demoOntology(carrierURL)
+	served, err := demoConfigFor(carrierURL)
 	if err != nil {
+		return err
+	}
+	cfg, err := ontology.Parse(served)
+	if err != nil {
+		return err
+	}
+	if err := stdioReachesCarrier(facts, served, carrierKey); err != nil {
 		return err
 	}
 	cfg.Identity.OIDC = &ontology.OIDC{Issuer: issuer, Audience: "orangerail", TenantClaim: "org_id",

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -785,6 +786,31 @@ func TestDemoNeverPrintsAPassword(t *testing.T) {
 	printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
 	if strings.Contains(out.String(), "s3cret") || !strings.Contains(out.String(), `--database-url "$DATABASE_URL" --dev-tenant acme`) {
 		t.Fatalf("demo output:\n%s", out.String())
+	}
+}
+
+// TestDemoStdioEnvironment: the stdio command the demo prints carries its
+// environment as assignments a shell reads as such, whatever the path
+// holds, and the Claude Code line passes it with -e.
+func TestDemoStdioEnvironment(t *testing.T) {
+	t.Parallel()
+	keyFile := filepath.Join(t.TempDir(), "it's here", "shipping.key")
+	facts := &demoFacts{DatabaseURL: "postgres://127.0.0.1:5432/orangerail_demo", Config: "/x/orangerail.yaml", Self: "/x/orangerail",
+		StdioCommand: []string{"printenv", "SHIPPING_KEY_CREDENTIAL_FILE"}, StdioEnv: map[string]string{"SHIPPING_KEY_CREDENTIAL_FILE": keyFile}}
+	var out bytes.Buffer
+	printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
+	lines := strings.Split(out.String(), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Or connect over stdio") })
+	if i < 0 || i+3 >= len(lines) {
+		t.Fatalf("no stdio command printed:\n%s", out.String())
+	}
+	got, err := exec.CommandContext(t.Context(), "sh", "-c", strings.TrimSpace(lines[i+1])).Output()
+	if err != nil || string(got) != keyFile+"\n" {
+		t.Errorf("the printed stdio command %q ran with SHIPPING_KEY_CREDENTIAL_FILE=%q (%v), want %q", lines[i+1], got, err, keyFile)
+	}
+	if claude := strings.TrimSpace(lines[i+3]); !strings.HasPrefix(claude, "claude mcp add orangerail-stdio -e SHIPPING_KEY_CREDENTIAL_FILE=") ||
+		!strings.HasSuffix(claude, " -- printenv SHIPPING_KEY_CREDENTIAL_FILE") {
+		t.Errorf("the Claude Code line: %q", claude)
 	}
 }
 
