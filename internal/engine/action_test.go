@@ -396,13 +396,20 @@ func TestGovernedLifecycle(t *testing.T) {
 		t.Fatalf("second decision: %s %s", out.Status, out.Code)
 	}
 
-	// Tenant B sees none of it.
-	want(t, e.Check(ctx, support("globex"), id), engine.StatusNotFound)
+	// Tenant B sees none of it. A poll of no approval of the caller's says
+	// so by its code, as one of no approval at all.
+	for _, out := range []*engine.Outcome{e.Check(ctx, support("globex"), id), e.Check(ctx, support("acme"), "6f1d0d2e-0000-4000-8000-00000000dead"), e.Check(ctx, support("acme"), "not-an-id")} {
+		if want(t, out, engine.StatusNotFound); out.Code != errcode.ApprovalNotFound {
+			t.Errorf("poll of no approval of the caller's: code %q, want %s", out.Code, errcode.ApprovalNotFound)
+		}
+	}
 	want(t, e.Call(ctx, support("globex"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "x"}`)), engine.StatusNotFound)
 	// Nor does another agent of the same tenant.
 	other := support("acme")
 	other.Subject = "agent-8"
-	want(t, e.Check(ctx, other, id), engine.StatusNotFound)
+	if out := e.Check(ctx, other, id); out.Status != engine.StatusNotFound || out.Code != errcode.ApprovalNotFound {
+		t.Errorf("another agent's poll: %s %s, want not_found %s", out.Status, out.Code, errcode.ApprovalNotFound)
+	}
 	// The requester without the role any more, or polling with a token
 	// without the action's scope, may not run it; each refusal is
 	// recorded under the approval, which stays approved.

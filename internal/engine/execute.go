@@ -35,7 +35,7 @@ func (e *Engine) Check(ctx context.Context, caller *Caller, approvalID string) (
 func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *Outcome {
 	id, err := uuid.Parse(approvalID)
 	if err != nil || !caller.Authenticated() {
-		return &Outcome{Status: StatusNotFound}
+		return &Outcome{Status: StatusNotFound, Code: errcode.ApprovalNotFound}
 	}
 	approval, err := store.New(database.RowReader(e.store, caller.Tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
 	if err == nil && caller.owns(approval) && e.lapsed(approval) {
@@ -52,12 +52,12 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return &Outcome{Status: StatusNotFound}
+		return &Outcome{Status: StatusNotFound, Code: errcode.ApprovalNotFound}
 	case err != nil:
 		return e.storeFailure(ctx, "check approval", approvalID, err)
 	case !caller.owns(approval):
 		// Another caller's approval is not this caller's to see.
-		return &Outcome{Status: StatusNotFound}
+		return &Outcome{Status: StatusNotFound, Code: errcode.ApprovalNotFound}
 	}
 	if out := approvalStatus(approval); out != nil {
 		if out.Status == StatusConsumed {

@@ -80,7 +80,7 @@ var agentCodes = []Code{
 	MCPRateLimited, MCPAuthThrottled, MCPUnauthorized, MCPIdentityUnavailable, MCPLimitsUnavailable,
 	StdioTokenRefused, InternalError, MCPParseError, MCPInvalidRequest, MCPMethodUnknown, MCPHostRefused,
 	MCPPromptArgumentsInvalid, ActionNotServed, MCPInvalidParams, MCPPromptUnknown, MCPResourceUnknown,
-	MCPHeaderMismatch, RouteUnknown, ContentEncodingUnsupported,
+	MCPHeaderMismatch, RouteUnknown, ContentEncodingUnsupported, ApprovalNotFound,
 }
 
 // TestAgentFixes: one table, two audiences. Every code an agent can

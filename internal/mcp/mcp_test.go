@@ -533,7 +533,7 @@ func TestCheckApprovalCycle(t *testing.T) {
 	}
 	// The input is held to the schema check_approval advertises: a UUID,
 	// and nothing beside it; an id of no approval is not found.
-	if res, body = call(t, cs, "check_approval", `{"approvalId": "6f1d0d2e-0000-4000-8000-000000000009"}`); !res.IsError || body["status"] != "not_found" {
+	if res, body = call(t, cs, "check_approval", `{"approvalId": "6f1d0d2e-0000-4000-8000-000000000009"}`); !res.IsError || body["status"] != "not_found" || body["code"] != "X_APPROVAL_NOT_FOUND" {
 		t.Fatalf("unknown id: %v", body)
 	}
 	for _, args := range []string{`{}`, `{"approvalId": "not-an-id"}`, `{"approvalId": 7}`, `{"approvalId": "` + id + `", "force": true}`, `[]`,
