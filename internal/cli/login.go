@@ -60,7 +60,12 @@ func newLoginCmd() *cobra.Command {
 					}
 					fmt.Fprintln(out, "Waiting for you to approve it there…")
 				}})
-			if err != nil {
+			switch {
+			case errors.Is(err, login.ErrIssuerUnreachable) && cmd.Context().Err() == nil:
+				return errcode.New(errcode.IssuerUnreachable, err.Error(), err)
+			case errors.Is(err, login.ErrSignInFailed) && cmd.Context().Err() == nil:
+				return errcode.New(errcode.LoginFailed, err.Error(), err)
+			case err != nil:
 				return err
 			}
 			if err := login.Save(path, issuer, tok); err != nil {

@@ -105,6 +105,18 @@ func TestLoginKeepsAPersonsToken(t *testing.T) {
 		!strings.Contains(stderr, "must be https") {
 		t.Fatalf("login at a plain http issuer off loopback: exit %d %q", c, stderr)
 	}
+	// An issuer that does not answer, and one that refuses the client.
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	if c, _, stderr := cli(t, "login", "--issuer", closed.URL); c != exitError || !strings.Contains(stderr, "X_ISSUER_UNREACHABLE") {
+		t.Fatalf("login at an issuer that does not answer: exit %d %q", c, stderr)
+	}
+	if c, _, stderr := cli(t, "login", "--issuer", srv.URL, "--client-id", "no-such-client"); c != exitError || !strings.Contains(stderr, "X_LOGIN_FAILED") {
+		t.Fatalf("login as a client the issuer does not know: exit %d %q", c, stderr)
+	}
+	if tok, _, err := login.Token(tokenFile, time.Now()); err != nil || tok == "" {
+		t.Fatalf("a failed login lost the kept token: %q %v", tok, err)
+	}
 	if c, _, stderr := cli(t, "login", "--issuer", "not a url"); c != exitError || !strings.Contains(stderr, "X_REQUEST_INVALID") || !strings.Contains(stderr, "is not a URL") {
 		t.Fatalf("login at an issuer that is no URL: exit %d %q", c, stderr)
 	}

@@ -111,6 +111,9 @@ const (
 	ServerUnreachable   Code = "X_SERVER_UNREACHABLE"
 	ListenFailed        Code = "X_LISTEN_FAILED"
 	TokenIssuerMismatch Code = "X_TOKEN_ISSUER_MISMATCH" //nolint:gosec // G101: an error code's name, not a credential
+	// `orangerail login`.
+	IssuerUnreachable Code = "X_ISSUER_UNREACHABLE"
+	LoginFailed       Code = "X_LOGIN_FAILED"
 
 	MCPPromptPlaceholderUnknown Code = "X_MCP_PROMPT_PLACEHOLDER_UNKNOWN"
 	MCPPromptArgumentDuplicate  Code = "X_MCP_PROMPT_ARGUMENT_DUPLICATE"
@@ -435,6 +438,10 @@ var table = []Entry{
 		"Use the deployment's https address (its http.public_url), and its issuer's https URL for login. Only for a development server on a network you trust, pass --plain-http to the approvals commands.", ""},
 	{TokenIssuerMismatch, "The bearer token an approvals command would send comes from another issuer than the one the server takes (its protected-resource metadata's authorization_servers at /.well-known/oauth-protected-resource/api/v1), or the server names none: it is not sent. The issuer is the one `orangerail login` kept the token from, else the token's own iss claim.",
 		"Sign in at the deployment's issuer: `orangerail login --issuer URL` (or --config with its config), or set ORANGERAIL_TOKEN to a token of that issuer.", ""},
+	{IssuerUnreachable, "`orangerail login` could not read the OIDC issuer's discovery document (ISSUER/.well-known/openid-configuration): the issuer did not answer, answered with an error, or its document names another issuer. Nothing was signed in, and a token kept before is kept.",
+		"Check --issuer: it is identity.oidc.issuer exactly as the server's config names it (or pass --config with that config), and it answers from here. The demo's development issuer listens on a port of its own each run: take it from the demo's output.", ""},
+	{LoginFailed, "`orangerail login` reached the issuer, but the sign-in did not happen: the issuer offers no device authorization grant, refused the command line's client (--client-id), or the person denied the code or let it expire. Nothing was signed in, and a token kept before is kept.",
+		"Sign in again and approve the code at the issuer in time; if the issuer refused the client, register a public client allowed the device grant there and pass its id with --client-id; an issuer without the device grant needs a token got another way, in ORANGERAIL_TOKEN.", ""},
 	{MCPPromptPlaceholderUnknown, "A prompt's message (prompts.NAME.message) holds a placeholder {{name}} that names none of the prompt's arguments, or braces that are not a placeholder: nobody could fill it, and the model would read it as written.",
 		"Declare the argument under prompts.NAME.arguments, correct the placeholder's name, or take the braces out; a placeholder is {{name}}, a name being a letter or _ then letters, digits or _.", ""},
 	{MCPPromptArgumentDuplicate, "A prompt declares two arguments of one name (prompts.NAME.arguments.N.name): a client could not tell which value goes where.",

@@ -45,6 +45,18 @@ type Options struct {
 	Prompt func(verificationURI, verificationURIComplete, userCode string)
 }
 
+// The ways a sign-in fails, for callers to tell apart (errors.Is): the
+// issuer could not be asked at all, or it was and the sign-in did not
+// happen.
+var (
+	// ErrIssuerUnreachable: the issuer's discovery document could not be
+	// read, or names another issuer.
+	ErrIssuerUnreachable = errors.New("the issuer could not be reached")
+	// ErrSignInFailed: the issuer offers no device sign-in, refused the
+	// client, or the person denied the code or let it expire.
+	ErrSignInFailed = errors.New("the sign-in failed")
+)
+
 // Device runs the device authorization grant: it asks the issuer for a
 // code, has Prompt show it, and polls (as often as the issuer allows)
 // until the person approves or denies it, the code expires, or ctx ends.
@@ -59,7 +71,7 @@ func Device(ctx context.Context, o Options) (*oauth2.Token, error) {
 	ctx = oidc.ClientContext(ctx, client)
 	provider, err := oidc.NewProvider(ctx, o.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("the issuer's discovery document: %w", err)
+		return nil, fmt.Errorf("%w: the issuer's discovery document: %w", ErrIssuerUnreachable, err)
 	}
 	endpoint := provider.Endpoint()
 	// A public client names itself in the form. Left to detect the style,
@@ -68,7 +80,7 @@ func Device(ctx context.Context, o Options) (*oauth2.Token, error) {
 	// invalid_grant in place of the person's access_denied.
 	endpoint.AuthStyle = oauth2.AuthStyleInParams
 	if endpoint.DeviceAuthURL == "" {
-		return nil, fmt.Errorf("the issuer %s offers no device authorization endpoint: sign in another way and set %s", o.Issuer, TokenEnv)
+		return nil, fmt.Errorf("%w: the issuer %s offers no device authorization endpoint: sign in another way and set %s", ErrSignInFailed, o.Issuer, TokenEnv)
 	}
 	cfg := &oauth2.Config{ClientID: o.ClientID, Endpoint: endpoint, Scopes: append([]string{oidc.ScopeOpenID}, o.Scopes...)}
 	if cfg.ClientID == "" {
@@ -77,12 +89,12 @@ func Device(ctx context.Context, o Options) (*oauth2.Token, error) {
 	verifier := oauth2.GenerateVerifier()
 	auth, err := cfg.DeviceAuth(ctx, oauth2.S256ChallengeOption(verifier))
 	if err != nil {
-		return nil, fmt.Errorf("ask the issuer for a device code: %w", err)
+		return nil, fmt.Errorf("%w: ask the issuer for a device code: %w", ErrSignInFailed, err)
 	}
 	o.Prompt(auth.VerificationURI, auth.VerificationURIComplete, auth.UserCode)
 	tok, err := cfg.DeviceAccessToken(ctx, auth, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return nil, fmt.Errorf("the sign-in did not complete: %w", err)
+		return nil, fmt.Errorf("%w: the sign-in did not complete: %w", ErrSignInFailed, err)
 	}
 	return tok, nil
 }
