@@ -6,10 +6,12 @@ LINT  := $(GO) tool -modfile=tools/lint/go.mod golangci-lint
 
 .PHONY: run test lint generate check-generated bench build image-binary e2e conformance browser fuzz soak pgbouncer
 
-## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it)
+## run: the local demo — a database found or started, the example served over HTTP (LISTEN=addr to move it;
+## off loopback, PUBLIC_URL=the URL clients reach it at)
 LISTEN ?= 127.0.0.1:8080
+PUBLIC_URL ?=
 run: build
-	@exec bin/orangerail demo --listen $(LISTEN)
+	@exec bin/orangerail demo --listen '$(LISTEN)'$(if $(PUBLIC_URL), --public-url '$(PUBLIC_URL)')
 
 ## test: lint, the generated-code check, every test with the race detector,
 ## the end-to-end run through the TypeScript MCP SDK, the conformance run,

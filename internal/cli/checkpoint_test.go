@@ -89,8 +89,9 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v %v", fi, err)
 	}
-	if code, _, _ := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", keyFile); code != exitError {
-		t.Fatalf("generate over an existing key: exit %d", code)
+	if code, _, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", keyFile); code != exitError ||
+		!strings.Contains(stderr, "X_USAGE") || !strings.Contains(stderr, "exists") {
+		t.Fatalf("generate over an existing key: exit %d %q", code, stderr)
 	}
 	code, _, stderr = cli(t, "audit", "checkpoint-key", "generate", "--name", "a+b", "--out", filepath.Join(dir, "other.key"))
 	if code != exitError {
@@ -141,9 +142,22 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 
 	inclusion, consistency := filepath.Join(dir, "seq2.json"), filepath.Join(dir, "3to5.json")
 	for _, args := range [][]string{{"--seq", "2", "--out", inclusion}, {"--from", "3", "--out", consistency}} {
-		if code, _, stderr := cli(t, append([]string{"audit", "prove", "--database-url", url, "--tenant", "acme"}, args...)...); code != exitOK {
-			t.Fatalf("prove %v: exit %d %s", args, code, stderr)
+		if code, out, stderr := cli(t, append([]string{"audit", "prove", "--database-url", url, "--tenant", "acme"}, args...)...); code != exitOK ||
+			out != "Wrote the proof to "+args[3]+".\n" {
+			t.Fatalf("prove %v: exit %d %q %s", args, code, out, stderr)
 		}
+	}
+	// A proof is never written over a file: the one there is kept.
+	before, err := os.ReadFile(inclusion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := cli(t, "audit", "prove", "--database-url", url, "--tenant", "acme", "--seq", "1", "--out", inclusion); code != exitError ||
+		!strings.Contains(stderr, "X_USAGE: --out "+inclusion+" exists") {
+		t.Fatalf("prove over an existing file: exit %d %q", code, stderr)
+	}
+	if after, err := os.ReadFile(inclusion); err != nil || string(after) != string(before) {
+		t.Fatalf("prove over an existing file changed it: %v", err)
 	}
 	code, out, stderr = cli(t, "audit", "check-proof", "--key", vkey, inclusion, consistency)
 	if code != exitOK || !strings.Contains(out, "seq2.json: OK: record 2 is in the tree of size 5 of orangerail.test/orders/acme") ||

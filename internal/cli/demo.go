@@ -30,6 +30,7 @@ import (
 	"github.com/orangerail/orangerail/internal/desk/web"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/devissuer"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -492,11 +493,11 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	if publicURL == "" {
 		var ok bool
 		if publicURL, ok = ontology.LoopbackURL(ln.Addr().String()); !ok {
-			return fmt.Errorf("--listen %s is not a loopback address: pass --public-url, the URL clients reach the demo at", listenAddr)
+			return errcode.New(errcode.Usage, fmt.Sprintf("--listen %s is not a loopback address: pass --public-url, the URL clients reach the demo at (make run PUBLIC_URL=URL)", listenAddr), nil)
 		}
 	}
 	if err := ontology.CheckPublicURL(publicURL); err != nil {
-		return fmt.Errorf("--public-url: %w", err)
+		return errcode.New(errcode.Usage, "--public-url: "+err.Error(), nil)
 	}
 	iss, err := devissuer.New()
 	if err != nil {

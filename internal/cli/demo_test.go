@@ -291,3 +291,19 @@ func readAll(t *testing.T, resp *http.Response) string {
 	}
 	return string(b)
 }
+
+// TestDemoRefusesAnAddressNoClientCanBeToldOf: served off loopback, the
+// demo must be told the URL clients reach it at, and one it cannot serve
+// under is refused; each is a usage error, before anything is served.
+func TestDemoRefusesAnAddressNoClientCanBeToldOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ listen, publicURL, says string }{
+		{"0.0.0.0:0", "", "is not a loopback address: pass --public-url"},
+		{"127.0.0.1:0", "ftp://demo.example", "--public-url: "},
+	} {
+		err := serveDemo(t.Context(), io.Discard, &devdb.Database{}, &demoFacts{}, filepath.Join(t.TempDir(), "demo.json"), tc.listen, tc.publicURL)
+		if code := errcode.Of(err); code != errcode.Usage || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("--listen %s --public-url %q: %v (%s), want %s saying %q", tc.listen, tc.publicURL, err, code, errcode.Usage, tc.says)
+		}
+	}
+}
