@@ -701,11 +701,16 @@ func forwardedAddress(entry string) (string, bool) {
 // resource.
 func (f *Front) challenge(w http.ResponseWriter, r *http.Request, resource string, tokenSent bool) {
 	value := fmt.Sprintf(`Bearer realm="orangerail", resource_metadata="%s%s"`, f.origin, MetadataPath(resource))
+	msg := "a valid bearer token is required"
 	if tokenSent {
 		value += `, error="invalid_token"`
+		// Which check failed is not said (a prober learns nothing), but
+		// what to do is: a token kept from an earlier run of a
+		// development issuer, or another deployment's, fails the same.
+		msg = "the bearer token was refused: it is expired or malformed, or was not issued for this server by the issuer its protected-resource metadata names (resource_metadata, in WWW-Authenticate); get a fresh one there"
 	}
 	w.Header().Set("WWW-Authenticate", value)
-	f.refuse(w, r, refusal{status: http.StatusUnauthorized, code: errcode.MCPUnauthorized, msg: "a valid bearer token is required"})
+	f.refuse(w, r, refusal{status: http.StatusUnauthorized, code: errcode.MCPUnauthorized, msg: msg})
 }
 
 // contain answers a request whose handler panicked: 500, internal_error
