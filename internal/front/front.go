@@ -29,6 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/contentcoding"
+
 	"github.com/google/uuid"
 
 	"github.com/orangerail/orangerail/internal/display"
@@ -368,12 +370,10 @@ func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]by
 	}
 	// A body the client encoded (gzip) would be read as the bytes it is,
 	// and refused as no JSON or no form, with no word of why.
-	for _, enc := range strings.Split(strings.Join(r.Header.Values("Content-Encoding"), ","), ",") {
-		if enc := strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
-			f.refuse(w, r, refusal{status: http.StatusUnsupportedMediaType, code: errcode.ContentEncodingUnsupported,
-				msg: fmt.Sprintf("the body is sent with Content-Encoding %q, which the server does not decode: send it unencoded", display.Echo(enc)), rpcCode: rpcerror.CodeInvalidRequest})
-			return nil, false
-		}
+	if enc := contentcoding.Of(r.Header); enc != "" {
+		f.refuse(w, r, refusal{status: http.StatusUnsupportedMediaType, code: errcode.ContentEncodingUnsupported,
+			msg: fmt.Sprintf("the body is sent with Content-Encoding %q, which the server does not decode: send it unencoded", display.Echo(enc)), rpcCode: rpcerror.CodeInvalidRequest})
+		return nil, false
 	}
 	// What was read of a body too large is at most the cap: its id, when
 	// the prefix holds it, names the request refused.

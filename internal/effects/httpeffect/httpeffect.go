@@ -37,6 +37,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/orangerail/orangerail/internal/contentcoding"
+
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/propagation"
 
@@ -677,10 +679,8 @@ func (c *Caller) read(plan *Plan, resp *http.Response, data []byte) Answer {
 // credential would pass every scrub unseen. Such a body is never
 // returned, nor quoted.
 func bodyEncoding(resp *http.Response) string {
-	for _, enc := range strings.Split(strings.Join(resp.Header.Values("Content-Encoding"), ","), ",") {
-		if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
-			return display.Echo(enc)
-		}
+	if enc := contentcoding.Of(resp.Header); enc != "" {
+		return display.Echo(enc)
 	}
 	return ""
 }
