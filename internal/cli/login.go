@@ -61,11 +61,14 @@ func newLoginCmd() *cobra.Command {
 					fmt.Fprintln(out, "Waiting for you to approve it there…")
 				}})
 			switch {
-			case errors.Is(err, login.ErrIssuerUnreachable) && cmd.Context().Err() == nil:
+			case err == nil:
+			case cmd.Context().Err() != nil: // interrupted: X_INTERRUPTED, as any command
+				return err
+			case errors.Is(err, login.ErrIssuerUnreachable):
 				return errcode.New(errcode.IssuerUnreachable, err.Error(), err)
-			case errors.Is(err, login.ErrSignInFailed) && cmd.Context().Err() == nil:
+			case errors.Is(err, login.ErrSignInFailed):
 				return errcode.New(errcode.LoginFailed, err.Error(), err)
-			case err != nil:
+			default:
 				return err
 			}
 			if err := login.Save(path, issuer, tok); err != nil {

@@ -29,10 +29,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orangerail/orangerail/internal/contentcoding"
-
 	"github.com/google/uuid"
 
+	"github.com/orangerail/orangerail/internal/contentcoding"
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"

@@ -37,11 +37,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/orangerail/orangerail/internal/contentcoding"
-
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/orangerail/orangerail/internal/contentcoding"
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
