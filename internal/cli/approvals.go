@@ -443,7 +443,7 @@ func (f *approvalsFlags) decideBreakingGlass(ctx context.Context, id string, app
 	// Under the deployment's limits, as every transaction the server runs:
 	// a row another session holds locked is waited on lock_timeout, not
 	// until someone kills the command.
-	out, decided := e.DecideBreakGlassApproval(ctx, database.Bound(owner, e.Store().Limits), f.tenant, f.reason,
+	out, decided := e.DecideBreakGlassApproval(ctx, e.BoundAsStore(owner), f.tenant, f.reason,
 		engine.Decision{ApprovalID: id, Approve: approve, Digest: digest, Note: note})
 	if decided == nil {
 		if out.Code != "" {

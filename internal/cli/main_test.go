@@ -411,16 +411,13 @@ func TestConfigCheck(t *testing.T) {
 
 // exampleEngine seeds the orders example into the database at url and
 // returns an engine serving it with key.
-func exampleEngine(t *testing.T, url string, key []byte) *engine.Engine {
+func exampleEngine(t *testing.T, url string, key []byte, edits ...ontologytest.Edit) *engine.Engine {
 	t.Helper()
 	ctx := context.Background()
 	if err := seedExample(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ontology.Parse(orders.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := ontologytest.Parse(t, orders.Config, edits...)
 	runtime := testdb.RuntimePool(t, url)
 	catalog, err := cfg.ReadCatalog(ctx, runtime)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -17,7 +18,9 @@ func TestWebhooksCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	e := exampleEngine(t, url, make([]byte, engine.KeySize))
+	// An instance naming a webhook queues a message for each staging.
+	e := exampleEngine(t, url, make([]byte, engine.KeySize),
+		ontologytest.SetYAML("webhooks", "[{url: 'https://hooks.example.com/h', secret_env: ORANGERAIL_TEST_WEBHOOK_SECRET}]"))
 	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Roles: []string{"support"}, Scopes: []string{"orders:write"}, Kind: engine.ActorAgent}
 	if out := e.Call(ctx, agent, "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "asked"}`)); out.Status != engine.StatusApprovalPending {
 		t.Fatalf("stage: %s", out.Status)

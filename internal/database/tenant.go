@@ -78,6 +78,12 @@ func (l Limits) Deadline() time.Duration {
 type Bounded struct {
 	*pgxpool.Pool
 	Limits Limits
+	// NoWebhooks is set on the pool of an instance whose config names no
+	// webhook: its transactions set orangerail.webhooks to off, under
+	// which the approvals' triggers (migrations/00044) queue no webhook
+	// message. A message no endpoint takes would wait in the outbox for
+	// good, and go, stale, to the first endpoint configured later.
+	NoWebhooks bool
 }
 
 // Bound returns pool, its transactions bounded by limits.
@@ -85,36 +91,49 @@ func Bound(pool *pgxpool.Pool, limits Limits) *Bounded {
 	return &Bounded{Pool: pool, Limits: limits}
 }
 
-// limitsOf returns the limits conn's transactions run under, and the role
-// they act as: the runtime role on a pool Open made, none otherwise.
-func limitsOf(conn any) (Limits, string) {
-	var l Limits
+// poolScope is what a pool's transactions are scoped with besides their
+// tenant.
+type poolScope struct {
+	limits Limits
+	// role is the role they act as: the runtime role on a pool Open made,
+	// none otherwise.
+	role       string
+	noWebhooks bool
+}
+
+// scopeOf returns what conn's transactions are scoped with.
+func scopeOf(conn any) poolScope {
+	var s poolScope
 	if b, ok := conn.(*Bounded); ok {
-		l, conn = b.Limits, b.Pool
+		s.limits, s.noWebhooks, conn = b.Limits, b.NoWebhooks, b.Pool
 	}
 	if p, ok := conn.(*pgxpool.Pool); ok && isRuntime(p) {
-		return l, RuntimeRole
+		s.role = RuntimeRole
 	}
-	return l, ""
+	return s
 }
 
 // settings are the transaction-local settings that open a tenant's
-// transaction: the role when one is set, the tenant, and the limits set.
-func settings(tenant, role string, l Limits) [][2]string {
+// transaction under s: the role when one is set, the tenant, the limits
+// set, and no webhooks where none is configured.
+func settings(tenant string, s poolScope) [][2]string {
 	var set [][2]string
-	if role != "" {
-		set = append(set, [2]string{"role", role})
+	if s.role != "" {
+		set = append(set, [2]string{"role", s.role})
 	}
 	if tenant != "" {
 		set = append(set, [2]string{"orangerail.tenant_id", tenant})
 	}
-	for _, s := range []struct {
+	for _, t := range []struct {
 		name string
 		d    time.Duration
-	}{{"lock_timeout", l.LockTimeout}, {"statement_timeout", l.StatementTimeout}} {
-		if s.d > 0 {
-			set = append(set, [2]string{s.name, strconv.FormatInt(Milliseconds(s.d), 10)})
+	}{{"lock_timeout", s.limits.LockTimeout}, {"statement_timeout", s.limits.StatementTimeout}} {
+		if t.d > 0 {
+			set = append(set, [2]string{t.name, strconv.FormatInt(Milliseconds(t.d), 10)})
 		}
+	}
+	if s.noWebhooks {
+		set = append(set, [2]string{"orangerail.webhooks", "off"})
 	}
 	return set
 }
@@ -375,7 +394,7 @@ func (c *commitFailed) Unwrap() error { return c.err }
 // confirm asks Postgres whether the transaction of a failed COMMIT
 // committed, and answers as ConfirmCommit says.
 func confirm(ctx context.Context, conn TxBeginner, failed *commitFailed) error {
-	limits, _ := limitsOf(conn)
+	limits := scopeOf(conn).limits
 	wait := limits.StatementTimeout
 	if wait <= 0 {
 		wait = commitStatusWait
@@ -547,8 +566,9 @@ func idleBound(l Limits) [2]string {
 
 // inTenant is one attempt of InTenant.
 func inTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOptions, flush bool, fn func(pgx.Tx) error) tried {
-	limits, role := limitsOf(conn)
-	set := settings(tenant, role, limits)
+	sc := scopeOf(conn)
+	limits := sc.limits
+	set := settings(tenant, sc)
 	if !flush {
 		set = append(set, withoutFlush)
 	}
@@ -684,7 +704,7 @@ func AfterCommit(tx pgx.Tx, f func()) {
 }
 
 // pipelineScopes are the statements that open a pipelined statement's
-// transaction (pipelineScope), by the role, limits and kind they set: as
+// transaction (pipelineScope), by the pool's scope and the kind they set: as
 // many as the process has kinds of pool and statement, a handful. A
 // statement looks its scope up without a lock or an allocation; the rare
 // new one is added to a copy.
@@ -695,9 +715,8 @@ var pipelineScopes struct {
 
 // scopeKey is what a pipelined statement's scope says besides the tenant.
 type scopeKey struct {
-	role   string
-	limits Limits
-	kind   pipelined
+	scope poolScope
+	kind  pipelined
 }
 
 // pipelined is the kind of transaction a statement sent with its scope in
@@ -715,15 +734,15 @@ const (
 )
 
 // pipelineScope returns the statement that opens a pipelined statement's
-// transaction of kind under role and l: a read's it makes read-only, as
-// BEGIN READ ONLY would, a write without flush's it lets commit without a
-// flush, as InTenantWithoutFlush's; then it sets the role, the limits and the
-// tenant (its one parameter, $1), each locally, as InTenant's scope does.
-// The role and the limits are literals (a role's name of Open, digits),
-// so the text is the same for every statement of a kind on a pool and a
-// connection prepares it once.
-func pipelineScope(role string, l Limits, kind pipelined) string {
-	key := scopeKey{role, l, kind}
+// transaction of kind under sc, its pool's scope: a read's it makes
+// read-only, as BEGIN READ ONLY would, a write without flush's it lets
+// commit without a flush, as InTenantWithoutFlush's; then it sets the
+// pool's settings (settings) and the tenant (its one parameter, $1), each
+// locally, as InTenant's scope does. The pool's settings are literals (a
+// role's name of Open, digits, off), so the text is the same for every
+// statement of a kind on a pool and a connection prepares it once.
+func pipelineScope(sc poolScope, kind pipelined) string {
+	key := scopeKey{sc, kind}
 	if m := pipelineScopes.m.Load(); m != nil {
 		if sql, ok := (*m)[key]; ok {
 			return sql
@@ -745,7 +764,7 @@ func pipelineScope(role string, l Limits, kind pipelined) string {
 	case writeWithoutFlush:
 		set = append(set, withoutFlush)
 	}
-	set = append(set, settings("", role, l)...)
+	set = append(set, settings("", sc)...)
 	var sql strings.Builder
 	sql.WriteString("SELECT ")
 	setLiterals(&sql, set)
@@ -811,9 +830,10 @@ func inPipeline(ctx context.Context, pool Acquirer, tenant string, kind pipeline
 
 // inPipelineOnce is one attempt of inPipeline.
 func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipelined, sql string, args []any, rows func(pgx.Rows) error) error {
-	limits, role := limitsOf(pool)
+	sc := scopeOf(pool)
+	limits := sc.limits
 	b := &pgx.Batch{}
-	b.Queue(pipelineScope(role, limits, kind), tenant)
+	b.Queue(pipelineScope(sc, kind), tenant)
 	b.Queue(sql, args...).Query(rows)
 	if bounded, ok := pool.(*Bounded); ok && limits.Deadline() > 0 {
 		conn, _, release, err := acquireBounded(ctx, bounded, limits)

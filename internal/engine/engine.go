@@ -237,6 +237,8 @@ func New(c Config) (*Engine, error) {
 		hooks:         c.Hooks,
 		tracer:        tracerOr(c.Tracer),
 	}
+	// An instance that names no webhook queues no message for one.
+	e.store.NoWebhooks = len(c.Ontology.Webhooks) == 0
 	e.datasource, e.sameDB = e.store, true
 	if c.Datasource != nil && c.Datasource != c.Store {
 		e.datasource, e.sameDB = database.Bound(c.Datasource, limits), false
@@ -306,3 +308,12 @@ func (e *Engine) failure(ctx context.Context, op string, o *Outcome) *Outcome {
 // host stopped answering mid-batch would hold its tenant's head, and keep
 // every replica from sealing it, until TCP keepalive noticed, hours later.
 func (e *Engine) Store() *database.Bounded { return e.store }
+
+// BoundAsStore returns pool bounded as the engine's store is: under its
+// limits, and queueing no webhook message where the config names no
+// webhook. A command acting with the owner's own connection runs on it.
+func (e *Engine) BoundAsStore(pool *pgxpool.Pool) *database.Bounded {
+	b := *e.store
+	b.Pool = pool
+	return &b
+}

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -240,12 +241,23 @@ func setup(t *testing.T) *bundle {
 	if _, err := admin.Exec(ctx, orders.Seed); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := app.Open(ctx, app.Settings{Config: ontologytest.Parse(t, orders.Config), DatabaseURL: url})
+	rt, err := app.Open(ctx, app.Settings{Config: withWebhook(t), DatabaseURL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
 	return &bundle{admin: admin, runtime: testdb.RuntimePool(t, url), engine: rt.Engine, clock: &clock{now: time.Now().Add(time.Hour)}}
+}
+
+// aWebhook names a webhook in a config: its instance's engine queues
+// messages. Not serving, it opens no worker and reads no secret.
+var aWebhook = ontologytest.SetYAML("webhooks", "[{url: 'https://hooks.example.com/h', secret_env: ORANGERAIL_TEST_WEBHOOK_SECRET}]")
+
+// withWebhook is the example's config naming a webhook: the tests' workers
+// send what its engine queues to endpoints of their own.
+func withWebhook(t *testing.T) *ontology.Config {
+	t.Helper()
+	return ontologytest.Parse(t, orders.Config, aWebhook)
 }
 
 // worker returns a worker for endpoints on b's clock, each retry a minute
@@ -563,6 +575,88 @@ func TestRolledBackChangeSendsNothing(t *testing.T) {
 	}
 }
 
+// TestNoWebhookConfiguredQueuesNothing: an instance whose config names no
+// webhook queues no message for its stagings, decisions (a person's, and
+// the owner's break glass) or expiries, where nothing would ever take
+// them; one naming a webhook, on the same database, queues its own.
+func TestNoWebhookConfiguredQueuesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	if _, err := admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	queued := func() int {
+		t.Helper()
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.webhook_outbox").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	approver := &engine.Caller{Subject: "alice@example.com", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman}
+	open := func(edits ...ontologytest.Edit) *engine.Engine {
+		t.Helper()
+		rt, err := app.Open(ctx, app.Settings{Config: ontologytest.Parse(t, orders.Config, edits...), DatabaseURL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rt.Close)
+		return rt.Engine
+	}
+	stage := func(e *engine.Engine, reason string) *engine.Outcome {
+		t.Helper()
+		out := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "reason": %q}`, reason)))
+		if out.Status != engine.StatusApprovalPending {
+			t.Fatalf("stage: %s %v", out.Status, out.Err)
+		}
+		return out
+	}
+	// stageAndDecide stages three cancellations on an instance of edits:
+	// one to lapse (on a replica whose approvals last a second), one a
+	// person approves, one the owner rejects breaking glass.
+	stageAndDecide := func(name string, edits ...ontologytest.Edit) {
+		t.Helper()
+		e, short := open(edits...), open(append(edits, ontologytest.Set("approvals.ttl", "1s"))...)
+		lapsing := stage(short, name+" lapses")
+		approved := stage(e, name+" approved").ApprovalID.String()
+		view, err := e.ShowApproval(ctx, "acme", approved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := e.Decide(ctx, approver, engine.Decision{ApprovalID: approved, Approve: true, Digest: view.Digest}); out.Status != engine.StatusOK {
+			t.Fatalf("decide: %s %s", out.Status, out.Code)
+		}
+		rejected := stage(e, name+" rejected").ApprovalID.String()
+		if out, _ := e.DecideBreakGlassApproval(ctx, e.BoundAsStore(admin), "acme", "the desk is down", engine.Decision{ApprovalID: rejected}); out.Status != engine.StatusOK {
+			t.Fatalf("break glass: %s %s %v", out.Status, out.Code, out.Err)
+		}
+		time.Sleep(time.Until(*lapsing.ExpiresAt) + 100*time.Millisecond) // let it lapse: expiry is a semantic, not a speed
+		if n, err := e.Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("the sweep expired %d (%v), want 1", n, err)
+		}
+	}
+
+	stageAndDecide("quiet")
+	if n := queued(); n != 0 {
+		t.Fatalf("an instance with no webhook queued %d messages", n)
+	}
+	stageAndDecide("announced", aWebhook)
+	rows, err := admin.Query(ctx, "SELECT event FROM orangerail.webhook_outbox ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"approval.pending", "approval.pending", "approval.approved", "approval.pending", "approval.rejected", "approval.expired"}
+	if !slices.Equal(events, want) {
+		t.Fatalf("an instance with a webhook queued %v, want %v", events, want)
+	}
+}
+
 // TestTwoWorkersDeliverEachOnce: two workers (two replicas) running at
 // once share the outbox; each message reaches the endpoint once.
 func TestTwoWorkersDeliverEachOnce(t *testing.T) {
@@ -757,7 +851,7 @@ func TestOwnerWithoutSuperuser(t *testing.T) {
 	if _, err := ownerPool.Exec(ctx, orders.Seed); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := app.Open(ctx, app.Settings{Config: ontologytest.Parse(t, orders.Config), DatabaseURL: ownerURL})
+	rt, err := app.Open(ctx, app.Settings{Config: withWebhook(t), DatabaseURL: ownerURL})
 	if err != nil {
 		t.Fatal(err)
 	}
