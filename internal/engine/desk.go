@@ -192,7 +192,9 @@ func (e *Engine) review(ctx context.Context, tenant string, action *ontology.Act
 		v.TargetError = "the input could not be read"
 		return
 	}
-	v.WouldWrite = wouldWrite(action, values)
+	if p, ok := e.writes[action]; ok {
+		v.WouldWrite = p.wouldWrite(values)
+	}
 	if action.Target == nil {
 		return
 	}
@@ -210,31 +212,46 @@ func (e *Engine) review(ctx context.Context, tenant string, action *ontology.Act
 // another tenant: which of the two is not told.
 const noSuchApproval = "no such approval in your tenant"
 
-// wouldWrite returns the columns an action's SQL statement sets, each to
-// the input's value of its parameter or to its constant, when every column
-// it sets is known before it runs; otherwise nil.
-func wouldWrite(a *ontology.Action, values map[string]any) json.RawMessage {
-	if a.Execute.Kind() != ontology.ExecuteSQL {
-		return nil
+// writePlan is what an action's SQL statement sets when every column it
+// sets is known before it runs: each to a parameter, by name, or to a
+// constant. Parsing the statement is most of a review's own work, so it is
+// done once, by New (planWrites).
+type writePlan struct {
+	assigned []sqlguard.Assignment
+	names    []string
+}
+
+// planWrites returns the writePlan of each action whose SQL statement's
+// every assigned column is known before it runs.
+func planWrites(actions map[string]*ontology.Action) map[*ontology.Action]writePlan {
+	plans := map[*ontology.Action]writePlan{}
+	for _, a := range actions {
+		if a.Execute.Kind() != ontology.ExecuteSQL {
+			continue
+		}
+		bound, names, err := ontology.BindSQL(a.Execute.SQL)
+		if err != nil {
+			continue
+		}
+		assigned, ok := sqlguard.Assignments(bound)
+		if !ok || slices.ContainsFunc(assigned, func(as sqlguard.Assignment) bool { return as.Param > len(names) }) {
+			continue
+		}
+		plans[a] = writePlan{assigned: assigned, names: names}
 	}
-	bound, names, err := ontology.BindSQL(a.Execute.SQL)
-	if err != nil {
-		return nil
-	}
-	assigned, ok := sqlguard.Assignments(bound)
-	if !ok {
-		return nil
-	}
-	out := make(map[string]json.RawMessage, len(assigned))
-	for _, as := range assigned {
+	return plans
+}
+
+// wouldWrite returns the columns p sets, each to values' value of its
+// parameter or to its constant.
+func (p writePlan) wouldWrite(values map[string]any) json.RawMessage {
+	out := make(map[string]json.RawMessage, len(p.assigned))
+	for _, as := range p.assigned {
 		if as.Param == 0 {
 			out[as.Column] = as.Const
 			continue
 		}
-		if as.Param > len(names) {
-			return nil
-		}
-		v, present := values[names[as.Param-1]]
+		v, present := values[p.names[as.Param-1]]
 		if !present {
 			v = nil // an absent optional parameter binds NULL
 		}

@@ -157,6 +157,9 @@ type Engine struct {
 	// definitions holds each action's definition hash, by name, computed
 	// once: the config does not change while the engine runs.
 	definitions map[string][]byte
+	// writes holds what each action whose SQL statement's columns are
+	// known before it runs would write (writePlan), parsed once.
+	writes map[*ontology.Action]writePlan
 	// tools holds every tool the ontology declares, by name.
 	tools map[string]ontology.Tool
 	// readSchemas holds each read tool's compiled input schema, by name:
@@ -247,6 +250,7 @@ func New(c Config) (*Engine, error) {
 	for name, a := range c.Ontology.Actions {
 		e.definitions[name] = definitionHash(a)
 	}
+	e.writes = planWrites(c.Ontology.Actions)
 	e.tools = map[string]ontology.Tool{}
 	for _, t := range c.Ontology.Tools() {
 		e.tools[t.Name] = t
