@@ -123,7 +123,7 @@ func (e *Engine) checkInput(name string, a *ontology.Action, tenant string, inpu
 	}
 	canonical, err := jcs.Canonicalize(input)
 	if err != nil {
-		return nil, []Issue{{Path: "", Message: "the input is not valid JSON: " + err.Error()}}
+		return nil, []Issue{notIJSON(err)}
 	}
 	// The declared defaults become part of the input before its digest is
 	// taken: the approval shows exactly what executes.
@@ -179,6 +179,22 @@ func (e *Engine) digestOfInput(digest []byte, tenant, action string, canonical [
 		}
 	}
 	return false
+}
+
+// notIJSON is the issue of an input jcs refused: at the value it refused
+// (a number a double cannot hold, a lone surrogate, a repeated member),
+// saying what is wrong with it, where the parser's own words said "jcs:"
+// and a byte offset.
+func notIJSON(err error) Issue {
+	var se *jcs.SyntaxError
+	if !errors.As(err, &se) {
+		return Issue{Path: "", Message: "the input is not valid JSON"}
+	}
+	path := make(ontology.Pointer, len(se.Path))
+	for i, seg := range se.Path {
+		path[i] = display.Echo(seg)
+	}
+	return Issue{Path: path.String(), Message: "not accepted in an input (I-JSON, RFC 7493): " + se.Msg}
 }
 
 // nulIssues lists every string and member name of v, at its JSON pointer

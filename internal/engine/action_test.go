@@ -17,6 +17,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -159,12 +160,33 @@ func TestActionInputAndAuthorization(t *testing.T) {
 		{`{"order_id": "o-1001", "reason": "` + strings.Repeat("x", 501) + `"}`, "/reason"},
 		{`{"order_id": 1001, "reason": "x"}`, "/order_id"},
 		{`not json`, ""},
-		{`{"order_id": 1e400, "reason": "x"}`, ""},
 	}
 	for _, tt := range invalid {
 		out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(tt.args))
 		if out.Status != engine.StatusInvalidInput || len(out.Issues) == 0 || out.Issues[0].Path != tt.path {
 			t.Errorf("Call(%.50s) = %s %v, want invalid_input at %q", tt.args, out.Status, out.Issues, tt.path)
+		}
+	}
+	// JSON that is no I-JSON is refused at the value refused, saying what
+	// is wrong with it in the agent's terms (not the parser's, nor a byte
+	// offset), and repeating no more of a name than any answer does.
+	long := strings.Repeat("k", 100)
+	notIJSON := []struct{ args, path, says string }{
+		{`{"order_id": 1e400, "reason": "x"}`, "/order_id", "number out of range of a double"},
+		{`{"order_id": 12345678901234567890, "reason": "x"}`, "/order_id", "send it as a string"},
+		{`{"order_id": "o-1001", "reason": "\ud800"}`, "/reason", "not accepted in an input"},
+		{`{"order_id": "o-1001", "reason": "x", "reason": "y"}`, "/reason", "duplicate member name"},
+		{`{"order_id": "o-1001", "reason": "x", "a/b": [0, {"` + long + `": 1, "` + long + `": 2}]}`, "/a~1b/1/" + display.Echo(long), "duplicate member name"},
+	}
+	for _, tt := range notIJSON {
+		out := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(tt.args))
+		if out.Status != engine.StatusInvalidInput || len(out.Issues) != 1 {
+			t.Fatalf("Call(%.60s) = %s %v, want one issue", tt.args, out.Status, out.Issues)
+		}
+		issue := out.Issues[0]
+		if issue.Path != tt.path || !strings.Contains(issue.Message, tt.says) || strings.Contains(issue.Message, "jcs") ||
+			strings.Contains(issue.Message, "offset") || strings.Contains(issue.Message, long[:display.EchoMax+1]) {
+			t.Errorf("Call(%.60s): %q at %q, want %q at %q", tt.args, issue.Message, issue.Path, tt.says, tt.path)
 		}
 	}
 	// Outside the action's roles, or unauthenticated: the tool does not

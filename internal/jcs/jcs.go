@@ -11,6 +11,7 @@ package jcs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -31,6 +32,20 @@ const MaxNumberLength = 512
 type SyntaxError struct {
 	Offset int
 	Msg    string
+	// Path leads from the root to the value the error is in: its member
+	// names and array indexes (in decimal), outermost first; a repeated
+	// member's name last. Empty for the root value.
+	Path []string
+}
+
+// within returns err, a value's error, as the error of the container
+// member or element seg holding the value.
+func within(err error, seg string) error {
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		se.Path = append([]string{seg}, se.Path...)
+	}
+	return err
 }
 
 func (e *SyntaxError) Error() string {
@@ -287,7 +302,7 @@ func (p *parser) object(depth int) (any, error) {
 			return nil, err
 		}
 		if _, dup := obj[key]; dup {
-			return nil, &SyntaxError{Offset: at, Msg: fmt.Sprintf("duplicate member name %q", key)}
+			return nil, &SyntaxError{Offset: at, Msg: "duplicate member name", Path: []string{key}}
 		}
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
@@ -297,7 +312,7 @@ func (p *parser) object(depth int) (any, error) {
 		p.skipSpace()
 		v, err := p.value(depth)
 		if err != nil {
-			return nil, err
+			return nil, within(err, key)
 		}
 		obj[key] = v
 		p.skipSpace()
@@ -331,7 +346,7 @@ func (p *parser) array(depth int) (any, error) {
 		p.skipSpace()
 		v, err := p.value(depth)
 		if err != nil {
-			return nil, err
+			return nil, within(err, strconv.Itoa(len(arr)))
 		}
 		arr = append(arr, v)
 		p.skipSpace()
@@ -498,7 +513,7 @@ func (p *parser) number() (any, error) {
 		if p.lossless {
 			return lit, nil
 		}
-		return "", &SyntaxError{Offset: start, Msg: fmt.Sprintf("number %s is not exactly representable; send it as a string", lit)}
+		return "", &SyntaxError{Offset: start, Msg: "number is not exactly representable as a double; send it as a string"}
 	}
 	return Number(canon), nil
 }

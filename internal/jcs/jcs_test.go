@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,6 +91,35 @@ func TestCanonicalizeRefuses(t *testing.T) {
 				t.Fatalf("Canonicalize(%q) = %q, %v; want a *SyntaxError", tt.in, got, err)
 			}
 		})
+	}
+}
+
+// TestSyntaxErrorPath: a refusal says where in the document the value it
+// refuses is, as member names and array indexes from the root.
+func TestSyntaxErrorPath(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{`1e400`, nil},
+		{`{"a": 1e400}`, []string{"a"}},
+		{`{"a": {"b": [1, 2, "\ud800"]}}`, []string{"a", "b", "2"}},
+		{`[[], [0, 12345678901234567890]]`, []string{"1", "1"}},
+		{`{"a": [{"x": 1, "x": 2}]}`, []string{"a", "0", "x"}},
+		{`{"a/b~": {"": 1e400}}`, []string{"a/b~", ""}},
+		{`{"a": 1, "b": }`, []string{"b"}},
+		{`{"a": 1 "b": 2}`, nil},
+	}
+	for _, tt := range tests {
+		_, err := Canonicalize([]byte(tt.in))
+		var syntaxErr *SyntaxError
+		if !errors.As(err, &syntaxErr) {
+			t.Fatalf("Canonicalize(%s) = %v; want a *SyntaxError", tt.in, err)
+		}
+		if !slices.Equal(syntaxErr.Path, tt.want) {
+			t.Errorf("Canonicalize(%s): path %q, want %q (%v)", tt.in, syntaxErr.Path, tt.want, err)
+		}
 	}
 }
 
