@@ -98,7 +98,7 @@ func (f *approvalsFlags) engine(ctx context.Context) (e *engine.Engine, closeFun
 	if f.config == "" {
 		return nil, nil, errcode.New(errcode.Usage, "--config is required with --break-glass: the ontology config names each action's effect and target", nil)
 	}
-	cfg, err := loadConfig(f.config)
+	cfg, err := loadConfig(ctx, f.config)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -72,7 +72,7 @@ func newAuditVerifyCmd() *cobra.Command {
 			}
 			var known note.Verifiers
 			if len(keys) > 0 || keysFile != "" { // a keys file of no key is refused, not ignored
-				if known, err = checkpointKeys(keys, keysFile); err != nil {
+				if known, err = checkpointKeys(cmd.Context(), keys, keysFile); err != nil {
 					return err
 				}
 			}

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -185,13 +187,13 @@ func newAuditCheckProofCmd() *cobra.Command {
 			"from one to it.\n\n" +
 			"Exit status: 0 when every proof verifies, 1 when one does not, 2 when checking could not run.",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			known, err := checkpointKeys(keys, keysFile)
+			known, err := checkpointKeys(cmd.Context(), keys, keysFile)
 			if err != nil {
 				return err
 			}
 			opts := checkpoint.CheckOptions{Origin: origin}
 			for _, path := range kept {
-				text, err := os.ReadFile(path) //nolint:gosec // G304: the auditor names the file
+				text, err := readFile(cmd.Context(), path, checkpoint.MaxProofBytes, "checkpoint")
 				if err != nil {
 					return err
 				}
@@ -303,12 +305,15 @@ func printOutcome(w io.Writer, path string, res *checkpoint.Result, err error) {
 	fmt.Fprintf(w, "%s: OK: %s of %s, signed by %s\n", path, what, display.Text(res.Origin), strings.Join(res.Keys, ", "))
 }
 
+// maxKeysFileBytes bounds a --keys-file: thousands of keys, a line each.
+const maxKeysFileBytes = 1 << 20
+
 // checkpointKeys returns the checkpoint public keys given by --key (keys)
 // and --keys-file (keysFile, when set), as notes are checked against them:
 // none at all is refused (X_CHECKPOINT_KEY_INVALID).
-func checkpointKeys(keys []string, keysFile string) (note.Verifiers, error) {
+func checkpointKeys(ctx context.Context, keys []string, keysFile string) (note.Verifiers, error) {
 	if keysFile != "" {
-		more, err := readKeyLines(keysFile)
+		more, err := readKeyLines(ctx, keysFile)
 		if err != nil {
 			return nil, err
 		}
@@ -319,14 +324,13 @@ func checkpointKeys(keys []string, keysFile string) (note.Verifiers, error) {
 
 // readKeyLines reads public keys, one a line; blank lines and lines
 // beginning # are skipped.
-func readKeyLines(path string) ([]string, error) {
-	f, err := os.Open(path) //nolint:gosec // G304: the auditor names the file
+func readKeyLines(ctx context.Context, path string) ([]string, error) {
+	data, err := readFile(ctx, path, maxKeysFileBytes, "keys file")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var keys []string
-	s := bufio.NewScanner(f)
+	s := bufio.NewScanner(bytes.NewReader(data))
 	for s.Scan() {
 		if line := strings.TrimSpace(s.Text()); line != "" && !strings.HasPrefix(line, "#") {
 			keys = append(keys, line)

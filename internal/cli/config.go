@@ -37,7 +37,7 @@ func newConfigCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			var problems ontology.Problems
 			catalog := "not checked: no database URL (set the datasource's url_env, --database-url or DATABASE_URL)"
-			cfg, err := ontology.Load(args[0])
+			cfg, err := readConfig(cmd.Context(), args[0])
 			switch {
 			case errors.As(err, &problems):
 				catalog = "not checked: the config has problems; fix them, and check again"

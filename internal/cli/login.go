@@ -28,7 +28,7 @@ func newLoginCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if issuer == "" && config != "" {
-				cfg, err := loadConfig(config)
+				cfg, err := loadConfig(cmd.Context(), config)
 				if err != nil {
 					return err
 				}

@@ -360,25 +360,6 @@ func sameFile(a, b string) bool {
 	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
-// readBounded reads the file at path, refusing one longer than limit
-// bytes past it unread (a device such as /dev/zero, a pipe that never
-// ends).
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path) //nolint:gosec // G304: the file the operator named
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is longer than %d MiB, more than any manifest", path, limit>>20)
-	}
-	return data, nil
-}
-
 func dirOf(path string) string {
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
 		return path[:i+1]
@@ -387,8 +368,8 @@ func dirOf(path string) string {
 }
 
 // readManifest reads a manifest file, classifying its failure.
-func readManifest(path string) (*policy.Manifest, error) {
-	data, err := readBounded(path, policy.MaxManifestBytes)
+func readManifest(ctx context.Context, path string) (*policy.Manifest, error) {
+	data, err := readFile(ctx, path, policy.MaxManifestBytes, "manifest")
 	if err != nil {
 		return nil, errcode.New(errcode.PolicyManifestInvalid, err.Error(), err)
 	}
@@ -406,7 +387,7 @@ func newPolicyExplainCmd() *cobra.Command {
 		Short: "Print the reasoning behind each value of a tool's policy",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := readManifest(manifestPath)
+			m, err := readManifest(cmd.Context(), manifestPath)
 			if err != nil {
 				return err
 			}
@@ -435,11 +416,11 @@ func newPolicyDiffCmd() *cobra.Command {
 			"it could not run.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			old, err := readManifest(args[0])
+			old, err := readManifest(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			neu, err := readManifest(args[1])
+			neu, err := readManifest(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}

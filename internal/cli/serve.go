@@ -66,7 +66,7 @@ func serve(ctx context.Context, f serveFlags) error {
 	if f.config == "" {
 		return errcode.New(errcode.Usage, "--config is required: the ontology config file to serve (or set $ORANGERAIL_CONFIG)", nil)
 	}
-	cfg, err := loadConfig(f.config)
+	cfg, err := loadConfig(ctx, f.config)
 	if err != nil {
 		return err
 	}
@@ -128,11 +128,23 @@ func serve(ctx context.Context, f serveFlags) error {
 	return err
 }
 
-func loadConfig(path string) (*ontology.Config, error) {
-	cfg, err := ontology.Load(path)
+// loadConfig reads and checks the config file at path (readConfig): its
+// problems are X_CONFIG_INVALID, listing every one.
+func loadConfig(ctx context.Context, path string) (*ontology.Config, error) {
+	cfg, err := readConfig(ctx, path)
 	var problems ontology.Problems
 	if errors.As(err, &problems) {
 		return nil, errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
 	}
 	return cfg, err
+}
+
+// readConfig reads the config file at path (readFile) and checks it
+// (ontology.Parse): on any problem it returns ontology.Problems.
+func readConfig(ctx context.Context, path string) (*ontology.Config, error) {
+	data, err := readFile(ctx, path, ontology.MaxConfigBytes, "config")
+	if err != nil {
+		return nil, err
+	}
+	return ontology.Parse(data)
 }

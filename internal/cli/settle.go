@@ -39,7 +39,7 @@ func newAuditSettleCmd() *cobra.Command {
 			if config == "" {
 				return errcode.New(errcode.Usage, "--config is required: its limits say how long an execution can still be running", nil)
 			}
-			cfg, err := loadConfig(config)
+			cfg, err := loadConfig(cmd.Context(), config)
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orangerail/orangerail/internal/app"
-	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 func newSurfaceCmd() *cobra.Command {
@@ -36,7 +35,7 @@ func newSurfaceCmd() *cobra.Command {
 			if path == "" {
 				return errors.New("name the config file: orangerail surface measure FILE, or set ORANGERAIL_CONFIG")
 			}
-			cfg, err := ontology.Load(path)
+			cfg, err := readConfig(cmd.Context(), path)
 			if err != nil {
 				return err
 			}

@@ -935,15 +935,10 @@ func (x Execute) Kind() ExecuteKind {
 // service's own datasource: an upstream's API.
 func (k ExecuteKind) OpenWorld() bool { return k == ExecuteHTTP || k == ExecuteSOAP }
 
-// Load reads and checks the config file at path. On any problem it returns
-// Problems, listing every one.
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path) //nolint:gosec // G304: reading the file the operator names is the point
-	if err != nil {
-		return nil, err
-	}
-	return Parse(data)
-}
+// MaxConfigBytes bounds a config file: a compiled policy's hundreds of
+// tools fit many times over, and a device or a pipe that never ends is
+// refused, not read until memory runs out.
+const MaxConfigBytes = 64 << 20
 
 // Parse checks a config file's bytes: its shape against Schema, then
 // every rule the schema cannot say (tool names, references, input schemas,

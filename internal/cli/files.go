@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// readFile reads a file the operator named, said to be a what ("config",
+// "manifest"): at most limit bytes, refusing a longer one past them unread
+// (a device such as /dev/zero, a pipe that never ends), and only while ctx
+// lasts. Opening or reading a FIFO no one writes to blocks where no signal
+// reaches, so the file is read aside and readFile returns once ctx ends
+// (X_INTERRUPTED, on the first signal); the read left behind ends with the
+// process.
+func readFile(ctx context.Context, path string, limit int64, what string) ([]byte, error) {
+	type read struct {
+		data []byte
+		err  error
+	}
+	done := make(chan read, 1)
+	go func() {
+		data, err := readBounded(path, limit, what)
+		done <- read{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readBounded is readFile's read. A file too long is an *fs.PathError,
+// as a file that cannot be read at all is: X_FILE_UNUSABLE, naming it.
+func readBounded(path string, limit int64, what string) ([]byte, error) {
+	f, err := os.Open(path) //nolint:gosec // G304: the file the operator named
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("longer than %d MiB, more than any %s", limit>>20, what)}
+	}
+	return data, nil
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/errcode"
+)
+
+// TestNamedFilesStopAtTheFirstSignal: a command reading a file the
+// operator named that never comes — a FIFO no one writes to — stops at
+// the first signal, X_INTERRUPTED, where it waited for a second to end the
+// process.
+func TestNamedFilesStopAtTheFirstSignal(t *testing.T) {
+	t.Parallel()
+	code, key, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", filepath.Join(t.TempDir(), "checkpoint.key"))
+	if code != exitOK {
+		t.Fatalf("checkpoint-key generate: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"config", "check", "FILE"},
+		{"surface", "measure", "FILE"},
+		{"policy", "explain", "createLabel", "--manifest", "FILE"},
+		{"policy", "diff", "FILE", "FILE"},
+		{"serve", "--config", "FILE", "--stdio"},
+		{"audit", "check-proof", "--keys-file", "FILE", "-"},
+		{"audit", "check-proof", "--key", "KEY", "--checkpoint", "FILE", "-"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			fifo := filepath.Join(t.TempDir(), "fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A writer opened and closed ends the read left behind.
+			t.Cleanup(func() {
+				if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					_ = w.Close()
+				}
+			})
+			named := make([]string, len(args))
+			for i, a := range args {
+				named[i] = strings.NewReplacer("FILE", fifo, "KEY", strings.TrimSpace(key)).Replace(a)
+			}
+			ctx, signal := context.WithCancel(context.Background())
+			type ran struct {
+				code   int
+				stderr string
+			}
+			done := make(chan ran, 1)
+			go func() {
+				var out, errOut bytes.Buffer
+				done <- ran{Run(ctx, named, &out, &errOut), errOut.String()}
+			}()
+			time.Sleep(50 * time.Millisecond) // reading, most likely; before it, the signal ends it too
+			signal()
+			select {
+			case r := <-done:
+				if r.code != exitError {
+					t.Fatalf("exit %d, want %d", r.code, exitError)
+				}
+				oneLine(t, r.stderr, string(errcode.Interrupted))
+			case <-time.After(10 * time.Second):
+				t.Fatal("the command still waits on the file after the signal")
+			}
+		})
+	}
+}
+
+// TestNamedFilesAreBounded: a config that never ends (a device) is
+// refused once past any config's length, naming it, not read until memory
+// runs out.
+func TestNamedFilesAreBounded(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := cli(t, "config", "check", "/dev/zero")
+	if code != exitError || !strings.Contains(stderr, "/dev/zero: longer than 64 MiB, more than any config") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	oneLine(t, stderr, string(errcode.FileUnusable))
+}
