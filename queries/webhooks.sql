@@ -56,3 +56,8 @@ SELECT * FROM orangerail.webhook_outbox
 WHERE tenant_id = @tenant_id AND (@state::text = '' OR state = @state::text)
 ORDER BY seq DESC
 LIMIT @row_limit;
+
+-- name: WebhookPrune :one
+-- Deletes up to row_limit finished messages (delivered, or failed) whose
+-- last attempt was before @before, the oldest first, and counts them.
+SELECT orangerail.webhook_outbox_prune(@before::timestamptz, @row_limit::integer)::integer AS pruned;

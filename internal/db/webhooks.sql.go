@@ -220,6 +220,24 @@ func (q *Queries) WebhookList(ctx context.Context, db DBTX, arg *WebhookListPara
 	return items, nil
 }
 
+const webhookPrune = `-- name: WebhookPrune :one
+SELECT orangerail.webhook_outbox_prune($1::timestamptz, $2::integer)::integer AS pruned
+`
+
+type WebhookPruneParams struct {
+	Before   time.Time
+	RowLimit int32
+}
+
+// Deletes up to row_limit finished messages (delivered, or failed) whose
+// last attempt was before @before, the oldest first, and counts them.
+func (q *Queries) WebhookPrune(ctx context.Context, db DBTX, arg *WebhookPruneParams) (int32, error) {
+	row := db.QueryRow(ctx, webhookPrune, arg.Before, arg.RowLimit)
+	var pruned int32
+	err := row.Scan(&pruned)
+	return pruned, err
+}
+
 const webhookRedeliver = `-- name: WebhookRedeliver :one
 UPDATE orangerail.webhook_outbox
 SET state = 'queued', attempts = 0, next_attempt_at = $1::timestamptz, locked_until = NULL,

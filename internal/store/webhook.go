@@ -91,6 +91,18 @@ func (s *Store) WebhookDueTenants(ctx context.Context, now time.Time, limit int3
 	return ids, nil
 }
 
+// WebhookPrune deletes up to limit finished messages (delivered, or
+// failed) whose last attempt was before before, the oldest first, across
+// tenants (a SECURITY DEFINER function that deletes nothing else), and
+// returns how many.
+func (s *Store) WebhookPrune(ctx context.Context, before time.Time, limit int32) (int, error) {
+	n, err := s.q.WebhookPrune(ctx, s.x, &db.WebhookPruneParams{Before: before, RowLimit: limit})
+	if err != nil {
+		return 0, InterpretError(err)
+	}
+	return int(n), nil
+}
+
 // WebhookClaimParams claim due messages.
 type WebhookClaimParams struct {
 	TenantID string

@@ -109,6 +109,16 @@ const (
 	// BackoffMax.
 	BackoffBase = 5 * time.Second
 	BackoffMax  = time.Hour
+	// RetentionDefault is how long a finished message is kept after its
+	// last attempt.
+	RetentionDefault = 30 * 24 * time.Hour
+	// pruneEvery is how often the background loop deletes the finished
+	// messages past their retention; pruneBatch how many one transaction
+	// deletes, and pruneBatches how many batches one prune runs at most
+	// (the rest wait for the next).
+	pruneEvery   = time.Hour
+	pruneBatch   = 1000
+	pruneBatches = 10
 	// maxRedirects bounds same-host redirects followed.
 	maxRedirects = 3
 	// maxErrorText bounds the last_error kept per message.
@@ -144,6 +154,10 @@ type Config struct {
 	Poll time.Duration
 	// Batch is how many messages one claim leases.
 	Batch int32
+	// Retention is how long a finished message (delivered, or failed) is
+	// kept after its last attempt, for `webhooks list` and redelivery;
+	// the background loop deletes older ones (Prune).
+	Retention time.Duration
 	// Logger receives one line per failed attempt: message, event,
 	// endpoint URL, attempt and what failed; never a secret or a payload.
 	Logger *slog.Logger
@@ -158,6 +172,9 @@ type Worker struct {
 
 	mu   sync.Mutex
 	loop *periodic.Loop // nil until Start
+	// pruned is when the background loop last pruned: zero, before its
+	// first round.
+	pruned time.Time
 }
 
 // New returns a Worker for c.
@@ -175,6 +192,7 @@ func New(c Config) (*Worker, error) {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
 	c.Poll = cmp.Or(c.Poll, PollDefault)
 	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
 	if c.Backoff == nil {
 		c.Backoff = Backoff
 	}
@@ -236,6 +254,12 @@ func (w *Worker) Start() {
 	}
 	w.loop = periodic.Start(periodic.Config{Interval: w.c.Poll, Immediately: true, Log: w.c.Logger, What: "webhook delivery"}, func(ctx context.Context) error {
 		_, err := w.RunOnce(ctx)
+		if now := w.c.Now(); now.Sub(w.pruned) >= pruneEvery {
+			// Only this loop reads and sets pruned.
+			w.pruned = now
+			_, perr := w.Prune(ctx)
+			err = errors.Join(err, perr)
+		}
 		return err
 	})
 }
@@ -293,6 +317,28 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		}
 	}
 	return handled, errors.Join(errs...)
+}
+
+// Prune deletes the finished messages (delivered, or failed) whose last
+// attempt is older than the retention, the oldest first, a batch a
+// transaction and at most pruneBatches batches, and returns how many it
+// deleted. A queued message is never deleted. The background loop runs it
+// every pruneEvery; any replica's may, at once.
+func (w *Worker) Prune(ctx context.Context) (int, error) {
+	before := w.c.Now().Add(-w.c.Retention)
+	total := 0
+	for range pruneBatches {
+		var n int
+		err := database.Tenantless(ctx, w.c.Pool, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+			n, err = store.New(tx).WebhookPrune(ctx, before, pruneBatch)
+			return err
+		})
+		total += n
+		if err != nil || n < pruneBatch {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // deliver POSTs m to every subscribed endpoint it has not reached, and

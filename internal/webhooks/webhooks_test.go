@@ -765,6 +765,77 @@ func TestStartStop(t *testing.T) {
 	}
 }
 
+// TestFinishedMessagesArePruned: a delivered or failed message whose last
+// attempt is past the retention is deleted, by Prune and by the
+// background loop; a recent one, and a queued one however old, are kept.
+func TestFinishedMessagesArePruned(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}})
+	var ids []string // one message each: the approvals' stagings
+	for i := range 5 {
+		b.stage(t, fmt.Sprintf("prune %d", i))
+	}
+	if n := b.runOnce(t, w); n != 5 {
+		t.Fatalf("delivered %d, want 5", n)
+	}
+	rows, err := b.admin.Query(ctx, "SELECT id::text FROM orangerail.webhook_outbox ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(ids) != 5 {
+		t.Fatalf("%d messages (%v)", len(ids), err)
+	}
+	old := b.clock.Now().Add(-webhooks.RetentionDefault - time.Hour)
+	for _, change := range []struct {
+		id, set string
+	}{
+		{ids[0], "delivered_at = $2"}, // delivered long ago: pruned
+		{ids[1], "state = 'failed', delivered_at = NULL, next_attempt_at = $2, last_error = 'gone'"}, // failed long ago: pruned
+		{ids[2], "state = 'queued', delivered_at = NULL, next_attempt_at = $2"},                      // owed still: kept
+		// ids[3] delivered now: kept; ids[4] is the background loop's.
+	} {
+		if _, err := b.admin.Exec(ctx, "UPDATE orangerail.webhook_outbox SET "+change.set+" WHERE id = $1", change.id, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func() []string {
+		t.Helper()
+		rows, err := b.admin.Query(ctx, "SELECT id::text FROM orangerail.webhook_outbox ORDER BY seq")
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return left
+	}
+	if n, err := w.Prune(ctx); err != nil || n != 2 {
+		t.Fatalf("Prune deleted %d (%v), want 2", n, err)
+	}
+	if left := kept(); !slices.Equal(left, ids[2:]) {
+		t.Fatalf("kept %v, want %v", left, ids[2:])
+	}
+
+	// The background loop prunes in its first round, and each hour.
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.webhook_outbox SET delivered_at = $2 WHERE id = $1", ids[4], old); err != nil {
+		t.Fatal(err)
+	}
+	loop := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}, Poll: time.Millisecond})
+	loop.Start()
+	defer loop.Stop()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if left := kept(); slices.Equal(left, ids[2:4]) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the loop left %v, want %v", left, ids[2:4])
+		}
+	}
+}
+
 // TestReadmeDocumentsThePayload holds the README's payload table to the
 // fields Payload and Data marshal.
 func TestReadmeDocumentsThePayload(t *testing.T) {
@@ -840,9 +911,9 @@ func TestServingRuntimeDelivers(t *testing.T) {
 }
 
 // TestOwnerWithoutSuperuser migrates as an owner that is no superuser, so
-// Row Level Security (FORCE) binds the trigger and the due-tenants
-// function acting as it: staging still writes its message, and the worker
-// still finds and delivers it.
+// Row Level Security (FORCE) binds the trigger and the due-tenants and
+// prune functions acting as it: staging still writes its message, the
+// worker still finds and delivers it, and prunes it once finished.
 func TestOwnerWithoutSuperuser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -862,6 +933,14 @@ func TestOwnerWithoutSuperuser(t *testing.T) {
 	b.stage(t, "owner")
 	if n := b.runOnce(t, w); n != 1 || len(r.deliveries()) != 1 {
 		t.Fatalf("handled %d, delivered %d", n, len(r.deliveries()))
+	}
+	// Pruning, as the owner, deletes the finished message past its
+	// retention.
+	if _, err := admin.Exec(ctx, "UPDATE orangerail.webhook_outbox SET delivered_at = $1", b.clock.Now().Add(-webhooks.RetentionDefault-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Prune(ctx); err != nil || n != 1 {
+		t.Fatalf("Prune deleted %d (%v), want 1", n, err)
 	}
 }
 
