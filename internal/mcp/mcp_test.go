@@ -466,6 +466,18 @@ func TestFailuresAreRedacted(t *testing.T) {
 	if !res.IsError || body["code"] != string(errcode.InputInvalid) || len(issues) < 2 || body["correlationId"] == nil {
 		t.Fatalf("invalid_input: %v", body)
 	}
+	// JSON that is no I-JSON reaches the engine as sent, and is refused at
+	// the value it refuses.
+	for args, path := range map[string]string{
+		`{"order_id": 1e400, "reason": "x"}`:                       "/order_id",
+		`{"order_id": "o-1001", "reason": "\ud800"}`:               "/reason",
+		`{"order_id": "o-1001", "reason": "x", "reason": "again"}`: "/reason",
+	} {
+		res, body = call(t, cs, "cancel_order", args)
+		if !res.IsError || body["code"] != string(errcode.InputInvalid) || !slices.Equal(issuePaths(body), []string{path}) {
+			t.Fatalf("%s: %v", args, body)
+		}
+	}
 	res, body = call(t, cs, "cancel_order", `{"order_id": "o-1001", "reason": "`+strings.Repeat("x", 70_000)+`"}`)
 	if !res.IsError || body["code"] != string(errcode.InputTooLarge) {
 		t.Fatalf("input too large: %v", body)
