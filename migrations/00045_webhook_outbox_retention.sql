@@ -11,6 +11,13 @@
 -- owed to an endpoint. `webhooks redeliver` queues a finished one again,
 -- within the retention.
 --
+-- Before 00044 an instance whose config named no webhook queued every
+-- event all the same, and the first endpoint configured would have been
+-- sent that backlog, stale. A queued message no worker ever attempted and
+-- whose event is more than a day old is that backlog (a worker attempts a
+-- message within seconds): it is marked failed, not sent, and kept the
+-- retention from now, so `webhooks redeliver` can still queue one again.
+--
 -- The runtime still deletes nothing itself: the function is the one rule
 -- of what may go, and runs as the owner, whose row security lets it
 -- delete a finished message and nothing else.
@@ -21,6 +28,16 @@ CREATE INDEX webhook_outbox_finished_idx ON orangerail.webhook_outbox ((coalesce
 
 CREATE POLICY webhook_outbox_owner_prune ON orangerail.webhook_outbox FOR DELETE TO CURRENT_USER
     USING (state <> 'queued');
+
+-- The owner's row security (FORCE, when the owner is no superuser) lets
+-- it read the outbox, not change it: a policy for this update alone.
+CREATE POLICY webhook_outbox_owner_retire ON orangerail.webhook_outbox FOR UPDATE TO CURRENT_USER
+    USING (true);
+UPDATE orangerail.webhook_outbox
+SET state = 'failed', next_attempt_at = now(),
+    last_error = 'queued while no endpoint was configured, and never attempted: not sent (migration 00045)'
+WHERE state = 'queued' AND attempts = 0 AND occurred_at < now() - interval '1 day';
+DROP POLICY webhook_outbox_owner_retire ON orangerail.webhook_outbox;
 
 -- +goose StatementBegin
 CREATE FUNCTION orangerail.webhook_outbox_prune(p_before timestamptz, p_limit integer) RETURNS integer

@@ -29,6 +29,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/app"
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -833,6 +834,64 @@ func TestFinishedMessagesArePruned(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the loop left %v, want %v", left, ids[2:4])
 		}
+	}
+}
+
+// TestMigrationRetiresTheUnsentBacklog: migration 00045 marks failed, not
+// sent, the messages queued before 00044 by an instance naming no webhook
+// (never attempted, their events over a day old) — as a superuser and as
+// an owner that is none, whom row security binds — and leaves a recent
+// message, and one being retried, queued.
+func TestMigrationRetiresTheUnsentBacklog(t *testing.T) {
+	t.Parallel()
+	for _, owned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "superuser", true: "owner"}[owned], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var url string
+			var admin *pgxpool.Pool // a superuser's
+			if owned {
+				url, admin = testdb.NewOwned(t)
+			} else {
+				url = testdb.New(t)
+				admin = testdb.Pool(t, url)
+			}
+			if _, err := testdb.Pool(t, url).Exec(ctx, orders.Seed); err != nil {
+				t.Fatal(err)
+			}
+			rt, err := app.Open(ctx, app.Settings{Config: withWebhook(t), DatabaseURL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(rt.Close)
+			b := &bundle{admin: admin, engine: rt.Engine}
+			backlog, recent, retried := b.stage(t, "backlog"), b.stage(t, "recent"), b.stage(t, "retried")
+			if _, err := admin.Exec(ctx, `UPDATE orangerail.webhook_outbox SET occurred_at = now() - interval '2 days',
+				attempts = CASE WHEN approval_id = $2 THEN 1 ELSE 0 END WHERE approval_id IN ($1, $2)`, backlog, retried); err != nil {
+				t.Fatal(err)
+			}
+			m, err := database.NewMigrator(ctx, testdb.Direct(url)) // migrations hold a session lock
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = m.Close() }()
+			if _, err := m.DownTo(ctx, 44); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Up(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for id, want := range map[string]string{backlog: "failed", recent: "queued", retried: "queued"} {
+				var state string
+				var lastError *string
+				if err := admin.QueryRow(ctx, "SELECT state, last_error FROM orangerail.webhook_outbox WHERE approval_id = $1", id).Scan(&state, &lastError); err != nil {
+					t.Fatal(err)
+				}
+				if state != want || (want == "failed") != (lastError != nil && strings.Contains(*lastError, "not sent")) {
+					t.Errorf("approval %s's message: %s (%v), want %s", id, state, lastError, want)
+				}
+			}
+		})
 	}
 }
 
