@@ -14,10 +14,11 @@ import (
 )
 
 // TestSignals: the first SIGTERM ends a command's context — one that reads
-// it stops at once, X_INTERRUPTED (policy compile, which waits to open a
-// FIFO here) — and a command that does not stop when asked (config check,
-// waiting in the same open, never reading its context) ends at the next,
-// as by default, where it ran on until SIGKILL.
+// it stops at once, X_INTERRUPTED (config check and policy compile, which
+// wait to open a FIFO here) — and a command that does not stop when asked
+// (audit check-proof, waiting in the same open for a proof, never reading
+// its context) ends at the next, as by default, where it ran on until
+// SIGKILL.
 func TestSignals(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -29,13 +30,18 @@ func TestSignals(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("no FIFO here: %v", err)
 	}
+	key, err := exec.Command(bin, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", filepath.Join(dir, "checkpoint.key")).Output() //nolint:gosec // G204: the binary just built
+	if err != nil {
+		t.Fatalf("checkpoint-key generate: %v", err)
+	}
 	for _, c := range []struct {
 		name     string
 		args     []string
 		signaled bool // ended by the signal itself, not by its own exit
 	}{
 		{"a command that stops", []string{"policy", "compile", fifo, "--service", "s"}, false},
-		{"a command that does not stop", []string{"config", "check", fifo}, true},
+		{"another that stops", []string{"config", "check", fifo}, false},
+		{"a command that does not stop", []string{"audit", "check-proof", "--key", strings.TrimSpace(string(key)), fifo}, true},
 	} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(bin, c.args...) //nolint:gosec // G204: the binary just built

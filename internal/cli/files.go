@@ -12,24 +12,35 @@ import (
 // "manifest"): at most limit bytes, refusing a longer one past them unread
 // (a device such as /dev/zero, a pipe that never ends), and only while ctx
 // lasts. Opening or reading a FIFO no one writes to blocks where no signal
-// reaches, so the file is read aside and readFile returns once ctx ends
-// (X_INTERRUPTED, on the first signal); the read left behind ends with the
-// process.
+// reaches, so the file is read aside (untilDone) and readFile returns once
+// ctx ends (X_INTERRUPTED, on the first signal).
 func readFile(ctx context.Context, path string, limit int64, what string) ([]byte, error) {
-	type read struct {
-		data []byte
-		err  error
+	var data []byte
+	err := untilDone(ctx, func() (err error) {
+		data, err = readBounded(path, limit, what)
+		return err
+	})
+	if err != nil {
+		// data is the read's until it returns: not read here unless it did.
+		return nil, err
 	}
-	done := make(chan read, 1)
-	go func() {
-		data, err := readBounded(path, limit, what)
-		done <- read{data, err}
-	}()
+	return data, nil
+}
+
+// untilDone runs f, which writes nothing, and returns its error; or
+// ctx's, should ctx end first, leaving f to run on until the process
+// exits.
+func untilDone(ctx context.Context, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
 	select {
-	case r := <-done:
-		return r.data, r.err
+	case err := <-done:
+		return err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 

@@ -28,6 +28,7 @@ func TestNamedFilesStopAtTheFirstSignal(t *testing.T) {
 		{"surface", "measure", "FILE"},
 		{"policy", "explain", "createLabel", "--manifest", "FILE"},
 		{"policy", "diff", "FILE", "FILE"},
+		{"policy", "compile", "FILE", "--service", "carrier"},
 		{"serve", "--config", "FILE", "--stdio"},
 		{"audit", "check-proof", "--keys-file", "FILE", "-"},
 		{"audit", "check-proof", "--key", "KEY", "--checkpoint", "FILE", "-"},

@@ -168,23 +168,6 @@ func readSpec(path string) (*apispec.File, error) {
 	return f, nil
 }
 
-// untilDone runs f, which writes nothing, and returns its error; or
-// ctx's, should ctx end first, leaving f to run on until the process
-// exits.
-func untilDone(ctx context.Context, f func() error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // parseAccept reads --accept TOOL=REASON values.
 func parseAccept(values []string) (map[string]string, error) {
 	out := map[string]string{}
