@@ -194,7 +194,7 @@ func notIJSON(err error) Issue {
 	for i, seg := range se.Path {
 		path[i] = display.Echo(seg)
 	}
-	return Issue{Path: path.String(), Message: "not accepted in an input (I-JSON, RFC 7493): " + se.Msg}
+	return Issue{Path: path.String(), Message: "not I-JSON (RFC 7493), which an input must be: " + se.Msg}
 }
 
 // nulIssues lists every string and member name of v, at its JSON pointer

@@ -174,7 +174,7 @@ func TestActionInputAndAuthorization(t *testing.T) {
 	notIJSON := []struct{ args, path, says string }{
 		{`{"order_id": 1e400, "reason": "x"}`, "/order_id", "number out of range of a double"},
 		{`{"order_id": 12345678901234567890, "reason": "x"}`, "/order_id", "send it as a string"},
-		{`{"order_id": "o-1001", "reason": "\ud800"}`, "/reason", "not accepted in an input"},
+		{`{"order_id": "o-1001", "reason": "\ud800"}`, "/reason", "not I-JSON (RFC 7493), which an input must be: lone surrogate in string"},
 		{`{"order_id": "o-1001", "reason": "x", "reason": "y"}`, "/reason", "duplicate member name"},
 		{`{"order_id": "o-1001", "reason": "x", "a/b": [0, {"` + long + `": 1, "` + long + `": 2}]}`, "/a~1b/1/" + display.Echo(long), "duplicate member name"},
 	}

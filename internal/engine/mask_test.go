@@ -154,7 +154,7 @@ func TestRedactAuditAloneWithholdsPrior(t *testing.T) {
 // TestRedactAuditMasksTheIssuesOfARefusedInput: the record of an input
 // refused for a masked value keeps where the issue is, never its message,
 // which quotes the value (a pattern's), nor the message of an issue of
-// the whole input (a parse error quotes a number wherever it stands); an
+// the whole input (a parse error may quote what stands anywhere); an
 // issue elsewhere keeps its message, and the agent is told every issue
 // whole.
 func TestRedactAuditMasksTheIssuesOfARefusedInput(t *testing.T) {
@@ -179,9 +179,17 @@ func TestRedactAuditMasksTheIssuesOfARefusedInput(t *testing.T) {
 		!strings.Contains(recorded, "/order_id: maxLength") {
 		t.Fatalf("the refusal's record: %q", recorded)
 	}
-	// An input that does not parse is refused as a whole, its message
-	// quoting the masked number: the record withholds it too.
+	// An input that is no I-JSON is refused at the value that is not: the
+	// record withholds a masked one's message too.
 	out = e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": 98765432109876543210}`))
+	want(t, out, engine.StatusInvalidInput)
+	recorded, _ = auditEntry(t, b, out.CorrelationID, engine.PhaseInvalidInput)["error"].(string)
+	if strings.Contains(recorded, "98765") || !strings.Contains(recorded, "/note: withheld: the value is masked (redact_audit)") {
+		t.Fatalf("the record of an input that is no I-JSON: %q", recorded)
+	}
+	// One that does not parse at all is refused as a whole: its message is
+	// withheld, as it may quote a masked value.
+	out = e.Call(ctx, support("acme"), "add_order_note", json.RawMessage(`{"order_id": "o-1001", "note": 98765 "x"}`))
 	want(t, out, engine.StatusInvalidInput)
 	recorded, _ = auditEntry(t, b, out.CorrelationID, engine.PhaseInvalidInput)["error"].(string)
 	if strings.Contains(recorded, "98765") || !strings.Contains(recorded, "(input): withheld: it may quote a value that is masked (redact_audit)") {
