@@ -231,8 +231,24 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 	if facts.CarrierURL != "" && facts.MCPURL != nil {
 		printCarrier(out, facts)
 	}
-	if facts.DeskURL != "" {
+	// The development issuer listens on loopback: a browser elsewhere
+	// cannot sign in to the desk. Over plain http off loopback it is not
+	// served at all (serveDemo).
+	serverURL, err := url.Parse(facts.ServerURL)
+	if err != nil {
+		serverURL = &url.URL{} // none: the demo made it, from a URL it checked
+	}
+	switch {
+	case facts.DeskURL != "" && ontology.LoopbackHost(serverURL.Hostname()):
 		fmt.Fprintf(out, "The approvers' desk (sign in at the development issuer): %s\n", facts.DeskURL)
+	case facts.DeskURL != "":
+		fmt.Fprintf(out, "The approvers' desk (sign in at the development issuer, which listens on this machine's loopback: "+
+			"from a browser on this machine only): %s\n", facts.DeskURL)
+	case ontology.PlainOffLoopback(serverURL):
+		fmt.Fprintf(out, "No approvers' desk at %s: it signs people in with a session cookie, which must travel over https off loopback. "+
+			"Decide with the commands below, as one of these logins, or give the demo an https public URL (a TLS proxy in front).\n", facts.ServerURL)
+	}
+	if len(facts.Logins["approver"]) > 0 {
 		for _, tenant := range slices.Sorted(maps.Keys(facts.Logins["approver"])) {
 			l := facts.Logins["approver"][tenant]
 			fmt.Fprintf(out, "  approver, tenant %s: username %s  password %s\n", tenant, l.Username, l.Password)
@@ -262,7 +278,7 @@ func printDemo(out io.Writer, found *devdb.Database, facts *demoFacts, factsPath
 		server := shellJoin([]string{facts.ServerURL})
 		// Served over plain http off loopback (--public-url), the commands
 		// must say that they send the token in the clear anyway.
-		if u, err := url.Parse(facts.ServerURL); err == nil && u.Scheme == "http" && !ontology.LoopbackHost(u.Hostname()) {
+		if ontology.PlainOffLoopback(serverURL) {
 			server += " --plain-http"
 		}
 		fmt.Fprintf(out, "Decide what the agent stages from the command line, as a person (the approver login above):\n"+
@@ -533,11 +549,16 @@ func serveDemo(ctx context.Context, out io.Writer, found *devdb.Database, facts 
 	cfg.HTTP.Listen, cfg.HTTP.PublicURL = ln.Addr().String(), publicURL
 	cfg.SQLQuery = ontology.SQLQuery{Enabled: true, Roles: []string{"auditor"}}
 	// The desk signs people in at the development issuer, as a public
-	// client (PKCE alone) whose one redirect is the desk's callback.
-	deskURL := strings.TrimSuffix(publicURL, "/") + web.Path
-	cfg.Desk = &ontology.Desk{ClientID: demoDeskClient}
-	if err := iss.AddClient(devissuer.Client{ID: demoDeskClient, RedirectURIs: []string{deskURL + "/callback"}}); err != nil {
-		return err
+	// client (PKCE alone) whose one redirect is the desk's callback. Not
+	// over plain http off loopback, where a config with a desk does not
+	// load: its session cookie must travel over https.
+	var deskURL string
+	if public, _ := url.Parse(publicURL); !ontology.PlainOffLoopback(public) {
+		deskURL = strings.TrimSuffix(publicURL, "/") + web.Path
+		cfg.Desk = &ontology.Desk{ClientID: demoDeskClient}
+		if err := iss.AddClient(devissuer.Client{ID: demoDeskClient, RedirectURIs: []string{deskURL + "/callback"}}); err != nil {
+			return err
+		}
 	}
 	// `orangerail login` signs in with the device grant, as the command
 	// line's public client.

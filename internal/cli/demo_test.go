@@ -71,10 +71,30 @@ func TestDemoServesTheDesk(t *testing.T) {
 	}
 }
 
+// TestDemoServesNoDeskOverPlainHTTP: at a public URL of plain http off
+// loopback — where a config with a desk does not load, as its session
+// cookie must travel over https — the demo serves no desk, and says so
+// and how to decide instead.
+func TestDemoServesNoDeskOverPlainHTTP(t *testing.T) {
+	written, out := runDemoAt(t, "http://10.0.0.5:8080")
+	if written.DeskURL != "" {
+		t.Fatalf("the demo names a desk at %s", written.DeskURL)
+	}
+	if !strings.Contains(out.String(), "No approvers' desk at http://10.0.0.5:8080") || !strings.Contains(out.String(), "approver, tenant acme: username ") {
+		t.Fatalf("the demo does not say it serves no desk, or the logins:\n%s", out.String())
+	}
+}
+
 // runDemo runs the demo as `make run` does, on a database of its own, from
 // a fresh working directory, until the test ends; it returns the facts the
 // demo wrote once it serves, and what it printed.
 func runDemo(t *testing.T) (*demoFacts, *syncBuffer) {
+	t.Helper()
+	return runDemoAt(t, "")
+}
+
+// runDemoAt is runDemo with --public-url publicURL ("": the listener's).
+func runDemoAt(t *testing.T, publicURL string) (*demoFacts, *syncBuffer) {
 	t.Helper()
 	t.Chdir(t.TempDir()) // the demo keeps its state in ./.orangerail
 	// The demo sets the carrier's key here for its runtime to read; the
@@ -93,7 +113,7 @@ func runDemo(t *testing.T) (*demoFacts, *syncBuffer) {
 	factsPath := filepath.Join(demoStateDir, "demo.json")
 	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- serveDemo(ctx, out, found, facts, factsPath, "127.0.0.1:0", "") }()
+	go func() { done <- serveDemo(ctx, out, found, facts, factsPath, "127.0.0.1:0", publicURL) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -102,11 +122,11 @@ func runDemo(t *testing.T) (*demoFacts, *syncBuffer) {
 	})
 	var written demoFacts
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if b, err := os.ReadFile(factsPath); err == nil && json.Unmarshal(b, &written) == nil && written.DeskURL != "" {
+		if b, err := os.ReadFile(factsPath); err == nil && json.Unmarshal(b, &written) == nil && written.MCPURL != nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the demo wrote no desk_url")
+			t.Fatal("the demo wrote no mcp_url")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -814,6 +814,33 @@ func TestDemoStdioEnvironment(t *testing.T) {
 // TestDemoSaysPlainHTTP: the demo served over plain http off loopback
 // prints approvals commands that say they send the token in the clear
 // (--plain-http), so that they run as printed; on loopback they do not.
+// TestDemoSaysWhereTheDeskSignsIn: the demo's desk signs people in at the
+// development issuer, on loopback: served at a public URL off it, the
+// demo says who can sign in — a browser on this machine, over https — and
+// over plain http, where it serves no desk, says so; the logins are
+// printed for the commands either way.
+func TestDemoSaysWhereTheDeskSignsIn(t *testing.T) {
+	t.Parallel()
+	for server, says := range map[string]string{
+		"http://127.0.0.1:8080": "The approvers' desk (sign in at the development issuer): http://127.0.0.1:8080/desk",
+		"https://demo.example":  "from a browser on this machine only): https://demo.example/desk",
+		"http://10.0.0.5:8080":  "No approvers' desk at http://10.0.0.5:8080: it signs people in with a session cookie",
+	} {
+		var out bytes.Buffer
+		desk := server + "/desk"
+		if strings.HasPrefix(server, "http://10.") {
+			desk = "" // serveDemo serves none there (TestDemoServesNoDeskOverPlainHTTP)
+		}
+		facts := &demoFacts{DatabaseURL: "postgres://127.0.0.1:5432/orangerail_demo", Config: "/x/orangerail.yaml", Self: "/x/orangerail",
+			StdioCommand: []string{"/x/orangerail", "serve", "--stdio"}, ServerURL: server, DeskURL: desk, Issuer: "http://127.0.0.1:9999",
+			Logins: map[string]map[string]demoLogin{"approver": {"acme": {Username: "alice", Password: "pw"}}}}
+		printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
+		if !strings.Contains(out.String(), says) || !strings.Contains(out.String(), "approver, tenant acme: username alice") {
+			t.Errorf("%s: the demo does not say %q, or the login:\n%s", server, says, out.String())
+		}
+	}
+}
+
 func TestDemoSaysPlainHTTP(t *testing.T) {
 	t.Parallel()
 	for server, want := range map[string]bool{"http://10.0.0.5:8080": true, "http://127.0.0.1:8080": false, "https://demo.example": false} {

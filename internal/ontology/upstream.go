@@ -218,6 +218,10 @@ func LoopbackHost(host string) bool {
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
+// PlainOffLoopback reports whether u is plain http to a host that is not
+// a loopback one: what it carries crosses the network in the clear.
+func PlainOffLoopback(u *url.URL) bool { return u.Scheme == "http" && !LoopbackHost(u.Hostname()) }
+
 // HTTPRetry is when an upstream call is attempted again.
 type HTTPRetry string
 

@@ -240,7 +240,7 @@ func (c *Config) validate() Problems {
 		add("http.public_url", "is required when http.listen (%q) is not a loopback address: set the URL clients reach this server at, such as https://mcp.example.com", h.Listen)
 	} else if err := CheckPublicURL(h.PublicURL); err != nil {
 		add("http.public_url", "%v", err)
-	} else if u, _ := url.Parse(h.PublicURL); c.Desk != nil && u.Scheme == "http" && !LoopbackHost(u.Hostname()) {
+	} else if u, _ := url.Parse(h.PublicURL); c.Desk != nil && PlainOffLoopback(u) {
 		// A session cookie sent over plain http is anyone's on the path,
 		// and the browser would not keep a Secure one.
 		add("http.public_url", "is %q, plain http off loopback: the desk signs people in with a session cookie, which must travel over https; name the https URL people reach the desk at (a TLS proxy in front of orangerail is fine)", h.PublicURL)

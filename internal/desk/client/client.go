@@ -65,7 +65,7 @@ func New(server, token string, o Options) (*Client, error) {
 	if err != nil || ontology.CheckPublicURL(server) != nil {
 		return nil, errcode.New(errcode.Usage, fmt.Sprintf("--server %q is not the deployment's address (its http.public_url, an origin such as https://orangerail.example.com)", server), nil)
 	}
-	if u.Scheme == "http" && !ontology.LoopbackHost(u.Hostname()) && !o.PlainHTTP {
+	if ontology.PlainOffLoopback(u) && !o.PlainHTTP {
 		return nil, errcode.New(errcode.ServerInsecure, fmt.Sprintf("--server %q is plain http off loopback: the token would cross the network in the clear; use the deployment's https address (or, for a development server, --plain-http)", server), nil)
 	}
 	if token == "" {
