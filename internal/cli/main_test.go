@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -811,9 +812,27 @@ func TestDemoStdioEnvironment(t *testing.T) {
 	}
 }
 
-// TestDemoSaysPlainHTTP: the demo served over plain http off loopback
-// prints approvals commands that say they send the token in the clear
-// (--plain-http), so that they run as printed; on loopback they do not.
+// printedDemoAt is what printDemo prints for a demo served at server,
+// with the desk serveDemo serves there (none over plain http off
+// loopback: TestDemoServesNoDeskOverPlainHTTP) and an approver's login.
+func printedDemoAt(t *testing.T, server string) string {
+	t.Helper()
+	u, err := url.Parse(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk := server + "/desk"
+	if ontology.PlainOffLoopback(u) {
+		desk = ""
+	}
+	facts := &demoFacts{DatabaseURL: "postgres://127.0.0.1:5432/orangerail_demo", Config: "/x/orangerail.yaml", Self: "/x/orangerail",
+		StdioCommand: []string{"/x/orangerail", "serve", "--stdio"}, ServerURL: server, DeskURL: desk, Issuer: "http://127.0.0.1:9999",
+		Logins: map[string]map[string]demoLogin{"approver": {"acme": {Username: "alice", Password: "pw"}}}}
+	var out bytes.Buffer
+	printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
+	return out.String()
+}
+
 // TestDemoSaysWhereTheDeskSignsIn: the demo's desk signs people in at the
 // development issuer, on loopback: served at a public URL off it, the
 // demo says who can sign in — a browser on this machine, over https — and
@@ -826,30 +845,21 @@ func TestDemoSaysWhereTheDeskSignsIn(t *testing.T) {
 		"https://demo.example":  "from a browser on this machine only): https://demo.example/desk",
 		"http://10.0.0.5:8080":  "No approvers' desk at http://10.0.0.5:8080: it signs people in with a session cookie",
 	} {
-		var out bytes.Buffer
-		desk := server + "/desk"
-		if strings.HasPrefix(server, "http://10.") {
-			desk = "" // serveDemo serves none there (TestDemoServesNoDeskOverPlainHTTP)
-		}
-		facts := &demoFacts{DatabaseURL: "postgres://127.0.0.1:5432/orangerail_demo", Config: "/x/orangerail.yaml", Self: "/x/orangerail",
-			StdioCommand: []string{"/x/orangerail", "serve", "--stdio"}, ServerURL: server, DeskURL: desk, Issuer: "http://127.0.0.1:9999",
-			Logins: map[string]map[string]demoLogin{"approver": {"acme": {Username: "alice", Password: "pw"}}}}
-		printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
-		if !strings.Contains(out.String(), says) || !strings.Contains(out.String(), "approver, tenant acme: username alice") {
-			t.Errorf("%s: the demo does not say %q, or the login:\n%s", server, says, out.String())
+		if out := printedDemoAt(t, server); !strings.Contains(out, says) || !strings.Contains(out, "approver, tenant acme: username alice") {
+			t.Errorf("%s: the demo does not say %q, or the login:\n%s", server, says, out)
 		}
 	}
 }
 
+// TestDemoSaysPlainHTTP: the demo served over plain http off loopback
+// prints approvals commands that say they send the token in the clear
+// (--plain-http), so that they run as printed; on loopback they do not.
 func TestDemoSaysPlainHTTP(t *testing.T) {
 	t.Parallel()
 	for server, want := range map[string]bool{"http://10.0.0.5:8080": true, "http://127.0.0.1:8080": false, "https://demo.example": false} {
-		var out bytes.Buffer
-		facts := &demoFacts{DatabaseURL: "postgres://127.0.0.1:5432/orangerail_demo", Config: "/x/orangerail.yaml", Self: "/x/orangerail",
-			StdioCommand: []string{"/x/orangerail", "serve", "--stdio"}, ServerURL: server, Issuer: "http://127.0.0.1:9999"}
-		printDemo(&out, &devdb.Database{URL: facts.DatabaseURL}, facts, ".orangerail/demo.json")
+		out := printedDemoAt(t, server)
 		var commands int
-		for line := range strings.Lines(out.String()) {
+		for line := range strings.Lines(out) {
 			if !strings.Contains(line, " --server ") {
 				continue
 			}
@@ -859,7 +869,7 @@ func TestDemoSaysPlainHTTP(t *testing.T) {
 			}
 		}
 		if commands != 3 {
-			t.Errorf("%s: %d approvals commands printed, want 3:\n%s", server, commands, out.String())
+			t.Errorf("%s: %d approvals commands printed, want 3:\n%s", server, commands, out)
 		}
 	}
 }
