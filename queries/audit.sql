@@ -69,13 +69,16 @@ CROSS JOIN LATERAL (
 WHERE u.correlation_id = @correlation_id::text
 LIMIT 1;
 
--- name: AuditCorrelationPhases :one
+-- name: AuditCorrelationProgress :one
 -- The phases of a correlation id's records, in chain order (a sealed
--- record by seq, before any unsealed one; unsealed ones as written): one
--- row, so that a row reader reads it without a transaction.
-SELECT coalesce(array_agg(phase ORDER BY seq NULLS LAST, id), '{}')::text[] AS phases
-FROM orangerail.audit
-WHERE tenant_id = @tenant_id AND correlation_id = @correlation_id;
+-- record by seq, before any unsealed one; unsealed ones as written), and
+-- whether an execution of it holds a budget slot whose lease has not
+-- expired: one row, so that a row reader reads it without a transaction.
+SELECT coalesce((SELECT array_agg(a.phase ORDER BY a.seq NULLS LAST, a.id)
+                 FROM orangerail.audit a
+                 WHERE a.tenant_id = @tenant_id AND a.correlation_id = @correlation_id), '{}')::text[] AS phases,
+       EXISTS (SELECT FROM orangerail.budget_leases l
+               WHERE l.tenant_id = @tenant_id AND l.correlation_id = @correlation_id AND l.expires_at > now()) AS leased;
 
 -- name: AuditSettleLock :exec
 -- Held until the transaction ends: two operators settling one execution

@@ -160,25 +160,33 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 	return items, nil
 }
 
-const auditCorrelationPhases = `-- name: AuditCorrelationPhases :one
-SELECT coalesce(array_agg(phase ORDER BY seq NULLS LAST, id), '{}')::text[] AS phases
-FROM orangerail.audit
-WHERE tenant_id = $1 AND correlation_id = $2
+const auditCorrelationProgress = `-- name: AuditCorrelationProgress :one
+SELECT coalesce((SELECT array_agg(a.phase ORDER BY a.seq NULLS LAST, a.id)
+                 FROM orangerail.audit a
+                 WHERE a.tenant_id = $1 AND a.correlation_id = $2), '{}')::text[] AS phases,
+       EXISTS (SELECT FROM orangerail.budget_leases l
+               WHERE l.tenant_id = $1 AND l.correlation_id = $2 AND l.expires_at > now()) AS leased
 `
 
-type AuditCorrelationPhasesParams struct {
+type AuditCorrelationProgressParams struct {
 	TenantID      string
 	CorrelationID string
 }
 
+type AuditCorrelationProgressRow struct {
+	Phases []string
+	Leased bool
+}
+
 // The phases of a correlation id's records, in chain order (a sealed
-// record by seq, before any unsealed one; unsealed ones as written): one
-// row, so that a row reader reads it without a transaction.
-func (q *Queries) AuditCorrelationPhases(ctx context.Context, db DBTX, arg *AuditCorrelationPhasesParams) ([]string, error) {
-	row := db.QueryRow(ctx, auditCorrelationPhases, arg.TenantID, arg.CorrelationID)
-	var phases []string
-	err := row.Scan(&phases)
-	return phases, err
+// record by seq, before any unsealed one; unsealed ones as written), and
+// whether an execution of it holds a budget slot whose lease has not
+// expired: one row, so that a row reader reads it without a transaction.
+func (q *Queries) AuditCorrelationProgress(ctx context.Context, db DBTX, arg *AuditCorrelationProgressParams) (*AuditCorrelationProgressRow, error) {
+	row := db.QueryRow(ctx, auditCorrelationProgress, arg.TenantID, arg.CorrelationID)
+	var i AuditCorrelationProgressRow
+	err := row.Scan(&i.Phases, &i.Leased)
+	return &i, err
 }
 
 const auditEntryExists = `-- name: AuditEntryExists :one

@@ -61,17 +61,7 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	}
 	if out := approvalStatus(approval); out != nil {
 		if out.Status == StatusConsumed {
-			// A consumed approval whose execution has no recorded end —
-			// still running, or its server gone mid-call — may have
-			// acted: the agent is told so, not that its poll said which
-			// (that poll's answer never arrived).
-			phases, err := store.New(database.RowReader(e.store, caller.Tenant)).AuditCorrelationPhases(ctx, caller.Tenant, approvalID)
-			if err != nil {
-				return e.storeFailure(ctx, "check approval", approvalID, err)
-			}
-			if unfinished(phases) {
-				out.Status, out.Err = StatusOutcomeUnknown, errUnfinished
-			}
+			return e.consumed(ctx, caller, approvalID, out)
 		}
 		return out
 	}
@@ -119,12 +109,43 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 		// Never consume: a live engine sharing this database completes it.
 		return e.auditRefusal(ctx, caller, c, &id, approvalID, PhaseDryRun, StatusDryRun, nil)
 	}
-	return e.execute(ctx, caller, c, approval, approvalID)
+	out := e.execute(ctx, caller, c, approval, approvalID)
+	if out.Status == StatusConsumed {
+		// Another poll consumed the approval while this one was on its
+		// way to: answered as a poll after it is. This poll's own slot
+		// is given back by now (unspend); should that have failed, its
+		// lease reads as the execution's until it expires, while the
+		// winner has no recorded end either way.
+		return e.consumed(ctx, caller, approvalID, out)
+	}
+	return out
+}
+
+// consumed answers a poll of a consumed approval, out: consumed once its
+// execution's end is recorded (or it was refused when it came to run);
+// executing while it has no recorded end and an execution of it holds its
+// budget slot — it runs, or its replica stopped within the lease's time,
+// after which the slot lapses; outcome_unknown while it has no recorded
+// end and no slot is held: it may have acted, and the agent is told so,
+// not what the poll that ran it said (that answer never arrived, or was
+// outcome_unknown itself).
+func (e *Engine) consumed(ctx context.Context, caller *Caller, approvalID string, out *Outcome) *Outcome {
+	p, err := store.New(database.RowReader(e.store, caller.Tenant)).AuditCorrelationProgress(ctx, caller.Tenant, approvalID)
+	switch {
+	case err != nil:
+		return e.storeFailure(ctx, "check approval", approvalID, err)
+	case !unfinished(p.Phases):
+	case p.Leased:
+		out.Status = StatusExecuting
+	default:
+		out.Status, out.Err = StatusOutcomeUnknown, errUnfinished
+	}
+	return out
 }
 
 // errUnfinished is why a poll of a consumed approval answers
 // outcome_unknown: an operator's reading, never an agent's.
-var errUnfinished = errors.New("the consumed approval's execution has no recorded end: still running, or its server stopped mid-call; audit verify lists it unfinished until an operator settles it")
+var errUnfinished = errors.New("the consumed approval's execution has no recorded end and holds no budget slot: its server stopped mid-call, or could not record its end; audit verify lists it unfinished until an operator settles it")
 
 // approvalStatus is the outcome of polling an approval that will not
 // execute now; nil for an approved one.

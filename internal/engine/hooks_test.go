@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -457,6 +458,66 @@ func TestRoutineRefusalsAreNotFailures(t *testing.T) {
 		t.Fatalf("a precondition that could not be evaluated was not logged at error once: %q", lines)
 	}
 	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestPollWhileTheExecutionRuns: an approval whose execution runs apart
+// (its consume and start committed, its effect under way) answers a poll
+// executing — whether the poll came after the consume or lost it to the
+// running one — and consumed once the end is recorded. An execution whose
+// replica stopped mid-call answers executing while its budget slot's
+// lease holds, and outcome_unknown once it lapsed.
+func TestPollWhileTheExecutionRuns(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	// Room for two executions at once: the loser spends beside the
+	// winner before it loses the consume.
+	cfg := ontologytest.Apply(t, orders.Config, ontologytest.SetYAML("actions.cancel_order.budget", "{max_concurrent: 2}"))
+	apart := exampleEngine(t, b, cfg, seededDatasource(t), quiet)
+	stage := func(order string) string {
+		staged := apart.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "`+order+`", "reason": "x"}`))
+		want(t, staged, engine.StatusApprovalPending)
+		approve(t, apart, "acme", staged.ApprovalID.String())
+		return staged.ApprovalID.String()
+	}
+
+	// The loser: it reads the approval approved, then waits until the
+	// winner consumed it and runs, and loses the consume.
+	id := stage("o-1001")
+	running, finish := make(chan struct{}), make(chan struct{})
+	engine.SetBeforeFinish(apart, func() { close(running); <-finish })
+	var executions atomic.Int32
+	engine.SetBeforeExecute(apart, func(context.Context) {
+		if executions.Add(1) == 1 {
+			<-running // the loser, held until the winner runs
+		}
+	})
+	loser := make(chan *engine.Outcome, 1)
+	go func() { loser <- apart.Check(ctx, support("acme"), id) }()
+	for executions.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	winner := make(chan *engine.Outcome, 1)
+	go func() { winner <- apart.Check(ctx, support("acme"), id) }()
+	want(t, <-loser, engine.StatusExecuting)
+	// A poll after the consume reads it consumed, its end not recorded.
+	want(t, apart.Check(ctx, support("acme"), id), engine.StatusExecuting)
+	close(finish)
+	want(t, <-winner, engine.StatusOK)
+	want(t, apart.Check(ctx, support("acme"), id), engine.StatusConsumed)
+	engine.SetBeforeExecute(apart, nil)
+
+	// A replica that stopped mid-call: its slot is held until its lease
+	// lapses.
+	id = stage("o-1002")
+	engine.SetKeepLeases(apart, true)
+	engine.SetBeforeFinish(apart, panicOnce())
+	want(t, apart.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
+	want(t, apart.Check(ctx, support("acme"), id), engine.StatusExecuting)
+	if _, err := b.admin.Exec(ctx, `UPDATE orangerail.budget_leases SET expires_at = now() - interval '1 second' WHERE correlation_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	want(t, apart.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
 }
 
 // TestSettleAnUnfinishedExecution: an execution left unfinished

@@ -24,6 +24,7 @@ const (
 	StatusRejected           Status = "rejected"            // a person rejected the approval
 	StatusExpired            Status = "expired"             // the approval lapsed before it executed
 	StatusConsumed           Status = "consumed"            // the approval was used already: executed, or refused when it came to run (an idempotent re-poll)
+	StatusExecuting          Status = "executing"           // the approval was consumed and its execution has no recorded end yet, its budget slot held: it runs
 	StatusDryRun             Status = "dry_run"             // dry-run mode: recorded, not executed
 	StatusNotImplemented     Status = "not_implemented"     // the action is declared but has no effect yet
 	StatusDenied             Status = "denied"              // the caller may not do this
@@ -41,7 +42,7 @@ const (
 
 // Statuses returns every status.
 func Statuses() []Status {
-	return []Status{StatusOK, StatusApprovalPending, StatusPending, StatusRejected, StatusExpired, StatusConsumed,
+	return []Status{StatusOK, StatusApprovalPending, StatusPending, StatusRejected, StatusExpired, StatusConsumed, StatusExecuting,
 		StatusDryRun, StatusNotImplemented, StatusDenied, StatusInvalidInput, StatusNotFound, StatusPreconditionFailed,
 		StatusFailed, StatusResolveError, StatusAuditBlocked, StatusSignatureMismatch, StatusInternalError, StatusOutcomeUnknown,
 		StatusRateLimited}
@@ -141,7 +142,7 @@ type Outcome struct {
 // OK reports whether the outcome is a success of its kind.
 func (o *Outcome) OK() bool {
 	switch o.Status {
-	case StatusOK, StatusApprovalPending, StatusPending, StatusConsumed, StatusDryRun:
+	case StatusOK, StatusApprovalPending, StatusPending, StatusConsumed, StatusExecuting, StatusDryRun:
 		return true
 	}
 	return false

@@ -714,7 +714,10 @@ func (a *fleetAgent) lifecycleOf(action string, args map[string]any, note string
 				return false
 			}
 			c.done = !reject
-		case string(engine.StatusPending):
+		case string(engine.StatusPending), string(engine.StatusExecuting):
+			// Not decided yet; or it runs — or its replica died within
+			// its budget slot's lease, after which it answers
+			// outcome_unknown: poll again either way.
 			return false
 		}
 		if !c.done {

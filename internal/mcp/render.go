@@ -59,6 +59,9 @@ func render(t *tool, out *engine.Outcome) *sdk.CallToolResult {
 		message = "The approval lapsed before it executed; it will not run. Stage the call again if it is still wanted."
 	case engine.StatusConsumed:
 		message = "The approval was used already: its one execution ran, or was refused when it came to run (the poll that used it said which). This poll changes nothing."
+	case engine.StatusExecuting:
+		message = "The approval's one execution is running now (another poll started it) and has not ended yet. Poll again in a few seconds: " +
+			"once it ends the poll answers consumed. This poll changes nothing, and nothing runs twice."
 	case engine.StatusDryRun:
 		body["correlationId"] = out.CorrelationID
 		message = fmt.Sprintf("Tool %q ran in dry-run mode: the call was recorded and nothing executed.", name)

@@ -498,7 +498,7 @@ func checkTool(actions map[string]*ontology.Action) *sdk.Tool {
 		Title: "Check an approval",
 		Description: "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
 			"an approved one executes now and returns its result; an approval used already (executed, or refused when it came to run) reports consumed, " +
-			"or outcome_unknown while its execution has no recorded end (do not stage it again).",
+			"executing while its execution runs (poll again), or outcome_unknown when its execution stopped with no recorded end (do not stage it again).",
 		InputSchema: map[string]any{"type": "object", "required": []string{"approvalId"}, "additionalProperties": false,
 			"properties": map[string]any{"approvalId": map[string]any{"type": "string", "format": "uuid"}}},
 		// The result is the approved action's, of whichever action it is.

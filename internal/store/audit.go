@@ -345,9 +345,22 @@ func (s *Store) AuditUnfinishedExecutionGet(ctx context.Context, tenantID, corre
 	return u, nil
 }
 
-// AuditCorrelationPhases returns the phases of the tenant's records of
-// correlationID, in chain order.
-func (s *Store) AuditCorrelationPhases(ctx context.Context, tenantID, correlationID string) ([]string, error) {
-	phases, err := s.q.AuditCorrelationPhases(ctx, s.x, &db.AuditCorrelationPhasesParams{TenantID: tenantID, CorrelationID: correlationID})
-	return phases, InterpretError(err)
+// CorrelationProgress is how far a correlation id's calls have come.
+type CorrelationProgress struct {
+	// Phases are the phases of its records, in chain order.
+	Phases []string
+	// Leased reports that an execution of it holds a budget slot whose
+	// lease has not expired: it runs, or its replica stopped within the
+	// lease's time.
+	Leased bool
+}
+
+// AuditCorrelationProgress returns how far the tenant's calls of
+// correlationID have come.
+func (s *Store) AuditCorrelationProgress(ctx context.Context, tenantID, correlationID string) (*CorrelationProgress, error) {
+	row, err := s.q.AuditCorrelationProgress(ctx, s.x, &db.AuditCorrelationProgressParams{TenantID: tenantID, CorrelationID: correlationID})
+	if err != nil {
+		return nil, InterpretError(err)
+	}
+	return &CorrelationProgress{Phases: row.Phases, Leased: row.Leased}, nil
 }
