@@ -7,22 +7,12 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/orangerail/orangerail/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal asks the command to stop (ctx ends): serve
-		// drains, a verify stops reading. The signals after it act as
-		// they do by default again, so a second ends a command that does
-		// not stop, or stops too slowly for its operator.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx, stop := cli.NotifyContext(context.Background())
 	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

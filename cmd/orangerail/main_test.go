@@ -14,17 +14,19 @@ import (
 )
 
 // TestSignals: the first SIGTERM ends a command's context — one that reads
-// it stops at once, X_INTERRUPTED (config check and policy compile, which
-// wait to open a FIFO here) — and a command that does not stop when asked
-// (audit check-proof, waiting in the same open for a proof, never reading
-// its context) ends at the next, as by default, where it ran on until
-// SIGKILL.
+// it stops at once, X_INTERRUPTED (config check, policy compile and audit
+// check-proof, which wait to open a FIFO here, and check-proof reading a
+// stdin no one writes to) — and a command that does not stop when asked
+// (stubborn, which takes the signals as main does and ignores its
+// context) ends at the next, as by default, where it ran on until SIGKILL.
 func TestSignals(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "orangerail")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil { //nolint:gosec // G204: the test's own directory
-		t.Fatalf("build: %v\n%s", err, out)
+	bin, stubborn := filepath.Join(dir, "orangerail"), filepath.Join(dir, "stubborn")
+	for path, pkg := range map[string]string{bin: ".", stubborn: "./testdata/stubborn"} {
+		if out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput(); err != nil { //nolint:gosec // G204: the test's own packages
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
 	}
 	fifo := filepath.Join(dir, "spec.yaml")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -34,18 +36,31 @@ func TestSignals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("checkpoint-key generate: %v", err)
 	}
+	pub := strings.TrimSpace(string(key))
 	for _, c := range []struct {
 		name     string
+		bin      string
 		args     []string
+		stdin    bool // a pipe no one writes to, else none
 		signaled bool // ended by the signal itself, not by its own exit
 	}{
-		{"a command that stops", []string{"policy", "compile", fifo, "--service", "s"}, false},
-		{"another that stops", []string{"config", "check", fifo}, false},
-		{"a command that does not stop", []string{"audit", "check-proof", "--key", strings.TrimSpace(string(key)), fifo}, true},
+		{"policy compile", bin, []string{"policy", "compile", fifo, "--service", "s"}, false, false},
+		{"config check", bin, []string{"config", "check", fifo}, false, false},
+		{"check-proof of a file", bin, []string{"audit", "check-proof", "--key", pub, fifo}, false, false},
+		{"check-proof of stdin", bin, []string{"audit", "check-proof", "--key", pub}, true, false},
+		{"a command that does not stop", stubborn, nil, false, true},
 	} {
 		var stderr bytes.Buffer
-		cmd := exec.Command(bin, c.args...) //nolint:gosec // G204: the binary just built
+		cmd := exec.Command(c.bin, c.args...) //nolint:gosec // G204: the binaries just built
 		cmd.Stderr = &stderr
+		if c.stdin {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = w.Close(), r.Close() })
+			cmd.Stdin = r
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -3,15 +3,12 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -219,6 +216,9 @@ func newAuditCheckProofCmd() *cobra.Command {
 			unreadable := 0
 			for i, path := range args {
 				res, err := checkProofFile(cmd, path, known, opts)
+				if stopped := cmd.Context().Err(); stopped != nil && errors.Is(err, stopped) {
+					return err // asked to stop: no file after it is checked
+				}
 				var coded *errcode.Error
 				if err != nil && !errors.As(err, &coded) {
 					// Said on its own line as every other file's outcome;
@@ -275,22 +275,27 @@ func newAuditCheckProofCmd() *cobra.Command {
 	return cmd
 }
 
-// checkProofFile checks one proof file, "-" being stdin. An error that
-// is not coded means the file could not be read.
+// checkProofFile checks one proof file, "-" being stdin, read while the
+// command lasts (a FIFO or a pipe no one writes to stops at the first
+// signal) and bounded as a proof is. An error that is not coded means the
+// file could not be read.
 func checkProofFile(cmd *cobra.Command, path string, known note.Verifiers, opts checkpoint.CheckOptions) (*checkpoint.Result, error) {
 	if path == "-" {
-		return checkpoint.Check(cmd.InOrStdin(), known, opts)
+		var res *checkpoint.Result
+		err := untilDone(cmd.Context(), func() (err error) {
+			res, err = checkpoint.Check(cmd.InOrStdin(), known, opts)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
-	f, err := os.Open(path) //nolint:gosec // G304: the auditor names the file
+	proof, err := readFile(cmd.Context(), path, checkpoint.MaxProofBytes, "proof")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.IsDir() {
-		// Not a proof that fails to parse: no file to check at all.
-		return nil, &fs.PathError{Op: "read", Path: path, Err: cmp.Or(err, error(syscall.EISDIR))}
-	}
-	return checkpoint.Check(f, known, opts)
+	return checkpoint.Check(bytes.NewReader(proof), known, opts)
 }
 
 func printOutcome(w io.Writer, path string, res *checkpoint.Result, err error) {

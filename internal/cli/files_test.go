@@ -32,6 +32,7 @@ func TestNamedFilesStopAtTheFirstSignal(t *testing.T) {
 		{"serve", "--config", "FILE", "--stdio"},
 		{"audit", "check-proof", "--keys-file", "FILE", "-"},
 		{"audit", "check-proof", "--key", "KEY", "--checkpoint", "FILE", "-"},
+		{"audit", "check-proof", "--key", "KEY", "FILE"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -82,6 +83,17 @@ func TestNamedFilesAreBounded(t *testing.T) {
 	code, _, stderr := cli(t, "config", "check", "/dev/zero")
 	if code != exitError || !strings.Contains(stderr, "/dev/zero: longer than 64 MiB, more than any config") {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	oneLine(t, stderr, string(errcode.FileUnusable))
+
+	// A proof too: said on the file's own line, with the others'.
+	code, key, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", filepath.Join(t.TempDir(), "checkpoint.key"))
+	if code != exitOK {
+		t.Fatalf("checkpoint-key generate: exit %d: %s", code, stderr)
+	}
+	code, out, stderr := cli(t, "audit", "check-proof", "--key", strings.TrimSpace(key), "/dev/zero")
+	if code != exitError || !strings.Contains(out, "/dev/zero: FAILED: X_FILE_UNUSABLE: read /dev/zero: longer than 64 MiB, more than any proof") {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
 	}
 	oneLine(t, stderr, string(errcode.FileUnusable))
 }
