@@ -113,3 +113,21 @@ func catches(pid int, sig syscall.Signal) bool {
 	}
 	return false
 }
+
+// TestErrorsNameTheProgramAsRun: a command an error names runs as printed
+// — written with the program as its operator ran it (a path, from a
+// checkout), not as orangerail, which may be on no PATH.
+func TestErrorsNameTheProgramAsRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "orangerail")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil { //nolint:gosec // G204: the test's own directory
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "errors", "explain", "X_NO_SUCH_CODE") //nolint:gosec // G204: the binary just built
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "`"+bin+" errors explain` lists them all") {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgerrcode"
@@ -99,14 +100,26 @@ func markRuns(c *cobra.Command, ran *bool) {
 // says where it happened (which tenant of a run over all of them). Errors
 // joined are each printed on a line of their own, with their own fix.
 func printError(stderr io.Writer, err error) {
+	named := strings.NewReplacer("`orangerail ", "`"+shellJoin([]string{invokedAs()})+" ")
 	for _, err := range joined(err) {
 		var coded *errcode.Error
 		if errors.As(err, &coded) {
-			fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", display.Text(err.Error()), coded.Fix())
+			fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", named.Replace(display.Text(err.Error())), named.Replace(coded.Fix()))
 		} else {
-			fmt.Fprintf(stderr, "orangerail: %s\n", display.Text(err.Error()))
+			fmt.Fprintf(stderr, "orangerail: %s\n", named.Replace(display.Text(err.Error())))
 		}
 	}
+}
+
+// invokedAs is the program as its operator ran it — bin/orangerail in a
+// checkout after `make run`, a path, or orangerail found on the PATH — so
+// that a command an error names (`orangerail login`) runs as printed. A
+// process that is not orangerail's binary (a test's) names orangerail.
+func invokedAs() string {
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == "orangerail" {
+		return os.Args[0]
+	}
+	return "orangerail"
 }
 
 // joined returns the errors err joins, when it is an errors.Join of them
