@@ -169,3 +169,9 @@ FROM orangerail.audit
 WHERE tenant_id = @tenant_id AND seq IS NULL AND id > @after_id::bigint
 ORDER BY id
 LIMIT @row_limit;
+
+-- name: AuditColumnsMatch :one
+-- Whether the server reads a record's entry as its columns say, by the
+-- SQL verifier's own test: false for an entry it cannot read at all.
+SELECT coalesce((SELECT orangerail.audit_columns_match(a) FROM orangerail.audit a
+                 WHERE a.tenant_id = @tenant_id AND a.seq = @seq::bigint), false)::boolean AS match;

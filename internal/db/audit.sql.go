@@ -160,6 +160,25 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 	return items, nil
 }
 
+const auditColumnsMatch = `-- name: AuditColumnsMatch :one
+SELECT coalesce((SELECT orangerail.audit_columns_match(a) FROM orangerail.audit a
+                 WHERE a.tenant_id = $1 AND a.seq = $2::bigint), false)::boolean AS match
+`
+
+type AuditColumnsMatchParams struct {
+	TenantID string
+	Seq      int64
+}
+
+// Whether the server reads a record's entry as its columns say, by the
+// SQL verifier's own test: false for an entry it cannot read at all.
+func (q *Queries) AuditColumnsMatch(ctx context.Context, db DBTX, arg *AuditColumnsMatchParams) (bool, error) {
+	row := db.QueryRow(ctx, auditColumnsMatch, arg.TenantID, arg.Seq)
+	var match bool
+	err := row.Scan(&match)
+	return match, err
+}
+
 const auditCorrelationProgress = `-- name: AuditCorrelationProgress :one
 SELECT coalesce((SELECT array_agg(a.phase ORDER BY a.seq NULLS LAST, a.id)
                  FROM orangerail.audit a

@@ -18,7 +18,24 @@ type entryColumns struct {
 	action, approvalID                              []byte // nil when absent
 	devMode                                         bool
 	atTime                                          time.Time
+	// serverJudges marks an entry whose reading is Postgres' to say: one
+	// nested deeper than entryLocalDepth, or of entryLocalBytes or more.
+	serverJudges bool
 }
+
+// What Postgres reads as jsonb has limits the grammar does not state: the
+// nesting its parser's stack allows (max_stack_depth: some 14,500 levels
+// at its 2MB default, fewer below it), and 2^28-1 bytes for a string or a
+// container in jsonb's own form, which can be four times the JSON text
+// (an array of zeros). An entry within both bounds below is read as
+// Postgres reads it under any setting it is run with; one past either,
+// which orangerail never writes (its entries' payloads are nested at most
+// jcs.MaxDepth deep), is judged by the server the chain lives on, as the
+// SQL verifier's reading is (VerifyTenant asks it).
+const (
+	entryLocalDepth = 600
+	entryLocalBytes = 32 << 20
+)
 
 var errEntry = errors.New("not a valid audit entry")
 
@@ -50,6 +67,7 @@ func scanEntry(entry []byte) (entryColumns, error) {
 	if !ok || !decodeNames(members) {
 		return c, errEntry
 	}
+	c.serverJudges = v.deepest > entryLocalDepth || len(entry) >= entryLocalBytes
 	var version, actor []byte
 	var has int
 	for _, m := range members {

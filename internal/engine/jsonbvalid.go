@@ -78,6 +78,9 @@ type jsonbValidator struct {
 	n      int
 	first  [16]member
 	more   []member
+	// deepest is the deepest nesting read: 0 for a scalar, 1 for the
+	// values of the outermost container.
+	deepest int
 }
 
 // whole reads the one value b must hold, with whitespace around it.
@@ -106,6 +109,7 @@ func (v *jsonbValidator) value(depth int) bool {
 	if v.pos >= len(v.b) || depth > jsonbMaxDepth {
 		return false
 	}
+	v.deepest = max(v.deepest, depth)
 	switch c := v.b[v.pos]; {
 	case c == '{':
 		return v.container(depth, '}', true)

@@ -297,6 +297,9 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		// As orangerail.audit_verify judges it: records awaiting their
 		// seal are not in the chain, and do not make it visible.
 		report.NothingVisible = headless && report.Records == 0
+		if err := chain.confirm(ctx, st, tenant); err != nil {
+			return err
+		}
 		if err := chain.pending(ctx, st, report); err != nil {
 			return err
 		}
@@ -496,6 +499,16 @@ type chainChecker struct {
 	listMax         int
 	// written counts the records related so far: their order.
 	written int64
+	// judged are the records before the first break whose columns match
+	// as their entries read here, and whose entries the server must say
+	// it reads (rowResult.askServer), in seq order: confirm asks it.
+	judged []judgedRecord
+}
+
+// judgedRecord is a record whose entry the server must say it reads.
+type judgedRecord struct {
+	seq  int64
+	hash []byte
 }
 
 func newChainChecker(tenant string, listMax int) *chainChecker {
@@ -529,8 +542,11 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 		case !res.columnsOK:
 			problem = ProblemColumns
 		}
-		if problem != "" {
+		switch {
+		case problem != "":
 			c.brk = &ChainBreak{Seq: res.seq, Problem: problem, Expected: bytes.Clone(res.expected[:]), Found: bytes.Clone(hash)}
+		case res.askServer:
+			c.judged = append(c.judged, judgedRecord{seq: res.seq, hash: bytes.Clone(hash)})
 		}
 	}
 	c.prevSeq, c.prevHash = res.seq, append(c.prevHash[:0], hash...)
@@ -617,6 +633,25 @@ func (c *chainChecker) pending(ctx context.Context, st *store.Store, report *Rep
 // finish puts into report what the walk found: the first break, or a head
 // that does not name the last row, the operators' records and the open
 // executions.
+// confirm asks the server, in st's snapshot, whether it reads each record
+// whose entry it must judge as the columns say (orangerail.audit_columns_match,
+// the SQL verifier's own test): the first it does not is the chain's
+// first break, since every such record comes before any break found.
+// orangerail writes no such entry, so a chain it kept asks nothing.
+func (c *chainChecker) confirm(ctx context.Context, st *store.Store, tenant string) error {
+	for _, j := range c.judged {
+		ok, err := st.AuditColumnsMatch(ctx, tenant, j.seq)
+		if err != nil {
+			return fmt.Errorf("ask the server to read the entry of record %d: %w", j.seq, err)
+		}
+		if !ok {
+			c.brk = &ChainBreak{Seq: j.seq, Problem: ProblemColumns, Expected: j.hash, Found: j.hash}
+			return nil
+		}
+	}
+	return nil
+}
+
 func (c *chainChecker) finish(report *Report) {
 	report.Break = c.brk
 	report.BreakGlass, report.BreakGlassTotal = append(report.BreakGlass, c.breakGlass...), c.breakGlassTotal

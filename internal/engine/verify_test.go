@@ -310,6 +310,13 @@ func TestVerifiersReportUnreadableEntries(t *testing.T) {
 		nullColumnOf("an execution's start", rewriteEntry(4, "phase", "staged", "execution_started"), "at", engine.ProblemColumns),
 		nullColumnOf("an operator's record", rewriteEntry(4, "kind", "agent", "operator"), "at", engine.ProblemColumns),
 		{
+			// JSON the Go reader would read, nested past what Postgres'
+			// stack allows: the server says so for both verifiers.
+			name:    "an entry nested deeper than the server reads, every link after it recomputed",
+			tamper:  []string{nestInput(4, 50_000), relink("acme", 4)},
+			wantSeq: 4, want: engine.ProblemColumns,
+		},
+		{
 			name: "an entry not UTF-8 after a deleted row",
 			tamper: []string{
 				"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 3",
@@ -337,6 +344,30 @@ func TestVerifiersReportUnreadableEntries(t *testing.T) {
 				t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
 			}
 		})
+	}
+}
+
+// nestInput makes the input of acme's record seq arrays nested depth deep.
+func nestInput(seq int64, depth int) string {
+	return fmt.Sprintf(`UPDATE orangerail.audit SET entry = convert_to(regexp_replace(convert_from(entry, 'UTF8'),
+		'"input":\{[^}]*\}', '"input":' || repeat('[', %[2]d) || repeat(']', %[2]d)), 'UTF8')
+		WHERE tenant_id = 'acme' AND seq = %[1]d`, seq, depth)
+}
+
+// TestVerifiersReadADeepEntryTheServerReads: an entry nested deeper than
+// the Go reader judges alone, which the server reads, is whole for both
+// verifiers: the server was asked, and said it reads it.
+func TestVerifiersReadADeepEntryTheServerReads(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	appendN(t, b.runtime, "acme", 6)
+	tamper(t, b, nestInput(4, 1_000), relink("acme", 4))
+	report, err := engine.VerifyTenant(context.Background(), b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || !report.OK() {
+		t.Fatalf("Go verifier: %+v %v", report, err)
+	}
+	if found := sqlBreak(t, b, "acme"); found != nil {
+		t.Fatalf("SQL verifier: %+v", found)
 	}
 }
 

@@ -44,6 +44,9 @@ type rowResult struct {
 	expected  [HashSize]byte
 	hashOK    bool
 	columnsOK bool
+	// askServer marks columns that match as the entry reads here, of an
+	// entry the server must confirm it reads (entryColumns.serverJudges).
+	askServer bool
 	// leaf is the row's checkpoint leaf (checkpoint.LeafHash of its
 	// hash), when the stream computes leaves.
 	leaf []byte
@@ -280,7 +283,7 @@ func (cfg *streamConfig) computeBatch(b *batch) {
 			res.expected = linkSum(b.rows[i-1][store.AuditChainHash], res.seq, res.entryHash)
 			res.hashOK = bytes.Equal(row[store.AuditChainHash], res.expected[:])
 		}
-		res.columnsOK = columnsMatch(cfg.tenant, row)
+		res.columnsOK, res.askServer = columnsMatch(cfg.tenant, row)
 		if cfg.leaves {
 			res.leaf = checkpoint.LeafHash(row[store.AuditChainHash])
 		}
@@ -312,11 +315,13 @@ func timestamptz(b []byte) (t time.Time, ok bool) {
 }
 
 // columnsMatch reports whether a row's queryable columns are exactly those
-// its entry holds, under the rules of orangerail.audit_entry_columns.
-func columnsMatch(tenant string, row *chainRow) bool {
+// its entry holds, under the rules of orangerail.audit_entry_columns, and
+// whether the server must confirm that it reads the entry so
+// (entryColumns.serverJudges).
+func columnsMatch(tenant string, row *chainRow) (match, askServer bool) {
 	c, err := scanEntry(row[store.AuditChainEntry])
 	if err != nil {
-		return false
+		return false, false
 	}
 	rowApproval := row[store.AuditChainApprovalID]
 	approvalOK := c.approvalID == nil && rowApproval == nil
@@ -328,13 +333,14 @@ func columnsMatch(tenant string, row *chainRow) bool {
 	actionOK := c.action == nil && rowAction == nil || c.action != nil && rowAction != nil && bytes.Equal(c.action, rowAction)
 	rowAt, rowDevMode := row[store.AuditChainAt], row[store.AuditChainDevMode]
 	if rowAt == nil || rowDevMode == nil {
-		return false
+		return false, false
 	}
 	at, atOK := timestamptz(rowAt)
-	return approvalOK && actionOK && string(c.tenant) == tenant && atOK && c.atTime.Equal(at) &&
+	match = approvalOK && actionOK && string(c.tenant) == tenant && atOK && c.atTime.Equal(at) &&
 		bytes.Equal(c.correlationID, row[store.AuditChainCorrelationID]) && bytes.Equal(c.phase, row[store.AuditChainPhase]) &&
 		bytes.Equal(c.subject, row[store.AuditChainActor]) && bytes.Equal(c.kind, row[store.AuditChainActorKind]) &&
 		c.devMode == (rowDevMode[0] != 0)
+	return match, match && c.serverJudges
 }
 
 // defaultWorkers is how many workers hash a chain: one per CPU.

@@ -364,3 +364,11 @@ func (s *Store) AuditCorrelationProgress(ctx context.Context, tenantID, correlat
 	}
 	return &CorrelationProgress{Phases: row.Phases, Leased: row.Leased}, nil
 }
+
+// AuditColumnsMatch reports whether the server reads the entry of the
+// tenant's record seq as its columns say (orangerail.audit_columns_match);
+// false for an entry it cannot read, or no such record.
+func (s *Store) AuditColumnsMatch(ctx context.Context, tenantID string, seq int64) (bool, error) {
+	match, err := s.q.AuditColumnsMatch(ctx, s.x, &db.AuditColumnsMatchParams{TenantID: tenantID, Seq: seq})
+	return match, InterpretError(err)
+}
