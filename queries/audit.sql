@@ -170,8 +170,13 @@ WHERE tenant_id = @tenant_id AND seq IS NULL AND id > @after_id::bigint
 ORDER BY id
 LIMIT @row_limit;
 
--- name: AuditColumnsMatch :one
--- Whether the server reads a record's entry as its columns say, by the
--- SQL verifier's own test: false for an entry it cannot read at all.
-SELECT coalesce((SELECT orangerail.audit_columns_match(a) FROM orangerail.audit a
-                 WHERE a.tenant_id = @tenant_id AND a.seq = @seq::bigint), false)::boolean AS match;
+-- name: AuditFirstUnmatched :one
+-- The first of the tenant's records from seq first to last whose columns
+-- the server does not read in its entry, by the SQL verifier's own test
+-- (false for an entry it cannot read at all).
+SELECT a.seq::bigint AS seq, a.hash
+FROM orangerail.audit a
+WHERE a.tenant_id = @tenant_id AND a.seq BETWEEN @first::bigint AND @last::bigint
+  AND NOT orangerail.audit_columns_match(a)
+ORDER BY a.seq
+LIMIT 1;

@@ -160,25 +160,6 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 	return items, nil
 }
 
-const auditColumnsMatch = `-- name: AuditColumnsMatch :one
-SELECT coalesce((SELECT orangerail.audit_columns_match(a) FROM orangerail.audit a
-                 WHERE a.tenant_id = $1 AND a.seq = $2::bigint), false)::boolean AS match
-`
-
-type AuditColumnsMatchParams struct {
-	TenantID string
-	Seq      int64
-}
-
-// Whether the server reads a record's entry as its columns say, by the
-// SQL verifier's own test: false for an entry it cannot read at all.
-func (q *Queries) AuditColumnsMatch(ctx context.Context, db DBTX, arg *AuditColumnsMatchParams) (bool, error) {
-	row := db.QueryRow(ctx, auditColumnsMatch, arg.TenantID, arg.Seq)
-	var match bool
-	err := row.Scan(&match)
-	return match, err
-}
-
 const auditCorrelationProgress = `-- name: AuditCorrelationProgress :one
 SELECT coalesce((SELECT array_agg(a.phase ORDER BY a.seq NULLS LAST, a.id)
                  FROM orangerail.audit a
@@ -229,6 +210,36 @@ func (q *Queries) AuditEntryExists(ctx context.Context, db DBTX, arg *AuditEntry
 	var present bool
 	err := row.Scan(&present)
 	return present, err
+}
+
+const auditFirstUnmatched = `-- name: AuditFirstUnmatched :one
+SELECT a.seq::bigint AS seq, a.hash
+FROM orangerail.audit a
+WHERE a.tenant_id = $1 AND a.seq BETWEEN $2::bigint AND $3::bigint
+  AND NOT orangerail.audit_columns_match(a)
+ORDER BY a.seq
+LIMIT 1
+`
+
+type AuditFirstUnmatchedParams struct {
+	TenantID string
+	First    int64
+	Last     int64
+}
+
+type AuditFirstUnmatchedRow struct {
+	Seq  int64
+	Hash []byte
+}
+
+// The first of the tenant's records from seq first to last whose columns
+// the server does not read in its entry, by the SQL verifier's own test
+// (false for an entry it cannot read at all).
+func (q *Queries) AuditFirstUnmatched(ctx context.Context, db DBTX, arg *AuditFirstUnmatchedParams) (*AuditFirstUnmatchedRow, error) {
+	row := db.QueryRow(ctx, auditFirstUnmatched, arg.TenantID, arg.First, arg.Last)
+	var i AuditFirstUnmatchedRow
+	err := row.Scan(&i.Seq, &i.Hash)
+	return &i, err
 }
 
 const auditHead = `-- name: AuditHead :one

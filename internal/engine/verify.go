@@ -499,16 +499,12 @@ type chainChecker struct {
 	listMax         int
 	// written counts the records related so far: their order.
 	written int64
-	// judged are the records before the first break whose columns match
-	// as their entries read here, and whose entries the server must say
-	// it reads (rowResult.askServer), in seq order: confirm asks it.
-	judged []judgedRecord
-}
-
-// judgedRecord is a record whose entry the server must say it reads.
-type judgedRecord struct {
-	seq  int64
-	hash []byte
+	// judgedFirst and judgedLast span the records before the first break
+	// whose columns match as their entries read here, and whose entries
+	// the server must say it reads (rowResult.askServer): confirm asks it.
+	// Two numbers, not a list, so that memory stays bounded whatever a
+	// chain holds.
+	judgedFirst, judgedLast int64
 }
 
 func newChainChecker(tenant string, listMax int) *chainChecker {
@@ -546,7 +542,10 @@ func (c *chainChecker) check(row *chainRow, res *rowResult) {
 		case problem != "":
 			c.brk = &ChainBreak{Seq: res.seq, Problem: problem, Expected: bytes.Clone(res.expected[:]), Found: bytes.Clone(hash)}
 		case res.askServer:
-			c.judged = append(c.judged, judgedRecord{seq: res.seq, hash: bytes.Clone(hash)})
+			if c.judgedFirst == 0 {
+				c.judgedFirst = res.seq
+			}
+			c.judgedLast = res.seq
 		}
 	}
 	c.prevSeq, c.prevHash = res.seq, append(c.prevHash[:0], hash...)
@@ -633,22 +632,25 @@ func (c *chainChecker) pending(ctx context.Context, st *store.Store, report *Rep
 // finish puts into report what the walk found: the first break, or a head
 // that does not name the last row, the operators' records and the open
 // executions.
-// confirm asks the server, in st's snapshot, whether it reads each record
-// whose entry it must judge as the columns say (orangerail.audit_columns_match,
-// the SQL verifier's own test): the first it does not is the chain's
-// first break, since every such record comes before any break found.
-// orangerail writes no such entry, so a chain it kept asks nothing.
+// confirm asks the server, in st's snapshot, whether it reads the records
+// whose entries it must judge as their columns say, by the SQL verifier's
+// own test (orangerail.audit_columns_match): the first it does not is the
+// chain's first break, since each comes before any break found. The
+// records between them read alike here and there, so the first record of
+// the span it does not read is that one. orangerail writes no such entry:
+// a chain it kept asks nothing.
 func (c *chainChecker) confirm(ctx context.Context, st *store.Store, tenant string) error {
-	for _, j := range c.judged {
-		ok, err := st.AuditColumnsMatch(ctx, tenant, j.seq)
-		if err != nil {
-			return fmt.Errorf("ask the server to read the entry of record %d: %w", j.seq, err)
-		}
-		if !ok {
-			c.brk = &ChainBreak{Seq: j.seq, Problem: ProblemColumns, Expected: j.hash, Found: j.hash}
-			return nil
-		}
+	if c.judgedFirst == 0 {
+		return nil
 	}
+	seq, hash, err := st.AuditFirstUnmatched(ctx, tenant, c.judgedFirst, c.judgedLast)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("ask the server to read the entries of records %d to %d: %w", c.judgedFirst, c.judgedLast, err)
+	}
+	c.brk = &ChainBreak{Seq: seq, Problem: ProblemColumns, Expected: hash, Found: hash}
 	return nil
 }
 

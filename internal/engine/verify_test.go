@@ -317,6 +317,11 @@ func TestVerifiersReportUnreadableEntries(t *testing.T) {
 			wantSeq: 4, want: engine.ProblemColumns,
 		},
 		{
+			name:    "an entry nested deeper than the server reads after a deep one it reads",
+			tamper:  []string{nestInput(3, 1_000), nestInput(5, 50_000), relink("acme", 3)},
+			wantSeq: 5, want: engine.ProblemColumns,
+		},
+		{
 			name: "an entry not UTF-8 after a deleted row",
 			tamper: []string{
 				"DELETE FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 3",

@@ -365,10 +365,14 @@ func (s *Store) AuditCorrelationProgress(ctx context.Context, tenantID, correlat
 	return &CorrelationProgress{Phases: row.Phases, Leased: row.Leased}, nil
 }
 
-// AuditColumnsMatch reports whether the server reads the entry of the
-// tenant's record seq as its columns say (orangerail.audit_columns_match);
-// false for an entry it cannot read, or no such record.
-func (s *Store) AuditColumnsMatch(ctx context.Context, tenantID string, seq int64) (bool, error) {
-	match, err := s.q.AuditColumnsMatch(ctx, s.x, &db.AuditColumnsMatchParams{TenantID: tenantID, Seq: seq})
-	return match, InterpretError(err)
+// AuditFirstUnmatched returns the first of the tenant's records from seq
+// first to last whose columns the server does not read in its entry
+// (orangerail.audit_columns_match), with its hash; ErrNotFound when there
+// is none.
+func (s *Store) AuditFirstUnmatched(ctx context.Context, tenantID string, first, last int64) (int64, []byte, error) {
+	row, err := s.q.AuditFirstUnmatched(ctx, s.x, &db.AuditFirstUnmatchedParams{TenantID: tenantID, First: first, Last: last})
+	if err != nil {
+		return 0, nil, InterpretError(err)
+	}
+	return row.Seq, row.Hash, nil
 }
