@@ -629,9 +629,6 @@ func (c *chainChecker) pending(ctx context.Context, st *store.Store, report *Rep
 	}
 }
 
-// finish puts into report what the walk found: the first break, or a head
-// that does not name the last row, the operators' records and the open
-// executions.
 // confirm asks the server, in st's snapshot, whether it reads the records
 // whose entries it must judge as their columns say, by the SQL verifier's
 // own test (orangerail.audit_columns_match): the first it does not is the
@@ -654,6 +651,9 @@ func (c *chainChecker) confirm(ctx context.Context, st *store.Store, tenant stri
 	return nil
 }
 
+// finish puts into report what the walk found: the first break, or a head
+// that does not name the last row, the operators' records and the open
+// executions.
 func (c *chainChecker) finish(report *Report) {
 	report.Break = c.brk
 	report.BreakGlass, report.BreakGlassTotal = append(report.BreakGlass, c.breakGlass...), c.breakGlassTotal
