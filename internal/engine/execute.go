@@ -37,6 +37,10 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if err != nil || !caller.Authenticated() {
 		return &Outcome{Status: StatusNotFound, Code: errcode.ApprovalNotFound}
 	}
+	// The id as the approval's records spell it, whichever spelling the
+	// poll used (upper case, braces, a urn:uuid: one): its execution's
+	// records and budget lease are under it, and a later poll finds them.
+	approvalID = id.String()
 	approval, err := store.New(database.RowReader(e.store, caller.Tenant)).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})
 	if err == nil && caller.owns(approval) && e.lapsed(approval) {
 		if e.beforeExpire != nil {

@@ -460,6 +460,36 @@ func TestRoutineRefusalsAreNotFailures(t *testing.T) {
 	verifyClean(t, b.testBundle, "acme")
 }
 
+// TestPollsOfAnySpellingShareTheExecution: a poll that spells the
+// approval's id otherwise (upper case) executes it under the id as staged:
+// its execution's records are the approval's, and a poll as staged finds
+// them — outcome_unknown for an execution with no recorded end, not
+// consumed.
+func TestPollsOfAnySpellingShareTheExecution(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	apart := exampleEngine(t, b, orders.Config, seededDatasource(t), quiet)
+	staged := apart.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	approve(t, apart, "acme", id)
+	engine.SetBeforeFinish(apart, panicOnce()) // the effect commits; its end is never recorded
+	first := apart.Check(ctx, support("acme"), "{"+strings.ToUpper(id)+"}")
+	want(t, first, engine.StatusOutcomeUnknown)
+	if first.CorrelationID != id {
+		t.Fatalf("the poll answered under correlation id %q, want %q", first.CorrelationID, id)
+	}
+	var elsewhere int
+	if err := b.admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme' AND lower(correlation_id) LIKE '%' || $1 || '%' AND correlation_id <> $1`, id).Scan(&elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if elsewhere != 0 {
+		t.Fatalf("%d records of the execution are under another spelling of %s", elsewhere, id)
+	}
+	want(t, apart.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
+}
+
 // TestPollWhileTheExecutionRuns: an approval whose execution runs apart
 // (its consume and start committed, its effect under way) answers a poll
 // executing — whether the poll came after the consume or lost it to the
