@@ -27,3 +27,11 @@ UPDATE orangerail.budget_counts
 SET minute_calls = CASE WHEN minute_start = @minute_start AND minute_calls > 0 THEN minute_calls - 1 ELSE minute_calls END,
     day_calls = CASE WHEN day_start = @day_start AND day_calls > 0 THEN day_calls - 1 ELSE day_calls END
 WHERE tenant_id = @tenant_id AND action = @action;
+
+-- name: BudgetLeaseExtend :exec
+-- Extends an execution's own lease to last at least ttl_seconds from now,
+-- as its start commits; a lease that lapsed and was forgotten meanwhile
+-- (another spend deleted it) is not taken again.
+UPDATE orangerail.budget_leases
+SET expires_at = greatest(expires_at, now() + make_interval(secs => @ttl_seconds::float8))
+WHERE tenant_id = @tenant_id AND action = @action AND id = @id;

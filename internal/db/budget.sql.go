@@ -12,6 +12,32 @@ import (
 	"github.com/google/uuid"
 )
 
+const budgetLeaseExtend = `-- name: BudgetLeaseExtend :exec
+UPDATE orangerail.budget_leases
+SET expires_at = greatest(expires_at, now() + make_interval(secs => $1::float8))
+WHERE tenant_id = $2 AND action = $3 AND id = $4
+`
+
+type BudgetLeaseExtendParams struct {
+	TtlSeconds float64
+	TenantID   string
+	Action     string
+	ID         uuid.UUID
+}
+
+// Extends an execution's own lease to last at least ttl_seconds from now,
+// as its start commits; a lease that lapsed and was forgotten meanwhile
+// (another spend deleted it) is not taken again.
+func (q *Queries) BudgetLeaseExtend(ctx context.Context, db DBTX, arg *BudgetLeaseExtendParams) error {
+	_, err := db.Exec(ctx, budgetLeaseExtend,
+		arg.TtlSeconds,
+		arg.TenantID,
+		arg.Action,
+		arg.ID,
+	)
+	return err
+}
+
 const budgetLeaseRelease = `-- name: BudgetLeaseRelease :exec
 DELETE FROM orangerail.budget_leases
 WHERE tenant_id = $1 AND action = $2 AND id = $3

@@ -142,6 +142,18 @@ func (x *execution) rateLimited(ctx context.Context, r *RateLimit) *Outcome {
 	return &Outcome{Status: StatusRateLimited, Code: errcode.RateLimited, RateLimit: r, CorrelationID: x.correlation, ApprovalID: x.approvalID}
 }
 
+// extendIn queues on q, which is sent on the transaction that commits the
+// execution's start, the extension of its lease to last the rest of the
+// execution: the effect's deadline and the end's transaction
+// (ExecutionBound). The lease was taken at the spend, and the waits for
+// connections since may have outlasted it; a poll of the consumed
+// approval reads the live lease as the execution running (executing).
+func (x *execution) extendIn(ctx context.Context, q *database.Queue) {
+	if s := x.spent; s != nil {
+		_ = store.New(q).BudgetExtend(ctx, s.key, s.lease, ExecutionBound(x.e.cfg.Limits)) // queued: its error is q.Send's
+	}
+}
+
 // releaseIn queues on q, which is sent on stx, the transaction that
 // records how its effect ended, the release of the execution's slot, once
 // the effect ran: the count stays spent, so there is nothing to give

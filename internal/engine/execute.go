@@ -442,6 +442,7 @@ func (x *execution) apart(ctx context.Context) *Outcome {
 			if err := appendConfirmed(ctx, &q, stx, rec); err != nil {
 				return &auditAppendError{err} // the record could not be encoded
 			}
+			x.extendIn(ctx, &q)
 			if err := sendRecorded(ctx, &q, stx, 0); err != nil {
 				return err
 			}

@@ -550,6 +550,68 @@ func TestPollWhileTheExecutionRuns(t *testing.T) {
 	want(t, apart.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
 }
 
+// TestPollWhileAnExecutionThatWaitedRuns: an execution whose waits for
+// connections outlasted the lease its spend took still answers a poll
+// executing while its effect runs: the start extends its lease. Here every
+// datasource connection is busy past the lease (7s under limits of 1s), and
+// the effect sleeps 0.7s.
+func TestPollWhileAnExecutionThatWaitedRuns(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	url := testdb.New(t)
+	if _, err := testdb.Pool(t, url).Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	ds := testdb.RuntimePool(t, url+sep+"pool_max_conns=1")
+	cfg := ontologytest.Apply(t, orders.Config,
+		ontologytest.SetYAML("limits", "{lock_timeout: 1s, statement_timeout: 1s}"),
+		ontologytest.SetYAML("actions.cancel_order.execute", `{sql: "SELECT true AS slept FROM pg_sleep(0.7)"}`))
+	e := exampleEngine(t, b, cfg, ds, quiet)
+	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	approve(t, e, "acme", id)
+
+	busy, err := ds.Acquire(ctx) // the datasource's one connection is busy when the poll comes
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *engine.Outcome, 1)
+	go func() { done <- e.Check(ctx, support("acme"), id) }()
+	var expires time.Time
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b.admin.QueryRow(ctx, "SELECT expires_at FROM orangerail.budget_leases WHERE correlation_id = $1", id).Scan(&expires) == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the poll took no lease")
+		}
+	}
+	time.Sleep(time.Until(expires) + 300*time.Millisecond) // the lease lapses; the acquire waits up to 8s
+	busy.Release()
+
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var status string
+		if err := b.admin.QueryRow(ctx, "SELECT status FROM orangerail.approvals WHERE id = $1", id).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		if status == "consumed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never consumed; the poll answered %+v", <-done)
+		}
+	}
+	during := e.Check(ctx, support("acme"), id) // while pg_sleep(0.7) runs
+	want(t, <-done, engine.StatusOK)
+	want(t, during, engine.StatusExecuting)
+}
+
 // TestSettleAnUnfinishedExecution: an execution left unfinished
 // (outcome_unknown) is settled by the database's owner with the outcome
 // found and why — an execution_settled record, listed among the

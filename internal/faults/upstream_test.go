@@ -577,8 +577,9 @@ func TestUpstreamPostgresRestartMidCall(t *testing.T) {
 		// stays until an operator settles it. Meanwhile a poll may answer
 		// executing: the execution's budget slot, which its poll could not
 		// give back while Postgres was down, holds until its lease lapses
-		// (the effect's deadline and a statement_timeout from the spend).
-		lapsed := time.Now().Add(statementTimeout + 5*time.Second + statementTimeout + 10*time.Second)
+		// (the effect's deadline and the end's transaction from the
+		// start: engine.ExecutionBound).
+		lapsed := time.Now().Add(statementTimeout + 5*time.Second + time.Second + statementTimeout + 10*time.Second)
 		for i := 0; ; i++ {
 			last := polls[len(polls)-1].Status
 			if last == engine.StatusOK || last == engine.StatusConsumed || i > 0 && last == engine.StatusOutcomeUnknown {

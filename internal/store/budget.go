@@ -60,6 +60,12 @@ func (s *Store) BudgetRelease(ctx context.Context, k BudgetKey, lease uuid.UUID)
 	return InterpretError(s.q.BudgetLeaseRelease(ctx, s.x, &db.BudgetLeaseReleaseParams{TenantID: k.Tenant, Action: k.Action, ID: lease}))
 }
 
+// BudgetExtend extends an execution's lease to last at least ttl from
+// now; a lease forgotten meanwhile is not taken again.
+func (s *Store) BudgetExtend(ctx context.Context, k BudgetKey, lease uuid.UUID, ttl time.Duration) error {
+	return InterpretError(s.q.BudgetLeaseExtend(ctx, s.x, &db.BudgetLeaseExtendParams{TtlSeconds: ttl.Seconds(), TenantID: k.Tenant, Action: k.Action, ID: lease}))
+}
+
 // BudgetRefund gives back an execution counted in the windows starting at
 // minute and day, where they are still the current ones.
 func (s *Store) BudgetRefund(ctx context.Context, k BudgetKey, minute, day time.Time) error {
