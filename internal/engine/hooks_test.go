@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -388,11 +389,18 @@ func capturedLog() (log *slog.Logger, logged func() string) {
 // the example's data: an effect there is apart from the audit log's.
 func seededDatasource(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	url := testdb.New(t)
-	if _, err := testdb.Pool(t, url).Exec(context.Background(), orders.Seed); err != nil {
+	return testdb.RuntimePool(t, seededDatabase(t))
+}
+
+// seededDatabase returns the URL of a new database the example is seeded
+// in.
+func seededDatabase(t *testing.T) string {
+	t.Helper()
+	u := testdb.New(t)
+	if _, err := testdb.Pool(t, u).Exec(context.Background(), orders.Seed); err != nil {
 		t.Fatal(err)
 	}
-	return testdb.RuntimePool(t, url)
+	return u
 }
 
 // exampleEngine serves config on b's store, its data in datasource (nil:
@@ -559,15 +567,14 @@ func TestPollWhileAnExecutionThatWaitedRuns(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	url := testdb.New(t)
-	if _, err := testdb.Pool(t, url).Exec(ctx, orders.Seed); err != nil {
+	u, err := url.Parse(seededDatabase(t))
+	if err != nil {
 		t.Fatal(err)
 	}
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	ds := testdb.RuntimePool(t, url+sep+"pool_max_conns=1")
+	q := u.Query()
+	q.Set("pool_max_conns", "1")
+	u.RawQuery = q.Encode()
+	ds := testdb.RuntimePool(t, u.String())
 	cfg := ontologytest.Apply(t, orders.Config,
 		ontologytest.SetYAML("limits", "{lock_timeout: 1s, statement_timeout: 1s}"),
 		ontologytest.SetYAML("actions.cancel_order.execute", `{sql: "SELECT true AS slept FROM pg_sleep(0.7)"}`))
