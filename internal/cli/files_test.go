@@ -19,10 +19,7 @@ import (
 // process.
 func TestNamedFilesStopAtTheFirstSignal(t *testing.T) {
 	t.Parallel()
-	code, key, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", filepath.Join(t.TempDir(), "checkpoint.key"))
-	if code != exitOK {
-		t.Fatalf("checkpoint-key generate: exit %d: %s", code, stderr)
-	}
+	key := checkpointPublicKey(t)
 	for _, args := range [][]string{
 		{"config", "check", "FILE"},
 		{"surface", "measure", "FILE"},
@@ -48,7 +45,7 @@ func TestNamedFilesStopAtTheFirstSignal(t *testing.T) {
 			})
 			named := make([]string, len(args))
 			for i, a := range args {
-				named[i] = strings.NewReplacer("FILE", fifo, "KEY", strings.TrimSpace(key)).Replace(a)
+				named[i] = strings.NewReplacer("FILE", fifo, "KEY", key).Replace(a)
 			}
 			ctx, signal := context.WithCancel(context.Background())
 			type ran struct {
@@ -87,13 +84,21 @@ func TestNamedFilesAreBounded(t *testing.T) {
 	oneLine(t, stderr, string(errcode.FileUnusable))
 
 	// A proof too: said on the file's own line, with the others'.
-	code, key, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", filepath.Join(t.TempDir(), "checkpoint.key"))
-	if code != exitOK {
-		t.Fatalf("checkpoint-key generate: exit %d: %s", code, stderr)
-	}
-	code, out, stderr := cli(t, "audit", "check-proof", "--key", strings.TrimSpace(key), "/dev/zero")
+	key := checkpointPublicKey(t)
+	code, out, stderr := cli(t, "audit", "check-proof", "--key", key, "/dev/zero")
 	if code != exitError || !strings.Contains(out, "/dev/zero: FAILED: X_FILE_UNUSABLE: read /dev/zero: longer than 64 MiB, more than any proof") {
 		t.Fatalf("exit %d: %s%s", code, out, stderr)
 	}
 	oneLine(t, stderr, string(errcode.FileUnusable))
+}
+
+// checkpointPublicKey generates a checkpoint key and returns its public
+// key, as `audit check-proof --key` takes it.
+func checkpointPublicKey(t *testing.T) string {
+	t.Helper()
+	code, key, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", filepath.Join(t.TempDir(), "checkpoint.key"))
+	if code != exitOK {
+		t.Fatalf("checkpoint-key generate: exit %d: %s", code, stderr)
+	}
+	return strings.TrimSpace(key)
 }
