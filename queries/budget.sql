@@ -15,8 +15,8 @@ SELECT s.spent::boolean AS spent, coalesce(s.refused_by, '')::text AS refused_by
 FROM orangerail.budget_spend(@tenant_id, @action, @id, @correlation_id, @ttl_seconds::float8,
                              @per_minute::integer, @per_day::integer, @max_concurrent::integer, false) s;
 
--- name: BudgetLeaseRelease :exec
--- Frees an execution's slot.
+-- name: BudgetLeaseRelease :execrows
+-- Frees an execution's slot; one row if it was held.
 DELETE FROM orangerail.budget_leases
 WHERE tenant_id = @tenant_id AND action = @action AND id = @id;
 

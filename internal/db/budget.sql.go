@@ -38,7 +38,7 @@ func (q *Queries) BudgetLeaseExtend(ctx context.Context, db DBTX, arg *BudgetLea
 	return err
 }
 
-const budgetLeaseRelease = `-- name: BudgetLeaseRelease :exec
+const budgetLeaseRelease = `-- name: BudgetLeaseRelease :execrows
 DELETE FROM orangerail.budget_leases
 WHERE tenant_id = $1 AND action = $2 AND id = $3
 `
@@ -49,10 +49,13 @@ type BudgetLeaseReleaseParams struct {
 	ID       uuid.UUID
 }
 
-// Frees an execution's slot.
-func (q *Queries) BudgetLeaseRelease(ctx context.Context, db DBTX, arg *BudgetLeaseReleaseParams) error {
-	_, err := db.Exec(ctx, budgetLeaseRelease, arg.TenantID, arg.Action, arg.ID)
-	return err
+// Frees an execution's slot; one row if it was held.
+func (q *Queries) BudgetLeaseRelease(ctx context.Context, db DBTX, arg *BudgetLeaseReleaseParams) (int64, error) {
+	result, err := db.Exec(ctx, budgetLeaseRelease, arg.TenantID, arg.Action, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const budgetRefund = `-- name: BudgetRefund :exec

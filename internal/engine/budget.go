@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -166,36 +167,119 @@ func (x *execution) releaseIn(ctx context.Context, q *database.Queue, stx pgx.Tx
 	if s == nil || !x.ran || x.e.keepLeases {
 		return
 	}
-	_ = store.New(q).BudgetRelease(ctx, s.key, s.lease) // queued: its error is q.Send's
+	_, _ = store.New(q).BudgetRelease(ctx, s.key, s.lease) // queued: its error is q.Send's
 	database.AfterCommit(stx, func() { s.released = true })
 }
 
 // unspend frees the execution's slot however the execution ended, and
 // gives its count back when its effect never ran, unless the transaction
 // that recorded its end released it already (releaseIn). It runs past a
-// cancelled caller: the execution is over either way. A failure is logged
-// only: the lease expires on its own.
+// cancelled caller: the execution is over either way. A failure (the
+// database out of reach) leaves the slot owed (owedReleases).
 func (x *execution) unspend(ctx context.Context) {
 	s := x.spent
 	if s == nil || s.released || x.e.keepLeases {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	// Neither waits for a flush: a release a crash forgets, the lease's
-	// expiry makes anyway, and a refund it forgets leaves the budget one
-	// execution stricter until its window ends.
-	err := database.InTenantWithoutFlush(ctx, x.e.store, x.caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	o := owedRelease{tenant: x.caller.Tenant, correlation: x.correlation, spent: *s, ran: x.ran,
+		lapses: time.Now().Add(max(x.e.leaseTTL(), ExecutionBound(x.e.cfg.Limits)))}
+	if err := x.e.giveBack(ctx, o, false); err != nil {
+		owed := x.e.owed.add(o)
+		x.e.log.ErrorContext(ctx, "an execution's budget slot could not be released", "action", x.c.name,
+			"correlation_id", x.correlation, "retried_once_it_answers", owed, "lease_expires_in", x.e.leaseTTL().String(), "error", err)
+	}
+}
+
+// giveBack frees o's slot, and gives its count back when its effect never
+// ran. Neither waits for a flush: a release a crash forgets, the lease's
+// expiry makes anyway, and a refund it forgets leaves the budget one
+// execution stricter until its window ends. A retry refunds only if its
+// release found the lease held: the attempt before it may have committed
+// with its answer lost, and a second refund would give back twice.
+func (e *Engine) giveBack(ctx context.Context, o owedRelease, retry bool) error {
+	return database.InTenantWithoutFlush(ctx, e.store, o.tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		st := store.New(tx)
-		if err := st.BudgetRelease(ctx, s.key, s.lease); err != nil {
+		held, err := st.BudgetRelease(ctx, o.spent.key, o.spent.lease)
+		if err != nil || o.ran || retry && !held {
 			return err
 		}
-		if x.ran {
-			return nil
-		}
-		return st.BudgetRefund(ctx, s.key, s.minute, s.day)
+		return st.BudgetRefund(ctx, o.spent.key, o.spent.minute, o.spent.day)
 	})
-	if err != nil {
-		x.e.log.ErrorContext(ctx, "an execution's budget slot could not be released; it frees when its lease expires", "action", x.c.name,
-			"correlation_id", x.correlation, "lease_expires_in", x.e.leaseTTL().String(), "error", err)
+}
+
+// owedReleases are the budget slots this engine's executions ended without
+// giving back (unspend failed: the database was out of reach). Left held,
+// such a slot reads to every poll of its approval as an execution running
+// (executing) until its lease lapses, though none runs — after the poll
+// that ran it answered outcome_unknown — and counts against
+// max_concurrent meanwhile. So each is owed, and paid once the database
+// answers: by the next poll of its approval on this replica, before that
+// poll reads whether the execution runs (payOwed), and by the sweeper's
+// next round (Sweep). A replica that stops forgets what it owed, and the
+// leases lapse on their own, as before.
+type owedReleases struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]owedRelease // by lease
+}
+
+// owedRelease is one slot owed: its execution's tenant and correlation
+// id, what it spent, whether its effect ran, and when its lease lapses
+// at the latest, after which nothing is owed.
+type owedRelease struct {
+	tenant, correlation string
+	spent               spent
+	ran                 bool
+	lapses              time.Time
+}
+
+// maxOwed bounds what one engine owes: past it, a slot waits for its
+// lease to lapse.
+const maxOwed = 4096
+
+// add owes o, and says whether it is (false when maxOwed are owed).
+func (r *owedReleases) add(o owedRelease) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.m) >= maxOwed {
+		return false
+	}
+	if r.m == nil {
+		r.m = map[uuid.UUID]owedRelease{}
+	}
+	r.m[o.spent.lease] = o
+	return true
+}
+
+// take removes and returns the slots owed in tenant under correlation, or
+// every slot owed where tenant is empty; those whose lease has lapsed are
+// dropped, owed no more.
+func (r *owedReleases) take(tenant, correlation string, now time.Time) []owedRelease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var due []owedRelease
+	for lease, o := range r.m {
+		switch {
+		case !now.Before(o.lapses):
+			delete(r.m, lease)
+		case tenant == "" || o.tenant == tenant && o.correlation == correlation:
+			delete(r.m, lease)
+			due = append(due, o)
+		}
+	}
+	return due
+}
+
+// payOwed gives back the slots this engine owes in tenant under
+// correlation, or every slot it owes where tenant is empty, each in a
+// transaction of its own. What fails stays owed; ctx's end stops it.
+func (e *Engine) payOwed(ctx context.Context, tenant, correlation string) {
+	for _, o := range e.owed.take(tenant, correlation, time.Now()) {
+		if ctx.Err() != nil || e.giveBack(ctx, o, true) != nil {
+			e.owed.add(o)
+			continue
+		}
+		e.log.InfoContext(ctx, "an execution's budget slot was released once the database answered", "action", o.spent.key.Action,
+			"correlation_id", o.correlation)
 	}
 }

@@ -171,6 +171,9 @@ type Engine struct {
 	keys keyLocks
 	// opened are the tenants this process has opened (openTenant).
 	opened openedTenants
+	// owed are the budget slots this process's executions could not give
+	// back when they ended (unspend).
+	owed owedReleases
 
 	// afterConsume, set only by tests (export_test.go), runs right after an
 	// approval is consumed, inside the consuming transaction.

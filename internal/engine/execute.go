@@ -117,9 +117,8 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 	if out.Status == StatusConsumed {
 		// Another poll consumed the approval while this one was on its
 		// way to: answered as a poll after it is. This poll's own slot
-		// is given back by now (unspend); should that have failed, its
-		// lease reads as the execution's until it expires, while the
-		// winner has no recorded end either way.
+		// is given back by now (unspend), or owed, and consumed gives it
+		// back before it reads whether an execution runs.
 		return e.consumed(ctx, caller, approvalID, out)
 	}
 	return out
@@ -134,6 +133,8 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 // not what the poll that ran it said (that answer never arrived, or was
 // outcome_unknown itself).
 func (e *Engine) consumed(ctx context.Context, caller *Caller, approvalID string, out *Outcome) *Outcome {
+	// A slot this replica could not give back is no execution running.
+	e.payOwed(ctx, caller.Tenant, approvalID)
 	p, err := store.New(database.RowReader(e.store, caller.Tenant)).AuditCorrelationProgress(ctx, caller.Tenant, approvalID)
 	switch {
 	case err != nil:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -52,6 +54,15 @@ func DefinitionHash(a *ontology.Action) []byte { return definitionHash(a) }
 // SetKeepLeases makes e leave every execution's budget slot held when it
 // ends, as a replica that died mid-execution would.
 func SetKeepLeases(e *Engine, keep bool) { e.keepLeases = keep }
+
+// OweRelease makes e owe the release of lease, of an execution of action
+// in tenant under correlation whose effect never ran, counted in the
+// windows starting at minute and day: as unspend does when its
+// transaction fails.
+func OweRelease(e *Engine, tenant, action, correlation string, lease uuid.UUID, minute, day time.Time) {
+	e.owed.add(owedRelease{tenant: tenant, correlation: correlation, lapses: time.Now().Add(time.Hour),
+		spent: spent{key: store.BudgetKey{Tenant: tenant, Action: action}, lease: lease, minute: minute, day: day}})
+}
 
 // SignCheckpointStep is SignCheckpoint adding at most step records to the
 // tree (fewer under a short statement_timeout), in one attempt.

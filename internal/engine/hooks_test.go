@@ -558,6 +558,135 @@ func TestPollWhileTheExecutionRuns(t *testing.T) {
 	want(t, apart.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
 }
 
+// TestASlotNotGivenBackIsGivenBackOnceTheDatabaseAnswers: an execution
+// whose effect ran and whose end could not be recorded, nor its budget slot
+// given back — the store's database refused every connection from the
+// effect's end on — answers outcome_unknown; once the database answers
+// again, a poll answers outcome_unknown as well, not executing, for no
+// execution runs: the slot is given back first. A slot no poll asks about
+// is given back by the sweeper's next round.
+func TestASlotNotGivenBackIsGivenBackOnceTheDatabaseAnswers(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	ds := seededDatabase(t)
+	if _, err := testdb.Pool(t, ds).Exec(ctx, `INSERT INTO orders (org_id, id, status, total_cents, customer_id, shipping_address)
+		VALUES ('acme', 'o-2001', 'paid', 100, 'c-1', 'somewhere')`); err != nil {
+		t.Fatal(err)
+	}
+	// Room for the test's executions in a minute.
+	cfg := ontologytest.Apply(t, orders.Config, ontologytest.SetYAML("actions.cancel_order.budget", "{per_minute: 10, per_day: 10}"))
+	e := exampleEngine(t, b, cfg, testdb.RuntimePool(t, ds), quiet)
+	var name string
+	if err := b.admin.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	server, err := pgx.Connect(ctx, testdb.Direct(testdb.ServerURL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Close(context.Background()) })
+	allow := func(allowed bool) {
+		t.Helper()
+		if _, err := server.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS %t", pgx.Identifier{name}.Sanitize(), allowed)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { allow(true) }) // the database is dropped after
+	// The database stops answering: new connections are refused and the
+	// ones open are ended.
+	cut := func() {
+		allow(false)
+		if _, err := server.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
+			t.Error(err)
+		}
+	}
+	leased := func(id string) bool {
+		t.Helper()
+		var n int
+		if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.budget_leases WHERE correlation_id = $1", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	cutUnderAnExecution := func(order string) string {
+		t.Helper()
+		staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "`+order+`", "reason": "x"}`))
+		want(t, staged, engine.StatusApprovalPending)
+		id := staged.ApprovalID.String()
+		approve(t, e, "acme", id)
+		var once sync.Once
+		engine.SetBeforeFinish(e, func() { once.Do(cut) })
+		want(t, e.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
+		allow(true)
+		b.admin.Reset() // its connections were ended with the rest
+		if !leased(id) {
+			t.Fatalf("%s: no lease left held: the database never refused the execution's release", id)
+		}
+		return id
+	}
+
+	id := cutUnderAnExecution("o-1001")
+	want(t, e.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
+	if leased(id) {
+		t.Errorf("%s: the slot is held still after a poll", id)
+	}
+
+	id = cutUnderAnExecution("o-1002")
+	if _, err := e.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if leased(id) {
+		t.Errorf("%s: the slot is held still after a sweep", id)
+	}
+	want(t, e.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
+
+	// An execution whose effect never ran — the database stopped answering
+	// as it consumed — gives its count back as well as its slot.
+	windows := func() (minute, day time.Time, calls int) {
+		t.Helper()
+		if err := b.admin.QueryRow(ctx, "SELECT minute_start, day_start, day_calls FROM orangerail.budget_counts WHERE tenant_id = 'acme' AND action = 'cancel_order'").
+			Scan(&minute, &day, &calls); err != nil {
+			t.Fatal(err)
+		}
+		return minute, day, calls
+	}
+	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-2001", "reason": "x"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id = staged.ApprovalID.String()
+	approve(t, e, "acme", id)
+	_, _, before := windows()
+	var once sync.Once
+	engine.SetBeforeFinish(e, nil)
+	engine.SetAfterConsume(e, func() { once.Do(cut) })
+	if out := e.Check(ctx, support("acme"), id); out.Status == engine.StatusOK {
+		t.Fatalf("%s executed with its database cut as it consumed", id)
+	}
+	engine.SetAfterConsume(e, nil)
+	allow(true)
+	b.admin.Reset()
+	if _, _, calls := windows(); calls != before+1 || !leased(id) {
+		t.Fatalf("%s: %d calls counted and leased %t, want %d and a lease left held", id, calls, leased(id), before+1)
+	}
+	if _, err := e.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, calls := windows(); calls != before || leased(id) {
+		t.Errorf("%s: %d calls counted and leased %t after a sweep, want %d and no lease", id, calls, leased(id), before)
+	}
+
+	// A release owed after an attempt that committed, its answer lost,
+	// finds no lease, and gives no count back a second time.
+	minute, day, before := windows()
+	engine.OweRelease(e, "acme", "cancel_order", id, uuid.New(), minute, day)
+	if _, err := e.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, calls := windows(); calls != before {
+		t.Errorf("a release owed of a lease no longer held gave a count back: %d calls, want %d", calls, before)
+	}
+}
+
 // TestPollWhileAnExecutionThatWaitedRuns: an execution whose waits for
 // connections outlasted the lease its spend took still answers a poll
 // executing while its effect runs: the start extends its lease. Here every

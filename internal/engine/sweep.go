@@ -19,8 +19,10 @@ import (
 // at once: a tenant is swept by one of them at a time (a
 // transaction-scoped advisory lock another sweeper passes over without
 // waiting), and an approval expired, decided or consumed by another
-// transaction meanwhile is left as that one left it.
+// transaction meanwhile is left as that one left it. First it gives back
+// the budget slots this engine owes (owedReleases).
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	e.payOwed(ctx, "", "")
 	tenants, err := Tenants(ctx, e.store)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: list tenants: %w", err)

@@ -574,18 +574,19 @@ func TestUpstreamPostgresRestartMidCall(t *testing.T) {
 		// Poll until the approval says it ran or ran already, as an
 		// agent would once the database is back — or, once the database
 		// is back, that its execution has no recorded end: that answer
-		// stays until an operator settles it. Meanwhile a poll may answer
-		// executing: the execution's budget slot, which its poll could not
-		// give back while Postgres was down, holds until its lease lapses
-		// (the effect's deadline and the end's transaction from the
-		// start: engine.ExecutionBound).
-		lapsed := time.Now().Add(statementTimeout + 5*time.Second + time.Second + statementTimeout + 10*time.Second)
+		// stays until an operator settles it. No poll answers executing
+		// then: the budget slot the call's poll could not give back while
+		// Postgres was down is given back by the next poll, before it
+		// reads whether an execution runs.
 		for i := 0; ; i++ {
 			last := polls[len(polls)-1].Status
 			if last == engine.StatusOK || last == engine.StatusConsumed || i > 0 && last == engine.StatusOutcomeUnknown {
 				break
 			}
-			if i >= 50 && time.Now().After(lapsed) {
+			if i > 0 && last == engine.StatusExecuting {
+				t.Fatalf("%s: a poll after Postgres was back answered executing, for an execution that ended: polls %v", reason, statuses(polls))
+			}
+			if i >= 50 {
 				t.Fatalf("%s: the approval never said it ran: polls %v", reason, statuses(polls))
 			}
 			time.Sleep(200 * time.Millisecond)

@@ -55,9 +55,11 @@ func (s *Store) BudgetSpend(ctx context.Context, k BudgetKey, limits BudgetLimit
 		Running: int(r.Running), FirstExpiry: r.FirstExpiry, Now: r.Now}, nil
 }
 
-// BudgetRelease frees an execution's slot.
-func (s *Store) BudgetRelease(ctx context.Context, k BudgetKey, lease uuid.UUID) error {
-	return InterpretError(s.q.BudgetLeaseRelease(ctx, s.x, &db.BudgetLeaseReleaseParams{TenantID: k.Tenant, Action: k.Action, ID: lease}))
+// BudgetRelease frees an execution's slot, and says whether it was held
+// (no other transaction released it, nor a spend forgot it lapsed).
+func (s *Store) BudgetRelease(ctx context.Context, k BudgetKey, lease uuid.UUID) (held bool, err error) {
+	n, err := s.q.BudgetLeaseRelease(ctx, s.x, &db.BudgetLeaseReleaseParams{TenantID: k.Tenant, Action: k.Action, ID: lease})
+	return n > 0, InterpretError(err)
 }
 
 // BudgetExtend extends an execution's lease to last at least ttl from
