@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"maps"
 	"net/http"
 	"net/url"
@@ -244,11 +245,13 @@ func (t *tokenCache) cached() *oauth2.Token {
 
 // addSecret adds s to the secrets to scrub, with the forms an upstream
 // that echoes a request gives it back in: as sent in a URL's query or
-// path (percent-encoded, in upper- or lower-case hex), and inside a JSON
-// string (escaped, "/" too, as PHP's encoder writes it) — what an error's
-// excerpt, cut short of valid JSON, can only be scrubbed of byte for
-// byte. The longest are replaced first, so that no shorter secret inside
-// a longer one leaves the rest of it behind.
+// path (percent-encoded, in upper- or lower-case hex), inside a JSON
+// string (escaped, "/" too, as PHP's encoder writes it, and &, <, > as
+// \u0026 and the like, as Go's does, in either case of hex), and in HTML
+// or XML text (&amp;, &lt;, and quotes as numbered or named entities) —
+// what an error's excerpt, cut short of valid JSON or markup, can only be
+// scrubbed of byte for byte. The longest are replaced first, so that no
+// shorter secret inside a longer one leaves the rest of it behind.
 func (c *credentials) addSecret(s string) {
 	if s == "" {
 		return
@@ -257,13 +260,39 @@ func (c *credentials) addSecret(s string) {
 	defer c.mu.Unlock()
 	inJSON := string(appendJSONString(nil, s))
 	inJSON = inJSON[1 : len(inJSON)-1]
+	goJSON, _ := json.Marshal(s) // cannot fail: a string
+	htmlJSON := string(goJSON[1 : len(goJSON)-1])
 	for _, form := range []string{s, url.QueryEscape(s), url.PathEscape(s), lowerHex(url.QueryEscape(s)), lowerHex(url.PathEscape(s)),
-		inJSON, strings.ReplaceAll(inJSON, "/", `\/`)} {
+		inJSON, strings.ReplaceAll(inJSON, "/", `\/`), htmlJSON, upperUnicodeHex(htmlJSON),
+		html.EscapeString(s), namedEntities.Replace(s)} {
 		if !slices.ContainsFunc(c.secrets, func(b []byte) bool { return string(b) == form }) {
 			c.secrets = append(c.secrets, []byte(form))
 		}
 	}
 	slices.SortStableFunc(c.secrets, func(a, b []byte) int { return len(b) - len(a) })
+}
+
+// namedEntities escapes as markup does with named entities only.
+var namedEntities = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;")
+
+// upperUnicodeHex writes the \uXXXX escapes of a JSON string's text in
+// upper-case hex.
+func upperUnicodeHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+5 < len(b); i++ {
+		switch {
+		case b[i] == '\\' && b[i+1] == 'u':
+			for j := i + 2; j < i+6; j++ {
+				if 'a' <= b[j] && b[j] <= 'f' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			i += 5
+		case b[i] == '\\':
+			i++ // an escaped character: \\ is not the start of \u
+		}
+	}
+	return string(b)
 }
 
 // lowerHex writes the percent-escapes of s in lower-case hex.
@@ -347,15 +376,24 @@ func (c *credentials) excerpt(b []byte, whole bool) string {
 		}
 		c.mu.Unlock()
 	}
-	return strings.ToValidUTF8(string(c.scrub(b[:end])), "\uFFFD")
+	return strings.ToValidUTF8(c.scrubText(string(b[:end])), "\uFFFD")
 }
 
-// scrubText is scrub of a string.
+// scrubText is scrub of a string, read as markup is too: HTML and XML
+// may spell any character as an entity (&#x66;, &amp;), and a text whose
+// entities, decoded, spell a secret is kept as decoded, scrubbed.
 func (c *credentials) scrubText(s string) string {
 	if c == nil {
 		return s
 	}
-	return string(c.scrub([]byte(s)))
+	scrubbed := string(c.scrub([]byte(s)))
+	if strings.IndexByte(scrubbed, '&') >= 0 {
+		decoded := html.UnescapeString(scrubbed)
+		if again := string(c.scrub([]byte(decoded))); again != decoded {
+			return again
+		}
+	}
+	return scrubbed
 }
 
 // scrubError is err, or an error of its text scrubbed when that holds a
@@ -363,6 +401,9 @@ func (c *credentials) scrubText(s string) string {
 func (c *credentials) scrubError(err error) error {
 	if err == nil {
 		return nil
+	}
+	if s, ok := err.(Scrubbable); ok {
+		err = s.Scrubbed(c.scrubText)
 	}
 	if text := c.scrubText(err.Error()); text != err.Error() {
 		return errors.New(text)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -276,7 +277,8 @@ actions:
 
 // TestEscapedEchoesAreRedacted: an upstream that echoes a credential in a
 // form a byte search does not find — JSON's escapes ("\/", "\u0066",
-// HTML's "\u0026"), percent-encoding in either case, a failing answer
+// HTML's "\u0026"), markup's entities ("&amp;", "&#x66;"),
+// percent-encoding in either case, a failing answer
 // whose excerpt is cut inside the credential — passes none of it to the
 // result, the audit record or the log, as any reader decodes them.
 func TestEscapedEchoesAreRedacted(t *testing.T) {
@@ -290,6 +292,14 @@ func TestEscapedEchoesAreRedacted(t *testing.T) {
 	}
 	slashEscaped := strings.ReplaceAll(secret, "/", `\/`)
 	htmlEscaped, _ := json.Marshal(secret) // Go's encoder: \u0026 \u003c \u003e
+	namedEscaped := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(secret)
+	numbered := func(s string) string { // markup's character references
+		var b strings.Builder
+		for _, r := range s {
+			fmt.Fprintf(&b, "&#x%x;", r)
+		}
+		return b.String()
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Api-Key") != secret {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -302,17 +312,35 @@ func TestEscapedEchoesAreRedacted(t *testing.T) {
 			_, _ = fmt.Fprintf(w, `{"slash": "%s", "unicode": "%s", "html": %s, "query": %q, "path": %q, "lower": %q, "inner": "key=%s;"}`,
 				slashEscaped, unicodeEscaped(secret), htmlEscaped, url.QueryEscape(secret), url.PathEscape(secret),
 				strings.ToLower(url.QueryEscape(secret)), unicodeEscaped(secret))
-		case strings.HasPrefix(mode, "cut-"):
+		case strings.HasPrefix(mode, "cut-"), strings.HasPrefix(mode, "markup-cut-"):
 			// The credential straddles the excerpt's end, at every offset;
 			// after it has appeared n times, each replaced by a shorter
-			// word, where it straddles the end of what was read.
+			// word, where it straddles the end of what was read — as it
+			// is, or in markup's escapes.
 			n, pad := 0, 0
-			_, _ = fmt.Sscanf(mode, "cut-%d-%d", &n, &pad)
+			_, _ = fmt.Sscanf(strings.TrimPrefix(mode, "markup-"), "cut-%d-%d", &n, &pad)
+			echoed := secret
+			if strings.HasPrefix(mode, "markup-") {
+				echoed = html.EscapeString(secret)
+			}
 			w.WriteHeader(http.StatusUnprocessableEntity)
-			_, _ = io.WriteString(w, strings.Repeat(secret, n)+strings.Repeat("a", pad)+secret+strings.Repeat("b", 100))
+			_, _ = io.WriteString(w, strings.Repeat(echoed, n)+strings.Repeat("a", pad)+echoed+strings.Repeat("b", 100))
 		case mode == "escaped-failure":
 			w.WriteHeader(http.StatusUnprocessableEntity)
 			_, _ = fmt.Fprintf(w, `{"error": "bad key %s"}`, slashEscaped)
+		case mode == "go-failure": // Go's encoder: \u0026 \u003c \u003e
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "bad key " + secret})
+		case mode == "markup-failure":
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = fmt.Fprintf(w, "<p>bad key %s</p><p>%s</p>", html.EscapeString(secret), namedEscaped)
+		case mode == "html":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = fmt.Fprintf(w, "<p>Signed in with key %s</p><p>%s</p>", html.EscapeString(secret), namedEscaped)
+		case mode == "references":
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = fmt.Fprintf(w, "key: %s", numbered(secret))
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -335,10 +363,19 @@ func TestEscapedEchoesAreRedacted(t *testing.T) {
 		t.Fatalf("the result %s (%v): want every member kept, the credential in each redacted", out.Data, err)
 	}
 	sinks = append(sinks, string(out.Data))
-	modes := []string{"escaped-failure"}
-	for _, n := range []int{0, 10} {
-		for pad := excerptEnd - n*len(secret) - len(secret) - 2; pad <= excerptEnd-n*len(secret)+40; pad++ {
-			modes = append(modes, fmt.Sprintf("cut-%d-%d", n, pad))
+	for _, mode := range []string{"html", "references"} {
+		out := e.Call(ctx, agent("acme"), "echo", fmt.Appendf(nil, `{"mode": %q}`, mode))
+		if out.Status != engine.StatusOK || !strings.Contains(string(out.Data), "[redacted]") {
+			t.Fatalf("%s: %s %s (%v): want the text, the credential redacted", mode, out.Status, out.Data, out.Err)
+		}
+		sinks = append(sinks, string(out.Data))
+	}
+	modes := []string{"escaped-failure", "go-failure", "markup-failure"}
+	for prefix, echoed := range map[string]string{"cut": secret, "markup-cut": html.EscapeString(secret)} {
+		for _, n := range []int{0, 10} {
+			for pad := excerptEnd - n*len(echoed) - len(echoed) - 2; pad <= excerptEnd-n*len(echoed)+40; pad++ {
+				modes = append(modes, fmt.Sprintf("%s-%d-%d", prefix, n, pad))
+			}
 		}
 	}
 	for _, mode := range modes {
@@ -353,7 +390,7 @@ func TestEscapedEchoesAreRedacted(t *testing.T) {
 	// percent-decoded; no part of the credential past its first 3 bytes.
 	for _, sink := range sinks {
 		for _, text := range decodedStrings(t, sink) {
-			for _, form := range []string{text, unescaped(text), strings.ReplaceAll(text, `\`, "")} {
+			for _, form := range []string{text, unescaped(text), strings.ReplaceAll(text, `\`, ""), html.UnescapeString(text)} {
 				if strings.Contains(form, secret[:4]) {
 					t.Errorf("a sink holds the credential, or a part of it: %q", form)
 				}

@@ -180,10 +180,11 @@ type Plan struct {
 	// ReadOnly: the call cannot have acted, whatever became of it — no
 	// outcome is in doubt, and a success counts no rows.
 	ReadOnly bool
-	// Retry: a failed attempt may be made again at all (429, 502, 503,
-	// 504, a request never sent); RetrySent: also one that was sent and
-	// never answered, which only a read, an idempotent call or a keyed
-	// one makes harmless to repeat.
+	// Retry: a failed attempt may be made again at all (429, 503, a
+	// request never sent, and a read's 502 and 504); RetrySent: also one
+	// that was sent and never answered, or answered 502 or 504 by a
+	// gateway that may have passed it on, which only a read, an idempotent
+	// call or a keyed one makes harmless to repeat.
 	Retry, RetrySent bool
 	// Succeeded reports whether a status is success.
 	Succeeded func(status int) bool
@@ -201,11 +202,21 @@ type Answer struct {
 	// Result is a success's data.
 	Result json.RawMessage
 	// Diagnostic and Err are a failure the answer states (a SOAP fault):
-	// Err is for operators, never for an agent.
+	// Err is for operators, never for an agent. An Err that cuts what it
+	// quotes is Scrubbable.
 	Diagnostic engine.Diagnostic
 	Err        error
 	// Unreadable: a success status, and a body the kind cannot read.
 	Unreadable error
+}
+
+// Scrubbable is an error that quotes an answer's text and cuts it as it
+// is written: it returns itself with what it quotes scrubbed, whole, so
+// that a credential the cut would fall inside is found before the cut,
+// not its beginning kept after it.
+type Scrubbable interface {
+	error
+	Scrubbed(scrub func(string) string) error
 }
 
 // Request is one invocation's request, built once and sent on each attempt.
@@ -502,6 +513,11 @@ func again(ctx context.Context, plan *Plan, a *attempted, n int) (time.Duration,
 	switch a.record.Failure {
 	case engine.AttemptStatus:
 		if !retryableStatus(a.record.Status) {
+			return 0, false
+		}
+		// A gateway's 502 or 504 may follow a request it passed on, as an
+		// unanswered one may: repeated only where a repeat is harmless.
+		if a.mayHaveActed(plan.ReadOnly) && !plan.RetrySent {
 			return 0, false
 		}
 	case engine.AttemptConnect:

@@ -71,3 +71,43 @@ func TestSOAPCredentials(t *testing.T) {
 		t.Errorf("the echoed credentials were not redacted in the result and the fault: %s", all)
 	}
 }
+
+// TestSOAPFaultScrubbedBeforeItIsCut: a fault's string is cut for
+// operators, and scrubbed of credentials before the cut. An agent that
+// pads its input so that the cut falls inside an echoed credential — one
+// the fault spells in character references, which no scrub of the
+// answer's bytes finds and the XML reader decodes — leaves none of it in
+// the error, the audit record or the log.
+func TestSOAPFaultScrubbedBeforeItIsCut(t *testing.T) {
+	key := "hkey-SECRET-0123456789abcdefghijklmnopqrstuvwxyz"
+	t.Setenv("CARRIER_HKEY_CREDENTIAL", key)
+	var up *upstream
+	up = newUpstream(t, func(n int, w http.ResponseWriter) {
+		r := up.requests()[n-1]
+		var spelled strings.Builder
+		for _, c := range r.header.Get("X-Api-Key") {
+			fmt.Fprintf(&spelled, "&#%d;", c)
+		}
+		envelope(http.StatusInternalServerError, ns11, fault11("Client", "order "+r.header.Get("X-Order")+" refused for key "+spelled.String()))(n, w)
+	})
+	h := newHarness(t, up.URL, "    auth:\n      hkey: {type: api_key, in: header, name: X-Api-Key}", soapExecute("1.1"), "{roles: [support]}")
+	const faultBytes = 512
+	for _, cut := range []int{1, len(key) - 1} { // bytes of the key the cut would keep (two calls: the budget of a write)
+		pad := strings.Repeat("p", faultBytes-cut-len("order ")-len(" refused for key "))
+		input, _ := json.Marshal(map[string]string{"order_id": pad})
+		out := h.e.Call(context.Background(), agent("acme"), "create_label", input)
+		if out.Status != engine.StatusFailed {
+			t.Fatalf("status %s (%v)", out.Status, out.Err)
+		}
+		_, _, entries := h.audit(t, "acme", out.CorrelationID)
+		kept := "for key " + key[:cut]
+		for _, sink := range []string{entries, out.Err.Error(), h.logs.String()} {
+			if strings.Contains(sink, kept) {
+				t.Errorf("cut after %d bytes of the key: a sink holds %q:\n%s", cut, kept, sink)
+			}
+		}
+		if !strings.Contains(out.Err.Error(), "for key [") {
+			t.Errorf("cut after %d bytes of the key: the fault's string was not scrubbed: %v", cut, out.Err)
+		}
+	}
+}

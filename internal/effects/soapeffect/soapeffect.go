@@ -240,7 +240,21 @@ func fault(f *node, version ontology.SOAPVersion) (engine.Diagnostic, error) {
 	case "Client", "Sender", "VersionMismatch", "MustUnderstand", "DataEncodingUnknown":
 		diagnostic = engine.DiagnosticUpstreamRejected
 	}
-	return diagnostic, fmt.Errorf("SOAP fault %q: %q", capText(code), capText(text))
+	return diagnostic, &faultError{code: code, text: text}
+}
+
+// faultError is a Fault's code and string, kept whole and cut (capText)
+// as they are written: the credentials scrubbed from them (Scrubbed) are
+// found whole, where a cut first would leave a credential's beginning.
+type faultError struct{ code, text string }
+
+func (f *faultError) Error() string {
+	return fmt.Sprintf("SOAP fault %q: %q", capText(f.code), capText(f.text))
+}
+
+// Scrubbed is f with its code and string scrubbed.
+func (f *faultError) Scrubbed(scrub func(string) string) error {
+	return &faultError{code: scrub(f.code), text: scrub(f.text)}
 }
 
 // capText cuts s to faultBytes, on a character boundary.

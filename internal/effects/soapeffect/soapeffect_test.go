@@ -328,7 +328,8 @@ func TestGovernedSOAPCall(t *testing.T) {
 
 // TestSOAPOutcomes: faults are classified by which side failed, their
 // words kept for operators only; the transport codes are retried, Retry-After
-// honoured, without a key on any attempt; 500 is never retried; an answer
+// honoured, without a key on any attempt — but a write a gateway answered
+// 502 or 504 is not, since the gateway may have passed it on; 500 is never retried; an answer
 // too large or unreadable is reported truthfully.
 func TestSOAPOutcomes(t *testing.T) {
 	t.Parallel()
@@ -353,7 +354,10 @@ func TestSOAPOutcomes(t *testing.T) {
 		{"1.2 receiver fault", "1.2", "safe: true\n", envelope(500, ns12, fault12("Receiver", secretWords)), engine.StatusFailed, engine.DiagnosticUpstreamError, []int{500}, []string{"status"}, 0, true, ""},
 		{"a fault in a 200", "1.1", "", envelope(200, ns11, fault11("Client", secretWords)), engine.StatusFailed, engine.DiagnosticUpstreamRejected, []int{200}, []string{"status"}, 0, true, ""},
 		{"503 with Retry-After, then success", "1.1", "", script(status(503, "1"), envelope(200, ns11, response)), engine.StatusOK, "", []int{503, 200}, []string{"status", ""}, time.Second, false, wantResult},
-		{"429, 502, then success", "1.2", "", script(status(429, ""), status(502, ""), envelope(200, ns12, response)), engine.StatusOK, "", []int{429, 502, 200}, []string{"status", "status", ""}, 0, false, wantResult},
+		{"429, 502, then success on a safe operation", "1.2", "safe: true\n", script(status(429, ""), status(502, ""), envelope(200, ns12, response)), engine.StatusOK, "", []int{429, 502, 200}, []string{"status", "status", ""}, 0, false, wantResult},
+		// A gateway may have passed the write on: no second one is sent.
+		{"429, then 502 on a write", "1.2", "", script(status(429, ""), status(502, ""), envelope(200, ns12, response)), engine.StatusOutcomeUnknown, "", []int{429, 502}, []string{"status", "status"}, 0, false, ""},
+		{"504 on a write", "1.1", "", script(status(504, ""), envelope(200, ns11, response)), engine.StatusOutcomeUnknown, "", []int{504}, []string{"status"}, 0, false, ""},
 		{"503 throughout", "1.1", "", status(503, ""), engine.StatusFailed, engine.DiagnosticUpstreamUnavailable, []int{503, 503, 503}, []string{"status", "status", "status"}, 0, false, ""},
 		{"max_attempts 1", "1.1", "max_attempts: 1\n", status(503, ""), engine.StatusFailed, engine.DiagnosticUpstreamUnavailable, []int{503}, []string{"status"}, 0, false, ""},
 		{"500 without a fault is never retried", "1.1", "", script(status(500, ""), envelope(200, ns11, response)), engine.StatusOutcomeUnknown, "", []int{500}, []string{"status"}, 0, false, ""},
