@@ -402,7 +402,9 @@ func (c *credentials) scrubError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if s, ok := err.(Scrubbable); ok {
+	// Answer.Err as the plan's Read made it, not one it wraps: scrubbed
+	// in its place, a wrapped one would drop its wrapper.
+	if s, ok := err.(Scrubbable); ok { //nolint:errorlint // see above
 		err = s.Scrubbed(c.scrubText)
 	}
 	if text := c.scrubText(err.Error()); text != err.Error() {
