@@ -566,6 +566,13 @@ func TestPollWhileTheExecutionRuns(t *testing.T) {
 // execution runs: the slot is given back first. A slot no poll asks about
 // is given back by the sweeper's next round.
 func TestASlotNotGivenBackIsGivenBackOnceTheDatabaseAnswers(t *testing.T) {
+	if testdb.Bouncing() {
+		// Behind PgBouncer the database's refusals are the pooler's to
+		// recover from (server_login_retry holds logins refused for a
+		// while, its server connections ended under it are found dead one
+		// by one): what is measured there is the pooler, not the engine.
+		t.Skip("cuts the database off under the engine; run without TEST_PGBOUNCER")
+	}
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
@@ -601,6 +608,23 @@ func TestASlotNotGivenBackIsGivenBackOnceTheDatabaseAnswers(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// The database answers again: connections are allowed, and the
+	// runtime's pool gets one (through PgBouncer, whose server_login_retry
+	// refuses logins for a while after the refused ones, a while later).
+	restore := func() {
+		t.Helper()
+		allow(true)
+		b.admin.Reset() // its connections were ended with the rest
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			_, err := b.runtime.Exec(ctx, "SELECT 1")
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the database does not answer again: %v", err)
+			}
+		}
+	}
 	leased := func(id string) bool {
 		t.Helper()
 		var n int
@@ -618,8 +642,7 @@ func TestASlotNotGivenBackIsGivenBackOnceTheDatabaseAnswers(t *testing.T) {
 		var once sync.Once
 		engine.SetBeforeFinish(e, func() { once.Do(cut) })
 		want(t, e.Check(ctx, support("acme"), id), engine.StatusOutcomeUnknown)
-		allow(true)
-		b.admin.Reset() // its connections were ended with the rest
+		restore()
 		if !leased(id) {
 			t.Fatalf("%s: no lease left held: the database never refused the execution's release", id)
 		}
@@ -663,8 +686,7 @@ func TestASlotNotGivenBackIsGivenBackOnceTheDatabaseAnswers(t *testing.T) {
 		t.Fatalf("%s executed with its database cut as it consumed", id)
 	}
 	engine.SetAfterConsume(e, nil)
-	allow(true)
-	b.admin.Reset()
+	restore()
 	if _, _, calls := windows(); calls != before+1 || !leased(id) {
 		t.Fatalf("%s: %d calls counted and leased %t, want %d and a lease left held", id, calls, leased(id), before+1)
 	}
