@@ -47,7 +47,7 @@ func TestDecideNamesTheVerifiedPerson(t *testing.T) {
 	// A note no note may be is refused before anything is read, and
 	// decides nothing: every way in (the API, the desk, the command line)
 	// meets the same rule.
-	for _, note := range []string{"a\x00", "a\xff", strings.Repeat("n", engine.MaxNoteBytes+1)} {
+	for _, note := range []string{"a\x00", "a\xff", strings.Repeat("n", engine.MaxNoteChars+1)} {
 		out, decided := e.DecideApproval(ctx, person("erin", "shipping-lead"), engine.Decision{ApprovalID: ship, Approve: true, Digest: shipDigest, Note: note})
 		if out.Code != errcode.RequestInvalid || decided != nil || len(out.Issues) != 1 || out.Issues[0].Path != "/note" ||
 			out.Issues[0].Message != engine.NoteProblem(note) {

@@ -10,13 +10,18 @@ import (
 // The engine holds these rules so that every way in (the approvals API,
 // the desk's forms and links, the command line) refuses the same text
 // with the same words.
+//
+// Lengths are in characters (Unicode code points), as JSON Schema's
+// maxLength counts them: the approvals API's document states these bounds,
+// and a client that checks a request against it must never send one the
+// server refuses.
 const (
-	// MaxNoteBytes caps a decision's note, which the approval, the audit
+	// MaxNoteChars caps a decision's note, which the approval, the audit
 	// log and the agent's answer carry.
-	MaxNoteBytes = 4096
-	// MaxFilterBytes caps a list's filter (an action, a subject, a
+	MaxNoteChars = 4096
+	// MaxFilterChars caps a list's filter (an action, a subject, a
 	// correlation id): longer than any stored value it could match.
-	MaxFilterBytes = 1024
+	MaxFilterChars = 1024
 )
 
 // textProblem says what keeps a person's text, named name, from Postgres,
@@ -34,10 +39,13 @@ func textProblem(name, value string) string {
 
 // NoteProblem says what is wrong with a decision's note, or "".
 func NoteProblem(note string) string {
-	if len(note) > MaxNoteBytes {
-		return fmt.Sprintf("note is longer than %d bytes", MaxNoteBytes)
+	if p := textProblem("note", note); p != "" {
+		return p
 	}
-	return textProblem("note", note)
+	if utf8.RuneCountInString(note) > MaxNoteChars {
+		return fmt.Sprintf("note is longer than %d characters", MaxNoteChars)
+	}
+	return ""
 }
 
 // FilterProblem says what is wrong with a list's filter, named name, or
@@ -46,8 +54,8 @@ func FilterProblem(name, value string) string {
 	if p := textProblem(name, value); p != "" {
 		return p
 	}
-	if len(value) > MaxFilterBytes {
-		return fmt.Sprintf("%s is longer than %d bytes", name, MaxFilterBytes)
+	if utf8.RuneCountInString(value) > MaxFilterChars {
+		return fmt.Sprintf("%s is longer than %d characters", name, MaxFilterChars)
 	}
 	return ""
 }

@@ -40,11 +40,12 @@ var MetadataPath = front.MetadataPath(Prefix)
 // MaxBodyBytes caps a request's body: a decision is a few hundred bytes.
 const MaxBodyBytes = 64 << 10
 
-// MaxFilterBytes caps a list's filter: engine.MaxFilterBytes.
-const MaxFilterBytes = engine.MaxFilterBytes
+// MaxFilterChars caps a list's filter, in characters:
+// engine.MaxFilterChars.
+const MaxFilterChars = engine.MaxFilterChars
 
 // filters refuses a list's filter parameters that are no text, or longer
-// than MaxFilterBytes (engine.FilterProblem).
+// than MaxFilterChars (engine.FilterProblem).
 func filters(q url.Values, names ...string) error {
 	for _, name := range names {
 		if problem := engine.FilterProblem(name, q.Get(name)); problem != "" {

@@ -139,6 +139,12 @@ func (a *answer) message(t *testing.T) string {
 
 func (d *desk) do(method, path, token, body string) *answer {
 	d.t.Helper()
+	return d.doWith(method, path, token, body, nil)
+}
+
+// doWith is do with header's fields added to the request.
+func (d *desk) doWith(method, path, token, body string, header http.Header) *answer {
+	d.t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
@@ -152,6 +158,9 @@ func (d *desk) do(method, path, token, body string) *answer {
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for name, values := range header {
+		req.Header[name] = values
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -208,6 +209,15 @@ func TestDecisionAPI(t *testing.T) {
 	a = decide(cancel, bob, `{"decision":"reject","note":"`+strings.Repeat("n", 70_000)+`"}`)
 	c.check(t, "POST", "/approvals/{id}/decision", a)
 	refused("body_too_large", a, 413, "X_REQUEST_TOO_LARGE")
+	// A body compressed (as some HTTP clients send one) is refused as
+	// such, not read as the bytes it is and refused as no JSON.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"decision":"reject","note":"compressed"}`))
+	_ = zw.Close()
+	a = d.doWith("POST", "/api/v1/approvals/"+cancel+"/decision", bob, gz.String(), http.Header{"Content-Encoding": {"gzip"}})
+	c.check(t, "POST", "/approvals/{id}/decision", a)
+	refused("body_encoded", a, 415, "X_CONTENT_ENCODING_UNSUPPORTED")
 
 	// A digest that is not the stored input's.
 	a = decide(cancel, bob, `{"decision":"approve","digest":"`+strings.Repeat("0", 64)+`"}`)

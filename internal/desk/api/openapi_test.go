@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,9 @@ func pointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
+// codeWords finds the error codes a description names.
+var codeWords = regexp.MustCompile(`X_[A-Z0-9_]+`)
+
 // check validates an answer to method on the document's path (as the
 // document spells it, e.g. /approvals/{id}).
 func (c *contract) check(t *testing.T, method, path string, a *answer) {
@@ -83,6 +87,17 @@ func (c *contract) check(t *testing.T, method, path string, a *answer) {
 	}
 	if a.header.Get("Content-Type") != "application/json" {
 		t.Errorf("%s %s %d: Content-Type %q", method, path, a.status, a.header.Get("Content-Type"))
+	}
+	// A refusal's code is one its response's description names: a client
+	// reads there what each status can mean.
+	if a.status >= 400 {
+		var refusal struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		description, _ := resp["description"].(string)
+		if err := json.Unmarshal(a.body, &refusal); err != nil || !slices.Contains(codeWords.FindAllString(description, -1), refusal.Error.Code) {
+			t.Errorf("%s %s %d: code %q, which the document's description of the answer does not name: %q", method, path, a.status, refusal.Error.Code, description)
+		}
 	}
 	if headers, ok := resp["headers"].(map[string]any); ok {
 		for h := range headers {

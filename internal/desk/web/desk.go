@@ -159,8 +159,27 @@ func New(c Config) (*Desk, error) {
 		{http.MethodPost, "/{id}/decision", d.withSession(d.decide)},
 	}
 	m := http.NewServeMux()
+	registered := map[string]bool{}
 	for _, rt := range routes {
 		m.Handle(rt.method+" "+Path+rt.path, rt.h)
+		registered[rt.method+" "+rt.path] = true
+	}
+	wrongMethod := func(w http.ResponseWriter, r *http.Request, allowed string) {
+		w.Header().Set("Allow", allowed)
+		d.refuse(w, r, http.StatusMethodNotAllowed, errcode.DeskPageUnknown, "This page takes "+allowed+", not "+r.Method+".")
+	}
+	// A page of a fixed path asked with the other method is refused here:
+	// left to the mux, GET /approvals/signout would be taken by /{id} for
+	// an approval's id, and not found.
+	companions := map[string]bool{}
+	for _, rt := range routes {
+		otherMethod := map[string]string{http.MethodGet: http.MethodPost, http.MethodPost: http.MethodGet}[rt.method]
+		if strings.Contains(rt.path, "{") || registered[otherMethod+" "+rt.path] {
+			continue
+		}
+		pattern, allowed := otherMethod+" "+Path+rt.path, rt.method
+		m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { wrongMethod(w, r, allowed) })
+		companions[pattern] = true
 	}
 	// Any other path or method under the desk is refused as the desk
 	// refuses, on its page with a code, not the mux's plain text; a path
@@ -170,9 +189,8 @@ func New(c Config) (*Desk, error) {
 		for _, allowed := range []string{http.MethodGet, http.MethodPost} {
 			probe := r.Clone(r.Context())
 			probe.Method = allowed
-			if _, pattern := m.Handler(probe); allowed != r.Method && pattern != other {
-				w.Header().Set("Allow", allowed)
-				d.refuse(w, r, http.StatusMethodNotAllowed, errcode.DeskPageUnknown, "This page takes "+allowed+", not "+r.Method+".")
+			if _, pattern := m.Handler(probe); allowed != r.Method && pattern != other && !companions[pattern] {
+				wrongMethod(w, r, allowed)
 				return
 			}
 		}

@@ -111,7 +111,7 @@ func TestRejectWithANote(t *testing.T) {
 // TestNotesTheEngineRefuses: a note the approvals API refuses is refused
 // by the desk's form too, 400 with the engine's words, and nothing is
 // decided: one with a NUL (which Postgres cannot store), one with bytes
-// that are not UTF-8, one past engine.MaxNoteBytes (the textarea's own
+// that are not UTF-8, one past engine.MaxNoteChars (the textarea's own
 // bound is the browser's to keep, not the server's). One at the bound is
 // recorded.
 func TestNotesTheEngineRefuses(t *testing.T) {
@@ -119,7 +119,7 @@ func TestNotesTheEngineRefuses(t *testing.T) {
 	id := f.stage(t, "o-1001")
 	ada := f.client(t)
 	ada.signIn("ada")
-	for _, note := range []string{"no\x00", "no\xff", strings.Repeat("n", engine.MaxNoteBytes+1)} {
+	for _, note := range []string{"no\x00", "no\xff", strings.Repeat("n", engine.MaxNoteChars+1)} {
 		detail := ada.get(f.base + web.Path + "/" + id)
 		got := ada.submit(detail, "reject-form", map[string]string{"note": note})
 		// html/template writes a plus sign as &#43;.
@@ -129,7 +129,7 @@ func TestNotesTheEngineRefuses(t *testing.T) {
 		}
 	}
 	detail := ada.get(f.base + web.Path + "/" + id)
-	done := ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": strings.Repeat("n", engine.MaxNoteBytes)}))
+	done := ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": strings.Repeat("n", engine.MaxNoteChars)}))
 	if !strings.Contains(done.body, "this approval is rejected") {
 		t.Fatalf("a note at the bound:\n%s", done.body)
 	}
@@ -578,9 +578,10 @@ func TestSignInRefusals(t *testing.T) {
 }
 
 // TestSignInReturnsToThePageAsked: a page asked for without a session is
-// where the sign-in lands; a next outside the desk, or whose decoded path
-// holds a dot or a backslash, lands on the list (one that decoded to a dot
-// failed the sign-in).
+// where the sign-in lands, its query with it (a search, a cursor, which
+// holds dots); a next outside the desk, or whose decoded path holds a dot
+// or a backslash, lands on the list (one that decoded to a dot failed the
+// sign-in); a query too long to keep is dropped, the page kept.
 func TestSignInReturnsToThePageAsked(t *testing.T) {
 	f := newFixture(t)
 	id := f.stage(t, "o-1001")
@@ -589,6 +590,19 @@ func TestSignInReturnsToThePageAsked(t *testing.T) {
 	landed := c.follow(c.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))
 	if landed.url != f.base+web.Path+"/"+id || !strings.Contains(landed.body, "approve-form") {
 		t.Fatalf("landed at %s", landed.url)
+	}
+	for asked, want := range map[string]string{
+		"/audit?phase=approved":                     "/audit?phase=approved",
+		"/audit?actor=agent+7&cursor=k1.b0dy.s1g":   "/audit?actor=agent+7&cursor=k1.b0dy.s1g",
+		"?status=rejected":                          "?status=rejected",
+		"/audit?actor=" + strings.Repeat("a", 3000): "/audit",
+	} {
+		c := f.client(t)
+		login := c.follow(c.get(f.base + web.Path + asked))
+		landed := c.follow(c.submit(login, "/authorize", map[string]string{"username": "ada", "password": password, "action": "sign_in"}))
+		if landed.url != f.base+web.Path+want {
+			t.Errorf("asked for %.80s, landed at %.80s, want %s", asked, landed.url, want)
+		}
 	}
 	for _, next := range []string{"https://evil.example/approvals/x", "//evil.example/approvals", "/approvals/../mcp", `/approvals\evil`, "/mcp",
 		"/approvals%2F%2E%2E%2F%2Fevil", "/approvals%5Cevil"} {
@@ -737,7 +751,7 @@ func TestAuditView(t *testing.T) {
 
 	// A search the API refuses, the desk refuses alike: 400, not a
 	// failure of the database, nor every record.
-	for _, query := range []string{"actor=a%00", "action=%ff", "phase=bogus", "correlation_id=" + strings.Repeat("c", engine.MaxFilterBytes+1)} {
+	for _, query := range []string{"actor=a%00", "action=%ff", "phase=bogus", "correlation_id=" + strings.Repeat("c", engine.MaxFilterChars+1)} {
 		if got := ada.get(f.base + web.Path + "/audit?" + query); got.status != http.StatusBadRequest || count(got.body, `<td data-label="Seq">`) != 0 {
 			t.Errorf("%s: status %d, %d records", query, got.status, count(got.body, `<td data-label="Seq">`))
 		}
@@ -1006,6 +1020,12 @@ func TestUnknownPagesAreRefusedWithACode(t *testing.T) {
 		{http.MethodDelete, "/00000000-0000-0000-0000-000000000000", http.StatusMethodNotAllowed, http.MethodGet},
 		{http.MethodPut, "", http.StatusMethodNotAllowed, http.MethodGet},
 		{http.MethodGet, "/00000000-0000-0000-0000-000000000000/decision", http.StatusMethodNotAllowed, http.MethodPost},
+		// A fixed page asked with the other method is not read as an
+		// approval's id (GET /{id}), nor named by the refusal of another.
+		{http.MethodGet, "/signout", http.StatusMethodNotAllowed, http.MethodPost},
+		{http.MethodPut, "/signout", http.StatusMethodNotAllowed, http.MethodPost},
+		{http.MethodPost, "/events", http.StatusMethodNotAllowed, http.MethodGet},
+		{http.MethodPost, "", http.StatusMethodNotAllowed, http.MethodGet},
 		// A path not written clean is refused as written, not redirected
 		// to the page it cleans to.
 		{http.MethodGet, "//00000000-0000-0000-0000-000000000000", http.StatusNotFound, ""},

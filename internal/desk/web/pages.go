@@ -80,10 +80,10 @@ func funcs() template.FuncMap {
 		// row: a person's subject and tenant.
 		"shown": display.Text,
 		// noteMax is a note textarea's maxlength: a browser counts UTF-16
-		// code units, each at most 3 bytes of UTF-8, so a note it lets
-		// through is never one the server refuses (engine.MaxNoteBytes)
+		// code units, one or two to a character, so a note it lets
+		// through is never one the server refuses (engine.MaxNoteChars)
 		// and loses with the page.
-		"noteMax": func() int { return engine.MaxNoteBytes / 3 },
+		"noteMax": func() int { return engine.MaxNoteChars },
 	}
 }
 

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -65,23 +66,37 @@ func (d *Desk) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, nonce, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
-	// These are random URL-safe strings, so a dot cannot occur in them.
-	d.setCookie(w, loginCookie, strings.Join([]string{state, nonce, verifier, localPath(r.URL.Query().Get("next"))}, "."), loginTTL)
+	// These are random URL-safe strings, so a dot cannot occur in them;
+	// the landing page is kept in unpadded base64url, which has none either
+	// (a list's cursor, in its query, does).
+	landing := base64.RawURLEncoding.EncodeToString([]byte(localPath(r.URL.Query().Get("next"))))
+	d.setCookie(w, loginCookie, strings.Join([]string{state, nonce, verifier, landing}, "."), loginTTL)
 	http.Redirect(w, r, config.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
 }
 
-// localPath returns next's path when it is a path of the desk, else the
-// list: a sign-in never sends the browser anywhere else. Neither next nor
-// its decoded path may hold a dot or a backslash: the path is kept in the
-// login cookie between dots, and is where the browser lands.
+// localPath returns next's path and query when its path is one of the
+// desk's, else the list: a sign-in never sends the browser anywhere else.
+// Its path, decoded, may hold no dot and no backslash (a step out of the
+// desk, which a browser or a proxy may resolve). The query is kept as its
+// parameters, encoded again, so a filtered search or a page of older
+// approvals is where the sign-in lands; one that would make the login
+// cookie longer than a browser keeps (maxLanding) is dropped.
 func localPath(next string) string {
 	u, err := url.Parse(next)
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || (u.Path != Path && !strings.HasPrefix(u.Path, Path+"/")) ||
-		strings.ContainsAny(next, `.\`) || strings.ContainsAny(u.Path, `.\`) {
+		strings.ContainsAny(u.Path, `.\`) || len(u.EscapedPath()) > maxLanding {
 		return Path
 	}
-	return u.Path
+	query, err := url.ParseQuery(u.RawQuery)
+	if landing := u.EscapedPath() + "?" + query.Encode(); err == nil && len(query) > 0 && len(landing) <= maxLanding {
+		return landing
+	}
+	return u.EscapedPath()
 }
+
+// maxLanding bounds the page a sign-in lands on, as kept in the login
+// cookie (which a browser keeps to 4 KB, its name and attributes with it).
+const maxLanding = 2048
 
 // callback completes the sign-in: the state must be this browser's, the
 // code is exchanged with the PKCE verifier, the ID token must verify and
@@ -100,7 +115,11 @@ func (d *Desk) callback(w http.ResponseWriter, r *http.Request) {
 		d.refuse(w, r, http.StatusBadRequest, signInFailedCode, "This sign-in did not start in this browser, or it took too long. Start again.")
 		return
 	}
-	nonce, verifier, next := parts[1], parts[2], parts[3]
+	nonce, verifier := parts[1], parts[2]
+	next := Path
+	if landing, err := base64.RawURLEncoding.DecodeString(parts[3]); err == nil {
+		next = localPath(string(landing)) // checked again: the cookie came back from the browser
+	}
 	if e := q.Get("error"); e != "" {
 		d.refuse(w, r, http.StatusForbidden, signInFailedCode, "The sign-in service refused the sign-in ("+e+").")
 		return
@@ -123,7 +142,7 @@ func (d *Desk) callback(w http.ResponseWriter, r *http.Request) {
 		d.failed(w, r, "start a session", err)
 		return
 	}
-	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: next passed localPath when the sign-in began: a path of the desk
+	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: next passed localPath: a path of the desk
 }
 
 var errNotAPerson = errors.New("not a person")
