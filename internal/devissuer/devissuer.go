@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -165,6 +166,21 @@ func (i *Issuer) Rotate(k *Key) {
 	defer i.mu.Unlock()
 	i.published = append(i.published, k)
 	i.current = k
+}
+
+// Withdraw stops publishing the key of id, as an issuer does with a key
+// it no longer trusts: tokens it signed stop verifying once a verifier
+// fetches the keys again. The key that signs new tokens is not withdrawn
+// (Rotate first); Withdraw reports whether a key was.
+func (i *Issuer) Withdraw(id string) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.current.ID == id {
+		return false
+	}
+	n := len(i.published)
+	i.published = slices.DeleteFunc(i.published, func(k *Key) bool { return k.ID == id })
+	return len(i.published) < n
 }
 
 // KeyID returns the id of the key that signs new tokens.

@@ -158,11 +158,16 @@ const (
 
 // Resolver verifies OIDC bearer tokens. Discovery and the first fetch of
 // the issuer's signing keys happen on first use and are retried until they
-// succeed; the keys are cached, and fetched again when a token names a key
-// the cache does not hold, at most once per MinRefetchInterval, so an
-// issuer's key rotation needs no restart and a flood of forged tokens
-// cannot make orangerail flood the issuer. A Resolver is safe for
-// concurrent use.
+// succeed: one attempt at a time, which every caller meanwhile waits for,
+// and after a failure none before a backoff (1s, doubling, at most 15s or
+// MinRefetchInterval) — until then a caller gets the failure at once. The
+// keys are cached, and fetched again when a token names a key the cache
+// does not hold, at most once per MinRefetchInterval, and before a token
+// is verified with keys older than their maximum age (KeyMaxAgeDefault,
+// or less where the issuer's Cache-Control says), so an issuer's key
+// rotation needs no restart, a key it withdraws stops verifying, and a
+// flood of forged tokens cannot make orangerail flood the issuer, up or
+// down. A Resolver is safe for concurrent use.
 type Resolver struct {
 	cfg     ontology.OIDC
 	admit   Admission
@@ -172,8 +177,13 @@ type Resolver struct {
 	refetch time.Duration
 
 	mu       sync.Mutex
+	provider *oidc.Provider
 	verifier *oidc.IDTokenVerifier
 	keys     *keySet
+	// discovery is the attempt under way, or the last one, failed; retry
+	// is when the next may begin.
+	discovery *attempt
+	retry     backoff
 
 	cacheMu sync.Mutex
 	cache   map[[sha256.Size]byte]cached
@@ -257,14 +267,71 @@ func (r *Resolver) Ready(ctx context.Context) error {
 	return keys.ready(ctx)
 }
 
-// load reads the issuer's discovery document, once it succeeds: the
-// verifier it returns checks tokens against the keys at its jwks_uri.
-func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, error) {
+// Provider returns the issuer as its discovery document describes it
+// (its endpoints, for the desk's sign-in), discovering it first if it is
+// not yet: with the Resolver's one attempt at a time and its backoff.
+func (r *Resolver) Provider(ctx context.Context) (*oidc.Provider, error) {
+	if _, _, err := r.load(ctx); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.verifier != nil {
-		return r.verifier, r.keys, nil
+	return r.provider, nil
+}
+
+// load reads the issuer's discovery document, once it succeeds: the
+// verifier it returns checks tokens against the keys at its jwks_uri. One
+// attempt runs at a time, the callers meanwhile waiting for its outcome;
+// after it fails, callers get its error until the backoff has passed.
+func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, error) {
+	for {
+		r.mu.Lock()
+		if v, keys := r.verifier, r.keys; v != nil {
+			r.mu.Unlock()
+			return v, keys, nil
+		}
+		if a := r.discovery; a != nil {
+			if !a.ended() {
+				r.mu.Unlock()
+				if err := a.wait(ctx); err != nil {
+					return nil, nil, err
+				}
+				continue // its outcome is read above, or below
+			}
+			if !r.retry.due(r.now()) {
+				r.mu.Unlock()
+				return nil, nil, a.err
+			}
+		}
+		a := newAttempt()
+		r.discovery = a
+		r.mu.Unlock()
+
+		// The attempt is shared: it does not end with this caller's
+		// context (the HTTP client's timeout bounds it).
+		provider, keys, err := r.discover(context.WithoutCancel(ctx))
+		r.mu.Lock()
+		if err == nil {
+			r.provider, r.keys = provider, keys
+			r.verifier = oidc.NewVerifier(r.cfg.Issuer, keys, &oidc.Config{
+				ClientID:             r.cfg.Audience,
+				SupportedSigningAlgs: SigningAlgorithms(),
+				SkipExpiryCheck:      true, // checked below, with this resolver's skew
+			})
+			r.retry.succeeded()
+		} else {
+			r.retry.failed(r.now(), r.refetch)
+		}
+		a.end(err)
+		r.mu.Unlock()
+		if err != nil {
+			return nil, nil, err
+		}
 	}
+}
+
+// discover reads the issuer's discovery document and names its keys.
+func (r *Resolver) discover(ctx context.Context) (*oidc.Provider, *keySet, error) {
 	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, r.client), r.cfg.Issuer)
 	if err != nil {
 		return nil, nil, fmt.Errorf("OIDC discovery at %s: %w", r.cfg.Issuer, err)
@@ -278,13 +345,7 @@ func (r *Resolver) load(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, er
 	if err := ontology.CheckIssuerURL("the issuer's jwks_uri", discovered.JWKSURI); err != nil {
 		return nil, nil, fmt.Errorf("OIDC discovery at %s: %w", r.cfg.Issuer, err)
 	}
-	r.keys = &keySet{url: discovered.JWKSURI, client: r.client, now: r.now, interval: r.refetch}
-	r.verifier = oidc.NewVerifier(r.cfg.Issuer, r.keys, &oidc.Config{
-		ClientID:             r.cfg.Audience,
-		SupportedSigningAlgs: SigningAlgorithms(),
-		SkipExpiryCheck:      true, // checked below, with this resolver's skew
-	})
-	return r.verifier, r.keys, nil
+	return provider, &keySet{url: discovered.JWKSURI, client: r.client, now: r.now, interval: r.refetch}, nil
 }
 
 // Resolve verifies a bearer token and maps its claims to a caller, then

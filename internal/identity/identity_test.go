@@ -34,6 +34,12 @@ type fixture struct {
 	jwks atomic.Int32
 	// jwksDown, while set, answers those requests 503.
 	jwksDown atomic.Bool
+	// jwksCacheControl, when set, is the Cache-Control of the keys.
+	jwksCacheControl atomic.Value
+	// discovery counts the requests for the discovery document, and
+	// discoveryDown, while set, answers them 503.
+	discovery     atomic.Int32
+	discoveryDown atomic.Bool
 }
 
 // clock is a test's time, moved by hand; it starts at the real time.
@@ -69,9 +75,19 @@ func setupWith(t *testing.T, edit func(*ontology.OIDC), opts identity.ResolverOp
 	}
 	f := &fixture{issuer: iss, clock: &clock{t: time.Now()}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/jwks" {
+		switch r.URL.Path {
+		case "/jwks":
 			f.jwks.Add(1)
 			if f.jwksDown.Load() {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			if cc, _ := f.jwksCacheControl.Load().(string); cc != "" {
+				w.Header().Set("Cache-Control", cc)
+			}
+		case "/.well-known/openid-configuration":
+			f.discovery.Add(1)
+			if f.discoveryDown.Load() {
 				http.Error(w, "down", http.StatusServiceUnavailable)
 				return
 			}
@@ -221,6 +237,133 @@ func TestKeyRotation(t *testing.T) {
 	}
 }
 
+// TestWithdrawnKeysStopVerifying: a key the issuer stops publishing, with
+// no new key id to prompt a fetch, verifies no token once the keys are
+// older than their maximum age — KeyMaxAgeDefault, or the max-age of the
+// issuer's Cache-Control where shorter, never less than the interval
+// between fetches — and until then does (the bound the README states). A
+// fetch at that age that fails keeps the keys: the issuer's outage
+// refuses no valid token.
+func TestWithdrawnKeysStopVerifying(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		cacheControl string
+		bound        time.Duration
+	}{
+		{"", identity.KeyMaxAgeDefault},
+		{"public, max-age=300", 5 * time.Minute},
+		{"max-age=86400", identity.KeyMaxAgeDefault}, // longer than ours: ours
+		{"no-cache", identity.MinRefetchIntervalDefault},
+	} {
+		f := setup(t, nil)
+		f.jwksCacheControl.Store(c.cacheControl)
+		withdrawn, err := devissuer.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.issuer.Rotate(withdrawn)
+		signed := func(key *devissuer.Key, n int) string {
+			t.Helper()
+			claims := f.claims(map[string]any{"n": n}) // each token new: none is cached
+			claims.Expiry = f.clock.Now().Add(time.Hour)
+			tok, err := devissuer.SignWith(key, claims)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}
+		if _, err := f.resolver.Resolve(ctx, signed(withdrawn, 0)); err != nil {
+			t.Fatal(err)
+		}
+		next, err := devissuer.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.issuer.Rotate(next)
+		if !f.issuer.Withdraw(withdrawn.ID) {
+			t.Fatal("the key was not withdrawn")
+		}
+		f.clock.Advance(c.bound - time.Second)
+		if _, err := f.resolver.Resolve(ctx, signed(withdrawn, 1)); err != nil {
+			t.Fatalf("%q: within the keys' age, a withdrawn key's token: %v", c.cacheControl, err)
+		}
+		f.clock.Advance(time.Second)
+		if _, err := f.resolver.Resolve(ctx, signed(withdrawn, 2)); !errors.Is(err, identity.ErrInvalidToken) {
+			t.Fatalf("%q: %s after the keys were fetched, a withdrawn key's token: %v", c.cacheControl, c.bound, err)
+		}
+		if _, err := f.resolver.Resolve(ctx, signed(next, 3)); err != nil {
+			t.Fatalf("%q: the new key's token: %v", c.cacheControl, err)
+		}
+		fetches := f.jwks.Load()
+		f.jwksDown.Store(true)
+		f.clock.Advance(c.bound)
+		if _, err := f.resolver.Resolve(ctx, signed(next, 4)); err != nil {
+			t.Fatalf("%q: with the keys past their age and the issuer down, a valid token: %v", c.cacheControl, err)
+		}
+		if n := f.jwks.Load(); n != fetches+1 {
+			t.Fatalf("%q: %d key fetches past the keys' age, want 1", c.cacheControl, n-fetches)
+		}
+	}
+}
+
+// TestIssuerOutageIsNotAmplified: while the issuer's discovery or its keys
+// cannot be had (before they ever were), tokens — forged ones too, all at
+// once or one after another — ask the issuer once, and again only after a
+// backoff: 1s, doubling, at most 15s. Each is answered as the issuer's fault, not the
+// token's, and once the issuer answers, tokens verify.
+func TestIssuerOutageIsNotAmplified(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, down := range []string{"discovery", "jwks"} {
+		f := setup(t, nil)
+		counter, flag := &f.discovery, &f.discoveryDown
+		if down == "jwks" {
+			counter, flag = &f.jwks, &f.jwksDown
+		}
+		flag.Store(true)
+		resolve := func(n int) {
+			t.Helper()
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					tok := "x.y.z"
+					if i%2 == 0 {
+						tok = f.token(t, f.claims(map[string]any{"n": i}))
+					}
+					if _, err := f.resolver.Resolve(ctx, tok); err == nil || errors.Is(err, identity.ErrInvalidToken) {
+						t.Errorf("%s down: %v, want the issuer's fault", down, err)
+					}
+				})
+			}
+			wg.Wait()
+			for range n {
+				if _, err := f.resolver.Resolve(ctx, "x.y.z"); err == nil || errors.Is(err, identity.ErrInvalidToken) {
+					t.Errorf("%s down: %v, want the issuer's fault", down, err)
+				}
+			}
+			if err := f.resolver.Ready(ctx); err == nil {
+				t.Errorf("%s down: ready", down)
+			}
+		}
+		for i, backoff := range []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second} {
+			f.clock.Advance(backoff)
+			resolve(20)
+			if n := counter.Load(); n != int32(i+1) {
+				t.Fatalf("%s down: %d requests to it after %d backoffs, want %d", down, n, i, i+1)
+			}
+		}
+		flag.Store(false)
+		if _, err := f.resolver.Resolve(ctx, f.token(t, f.claims(nil))); err == nil {
+			t.Fatalf("%s back within the backoff: the attempt was made", down)
+		}
+		f.clock.Advance(15 * time.Second)
+		if _, err := f.resolver.Resolve(ctx, f.token(t, f.claims(nil))); err != nil {
+			t.Fatalf("%s back: %v", down, err)
+		}
+	}
+}
+
 // forgedWithKnownID signs with a key of the issuer's published id that is
 // not the issuer's key: a bad signature under a known key id.
 func forgedWithKnownID(t *testing.T, f *fixture, c devissuer.Claims) string {
@@ -334,7 +477,8 @@ func TestUnknownKeyIDsFetchAtMostOncePerInterval(t *testing.T) {
 
 // TestUnreachableKeysAreNotAnInvalidToken: while the issuer's keys cannot
 // be fetched a first time, no token is blamed; once they can, tokens
-// verify.
+// verify (after the backoff from the failed fetch,
+// TestIssuerOutageIsNotAmplified).
 func TestUnreachableKeysAreNotAnInvalidToken(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -348,6 +492,7 @@ func TestUnreachableKeysAreNotAnInvalidToken(t *testing.T) {
 		t.Fatalf("keys unreachable: %v", err)
 	}
 	f.jwksDown.Store(false)
+	f.clock.Advance(time.Second)
 	if _, err := f.resolver.Resolve(ctx, tok); err != nil {
 		t.Fatalf("keys reachable again: %v", err)
 	}

@@ -34,17 +34,18 @@ func newProvider(c Config, redirectURL string) *provider {
 	return &provider{c: c, redirectURL: redirectURL}
 }
 
-// load discovers the issuer, once it answers.
+// load discovers the issuer, once it answers: through the resolver, so
+// the desk's sign-ins and the bearer tokens share one discovery, one
+// attempt at a time, spaced while the issuer does not answer.
 func (p *provider) load(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifier, error) {
+	discovered, err := p.c.Resolver.Provider(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.oauth != nil {
 		return p.oauth, p.verifier, nil
-	}
-	ctx = oidc.ClientContext(ctx, p.c.HTTPClient)
-	discovered, err := oidc.NewProvider(ctx, p.c.Ontology.Identity.OIDC.Issuer)
-	if err != nil {
-		return nil, nil, err
 	}
 	p.oauth = &oauth2.Config{ClientID: p.c.Ontology.Desk.ClientID, ClientSecret: p.c.ClientSecret, RedirectURL: p.redirectURL,
 		Endpoint: discovered.Endpoint(), Scopes: []string{oidc.ScopeOpenID}}
