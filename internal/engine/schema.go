@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/orangerail/orangerail/internal/display"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -87,12 +89,33 @@ func compileReadSchema(name string, schema map[string]any) (*ontology.Validator,
 }
 
 // checkReadInput checks a read's arguments against its advertised input
-// schema; every issue at its path.
+// schema; every issue at its path. A member named twice in one object is
+// refused first: the schema would be checked on the one a decoder keeps.
 func (e *Engine) checkReadInput(tool string, args json.RawMessage) []Issue {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
+	if issue := RepeatedMember(args); issue != nil {
+		return []Issue{*issue}
+	}
 	return schemaIssues(e.readSchemas[tool], args, true)
+}
+
+// RepeatedMember is the issue of arguments that name a member twice in
+// one object, at any depth, at the second's path; nil when none does.
+// Every tool's arguments are held to it (an action's by jcs.Parse): a
+// decoder keeps one of the two, where a log or the audit record may show
+// the other.
+func RepeatedMember(args json.RawMessage) *Issue {
+	path, ok := jsonmember.Repeated(args)
+	if !ok {
+		return nil
+	}
+	at := make(ontology.Pointer, len(path))
+	for i, seg := range path {
+		at[i] = display.Echo(seg)
+	}
+	return &Issue{Path: at.String(), Message: fmt.Sprintf("duplicate member name %q", at[len(at)-1])}
 }
 
 // column returns the catalog's column under an object's field; known is

@@ -234,7 +234,8 @@ func noArgs(args json.RawMessage) []engine.Issue {
 	return issues
 }
 
-// argsObject decodes a call's arguments, absent or an object.
+// argsObject decodes a call's arguments, absent or an object naming no
+// member twice (engine.RepeatedMember).
 func argsObject(args json.RawMessage) (map[string]json.RawMessage, []engine.Issue) {
 	var in map[string]json.RawMessage
 	if len(args) == 0 {
@@ -242,6 +243,9 @@ func argsObject(args json.RawMessage) (map[string]json.RawMessage, []engine.Issu
 	}
 	if err := json.Unmarshal(args, &in); err != nil {
 		return nil, []engine.Issue{{Path: "", Message: "must be an object"}}
+	}
+	if issue := engine.RepeatedMember(args); issue != nil {
+		return nil, []engine.Issue{*issue}
 	}
 	return in, nil
 }

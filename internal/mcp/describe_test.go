@@ -350,3 +350,62 @@ func TestDescribeToolsAreGated(t *testing.T) {
 	}
 	described(t, connect(t, scopedServer, scoped("acme", "orders:read")), "describe_object", `{"object": "order"}`)
 }
+
+// TestEveryToolRefusesARepeatedMember: arguments naming a member twice in
+// one object, at any depth, are refused X_INPUT_INVALID at the second's
+// path by every tool — the describe tools, the reads, errors_explain and
+// manage_resource as check_approval and the actions are — never served on
+// the one a decoder keeps (describe_object answering for "customer" where
+// the first member named "order"; manage_resource running order_get where
+// a log may show order_list).
+func TestEveryToolRefusesARepeatedMember(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, _ := b.server(t)
+	meta, _ := metaServer(t, b)
+	// refused reads the answer's payload (its structured content, else its
+	// last text block) for one issue: a duplicate member at path.
+	refused := func(got []byte, path string) bool {
+		var answer struct {
+			Result struct {
+				IsError    bool            `json:"isError"`
+				Structured json.RawMessage `json:"structuredContent"`
+				Content    []struct{ Text string }
+			}
+		}
+		if json.Unmarshal(got, &answer) != nil || !answer.Result.IsError || len(answer.Result.Content) == 0 {
+			return false
+		}
+		raw := answer.Result.Structured
+		if raw == nil {
+			raw = json.RawMessage(answer.Result.Content[len(answer.Result.Content)-1].Text)
+		}
+		var payload struct {
+			Code   string
+			Issues []engine.Issue
+		}
+		return json.Unmarshal(raw, &payload) == nil && payload.Code == "X_INPUT_INVALID" && len(payload.Issues) == 1 &&
+			payload.Issues[0].Path == path && strings.Contains(payload.Issues[0].Message, "duplicate member name")
+	}
+	for _, c := range []struct{ tool, args, path string }{
+		{"check_approval", `{"approvalId":"00000000-0000-0000-0000-000000000001","approvalId":"00000000-0000-0000-0000-000000000002"}`, "/approvalId"},
+		{"describe_object", `{"object":"order","object":"customer"}`, "/object"},
+		{"describe_action", `{"action":"cancel_order","action":"add_order_note"}`, "/action"},
+		{"errors_explain", `{"code":"X_FORBIDDEN","code":"X_INPUT_INVALID"}`, "/code"},
+		{"order_get", `{"id":"o-1001","id":"o-1002"}`, "/id"},
+		{"order_list", `{"limit":1,"limit":2}`, "/limit"},
+		{"cancel_order", `{"order_id":"o-1001","reason":"a","reason":"b"}`, "/reason"},
+	} {
+		if got := rawResult(t, s, agent("support"), c.tool, c.args); !refused(got, c.path) {
+			t.Errorf("%s %s answered\n%s\nwant X_INPUT_INVALID, a duplicate member at %s", c.tool, c.args, got, c.path)
+		}
+	}
+	for _, c := range []struct{ args, path string }{
+		{`{"resource":"orders","tool":"order_list","tool":"order_get","arguments":{"id":"o-1001"}}`, "/tool"},
+		{`{"resource":"orders","tool":"order_get","arguments":{"id":"o-1001","id":"o-1002"}}`, "/arguments/id"},
+	} {
+		if got := rawResult(t, meta, metaCaller("orders:read"), "manage_resource", c.args); !refused(got, c.path) {
+			t.Errorf("manage_resource %s answered\n%s\nwant X_INPUT_INVALID, a duplicate member at %s", c.args, got, c.path)
+		}
+	}
+}
