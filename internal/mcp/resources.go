@@ -119,7 +119,11 @@ func resourceCaller(fixed *engine.Caller, req *sdk.ReadResourceRequest) *engine.
 // rule); a failure to read is internal, its text in the host log only.
 func (s *Server) readApproval(ctx context.Context, caller *engine.Caller, uri string) (*engine.AgentApproval, error) {
 	id, ok := strings.CutPrefix(uri, approvalURIPrefix)
-	if !ok {
+	if !ok || !canonicalUUID(id) {
+		// A resource has one URI: the one a subscription's notifications
+		// name (ApprovalURI of the id as the approval spells it). Another
+		// spelling of the id — upper case, braces, urn:uuid:, no hyphens —
+		// would read the approval but hear of no change.
 		return nil, resourceNotFound(uri)
 	}
 	a, err := s.engine.ReadApproval(ctx, caller, id)
@@ -133,6 +137,13 @@ func (s *Server) readApproval(ctx context.Context, caller *engine.Caller, uri st
 			Message: fmt.Sprintf("the approval could not be read; an operator can read why in the host log under correlationId %q", correlation)}
 	}
 	return a, nil
+}
+
+// canonicalUUID reports whether s is a UUID in its one canonical spelling:
+// 36 characters, lower-case hexadecimal, hyphenated 8-4-4-4-12.
+func canonicalUUID(s string) bool {
+	id, err := uuid.Parse(s)
+	return err == nil && id.String() == s
 }
 
 // jsonResource is a resource's content: v as indented JSON, its < > &

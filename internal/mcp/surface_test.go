@@ -398,6 +398,13 @@ func TestApprovalResource(t *testing.T) {
 	if got := readErr(t, cs, mcp.ApprovalURI("not-an-id")); got != missing {
 		t.Errorf("a malformed id reads %q, want %q", got, missing)
 	}
+	// A resource has one URI, the one its notifications name: the id's
+	// other spellings, which a UUID parser takes, are not it.
+	for _, spelling := range []string{strings.ToUpper(id), "{" + id + "}", "urn:uuid:" + id, strings.ReplaceAll(id, "-", "")} {
+		if got := readErr(t, cs, mcp.ApprovalURI(spelling)); got != missing {
+			t.Errorf("the approval as %s reads %q, want it not found", spelling, got)
+		}
+	}
 
 	approve(t, sv.e, id)
 	for range 2 { // reading twice executes nothing
