@@ -405,10 +405,8 @@ func (s *Server) subscribe(ctx context.Context, srv *sdk.Server, caller *engine.
 
 // unsubscribe ends a session's subscription to an approval.
 func (s *Server) unsubscribe(_ context.Context, req *sdk.UnsubscribeRequest) error {
-	if id, ok := strings.CutPrefix(req.Params.URI, approvalURIPrefix); ok {
-		if parsed, err := uuid.Parse(id); err == nil {
-			s.watch.remove(parsed, req.Session)
-		}
+	if id, ok := strings.CutPrefix(req.Params.URI, approvalURIPrefix); ok && canonicalUUID(id) {
+		s.watch.remove(uuid.MustParse(id), req.Session)
 	}
 	return nil
 }
