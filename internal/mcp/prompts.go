@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 )
 
@@ -103,7 +104,10 @@ func promptArguments(name string, def *sdk.Prompt, args map[string]string) error
 	for _, given := range slices.Sorted(maps.Keys(args)) {
 		switch {
 		case !declared[given]:
-			problems = append(problems, fmt.Sprintf("%s is not an argument of this prompt", given))
+			// The caller's own name, echoed bounded: no longer a message
+			// than a name of this prompt's would make, nor one that spells
+			// a newline or a quote into the host log's line.
+			problems = append(problems, fmt.Sprintf("%q is not an argument of this prompt", display.Echo(given)))
 		case utf8.RuneCountInString(args[given]) > MaxPromptArgumentChars:
 			problems = append(problems, fmt.Sprintf("%s is longer than %d characters", given, MaxPromptArgumentChars))
 		}

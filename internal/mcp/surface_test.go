@@ -602,10 +602,15 @@ func TestPrompts(t *testing.T) {
 		t.Fatalf("hidden: %v; missing: %v", hidden, missing)
 	}
 	var rpcErr *jsonrpc.Error
-	err = get(support, "request_cancellation", map[string]string{"order_id": "o-1", "extra": "x", "reason": strings.Repeat("r", mcp.MaxPromptArgumentChars+1)})
+	long := strings.Repeat("n", 10_000) + "\n"
+	err = get(support, "request_cancellation", map[string]string{"order_id": "o-1", "extra": "x", long: "x", "reason": strings.Repeat("r", mcp.MaxPromptArgumentChars+1)})
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpcErr.Message, string(errcode.MCPPromptArgumentsInvalid)) ||
-		!strings.Contains(rpcErr.Message, "extra is not an argument") || !strings.Contains(rpcErr.Message, "reason is longer than") {
+		!strings.Contains(rpcErr.Message, `"extra" is not an argument`) || !strings.Contains(rpcErr.Message, "reason is longer than") {
 		t.Fatalf("bad arguments: %v", err)
+	}
+	// An unknown argument's name is echoed bounded, quoted.
+	if len(rpcErr.Message) > 1000 || strings.Contains(rpcErr.Message, "\n") || !strings.Contains(rpcErr.Message, `"nnnn`) {
+		t.Fatalf("an unknown argument of 10,000 characters and a newline, echoed: %d bytes: %.300q", len(rpcErr.Message), rpcErr.Message)
 	}
 	if err := get(support, "request_cancellation", map[string]string{"order_id": "o-1"}); err == nil || !strings.Contains(err.Error(), "reason is required") {
 		t.Fatalf("a required argument missing: %v", err)
