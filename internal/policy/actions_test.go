@@ -2,12 +2,16 @@ package policy_test
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/policy"
+	"github.com/orangerail/orangerail/internal/policy/openapi"
+	"github.com/orangerail/orangerail/internal/policy/wsdl"
 )
 
 // TestActionsLoad writes the actions of every operation of every corpus
@@ -260,5 +264,65 @@ func TestSchemeNamesAnActionsFileCanHold(t *testing.T) {
 	slots := cfg.CredentialSlots()
 	if len(slots) != 1 || slots[0].Env != envs["Bearer-Auth"] {
 		t.Fatalf("the written file reads %+v, want Bearer-Auth's one credential from %s", slots, envs["Bearer-Auth"])
+	}
+}
+
+// TestLongIDsSharedStayToolNames: operations sharing an id of 64
+// characters, a tool name's most, are told apart by a suffix within those
+// 64 — the compiler's manifest passes its own schema (policy explain and
+// diff read it) — each name distinct.
+func TestLongIDsSharedStayToolNames(t *testing.T) {
+	id := strings.Repeat("a", 64)
+	var b strings.Builder
+	b.WriteString("openapi: 3.0.3\ninfo: {title: T, version: \"1\"}\npaths:\n")
+	for i := range 12 {
+		fmt.Fprintf(&b, "  /p%d:\n    get: {operationId: %s, responses: {\"204\": {description: done}}}\n", i, id)
+	}
+	doc, err := openapi.Parse([]byte(b.String()), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, nil) // holds the manifest to its schema
+	seen := map[string]bool{}
+	for _, tp := range m.Tools {
+		if len(tp.Name) > 64 || seen[tp.Name] {
+			t.Errorf("tool name %q: %d characters, or given twice", tp.Name, len(tp.Name))
+		}
+		seen[tp.Name] = true
+	}
+	if len(seen) != 12 || !seen[id] || !seen[id[:62]+"_2"] || !seen[id[:61]+"_12"] {
+		t.Errorf("names %v", slices.Sorted(maps.Keys(seen)))
+	}
+}
+
+// TestSOAPBodyWithoutElementFailsClosed: a document-style input part given
+// by type (WS-I Basic Profile R2204) leaves the call no Body element to
+// send: its operation fails closed on the document's problem, where it was
+// served and --actions wrote an operation of no name, which config check
+// refuses.
+func TestSOAPBodyWithoutElementFailsClosed(t *testing.T) {
+	src := `<?xml version="1.0"?>
+<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+  xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:tns="urn:t" targetNamespace="urn:t" name="T">
+  <types><xs:schema targetNamespace="urn:t">
+    <xs:complexType name="OrderT"><xs:sequence><xs:element name="id" type="xs:string"/></xs:sequence></xs:complexType>
+  </xs:schema></types>
+  <message name="In"><part name="order" type="tns:OrderT"/></message>
+  <message name="Out"><part name="ok" type="xs:string"/></message>
+  <portType name="P"><operation name="GetOrder"><input message="tns:In"/><output message="tns:Out"/></operation></portType>
+  <binding name="B" type="tns:P"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="GetOrder"><soap:operation soapAction="urn:t#GetOrder"/>
+      <input><soap:body use="literal"/></input><output><soap:body use="literal"/></output></operation></binding>
+  <service name="S"><port name="Port" binding="tns:B"><soap:address location="https://example.com/soap"/></port></service>
+</definitions>`
+	doc, err := wsdl.Parse([]byte(src), "t.wsdl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := tool(t, compileDoc(t, doc, nil), "GetOrder")
+	if tp.Status.Value != policy.StatusFailsClosed || !slices.ContainsFunc(tp.Unresolved, func(u policy.Unresolved) bool {
+		return u.Kind == policy.UnresolvedDocument && u.Fatal && slices.Contains(u.Source, "{urn:t}message:In")
+	}) {
+		t.Fatalf("GetOrder: %s (%s), findings %+v", tp.Status.Value, tp.Status.Rule, tp.Unresolved)
 	}
 }

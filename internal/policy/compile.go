@@ -510,7 +510,10 @@ func toolNames(ops []*apidoc.Operation) []toolName {
 		anothers := func(name string) bool { j, ok := owner[name]; return ok && j != i }
 		name := base
 		for n := 2; taken[name] || anothers(name); n++ {
-			name = fmt.Sprintf("%s_%d", base, n)
+			// The suffix fits within a tool name's 64 characters: the base
+			// is cut to make room.
+			suffix := fmt.Sprintf("_%d", n)
+			name = base[:min(len(base), 64-len(suffix))] + suffix
 			note = fmt.Sprintf("%q is another operation's", base)
 		}
 		taken[name] = true

@@ -94,11 +94,19 @@ func diffTool(o, n *ToolPolicy) []Change {
 	add("retry", string(o.Retry.Value), string(n.Retry.Value), retryRank[n.Retry.Value] > retryRank[o.Retry.Value], n.Retry.Rule)
 	added, removed := setDiff(o.RequiredScopes.Value, n.RequiredScopes.Value)
 	if len(added)+len(removed) > 0 {
+		// None where some were is no narrowing: a credential requested with
+		// no scope gets what the authorization server grants by default,
+		// which "looks narrowest by count while granting the most" (spec
+		// 001).
+		unscoped := len(o.RequiredScopes.Value) > 0 && len(n.RequiredScopes.Value) == 0
 		why := "the scopes needed changed"
-		if len(added) > 0 {
+		switch {
+		case unscoped:
+			why = "no scope is asked for now: the credential is requested with none, and gets what the authorization server grants by default"
+		case len(added) > 0:
 			why = "a scope widened: now needs " + strings.Join(added, ", ")
 		}
-		add("required_scopes", strings.Join(o.RequiredScopes.Value, " "), strings.Join(n.RequiredScopes.Value, " "), len(added) > 0, why+" ("+n.RequiredScopes.Rule+")")
+		add("required_scopes", strings.Join(o.RequiredScopes.Value, " "), strings.Join(n.RequiredScopes.Value, " "), len(added) > 0 || unscoped, why+" ("+n.RequiredScopes.Rule+")")
 	}
 	schemeNames := func(refs []SchemeRef) []string {
 		out := make([]string, len(refs))
@@ -162,6 +170,24 @@ func diffTool(o, n *ToolPolicy) []Change {
 	add("annotations.readOnlyHint", fmt.Sprint(oa.ReadOnlyHint.Value), fmt.Sprint(na.ReadOnlyHint.Value), na.ReadOnlyHint.Value && !oa.ReadOnlyHint.Value, na.ReadOnlyHint.Rule)
 	add("annotations.destructiveHint", fmt.Sprint(oa.DestructiveHint.Value), fmt.Sprint(na.DestructiveHint.Value), oa.DestructiveHint.Value && !na.DestructiveHint.Value, na.DestructiveHint.Rule)
 	add("annotations.idempotentHint", fmt.Sprint(oa.IdempotentHint.Value), fmt.Sprint(na.IdempotentHint.Value), na.IdempotentHint.Value && !oa.IdempotentHint.Value, na.IdempotentHint.Rule)
+	hint := func(v *bool) string {
+		if v == nil {
+			return "null"
+		}
+		return fmt.Sprint(*v)
+	}
+	add("annotations.x-orangerail/sensitiveHint", hint(oa.SensitiveHint.Value), hint(na.SensitiveHint.Value),
+		hint(oa.SensitiveHint.Value) == "true" && hint(na.SensitiveHint.Value) != "true", na.SensitiveHint.Rule)
+	reversible := func(d *Derived[bool]) (string, string) {
+		if d == nil {
+			return "absent", "the description says nothing of undoing it"
+		}
+		return fmt.Sprint(d.Value), d.Rule
+	}
+	orev, _ := reversible(oa.ReversibleHint)
+	nrev, nwhy := reversible(na.ReversibleHint)
+	add("annotations.x-orangerail/reversibleHint", orev, nrev, orev == "false" && nrev != "false", nwhy)
+	add("idempotency_header", o.IdempotencyHeader.Value, n.IdempotencyHeader.Value, false, n.IdempotencyHeader.Rule)
 	// Each finding by kind and field, with whether it is fatal and stands:
 	// a fatal one gone, turned non-fatal or accepted widens.
 	findings := func(us []Unresolved) []string {
@@ -181,11 +207,19 @@ func diffTool(o, n *ToolPolicy) []Change {
 	}
 	if a, r := setDiff(findings(o.Unresolved), findings(n.Unresolved)); len(a)+len(r) > 0 {
 		lifted := slices.ContainsFunc(r, func(f string) bool { return strings.HasSuffix(f, "(fatal)") })
+		// A credential now unauthenticated or scopeless grants more, fatal
+		// or not (a read's is not fatal).
+		opened := slices.ContainsFunc(a, func(f string) bool {
+			return strings.HasPrefix(f, string(UnresolvedUnauthenticated)+"@") || strings.HasPrefix(f, string(UnresolvedScopeless)+"@")
+		})
 		why := "what could not be demonstrated changed"
-		if lifted {
+		switch {
+		case lifted:
 			why = "a fatal finding no longer stands: " + strings.Join(slices.DeleteFunc(slices.Clone(r), func(f string) bool { return !strings.HasSuffix(f, "(fatal)") }), ", ")
+		case opened:
+			why = "the call's credential now grants more: " + strings.Join(a, ", ")
 		}
-		add("unresolved", strings.Join(findings(o.Unresolved), " "), strings.Join(findings(n.Unresolved), " "), lifted, why)
+		add("unresolved", strings.Join(findings(o.Unresolved), " "), strings.Join(findings(n.Unresolved), " "), lifted || opened, why)
 	}
 	return out
 }

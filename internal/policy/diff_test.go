@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/policy"
+	"github.com/orangerail/orangerail/internal/policy/openapi"
 )
 
 // TestDiff holds policy diff to the review issue 15 asks for on every
@@ -48,6 +49,8 @@ func TestDiff(t *testing.T) {
 		// Hints that claim less risk: a client trusts them.
 		{"touchThing", "annotations.readOnlyHint", true, "false", "true"},
 		{"touchThing", "annotations.idempotentHint", true, "false", "true"},
+		{"touchThing", "annotations.x-orangerail/reversibleHint", true, "false", "absent"},
+		{"getAccount", "annotations.x-orangerail/sensitiveHint", true, "true", "false"},
 		{"closeThing", "annotations.idempotentHint", true, "false", "true"},
 		{"getAccount", "redact_fields", true, "response:/password", ""},
 		{"getAccount", "sensitivity", false, "secret", "none"},
@@ -147,5 +150,46 @@ func TestDiffFindsAFindingLifted(t *testing.T) {
 	dropped.Tool("createPets").IdempotencyKeyRequired.Value = false
 	if c := find(policy.Diff(required, dropped), "createPets", "idempotency_key_required"); !c.Widens {
 		t.Fatalf("a key no longer required: %+v", c)
+	}
+}
+
+// TestDiffScopedToScopeless: a release whose operation asks its OAuth
+// credential for no scope where it asked for some grants more — the token
+// gets what the authorization server grants by default, "narrowest by
+// count while granting the most" (spec 001) — and policy diff says so, on
+// the scopes and on the finding, though a read's scopeless finding is not
+// fatal.
+func TestDiffScopedToScopeless(t *testing.T) {
+	build := func(scopes string) *policy.Manifest {
+		src := `openapi: 3.0.3
+info: {title: T, version: "1"}
+paths:
+  /things:
+    get:
+      operationId: getThing
+      security: [{oauth: [` + scopes + `]}]
+      responses: {"204": {description: done}}
+components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example", scopes: {"things:read": r, "things:admin": a}}}}
+`
+		doc, err := openapi.Parse([]byte(src), "t.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return compileDoc(t, doc, nil)
+	}
+	scoped, scopeless := build(`"things:read"`), build(``)
+	changes := policy.Diff(scoped, scopeless)
+	if c := find(changes, "getThing", "required_scopes"); !c.Widens || c.Old != "things:read" || c.New != "" || !strings.Contains(c.Why, "no scope is asked for") {
+		t.Errorf("required_scopes: %+v", c)
+	}
+	if c := find(changes, "getThing", "unresolved"); !c.Widens || !strings.Contains(c.New, "scopeless@") {
+		t.Errorf("unresolved: %+v", c)
+	}
+	// The other way, the scopeless finding gone is no widening (asking
+	// for a scope where none was is one, as any scope added is).
+	if c := find(policy.Diff(scopeless, scoped), "getThing", "unresolved"); c.Field == "" || c.Widens {
+		t.Errorf("scopeless to scoped, unresolved: %+v", c)
 	}
 }

@@ -31,6 +31,14 @@ var (
 		"describe", "show", "info", "history", "count", "check", "verify", "validate", "is", "has", "exists",
 		"view", "ping", "health", "status", "version", "download", "export", "preview", "estimate", "calculate",
 		"compute", "quote", "resolve", "test")
+	// readOverSafeOnly are read words that change state as often as not
+	// (resolveIncident, verifyAccount): over a safe method they read, as
+	// the method says (Discord's GET invite_resolve), but they make no
+	// POST or SOAP operation a read — a write is the side to err on.
+	readOverSafeOnly = set("resolve", "verify")
+	// stateChanging are word pairs that change state though their first
+	// word reads: CheckIn, CheckOut.
+	stateChanging = map[[2]string]bool{{"check", "in"}: true, {"check", "out"}: true}
 )
 
 func set(ws ...string) map[string]bool {
@@ -90,12 +98,15 @@ func classify(op *apidoc.Operation) classification {
 		}
 	}
 	var destructive, writes string
-	for _, w := range ws {
+	for i, w := range ws {
 		if destructive == "" && destructiveWords[w] {
 			destructive = w
 		}
 		if writes == "" && writeWords[w] {
 			writes = w
+		}
+		if writes == "" && i+1 < len(ws) && stateChanging[[2]string{w, ws[i+1]}] {
+			writes = w + " " + ws[i+1]
 		}
 	}
 	if ontology.SafeMethod(op.Method) && readName != "" {
@@ -130,7 +141,11 @@ func classify(op *apidoc.Operation) classification {
 			Detail: fmt.Sprintf("%s is safe by RFC 9110 §9.2.1, but %s holds %q: the service changes state on a %s", m, called, writes, m)})
 	case ontology.SafeMethod(m):
 		c.risk = derive(ontology.RiskRead, fmt.Sprintf("%s is safe by RFC 9110 §9.2.1 and %s says nothing of a change: a read", m, called), src)
-	case readName != "":
+	case readName != "" && !readOverSafeOnly[readName] && (m == "POST" || m == ""):
+		// Only a POST, whose semantics are the resource's own (RFC 9110
+		// §9.3.3), or a SOAP operation, is read by its name: a PUT or a
+		// PATCH replaces or modifies state by definition, whatever it is
+		// called.
 		over := m
 		if m == "" {
 			over = "a SOAP operation, whose effect WSDL does not declare"
@@ -139,6 +154,8 @@ func classify(op *apidoc.Operation) classification {
 		c.inferredRead = true
 		c.unresolved = append(c.unresolved, Unresolved{Kind: UnresolvedInferredRead, Field: "risk", Source: []string{src},
 			Detail: fmt.Sprintf("the read is inferred from the word %q only; %s does not show that the call changes nothing", readName, over)})
+	case readName != "" && (m == "POST" || m == ""):
+		c.risk = derive(ontology.RiskWrite, fmt.Sprintf("%s begins or ends on %q, which reads only over a safe method: it changes state as often as not (verifyAccount, resolveIncident), so it is taken to write", called, readName), src)
 	case m == "":
 		c.risk = derive(ontology.RiskWrite, fmt.Sprintf("WSDL declares no effect, and %s is not named as a read: taken to write", called), src)
 	default:

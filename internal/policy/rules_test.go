@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/policy"
+	"github.com/orangerail/orangerail/internal/policy/openapi"
 )
 
 // manifests compiles each corpus document once for the rule tests.
@@ -63,6 +65,9 @@ func TestRiskClass(t *testing.T) {
 		{"gotify-server.json", "updatePluginConfig", ontology.RiskWrite, ""},
 		{"gotify-server.json", "deleteUser", ontology.RiskDestructive, ""},
 		{"discord-api.json", "get_guild_ban", ontology.RiskRead, ""},
+		// resolve reads over a GET, and verify makes no SOAP call a read.
+		{"discord-api.json", "invite_resolve", ontology.RiskRead, ""},
+		{"taxcloud-taxcloud.wsdl", "VerifyAddress", ontology.RiskWrite, ""},
 		{"discord-api.json", "ban_user_from_guild", ontology.RiskDestructive, ""},
 	}
 	for _, c := range cases {
@@ -78,12 +83,58 @@ func TestRiskClass(t *testing.T) {
 			}
 		})
 	}
-	// DELETE is always destructive, whatever it is called.
+	// DELETE is always destructive, PUT and PATCH never read, whatever
+	// they are called.
 	for _, name := range []string{"discord-api.json", "gotify-server.json", "twilio-iam-v1.yaml", "swagger-petstore3.yaml", "adyen-balanceplatform-v2.json"} {
 		for _, tp := range corpusManifest(t, name).Tools {
-			if tp.Operation.Method == "DELETE" && tp.Risk.Value != ontology.RiskDestructive {
-				t.Errorf("%s %s: DELETE classified %s", name, tp.Name, tp.Risk.Value)
+			if m := tp.Operation.Method; (m == "DELETE" && tp.Risk.Value != ontology.RiskDestructive) || ((m == "PUT" || m == "PATCH") && tp.Risk.Value == ontology.RiskRead) {
+				t.Errorf("%s %s: %s classified %s", name, tp.Name, m, tp.Risk.Value)
 			}
+		}
+	}
+}
+
+// TestNamesReadOnlyWhereTheMethodAllows: a read word makes a POST a read
+// (inferred_read), but never a PUT or a PATCH, which change state by RFC
+// 9110 whatever they are called; resolve and verify, which change state as
+// often as not, read over a GET only; CheckIn is a write. Each write
+// needs a person's approval.
+func TestNamesReadOnlyWhereTheMethodAllows(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`openapi: 3.0.3
+info: {title: T, version: "1"}
+paths:
+`)
+	cases := []struct {
+		method, id string
+		want       ontology.Risk
+	}{
+		{"put", "resolveIncident", ontology.RiskWrite},
+		{"patch", "verifyAccount", ontology.RiskWrite},
+		{"put", "getSettings", ontology.RiskWrite},
+		{"post", "resolveAlert", ontology.RiskWrite},
+		{"post", "verifyEmail", ontology.RiskWrite},
+		{"post", "checkIn", ontology.RiskWrite},
+		{"post", "searchOrders", ontology.RiskRead},
+		{"get", "resolveName", ontology.RiskRead},
+		{"get", "verifyStatus", ontology.RiskRead},
+	}
+	for i, c := range cases {
+		fmt.Fprintf(&b, "  /p%d:\n    %s:\n      operationId: %s\n      security: [{oauth: [things]}]\n      responses: {\"204\": {description: done}}\n", i, c.method, c.id)
+	}
+	b.WriteString(`components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example", scopes: {things: t}}}}
+`)
+	doc, err := openapi.Parse([]byte(b.String()), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, nil)
+	for _, c := range cases {
+		tp := tool(t, m, c.id)
+		if tp.Risk.Value != c.want || (c.want != ontology.RiskRead) != (tp.Approval.Value == ontology.ApprovalRequired) {
+			t.Errorf("%s %s: risk %s, approval %s (%s), want %s", strings.ToUpper(c.method), c.id, tp.Risk.Value, tp.Approval.Value, tp.Risk.Rule, c.want)
 		}
 	}
 }

@@ -207,12 +207,15 @@ func credentialPurpose(op *apidoc.Operation) (bool, string) {
 // tokens ("*" for every element), valid during the call only. It returns
 // the places that could not be judged — an object whose members are open,
 // a schema that says nothing — and whether the walk stopped at its bounds:
-// maxDepth levels, maxFields fields, which keep a large description's
-// shared definitions from multiplying without end.
+// maxDepth levels, maxVisits schemas entered, which keep a large
+// description's shared definitions from multiplying without end. Every
+// schema entered counts, a field's or a composition's: a definition shared
+// by allOf at each level is entered once per path to it, and twelve levels
+// of eight would be 8^12 entries.
 func walkFields(s *apidoc.Schema, visit func(path []string, name string, field, parent *apidoc.Schema)) (opaque []string, truncated bool) {
 	const (
 		maxDepth  = 12
-		maxFields = 4000
+		maxVisits = 10_000
 	)
 	onPath := map[*apidoc.Schema]bool{}
 	var path []string
@@ -222,14 +225,14 @@ func walkFields(s *apidoc.Schema, visit func(path []string, name string, field, 
 		if s == nil || onPath[s] {
 			return
 		}
-		if depth > maxDepth || visited >= maxFields {
+		if depth > maxDepth || visited >= maxVisits {
 			truncated = true
 			return
 		}
+		visited++
 		onPath[s] = true
 		defer delete(onPath, s)
 		for _, p := range s.Properties {
-			visited++
 			path = append(path, p.Name)
 			visit(path, p.Name, p.Schema, s)
 			walk(p.Schema, depth+1)

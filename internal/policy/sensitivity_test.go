@@ -7,6 +7,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/policy"
 	"github.com/orangerail/orangerail/internal/policy/apidoc"
+	"github.com/orangerail/orangerail/internal/policy/openapi"
 )
 
 // str, boolean and integer are scalar schemas of one type.
@@ -203,5 +204,45 @@ func TestSensitivityNullNotFalse(t *testing.T) {
 	tp := compileDoc(t, oneOp("GET", "getThing", cases[5].answer), nil).Tools[0]
 	if len(tp.RedactFields) != 1 || tp.RedactFields[0].Value.Pointer != "/items/*/clientSecret" {
 		t.Errorf("redact_fields %+v, want /items/*/clientSecret", tp.RedactFields)
+	}
+}
+
+// TestSharedDefinitionsAreWalkedWithinBounds: a definition shared at every
+// level (allOf of eight $refs to the next, twelve levels: 8^12 paths, in a
+// document of a few kilobytes) is walked within the walk's bounds — the
+// compile ends, where it ran without end — and what the first path reaches
+// is still judged: the password at its bottom.
+func TestSharedDefinitionsAreWalkedWithinBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`openapi: 3.0.3
+info: {title: T, version: "1"}
+paths:
+  /things:
+    get:
+      operationId: getThing
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: {$ref: '#/components/schemas/S0'}
+components:
+  schemas:
+`)
+	const levels, fan = 11, 8
+	for i := range levels {
+		fmt.Fprintf(&b, "    S%d:\n      allOf:\n", i)
+		for range fan {
+			fmt.Fprintf(&b, "        - $ref: '#/components/schemas/S%d'\n", i+1)
+		}
+	}
+	fmt.Fprintf(&b, "    S%d: {type: object, properties: {password: {type: string}}}\n", levels)
+	doc, err := openapi.Parse([]byte(b.String()), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := compileDoc(t, doc, nil).Tool("getThing")
+	if tp == nil || sens(tp.Sensitivity.Value) != "secret" {
+		t.Fatalf("getThing, answering a password under %d levels of shared definitions: %+v", levels, tp)
 	}
 }

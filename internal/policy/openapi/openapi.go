@@ -413,18 +413,65 @@ func readFlow(name string, m map[string]any) apidoc.Flow {
 // operations are listed.
 var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
-// operations reads every path's operations, paths sorted.
+// pathItemFields are a Path Item Object's members that are not operations
+// (OAS 2.0, 3.0, 3.1).
+var pathItemFields = []string{"$ref", "summary", "description", "servers", "parameters"}
+
+// operations reads every path's operations, paths sorted. A member of
+// paths or of a path item that is neither what OAS names there nor an
+// extension (x-) is a problem, not skipped without a word: a path written
+// without its leading /, a method in capitals.
 func (l *loader) operations(doc *apidoc.Document, top loc, m map[string]any) {
 	paths, _ := m["paths"].(map[string]any)
 	for _, p := range slices.Sorted(maps.Keys(paths)) {
-		if !strings.HasPrefix(p, "/") {
-			continue // an x- extension
+		pathAt := top.child("paths", p)
+		if strings.HasPrefix(p, "x-") {
+			continue
 		}
-		itemAt, item, ok := l.follow(top.child("paths", p), paths[p])
+		if !strings.HasPrefix(p, "/") {
+			l.problem(pathAt, "a path begins with / (OAS \"Paths Object\"): %q is not read, nor its operations", p)
+			continue
+		}
+		itemAt, item, ok := l.follow(pathAt, paths[p])
 		if !ok {
 			continue
 		}
-		shared := l.parameters(itemAt.child("parameters"), item["parameters"])
+		// A path item's $ref and the members written beside it are one
+		// item (OAS "Path Item Object"); a member in both is undefined,
+		// and the one beside the $ref is read, said as a problem.
+		at := map[string]loc{}
+		for key := range item {
+			at[key] = itemAt.child(key)
+		}
+		if local, _ := paths[p].(map[string]any); itemAt != pathAt {
+			merged := maps.Clone(item)
+			for key, v := range local {
+				if key == "$ref" {
+					continue
+				}
+				if _, both := item[key]; both && key != "summary" && key != "description" {
+					l.problem(pathAt.child(key), "%s is written both beside the path item's $ref and in the item it names, which OAS leaves undefined: the one beside it is read", key)
+				}
+				merged[key], at[key] = v, pathAt.child(key)
+			}
+			item = merged
+		}
+		for _, key := range slices.Sorted(maps.Keys(item)) {
+			if !slices.Contains(methods, key) && !slices.Contains(pathItemFields, key) && !strings.HasPrefix(key, "x-") {
+				what := "not a member of a path item"
+				if slices.Contains(methods, strings.ToLower(key)) {
+					what = "not an operation: methods are written in lower case"
+				}
+				l.problem(at[key], "%q is %s (OAS \"Path Item Object\"): it is not read", key, what)
+			}
+		}
+		locOf := func(key string) loc {
+			if a, ok := at[key]; ok {
+				return a
+			}
+			return itemAt.child(key)
+		}
+		shared := l.parameters(locOf("parameters"), item["parameters"])
 		for _, method := range methods {
 			om, ok := item[method].(map[string]any)
 			if !ok {
@@ -433,7 +480,7 @@ func (l *loader) operations(doc *apidoc.Document, top loc, m map[string]any) {
 			if !l.spend(1) {
 				return
 			}
-			opAt := itemAt.child(method)
+			opAt := locOf(method)
 			op := &apidoc.Operation{ID: str(om["operationId"]), Source: l.source(opAt), Method: strings.ToUpper(method), Path: p,
 				Summary: str(om["summary"]), Description: str(om["description"]), Tags: strs(om["tags"])}
 			op.Deprecated, _ = om["deprecated"].(bool)

@@ -1186,3 +1186,68 @@ func TestSpecialFileIsNotOpened(t *testing.T) {
 		t.Fatal("the $ref to a FIFO is still being read")
 	}
 }
+
+// TestPathItemMembers: a path item's $ref and the operations written
+// beside it are one item (OAS "Path Item Object"), both read; a member in
+// both is read from beside the $ref and said as a problem at it. A member
+// of paths or of a path item that OAS does not name there — a path without
+// its leading /, a method in capitals, a field misspelled — is a problem at
+// its place, never skipped without a word; an extension is skipped.
+func TestPathItemMembers(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: T, version: "1"}
+paths:
+  /pets:
+    $ref: '#/components/pathItems/Pets'
+    delete: {operationId: deleteAllPets, responses: {"204": {description: done}}}
+  /owners:
+    $ref: '#/components/pathItems/Owners'
+    get: {operationId: listOwnersHere, responses: {"204": {description: done}}}
+  /toys:
+    get: {operationId: listToys, responses: {"204": {description: done}}}
+    DELETE: {operationId: deleteAllToys, responses: {"204": {description: done}}}
+    gett: {operationId: typo, responses: {"204": {description: done}}}
+    x-internal: true
+  toys/{id}:
+    post: {operationId: updateToy, responses: {"204": {description: done}}}
+  x-paths-note: {}
+components:
+  pathItems:
+    Pets:
+      get: {operationId: listPets, responses: {"204": {description: done}}}
+    Owners:
+      get: {operationId: listOwnersThere, responses: {"204": {description: done}}}
+`
+	doc, err := openapi.Parse([]byte(src), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, o := range doc.Operations {
+		ops = append(ops, o.Method+" "+o.ID+" "+o.Source)
+	}
+	slices.Sort(ops)
+	want := []string{
+		"DELETE deleteAllPets /paths/~1pets/delete",
+		"GET listOwnersHere /paths/~1owners/get",
+		"GET listPets /components/pathItems/Pets/get",
+		"GET listToys /paths/~1toys/get",
+	}
+	if !slices.Equal(ops, want) {
+		t.Errorf("operations\n%s\nwant\n%s", strings.Join(ops, "\n"), strings.Join(want, "\n"))
+	}
+	var problems []string
+	for _, p := range doc.Problems {
+		problems = append(problems, p.Source)
+	}
+	slices.Sort(problems)
+	wantProblems := []string{"/paths/toys~1{id}", "/paths/~1owners/get", "/paths/~1toys/DELETE", "/paths/~1toys/gett"}
+	if !slices.Equal(problems, wantProblems) {
+		t.Errorf("problems at %q, want %q: %v", problems, wantProblems, doc.Problems)
+	}
+	for _, p := range doc.Problems {
+		if p.Source == "/paths/~1toys/DELETE" && !strings.Contains(p.Message, "lower case") {
+			t.Errorf("the capitals' problem: %s", p.Message)
+		}
+	}
+}

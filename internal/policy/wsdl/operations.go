@@ -360,7 +360,7 @@ func (l *loader) operation(bo *boundOp, others []string) *apidoc.Operation {
 		if body != nil && body.attr("use") != "" {
 			o.SOAP.Use = body.attr("use")
 		}
-		m := l.messageSchema(in, body, style, name, opSrc)
+		m := l.messageSchema(in, body, style, name, opSrc, true)
 		if m != nil {
 			o.Body = &apidoc.Body{MediaType: mt, MediaTypes: []string{mt}, Required: true, Schema: m.schema, Source: m.src}
 			o.SOAP.Namespace, o.SOAP.Element = m.ns, m.element
@@ -370,7 +370,7 @@ func (l *loader) operation(bo *boundOp, others []string) *apidoc.Operation {
 	}
 	if out := bo.pt.child(wsdlNS, "output"); out != nil {
 		body := soapBody(bo.op.child(wsdlNS, "output"), sp)
-		if m := l.messageSchema(out, body, style, name+"Response", opSrc); m != nil {
+		if m := l.messageSchema(out, body, style, name+"Response", opSrc, false); m != nil {
 			o.Responses = append(o.Responses, &apidoc.Response{Status: "200", MediaType: mt, Schema: m.schema, Source: m.src})
 		}
 	}
@@ -379,7 +379,7 @@ func (l *loader) operation(bo *boundOp, others []string) *apidoc.Operation {
 			continue
 		}
 		r := &apidoc.Response{Status: "500", Description: f.attr("name"), MediaType: mt, Source: opSrc}
-		if m := l.messageSchema(f, nil, "document", f.attr("name"), opSrc); m != nil {
+		if m := l.messageSchema(f, nil, "document", f.attr("name"), opSrc, false); m != nil {
 			r.Schema, r.Source = m.schema, m.src
 		}
 		o.Responses = append(o.Responses, r)
@@ -414,8 +414,9 @@ type message struct {
 // messageSchema reads the message an input, output or fault names. In
 // document style the Body holds the single part's element; in rpc style
 // it holds a wrapper named for the operation (wrapper) in soap:body's
-// namespace, with one child per part.
-func (l *loader) messageSchema(ref, body *node, style, wrapper, opSrc string) *message {
+// namespace, with one child per part. sent is set for the input, whose
+// Body a call writes: its document-style part must name its element.
+func (l *loader) messageSchema(ref, body *node, style, wrapper, opSrc string, sent bool) *message {
 	q, ok := ref.qname(ref.attr("message"))
 	if !ok {
 		l.problem(opSrc, "the message %q has an undeclared prefix", ref.attr("message"))
@@ -465,6 +466,12 @@ func (l *loader) messageSchema(ref, body *node, style, wrapper, opSrc string) *m
 				eq = l.lenientElement(eq)
 				m.ns, m.element = eq.Space, eq.Local
 			}
+		} else if sent {
+			// The Body's child is the part's element; a part by type names
+			// none (WS-I Basic Profile R2204), and a call would send a Body
+			// with no element the service reads. (A fault's or an output's
+			// is only read.)
+			l.problem(d.src, "the document-style part %q is given by type, not element (WS-I Basic Profile R2204): the SOAP Body a call sends has no element to name", p.attr("name"))
 		}
 		m.schema = l.partSchema(p, psrc)
 		return m

@@ -765,3 +765,42 @@ func TestOccurrences(t *testing.T) {
 		t.Errorf("problems %v", doc.Problems)
 	}
 }
+
+// TestDocumentPartByType: a document-style input whose part is given by
+// type names no element for the SOAP Body a call sends (WS-I Basic Profile
+// R2204): a problem at its message, which the compiler fails the
+// operation closed on; an output's or a fault's part by type is only read,
+// and no problem.
+func TestDocumentPartByType(t *testing.T) {
+	src := `<?xml version="1.0"?>
+<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+  xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:tns="urn:t" targetNamespace="urn:t" name="T">
+  <types><xs:schema targetNamespace="urn:t">
+    <xs:complexType name="OrderT"><xs:sequence><xs:element name="id" type="xs:string"/></xs:sequence></xs:complexType>
+    <xs:element name="Ping" type="xs:string"/>
+  </xs:schema></types>
+  <message name="In"><part name="order" type="tns:OrderT"/></message>
+  <message name="PingIn"><part name="ping" element="tns:Ping"/></message>
+  <message name="Out"><part name="ok" type="xs:string"/></message>
+  <portType name="P">
+    <operation name="PlaceOrder"><input message="tns:In"/><output message="tns:Out"/></operation>
+    <operation name="Ping"><input message="tns:PingIn"/><output message="tns:Out"/></operation>
+  </portType>
+  <binding name="B" type="tns:P"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="PlaceOrder"><soap:operation soapAction="urn:t#PlaceOrder"/>
+      <input><soap:body use="literal"/></input><output><soap:body use="literal"/></output></operation>
+    <operation name="Ping"><soap:operation soapAction="urn:t#Ping"/>
+      <input><soap:body use="literal"/></input><output><soap:body use="literal"/></output></operation></binding>
+  <service name="S"><port name="Port" binding="tns:B"><soap:address location="https://example.com/soap"/></port></service>
+</definitions>`
+	doc, err := Parse([]byte(src), "t.wsdl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Problems) != 1 || doc.Problems[0].Source != "{urn:t}message:In" || !strings.Contains(doc.Problems[0].Message, "R2204") {
+		t.Fatalf("problems %v, want one at {urn:t}message:In", doc.Problems)
+	}
+	if s := operation(t, doc, "Ping").SOAP; s.Namespace != "urn:t" || s.Element != "Ping" {
+		t.Errorf("Ping sends {%s}%s", s.Namespace, s.Element)
+	}
+}
