@@ -385,7 +385,7 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 		switch {
 		case keyHeader != "" && p.In == apidoc.InHeader && strings.EqualFold(p.Name, keyHeader):
 			continue // orangerail sends the key
-		case placedByScheme(e.doc, p):
+		case placedByScheme(e.doc, t.RequiredSchemes.Value, p):
 			continue // the scheme's credential
 		case judgeName(p.Name, p.Schema).sensitivity == SensitivitySecret && !p.Required:
 			continue // an optional credential no agent may hold (the manifest says so)

@@ -326,3 +326,45 @@ func TestSOAPBodyWithoutElementFailsClosed(t *testing.T) {
 		t.Fatalf("GetOrder: %s (%s), findings %+v", tp.Status.Value, tp.Status.Rule, tp.Unresolved)
 	}
 }
+
+// TestCredentialParameterOfAnotherScheme: a parameter an apiKey scheme
+// places is that scheme's credential only where the call presents that
+// scheme. Where the operation's requirement names another (oauth here),
+// a required X-Api-Key header is no one's to send: it fails the tool
+// closed (an agent would have to hold it), where it was dropped from the
+// input and the call sent without it; where the key's scheme is the one
+// presented, it is placed and not the agent's.
+func TestCredentialParameterOfAnotherScheme(t *testing.T) {
+	doc, err := openapi.Parse([]byte(`openapi: 3.0.3
+info: {title: T, version: "1"}
+servers: [{url: "https://api.example.com"}]
+paths:
+  /a:
+    get:
+      operationId: getWithOAuth
+      security: [{oauth: [things]}]
+      parameters: [{name: X-Api-Key, in: header, required: true, schema: {type: string}}]
+      responses: {"204": {description: done}}
+  /b:
+    get:
+      operationId: getWithKey
+      security: [{key: []}]
+      parameters: [{name: X-Api-Key, in: header, required: true, schema: {type: string}}]
+      responses: {"204": {description: done}}
+components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example", scopes: {things: t}}}}
+    key: {type: apiKey, in: header, name: X-Api-Key}
+`), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, nil)
+	credential := func(tp *policy.ToolPolicy) *policy.Unresolved { return finding(tp, policy.UnresolvedCredentialParameter) }
+	if tp := tool(t, m, "getWithOAuth"); credential(tp) == nil || !credential(tp).Fatal || tp.Status.Value != policy.StatusFailsClosed {
+		t.Errorf("getWithOAuth, needing another scheme's key: %s, findings %+v", tp.Status.Value, tp.Unresolved)
+	}
+	if tp := tool(t, m, "getWithKey"); credential(tp) != nil {
+		t.Errorf("getWithKey, whose key its scheme places: %+v", credential(tp))
+	}
+}

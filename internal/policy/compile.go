@@ -317,7 +317,7 @@ func credentialParameters(doc *apidoc.Document, op *apidoc.Operation, acc access
 		params = append(slices.Clone(params), bodyParameters(b)...)
 	}
 	for _, p := range params {
-		if placedByScheme(doc, p) {
+		if placedByScheme(doc, acc.schemes.Value, p) {
 			continue
 		}
 		j := judgeName(p.Name, p.Schema)
@@ -361,10 +361,16 @@ func bodyParameters(b *apidoc.Body) []*apidoc.Parameter {
 	return out
 }
 
-// placedByScheme reports whether a declared apiKey scheme places p.
-func placedByScheme(doc *apidoc.Document, p *apidoc.Parameter) bool {
-	for _, s := range doc.Schemes {
-		if s.Type == apidoc.SchemeAPIKey && s.In == p.In && strings.EqualFold(s.ParamName, p.Name) {
+// placedByScheme reports whether p is the credential of a scheme the call
+// presents: a declared apiKey scheme, of the chosen ones orangerail
+// places, that places p. Another scheme's parameter — one of a
+// requirement not chosen, or of none the operation names — is no one's to
+// send: it is judged as any parameter is (a required credential the
+// agent would hold fails closed).
+func placedByScheme(doc *apidoc.Document, chosen []SchemeRef, p *apidoc.Parameter) bool {
+	for _, ref := range chosen {
+		s := doc.Schemes[ref.Scheme]
+		if ref.Placement != "" && s != nil && s.Type == apidoc.SchemeAPIKey && s.In == p.In && strings.EqualFold(s.ParamName, p.Name) {
 			return true
 		}
 	}

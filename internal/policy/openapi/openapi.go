@@ -517,8 +517,14 @@ func (l *loader) operations(doc *apidoc.Document, top loc, m map[string]any) {
 type paramKey struct{ name, in string }
 
 func (p *param) key() paramKey {
-	if p.In == apidoc.InHeader {
+	switch p.In {
+	case apidoc.InHeader:
 		return paramKey{strings.ToLower(p.Name), p.In}
+	case "body":
+		// There is one body (2.0 "Parameter Object": at most one body
+		// parameter), whatever each is named: the operation's overrides
+		// its path's.
+		return paramKey{"", p.In}
 	}
 	return paramKey{p.Name, p.In}
 }
@@ -573,6 +579,10 @@ func (l *loader) split(op *apidoc.Operation, params []*param, consumes []string)
 		case "body":
 			if !l.swagger {
 				l.problem(p.at, "in: body is OpenAPI 2.0's; a 3.x document declares a requestBody")
+				continue
+			}
+			if op.Body != nil {
+				l.problem(p.at, "a second body parameter: OpenAPI 2.0 allows one, and which the service reads is unknown")
 				continue
 			}
 			op.Body = &apidoc.Body{MediaType: pick(consumes), MediaTypes: consumes, Required: p.Required, Schema: l.schema(p.at.child("schema"), p.raw["schema"]), Source: l.source(p.at)}

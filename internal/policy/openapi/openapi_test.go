@@ -1251,3 +1251,47 @@ components:
 		}
 	}
 }
+
+// TestSwaggerOneBody: 2.0 allows one body parameter. The operation's
+// overrides its path item's whatever each is named (where both were kept,
+// the path's replaced the operation's); two at one level are a problem.
+func TestSwaggerOneBody(t *testing.T) {
+	doc, err := openapi.Parse([]byte(`swagger: "2.0"
+info: {title: T, version: "1"}
+consumes: [application/json]
+paths:
+  /things:
+    parameters: [{name: shared, in: body, schema: {type: object, properties: {fromPath: {type: string}}}}]
+    post:
+      operationId: createThing
+      parameters: [{name: own, in: body, required: true, schema: {type: object, properties: {fromOperation: {type: string}}}}]
+      responses: {"204": {description: done}}
+  /pairs:
+    post:
+      operationId: createPair
+      parameters:
+        - {name: first, in: body, schema: {type: object, properties: {a: {type: string}}}}
+        - {name: second, in: body, schema: {type: object, properties: {b: {type: string}}}}
+      responses: {"204": {description: done}}
+`), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var create, pair *apidoc.Operation
+	for _, o := range doc.Operations {
+		switch o.ID {
+		case "createThing":
+			create = o
+		case "createPair":
+			pair = o
+		}
+	}
+	if create == nil || create.Body == nil || create.Body.Schema == nil || len(create.Body.Schema.Properties) != 1 ||
+		create.Body.Schema.Properties[0].Name != "fromOperation" || !create.Body.Required {
+		t.Fatalf("createThing's body: %+v", create)
+	}
+	if pair == nil || pair.Body == nil || len(doc.Problems) != 1 || !strings.Contains(doc.Problems[0].Message, "second body parameter") ||
+		!strings.HasPrefix(doc.Problems[0].Source, "/paths/~1pairs/post/parameters/1") {
+		t.Fatalf("createPair: %+v, problems %v", pair, doc.Problems)
+	}
+}
