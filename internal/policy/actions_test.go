@@ -360,7 +360,9 @@ components:
 		t.Fatal(err)
 	}
 	m := compileDoc(t, doc, nil)
-	credential := func(tp *policy.ToolPolicy) *policy.Unresolved { return finding(tp, policy.UnresolvedCredentialParameter) }
+	credential := func(tp *policy.ToolPolicy) *policy.Unresolved {
+		return finding(tp, policy.UnresolvedCredentialParameter)
+	}
 	if tp := tool(t, m, "getWithOAuth"); credential(tp) == nil || !credential(tp).Fatal || tp.Status.Value != policy.StatusFailsClosed {
 		t.Errorf("getWithOAuth, needing another scheme's key: %s, findings %+v", tp.Status.Value, tp.Unresolved)
 	}
