@@ -207,10 +207,16 @@ func diffTool(o, n *ToolPolicy) []Change {
 	}
 	if a, r := setDiff(findings(o.Unresolved), findings(n.Unresolved)); len(a)+len(r) > 0 {
 		lifted := slices.ContainsFunc(r, func(f string) bool { return strings.HasSuffix(f, "(fatal)") })
-		// A credential now unauthenticated or scopeless grants more, fatal
-		// or not (a read's is not fatal).
+		// A credential newly unauthenticated or scopeless grants more,
+		// fatal or not (a read's is not fatal); one that was so already,
+		// its acceptance or fatality changed, is judged above.
 		opened := slices.ContainsFunc(a, func(f string) bool {
-			return strings.HasPrefix(f, string(UnresolvedUnauthenticated)+"@") || strings.HasPrefix(f, string(UnresolvedScopeless)+"@")
+			base, _, _ := strings.Cut(f, "(")
+			newly := !slices.ContainsFunc(findings(o.Unresolved), func(old string) bool {
+				oldBase, _, _ := strings.Cut(old, "(")
+				return oldBase == base
+			})
+			return newly && (strings.HasPrefix(f, string(UnresolvedUnauthenticated)+"@") || strings.HasPrefix(f, string(UnresolvedScopeless)+"@"))
 		})
 		why := "what could not be demonstrated changed"
 		switch {
