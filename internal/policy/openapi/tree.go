@@ -12,6 +12,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/orangerail/orangerail/internal/jsonmember"
+	"github.com/orangerail/orangerail/internal/policy/apidoc"
 	"github.com/orangerail/orangerail/internal/yamldoc"
 )
 
@@ -54,51 +56,13 @@ func decode(data []byte) (any, error) {
 
 // jsonRepeatedKey refuses JSON text in which an object gives one member
 // twice: a reader keeps one of them (encoding/json the last) and drops the
-// other without a word — a path, an operation, a parameter gone. data
-// must be one valid JSON value.
+// other without a word — a path, an operation, a parameter gone.
 func jsonRepeatedKey(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		keys      map[string]bool // nil for an array
-		expectKey bool
+	path, ok := jsonmember.Repeated(data)
+	if !ok {
+		return nil
 	}
-	var stack []*frame
-	for {
-		offset := dec.InputOffset()
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("not JSON: %w", err) // cannot be: the value was read whole before
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if key, ok := tok.(string); ok && top != nil && top.keys != nil && top.expectKey {
-			if top.keys[key] {
-				return fmt.Errorf("the key %q is given twice in one object (at byte %d); one would be dropped", key, offset)
-			}
-			top.keys[key], top.expectKey = true, false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: its object's next token is a key.
-		if len(stack) > 0 && stack[len(stack)-1].keys != nil {
-			stack[len(stack)-1].expectKey = true
-		}
-	}
+	return fmt.Errorf("the key %q is given twice in one object (at %s); one would be dropped", path[len(path)-1], apidoc.Pointer("", path...))
 }
 
 func decodeYAML(data []byte) (any, error) {
