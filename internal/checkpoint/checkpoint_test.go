@@ -372,9 +372,13 @@ func TestAnchored(t *testing.T) {
 		{Kind: KindInclusion, Origin: "log/globex", Size: 4, Root: root(4)},                      // another log's
 		{Kind: KindInclusion, Origin: o, Size: 4, Root: root(5)},                                 // the kept size, another root
 		nil, // a proof that failed
+		{Kind: KindConsistency, Origin: o, Size: 7, Root: root(7), OldSize: 2, OldRoot: root(2)}, // from a prefix of the kept one: a rewrite past the prefix proves this as well
+		{Kind: KindInclusion, Origin: o, Size: 7, Root: root(7)},                                 // in that tree
+		{Kind: KindInclusion, Origin: o, Size: 6, Root: root(6)},                                 // tied through the next, backwards from an extension
+		{Kind: KindConsistency, Origin: o, Size: 8, Root: root(8), OldSize: 6, OldRoot: root(6)}, // to the extension of the kept one
 	}
 	got := Anchored(results, kept)
-	if want := []bool{true, true, true, true, false, false, false, false}; !slices.Equal(got, want) {
+	if want := []bool{true, true, true, true, false, false, false, false, false, false, true, true}; !slices.Equal(got, want) {
 		t.Fatalf("Anchored = %v, want %v", got, want)
 	}
 	if spare := kept[1:cap(kept)]; slices.ContainsFunc(spare, func(c Checkpoint) bool { return c.Size != 0 }) {

@@ -171,18 +171,22 @@ func Check(r io.Reader, known note.Verifiers, opts CheckOptions) (*Result, error
 }
 
 // Anchored reports, for each of results (proofs that verified), whether it
-// is tied to one of kept: its checkpoint is a kept one, or is tied to a
-// kept one through consistency proofs among results (either end of a
-// verified consistency proof is a prefix of, or has for a prefix, the
-// other, so a tie at one end ties the other). A proof that verified but is
-// tied to nothing kept proves something only about checkpoints its key's
-// holder signed: one rewritten after the auditor kept theirs verifies as
-// well.
+// is tied to one of kept: its checkpoint is a kept one, an extension of one
+// (reached from it by consistency proofs among results, old to new), or a
+// prefix of a kept one or of such an extension (reached from it new to
+// old). A tie does not spread both ways: a prefix of a kept checkpoint and
+// a later tree it is a prefix of need not agree with the kept one past the
+// prefix — that later tree may be a rewrite of what the auditor kept, so
+// it is tied only if a proof ties it forwards from something tied
+// forwards. A proof that verified but is tied to nothing kept proves
+// something only about checkpoints its key's holder signed: one rewritten
+// after the auditor kept theirs verifies as well.
 func Anchored(results []*Result, kept []Checkpoint) []bool {
-	kept = slices.Clone(kept)
-	tied := func(cp Checkpoint) bool {
-		return slices.ContainsFunc(kept, cp.Equal)
-	}
+	// extends holds the kept checkpoints and those they are prefixes of;
+	// prefixes, those that are prefixes of one in extends.
+	extends, prefixes := slices.Clone(kept), []Checkpoint(nil)
+	in := func(set []Checkpoint, cp Checkpoint) bool { return slices.ContainsFunc(set, cp.Equal) }
+	tied := func(cp Checkpoint) bool { return in(extends, cp) || in(prefixes, cp) }
 	ends := func(r *Result) (Checkpoint, Checkpoint) {
 		return Checkpoint{Origin: r.Origin, Size: r.Size, Root: r.Root}, Checkpoint{Origin: r.Origin, Size: r.OldSize, Root: r.OldRoot}
 	}
@@ -193,11 +197,11 @@ func Anchored(results []*Result, kept []Checkpoint) []bool {
 				continue
 			}
 			newer, older := ends(r)
-			switch a, b := tied(newer), tied(older); {
-			case a && !b:
-				kept, grew = append(kept, older), true
-			case b && !a:
-				kept, grew = append(kept, newer), true
+			if in(extends, older) && !in(extends, newer) {
+				extends, grew = append(extends, newer), true
+			}
+			if tied(newer) && !tied(older) {
+				prefixes, grew = append(prefixes, older), true
 			}
 		}
 	}

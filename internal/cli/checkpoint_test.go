@@ -422,3 +422,75 @@ func TestAuditVerifyGoesOnPastAnUnreadableTenant(t *testing.T) {
 		t.Fatalf("verify with one unreadable tenant: exit %d\n%s%s", code, out, stderr)
 	}
 }
+
+// TestCheckProofRefusesARewriteBehindAKeptCheckpoint: a proof from a
+// prefix of the kept checkpoint ties that prefix to it, but not the trees
+// grown from the prefix otherwise. A log rewritten after its third record,
+// signed by the same key, proves its own records from that prefix; with
+// the honest log's checkpoint of size 5 kept, they are tied to nothing.
+func TestCheckProofRefusesARewriteBehindAKeptCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "checkpoint.key")
+	code, vkey, stderr := cli(t, "audit", "checkpoint-key", "generate", "--name", "orangerail.test", "--out", keyFile)
+	if vkey = strings.TrimSpace(vkey); code != exitOK {
+		t.Fatalf("generate: exit %d %s", code, stderr)
+	}
+	signer := signerOf(t, keyFile)
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	// grow appends a record for each name to the chain, seals them and signs a
+	// checkpoint: the same records give the same tree in both databases.
+	grow := func(pool *pgxpool.Pool, names ...string) {
+		for _, name := range names {
+			err := database.InTenant(ctx, pool, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+				return engine.AppendAudit(ctx, tx, &engine.Record{Tenant: "acme", At: at, CorrelationID: name,
+					Phase: engine.PhaseStaged, Actor: engine.Actor{Subject: "agent-7", Kind: engine.ActorAgent}})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := engine.SealTenant(ctx, pool, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := engine.SignCheckpoint(ctx, pool, "acme", signer, "orangerail.test/orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	honest, rewritten := testdb.New(t), testdb.New(t)
+	honestPool, rewrittenPool := testdb.RuntimePool(t, honest), testdb.RuntimePool(t, rewritten)
+	grow(honestPool, "c1", "c2", "c3")
+	grow(rewrittenPool, "c1", "c2", "c3")
+	grow(honestPool, "c4", "c5")
+	grow(rewrittenPool, "x4", "x5", "x6", "x7")
+
+	code, kept, stderr := cli(t, "audit", "checkpoint", "--database-url", honest, "--tenant", "acme")
+	if code != exitOK {
+		t.Fatalf("checkpoint: exit %d %s", code, stderr)
+	}
+	keptFile := filepath.Join(dir, "kept5.note")
+	if err := os.WriteFile(keptFile, []byte(kept), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prove := func(url, name string, args ...string) string {
+		file := filepath.Join(dir, name)
+		if code, _, stderr := cli(t, append([]string{"audit", "prove", "--database-url", url, "--tenant", "acme", "--out", file}, args...)...); code != exitOK {
+			t.Fatalf("prove %v: exit %d %s", args, code, stderr)
+		}
+		return file
+	}
+	prefix := prove(honest, "3to5.json", "--from", "3")
+	grown := prove(rewritten, "3to7.json", "--from", "3")
+	record := prove(rewritten, "seq6.json", "--seq", "6")
+
+	// Each verifies by the key alone: the key's holder signed both logs.
+	if code, out, stderr := cli(t, "audit", "check-proof", "--key", vkey, prefix, grown, record); code != exitOK {
+		t.Fatalf("check-proof by the key alone: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", keptFile, prefix, grown, record)
+	if code != exitFindings || !strings.Contains(out, "3to5.json: OK") ||
+		!strings.Contains(out, "3to7.json: FAILED: X_AUDIT_PROOF_INVALID") || !strings.Contains(out, "seq6.json: FAILED: X_AUDIT_PROOF_INVALID") {
+		t.Fatalf("proofs of a log rewritten behind the kept checkpoint: exit %d\n%s", code, out)
+	}
+}
