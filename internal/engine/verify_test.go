@@ -167,6 +167,14 @@ func TestVerifiersCatchTampering(t *testing.T) {
 			},
 			wantSeq: 7, want: engine.ProblemHeadMismatch,
 		},
+		{
+			name: "the head's hash emptied",
+			tamper: []string{
+				"ALTER TABLE orangerail.audit_heads ALTER COLUMN hash DROP NOT NULL",
+				"UPDATE orangerail.audit_heads SET hash = NULL WHERE tenant_id = 'acme'",
+			},
+			wantSeq: 10, want: engine.ProblemHeadMismatch,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -373,6 +381,38 @@ func TestVerifiersReadADeepEntryTheServerReads(t *testing.T) {
 	}
 	if found := sqlBreak(t, b, "acme"); found != nil {
 		t.Fatalf("SQL verifier: %+v", found)
+	}
+}
+
+// TestVerifiersReportAnEmptiedHeadOverAnEmptyChain: a head whose hash was
+// emptied (its owner dropped the constraint) over a chain with nothing
+// sealed yet is head_mismatch for both verifiers; the SQL one read the
+// emptied hash as the genesis link and called the chain whole.
+func TestVerifiersReportAnEmptiedHeadOverAnEmptyChain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return engine.AppendAudit(ctx, tx, record("acme", engine.PhaseStaged, "unsealed"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err != nil || report.Break != nil || sqlBreak(t, b, "acme") != nil {
+		t.Fatalf("before: Go %+v, %v; SQL %+v", report, err, sqlBreak(t, b, "acme"))
+	}
+	tamper(t, b, "ALTER TABLE orangerail.audit_heads ALTER COLUMN hash DROP NOT NULL",
+		"UPDATE orangerail.audit_heads SET hash = NULL WHERE tenant_id = 'acme'")
+	report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil {
+		t.Fatalf("Go verifier: %v", err)
+	}
+	goBreak, sqlFound := report.Break, sqlBreak(t, b, "acme")
+	if goBreak == nil || goBreak.Seq != 0 || goBreak.Problem != engine.ProblemHeadMismatch || goBreak.Found != nil {
+		t.Fatalf("Go verifier found %+v, want %s at seq 0", goBreak, engine.ProblemHeadMismatch)
+	}
+	if sqlFound == nil || sqlFound.Seq != 0 || sqlFound.Problem != goBreak.Problem ||
+		!bytes.Equal(sqlFound.Expected, goBreak.Expected) || sqlFound.Found != nil {
+		t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
 	}
 }
 
