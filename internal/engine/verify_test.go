@@ -414,6 +414,16 @@ func TestVerifiersReportAnEmptiedHeadOverAnEmptyChain(t *testing.T) {
 		!bytes.Equal(sqlFound.Expected, goBreak.Expected) || sqlFound.Found != nil {
 		t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
 	}
+	// An emptied seq: the SQL verifier reports the head, the Go one
+	// cannot read it and fails the tenant — neither calls it whole.
+	tamper(t, b, "ALTER TABLE orangerail.audit_heads ALTER COLUMN seq DROP NOT NULL",
+		"UPDATE orangerail.audit_heads SET seq = NULL, hash = decode(repeat('00', 32), 'hex') WHERE tenant_id = 'acme'")
+	if report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err == nil {
+		t.Fatalf("Go verifier read a head with no seq: %+v", report)
+	}
+	if sqlFound := sqlBreak(t, b, "acme"); sqlFound == nil || sqlFound.Problem != engine.ProblemHeadMismatch {
+		t.Fatalf("SQL verifier found %+v over a head with no seq, want %s", sqlFound, engine.ProblemHeadMismatch)
+	}
 }
 
 // tamperCase tampers with a chain and names the first problem both
