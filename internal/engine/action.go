@@ -94,6 +94,9 @@ func (e *Engine) run(ctx context.Context, caller *Caller, c *call, correlation s
 	// Resolve and check before anything is staged: a call that cannot run
 	// now is refused now.
 	target, err := e.resolveTarget(ctx, nil, caller.Tenant, a, c, false)
+	if keyErr := (*targetKeyError)(nil); errors.As(err, &keyErr) {
+		return e.refuseInput(ctx, caller, c.name, correlation, errcode.InputInvalid, []Issue{keyErr.issue})
+	}
 	if err != nil {
 		return e.auditFailure(ctx, caller, c, nil, correlation, PhaseResolveError, StatusResolveError, err)
 	}
@@ -393,14 +396,28 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 		return e.targetReaders[a].ReadTarget(ctx, &EffectCall{Tenant: tenant, Action: c.name, Input: input})
 	}
 	o := e.cfg.Objects[a.Target.Object]
-	key, issue := scalarText("", mustJSON(c.values[a.Target.KeyFrom]))
+	path := "/" + escapePointer(a.Target.KeyFrom)
+	value, present := c.values[a.Target.KeyFrom]
+	if !present {
+		return nil, &targetKeyError{Issue{Path: path, Message: "is required: it names the action's target"}}
+	}
+	key, issue := scalarText("", mustJSON(value))
 	if issue != nil {
-		return nil, fmt.Errorf("the target key %s: %s", a.Target.KeyFrom, issue.Message)
+		return nil, &targetKeyError{Issue{Path: path, Message: "names the action's target, so it " + issue.Message}}
 	}
 	if tx == nil {
 		return readRow(ctx, e.datasource, tenant, rowSQL(o, selectList(o), o.Key, false), key)
 	}
 	return fetchRow(ctx, tx, o, selectList(o), tenant, o.Key, key, lock)
+}
+
+// targetKeyError is a call whose input does not hold its target's key as
+// a scalar: an optional key_from property left out, or null. It is the
+// caller's to fix, not the datasource's failure.
+type targetKeyError struct{ issue Issue }
+
+func (e *targetKeyError) Error() string {
+	return "the target key at " + e.issue.Path + " " + e.issue.Message
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -334,11 +334,22 @@ func readRow(ctx context.Context, pool database.Acquirer, tenant, sql string, ke
 	return row, err
 }
 
-// firstRow returns the first row's JSON text; nil when there is none.
+// errKeyNotUnique is a key that names more than one row of its tenant:
+// nothing at load can hold an object's key unique (a view, a column with
+// no unique index), so each read asks for two rows and refuses a second.
+// Judged by one of them, a precondition would pass an effect that acts on
+// every row the key names.
+var errKeyNotUnique = errors.New("the object's key names more than one row of the tenant: an object's key must name one row (a primary key, or a unique column)")
+
+// firstRow returns the one row's JSON text; nil when there is none, and
+// errKeyNotUnique when there are more (rowSQL reads two).
 func firstRow(rows pgx.Rows) (json.RawMessage, error) {
 	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(found) == 0 {
+	switch {
+	case err != nil || len(found) == 0:
 		return nil, err
+	case len(found) > 1:
+		return nil, errKeyNotUnique
 	}
 	return json.RawMessage(found[0]), nil
 }
