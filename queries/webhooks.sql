@@ -37,9 +37,11 @@ SET next_attempt_at = @next_attempt_at::timestamptz, delivered_to = @delivered_t
 WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
 -- name: WebhookFail :exec
--- The attempts ran out.
+-- The attempts ran out. next_attempt_at becomes the last attempt's time,
+-- which the retention counts from (webhook_outbox_prune): it was when the
+-- attempt was due, long before it ran where the workers were behind.
 UPDATE orangerail.webhook_outbox
-SET state = 'failed', delivered_to = @delivered_to::text[], locked_until = NULL, last_error = @last_error::text
+SET state = 'failed', next_attempt_at = @now::timestamptz, delivered_to = @delivered_to::text[], locked_until = NULL, last_error = @last_error::text
 WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
 -- name: WebhookRedeliver :one

@@ -143,11 +143,12 @@ func (q *Queries) WebhookDueTenants(ctx context.Context, db DBTX, arg *WebhookDu
 
 const webhookFail = `-- name: WebhookFail :exec
 UPDATE orangerail.webhook_outbox
-SET state = 'failed', delivered_to = $1::text[], locked_until = NULL, last_error = $2::text
-WHERE id = $3 AND tenant_id = $4 AND locked_until = $5::timestamptz
+SET state = 'failed', next_attempt_at = $1::timestamptz, delivered_to = $2::text[], locked_until = NULL, last_error = $3::text
+WHERE id = $4 AND tenant_id = $5 AND locked_until = $6::timestamptz
 `
 
 type WebhookFailParams struct {
+	Now         time.Time
 	DeliveredTo []string
 	LastError   string
 	ID          uuid.UUID
@@ -155,9 +156,12 @@ type WebhookFailParams struct {
 	Lease       time.Time
 }
 
-// The attempts ran out.
+// The attempts ran out. next_attempt_at becomes the last attempt's time,
+// which the retention counts from (webhook_outbox_prune): it was when the
+// attempt was due, long before it ran where the workers were behind.
 func (q *Queries) WebhookFail(ctx context.Context, db DBTX, arg *WebhookFailParams) error {
 	_, err := db.Exec(ctx, webhookFail,
+		arg.Now,
 		arg.DeliveredTo,
 		arg.LastError,
 		arg.ID,

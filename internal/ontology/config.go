@@ -405,22 +405,37 @@ func (w Webhook) Subscribes(ev WebhookEvent) bool {
 // CheckWebhookURL refuses an endpoint URL that is not https (plain http is
 // allowed on loopback only), or that holds a user or a fragment: a
 // password in a URL ends up in logs, and the secret is the credential.
+// Its refusals name the URL as ShownWebhookURL does: the URL refused may
+// hold the very password, or the path a receiver keeps its secret in, that
+// an error printed at start-up would put in a log.
 func CheckWebhookURL(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil || u.Hostname() == "" || u.Opaque != "":
-		return fmt.Errorf("%q is not an absolute URL", endpoint)
+		return errors.New("the URL is not an absolute URL (scheme://host/path)")
 	case u.User != nil:
-		return fmt.Errorf("%q holds a user: the signing secret is the endpoint's credential", endpoint)
+		return fmt.Errorf("%s holds a user: the signing secret is the endpoint's credential", ShownWebhookURL(endpoint))
 	case u.Fragment != "" || strings.Contains(endpoint, "#"):
-		return fmt.Errorf("%q has a fragment, which is never sent", endpoint)
+		return fmt.Errorf("%s has a fragment, which is never sent", ShownWebhookURL(endpoint))
 	case u.Scheme == "https":
 		return nil
 	}
 	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", endpoint)
+	return fmt.Errorf("%s must be https (plain http is allowed on loopback only)", ShownWebhookURL(endpoint))
+}
+
+// ShownWebhookURL is an endpoint URL as errors, logs, last_error and a
+// listing's delivered_to show it: its scheme and host, never its user, path
+// or query, which a receiver's URL may carry its secret in (a chat
+// service's hook).
+func ShownWebhookURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "an endpoint whose URL does not parse"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
 }
 
 // SQLQuery configures the read-only SQL tool.

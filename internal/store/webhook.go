@@ -147,7 +147,7 @@ func (s *Store) WebhookMarkRetry(ctx context.Context, p *WebhookMarkParams) erro
 
 // WebhookMarkFailed gives a message up: its attempts ran out.
 func (s *Store) WebhookMarkFailed(ctx context.Context, p *WebhookMarkParams) error {
-	return InterpretError(s.q.WebhookFail(ctx, s.x, &db.WebhookFailParams{DeliveredTo: nonNil(p.DeliveredTo), LastError: p.LastError, ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
+	return InterpretError(s.q.WebhookFail(ctx, s.x, &db.WebhookFailParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), LastError: p.LastError, ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
 }
 
 // WebhookRedeliver queues a message of the tenant again, due at now, for

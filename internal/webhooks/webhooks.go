@@ -59,16 +59,8 @@ type Endpoint struct {
 // delivered_to do (shownURL).
 func (e *Endpoint) shown() string { return shownURL(e.URL) }
 
-// shownURL is an endpoint URL as it is shown: its scheme and host, never
-// its path or query, which a receiver's URL may carry its secret in (a
-// chat service's hook).
-func shownURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "an endpoint whose URL does not parse"
-	}
-	return u.Scheme + "://" + u.Host + "/…"
-}
+// shownURL is an endpoint URL as it is shown (ontology.ShownWebhookURL).
+func shownURL(raw string) string { return ontology.ShownWebhookURL(raw) }
 
 func (e *Endpoint) subscribes(ev store.WebhookEvent) bool {
 	return len(e.Events) == 0 || slices.Contains(e.Events, ev)
@@ -119,6 +111,10 @@ const (
 	pruneEvery   = time.Hour
 	pruneBatch   = 1000
 	pruneBatches = 10
+	// stopMarkTimeout bounds the mark a stopping worker still makes of
+	// each message it had claimed (deliver): what it delivered, and the
+	// message released.
+	stopMarkTimeout = 2 * time.Second
 	// maxRedirects bounds same-host redirects followed.
 	maxRedirects = 3
 	// maxErrorText bounds the last_error kept per message.
@@ -366,11 +362,10 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, nil))
 		}
 		if err := w.post(ctx, e, m.ID.String(), body); err != nil {
-			failures = append(failures, e.shown()+": "+err.Error())
 			if ctx.Err() != nil {
-				// Stopping: the message is retried once its lease ends.
-				return ctx.Err()
+				break // stopping: not the endpoint's failure
 			}
+			failures = append(failures, e.shown()+": "+err.Error())
 			w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
 				"endpoint", e.shown(), "attempt", m.Attempts, "error", err.Error())
 			continue
@@ -378,9 +373,24 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 		delivered = append(delivered, e.URL)
 	}
 	mark := &store.WebhookMarkParams{ID: m.ID, TenantID: m.TenantID, Lease: *m.LockedUntil, DeliveredTo: delivered, At: w.c.Now()}
-	return database.InTenant(ctx, w.c.Pool, m.TenantID, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	stopping := ctx.Err()
+	if stopping != nil {
+		// Stopping (a deploy) mid-message: the endpoints that answered are
+		// recorded, so none is sent it again, and the message is released
+		// due now, for the next worker, rather than left to its lease.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), stopMarkTimeout)
+		defer cancel()
+	}
+	err := database.InTenant(ctx, w.c.Pool, m.TenantID, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
 		switch {
+		case stopping != nil:
+			mark.LastError = "the worker stopped before every endpoint was sent the message"
+			if len(failures) > 0 {
+				mark.LastError = errorText(failures)
+			}
+			return s.WebhookMarkRetry(ctx, mark)
 		case len(failures) == 0:
 			return s.WebhookMarkDelivered(ctx, mark)
 		case m.Attempts >= w.c.MaxAttempts:
@@ -392,6 +402,7 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 			return s.WebhookMarkRetry(ctx, mark)
 		}
 	})
+	return errors.Join(stopping, err)
 }
 
 // input reads the approval's verbatim input, for an endpoint configured to
@@ -459,7 +470,10 @@ func errorText(failures []string) string {
 	if len(failures) > 1 {
 		s = fmt.Sprintf("%s (and %d more)", s, len(failures)-1)
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	// Postgres refuses a NUL in text as it refuses text that is not UTF-8,
+	// and a receiver puts what it likes in some errors (a certificate's
+	// names, which the client quotes as they are).
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 	if len(s) > maxErrorText {
 		// Cut on a character's boundary: Postgres refuses text that is not
 		// UTF-8, and a mark refused would leave the message leased forever.
