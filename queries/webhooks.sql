@@ -45,10 +45,12 @@ SET state = 'failed', next_attempt_at = @now::timestamptz, delivered_to = @deliv
 WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
 -- name: WebhookRedeliver :one
--- Queues a row again, for every subscribed endpoint, due at now.
+-- Queues a row again, due at now, for every endpoint subscribed to its
+-- event where it is delivered: owed_to NULL, the endpoints configured
+-- when it was queued forgotten (migrations/00048).
 UPDATE orangerail.webhook_outbox
 SET state = 'queued', attempts = 0, next_attempt_at = @now::timestamptz, locked_until = NULL,
-    delivered_to = '{}', last_error = NULL, delivered_at = NULL
+    delivered_to = '{}', last_error = NULL, delivered_at = NULL, owed_to = NULL
 WHERE id = @id AND tenant_id = @tenant_id
 RETURNING *;
 

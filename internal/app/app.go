@@ -190,8 +190,7 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 }
 
 // startWebhooks starts the outbox's delivery worker when the config names
-// endpoints. Without any, messages stay queued (webhooks list shows them)
-// until an endpoint is configured.
+// endpoints. Without any, the engine queues no message (migrations/00044).
 func (rt *Runtime) startWebhooks() error {
 	if len(rt.Config.Webhooks) == 0 {
 		return nil

@@ -78,12 +78,14 @@ func (l Limits) Deadline() time.Duration {
 type Bounded struct {
 	*pgxpool.Pool
 	Limits Limits
-	// NoWebhooks is set on the pool of an instance whose config names no
-	// webhook: its transactions set orangerail.webhooks to off, under
-	// which the approvals' triggers (migrations/00044) queue no webhook
-	// message. A message no endpoint takes would wait in the outbox for
-	// good, and go, stale, to the first endpoint configured later.
-	NoWebhooks bool
+	// Webhooks is what its transactions set orangerail.webhooks to, which
+	// the approvals' triggers read when they queue a webhook message: the
+	// endpoints each event is owed to (ontology.WebhookRoutes; migrations/00048),
+	// or "off" where the config names none (00044), which queues nothing:
+	// a message no endpoint takes would wait in the outbox for good. ""
+	// sets nothing, and a message is then owed to whichever endpoints are
+	// configured where it is delivered.
+	Webhooks string
 }
 
 // Bound returns pool, its transactions bounded by limits.
@@ -97,15 +99,15 @@ type poolScope struct {
 	limits Limits
 	// role is the role they act as: the runtime role on a pool Open made,
 	// none otherwise.
-	role       string
-	noWebhooks bool
+	role     string
+	webhooks string
 }
 
 // scopeOf returns what conn's transactions are scoped with.
 func scopeOf(conn any) poolScope {
 	var s poolScope
 	if b, ok := conn.(*Bounded); ok {
-		s.limits, s.noWebhooks, conn = b.Limits, b.NoWebhooks, b.Pool
+		s.limits, s.webhooks, conn = b.Limits, b.Webhooks, b.Pool
 	}
 	if p, ok := conn.(*pgxpool.Pool); ok && isRuntime(p) {
 		s.role = RuntimeRole
@@ -115,7 +117,7 @@ func scopeOf(conn any) poolScope {
 
 // settings are the transaction-local settings that open a tenant's
 // transaction under s: the role when one is set, the tenant, the limits
-// set, and no webhooks where none is configured.
+// set, and the webhook endpoints its events are owed to.
 func settings(tenant string, s poolScope) [][2]string {
 	var set [][2]string
 	if s.role != "" {
@@ -132,8 +134,8 @@ func settings(tenant string, s poolScope) [][2]string {
 			set = append(set, [2]string{t.name, strconv.FormatInt(Milliseconds(t.d), 10)})
 		}
 	}
-	if s.noWebhooks {
-		set = append(set, [2]string{"orangerail.webhooks", "off"})
+	if s.webhooks != "" {
+		set = append(set, [2]string{"orangerail.webhooks", s.webhooks})
 	}
 	return set
 }
@@ -162,8 +164,8 @@ func scope(set [][2]string) (string, []any) {
 // set, its settings, with their values as literals. One round trip instead
 // of two, on every transaction InTenant begins. The values are safe as
 // literals: a tenant id is of tenantIDPattern (no quote, no backslash), a
-// limit is digits, and synchronous_commit's is "off"; quotes are doubled
-// all the same.
+// limit is digits, and the webhooks' routes are event names and hex keys
+// in JSON (or "off"); quotes are doubled all the same.
 func beginScoped(opts pgx.TxOptions, set [][2]string) string {
 	var sql strings.Builder
 	sql.WriteString("begin")

@@ -169,4 +169,5 @@ type OrangerailWebhookOutbox struct {
 	DeliveredTo   []string
 	LastError     *string
 	DeliveredAt   *time.Time
+	OwedTo        []string
 }

@@ -22,7 +22,7 @@ WHERE o.id IN (
     ORDER BY d.next_attempt_at, d.seq
     LIMIT $4
     FOR UPDATE SKIP LOCKED)
-RETURNING o.id, o.seq, o.tenant_id, o.approval_id, o.event, o.action, o.requested_by, o.decided_by, o.decided_at, o.expires_at, o.occurred_at, o.state, o.attempts, o.next_attempt_at, o.locked_until, o.delivered_to, o.last_error, o.delivered_at
+RETURNING o.id, o.seq, o.tenant_id, o.approval_id, o.event, o.action, o.requested_by, o.decided_by, o.decided_at, o.expires_at, o.occurred_at, o.state, o.attempts, o.next_attempt_at, o.locked_until, o.delivered_to, o.last_error, o.delivered_at, o.owed_to
 `
 
 type WebhookClaimParams struct {
@@ -68,6 +68,7 @@ func (q *Queries) WebhookClaim(ctx context.Context, db DBTX, arg *WebhookClaimPa
 			&i.DeliveredTo,
 			&i.LastError,
 			&i.DeliveredAt,
+			&i.OwedTo,
 		); err != nil {
 			return nil, err
 		}
@@ -172,7 +173,7 @@ func (q *Queries) WebhookFail(ctx context.Context, db DBTX, arg *WebhookFailPara
 }
 
 const webhookList = `-- name: WebhookList :many
-SELECT id, seq, tenant_id, approval_id, event, action, requested_by, decided_by, decided_at, expires_at, occurred_at, state, attempts, next_attempt_at, locked_until, delivered_to, last_error, delivered_at FROM orangerail.webhook_outbox
+SELECT id, seq, tenant_id, approval_id, event, action, requested_by, decided_by, decided_at, expires_at, occurred_at, state, attempts, next_attempt_at, locked_until, delivered_to, last_error, delivered_at, owed_to FROM orangerail.webhook_outbox
 WHERE tenant_id = $1 AND ($2::text = '' OR state = $2::text)
 ORDER BY seq DESC
 LIMIT $3
@@ -213,6 +214,7 @@ func (q *Queries) WebhookList(ctx context.Context, db DBTX, arg *WebhookListPara
 			&i.DeliveredTo,
 			&i.LastError,
 			&i.DeliveredAt,
+			&i.OwedTo,
 		); err != nil {
 			return nil, err
 		}
@@ -245,9 +247,9 @@ func (q *Queries) WebhookPrune(ctx context.Context, db DBTX, arg *WebhookPrunePa
 const webhookRedeliver = `-- name: WebhookRedeliver :one
 UPDATE orangerail.webhook_outbox
 SET state = 'queued', attempts = 0, next_attempt_at = $1::timestamptz, locked_until = NULL,
-    delivered_to = '{}', last_error = NULL, delivered_at = NULL
+    delivered_to = '{}', last_error = NULL, delivered_at = NULL, owed_to = NULL
 WHERE id = $2 AND tenant_id = $3
-RETURNING id, seq, tenant_id, approval_id, event, action, requested_by, decided_by, decided_at, expires_at, occurred_at, state, attempts, next_attempt_at, locked_until, delivered_to, last_error, delivered_at
+RETURNING id, seq, tenant_id, approval_id, event, action, requested_by, decided_by, decided_at, expires_at, occurred_at, state, attempts, next_attempt_at, locked_until, delivered_to, last_error, delivered_at, owed_to
 `
 
 type WebhookRedeliverParams struct {
@@ -256,7 +258,9 @@ type WebhookRedeliverParams struct {
 	TenantID string
 }
 
-// Queues a row again, for every subscribed endpoint, due at now.
+// Queues a row again, due at now, for every endpoint subscribed to its
+// event where it is delivered: owed_to NULL, the endpoints configured
+// when it was queued forgotten (migrations/00048).
 func (q *Queries) WebhookRedeliver(ctx context.Context, db DBTX, arg *WebhookRedeliverParams) (*OrangerailWebhookOutbox, error) {
 	row := db.QueryRow(ctx, webhookRedeliver, arg.Now, arg.ID, arg.TenantID)
 	var i OrangerailWebhookOutbox
@@ -279,6 +283,7 @@ func (q *Queries) WebhookRedeliver(ctx context.Context, db DBTX, arg *WebhookRed
 		&i.DeliveredTo,
 		&i.LastError,
 		&i.DeliveredAt,
+		&i.OwedTo,
 	)
 	return &i, err
 }

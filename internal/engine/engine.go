@@ -243,8 +243,9 @@ func New(c Config) (*Engine, error) {
 		hooks:         c.Hooks,
 		tracer:        tracerOr(c.Tracer),
 	}
-	// An instance that names no webhook queues no message for one.
-	e.store.NoWebhooks = len(c.Ontology.Webhooks) == 0
+	// Each webhook message is owed to the endpoints configured when its
+	// event happens; an instance that names none queues no message.
+	e.store.Webhooks = ontology.WebhookRoutes(c.Ontology.Webhooks)
 	e.datasource, e.sameDB = e.store, true
 	if c.Datasource != nil && c.Datasource != c.Store {
 		e.datasource, e.sameDB = database.Bound(c.Datasource, limits), false

@@ -7,7 +7,9 @@ package ontology
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -436,6 +438,41 @@ func ShownWebhookURL(raw string) string {
 		return "an endpoint whose URL does not parse"
 	}
 	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// WebhookKey names the endpoint at url in a webhook message's owed_to:
+// the first 8 bytes of the URL's SHA-256, in hex. Not the URL: it can hold
+// the receiver's secret, and the engine sends the keys as text with each
+// transaction (WebhookRoutes), where a server's statement log keeps them.
+func WebhookKey(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return hex.EncodeToString(sum[:8])
+}
+
+// WebhookRoutes is what the engine's transactions set orangerail.webhooks
+// to (database.Bounded's Webhooks) for hooks, the config's webhooks: a JSON
+// object naming, for each event an endpoint subscribes to, the keys
+// (WebhookKey) of the endpoints subscribed, which the approvals' trigger
+// records in the message it queues (migrations/00048). An event no
+// endpoint subscribes to is queued for none. "off" where hooks is empty:
+// no message at all (migrations/00044).
+func WebhookRoutes(hooks []Webhook) string {
+	if len(hooks) == 0 {
+		return "off"
+	}
+	routes := map[WebhookEvent][]string{}
+	for _, h := range hooks {
+		for _, ev := range WebhookEvents() {
+			if h.Subscribes(ev) {
+				routes[ev] = append(routes[ev], WebhookKey(h.URL))
+			}
+		}
+	}
+	out, err := json.Marshal(routes)
+	if err != nil {
+		panic(err) // a map of strings to strings marshals
+	}
+	return string(out)
 }
 
 // SQLQuery configures the read-only SQL tool.

@@ -66,6 +66,10 @@ type WebhookMessage struct {
 	Attempts      int        `json:"attempts"`
 	NextAttemptAt time.Time  `json:"next_attempt_at"`
 	LockedUntil   *time.Time `json:"locked_until"`
+	// OwedTo are the keys (ontology.WebhookKey) of the endpoints the
+	// message is owed to: those configured, subscribed to its event, when
+	// it happened. Nil: every endpoint subscribed where it is delivered.
+	OwedTo []string `json:"owed_to"`
 	// DeliveredTo are the endpoint URLs that answered 2xx.
 	DeliveredTo []string   `json:"delivered_to"`
 	LastError   *string    `json:"last_error"`
@@ -77,7 +81,7 @@ func webhookMessageOf(r *db.OrangerailWebhookOutbox) *WebhookMessage {
 		ID: r.ID, Seq: r.Seq, TenantID: r.TenantID, ApprovalID: r.ApprovalID, Event: WebhookEvent(r.Event), Action: r.Action,
 		RequestedBy: r.RequestedBy, DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, ExpiresAt: r.ExpiresAt,
 		OccurredAt: r.OccurredAt, State: WebhookState(r.State), Attempts: int(r.Attempts), NextAttemptAt: r.NextAttemptAt,
-		LockedUntil: r.LockedUntil, DeliveredTo: r.DeliveredTo, LastError: r.LastError, DeliveredAt: r.DeliveredAt,
+		LockedUntil: r.LockedUntil, OwedTo: r.OwedTo, DeliveredTo: r.DeliveredTo, LastError: r.LastError, DeliveredAt: r.DeliveredAt,
 	}
 }
 

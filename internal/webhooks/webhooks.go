@@ -53,6 +53,8 @@ type Endpoint struct {
 	Secrets      []Secret
 	Events       []store.WebhookEvent
 	IncludeInput bool
+
+	key string // ontology.WebhookKey(URL), set by New
 }
 
 // shown names the endpoint where logs, last_error and a listing's
@@ -64,6 +66,14 @@ func shownURL(raw string) string { return ontology.ShownWebhookURL(raw) }
 
 func (e *Endpoint) subscribes(ev store.WebhookEvent) bool {
 	return len(e.Events) == 0 || slices.Contains(e.Events, ev)
+}
+
+// owed reports whether m is owed to e: e subscribes to its event and, where
+// m records the endpoints it was queued for (owed_to), is one of them. A
+// message without that record (queued before migration 00048, by SQL of
+// an operator's own, or redelivered) is owed to every endpoint subscribed.
+func (e *Endpoint) owed(m *store.WebhookMessage) bool {
+	return e.subscribes(m.Event) && (m.OwedTo == nil || slices.Contains(m.OwedTo, e.key))
 }
 
 // Endpoints reads the config's webhooks, each secret from the environment
@@ -119,6 +129,9 @@ const (
 	maxRedirects = 3
 	// maxErrorText bounds the last_error kept per message.
 	maxErrorText = 300
+	// notOwedHere is the last_error of a message none of whose endpoints
+	// is configured any more.
+	notOwedHere = "not sent: none of the endpoints configured when its event happened is configured now; `webhooks redeliver` sends it to those configured now"
 )
 
 // Config is what a Worker needs. Zero values take the defaults above.
@@ -178,11 +191,14 @@ func New(c Config) (*Worker, error) {
 	if c.Pool == nil {
 		return nil, errors.New("webhooks: Config.Pool is required")
 	}
-	for _, e := range c.Endpoints {
+	c.Endpoints = slices.Clone(c.Endpoints)
+	for i := range c.Endpoints {
+		e := &c.Endpoints[i]
 		// An unsigned message would be one no receiver can trust.
 		if len(e.Secrets) == 0 {
 			return nil, fmt.Errorf("webhooks: the endpoint %s has no secret", e.shown())
 		}
+		e.key = ontology.WebhookKey(e.URL)
 	}
 	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
@@ -337,15 +353,21 @@ func (w *Worker) Prune(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// deliver POSTs m to every subscribed endpoint it has not reached, and
-// marks it delivered, to retry, or failed.
+// deliver POSTs m to every endpoint it is owed to and has not reached,
+// and marks it delivered, to retry, or failed. One none of whose endpoints
+// is configured any more is failed, unsent.
 func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 	delivered := slices.Clone(m.DeliveredTo)
 	var failures []string
 	var input []byte
+	owed := false
 	for i := range w.c.Endpoints {
 		e := &w.c.Endpoints[i]
-		if !e.subscribes(m.Event) || slices.Contains(delivered, e.URL) {
+		if !e.owed(m) {
+			continue
+		}
+		owed = true
+		if slices.Contains(delivered, e.URL) {
 			continue
 		}
 		if e.IncludeInput && input == nil {
@@ -391,6 +413,12 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 				mark.LastError = errorText(failures)
 			}
 			return s.WebhookMarkRetry(ctx, mark)
+		case !owed && m.OwedTo != nil:
+			// The config changed since the event: no endpoint it was
+			// queued for is left, and one configured since was not
+			// there when it happened.
+			mark.LastError = notOwedHere
+			return s.WebhookMarkFailed(ctx, mark)
 		case len(failures) == 0:
 			return s.WebhookMarkDelivered(ctx, mark)
 		case m.Attempts >= w.c.MaxAttempts:

@@ -226,45 +226,72 @@ func (r *receiver) deliveries() []delivery {
 }
 
 type bundle struct {
+	url     string
 	admin   *pgxpool.Pool
 	runtime *pgxpool.Pool
-	engine  *engine.Engine
-	clock   *clock
+	// engine stages and decides: opened by the first worker, its config
+	// naming that worker's endpoints, so the messages it queues are owed
+	// to them.
+	engine *engine.Engine
+	clock  *clock
 }
 
-// setup serves the example on a database of its own, with a clock an
-// hour ahead of the database's, so every message is due at once.
+// setup seeds the example on a database of its own, with a clock an hour
+// ahead of the database's, so every message is due at once.
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	if _, err := admin.Exec(ctx, orders.Seed); err != nil {
+	if _, err := admin.Exec(context.Background(), orders.Seed); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := app.Open(ctx, app.Settings{Config: withWebhook(t), DatabaseURL: url})
+	return &bundle{url: url, admin: admin, runtime: testdb.RuntimePool(t, url), clock: &clock{now: time.Now().Add(time.Hour)}}
+}
+
+// open returns an engine serving the example on b's database with eps
+// configured as its webhooks (not serving: it starts no worker).
+func (b *bundle) open(t *testing.T, eps ...webhooks.Endpoint) *engine.Engine {
+	t.Helper()
+	rt, err := app.Open(context.Background(), app.Settings{Config: ontologytest.Parse(t, orders.Config, hooks(eps...)), DatabaseURL: b.url})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	return &bundle{admin: admin, runtime: testdb.RuntimePool(t, url), engine: rt.Engine, clock: &clock{now: time.Now().Add(time.Hour)}}
+	return rt.Engine
+}
+
+// hooks names eps, their URLs and events, as a config's webhooks.
+func hooks(eps ...webhooks.Endpoint) ontologytest.Edit {
+	var list []map[string]any
+	for _, e := range eps {
+		hook := map[string]any{"url": e.URL, "secret_env": "ORANGERAIL_TEST_WEBHOOK_SECRET"}
+		if len(e.Events) > 0 {
+			hook["events"] = e.Events
+		}
+		list = append(list, hook)
+	}
+	return ontologytest.Set("webhooks", list)
 }
 
 // aWebhook names a webhook in a config: its instance's engine queues
-// messages. Not serving, it opens no worker and reads no secret.
+// messages, owed to that endpoint. Not serving, it opens no worker and
+// reads no secret.
 var aWebhook = ontologytest.SetYAML("webhooks", "[{url: 'https://hooks.example.com/h', secret_env: ORANGERAIL_TEST_WEBHOOK_SECRET}]")
 
-// withWebhook is the example's config naming a webhook: the tests' workers
-// send what its engine queues to endpoints of their own.
+// withWebhook is the example's config naming aWebhook.
 func withWebhook(t *testing.T) *ontology.Config {
 	t.Helper()
 	return ontologytest.Parse(t, orders.Config, aWebhook)
 }
 
-// worker returns a worker for endpoints on b's clock, each retry a minute
-// per failed attempt later.
+// worker returns a worker for c's endpoints on b's clock, each retry a
+// minute per failed attempt later. The first opens b's engine, configured
+// with those endpoints.
 func (b *bundle) worker(t *testing.T, c webhooks.Config) *webhooks.Worker {
 	t.Helper()
+	if b.engine == nil {
+		b.engine = b.open(t, c.Endpoints...)
+	}
 	c.Pool, c.Now, c.PublicURL = b.runtime, b.clock.Now, "https://desk.example.com"
 	if c.Backoff == nil {
 		c.Backoff = func(n int) time.Duration { return time.Duration(n) * time.Minute }
@@ -665,12 +692,12 @@ func TestTwoWorkersDeliverEachOnce(t *testing.T) {
 	b := setup(t)
 	r := newReceiver(t)
 	const staged = 8
-	for i := range staged {
-		b.stage(t, fmt.Sprintf("reason %d", i))
-	}
 	workers := []*webhooks.Worker{
 		b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}, Batch: 3}),
 		b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}, Batch: 3}),
+	}
+	for i := range staged {
+		b.stage(t, fmt.Sprintf("reason %d", i))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*staged)
@@ -981,14 +1008,15 @@ func TestOwnerWithoutSuperuser(t *testing.T) {
 	if _, err := ownerPool.Exec(ctx, orders.Seed); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := app.Open(ctx, app.Settings{Config: withWebhook(t), DatabaseURL: ownerURL})
+	r := newReceiver(t)
+	ep := endpoint(t, r.URL, false)
+	rt, err := app.Open(ctx, app.Settings{Config: ontologytest.Parse(t, orders.Config, hooks(ep)), DatabaseURL: ownerURL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
 	b := &bundle{admin: admin, runtime: rt.Store, engine: rt.Engine, clock: &clock{now: time.Now().Add(time.Hour)}}
-	r := newReceiver(t)
-	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}})
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{ep}})
 	b.stage(t, "owner")
 	if n := b.runOnce(t, w); n != 1 || len(r.deliveries()) != 1 {
 		t.Fatalf("handled %d, delivered %d", n, len(r.deliveries()))
