@@ -53,6 +53,15 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("dropping the active key: exit %d", code)
 	}
 	oneLine(t, stderr, string(errcode.KeyRingNoActiveKey))
+	// An empty argument (`keys drop "$OLD_KID"`, the variable unset) names
+	// no key, not the legacy one; nor does it make it active again.
+	for _, verb := range []string{"drop", "activate"} {
+		code, out, stderr = cli(t, "keys", verb, "")
+		if code != exitError || out != "" {
+			t.Fatalf("keys %s \"\": exit %d, printed %q", verb, code, out)
+		}
+		oneLine(t, stderr, string(errcode.KeyRingKIDUnknown))
+	}
 	code, out, _ = cli(t, "keys", "drop", string(keyring.Legacy))
 	if dropped := parseRing(t, out); code != exitOK || len(dropped.IDs()) != 1 || dropped.Active().ID != fresh {
 		t.Fatalf("keys drop legacy: exit %d %v", code, dropped.IDs())

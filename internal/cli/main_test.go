@@ -761,6 +761,16 @@ func TestAuditorGrant(t *testing.T) {
 		t.Fatal("an auditor read the tenant list")
 	}
 
+	// A revoke of a grant that is not there (a typo) revokes nothing and
+	// says so: it is not reported as done.
+	if code, out, stderr := cli(t, "auditor", "revoke", name, "--tenant", "acm", "--database-url", url); code != exitError || out != "" {
+		t.Fatalf("revoke of a mistyped tenant: exit %d %q %q", code, out, stderr)
+	} else {
+		oneLine(t, stderr, "X_AUDITOR_GRANT_NOT_FOUND")
+	}
+	if count("SELECT count(*) FROM orangerail.audit") != 1 {
+		t.Fatal("a refused revoke revoked the grant")
+	}
 	if code, _, _ := cli(t, "auditor", "revoke", name, "--tenant", "acme", "--database-url", url); code != exitOK {
 		t.Fatalf("revoke: exit %d", code)
 	}

@@ -25,7 +25,7 @@ func (q *Queries) AuditorGrantAdd(ctx context.Context, db DBTX, arg *AuditorGran
 	return err
 }
 
-const auditorGrantRemove = `-- name: AuditorGrantRemove :exec
+const auditorGrantRemove = `-- name: AuditorGrantRemove :execrows
 DELETE FROM orangerail.auditor_grants WHERE role_name = $1 AND tenant_id = $2
 `
 
@@ -34,9 +34,12 @@ type AuditorGrantRemoveParams struct {
 	TenantID string
 }
 
-func (q *Queries) AuditorGrantRemove(ctx context.Context, db DBTX, arg *AuditorGrantRemoveParams) error {
-	_, err := db.Exec(ctx, auditorGrantRemove, arg.RoleName, arg.TenantID)
-	return err
+func (q *Queries) AuditorGrantRemove(ctx context.Context, db DBTX, arg *AuditorGrantRemoveParams) (int64, error) {
+	result, err := db.Exec(ctx, auditorGrantRemove, arg.RoleName, arg.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const auditorGrantedTenants = `-- name: AuditorGrantedTenants :many
@@ -66,24 +69,70 @@ func (q *Queries) AuditorGrantedTenants(ctx context.Context, db DBTX) ([]string,
 	return items, nil
 }
 
+const auditorGrantsOf = `-- name: AuditorGrantsOf :many
+SELECT g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
+WHERE g.role_name = $1
+ORDER BY 1
+`
+
+// The tenants a login may read, in id order.
+func (q *Queries) AuditorGrantsOf(ctx context.Context, db DBTX, roleName string) ([]string, error) {
+	rows, err := db.Query(ctx, auditorGrantsOf, roleName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var tenant_id string
+		if err := rows.Scan(&tenant_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tenant_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const roleGet = `-- name: RoleGet :one
-SELECT pg_catalog.pg_has_role(r.rolname, 'orangerail_auditor', 'MEMBER')::bool AS auditor,
-       (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole)::bool AS powerful
+SELECT EXISTS (SELECT FROM pg_catalog.pg_auth_members m
+               WHERE m.member = r.oid AND m.roleid = 'orangerail_auditor'::pg_catalog.regrole)::bool AS auditor,
+       (r.rolcanlogin AND r.rolinherit)::bool AS login,
+       (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication)::bool AS powerful,
+       ARRAY(SELECT g.rolname::text FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
+             WHERE m.member = r.oid AND g.rolname <> 'orangerail_auditor' ORDER BY 1)::text[] AS other_roles,
+       EXISTS (SELECT FROM pg_catalog.pg_shdepend d
+               WHERE d.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND d.refobjid = r.oid)::bool AS named_by_objects
 FROM pg_catalog.pg_roles r
 WHERE r.rolname = $1::text
 `
 
 type RoleGetRow struct {
-	Auditor  bool
-	Powerful bool
+	Auditor        bool
+	Login          bool
+	Powerful       bool
+	OtherRoles     []string
+	NamedByObjects bool
 }
 
-// A role's standing as an auditor login: whether it is a member of
-// orangerail_auditor, and whether it holds a power no auditor may hold.
-// No row: there is no such role.
+// A role's standing as an auditor login. A plain auditor, as GrantAuditor
+// makes one, is a direct member of orangerail_auditor, may log in and
+// inherits its grants, holds no power an auditor may not (superuser,
+// bypassing RLS, creating roles or databases, replication), is a member of
+// no other role (orangerail_runtime, the owner, a role of the cluster's)
+// and is named by no object of any database (pg_shdepend: it owns none,
+// is granted none, no policy names it). No row: there is no such role.
 func (q *Queries) RoleGet(ctx context.Context, db DBTX, roleName string) (*RoleGetRow, error) {
 	row := db.QueryRow(ctx, roleGet, roleName)
 	var i RoleGetRow
-	err := row.Scan(&i.Auditor, &i.Powerful)
+	err := row.Scan(
+		&i.Auditor,
+		&i.Login,
+		&i.Powerful,
+		&i.OtherRoles,
+		&i.NamedByObjects,
+	)
 	return &i, err
 }

@@ -66,6 +66,7 @@ const (
 	// End of the meta surface's.
 	AuditorInvalid         Code = "X_AUDITOR_INVALID"
 	AuditorPasswordInvalid Code = "X_AUDITOR_PASSWORD_INVALID" //nolint:gosec // G101: an error code's name, not a credential
+	AuditorGrantNotFound   Code = "X_AUDITOR_GRANT_NOT_FOUND"
 
 	WebhookNotFound     Code = "X_WEBHOOK_NOT_FOUND"
 	WebhookStateInvalid Code = "X_WEBHOOK_STATE_INVALID"
@@ -397,8 +398,10 @@ var table = []Entry{
 	{MCPLimitsUnavailable, "The rate-limit counters could not be read, and the server is set to refuse calls then (on_store_error: closed).",
 		"Retry shortly; an operator checks the database the counters live in.",
 		"Retry after a pause; the call did not run."},
-	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor.",
-		"Choose a new name of [a-z_][a-z0-9_]*; orangerail never turns an existing role into an auditor.", ""},
+	{AuditorInvalid, "The auditor name is not a plain lower-case identifier, or names a role that is not a plain orangerail auditor: one that cannot log in, holds a power (superuser, bypassing RLS, creating roles or databases, replication), is a member of a role besides orangerail_auditor (orangerail_runtime, the schema's owner), or is named by an object of some database (owns it, is granted it).",
+		"Choose a new name of [a-z_][a-z0-9_]*; orangerail never turns an existing role into an auditor, nor changes the password of one it did not make.", ""},
+	{AuditorGrantNotFound, "The login has no grant of the tenant in this database: nothing was revoked. The message lists the tenants it may read.",
+		"Check the login's name and the tenant id (a typo?), and the database the URL names.", ""},
 	{AuditorPasswordInvalid, "The auditor's password is empty (the --password-env variable unset or blank), or holds a character Postgres and its clients change before hashing a password (SASLprep): a non-ASCII space such as the no-break space, an invisible character such as the soft hyphen, or a letter not in Unicode NFKC form (fullwidth, decomposed or compatibility letters). orangerail sends Postgres only the password's SCRAM verifier, which would not match the password a client logs in with.",
 		"Set the variable --password-env names to the password; choose one without such characters (printable ASCII always works), or write it in NFKC form with plain spaces.", ""},
 	{MCPQueryRejected, "The read-only SQL tool refused the statement; the rule it broke is named (one_statement, select_only, no_into, no_locking, no_modifying, banned_function, relation_not_allowed, no_unicode_escape, syntax, too_long; and, from the live catalog, volatile_function: a call, operator or cast that may resolve to a VOLATILE function, or unresolved_function: one that resolves to none, or to an extension's or one outside pg_catalog and the tool's schemas).",

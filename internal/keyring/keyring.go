@@ -151,6 +151,22 @@ func (r *Ring) lookup(kid KID) (Key, bool) {
 	return r.keys[i], true
 }
 
+// named returns the key an operator names by kid (keys activate, keys
+// drop): by its kid exactly. Not as lookup reads a carried kid, where the
+// empty kid is Legacy's: an empty argument (a script's variable unset)
+// would name the legacy key, and drop what signed everything made before
+// rings, or make it active again, undoing a rotation.
+func (r *Ring) named(kid KID) (Key, error) {
+	i := slices.IndexFunc(r.keys, func(k Key) bool { return k.ID == kid })
+	switch {
+	case i >= 0:
+		return r.keys[i], nil
+	case kid == "":
+		return Key{}, errcode.New(errcode.KeyRingKIDUnknown, fmt.Sprintf("no kid was named (an empty argument: a variable unset?); the ring has %v", r.IDs()), nil)
+	}
+	return Key{}, errcode.New(errcode.KeyRingKIDUnknown, fmt.Sprintf("the ring has no key %s; it has %v", kid, r.IDs()), nil)
+}
+
 // Keys returns every key, the active first.
 func (r *Ring) Keys() []Key { return slices.Clone(r.keys) }
 
@@ -213,9 +229,9 @@ func (r *Ring) With(k Key, active bool) (*Ring, error) {
 
 // Activate returns the ring with the key kid names moved first, active.
 func (r *Ring) Activate(kid KID) (*Ring, error) {
-	k, ok := r.lookup(kid)
-	if !ok {
-		return nil, errcode.New(errcode.KeyRingKIDUnknown, fmt.Sprintf("the ring has no key %s; it has %v", kid, r.IDs()), nil)
+	k, err := r.named(kid)
+	if err != nil {
+		return nil, err
 	}
 	rest := slices.DeleteFunc(slices.Clone(r.keys), func(o Key) bool { return o.ID == k.ID })
 	return &Ring{keys: append([]Key{k}, rest...)}, nil
@@ -224,9 +240,9 @@ func (r *Ring) Activate(kid KID) (*Ring, error) {
 // Drop returns the ring without the key kid names. The active key cannot
 // be dropped (KeyRingNoActiveKey): activate another first.
 func (r *Ring) Drop(kid KID) (*Ring, error) {
-	k, ok := r.lookup(kid)
-	if !ok {
-		return nil, errcode.New(errcode.KeyRingKIDUnknown, fmt.Sprintf("the ring has no key %s; it has %v", kid, r.IDs()), nil)
+	k, err := r.named(kid)
+	if err != nil {
+		return nil, err
 	}
 	if k.ID == r.Active().ID {
 		return nil, errcode.New(errcode.KeyRingNoActiveKey, fmt.Sprintf("%s is the active key: activate another before dropping it", k.ID), nil)

@@ -114,6 +114,14 @@ func TestRotation(t *testing.T) {
 	if _, err := active.Activate("k404"); errcode.Of(err) != errcode.KeyRingKIDUnknown {
 		t.Fatalf("activating an unknown kid = %v", err)
 	}
+	// An empty kid (a script's variable unset) names no key: not the
+	// legacy one, which what carries no kid is verified with.
+	if _, err := active.Drop(""); errcode.Of(err) != errcode.KeyRingKIDUnknown {
+		t.Fatalf("dropping the empty kid = %v, want %s", err, errcode.KeyRingKIDUnknown)
+	}
+	if _, err := active.Activate(""); errcode.Of(err) != errcode.KeyRingKIDUnknown {
+		t.Fatalf("activating the empty kid = %v, want %s", err, errcode.KeyRingKIDUnknown)
+	}
 	dropped, err := active.Drop(Legacy)
 	if err != nil || len(dropped.IDs()) != 1 || dropped.Active().ID != k.ID {
 		t.Fatalf("Drop = %v, %v", dropped.IDs(), err)

@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -50,7 +53,8 @@ type GrantAuditorParams struct {
 // connects as ownerURL's login, which must own orangerail's schema, to a
 // database whose schema is current. It refuses, with X_AUDITOR_INVALID, a
 // name that is not a plain identifier or that names a role that is not a
-// plain orangerail auditor: it never turns an existing role into one.
+// plain orangerail auditor (plainAuditor): it never turns an existing role
+// into one, nor sets the password of one it did not make.
 func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) error {
 	var verifier string
 	if p.Password != "" {
@@ -64,12 +68,24 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	err = grantAuditor(ctx, conn, p, verifier)
+	if roleMadeMeanwhile(err) {
+		// A grant of the same new name to another database of the cluster
+		// made the role while this one waited to: the advisory lock is
+		// the database's, a role the cluster's. Once more, finding it.
+		err = grantAuditor(ctx, conn, p, verifier)
+	}
+	return err
+}
+
+// grantAuditor is GrantAuditor's one transaction on conn.
+func grantAuditor(ctx context.Context, conn *pgx.Conn, p *GrantAuditorParams, verifier string) error {
 	// Scoped to the tenant: TenantOpen makes its chain's head.
 	return database.InTenant(ctx, conn, p.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
 		ident := pgx.Identifier{p.Name}.Sanitize()
-		// Two grants of one new name at once: the second waits, then finds
-		// the role the first made (it failed on CREATE ROLE's unique name).
+		// Two grants of one new name to this database at once: the second
+		// waits, then finds the role the first made.
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail.auditor:' || $1, 0))", p.Name); err != nil {
 			return err
 		}
@@ -83,8 +99,10 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 			}
 		case err != nil:
 			return err
-		case !role.Auditor || role.Powerful:
-			return errcode.New(errcode.AuditorInvalid, fmt.Sprintf("a role %q exists and is not a plain orangerail auditor; choose another name", p.Name), nil)
+		default:
+			if why := notPlainAuditor(role); why != "" {
+				return errcode.New(errcode.AuditorInvalid, fmt.Sprintf("a role %q exists and is not a plain orangerail auditor: %s; choose another name", p.Name, why), nil)
+			}
 		}
 		if verifier != "" {
 			// The verifier is base64 and '$', ':' and digits: a literal
@@ -109,6 +127,35 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 	})
 }
 
+// notPlainAuditor says why role is not a plain orangerail auditor, as
+// GrantAuditor makes one; "" when it is. Granting a tenant to, or setting
+// the password of, a role that is more (one that may act as the runtime
+// or the owner, a replication login) would hand an auditor's grant, or
+// the password of a login others use, to what it is not.
+func notPlainAuditor(role *store.Role) string {
+	switch {
+	case !role.Auditor:
+		return "it is not a member of " + AuditorRole
+	case !role.Login:
+		return "it cannot log in (or does not inherit)"
+	case role.Powerful:
+		return "it holds a power no auditor may (superuser, bypassing RLS, creating roles or databases, replication)"
+	case len(role.OtherRoles) > 0:
+		return fmt.Sprintf("it is a member of %v too", role.OtherRoles)
+	case role.NamedByObjects:
+		return "an object of some database names it (it owns one, or is granted one)"
+	}
+	return ""
+}
+
+// roleMadeMeanwhile reports whether err is CREATE ROLE failing on a name
+// another transaction took meanwhile: the unique index of pg_authid
+// (23505), or the name found taken (42710).
+func roleMadeMeanwhile(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UniqueViolation || pgErr.Code == pgerrcode.DuplicateObject)
+}
+
 // RevokeAuditorParams name an auditor login and a tenant.
 type RevokeAuditorParams struct {
 	Name   string
@@ -116,14 +163,30 @@ type RevokeAuditorParams struct {
 }
 
 // RevokeAuditor stops the login p.Name reading tenant p.Tenant. The login
-// itself stays. It connects as GrantAuditor does.
+// itself stays. It connects as GrantAuditor does. A login with no such
+// grant (a typo of either) is X_AUDITOR_GRANT_NOT_FOUND, naming the
+// tenants it may read: nothing was revoked, and the grant that was meant
+// may still stand.
 func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams) error {
 	conn, err := ownerConn(ctx, ownerURL, p.Name, p.Tenant)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return store.New(conn).AuditorGrantRemove(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant})
+	s := store.New(conn)
+	removed, err := s.AuditorGrantRemove(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant})
+	if err != nil || removed {
+		return err
+	}
+	granted, err := s.AuditorGrantsOf(ctx, p.Name)
+	if err != nil {
+		return err
+	}
+	reads := "it may read no tenant of this database"
+	if len(granted) > 0 {
+		reads = "it may read " + strings.Join(granted, ", ")
+	}
+	return errcode.New(errcode.AuditorGrantNotFound, fmt.Sprintf("%s has no grant of tenant %s: nothing was revoked (%s)", p.Name, p.Tenant, reads), nil)
 }
 
 // ownerConn checks an auditor's name and tenant, then connects as the

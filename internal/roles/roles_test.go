@@ -2,6 +2,7 @@ package roles
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -137,4 +138,157 @@ func auditorName(t *testing.T, admin *pgxpool.Pool, suffix string) string {
 		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
 	})
 	return name
+}
+
+// TestGrantRefusesRolesThatAreMoreThanAnAuditor: an existing role is
+// granted a tenant, and has its password set, only when it is what
+// GrantAuditor would have made: a login in orangerail_auditor and nothing
+// more. The group role itself (no login), a login that may also act as
+// orangerail_runtime, one that owns a table, one that replicates are each
+// X_AUDITOR_INVALID, their password as it was and no grant made; a plain
+// one is granted.
+func TestGrantRefusesRolesThatAreMoreThanAnAuditor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	login := func(suffix, options string, then ...string) string {
+		t.Helper()
+		name := auditorName(t, admin, suffix)
+		if _, err := admin.Exec(ctx, "CREATE ROLE "+name+" LOGIN PASSWORD 'before' "+options); err != nil {
+			t.Fatal(err)
+		}
+		for _, sql := range then {
+			if _, err := admin.Exec(ctx, strings.ReplaceAll(sql, "%s", name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return name
+	}
+	table := "public.owned_" + strings.TrimPrefix(scratchRole(t, admin), "orangerail_scram_")
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	password := func(name string) string {
+		t.Helper()
+		var v *string
+		if err := admin.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", name).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			return ""
+		}
+		return *v
+	}
+	for _, name := range []string{
+		AuditorRole,
+		login("_runtime", "IN ROLE orangerail_runtime, orangerail_auditor"),
+		login("_owner", "IN ROLE orangerail_auditor", "CREATE TABLE "+table+" (id int)", "ALTER TABLE "+table+" OWNER TO %s"),
+		login("_granted", "IN ROLE orangerail_auditor", "CREATE TABLE IF NOT EXISTS "+table+" (id int)", "GRANT SELECT ON "+table+" TO %s"),
+		login("_replication", "REPLICATION IN ROLE orangerail_auditor"),
+		login("_noinherit", "NOINHERIT IN ROLE orangerail_auditor"),
+	} {
+		before := password(name)
+		err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: "after the grant", NewTenant: true})
+		if errcode.Of(err) != errcode.AuditorInvalid {
+			t.Errorf("%s: %v, want %s", name, err, errcode.AuditorInvalid)
+		}
+		if password(name) != before {
+			t.Errorf("%s: its password was changed", name)
+		}
+	}
+	var grants int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.auditor_grants").Scan(&grants); err != nil || grants != 0 {
+		t.Fatalf("%d grants (%v)", grants, err)
+	}
+	plain := login("_plain", "IN ROLE orangerail_auditor")
+	if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: plain, Tenant: "acme", Password: "after the grant", NewTenant: true}); err != nil {
+		t.Fatalf("a plain auditor made by hand: %v", err)
+	}
+}
+
+// TestRevokeOfNoGrantIsRefused: revoking a grant the login does not have
+// (a typo of the tenant, or of the login) revokes nothing and says so,
+// naming what the login may read; the grant meant stays until revoked.
+func TestRevokeOfNoGrantIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	name := auditorName(t, admin, "_r")
+	if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", NewTenant: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, tenant, says string }{
+		{name, "acm", "(it may read acme)"},
+		{name + "x", "acme", "(it may read no tenant of this database)"},
+	} {
+		err := RevokeAuditor(ctx, url, &RevokeAuditorParams{Name: tt.name, Tenant: tt.tenant})
+		if errcode.Of(err) != errcode.AuditorGrantNotFound || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("revoke %s of %s: %v, want %s saying %q", tt.name, tt.tenant, err, errcode.AuditorGrantNotFound, tt.says)
+		}
+	}
+	grants := func() int {
+		t.Helper()
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.auditor_grants WHERE role_name = $1 AND tenant_id = 'acme'", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := grants(); n != 1 {
+		t.Fatalf("%d grants of acme after the refused revokes", n)
+	}
+	if err := RevokeAuditor(ctx, url, &RevokeAuditorParams{Name: name, Tenant: "acme"}); err != nil || grants() != 0 {
+		t.Fatalf("revoke: %v, %d grants left", err, grants())
+	}
+	if err := RevokeAuditor(ctx, url, &RevokeAuditorParams{Name: name, Tenant: "acme"}); errcode.Of(err) != errcode.AuditorGrantNotFound {
+		t.Fatalf("revoking it again: %v", err)
+	}
+}
+
+// TestGrantsOfOneLoginToTwoDatabases: a login is the cluster's, the lock
+// that serves grants of one name one after the other a database's. A
+// grant to one database waits on CREATE ROLE while a grant to another
+// holds the name uncommitted, then finds the role made and is granted,
+// where it failed with Postgres's own words (23505).
+func TestGrantsOfOneLoginToTwoDatabases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	name := auditorName(t, admin, "_two")
+	// The other database's grant, as far as its CREATE ROLE, uncommitted.
+	other, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(context.Background()) }()
+	if _, err := other.Exec(ctx, "CREATE ROLE "+name+" LOGIN INHERIT IN ROLE orangerail_auditor"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", NewTenant: true})
+	}()
+	// Once the grant waits on the name, the other commits.
+	for waiting := false; !waiting; {
+		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE ROLE %' AND pid <> pg_backend_pid())`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the grant ended before the other committed: %v", err)
+		default:
+		}
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the grant waiting on the name: %v", err)
+	}
+	var grants int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.auditor_grants WHERE role_name = $1", name).Scan(&grants); err != nil || grants != 1 {
+		t.Fatalf("%d grants (%v)", grants, err)
+	}
 }

@@ -8,18 +8,29 @@ import (
 
 // Role is a role's standing as an auditor login.
 type Role struct {
-	// Auditor: the role is a member of orangerail_auditor.
+	// Auditor: the role is a direct member of orangerail_auditor.
 	Auditor bool
-	// Powerful: the role is a superuser, bypasses RLS or creates roles —
-	// powers no auditor may hold.
+	// Login: the role may log in, and inherits its roles' grants.
+	Login bool
+	// Powerful: the role is a superuser, bypasses RLS, creates roles or
+	// databases, or replicates — powers no auditor may hold.
 	Powerful bool
+	// OtherRoles are the roles it is a direct member of besides
+	// orangerail_auditor.
+	OtherRoles []string
+	// NamedByObjects: some object of some database of the cluster names
+	// the role (it owns one, is granted a privilege on one, or a policy
+	// names it).
+	NamedByObjects bool
 }
 
 // RoleGet returns a role's standing, or ErrNotFound when no role has the
 // name.
 func (s *Store) RoleGet(ctx context.Context, name string) (*Role, error) {
 	row, err := s.q.RoleGet(ctx, s.x, name)
-	return one(row, err, func(r *db.RoleGetRow) *Role { return &Role{Auditor: r.Auditor, Powerful: r.Powerful} })
+	return one(row, err, func(r *db.RoleGetRow) *Role {
+		return &Role{Auditor: r.Auditor, Login: r.Login, Powerful: r.Powerful, OtherRoles: r.OtherRoles, NamedByObjects: r.NamedByObjects}
+	})
 }
 
 // AuditorGrantParams name an auditor login and a tenant.
@@ -34,10 +45,17 @@ func (s *Store) AuditorGrantAdd(ctx context.Context, p *AuditorGrantParams) erro
 	return InterpretError(s.q.AuditorGrantAdd(ctx, s.x, &db.AuditorGrantAddParams{RoleName: p.RoleName, TenantID: p.TenantID}))
 }
 
-// AuditorGrantRemove stops an auditor login reading a tenant's rows.
-// Removing a grant that does not exist does nothing.
-func (s *Store) AuditorGrantRemove(ctx context.Context, p *AuditorGrantParams) error {
-	return InterpretError(s.q.AuditorGrantRemove(ctx, s.x, &db.AuditorGrantRemoveParams{RoleName: p.RoleName, TenantID: p.TenantID}))
+// AuditorGrantRemove stops an auditor login reading a tenant's rows, and
+// reports whether it could: false, the login had no such grant.
+func (s *Store) AuditorGrantRemove(ctx context.Context, p *AuditorGrantParams) (bool, error) {
+	n, err := s.q.AuditorGrantRemove(ctx, s.x, &db.AuditorGrantRemoveParams{RoleName: p.RoleName, TenantID: p.TenantID})
+	return n > 0, InterpretError(err)
+}
+
+// AuditorGrantsOf lists the tenants a login may read, in id order.
+func (s *Store) AuditorGrantsOf(ctx context.Context, roleName string) ([]string, error) {
+	ids, err := s.q.AuditorGrantsOf(ctx, s.x, roleName)
+	return ids, InterpretError(err)
 }
 
 // AuditorGrantedTenants lists the tenants granted to the connection's

@@ -17,7 +17,8 @@ func TestRoleGet(t *testing.T) {
 	if r, err := s.RoleGet(ctx, "postgres"); err != nil || !r.Powerful {
 		t.Fatalf("postgres: %+v %v, want powerful", r, err)
 	}
-	if r, err := s.RoleGet(ctx, "orangerail_auditor"); err != nil || !r.Auditor || r.Powerful {
+	// The group role is no member of itself, and cannot log in.
+	if r, err := s.RoleGet(ctx, "orangerail_auditor"); err != nil || r.Auditor || r.Login || r.Powerful || len(r.OtherRoles) != 0 {
 		t.Fatalf("orangerail_auditor: %+v %v", r, err)
 	}
 	if _, err := s.RoleGet(ctx, "orangerail_no_such_role"); !errors.Is(err, store.ErrNotFound) {
