@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,12 +78,39 @@ func TestAuditSettle(t *testing.T) {
 		t.Fatalf("an unknown execution settled: exit %d", code)
 	}
 	oneLine(t, stderr, "X_EXECUTION_NOT_UNFINISHED")
-	code, out, stderr := settle(ownerURL, "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
-	if code != exitOK || !strings.Contains(out, `settled: execution c-7 of "create_label" in tenant acme, approval none: failed`) {
-		t.Fatalf("settle: exit %d\n%s%s", code, out, stderr)
+	// Two operators, each twice, settle it at once with opposite
+	// outcomes: one settles it, the others are told it is settled.
+	outcomes := []string{"failed", "succeeded", "failed", "succeeded"}
+	type answer struct {
+		code        int
+		out, stderr string
 	}
-	if code, out, _ := cli(t, "audit", "verify", "--database-url", ownerURL); code != exitOK || !strings.Contains(out, "execution_settled") ||
-		!strings.Contains(out, `reason "the carrier has no such label"  outcome "failed"`) {
+	answers := make([]answer, len(outcomes))
+	var wg sync.WaitGroup
+	for i, outcome := range outcomes {
+		wg.Go(func() {
+			code, out, stderr := settle(ownerURL, "c-7", "--outcome", outcome, "--reason", "the carrier has no such label")
+			answers[i] = answer{code, out, stderr}
+		})
+	}
+	wg.Wait()
+	settled := ""
+	for i, a := range answers {
+		switch {
+		case a.code == exitOK && settled == "" &&
+			strings.Contains(a.out, `settled: execution c-7 of "create_label" in tenant acme, approval none: `+outcomes[i]):
+			settled = outcomes[i]
+		case a.code == exitError:
+			oneLine(t, a.stderr, "X_EXECUTION_NOT_UNFINISHED")
+		default:
+			t.Fatalf("settle %d of 4 (%s): exit %d\n%s%s", i+1, outcomes[i], a.code, a.out, a.stderr)
+		}
+	}
+	if settled == "" {
+		t.Fatalf("no settle of four succeeded: %+v", answers)
+	}
+	if code, out, _ := cli(t, "audit", "verify", "--database-url", ownerURL); code != exitOK || strings.Count(out, "execution_settled") != 1 ||
+		!strings.Contains(out, `reason "the carrier has no such label"  outcome "`+settled+`"`) {
 		t.Fatalf("verify after settling: exit %d\n%s", code, out)
 	}
 }
