@@ -151,7 +151,7 @@ LIMIT @row_limit;
 -- name: AuditBreakGlass :many
 SELECT coalesce(b.seq, 0)::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
        b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason,
-       coalesce(b.settled_outcome, '')::text AS settled_outcome
+       coalesce(b.settled_outcome, '')::text AS settled_outcome, coalesce(b.auditor, '')::text AS auditor
 FROM orangerail.audit_break_glass(@tenant_id::text) AS b;
 
 -- name: AuditUnsealedPage :many

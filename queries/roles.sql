@@ -17,8 +17,9 @@ SELECT EXISTS (SELECT FROM pg_catalog.pg_auth_members m
 FROM pg_catalog.pg_roles r
 WHERE r.rolname = @role_name::text;
 
--- name: AuditorGrantAdd :exec
--- Lets an auditor login read a tenant (the tenant must exist).
+-- name: AuditorGrantAdd :execrows
+-- Lets an auditor login read a tenant (the tenant must exist): 0 rows,
+-- it could already.
 INSERT INTO orangerail.auditor_grants (role_name, tenant_id) VALUES (@role_name, @tenant_id)
 ON CONFLICT DO NOTHING;
 

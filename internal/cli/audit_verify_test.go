@@ -107,10 +107,21 @@ func TestAuditVerifyAsAnAuditorLogin(t *testing.T) {
 	}
 	auditorURL := testdb.WithUser(t, url, auditor, "correct horse battery staple")
 	granted := "audit verify: " + listingNotes[engine.ListingGranted] + "\n"
+	// The grant is the owner's record in acme's chain, sealed as a
+	// server's sealer would.
+	if _, err := engine.Seal(ctx, runtime); err != nil {
+		t.Fatal(err)
+	}
+	var grantedAt time.Time
+	if err := admin.QueryRow(ctx, "SELECT at FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 4 AND phase = 'auditor_granted'").Scan(&grantedAt); err != nil {
+		t.Fatal(err)
+	}
 
 	code, out, stderr := cli(t, "audit", "verify", "--database-url", auditorURL, "--key", vkey, "--require-checkpoint")
-	if code != exitOK || out != "tenant acme: OK — 3 records, head at seq 3, 1 signed checkpoint(s) checked (the latest of size 3)\n" || stderr != granted {
-		t.Fatalf("the auditor's run: exit %d\n%s%s", code, out, stderr)
+	if want := "tenant acme: OK — 4 records, head at seq 4, 1 signed checkpoint(s) checked (the latest of size 3)\n" +
+		"  1 operator record(s) by the database owner — break-glass decisions, settled executions, auditors granted or revoked (reported, not a failure):\n" +
+		fmt.Sprintf("    seq 4  %s  auditor_granted  auditor %q  operator \"postgres\"\n", grantedAt.UTC().Format(time.RFC3339), auditor); code != exitOK || out != want || stderr != granted {
+		t.Fatalf("the auditor's run: exit %d\n%s%s\nwant\n%s", code, out, stderr, want)
 	}
 	code, out, stderr = cli(t, "audit", "verify", "--database-url", auditorURL, "--tenant", "globex")
 	if code != exitError || out != "" {

@@ -749,7 +749,9 @@ func TestAuditorGrant(t *testing.T) {
 		}
 		return n
 	}
-	if count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme'") != 1 ||
+	// acme's record, and the owner's record of this grant.
+	if count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme'") != 2 ||
+		count("SELECT count(*) FROM orangerail.audit WHERE phase = 'auditor_granted' AND actor_kind = 'operator'") != 1 ||
 		count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'globex' OR set_config('orangerail.tenant_id', 'globex', false) IS NULL") != 0 ||
 		count("SELECT count(*) FROM orangerail.audit_verify('acme')") != 0 {
 		t.Fatal("the auditor does not see exactly its tenant")
@@ -768,8 +770,8 @@ func TestAuditorGrant(t *testing.T) {
 	} else {
 		oneLine(t, stderr, "X_AUDITOR_GRANT_NOT_FOUND")
 	}
-	if count("SELECT count(*) FROM orangerail.audit") != 1 {
-		t.Fatal("a refused revoke revoked the grant")
+	if count("SELECT count(*) FROM orangerail.audit") != 2 {
+		t.Fatal("a refused revoke revoked the grant, or left a record")
 	}
 	if code, _, _ := cli(t, "auditor", "revoke", name, "--tenant", "acme", "--database-url", url); code != exitOK {
 		t.Fatalf("revoke: exit %d", code)

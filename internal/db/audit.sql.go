@@ -118,7 +118,7 @@ func (q *Queries) AuditAppend(ctx context.Context, db DBTX, entry []byte) error 
 const auditBreakGlass = `-- name: AuditBreakGlass :many
 SELECT coalesce(b.seq, 0)::bigint AS seq, coalesce(b.approval_id::text, '')::text AS approval_id, b.phase::text AS phase,
        b.operator::text AS operator, b.at::timestamptz AS at, b.reason::text AS reason,
-       coalesce(b.settled_outcome, '')::text AS settled_outcome
+       coalesce(b.settled_outcome, '')::text AS settled_outcome, coalesce(b.auditor, '')::text AS auditor
 FROM orangerail.audit_break_glass($1::text) AS b
 `
 
@@ -130,6 +130,7 @@ type AuditBreakGlassRow struct {
 	At             time.Time
 	Reason         string
 	SettledOutcome string
+	Auditor        string
 }
 
 func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string) ([]*AuditBreakGlassRow, error) {
@@ -149,6 +150,7 @@ func (q *Queries) AuditBreakGlass(ctx context.Context, db DBTX, tenantID string)
 			&i.At,
 			&i.Reason,
 			&i.SettledOutcome,
+			&i.Auditor,
 		); err != nil {
 			return nil, err
 		}

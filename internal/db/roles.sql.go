@@ -9,7 +9,7 @@ import (
 	"context"
 )
 
-const auditorGrantAdd = `-- name: AuditorGrantAdd :exec
+const auditorGrantAdd = `-- name: AuditorGrantAdd :execrows
 INSERT INTO orangerail.auditor_grants (role_name, tenant_id) VALUES ($1, $2)
 ON CONFLICT DO NOTHING
 `
@@ -19,10 +19,14 @@ type AuditorGrantAddParams struct {
 	TenantID string
 }
 
-// Lets an auditor login read a tenant (the tenant must exist).
-func (q *Queries) AuditorGrantAdd(ctx context.Context, db DBTX, arg *AuditorGrantAddParams) error {
-	_, err := db.Exec(ctx, auditorGrantAdd, arg.RoleName, arg.TenantID)
-	return err
+// Lets an auditor login read a tenant (the tenant must exist): 0 rows,
+// it could already.
+func (q *Queries) AuditorGrantAdd(ctx context.Context, db DBTX, arg *AuditorGrantAddParams) (int64, error) {
+	result, err := db.Exec(ctx, auditorGrantAdd, arg.RoleName, arg.TenantID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const auditorGrantRemove = `-- name: AuditorGrantRemove :execrows

@@ -38,13 +38,20 @@ const (
 	// anything ran, its approval (if any) left approved: its error starts
 	// with X_RATE_LIMITED and names the limit (budget.go).
 	PhaseRateLimited Phase = "rate_limited"
+	// PhaseAuditorGranted and PhaseAuditorRevoked are an operator's
+	// records of an auditor login given, or losing, read access to the
+	// tenant's audit log and approvals (RecordAuditorAccess): who could
+	// read the tenant, and since when, is the chain's to tell.
+	PhaseAuditorGranted Phase = "auditor_granted"
+	PhaseAuditorRevoked Phase = "auditor_revoked"
 )
 
 // Phases returns every phase, in lifecycle order.
 func Phases() []Phase {
 	return []Phase{PhaseStaged, PhaseApproved, PhaseRejected, PhaseExpired, PhaseDryRun, PhaseNotImplemented,
 		PhaseExecutionStarted, PhaseEffectAttempt, PhaseExecutionSucceeded, PhaseExecutionFailed, PhaseExecutionSettled,
-		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused, PhaseRateLimited}
+		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused, PhaseRateLimited,
+		PhaseAuditorGranted, PhaseAuditorRevoked}
 }
 
 // FollowsConsume reports whether a record of phase p can follow the consume

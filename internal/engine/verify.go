@@ -96,6 +96,9 @@ type BreakGlassDecision struct {
 	At             time.Time      `json:"at"`
 	Reason         string         `json:"reason"`
 	SettledOutcome SettledOutcome `json:"settled_outcome,omitempty"`
+	// Auditor is the login an auditor_granted or auditor_revoked record
+	// names (its AuditorMember).
+	Auditor string `json:"auditor,omitempty"`
 }
 
 // UnsealedRecord is a record no sealer sealed within the bound: while any
@@ -672,8 +675,9 @@ func (c *chainChecker) finish(report *Report) {
 
 // operatorRecord completes d, an operator's record, from its entry as
 // orangerail.audit_break_glass reads it: the reason, the text of the
-// result's BreakGlassReasonMember (empty when there is none), and, of an
-// execution settled, the outcome, its SettledOutcomeMember.
+// result's BreakGlassReasonMember (empty when there is none); of an
+// execution settled, the outcome, its SettledOutcomeMember; of an
+// auditor's grant or revoke, the login, its AuditorMember.
 func operatorRecord(d BreakGlassDecision, entry []byte) BreakGlassDecision {
 	var e struct {
 		Result map[string]json.RawMessage `json:"result"`
@@ -682,8 +686,11 @@ func operatorRecord(d BreakGlassDecision, entry []byte) BreakGlassDecision {
 		return d
 	}
 	d.Reason = resultText(e.Result, BreakGlassReasonMember)
-	if d.Phase == PhaseExecutionSettled {
+	switch d.Phase {
+	case PhaseExecutionSettled:
 		d.SettledOutcome = SettledOutcome(resultText(e.Result, SettledOutcomeMember))
+	case PhaseAuditorGranted, PhaseAuditorRevoked:
+		d.Auditor = resultText(e.Result, AuditorMember)
 	}
 	return d
 }

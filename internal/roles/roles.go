@@ -11,12 +11,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -123,7 +125,11 @@ func grantAuditor(ctx context.Context, conn *pgx.Conn, p *GrantAuditorParams, ve
 		if err := s.TenantOpen(ctx); err != nil {
 			return err
 		}
-		return s.AuditorGrantAdd(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant})
+		added, err := s.AuditorGrantAdd(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant})
+		if err != nil || !added {
+			return err
+		}
+		return engine.RecordAuditorAccess(ctx, tx, p.Tenant, p.Name, true, time.Now())
 	})
 }
 
@@ -173,13 +179,20 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	s := store.New(conn)
-	removed, err := s.AuditorGrantRemove(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant})
-	if err != nil || removed {
+	var removed bool
+	var granted []string // when nothing was removed: what the login may read
+	err = database.InTenant(ctx, conn, p.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		s := store.New(tx)
+		if removed, err = s.AuditorGrantRemove(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant}); err != nil {
+			return err
+		}
+		if removed {
+			return engine.RecordAuditorAccess(ctx, tx, p.Tenant, p.Name, false, time.Now())
+		}
+		granted, err = s.AuditorGrantsOf(ctx, p.Name)
 		return err
-	}
-	granted, err := s.AuditorGrantsOf(ctx, p.Name)
-	if err != nil {
+	})
+	if err != nil || removed {
 		return err
 	}
 	reads := "it may read no tenant of this database"

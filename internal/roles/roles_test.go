@@ -2,6 +2,7 @@ package roles
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +62,29 @@ func TestGrantAndRevokeAuditor(t *testing.T) {
 	if err := admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.auditor_grants WHERE role_name = $1", name).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d grants left (%v)", left, err)
 	}
+	// The tenant's chain tells who could read it, and since when: the
+	// grant once (granting twice is granting once), then the revoke, each
+	// the operator's, naming the login.
+	want := []string{"auditor_granted operator postgres " + name, "auditor_revoked operator postgres " + name}
+	if got := accessRecords(t, admin, "acme"); !slices.Equal(got, want) {
+		t.Fatalf("acme's chain holds %q, want %q", got, want)
+	}
+}
+
+// accessRecords are the tenant's records of auditors granted or revoked,
+// in the order written: phase, actor kind, actor and the login named.
+func accessRecords(t *testing.T, admin *pgxpool.Pool, tenant string) []string {
+	t.Helper()
+	rows, err := admin.Query(context.Background(), `SELECT concat_ws(' ', phase, actor_kind, actor, convert_from(entry, 'UTF8')::jsonb->'result'->>'auditor')
+		FROM orangerail.audit WHERE tenant_id = $1 AND phase LIKE 'auditor%' ORDER BY id`, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // TestGrantsAtOnce: grants of one new login made at once each succeed —
@@ -199,6 +223,9 @@ func TestGrantRefusesRolesThatAreMoreThanAnAuditor(t *testing.T) {
 	if err := admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.auditor_grants").Scan(&grants); err != nil || grants != 0 {
 		t.Fatalf("%d grants (%v)", grants, err)
 	}
+	if got := accessRecords(t, admin, "acme"); len(got) != 0 {
+		t.Fatalf("refused grants left records: %q", got)
+	}
 	plain := login("_plain", "IN ROLE orangerail_auditor")
 	if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: plain, Tenant: "acme", Password: "after the grant", NewTenant: true}); err != nil {
 		t.Fatalf("a plain auditor made by hand: %v", err)
@@ -236,6 +263,9 @@ func TestRevokeOfNoGrantIsRefused(t *testing.T) {
 	}
 	if n := grants(); n != 1 {
 		t.Fatalf("%d grants of acme after the refused revokes", n)
+	}
+	if got := accessRecords(t, admin, "acme"); len(got) != 1 {
+		t.Fatalf("the refused revokes left records: %q", got)
 	}
 	if err := RevokeAuditor(ctx, url, &RevokeAuditorParams{Name: name, Tenant: "acme"}); err != nil || grants() != 0 {
 		t.Fatalf("revoke: %v, %d grants left", err, grants())

@@ -269,6 +269,7 @@ type AuditBreakGlassRecord struct {
 	At             time.Time
 	Reason         string
 	SettledOutcome string // an execution_settled record's; else ""
+	Auditor        string // an auditor_granted or auditor_revoked record's; else ""
 }
 
 // AuditListBreakGlass lists a tenant's operator records in seq order
@@ -276,7 +277,7 @@ type AuditBreakGlassRecord struct {
 func (s *Store) AuditListBreakGlass(ctx context.Context, tenantID string) ([]*AuditBreakGlassRecord, error) {
 	rows, err := s.q.AuditBreakGlass(ctx, s.x, tenantID)
 	return all(rows, err, func(r *db.AuditBreakGlassRow) *AuditBreakGlassRecord {
-		rec := &AuditBreakGlassRecord{Seq: r.Seq, Phase: r.Phase, Operator: r.Operator, At: r.At, Reason: r.Reason, SettledOutcome: r.SettledOutcome}
+		rec := &AuditBreakGlassRecord{Seq: r.Seq, Phase: r.Phase, Operator: r.Operator, At: r.At, Reason: r.Reason, SettledOutcome: r.SettledOutcome, Auditor: r.Auditor}
 		if id, err := uuid.Parse(r.ApprovalID); err == nil {
 			rec.ApprovalID = &id
 		}

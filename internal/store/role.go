@@ -39,10 +39,12 @@ type AuditorGrantParams struct {
 	TenantID string
 }
 
-// AuditorGrantAdd lets an auditor login read a tenant's rows. The tenant
-// must exist (TenantOpen). Granting twice is granting once.
-func (s *Store) AuditorGrantAdd(ctx context.Context, p *AuditorGrantParams) error {
-	return InterpretError(s.q.AuditorGrantAdd(ctx, s.x, &db.AuditorGrantAddParams{RoleName: p.RoleName, TenantID: p.TenantID}))
+// AuditorGrantAdd lets an auditor login read a tenant's rows, and reports
+// whether it is new: false, the login could already. The tenant must exist
+// (TenantOpen). Granting twice is granting once.
+func (s *Store) AuditorGrantAdd(ctx context.Context, p *AuditorGrantParams) (bool, error) {
+	n, err := s.q.AuditorGrantAdd(ctx, s.x, &db.AuditorGrantAddParams{RoleName: p.RoleName, TenantID: p.TenantID})
+	return n > 0, InterpretError(err)
 }
 
 // AuditorGrantRemove stops an auditor login reading a tenant's rows, and

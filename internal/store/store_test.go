@@ -223,7 +223,8 @@ func TestStoreErrorsAreSentinels(t *testing.T) {
 			return s.AuditAppend(ctx, entry("globex", "staged", uuid.New(), "a"))
 		}, store.ErrTenantMismatch, "ORA03"},
 		{"a grant the runtime may not make", func(s *store.Store) error {
-			return s.AuditorGrantAdd(ctx, &store.AuditorGrantParams{RoleName: "someone", TenantID: "acme"})
+			_, err := s.AuditorGrantAdd(ctx, &store.AuditorGrantParams{RoleName: "someone", TenantID: "acme"})
+			return err
 		}, store.ErrPermission, "42501"},
 	}
 	for _, tt := range tests {
