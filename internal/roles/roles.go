@@ -55,7 +55,7 @@ type GrantAuditorParams struct {
 // connects as ownerURL's login, which must own orangerail's schema, to a
 // database whose schema is current. It refuses, with X_AUDITOR_INVALID, a
 // name that is not a plain identifier or that names a role that is not a
-// plain orangerail auditor (plainAuditor): it never turns an existing role
+// plain orangerail auditor (notPlainAuditor): it never turns an existing role
 // into one, nor sets the password of one it did not make.
 func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) error {
 	var verifier string
@@ -76,6 +76,16 @@ func GrantAuditor(ctx context.Context, ownerURL string, p *GrantAuditorParams) e
 		// made the role while this one waited to: the advisory lock is
 		// the database's, a role the cluster's. Once more, finding it.
 		err = grantAuditor(ctx, conn, p, verifier)
+	}
+	return notTheOwner(err)
+}
+
+// notTheOwner is err, or, where it is a privilege the login lacks (it is
+// not the schema's owner: the runtime's URL, say), X_BREAK_GLASS_REFUSED
+// saying so rather than the database's words.
+func notTheOwner(err error) error {
+	if errors.Is(store.InterpretError(err), store.ErrPermission) {
+		return errcode.New(errcode.BreakGlassRefused, "this login may not grant or revoke an auditor: run it as the owner of the orangerail schema, with the URL `orangerail migrate` runs with", err)
 	}
 	return err
 }
@@ -193,7 +203,7 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 		return err
 	})
 	if err != nil || removed {
-		return err
+		return notTheOwner(err)
 	}
 	reads := "it may read no tenant of this database"
 	if len(granted) > 0 {

@@ -322,3 +322,34 @@ func TestGrantsOfOneLoginToTwoDatabases(t *testing.T) {
 		t.Fatalf("%d grants (%v)", grants, err)
 	}
 }
+
+// TestGrantAndRevokeNeedTheOwner: the runtime's login may neither grant
+// nor revoke an auditor; it is told so, coded, never with the database's
+// words, and nothing changes.
+func TestGrantAndRevokeNeedTheOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	name := auditorName(t, admin, "_o")
+	if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", NewTenant: true}); err != nil {
+		t.Fatal(err)
+	}
+	runtime := scratchRole(t, admin)
+	if _, err := admin.Exec(ctx, "GRANT orangerail_runtime TO "+runtime); err != nil {
+		t.Fatal(err)
+	}
+	runtimeURL := testdb.WithUser(t, url, runtime, "")
+	for what, err := range map[string]error{
+		"grant":           GrantAuditor(ctx, runtimeURL, &GrantAuditorParams{Name: name, Tenant: "globex", NewTenant: true}),
+		"grant a new one": GrantAuditor(ctx, runtimeURL, &GrantAuditorParams{Name: name + "_new", Tenant: "acme"}),
+		"revoke":          RevokeAuditor(ctx, runtimeURL, &RevokeAuditorParams{Name: name, Tenant: "acme"}),
+	} {
+		if errcode.Of(err) != errcode.BreakGlassRefused || strings.Contains(err.Error(), "SQLSTATE") {
+			t.Errorf("%s as the runtime's login: %v, want %s", what, err, errcode.BreakGlassRefused)
+		}
+	}
+	if got := accessRecords(t, admin, "acme"); len(got) != 1 {
+		t.Fatalf("acme's records of access: %q, want the owner's grant alone", got)
+	}
+}
