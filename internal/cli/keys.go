@@ -95,6 +95,11 @@ func addKey(cmd *cobra.Command, active bool) error {
 		if ring, err = app.SecretKey(); err != nil {
 			return err
 		}
+	} else {
+		// Stored where the replicas' ring was meant to be read from (the
+		// variable left unexported), it would drop every key they have.
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s is not set: this is a first ring, of the new key alone; "+
+			"if your replicas have a ring, export it and run this again: stored in its place, this one drops their keys\n", app.SecretKeyEnv)
 	}
 	if ring, err = ring.With(k, active); err != nil {
 		return err

@@ -109,11 +109,16 @@ func TestKeysRefuseMalformedRings(t *testing.T) {
 			}
 		})
 	}
-	// With no ring, rotate makes a first one.
+	// With no ring, rotate and add make a first one, and say so: stored
+	// in place of a ring the variable was meant to hold, it would drop
+	// every key the replicas have.
 	t.Setenv(app.SecretKeyEnv, "")
-	code, out, _ := cli(t, "keys", "rotate")
-	if first := parseRing(t, out); code != exitOK || len(first.IDs()) != 1 {
-		t.Fatalf("keys rotate with no ring: exit %d %v", code, first.IDs())
+	for _, verb := range []string{"rotate", "add"} {
+		code, out, stderr := cli(t, "keys", verb)
+		if first := parseRing(t, out); code != exitOK || len(first.IDs()) != 1 ||
+			!strings.Contains(stderr, app.SecretKeyEnv+" is not set: this is a first ring, of the new key alone") {
+			t.Fatalf("keys %s with no ring: exit %d %v %q", verb, code, first.IDs(), stderr)
+		}
 	}
 }
 
