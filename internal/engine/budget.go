@@ -104,7 +104,14 @@ func (x *execution) spend(ctx context.Context) (*RateLimit, error) {
 	// max_concurrent sees every one that runs, and a poll never waits on a
 	// slot another poll left behind (its replica died: the slot holds until
 	// its lease expires, but only as any execution's does).
-	r, err := store.New(database.RowWriterWithoutFlush(x.e.store, x.caller.Tenant)).BudgetSpend(ctx, k,
+	//
+	// A caller that hangs up does not cut the spend short: sent, it
+	// commits whether or not its answer is read, and unread it would
+	// leave the count kept and the slot held until the lease lapsed,
+	// nothing run. Its answer is read all the same, within the store's
+	// deadline, so that the execution, which stops at the hang-up, gives
+	// both back (unspend).
+	r, err := store.New(database.RowWriterWithoutFlush(x.e.store, x.caller.Tenant)).BudgetSpend(context.WithoutCancel(ctx), k,
 		store.BudgetLimits{PerMinute: b.PerMinute, PerDay: b.PerDay, MaxConcurrent: b.MaxConcurrent},
 		lease, x.correlation, x.e.leaseTTL())
 	if err != nil {
