@@ -97,11 +97,22 @@ func validateBudget(a *Action, path string, add func(path, format string, args .
 		return
 	}
 	b := a.EffectiveBudget()
-	if o.PerMinute > 0 && b.PerMinute > b.PerDay {
+	// A pair contradicts itself whichever of its fields is written: a
+	// budget that lowers only the smaller one below the class's larger
+	// makes the larger one as unreachable as writing it too high does.
+	switch {
+	case b.PerMinute <= b.PerDay:
+	case o.PerMinute > 0:
 		add(path+".budget.per_minute", "%d calls a minute can never be reached under per_day: %d; lower it, or raise per_day", b.PerMinute, b.PerDay)
+	case o.PerDay > 0:
+		add(path+".budget.per_day", "%d calls a day is below the %d a minute this action's class allows, which could never be reached; raise it, or set per_minute to %d or less", b.PerDay, b.PerMinute, b.PerDay)
 	}
-	if o.MaxConcurrent > 0 && b.MaxConcurrent > b.PerMinute {
+	switch {
+	case b.MaxConcurrent <= b.PerMinute:
+	case o.MaxConcurrent > 0:
 		add(path+".budget.max_concurrent", "%d calls at once can never be reached under per_minute: %d; lower it, or raise per_minute", b.MaxConcurrent, b.PerMinute)
+	case o.PerMinute > 0:
+		add(path+".budget.per_minute", "%d calls a minute is below the %d at once this action's class allows, which could never be reached; raise it, or set max_concurrent to %d or less", b.PerMinute, b.MaxConcurrent, b.PerMinute)
 	}
 }
 

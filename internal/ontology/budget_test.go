@@ -55,24 +55,37 @@ func TestBrokenBudgets(t *testing.T) {
 	for _, tc := range []struct {
 		budget string
 		paths  []string
+		write  bool // the action not destructive: a write, two at once
 	}{
-		{"{per_minute: 0}", []string{at + ".per_minute"}},
-		{"{per_day: -1}", []string{at + ".per_day"}},
-		{"{max_concurrent: two}", []string{at + ".max_concurrent"}},
-		{"{per_hour: 5}", []string{at + ".per_hour"}},
-		{"{}", []string{at}},
-		{"{per_minute: 30}", []string{at + ".per_minute"}}, // a destructive day allows 20
-		{"{per_minute: 50, per_day: 40}", []string{at + ".per_minute"}},
-		{"{max_concurrent: 3}", []string{at + ".max_concurrent"}}, // a destructive minute allows 2
+		{"{per_minute: 0}", []string{at + ".per_minute"}, false},
+		{"{per_day: -1}", []string{at + ".per_day"}, false},
+		{"{max_concurrent: two}", []string{at + ".max_concurrent"}, false},
+		{"{per_hour: 5}", []string{at + ".per_hour"}, false},
+		{"{}", []string{at}, false},
+		{"{per_minute: 30}", []string{at + ".per_minute"}, false}, // a destructive day allows 20
+		{"{per_minute: 50, per_day: 40}", []string{at + ".per_minute"}, false},
+		{"{max_concurrent: 3}", []string{at + ".max_concurrent"}, false}, // a destructive minute allows 2
+		// The smaller of a pair lowered below the class's larger: the
+		// larger could never be reached all the same.
+		{"{per_day: 1}", []string{at + ".per_day"}, false}, // a destructive minute allows 2
+		{"{per_minute: 1, per_day: 1}", nil, false},        // … unless it is lowered too
+		{"{per_minute: 1}", nil, false},                    // a destructive action runs one at once
+		{"{per_minute: 1, max_concurrent: 2}", []string{at + ".max_concurrent"}, false},
+		{"{per_minute: 1}", []string{at + ".per_minute"}, true}, // a write runs two at once
+		{"{per_minute: 1, max_concurrent: 1}", nil, true},
 	} {
-		src := strings.Replace(httpBase, "    policy: {approval: required}\n", "    policy: {approval: required}\n    budget: "+tc.budget+"\n", 1)
+		declared := "    budget: " + tc.budget + "\n"
+		if tc.write {
+			declared += "    destructive: false\n"
+		}
+		src := strings.Replace(httpBase, "    policy: {approval: required}\n", "    policy: {approval: required}\n"+declared, 1)
 		_, err := Parse([]byte(src))
 		ps, ok := errors.AsType[Problems](err)
 		var paths []string
 		for _, p := range ps {
 			paths = append(paths, p.Path)
 		}
-		if !ok || !slices.Equal(paths, tc.paths) {
+		if ok != (tc.paths != nil) || !slices.Equal(paths, tc.paths) {
 			t.Errorf("budget %s: problems %v, want at %v", tc.budget, err, tc.paths)
 		}
 	}
