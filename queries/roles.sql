@@ -37,3 +37,10 @@ ORDER BY 1;
 SELECT g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
 WHERE g.role_name = session_user
 ORDER BY 1;
+
+-- name: AuditorGrantList :many
+-- Every auditor login's grants (the owner's view), or one tenant's
+-- (tenant_id set), by tenant then login.
+SELECT g.role_name::text AS role_name, g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
+WHERE @tenant_id::text = '' OR g.tenant_id = @tenant_id::text
+ORDER BY g.tenant_id, g.role_name;

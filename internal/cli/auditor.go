@@ -3,11 +3,14 @@ package cli
 import (
 	"fmt"
 	"os"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/roles"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 func newAuditorCmd() *cobra.Command {
@@ -22,7 +25,7 @@ func newAuditorCmd() *cobra.Command {
 			"cannot change: set_config and SET ROLE gain nothing. Run these as the schema owner.",
 	}
 	databaseURLFlag(cmd.PersistentFlags(), &url)
-	cmd.PersistentFlags().StringVar(&tenant, "tenant", "", "the tenant the auditor may read (required)")
+	cmd.PersistentFlags().StringVar(&tenant, "tenant", "", "the tenant the auditor may read (required by grant and revoke; list: only its grants)")
 
 	grant := &cobra.Command{
 		Use:   "grant NAME --tenant T [--password-env VAR] [--new-tenant]",
@@ -69,7 +72,33 @@ func newAuditorCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(grant, revoke)
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--tenant T] [--json]",
+		Short: "List which auditor logins may read which tenants (each tenant's audit log records when, and by whom)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			grants, err := roles.ListAuditors(cmd.Context(), url, tenant)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if grants == nil {
+					grants = []*store.AuditorGrant{} // [], not null
+				}
+				return writeJSON(cmd.OutOrStdout(), grants)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TENANT\tLOGIN")
+			for _, g := range grants {
+				// A grant made by hand may name any login.
+				fmt.Fprintf(w, "%s\t%s\n", g.Tenant, display.Text(g.Login))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(grant, revoke, list)
 	return cmd
 }
 

@@ -763,6 +763,24 @@ func TestAuditorGrant(t *testing.T) {
 		t.Fatal("an auditor read the tenant list")
 	}
 
+	// The owner lists who may read what: every tenant's grants, or one's.
+	if code, out, stderr := cli(t, "auditor", "list", "--database-url", url); code != exitOK || out != "TENANT  LOGIN\nacme    "+name+"\n" {
+		t.Fatalf("auditor list: exit %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := cli(t, "auditor", "list", "--tenant", "globex", "--json", "--database-url", url); code != exitOK || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("auditor list of globex: exit %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "auditor", "list", "--tenant", "acme", "--json", "--database-url", url); code != exitOK ||
+		!strings.Contains(out, `"login": "`+name+`"`) || !strings.Contains(out, `"tenant": "acme"`) {
+		t.Fatalf("auditor list of acme: exit %d %q", code, out)
+	}
+	// A login that is not the owner is told so, coded.
+	if code, _, stderr := cli(t, "auditor", "list", "--database-url", testdb.WithUser(t, url, runtimeLogin(t, admin), "pw")); code != exitError {
+		t.Fatalf("auditor list as the runtime's login: exit %d", code)
+	} else {
+		oneLine(t, stderr, "X_BREAK_GLASS_REFUSED")
+	}
+
 	// A revoke of a grant that is not there (a typo) revokes nothing and
 	// says so: it is not reported as done.
 	if code, out, stderr := cli(t, "auditor", "revoke", name, "--tenant", "acm", "--database-url", url); code != exitError || out != "" {

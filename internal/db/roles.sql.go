@@ -29,6 +29,39 @@ func (q *Queries) AuditorGrantAdd(ctx context.Context, db DBTX, arg *AuditorGran
 	return result.RowsAffected(), nil
 }
 
+const auditorGrantList = `-- name: AuditorGrantList :many
+SELECT g.role_name::text AS role_name, g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
+WHERE $1::text = '' OR g.tenant_id = $1::text
+ORDER BY g.tenant_id, g.role_name
+`
+
+type AuditorGrantListRow struct {
+	RoleName string
+	TenantID string
+}
+
+// Every auditor login's grants (the owner's view), or one tenant's
+// (tenant_id set), by tenant then login.
+func (q *Queries) AuditorGrantList(ctx context.Context, db DBTX, tenantID string) ([]*AuditorGrantListRow, error) {
+	rows, err := db.Query(ctx, auditorGrantList, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*AuditorGrantListRow
+	for rows.Next() {
+		var i AuditorGrantListRow
+		if err := rows.Scan(&i.RoleName, &i.TenantID); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditorGrantRemove = `-- name: AuditorGrantRemove :execrows
 DELETE FROM orangerail.auditor_grants WHERE role_name = $1 AND tenant_id = $2
 `

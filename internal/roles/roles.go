@@ -212,6 +212,29 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 	return errcode.New(errcode.AuditorGrantNotFound, fmt.Sprintf("%s has no grant of tenant %s: nothing was revoked (%s)", p.Name, p.Tenant, reads), nil)
 }
 
+// ListAuditors returns the auditor logins' grants, by tenant then login:
+// every tenant's, or tenant's alone when it is not empty. It connects as
+// GrantAuditor does: the schema's owner sees every grant (a login that
+// is not is X_BREAK_GLASS_REFUSED). The tenants' chains hold when each
+// was granted and revoked, and by whom (RecordAuditorAccess).
+func ListAuditors(ctx context.Context, ownerURL, tenant string) ([]*store.AuditorGrant, error) {
+	if tenant != "" {
+		if err := database.ValidateTenantID(tenant); err != nil {
+			return nil, err
+		}
+	}
+	if err := database.CheckCurrent(ctx, ownerURL); err != nil {
+		return nil, err
+	}
+	conn, err := connect(ctx, ownerURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	grants, err := store.New(conn).AuditorGrantList(ctx, tenant)
+	return grants, notTheOwner(err)
+}
+
 // ownerConn checks an auditor's name and tenant, then connects as the
 // URL's login (the schema owner) to a database whose schema is current.
 func ownerConn(ctx context.Context, url, name, tenant string) (*pgx.Conn, error) {
@@ -224,6 +247,12 @@ func ownerConn(ctx context.Context, url, name, tenant string) (*pgx.Conn, error)
 	if err := database.CheckCurrent(ctx, url); err != nil {
 		return nil, err
 	}
+	return connect(ctx, url)
+}
+
+// connect opens one connection to url, its errors named as database.Open
+// names them (never the URL's password).
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
 	cfg, err := database.ParseURL(url)
 	if err != nil {
 		return nil, err

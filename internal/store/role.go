@@ -66,3 +66,19 @@ func (s *Store) AuditorGrantedTenants(ctx context.Context) ([]string, error) {
 	ids, err := s.q.AuditorGrantedTenants(ctx, s.x)
 	return ids, InterpretError(err)
 }
+
+// AuditorGrant is one auditor login's grant of one tenant.
+type AuditorGrant struct {
+	Login  string `json:"login"`
+	Tenant string `json:"tenant"`
+}
+
+// AuditorGrantList lists every auditor login's grants, or one tenant's
+// (tenantID not empty), by tenant then login. It reads as the schema's
+// owner does: every grant.
+func (s *Store) AuditorGrantList(ctx context.Context, tenantID string) ([]*AuditorGrant, error) {
+	rows, err := s.q.AuditorGrantList(ctx, s.x, tenantID)
+	return all(rows, err, func(r *db.AuditorGrantListRow) *AuditorGrant {
+		return &AuditorGrant{Login: r.RoleName, Tenant: r.TenantID}
+	})
+}
