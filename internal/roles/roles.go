@@ -214,8 +214,9 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 
 // ListAuditors returns the auditor logins' grants, by tenant then login:
 // every tenant's, or tenant's alone when it is not empty. It connects as
-// GrantAuditor does: the schema's owner sees every grant (a login that
-// is not is X_BREAK_GLASS_REFUSED). The tenants' chains hold when each
+// GrantAuditor does: the schema's owner sees every grant, an auditor
+// login its own, and a login that may read none (the runtime's) is
+// X_BREAK_GLASS_REFUSED. The tenants' chains hold when each
 // was granted and revoked, and by whom (RecordAuditorAccess).
 func ListAuditors(ctx context.Context, ownerURL, tenant string) ([]*store.AuditorGrant, error) {
 	if tenant != "" {
