@@ -39,7 +39,10 @@ FROM orangerail.audit_unsealed(@tenant_id::text, make_interval(secs => @bound_se
 LIMIT @row_limit::integer;
 
 -- name: AuditHead :one
-SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = @tenant_id;
+-- A seq emptied where the owner dropped its constraint reads as 0 with
+-- seq_missing: a head that names no record, which the verifier reports.
+SELECT coalesce(seq, 0)::bigint AS seq, hash, (seq IS NULL)::bool AS seq_missing
+FROM orangerail.audit_heads WHERE tenant_id = @tenant_id;
 
 -- name: AuditVerifySQL :many
 -- nothing_visible has no seq: 0 here.

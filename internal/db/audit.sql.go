@@ -245,18 +245,22 @@ func (q *Queries) AuditFirstUnmatched(ctx context.Context, db DBTX, arg *AuditFi
 }
 
 const auditHead = `-- name: AuditHead :one
-SELECT seq, hash FROM orangerail.audit_heads WHERE tenant_id = $1
+SELECT coalesce(seq, 0)::bigint AS seq, hash, (seq IS NULL)::bool AS seq_missing
+FROM orangerail.audit_heads WHERE tenant_id = $1
 `
 
 type AuditHeadRow struct {
-	Seq  int64
-	Hash []byte
+	Seq        int64
+	Hash       []byte
+	SeqMissing bool
 }
 
+// A seq emptied where the owner dropped its constraint reads as 0 with
+// seq_missing: a head that names no record, which the verifier reports.
 func (q *Queries) AuditHead(ctx context.Context, db DBTX, tenantID string) (*AuditHeadRow, error) {
 	row := db.QueryRow(ctx, auditHead, tenantID)
 	var i AuditHeadRow
-	err := row.Scan(&i.Seq, &i.Hash)
+	err := row.Scan(&i.Seq, &i.Hash, &i.SeqMissing)
 	return &i, err
 }
 

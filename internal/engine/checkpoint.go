@@ -17,6 +17,11 @@ import (
 	"github.com/orangerail/orangerail/internal/store"
 )
 
+// errHeadSeqMissing is a chain head whose seq was emptied (its owner
+// dropped the constraint): it names no record, so nothing can be signed
+// or shown as the chain's size; audit verify reports it (head_mismatch).
+var errHeadSeqMissing = errors.New("the audit chain's head names no record (its seq is empty): run orangerail audit verify")
+
 // Signed checkpoints: each tenant's sealed chain is also an RFC 6962
 // Merkle tree (package checkpoint says what a leaf is), whose root a
 // replica with a signing key signs every interval, and stores
@@ -104,10 +109,13 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 			return fmt.Errorf("wait for the tenant's signing lock (another replica signing, or a session holding it): %w", err)
 		}
 		head, err := st.AuditHead(ctx, tenant)
-		if errors.Is(err, store.ErrNotFound) {
+		switch {
+		case errors.Is(err, store.ErrNotFound):
 			return nil
-		} else if err != nil {
+		case err != nil:
 			return fmt.Errorf("read audit head: %w", err)
+		case head.SeqMissing:
+			return errHeadSeqMissing
 		}
 		frontier, err := checkpoint.NewFrontier(0, nil)
 		if err != nil {

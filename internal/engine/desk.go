@@ -414,6 +414,9 @@ func (e *Engine) AuditHeadOf(ctx context.Context, caller *Caller) (*store.AuditL
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
 		database.Repeatable(tx)
 		head, err = store.New(tx).AuditHead(ctx, caller.Tenant)
+		if err == nil && head.SeqMissing {
+			return errHeadSeqMissing
+		}
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {

@@ -247,9 +247,10 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		report.HeadSeq, report.HeadHash = 0, Genesis()
 		head, err := st.AuditHead(ctx, tenant)
 		headless := errors.Is(err, store.ErrNotFound)
+		var headSeqMissing bool
 		switch {
 		case err == nil:
-			report.HeadSeq, report.HeadHash = head.Seq, head.Hash
+			report.HeadSeq, report.HeadHash, headSeqMissing = head.Seq, head.Hash, head.SeqMissing
 		case !headless:
 			return fmt.Errorf("read audit head: %w", err)
 		}
@@ -306,7 +307,7 @@ func VerifyTenant(ctx context.Context, conn database.TxBeginner, tenant string, 
 		if err := chain.pending(ctx, st, report); err != nil {
 			return err
 		}
-		chain.finish(report)
+		chain.finish(report, headSeqMissing)
 		signed.finish(report, opts.RequireCheckpoint)
 		unsealed, total, err := st.AuditListUnsealed(ctx, tenant, lagBound, listMax)
 		if err != nil {
@@ -655,12 +656,12 @@ func (c *chainChecker) confirm(ctx context.Context, st *store.Store, tenant stri
 }
 
 // finish puts into report what the walk found: the first break, or a head
-// that does not name the last row, the operators' records and the open
-// executions.
-func (c *chainChecker) finish(report *Report) {
+// that does not name the last row (or, its seq emptied, names none), the
+// operators' records and the open executions.
+func (c *chainChecker) finish(report *Report, headSeqMissing bool) {
 	report.Break = c.brk
 	report.BreakGlass, report.BreakGlassTotal = append(report.BreakGlass, c.breakGlass...), c.breakGlassTotal
-	if report.Break == nil && (report.HeadSeq != c.prevSeq || !bytes.Equal(report.HeadHash, c.prevHash)) {
+	if report.Break == nil && (headSeqMissing || report.HeadSeq != c.prevSeq || !bytes.Equal(report.HeadHash, c.prevHash)) {
 		report.Break = &ChainBreak{Seq: report.HeadSeq, Problem: ProblemHeadMismatch, Expected: c.prevHash, Found: report.HeadHash}
 	}
 	for _, starts := range c.open {

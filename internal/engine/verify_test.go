@@ -414,15 +414,24 @@ func TestVerifiersReportAnEmptiedHeadOverAnEmptyChain(t *testing.T) {
 		!bytes.Equal(sqlFound.Expected, goBreak.Expected) || sqlFound.Found != nil {
 		t.Fatalf("verifiers disagree:\n Go  %+v\n SQL %+v", goBreak, sqlFound)
 	}
-	// An emptied seq: the SQL verifier reports the head, the Go one
-	// cannot read it and fails the tenant — neither calls it whole.
+	// An emptied seq, its hash the genesis link an empty chain's head
+	// holds: both verifiers report the head, which names no record, at
+	// seq 0 — where the Go one could not read it, and failed the tenant
+	// as one it could not verify rather than report what it found.
 	tamper(t, b, "ALTER TABLE orangerail.audit_heads ALTER COLUMN seq DROP NOT NULL",
 		"UPDATE orangerail.audit_heads SET seq = NULL, hash = decode(repeat('00', 32), 'hex') WHERE tenant_id = 'acme'")
-	if report, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{}); err == nil {
-		t.Fatalf("Go verifier read a head with no seq: %+v", report)
+	report, err = engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+	if err != nil || report.Break == nil || report.Break.Problem != engine.ProblemHeadMismatch || report.Break.Seq != 0 {
+		t.Fatalf("Go verifier over a head with no seq: %+v %v, want %s at seq 0", report, err, engine.ProblemHeadMismatch)
 	}
-	if sqlFound := sqlBreak(t, b, "acme"); sqlFound == nil || sqlFound.Problem != engine.ProblemHeadMismatch {
-		t.Fatalf("SQL verifier found %+v over a head with no seq, want %s", sqlFound, engine.ProblemHeadMismatch)
+	if sqlFound := sqlBreak(t, b, "acme"); sqlFound == nil || sqlFound.Problem != engine.ProblemHeadMismatch || sqlFound.Seq != 0 ||
+		!bytes.Equal(sqlFound.Expected, report.Break.Expected) || !bytes.Equal(sqlFound.Found, report.Break.Found) {
+		t.Fatalf("verifiers disagree over a head with no seq:\n Go  %+v\n SQL %+v", report.Break, sqlFound)
+	}
+	// Nothing signs, or shows, a chain whose head names no record.
+	signer, _ := signingKey(t, "orangerail.test")
+	if _, err := engine.SignCheckpoint(ctx, b.runtime, "acme", signer, testDeployment); err == nil {
+		t.Fatal("a checkpoint was signed over a head with no seq")
 	}
 }
 

@@ -133,7 +133,7 @@ func verifySynthetic(t *testing.T, n, rows int, copyTo func(chainSink) error) (s
 	stats, err := streamChain(context.Background(), cfg, copyTo)
 	report.HeadSeq = int64(n)
 	report.HeadHash = chain.prevHash
-	chain.finish(report)
+	chain.finish(report, false)
 	return stats, report, err
 }
 

@@ -18,6 +18,10 @@ import (
 type AuditLink struct {
 	Seq  int64
 	Hash []byte
+	// SeqMissing: a head whose seq was emptied (its owner dropped the
+	// constraint) names no record; Seq is then 0. Only a tamperer makes
+	// one, and only the verifiers read past it.
+	SeqMissing bool
 }
 
 // AuditAppend appends one canonical entry, unsealed, to the chain of the
@@ -118,7 +122,9 @@ func (s *Store) AuditPendingPage(ctx context.Context, tenantID string, afterID i
 // the tenant has no chain yet.
 func (s *Store) AuditHead(ctx context.Context, tenantID string) (*AuditLink, error) {
 	row, err := s.q.AuditHead(ctx, s.x, tenantID)
-	return one(row, err, func(r *db.AuditHeadRow) *AuditLink { return &AuditLink{Seq: r.Seq, Hash: r.Hash} })
+	return one(row, err, func(r *db.AuditHeadRow) *AuditLink {
+		return &AuditLink{Seq: r.Seq, Hash: r.Hash, SeqMissing: r.SeqMissing}
+	})
 }
 
 // AuditRecord is one stored record of a chain: its exact entry bytes, the
