@@ -287,13 +287,16 @@ func (q *Querier) session(ctx context.Context, tenant string, fn func(ctx contex
 	defer conn.Close(context.WithoutCancel(ctx)) // used once: discarded after the query
 	st := store.New(q.cfg.Store)
 	started, err := st.QuerySessionBind(ctx, &store.QuerySessionBindParams{PID: pid, TenantID: tenant})
+	if errors.Is(store.InterpretError(err), store.ErrBackendBound) {
+		return &BackendError{Bound: pid, Shared: true}
+	}
 	if err != nil {
 		return fmt.Errorf("bind the query session: %w", err)
 	}
 	defer func() {
 		_ = st.QuerySessionUnbind(context.WithoutCancel(ctx), &store.QuerySessionUnbindParams{PID: pid, BackendStart: started})
 	}()
-	return q.inTx(ctx, conn, fn)
+	return q.inTx(ctx, conn, pid, fn)
 }
 
 // connect opens a query connection and checks the role layer's login: the
@@ -319,8 +322,9 @@ func (q *Querier) connect(ctx context.Context) (*pgx.Conn, int32, error) {
 }
 
 // inTx runs fn in a transaction of conn with the transaction and limits
-// layers engaged, as AgentRole.
-func (q *Querier) inTx(ctx context.Context, conn *pgx.Conn, fn func(ctx context.Context, tx pgx.Tx) error) error {
+// layers engaged, as AgentRole. bound, when not 0, is the backend the
+// session bound to its tenant: the transaction must run on it.
+func (q *Querier) inTx(ctx context.Context, conn *pgx.Conn, bound int32, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	// Transaction: read only, its snapshot taken by a trusted statement
 	// before any agent SQL, so nothing can make it read-write.
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
@@ -344,15 +348,43 @@ func (q *Querier) inTx(ctx context.Context, conn *pgx.Conn, fn func(ctx context.
 	}
 	var login, role string
 	var super, bypass, loginPrivileges bool
-	err = tx.QueryRow(ctx, `SELECT session_user, current_user, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, session_user, 'USAGE')
-		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&login, &role, &super, &bypass, &loginPrivileges)
+	var backend int32
+	err = tx.QueryRow(ctx, `SELECT session_user, current_user, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, session_user, 'USAGE'), pg_backend_pid()
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&login, &role, &super, &bypass, &loginPrivileges, &backend)
 	if err != nil {
 		return err
 	}
 	if role != AgentRole || super || bypass || loginPrivileges {
 		return &RoleError{Login: login, Role: role}
 	}
+	// The tenant is bound to a backend, not to this connection: where a
+	// pooler that pools by transaction stands between, this transaction
+	// may run on another backend — one bound to another tenant's query,
+	// whose rows Row Level Security would then show it.
+	if bound != 0 && backend != bound {
+		return &BackendError{Bound: bound, Ran: backend}
+	}
 	return fn(ctx, tx)
+}
+
+// BackendError says a query's backend served another query too: the one
+// its connection reached was bound to another query already (Shared), or
+// its transaction ran on another backend than the one it bound (Ran). The
+// query login's URL leads through a pooler that pools by transaction
+// (PgBouncer's transaction mode), where sql_query needs a direct or
+// session-pooled connection. Nothing of the agent's SQL ran.
+type BackendError struct {
+	Bound  int32
+	Ran    int32 // 0 when Shared
+	Shared bool
+}
+
+func (e *BackendError) Error() string {
+	const fix = "the query login's connection is pooled by transaction; give sql_query a direct or session-pooled connection (sql_query.url_env): refusing to run agent SQL"
+	if e.Shared {
+		return fmt.Sprintf("the query's backend %d is bound to another query already: %s", e.Bound, fix)
+	}
+	return fmt.Sprintf("the query ran on backend %d, not on %d, the one bound to its tenant: %s", e.Ran, e.Bound, fix)
 }
 
 // read runs the checked statement under the limits and fills res: it

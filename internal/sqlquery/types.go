@@ -95,7 +95,7 @@ func (q *Querier) readTables(ctx context.Context) ([]Table, error) {
 		}
 	}
 	var tables []Table
-	err = q.inTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+	err = q.inTx(ctx, conn, 0, func(ctx context.Context, tx pgx.Tx) error { // the catalog: no tenant's rows
 		rows, err := tx.Query(ctx, catalogTables, schemas)
 		if err != nil {
 			return err

@@ -60,6 +60,9 @@ var (
 	// ErrCheckpointMismatch: a checkpoint's tree is not the tree of its
 	// tenant's sealed records (ORA07, migrations/00031).
 	ErrCheckpointMismatch = errors.New("store: the checkpoint does not describe the chain")
+	// ErrBackendBound: a query backend is bound to another query already:
+	// the query login's connection is pooled (ORA08, migrations/00051).
+	ErrBackendBound = errors.New("store: the query backend is bound to another query")
 
 	// ErrPermission: the role lacks a privilege the statement needs (42501).
 	ErrPermission = errors.New("store: permission denied")
@@ -104,6 +107,7 @@ const (
 	codeRecordMismatch = "ORA05"
 	codeNotOperator    = "ORA06"
 	codeCheckpoint     = "ORA07"
+	codeBackendBound   = "ORA08"
 )
 
 // Error is an error a sentinel describes: it matches the sentinel and
@@ -186,6 +190,8 @@ func sentinelOfCode(code string) error {
 		return ErrNotOperator
 	case codeCheckpoint:
 		return ErrCheckpointMismatch
+	case codeBackendBound:
+		return ErrBackendBound
 	case pgerrcode.UniqueViolation:
 		return ErrConflict
 	case pgerrcode.CheckViolation:
