@@ -72,18 +72,31 @@ func (a *Action) Risk() Risk {
 
 // EffectiveBudget is the budget the action's executions are counted
 // against: its risk class's, with each field its budget sets in its place.
+// A field left to the class never stands above the one beneath it that the
+// budget lowered: `per_day: 1` allows one call a minute, not the class's
+// two, and `per_minute: 1` one at once — a limit that could never be
+// reached would only mislead whoever reads a refusal's allowed. A field
+// written above the one beneath it is refused at load (validateBudget).
 func (a *Action) EffectiveBudget() Budget {
 	b := RiskBudget(a.Risk())
-	if o := a.Budget; o != nil {
-		if o.PerMinute > 0 {
-			b.PerMinute = o.PerMinute
-		}
-		if o.MaxConcurrent > 0 {
-			b.MaxConcurrent = o.MaxConcurrent
-		}
-		if o.PerDay > 0 {
-			b.PerDay = o.PerDay
-		}
+	o := a.Budget
+	if o == nil {
+		return b
+	}
+	if o.PerMinute > 0 {
+		b.PerMinute = o.PerMinute
+	}
+	if o.MaxConcurrent > 0 {
+		b.MaxConcurrent = o.MaxConcurrent
+	}
+	if o.PerDay > 0 {
+		b.PerDay = o.PerDay
+	}
+	if o.PerMinute == 0 {
+		b.PerMinute = min(b.PerMinute, b.PerDay)
+	}
+	if o.MaxConcurrent == 0 {
+		b.MaxConcurrent = min(b.MaxConcurrent, b.PerMinute)
 	}
 	return b
 }
@@ -97,22 +110,11 @@ func validateBudget(a *Action, path string, add func(path, format string, args .
 		return
 	}
 	b := a.EffectiveBudget()
-	// A pair contradicts itself whichever of its fields is written: a
-	// budget that lowers only the smaller one below the class's larger
-	// makes the larger one as unreachable as writing it too high does.
-	switch {
-	case b.PerMinute <= b.PerDay:
-	case o.PerMinute > 0:
+	if o.PerMinute > 0 && b.PerMinute > b.PerDay {
 		add(path+".budget.per_minute", "%d calls a minute can never be reached under per_day: %d; lower it, or raise per_day", b.PerMinute, b.PerDay)
-	case o.PerDay > 0:
-		add(path+".budget.per_day", "%d calls a day is below the %d a minute this action's class allows, which could never be reached; raise it, or set per_minute to %d or less", b.PerDay, b.PerMinute, b.PerDay)
 	}
-	switch {
-	case b.MaxConcurrent <= b.PerMinute:
-	case o.MaxConcurrent > 0:
+	if o.MaxConcurrent > 0 && b.MaxConcurrent > b.PerMinute {
 		add(path+".budget.max_concurrent", "%d calls at once can never be reached under per_minute: %d; lower it, or raise per_minute", b.MaxConcurrent, b.PerMinute)
-	case o.PerMinute > 0:
-		add(path+".budget.per_minute", "%d calls a minute is below the %d at once this action's class allows, which could never be reached; raise it, or set max_concurrent to %d or less", b.PerMinute, b.MaxConcurrent, b.PerMinute)
 	}
 }
 

@@ -39,6 +39,13 @@ func TestBudgetsByRisk(t *testing.T) {
 		{"a GET, not destructive", notDestructive(get), RiskRead, Budget{PerMinute: 60, MaxConcurrent: 4, PerDay: 5000}},
 		{"overridden in part", strings.Replace(notDestructive(get), "    destructive: false\n", "    destructive: false\n    budget: {per_minute: 10, per_day: 100}\n", 1),
 			RiskRead, Budget{PerMinute: 10, MaxConcurrent: 4, PerDay: 100}},
+		// A field left to the class follows the one beneath it down.
+		{"a day lowered", strings.Replace(httpBase, "    policy: {approval: required}\n", "    policy: {approval: required}\n    budget: {per_day: 1}\n", 1),
+			RiskDestructive, Budget{PerMinute: 1, MaxConcurrent: 1, PerDay: 1}},
+		{"a minute lowered", strings.Replace(notDestructive(get), "    destructive: false\n", "    destructive: false\n    budget: {per_minute: 3}\n", 1),
+			RiskRead, Budget{PerMinute: 3, MaxConcurrent: 3, PerDay: 5000}},
+		{"a day lowered below a minute", strings.Replace(notDestructive(get), "    destructive: false\n", "    destructive: false\n    budget: {per_day: 2}\n", 1),
+			RiskRead, Budget{PerMinute: 2, MaxConcurrent: 2, PerDay: 2}},
 	} {
 		a := load(tc.src)
 		if a.Risk() != tc.risk || a.EffectiveBudget() != tc.want {
@@ -66,13 +73,11 @@ func TestBrokenBudgets(t *testing.T) {
 		{"{per_minute: 50, per_day: 40}", []string{at + ".per_minute"}, false},
 		{"{max_concurrent: 3}", []string{at + ".max_concurrent"}, false}, // a destructive minute allows 2
 		// The smaller of a pair lowered below the class's larger: the
-		// larger could never be reached all the same.
-		{"{per_day: 1}", []string{at + ".per_day"}, false}, // a destructive minute allows 2
-		{"{per_minute: 1, per_day: 1}", nil, false},        // … unless it is lowered too
-		{"{per_minute: 1}", nil, false},                    // a destructive action runs one at once
-		{"{per_minute: 1, max_concurrent: 2}", []string{at + ".max_concurrent"}, false},
-		{"{per_minute: 1}", []string{at + ".per_minute"}, true}, // a write runs two at once
-		{"{per_minute: 1, max_concurrent: 1}", nil, true},
+		// larger follows it down (EffectiveBudget), unless written.
+		{"{per_day: 1}", nil, false},
+		{"{per_minute: 1}", nil, true},
+		{"{per_minute: 1, max_concurrent: 2}", []string{at + ".max_concurrent"}, true},
+		{"{per_day: 1, per_minute: 2}", []string{at + ".per_minute"}, false},
 	} {
 		declared := "    budget: " + tc.budget + "\n"
 		if tc.write {
