@@ -203,7 +203,10 @@ func (rt *Runtime) startWebhooks() error {
 	if rt.Config.Desk != nil {
 		deskOrigin = rt.Config.HTTP.PublicURL
 	}
-	rt.webhooks, err = webhooks.New(webhooks.Config{Pool: rt.Store, Endpoints: endpoints, PublicURL: deskOrigin, Logger: rt.log})
+	// On the engine's store, as the sealer: its transactions are bounded by
+	// the config's limits, so a session holding a message's row waits the
+	// worker lock_timeout, not as long as it holds it.
+	rt.webhooks, err = webhooks.New(webhooks.Config{Pool: rt.Engine.Store(), Endpoints: endpoints, PublicURL: deskOrigin, Logger: rt.log})
 	if err != nil {
 		return err
 	}
