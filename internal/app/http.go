@@ -10,6 +10,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/desk/api"
 	"github.com/orangerail/orangerail/internal/desk/web"
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
@@ -71,10 +72,30 @@ func (rt *Runtime) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		drain := DrainTimeout(cfg.Limits)
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 		defer cancel()
-		return srv.Shutdown(shutdown)
+		if err := srv.Shutdown(shutdown); err != nil {
+			_ = srv.Close()
+			return errcode.New(errcode.DrainIncomplete, fmt.Sprintf("calls were still in flight %s after the stop: an execution among them may be left outcome_unknown", drain), err)
+		}
+		return nil
 	}
+}
+
+// drainGrace is what a drain allows beyond the execution bound: the
+// answer's write.
+const drainGrace = 5 * time.Second
+
+// DrainTimeout is how long serve waits, once told to stop, for the calls
+// in flight: an execution records its end within the execution bound of
+// its start (its effect's deadline, and its records'), so a call taken
+// before the stop is answered, and its end recorded, before the runtime
+// closes the pools under it. Stopped sooner, an effect that ran would be
+// left outcome_unknown, its end never written. A deployment's grace period
+// must outlast it (deploy/kubernetes: terminationGracePeriodSeconds).
+func DrainTimeout(limits ontology.Limits) time.Duration {
+	return engine.ExecutionBound(limits) + drainGrace
 }
 
 // probe reports whether r is a health or readiness probe, which is not

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -90,7 +91,8 @@ type manifest struct {
 }
 
 type podSpec struct {
-	SecurityContext struct {
+	TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
+	SecurityContext               struct {
 		RunAsNonRoot *bool `yaml:"runAsNonRoot"`
 		RunAsUser    int   `yaml:"runAsUser"`
 	} `yaml:"securityContext"`
@@ -113,7 +115,14 @@ type podSpec struct {
 		} `yaml:"env"`
 		ReadinessProbe *probe `yaml:"readinessProbe"`
 		LivenessProbe  *probe `yaml:"livenessProbe"`
-		VolumeMounts   []struct {
+		Lifecycle      struct {
+			PreStop struct {
+				Sleep struct {
+					Seconds int `yaml:"seconds"`
+				} `yaml:"sleep"`
+			} `yaml:"preStop"`
+		} `yaml:"lifecycle"`
+		VolumeMounts []struct {
 			Name      string `yaml:"name"`
 			MountPath string `yaml:"mountPath"`
 		} `yaml:"volumeMounts"`
@@ -285,6 +294,11 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("the config listens on %q, the container's %s port is %d", listen, c.Ports[i].Name, c.Ports[i].ContainerPort)
 			}
 		}
+		// The pod is given the time to drain after its preStop sleep:
+		// killed sooner, an execution in flight is left outcome_unknown.
+		if need := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second + app.DrainTimeout(cfg.Limits); time.Duration(pod.TerminationGracePeriodSeconds)*time.Second < need {
+			t.Errorf("terminationGracePeriodSeconds %d is shorter than the preStop sleep and serve's drain (%s)", pod.TerminationGracePeriodSeconds, need)
+		}
 		for name, p := range map[string]*probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 			if p == nil || p.HTTPGet.Port != "http" {
 				t.Errorf("the %s probe is missing or not on port http", name)
@@ -356,7 +370,8 @@ type composeService struct {
 	DependsOn   map[string]struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
-	ReadOnly bool `yaml:"read_only"`
+	ReadOnly        bool   `yaml:"read_only"`
+	StopGracePeriod string `yaml:"stop_grace_period"`
 }
 
 // TestComposeFile: every orangerail service of docker-compose.yml runs a
@@ -397,6 +412,11 @@ func TestComposeFile(t *testing.T) {
 	server, migrate := compose.Services["orangerail"], compose.Services["migrate"]
 	if server.Command[0] != "serve" || !slices.Equal(migrate.Command, []string{"migrate", "up"}) {
 		t.Fatalf("orangerail runs %q and migrate %q", server.Command, migrate.Command)
+	}
+	// docker stop waits 10s by default, then kills: serve's drain needs
+	// longer, or an execution in flight is left outcome_unknown.
+	if grace, err := time.ParseDuration(server.StopGracePeriod); err != nil || grace < app.DrainTimeout(ontology.Limits{}) {
+		t.Errorf("orangerail's stop_grace_period %q is shorter than serve's drain under the default limits (%s)", server.StopGracePeriod, app.DrainTimeout(ontology.Limits{}))
 	}
 	if server.DependsOn["migrate"].Condition != "service_completed_successfully" {
 		t.Errorf("orangerail depends on migrate %+v, want service_completed_successfully", server.DependsOn["migrate"])

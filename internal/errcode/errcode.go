@@ -111,6 +111,7 @@ const (
 	ServerInsecure      Code = "X_SERVER_INSECURE"
 	ServerUnreachable   Code = "X_SERVER_UNREACHABLE"
 	ListenFailed        Code = "X_LISTEN_FAILED"
+	DrainIncomplete     Code = "X_DRAIN_INCOMPLETE"
 	TokenIssuerMismatch Code = "X_TOKEN_ISSUER_MISMATCH" //nolint:gosec // G101: an error code's name, not a credential
 	// `orangerail login`.
 	IssuerUnreachable Code = "X_ISSUER_UNREACHABLE"
@@ -435,6 +436,8 @@ var table = []Entry{
 		"Open the desk's list, /approvals, and follow its links.", ""},
 	{ListenFailed, "The server could not listen on an address the config names (http.listen, metrics.listen): another process holds it, the host is not this machine's, or the port needs privileges.",
 		"Free the address or name another (http.listen, metrics.listen; for the demo, `make run LISTEN=127.0.0.1:8081`).", ""},
+	{DrainIncomplete, "serve was told to stop and calls were still in flight when its drain ended (the execution bound and a grace: each execution records its end within the bound); the process was stopped with them unanswered, and an execution among them may be left outcome_unknown.",
+		"Look for execution_started records with no end (orangerail audit verify lists them) and settle them once you know how they ended (orangerail audit settle); a call should never outlast the drain, so a drain that ends early points at a handler that hangs.", ""},
 	{ServerUnreachable, "The orangerail server --server names did not answer, or answered as no orangerail API does: an error page of a proxy or another service, or a body that is not the API's JSON.",
 		"Check --server (the deployment's http.public_url) and that the server runs; an answer of 5xx or 429 passes, so try again shortly.", ""},
 	{ServerInsecure, "An approvals command would send the person's bearer token where others could read or take it: --server is plain http off loopback, or the server answered with a redirect (the API never redirects; a redirect could lead the token elsewhere, or from https to http). Or `orangerail login` was given an issuer of plain http off loopback, where the sign-in and its token would cross the network in clear (no server takes such an issuer).",
