@@ -611,6 +611,39 @@ func TestServeRefusals(t *testing.T) {
 	}
 }
 
+// serveConfig writes the orders example, each of edits applied to its
+// text, to a file of its own, served over HTTP on 127.0.0.1:port with the
+// tokens of issuer (the rate limits counted in memory) and extra appended,
+// and returns the file's path.
+func serveConfig(t *testing.T, issuer string, port int, extra string, edits ...func(string) string) string {
+	t.Helper()
+	example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(example)
+	for _, edit := range edits {
+		text = edit(text)
+	}
+	text += fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id}\n"+
+		"http: {listen: \"127.0.0.1:%d\", rate_limits: {store: memory}}\n", issuer, port) + extra
+	config := filepath.Join(t.TempDir(), "orangerail.yaml")
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
+// runServe runs `serve --config config` on the database at url until ctx
+// ends, its stderr to stderr, and sends its exit code on the channel.
+func runServe(ctx context.Context, config, url string, stderr io.Writer) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, stderr)
+	}()
+	return done
+}
+
 // TestServeHTTP runs `serve` over HTTP as an operator would: readiness
 // waits for OIDC discovery, and a verified token reaches the tools.
 func TestServeHTTP(t *testing.T) {
@@ -629,21 +662,8 @@ func TestServeHTTP(t *testing.T) {
 
 	start := func(issuer string) (base string, stop func()) {
 		port := testdb.FreePort(t)
-		example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		config := filepath.Join(t.TempDir(), "orangerail.yaml")
-		extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id}\nhttp: {listen: \"127.0.0.1:%d\", rate_limits: {store: memory}}\n", issuer, port)
-		if err := os.WriteFile(config, append(example, extra...), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan int, 1)
-		go func() {
-			code := Run(ctx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, io.Discard)
-			done <- code
-		}()
+		done := runServe(ctx, serveConfig(t, issuer, port, ""), url, io.Discard)
 		base = fmt.Sprintf("http://127.0.0.1:%d", port)
 		for range 100 {
 			if resp, err := http.Get(base + "/healthz"); err == nil {

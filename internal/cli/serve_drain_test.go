@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,14 +39,7 @@ func TestServeDrainsAnUpstreamEffectInFlight(t *testing.T) {
 	issuer := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuer.Close)
 	t.Setenv(app.SecretKeyEnv, strings.Repeat("ab", 32))
-	example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	httpPort := testdb.FreePort(t)
-	config := filepath.Join(t.TempDir(), "orangerail.yaml")
-	extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id}\n"+
-		"http: {listen: \"127.0.0.1:%d\", rate_limits: {store: memory}}\n", issuer.URL, httpPort)
 	effectHit := make(chan struct{}, 1)
 	carrier := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		effectHit <- struct{}{}
@@ -58,20 +49,16 @@ func TestServeDrainsAnUpstreamEffectInFlight(t *testing.T) {
 		_, _ = io.WriteString(w, `{"label_id":"L-1","tracking_number":"T-1","label_url":"https://x/l"}`)
 	}))
 	t.Cleanup(carrier.Close)
-	yaml := strings.Replace(string(example)+extra, `demo: "http://127.0.0.1:8089"`, fmt.Sprintf("demo: %q", carrier.URL), 1)
-	yaml = strings.Replace(yaml, "policy: {approval: required, roles: [support]}\n    destructive: false   # a label only adds",
-		"policy: {approval: none, roles: [support]}\n    destructive: false   # a label only adds", 1)
-	yaml = strings.Replace(yaml, "success: [201]\n", "success: [201]\n        timeout: 20s\n", 1)
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := serveConfig(t, issuer.URL, httpPort, "", func(yaml string) string {
+		yaml = strings.Replace(yaml, `demo: "http://127.0.0.1:8089"`, fmt.Sprintf("demo: %q", carrier.URL), 1)
+		yaml = strings.Replace(yaml, "policy: {approval: required, roles: [support]}\n    destructive: false   # a label only adds",
+			"policy: {approval: none, roles: [support]}\n    destructive: false   # a label only adds", 1)
+		return strings.Replace(yaml, "success: [201]\n", "success: [201]\n        timeout: 20s\n", 1)
+	})
 	serveCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stderr bytes.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(serveCtx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, &stderr)
-	}()
+	done := runServe(serveCtx, config, url, &stderr)
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	for range 200 { // until serve listens and is ready
 		if resp, err := http.Get(base + "/readyz"); err == nil {

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,22 +31,10 @@ func TestServeMetricsListener(t *testing.T) {
 	issuer := httptest.NewServer(iss.Handler())
 	t.Cleanup(issuer.Close)
 	t.Setenv(app.SecretKeyEnv, strings.Repeat("ab", 32))
-	example, err := os.ReadFile("../../examples/orders/orangerail.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	httpPort, metricsPort := testdb.FreePort(t), testdb.FreePort(t)
-	config := filepath.Join(t.TempDir(), "orangerail.yaml")
-	extra := fmt.Sprintf("identity:\n  oidc: {issuer: %q, audience: orangerail, tenant_claim: org_id}\n"+
-		"http: {listen: \"127.0.0.1:%d\", rate_limits: {store: memory}}\nmetrics: {listen: \"127.0.0.1:%d\"}\n", issuer.URL, httpPort, metricsPort)
-	if err := os.WriteFile(config, append(example, extra...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := serveConfig(t, issuer.URL, httpPort, fmt.Sprintf("metrics: {listen: \"127.0.0.1:%d\"}\n", metricsPort))
 	serveCtx, cancel := context.WithCancel(ctx)
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(serveCtx, []string{"serve", "--config", config, "--database-url", url}, io.Discard, io.Discard)
-	}()
+	done := runServe(serveCtx, config, url, io.Discard)
 	stopped := false
 	stop := func() {
 		if !stopped {
