@@ -26,12 +26,6 @@ ON CONFLICT DO NOTHING;
 -- name: AuditorGrantRemove :execrows
 DELETE FROM orangerail.auditor_grants WHERE role_name = @role_name AND tenant_id = @tenant_id;
 
--- name: AuditorGrantsOf :many
--- The tenants a login may read, in id order.
-SELECT g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
-WHERE g.role_name = @role_name
-ORDER BY 1;
-
 -- name: AuditorGrantedTenants :many
 -- The tenants granted to the connection's login, in id order.
 SELECT g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
@@ -40,7 +34,8 @@ ORDER BY 1;
 
 -- name: AuditorGrantList :many
 -- Every auditor login's grants (the owner's view), or one tenant's
--- (tenant_id set), by tenant then login.
+-- (tenant_id set), or one login's (role_name set), by tenant then login.
 SELECT g.role_name::text AS role_name, g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
-WHERE @tenant_id::text = '' OR g.tenant_id = @tenant_id::text
+WHERE (@tenant_id::text = '' OR g.tenant_id = @tenant_id::text)
+  AND (@role_name::text = '' OR g.role_name = @role_name::text)
 ORDER BY g.tenant_id, g.role_name;

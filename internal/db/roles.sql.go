@@ -31,9 +31,15 @@ func (q *Queries) AuditorGrantAdd(ctx context.Context, db DBTX, arg *AuditorGran
 
 const auditorGrantList = `-- name: AuditorGrantList :many
 SELECT g.role_name::text AS role_name, g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
-WHERE $1::text = '' OR g.tenant_id = $1::text
+WHERE ($1::text = '' OR g.tenant_id = $1::text)
+  AND ($2::text = '' OR g.role_name = $2::text)
 ORDER BY g.tenant_id, g.role_name
 `
+
+type AuditorGrantListParams struct {
+	TenantID string
+	RoleName string
+}
 
 type AuditorGrantListRow struct {
 	RoleName string
@@ -41,9 +47,9 @@ type AuditorGrantListRow struct {
 }
 
 // Every auditor login's grants (the owner's view), or one tenant's
-// (tenant_id set), by tenant then login.
-func (q *Queries) AuditorGrantList(ctx context.Context, db DBTX, tenantID string) ([]*AuditorGrantListRow, error) {
-	rows, err := db.Query(ctx, auditorGrantList, tenantID)
+// (tenant_id set), or one login's (role_name set), by tenant then login.
+func (q *Queries) AuditorGrantList(ctx context.Context, db DBTX, arg *AuditorGrantListParams) ([]*AuditorGrantListRow, error) {
+	rows, err := db.Query(ctx, auditorGrantList, arg.TenantID, arg.RoleName)
 	if err != nil {
 		return nil, err
 	}
@@ -88,33 +94,6 @@ ORDER BY 1
 // The tenants granted to the connection's login, in id order.
 func (q *Queries) AuditorGrantedTenants(ctx context.Context, db DBTX) ([]string, error) {
 	rows, err := db.Query(ctx, auditorGrantedTenants)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var tenant_id string
-		if err := rows.Scan(&tenant_id); err != nil {
-			return nil, err
-		}
-		items = append(items, tenant_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const auditorGrantsOf = `-- name: AuditorGrantsOf :many
-SELECT g.tenant_id::text AS tenant_id FROM orangerail.auditor_grants g
-WHERE g.role_name = $1
-ORDER BY 1
-`
-
-// The tenants a login may read, in id order.
-func (q *Queries) AuditorGrantsOf(ctx context.Context, db DBTX, roleName string) ([]string, error) {
-	rows, err := db.Query(ctx, auditorGrantsOf, roleName)
 	if err != nil {
 		return nil, err
 	}

@@ -190,7 +190,7 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var removed bool
-	var granted []string // when nothing was removed: what the login may read
+	var granted []*store.AuditorGrant // when nothing was removed: what the login may read
 	err = database.InTenant(ctx, conn, p.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
 		s := store.New(tx)
 		if removed, err = s.AuditorGrantRemove(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant}); err != nil {
@@ -199,7 +199,7 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 		if removed {
 			return engine.RecordAuditorAccess(ctx, tx, p.Tenant, p.Name, false, time.Now())
 		}
-		granted, err = s.AuditorGrantsOf(ctx, p.Name)
+		granted, err = s.AuditorGrantList(ctx, "", p.Name)
 		return err
 	})
 	if err != nil || removed {
@@ -207,7 +207,11 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 	}
 	reads := "it may read no tenant of this database"
 	if len(granted) > 0 {
-		reads = "it may read " + strings.Join(granted, ", ")
+		tenants := make([]string, len(granted))
+		for i, g := range granted {
+			tenants[i] = g.Tenant
+		}
+		reads = "it may read " + strings.Join(tenants, ", ")
 	}
 	return errcode.New(errcode.AuditorGrantNotFound, fmt.Sprintf("%s has no grant of tenant %s: nothing was revoked (%s)", p.Name, p.Tenant, reads), nil)
 }
@@ -232,7 +236,7 @@ func ListAuditors(ctx context.Context, ownerURL, tenant string) ([]*store.Audito
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	grants, err := store.New(conn).AuditorGrantList(ctx, tenant)
+	grants, err := store.New(conn).AuditorGrantList(ctx, tenant, "")
 	return grants, notTheOwner(err)
 }
 

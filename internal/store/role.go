@@ -54,11 +54,6 @@ func (s *Store) AuditorGrantRemove(ctx context.Context, p *AuditorGrantParams) (
 	return n > 0, InterpretError(err)
 }
 
-// AuditorGrantsOf lists the tenants a login may read, in id order.
-func (s *Store) AuditorGrantsOf(ctx context.Context, roleName string) ([]string, error) {
-	ids, err := s.q.AuditorGrantsOf(ctx, s.x, roleName)
-	return ids, InterpretError(err)
-}
 
 // AuditorGrantedTenants lists the tenants granted to the connection's
 // login, in id order.
@@ -73,11 +68,11 @@ type AuditorGrant struct {
 	Tenant string `json:"tenant"`
 }
 
-// AuditorGrantList lists every auditor login's grants, or one tenant's
-// (tenantID not empty), by tenant then login. It reads as the schema's
-// owner does: every grant.
-func (s *Store) AuditorGrantList(ctx context.Context, tenantID string) ([]*AuditorGrant, error) {
-	rows, err := s.q.AuditorGrantList(ctx, s.x, tenantID)
+// AuditorGrantList lists the auditor logins' grants, by tenant then
+// login: every one, or a tenant's (tenantID not empty), or a login's
+// (roleName not empty). The schema's owner reads every grant.
+func (s *Store) AuditorGrantList(ctx context.Context, tenantID, roleName string) ([]*AuditorGrant, error) {
+	rows, err := s.q.AuditorGrantList(ctx, s.x, &db.AuditorGrantListParams{TenantID: tenantID, RoleName: roleName})
 	return all(rows, err, func(r *db.AuditorGrantListRow) *AuditorGrant {
 		return &AuditorGrant{Login: r.RoleName, Tenant: r.TenantID}
 	})
