@@ -54,7 +54,6 @@ func (s *Store) AuditorGrantRemove(ctx context.Context, p *AuditorGrantParams) (
 	return n > 0, InterpretError(err)
 }
 
-
 // AuditorGrantedTenants lists the tenants granted to the connection's
 // login, in id order.
 func (s *Store) AuditorGrantedTenants(ctx context.Context) ([]string, error) {
