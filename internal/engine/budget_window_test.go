@@ -26,6 +26,14 @@ func TestBudgetWindowNeverMovesBack(t *testing.T) {
 	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.SetYAML("actions.add_order_note.budget", "{per_minute: 2, per_day: 5}"))
 	note := json.RawMessage(`{"order_id": "o-1001", "note": "n"}`)
 	want(t, e.Call(ctx, support("acme"), "add_order_note", note), engine.StatusOK)
+	counts := func() string {
+		t.Helper()
+		var row string
+		if err := b.admin.QueryRow(ctx, "SELECT concat_ws(' ', minute_start, minute_calls, day_start, day_calls) FROM orangerail.budget_counts WHERE tenant_id = 'acme'").Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		return row
+	}
 	for _, tt := range []struct {
 		name  string
 		later string // the row as a later window's spends leave it
@@ -38,16 +46,9 @@ func TestBudgetWindowNeverMovesBack(t *testing.T) {
 		if _, err := b.admin.Exec(ctx, "UPDATE orangerail.budget_counts SET "+tt.later+" WHERE tenant_id = 'acme' AND action = 'add_order_note'"); err != nil {
 			t.Fatal(err)
 		}
-		var before string
-		if err := b.admin.QueryRow(ctx, "SELECT concat_ws(' ', minute_start, minute_calls, day_start, day_calls) FROM orangerail.budget_counts WHERE tenant_id = 'acme'").Scan(&before); err != nil {
-			t.Fatal(err)
-		}
+		before := counts()
 		wantLimited(t, e.Call(ctx, support("acme"), "add_order_note", note), tt.limit, map[engine.BudgetLimit]int{engine.LimitPerMinute: 2, engine.LimitPerDay: 5}[tt.limit], tt.max)
-		var after string
-		if err := b.admin.QueryRow(ctx, "SELECT concat_ws(' ', minute_start, minute_calls, day_start, day_calls) FROM orangerail.budget_counts WHERE tenant_id = 'acme'").Scan(&after); err != nil {
-			t.Fatal(err)
-		}
-		if after != before {
+		if after := counts(); after != before {
 			t.Fatalf("after a spend behind %s window, the counts went from %s to %s", tt.name, before, after)
 		}
 	}
