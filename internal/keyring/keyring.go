@@ -144,6 +144,11 @@ func (r *Ring) lookup(kid KID) (Key, bool) {
 	if kid == "" {
 		kid = Legacy
 	}
+	return r.find(kid)
+}
+
+// find returns the key whose kid is kid, exactly.
+func (r *Ring) find(kid KID) (Key, bool) {
 	i := slices.IndexFunc(r.keys, func(k Key) bool { return k.ID == kid })
 	if i < 0 {
 		return Key{}, false
@@ -157,10 +162,10 @@ func (r *Ring) lookup(kid KID) (Key, bool) {
 // would name the legacy key, and drop what signed everything made before
 // rings, or make it active again, undoing a rotation.
 func (r *Ring) named(kid KID) (Key, error) {
-	i := slices.IndexFunc(r.keys, func(k Key) bool { return k.ID == kid })
+	k, ok := r.find(kid)
 	switch {
-	case i >= 0:
-		return r.keys[i], nil
+	case ok:
+		return k, nil
 	case kid == "":
 		return Key{}, errcode.New(errcode.KeyRingKIDUnknown, fmt.Sprintf("no kid was named (an empty argument: a variable unset?); the ring has %v", r.IDs()), nil)
 	}
