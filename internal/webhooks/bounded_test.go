@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -77,7 +76,7 @@ func TestServingWorkerIsBoundedByTheLimits(t *testing.T) {
 	}))
 	t.Cleanup(r.Close)
 	cfg := ontologytest.Parse(t, orders.Config,
-		ontologytest.SetYAML("webhooks", fmt.Sprintf("[{url: %q, secret_env: ORANGERAIL_TEST_WEBHOOK_SECRET}]", r.URL)),
+		hooks(endpoint(t, r.URL, false)),
 		ontologytest.SetYAML("limits", "{lock_timeout: 200ms, statement_timeout: 1s}"))
 	t.Setenv("ORANGERAIL_TEST_WEBHOOK_SECRET", secret)
 	var log logBuffer
