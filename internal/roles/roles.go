@@ -228,9 +228,6 @@ func ListAuditors(ctx context.Context, ownerURL, tenant string) ([]*store.Audito
 			return nil, err
 		}
 	}
-	if err := database.CheckCurrent(ctx, ownerURL); err != nil {
-		return nil, err
-	}
 	conn, err := connect(ctx, ownerURL)
 	if err != nil {
 		return nil, err
@@ -249,15 +246,16 @@ func ownerConn(ctx context.Context, url, name, tenant string) (*pgx.Conn, error)
 	if err := database.ValidateTenantID(tenant); err != nil {
 		return nil, err
 	}
-	if err := database.CheckCurrent(ctx, url); err != nil {
-		return nil, err
-	}
 	return connect(ctx, url)
 }
 
-// connect opens one connection to url, its errors named as database.Open
-// names them (never the URL's password).
+// connect opens one connection to url, a database whose schema is
+// current, its errors named as database.Open names them (never the URL's
+// password).
 func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	if err := database.CheckCurrent(ctx, url); err != nil {
+		return nil, err
+	}
 	cfg, err := database.ParseURL(url)
 	if err != nil {
 		return nil, err
