@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -61,7 +62,42 @@ func Bouncer(tb testing.TB, dbURL string) string {
 	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // G302: the postgres user must read its configuration
 		tb.Fatal(err)
 	}
-	port := FreePort(tb)
+	// FreePort's port is free when it answers, not when PgBouncer binds
+	// it: another test's listener may take it between. A bind that fails
+	// so is tried again on another port.
+	var addr string
+	for attempt := 1; ; attempt++ {
+		port := FreePort(tb)
+		taken, output := startBouncer(tb, bin, dir, u, port)
+		if !taken {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			break
+		}
+		if attempt == bouncerBindAttempts {
+			tb.Fatalf("PgBouncer found each of %d free ports taken by the time it bound it:\n%s", attempt, output)
+		}
+	}
+	u.Host = addr
+	q := u.Query()
+	q.Set("default_query_exec_mode", "cache_describe")
+	u.RawQuery = q.Encode()
+	bounced.Store(u.String(), dbURL)
+	return u.String()
+}
+
+// bouncerBindAttempts bounds how many ports Bouncer tries.
+const bouncerBindAttempts = 5
+
+// startBouncer starts PgBouncer, configured in dir, on 127.0.0.1:port in
+// front of u's server, stopped when the test ends, and waits until it
+// listens. taken: the port was taken by the time it bound it (its output
+// says so); it exited, and another port may be tried.
+func startBouncer(tb testing.TB, bin, dir string, u *url.URL, port int) (taken bool, output string) {
+	tb.Helper()
+	// A log of its own: what an attempt before wrote is not this one's.
+	if err := os.Remove(filepath.Join(dir, "pgbouncer.log")); err != nil && !os.IsNotExist(err) {
+		tb.Fatal(err)
+	}
 	login := u.User.Username()
 	conf := fmt.Sprintf(`[databases]
 * = host=%s port=%s
@@ -86,8 +122,8 @@ logfile = %s
 	}
 	// Stopped by Cleanup, which signals it: no context ends it.
 	cmd := osexec.CommandContext(context.Background(), bin, filepath.Join(dir, "pgbouncer.ini")) //nolint:gosec // G204: the pgbouncer binary the test run names
-	var output bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if os.Geteuid() == 0 {
 		pg, err := user.Lookup("postgres")
 		if err != nil {
@@ -128,18 +164,17 @@ logfile = %s
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log")) //nolint:gosec // G304: the log in the directory made above
-			tb.Fatalf("PgBouncer exited: %v\n%s%s", exitErr, output.String(), log)
+			said := out.String() + string(log)
+			if strings.Contains(said, "Address already in use") {
+				return true, said
+			}
+			tb.Fatalf("PgBouncer exited: %v\n%s", exitErr, said)
 		case <-ctx.Done():
 			tb.Fatalf("PgBouncer did not listen on %s", addr)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	u.Host = addr
-	q := u.Query()
-	q.Set("default_query_exec_mode", "cache_describe")
-	u.RawQuery = q.Encode()
-	bounced.Store(u.String(), dbURL)
-	return u.String()
+	return false, ""
 }
 
 // bounced maps each URL Bouncer returned to the URL it leads to.
