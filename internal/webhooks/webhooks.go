@@ -64,8 +64,10 @@ func (e *Endpoint) shown() string { return shownURL(e.URL) }
 // shownURL is an endpoint URL as it is shown (ontology.ShownWebhookURL).
 func shownURL(raw string) string { return ontology.ShownWebhookURL(raw) }
 
+// subscribes reports whether e is sent ev, by the config's rule
+// (ontology.Webhook.Subscribes), which also routes each event's messages.
 func (e *Endpoint) subscribes(ev store.WebhookEvent) bool {
-	return len(e.Events) == 0 || slices.Contains(e.Events, ev)
+	return ontology.Webhook{Events: e.Events}.Subscribes(ev)
 }
 
 // owed reports whether m is owed to e: e subscribes to its event and, where
