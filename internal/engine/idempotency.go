@@ -94,10 +94,13 @@ type filedOutcome struct {
 // effect may have run, so a retry under the key must not run it again; it
 // gets the same answer, and a new key is the caller's to send once the
 // outcome is checked). One that says nothing ran (the store or the audit
-// failed before the effect) leaves the key free for a retry to run.
+// failed before the effect) leaves the key free for a retry to run; so do
+// a dry run and an action not implemented, which say what this engine
+// would not do: a live engine beside a sandbox one, or this deployment
+// once it goes live or implements the action, runs the call under the key.
 func fileable(o *Outcome) bool {
 	switch o.Status {
-	case StatusOK, StatusApprovalPending, StatusDryRun, StatusNotImplemented, StatusNotFound,
+	case StatusOK, StatusApprovalPending, StatusNotFound,
 		StatusPreconditionFailed, StatusFailed, StatusOutcomeUnknown:
 		return true
 	}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,6 +398,42 @@ func TestIdempotentAbandonedClaimIsUnknown(t *testing.T) {
 		t.Fatalf("a new key: %d notes, want 1", notes)
 	}
 	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestAnswersThatRanNothingLeaveTheKey: a dry run and a call of an
+// action not implemented yet say nothing ran, so they are not filed under
+// the call's key: a live engine beside a sandbox one on the same database,
+// or the deployment once it goes live or implements the action (within
+// idempotency_ttl), runs the call under the key those answered, rather
+// than replaying their answer with nothing done.
+func TestAnswersThatRanNothingLeaveTheKey(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	idempotent := ontologytest.Set("actions.add_order_note.idempotent", true)
+	live := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, idempotent)
+	for _, tc := range []struct {
+		name   string
+		first  *engine.Engine
+		status engine.Status
+	}{
+		{"dry run", newEngine(t, b.testBundle, b.key, engine.ModeDryRun, nil, idempotent), engine.StatusDryRun},
+		{"not implemented", newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, idempotent,
+			ontologytest.SetYAML("actions.add_order_note.execute", "{not_implemented: true}")), engine.StatusNotImplemented},
+	} {
+		note := "first " + tc.name
+		args := json.RawMessage(fmt.Sprintf(`{"order_id": "o-1001", "note": %q, "idempotencyKey": %q}`, note, tc.name))
+		want(t, tc.first.Call(ctx, support("acme"), "add_order_note", args), tc.status)
+		out := live.Call(ctx, support("acme"), "add_order_note", args)
+		if notes, runs := notesAndRuns(t, b, "acme", note); out.Status != engine.StatusOK || out.Replayed || notes != 1 {
+			t.Fatalf("%s: the live call under its key answered %s (replayed %v), %d notes, %d runs in all: want it run",
+				tc.name, out.Status, out.Replayed, notes, runs)
+		}
+		// The live call's answer is filed: a retry replays it.
+		if again := live.Call(ctx, support("acme"), "add_order_note", args); again.Status != engine.StatusOK || !again.Replayed {
+			t.Fatalf("%s: a retry of the live call answered %s (replayed %v)", tc.name, again.Status, again.Replayed)
+		}
+	}
 }
 
 // TestIdempotencyKeyReused: the same key with another input is refused
