@@ -147,6 +147,31 @@ GRANT EXECUTE ON FUNCTION orangerail.approval_stage(uuid, text, text, json, byte
     TO orangerail_runtime;
 
 -- +goose Down
+-- An open approval staged under a ring key names the key that made its
+-- digest in input_key_id; without the column it would be checked under the
+-- legacy key and refused as tampered (signature_mismatch) when it runs.
+-- Such a database is refused, as one holding a sealed input is (input
+-- NOT NULL below): decide them, or let them lapse, first. The owner reads
+-- every tenant's approvals with row security not forced on it, in this
+-- transaction only.
+ALTER TABLE orangerail.approvals NO FORCE ROW LEVEL SECURITY;
+-- +goose StatementBegin
+DO $keyed$
+DECLARE
+    open_keyed text;
+BEGIN
+    SELECT string_agg(a.id::text, ', ' ORDER BY a.created_at) INTO open_keyed
+    FROM (SELECT id, created_at FROM orangerail.approvals
+          WHERE status IN ('pending', 'approved') AND input_key_id IS NOT NULL
+          ORDER BY created_at LIMIT 10) a;
+    IF open_keyed IS NOT NULL THEN
+        RAISE EXCEPTION 'open approvals were staged under a key of the ring (%), which this version cannot name: decide them or let them lapse, then roll back', open_keyed
+            USING HINT = 'Before migration 00022 every digest is the legacy key''s; these would be refused as tampered when they run.';
+    END IF;
+END
+$keyed$;
+-- +goose StatementEnd
+ALTER TABLE orangerail.approvals FORCE ROW LEVEL SECURITY;
 DROP FUNCTION orangerail.approval_shred_inputs(timestamptz, integer);
 DROP FUNCTION orangerail.approval_stage(uuid, text, text, json, bytea, text, bytea, bytea, bytea, timestamptz, bytea);
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -131,16 +132,61 @@ func (m *Migrator) refuseNewer(ctx context.Context) error {
 }
 
 // Up applies every pending migration. On a current database it does
-// nothing; on a database newer than this binary it refuses.
+// nothing; on a database newer than this binary it refuses, as it does
+// when a newer binary migrated it while this one waited for the lock.
+//
+// A migration that lost a race with another database's migration of the
+// same cluster (roles and their settings are the cluster's, and Postgres
+// fails the second of two concurrent changes of one role rather than
+// wait: "tuple concurrently updated") rolled back whole; it is run again,
+// up to upAttempts times.
 func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
 	if err := m.refuseNewer(ctx); err != nil {
 		return nil, err
 	}
-	results, err := m.provider.Up(ctx)
-	if err != nil {
-		return results, fmt.Errorf("migrate up: %w", err)
+	var applied []*goose.MigrationResult
+	for attempt := 1; ; attempt++ {
+		results, err := m.provider.Up(ctx)
+		var partial *goose.PartialError
+		if errors.As(err, &partial) {
+			results = partial.Applied
+		}
+		applied = append(applied, results...)
+		if err == nil {
+			return applied, m.refuseNewer(ctx)
+		}
+		if !lostClusterRace(err) || attempt == upAttempts {
+			return applied, fmt.Errorf("migrate up: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return applied, fmt.Errorf("migrate up: %w", err)
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
 	}
-	return results, nil
+}
+
+// upAttempts bounds Up's runs of a migration that lost a race with
+// another database's.
+const upAttempts = 5
+
+// lostClusterRace reports whether err is a migration's transaction failed
+// by a concurrent one, of this database or another of the cluster: a
+// serialization failure, a deadlock, or Postgres's refusal to wait on a
+// catalog row another transaction changed (XX000 "tuple concurrently
+// updated", which ALTER ROLE meets).
+func lostClusterRace(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected:
+		return true
+	case pgerrcode.InternalError:
+		return pgErr.Message == "tuple concurrently updated"
+	}
+	return false
 }
 
 // HardeningGap is a part of the read-only SQL tool's database-level

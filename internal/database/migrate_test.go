@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/database"
@@ -35,5 +36,33 @@ func TestMigrationsGoDownToZeroAndUpAgain(t *testing.T) {
 	}
 	if v, err := m.Version(ctx); err != nil || v != m.Latest() {
 		t.Fatalf("version %d (%v), want %d", v, err, m.Latest())
+	}
+}
+
+// TestDatabasesOfOneClusterMigrateAtOnce: several databases of one cluster
+// (an instance each) migrated at the same time all migrate. Roles are the
+// cluster's: two migrations changing one role at once make Postgres fail
+// the second ("tuple concurrently updated"), which Up runs again.
+func TestDatabasesOfOneClusterMigrateAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for round := range 2 {
+		urls := make([]string, 4)
+		for i := range urls {
+			urls[i] = testdb.NewEmpty(t)
+		}
+		errs := make([]error, len(urls))
+		var wg sync.WaitGroup
+		for i, url := range urls {
+			wg.Go(func() { errs[i] = database.MigrateUp(ctx, url) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("round %d, database %d: %v", round, i, err)
+			} else if err := database.CheckCurrent(ctx, urls[i]); err != nil {
+				t.Errorf("round %d, database %d: %v", round, i, err)
+			}
+		}
 	}
 }

@@ -13,12 +13,14 @@ import (
 	"testing"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // ringEngine serves the orders example on b's database under ring.
@@ -308,4 +310,47 @@ func TestUnreadableInputIsNotApproved(t *testing.T) {
 	approve(t, fresh, "acme", again.ApprovalID.String())
 	want(t, fresh.Check(ctx, support("acme"), again.ApprovalID.String()), engine.StatusOK)
 	verifyClean(t, b, "acme")
+}
+
+// TestRollbackPastKeyIDsRefusesOpenKeyedApprovals: migration 00022's Down
+// drops the column naming the key that made an approval's digest; an open
+// approval staged under a ring key would then be checked under the legacy
+// key and refused as tampered when it runs. The Down refuses while one is
+// open, naming it, and changes nothing; once it ran, the Down and the Up
+// again go through.
+func TestRollbackPastKeyIDsRefusesOpenKeyedApprovals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := ringEngine(t, b, mustRing(t, "k2:"+strings.Repeat("2b", 32)+",legacy:"+strings.Repeat("1a", 32)))
+	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "rotated"}`))
+	want(t, staged, engine.StatusApprovalPending)
+
+	m, err := database.NewMigrator(ctx, testdb.Direct(b.url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.DownTo(ctx, 21); err == nil || !strings.Contains(err.Error(), staged.ApprovalID.String()) {
+		t.Fatalf("down past 00022 with an open approval staged under k2: %v, want it refused naming %s", err, staged.ApprovalID)
+	}
+	if v, err := m.Version(ctx); err != nil || v != 22 {
+		t.Fatalf("after the refusal the database is at %d (%v), want 22", v, err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.runtime.Reset()
+	approve(t, e, "acme", staged.ApprovalID.String())
+	want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+
+	if _, err := m.DownTo(ctx, 21); err != nil {
+		t.Fatalf("down past 00022 once the approval ran: %v", err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
