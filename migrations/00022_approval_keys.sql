@@ -150,23 +150,30 @@ GRANT EXECUTE ON FUNCTION orangerail.approval_stage(uuid, text, text, json, byte
 -- An open approval staged under a ring key names the key that made its
 -- digest in input_key_id; without the column it would be checked under the
 -- legacy key and refused as tampered (signature_mismatch) when it runs.
--- Such a database is refused, as one holding a sealed input is (input
--- NOT NULL below): decide them, or let them lapse, first. The owner reads
+-- Such a database is refused, naming them: decide them, or let them
+-- lapse, first. So is one holding a sealed input, which this version
+-- cannot hold (input is NOT NULL below), shredded or not. The owner reads
 -- every tenant's approvals with row security not forced on it, in this
 -- transaction only.
 ALTER TABLE orangerail.approvals NO FORCE ROW LEVEL SECURITY;
 -- +goose StatementBegin
 DO $keyed$
 DECLARE
-    open_keyed text;
+    listed text;
 BEGIN
-    SELECT string_agg(a.id::text, ', ' ORDER BY a.created_at) INTO open_keyed
+    SELECT string_agg(a.id::text, ', ' ORDER BY a.created_at) INTO listed
     FROM (SELECT id, created_at FROM orangerail.approvals
           WHERE status IN ('pending', 'approved') AND input_key_id IS NOT NULL
           ORDER BY created_at LIMIT 10) a;
-    IF open_keyed IS NOT NULL THEN
-        RAISE EXCEPTION 'open approvals were staged under a key of the ring (%), which this version cannot name: decide them or let them lapse, then roll back', open_keyed
+    IF listed IS NOT NULL THEN
+        RAISE EXCEPTION 'open approvals were staged under a key of the ring (%), which this version cannot name: decide them or let them lapse, then roll back', listed
             USING HINT = 'Before migration 00022 every digest is the legacy key''s; these would be refused as tampered when they run.';
+    END IF;
+    SELECT string_agg(a.id::text, ', ' ORDER BY a.created_at) INTO listed
+    FROM (SELECT id, created_at FROM orangerail.approvals WHERE input_sealed IS NOT NULL ORDER BY created_at LIMIT 10) a;
+    IF listed IS NOT NULL THEN
+        RAISE EXCEPTION 'approvals hold sealed inputs (%), which this version cannot hold: it keeps every input in the clear', listed
+            USING HINT = 'Roll back no further than migration 00022 while any approval has a sealed input, shredded or not.';
     END IF;
 END
 $keyed$;

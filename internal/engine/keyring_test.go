@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
@@ -312,20 +313,18 @@ func TestUnreadableInputIsNotApproved(t *testing.T) {
 	verifyClean(t, b, "acme")
 }
 
-// TestRollbackPastKeyIDsRefusesOpenKeyedApprovals: migration 00022's Down
+// TestRollbackPastKeyIDsRefusesWhatItWouldLose: migration 00022's Down
 // drops the column naming the key that made an approval's digest; an open
 // approval staged under a ring key would then be checked under the legacy
 // key and refused as tampered when it runs. The Down refuses while one is
 // open, naming it, and changes nothing; once it ran, the Down and the Up
-// again go through.
-func TestRollbackPastKeyIDsRefusesOpenKeyedApprovals(t *testing.T) {
+// again go through. A sealed input, which the version below cannot hold,
+// is refused by name too.
+func TestRollbackPastKeyIDsRefusesWhatItWouldLose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t)
-	if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
-		t.Fatal(err)
-	}
-	e := ringEngine(t, b, mustRing(t, "k2:"+strings.Repeat("2b", 32)+",legacy:"+strings.Repeat("1a", 32)))
+	b := setupExample(t)
+	e := ringEngine(t, b.testBundle, mustRing(t, "k2:"+strings.Repeat("2b", 32)+",legacy:"+strings.Repeat("1a", 32)))
 	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "rotated"}`))
 	want(t, staged, engine.StatusApprovalPending)
 
@@ -334,16 +333,20 @@ func TestRollbackPastKeyIDsRefusesOpenKeyedApprovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.DownTo(ctx, 21); err == nil || !strings.Contains(err.Error(), staged.ApprovalID.String()) {
-		t.Fatalf("down past 00022 with an open approval staged under k2: %v, want it refused naming %s", err, staged.ApprovalID)
+	refused := func(id string) {
+		t.Helper()
+		if _, err := m.DownTo(ctx, 21); err == nil || !strings.Contains(err.Error(), id) {
+			t.Fatalf("down past 00022: %v, want it refused naming %s", err, id)
+		}
+		if v, err := m.Version(ctx); err != nil || v != 22 {
+			t.Fatalf("after the refusal the database is at %d (%v), want 22", v, err)
+		}
+		if _, err := m.Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.runtime.Reset()
 	}
-	if v, err := m.Version(ctx); err != nil || v != 22 {
-		t.Fatalf("after the refusal the database is at %d (%v), want 22", v, err)
-	}
-	if _, err := m.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.runtime.Reset()
+	refused(staged.ApprovalID.String())
 	approve(t, e, "acme", staged.ApprovalID.String())
 	want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
 
@@ -353,4 +356,8 @@ func TestRollbackPastKeyIDsRefusesOpenKeyedApprovals(t *testing.T) {
 	if _, err := m.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
+	b.runtime.Reset()
+	sealed := sealedEngine(t, b, time.Now).Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "sealed"}`))
+	want(t, sealed, engine.StatusApprovalPending)
+	refused(sealed.ApprovalID.String())
 }
