@@ -40,6 +40,11 @@ WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema' AND n.nspname <> 'orangerail'
 ORDER BY 1, 2;
 
+-- name: CatalogSchemaUsable :one
+-- Whether the login may use the schema (USAGE), without which it reads
+-- none of the schema's tables, their columns included.
+SELECT pg_catalog.has_schema_privilege(@schema_name::text, 'USAGE') AS usable;
+
 -- name: CatalogPrimaryKey :many
 -- A (quoted, possibly schema-qualified) table's primary key columns, in
 -- the key's order; none when it has no primary key.

@@ -138,6 +138,19 @@ func (q *Queries) CatalogScaffoldTables(ctx context.Context, db DBTX) ([]*Catalo
 	return items, nil
 }
 
+const catalogSchemaUsable = `-- name: CatalogSchemaUsable :one
+SELECT pg_catalog.has_schema_privilege($1::text, 'USAGE') AS usable
+`
+
+// Whether the login may use the schema (USAGE), without which it reads
+// none of the schema's tables, their columns included.
+func (q *Queries) CatalogSchemaUsable(ctx context.Context, db DBTX, schemaName string) (bool, error) {
+	row := db.QueryRow(ctx, catalogSchemaUsable, schemaName)
+	var usable bool
+	err := row.Scan(&usable)
+	return usable, err
+}
+
 const catalogTableColumns = `-- name: CatalogTableColumns :many
 WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
     SELECT a.attnum, a.attname, a.atttypid, a.attnotnull, a.atttypmod

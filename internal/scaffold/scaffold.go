@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -189,6 +190,31 @@ func choose(all []*store.CatalogTable, names []string) ([]store.CatalogTable, er
 	return picked, nil
 }
 
+// shown is a catalog name as the draft's comments show it: as it is when
+// every character of it prints, else quoted, so that no character of a
+// name Postgres allows (a control character, a line break, a
+// noncharacter) reaches the file as itself and makes it a file no YAML
+// reader loads.
+func shown(name string) string {
+	if strings.IndexFunc(name, func(r rune) bool { return !strconv.IsPrint(r) }) < 0 {
+		return name
+	}
+	return strconv.Quote(name)
+}
+
+// shownAll is names, each shown.
+func shownAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = shown(n)
+	}
+	return out
+}
+
+// shownTable is t's qualified name (qualified) as the draft's comments
+// show it (shown).
+func shownTable(t store.CatalogTable) string { return shown(qualified(t)) }
+
 func quoteAll(names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
@@ -202,6 +228,16 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 	t := &table{ref: ref}
 	if !identifier.MatchString(ref.Schema) || !identifier.MatchString(ref.Name) {
 		t.skip = "its name is not an identifier the ontology accepts ([A-Za-z_][A-Za-z0-9_]*); rename it or serve it through a view"
+		return t, nil
+	}
+	switch usable, err := s.CatalogSchemaUsable(ctx, ref.Schema); {
+	case err != nil:
+		return nil, err
+	case !usable:
+		// Another team's schema, say: its tables are listed by the
+		// catalog, which everyone reads, and read by nobody without it.
+		t.skip = fmt.Sprintf("this login may not use its schema (USAGE), so it reads none of it; scaffold as a login that may (GRANT USAGE ON SCHEMA %s TO …), or name only the tables it reads (--tables)",
+			pgx.Identifier{ref.Schema}.Sanitize())
 		return t, nil
 	}
 	name := quoted(ref)
@@ -244,7 +280,7 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 			t.key = pk[1]
 		}
 	default:
-		t.skip = fmt.Sprintf("its primary key (%s) has %d columns; an object's key is one column, besides the tenant column", strings.Join(pk, ", "), len(pk))
+		t.skip = fmt.Sprintf("its primary key (%s) has %d columns; an object's key is one column, besides the tenant column", strings.Join(shownAll(pk), ", "), len(pk))
 		return t, nil
 	}
 	if !slices.Contains(t.fields, t.key) {
@@ -255,6 +291,12 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 		t.skip = fmt.Sprintf("its only key is its tenant column %q: one row a tenant (the tenants' own table, perhaps), which no object reads by a key of its own", pk[0])
 		return t, nil
 	}
+	if secretLike(t.key) {
+		// Its every row's key is a secret (a session's token, an API
+		// key): a list would hand agents each one of the tenant's.
+		t.skip = fmt.Sprintf("its key %q is named as a secret is, and an object serves its key to every caller who lists it; serve it through a view keyed otherwise", t.key)
+		return t, nil
+	}
 	if t.tenant == "" {
 		t.skip = fmt.Sprintf("no tenant column found (tried %s); every object needs tenant_column, so add it by hand if the table has one",
 			strings.Join(TenantColumns(), ", "))
@@ -262,7 +304,8 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 	}
 	// A column whose name says it holds a secret is no field until a
 	// person adds it back: a draft served as it is must not hand agents
-	// password hashes and tokens. The key and the tenant column stay.
+	// password hashes and tokens. The key (not one, as above) and the
+	// tenant column stay.
 	fields := t.fields[:0:0]
 	for _, f := range t.fields {
 		if f != t.key && f != t.tenant && secretLike(f) {

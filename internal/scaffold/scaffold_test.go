@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/app"
@@ -26,13 +27,20 @@ var schemaSQL string
 // schema is there to be left out) holding testdata/schema.sql.
 func datasource(t *testing.T) string {
 	t.Helper()
+	return datasourceOf(t, schemaSQL)
+}
+
+// datasourceOf returns the URL of a migrated database holding what sql
+// makes.
+func datasourceOf(t *testing.T, sql string) string {
+	t.Helper()
 	url := testdb.New(t)
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), schemaSQL); err != nil {
+	if _, err := conn.Exec(context.Background(), sql); err != nil {
 		t.Fatal(err)
 	}
 	return url
@@ -205,5 +213,95 @@ func TestServiceName(t *testing.T) {
 		if got := ServiceName(in); got != want {
 			t.Errorf("ServiceName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestDraftLoadsWhateverTheNamesLeftOut: Postgres allows a quoted name any
+// character but NUL; a table left out for its name, or a key's columns
+// named in the reason, reach the draft's comments quoted, and the draft
+// loads with the other tables in it. As they were, a control character
+// made the whole file one no YAML reader loads.
+func TestDraftLoadsWhateverTheNamesLeftOut(t *testing.T) {
+	t.Parallel()
+	for name, sql := range map[string]string{
+		"table named with \\x01":         "CREATE TABLE \"bad\x01name\" (id int PRIMARY KEY, org_id text);",
+		"table named with DEL":           "CREATE TABLE \"bad\x7fname\" (id int PRIMARY KEY, org_id text);",
+		"table named with U+FFFE":        "CREATE TABLE \"bad\uFFFEname\" (id int PRIMARY KEY, org_id text);",
+		"key column named with \\x1b":    "CREATE TABLE t (\"a\x1b\" int, b int, org_id text, PRIMARY KEY (\"a\x1b\", b));",
+		"schema named with a line break": "CREATE SCHEMA \"odd\nschema\"; CREATE TABLE \"odd\nschema\".t (id int PRIMARY KEY, org_id text);",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			url := datasourceOf(t, sql+" CREATE TABLE good (id int PRIMARY KEY, org_id text);")
+			got, err := Generate(context.Background(), url, Options{Service: "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg := accepted(t, url, got); cfg.Objects["good"] == nil || !strings.Contains(string(got), "Tables left out:") {
+				t.Fatalf("want good drafted and the odd table left out:\n%s", got)
+			}
+		})
+	}
+}
+
+// TestSchemaTheLoginMayNotUse: a schema the scaffolding login has no USAGE
+// on (another team's) is listed by the catalog, which everyone reads; its
+// tables are left out, saying why, and the rest drafted. Reading them
+// failed the whole draft with the database's permission error.
+func TestSchemaTheLoginMayNotUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := datasourceOf(t, `CREATE SCHEMA private; CREATE TABLE private.keys (id int PRIMARY KEY, org_id text);
+		CREATE TABLE public.orders (id int PRIMARY KEY, org_id text);`)
+	admin := testdb.Pool(t, url)
+	login := "scaffold_login_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN; GRANT SELECT ON public.orders TO "+login); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
+		_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
+	})
+	got, err := Generate(ctx, testdb.WithUser(t, url, login, ""), Options{Service: "x"})
+	if err != nil {
+		t.Fatalf("the draft is lost: %v (code %q)", err, errcode.Of(err))
+	}
+	cfg, err := ontology.Parse(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Objects["orders"] == nil || !strings.Contains(string(got), "private.keys: this login may not use its schema (USAGE)") {
+		t.Fatalf("want orders drafted and private.keys left out for its schema:\n%s", got)
+	}
+}
+
+// TestTableKeyedByASecretIsLeftOut: a column named as a secret is no field
+// of the draft, and a table whose key is one (a session's token, an API
+// key) is no object: listing it would hand agents every one of the
+// tenant's secrets, the key being served whatever its name.
+func TestTableKeyedByASecretIsLeftOut(t *testing.T) {
+	t.Parallel()
+	url := datasourceOf(t, `CREATE TABLE sessions (token text PRIMARY KEY, org_id text NOT NULL, user_id int);
+		CREATE TABLE api_keys (org_id text, api_key text, label text, PRIMARY KEY (org_id, api_key));
+		CREATE TABLE good (id int PRIMARY KEY, org_id text);`)
+	got, err := Generate(context.Background(), url, Options{Service: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := accepted(t, url, got)
+	for name, o := range cfg.Objects {
+		for _, f := range o.Fields {
+			if secretLike(f) {
+				t.Errorf("object %s serves %q, a column named as a secret is", name, f)
+			}
+		}
+	}
+	for _, left := range []string{`sessions: its key "token" is named as a secret is`, `api_keys: its key "api_key" is named as a secret is`} {
+		if !strings.Contains(string(got), left) {
+			t.Errorf("the draft does not say %q", left)
+		}
+	}
+	if cfg.Objects["good"] == nil || t.Failed() {
+		t.Fatalf("\n%s", got)
 	}
 }

@@ -42,7 +42,7 @@ func (d *Draft) YAML() ([]byte, error) {
 	var skipped []string
 	for _, t := range d.tables {
 		if t.skip != "" {
-			skipped = append(skipped, fmt.Sprintf("  %s: %s.", qualified(t.ref), t.skip))
+			skipped = append(skipped, fmt.Sprintf("  %s: %s.", shownTable(t.ref), t.skip))
 			continue
 		}
 		objects.Content = append(objects.Content, scalar(t.object), t.node())

@@ -60,6 +60,13 @@ func (s *Store) CatalogScaffoldTables(ctx context.Context) ([]*CatalogTable, err
 	})
 }
 
+// CatalogSchemaUsable reports whether the login may use the schema
+// (USAGE), without which it reads none of its tables.
+func (s *Store) CatalogSchemaUsable(ctx context.Context, schema string) (bool, error) {
+	usable, err := s.q.CatalogSchemaUsable(ctx, s.x, schema)
+	return usable, InterpretError(err)
+}
+
 // CatalogPrimaryKey lists a quoted, possibly schema-qualified table's
 // primary key columns in the key's order; none when it has no primary key.
 func (s *Store) CatalogPrimaryKey(ctx context.Context, table string) ([]string, error) {
