@@ -10,6 +10,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -461,7 +462,8 @@ func (s *Server) manage(ctx context.Context, session *sdk.ServerSession, caller 
 		if exists {
 			refusal = engine.RefusalHidden
 		}
-		s.emit(ctx, session, name, caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
+		// Shortened, as a tools/call of an unknown name is (Server.offered).
+		s.emit(ctx, session, display.Echo(name), caller, &engine.Outcome{Status: engine.StatusNotFound, Code: errcode.MCPToolUnknown}, refusal)
 		return nil, unknownTool(name)
 	}
 	return s.call(ctx, session, t, caller, arguments)

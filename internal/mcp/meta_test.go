@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
@@ -434,6 +435,31 @@ func TestManageResourceBilledAsItsTool(t *testing.T) {
 		r := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
 		if got := rate(r, []byte(body)); got != want {
 			t.Errorf("%s billed %s, want %s", body, got, want)
+		}
+	}
+}
+
+// TestManageResourceShortensAnUnknownName: an unknown tool named through
+// manage_resource reaches the ToolCalled event (and so the host log's line
+// and the session's log message) shortened, as a tools/call of an unknown
+// name does: an agent may send any name, of any length.
+func TestManageResourceShortensAnUnknownName(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s, events := metaServer(t, b)
+	cs := connect(t, s, metaCaller("orders:read"))
+	long := strings.Repeat("y", 100_000)
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "manage_resource",
+		Arguments: map[string]any{"resource": "orders", "tool": long}}); err == nil {
+		t.Fatal("an unknown tool answered")
+	}
+	evs := events()
+	if len(evs) == 0 {
+		t.Fatal("no ToolCalled")
+	}
+	for _, ev := range evs {
+		if ev.Tool != display.Echo(long) {
+			t.Fatalf("a ToolCalled names a tool of %d bytes, want the %d of display.Echo", len(ev.Tool), len(display.Echo(long)))
 		}
 	}
 }
