@@ -128,7 +128,6 @@ func TestBrokenConfigs(t *testing.T) {
 		{"a NaN", replace("service: s\n", "service: .nan\n"), []string{"service"}},
 		{"an infinity", add("limits: {max_input_bytes: -.Inf}\n"), []string{"limits.max_input_bytes"}},
 		{"a clock skew too long to hold", add("identity: {oidc: {issuer: \"https://id.example.com\", audience: a, tenant_claim: org, clock_skew: 9999999999999s}}\n"), []string{"identity.oidc.clock_skew"}},
-		{"retention without sealing", add("approvals: {retention: 90d}\n"), []string{"approvals.retention"}},
 		{"retention not days", add("approvals: {seal_inputs: true, retention: 90days}\n"), []string{"approvals.retention"}},
 		{"retention negative", add("approvals: {seal_inputs: true, retention: -1h}\n"), []string{"approvals.retention"}},
 		{"sealed input sent to a webhook", add("approvals: {seal_inputs: true}\nwebhooks: [{url: \"https://hooks.example.com/in\", secret_env: HOOK, include_input: true}]\n"), []string{"webhooks.0.include_input"}},

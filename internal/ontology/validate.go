@@ -184,8 +184,11 @@ func (c *Config) validate() Problems {
 	if d := time.Duration(c.Audit.SealInterval); d < time.Millisecond || d > SealIntervalMax {
 		add("audit.seal_interval", "%s is not between 1ms and %s: records wait about that long for their place in the chain", d, SealIntervalMax)
 	}
-	if r := time.Duration(c.Approvals.Retention); r < 0 || (r > 0 && !c.Approvals.SealInputs) {
-		add("approvals.retention", "%s needs approvals.seal_inputs: true, and a positive duration: only a sealed input can be shredded", r)
+	// A retention without seal_inputs keeps shredding the inputs sealed
+	// while sealing was on: turning sealing off must not keep them for
+	// ever. Inputs stored in the clear are never shredded.
+	if r := time.Duration(c.Approvals.Retention); r < 0 {
+		add("approvals.retention", "%s is not a positive duration", r)
 	}
 	if cp := c.Audit.Checkpoint; cp != nil {
 		if (cp.KeyFile == "") == (cp.KeyEnv == "") {
