@@ -829,7 +829,8 @@ func TestSQLQueryTool(t *testing.T) {
 	}
 	res, body = call(t, cs, "sql_query", `{"sql": "SELECT * FROM orangerail.tenants"}`)
 	assertRedacted(t, res)
-	if !res.IsError || body["status"] != "failed" || body["sqlstate"] != "42501" || body["correlationId"] == nil {
+	if !res.IsError || body["status"] != "failed" || body["sqlstate"] != "42501" || body["correlationId"] == nil ||
+		!strings.Contains(body["message"].(string), "name only the columns this tool's description lists") {
 		t.Fatalf("failure: %v", body)
 	}
 	if strings.Contains(text(res), "tenants") {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -163,6 +164,11 @@ func (s *Server) runSQL(ctx context.Context, session *sdk.ServerSession, t *tool
 		if errors.As(err, &pgErr) {
 			body["sqlstate"] = pgErr.Code
 			message = fmt.Sprintf("sql_query failed: Postgres refused the statement (error code %s). The database error is withheld; an operator can read it in the host log under correlationId %q.", pgErr.Code, correlation)
+			if pgErr.Code == pgerrcode.InsufficientPrivilege {
+				// Mostly a column it may not read, reached through * or a
+				// whole row: this tool's description lists what it may.
+				message += " It may not read a relation or column the statement reads (a * or a whole row reads every column): name only the columns this tool's description lists."
+			}
 		}
 		s.log.ErrorContext(ctx, "sql_query failed", "correlation_id", correlation, "tenant", caller.Tenant, "error", err)
 		body["message"] = message

@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orangerail/orangerail/internal/sqlquery"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -190,5 +196,49 @@ func TestTablesTheQueryRoleMayRead(t *testing.T) {
 	// A login that is not the query role fails at New, not at a query.
 	if _, err := sqlquery.New(ctx, sqlquery.Config{URL: b.url, Store: b.runtime}); err == nil || !strings.Contains(err.Error(), "not a plain orangerail_query") {
 		t.Errorf("New as the admin: %v", err)
+	}
+}
+
+// TestSealedInputsAreNoReadersColumns: the query role and the auditors
+// read every column of their tenants' approvals but a sealed input's
+// ciphertext and wrapped data key: a copy of the two taken before the
+// approval's retention shredded the key would open after it for whoever
+// holds the ring. A statement naming either is refused; one naming the
+// rest reads the row.
+func TestSealedInputsAreNoReadersColumns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, `INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, input, input_digest, input_key_id,
+			input_sealed, input_data_key, definition_hash, expires_at)
+		VALUES (gen_random_uuid(), 'acme', 'cancel_order', 'agent-7', NULL, sha256('d'), NULL, '\x0102'::bytea, '\x0304'::bytea, sha256('h'), now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"SELECT input_data_key FROM approvals", "SELECT input_sealed FROM approvals", "SELECT * FROM approvals",
+		"SELECT a FROM approvals a", "SELECT to_jsonb(a) FROM approvals a"} {
+		res, err := b.q.Query(ctx, "acme", sql)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.InsufficientPrivilege {
+			t.Errorf("%s: %v %v, want permission denied", sql, res, err)
+		}
+	}
+	res, err := b.q.Query(ctx, "acme", "SELECT status, input_key_id, input_shredded_at, encode(input_digest, 'hex') <> '' FROM approvals")
+	if err != nil || len(res.Rows) != 1 || string(res.Rows[0]) != `["pending",null,null,true]` {
+		t.Errorf("the readable columns: %v, %v", res, err)
+	}
+	for _, col := range b.q.Tables() {
+		if col.Name == "approvals" && (strings.Contains(fmt.Sprint(col.Columns), "input_sealed") || strings.Contains(fmt.Sprint(col.Columns), "input_data_key")) {
+			t.Errorf("the tool lists approvals as %v", col.Columns)
+		}
+	}
+	// An auditor login reads what the query role does.
+	var readable []string
+	rows, err := b.admin.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = 'orangerail.approvals'::regclass AND attnum > 0 AND NOT attisdropped
+		AND has_column_privilege('orangerail_auditor', attrelid, attnum, 'SELECT') ORDER BY attnum`)
+	if err == nil {
+		readable, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(readable) < 17 || slices.Contains(readable, "input_sealed") || slices.Contains(readable, "input_data_key") {
+		t.Errorf("an auditor reads %v (%v)", readable, err)
 	}
 }
