@@ -64,6 +64,7 @@ func TestRetentionOutlivesSealing(t *testing.T) {
 		t.Fatal("the input stored in the clear is gone")
 	}
 }
+
 // whose text (bytea as hex) holds marker, or whose audit entry bytes do.
 func rowsHolding(t *testing.T, b *exampleBundle, marker string) int {
 	t.Helper()
