@@ -32,39 +32,6 @@ func sealedEngine(t *testing.T, b *exampleBundle, now func() time.Time) *engine.
 }
 
 // rowsHolding counts, in every table of the orangerail schema, the rows
-
-// TestRetentionOutlivesSealing: sealing turned off leaves the inputs it
-// sealed; a retention goes on shredding them once their approvals ended,
-// rather than keeping their data keys for ever. Inputs stored in the
-// clear since are not touched.
-func TestRetentionOutlivesSealing(t *testing.T) {
-	t.Parallel()
-	b := setupExample(t)
-	ctx := context.Background()
-	staged := sealedEngine(t, b, nil).Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "sealed then off"}`))
-	want(t, staged, engine.StatusApprovalPending)
-	want(t, b.engine.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: staged.ApprovalID.String()}), engine.StatusOK)
-	plain := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "in the clear"}`))
-	want(t, plain, engine.StatusApprovalPending)
-	want(t, b.engine.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: plain.ApprovalID.String()}), engine.StatusOK)
-
-	cfg := ontologytest.Parse(t, orders.Config, ontologytest.Set("approvals.retention", "90d"))
-	later, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime),
-		Key: b.key, Logger: quiet, NowFunc: func() time.Time { return time.Now().Add(91 * 24 * time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := later.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := shredded(t, b); n != 1 {
-		t.Fatalf("%d inputs shredded by a retention with sealing off, want the one sealed before", n)
-	}
-	if rowsHolding(t, b, "in the clear") == 0 {
-		t.Fatal("the input stored in the clear is gone")
-	}
-}
-
 // whose text (bytea as hex) holds marker, or whose audit entry bytes do.
 func rowsHolding(t *testing.T, b *exampleBundle, marker string) int {
 	t.Helper()
@@ -202,4 +169,36 @@ func shredded(t *testing.T, b *exampleBundle) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestRetentionOutlivesSealing: sealing turned off leaves the inputs it
+// sealed; a retention goes on shredding them once their approvals ended,
+// rather than keeping their data keys for ever. Inputs stored in the
+// clear since are not touched.
+func TestRetentionOutlivesSealing(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := sealedEngine(t, b, nil).Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "sealed then off"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	want(t, b.engine.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: staged.ApprovalID.String()}), engine.StatusOK)
+	plain := b.engine.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "in the clear"}`))
+	want(t, plain, engine.StatusApprovalPending)
+	want(t, b.engine.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: plain.ApprovalID.String()}), engine.StatusOK)
+
+	cfg := ontologytest.Parse(t, orders.Config, ontologytest.Set("approvals.retention", "90d"))
+	later, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime),
+		Key: b.key, Logger: quiet, NowFunc: func() time.Time { return time.Now().Add(91 * 24 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := later.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := shredded(t, b); n != 1 {
+		t.Fatalf("%d inputs shredded by a retention with sealing off, want the one sealed before", n)
+	}
+	if rowsHolding(t, b, "in the clear") == 0 {
+		t.Fatal("the input stored in the clear is gone")
+	}
 }
