@@ -10,16 +10,18 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 )
 
-// printHardeningGaps says on stderr what of the SQL tool's database-level
-// layer is missing (orangerail.hardening_gaps), each with its fix: a
-// migration run by an owner that is no superuser could not put it.
+// printHardeningGaps says on stderr what of the database's hardening is
+// missing (orangerail.hardening_gaps), each with its fix: the SQL tool's
+// database-level layer, which a migration run by an owner that is no
+// superuser could not put, and the powers a role orangerail relies on
+// should not hold.
 func printHardeningGaps(cmd *cobra.Command, m *database.Migrator) error {
 	gaps, err := m.HardeningGaps(cmd.Context())
 	if err != nil || len(gaps) == 0 {
 		return err
 	}
 	w := cmd.ErrOrStderr()
-	fmt.Fprintf(w, "migrate: %d part(s) of the read-only SQL tool's database-level layer are missing (they need a superuser); run these as one:\n", len(gaps))
+	fmt.Fprintf(w, "migrate: %d part(s) of the database's hardening (the read-only SQL tool's layer, the roles' powers) are missing (they need a superuser); run these as one:\n", len(gaps))
 	for _, g := range gaps {
 		fmt.Fprintf(w, "  %s: %s\n", g.Gap, g.Fix)
 	}

@@ -2,8 +2,12 @@ package database_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -64,5 +68,56 @@ func TestDatabasesOfOneClusterMigrateAtOnce(t *testing.T) {
 				t.Errorf("round %d, database %d: %v", round, i, err)
 			}
 		}
+	}
+}
+
+// TestHardeningGapsListRolePowers: a role orangerail relies on, or a login
+// reading as an auditor, that bypasses Row Level Security or reaches every
+// table is listed among the hardening gaps, with the statement that
+// removes the power (the migrations keep a role made beforehand as it
+// is). The roles are made, and asked about, in a transaction rolled back:
+// roles are the cluster's, and other tests list its gaps meanwhile.
+func TestHardeningGapsListRolePowers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testdb.Pool(t, testdb.New(t))
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing of the test's is kept
+	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	bypasser, reader, auditor, plain := "gaps_bypass_"+suffix, "gaps_read_"+suffix, "gaps_auditor_"+suffix, "gaps_plain_"+suffix
+	if _, err := tx.Exec(ctx, "CREATE ROLE "+bypasser+" BYPASSRLS; CREATE ROLE "+reader+" IN ROLE pg_read_all_data; CREATE ROLE "+plain+
+		"; CREATE ROLE "+auditor+" LOGIN BYPASSRLS IN ROLE orangerail_auditor"); err != nil {
+		t.Fatal(err)
+	}
+	gaps := func(sql string, args ...any) string {
+		t.Helper()
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+			var gap, fix string
+			err := r.Scan(&gap, &fix)
+			return gap + ": " + fix, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(got, "\n")
+	}
+	for role, want := range map[string]string{
+		bypasser: bypasser + " bypasses Row Level Security (BYPASSRLS): it reads every tenant: ALTER ROLE " + bypasser + " NOBYPASSRLS;",
+		reader:   reader + " is a member of pg_read_all_data: it reaches every table of the database: REVOKE pg_read_all_data FROM " + reader + ";",
+		plain:    "",
+	} {
+		if got := gaps("SELECT * FROM orangerail.role_power_gaps($1)", role); !strings.HasPrefix(got, want) || (want == "") != (got == "") {
+			t.Errorf("%s: %q, want %q", role, got, want)
+		}
+	}
+	if got := gaps("SELECT * FROM orangerail.hardening_gaps()"); !strings.Contains(got, auditor+" bypasses Row Level Security") {
+		t.Errorf("hardening_gaps does not list the auditor login that bypasses Row Level Security:\n%s", got)
 	}
 }
