@@ -104,11 +104,28 @@ func printError(stderr io.Writer, err error) {
 	for _, err := range joined(err) {
 		var coded *errcode.Error
 		if errors.As(err, &coded) {
-			fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", named.Replace(display.Text(err.Error())), named.Replace(coded.Fix()))
+			fmt.Fprintf(stderr, "orangerail: %s. Fix: %s\n", named.Replace(codedText(err, coded)), named.Replace(coded.Fix()))
 		} else {
 			fmt.Fprintf(stderr, "orangerail: %s\n", named.Replace(display.Text(err.Error())))
 		}
 	}
+}
+
+// codedText is err as printError shows it, err's chain holding coded: as
+// display.Text shows it, but for coded's code, which is never quoted with
+// a message that needs quoting (the problems of a config, a line each), so
+// that every coded line holds its code as a script reads it,
+// "orangerail: [what wraps it: ]X_CODE: …".
+func codedText(err error, coded *errcode.Error) string {
+	text := err.Error()
+	wrapping, ok := strings.CutSuffix(text, coded.Error())
+	if !ok {
+		return display.Text(text)
+	}
+	if wrapping != "" {
+		wrapping = display.Text(wrapping)
+	}
+	return wrapping + string(coded.Code) + ": " + display.Text(coded.Msg)
 }
 
 // invokedAs is the program as its operator ran it — bin/orangerail in a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,6 +49,27 @@ func TestPrintErrorGivesEachJoinedErrorItsFix(t *testing.T) {
 	printError(&out, both)
 	if got := out.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "seal and verify: ") {
 		t.Fatalf("one error wrapping two printed as:\n%s", got)
+	}
+}
+
+// TestACodedLineHoldsItsCodeUnquoted: a refusal whose message needs
+// quoting (a config's problems, a line each) still begins
+// "orangerail: X_CODE: ", where a script reads the code; the message alone
+// is quoted, on the one line. It quoted the code with it.
+func TestACodedLineHoldsItsCodeUnquoted(t *testing.T) {
+	t.Parallel()
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli(t, "serve", "--stdio", "--config", empty)
+	if code != exitError || !strings.HasPrefix(stderr, `orangerail: X_CONFIG_INVALID: "the config has 1 problem(s):\n`) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d: %q", code, stderr)
+	}
+	var out bytes.Buffer
+	printError(&out, fmt.Errorf("tenant \"a\nb\": %w", errcode.New(errcode.TenantInvalid, "two\nlines", nil)))
+	if want := `orangerail: "tenant \"a\nb\": "X_TENANT_INVALID: "two\nlines". Fix: `; !strings.HasPrefix(out.String(), want) {
+		t.Errorf("a wrapped coded error: %q, want it to begin %q", out.String(), want)
 	}
 }
 
