@@ -43,9 +43,12 @@ func Schema() []byte { return bytes.Clone(schemaJSON) }
 
 // Defaults of optional settings.
 const (
-	PresetDefault        = PresetApprovalForWrites
-	HostPromptDefault    = HostPromptOff
-	ApprovalTTLDefault   = 24 * time.Hour
+	PresetDefault      = PresetApprovalForWrites
+	HostPromptDefault  = HostPromptOff
+	ApprovalTTLDefault = 24 * time.Hour
+	// ApprovalTTLMin is the shortest approvals.ttl: an approval must stay
+	// open long enough for a person to be told of it and decide.
+	ApprovalTTLMin       = time.Minute
 	ApproverRoleDefault  = "approver"
 	AuditorRoleDefault   = "auditor"
 	ListMaxLimitDefault  = 100
@@ -503,7 +506,8 @@ const SQLQueryTool = "sql_query"
 
 // Approvals configures the approval gate.
 type Approvals struct {
-	// TTL is how long an approval stays open. Defaults to ApprovalTTLDefault.
+	// TTL is how long an approval stays open: at least ApprovalTTLMin.
+	// Defaults to ApprovalTTLDefault.
 	TTL Duration `yaml:"ttl"`
 	// ApproverRole is the role a person needs to decide. Defaults to
 	// ApproverRoleDefault.
@@ -531,19 +535,21 @@ type Approvals struct {
 // (90d): a retention is counted in days.
 type Days time.Duration
 
-// UnmarshalYAML reads a duration or a whole number of days.
+// UnmarshalYAML reads a duration or a whole number of days. The schema
+// has admitted its form: what is refused here is too long to hold, and
+// refused at its path.
 func (d *Days) UnmarshalYAML(node *yaml.Node) error {
 	if n, ok := strings.CutSuffix(node.Value, "d"); ok {
 		days, err := strconv.ParseUint(n, 10, 16)
 		if err != nil {
-			return fmt.Errorf("%q is not a whole number of days (such as 90d)", node.Value)
+			return &nodeError{node: node, msg: fmt.Sprintf("%q is not a number of days this server holds (at most 65535d)", node.Value)}
 		}
 		*d = Days(time.Duration(days) * 24 * time.Hour)
 		return nil
 	}
 	v, err := time.ParseDuration(node.Value)
 	if err != nil {
-		return err
+		return &nodeError{node: node, msg: fmt.Sprintf("%q is not a duration this server holds (at most some 2562047h)", node.Value)}
 	}
 	*d = Days(v)
 	return nil

@@ -181,6 +181,9 @@ func (c *Config) validate() Problems {
 			add("limits."+l.key, "%s is not between 1ms and %s: Postgres counts whole milliseconds and reads 0 as no limit at all", l.d, TimeoutMax)
 		}
 	}
+	if d := time.Duration(c.Approvals.TTL); d < ApprovalTTLMin {
+		add("approvals.ttl", "%s is shorter than %s: every approval would lapse before a person could decide it", d, ApprovalTTLMin)
+	}
 	if d := time.Duration(c.Audit.SealInterval); d < time.Millisecond || d > SealIntervalMax {
 		add("audit.seal_interval", "%s is not between 1ms and %s: records wait about that long for their place in the chain", d, SealIntervalMax)
 	}
