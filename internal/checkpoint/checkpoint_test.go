@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
@@ -331,6 +334,46 @@ func TestBadKeys(t *testing.T) {
 	wantCode(t, err, errcode.CheckpointKeyInvalid)
 	if s, err := LoadSigner("", "", nil); s != nil || err != nil {
 		t.Errorf("no key configured: %v, %v", s, err)
+	}
+}
+
+// TestLoadSignerReadsAKeyFile: key_file is read as the small regular file
+// a key is. A device (/dev/zero), a FIFO no one writes to, a directory or
+// a file far longer than a key are refused, coded, without being read
+// whole (memory) or waited on (a FIFO blocked config check past its
+// signal); a key file, and a link to one, load.
+func TestLoadSignerReadsAKeyFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	skey, _, err := GenerateKey("orangerail.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, link := filepath.Join(dir, "key"), filepath.Join(dir, "link")
+	if err := os.WriteFile(key, []byte(skey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(key, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{key, link} {
+		if s, err := LoadSigner(p, "", nil); err != nil || s.Name() != "orangerail.test" {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	fifo, long := filepath.Join(dir, "fifo"), filepath.Join(dir, "long")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(long, []byte(skey+"\n"+strings.Repeat("#", 8192)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/dev/zero", fifo, dir, long, filepath.Join(dir, "missing")} {
+		_, err := LoadSigner(p, "", nil)
+		wantCode(t, err, errcode.CheckpointKeyInvalid)
+		if strings.Contains(fmt.Sprint(err), skey) {
+			t.Errorf("%s: the error repeats the key", p)
+		}
 	}
 }
 

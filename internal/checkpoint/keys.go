@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/opfile"
 )
 
 // algEd25519 is the signed-note algorithm byte of an Ed25519 key.
@@ -62,13 +62,17 @@ func NewSigner(skey string) (*Signer, error) {
 	return &Signer{signer: s, vkey: vkey}, nil
 }
 
+// maxSignerKeyBytes bounds a signer key file: a key is under a hundred
+// bytes, a line of text.
+const maxSignerKeyBytes = 4096
+
 // LoadSigner reads the signer key from the file keyFile, or else from the
 // environment variable keyEnv (getenv reads it). Both empty: nil, nil
 // (checkpoints are off).
 func LoadSigner(keyFile, keyEnv string, getenv func(string) string) (*Signer, error) {
 	switch {
 	case keyFile != "":
-		b, err := os.ReadFile(keyFile) //nolint:gosec // G304: the operator's configured key file
+		b, err := opfile.Read(keyFile, maxSignerKeyBytes)
 		if err != nil {
 			return nil, errcode.New(errcode.CheckpointKeyInvalid, "audit.checkpoint.key_file: "+err.Error(), err)
 		}

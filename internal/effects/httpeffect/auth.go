@@ -18,10 +18,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/opfile"
 )
 
 // tokenTimeout bounds a token request of an oauth2_client_credentials
@@ -42,6 +44,10 @@ type credentials struct {
 	secrets [][]byte // every secret and its encodings, to scrub
 }
 
+// maxCredentialBytes bounds a credential file: a token, a password, or a
+// client certificate, its chain and its key in PEM.
+const maxCredentialBytes = 256 << 10
+
 // Credential reads the credential of an upstream's scheme from the
 // environment: CredentialEnv, or the file CredentialEnv_FILE names. ok is
 // false when neither is set: the scheme is then omitted, never sent empty.
@@ -54,7 +60,7 @@ func Credential(upstream, scheme string) (value string, ok bool, err error) {
 	if path == "" {
 		return "", false, nil
 	}
-	data, err := os.ReadFile(path) //nolint:gosec // G304: the operator names the file
+	data, err := opfile.Read(path, maxCredentialBytes)
 	if err != nil {
 		// The path is the operator's; the file's content is never read
 		// into an error.
@@ -84,8 +90,27 @@ func CheckCredential(upstream, scheme string, a *ontology.UpstreamAuth) (set boo
 		if _, err := tls.X509KeyPair([]byte(value), []byte(value)); err != nil {
 			return true, fmt.Errorf("%s: an mtls credential is PEM holding the client certificate and its key, and this one is not", env)
 		}
+	case ontology.AuthBearer:
+		if !httpguts.ValidHeaderFieldValue(value) {
+			return true, fmt.Errorf("%s: a bearer credential is sent in the Authorization header, which cannot hold a line break or another control character, and this one does (a trailing newline?)", env)
+		}
+	case ontology.AuthAPIKey:
+		switch {
+		case a.In == ontology.InHeader && !httpguts.ValidHeaderFieldValue(value):
+			return true, fmt.Errorf("%s: an api_key in a header cannot hold a line break or another control character, and this one does (a trailing newline?)", env)
+		case a.In == ontology.InCookie && strings.IndexFunc(value, notCookieOctet) >= 0:
+			// net/http drops such a byte from the cookie, sending another
+			// credential, and logs the first it dropped.
+			return true, fmt.Errorf("%s: an api_key in a cookie holds only what a cookie value may (RFC 6265: no space, control character, quote, comma, semicolon or backslash), and this one holds more", env)
+		}
 	}
 	return true, nil
+}
+
+// notCookieOctet reports whether r is not a cookie-octet of RFC 6265: a
+// visible US-ASCII character but for '"', ',', ';' and '\'.
+func notCookieOctet(r rune) bool {
+	return r <= ' ' || r >= 0x7f || r == '"' || r == ',' || r == ';' || r == '\\'
 }
 
 // newCredentials reads and checks each scheme's credential. An error names

@@ -26,6 +26,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/effects"
+	"github.com/orangerail/orangerail/internal/effects/httpeffect"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
@@ -189,6 +190,46 @@ func TestCredentialRefused(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("states %+v", states)
+	}
+}
+
+// TestCheckCredentialRefusesWhatCannotBePlaced: config check and serve
+// call a credential set and usable only when it can be placed where it is
+// declared. A line break (an env file's trailing newline, a token pasted
+// with one) in a header's or a bearer's value failed every call at the
+// transport; a byte a cookie may not hold was dropped by net/http, which
+// sent another credential and logged the byte. Each refusal names the
+// variable, never the value; a credential file that is not a regular
+// file (a device, a FIFO) is refused before it is read.
+func TestCheckCredentialRefusesWhatCannotBePlaced(t *testing.T) {
+	header := ontology.UpstreamAuth{Type: ontology.AuthAPIKey, In: ontology.InHeader, Name: "X-Api-Key"}
+	cookie := ontology.UpstreamAuth{Type: ontology.AuthAPIKey, In: ontology.InCookie, Name: "sid"}
+	query := ontology.UpstreamAuth{Type: ontology.AuthAPIKey, In: ontology.InQuery, Name: "key"}
+	bearer := ontology.UpstreamAuth{Type: ontology.AuthBearer}
+	env := ontology.CredentialEnv("up", "key")
+	for _, c := range []struct {
+		auth  ontology.UpstreamAuth
+		value string
+		ok    bool
+	}{
+		{header, "k3y-SECRET\n", false}, {header, "k3y-SECRET\x01", false}, {header, "k3y SECRET\twith tab", true},
+		{bearer, "tok-SECRET\r\nX-Evil: 1", false}, {bearer, "tok-SECRET.part_2~", true},
+		{cookie, `ab;c"d\e-SECRET`, false}, {cookie, "a b-SECRET", false}, {cookie, "a,b-SECRET", false}, {cookie, "abc-SECRET!#$%&'()*+-./:<=>?@[]^_`{|}~", true},
+		{query, "a b;c\"-SECRET", true},
+	} {
+		t.Setenv(env, c.value)
+		set, err := httpeffect.CheckCredential("up", "key", &c.auth)
+		if !set || (err == nil) != c.ok {
+			t.Errorf("%s %q: set %v, %v", c.auth.In, c.value, set, err)
+		}
+		if err != nil && (!strings.Contains(err.Error(), env) || strings.Contains(err.Error(), "SECRET")) {
+			t.Errorf("%q: the refusal %q names the value or not the variable", c.value, err)
+		}
+	}
+	t.Setenv(env, "")
+	t.Setenv(env+"_FILE", "/dev/zero")
+	if set, err := httpeffect.CheckCredential("up", "key", &header); set || err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a credential file that is a device: set %v, %v", set, err)
 	}
 }
 

@@ -29,7 +29,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +43,7 @@ import (
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/opfile"
 )
 
 // Backoff bounds: the wait before attempt n+1 is drawn from
@@ -152,6 +152,9 @@ func NewCaller(name string, u *ontology.Upstream, present []string) (*Caller, er
 	return c, nil
 }
 
+// maxCABytes bounds a ca_file: a system's whole bundle is some 200 KiB.
+const maxCABytes = 4 << 20
+
 // trusted reads an upstream's ca_file: the authorities its server
 // certificate must chain to, or nil (the system's roots) when none is
 // named.
@@ -159,7 +162,7 @@ func trusted(name, file string) (*x509.CertPool, error) {
 	if file == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(file) //nolint:gosec // G304: the file the operator's config names is the point
+	pem, err := opfile.Read(file, maxCABytes)
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.%s.ca_file: %w", name, err)
 	}

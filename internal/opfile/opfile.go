@@ -1,0 +1,61 @@
+// Package opfile reads the small files an operator names in a config or
+// the environment — a signing key, a credential, a CA bundle — as the
+// regular files they must be, and no more of them than such a file holds.
+//
+// A path that names a device, a pipe or a socket (/dev/zero, a FIFO no one
+// writes to) or a file far too long (a log, a disk image, given by
+// mistake) would otherwise be read until memory runs out, or block where
+// no signal reaches, in `config check` and at `serve`'s start.
+package opfile
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// Read returns the contents of the regular file at path (a symbolic link
+// to one is followed, as a mounted secret is), refusing anything else
+// before it is opened, and a file longer than limit bytes past them
+// unread. Its errors are *fs.PathError naming the path and what is wrong,
+// never the file's contents.
+func Read(path string, limit int64) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(info.Mode()))}
+	}
+	f, err := os.Open(path) //nolint:gosec // G304: the file the operator named is the point
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("longer than %d bytes, more than such a file holds", limit)}
+	}
+	return data, nil
+}
+
+// kind names a file mode's type.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "of mode " + m.Type().String()
+}
