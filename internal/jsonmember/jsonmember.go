@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Scanner reads the members of one JSON object. Scan advances to each
@@ -99,7 +100,8 @@ func (s *Scanner) Err() error { return s.err }
 // Every tool call's arguments pass here, so the common case — small
 // objects whose names hold no escape — is read from the bytes with no
 // allocation; a name with an escape (which may spell another's name), or
-// an object past maxCompared members, is read by repeatedByDecoder.
+// one not UTF-8 (which a decoder reads as another's), or an object past
+// maxCompared members, is read by repeatedByDecoder.
 func Repeated(data []byte) ([]string, bool) {
 	// frame is a container being read: an object, whose names begin at
 	// start in names and whose member key is being read, or an array,
@@ -144,6 +146,11 @@ func Repeated(data []byte) ([]string, bool) {
 				return repeatedByDecoder(data)
 			}
 			name := data[i+1 : end-1]
+			if !utf8.Valid(name) {
+				// A decoder reads each invalid byte as U+FFFD: two names
+				// whose bytes differ may be one name to it.
+				return repeatedByDecoder(data)
+			}
 			for _, seen := range names[top.start:] {
 				if bytes.Equal(seen, name) {
 					path := make([]string, 0, len(frames))

@@ -74,6 +74,8 @@ func TestRepeated(t *testing.T) {
 		{`[[],{},[[]],{"":1,"":2}]`, []string{"3", ""}},
 		{manyMembers(40, false), nil},
 		{manyMembers(40, true), []string{"m", "k38"}},
+		{"{\"a\xff\":1,\"a\xfe\":2}", []string{"a\ufffd"}}, // not UTF-8: a decoder reads both as a\ufffd
+		{"{\"a\xff\":1,\"b\xfe\":2}", nil},
 		{`{"a":1,"A":2}`, nil},
 		{`{"a":{"b":1},"c":{"b":2}}`, nil},
 		{`{"a":{"b":1,"c":[1,{"d":1,"d":2}]}}`, []string{"a", "c", "1", "d"}},
@@ -126,7 +128,7 @@ func manyMembers(n int, repeated bool) string {
 // finds.
 func FuzzRepeated(f *testing.F) {
 	for _, seed := range []string{`{"a":1,"a":2}`, `{"a":{"b":[1,{"c":1,"c":2}]}}`, `[{"\u0061":1,"a":2}]`, `{"a":"\"","b":{}}`,
-		manyMembers(33, true), `[]`, `{}`, `"x"`, `0`} {
+		manyMembers(33, true), `[]`, `{}`, `"x"`, `0`, "{\"\xff\":1,\"\xfe\":2}"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
