@@ -78,7 +78,7 @@ func TestNamedFilesStopAtTheFirstSignal(t *testing.T) {
 func TestNamedFilesAreBounded(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := cli(t, "config", "check", "/dev/zero")
-	if code != exitError || !strings.Contains(stderr, "/dev/zero: longer than 64 MiB, more than any config") {
+	if code != exitError || !strings.Contains(stderr, "/dev/zero: longer than 8 MiB, more than any config") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	oneLine(t, stderr, string(errcode.FileUnusable))

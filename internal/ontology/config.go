@@ -994,9 +994,29 @@ func (x Execute) Kind() ExecuteKind {
 func (k ExecuteKind) OpenWorld() bool { return k == ExecuteHTTP || k == ExecuteSOAP }
 
 // MaxConfigBytes bounds a config file: a compiled policy's hundreds of
-// tools fit many times over, and a device or a pipe that never ends is
-// refused, not read until memory runs out.
-const MaxConfigBytes = 64 << 20
+// tools fit many times over (Discord's whole API, 215 tools, is some
+// 290 KiB), and a device or a pipe that never ends is refused, not read
+// until memory runs out.
+const MaxConfigBytes = 8 << 20
+
+// MaxConfigNodes bounds a config's YAML nodes (every key, value and
+// element): Discord's whole API is some 19,000. Reading a file costs some
+// 150 bytes of memory for each of its bytes, in copies of its tree (the
+// values, their JSON, the schema's check); past the bound a file is
+// refused before any copy is made, so that MaxConfigBytes of one-digit
+// list items costs hundreds of megabytes, not gigabytes.
+const MaxConfigNodes = 500_000
+
+// countNodes counts the nodes of the tree under n, up to limit.
+func countNodes(n *yaml.Node, limit int) int {
+	count, stack := 0, []*yaml.Node{n}
+	for len(stack) > 0 && count < limit {
+		top := stack[len(stack)-1]
+		stack = append(stack[:len(stack)-1], top.Content...)
+		count++
+	}
+	return count
+}
 
 // Parse checks a config file's bytes: its shape against Schema, then
 // every rule the schema cannot say (tool names, references, input schemas,
@@ -1011,6 +1031,9 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if len(doc.Content) == 0 {
 		return nil, Problems{{Path: "", Message: "the file is empty"}}
+	}
+	if nodes := countNodes(&doc, MaxConfigNodes+1); nodes > MaxConfigNodes {
+		return nil, Problems{{Path: "", Message: fmt.Sprintf("the file holds more than %d YAML nodes (keys, values and list items), more than any config", MaxConfigNodes)}}
 	}
 	instance, err := jsonValue(&doc)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -263,6 +264,38 @@ func TestUnreadableConfigs(t *testing.T) {
 	}
 	if _, err := Parse([]byte(base + "---\n")); err != nil {
 		t.Errorf("a config closed by ---: %v", err)
+	}
+}
+
+// TestConfigBoundBoundsMemory: a config within MaxConfigBytes is read in
+// memory a server has. Reading costs some 150 bytes for each byte of a
+// file of one-digit list items (the node tree, then its values, their
+// JSON, the schema's check): at the old 64 MiB bound, some 12 GiB. Past
+// MaxConfigNodes a file is refused, coded and at no path, before any copy
+// is made; measured on a 2 MiB file and scaled to the bound. A config of
+// MaxConfigNodes nodes and fewer still loads.
+func TestConfigBoundBoundsMemory(t *testing.T) {
+	const size = 2 << 20
+	data := []byte(base + "x: [" + strings.Repeat("1,", size/2) + "1]\n")
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Parse(data)
+	runtime.ReadMemStats(&after)
+	var problems Problems
+	if !errors.As(err, &problems) || len(problems) != 1 || !strings.Contains(problems[0].Message, "more than 500000 YAML nodes") {
+		t.Fatalf("a file of a million list items: %v", err)
+	}
+	perByte := float64(after.TotalAlloc-before.TotalAlloc) / float64(len(data))
+	const budget = 1 << 30
+	if atBound := perByte * MaxConfigBytes; atBound > budget {
+		t.Errorf("Parse allocates %.0f bytes per byte of config: a file at MaxConfigBytes (%d MiB) costs some %.1f GiB, over %d GiB",
+			perByte, MaxConfigBytes>>20, atBound/(1<<30), budget>>30)
+	}
+	// Just under the bound: refused for its unknown key, not its size.
+	under := []byte(base + "x: [" + strings.Repeat("1,", MaxConfigNodes-200) + "1]\n")
+	if _, err := Parse(under); err == nil || strings.Contains(err.Error(), "YAML nodes") {
+		t.Errorf("a file under the node bound: %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@
 package opfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -23,6 +24,10 @@ import (
 func Read(path string, limit int64) ([]byte, error) {
 	info, err := os.Stat(path)
 	if err != nil {
+		// Said as an open's failure, which is what the reader meant.
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			pe.Op = "open"
+		}
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {

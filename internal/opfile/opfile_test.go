@@ -59,7 +59,8 @@ func TestRead(t *testing.T) {
 			t.Errorf("%s: %v, want it refused as %s", p, err, want)
 		}
 	}
-	if _, err := Read(filepath.Join(dir, "missing"), 64); !os.IsNotExist(err) {
+	missing := filepath.Join(dir, "missing")
+	if _, err := Read(missing, 64); !os.IsNotExist(err) || err.Error() != "open "+missing+": no such file or directory" {
 		t.Errorf("a missing file: %v", err)
 	}
 }
