@@ -42,8 +42,8 @@ func newInitCmd() *cobra.Command {
 			if err := writeFile(output, data); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s from %s; review the lines marked REVIEW, then run orangerail config check %s\n",
-				output, database.RedactURL(url), output)
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s from %s; review the lines marked REVIEW, then run %s\n",
+				output, database.RedactURL(url), shellJoin([]string{invokedAs(), "config", "check", output}))
 			return nil
 		},
 	}

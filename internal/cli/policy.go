@@ -138,7 +138,7 @@ func newPolicyCompileCmd() *cobra.Command {
 				for _, n := range emitted.Notes {
 					fmt.Fprintf(w, "  note: %s: %s\n", n.Tool, display.Text(n.Reason))
 				}
-				fmt.Fprintf(w, "Check it with: orangerail config check %s\n", actionsPath)
+				fmt.Fprintf(w, "Check it with: %s\n", shellJoin([]string{invokedAs(), "config", "check", actionsPath}))
 			}
 			return nil
 		},
