@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -139,15 +138,8 @@ func newAuditProveCmd() *cobra.Command {
 			if out == "" {
 				return writeJSON(cmd.OutOrStdout(), p)
 			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) //nolint:gosec // G302,G304: a proof is public; the operator names the file
-			if err != nil {
-				return err
-			}
-			if err := writeJSON(f, p); err != nil {
-				_ = f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
+			// A proof is public.
+			if err := writeNew(out, 0o644, func(w io.Writer) error { return writeJSON(w, p) }); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Wrote the proof to %s.\n", out)
@@ -364,15 +356,10 @@ func newAuditCheckpointKeyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) //nolint:gosec // G304: the operator names the file
-			if err != nil {
+			if err := writeNew(out, 0o600, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, skey)
 				return err
-			}
-			if _, err := fmt.Fprintln(f, skey); err != nil {
-				_ = f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
+			}); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), vkey)

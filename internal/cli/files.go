@@ -61,3 +61,23 @@ func readBounded(path string, limit int64, what string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// writeNew writes a new file at path, mode perm, with write: refused if
+// anything is there already (nothing is replaced), and removed again if
+// the write fails, so that a retry finds no half of it in its way.
+func writeNew(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm) //nolint:gosec // G304: the file the operator named
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()       //nolint:errcheck,gosec // the write's error is the one reported
+		os.Remove(path) //nolint:errcheck,gosec // ours: made above
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path) //nolint:errcheck,gosec // ours: made above
+		return err
+	}
+	return nil
+}

@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,4 +104,38 @@ func checkpointPublicKey(t *testing.T) string {
 		t.Fatalf("checkpoint-key generate: exit %d: %s", code, stderr)
 	}
 	return strings.TrimSpace(key)
+}
+
+// TestWriteNew: a new file is written with its mode; one that is there
+// already is refused and left as it was; a write that fails leaves no half
+// of the file behind to refuse the retry.
+func TestWriteNew(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "key")
+	write := func(text string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, text); return err }
+	}
+	if err := writeNew(path, 0o600, write("first\n")); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v", info.Mode(), err)
+	}
+	if err := writeNew(path, 0o600, write("second\n")); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("a file there already: %v", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "first\n" {
+		t.Errorf("the file there already now holds %q", data)
+	}
+	failed := filepath.Join(dir, "failed")
+	if err := writeNew(failed, 0o644, func(w io.Writer) error {
+		_, _ = io.WriteString(w, "half")
+		return errors.New("disk full")
+	}); err == nil || err.Error() != "disk full" {
+		t.Errorf("a failed write: %v", err)
+	}
+	if _, err := os.Stat(failed); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a failed write left its file: %v", err)
+	}
 }
