@@ -189,16 +189,18 @@ func lostClusterRace(err error) bool {
 	return false
 }
 
-// HardeningGap is a part of the read-only SQL tool's database-level
-// layer that the migrations could not put in place (they need a
-// superuser), and the statement a superuser runs to put it.
+// HardeningGap is a part of the database's hardening that is missing —
+// of the read-only SQL tool's database-level layer, which the migrations
+// could not put in place (they need a superuser), or a power one of
+// orangerail's roles should not hold (migrations/00053) — and the
+// statement a superuser runs to close it.
 type HardeningGap struct {
 	Gap, Fix string
 }
 
 // HardeningGaps lists what orangerail.hardening_gaps finds missing: none
-// on a database a superuser migrated. A database older than the function
-// has none listed.
+// on a database a superuser migrated whose roles hold no power they should
+// not. A database older than the function has none listed.
 func (m *Migrator) HardeningGaps(ctx context.Context) ([]HardeningGap, error) {
 	var exists bool
 	if err := m.db.QueryRowContext(ctx, "SELECT to_regprocedure('orangerail.hardening_gaps()') IS NOT NULL").Scan(&exists); err != nil || !exists {
