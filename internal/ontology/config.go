@@ -47,8 +47,10 @@ const (
 	HostPromptDefault  = HostPromptOff
 	ApprovalTTLDefault = 24 * time.Hour
 	// ApprovalTTLMin is the shortest approvals.ttl: an approval must stay
-	// open long enough for a person to be told of it and decide.
-	ApprovalTTLMin       = time.Minute
+	// open for a person to be told of it and decide, and a ttl in
+	// milliseconds (1ms for 1m) is a slip. Not longer: a lapse is tested
+	// in seconds, by the database's clock.
+	ApprovalTTLMin       = time.Second
 	ApproverRoleDefault  = "approver"
 	AuditorRoleDefault   = "auditor"
 	ListMaxLimitDefault  = 100

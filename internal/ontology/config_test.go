@@ -134,7 +134,7 @@ func TestBrokenConfigs(t *testing.T) {
 		{"retention in days, too long to hold", add("approvals: {seal_inputs: true, retention: 99999d}\n"), []string{"approvals.retention"}},
 		{"retention of the form, too long to hold", add("approvals: {seal_inputs: true, retention: 9999999h}\n"), []string{"approvals.retention"}},
 		{"a ttl no person could decide in", add("approvals: {ttl: 1ms}\n"), []string{"approvals.ttl"}},
-		{"a ttl just under a minute", add("approvals: {ttl: 59s}\n"), []string{"approvals.ttl"}},
+		{"a ttl just under a second", add("approvals: {ttl: 999ms}\n"), []string{"approvals.ttl"}},
 		{"sealed input sent to a webhook", add("approvals: {seal_inputs: true}\nwebhooks: [{url: \"https://hooks.example.com/in\", secret_env: HOOK, include_input: true}]\n"), []string{"webhooks.0.include_input"}},
 		{"tool name too long", replace("  cancel_order:", "  "+strings.Repeat("x", 65)+":"), []string{"actions." + strings.Repeat("x", 65)}},
 		{"tool name with a space", replace("  cancel_order:", "  \"cancel order\":"), []string{"actions.cancel order"}},
