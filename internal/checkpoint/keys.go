@@ -72,7 +72,7 @@ const maxSignerKeyBytes = 4096
 func LoadSigner(keyFile, keyEnv string, getenv func(string) string) (*Signer, error) {
 	switch {
 	case keyFile != "":
-		b, err := opfile.Read(keyFile, maxSignerKeyBytes)
+		b, err := opfile.Read(keyFile, maxSignerKeyBytes, "signer key")
 		if err != nil {
 			return nil, errcode.New(errcode.CheckpointKeyInvalid, "audit.checkpoint.key_file: "+err.Error(), err)
 		}

@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/orangerail/orangerail/internal/opfile"
 )
 
 // readFile reads a file the operator named, said to be a what ("config",
@@ -52,14 +53,7 @@ func readBounded(path string, limit int64, what string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("longer than %d MiB, more than any %s", limit>>20, what)}
-	}
-	return data, nil
+	return opfile.ReadAtMost(f, path, limit, what)
 }
 
 // writeNew writes a new file at path, mode perm, with write: refused if

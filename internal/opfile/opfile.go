@@ -16,12 +16,13 @@ import (
 	"os"
 )
 
-// Read returns the contents of the regular file at path (a symbolic link
-// to one is followed, as a mounted secret is), refusing anything else
-// before it is opened, and a file longer than limit bytes past them
-// unread. Its errors are *fs.PathError naming the path and what is wrong,
-// never the file's contents.
-func Read(path string, limit int64) ([]byte, error) {
+// Read returns the contents of the regular file at path, said to be a
+// what ("signer key"; a symbolic link to one is followed, as a mounted
+// secret is), refusing anything else before it is opened, and a file
+// longer than limit bytes past them unread (ReadAtMost). Its errors are
+// *fs.PathError naming the path and what is wrong, never the file's
+// contents.
+func Read(path string, limit int64, what string) ([]byte, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		// Said as an open's failure, which is what the reader meant.
@@ -38,14 +39,32 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	return ReadAtMost(f, path, limit, what)
+}
+
+// ReadAtMost reads r, the file at path, said to be a what, to its end:
+// at most limit bytes, refusing a longer one past them unread with an
+// *fs.PathError, as a file that cannot be read at all is.
+func ReadAtMost(r io.Reader, path string, limit int64, what string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("longer than %d bytes, more than such a file holds", limit)}
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("longer than %s, more than any %s", size(limit), what)}
 	}
 	return data, nil
+}
+
+// size says n bytes in the largest binary unit that holds it whole.
+func size(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // kind names a file mode's type.

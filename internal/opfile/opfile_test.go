@@ -24,7 +24,7 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{small, link} {
-		if got, err := Read(p, 64); err != nil || string(got) != "secret\n" {
+		if got, err := Read(p, 64, "key"); err != nil || string(got) != "secret\n" {
 			t.Errorf("%s: %q, %v", p, got, err)
 		}
 	}
@@ -41,9 +41,9 @@ func TestRead(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err = Read(huge, 4096)
+	_, err = Read(huge, 4096, "key")
 	runtime.ReadMemStats(&after)
-	if err == nil || !strings.Contains(err.Error(), "longer than 4096 bytes") {
+	if err == nil || !strings.Contains(err.Error(), "longer than 4 KiB, more than any key") {
 		t.Errorf("a 512 MiB file: %v", err)
 	}
 	if read := after.TotalAlloc - before.TotalAlloc; read > 1<<20 {
@@ -55,12 +55,12 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]string{dir: "a directory", fifo: "a named pipe", "/dev/zero": "a character device"} {
-		if _, err := Read(p, 64); err == nil || !strings.Contains(err.Error(), "not a regular file ("+want+")") {
+		if _, err := Read(p, 64, "key"); err == nil || !strings.Contains(err.Error(), "not a regular file ("+want+")") {
 			t.Errorf("%s: %v, want it refused as %s", p, err, want)
 		}
 	}
 	missing := filepath.Join(dir, "missing")
-	if _, err := Read(missing, 64); !os.IsNotExist(err) || err.Error() != "open "+missing+": no such file or directory" {
+	if _, err := Read(missing, 64, "key"); !os.IsNotExist(err) || err.Error() != "open "+missing+": no such file or directory" {
 		t.Errorf("a missing file: %v", err)
 	}
 }

@@ -60,7 +60,7 @@ func Credential(upstream, scheme string) (value string, ok bool, err error) {
 	if path == "" {
 		return "", false, nil
 	}
-	data, err := opfile.Read(path, maxCredentialBytes)
+	data, err := opfile.Read(path, maxCredentialBytes, "credential")
 	if err != nil {
 		// The path is the operator's; the file's content is never read
 		// into an error.

@@ -162,7 +162,7 @@ func trusted(name, file string) (*x509.CertPool, error) {
 	if file == "" {
 		return nil, nil
 	}
-	pem, err := opfile.Read(file, maxCABytes)
+	pem, err := opfile.Read(file, maxCABytes, "CA bundle")
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.%s.ca_file: %w", name, err)
 	}
