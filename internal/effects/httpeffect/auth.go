@@ -98,19 +98,20 @@ func CheckCredential(upstream, scheme string, a *ontology.UpstreamAuth) (set boo
 		switch {
 		case a.In == ontology.InHeader && !httpguts.ValidHeaderFieldValue(value):
 			return true, fmt.Errorf("%s: an api_key in a header cannot hold a line break or another control character, and this one does (a trailing newline?)", env)
-		case a.In == ontology.InCookie && strings.IndexFunc(value, notCookieOctet) >= 0:
+		case a.In == ontology.InCookie && strings.IndexFunc(value, droppedFromCookie) >= 0:
 			// net/http drops such a byte from the cookie, sending another
 			// credential, and logs the first it dropped.
-			return true, fmt.Errorf("%s: an api_key in a cookie holds only what a cookie value may (RFC 6265: no space, control character, quote, comma, semicolon or backslash), and this one holds more", env)
+			return true, fmt.Errorf("%s: an api_key in a cookie cannot hold a control or non-ASCII character, a quote, a semicolon or a backslash, which would be dropped from it, and this one does", env)
 		}
 	}
 	return true, nil
 }
 
-// notCookieOctet reports whether r is not a cookie-octet of RFC 6265: a
-// visible US-ASCII character but for '"', ',', ';' and '\'.
-func notCookieOctet(r rune) bool {
-	return r <= ' ' || r >= 0x7f || r == '"' || r == ',' || r == ';' || r == '\\'
+// droppedFromCookie reports whether net/http drops r from a cookie's
+// value (its sanitizeCookieValue): a control or non-ASCII character, '"',
+// ';' or '\'. A space or a comma it keeps, sending the value quoted.
+func droppedFromCookie(r rune) bool {
+	return r < ' ' || r >= 0x7f || r == '"' || r == ';' || r == '\\'
 }
 
 // newCredentials reads and checks each scheme's credential. An error names
