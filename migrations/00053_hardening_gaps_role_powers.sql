@@ -1,5 +1,6 @@
 -- hardening_gaps also lists an orangerail role, or a login reading as an
--- auditor, that holds a power which undoes the isolation the schema
+-- auditor (a member of orangerail_auditor, directly or through a group),
+-- that holds a power which undoes the isolation the schema
 -- builds: SUPERUSER or BYPASSRLS (Row Level Security, which keeps each
 -- tenant's rows apart, no longer applies to it), or membership of
 -- pg_read_all_data or pg_write_all_data (every table of the database,
@@ -78,12 +79,20 @@ AS $fn$
     SELECT 'orangerail_query may hold any number of connections', 'ALTER ROLE orangerail_query CONNECTION LIMIT 32;'
     FROM pg_catalog.pg_roles r WHERE r.rolname = 'orangerail_query' AND r.rolconnlimit < 0
     UNION ALL
-    -- The roles orangerail made, and the logins reading as an auditor.
+    -- The roles orangerail made, and the logins reading as an auditor,
+    -- directly or through a group (not every superuser, whom pg_has_role
+    -- calls a member of every role).
     SELECT p.gap, p.fix
     FROM pg_catalog.pg_roles r
     CROSS JOIN LATERAL orangerail.role_power_gaps(r.rolname::text) p
     WHERE r.rolname IN ('orangerail_runtime', 'orangerail_auditor', 'orangerail_readonly', 'orangerail_query', 'orangerail_query_agent')
-       OR (r.rolcanlogin AND r.oid IN (SELECT m.member FROM pg_catalog.pg_auth_members m WHERE m.roleid = 'orangerail_auditor'::regrole))
+       OR (r.rolcanlogin AND r.oid IN (
+            WITH RECURSIVE members(oid) AS (
+                SELECT m.member FROM pg_catalog.pg_auth_members m WHERE m.roleid = 'orangerail_auditor'::regrole
+                UNION
+                SELECT m.member FROM pg_catalog.pg_auth_members m JOIN members ON m.roleid = members.oid
+            )
+            SELECT oid FROM members))
     ORDER BY 1
 $fn$;
 -- +goose StatementEnd

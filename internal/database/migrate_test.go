@@ -75,7 +75,7 @@ func TestDatabasesOfOneClusterMigrateAtOnce(t *testing.T) {
 // reading as an auditor, that bypasses Row Level Security or reaches every
 // table is listed among the hardening gaps, with the statement that
 // removes the power (the migrations keep a role made beforehand as it
-// is). The roles are made, and asked about, in a transaction rolled back:
+// is), a login in orangerail_auditor through a group too. The roles are made, and asked about, in a transaction rolled back:
 // roles are the cluster's, and other tests list its gaps meanwhile.
 func TestHardeningGapsListRolePowers(t *testing.T) {
 	t.Parallel()
@@ -88,8 +88,10 @@ func TestHardeningGapsListRolePowers(t *testing.T) {
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing of the test's is kept
 	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	bypasser, reader, auditor, plain := "gaps_bypass_"+suffix, "gaps_read_"+suffix, "gaps_auditor_"+suffix, "gaps_plain_"+suffix
+	group, grouped := "gaps_group_"+suffix, "gaps_grouped_"+suffix
 	if _, err := tx.Exec(ctx, "CREATE ROLE "+bypasser+" BYPASSRLS; CREATE ROLE "+reader+" IN ROLE pg_read_all_data; CREATE ROLE "+plain+
-		"; CREATE ROLE "+auditor+" LOGIN BYPASSRLS IN ROLE orangerail_auditor"); err != nil {
+		"; CREATE ROLE "+auditor+" LOGIN BYPASSRLS IN ROLE orangerail_auditor; CREATE ROLE "+group+" IN ROLE orangerail_auditor"+
+		"; CREATE ROLE "+grouped+" LOGIN BYPASSRLS IN ROLE "+group); err != nil {
 		t.Fatal(err)
 	}
 	gaps := func(sql string, args ...any) string {
@@ -117,7 +119,14 @@ func TestHardeningGapsListRolePowers(t *testing.T) {
 			t.Errorf("%s: %q, want %q", role, got, want)
 		}
 	}
-	if got := gaps("SELECT * FROM orangerail.hardening_gaps()"); !strings.Contains(got, auditor+" bypasses Row Level Security") {
-		t.Errorf("hardening_gaps does not list the auditor login that bypasses Row Level Security:\n%s", got)
+	got := gaps("SELECT * FROM orangerail.hardening_gaps()")
+	for _, login := range []string{auditor, grouped} {
+		if !strings.Contains(got, login+" bypasses Row Level Security") {
+			t.Errorf("hardening_gaps does not list %s, a login reading as an auditor that bypasses Row Level Security:\n%s", login, got)
+		}
+	}
+	// The superuser that migrated the database is none of them.
+	if strings.Contains(got, "is a superuser") {
+		t.Errorf("hardening_gaps lists a superuser:\n%s", got)
 	}
 }
