@@ -9,7 +9,11 @@
 -- nobody deletes. Readers now read every column but those two; a statement
 -- naming either (SELECT * among them) is refused, permission denied. The
 -- digest, the kid and input_shredded_at stay readable: they tell what was
--- sealed, under which key, and when it was shredded.
+-- sealed, under which key, and when it was shredded. A column a later
+-- migration adds to approvals is readable only once that migration grants
+-- it: GRANT SELECT (new_column) ON orangerail.approvals TO
+-- orangerail_auditor, orangerail_readonly (TestSealedInputsAreNoReadersColumns
+-- holds it).
 
 -- +goose Up
 REVOKE SELECT ON orangerail.approvals FROM orangerail_auditor, orangerail_readonly;
