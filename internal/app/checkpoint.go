@@ -26,10 +26,30 @@ func (rt *Runtime) startCheckpointer() error {
 	if err != nil {
 		return err
 	}
+	if mode, exposed := keyFileExposed(cp.KeyFile); exposed {
+		// Warned, not refused: a Kubernetes secret is mounted 0644 unless
+		// its volume says otherwise, and refusing would stop such a server.
+		rt.log.Warn("audit.checkpoint.key_file may be read by other users of this host: whoever reads it signs checkpoints as this server; make it readable by the server's user only (chmod 600, or defaultMode: 0400 on a Kubernetes secret volume)",
+			"key_file", cp.KeyFile, "mode", mode.String())
+	}
 	rt.checkpointer = engine.StartCheckpointer(rt.Engine.Store(), signer, cp.Origin, periodic.Config{Interval: time.Duration(cp.Interval), Log: rt.log})
 	rt.log.Info("signing audit checkpoints", "key_id", signer.KeyID(), "public_key", signer.VerifierKey(),
 		"origin", cp.Origin, "interval", time.Duration(cp.Interval).String())
 	return nil
+}
+
+// keyFileExposed reports whether the file path, a signing key, may be read
+// by its group or others, and its mode; false where path is empty or
+// cannot be read (LoadSigner said so already).
+func keyFileExposed(path string) (fs.FileMode, bool) {
+	if path == "" {
+		return 0, false
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	return info.Mode().Perm(), info.Mode().Perm()&0o044 != 0
 }
 
 // DevCheckpointKey returns the public key of the checkpoint signing key
