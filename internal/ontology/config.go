@@ -996,9 +996,9 @@ func (x Execute) Kind() ExecuteKind {
 func (k ExecuteKind) OpenWorld() bool { return k == ExecuteHTTP || k == ExecuteSOAP }
 
 // MaxConfigBytes bounds a config file: a compiled policy's hundreds of
-// tools fit many times over (Discord's whole API, 215 tools, is some
-// 290 KiB), and a device or a pipe that never ends is refused, not read
-// until memory runs out.
+// tools fit many times over (Discord's whole API, its 113 servable
+// actions, is some 290 KiB), and a device or a pipe that never ends is
+// refused, not read until memory runs out.
 const MaxConfigBytes = 8 << 20
 
 // MaxConfigNodes bounds a config's YAML nodes (every key, value and
