@@ -11,6 +11,7 @@ import (
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -41,7 +42,7 @@ func TestCheckpointKeyOthersMayReadIsWarned(t *testing.T) {
 		if err := os.Chmod(file, tc.mode); err != nil {
 			t.Fatal(err)
 		}
-		var log lockedBuffer
+		var log logbuf.Buffer
 		cfg := ontologytest.Parse(t, orders.Config, ontologytest.SetYAML("audit.checkpoint", "{key_file: "+file+"}"),
 			ontologytest.SetYAML("identity", `{oidc: {issuer: "http://127.0.0.1:1", audience: orangerail, tenant_claim: org_id}}`))
 		rt, err := Open(context.Background(), Settings{Config: cfg, DatabaseURL: url, Serve: true, SweepEvery: time.Hour,

@@ -12,6 +12,7 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -27,7 +28,7 @@ func TestSealerRunsUnderTheLimits(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	admin := testdb.Pool(t, url)
-	var log lockedBuffer
+	var log logbuf.Buffer
 	cfg := ontologytest.Parse(t, orders.Config,
 		ontologytest.Set("limits", map[string]string{"lock_timeout": "200ms"}),
 		ontologytest.Set("audit.seal_interval", "1m")) // only Close seals here

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,27 +19,10 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/tracing"
 )
-
-// lockedBuffer is a log a server writes while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestTraceOfACall serves the example with an in-memory span recorder and
 // follows one agent's call that executes an approved action: its trace is
@@ -54,7 +36,7 @@ func TestTraceOfACall(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
-	logged := &lockedBuffer{}
+	logged := &logbuf.Buffer{}
 	s := serve(t, nil, func(st *Settings) {
 		st.Tracing = tracing.New(provider)
 		st.Logger = slog.New(slog.NewJSONHandler(logged, nil))

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"html"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/orangerail/orangerail/examples/orders/carrier"
 	"github.com/orangerail/orangerail/internal/devdb"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -88,13 +87,13 @@ func TestDemoServesNoDeskOverPlainHTTP(t *testing.T) {
 // runDemo runs the demo as `make run` does, on a database of its own, from
 // a fresh working directory, until the test ends; it returns the facts the
 // demo wrote once it serves, and what it printed.
-func runDemo(t *testing.T) (*demoFacts, *syncBuffer) {
+func runDemo(t *testing.T) (*demoFacts, *logbuf.Buffer) {
 	t.Helper()
 	return runDemoAt(t, "")
 }
 
 // runDemoAt is runDemo with --public-url publicURL ("": the listener's).
-func runDemoAt(t *testing.T, publicURL string) (*demoFacts, *syncBuffer) {
+func runDemoAt(t *testing.T, publicURL string) (*demoFacts, *logbuf.Buffer) {
 	t.Helper()
 	t.Chdir(t.TempDir()) // the demo keeps its state in ./.orangerail
 	// The demo sets the carrier's key here for its runtime to read; the
@@ -111,7 +110,7 @@ func runDemoAt(t *testing.T, publicURL string) (*demoFacts, *syncBuffer) {
 		t.Fatal(err)
 	}
 	factsPath := filepath.Join(demoStateDir, "demo.json")
-	out := &syncBuffer{}
+	out := &logbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- serveDemo(ctx, out, found, facts, factsPath, "127.0.0.1:0", publicURL) }()
 	t.Cleanup(func() {
@@ -138,24 +137,6 @@ func runDemoAt(t *testing.T, publicURL string) (*demoFacts, *syncBuffer) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return &written, out
-}
-
-// syncBuffer is a buffer the demo writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
 }
 
 // bearer sends a token on every request.

@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -20,6 +19,7 @@ import (
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/faults"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -55,7 +55,7 @@ type bundle struct {
 	log   []string
 	logMu sync.Mutex
 	// hostLog is the engine's log, its warnings and errors.
-	hostLog lockedLog
+	hostLog logbuf.Buffer
 }
 
 // setup serves the orders example on a database of its own, through a
@@ -100,24 +100,6 @@ func setupPool(t *testing.T, url string, open func(*faults.Killer) *pgxpool.Pool
 		t.Fatal(err)
 	}
 	return b
-}
-
-// lockedLog is a host log the engine writes and a test reads.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 var (

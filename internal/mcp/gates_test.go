@@ -17,6 +17,7 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
@@ -166,7 +167,7 @@ func TestEveryToolCallIsAnEvent(t *testing.T) {
 	ctx := context.Background()
 	cfg := ontologytest.Parse(t, orders.Config, scopesMap)
 	hooks := engine.NewHooks()
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	hooks.Subscribe(0, engine.HostLog(slog.New(slog.NewJSONHandler(&logged, nil))))
 	var mu sync.Mutex
 	var events []engine.ToolCalled

@@ -28,6 +28,7 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/front"
 	"github.com/orangerail/orangerail/internal/identity"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
@@ -709,7 +710,7 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	var logBuf lockedBuffer
+	var logBuf logbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
 	cfg, err := ontology.Parse(orders.Config)
 	if err != nil {
@@ -748,28 +749,11 @@ func TestHostLogKeepsTheFullText(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 func TestSQLQueryTool(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	var logBuf lockedBuffer
+	var logBuf logbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
 	hooks := engine.NewHooks()
 	hooks.Subscribe(0, engine.HostLog(log))
@@ -1042,7 +1026,7 @@ func TestToolPanicIsContained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logBuf lockedBuffer
+	var logBuf logbuf.Buffer
 	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orangerail/orangerail/internal/golden"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
@@ -160,7 +161,7 @@ func TestStdioAnswersEveryCallBeforeTheInputEnds(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"cancel_order","arguments":{"order_id":"o-1002","reason":"piped"}}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`,
 	}, "\n") + "\n"
-	var out lockedBuffer
+	var out logbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.ServeLines(ctx, agent("support"), nil, io.NopCloser(strings.NewReader(in)), &out); err != nil && !errors.Is(err, io.EOF) {
@@ -200,7 +201,7 @@ func TestStdioRefusesOutOfOrderWithACode(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":"after","method":"tools/list"}`,
 	}, "\n") + "\n"
-	var out lockedBuffer
+	var out logbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = s.ServeLines(ctx, agent("support"), nil, io.NopCloser(strings.NewReader(in)), &out)

@@ -1,42 +1,23 @@
 package periodic_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/periodic"
 )
-
-// lockedBuffer is a log's output, read while the loop may write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
-}
 
 // TestARunOfFailuresIsToldOnce: rounds that fail in a row are told once
 // (their first failure) within a quiet period, every one reaches OnError,
 // and the round that works again says how many failed; rounds run when
 // kicked, and at once when asked.
 func TestARunOfFailuresIsToldOnce(t *testing.T) {
-	var out lockedBuffer
+	var out logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&out, nil))
 	kick := make(chan struct{})
 	ran := make(chan int)
@@ -66,7 +47,7 @@ func TestARunOfFailuresIsToldOnce(t *testing.T) {
 	}
 	loop.Stop()
 	loop.Stop() // again: a no-op
-	lines := out.lines()
+	lines := out.Lines()
 	want := []string{`msg="sealing failed; it is retried" error=down`, `msg="sealing works again" failed_rounds=4`, `msg="sealing failed; it is retried" error=again`}
 	if len(lines) != len(want) {
 		t.Fatalf("log:\n%s\nwant %d lines", strings.Join(lines, "\n"), len(want))
@@ -84,7 +65,7 @@ func TestARunOfFailuresIsToldOnce(t *testing.T) {
 // TestFailuresAreRetoldAfterTheQuietPeriod: a run of failures longer than
 // the quiet period is told again, with how many failed since.
 func TestFailuresAreRetoldAfterTheQuietPeriod(t *testing.T) {
-	var out lockedBuffer
+	var out logbuf.Buffer
 	kick := make(chan struct{})
 	ran := make(chan struct{})
 	rounds := 0
@@ -105,7 +86,7 @@ func TestFailuresAreRetoldAfterTheQuietPeriod(t *testing.T) {
 		<-ran
 	}
 	loop.Stop()
-	lines := out.lines()
+	lines := out.Lines()
 	if len(lines) != 3 || !strings.Contains(lines[0], `msg="flush failed; it is retried"`) ||
 		!strings.Contains(lines[2], `msg="flush still fails; it is retried" error=down failed_rounds_since_last_report=1`) {
 		t.Fatalf("log:\n%s", strings.Join(lines, "\n"))
@@ -115,7 +96,7 @@ func TestFailuresAreRetoldAfterTheQuietPeriod(t *testing.T) {
 // TestAFailureAfterStopIsNotTold: a round cut short by Stop failed only
 // because it was stopped.
 func TestAFailureAfterStopIsNotTold(t *testing.T) {
-	var out lockedBuffer
+	var out logbuf.Buffer
 	started := make(chan struct{})
 	var told int
 	loop := periodic.Start(periodic.Config{Interval: time.Hour, Immediately: true, Log: slog.New(slog.NewTextHandler(&out, nil)), What: "seal",
@@ -126,7 +107,7 @@ func TestAFailureAfterStopIsNotTold(t *testing.T) {
 	})
 	<-started
 	loop.Stop()
-	if told != 0 || strings.TrimSpace(out.b.String()) != "" {
-		t.Fatalf("a stopped round was told: %d, %q", told, out.b.String())
+	if told != 0 || strings.TrimSpace(out.String()) != "" {
+		t.Fatalf("a stopped round was told: %d, %q", told, out.String())
 	}
 }

@@ -1,7 +1,6 @@
 package webhooks_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -17,27 +16,10 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
-
-// logBuffer is a host log a test reads while the server writes it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestServingWorkerIsBoundedByTheLimits: the serving runtime's delivery
 // worker runs its transactions under the config's limits, as the engine's
@@ -79,7 +61,7 @@ func TestServingWorkerIsBoundedByTheLimits(t *testing.T) {
 		hooks(endpoint(t, r.URL, false)),
 		ontologytest.SetYAML("limits", "{lock_timeout: 200ms, statement_timeout: 1s}"))
 	t.Setenv("ORANGERAIL_TEST_WEBHOOK_SECRET", secret)
-	var log logBuffer
+	var log logbuf.Buffer
 	rt, err := app.Open(ctx, app.Settings{Config: cfg, DatabaseURL: url, Serve: true, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
