@@ -644,21 +644,31 @@ func runServe(ctx context.Context, config, url string, stderr io.Writer) <-chan 
 	return done
 }
 
-// TestServeHTTP runs `serve` over HTTP as an operator would: readiness
-// waits for OIDC discovery, and a verified token reaches the tools.
-func TestServeHTTP(t *testing.T) {
-	ctx := context.Background()
+// serveFixture is what a `serve` test runs against: a database holding the
+// example's tables, a development issuer serving its keys, and the
+// server's key in the environment (so the test cannot run in parallel).
+// It returns the database's URL, the issuer, and the issuer's URL.
+func serveFixture(t *testing.T) (string, *devissuer.Issuer, string) {
+	t.Helper()
 	url := testdb.New(t)
-	if err := seedExample(ctx, url); err != nil {
+	if err := seedExample(context.Background(), url); err != nil {
 		t.Fatal(err)
 	}
 	iss, err := devissuer.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	issuerSrv := httptest.NewServer(iss.Handler())
-	t.Cleanup(issuerSrv.Close)
+	issuer := httptest.NewServer(iss.Handler())
+	t.Cleanup(issuer.Close)
 	t.Setenv(app.SecretKeyEnv, strings.Repeat("ab", 32))
+	return url, iss, issuer.URL
+}
+
+// TestServeHTTP runs `serve` over HTTP as an operator would: readiness
+// waits for OIDC discovery, and a verified token reaches the tools.
+func TestServeHTTP(t *testing.T) {
+	ctx := context.Background()
+	url, iss, issuerURL := serveFixture(t)
 
 	start := func(issuer string) (base string, stop func()) {
 		port := testdb.FreePort(t)
@@ -694,12 +704,12 @@ func TestServeHTTP(t *testing.T) {
 	}
 	stop()
 
-	base, stop = start(issuerSrv.URL)
+	base, stop = start(issuerURL)
 	defer stop()
 	if r := status(base + "/readyz"); r != 200 {
 		t.Fatalf("readyz %d", r)
 	}
-	token, err := iss.Token(devissuer.Claims{Issuer: issuerSrv.URL, Subject: "agent-7", Audience: "orangerail",
+	token, err := iss.Token(devissuer.Claims{Issuer: issuerURL, Subject: "agent-7", Audience: "orangerail",
 		Expiry: time.Now().Add(time.Hour), Extra: map[string]any{"org_id": "acme", "roles": []string{"support"}}})
 	if err != nil {
 		t.Fatal(err)

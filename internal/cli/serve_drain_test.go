@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orangerail/orangerail/internal/app"
 	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -28,17 +27,7 @@ import (
 // recorded, and serve exits 0.
 func TestServeDrainsAnUpstreamEffectInFlight(t *testing.T) {
 	ctx := context.Background()
-	url := testdb.New(t)
-	if err := seedExample(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	iss, err := devissuer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuer := httptest.NewServer(iss.Handler())
-	t.Cleanup(issuer.Close)
-	t.Setenv(app.SecretKeyEnv, strings.Repeat("ab", 32))
+	url, iss, issuerURL := serveFixture(t)
 	httpPort := testdb.FreePort(t)
 	effectHit := make(chan struct{}, 1)
 	carrier := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -49,7 +38,7 @@ func TestServeDrainsAnUpstreamEffectInFlight(t *testing.T) {
 		_, _ = io.WriteString(w, `{"label_id":"L-1","tracking_number":"T-1","label_url":"https://x/l"}`)
 	}))
 	t.Cleanup(carrier.Close)
-	config := serveConfig(t, issuer.URL, httpPort, "", func(yaml string) string {
+	config := serveConfig(t, issuerURL, httpPort, "", func(yaml string) string {
 		yaml = strings.Replace(yaml, `demo: "http://127.0.0.1:8089"`, fmt.Sprintf("demo: %q", carrier.URL), 1)
 		yaml = strings.Replace(yaml, "policy: {approval: required, roles: [support]}\n    destructive: false   # a label only adds",
 			"policy: {approval: none, roles: [support]}\n    destructive: false   # a label only adds", 1)
@@ -69,7 +58,7 @@ func TestServeDrainsAnUpstreamEffectInFlight(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tok, err := iss.Token(devissuer.Claims{Issuer: issuer.URL, Subject: "agent-1", Audience: "orangerail",
+	tok, err := iss.Token(devissuer.Claims{Issuer: issuerURL, Subject: "agent-1", Audience: "orangerail",
 		Expiry: time.Now().Add(time.Hour), Extra: map[string]any{"org_id": "acme", "roles": []string{"support"}, "scope": ""}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/orangerail/orangerail/internal/app"
-	"github.com/orangerail/orangerail/internal/devissuer"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -20,19 +17,9 @@ import (
 // the build's version, and stops with the server.
 func TestServeMetricsListener(t *testing.T) {
 	ctx := context.Background()
-	url := testdb.New(t)
-	if err := seedExample(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	iss, err := devissuer.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuer := httptest.NewServer(iss.Handler())
-	t.Cleanup(issuer.Close)
-	t.Setenv(app.SecretKeyEnv, strings.Repeat("ab", 32))
+	url, _, issuerURL := serveFixture(t)
 	httpPort, metricsPort := testdb.FreePort(t), testdb.FreePort(t)
-	config := serveConfig(t, issuer.URL, httpPort, fmt.Sprintf("metrics: {listen: \"127.0.0.1:%d\"}\n", metricsPort))
+	config := serveConfig(t, issuerURL, httpPort, fmt.Sprintf("metrics: {listen: \"127.0.0.1:%d\"}\n", metricsPort))
 	serveCtx, cancel := context.WithCancel(ctx)
 	done := runServe(serveCtx, config, url, io.Discard)
 	stopped := false
@@ -56,8 +43,11 @@ func TestServeMetricsListener(t *testing.T) {
 		return resp.StatusCode, string(b), err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	var code int
-	var body string
+	var (
+		code int
+		body string
+		err  error
+	)
 	for range 100 { // until serve listens
 		if code, body, err = get(metricsURL); err == nil {
 			break
