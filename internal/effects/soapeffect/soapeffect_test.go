@@ -1,7 +1,6 @@
 package soapeffect_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -22,6 +21,7 @@ import (
 	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/effects/effecttest"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/logbuf"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -150,7 +150,7 @@ type harness struct {
 	e       *engine.Engine
 	admin   *pgxpool.Pool
 	runtime *pgxpool.Pool
-	logs    *bytes.Buffer
+	logs    *logbuf.Buffer
 }
 
 func newHarness(t *testing.T, base, auth, execute, policy string) *harness {
@@ -181,26 +181,14 @@ actions:
 		t.Fatal(err)
 	}
 	url := testdb.New(t)
-	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url), logs: &bytes.Buffer{}}
-	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := &harness{admin: testdb.Pool(t, url), runtime: testdb.RuntimePool(t, url), logs: &logbuf.Buffer{}}
+	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.e, err = engine.New(engine.Config{Ontology: cfg, Store: h.runtime, Effects: effects.Factories(), Catalog: &ontology.Catalog{},
 		Key: make([]byte, engine.KeySize), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
-}
-
-// lockedWriter serializes the writes of log lines from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // attemptRecord is an effect_attempt record's attempt.
