@@ -72,13 +72,14 @@ func (e *Engine) openInput(a *store.Approval) ([]byte, InputState) {
 
 // shredInputs shreds, in the sweeping transaction, the tenant's sealed
 // inputs whose approvals ended approvals.retention ago or earlier, by the
-// engine's clock. Without a retention it shreds nothing.
+// engine's clock. Without a retention it shreds nothing; a retention of
+// zero shreds every input whose approval has ended.
 func (e *Engine) shredInputs(ctx context.Context, tx pgx.Tx) (int64, error) {
-	retention := time.Duration(e.cfg.Approvals.Retention)
-	if retention <= 0 {
+	retention := e.cfg.Approvals.Retention
+	if retention == nil {
 		return 0, nil
 	}
-	n, err := store.New(tx).ApprovalShredInputs(ctx, e.now().Add(-retention), shredBatch)
+	n, err := store.New(tx).ApprovalShredInputs(ctx, e.now().Add(-time.Duration(*retention)), shredBatch)
 	if err != nil {
 		return 0, fmt.Errorf("shred sealed inputs: %w", err)
 	}

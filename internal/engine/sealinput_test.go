@@ -202,3 +202,34 @@ func TestRetentionOutlivesSealing(t *testing.T) {
 		t.Fatal("the input stored in the clear is gone")
 	}
 }
+
+// TestRetentionOfZeroShredsOnceEnded: a retention of 0d shreds a sealed
+// input at the first sweep after its approval ended; it was read as no
+// retention at all, which keeps every input for ever. An open approval
+// keeps its input.
+func TestRetentionOfZeroShredsOnceEnded(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	cfg := ontologytest.Parse(t, orders.Config, ontologytest.Set("approvals.seal_inputs", true), ontologytest.Set("approvals.retention", "0d"))
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime),
+		Key: b.key, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "shred at once"}`))
+	want(t, ended, engine.StatusApprovalPending)
+	want(t, e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: ended.ApprovalID.String()}), engine.StatusOK)
+	open := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "still open"}`))
+	want(t, open, engine.StatusApprovalPending)
+	if _, err := e.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := shredded(t, b); n != 1 {
+		t.Fatalf("%d inputs shredded by a retention of 0d, want the rejected approval's", n)
+	}
+	v, err := e.ShowApproval(ctx, "acme", open.ApprovalID.String())
+	if err != nil || !strings.Contains(string(v.Input), "still open") {
+		t.Fatalf("the open approval's view = %s, %v", v.Input, err)
+	}
+}

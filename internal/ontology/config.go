@@ -50,7 +50,11 @@ const (
 	// open for a person to be told of it and decide, and a ttl in
 	// milliseconds (1ms for 1m) is a slip. Not longer: a lapse is tested
 	// in seconds, by the database's clock.
-	ApprovalTTLMin       = time.Second
+	ApprovalTTLMin = time.Second
+	// ClockSkewMax bounds identity.oidc.clock_skew: RFC 7519 asks a
+	// leeway of no more than a few minutes, and an hour of it takes a
+	// token for an hour after it expired.
+	ClockSkewMax         = 5 * time.Minute
 	ApproverRoleDefault  = "approver"
 	AuditorRoleDefault   = "auditor"
 	ListMaxLimitDefault  = 100
@@ -175,7 +179,8 @@ type OIDC struct {
 	// Human decides which callers are people; every other caller is an
 	// agent. Absent: every caller is an agent.
 	Human *HumanRule `yaml:"human"`
-	// ClockSkew tolerates clocks apart on exp and nbf. Defaults to 30s.
+	// ClockSkew tolerates clocks apart on exp and nbf: at most
+	// ClockSkewMax. Defaults to 30s.
 	ClockSkew Duration `yaml:"clock_skew"`
 	// AuthorizationServers are advertised in the protected-resource
 	// metadata. Defaults to the issuer.
@@ -526,11 +531,12 @@ type Approvals struct {
 	// active key) and has audit records carry the input's digest instead
 	// of the input. Defaults to false.
 	SealInputs bool `yaml:"seal_inputs"`
-	// Retention, with SealInputs, is how long a decided approval's sealed
-	// input stays readable after the approval ended (consumed, rejected,
-	// expired); then the sweeper deletes its data key (crypto-shredding).
-	// Zero (the default): kept.
-	Retention Days `yaml:"retention"`
+	// Retention is how long a sealed input stays readable after its
+	// approval ended (consumed, rejected, expired); then the sweeper
+	// deletes its data key (crypto-shredding). Nil (the default): kept.
+	// Zero shreds it at the first sweep after the approval ended: a
+	// pointer, so that "0d" is not read as absent and kept for ever.
+	Retention *Days `yaml:"retention"`
 }
 
 // Days is a duration written as Go writes one (36h) or in whole days
@@ -657,10 +663,17 @@ type Duration time.Duration
 
 // UnmarshalYAML parses a duration string. The schema admits only its
 // form; one too long to hold (99999999999h) fails here, at its node.
+//
+// Zero is refused: every duration setting reads zero as absent (its
+// default), so "0s" would be read as whatever the default is, never as
+// the none or the at-once its writer meant.
 func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
 	v, err := time.ParseDuration(node.Value)
 	if err != nil {
 		return &nodeError{node: node, msg: fmt.Sprintf("%q is not a duration this server holds (at most some 2562047h)", node.Value)}
+	}
+	if v == 0 {
+		return &nodeError{node: node, msg: fmt.Sprintf("%q is zero, which this setting does not take: leave the setting out for its default, or give a duration above zero", node.Value)}
 	}
 	*d = Duration(v)
 	return nil

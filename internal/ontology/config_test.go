@@ -135,6 +135,15 @@ func TestBrokenConfigs(t *testing.T) {
 		{"retention of the form, too long to hold", add("approvals: {seal_inputs: true, retention: 9999999h}\n"), []string{"approvals.retention"}},
 		{"a ttl no person could decide in", add("approvals: {ttl: 1ms}\n"), []string{"approvals.ttl"}},
 		{"a ttl just under a second", add("approvals: {ttl: 999ms}\n"), []string{"approvals.ttl"}},
+		// A zero duration read as absent took the default: 24h for a ttl
+		// of 0s, 30s of leeway for a clock_skew of 0s, 10s for an
+		// upstream's timeout of 0s.
+		{"a ttl of zero", add("approvals: {ttl: 0s}\n"), []string{"approvals.ttl"}},
+		{"a seal interval of zero", add("audit: {seal_interval: 0ms}\n"), []string{"audit.seal_interval"}},
+		{"a checkpoint interval of zero", add("audit: {checkpoint: {key_env: K, interval: 0h0m}}\n"), []string{"audit.checkpoint.interval"}},
+		{"a flush interval of zero", add("http: {rate_limits: {flush_interval: 0s}}\n"), []string{"http.rate_limits.flush_interval"}},
+		{"a clock skew of zero", add("identity: {oidc: {issuer: \"https://id.example.com\", audience: a, tenant_claim: org, clock_skew: 0s}}\n"), []string{"identity.oidc.clock_skew"}},
+		{"a clock skew past five minutes", add("identity: {oidc: {issuer: \"https://id.example.com\", audience: a, tenant_claim: org, clock_skew: 5m1s}}\n"), []string{"identity.oidc.clock_skew"}},
 		{"sealed input sent to a webhook", add("approvals: {seal_inputs: true}\nwebhooks: [{url: \"https://hooks.example.com/in\", secret_env: HOOK, include_input: true}]\n"), []string{"webhooks.0.include_input"}},
 		{"tool name too long", replace("  cancel_order:", "  "+strings.Repeat("x", 65)+":"), []string{"actions." + strings.Repeat("x", 65)}},
 		{"tool name with a space", replace("  cancel_order:", "  \"cancel order\":"), []string{"actions.cancel order"}},
@@ -648,12 +657,19 @@ func TestSealedInputsConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !cfg.Approvals.SealInputs || time.Duration(cfg.Approvals.Retention) != want {
-			t.Fatalf("retention %s read as %v (sealed %v)", text, time.Duration(cfg.Approvals.Retention), cfg.Approvals.SealInputs)
+		if r := cfg.Approvals.Retention; !cfg.Approvals.SealInputs || r == nil || time.Duration(*r) != want {
+			t.Fatalf("retention %s read as %v (sealed %v)", text, r, cfg.Approvals.SealInputs)
+		}
+	}
+	// Zero is at once, not absent: "0d" kept every input for ever.
+	for _, text := range []string{"0d", "0s"} {
+		cfg, err := Parse([]byte(add("approvals: {seal_inputs: true, retention: " + text + "}\n")(base)))
+		if err != nil || cfg.Approvals.Retention == nil || *cfg.Approvals.Retention != 0 {
+			t.Fatalf("retention %s read as %v: %v", text, cfg.Approvals.Retention, err)
 		}
 	}
 	cfg, err := Parse([]byte(base))
-	if err != nil || cfg.Approvals.SealInputs || cfg.Approvals.Retention != 0 {
+	if err != nil || cfg.Approvals.SealInputs || cfg.Approvals.Retention != nil {
 		t.Fatalf("by default inputs are not sealed nor shredded: %+v %v", cfg.Approvals, err)
 	}
 }

@@ -190,8 +190,8 @@ func (c *Config) validate() Problems {
 	// A retention without seal_inputs keeps shredding the inputs sealed
 	// while sealing was on: turning sealing off must not keep them for
 	// ever. Inputs stored in the clear are never shredded.
-	if r := time.Duration(c.Approvals.Retention); r < 0 {
-		add("approvals.retention", "%s is not a positive duration", r)
+	if r := c.Approvals.Retention; r != nil && *r < 0 {
+		add("approvals.retention", "%s is not a positive duration", time.Duration(*r))
 	}
 	if cp := c.Audit.Checkpoint; cp != nil {
 		if (cp.KeyFile == "") == (cp.KeyEnv == "") {
@@ -215,6 +215,9 @@ func (c *Config) validate() Problems {
 				err = fmt.Errorf("$%s: %w", o.IssuerEnv, err)
 			}
 			add(path, "%v", err)
+		}
+		if d := time.Duration(o.ClockSkew); d > ClockSkewMax {
+			add("identity.oidc.clock_skew", "%s is longer than %s: a token that long expired would still be taken", d, ClockSkewMax)
 		}
 	}
 	for i, n := range c.Identity.AllowedNetworks {

@@ -19,7 +19,7 @@ func TestSealedInputAPI(t *testing.T) {
 	ctx := context.Background()
 	d := newDesk(t, func(cfg *ontology.Config) {
 		cfg.Approvals.SealInputs = true
-		cfg.Approvals.Retention = ontology.Days(90 * 24 * time.Hour)
+		cfg.Approvals.Retention = new(ontology.Days(90 * 24 * time.Hour))
 	}, nil)
 	c := newContract(t)
 	bob := d.token("bob", "acme", true, "approver")
