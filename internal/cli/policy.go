@@ -250,14 +250,20 @@ func writeFiles(files ...output) error {
 		if resolved, err := filepath.EvalSymlinks(path); err == nil {
 			path = resolved
 		}
-		if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-			if info.IsDir() {
-				return &fs.PathError{Op: "write", Path: f.path, Err: syscall.EISDIR}
+		// A new file is for review (0644); one replaced keeps the mode its
+		// owner gave it: a config kept 0600 was left readable to all.
+		perm := fs.FileMode(0o644)
+		if info, err := os.Stat(path); err == nil {
+			if !info.Mode().IsRegular() {
+				if info.IsDir() {
+					return &fs.PathError{Op: "write", Path: f.path, Err: syscall.EISDIR}
+				}
+				special = append(special, output{path, f.data})
+				continue
 			}
-			special = append(special, output{path, f.data})
-			continue
+			perm = info.Mode().Perm()
 		}
-		tmp, err := stage(path, f.data)
+		tmp, err := stage(path, f.data, perm)
 		if tmp != "" {
 			temps = append(temps, tmp)
 		}
@@ -279,9 +285,9 @@ func writeFiles(files ...output) error {
 	return nil
 }
 
-// stage writes data to a temporary file beside path, returning its name
-// (also when the write failed, for its removal).
-func stage(path string, data []byte) (string, error) {
+// stage writes data to a temporary file beside path, mode perm, returning
+// its name (also when the write failed, for its removal).
+func stage(path string, data []byte, perm fs.FileMode) (string, error) {
 	if err := os.MkdirAll(dirOf(path), 0o750); err != nil {
 		return "", err
 	}
@@ -296,7 +302,7 @@ func stage(path string, data []byte) (string, error) {
 	if err := tmp.Close(); err != nil {
 		return tmp.Name(), err
 	}
-	return tmp.Name(), os.Chmod(tmp.Name(), 0o644) //nolint:gosec // G302: a manifest and a config are for review, not secret
+	return tmp.Name(), os.Chmod(tmp.Name(), perm)
 }
 
 // writeSpecial writes data to a device or a pipe, as it is.

@@ -44,3 +44,27 @@ func TestWriteFileKeepsWhatIsNotAFile(t *testing.T) {
 		t.Fatalf("the linked file holds %q (%v)", b, err)
 	}
 }
+
+// TestWriteFileKeepsTheMode: a file replaced keeps the mode its owner
+// gave it (a config kept 0600 was made 0644, readable to all); a new one
+// is 0644, for review.
+func TestWriteFileKeepsTheMode(t *testing.T) {
+	dir := t.TempDir()
+	kept := filepath.Join(dir, "orangerail.yaml")
+	if err := os.WriteFile(kept, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(dir, "manifest.json")
+	if err := writeFiles(output{kept, []byte("new")}, output{fresh, []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{kept: 0o600, fresh: 0o644} {
+		info, err := os.Stat(path)
+		if err != nil || info.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", filepath.Base(path), info.Mode().Perm(), err, want)
+		}
+	}
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "new" {
+		t.Fatalf("the replaced file holds %q (%v)", b, err)
+	}
+}
