@@ -29,14 +29,18 @@ func (rt *Runtime) startCheckpointer() error {
 	if mode, exposed := keyFileExposed(cp.KeyFile); exposed {
 		// Warned, not refused: a Kubernetes secret is mounted 0644 unless
 		// its volume says otherwise, and refusing would stop such a server.
-		rt.log.Warn("audit.checkpoint.key_file may be read by other users of this host: whoever reads it signs checkpoints as this server; make it readable by the server's user only (chmod 600, or defaultMode: 0400 on a Kubernetes secret volume)",
-			"key_file", cp.KeyFile, "mode", mode.String())
+		rt.log.Warn("audit.checkpoint.key_file "+keyFileExposedAdvice, "key_file", cp.KeyFile, "mode", mode.String())
 	}
 	rt.checkpointer = engine.StartCheckpointer(rt.Engine.Store(), signer, cp.Origin, periodic.Config{Interval: time.Duration(cp.Interval), Log: rt.log})
 	rt.log.Info("signing audit checkpoints", "key_id", signer.KeyID(), "public_key", signer.VerifierKey(),
 		"origin", cp.Origin, "interval", time.Duration(cp.Interval).String())
 	return nil
 }
+
+// keyFileExposedAdvice is what serve's log and config check say of a
+// checkpoint key file keyFileExposed finds readable to others.
+const keyFileExposedAdvice = "may be read by other users of this host: whoever reads it signs checkpoints as this server; " +
+	"make it readable by the server's user only (chmod 600, or defaultMode: 0400 on a Kubernetes secret volume)"
 
 // keyFileExposed reports whether the file path, a signing key, may be read
 // by its group or others, and its mode; false where path is empty or

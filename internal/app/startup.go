@@ -29,6 +29,19 @@ func SecretProblems(cfg *ontology.Config) ontology.Problems {
 	return problems
 }
 
+// SecretWarnings is what serve warns of as it opens, in the files the
+// config names, without refusing to open: a checkpoint key_file its
+// group or others may read. config check prints them beside its
+// problems, which they are not.
+func SecretWarnings(cfg *ontology.Config) ontology.Problems {
+	if cp := cfg.Audit.Checkpoint; cp != nil {
+		if mode, exposed := keyFileExposed(cp.KeyFile); exposed {
+			return ontology.Problems{{Path: "audit.checkpoint.key_file", Message: "mode " + mode.String() + " " + keyFileExposedAdvice}}
+		}
+	}
+	return nil
+}
+
 // problemOf is a refusal as a config problem: at the field path its
 // message begins with, when it names one under at, else at at.
 func problemOf(at string, err error) ontology.Problem {

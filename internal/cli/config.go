@@ -35,7 +35,7 @@ func newConfigCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
-			var problems ontology.Problems
+			var problems, warnings ontology.Problems
 			catalog := "not checked: no database URL (set the datasource's url_env, --database-url or DATABASE_URL)"
 			cfg, err := readConfig(cmd.Context(), args[0])
 			switch {
@@ -45,6 +45,7 @@ func newConfigCmd() *cobra.Command {
 				return err
 			default:
 				problems = append(problems, app.SecretProblems(cfg)...)
+				warnings = app.SecretWarnings(cfg)
 				dsURL := url
 				if cfg.Datasource.URLEnv != "" {
 					dsURL = os.Getenv(cfg.Datasource.URLEnv)
@@ -69,7 +70,7 @@ func newConfigCmd() *cobra.Command {
 			}
 			if asJSON {
 				if err := writeJSON(out, map[string]any{"problems": append(ontology.Problems{}, problems...), "catalog": catalog, "waivers": waivers,
-					"credentials": credentials, "unserved": unservedOf(cfg)}); err != nil {
+					"credentials": credentials, "unserved": unservedOf(cfg), "warnings": append(ontology.Problems{}, warnings...)}); err != nil {
 					return err
 				}
 			} else {
@@ -86,6 +87,10 @@ func newConfigCmd() *cobra.Command {
 				}
 				for _, p := range problems {
 					fmt.Fprintln(out, p)
+				}
+				// What serve would warn of: no problem, so not counted.
+				for _, w := range warnings {
+					fmt.Fprintf(out, "warning: %s\n", w)
 				}
 				// An action withdrawn here is no problem, but a reviewer
 				// should see what this deployment leaves out.

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/orangerail/orangerail/internal/checkpoint"
 )
 
 // TestConfigCheckCredentials: config check lists each scheme's credential
@@ -100,5 +102,56 @@ actions:
 	code, out, stderr := cli(t, "config", "check", file, "--database-url", "")
 	if code != exitOK || !strings.Contains(out, "actions.purge: not served in environment \"production\"; served in [sandbox]\n") || strings.Contains(out, "actions.label:") {
 		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestConfigCheckWarnsOfAReadableKey: config check says what serve warns
+// of as it opens — a checkpoint key_file its group or others may read —
+// as a warning, not a problem (the exit stays 0), in text and in --json;
+// a key only its owner reads is not mentioned.
+func TestConfigCheckWarnsOfAReadableKey(t *testing.T) {
+	dir := t.TempDir()
+	skey, _, err := checkpoint.GenerateKey("audit.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "checkpoint.key")
+	if err := os.WriteFile(key, []byte(skey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "orangerail.yaml")
+	if err := os.WriteFile(file, []byte(`service: shop
+audit: {checkpoint: {key_file: `+key+`}}
+upstreams:
+  carrier: {base_url: https://carrier.example.com}
+actions:
+  ping:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: GET, path: /ping}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "warning: audit.checkpoint.key_file: mode -rw-r--r-- may be read by other users of this host"
+	for _, tc := range []struct {
+		mode   os.FileMode
+		warned bool
+	}{{0o600, false}, {0o644, true}} {
+		if err := os.Chmod(key, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr := cli(t, "config", "check", file, "--database-url", "")
+		if code != exitOK || strings.Contains(out, warning) != tc.warned || strings.Contains(out, "warning") != tc.warned || strings.Contains(out, skey) {
+			t.Errorf("mode %v: exit %d, warned %v, want %v\n%s%s", tc.mode, code, strings.Contains(out, warning), tc.warned, out, stderr)
+		}
+		code, out, _ = cli(t, "config", "check", file, "--database-url", "", "--json")
+		var report struct {
+			Warnings []struct{ Path, Message string }
+		}
+		if err := json.Unmarshal([]byte(out), &report); err != nil || code != exitOK || (len(report.Warnings) == 1) != tc.warned ||
+			(tc.warned && report.Warnings[0].Path != "audit.checkpoint.key_file") {
+			t.Errorf("mode %v --json: exit %d %v\n%s", tc.mode, code, err, out)
+		}
 	}
 }
