@@ -167,13 +167,13 @@ BEGIN
           ORDER BY created_at LIMIT 10) a;
     IF listed IS NOT NULL THEN
         RAISE EXCEPTION 'open approvals were staged under a key of the ring (%), which this version cannot name: decide them or let them lapse, then roll back', listed
-            USING HINT = 'Before migration 00022 every digest is the legacy key''s; these would be refused as tampered when they run.';
+            USING ERRCODE = 'ORA09', HINT = 'Before migration 00022 every digest is the legacy key''s; these would be refused as tampered when they run.';
     END IF;
     SELECT string_agg(a.id::text, ', ' ORDER BY a.created_at) INTO listed
     FROM (SELECT id, created_at FROM orangerail.approvals WHERE input_sealed IS NOT NULL ORDER BY created_at LIMIT 10) a;
     IF listed IS NOT NULL THEN
         RAISE EXCEPTION 'approvals hold sealed inputs (%), which this version cannot hold: it keeps every input in the clear', listed
-            USING HINT = 'Roll back no further than migration 00022 while any approval has a sealed input, shredded or not.';
+            USING ERRCODE = 'ORA09', HINT = 'Roll back no further than migration 00022 while any approval has a sealed input, shredded or not.';
     END IF;
 END
 $keyed$;

@@ -275,13 +275,54 @@ END
 $fn$;
 -- +goose StatementEnd
 
+-- Below, an open call and an idempotency key are keyed by the subject
+-- alone. Open approvals of one subject's same call staged by callers of
+-- two issuers, or live keys that differ by their issuer alone, would fail
+-- the unique index or the primary key (23505, naming no row): the rollback
+-- is refused first, naming them (ORA09), and changes nothing. Such keys
+-- that expired answer no retry: they are dropped. The owner reads every
+-- tenant's rows with row security not forced on it, in this transaction
+-- only.
+ALTER TABLE orangerail.approvals NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE orangerail.idempotency_keys NO FORCE ROW LEVEL SECURITY;
+-- +goose StatementBegin
+DO $apart$
+DECLARE
+    listed text;
+BEGIN
+    SELECT string_agg(o.id::text, ', ' ORDER BY o.created_at) INTO listed
+    FROM (SELECT id, created_at FROM (
+              SELECT a.id, a.created_at,
+                     -- An issuer's requester has one open call of each (the Up's index): more are of more issuers.
+                     count(*) OVER (PARTITION BY a.tenant_id, a.requested_by, a.action, a.input_digest) AS issuers
+              FROM orangerail.approvals a WHERE a.status IN ('pending', 'approved')) c
+          WHERE c.issuers > 1 ORDER BY c.created_at LIMIT 10) o;
+    IF listed IS NOT NULL THEN
+        RAISE EXCEPTION 'open approvals of one subject''s same call were staged by callers of two issuers (%), which this version cannot keep apart: decide them or let them lapse, then roll back', listed
+            USING ERRCODE = 'ORA09', HINT = 'Before migration 00043 an open call is keyed by its subject alone.';
+    END IF;
+    DELETE FROM orangerail.idempotency_keys k
+    WHERE k.expires_at <= now()
+      AND EXISTS (SELECT FROM orangerail.idempotency_keys o
+                  WHERE (o.tenant_id, o.action, o.subject, o.key) = (k.tenant_id, k.action, k.subject, k.key) AND o.issuer <> k.issuer);
+    SELECT string_agg(format('%s of %s to %s (tenant %s)', quote_literal(d.key), quote_literal(d.subject), d.action, d.tenant_id), ', ') INTO listed
+    FROM (SELECT k.tenant_id, k.action, k.subject, k.key FROM orangerail.idempotency_keys k
+          GROUP BY k.tenant_id, k.action, k.subject, k.key HAVING count(*) > 1
+          ORDER BY max(k.expires_at) LIMIT 10) d;
+    IF listed IS NOT NULL THEN
+        RAISE EXCEPTION 'idempotency keys sent by same-named subjects of two issuers are live (%), which this version cannot keep apart: roll back once they expire', listed
+            USING ERRCODE = 'ORA09', HINT = 'A key expires limits.idempotency_ttl after its call (24h by default).';
+    END IF;
+END
+$apart$;
+-- +goose StatementEnd
+ALTER TABLE orangerail.approvals FORCE ROW LEVEL SECURITY;
+ALTER TABLE orangerail.idempotency_keys FORCE ROW LEVEL SECURITY;
 DROP INDEX orangerail.approvals_open_call_idx;
 CREATE UNIQUE INDEX approvals_open_call_idx ON orangerail.approvals (tenant_id, requested_by, action, input_digest)
     WHERE status IN ('pending', 'approved');
 ALTER TABLE orangerail.approvals DROP COLUMN requested_issuer;
 DROP FUNCTION orangerail.audit_entry_issuer(bytea);
--- Fails while two live keys differ by their issuer alone: a filed result
--- is not dropped.
 ALTER TABLE orangerail.idempotency_keys DROP CONSTRAINT idempotency_keys_pkey;
 ALTER TABLE orangerail.idempotency_keys ADD PRIMARY KEY (tenant_id, action, subject, key),
     DROP COLUMN issuer;

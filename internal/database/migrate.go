@@ -229,9 +229,27 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 	}
 	result, err := m.provider.Down(ctx)
 	if err != nil {
-		return result, fmt.Errorf("migrate down: %w", err)
+		return result, rollbackError("migrate down", err)
 	}
 	return result, nil
+}
+
+// rollbackRefused is the SQLSTATE a migration's Down raises when rolling
+// back would lose or misread rows the database holds; the message names
+// them, the hint says what to do.
+const rollbackRefused = "ORA09"
+
+// rollbackError is err, of the rollback what, coded X_ROLLBACK_REFUSED
+// where a Down refused: the rows it names are the operator's to act on.
+func rollbackError(what string, err error) error {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == rollbackRefused {
+		msg := pgErr.Message
+		if pgErr.Hint != "" {
+			msg += ". " + pgErr.Hint
+		}
+		return errcode.New(errcode.RollbackRefused, what+": "+msg, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // CheckCurrent reports whether the database at url has this binary's
@@ -253,7 +271,7 @@ func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.Migratio
 	}
 	results, err := m.provider.DownTo(ctx, version)
 	if err != nil {
-		return results, fmt.Errorf("migrate down to %d: %w", version, err)
+		return results, rollbackError(fmt.Sprintf("migrate down to %d", version), err)
 	}
 	return results, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
@@ -110,4 +112,73 @@ func issuers(t *testing.T, pool *pgxpool.Pool, sql string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestRollbackPastIssuersRefusesWhatItWouldLose: below migration 00043 an
+// open call and an idempotency key are keyed by the subject alone. The
+// Down is refused, X_ROLLBACK_REFUSED, naming them, while one subject's
+// same call is open from callers of two issuers, or while their keys are
+// live — where it failed on the unique index or the primary key (23505),
+// naming nothing — and the database stays at 00043. Once the approvals
+// were decided and the keys expired (and are dropped), it goes through.
+func TestRollbackPastIssuersRefusesWhatItWouldLose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, b, make([]byte, engine.KeySize), engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+	one, two := support("acme"), support("acme")
+	one.Issuer, two.Issuer = "https://one.example", "https://two.example"
+	call := json.RawMessage(`{"order_id": "o-1001", "reason": "same call"}`)
+	first, second := e.Call(ctx, one, "cancel_order", call), e.Call(ctx, two, "cancel_order", call)
+	want(t, first, engine.StatusApprovalPending)
+	want(t, second, engine.StatusApprovalPending)
+
+	m, err := database.NewMigrator(ctx, testdb.Direct(b.url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Close() }()
+	refused := func(names ...string) {
+		t.Helper()
+		_, err := m.DownTo(ctx, 42)
+		if errcode.Of(err) != errcode.RollbackRefused {
+			t.Fatalf("down past 00043: %v, want %s", err, errcode.RollbackRefused)
+		}
+		for _, name := range names {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("the refusal does not name %s: %v", name, err)
+			}
+		}
+		if v, err := m.Version(ctx); err != nil || v != 43 {
+			t.Fatalf("after the refusal the database is at %d (%v), want 43", v, err)
+		}
+		if _, err := m.Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.runtime.Reset()
+	}
+	refused(first.ApprovalID.String(), second.ApprovalID.String())
+	want(t, e.Decide(ctx, approver("acme"), engine.Decision{ApprovalID: first.ApprovalID.String()}), engine.StatusOK)
+
+	note := json.RawMessage(`{"order_id": "o-1001", "note": "n", "idempotencyKey": "k-1"}`)
+	want(t, e.Call(ctx, one, "add_order_note", note), engine.StatusOK)
+	want(t, e.Call(ctx, two, "add_order_note", note), engine.StatusOK)
+	refused("'k-1'")
+
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.idempotency_keys SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DownTo(ctx, 42); err != nil {
+		t.Fatalf("down past 00043 once the approvals ended and the keys expired: %v", err)
+	}
+	var left int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.idempotency_keys").Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d expired keys left (%v), want them dropped", left, err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

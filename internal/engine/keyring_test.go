@@ -335,8 +335,8 @@ func TestRollbackPastKeyIDsRefusesWhatItWouldLose(t *testing.T) {
 	defer m.Close()
 	refused := func(id string) {
 		t.Helper()
-		if _, err := m.DownTo(ctx, 21); err == nil || !strings.Contains(err.Error(), id) {
-			t.Fatalf("down past 00022: %v, want it refused naming %s", err, id)
+		if _, err := m.DownTo(ctx, 21); errcode.Of(err) != errcode.RollbackRefused || !strings.Contains(err.Error(), id) {
+			t.Fatalf("down past 00022: %v, want it refused (%s) naming %s", err, errcode.RollbackRefused, id)
 		}
 		if v, err := m.Version(ctx); err != nil || v != 22 {
 			t.Fatalf("after the refusal the database is at %d (%v), want 22", v, err)

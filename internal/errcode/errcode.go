@@ -19,6 +19,7 @@ const (
 	DatabaseUnreachable  Code = "X_DATABASE_UNREACHABLE"
 	DatabaseUnmigrated   Code = "X_DATABASE_UNMIGRATED"
 	DatabaseTooNew       Code = "X_DATABASE_TOO_NEW"
+	RollbackRefused      Code = "X_ROLLBACK_REFUSED"
 	DatabaseRoleMissing  Code = "X_DATABASE_ROLE_MISSING"
 	TenantInvalid        Code = "X_TENANT_INVALID"
 	TenantUnknown        Code = "X_TENANT_UNKNOWN"
@@ -193,6 +194,8 @@ var table = []Entry{
 		"Run `orangerail migrate up` against it.", ""},
 	{DatabaseTooNew, "The database was migrated by a newer orangerail than this binary.",
 		"Run the newer orangerail, or migrate down with it first; this binary refuses to touch a schema it does not know.", ""},
+	{RollbackRefused, "A migration's rollback would lose what the database holds, or leave it read wrongly: open approvals, sealed inputs or live idempotency keys the older schema cannot keep. It changed nothing.",
+		"Do what the message says of the rows it names (decide the approvals or let them lapse; wait until the keys expire), then roll back again.", ""},
 	{DatabaseRoleMissing, "The login cannot assume the orangerail_runtime role (nor, for `audit verify`, `audit checkpoint` and `audit prove`, read as an auditor), or lacks a privilege the command needs.",
 		"Migrations, auditor grants, settles and break glass run as the schema owner's login (the one `orangerail migrate` runs with). " +
 			"For the server's login: run `orangerail migrate up` as the schema owner, and `GRANT orangerail_runtime TO <login>` if the server logs in as another user. " +
