@@ -260,9 +260,9 @@ func printReports(w io.Writer, reports []*engine.Report) {
 		listFindings(w, r.UnexplainedExecutions, r.UnexplainedExecutionsTotal, "execution record(s) of an approval the chain does not show staged and approved", func(u engine.UnexplainedExecution) string {
 			return fmt.Sprintf("seq %d  %s  approval %s  action %q  missing %v", u.Seq, u.Phase, u.ApprovalID, u.Action, u.Missing)
 		})
-		listFindings(w, r.BreakGlass, r.BreakGlassTotal, "operator record(s) by the database owner — break-glass decisions, settled executions, auditors granted or revoked (reported, not a failure)", func(b engine.BreakGlassDecision) string {
+		listFindings(w, r.BreakGlass, r.BreakGlassTotal, "operator record(s) by the database owner — break-glass decisions, settled executions, auditors granted or revoked or their passwords set (reported, not a failure)", func(b engine.BreakGlassDecision) string {
 			line := fmt.Sprintf("seq %d  %s  %s", b.Seq, b.At.UTC().Format(time.RFC3339), b.Phase)
-			if b.Phase == engine.PhaseAuditorGranted || b.Phase == engine.PhaseAuditorRevoked {
+			if b.Phase.OfAuditor() {
 				// Of an access, not of an approval, and given no reason.
 				return line + fmt.Sprintf("  auditor %q  operator %q", b.Auditor, b.Operator)
 			}

@@ -112,15 +112,19 @@ func TestAuditVerifyAsAnAuditorLogin(t *testing.T) {
 	if _, err := engine.Seal(ctx, runtime); err != nil {
 		t.Fatal(err)
 	}
+	// The grant set the login's password: the owner's record of that
+	// follows the grant's.
 	var grantedAt time.Time
 	if err := admin.QueryRow(ctx, "SELECT at FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 4 AND phase = 'auditor_granted'").Scan(&grantedAt); err != nil {
 		t.Fatal(err)
 	}
+	at := grantedAt.UTC().Format(time.RFC3339)
 
 	code, out, stderr := cli(t, "audit", "verify", "--database-url", auditorURL, "--key", vkey, "--require-checkpoint")
-	if want := "tenant acme: OK — 4 records, head at seq 4, 1 signed checkpoint(s) checked (the latest of size 3)\n" +
-		"  1 operator record(s) by the database owner — break-glass decisions, settled executions, auditors granted or revoked (reported, not a failure):\n" +
-		fmt.Sprintf("    seq 4  %s  auditor_granted  auditor %q  operator \"postgres\"\n", grantedAt.UTC().Format(time.RFC3339), auditor); code != exitOK || out != want || stderr != granted {
+	if want := "tenant acme: OK — 5 records, head at seq 5, 1 signed checkpoint(s) checked (the latest of size 3)\n" +
+		"  2 operator record(s) by the database owner — break-glass decisions, settled executions, auditors granted or revoked or their passwords set (reported, not a failure):\n" +
+		fmt.Sprintf("    seq 4  %s  auditor_granted  auditor %q  operator \"postgres\"\n", at, auditor) +
+		fmt.Sprintf("    seq 5  %s  auditor_password_set  auditor %q  operator \"postgres\"\n", at, auditor); code != exitOK || out != want || stderr != granted {
 		t.Fatalf("the auditor's run: exit %d\n%s%s\nwant\n%s", code, out, stderr, want)
 	}
 	code, out, stderr = cli(t, "audit", "verify", "--database-url", auditorURL, "--tenant", "globex")

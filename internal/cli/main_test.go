@@ -779,9 +779,11 @@ func TestAuditorGrant(t *testing.T) {
 		}
 		return n
 	}
-	// acme's record, and the owner's record of this grant.
-	if count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme'") != 2 ||
+	// acme's record, and the owner's records of this grant and of the
+	// password it set.
+	if count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'acme'") != 3 ||
 		count("SELECT count(*) FROM orangerail.audit WHERE phase = 'auditor_granted' AND actor_kind = 'operator'") != 1 ||
+		count("SELECT count(*) FROM orangerail.audit WHERE phase = 'auditor_password_set' AND actor_kind = 'operator'") != 1 ||
 		count("SELECT count(*) FROM orangerail.audit WHERE tenant_id = 'globex' OR set_config('orangerail.tenant_id', 'globex', false) IS NULL") != 0 ||
 		count("SELECT count(*) FROM orangerail.audit_verify('acme')") != 0 {
 		t.Fatal("the auditor does not see exactly its tenant")
@@ -818,7 +820,7 @@ func TestAuditorGrant(t *testing.T) {
 	} else {
 		oneLine(t, stderr, "X_AUDITOR_GRANT_NOT_FOUND")
 	}
-	if count("SELECT count(*) FROM orangerail.audit") != 2 {
+	if count("SELECT count(*) FROM orangerail.audit") != 3 {
 		t.Fatal("a refused revoke revoked the grant, or left a record")
 	}
 	if code, _, _ := cli(t, "auditor", "revoke", name, "--tenant", "acme", "--database-url", url); code != exitOK {

@@ -221,6 +221,20 @@ func InTenant(ctx context.Context, conn TxBeginner, tenant string, opts pgx.TxOp
 	return run(ctx, conn, tenant, opts, true, fn)
 }
 
+// Rescope scopes tx, which InTenant began, to another tenant for the
+// statements after it, until the next Rescope or the transaction's end:
+// for the schema owner's one change that each tenant it touches records
+// in its own chain, atomically with the change (an auditor login's
+// password, which is the cluster's). The runtime never needs it: each of
+// its transactions is one tenant's.
+func Rescope(ctx context.Context, tx pgx.Tx, tenant string) error {
+	if err := ValidateTenantID(tenant); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "SELECT set_config('orangerail.tenant_id', $1, true)", tenant)
+	return err
+}
+
 // InTenantWithoutFlush is InTenant for a transaction that commits without
 // waiting for its WAL to reach disk (synchronous_commit off, for this
 // transaction only, set with its BEGIN at no round trip of its own). Its

@@ -30,16 +30,31 @@ const AuditorMember = "auditor"
 // X_BREAK_GLASS_REFUSED (and the database refuses an operator's record
 // from any other login, ORA06).
 func RecordAuditorAccess(ctx context.Context, tx pgx.Tx, tenant, auditor string, granted bool, now time.Time) error {
+	phase := PhaseAuditorRevoked
+	if granted {
+		phase = PhaseAuditorGranted
+	}
+	return recordAuditor(ctx, tx, tenant, auditor, phase, now)
+}
+
+// RecordAuditorPasswordSet appends to the tenant's chain the operator's
+// record of the auditor login's password set: phase auditor_password_set,
+// its result {"auditor": NAME}, as RecordAuditorAccess appends, in the
+// transaction that sets it. A login's password is the cluster's, so the
+// caller records it in every tenant the login reads.
+func RecordAuditorPasswordSet(ctx context.Context, tx pgx.Tx, tenant, auditor string, now time.Time) error {
+	return recordAuditor(ctx, tx, tenant, auditor, PhaseAuditorPasswordSet, now)
+}
+
+// recordAuditor appends the owner's record of phase about the auditor
+// login to the tenant's chain, tx acting as the owner.
+func recordAuditor(ctx context.Context, tx pgx.Tx, tenant, auditor string, phase Phase, now time.Time) error {
 	login, err := store.New(tx).SessionOperatorGet(ctx)
 	if err != nil {
 		return err
 	}
 	if !login.OwnRights || !login.Owner {
 		return errcode.New(errcode.BreakGlassRefused, fmt.Sprintf("the login %q is not the owner of the orangerail schema acting as itself", login.Login), nil)
-	}
-	phase := PhaseAuditorRevoked
-	if granted {
-		phase = PhaseAuditorGranted
 	}
 	result, err := json.Marshal(map[string]string{AuditorMember: auditor})
 	if err != nil {

@@ -15,10 +15,10 @@ import (
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
-// TestAuditorAccessIsAnOperatorRecord: an auditor granted, then revoked,
-// is recorded in the tenant's chain as the owner's; both verifiers list
-// the two records among the operators', naming the login, and the chain
-// is whole. The runtime's login may not record one.
+// TestAuditorAccessIsAnOperatorRecord: an auditor granted, its password
+// set, then revoked, is recorded in the tenant's chain as the owner's;
+// both verifiers list the three records among the operators', naming the
+// login, and the chain is whole. The runtime's login may not record one.
 func TestAuditorAccessIsAnOperatorRecord(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -31,16 +31,22 @@ func TestAuditorAccessIsAnOperatorRecord(t *testing.T) {
 	if err := record(testdb.Pool(t, runtimeLogin(t, b)), true); errcode.Of(err) != errcode.BreakGlassRefused {
 		t.Fatalf("the runtime's login recorded an auditor's access: %v", err)
 	}
-	for _, granted := range []bool{true, false} {
-		if err := record(b.admin, granted); err != nil {
-			t.Fatal(err)
-		}
+	if err := record(b.admin, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := database.InTenant(ctx, b.admin, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return engine.RecordAuditorPasswordSet(ctx, tx, "acme", "alice", time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := record(b.admin, false); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := engine.Seal(ctx, b.runtime); err != nil {
 		t.Fatal(err)
 	}
 	type listed struct{ phase, operator, auditor, reason string }
-	want := []listed{{"auditor_granted", "postgres", "alice", ""}, {"auditor_revoked", "postgres", "alice", ""}}
+	want := []listed{{"auditor_granted", "postgres", "alice", ""}, {"auditor_password_set", "postgres", "alice", ""}, {"auditor_revoked", "postgres", "alice", ""}}
 	r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
 	if err != nil || !r.OK() {
 		t.Fatalf("verify: %+v %v", r, err)

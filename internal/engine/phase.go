@@ -44,14 +44,24 @@ const (
 	// read the tenant, and since when, is the chain's to tell.
 	PhaseAuditorGranted Phase = "auditor_granted"
 	PhaseAuditorRevoked Phase = "auditor_revoked"
+	// PhaseAuditorPasswordSet is the owner's record of an auditor
+	// login's password set (RecordAuditorPasswordSet), in each tenant the
+	// login reads: whoever holds the new password reads as it since.
+	PhaseAuditorPasswordSet Phase = "auditor_password_set"
 )
+
+// OfAuditor reports whether p is the owner's record of an auditor login
+// (its result names the login, AuditorMember), not of an approval.
+func (p Phase) OfAuditor() bool {
+	return p == PhaseAuditorGranted || p == PhaseAuditorRevoked || p == PhaseAuditorPasswordSet
+}
 
 // Phases returns every phase, in lifecycle order.
 func Phases() []Phase {
 	return []Phase{PhaseStaged, PhaseApproved, PhaseRejected, PhaseExpired, PhaseDryRun, PhaseNotImplemented,
 		PhaseExecutionStarted, PhaseEffectAttempt, PhaseExecutionSucceeded, PhaseExecutionFailed, PhaseExecutionSettled,
 		PhasePreconditionFailed, PhaseSignatureMismatch, PhaseInvalidInput, PhaseResolveError, PhaseRefused, PhaseRateLimited,
-		PhaseAuditorGranted, PhaseAuditorRevoked}
+		PhaseAuditorGranted, PhaseAuditorRevoked, PhaseAuditorPasswordSet}
 }
 
 // FollowsConsume reports whether a record of phase p can follow the consume

@@ -687,10 +687,10 @@ func operatorRecord(d BreakGlassDecision, entry []byte) BreakGlassDecision {
 		return d
 	}
 	d.Reason = resultText(e.Result, BreakGlassReasonMember)
-	switch d.Phase {
-	case PhaseExecutionSettled:
+	switch {
+	case d.Phase == PhaseExecutionSettled:
 		d.SettledOutcome = SettledOutcome(resultText(e.Result, SettledOutcomeMember))
-	case PhaseAuditorGranted, PhaseAuditorRevoked:
+	case d.Phase.OfAuditor():
 		d.Auditor = resultText(e.Result, AuditorMember)
 	}
 	return d

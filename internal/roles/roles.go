@@ -136,11 +136,40 @@ func grantAuditor(ctx context.Context, conn *pgx.Conn, p *GrantAuditorParams, ve
 			return err
 		}
 		added, err := s.AuditorGrantAdd(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant})
-		if err != nil || !added {
+		if err != nil {
 			return err
 		}
-		return engine.RecordAuditorAccess(ctx, tx, p.Tenant, p.Name, true, time.Now())
+		now := time.Now()
+		if added {
+			if err := engine.RecordAuditorAccess(ctx, tx, p.Tenant, p.Name, true, now); err != nil {
+				return err
+			}
+		}
+		if verifier == "" {
+			return nil
+		}
+		return recordPasswordSet(ctx, tx, p, now)
 	})
+}
+
+// recordPasswordSet records, in tx, the auditor login's password set in
+// the chain of every tenant of this database it reads, p.Tenant's among
+// them: the password is the login's, so whoever holds it reads each of
+// them as the login from now on. tx is left scoped to p.Tenant.
+func recordPasswordSet(ctx context.Context, tx pgx.Tx, p *GrantAuditorParams, now time.Time) error {
+	grants, err := store.New(tx).AuditorGrantList(ctx, "", p.Name)
+	if err != nil {
+		return err
+	}
+	for _, g := range grants {
+		if err := database.Rescope(ctx, tx, g.Tenant); err != nil {
+			return err
+		}
+		if err := engine.RecordAuditorPasswordSet(ctx, tx, g.Tenant, p.Name, now); err != nil {
+			return err
+		}
+	}
+	return database.Rescope(ctx, tx, p.Tenant)
 }
 
 // notPlainAuditor says why role is not a plain orangerail auditor, as

@@ -62,11 +62,45 @@ func TestGrantAndRevokeAuditor(t *testing.T) {
 		t.Fatalf("%d grants left", left)
 	}
 	// The tenant's chain tells who could read it, and since when: the
-	// grant once (granting twice is granting once), then the revoke, each
-	// the operator's, naming the login.
-	want := []string{"auditor_granted operator postgres " + name, "auditor_revoked operator postgres " + name}
+	// grant once (granting twice is granting once), the password each
+	// time it was set, then the revoke, each the operator's, naming the
+	// login.
+	want := []string{"auditor_granted operator postgres " + name, "auditor_password_set operator postgres " + name,
+		"auditor_password_set operator postgres " + name, "auditor_revoked operator postgres " + name}
 	if got := accessRecords(t, admin, "acme"); !slices.Equal(got, want) {
 		t.Fatalf("acme's chain holds %q, want %q", got, want)
+	}
+}
+
+// TestPasswordSetIsRecordedWhereTheLoginReads: a login's password is the
+// cluster's, so setting it through a grant of one tenant is recorded in
+// the chain of every tenant the login reads, in the transaction that
+// sets it; a tenant it does not read records nothing, and neither does
+// a grant that sets no password.
+func TestPasswordSetIsRecordedWhereTheLoginReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	name, other := auditorName(t, admin, "_p"), auditorName(t, admin, "_q")
+	for _, g := range []GrantAuditorParams{{Name: name, Tenant: "acme"}, {Name: name, Tenant: "globex"}, {Name: other, Tenant: "initech"}} {
+		g.NewTenant = true
+		if err := GrantAuditor(ctx, url, &g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: "a new one"}); err != nil {
+		t.Fatal(err)
+	}
+	set := "auditor_password_set operator postgres " + name
+	for tenant, want := range map[string][]string{
+		"acme":    {"auditor_granted operator postgres " + name, set},
+		"globex":  {"auditor_granted operator postgres " + name, set},
+		"initech": {"auditor_granted operator postgres " + other},
+	} {
+		if got := accessRecords(t, admin, tenant); !slices.Equal(got, want) {
+			t.Errorf("%s's chain holds %q, want %q", tenant, got, want)
+		}
 	}
 }
 

@@ -275,7 +275,7 @@ type AuditBreakGlassRecord struct {
 	At             time.Time
 	Reason         string
 	SettledOutcome string // an execution_settled record's; else ""
-	Auditor        string // an auditor_granted or auditor_revoked record's; else ""
+	Auditor        string // an auditor_granted, auditor_revoked or auditor_password_set record's; else ""
 }
 
 // AuditListBreakGlass lists a tenant's operator records in seq order
