@@ -26,18 +26,28 @@ func newConfigCmd() *cobra.Command {
 		asJSON bool
 	)
 	check := &cobra.Command{
-		Use:   "check FILE",
+		Use:   "check FILE|-",
 		Short: "Print every problem in a config file, and check it against the live datasource",
 		Long: "Check prints every problem in the config file, each at its field path. When a database is\n" +
 			"reachable (the datasource's url_env, else --database-url), it also checks that every table,\n" +
-			"column and action statement exists there.\n\n" +
+			"column and action statement exists there. FILE - reads the config from standard input.\n\n" +
 			"Exit status: 0 when the config is sound, 1 when it has problems, 2 when the check could not run.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			var problems, warnings ontology.Problems
 			catalog := "not checked: no database URL (set the datasource's url_env, --database-url or DATABASE_URL)"
-			cfg, err := readConfig(cmd.Context(), args[0])
+			name := args[0]
+			var (
+				cfg *ontology.Config
+				err error
+			)
+			if name == "-" {
+				name = "standard input"
+				cfg, err = readConfigFrom(cmd.Context(), cmd.InOrStdin(), name)
+			} else {
+				cfg, err = readConfig(cmd.Context(), name)
+			}
 			switch {
 			case errors.As(err, &problems):
 				catalog = "not checked: the config has problems; fix them, and check again"
@@ -102,7 +112,7 @@ func newConfigCmd() *cobra.Command {
 				for _, w := range waivers {
 					fmt.Fprintf(out, "%s: destructive, runs without approval; waived: %q\n", w.Path, w.Reason)
 				}
-				fmt.Fprintf(out, "%s: %d problem(s); catalog %s\n", args[0], len(problems), catalog)
+				fmt.Fprintf(out, "%s: %d problem(s); catalog %s\n", name, len(problems), catalog)
 			}
 			if len(problems) > 0 {
 				return errFindings

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/checkpoint"
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // TestConfigCheckCredentials: config check lists each scheme's credential
@@ -153,5 +155,33 @@ actions:
 			(tc.warned && report.Warnings[0].Path != "audit.checkpoint.key_file") {
 			t.Errorf("mode %v --json: exit %d %v\n%s", tc.mode, code, err, out)
 		}
+	}
+}
+
+// TestConfigCheckReadsStandardInput: config check - reads the config from
+// standard input (a file named "-" was opened and not found), bounded as
+// a file is, and names it standard input.
+func TestConfigCheckReadsStandardInput(t *testing.T) {
+	config := []byte(`service: shop
+upstreams:
+  carrier: {base_url: https://carrier.example.com}
+actions:
+  ping:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: GET, path: /ping}}
+`)
+	code, out, stderr := runWithStdin(t, config, "config", "check", "-", "--database-url", "")
+	if code != exitOK || !strings.HasPrefix(out, "standard input: 0 problem(s)") {
+		t.Fatalf("a sound config on stdin: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = runWithStdin(t, append(config, "servce: typo\n"...), "config", "check", "-", "--database-url", "")
+	if code != exitFindings || !strings.Contains(out, "servce") || !strings.Contains(out, "standard input: 1 problem(s)") {
+		t.Fatalf("a config with a problem on stdin: exit %d\n%s%s", code, out, stderr)
+	}
+	code, _, stderr = runWithStdin(t, bytes.Repeat([]byte("#"), ontology.MaxConfigBytes+1), "config", "check", "-", "--database-url", "")
+	if code != exitError || !strings.Contains(stderr, "standard input") || !strings.Contains(stderr, "longer than") {
+		t.Fatalf("a config past the bound on stdin: exit %d %s", code, stderr)
 	}
 }

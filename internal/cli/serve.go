@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/opfile"
 )
 
 // devKeyFile is where a stdio developer's server keeps its key between
@@ -143,6 +145,21 @@ func loadConfig(ctx context.Context, path string) (*ontology.Config, error) {
 // (ontology.Parse): on any problem it returns ontology.Problems.
 func readConfig(ctx context.Context, path string) (*ontology.Config, error) {
 	data, err := readFile(ctx, path, ontology.MaxConfigBytes, "config")
+	if err != nil {
+		return nil, err
+	}
+	return ontology.Parse(data)
+}
+
+// readConfigFrom reads and parses a config from r, named name in a
+// refusal, as readConfig reads a file: to its end, bounded, until ctx
+// ends.
+func readConfigFrom(ctx context.Context, r io.Reader, name string) (*ontology.Config, error) {
+	var data []byte
+	err := untilDone(ctx, func() (err error) {
+		data, err = opfile.ReadAtMost(r, name, ontology.MaxConfigBytes, "config")
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
