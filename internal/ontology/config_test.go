@@ -340,6 +340,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(base + "limits: {max_input_bytes: 1e400}\nhttp: {max_body_bytes: 99999999999999999999999999}\n"))
 	f.Add([]byte("service: \"\xff\xfe\"\n"))
 	f.Add([]byte("service: s\n\x00"))
+	f.Add([]byte(base + "approvals: {ttl: 0s, retention: 0d, seal_inputs: true}\naudit: {seal_interval: 0ms, checkpoint: {key_env: K, interval: 1h0m}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)
 		if err == nil {
