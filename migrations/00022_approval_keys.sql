@@ -166,7 +166,7 @@ BEGIN
           WHERE status IN ('pending', 'approved') AND input_key_id IS NOT NULL
           ORDER BY created_at LIMIT 10) a;
     IF listed IS NOT NULL THEN
-        RAISE EXCEPTION 'open approvals were staged under a key of the ring (%), which this version cannot name: decide them or let them lapse, then roll back', listed
+        RAISE EXCEPTION 'open approvals were staged under a key of the ring (%), which this version cannot name: decide them, or let them lapse and a serving replica''s sweeper mark them expired, then roll back', listed
             USING ERRCODE = 'ORA09', HINT = 'Before migration 00022 every digest is the legacy key''s; these would be refused as tampered when they run.';
     END IF;
     SELECT string_agg(a.id::text, ', ' ORDER BY a.created_at) INTO listed

@@ -298,7 +298,7 @@ BEGIN
               FROM orangerail.approvals a WHERE a.status IN ('pending', 'approved')) c
           WHERE c.issuers > 1 ORDER BY c.created_at LIMIT 10) o;
     IF listed IS NOT NULL THEN
-        RAISE EXCEPTION 'open approvals of one subject''s same call were staged by callers of two issuers (%), which this version cannot keep apart: decide them or let them lapse, then roll back', listed
+        RAISE EXCEPTION 'open approvals of one subject''s same call were staged by callers of two issuers (%), which this version cannot keep apart: decide them, or let them lapse and a serving replica''s sweeper mark them expired, then roll back', listed
             USING ERRCODE = 'ORA09', HINT = 'Before migration 00043 an open call is keyed by its subject alone.';
     END IF;
     DELETE FROM orangerail.idempotency_keys k

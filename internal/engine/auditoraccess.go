@@ -13,8 +13,9 @@ import (
 	"github.com/orangerail/orangerail/internal/store"
 )
 
-// AuditorMember is the member of an auditor_granted or auditor_revoked
-// record's result that names the auditor login.
+// AuditorMember is the member of the result of a record of an auditor
+// (auditor_granted, auditor_revoked, auditor_password_set) that names the
+// auditor login.
 const AuditorMember = "auditor"
 
 // RecordAuditorAccess appends to the tenant's chain the operator's record

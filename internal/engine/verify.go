@@ -96,8 +96,8 @@ type BreakGlassDecision struct {
 	At             time.Time      `json:"at"`
 	Reason         string         `json:"reason"`
 	SettledOutcome SettledOutcome `json:"settled_outcome,omitempty"`
-	// Auditor is the login an auditor_granted or auditor_revoked record
-	// names (its AuditorMember).
+	// Auditor is the login a record of an auditor names (Phase.OfAuditor:
+	// its AuditorMember).
 	Auditor string `json:"auditor,omitempty"`
 }
 

@@ -13,10 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -664,19 +666,100 @@ type Duration time.Duration
 // UnmarshalYAML parses a duration string. The schema admits only its
 // form; one too long to hold (99999999999h) fails here, at its node.
 //
-// Zero is refused: every duration setting reads zero as absent (its
-// default), so "0s" would be read as whatever the default is, never as
-// the none or the at-once its writer meant.
+// A zero is read as zeroWritten, which Parse refuses at its path beside
+// every other problem (zeroDurations): every duration setting reads zero
+// as absent (its default), so "0s" would be read as whatever the default
+// is, never as the none or the at-once its writer meant.
 func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
 	v, err := time.ParseDuration(node.Value)
 	if err != nil {
 		return &nodeError{node: node, msg: fmt.Sprintf("%q is not a duration this server holds (at most some 2562047h)", node.Value)}
 	}
 	if v == 0 {
-		return &nodeError{node: node, msg: fmt.Sprintf("%q is zero, which this setting does not take: leave the setting out for its default, or give a duration above zero", node.Value)}
+		v = time.Duration(zeroWritten)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// zeroWritten is what Duration.UnmarshalYAML makes of a zero the file
+// wrote: no setting holds it (the schema admits no sign), so it tells a
+// zero written from a setting left out until zeroDurations takes it.
+const zeroWritten = Duration(math.MinInt64)
+
+var durationType = reflect.TypeFor[Duration]()
+
+// zeroDurations adds to problems one at each Duration under v, at path,
+// that the file wrote as zero, and makes it zero, left out, so that its
+// default applies and the config's checks run on: every problem of the
+// file is reported at once.
+func zeroDurations(v reflect.Value, path []string, problems *Problems) {
+	written := func(d reflect.Value) bool {
+		if Duration(d.Int()) != zeroWritten {
+			return false
+		}
+		*problems = append(*problems, Problem{Path: fieldPath(path),
+			Message: "is zero, which this setting does not take: leave the setting out for its default, or give a duration above zero"})
+		return true
+	}
+	switch {
+	case v.Type() == durationType:
+		if written(v) {
+			v.SetInt(0)
+		}
+		return
+	case v.Kind() == reflect.Pointer && v.Type().Elem() == durationType:
+		// A *Duration left out is nil: that, not zero, is absent.
+		if !v.IsNil() && written(v.Elem()) {
+			v.SetZero()
+		}
+		return
+	}
+	// An interface holds what YAML decodes into any (an input schema): no
+	// Duration is decoded there.
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			zeroDurations(v.Elem(), path, problems)
+		}
+	case reflect.Struct:
+		if v.Type().PkgPath() != durationType.PkgPath() {
+			return // a value of another package's (a compiled schema, a time) holds no setting
+		}
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, flags, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case name == "-":
+				continue
+			case flags == "inline" || (name == "" && f.Anonymous):
+				zeroDurations(v.Field(i), path, problems)
+				continue
+			case name == "":
+				name = strings.ToLower(f.Name)
+			}
+			zeroDurations(v.Field(i), append(slices.Clip(path), name), problems)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			zeroDurations(v.Index(i), append(slices.Clip(path), strconv.Itoa(i)), problems)
+		}
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return
+		}
+		for _, k := range v.MapKeys() {
+			// A map's element cannot be set in place: walked as a copy,
+			// and the copy put back.
+			elem := reflect.New(v.Type().Elem()).Elem()
+			elem.Set(v.MapIndex(k))
+			zeroDurations(elem, append(slices.Clip(path), k.String()), problems)
+			v.SetMapIndex(k, elem)
+		}
+	}
 }
 
 // nodeError is a value the schema admits that does not decode, and the
@@ -1063,12 +1146,14 @@ func Parse(data []byte) (*Config, error) {
 		// of them: one is refused at its place.
 		return nil, valueProblems(&doc, err)
 	}
+	var zeros Problems
+	zeroDurations(reflect.ValueOf(cfg), nil, &zeros)
 	cfg.withDefaults()
 	if problems := cfg.fromEnvironment(os.Getenv); len(problems) > 0 {
-		return nil, problems
+		return nil, append(zeros, problems...).sorted()
 	}
-	if problems := cfg.validate(); len(problems) > 0 {
-		return nil, problems
+	if problems := append(zeros, cfg.validate()...); len(problems) > 0 {
+		return nil, problems.sorted()
 	}
 	cfg.withdrawUnserved()
 	return cfg, nil

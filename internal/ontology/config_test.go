@@ -649,6 +649,30 @@ func TestAuditCheckpoint(t *testing.T) {
 	}
 }
 
+// TestZeroDurationsAmongOtherProblems: a zero duration is refused at its
+// path beside every other problem of the file, wherever it is written (an
+// action's call, a map's entry, a pointer's); it hid them, the decoding
+// stopping at the first.
+func TestZeroDurationsAmongOtherProblems(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(replace("    execute: {sql: \"UPDATE orders SET status = 'x' WHERE id = :order_id\"}\n", "    execute: {http: {upstream: c, method: POST, path: /x, timeout: 0s}}\n")(base) +
+		"approvals: {ttl: 0s}\naudit: {seal_interval: 0ms}\nlimits: {lock_timeout: 25h, idempotency_ttl: 0s}\nidentity: {allowed_networks: [10.1.2.3/8]}\n" +
+		"upstreams: {c: {base_url: \"https://c.example.com\"}}\n"))
+	var problems Problems
+	if !errors.As(err, &problems) {
+		t.Fatalf("Parse: %v", err)
+	}
+	var paths []string
+	for _, p := range problems {
+		paths = append(paths, p.Path)
+	}
+	want := []string{"actions.cancel_order.execute.http.timeout", "approvals.ttl", "audit.seal_interval", "identity.allowed_networks.0",
+		"limits.idempotency_ttl", "limits.lock_timeout"}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("problems at %q, want %q\n%v", paths, want, err)
+	}
+}
+
 // TestSealedInputsConfig reads approvals.seal_inputs and a retention in
 // days or as a Go duration.
 func TestSealedInputsConfig(t *testing.T) {

@@ -98,7 +98,7 @@ func grantAuditor(ctx context.Context, conn *pgx.Conn, p *GrantAuditorParams, ve
 		ident := pgx.Identifier{p.Name}.Sanitize()
 		// Two grants of one new name to this database at once: the second
 		// waits, then finds the role the first made.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail.auditor:' || $1, 0))", p.Name); err != nil {
+		if err := lockAuditor(ctx, tx, p.Name); err != nil {
 			return err
 		}
 		role, err := s.RoleGet(ctx, p.Name)
@@ -172,6 +172,16 @@ func recordPasswordSet(ctx context.Context, tx pgx.Tx, p *GrantAuditorParams, no
 	return database.Rescope(ctx, tx, p.Tenant)
 }
 
+// lockAuditor holds, until tx ends, this database's lock of the auditor
+// login name: its grants and revokes run one at a time, so that a grant
+// setting its password records it in exactly the tenants the login reads
+// as it commits (recordPasswordSet), and a grant finds the role another
+// one made.
+func lockAuditor(ctx context.Context, tx pgx.Tx, name string) error {
+	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail.auditor:' || $1, 0))", name)
+	return err
+}
+
 // notPlainAuditor says why role is not a plain orangerail auditor, as
 // GrantAuditor makes one; "" when it is. Granting a tenant to, or setting
 // the password of, a role that is more (one that may act as the runtime
@@ -221,6 +231,9 @@ func RevokeAuditor(ctx context.Context, ownerURL string, p *RevokeAuditorParams)
 	var removed bool
 	var granted []*store.AuditorGrant // when nothing was removed: what the login may read
 	err = database.InTenant(ctx, conn, p.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		if err := lockAuditor(ctx, tx, p.Name); err != nil {
+			return err
+		}
 		s := store.New(tx)
 		if removed, err = s.AuditorGrantRemove(ctx, &store.AuditorGrantParams{RoleName: p.Name, TenantID: p.Tenant}); err != nil {
 			return err

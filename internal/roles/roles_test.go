@@ -104,6 +104,38 @@ func TestPasswordSetIsRecordedWhereTheLoginReads(t *testing.T) {
 	}
 }
 
+// TestPasswordSetBesideARevoke: a grant setting the password and a revoke
+// of another tenant, at once, run one after the other: the revoked
+// tenant's chain never records the password set after the revoke, for a
+// login that no longer reads it.
+func TestPasswordSetBesideARevoke(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin := testdb.Pool(t, url)
+	name := auditorName(t, admin, "_s")
+	if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", NewTenant: true}); err != nil {
+		t.Fatal(err)
+	}
+	for range 25 {
+		if err := GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "globex", NewTenant: true}); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		go func() { errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: "again"}) }()
+		go func() { errs <- RevokeAuditor(ctx, url, &RevokeAuditorParams{Name: name, Tenant: "globex"}) }()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		records := accessRecords(t, admin, "globex")
+		if last := records[len(records)-1]; !strings.HasPrefix(last, "auditor_revoked ") {
+			t.Fatalf("globex's chain ends %q, after the revoke: %q", last, records)
+		}
+	}
+}
+
 // grantsOf counts the tenants the login may read.
 func grantsOf(t *testing.T, admin *pgxpool.Pool, name string) int {
 	t.Helper()
