@@ -122,7 +122,9 @@ func TestPasswordSetBesideARevoke(t *testing.T) {
 			t.Fatal(err)
 		}
 		errs := make(chan error, 2)
-		go func() { errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: "again"}) }()
+		go func() {
+			errs <- GrantAuditor(ctx, url, &GrantAuditorParams{Name: name, Tenant: "acme", Password: "again"})
+		}()
 		go func() { errs <- RevokeAuditor(ctx, url, &RevokeAuditorParams{Name: name, Tenant: "globex"}) }()
 		for range 2 {
 			if err := <-errs; err != nil {
