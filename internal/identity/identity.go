@@ -502,12 +502,22 @@ func (r *Resolver) callerOf(subject string, expires time.Time, claims map[string
 	c.Subject, c.Issuer, c.Tenant, c.Kind = subject, r.cfg.Issuer, tenant, engine.ActorAgent
 	c.Roles = stringList(claims[cmp.Or(r.cfg.RolesClaim, RolesClaimDefault)])
 	c.Scopes = stringList(claims[cmp.Or(r.cfg.ScopesClaim, ScopesClaimDefault)])
-	if h := r.cfg.Human; h != nil {
-		if v, ok := claims[h.Claim].(string); ok && slices.Contains(h.Values, v) {
-			c.Kind = engine.ActorHuman
-		}
+	if h := r.cfg.Human; h != nil && holdsOneOf(claims[h.Claim], h.Values) {
+		c.Kind = engine.ActorHuman
 	}
 	return c, nil
+}
+
+// holdsOneOf reports whether the claim v holds one of values: as a whole
+// string, or as one of the strings stringList reads it as (a groups
+// array, a space-separated list), as the roles claim is read. A rule on
+// a claim an issuer sends as a list read it as no string at all, and so
+// made nobody a person.
+func holdsOneOf(v any, values []string) bool {
+	if s, ok := v.(string); ok && slices.Contains(values, s) {
+		return true
+	}
+	return slices.ContainsFunc(stringList(v), func(s string) bool { return slices.Contains(values, s) })
 }
 
 // stringList reads a claim that is a JSON array of strings or one

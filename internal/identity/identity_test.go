@@ -158,6 +158,26 @@ func TestValidToken(t *testing.T) {
 	if !slices.Equal(c.Scopes, []string{"a", "b"}) || !slices.Equal(c.Roles, []string{"approver", "support"}) || c.Kind != engine.ActorHuman {
 		t.Fatalf("caller %+v", c)
 	}
+	// The person's claim as an issuer sends groups: a list, a
+	// space-separated string, or a whole string holding a space.
+	f3 := setup(t, func(o *ontology.OIDC) {
+		o.Human = &ontology.HumanRule{Claim: "groups", Values: []string{"staff", "Support Staff"}}
+	})
+	for groups, want := range map[any]engine.ActorKind{
+		"staff": engine.ActorHuman, "admin staff": engine.ActorHuman, "Support Staff": engine.ActorHuman,
+		"admin": engine.ActorAgent, "Support": engine.ActorAgent,
+	} {
+		c, err := f3.resolver.Resolve(context.Background(), f3.token(t, f3.claims(map[string]any{"groups": groups})))
+		if err != nil || c.Kind != want {
+			t.Errorf("groups %q: %v (%v), want %v", groups, c, err, want)
+		}
+	}
+	for groups, want := range map[string]engine.ActorKind{"admin,staff": engine.ActorHuman, "admin": engine.ActorAgent} {
+		c, err := f3.resolver.Resolve(context.Background(), f3.token(t, f3.claims(map[string]any{"groups": strings.Split(groups, ",")})))
+		if err != nil || c.Kind != want {
+			t.Errorf("groups %q as a list: %v (%v), want %v", groups, c, err, want)
+		}
+	}
 }
 
 func TestRefusedTokens(t *testing.T) {
