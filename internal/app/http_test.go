@@ -32,7 +32,7 @@ func serveExample(t *testing.T, extra string) (http.Handler, error) {
 	}
 	_ = conn.Close(ctx)
 	cfg, err := ontology.Parse(append(append([]byte{}, orders.Config...),
-		"identity:\n  oidc: {issuer: \"http://127.0.0.1:1\", audience: orangerail, tenant_claim: org_id}\n"+extra...))
+		"identity:\n  oidc: {issuer: \"http://127.0.0.1:1\", audience: orangerail, tenant_claim: org_id, human: {claim: kind, values: [human]}}\n"+extra...))
 	if err != nil {
 		t.Fatal(err)
 	}

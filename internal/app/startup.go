@@ -26,7 +26,29 @@ func SecretProblems(cfg *ontology.Config) ontology.Problems {
 			problems = append(problems, problemOf("audit.checkpoint", err))
 		}
 	}
+	// The variables serve opens with: unset, it refuses to open.
+	for _, v := range []struct {
+		path, env string
+		read      bool
+	}{
+		{"datasource.url_env", cfg.Datasource.URLEnv, true},
+		{"sql_query.url_env", cfg.SQLQuery.URLEnv, cfg.SQLQuery.Enabled},
+		{"desk.client_secret_env", deskSecretEnv(cfg), true},
+	} {
+		if v.read && v.env != "" && os.Getenv(v.env) == "" {
+			problems = append(problems, ontology.Problem{Path: v.path, Message: "names " + v.env + ", which is not set: serve refuses to open without it"})
+		}
+	}
 	return problems
+}
+
+// deskSecretEnv is the variable holding the desk's client secret, or ""
+// for none (no desk, or a public client).
+func deskSecretEnv(cfg *ontology.Config) string {
+	if cfg.Desk == nil {
+		return ""
+	}
+	return cfg.Desk.ClientSecretEnv
 }
 
 // SecretWarnings is what serve warns of as it opens, in the files the

@@ -56,9 +56,11 @@ func newConfigCmd() *cobra.Command {
 			default:
 				problems = append(problems, app.SecretProblems(cfg)...)
 				warnings = app.SecretWarnings(cfg)
+				// The datasource's variable, as serve reads it; unset (a
+				// problem above), the URL given here is checked.
 				dsURL := url
-				if cfg.Datasource.URLEnv != "" {
-					dsURL = os.Getenv(cfg.Datasource.URLEnv)
+				if v := cfg.Datasource.URLEnv; v != "" && os.Getenv(v) != "" {
+					dsURL = os.Getenv(v)
 				}
 				if dsURL != "" {
 					_, found, err := app.CheckCatalog(cmd.Context(), cfg, dsURL)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // TestConfigCheckCredentials: config check lists each scheme's credential
@@ -183,5 +184,45 @@ actions:
 	code, _, stderr = runWithStdin(t, bytes.Repeat([]byte("#"), ontology.MaxConfigBytes+1), "config", "check", "-", "--database-url", "")
 	if code != exitError || !strings.Contains(stderr, "standard input") || !strings.Contains(stderr, "longer than") {
 		t.Fatalf("a config past the bound on stdin: exit %d %s", code, stderr)
+	}
+}
+
+// TestConfigCheckRefusesUnsetVariables: a variable serve opens with —
+// the datasource's URL, sql_query's, the desk's client secret — that is
+// not set is a problem, as serve refuses to open without it; config check
+// passed such a config, and checked the catalog against no URL rather
+// than the one given.
+func TestConfigCheckRefusesUnsetVariables(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "orangerail.yaml")
+	if err := os.WriteFile(file, []byte(`service: shop
+identity: {oidc: {issuer: "https://id.example.com", audience: a, tenant_claim: org, human: {claim: kind, values: [human]}}}
+datasource: {url_env: ORANGERAIL_TEST_UNSET_DATASOURCE}
+sql_query: {enabled: true, roles: [analyst], url_env: ORANGERAIL_TEST_UNSET_QUERY}
+desk: {client_id: desk, client_secret_env: ORANGERAIL_TEST_UNSET_DESK}
+upstreams:
+  carrier: {base_url: https://carrier.example.com}
+actions:
+  ping:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: GET, path: /ping}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "config", "check", file, "--database-url", "")
+	for _, want := range []string{
+		"datasource.url_env: names ORANGERAIL_TEST_UNSET_DATASOURCE, which is not set",
+		"sql_query.url_env: names ORANGERAIL_TEST_UNSET_QUERY, which is not set",
+		"desk.client_secret_env: names ORANGERAIL_TEST_UNSET_DESK, which is not set",
+		": 3 problem(s)",
+	} {
+		if code != exitFindings || !strings.Contains(out, want) {
+			t.Errorf("exit %d, output lacks %q:\n%s%s", code, want, out, stderr)
+		}
+	}
+	url := testdb.New(t)
+	if code, out, stderr := cli(t, "config", "check", file, "--database-url", url); code != exitFindings || !strings.Contains(out, "catalog checked against") {
+		t.Errorf("the URL given is not the one checked: exit %d\n%s%s", code, out, stderr)
 	}
 }

@@ -189,8 +189,13 @@ func TestBrokenConfigs(t *testing.T) {
 		{"public_url with a user", add("http: {public_url: \"https://u:p@mcp.example.com\"}\n"), []string{"http.public_url"}},
 		{"public_url without a host", add("http: {public_url: \"https://:443\"}\n"), []string{"http.public_url"}},
 		{"a desk without identity.oidc", add("desk: {client_id: desk}\n"), []string{"desk"}},
-		{"a desk over plain http off loopback", add("identity: {oidc: {issuer: https://id.example.com, audience: orangerail, tenant_claim: org_id}}\n" +
+		{"a desk over plain http off loopback", add("identity: {oidc: {issuer: https://id.example.com, audience: orangerail, tenant_claim: org_id, human: {claim: kind, values: [human]}}}\n" +
 			"desk: {client_id: desk}\nhttp: {public_url: \"http://desk.corp.example\"}\n"), []string{"http.public_url"}},
+		// Without the rule every caller is an agent: nobody signs in.
+		{"a desk without a person rule", add("identity: {oidc: {issuer: https://id.example.com, audience: orangerail, tenant_claim: org_id}}\n" +
+			"desk: {client_id: desk}\n"), []string{"identity.oidc.human"}},
+		// The body's bound refuses first, unrecorded.
+		{"an input bound past the body's", add("limits: {max_input_bytes: 2000000}\n"), []string{"limits.max_input_bytes"}},
 		{"a desk without a client id", add("desk: {client_secret_env: DESK_SECRET}\n"), []string{"desk"}},
 		{"a desk secret env that is no variable name", add("desk: {client_id: desk, client_secret_env: \"$X\"}\n"), []string{"desk.client_secret_env"}},
 		{"an allowed network that is no CIDR", add("identity: {allowed_networks: [10.0.0.0/8, 10.1.2.3, 10.0.0.0/33]}\n"), []string{"identity.allowed_networks.1", "identity.allowed_networks.2"}},
