@@ -64,8 +64,11 @@ func (c *Config) validateObservability(add func(path, format string, args ...any
 			add("tracing.otlp_endpoint", "is set while tracing.enabled is false: set tracing.enabled: true, or remove it")
 		}
 	}
-	if r := t.SampleRatio; r != nil && (*r < 0 || *r > 1) {
+	switch r := t.SampleRatio; {
+	case r != nil && (*r < 0 || *r > 1):
 		add("tracing.sample_ratio", "is %v; it must be from 0 to 1", *r)
+	case r != nil && !t.Enabled:
+		add("tracing.sample_ratio", "is set while tracing.enabled is false: set tracing.enabled: true, or remove it")
 	}
 }
 

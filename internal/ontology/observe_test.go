@@ -38,6 +38,7 @@ func TestObservabilityConfig(t *testing.T) {
 		{"an endpoint with a user", "tracing: {enabled: true, otlp_endpoint: \"https://u:p@otel:4318\"}\n", []string{"tracing.otlp_endpoint"}},
 		{"an endpoint while tracing is off", "tracing: {otlp_endpoint: \"http://otel:4318\"}\n", []string{"tracing.otlp_endpoint"}},
 		{"a ratio past 1", "tracing: {enabled: true, sample_ratio: 2}\n", []string{"tracing.sample_ratio"}},
+		{"a ratio while tracing is off", "tracing: {sample_ratio: 0.5}\n", []string{"tracing.sample_ratio"}},
 		{"an unknown tracing key", "tracing: {enabled: true, exporter: zipkin}\n", []string{"tracing.exporter"}},
 	} {
 		_, err := Parse([]byte(base + tt.extra))
