@@ -108,6 +108,18 @@ actions:
 	}
 }
 
+// pingAction is a config's one action, a public upstream's GET, for the
+// config check tests whose subject is elsewhere.
+const pingAction = `upstreams:
+  carrier: {base_url: https://carrier.example.com}
+actions:
+  ping:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: GET, path: /ping}}
+`
+
 // TestConfigCheckWarnsOfAReadableKey: config check says what serve warns
 // of as it opens — a checkpoint key_file its group or others may read —
 // as a warning, not a problem (the exit stays 0), in text and in --json;
@@ -125,15 +137,7 @@ func TestConfigCheckWarnsOfAReadableKey(t *testing.T) {
 	file := filepath.Join(dir, "orangerail.yaml")
 	if err := os.WriteFile(file, []byte(`service: shop
 audit: {checkpoint: {key_file: `+key+`}}
-upstreams:
-  carrier: {base_url: https://carrier.example.com}
-actions:
-  ping:
-    description: d
-    input: {type: object, properties: {}}
-    policy: {roles: [support]}
-    execute: {http: {upstream: carrier, method: GET, path: /ping}}
-`), 0o600); err != nil {
+`+pingAction), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	const warning = "warning: audit.checkpoint.key_file: mode -rw-r--r-- may be read by other users of this host"
@@ -163,16 +167,7 @@ actions:
 // standard input (a file named "-" was opened and not found), bounded as
 // a file is, and names it standard input.
 func TestConfigCheckReadsStandardInput(t *testing.T) {
-	config := []byte(`service: shop
-upstreams:
-  carrier: {base_url: https://carrier.example.com}
-actions:
-  ping:
-    description: d
-    input: {type: object, properties: {}}
-    policy: {roles: [support]}
-    execute: {http: {upstream: carrier, method: GET, path: /ping}}
-`)
+	config := []byte("service: shop\n" + pingAction)
 	code, out, stderr := runWithStdin(t, config, "config", "check", "-", "--database-url", "")
 	if code != exitOK || !strings.HasPrefix(out, "standard input: 0 problem(s)") {
 		t.Fatalf("a sound config on stdin: exit %d\n%s%s", code, out, stderr)
@@ -199,15 +194,7 @@ identity: {oidc: {issuer: "https://id.example.com", audience: a, tenant_claim: o
 datasource: {url_env: ORANGERAIL_TEST_UNSET_DATASOURCE}
 sql_query: {enabled: true, roles: [analyst], url_env: ORANGERAIL_TEST_UNSET_QUERY}
 desk: {client_id: desk, client_secret_env: ORANGERAIL_TEST_UNSET_DESK}
-upstreams:
-  carrier: {base_url: https://carrier.example.com}
-actions:
-  ping:
-    description: d
-    input: {type: object, properties: {}}
-    policy: {roles: [support]}
-    execute: {http: {upstream: carrier, method: GET, path: /ping}}
-`), 0o600); err != nil {
+`+pingAction), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := cli(t, "config", "check", file, "--database-url", "")
