@@ -367,8 +367,12 @@ func FailureModes() []FailureMode { return []FailureMode{FailClosed, FailOpen} }
 
 // Defaults of the HTTP front.
 const (
-	HTTPListenDefault          = "127.0.0.1:8080"
-	MaxBodyBytesDefault        = 1 << 20
+	HTTPListenDefault   = "127.0.0.1:8080"
+	MaxBodyBytesDefault = 1 << 20
+	// BodyEnvelopeBytes is the room a request body's default bound keeps
+	// beside limits.max_input_bytes for the JSON-RPC envelope around an
+	// action's input.
+	BodyEnvelopeBytes          = 64 << 10
 	ReadsPerMinuteDefault      = 120
 	WritesPerMinuteDefault     = 20
 	FailedAuthPerMinuteDefault = 20
@@ -1263,7 +1267,9 @@ func (c *Config) withDefaults() {
 	if h.PublicURL == "" {
 		h.PublicURL, _ = LoopbackURL(h.Listen)
 	}
-	h.MaxBodyBytes = cmp.Or(h.MaxBodyBytes, MaxBodyBytesDefault)
+	// A body holds an input and its JSON-RPC envelope: left out, its
+	// bound makes room for the largest input limits.max_input_bytes takes.
+	h.MaxBodyBytes = cmp.Or(h.MaxBodyBytes, max(MaxBodyBytesDefault, int64(c.Limits.MaxInputBytes)+BodyEnvelopeBytes))
 	r := &h.RateLimits
 	r.ReadsPerMinute = cmp.Or(r.ReadsPerMinute, ReadsPerMinuteDefault)
 	r.WritesPerMinute = cmp.Or(r.WritesPerMinute, WritesPerMinuteDefault)

@@ -237,12 +237,6 @@ func (c *Config) validate() Problems {
 		// to the desk, and no approval could be decided there.
 		add("identity.oidc.human", "is needed by the desk, which signs in only a person: say which callers are people (a claim and the values that make one)")
 	}
-	// A body is refused before its input is read: an input allowed past
-	// the body's bound would be answered X_MCP_BODY_TOO_LARGE, unrecorded,
-	// not X_INPUT_TOO_LARGE.
-	if in, body := c.Limits.MaxInputBytes, c.HTTP.MaxBodyBytes; int64(in) > body {
-		add("limits.max_input_bytes", "%d is more than http.max_body_bytes (%d), which bounds the whole request first: raise http.max_body_bytes above it (the JSON-RPC envelope needs room too), or lower this", in, body)
-	}
 	if r := c.HTTP.RateLimits; !slices.Contains(RateLimitStores(), r.Store) {
 		add("http.rate_limits.store", "is %q; it must be one of %v", r.Store, RateLimitStores())
 	}
