@@ -178,11 +178,13 @@ const DeskMaxBodyBytes = 64 << 10
 
 // desk builds the approvers' desk from the config's desk section.
 func (rt *Runtime) desk(resolver *identity.Resolver) (*web.Desk, error) {
+	env := deskSecretEnv(rt.Config)
+	if p := unsetVariable("desk.client_secret_env", env); p != nil {
+		return nil, errcode.New(errcode.ConfigInvalid, p.String(), nil)
+	}
 	secret := ""
-	if env := rt.Config.Desk.ClientSecretEnv; env != "" {
-		if secret = os.Getenv(env); secret == "" {
-			return nil, errcode.New(errcode.ConfigInvalid, "desk.client_secret_env names "+env+", which is not set", nil)
-		}
+	if env != "" {
+		secret = os.Getenv(env)
 	}
 	return web.New(web.Config{Ontology: rt.Config, ClientSecret: secret, Engine: rt.Engine, Store: rt.Store,
 		Resolver: resolver, Logger: rt.log})

@@ -35,11 +35,21 @@ func SecretProblems(cfg *ontology.Config) ontology.Problems {
 		{"sql_query.url_env", cfg.SQLQuery.URLEnv, cfg.SQLQuery.Enabled},
 		{"desk.client_secret_env", deskSecretEnv(cfg), true},
 	} {
-		if v.read && v.env != "" && os.Getenv(v.env) == "" {
-			problems = append(problems, ontology.Problem{Path: v.path, Message: "names " + v.env + ", which is not set: serve refuses to open without it"})
+		if p := unsetVariable(v.path, v.env); v.read && p != nil {
+			problems = append(problems, *p)
 		}
 	}
 	return problems
+}
+
+// unsetVariable is the problem of the setting at path, which names env, a
+// variable serve opens with, when env is not set; nil when it is, or when
+// the setting names none.
+func unsetVariable(path, env string) *ontology.Problem {
+	if env == "" || os.Getenv(env) != "" {
+		return nil
+	}
+	return &ontology.Problem{Path: path, Message: "names " + env + ", which is not set"}
 }
 
 // deskSecretEnv is the variable holding the desk's client secret, or ""
