@@ -16,9 +16,21 @@ import (
 // reaches, so the file is read aside (untilDone) and readFile returns once
 // ctx ends (X_INTERRUPTED, on the first signal).
 func readFile(ctx context.Context, path string, limit int64, what string) ([]byte, error) {
+	return readUntilDone(ctx, func() ([]byte, error) { return readBounded(path, limit, what) })
+}
+
+// readFrom is readFile of r, named name: standard input for a command
+// that reads it for "-".
+func readFrom(ctx context.Context, r io.Reader, name string, limit int64, what string) ([]byte, error) {
+	return readUntilDone(ctx, func() ([]byte, error) { return opfile.ReadAtMost(r, name, limit, what) })
+}
+
+// readUntilDone returns what read returns, or ctx's error should ctx end
+// first (untilDone), leaving read to run on.
+func readUntilDone(ctx context.Context, read func() ([]byte, error)) ([]byte, error) {
 	var data []byte
 	err := untilDone(ctx, func() (err error) {
-		data, err = readBounded(path, limit, what)
+		data, err = read()
 		return err
 	})
 	if err != nil {

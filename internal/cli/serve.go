@@ -16,7 +16,6 @@ import (
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/keyring"
 	"github.com/orangerail/orangerail/internal/ontology"
-	"github.com/orangerail/orangerail/internal/opfile"
 )
 
 // devKeyFile is where a stdio developer's server keeps its key between
@@ -155,11 +154,7 @@ func readConfig(ctx context.Context, path string) (*ontology.Config, error) {
 // refusal, as readConfig reads a file: to its end, bounded, until ctx
 // ends.
 func readConfigFrom(ctx context.Context, r io.Reader, name string) (*ontology.Config, error) {
-	var data []byte
-	err := untilDone(ctx, func() (err error) {
-		data, err = opfile.ReadAtMost(r, name, ontology.MaxConfigBytes, "config")
-		return err
-	})
+	data, err := readFrom(ctx, r, name, ontology.MaxConfigBytes, "config")
 	if err != nil {
 		return nil, err
 	}
