@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 )
@@ -61,6 +62,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// count. Its words, under the code every such refusal carries.
 		err = errcode.New(errcode.Usage, err.Error(), err)
 	}
+	err = database.ClassifyCommandError(err)
 	var pathErr *fs.PathError
 	var pgErr *pgconn.PgError
 	switch {

@@ -60,6 +60,21 @@ func TestAuditSettle(t *testing.T) {
 		t.Fatalf("an execution that may still be running was settled: exit %d %s", code, stderr)
 	}
 	oneLine(t, stderr, "X_EXECUTION_MAY_BE_RUNNING")
+	// Another settle of it holds its lock past the config's lock_timeout:
+	// refused as coded, the database's words after the code.
+	holder, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail.settle:acme:c-7', 0))"); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = settle(ownerURL, "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
+	_ = holder.Rollback(ctx)
+	if code != exitError || !strings.Contains(stderr, "Postgres ended the transaction at its limits") {
+		t.Fatalf("a settle that waited on another's lock: exit %d %s", code, stderr)
+	}
+	oneLine(t, stderr, "X_DATABASE_TIMEOUT")
 	time.Sleep(time.Until(started.Add(engine.ExecutionBound(cfg.Limits))))
 	code, _, stderr = settle(testdb.WithUser(t, ownerURL, login, "pw"), "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")
 	if code != exitError {

@@ -207,6 +207,41 @@ func ClassifyConnectError(cfg *pgx.ConnConfig, err error) error {
 	return errcode.New(errcode.DatabaseUnreachable, fmt.Sprintf("cannot reach Postgres at %s: %s", where, reason), err)
 }
 
+// ClassifyCommandError codes a failure of orangerail's database met by a
+// command (the CLI's) after it connected: a wait past the transaction's
+// limits, or a connection that did not answer within its deadline
+// (X_DATABASE_TIMEOUT), and a connection lost under the command, or one
+// the pool could not make (X_DATABASE_UNREACHABLE). The driver's words
+// follow: the operator's own database's, never an agent's to read. Any
+// other error is returned as it is.
+func ClassifyCommandError(err error) error {
+	var coded *errcode.Error
+	if err == nil || errors.As(err, &coded) {
+		return err
+	}
+	var netErr net.Error
+	var connect *pgconn.ConnectError
+	interpreted := store.InterpretError(err)
+	switch {
+	case errors.As(err, &connect):
+		return errcode.New(errcode.DatabaseUnreachable, "cannot reach Postgres: "+err.Error(), err)
+	case errors.Is(interpreted, store.ErrTimeout):
+		return errcode.New(errcode.DatabaseTimeout, "Postgres ended the transaction at its limits, and nothing it would have changed took effect: "+err.Error(), err)
+	case pgconn.Timeout(err) || (errors.As(err, &netErr) && netErr.Timeout()):
+		// Tested before a lost connection: a deadline met mid-message
+		// closes the connection, and reads as one lost too.
+		return errcode.New(errcode.DatabaseTimeout, "Postgres did not answer within the transaction's deadline"+unlessCommitSent+": "+err.Error(), err)
+	case errors.Is(interpreted, store.ErrUnavailable):
+		return errcode.New(errcode.DatabaseUnreachable, "the connection to Postgres was lost under the command"+unlessCommitSent+": "+err.Error(), err)
+	}
+	return err
+}
+
+// unlessCommitSent is what a command that lost its connection can say of
+// its transaction: Postgres rolls back one whose client went, but a
+// COMMIT that reached it took effect, its answer lost.
+const unlessCommitSent = "; its transaction did not commit, unless its COMMIT had reached Postgres (run the command again to see which)"
+
 // RedactURL returns where a URL or keyword/value string points, for
 // display: user, host, port and database, and never a password, in
 // whatever part of the string it was given.

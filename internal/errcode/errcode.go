@@ -17,6 +17,7 @@ type Code string
 const (
 	DatabaseURLInvalid   Code = "X_DATABASE_URL_INVALID"
 	DatabaseUnreachable  Code = "X_DATABASE_UNREACHABLE"
+	DatabaseTimeout      Code = "X_DATABASE_TIMEOUT"
 	DatabaseUnmigrated   Code = "X_DATABASE_UNMIGRATED"
 	DatabaseTooNew       Code = "X_DATABASE_TOO_NEW"
 	RollbackRefused      Code = "X_ROLLBACK_REFUSED"
@@ -190,6 +191,8 @@ var table = []Entry{
 		"Set DATABASE_URL (or --database-url) to a URL such as postgres://user@host:5432/dbname?sslmode=disable.", ""},
 	{DatabaseUnreachable, "The database server did not answer, refused the login, or answered with a TLS certificate that did not verify.",
 		"Check that Postgres is running and reachable at the host and port of the URL, and that the user may log in; for a certificate, that the URL's host is one the certificate names (sslmode=verify-full) and sslrootcert holds its issuer.", ""},
+	{DatabaseTimeout, "A command's transaction ran past its limits: a lock it waited on was held past lock_timeout, a statement ran past statement_timeout, or Postgres did not answer within the transaction's deadline (where a command reads a config, its limits: lock_timeout, statement_timeout twice and 5 seconds). A transaction Postgres ended at its limits did not commit; one it did not answer did not either, unless its COMMIT had been sent.",
+		"Run the command again. If it times out again, see what holds the lock or keeps Postgres busy (pg_stat_activity, pg_locks), or whether the network to it drops packets.", ""},
 	{DatabaseUnmigrated, "The database has no orangerail schema, or an older one than this binary needs.",
 		"Run `orangerail migrate up` against it.", ""},
 	{DatabaseTooNew, "The database was migrated by a newer orangerail than this binary.",
