@@ -1027,6 +1027,10 @@ type Policy struct {
 	// ApproverRoles are the roles of which a person needs one to decide
 	// this action's approvals. Defaults to approvals.approver_role.
 	ApproverRoles []string `yaml:"approver_roles"`
+	// approverRolesWritten: the config wrote ApproverRoles, where the
+	// defaults filled them otherwise; on an action whose calls never wait
+	// for a person, a list written is a mistake the defaults' is not.
+	approverRolesWritten bool
 }
 
 // ExecuteKind names what an action's execute does: which member of the
@@ -1251,7 +1255,11 @@ func (c *Config) withDefaults() {
 		c.Approvals.AuditorRole = AuditorRoleDefault
 	}
 	for _, a := range c.Actions {
-		if a != nil && len(a.Policy.ApproverRoles) == 0 {
+		if a == nil {
+			continue
+		}
+		a.Policy.approverRolesWritten = len(a.Policy.ApproverRoles) > 0
+		if !a.Policy.approverRolesWritten {
 			a.Policy.ApproverRoles = []string{c.Approvals.ApproverRole}
 		}
 	}

@@ -411,6 +411,10 @@ func validatePolicy(a *Action, path string, mapScoped bool, add func(path, forma
 		add(path+".policy", "%s: the action names no roles, no audience, no scope and no approval, so nobody was chosen to call it: "+
 			"set policy: {roles: [...]}, policy: {scope: ...}, policy: {audience: ...} or policy: {approval: required}", errcode.PolicyMissing)
 	}
+	if p.approverRolesWritten && p.Approval != ApprovalRequired {
+		add(path+".policy.approver_roles", "names who decides the action's approvals, but its calls never wait for a person: "+
+			"set policy: {approval: required}, or remove approver_roles")
+	}
 	switch {
 	case a.DeclaredDestructive() && p.Approval != ApprovalRequired && a.ApprovalWaived == "":
 		add(path+".policy.approval", "the action is destructive, so a person must approve each call: "+
