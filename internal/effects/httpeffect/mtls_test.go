@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -278,5 +279,93 @@ actions:
 		if saw[path] != w {
 			t.Errorf("%s presented %+v, want %+v", path, saw[path], w)
 		}
+	}
+}
+
+// TestTokenEndpointReachedAsItsUpstream: an oauth2_client_credentials
+// token endpoint is reached with its upstream's TLS settings — its
+// certificate checked against upstreams.NAME.ca_file (the test server's
+// own certificate: the system's roots would refuse it), and, on a call
+// that also presents an mtls scheme, with that client certificate, which
+// a call presenting only the token does not send (RFC 8705's
+// certificate-bound tokens).
+func TestTokenEndpointReachedAsItsUpstream(t *testing.T) {
+	ca, credential := clientCert(t, "orangerail-test-client")
+	clients := x509.NewCertPool()
+	clients.AddCert(ca)
+	var mu sync.Mutex
+	fetchedBy := map[string]string{} // the token's scope → the certificate its fetch presented
+	called := map[string]string{}    // the path → the Authorization it carried
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/token" {
+			cert := ""
+			if len(r.TLS.PeerCertificates) > 0 {
+				cert = r.TLS.PeerCertificates[0].Subject.CommonName
+			}
+			if err := r.ParseForm(); err != nil {
+				t.Error(err)
+			}
+			fetchedBy[r.PostForm.Get("scope")] = cert
+			_, _ = fmt.Fprintf(w, `{"access_token": "tok-%d", "token_type": "Bearer", "expires_in": 3600}`, len(fetchedBy))
+			return
+		}
+		called[r.URL.Path] = r.Header.Get("Authorization")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: clients, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: shop
+upstreams:
+  vault:
+    base_url: %[1]q
+    ca_file: %[2]q
+    auth:
+      client: {type: mtls}
+      bound: {type: oauth2_client_credentials, token_url: "%[1]s/token", scopes: [bound]}
+      plain: {type: oauth2_client_credentials, token_url: "%[1]s/token", scopes: [plain]}
+actions:
+  seal:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    destructive: false
+    execute: {http: {upstream: vault, method: POST, path: /seal, retry: never, auth: [bound, client]}}
+  peek:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: vault, method: GET, path: /peek, auth: [plain]}}
+`, srv.URL, caFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VAULT_CLIENT_CREDENTIAL", credential)
+	t.Setenv("VAULT_BOUND_CREDENTIAL", "id-1:secret-1")
+	t.Setenv("VAULT_PLAIN_CREDENTIAL", "id-2:secret-2")
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: testdb.RuntimePool(t, testdb.New(t)), Effects: effects.Factories(), Catalog: &ontology.Catalog{},
+		Key: make([]byte, engine.KeySize), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{"seal", "peek"} {
+		if out := e.Call(context.Background(), agent("acme"), action, json.RawMessage(`{}`)); out.Status != engine.StatusOK {
+			t.Fatalf("%s: %s %s %v", action, out.Status, out.Diagnostic, out.Err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := map[string]string{"bound": "orangerail-test-client", "plain": ""}; !maps.Equal(fetchedBy, want) {
+		t.Errorf("the token fetches presented %v, want %v", fetchedBy, want)
+	}
+	if !strings.HasPrefix(called["/seal"], "Bearer tok-") || !strings.HasPrefix(called["/peek"], "Bearer tok-") || called["/seal"] == called["/peek"] {
+		t.Errorf("the calls carried %v, want each its own scheme's token", called)
 	}
 }
