@@ -20,7 +20,7 @@ WHERE tenant_id = @tenant_id AND size = @size;
 -- name: CheckpointPage :many
 -- A tenant's checkpoints of size above after_size, smallest first, at most
 -- page_size: what audit verify checks each note of.
-SELECT size, root_hash, verifier_key, note
+SELECT size, root_hash, origin, verifier_key, note
 FROM orangerail.audit_checkpoints
 WHERE tenant_id = @tenant_id AND size > @after_size::bigint
 ORDER BY size

@@ -307,6 +307,7 @@ var noteText = map[engine.NoteReason]string{
 	engine.NoteKeyInvalid: "the public key stored with it is not a signed-note key",
 	engine.NoteNotSigned:  "none of the keys it was checked under signed it (--key, else the key stored with it), or it is not a signed note",
 	engine.NoteOtherTree:  "it is signed, and names another size or root than its row",
+	engine.NoteOtherLog:   "it is signed, and is a checkpoint of another log: its origin is not its row's, or not of its row's tenant",
 }
 
 var checkpointText = map[engine.CheckpointProblem]string{

@@ -157,7 +157,7 @@ func (q *Queries) CheckpointLatest(ctx context.Context, db DBTX, tenantID string
 }
 
 const checkpointPage = `-- name: CheckpointPage :many
-SELECT size, root_hash, verifier_key, note
+SELECT size, root_hash, origin, verifier_key, note
 FROM orangerail.audit_checkpoints
 WHERE tenant_id = $1 AND size > $2::bigint
 ORDER BY size
@@ -173,6 +173,7 @@ type CheckpointPageParams struct {
 type CheckpointPageRow struct {
 	Size        int64
 	RootHash    []byte
+	Origin      string
 	VerifierKey string
 	Note        string
 }
@@ -191,6 +192,7 @@ func (q *Queries) CheckpointPage(ctx context.Context, db DBTX, arg *CheckpointPa
 		if err := rows.Scan(
 			&i.Size,
 			&i.RootHash,
+			&i.Origin,
 			&i.VerifierKey,
 			&i.Note,
 		); err != nil {

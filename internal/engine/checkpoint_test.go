@@ -358,6 +358,32 @@ func TestVerifyHoldsTheChainToItsCheckpoint(t *testing.T) {
 			t.Fatalf("%s: %+v, want %s", tc.name, r.CheckpointFindings, tc.want)
 		}
 	}
+
+	// A note of the very tree acme's row names, signed by the same key,
+	// of another log: bravo's, or another deployment's acme. Its size and
+	// root are the row's, and the chain makes that root: only its origin
+	// tells.
+	for _, origin := range []string{testDeployment + "/bravo", "another.deployment/acme"} {
+		b := setup(t)
+		appendBulk(t, b.runtime, "acme", 0, 5)
+		signNow(t, b.runtime, "acme", signer, 5)
+		var root []byte
+		if err := b.admin.QueryRow(ctx, "SELECT root_hash FROM orangerail.audit_checkpoints WHERE tenant_id = 'acme' AND size = 5").Scan(&root); err != nil {
+			t.Fatal(err)
+		}
+		foreign, err := signer.Sign(checkpoint.Checkpoint{Origin: origin, Size: 5, Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tamper(t, b, setCheckpoint("note = $note$"+foreign+"$note$")...)
+		r, err := engine.VerifyTenant(ctx, b.runtime, "acme", engine.VerifyOptions{})
+		if err != nil || r.Break != nil {
+			t.Fatalf("%s: %+v, %v", origin, r, err)
+		}
+		if f := r.CheckpointFindings; r.OK() || len(f) != 1 || f[0].Problem != engine.CheckpointNoteInvalid || f[0].Reason != engine.NoteOtherLog {
+			t.Fatalf("a note of %s stored as acme's: %+v", origin, f)
+		}
+	}
 }
 
 // TestVerifyChecksEveryCheckpointsNote: a checkpoint signed with a key

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/mod/sumdb/note"
@@ -67,6 +68,11 @@ const (
 	// NoteOtherTree: the note is signed, and names another size or root
 	// than its row.
 	NoteOtherTree NoteReason = "names_another_tree"
+	// NoteOtherLog: the note is signed, and its origin is not the row's,
+	// or not one of the row's tenant (checkpoint.Origin: it ends in
+	// "/<tenant>"): a checkpoint of another tenant's log, or another
+	// deployment's, stored as this one's.
+	NoteOtherLog NoteReason = "names_another_log"
 )
 
 // checkpointCheck holds a tenant's chain, as the verifier streams it in
@@ -186,6 +192,9 @@ func noteReason(c *store.Checkpoint, keys note.Verifiers) NoteReason {
 	}
 	if int64(body.Size) != c.Size || !bytes.Equal(body.Root, c.RootHash) { //nolint:gosec // G115: a size is far below 2^63
 		return NoteOtherTree
+	}
+	if body.Origin != c.Origin || !strings.HasSuffix(c.Origin, "/"+c.TenantID) {
+		return NoteOtherLog
 	}
 	return ""
 }

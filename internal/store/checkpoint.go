@@ -71,7 +71,7 @@ func (s *Store) CheckpointAt(ctx context.Context, tenantID string, size int64) (
 func (s *Store) CheckpointPage(ctx context.Context, tenantID string, afterSize int64, limit int32) ([]*Checkpoint, error) {
 	rows, err := s.q.CheckpointPage(ctx, s.x, &db.CheckpointPageParams{TenantID: tenantID, AfterSize: afterSize, PageSize: limit})
 	return all(rows, err, func(r *db.CheckpointPageRow) *Checkpoint {
-		return &Checkpoint{TenantID: tenantID, Size: r.Size, RootHash: r.RootHash, VerifierKey: r.VerifierKey, Note: r.Note}
+		return &Checkpoint{TenantID: tenantID, Size: r.Size, RootHash: r.RootHash, Origin: r.Origin, VerifierKey: r.VerifierKey, Note: r.Note}
 	})
 }
 
