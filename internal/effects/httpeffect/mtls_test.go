@@ -66,6 +66,25 @@ func clientCert(t *testing.T, cn string) (*x509.Certificate, string) {
 		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
 }
 
+// tlsUpstream starts an HTTPS server of handler that verifies a client
+// certificate signed by clientCA — required, or only when one is given —
+// and writes its own certificate to a ca_file: the upstream's private
+// CA, which the system's roots would refuse.
+func tlsUpstream(t *testing.T, handler http.HandlerFunc, clientCA *x509.Certificate, auth tls.ClientAuthType) (srv *httptest.Server, caFile string) {
+	t.Helper()
+	clients := x509.NewCertPool()
+	clients.AddCert(clientCA)
+	srv = httptest.NewUnstartedServer(handler)
+	srv.TLS = &tls.Config{ClientAuth: auth, ClientCAs: clients, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return srv, caFile
+}
+
 const mtlsConfig = `service: shop
 upstreams:
   vault:
@@ -89,24 +108,15 @@ actions:
 // the handler; a ca_file of no certificate stops the engine being made.
 func TestMutualTLS(t *testing.T) {
 	ca, credential := clientCert(t, "orangerail-test-client")
-	clients := x509.NewCertPool()
-	clients.AddCert(ca)
 	var served atomic.Int32
 	var peer atomic.Value
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, caFile := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
 		peer.Store(r.TLS.PeerCertificates[0].Subject.CommonName)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"sealed": true}`))
-	}))
-	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	}, ca, tls.RequireAndVerifyClientCert)
 	cfg, err := ontology.Parse(fmt.Appendf(nil, mtlsConfig, srv.URL, caFile))
 	if err != nil {
 		t.Fatal(err)
@@ -193,12 +203,12 @@ actions:
 // presents its scheme.
 func TestPresentedSchemes(t *testing.T) {
 	ca, credential := clientCert(t, "orangerail-test-client")
-	clients := x509.NewCertPool()
-	clients.AddCert(ca)
 	type seen struct{ cert, key, user string }
 	var mu sync.Mutex
 	saw := map[string]seen{}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The server asks for a certificate and takes a connection without
+	// one, so what each call presents can be seen.
+	srv, caFile := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		s := seen{key: r.Header.Get("X-Key")}
 		if len(r.TLS.PeerCertificates) > 0 {
 			s.cert = r.TLS.PeerCertificates[0].Subject.CommonName
@@ -209,16 +219,7 @@ func TestPresentedSchemes(t *testing.T) {
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{}`))
-	}))
-	// The server asks for a certificate and takes a connection without
-	// one, so what each call presents can be seen.
-	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: clients, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	}, ca, tls.VerifyClientCertIfGiven)
 	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: shop
 upstreams:
   vault:
@@ -291,12 +292,10 @@ actions:
 // certificate-bound tokens).
 func TestTokenEndpointReachedAsItsUpstream(t *testing.T) {
 	ca, credential := clientCert(t, "orangerail-test-client")
-	clients := x509.NewCertPool()
-	clients.AddCert(ca)
 	var mu sync.Mutex
 	fetchedBy := map[string]string{} // the token's scope → the certificate its fetch presented
 	called := map[string]string{}    // the path → the Authorization it carried
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, caFile := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -314,14 +313,7 @@ func TestTokenEndpointReachedAsItsUpstream(t *testing.T) {
 		}
 		called[r.URL.Path] = r.Header.Get("Authorization")
 		_, _ = w.Write([]byte(`{}`))
-	}))
-	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: clients, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	}, ca, tls.VerifyClientCertIfGiven)
 	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: shop
 upstreams:
   vault:
