@@ -130,3 +130,52 @@ func TestHardeningGapsListRolePowers(t *testing.T) {
 		t.Errorf("hardening_gaps lists a superuser:\n%s", got)
 	}
 }
+
+// TestHardeningGapsListAnAuditorsLocks: a grant of one of the server's
+// coordination built-ins (an advisory lock, pg_notify) to
+// orangerail_auditor — the migrations revoke them — is a hardening gap,
+// with the REVOKE that ends it; one of the reads (set_config) is not. In
+// a transaction rolled back: other tests list the gaps meanwhile.
+func TestHardeningGapsListAnAuditorsLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testdb.Pool(t, testdb.New(t))
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing of the test's is kept
+	gaps := func() []string {
+		t.Helper()
+		rows, err := tx.Query(ctx, "SELECT gap || ': ' || fix FROM orangerail.hardening_gaps() WHERE gap LIKE 'orangerail_auditor may%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := gaps(); len(got) != 0 {
+		t.Fatalf("a database just migrated lists %q", got)
+	}
+	if _, err := tx.Exec(ctx, "GRANT EXECUTE ON FUNCTION pg_catalog.pg_advisory_lock(bigint), pg_catalog.pg_notify(text, text), pg_catalog.set_config(text, text, boolean) TO orangerail_auditor"); err != nil {
+		t.Fatal(err)
+	}
+	got := gaps()
+	if len(got) != 2 || !strings.HasPrefix(got[0], "orangerail_auditor may execute pg_catalog.pg_advisory_lock(bigint)") ||
+		!strings.HasSuffix(got[0], ": REVOKE EXECUTE ON FUNCTION pg_catalog.pg_advisory_lock(bigint) FROM orangerail_auditor;") ||
+		!strings.HasPrefix(got[1], "orangerail_auditor may execute pg_catalog.pg_notify(text,text)") {
+		t.Fatalf("the auditor's grants listed as %q", got)
+	}
+	for _, g := range got {
+		_, fix, _ := strings.Cut(g, ": REVOKE")
+		if _, err := tx.Exec(ctx, "REVOKE"+fix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := gaps(); len(got) != 0 {
+		t.Fatalf("once fixed, %q", got)
+	}
+}

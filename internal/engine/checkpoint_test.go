@@ -1007,3 +1007,46 @@ func TestAuditorsReadTheirTenantsCheckpoints(t *testing.T) {
 		t.Fatal("an auditor wrote a checkpoint")
 	}
 }
+
+// TestAuditorTakesNoLocks: an auditor login, granted only globex, can
+// take none of the locks the server keys on a tenant's id alone, nor
+// notify or move a sequence: acme's checkpoint is signed and its sweep
+// runs whatever the auditor tries. Its reads (set_config among them) it
+// keeps.
+func TestAuditorTakesNoLocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	appendBulk(t, b.runtime, "acme", 0, 3)
+	appendBulk(t, b.runtime, "globex", 0, 1)
+	auditor := auditorLogin(t, b, "globex")
+	for _, stmt := range []string{
+		"SELECT pg_advisory_lock(hashtextextended('orangerail checkpoint sign ' || 'acme', 0))",
+		"SELECT pg_try_advisory_lock(hashtextextended('orangerail approval sweep ' || 'acme', 0))",
+		"SELECT pg_advisory_lock_shared(1)",
+		"SELECT pg_advisory_lock(1, 2)",
+		"SELECT pg_notify('orangerail', 'x')",
+	} {
+		if _, err := auditor.Exec(ctx, stmt); sqlState(err) != "42501" {
+			t.Errorf("an auditor ran %s: %v, want permission denied (42501)", stmt, err)
+		}
+	}
+	if _, err := auditor.Exec(ctx, "SELECT set_config('orangerail.tenant_id', 'globex', false)"); err != nil {
+		t.Fatalf("an auditor may no longer name its tenant: %v", err)
+	}
+	// Bounded: were the auditor holding acme's signing lock, signing
+	// would wait for it as long as the auditor's session lasts.
+	signer, _ := signingKey(t, "orangerail.test")
+	signCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if c, err := engine.SignCheckpoint(signCtx, b.runtime, "acme", signer, testDeployment); err != nil || c == nil || c.Size != 3 {
+		t.Fatalf("acme's checkpoint beside the auditor: %+v, %v", c, err)
+	}
+	var swept bool
+	if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		swept, err = store.New(tx).ApprovalSweepLock(ctx, "acme")
+		return err
+	}); err != nil || !swept {
+		t.Fatalf("acme's sweep may not run: %v, %v", swept, err)
+	}
+}
