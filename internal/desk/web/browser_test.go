@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/orangerail/orangerail/internal/browsertest"
 	"github.com/orangerail/orangerail/internal/desk/web"
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/store"
 )
@@ -171,5 +174,45 @@ func TestDeskInABrowser(t *testing.T) {
 	positive, err := chromedp.Run(bob, chromedp.Evaluate[int](`[...document.querySelectorAll("[tabindex]")].filter(e => e.tabIndex > 0).length`))
 	if err != nil || positive != 0 {
 		t.Fatalf("%d elements reorder the focus (%v)", positive, err)
+	}
+}
+
+// TestAMultiLineNoteInABrowser: a person pastes a note of many lines into
+// the reject form, as much as its textarea takes. Chromium's maxlength
+// counts each line break as one character and the form sends it as
+// CRLF; the rejection is recorded with the note as the textarea held it.
+func TestAMultiLineNoteInABrowser(t *testing.T) {
+	f := newFixture(t)
+	id := f.stage(t, "o-1001")
+	ada := browsertest.New(t)
+	signInBrowser(ada, t, f, "ada")
+	wait, cancel := context.WithTimeout(ada, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(wait,
+		chromedp.Navigate(f.base+web.Path+"/"+id),
+		chromedp.WaitVisible(chromedp.ID("reject-note")),
+		chromedp.Focus(chromedp.ID("reject-note")),
+		// Inserted as pasted text, which the browser holds to maxlength.
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: strings.Repeat("line\n", 1200)})
+			return err
+		}),
+	); err != nil {
+		t.Fatal(err)
+	}
+	held, err := chromedp.Run(wait, chromedp.Evaluate[string](`document.getElementById("reject-note").value`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != engine.MaxNoteChars || !strings.Contains(held, "\n") {
+		t.Fatalf("the textarea holds %d characters, want its maxlength %d of lines", len(held), engine.MaxNoteChars)
+	}
+	if err := chromedp.Do(wait, chromedp.Click(chromedp.ID("reject")), chromedp.WaitVisible(chromedp.CSS("p.notice"))); err != nil {
+		body, _ := chromedp.Run(ada, chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("rejecting with the note: %v; the page says:\n%.400s", err, body)
+	}
+	v, err := f.rt.Engine.ShowApproval(context.Background(), tenant, id)
+	if err != nil || v.Status != store.ApprovalRejected || v.DecisionNote == nil || *v.DecisionNote != held {
+		t.Fatalf("after the rejection: %+v (%v)", v, err)
 	}
 }

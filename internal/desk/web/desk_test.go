@@ -1000,6 +1000,36 @@ func TestANoteTheTextareaTakesIsRecorded(t *testing.T) {
 	if done.status != http.StatusOK || !strings.Contains(done.body, "this approval is rejected") {
 		t.Fatalf("a note of %d three-byte characters: %d\n%s", n, done.status, done.body)
 	}
+
+	// A note of lines, as a browser submits it: maxlength counts each
+	// line break as one character, the form sends it as CRLF. Recorded as
+	// the textarea held it.
+	id = f.stage(t, "o-1002")
+	detail = ada.get(f.base + web.Path + "/" + id)
+	typed := strings.Repeat("a\n", n/2)
+	done = ada.follow(ada.submit(detail, "reject-form", map[string]string{"note": strings.ReplaceAll(typed, "\n", "\r\n")}))
+	if done.status != http.StatusOK || !strings.Contains(done.body, "this approval is rejected") {
+		t.Fatalf("a note of %d lines: %d\n%s", n/2, done.status, done.body)
+	}
+	v, err := f.rt.Engine.ShowApproval(context.Background(), tenant, id)
+	if err != nil || v.DecisionNote == nil || *v.DecisionNote != typed {
+		t.Fatalf("the note of lines recorded as %v (%v)", v, err)
+	}
+
+	// A note the server refuses (sent past the textarea, one character
+	// too long) is refused on the approval's page, coded, and kept in the
+	// form it came from, to mend: not lost with the page.
+	id = f.stage(t, "o-1001") // its first approval is rejected: a new one
+	detail = ada.get(f.base + web.Path + "/" + id)
+	long := "\n" + strings.Repeat("b", engine.MaxNoteChars)
+	refused := ada.submit(detail, "reject-form", map[string]string{"note": long})
+	kept := regexp.MustCompile(`(?s)<textarea id="reject-note"[^>]*>\n(.*?)</textarea>`).FindStringSubmatch(refused.body)
+	if refused.status != http.StatusBadRequest || !strings.Contains(refused.body, string(errcode.RequestInvalid)) || kept == nil || kept[1] != long {
+		t.Fatalf("a note one character too long: %d, kept %q\n%s", refused.status, kept, refused.body)
+	}
+	if v, err := f.rt.Engine.ShowApproval(context.Background(), tenant, id); err != nil || v.Status != store.ApprovalPending {
+		t.Fatalf("after the refused note: %v (%v)", v, err)
+	}
 }
 
 // TestUnknownPagesAreRefusedWithACode: a path the desk has no page for,

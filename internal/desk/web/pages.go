@@ -70,6 +70,19 @@ type detail struct {
 	// Unshown: the input could not be shown (a sealed input this replica
 	// cannot open), so it may be rejected, never approved.
 	Unshown bool
+	// ApproveNote and RejectNote are what the person had typed into that
+	// form, when its decision was refused: shown again, not lost.
+	ApproveNote, RejectNote string
+}
+
+// refusedDecision is a decision the desk did not record, shown on the
+// approval's page: why, and the note the person typed, which the page
+// keeps in the form it came from.
+type refusedDecision struct {
+	code    errcode.Code
+	msg     string
+	approve bool
+	note    string
 }
 
 func funcs() template.FuncMap {
@@ -229,7 +242,7 @@ func (d *Desk) detail(w http.ResponseWriter, r *http.Request, s *session) {
 
 // showDetail renders one approval; refused, when set, is a decision the
 // engine just refused.
-func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, status int, refused *engine.Outcome) {
+func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, status int, refused *refusedDecision) {
 	v, err := d.show(r.Context(), s.caller, r.PathValue("id"))
 	switch errcode.Of(err) {
 	case errcode.ApprovalNotFound:
@@ -284,10 +297,14 @@ func (d *Desk) showDetail(w http.ResponseWriter, r *http.Request, s *session, st
 		p.Notice = "Your decision is recorded: this approval is " + string(v.Status) + "."
 	}
 	if refused != nil {
-		p.Code = string(refused.Code)
-		p.Error = refusalText(refused.Code)
-		if e, ok := errcode.Explain(string(refused.Code)); ok {
+		p.Code, p.Error = string(refused.code), refused.msg
+		if e, ok := errcode.Explain(string(refused.code)); ok {
 			p.Fix = e.Fix
+		}
+		if refused.approve {
+			dt.ApproveNote = refused.note
+		} else {
+			dt.RejectNote = refused.note
 		}
 	}
 	d.render(w, r, status, "detail.html", p)
@@ -325,9 +342,13 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		d.refuseIn(w, r, s, http.StatusBadRequest, formRefusedCode, "The form named no decision; use the Approve or Reject button.")
 		return
 	}
-	id, note := r.PathValue("id"), r.PostFormValue("note")
+	// A form submits a textarea's line breaks as CRLF, while its maxlength
+	// counted each as one character: the note is read back as the person
+	// typed it (the textarea's value), so one the textarea took is taken.
+	id, note := r.PathValue("id"), strings.ReplaceAll(r.PostFormValue("note"), "\r\n", "\n")
 	if p := engine.NoteProblem(note); p != "" {
-		d.refuseIn(w, r, s, http.StatusBadRequest, errcode.RequestInvalid, "The decision was not recorded: its "+p+".")
+		d.showDetail(w, r, s, http.StatusBadRequest, &refusedDecision{code: errcode.RequestInvalid,
+			msg: "Your decision was not recorded: its " + p + ". Your note is below, to mend.", approve: approve, note: note})
 		return
 	}
 	out := d.decideApproval(r.Context(), s.caller, id, approve, r.PostFormValue("digest"), note)
@@ -348,7 +369,7 @@ func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
 		d.failed(w, r, "record the decision", errors.New(string(out.Status)))
 		return
 	}
-	d.showDetail(w, r, s, status, out)
+	d.showDetail(w, r, s, status, &refusedDecision{code: out.Code, msg: refusalText(out.Code), approve: approve, note: note})
 }
 
 // auditPage is the audit view: the chain head and a page of records.
