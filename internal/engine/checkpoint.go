@@ -213,6 +213,9 @@ func extendFrontier(ctx context.Context, st *store.Store, tenant string, f *chec
 		if !bytes.Equal(rows[0].Hash, ChainHash(rows[0].PrevHash, rows[0].Seq, rows[0].Entry)) {
 			return broken(after, "the record's bytes do not match its hash")
 		}
+		if err := inFrontier(ctx, st, tenant, f); err != nil {
+			return err
+		}
 		prev = rows[0].Hash
 	}
 	for after < upto {
@@ -240,6 +243,52 @@ func extendFrontier(ctx context.Context, st *store.Store, tenant string, f *chec
 	}
 	if last != nil && !bytes.Equal(prev, last) {
 		return broken(upto, "the chain head does not name the last record")
+	}
+	return nil
+}
+
+// inFrontier checks that the records of the frontier's last perfect
+// subtree still make its root: the record the frontier ends with, and the
+// ones it pairs with, are those the checkpoint signed. Without it a record
+// rewritten under the last checkpoint, its hash and every later link
+// recomputed, would pass its own check above, and the new records would
+// be signed into a tree that is no longer that of the stored records. The
+// subtree holds as many records as the lowest set bit of the frontier's
+// size says: one for an odd size, and at most the whole tree for a power
+// of two — a read of hashes alone, a page at a time.
+func inFrontier(ctx context.Context, st *store.Store, tenant string, f *checkpoint.Frontier) error {
+	size := f.Size()
+	hashes := f.Hashes()
+	last := int64(size & -size) //nolint:gosec // G115: a tree's size is a seq
+	sub, err := checkpoint.NewFrontier(0, nil)
+	if err != nil {
+		return err
+	}
+	end := int64(size) //nolint:gosec // G115: a tree's size is a seq
+	for after := end - last; after < end; {
+		rows, err := st.AuditLinks(ctx, tenant, after, min(after+checkpointPage, end), false)
+		if err != nil {
+			return fmt.Errorf("read audit links: %w", err)
+		}
+		if len(rows) == 0 {
+			return broken(after+1, "a record the last checkpoint covers is missing")
+		}
+		for _, r := range rows {
+			if r.Seq != after+1 {
+				return broken(after+1, "a record the last checkpoint covers is missing")
+			}
+			if err := sub.Append(r.Hash); err != nil {
+				return err
+			}
+			after = r.Seq
+		}
+	}
+	root, err := sub.Root()
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(root, hashes[len(hashes)-1]) {
+		return broken(end, "the records the last checkpoint covers no longer make its tree (one was rewritten since it was signed)")
 	}
 	return nil
 }

@@ -309,6 +309,20 @@ func TestRewrittenRecordBreaksTheProofs(t *testing.T) {
 	if _, err := engine.SignCheckpoint(ctx, other.runtime, "acme", signer, testDeployment); errcode.Of(err) != errcode.AuditChainBroken {
 		t.Fatalf("signing after the last checkpoint's record changed: %v", err)
 	}
+	// Nor over a record the last checkpoint covers rewritten with every
+	// link after it recomputed, so that each record matches its hash: the
+	// records no longer make the checkpoint's tree. Its size odd (the
+	// last subtree one record), or a power of two (the whole tree).
+	for _, size := range []int64{5, 8} {
+		rewritten := setup(t)
+		appendBulk(t, rewritten.runtime, "acme", 0, int(size))
+		signNow(t, rewritten.runtime, "acme", signer, size)
+		appendBulk(t, rewritten.runtime, "acme", int(size), 2)
+		tamper(t, rewritten, rechain("acme", 3)...)
+		if _, err := engine.SignCheckpoint(ctx, rewritten.runtime, "acme", signer, testDeployment); errcode.Of(err) != errcode.AuditChainBroken {
+			t.Fatalf("signing over a record the checkpoint of size %d covers, rewritten and relinked: %v", size, err)
+		}
+	}
 }
 
 // TestVerifyHoldsTheChainToItsCheckpoint: audit verify reports a
