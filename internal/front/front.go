@@ -339,6 +339,9 @@ func (rt *route) ServeHTTP(raw http.ResponseWriter, r *http.Request) {
 	if p.CheckOrigin && !f.hostAndOriginAllowed(w, r) {
 		return
 	}
+	if p.CheckOrigin && f.corsAnswered(w, r) {
+		return
+	}
 	var caller *identity.Caller
 	if p.Auth == AuthBearer {
 		var ok bool

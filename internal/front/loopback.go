@@ -46,6 +46,45 @@ func (f *Front) hostAndOriginAllowed(w http.ResponseWriter, r *http.Request) boo
 	return false
 }
 
+// The CORS answer of an origin hostAndOriginAllowed admits: a browser
+// client of a listed origin (or a loopback one, on a loopback server)
+// sends its token and JSON only after a preflight, and reads an answer
+// only when it names the origin.
+const (
+	corsMethods = "GET, POST, DELETE"
+	// corsHeaders are the request headers a Streamable HTTP client sends
+	// besides the ones a browser always may.
+	corsHeaders = "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID"
+	// corsExposed are the answer's headers a client reads: the session,
+	// the challenge naming the resource's metadata, and when to retry.
+	corsExposed = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
+	corsMaxAge  = "600"
+)
+
+// corsAnswered names a request's Origin, which hostAndOriginAllowed
+// admitted, in every answer to it, and answers a preflight itself (before
+// the bearer check: a browser sends no token with one) and reports true.
+// Where identity.refuse_browser_origins refuses every Origin, it names
+// none: no browser may call, and none is told it may.
+func (f *Front) corsAnswered(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || f.c.Ontology.Identity.RefuseBrowserOrigins {
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Expose-Headers", corsExposed)
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", corsMethods)
+	h.Set("Access-Control-Allow-Headers", corsHeaders)
+	h.Set("Access-Control-Max-Age", corsMaxAge)
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
 // isLoopback reports whether a host, with or without a port, is loopback:
 // exactly "localhost", or an address in 127.0.0.0/8 or ::1. It reads a
 // name as go-sdk's localhost protection reads a Host, so that the front
