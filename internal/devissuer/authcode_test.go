@@ -2,6 +2,7 @@ package devissuer_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -117,6 +118,14 @@ func TestAuthorizationCodeWithPKCEIssuesVerifiableTokens(t *testing.T) {
 			}
 			if idClaims["iat"] == nil || idClaims["auth_time"] == nil || idClaims["name"] != "Ada" {
 				t.Errorf("ID token claims %v lack iat, auth_time or the account's claims", idClaims)
+			}
+			// Its at_hash binds it to the access token, and marks it an ID
+			// token: no resource takes it as its bearer token.
+			if err := idToken.VerifyAccessToken(tok.AccessToken); err != nil || idToken.AccessTokenHash == "" {
+				t.Errorf("the ID token's at_hash %q: %v", idToken.AccessTokenHash, err)
+			}
+			if typ := headerType(t, tok.AccessToken); typ != "at+jwt" {
+				t.Errorf("the access token's typ is %q, want RFC 9068's at+jwt", typ)
 			}
 
 			// The access token is for the configured audience and carries
@@ -361,4 +370,21 @@ func TestLoginPageIsLockedDown(t *testing.T) {
 	if p.header.Get("Cache-Control") != "no-store" || p.header.Get("X-Frame-Options") != "DENY" {
 		t.Errorf("headers %v", p.header)
 	}
+}
+
+// headerType returns the typ of a token's header.
+func headerType(t *testing.T, token string) string {
+	t.Helper()
+	header, _, _ := strings.Cut(token, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Typ string `json:"typ"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		t.Fatal(err)
+	}
+	return h.Typ
 }

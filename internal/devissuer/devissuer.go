@@ -224,7 +224,7 @@ func (i *Issuer) Handler() http.Handler {
 			"scopes_supported":                      []string{"openid"},
 			"subject_types_supported":               []string{"public"},
 			"id_token_signing_alg_values_supported": []string{string(jose.ES256)},
-			"claims_supported":                      []string{"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce"},
+			"claims_supported":                      []string{"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "at_hash"},
 			// RFC 9207: the authorization response names its issuer.
 			"authorization_response_iss_parameter_supported": true,
 		})
@@ -268,6 +268,8 @@ type Claims struct {
 	Expiry    time.Time
 	NotBefore time.Time
 	Extra     map[string]any
+	// Type is the header's typ: JWT when empty.
+	Type string
 }
 
 // Token mints a token signed with the current key.
@@ -277,7 +279,7 @@ func (i *Issuer) Token(c Claims) (string, error) {
 
 // SignWith mints a token signed with k, published or not.
 func SignWith(k *Key, c Claims) (string, error) {
-	signer, err := newSigner(k)
+	signer, err := newSigner(k, cmp.Or(c.Type, typeJWT))
 	if err != nil {
 		return "", err
 	}
@@ -292,14 +294,21 @@ func SignWith(k *Key, c Claims) (string, error) {
 	return jwt.Signed(signer).Claims(registered).Claims(c.Extra).Serialize()
 }
 
-func newSigner(k *Key) (jose.Signer, error) {
+// The header types the issuer signs: an access token's is RFC 9068's, any
+// other token's (an ID token's) plain JWT.
+const (
+	typeJWT         = "JWT"
+	typeAccessToken = "at+jwt"
+)
+
+func newSigner(k *Key, typ string) (jose.Signer, error) {
 	return jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k.private},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.ID))
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)).WithHeader("kid", k.ID))
 }
 
-// sign mints a token from a complete claim set.
-func (i *Issuer) sign(claims map[string]any) (string, error) {
-	signer, err := newSigner(i.signingKey())
+// sign mints a token of header type typ from a complete claim set.
+func (i *Issuer) sign(typ string, claims map[string]any) (string, error) {
+	signer, err := newSigner(i.signingKey(), typ)
 	if err != nil {
 		return "", err
 	}

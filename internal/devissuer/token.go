@@ -199,7 +199,7 @@ func (i *Issuer) mintTokens(issuer string, c *client, g *issued) (*tokenResponse
 	access := claims(i.cfg.Audience)
 	access["client_id"] = c.id // RFC 9068 2.2
 	access["jti"] = randomToken()
-	accessToken, err := i.sign(access)
+	accessToken, err := i.sign(typeAccessToken, access)
 	if err != nil {
 		return nil, err
 	}
@@ -207,10 +207,15 @@ func (i *Issuer) mintTokens(issuer string, c *client, g *issued) (*tokenResponse
 	if hasScope(g.scope, "openid") {
 		id := claims(c.id)
 		id["auth_time"] = g.authTime.Unix()
+		// The access token's hash (Core 3.1.3.6; ES256: the left half of
+		// its SHA-256): it binds the two, and marks this token an ID
+		// token, which no resource takes as its bearer token.
+		sum := sha256.Sum256([]byte(accessToken))
+		id["at_hash"] = base64.RawURLEncoding.EncodeToString(sum[:len(sum)/2])
 		if g.nonce != "" {
 			id["nonce"] = g.nonce
 		}
-		if answer.IDToken, err = i.sign(id); err != nil {
+		if answer.IDToken, err = i.sign(typeJWT, id); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,12 +19,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
@@ -455,7 +456,50 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if !notBefore.IsZero() && now.Add(r.skew).Before(notBefore) {
 		return nil, fmt.Errorf("%w: not valid before %s", ErrInvalidToken, notBefore.UTC().Format(time.RFC3339))
 	}
+	if err := notAnAccessToken(token, claims); err != nil {
+		return nil, err
+	}
 	return r.callerOf(idToken.Subject, exp, claims)
+}
+
+// idTokenClaims are the claims only an OpenID Connect ID token carries
+// (Core 3.1.3.6 and 3.3.2.11): the hashes that bind it to the access
+// token and the code it came with.
+var idTokenClaims = []string{"at_hash", "c_hash"}
+
+// notAnAccessToken refuses a token that says it is none: one carrying an
+// ID token's own claims, or Keycloak's typ claim "ID", or whose header's
+// typ names another kind (an ID token's, a logout token's): only JWT or
+// at+jwt (RFC 9068 2.1), "application/" before it or not, and any case
+// (RFC 7515 4.1.9). Where an issuer's client id equals the audience, its
+// ID tokens verify as this resource's access tokens: issued to a browser
+// or an app, they are no bearer token for it. A nonce is no such mark:
+// Keycloak before 24 put the sign-in's nonce in access tokens too.
+func notAnAccessToken(token string, claims map[string]any) error {
+	for _, c := range idTokenClaims {
+		if _, ok := claims[c]; ok {
+			return fmt.Errorf("%w: an ID token (it carries %s), not an access token", ErrInvalidToken, c)
+		}
+	}
+	if typ, ok := claims["typ"].(string); ok && strings.EqualFold(typ, "ID") {
+		return fmt.Errorf("%w: an ID token (its typ claim is %q), not an access token", ErrInvalidToken, typ)
+	}
+	header, _, _ := strings.Cut(token, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(header)
+	var h struct {
+		Typ *string `json:"typ"`
+	}
+	if err != nil || json.Unmarshal(raw, &h) != nil {
+		return fmt.Errorf("%w: its header is unreadable", ErrInvalidToken) // the verifier read it: never so
+	}
+	if h.Typ != nil {
+		switch typ := strings.ToLower(*h.Typ); strings.TrimPrefix(typ, "application/") {
+		case "jwt", "at+jwt":
+		default:
+			return fmt.Errorf("%w: a token of type %q, not an access token", ErrInvalidToken, *h.Typ)
+		}
+	}
+	return nil
 }
 
 // maxNumericDate is the last second of the year 9999: no honest token's
@@ -545,7 +589,10 @@ const MaxSubjectBytes = 255
 // checkSubject refuses a subject no audit record should carry: every
 // record names its actor, so a subject holding U+0000 (which the audit
 // table's jsonb cannot store) would block every call of its caller, and
-// other control characters would reach the people who read the log.
+// what does not show as itself (display.Unsafe: a control or format
+// character — the bidirectional overrides, which show "agent-7" + U+202E
+// + "gnp.exe" as another name — a line separator, an invisible one) would
+// reach the people who read the log and the desk's requester.
 func checkSubject(subject string) error {
 	if len(subject) > MaxSubjectBytes {
 		return fmt.Errorf("the subject is longer than %d bytes", MaxSubjectBytes)
@@ -553,8 +600,8 @@ func checkSubject(subject string) error {
 	if !utf8.ValidString(subject) {
 		return errors.New("the subject is not UTF-8")
 	}
-	if strings.ContainsFunc(subject, unicode.IsControl) {
-		return errors.New("the subject holds a control character")
+	if strings.ContainsFunc(subject, display.Unsafe) {
+		return errors.New("the subject holds a control, format, separator or invisible character")
 	}
 	return nil
 }

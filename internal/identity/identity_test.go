@@ -712,8 +712,9 @@ func TestMalformedDatesAreRefused(t *testing.T) {
 
 // TestHostileSubjectsAreRefused: every audit record names its caller, and
 // the audit table cannot hold U+0000, so a token whose subject holds one
-// would have blocked every call it made; other control characters would
-// reach the people who read the log.
+// would have blocked every call it made; other control characters, and
+// the characters that change how the text around them shows or do not
+// show at all, would reach the people who read the log.
 func TestHostileSubjectsAreRefused(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -727,6 +728,12 @@ func TestHostileSubjectsAreRefused(t *testing.T) {
 		"line feed":   "agent\n7",
 		"tab":         "agent\t7",
 		"NUL at once": "\x00",
+		// Shown as another name, or not at all.
+		"right-to-left override": "agent-7\u202egnp.exe",
+		"isolate":                "alice\u2067bob",
+		"line separator":         "agent-7\u2028alice",
+		"paragraph separator":    "agent-7\u2029alice",
+		"zero-width space":       "ad\u200bmin",
 	} {
 		c := f.claims(nil)
 		c.Subject = subject
@@ -826,3 +833,43 @@ func TestKeysAreFetchedAsTheIssuerIs(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestIDTokensAreNoBearerTokens: where an issuer's client id is the
+// audience, its ID tokens verify as access tokens would; one that says it
+// is an ID token — an ID token's own claim (at_hash, c_hash), Keycloak's
+// typ claim "ID", a header typ of another kind — is refused. A nonce
+// alone (Keycloak's access tokens before 24 carry it), Keycloak's typ
+// "Bearer" and RFC 9068's at+jwt are an access token's. The dev issuer's
+// own ID token, minted in a sign-in, is refused; its access token is not.
+func TestIDTokensAreNoBearerTokens(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	with := func(typ string, extra map[string]any) string {
+		c := f.claims(extra)
+		c.Type = typ
+		return f.token(t, c)
+	}
+	for name, token := range map[string]string{
+		"at_hash":             with("", map[string]any{"at_hash": "77QmUPtjPfzWtF2AnpK9RQ", "nonce": "n-0S6_WzA2Mj"}),
+		"c_hash":              with("", map[string]any{"c_hash": "LDktKdoQak3Pk0cnXxCltA"}),
+		"Keycloak's typ ID":   with("", map[string]any{"typ": "ID"}),
+		"a logout token":      with("logout+jwt", nil),
+		"a typ of no kind":    with("id_token", nil),
+		"an application/ typ": with("application/logout+jwt", nil),
+	} {
+		if _, err := f.resolver.Resolve(context.Background(), token); !errors.Is(err, identity.ErrInvalidToken) {
+			t.Errorf("%s: %v, want ErrInvalidToken", name, err)
+		}
+	}
+	for name, token := range map[string]string{
+		"a nonce alone":         with("", map[string]any{"nonce": "n-0S6_WzA2Mj"}),
+		"Keycloak's typ Bearer": with("", map[string]any{"typ": "Bearer"}),
+		"at+jwt":                with("at+jwt", nil),
+		"application/at+jwt":    with("application/AT+JWT", nil),
+		"JWT":                   with("JWT", nil),
+	} {
+		if _, err := f.resolver.Resolve(context.Background(), token); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
