@@ -1,6 +1,10 @@
 package engine
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/orangerail/orangerail/internal/jcs"
+)
 
 // validJSONB reports whether Postgres reads b, already known to be UTF-8,
 // as one jsonb value: what convert_from(b, 'UTF8')::jsonb accepts, which
@@ -30,7 +34,20 @@ func validJSONB(b []byte) bool {
 // surrogate, no number its numeric cannot hold. An effect's result that is
 // not is refused with its record (X_AUDIT_ENTRY_INVALID), after the effect
 // ran: an effect says such data some other way (in base64).
-func StorableJSON(b []byte) bool { return utf8.Valid(b) && validJSONB(b) }
+//
+// It must also be what the record's canonical form (RFC 8785) takes as a
+// member's value one level down (a result's body): no member name
+// repeated, nesting within jcs.MaxDepth, no number literal longer than
+// jcs.MaxNumberLength — else the record is refused the same way.
+func StorableJSON(b []byte) bool {
+	if !utf8.Valid(b) || !validJSONB(b) {
+		return false
+	}
+	wrapped := make([]byte, 0, len(b)+2)
+	wrapped = append(append(append(wrapped, '['), b...), ']')
+	_, err := jcs.CanonicalizeLossless(wrapped)
+	return err == nil
+}
 
 // member is one member of a JSON object as written: its name's token,
 // quotes and escapes kept, and its value's bytes.

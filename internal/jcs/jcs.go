@@ -509,6 +509,14 @@ func (p *parser) number() (any, error) {
 		return "", &SyntaxError{Offset: start, Msg: "number out of range of a double"}
 	}
 	canon := formatNumber(f)
+	if f == 0 && canon != lit && !zeroLiteral(lit) {
+		// Underflowed: no double is its value. Comparing it as a big.Rat
+		// would build 10^|exponent| (up to 10^999999, ~25ms a number).
+		if p.lossless {
+			return lit, nil
+		}
+		return "", &SyntaxError{Offset: start, Msg: "number is not exactly representable as a double; send it as a string"}
+	}
 	if canon != lit && !sameValue(canon, lit) {
 		if p.lossless {
 			return lit, nil
@@ -536,6 +544,20 @@ func formatNumber(f float64) string {
 		}
 	}
 	return string(b)
+}
+
+// zeroLiteral reports whether a number literal's digits before its
+// exponent are all zero.
+func zeroLiteral(lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		switch c := lit[i]; {
+		case c == 'e' || c == 'E':
+			return true
+		case c >= '1' && c <= '9':
+			return false
+		}
+	}
+	return true
 }
 
 func sameValue(a, b string) bool {

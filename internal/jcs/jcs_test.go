@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,6 +141,36 @@ func TestNestingBound(t *testing.T) {
 	}
 	if _, err := Canonicalize(deep(MaxDepth + 1)); err == nil {
 		t.Fatalf("depth %d accepted", MaxDepth+1)
+	}
+}
+
+// TestUnderflowIsCheap: a number whose exponent underflows a double
+// ("1e-999999": ten bytes an agent or an upstream sends) is refused, or
+// kept as its literal losslessly, without the work of comparing it with 0
+// exactly — a rational of 10^999999, some 400 KB and 25 ms a number, so
+// an agent's 64 KiB input cost minutes of CPU. What it allocates tells:
+// not parallel, so that nothing else allocates meanwhile.
+func TestUnderflowIsCheap(t *testing.T) {
+	in := []byte("[1e-999999,-2.5E-400000]")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, strictErr := Canonicalize(in)
+	lossless, err := CanonicalizeLossless(in)
+	runtime.ReadMemStats(&after)
+	if strictErr == nil {
+		t.Error("an underflowing number was taken as exact")
+	}
+	if err != nil || string(lossless) != `["1e-999999","-2.5E-400000"]` {
+		t.Errorf("lossless: %s %v", lossless, err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 64<<10 {
+		t.Errorf("two underflowing numbers allocated %d bytes: compared exactly", allocated)
+	}
+	// Zero, with an exponent or not, is zero.
+	for _, zero := range []string{"0e-999999", "0.000e5", "-0.0", "0E+999999"} {
+		if got, err := Canonicalize([]byte(zero)); err != nil || string(got) != "0" {
+			t.Errorf("%s: %s %v", zero, got, err)
+		}
 	}
 }
 

@@ -38,11 +38,21 @@ type credentials struct {
 	// place places a header, query or cookie scheme; tls holds an mtls
 	// scheme's certificate, which goes on the connection instead. A
 	// scheme whose credential is unset is in neither.
-	place   map[string]func(ctx context.Context, req *http.Request, q url.Values) error
-	tls     map[string]tls.Certificate
-	mu      sync.Mutex
-	secrets [][]byte // every secret and its encodings, to scrub
+	place  map[string]func(ctx context.Context, req *http.Request, q url.Values) error
+	tls    map[string]tls.Certificate
+	mu     sync.Mutex
+	static []string // every fixed secret's forms
+	// recent holds, per oauth2_client_credentials scheme, the tokens it
+	// fetched last (keptTokens): one still in flight on a call that began
+	// before its successor was fetched is scrubbed too, and no older one
+	// is kept, so that the list does not grow with every renewal.
+	recent  map[string][]string
+	secrets [][]byte // static and recent's forms, longest first: what is scrubbed
 }
+
+// keptTokens is how many of a scheme's tokens are scrubbed: the current
+// one and the one before it.
+const keptTokens = 2
 
 // maxCredentialBytes bounds a credential file: a token, a password, or a
 // client certificate, its chain and its key in PEM.
@@ -179,11 +189,11 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 					// The token endpoint's answer may quote what was sent.
 					var re *oauth2.RetrieveError
 					if errors.As(err, &re) && re.Response != nil {
-						return &tokenRefused{status: re.Response.StatusCode, text: re.Response.Status}
+						return &tokenRefused{status: re.Response.StatusCode, text: statusText(re.Response.StatusCode)}
 					}
 					return errors.New("the token request failed")
 				}
-				c.addSecret(tok.AccessToken)
+				c.addToken(scheme, tok.AccessToken)
 				req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 				return nil
 			}
@@ -284,18 +294,59 @@ func (c *credentials) addSecret(s string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	inJSON := string(appendJSONString(nil, s))
-	inJSON = inJSON[1 : len(inJSON)-1]
-	goJSON, _ := json.Marshal(s) // cannot fail: a string
-	htmlJSON := string(goJSON[1 : len(goJSON)-1])
-	for _, form := range []string{s, url.QueryEscape(s), url.PathEscape(s), lowerHex(url.QueryEscape(s)), lowerHex(url.PathEscape(s)),
-		inJSON, strings.ReplaceAll(inJSON, "/", `\/`), htmlJSON, upperUnicodeHex(htmlJSON),
-		html.EscapeString(s), namedEntities.Replace(s)} {
-		if !slices.ContainsFunc(c.secrets, func(b []byte) bool { return string(b) == form }) {
+	c.static = append(c.static, forms(s)...)
+	c.rebuild()
+}
+
+// addToken makes tok the latest token of scheme, scrubbed with the one
+// before it; older ones are dropped.
+func (c *credentials) addToken(scheme, tok string) {
+	if tok == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slices.Contains(c.recent[scheme], tok) {
+		return
+	}
+	if c.recent == nil {
+		c.recent = map[string][]string{}
+	}
+	kept := append(c.recent[scheme], tok)
+	c.recent[scheme] = slices.Clone(kept[max(0, len(kept)-keptTokens):])
+	c.rebuild()
+}
+
+// rebuild makes secrets of static and recent's forms, each once, longest
+// first, so that no shorter secret inside a longer one leaves the rest of
+// it behind. c.mu is held.
+func (c *credentials) rebuild() {
+	all := slices.Clone(c.static)
+	for _, scheme := range slices.Sorted(maps.Keys(c.recent)) {
+		for _, tok := range c.recent[scheme] {
+			all = append(all, forms(tok)...)
+		}
+	}
+	c.secrets = c.secrets[:0]
+	seen := map[string]bool{}
+	for _, form := range all {
+		if !seen[form] {
+			seen[form] = true
 			c.secrets = append(c.secrets, []byte(form))
 		}
 	}
 	slices.SortStableFunc(c.secrets, func(a, b []byte) int { return len(b) - len(a) })
+}
+
+// forms are s as an upstream may echo it (see addSecret).
+func forms(s string) []string {
+	inJSON := string(appendJSONString(nil, s))
+	inJSON = inJSON[1 : len(inJSON)-1]
+	goJSON, _ := json.Marshal(s) // cannot fail: a string
+	htmlJSON := string(goJSON[1 : len(goJSON)-1])
+	return []string{s, url.QueryEscape(s), url.PathEscape(s), lowerHex(url.QueryEscape(s)), lowerHex(url.PathEscape(s)),
+		inJSON, strings.ReplaceAll(inJSON, "/", `\/`), htmlJSON, upperUnicodeHex(htmlJSON),
+		html.EscapeString(s), namedEntities.Replace(s)}
 }
 
 // namedEntities escapes as markup does with named entities only.

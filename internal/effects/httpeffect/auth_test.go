@@ -1,6 +1,7 @@
 package httpeffect_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/flate"
 	"context"
@@ -10,6 +11,7 @@ import (
 	"html"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -695,6 +697,61 @@ func TestEncodedAnswersAreWithheld(t *testing.T) {
 	for _, form := range []string{secret, base64.StdEncoding.EncodeToString(b.Bytes()), fmt.Sprintf("%q", b.String())} {
 		if strings.Contains(all, form) {
 			t.Errorf("the encoded echo reached a sink as %q", form)
+		}
+	}
+}
+
+// TestAnswerHeadIsScrubbed: an upstream that echoes the credential it was
+// sent in the answer's head — its status line's reason phrase, or a
+// Content-Encoding it names — has it quoted in no answer, audit record or
+// log line: a status is named by its code and standard text, a coding
+// only when it is a registered one.
+func TestAnswerHeadIsScrubbed(t *testing.T) {
+	const secret = "hkey-SECRET-head-0123456789"
+	base, _ := rawUpstream(t, func(c *net.TCPConn, r *bufio.Reader) {
+		defer func() { _ = c.Close() }()
+		line, _ := r.ReadString('\n')
+		key, length := "", 0
+		for {
+			h, err := r.ReadString('\n')
+			if err != nil || h == "\r\n" {
+				break
+			}
+			k, v, _ := strings.Cut(h, ":")
+			switch strings.ToLower(k) {
+			case "x-api-key":
+				key = strings.TrimSpace(v)
+			case "content-length":
+				_, _ = fmt.Sscanf(strings.TrimSpace(v), "%d", &length)
+			}
+		}
+		_, _ = r.Discard(length)
+		if strings.Contains(line, "/labels/reason") {
+			_, _ = fmt.Fprintf(c, "HTTP/1.1 401 Bad key %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", key)
+			return
+		}
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 401 Unauthorized\r\nContent-Encoding: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", key)
+	})
+	t.Setenv("CARRIERX_HKEY_CREDENTIAL", secret)
+	cfg, err := ontology.Parse(fmt.Appendf(nil, authConfig, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, admin, logs := credentialEngine(t, cfg)
+	ctx := context.Background()
+	var sinks []string
+	for _, order := range []string{"reason", "coding"} {
+		out := e.Call(ctx, agent("acme"), "label", fmt.Appendf(nil, `{"order_id": %q}`, order))
+		sinks = append(sinks, string(out.Data))
+		if out.Err != nil {
+			sinks = append(sinks, out.Err.Error())
+		}
+	}
+	sinks = append(sinks, auditEntries(t, admin)...)
+	sinks = append(sinks, logs.String())
+	for _, s := range sinks {
+		if strings.Contains(s, secret) {
+			t.Errorf("the credential reached a sink: %.300s", s[strings.Index(s, secret)-min(strings.Index(s, secret), 120):])
 		}
 	}
 }

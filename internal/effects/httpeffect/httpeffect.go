@@ -38,9 +38,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/propagation"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/orangerail/orangerail/internal/contentcoding"
-	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/opfile"
@@ -376,8 +376,9 @@ func AddHeader(header http.Header, k, tmpl string, input map[string]json.RawMess
 		return fmt.Errorf("header %s: %w", k, err)
 	}
 	for _, v := range vs {
-		if strings.ContainsAny(v, "\r\n\x00") {
-			return fmt.Errorf("header %s: the value holds a line break", k)
+		if !httpguts.ValidHeaderFieldValue(v) {
+			// net/http refuses it at the round trip: nothing could be sent.
+			return fmt.Errorf("header %s: the value holds a line break or another control character", k)
 		}
 		header.Add(k, v)
 	}
@@ -619,7 +620,7 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	case int64(len(data)) > plan.Limits.MaxBytes:
 		withheld = engine.AttemptTooLarge
 		a.record.Failure, a.diagnostic = withheld, engine.DiagnosticUpstreamTooLarge
-		a.err = fmt.Errorf("answered %s with a body over max_bytes (%d); it was not read", resp.Status, plan.Limits.MaxBytes)
+		a.err = fmt.Errorf("answered %s with a body over max_bytes (%d); it was not read", statusText(resp.StatusCode), plan.Limits.MaxBytes)
 	}
 	if withheld != "" {
 		if plan.ReadOnly {
@@ -636,10 +637,10 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	case answer.Diagnostic != "":
 		// The answer states its own failure: the upstream did not act.
 		a.record.Failure, a.diagnostic, a.stated = engine.AttemptStatus, answer.Diagnostic, true
-		a.err = fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
+		a.err = fmt.Errorf("answered %s: %w", statusText(resp.StatusCode), answer.Err)
 	case answer.Unreadable != nil && plan.ReadOnly:
 		a.record.Failure, a.diagnostic = engine.AttemptUnreadable, engine.DiagnosticUpstreamError
-		a.err = fmt.Errorf("answered %s with a body that cannot be read: %w", resp.Status, answer.Unreadable)
+		a.err = fmt.Errorf("answered %s with a body that cannot be read: %w", statusText(resp.StatusCode), answer.Unreadable)
 	case answer.Unreadable != nil:
 		// As for a body too large: the upstream said it acted.
 		a.record.Failure = engine.AttemptUnreadable
@@ -658,23 +659,23 @@ func (c *Caller) failed(plan *Plan, a *attempted, resp *http.Response) {
 	a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	a.diagnostic = statusDiagnostic(resp.StatusCode)
 	if enc := bodyEncoding(resp); enc != "" {
-		a.err = fmt.Errorf("answered %s, its body encoded (Content-Encoding %q), not quoted", resp.Status, enc)
+		a.err = fmt.Errorf("answered %s, its body encoded (Content-Encoding %q), not quoted", statusText(resp.StatusCode), enc)
 		return
 	}
 	if plan.ReadFailures && !retryableStatus(resp.StatusCode) {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, plan.Limits.MaxBytes+1))
 		if err == nil && int64(len(data)) <= plan.Limits.MaxBytes {
 			if answer := c.read(plan, resp, data); answer.Diagnostic != "" {
-				a.diagnostic, a.stated, a.err = answer.Diagnostic, true, fmt.Errorf("answered %s: %w", resp.Status, answer.Err)
+				a.diagnostic, a.stated, a.err = answer.Diagnostic, true, fmt.Errorf("answered %s: %w", statusText(resp.StatusCode), answer.Err)
 				return
 			}
 		}
-		a.err = fmt.Errorf("answered %s: %q", resp.Status, c.creds.excerpt(data, err == nil && int64(len(data)) <= plan.Limits.MaxBytes))
+		a.err = fmt.Errorf("answered %s: %q", statusText(resp.StatusCode), c.creds.excerpt(data, err == nil && int64(len(data)) <= plan.Limits.MaxBytes))
 		return
 	}
 	limit := excerptBytes + c.creds.longest()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)))
-	a.err = fmt.Errorf("answered %s: %q", resp.Status, c.creds.excerpt(data, err == nil && len(data) < limit))
+	a.err = fmt.Errorf("answered %s: %q", statusText(resp.StatusCode), c.creds.excerpt(data, err == nil && len(data) < limit))
 }
 
 // read is the plan's reading of an answer, with no credential in what it
@@ -697,10 +698,28 @@ func (c *Caller) read(plan *Plan, resp *http.Response, data []byte) Answer {
 // credential would pass every scrub unseen. Such a body is never
 // returned, nor quoted.
 func bodyEncoding(resp *http.Response) string {
-	if enc := contentcoding.Of(resp.Header); enc != "" {
-		return display.Echo(enc)
+	enc := contentcoding.Of(resp.Header)
+	if enc == "" {
+		return ""
 	}
-	return ""
+	// Named only when it is a registered coding: the header is the
+	// upstream's, and one that echoes what it was sent would have a
+	// credential quoted.
+	switch lower := strings.ToLower(enc); lower {
+	case "gzip", "x-gzip", "deflate", "br", "compress", "x-compress", "zstd", "dcb", "dcz", "exi", "pack200-gzip", "aes128gcm":
+		return lower
+	}
+	return "an unregistered coding"
+}
+
+// statusText is how an error names an answer's status: its code and the
+// standard text, never the reason phrase the upstream wrote, which an
+// upstream that echoes what it was sent may fill with a credential.
+func statusText(code int) string {
+	if text := http.StatusText(code); text != "" {
+		return strconv.Itoa(code) + " " + text
+	}
+	return strconv.Itoa(code)
 }
 
 // authorize places the credentials of the schemes the call presents on

@@ -254,6 +254,13 @@ func TestBodiesTheRecordCannotHold(t *testing.T) {
 		{"application/json", `{"a":"\ud800"}`, true},
 		{"text/plain", "a\x00b", false},
 		{"application/json", "{\"a\":\"\x00\"}", false},
+		// JSON jsonb takes and the record's canonical form (RFC 8785)
+		// does not: a member named twice, nesting past its depth, a number
+		// past its length. Kept as text, the record made.
+		{"application/json", `{"id":"L-1","id":"L-2"}`, true},
+		{"application/json", `{"a":{"b":1,"b":2}}`, true},
+		{"application/json", strings.Repeat("[", 600) + strings.Repeat("]", 600), true},
+		{"application/json", `{"n":1` + strings.Repeat("0", 600) + `}`, true},
 	}
 	// Two calls an upstream: the action's default budget is two a minute.
 	for i := 0; i < len(bodies); i += 2 {
@@ -278,13 +285,14 @@ func TestBodiesTheRecordCannotHold(t *testing.T) {
 			} else {
 				ok = ok && string(data.Base64) == b.body
 			}
+			shown := b.body[:min(len(b.body), 40)]
 			if !ok {
-				t.Errorf("%q: %s %s (%v)", b.body, out.Status, out.Data, out.Err)
+				t.Errorf("%q: %s %.200s (%v)", shown, out.Status, out.Data, out.Err)
 				continue
 			}
 			phases, _, _ := h.audit(t, "acme", out.CorrelationID)
 			if want := []string{"execution_started", "effect_attempt", "execution_succeeded"}; !slices.Equal(phases, want) {
-				t.Errorf("%q: phases %v", b.body, phases)
+				t.Errorf("%q: phases %v", shown, phases)
 			}
 		}
 		h.verify(t, "acme", "")
@@ -658,5 +666,27 @@ actions:
 		}})
 	if !errors.Is(err, full) || engine.IsOutcomeUnknown(err) || len(up.requests()) != 1 || len(recorded) != 1 || recorded[0].Status != 503 {
 		t.Fatalf("err %v, %d requests, recorded %+v", err, len(up.requests()), recorded)
+	}
+}
+
+// TestAHeaderNetHTTPCannotSendIsUnplaceable: an input bound to a header
+// that holds a control character net/http refuses to send — not only CR,
+// LF or NUL: \x01, DEL — is upstream_request_unplaceable, nothing sent or
+// attempted. It was let through to the round trip, which refused it: the
+// call was recorded as connect_failed attempts, retried with backoff, and
+// reported upstream_unavailable, blaming the upstream and spending the
+// budget.
+func TestAHeaderNetHTTPCannotSendIsUnplaceable(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, statuses(201))
+	execute := strings.Replace(defaultExecute, `headers: {X-Weight: ":weight"}`, `headers: {X-Note: ":note"}`, 1)
+	h := newHarness(t, up.URL, execute, "{roles: [support]}")
+	out := h.e.Call(context.Background(), agent("acme"), "create_label", json.RawMessage(`{"order_id": "o-1", "note": "a\u0001b"}`))
+	if out.Diagnostic != engine.DiagnosticUpstreamUnplaceable {
+		t.Errorf("%s %s (%v), want %s", out.Status, out.Diagnostic, out.Err, engine.DiagnosticUpstreamUnplaceable)
+	}
+	_, attempts, _ := h.audit(t, "acme", out.CorrelationID)
+	if len(attempts) != 0 {
+		t.Errorf("attempts recorded for a request that could never be sent: %+v", attempts)
 	}
 }

@@ -55,7 +55,9 @@ func NewTargetReader(name string, a *ontology.Action) (engine.TargetReader, erro
 }
 
 // readTarget reads a target's answer: none for 404, else the body, which
-// must be a JSON object, since where sees it as target.
+// must be a JSON object, since where sees it as target, and one the
+// records that show it (the approval's, the execution's) can hold: a
+// member named twice, say, would have them refused.
 func readTarget(status int, _ http.Header, body []byte) Answer {
 	if status == http.StatusNotFound {
 		return Answer{Result: json.RawMessage("null")}
@@ -63,6 +65,9 @@ func readTarget(status int, _ http.Header, body []byte) Answer {
 	var object map[string]json.RawMessage
 	if err := json.Unmarshal(body, &object); err != nil || object == nil {
 		return Answer{Unreadable: errors.New("the target's answer is not a JSON object")}
+	}
+	if !engine.StorableJSON(body) {
+		return Answer{Unreadable: errors.New("the target's answer is a JSON object the audit record cannot hold (a member named twice, nesting too deep, a number too long, a NUL)")}
 	}
 	return Answer{Result: body}
 }

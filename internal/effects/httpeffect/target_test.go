@@ -281,6 +281,16 @@ func TestTargetReadFails(t *testing.T) {
 	if len(gets) != 2 || voids != 0 {
 		t.Fatalf("gets %v, voids %d", gets, voids)
 	}
+	// A label the records that would show it cannot hold — a member named
+	// twice — is an unreadable answer, the read's failure, not the store's.
+	l.mu.Lock()
+	l.fail = 0
+	l.mu.Unlock()
+	l.set("L-2", `{"id": "L-2", "status": "open", "id": "L-3"}`)
+	out = h.e.Call(ctx, agent("acme"), "void_label", json.RawMessage(`{"label_id": "L-2"}`))
+	if out.Status != engine.StatusResolveError || out.Diagnostic != engine.DiagnosticUpstreamError || out.ApprovalID != nil {
+		t.Fatalf("a label of a member named twice: %s %s %v", out.Status, out.Diagnostic, out.Err)
+	}
 	h.verify(t, "acme", "")
 }
 
