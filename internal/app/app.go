@@ -162,6 +162,9 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if !s.Serve {
 		return rt, nil
 	}
+	for _, w := range cfg.Warnings() {
+		rt.log.Warn(w.Message, "path", w.Path)
+	}
 	for _, c := range CredentialStates(cfg) {
 		// Unset is omitted, never sent empty: the upstream then refuses
 		// the call as unauthenticated.

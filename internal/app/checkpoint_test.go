@@ -58,3 +58,35 @@ func TestCheckpointKeyOthersMayReadIsWarned(t *testing.T) {
 		}
 	}
 }
+
+// TestAStatementOfEveryTenantIsWarned: serve warns, as it opens, of an
+// action's statement that never reads the caller's tenant, at its path;
+// of the example's, each kept to its tenant, it warns of none.
+func TestAStatementOfEveryTenantIsWarned(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	if _, err := testdb.Pool(t, url).Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatal(err)
+	}
+	identity := ontologytest.SetYAML("identity", `{oidc: {issuer: "http://127.0.0.1:1", audience: orangerail, tenant_claim: org_id}}`)
+	for _, tc := range []struct {
+		edits  []ontologytest.Edit
+		warned bool
+	}{
+		{[]ontologytest.Edit{identity}, false},
+		{[]ontologytest.Edit{identity, ontologytest.Set("actions.cancel_order.execute.sql", "UPDATE orders SET status = 'cancelled' WHERE id = :order_id")}, true},
+	} {
+		var log logbuf.Buffer
+		rt, err := Open(context.Background(), Settings{Config: ontologytest.Parse(t, orders.Config, tc.edits...), DatabaseURL: url, Serve: true,
+			SweepEvery: time.Hour, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.Close()
+		got := log.String()
+		warned := strings.Contains(got, `"msg":"the statement never reads the caller's tenant`) && strings.Contains(got, `"path":"actions.cancel_order.execute.sql"`)
+		if warned != tc.warned || strings.Count(got, "never reads the caller's tenant") > 1 {
+			t.Errorf("warned %v, want %v:\n%s", warned, tc.warned, got)
+		}
+	}
+}

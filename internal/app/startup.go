@@ -61,17 +61,18 @@ func deskSecretEnv(cfg *ontology.Config) string {
 	return cfg.Desk.ClientSecretEnv
 }
 
-// SecretWarnings is what serve warns of as it opens, in the files the
-// config names, without refusing to open: a checkpoint key_file its
-// group or others may read. config check prints them beside its
-// problems, which they are not.
-func SecretWarnings(cfg *ontology.Config) ontology.Problems {
+// Warnings is what serve warns of as it opens, without refusing to open:
+// the config's own (ontology.Config.Warnings), and, in the files it names,
+// a checkpoint key_file its group or others may read. config check prints
+// them beside its problems, which they are not.
+func Warnings(cfg *ontology.Config) ontology.Problems {
+	ws := cfg.Warnings()
 	if cp := cfg.Audit.Checkpoint; cp != nil {
 		if mode, exposed := keyFileExposed(cp.KeyFile); exposed {
-			return ontology.Problems{{Path: "audit.checkpoint.key_file", Message: "mode " + mode.String() + " " + keyFileExposedAdvice}}
+			ws = append(ws, ontology.Problem{Path: "audit.checkpoint.key_file", Message: "mode " + mode.String() + " " + keyFileExposedAdvice})
 		}
 	}
-	return nil
+	return ws
 }
 
 // problemOf is a refusal as a config problem: at the field path its

@@ -55,7 +55,7 @@ func newConfigCmd() *cobra.Command {
 				return err
 			default:
 				problems = append(problems, app.SecretProblems(cfg)...)
-				warnings = app.SecretWarnings(cfg)
+				warnings = app.Warnings(cfg)
 				// The datasource's variable, as serve reads it; unset (a
 				// problem above), the URL given here is checked.
 				dsURL := url

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -211,5 +213,39 @@ desk: {client_id: desk, client_secret_env: ORANGERAIL_TEST_UNSET_DESK}
 	url := testdb.New(t)
 	if code, out, stderr := cli(t, "config", "check", file, "--database-url", url); code != exitFindings || !strings.Contains(out, "catalog checked against") {
 		t.Errorf("the URL given is not the one checked: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestConfigCheckWarnsOfAStatementOfEveryTenant: an action's statement
+// that never reads the caller's tenant would change every tenant's rows
+// of a table they share: config check warns of it at the statement's
+// path, in text and --json, and the exit stays 0; the example's
+// statements, each kept to its tenant, are warned of not at all.
+func TestConfigCheckWarnsOfAStatementOfEveryTenant(t *testing.T) {
+	dir := t.TempDir()
+	example := filepath.Join(dir, "example.yaml")
+	if err := os.WriteFile(example, orders.Config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := cli(t, "config", "check", example, "--database-url", ""); code != exitOK || strings.Contains(out, "warning") {
+		t.Fatalf("the example: exit %d\n%s%s", code, out, stderr)
+	}
+	unscoped := filepath.Join(dir, "unscoped.yaml")
+	if err := os.WriteFile(unscoped, ontologytest.Apply(t, orders.Config,
+		ontologytest.Set("actions.cancel_order.execute.sql", "UPDATE orders SET status = 'cancelled' WHERE id = :order_id")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "warning: actions.cancel_order.execute.sql: the statement never reads the caller's tenant"
+	code, out, stderr := cli(t, "config", "check", unscoped, "--database-url", "")
+	if code != exitOK || strings.Count(out, "warning") != 1 || !strings.Contains(out, warning) {
+		t.Fatalf("a statement of every tenant: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = cli(t, "config", "check", unscoped, "--database-url", "", "--json")
+	var report struct {
+		Warnings []struct{ Path, Message string }
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil || code != exitOK || len(report.Warnings) != 1 ||
+		report.Warnings[0].Path != "actions.cancel_order.execute.sql" {
+		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
 	}
 }

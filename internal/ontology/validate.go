@@ -555,3 +555,29 @@ func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
 // envNamePattern is the form of an environment variable's name, as the
 // schema spells it for every *_env key.
 var envNamePattern = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// tenantSetting is the transaction setting that holds the caller's
+// tenant (database.InTenant sets it), which an action's statement reads to
+// keep to the caller's rows.
+const tenantSetting = "orangerail.tenant_id"
+
+// Warnings are what the config says that may well be a mistake but is not
+// refused: an action's SQL statement that never reads the caller's tenant
+// (current_setting('orangerail.tenant_id')), which, on a table the tenants
+// share, changes every tenant's rows. A statement kept to its tenant
+// another way — a view or a function that reads it, a table of one tenant
+// — is warned of all the same. serve logs them as it opens; config check
+// prints them.
+func (c *Config) Warnings() Problems {
+	var ws Problems
+	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
+		a := c.Actions[name]
+		if a == nil || a.Execute.Kind() != ExecuteSQL || strings.Contains(a.Execute.SQL, tenantSetting) {
+			continue
+		}
+		ws = append(ws, Problem{Path: "actions." + name + ".execute.sql", Message: "the statement never reads the caller's tenant " +
+			"(current_setting('" + tenantSetting + "')): on a table the tenants share it changes every tenant's rows; " +
+			"add the tenant column's condition, as the example's statements do"})
+	}
+	return ws
+}
