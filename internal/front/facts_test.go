@@ -150,3 +150,34 @@ func TestPolicyRefusalsAreNotThrottled(t *testing.T) {
 		t.Fatalf("the first forged token after policy refusals: %d %s", resp.StatusCode, errorCode(m))
 	}
 }
+
+// TestTrustedProxiesBoundTheHeader: with http.trusted_proxies, the
+// X-Forwarded-For a peer outside them writes is not read — it reached the
+// server around its proxies, and is its own address — so it cannot name
+// an address inside identity.allowed_networks; from a listed proxy the
+// header is read as before.
+func TestTrustedProxiesBoundTheHeader(t *testing.T) {
+	t.Parallel()
+	networks := func(proxies ...string) func(*ontology.Config) {
+		return func(c *ontology.Config) {
+			c.HTTP.TrustedProxyHops = 1
+			c.HTTP.TrustedProxies = proxies
+			c.Identity.AllowedNetworks = []string{"10.0.0.0/8"}
+		}
+	}
+	// The test connects from loopback: outside 192.0.2.0/24, inside the
+	// loopback networks.
+	around := newDoor(t, front.NewMemoryLimiter(), networks("192.0.2.0/24"))
+	if resp, m := post(t, around.url, around.token(t, "agent"), callGet, "X-Forwarded-For", "10.1.2.3"); resp.StatusCode != http.StatusForbidden ||
+		errorCode(m) != "X_IDENTITY_NETWORK_REFUSED" {
+		t.Errorf("a peer outside the proxies naming an allowed address: %d %s, want 403 X_IDENTITY_NETWORK_REFUSED", resp.StatusCode, errorCode(m))
+	}
+	through := newDoor(t, front.NewMemoryLimiter(), networks("127.0.0.0/8", "::1/128"))
+	if resp, m := post(t, through.url, through.token(t, "agent"), callGet, "X-Forwarded-For", "10.1.2.3"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a listed proxy naming an allowed address: %d %s", resp.StatusCode, errorCode(m))
+	}
+	if resp, m := post(t, through.url, through.token(t, "agent"), callGet, "X-Forwarded-For", "198.51.100.7"); resp.StatusCode != http.StatusForbidden ||
+		errorCode(m) != "X_IDENTITY_NETWORK_REFUSED" {
+		t.Errorf("a listed proxy naming an address outside the networks: %d %s", resp.StatusCode, errorCode(m))
+	}
+}

@@ -172,6 +172,9 @@ type Front struct {
 	loopback bool
 	// translators are http.translation_prefixes, longest first.
 	translators []netip.Prefix
+	// proxies are http.trusted_proxies: X-Forwarded-For is read only
+	// from a peer within one, when any is set.
+	proxies []netip.Prefix
 	// subtrees are the routes mounted for a path and everything under it
 	// ("/api/v1/"), which answer a path not written clean there.
 	subtrees []subtree
@@ -200,6 +203,13 @@ func New(c Config) *Front {
 			panic(fmt.Sprintf("front: http.translation_prefixes.%d: %v", i, err))
 		}
 		f.translators = append(f.translators, p)
+	}
+	for i, n := range c.Ontology.HTTP.TrustedProxies {
+		p, err := ontology.ParseNetwork(n)
+		if err != nil {
+			panic(fmt.Sprintf("front: http.trusted_proxies.%d: %v", i, err))
+		}
+		f.proxies = append(f.proxies, p)
 	}
 	// The most specific prefix names the translator of an address in two.
 	slices.SortFunc(f.translators, func(a, b netip.Prefix) int { return b.Bits() - a.Bits() })
@@ -649,7 +659,8 @@ func (f *Front) storeDown(w http.ResponseWriter, r *http.Request, err error) boo
 
 // facts reads the request facts the resolver admits a caller by. The address is the socket's peer, or,
 // behind trusted_proxy_hops proxies, the address the outermost trusted
-// proxy saw; X-Forwarded-For is never read otherwise.
+// proxy saw; X-Forwarded-For is never read otherwise, nor from a peer
+// outside http.trusted_proxies when they are listed.
 //
 // Behind proxies the socket's peer is a proxy, never the client, so it is
 // never the answer there: an entry that is missing (a chain shorter than
@@ -663,7 +674,7 @@ func (f *Front) facts(r *http.Request) identity.RequestFacts {
 	if err != nil {
 		addr = r.RemoteAddr
 	}
-	if hops := f.http.TrustedProxyHops; hops > 0 {
+	if hops := f.http.TrustedProxyHops; hops > 0 && f.fromProxy(addr) {
 		var chain []string
 		for _, h := range r.Header.Values("X-Forwarded-For") {
 			for _, a := range strings.Split(h, ",") {
@@ -680,6 +691,21 @@ func (f *Front) facts(r *http.Request) identity.RequestFacts {
 		}
 	}
 	return identity.RequestFacts{Address: addr, UserAgent: r.UserAgent(), Origin: r.Header.Get("Origin"), Path: r.URL.Path}
+}
+
+// fromProxy reports whether a peer is one of http.trusted_proxies, or
+// whether none is listed. A peer outside them reached the server around
+// its proxies: what it wrote in X-Forwarded-For is its own say.
+func (f *Front) fromProxy(peer string) bool {
+	if len(f.proxies) == 0 {
+		return true
+	}
+	a, err := netip.ParseAddr(peer)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	return slices.ContainsFunc(f.proxies, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 // unknownAddress is the address of a request whose proxies did not say

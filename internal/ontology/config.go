@@ -284,6 +284,12 @@ type HTTP struct {
 	// TrustedProxyHops is how many proxies in front of orangerail append
 	// to X-Forwarded-For; 0 trusts no header and uses the socket's peer.
 	TrustedProxyHops int `yaml:"trusted_proxy_hops"`
+	// TrustedProxies are the networks (CIDRs) the proxies nearest the
+	// server connect from: X-Forwarded-For is read only from a peer
+	// within one, and a peer outside every one — a client that reached
+	// the server around its proxies — is its own address. Empty: the
+	// header is read from every peer.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// TranslationPrefixes are the IPv6 prefixes of the operator's own
 	// NAT64 translators (RFC 6052 network-specific prefixes, of length 32,
 	// 40, 48, 56, 64 or 96): an address within one stands for the IPv4

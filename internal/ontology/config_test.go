@@ -201,6 +201,9 @@ func TestBrokenConfigs(t *testing.T) {
 		{"translation prefixes that are none", add("http: {translation_prefixes: [\"2001:db8:64::/96\", 10.0.0.0/8, \"2001:db8::/33\", \"2001:db8::1/64\", \"::ffff:0:0/96\", \"2001:db8::\", \"fe80::%eth0/64\"]}\n"),
 			[]string{"http.translation_prefixes.1", "http.translation_prefixes.2", "http.translation_prefixes.3", "http.translation_prefixes.4", "http.translation_prefixes.5", "http.translation_prefixes.6"}},
 		{"no allowed networks at all", add("identity: {allowed_networks: []}\n"), []string{"identity.allowed_networks"}},
+		{"trusted proxies that are none", add("http: {trusted_proxy_hops: 1, trusted_proxies: [10.0.0.0/8, 10.1.2.3/8, proxy.internal]}\n"),
+			[]string{"http.trusted_proxies.1", "http.trusted_proxies.2"}},
+		{"trusted proxies with no hops", add("http: {trusted_proxies: [10.0.0.0/8]}\n"), []string{"http.trusted_proxies"}},
 		{"refuse_browser_origins not a boolean", add("identity: {refuse_browser_origins: sometimes}\n"), []string{"identity.refuse_browser_origins"}},
 		{"a lock timeout of zero", add("limits: {lock_timeout: 0s}\n"), []string{"limits.lock_timeout"}},
 		{"a statement timeout under a millisecond", add("limits: {statement_timeout: 500us}\n"), []string{"limits.statement_timeout"}},
@@ -735,5 +738,41 @@ func TestInvalidInputSchemaSaysWhere(t *testing.T) {
 	ps, _ := errors.AsType[Problems](err)
 	if len(ps) != 1 || !strings.Contains(ps[0].Message, "at properties.order_id.type: ") || !strings.Contains(ps[0].Message, "must be one of") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestWarnings: a statement that never reads the caller's tenant, and
+// proxies trusted by their hops alone, are warned of at their paths; a
+// statement that reads it, and proxies listed, are not.
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	paths := func(edits ...func(string) string) []string {
+		t.Helper()
+		s := base
+		for _, e := range edits {
+			s = e(s)
+		}
+		cfg, err := Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, w := range cfg.Warnings() {
+			got = append(got, w.Path)
+		}
+		return got
+	}
+	scoped := replace("WHERE id = :order_id", "WHERE id = :order_id AND org_id = current_setting('orangerail.tenant_id')")
+	if got := paths(); !slices.Equal(got, []string{"actions.cancel_order.execute.sql"}) {
+		t.Errorf("a statement of every tenant: %v", got)
+	}
+	if got := paths(scoped); len(got) != 0 {
+		t.Errorf("a statement kept to its tenant: %v", got)
+	}
+	if got := paths(scoped, add("http: {trusted_proxy_hops: 1}\n")); !slices.Equal(got, []string{"http.trusted_proxy_hops"}) {
+		t.Errorf("proxies trusted by their hops alone: %v", got)
+	}
+	if got := paths(scoped, add("http: {trusted_proxy_hops: 1, trusted_proxies: [10.0.0.0/8]}\n")); len(got) != 0 {
+		t.Errorf("proxies listed: %v", got)
 	}
 }

@@ -225,6 +225,14 @@ func (c *Config) validate() Problems {
 			add(fmt.Sprintf("identity.allowed_networks.%d", i), "%v", err)
 		}
 	}
+	for i, n := range c.HTTP.TrustedProxies {
+		if _, err := ParseNetwork(n); err != nil {
+			add(fmt.Sprintf("http.trusted_proxies.%d", i), "%v", err)
+		}
+	}
+	if len(c.HTTP.TrustedProxies) > 0 && c.HTTP.TrustedProxyHops == 0 {
+		add("http.trusted_proxies", "is set while http.trusted_proxy_hops is 0, so no X-Forwarded-For is read: set the hops, or remove it")
+	}
 	for i, t := range c.HTTP.TranslationPrefixes {
 		if _, err := ParseTranslationPrefix(t); err != nil {
 			add(fmt.Sprintf("http.translation_prefixes.%d", i), "%v", err)
@@ -564,10 +572,11 @@ const tenantSetting = "orangerail.tenant_id"
 // Warnings are what the config says that may well be a mistake but is not
 // refused: an action's SQL statement that never reads the caller's tenant
 // (current_setting('orangerail.tenant_id')), which, on a table the tenants
-// share, changes every tenant's rows. A statement kept to its tenant
-// another way — a view or a function that reads it, a table of one tenant
-// — is warned of all the same. serve logs them as it opens; config check
-// prints them.
+// share, changes every tenant's rows — a statement kept to its tenant
+// another way (a view or a function that reads it, a table of one tenant)
+// is warned of all the same; and proxies trusted by their hops alone,
+// whose X-Forwarded-For any peer may write. serve logs them as it opens;
+// config check prints them.
 func (c *Config) Warnings() Problems {
 	var ws Problems
 	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
@@ -578,6 +587,11 @@ func (c *Config) Warnings() Problems {
 		ws = append(ws, Problem{Path: "actions." + name + ".execute.sql", Message: "the statement never reads the caller's tenant " +
 			"(current_setting('" + tenantSetting + "')): on a table the tenants share it changes every tenant's rows; " +
 			"add the tenant column's condition, as the example's statements do"})
+	}
+	if c.HTTP.TrustedProxyHops > 0 && len(c.HTTP.TrustedProxies) == 0 {
+		ws = append(ws, Problem{Path: "http.trusted_proxy_hops", Message: "X-Forwarded-For is read from every peer: a client that reaches the server " +
+			"around its proxies names its own address, past identity.allowed_networks and the failed-auth throttle; " +
+			"list the networks the proxies connect from in http.trusted_proxies"})
 	}
 	return ws
 }
