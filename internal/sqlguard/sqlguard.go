@@ -34,6 +34,7 @@ const (
 	RuleUnicode      Rule = "no_unicode_escape"
 	RuleTooLong      Rule = "too_long"
 	RuleRelation     Rule = "relation_not_allowed" // a relation outside the allowed schemas, e.g. a catalog
+	RuleParameter    Rule = "no_parameters"        // $1: the statement runs with none to bind
 	// The catalog layer's rules (package sqlquery decides them, against the
 	// live catalog, from the calls Calls lists).
 	RuleVolatile   Rule = "volatile_function"   // a call that may resolve to a VOLATILE function or operator
@@ -147,6 +148,10 @@ func (r rules) check(node any) error {
 		}
 	case *pg.InsertStmt, *pg.UpdateStmt, *pg.DeleteStmt, *pg.MergeStmt:
 		return &Refusal{Rule: RuleModifying}
+	case *pg.ParamRef:
+		// Postgres would refuse the bind as a protocol violation, which
+		// says nothing of the statement to the agent.
+		return &Refusal{Rule: RuleParameter, Detail: "the statement runs with no parameters: write each value as a literal"}
 	case *pg.FuncCall:
 		if len(n.Funcname) == 0 {
 			return nil

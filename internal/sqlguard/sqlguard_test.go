@@ -180,7 +180,7 @@ func FuzzCheck(f *testing.F) {
 		f.Add(seed)
 	}
 	rules := []Rule{RuleSyntax, RuleOneStatement, RuleSelectOnly, RuleInto, RuleLocking, RuleModifying, RuleFunction,
-		RuleUnicode, RuleTooLong, RuleRelation}
+		RuleUnicode, RuleTooLong, RuleRelation, RuleParameter}
 	f.Fuzz(func(t *testing.T, sql string) {
 		stmt, err := Check(sql, orangerail)
 		if err != nil {

@@ -199,6 +199,12 @@ func New(ctx context.Context, c Config) (*Querier, error) {
 		"SET LOCAL IntervalStyle = 'iso_8601'",
 		"SET LOCAL bytea_output = 'hex'",
 		"SET LOCAL extra_float_digits = 1",
+		// The parse and catalog layers lex the statement as pg_query
+		// does, with standard_conforming_strings on; where the server, the
+		// database or the role turned it off, 'x\', ' would be a string to
+		// Postgres and code to the guard, or the reverse. Pinned here, it
+		// holds for the statement, which comes in a later message.
+		"SET LOCAL standard_conforming_strings = on",
 		"SET LOCAL search_path TO " + strings.Join(schemas, ", "),
 		"SET LOCAL ROLE " + pgx.Identifier{AgentRole}.Sanitize(),
 	}, "; ")

@@ -275,6 +275,10 @@ var rejected = []struct {
 	// U& escapes.
 	{`SELECT U&"\0070g_sleep"(1)`, sqlguard.RuleUnicode},
 	{`SELECT U&'\0041'`, sqlguard.RuleUnicode},
+	// No parameters are bound: Postgres would refuse the bind as a
+	// protocol violation, naming nothing of the statement.
+	{"SELECT $1", sqlguard.RuleParameter},
+	{"SELECT seq FROM audit WHERE seq = $1::int", sqlguard.RuleParameter},
 	{`SELECT * FROM U&"audit"`, sqlguard.RuleUnicode},
 	// Not SQL.
 	{"SELEC 1", sqlguard.RuleSyntax},
@@ -631,6 +635,17 @@ func TestDatabaseRefusesWithoutTheParser(t *testing.T) {
 		"SELECT pg_read_file('PG_VERSION')",
 		"SELECT pg_ls_dir('.')",
 		"SELECT pg_stat_file('PG_VERSION')",
+		// What writes though the transaction is read-only: a logical WAL
+		// message (kept after the rollback), large objects; and every
+		// backend's locks, pg_locks' rows.
+		"SELECT pg_logical_emit_message(false, 'orangerail', 'x')",
+		"SELECT pg_logical_emit_message(false, 'orangerail', 'x'::bytea)",
+		"SELECT lo_from_bytea(0, 'x')",
+		"SELECT lo_create(0)",
+		"SELECT lo_creat(-1)",
+		"SELECT lo_put(1, 0, 'x')",
+		"SELECT lo_unlink(1)",
+		"SELECT count(*) FROM pg_lock_status()",
 		// The tool's schema's writers, which the catalog layer refuses first.
 		"SELECT orangerail.audit_append('{}')",
 		"SELECT orangerail.query_session_bind(1, 'globex')",
@@ -912,4 +927,32 @@ func lockAudit(t *testing.T, b *bundle) (release func() error) {
 		t.Fatal(err)
 	}
 	return func() error { return lock.Rollback(ctx) }
+}
+
+// TestStringsAreLexedAsTheGuardLexesThem: the guard reads a statement with
+// standard_conforming_strings on; where the database turned it off,
+// 'x\', ' would be one string to Postgres and a string and the start of
+// another to the guard, and what the guard took for a string literal — a
+// catalog read, a pg_* call — would run. The session pins the setting, so
+// Postgres reads the literals the guard read.
+func TestStringsAreLexedAsTheGuardLexesThem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, `DO $$BEGIN EXECUTE format('ALTER DATABASE %I SET standard_conforming_strings = off', current_database()); END$$`); err != nil {
+		t.Fatal(err)
+	}
+	// To the guard, two string literals; with the setting off, to Postgres
+	// a string, a read of pg_roles and a call of pg_lock_status.
+	hidden := `SELECT 'x\', ' AS a, (SELECT string_agg(rolname, ',') FROM pg_catalog.pg_roles) AS b, (SELECT count(*) FROM pg_catalog.pg_lock_status()) AS c --'`
+	if _, err := sqlguard.Check(hidden, []string{"orangerail"}); err != nil {
+		t.Fatalf("the guard refuses it: %v; the test shows nothing", err)
+	}
+	res, err := b.q.Query(ctx, "acme", hidden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 1 || !strings.HasPrefix(string(res.Rows[0]), `["x\\",`) || strings.Contains(string(res.Rows[0]), "orangerail_runtime") {
+		t.Fatalf("the statement ran as Postgres lexes it with standard_conforming_strings off: columns %v rows %s", res.Columns, res.Rows)
+	}
 }
