@@ -309,6 +309,14 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 			if err != nil {
 				return began, e.storeFailure(ctx, op, correlation, err)
 			}
+			if out.Status == StatusApprovalPending && out.ApprovalID != nil {
+				// The call was staged: a repeat of it polls its approval, as
+				// a repeat without a key does (answerOpen), rather than say
+				// it still waits once a person has decided it.
+				if polled := e.check(callerCtx, caller, out.ApprovalID.String()); polled.Status != StatusPending {
+					return began, polled
+				}
+			}
 			return began, out
 		case found.Abandoned:
 			if out := e.abandonedKey(ctx, k, found, correlation); out != nil {
