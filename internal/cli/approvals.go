@@ -68,9 +68,12 @@ func (f *approvalsFlags) client() (*client.Client, error) {
 		return nil, errcode.New(errcode.ApprovalsPath, "pass --server URL (the deployment's http.public_url, or set $"+ServerEnv+
 			"); only in an emergency, --break-glass --reason TEXT with the database owner's --database-url", nil)
 	}
-	path, err := login.TokenPath()
-	if err != nil {
-		return nil, err
+	var path string
+	if os.Getenv(login.TokenEnv) == "" {
+		var err error
+		if path, err = login.TokenPath(); err != nil {
+			return nil, errcode.New(errcode.FileUnusable, err.Error(), err)
+		}
 	}
 	token, issuer, err := login.Token(path, time.Now())
 	switch {

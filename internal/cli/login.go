@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/login"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -49,14 +50,15 @@ func newLoginCmd() *cobra.Command {
 			}
 			path, err := login.TokenPath()
 			if err != nil {
-				return err
+				return errcode.New(errcode.FileUnusable, err.Error(), err)
 			}
 			out := cmd.OutOrStdout()
 			tok, err := login.Device(cmd.Context(), login.Options{Issuer: issuer, ClientID: clientID,
 				Prompt: func(uri, complete, code string) {
-					fmt.Fprintf(out, "Open %s and enter the code %s\n", uri, code)
+					// What the issuer sent: it cannot rewrite the terminal.
+					fmt.Fprintf(out, "Open %s and enter the code %s\n", display.Text(uri), display.Text(code))
 					if complete != "" {
-						fmt.Fprintf(out, "  (or open %s)\n", complete)
+						fmt.Fprintf(out, "  (or open %s)\n", display.Text(complete))
 					}
 					fmt.Fprintln(out, "Waiting for you to approve it there…")
 				}})

@@ -127,7 +127,7 @@ func codedText(err error, coded *errcode.Error) string {
 	if wrapping != "" {
 		wrapping = display.Text(wrapping)
 	}
-	return wrapping + string(coded.Code) + ": " + display.Text(coded.Msg)
+	return wrapping + display.Text(string(coded.Code)) + ": " + display.Text(coded.Msg)
 }
 
 // invokedAs is the program as its operator ran it — bin/orangerail in a

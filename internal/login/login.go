@@ -16,6 +16,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // TokenEnv names the environment variable that, when set, is the bearer
@@ -68,6 +70,22 @@ func Device(ctx context.Context, o Options) (*oauth2.Token, error) {
 	if client == nil {
 		client = &http.Client{Timeout: 30 * time.Second}
 	}
+	// Every URL of the sign-in is held to the issuer's rule, as the server
+	// holds its keys' and redirects: https, or http on loopback.
+	guarded := *client
+	guarded.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := ontology.CheckIssuerURL("a redirect on the way to the issuer", req.URL.String()); err != nil {
+			return err
+		}
+		if client.CheckRedirect != nil {
+			return client.CheckRedirect(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	client = &guarded
 	ctx = oidc.ClientContext(ctx, client)
 	provider, err := oidc.NewProvider(ctx, o.Issuer)
 	if err != nil {
@@ -79,6 +97,14 @@ func Device(ctx context.Context, o Options) (*oauth2.Token, error) {
 	// spends a device code on its first refusal, would answer the retry
 	// invalid_grant in place of the person's access_denied.
 	endpoint.AuthStyle = oauth2.AuthStyleInParams
+	for what, u := range map[string]string{"device_authorization_endpoint": endpoint.DeviceAuthURL, "token_endpoint": endpoint.TokenURL} {
+		if u == "" {
+			continue
+		}
+		if err := ontology.CheckIssuerURL("the issuer's "+what, u); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSignInFailed, err)
+		}
+	}
 	if endpoint.DeviceAuthURL == "" {
 		return nil, fmt.Errorf("%w: the issuer %s offers no device authorization endpoint: sign in another way and set %s", ErrSignInFailed, o.Issuer, TokenEnv)
 	}
@@ -143,10 +169,24 @@ func Save(path, issuer string, tok *oauth2.Token) error {
 		_ = tmp.Close()
 		return err
 	}
+	// On disk before it is renamed over the kept token: a crash after
+	// the rename must not leave an empty or partial file in its place.
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// The rename itself, durable.
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = dir.Sync()
+		_ = dir.Close()
+	}
+	return nil
 }
 
 // ErrNoToken says there is no token to send: none in $ORANGERAIL_TOKEN and

@@ -415,12 +415,20 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 				mark.LastError = errorText(failures)
 			}
 			return s.WebhookMarkRetry(ctx, mark)
-		case !owed && m.OwedTo != nil:
+		case !owed && m.OwedTo != nil && m.Attempts >= w.c.MaxAttempts:
 			// The config changed since the event: no endpoint it was
 			// queued for is left, and one configured since was not
 			// there when it happened.
 			mark.LastError = notOwedHere
 			return s.WebhookMarkFailed(ctx, mark)
+		case !owed && m.OwedTo != nil:
+			// None of its endpoints is configured here: removed, or
+			// added by a newer config another replica serves (a rolling
+			// deploy). Left for a replica that knows one, failed only
+			// when its attempts run out.
+			mark.LastError = notOwedHere
+			mark.At = mark.At.Add(w.c.Backoff(m.Attempts))
+			return s.WebhookMarkRetry(ctx, mark)
 		case len(failures) == 0:
 			return s.WebhookMarkDelivered(ctx, mark)
 		case m.Attempts >= w.c.MaxAttempts:

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,6 +127,10 @@ func (c *Client) Decide(ctx context.Context, id string, d api.DecisionRequest) (
 	return &out, c.do(ctx, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(id)+"/decision", d, &out)
 }
 
+// codeShape is the form of every error code: an answer's code of any other
+// form is not the API's, and is never printed as one.
+var codeShape = regexp.MustCompile(`^X_[A-Z0-9_]{1,64}$`)
+
 // apiError is the API's error body.
 type apiError struct {
 	Error struct {
@@ -173,7 +178,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if resp.StatusCode/100 != 2 {
 		var e apiError
-		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+		if json.Unmarshal(raw, &e) == nil && codeShape.MatchString(e.Error.Code) {
 			msg := e.Error.Message
 			if e.Error.CorrelationID != "" {
 				msg += " (correlation id " + e.Error.CorrelationID + ")"

@@ -1,0 +1,54 @@
+package webhooks_test
+
+import (
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/store"
+	"github.com/orangerail/orangerail/internal/webhooks"
+)
+
+// TestReplicaOnAnOlderConfigDoesNotFailAnotherReplicasMessage:
+// during a rolling deploy that adds an endpoint, a replica already on the
+// new config stages an approval, so its message is owed to the new
+// endpoint. Any replica's worker may claim it (FOR UPDATE SKIP LOCKED); a
+// replica still on the old config does not know the new endpoint and marks
+// the message failed ("none of the endpoints configured when its event
+// happened is configured now"), so the new endpoint is never sent it,
+// though it is configured, on every replica, a minute later.
+func TestReplicaOnAnOlderConfigDoesNotFailAnotherReplicasMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	old, added := newReceiver(t), newReceiver(t)
+	oldEp, addedEp := endpoint(t, old.URL, false), endpoint(t, added.URL+"/hook", false, store.WebhookApprovalPending)
+
+	// The new replica's engine (its config names the added endpoint,
+	// replacing the old one) stages: the message is owed to the added one.
+	b.engine = b.open(t, addedEp)
+	b.stage(t, "staged on the new replica")
+
+	// The old replica's worker (its config names only the old endpoint)
+	// claims the message first.
+	oldWorker := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{oldEp}})
+	b.runOnce(t, oldWorker)
+
+	// The new replica's worker runs next (and later).
+	newWorker := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{addedEp}})
+	for range 3 {
+		b.runOnce(t, newWorker)
+		b.clock.Advance(webhooks.BackoffMax)
+	}
+	if n := len(added.deliveries()); n != 1 {
+		msgs, _ := webhooks.List(t.Context(), b.runtime, "acme", "", 10)
+		for _, m := range msgs {
+			t.Logf("message %s state %s last_error %v", m.ID, m.State, deref(m.LastError))
+		}
+		t.Fatalf("the endpoint the message is owed to, configured on the replica that staged it, was sent it %d times, want 1", n)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
