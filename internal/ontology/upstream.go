@@ -655,6 +655,24 @@ func resolvePresented(u *Upstream, upstream string, auth *[]string, path string,
 	return presented
 }
 
+// CheckAPIKeyName says why an api_key cannot be sent in the header, query
+// parameter or cookie named name, or nil: the one rule of the loader
+// (validateAuth) and of the policy compiler, which lists such a scheme as
+// unplaceable rather than write what the loader refuses.
+func CheckAPIKeyName(in, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("name the %s the key is sent in", in)
+	case in == InHeader && (!httpguts.ValidHeaderFieldName(name) ||
+		// Authorization is the one reserved header a key may take, its
+		// value sent verbatim (Discord's "Bot <token>"): it is then the
+		// request's one Authorization setter (SetsAuthorization).
+		textproto.CanonicalMIMEHeaderKey(name) != authorizationHeader && slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(name))):
+		return fmt.Errorf("%q is not a header a key can be sent in", name)
+	}
+	return nil
+}
+
 // validateAuth checks that each scheme can be placed: a scheme that
 // cannot is refused at load, never guessed at when a request is sent.
 func validateAuth(u *Upstream, path string, add func(path, format string, args ...any)) {
@@ -662,17 +680,10 @@ func validateAuth(u *Upstream, path string, add func(path, format string, args .
 		a, at := u.Auth[scheme], path+"."+scheme
 		switch a.Type {
 		case AuthAPIKey:
-			switch {
-			case a.In != InHeader && a.In != InQuery && a.In != InCookie:
+			if a.In != InHeader && a.In != InQuery && a.In != InCookie {
 				add(at+".in", "is %q; an api_key is placed in a header, query or cookie", a.In)
-			case a.Name == "":
-				add(at+".name", "name the %s the key is sent in", a.In)
-			case a.In == InHeader && (!httpguts.ValidHeaderFieldName(a.Name) ||
-				// Authorization is the one reserved header a key may take, its
-				// value sent verbatim (Discord's "Bot <token>"): it is then the
-				// request's one Authorization setter (SetsAuthorization).
-				textproto.CanonicalMIMEHeaderKey(a.Name) != authorizationHeader && slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(a.Name))):
-				add(at+".name", "%q is not a header a key can be sent in", a.Name)
+			} else if err := CheckAPIKeyName(a.In, a.Name); err != nil {
+				add(at+".name", "%v", err)
 			}
 		case AuthBasic, AuthBearer, AuthOAuth2ClientCredentials, AuthMTLS:
 			// Which of them one request may present together is a call's

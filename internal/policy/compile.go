@@ -33,6 +33,9 @@ type Options struct {
 	Accept map[string]string
 }
 
+// maxProblemsPerTool bounds the document problems a tool lists one by one.
+const maxProblemsPerTool = 16
+
 // ErrService is a service name that cannot name both a deployment and its
 // upstream.
 var ErrService = errors.New("the service name must be lower-case letters, digits and '-', beginning with a letter, at most 63")
@@ -90,14 +93,26 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 		uses := sourcesOf(op)
 		// The parameters its path declares for every operation of it.
 		shared := op.Source[:strings.LastIndexByte(op.Source, '/')+1] + "parameters/"
+		reached := 0
 		for _, p := range doc.Problems {
 			// A part of the operation, or of a component it reaches (a
 			// schema a $ref names, which left a property with no schema),
 			// or a parameter of its path's.
 			if strings.HasPrefix(p.Source, op.Source+"/") || p.Source == op.Source || strings.HasPrefix(p.Source, shared) || reaches(uses, p.Source) {
-				t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{p.Source}, Detail: p.Message,
-					Fatal: true, Acceptable: true})
+				// Each operation names a few of them, and counts the
+				// rest: listed under every operation that reaches them, a
+				// shared component's problems make the manifest problems
+				// times operations (49 KB made 52 MB).
+				if reached++; reached <= maxProblemsPerTool {
+					t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{p.Source}, Detail: p.Message,
+						Fatal: true, Acceptable: true})
+				}
 			}
+		}
+		if reached > maxProblemsPerTool {
+			t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{op.Source},
+				Detail: fmt.Sprintf("%d more parts of the description that could not be read reach this operation: see the manifest's problems", reached-maxProblemsPerTool),
+				Fatal: true, Acceptable: true})
 		}
 		settle(&t, opts.Accept[t.Name])
 		m.Tools = append(m.Tools, t)
@@ -206,8 +221,10 @@ func settle(t *ToolPolicy, accepted string) {
 			lifted = true
 			continue
 		}
-		fatal = append(fatal, string(u.Kind))
-		if !u.Acceptable {
+		if !slices.Contains(fatal, string(u.Kind)) {
+			fatal = append(fatal, string(u.Kind))
+		}
+		if !u.Acceptable && !slices.Contains(refused, string(u.Kind)) {
 			refused = append(refused, string(u.Kind))
 		}
 	}

@@ -101,7 +101,12 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	if s.Items != nil {
 		out["items"] = c.convert(s.Items, request)
 	}
-	for key, group := range map[string][]*apidoc.Schema{"allOf": s.AllOf, "anyOf": s.AnyOf, "oneOf": s.OneOf} {
+	// In a fixed order: converting names $defs first come, first named.
+	for _, g := range []struct {
+		key   string
+		group []*apidoc.Schema
+	}{{"allOf", s.AllOf}, {"anyOf", s.AnyOf}, {"oneOf", s.OneOf}} {
+		key, group := g.key, g.group
 		if len(group) == 0 {
 			continue
 		}

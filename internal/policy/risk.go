@@ -35,7 +35,7 @@ var (
 	// (resolveIncident, verifyAccount): over a safe method they read, as
 	// the method says (Discord's GET invite_resolve), but they make no
 	// POST or SOAP operation a read — a write is the side to err on.
-	readOverSafeOnly = set("resolve", "verify")
+	readOverSafeOnly = set("resolve", "verify", "export", "download")
 	// stateChanging are word pairs that change state though their first
 	// word reads: CheckIn, CheckOut.
 	stateChanging = map[[2]string]bool{{"check", "in"}: true, {"check", "out"}: true}

@@ -19,6 +19,10 @@ func placeScheme(service string, s *apidoc.Scheme) SchemePolicy {
 	case apidoc.SchemeAPIKey:
 		switch s.In {
 		case apidoc.InHeader, apidoc.InQuery, apidoc.InCookie:
+			if err := ontology.CheckAPIKeyName(s.In, s.ParamName); err != nil {
+				p.Rule = fmt.Sprintf("an apiKey in the %s %q cannot be placed: %v; nothing is sent", s.In, s.ParamName, err)
+				break
+			}
 			p.Auth, p.Placement = ontology.AuthAPIKey, s.In+" "+s.ParamName
 			p.Rule = fmt.Sprintf("an apiKey goes in the %s the description names, %q", s.In, s.ParamName)
 		default:

@@ -1,0 +1,172 @@
+package policy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/policy"
+	"github.com/orangerail/orangerail/internal/policy/apidoc"
+	"github.com/orangerail/orangerail/internal/policy/openapi"
+)
+
+func edgeParse(t testing.TB, data []byte) *apidoc.Document {
+	t.Helper()
+	doc, err := openapi.Parse(data, "api.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func edgeCompile(t testing.TB, doc *apidoc.Document, accept map[string]string) *policy.Manifest {
+	t.Helper()
+	m, err := policy.Compile(doc, policy.Options{Service: "svc", File: "api.yaml", SHA256: strings.Repeat("0", 64), Accept: accept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func edgeEmit(t testing.TB, m *policy.Manifest, doc *apidoc.Document, base string) *policy.Emitted {
+	t.Helper()
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := policy.Emit(m, doc, all, policy.EmitOptions{BaseURL: base, Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestSameInputSameBytes: the same input gives byte-identical output
+// (README), also where two definitions' $refs end on the same token (x):
+// convert names each $defs entry first come, first named, and allOf, anyOf
+// and oneOf were walked in a map's order, so x and x_2 changed places from
+// run to run.
+func TestSameInputSameBytes(t *testing.T) {
+	const spec = `openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "https://api.example.com"}]
+paths:
+  /things:
+    get:
+      operationId: listThings
+      parameters:
+        - name: q
+          in: query
+          schema:
+            allOf: [{$ref: "#/components/schemas/A/properties/x"}]
+            anyOf: [{$ref: "#/components/schemas/B/properties/x"}]
+            oneOf: [{$ref: "#/components/schemas/C/properties/x"}]
+      responses: {"200": {description: ok}}
+components:
+  schemas:
+    A: {type: object, properties: {x: {type: string, minLength: 1}}}
+    B: {type: object, properties: {x: {type: string, maxLength: 9}}}
+    C: {type: object, properties: {x: {type: string, pattern: "^a"}}}
+`
+	var first []byte
+	for i := range 30 {
+		doc := edgeParse(t, []byte(spec))
+		out := edgeEmit(t, edgeCompile(t, doc, nil), doc, "")
+		if i == 0 {
+			first = out.YAML
+			continue
+		}
+		if !bytes.Equal(first, out.YAML) {
+			t.Fatalf("run %d wrote other bytes than run 0:\n%s\n---\n%s", i, first, out.YAML)
+		}
+	}
+}
+
+// TestAnAPIKeyTheLoaderRefusesIsUnplaceable: an apiKey scheme whose name
+// the loader refuses — empty, a header name that is no header (a space) or
+// a reserved one (Host, Content-Type) — is listed as sending nothing, as
+// README says, and the actions file loads: it was placed as written, and
+// config check refused the file.
+func TestAnAPIKeyTheLoaderRefusesIsUnplaceable(t *testing.T) {
+	for _, c := range []struct{ in, name string }{{"header", ""}, {"query", ""}, {"header", "X Api Key"}, {"header", "Host"}, {"header", "Content-Type"}} {
+		t.Run(c.in+":"+c.name, func(t *testing.T) {
+			spec := fmt.Sprintf(`{"openapi":"3.0.3","info":{"title":"t","version":"1"},"servers":[{"url":"https://api.example.com"}],
+"components":{"securitySchemes":{"k":{"type":"apiKey","in":%q,"name":%q}}},"security":[{"k":[]}],
+"paths":{"/a":{"get":{"operationId":"getA","responses":{"200":{"description":"ok"}}}}}}`, c.in, c.name)
+			d := edgeParse(t, []byte(spec))
+			out := edgeEmit(t, edgeCompile(t, d, nil), d, "")
+			if _, err := ontology.Parse(out.YAML); err != nil {
+				t.Fatalf("the actions file does not load: %v\n%s", err, out.YAML)
+			}
+		})
+	}
+}
+
+// TestExportIsReadOnlyOverASafeMethod: a POST named for "export" (or
+// "download") is no read: Cloud SQL's sql.instances.export writes a whole
+// database to a Cloud Storage URI the caller names, and as a read it ran
+// approved by no one. Like resolve and verify, the words read only over a
+// safe method.
+func TestExportIsReadOnlyOverASafeMethod(t *testing.T) {
+	const spec = `openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "https://sqladmin.example.com"}]
+security: [{o: [sql.admin]}]
+components:
+  securitySchemes:
+    o: {type: oauth2, flows: {authorizationCode: {authorizationUrl: "https://a.example.com", tokenUrl: "https://t.example.com", scopes: {sql.admin: admin}}}}
+paths:
+  /v1/projects/{project}/instances/{instance}/export:
+    post:
+      operationId: sql.instances.export
+      parameters:
+        - {name: project, in: path, required: true, schema: {type: string}}
+        - {name: instance, in: path, required: true, schema: {type: string}}
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: {uri: {type: string}}}
+      responses: {"200": {description: ok}}
+`
+	m := edgeCompile(t, edgeParse(t, []byte(spec)), nil)
+	tp := m.Tool("sql_instances_export")
+	if tp == nil {
+		for _, x := range m.Tools {
+			tp = &x
+		}
+	}
+	if tp.Risk.Value == ontology.RiskRead || tp.Approval.Value != ontology.ApprovalRequired {
+		t.Fatalf("POST %s is %s, approval %s: %s", tp.Operation.ID, tp.Risk.Value, tp.Approval.Value, tp.Risk.Rule)
+	}
+}
+
+// TestProblemsPerToolAreCapped: a tool lists at most 16 of the
+// description's problems that reach it, and counts the rest in one
+// finding: listed under every operation that reaches them, a shared
+// component's problems made the manifest problems times operations.
+func TestProblemsPerToolAreCapped(t *testing.T) {
+	props := map[string]any{}
+	for i := range 40 {
+		props[fmt.Sprintf("f%d", i)] = map[string]any{"$ref": fmt.Sprintf("#/nope/%d", i)}
+	}
+	data, _ := json.Marshal(map[string]any{
+		"openapi": "3.0.3", "info": map[string]any{"title": "t", "version": "1"},
+		"components": map[string]any{"schemas": map[string]any{"B": map[string]any{"type": "object", "properties": props}}},
+		"paths": map[string]any{"/p": map[string]any{"get": map[string]any{"operationId": "getP",
+			"responses": map[string]any{"200": map[string]any{"description": "ok", "content": map[string]any{
+				"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/B"}}}}}}}},
+	})
+	m := edgeCompile(t, edgeParse(t, data), nil)
+	var listed []policy.Unresolved
+	for _, u := range m.Tools[0].Unresolved {
+		if u.Kind == policy.UnresolvedDocument {
+			listed = append(listed, u)
+		}
+	}
+	if len(listed) != 17 || !strings.HasPrefix(listed[16].Detail, "24 more parts of the description") {
+		t.Fatalf("%d problems listed, the last %+v", len(listed), listed[len(listed)-1])
+	}
+}
