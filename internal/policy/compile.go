@@ -112,7 +112,7 @@ func Compile(doc *apidoc.Document, opts Options) (*Manifest, error) {
 		if reached > maxProblemsPerTool {
 			t.Unresolved = append(t.Unresolved, Unresolved{Kind: UnresolvedDocument, Field: "operation", Source: []string{op.Source},
 				Detail: fmt.Sprintf("%d more parts of the description that could not be read reach this operation: see the manifest's problems", reached-maxProblemsPerTool),
-				Fatal: true, Acceptable: true})
+				Fatal:  true, Acceptable: true})
 		}
 		settle(&t, opts.Accept[t.Name])
 		m.Tools = append(m.Tools, t)
