@@ -101,6 +101,10 @@ func Emit(m *Manifest, doc *apidoc.Document, selectors []Selector, opts EmitOpti
 			out.Skipped = append(out.Skipped, Skipped{t.Name, "the name is one of orangerail's built-in tools'"})
 			continue
 		}
+		if where := e.servedElsewhere(ops[t.Operation.Source]); where != "" {
+			out.Skipped = append(out.Skipped, Skipped{t.Name, where})
+			continue
+		}
 		a, err := e.action(&t, ops[t.Operation.Source])
 		if err != nil {
 			out.Skipped = append(out.Skipped, Skipped{t.Name, err.Error()})
@@ -183,6 +187,26 @@ func baseURL(doc *apidoc.Document, option string) (string, string, error) {
 	}
 	return "", "", fmt.Errorf("%w: the description names no server orangerail may call (https, or http on loopback)%s; pass --base-url",
 		ErrBaseURL, map[bool]string{true: ": " + strings.Join(refused, "; ")}[len(refused) > 0])
+}
+
+// servedElsewhere says why an operation that names its own servers, none
+// of them the upstream's base, is not written (its call, and the
+// upstream's credential, would go to the description's first server, a
+// host the operation is not served at), or "". A --base-url is the
+// operator's choice of where every call goes, and is taken as it is.
+func (e *emitter) servedElsewhere(op *apidoc.Operation) string {
+	if op == nil || len(op.Servers) == 0 || e.opts.BaseURL != "" {
+		return ""
+	}
+	var urls []string
+	for _, s := range op.Servers {
+		if strings.TrimSuffix(s.URL, "/") == e.base {
+			return ""
+		}
+		urls = append(urls, s.URL)
+	}
+	return fmt.Sprintf("the description serves it at %s, not at the upstream's %s: its call, and the upstream's credential, would go to a host it is not served at; "+
+		"compile it with --base-url naming its server", strings.Join(urls, ", "), e.base)
 }
 
 // emitter writes one actions file.

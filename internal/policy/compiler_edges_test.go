@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -168,5 +169,60 @@ func TestProblemsPerToolAreCapped(t *testing.T) {
 	}
 	if len(listed) != 17 || !strings.HasPrefix(listed[16].Detail, "24 more parts of the description") {
 		t.Fatalf("%d problems listed, the last %+v", len(listed), listed[len(listed)-1])
+	}
+}
+
+// TestOperationsServedElsewhereAreNotWritten: OAS 3 lets a path item or an
+// operation name its own servers (Vonage's /account/get-balance is served
+// at rest.nexmo.com, the description's first server api.nexmo.com). Such
+// an operation was written against the upstream's base, its call and the
+// credential sent to a host it is not served at: it is now not written,
+// with the reason, unless one of its servers is the base, or --base-url
+// names where calls go.
+func TestOperationsServedElsewhereAreNotWritten(t *testing.T) {
+	const spec = `openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "https://api.example.com"}]
+security: [{k: []}]
+components:
+  securitySchemes:
+    k: {type: apiKey, in: header, name: X-Key}
+paths:
+  /balance:
+    servers: [{url: "https://rest.example.net"}]
+    get:
+      operationId: getBalance
+      responses: {"200": {description: ok}}
+  /files:
+    get:
+      operationId: listFiles
+      servers: [{url: "https://files.example.org"}]
+      responses: {"200": {description: ok}}
+  /both:
+    get:
+      operationId: getBoth
+      servers: [{url: "https://files.example.org"}, {url: "https://api.example.com/"}]
+      responses: {"200": {description: ok}}
+  /plain:
+    get:
+      operationId: getPlain
+      responses: {"200": {description: ok}}
+`
+	d := edgeParse(t, []byte(spec))
+	m := edgeCompile(t, d, nil)
+	out := edgeEmit(t, m, d, "")
+	skipped := map[string]string{}
+	for _, s := range out.Skipped {
+		skipped[s.Tool] = s.Reason
+	}
+	if !strings.Contains(skipped["getBalance"], "https://rest.example.net") || !strings.Contains(skipped["listFiles"], "https://files.example.org") ||
+		!slices.Equal(out.Written, []string{"getBoth", "getPlain"}) {
+		t.Fatalf("written %v, skipped %v", out.Written, skipped)
+	}
+	if _, err := ontology.Parse(out.YAML); err != nil {
+		t.Fatal(err)
+	}
+	if chosen := edgeEmit(t, m, d, "https://rest.example.net"); len(chosen.Written) != 4 {
+		t.Fatalf("with --base-url: written %v, skipped %v", chosen.Written, chosen.Skipped)
 	}
 }

@@ -86,6 +86,10 @@ type Operation struct {
 	Security *Security
 	// SOAP is a WSDL operation's binding; nil for HTTP.
 	SOAP *SOAPBinding
+	// Servers are where the operation is served when it says so itself
+	// (OAS 3: its own servers, else its path item's); nil: the
+	// description's.
+	Servers []Server
 }
 
 // Parameter is one named input outside the body.

@@ -472,6 +472,13 @@ func (l *loader) operations(doc *apidoc.Document, top loc, m map[string]any) {
 			return itemAt.child(key)
 		}
 		shared := l.parameters(locOf("parameters"), item["parameters"])
+		// The path item's servers, where it names its own: locOf says
+		// whether beside the item's $ref or in it.
+		serversAt := itemAt
+		if locOf("servers") == pathAt.child("servers") {
+			serversAt = pathAt
+		}
+		pathServers := l.servers(serversAt, map[string]any{"servers": item["servers"]})
 		for _, method := range methods {
 			om, ok := item[method].(map[string]any)
 			if !ok {
@@ -484,6 +491,9 @@ func (l *loader) operations(doc *apidoc.Document, top loc, m map[string]any) {
 			op := &apidoc.Operation{ID: str(om["operationId"]), Source: l.source(opAt), Method: strings.ToUpper(method), Path: p,
 				Summary: str(om["summary"]), Description: str(om["description"]), Tags: strs(om["tags"])}
 			op.Deprecated, _ = om["deprecated"].(bool)
+			if op.Servers = l.servers(opAt, map[string]any{"servers": om["servers"]}); op.Servers == nil {
+				op.Servers = pathServers
+			}
 			own := l.parameters(opAt.child("parameters"), om["parameters"])
 			// An operation's parameter overrides the path item's of the
 			// same name and location (OAS 3.1 §4.8.10.1, 2.0 "Operation
