@@ -52,3 +52,37 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// TestReplicaOnAnOlderConfigLeavesTheNewEndpointItsMessage: a message owed
+// to an endpoint both configs name and to one only the newer names, taken
+// first by a replica on the older config, is sent there to the endpoint it
+// knows and left — not marked delivered — for a replica that names the
+// other, which sends it there alone.
+func TestReplicaOnAnOlderConfigLeavesTheNewEndpointItsMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	kept, added := newReceiver(t), newReceiver(t)
+	keptEp, addedEp := endpoint(t, kept.URL, false), endpoint(t, added.URL+"/hook", false)
+
+	b.engine = b.open(t, keptEp, addedEp)
+	b.stage(t, "staged on the new replica")
+
+	oldWorker := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{keptEp}})
+	b.runOnce(t, oldWorker)
+	msgs, err := webhooks.List(t.Context(), b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 1 || msgs[0].State == store.WebhookDelivered {
+		t.Fatalf("after the old replica: %+v %v", msgs, err)
+	}
+	newWorker := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{keptEp, addedEp}})
+	for range 3 {
+		b.clock.Advance(webhooks.BackoffMax)
+		b.runOnce(t, newWorker)
+	}
+	if k, a := len(kept.deliveries()), len(added.deliveries()); k != 1 || a != 1 {
+		t.Fatalf("the endpoint both configs name was sent it %d times, the added one %d; want 1 and 1", k, a)
+	}
+	msgs, err = webhooks.List(t.Context(), b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 1 || msgs[0].State != store.WebhookDelivered {
+		t.Fatalf("at last: %+v %v", msgs, err)
+	}
+}

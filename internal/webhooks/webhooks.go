@@ -132,8 +132,11 @@ const (
 	// maxErrorText bounds the last_error kept per message.
 	maxErrorText = 300
 	// notOwedHere is the last_error of a message none of whose endpoints
-	// is configured any more.
+	// is configured where it was last taken.
 	notOwedHere = "not sent: none of the endpoints configured when its event happened is configured now; `webhooks redeliver` sends it to those configured now"
+	// owedElsewhere is the last_error of a message sent to the endpoints a
+	// replica names, and owed to one it does not.
+	owedElsewhere = "sent to the endpoints configured here; owed to one this replica's config does not name, it waits for a replica whose config does"
 )
 
 // Config is what a Worker needs. Zero values take the defaults above.
@@ -356,8 +359,11 @@ func (w *Worker) Prune(ctx context.Context) (int, error) {
 }
 
 // deliver POSTs m to every endpoint it is owed to and has not reached,
-// and marks it delivered, to retry, or failed. One none of whose endpoints
-// is configured any more is failed, unsent.
+// and marks it delivered, to retry, or failed. One owed to an endpoint
+// this replica's config does not name — removed, or added by a newer
+// config another replica serves (a rolling deploy) — is left for a replica
+// that names it, the endpoints reached here kept, until its attempts run
+// out: then it is delivered where it could be, or, reaching none, failed.
 func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 	delivered := slices.Clone(m.DeliveredTo)
 	var failures []string
@@ -396,6 +402,9 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 		}
 		delivered = append(delivered, e.URL)
 	}
+	elsewhere := m.OwedTo != nil && slices.ContainsFunc(m.OwedTo, func(k string) bool {
+		return !slices.ContainsFunc(w.c.Endpoints, func(e Endpoint) bool { return e.key == k })
+	})
 	mark := &store.WebhookMarkParams{ID: m.ID, TenantID: m.TenantID, Lease: *m.LockedUntil, DeliveredTo: delivered, At: w.c.Now()}
 	stopping := ctx.Err()
 	if stopping != nil {
@@ -427,6 +436,10 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 			// deploy). Left for a replica that knows one, failed only
 			// when its attempts run out.
 			mark.LastError = notOwedHere
+			mark.At = mark.At.Add(w.c.Backoff(m.Attempts))
+			return s.WebhookMarkRetry(ctx, mark)
+		case len(failures) == 0 && elsewhere && m.Attempts < w.c.MaxAttempts:
+			mark.LastError = owedElsewhere
 			mark.At = mark.At.Add(w.c.Backoff(m.Attempts))
 			return s.WebhookMarkRetry(ctx, mark)
 		case len(failures) == 0:
