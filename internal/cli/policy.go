@@ -100,6 +100,8 @@ func newPolicyCompileCmd() *cobra.Command {
 					return errcode.New(errcode.PolicySelectorInvalid, err.Error(), err)
 				case errors.Is(err, policy.ErrBaseURL):
 					return errcode.New(errcode.PolicyBaseURLMissing, err.Error(), err)
+				case errors.Is(err, policy.ErrTooLarge):
+					return errcode.New(errcode.PolicyActionsTooLarge, err.Error(), err)
 				}
 				return err
 			})

@@ -134,6 +134,7 @@ const (
 	Interrupted           Code = "X_INTERRUPTED"
 	FileUnusable          Code = "X_FILE_UNUSABLE"
 	PolicyBaseURLMissing  Code = "X_POLICY_BASE_URL_MISSING"
+	PolicyActionsTooLarge Code = "X_POLICY_ACTIONS_TOO_LARGE"
 	PolicyManifestInvalid Code = "X_POLICY_MANIFEST_INVALID"
 	PolicyToolUnknown     Code = "X_POLICY_TOOL_UNKNOWN"
 	PolicyDiffWidens      Code = "X_POLICY_DIFF_WIDENS"
@@ -343,6 +344,8 @@ var table = []Entry{
 		"Pass --accept createLabel='the carrier key is scoped to labels by the carrier' for each tool whose fatal finding a person accepts; policy explain TOOL shows the finding first.", ""},
 	{PolicyBaseURLMissing, "The actions file needs the upstream's URL, and neither --base-url nor the description names one orangerail may call: https, or http on loopback, with no variables.",
 		"Pass --base-url with the API's root, such as https://api.example.com/v1.", ""},
+	{PolicyActionsTooLarge, "The actions the --include picks would make a file larger than config check reads (8 MiB, or 500,000 YAML nodes): each action holds its own copy of every schema its input reaches, so one large schema shared by many operations multiplies. Nothing was written.",
+		"Pick fewer operations with --include (by tag or operation), and compile the rest into another file.", ""},
 	{PolicyManifestInvalid, "The file is not a policy manifest this orangerail reads: not JSON, another format version, or values its JSON Schema refuses (a manifest edited by hand so that its values contradict each other).",
 		"Compile the manifest again with policy compile rather than editing it; change a policy by reviewing it and accepting findings with --accept.", ""},
 	{PolicyToolUnknown, "policy explain names a tool the manifest does not hold.",

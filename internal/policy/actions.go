@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -55,6 +56,9 @@ type Skipped struct {
 // ErrBaseURL is an upstream with no URL orangerail may call.
 var ErrBaseURL = errors.New("no base URL")
 
+// ErrTooLarge is an actions file larger than config check reads.
+var ErrTooLarge = errors.New("the actions file would be too large")
+
 // Emit writes the ontology actions for the tools the selectors pick: the
 // upstream (its credentials by the schemes the picked tools present) and
 // an action per servable tool, its input from the operation's parameters
@@ -89,6 +93,7 @@ func Emit(m *Manifest, doc *apidoc.Document, selectors []Selector, opts EmitOpti
 	}
 	e := &emitter{m: m, doc: doc, opts: opts, base: base, basePath: basePath, out: out, schemes: map[string]bool{}}
 	actions := map[string]any{}
+	nodes := 0
 	for _, t := range m.Tools {
 		if !picked[t.Name] {
 			continue
@@ -109,6 +114,12 @@ func Emit(m *Manifest, doc *apidoc.Document, selectors []Selector, opts EmitOpti
 		if err != nil {
 			out.Skipped = append(out.Skipped, Skipped{t.Name, err.Error()})
 			continue
+		}
+		// Counted as built: each action copies every definition its input
+		// reaches, so a large one shared by many operations multiplies,
+		// and the file would be one config check refuses.
+		if nodes += yamlNodes(a); nodes > ontology.MaxConfigNodes {
+			return nil, fmt.Errorf("%w: the actions picked would hold more than %d YAML nodes (at %s), more than config check reads", ErrTooLarge, ontology.MaxConfigNodes, t.Name)
 		}
 		actions[t.Name] = a
 		out.Written = append(out.Written, t.Name)
@@ -142,8 +153,39 @@ func Emit(m *Manifest, doc *apidoc.Document, selectors []Selector, opts EmitOpti
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
+	if buf.Len() > ontology.MaxConfigBytes {
+		return nil, fmt.Errorf("%w: the actions picked make %d bytes, more than the %d config check reads", ErrTooLarge, buf.Len(), ontology.MaxConfigBytes)
+	}
 	out.YAML = buf.Bytes()
 	return out, nil
+}
+
+// yamlNodes counts the YAML nodes v encodes to, as ontology.Parse counts
+// a file's: a mapping or a sequence, each key, each value; whatever the
+// map's or the slice's type.
+func yamlNodes(v any) int {
+	r := reflect.ValueOf(v)
+	for r.Kind() == reflect.Pointer || r.Kind() == reflect.Interface {
+		if r.IsNil() {
+			return 1
+		}
+		r = r.Elem()
+	}
+	switch r.Kind() {
+	case reflect.Map:
+		n := 1
+		for it := r.MapRange(); it.Next(); {
+			n += 1 + yamlNodes(it.Value().Interface())
+		}
+		return n
+	case reflect.Slice, reflect.Array:
+		n := 1
+		for i := range r.Len() {
+			n += yamlNodes(r.Index(i).Interface())
+		}
+		return n
+	}
+	return 1
 }
 
 // oneLine keeps a reason to one comment line.

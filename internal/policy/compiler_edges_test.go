@@ -3,6 +3,7 @@ package policy_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -224,5 +225,53 @@ paths:
 	}
 	if chosen := edgeEmit(t, m, d, "https://rest.example.net"); len(chosen.Written) != 4 {
 		t.Fatalf("with --base-url: written %v, skipped %v", chosen.Written, chosen.Skipped)
+	}
+}
+
+// TestActionsFileBoundedByTheLoader: each action holds its own copy of
+// every definition its input reaches, so one large schema shared by many
+// operations multiplies: a 71 KB description (a 6,000-value enum under 100
+// GETs) made a 12 MB actions file config check refuses. Emit stops as the
+// count passes what the loader reads, ErrTooLarge; fewer of the same
+// operations fit, and load.
+func TestActionsFileBoundedByTheLoader(t *testing.T) {
+	enum := make([]string, 6000)
+	for i := range enum {
+		enum[i] = fmt.Sprintf("v%d", i)
+	}
+	paths := map[string]any{}
+	for i := range 100 {
+		paths[fmt.Sprintf("/p%d", i)] = map[string]any{"get": map[string]any{
+			"operationId": fmt.Sprintf("getP%d", i),
+			"parameters":  []any{map[string]any{"name": "q", "in": "query", "schema": map[string]any{"$ref": "#/components/schemas/E"}}},
+			"responses":   map[string]any{"200": map[string]any{"description": "ok"}},
+		}}
+	}
+	data, _ := json.Marshal(map[string]any{
+		"openapi": "3.0.3", "info": map[string]any{"title": "t", "version": "1"},
+		"servers":    []any{map[string]any{"url": "https://api.example.com"}},
+		"components": map[string]any{"schemas": map[string]any{"E": map[string]any{"type": "string", "enum": enum}}},
+		"paths":      paths,
+	})
+	d := edgeParse(t, data)
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.Emit(edgeCompile(t, d, nil), d, all, policy.EmitOptions{}); !errors.Is(err, policy.ErrTooLarge) {
+		t.Fatalf("a 6,000-value enum under 100 operations: %v, want ErrTooLarge", err)
+	}
+	// Ten of them fit, and load.
+	ten, err := policy.ParseSelectors([]string{"operation:getP1", "operation:getP2", "operation:getP3", "operation:getP4", "operation:getP5",
+		"operation:getP6", "operation:getP7", "operation:getP8", "operation:getP9", "operation:getP10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := policy.Emit(edgeCompile(t, d, nil), d, ten, policy.EmitOptions{})
+	if err != nil || len(out.Written) != 10 {
+		t.Fatalf("ten operations: %v, %v", out, err)
+	}
+	if _, err := ontology.Parse(out.YAML); err != nil {
+		t.Fatal(err)
 	}
 }
