@@ -494,8 +494,15 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 	if len(headers) > 0 {
 		h["headers"] = headers
 	}
-	if b := op.Body; b != nil && b.Schema != nil {
+	switch b := op.Body; {
+	case b != nil && b.Schema != nil:
 		h["body"] = ":" + in.body(b)
+	case b != nil && b.Required:
+		// What an agent would send could not be checked, and the
+		// effect would send nothing the upstream requires.
+		return nil, fmt.Errorf("the description gives its required %s body no schema: what an agent sends could not be checked", b.MediaType)
+	case b != nil:
+		in.note("its optional %s body, to which the description gives no schema, is never sent", b.MediaType)
 	}
 	var success []int
 	for _, r := range successes(op) {

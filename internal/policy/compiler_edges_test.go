@@ -275,3 +275,39 @@ func TestActionsFileBoundedByTheLoader(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestABodyOfNoSchema: a JSON request body the description gives no
+// schema (content: {application/json: {}}) was dropped without a word: a
+// required one leaves the operation unwritten, with the reason; an
+// optional one is written without it, and a note says so.
+func TestABodyOfNoSchema(t *testing.T) {
+	const spec = `openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "https://api.example.com"}]
+security: [{k: []}]
+components:
+  securitySchemes:
+    k: {type: apiKey, in: header, name: X-Key}
+paths:
+  /must:
+    post:
+      operationId: createMust
+      requestBody: {required: true, content: {application/json: {}}}
+      responses: {"201": {description: ok}}
+  /may:
+    post:
+      operationId: createMay
+      requestBody: {content: {application/json: {}}}
+      responses: {"201": {description: ok}}
+`
+	d := edgeParse(t, []byte(spec))
+	// The key's breadth is unknown (scopeless): accepted, as a person would.
+	out := edgeEmit(t, edgeCompile(t, d, map[string]string{"createMust": "the key is ours", "createMay": "the key is ours"}), d, "")
+	reasons := map[string]string{}
+	for _, s := range append(out.Skipped, out.Notes...) {
+		reasons[s.Tool] += s.Reason
+	}
+	if !slices.Equal(out.Written, []string{"createMay"}) || !strings.Contains(reasons["createMust"], "no schema") || !strings.Contains(reasons["createMay"], "never sent") {
+		t.Fatalf("written %v, reasons %v", out.Written, reasons)
+	}
+}
