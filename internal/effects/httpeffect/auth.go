@@ -317,6 +317,14 @@ func (c *credentials) addToken(scheme, tok string) {
 	c.rebuild()
 }
 
+// none reports whether there is no secret to scrub: read under the lock,
+// since a token fetched on another call adds one.
+func (c *credentials) none() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.secrets) == 0
+}
+
 // rebuild makes secrets of static and recent's forms, each once, longest
 // first, so that no shorter secret inside a longer one leaves the rest of
 // it behind. c.mu is held.
@@ -327,15 +335,16 @@ func (c *credentials) rebuild() {
 			all = append(all, forms(tok)...)
 		}
 	}
-	c.secrets = c.secrets[:0]
+	secrets := make([][]byte, 0, len(all))
 	seen := map[string]bool{}
 	for _, form := range all {
 		if !seen[form] {
 			seen[form] = true
-			c.secrets = append(c.secrets, []byte(form))
+			secrets = append(secrets, []byte(form))
 		}
 	}
-	slices.SortStableFunc(c.secrets, func(a, b []byte) int { return len(b) - len(a) })
+	slices.SortStableFunc(secrets, func(a, b []byte) int { return len(b) - len(a) })
+	c.secrets = secrets
 }
 
 // forms are s as an upstream may echo it (see addSecret).
@@ -498,7 +507,7 @@ func (c *credentials) scrubError(err error) error {
 // anew with the secrets replaced. Text that is not JSON is returned as
 // it is.
 func (c *credentials) scrubJSON(b json.RawMessage) json.RawMessage {
-	if c == nil || len(c.secrets) == 0 || !json.Valid(b) {
+	if c == nil || c.none() || !json.Valid(b) {
 		return b
 	}
 	var out []byte
