@@ -469,9 +469,8 @@ var idTokenClaims = []string{"at_hash", "c_hash"}
 
 // notAnAccessToken refuses a token that says it is none: one carrying an
 // ID token's own claims, or Keycloak's typ claim "ID", or whose header's
-// typ names another kind (an ID token's, a logout token's): only JWT or
-// at+jwt (RFC 9068 2.1), "application/" before it or not, and any case
-// (RFC 7515 4.1.9). Where an issuer's client id equals the audience, its
+// typ names another kind (otherTokenType; "application/" before it or
+// not, any case: RFC 7515 4.1.9). Where an issuer's client id equals the audience, its
 // ID tokens verify as this resource's access tokens: issued to a browser
 // or an app, they are no bearer token for it. A nonce is no such mark:
 // Keycloak before 24 put the sign-in's nonce in access tokens too.
@@ -492,14 +491,26 @@ func notAnAccessToken(token string, claims map[string]any) error {
 	if err != nil || json.Unmarshal(raw, &h) != nil {
 		return fmt.Errorf("%w: its header is unreadable", ErrInvalidToken) // the verifier read it: never so
 	}
-	if h.Typ != nil {
-		switch typ := strings.ToLower(*h.Typ); strings.TrimPrefix(typ, "application/") {
-		case "jwt", "at+jwt":
-		default:
-			return fmt.Errorf("%w: a token of type %q, not an access token", ErrInvalidToken, *h.Typ)
-		}
+	if h.Typ != nil && otherTokenType(*h.Typ) {
+		return fmt.Errorf("%w: a token of type %q, not an access token", ErrInvalidToken, *h.Typ)
 	}
 	return nil
+}
+
+// otherTokenType reports whether a header's typ names a kind of token
+// other than an access token: an ID token's, or a JWT of another use
+// (RFC 8725 3.11: logout+jwt, secevent+jwt, dpop+jwt …). JWT, at+jwt and
+// an issuer's own access type (Okta's okta-internal-at+jwt) are an access
+// token's, as is a typ that names no kind (JOSE).
+func otherTokenType(typ string) bool {
+	t := strings.TrimPrefix(strings.ToLower(typ), "application/")
+	switch {
+	case t == "id_token" || t == "idtoken" || t == "id+jwt":
+		return true
+	case strings.HasSuffix(t, "+jwt"):
+		return !strings.HasSuffix(t, "at+jwt")
+	}
+	return false
 }
 
 // maxNumericDate is the last second of the year 9999: no honest token's

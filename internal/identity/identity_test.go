@@ -839,8 +839,8 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // is an ID token — an ID token's own claim (at_hash, c_hash), Keycloak's
 // typ claim "ID", a header typ of another kind — is refused. A nonce
 // alone (Keycloak's access tokens before 24 carry it), Keycloak's typ
-// "Bearer" and RFC 9068's at+jwt are an access token's. The dev issuer's
-// own ID token, minted in a sign-in, is refused; its access token is not.
+// "Bearer", RFC 9068's at+jwt and an issuer's own access type are an
+// access token's.
 func TestIDTokensAreNoBearerTokens(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -856,17 +856,20 @@ func TestIDTokensAreNoBearerTokens(t *testing.T) {
 		"a logout token":      with("logout+jwt", nil),
 		"a typ of no kind":    with("id_token", nil),
 		"an application/ typ": with("application/logout+jwt", nil),
+		"a security event":    with("secevent+jwt", nil),
 	} {
 		if _, err := f.resolver.Resolve(context.Background(), token); !errors.Is(err, identity.ErrInvalidToken) {
 			t.Errorf("%s: %v, want ErrInvalidToken", name, err)
 		}
 	}
 	for name, token := range map[string]string{
-		"a nonce alone":         with("", map[string]any{"nonce": "n-0S6_WzA2Mj"}),
-		"Keycloak's typ Bearer": with("", map[string]any{"typ": "Bearer"}),
-		"at+jwt":                with("at+jwt", nil),
-		"application/at+jwt":    with("application/AT+JWT", nil),
-		"JWT":                   with("JWT", nil),
+		"a nonce alone":          with("", map[string]any{"nonce": "n-0S6_WzA2Mj"}),
+		"Keycloak's typ Bearer":  with("", map[string]any{"typ": "Bearer"}),
+		"at+jwt":                 with("at+jwt", nil),
+		"application/at+jwt":     with("application/AT+JWT", nil),
+		"JWT":                    with("JWT", nil),
+		"an issuer's own at+jwt": with("application/okta-internal-at+jwt", nil),
+		"JOSE":                   with("JOSE", nil),
 	} {
 		if _, err := f.resolver.Resolve(context.Background(), token); err != nil {
 			t.Errorf("%s: %v", name, err)
