@@ -86,6 +86,10 @@ func (k *keySet) VerifySignature(ctx context.Context, token string) ([]byte, err
 	if len(jws.Signatures) != 1 {
 		return nil, errors.New("a token carries exactly one signature")
 	}
+	seen, _ := ctx.Value(verificationKey{}).(*verification)
+	if seen != nil {
+		seen.typ, _ = jws.Signatures[0].Protected.ExtraHeaders[jose.HeaderType].(string)
+	}
 	if k.stale() {
 		// A failed fetch keeps the keys: the issuer's outage is no
 		// token's fault. Within the interval of the last fetch, none is
@@ -110,17 +114,25 @@ func (k *keySet) VerifySignature(ctx context.Context, token string) ([]byte, err
 	case err != nil:
 		// Not the token's fault: go-oidc flattens this error into text, so
 		// say so to the resolver through the context.
-		if fault, ok := ctx.Value(fetchFaultKey{}).(*error); ok {
-			*fault = err
+		if seen != nil {
+			seen.fetchFault = err
 		}
 		return nil, err
 	}
 	return verifyWith(jws, k.lookup(kid))
 }
 
-// fetchFaultKey carries, through go-oidc's verification, where the key set
-// records that fetching the issuer's keys failed.
-type fetchFaultKey struct{}
+// verification is what the key set learns of a token that go-oidc's
+// verification does not pass on: that fetching the issuer's keys failed
+// (go-oidc flattens the error into text), and the header's typ, read from
+// the header the key set parses anyway.
+type verification struct {
+	fetchFault error
+	typ        string
+}
+
+// verificationKey carries a *verification through go-oidc's verification.
+type verificationKey struct{}
 
 // stale reports whether the cached keys are past their maximum age.
 func (k *keySet) stale() bool {
