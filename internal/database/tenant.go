@@ -124,7 +124,7 @@ func settings(tenant string, s poolScope) [][2]string {
 		set = append(set, [2]string{"role", s.role})
 	}
 	if tenant != "" {
-		set = append(set, [2]string{"orangerail.tenant_id", tenant})
+		set = append(set, [2]string{store.TenantSetting, tenant})
 	}
 	for _, t := range []struct {
 		name string

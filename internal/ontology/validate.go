@@ -16,6 +16,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/sqlguard"
+	"github.com/orangerail/orangerail/internal/store"
 )
 
 // toolNamePattern is what MCP hosts accept as a tool name.
@@ -564,11 +565,6 @@ func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
 // schema spells it for every *_env key.
 var envNamePattern = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 
-// tenantSetting is the transaction setting that holds the caller's
-// tenant (database.InTenant sets it), which an action's statement reads to
-// keep to the caller's rows.
-const tenantSetting = "orangerail.tenant_id"
-
 // Warnings are what the config says that may well be a mistake but is not
 // refused: an action's SQL statement that never reads the caller's tenant
 // (current_setting('orangerail.tenant_id')), which, on a table the tenants
@@ -581,11 +577,11 @@ func (c *Config) Warnings() Problems {
 	var ws Problems
 	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
 		a := c.Actions[name]
-		if a == nil || a.Execute.Kind() != ExecuteSQL || strings.Contains(a.Execute.SQL, tenantSetting) {
+		if a == nil || a.Execute.Kind() != ExecuteSQL || strings.Contains(a.Execute.SQL, store.TenantSetting) {
 			continue
 		}
 		ws = append(ws, Problem{Path: "actions." + name + ".execute.sql", Message: "the statement never reads the caller's tenant " +
-			"(current_setting('" + tenantSetting + "')): on a table the tenants share it changes every tenant's rows; " +
+			"(current_setting('" + store.TenantSetting + "')): on a table the tenants share it changes every tenant's rows; " +
 			"add the tenant column's condition, as the example's statements do"})
 	}
 	if c.HTTP.TrustedProxyHops > 0 && len(c.HTTP.TrustedProxies) == 0 {

@@ -20,6 +20,11 @@ import (
 	"github.com/orangerail/orangerail/internal/db"
 )
 
+// TenantSetting is the transaction setting that names a transaction's
+// tenant (database.InTenant sets it): Row Level Security reads it, and so
+// does an action's statement that keeps to the caller's rows.
+const TenantSetting = "orangerail.tenant_id"
+
 // DBTX is what a Store runs statements on: a *pgxpool.Pool, a *pgx.Conn
 // or a pgx.Tx.
 type DBTX interface {
