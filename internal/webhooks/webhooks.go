@@ -417,6 +417,12 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 	}
 	err := database.InTenant(ctx, w.c.Pool, m.TenantID, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
+		exhausted := m.Attempts >= w.c.MaxAttempts
+		// retry leaves the message for a later attempt, after its backoff.
+		retry := func(why string) error {
+			mark.LastError, mark.At = why, mark.At.Add(w.c.Backoff(m.Attempts))
+			return s.WebhookMarkRetry(ctx, mark)
+		}
 		switch {
 		case stopping != nil:
 			mark.LastError = "the worker stopped before every endpoint was sent the message"
@@ -424,7 +430,7 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 				mark.LastError = errorText(failures)
 			}
 			return s.WebhookMarkRetry(ctx, mark)
-		case !owed && m.OwedTo != nil && m.Attempts >= w.c.MaxAttempts:
+		case !owed && m.OwedTo != nil && exhausted:
 			// The config changed since the event: no endpoint it was
 			// queued for is left, and one configured since was not
 			// there when it happened.
@@ -435,22 +441,16 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 			// added by a newer config another replica serves (a rolling
 			// deploy). Left for a replica that knows one, failed only
 			// when its attempts run out.
-			mark.LastError = notOwedHere
-			mark.At = mark.At.Add(w.c.Backoff(m.Attempts))
-			return s.WebhookMarkRetry(ctx, mark)
-		case len(failures) == 0 && elsewhere && m.Attempts < w.c.MaxAttempts:
-			mark.LastError = owedElsewhere
-			mark.At = mark.At.Add(w.c.Backoff(m.Attempts))
-			return s.WebhookMarkRetry(ctx, mark)
+			return retry(notOwedHere)
+		case len(failures) == 0 && elsewhere && !exhausted:
+			return retry(owedElsewhere)
 		case len(failures) == 0:
 			return s.WebhookMarkDelivered(ctx, mark)
-		case m.Attempts >= w.c.MaxAttempts:
+		case exhausted:
 			mark.LastError = errorText(failures)
 			return s.WebhookMarkFailed(ctx, mark)
 		default:
-			mark.LastError = errorText(failures)
-			mark.At = mark.At.Add(w.c.Backoff(m.Attempts))
-			return s.WebhookMarkRetry(ctx, mark)
+			return retry(errorText(failures))
 		}
 	})
 	return errors.Join(stopping, err)
