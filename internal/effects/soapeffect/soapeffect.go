@@ -345,6 +345,16 @@ func parse(data []byte) (*node, error) {
 			if root != nil && len(stack) == 0 {
 				return nil, errors.New("the answer has more than one root element")
 			}
+			// encoding/xml reads an attribute written twice (as one name,
+			// or as two prefixes of one namespace) where XML forbids it:
+			// refused, as a JSON answer naming a member twice is.
+			for i, a := range t.Attr {
+				for _, b := range t.Attr[:i] {
+					if a.Name == b.Name {
+						return nil, fmt.Errorf("the answer's element %s repeats the attribute %s", t.Name.Local, a.Name.Local)
+					}
+				}
+			}
 			n := &node{name: t.Name, attrs: t.Attr}
 			if len(stack) == 0 {
 				root = n
@@ -378,8 +388,10 @@ const xsiNamespace = "http://www.w3.org/2001/XMLSchema-instance"
 // object — each attribute under "@" and its local name, each child under
 // its local name (a value when it appears once, an array in document order
 // when more than once), and text beside them, when not blank, under
-// "#text". Namespaces are dropped: names are local names. Namespace
-// declarations are not attributes.
+// "#text". Namespaces are dropped: names are local names, but for an
+// attribute of a namespace whose local name another attribute of the
+// element shares, which is keyed "@{namespace}name" so that neither
+// overwrites the other. Namespace declarations are not attributes.
 func toJSON(n *node) any {
 	var attrs []xml.Attr
 	for _, a := range n.attrs {
@@ -397,8 +409,16 @@ func toJSON(n *node) any {
 		return n.text.String()
 	}
 	out := make(map[string]any, len(attrs)+len(n.children)+1)
+	locals := map[string]int{}
 	for _, a := range attrs {
-		out["@"+a.Name.Local] = a.Value
+		locals[a.Name.Local]++
+	}
+	for _, a := range attrs {
+		key := "@" + a.Name.Local
+		if locals[a.Name.Local] > 1 && a.Name.Space != "" {
+			key = "@{" + a.Name.Space + "}" + a.Name.Local
+		}
+		out[key] = a.Value
 	}
 	counts := map[string]int{}
 	for _, c := range n.children {

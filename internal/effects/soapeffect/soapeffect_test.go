@@ -358,6 +358,14 @@ func TestSOAPOutcomes(t *testing.T) {
 		}, engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
 		{"nesting past the bound", "1.1", "safe: true\n", envelope(200, ns11, strings.Repeat("<a>", 100)+strings.Repeat("</a>", 100)),
 			engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
+		// Two attributes of one local name, of two namespaces: both kept.
+		{"attributes of one name in two namespaces", "1.1", "safe: true\n", envelope(200, ns11, `<r:Label xmlns:r="urn:x" xmlns:p="urn:p" xmlns:q="urn:q" p:id="1" id="2" q:id="3">L</r:Label>`),
+			engine.StatusOK, "", []int{200}, []string{""}, 0, false, `{"body":{"Label":{"#text":"L","@id":"2","@{urn:p}id":"1","@{urn:q}id":"3"}},"status":200}`},
+		// XML forbids an attribute written twice; encoding/xml reads it.
+		{"an attribute written twice", "1.1", "safe: true\n", envelope(200, ns11, `<r:Label xmlns:r="urn:x" id="1" id="2">L</r:Label>`),
+			engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
+		{"an attribute written twice under two prefixes", "1.1", "safe: true\n", envelope(200, ns11, `<r:Label xmlns:r="urn:x" xmlns:p="urn:p" xmlns:q="urn:p" p:id="1" q:id="2">L</r:Label>`),
+			engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
 		{"the other version's envelope", "1.2", "safe: true\n", envelope(200, ns11, response), engine.StatusFailed, engine.DiagnosticUpstreamError, []int{200}, []string{"body_unreadable"}, 0, false, ""},
 	}
 	for _, tt := range tests {
