@@ -225,6 +225,42 @@ func TestActionInputAndAuthorization(t *testing.T) {
 // same input while its call is open is answered by the approval it made —
 // pending while it waits, and once approved the call is a poll and
 // executes it, once — and after that the same call stages anew.
+// TestCallerOfNoTenantIsNoOne: a caller reaching the engine with no
+// tenant of the accepted form (the door refuses such a token; a new door
+// might not) is served as no one — the tool unknown, the approval not
+// found, the decision forbidden, each coded — where each call failed on
+// its first store, internal_error or audit_blocked with no code.
+func TestCallerOfNoTenantIsNoOne(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	staged := b.engine.Call(ctx, support("acme"), "update_shipping_address", json.RawMessage(`{"order_id": "o-1001", "address": "1 Tenantless Street"}`))
+	want(t, staged, engine.StatusApprovalPending)
+	id := staged.ApprovalID.String()
+	for _, tenant := range []string{"", "Not A Tenant!", "acme\x00"} {
+		agent, person := support(tenant), approver(tenant)
+		for _, c := range []struct {
+			name   string
+			out    *engine.Outcome
+			status engine.Status
+			code   errcode.Code
+		}{
+			{"stage", b.engine.Call(ctx, agent, "update_shipping_address", json.RawMessage(`{"order_id": "o-1001", "address": "2 Tenantless Street"}`)), engine.StatusNotFound, errcode.MCPToolUnknown},
+			{"read", b.engine.Call(ctx, agent, "orders_get", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusNotFound, errcode.MCPToolUnknown},
+			{"poll", b.engine.Check(ctx, agent, id), engine.StatusNotFound, errcode.ApprovalNotFound},
+			{"decide", b.engine.Decide(ctx, person, engine.Decision{ApprovalID: id, Approve: true}), engine.StatusDenied, errcode.Forbidden},
+		} {
+			if c.out.Status != c.status || c.out.Code != c.code {
+				t.Errorf("tenant %q, %s: %s %s (%v), want %s %s", tenant, c.name, c.out.Status, c.out.Code, c.out.Err, c.status, c.code)
+			}
+		}
+	}
+	// acme's approval is as it was staged: nothing decided it.
+	if got := phases(t, b.testBundle, "acme", id); !slices.Equal(got, []string{"staged"}) {
+		t.Fatalf("acme's records %v", got)
+	}
+}
+
 func TestRepeatedCallAnswersItsApproval(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)

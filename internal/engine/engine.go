@@ -57,8 +57,14 @@ type Caller struct {
 	DevMode bool
 }
 
-// Authenticated reports whether the caller proved an identity.
-func (c *Caller) Authenticated() bool { return c.Subject != "" }
+// Authenticated reports whether the caller proved an identity of a
+// tenant. The door refuses a token naming no tenant of the accepted form;
+// a caller that reaches the engine without one anyway (a new door, an
+// embedding) has no chain to be recorded in nor rows to be served, and is
+// served as no one, where each call failed uncoded on its first store.
+func (c *Caller) Authenticated() bool {
+	return c.Subject != "" && database.ValidateTenantID(c.Tenant) == nil
+}
 
 // person reports whether the caller is a verified person: who may review
 // and decide approvals and read the audit log, whatever roles an agent's

@@ -250,7 +250,7 @@ func (e *Engine) refuse(ctx context.Context, caller *Caller, tool string, approv
 // caller who names no tenant has no chain to record it in. A refusal that
 // cannot be recorded is logged, and refused all the same.
 func (e *Engine) recordRefusal(ctx context.Context, caller *Caller, tool string, approval *uuid.UUID, correlation string, code errcode.Code, why string) {
-	if !caller.Authenticated() || caller.Tenant == "" {
+	if !caller.Authenticated() {
 		return
 	}
 	if code != "" {
