@@ -401,7 +401,9 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 	if !present {
 		return nil, &targetKeyError{Issue{Path: path, Message: "is required: it names the action's target"}}
 	}
-	key, issue := scalarText("", mustJSON(value))
+	// Held to the key column's type, as a get's key is: a key Postgres
+	// would refuse is the caller's to fix, not the datasource's failure.
+	_, key, issue := e.bindValue(a.Target.Object, o.Key, "", mustJSON(value))
 	if issue != nil {
 		return nil, &targetKeyError{Issue{Path: path, Message: "names the action's target, so it " + issue.Message}}
 	}
