@@ -782,46 +782,119 @@ func mask(value json.RawMessage, pointers []ontology.Pointer) json.RawMessage {
 	return jcs.Append(nil, v)
 }
 
-// maskAt replaces the value at p inside v, if there is one. A "*" token
-// where the value is an array names every element (/members/*/email);
-// where it is an object it is a member's name like any other, since an
-// array's elements have only numeric indices.
+// maskAt replaces the value at p inside v, if there is one.
 func maskAt(v any, p ontology.Pointer) {
+	eachAt(v, p, func(_ any, replace func(any)) { replace(redacted) })
+}
+
+// eachAt calls fn with each value at p inside v, and a func that replaces
+// it there. A "*" token where the value is an array names every element
+// (/members/*/email); where it is an object it is a member's name like any
+// other, since an array's elements have only numeric indices. The empty
+// pointer names nothing: a whole value is not replaced in place.
+func eachAt(v any, p ontology.Pointer, fn func(value any, replace func(any))) {
 	if len(p) == 0 {
 		return
 	}
-	token, last := p[0], len(p) == 1
+	token, rest := p[0], p[1:]
+	visit := func(next any, replace func(any)) {
+		if len(rest) == 0 {
+			fn(next, replace)
+		} else {
+			eachAt(next, rest, fn)
+		}
+	}
 	switch node := v.(type) {
 	case map[string]any:
-		next, ok := node[token]
-		switch {
-		case !ok:
-		case last:
-			node[token] = redacted
-		default:
-			maskAt(next, p[1:])
+		if next, ok := node[token]; ok {
+			visit(next, func(x any) { node[token] = x })
 		}
 	case []any:
 		if token == ontology.EveryElement {
 			for i := range node {
-				if last {
-					node[i] = redacted
-				} else {
-					maskAt(node[i], p[1:])
-				}
+				visit(node[i], func(x any) { node[i] = x })
 			}
 			return
 		}
-		n, ok := ontology.Index(token)
-		switch {
-		case !ok || n >= len(node):
-		case last:
-			node[n] = redacted
-		default:
-			maskAt(node[n], p[1:])
+		if n, ok := ontology.Index(token); ok && n < len(node) {
+			visit(node[n], func(x any) { node[n] = x })
 		}
 	}
 }
+
+// maskError is err with the text of every input value the audit log keeps
+// masked (the action's redact_audit; the whole input where inputs are
+// sealed) replaced: a datasource's message may quote the value it refused
+// (value "4111…" is out of range for type integer), and an error's text
+// goes to the audit record, whose input masks the value beside it, and to
+// the host log. It unwraps to err, so that its cause is still classified.
+func (e *Engine) maskError(c *call, err error) error {
+	if err == nil {
+		return nil
+	}
+	masks := c.action.AuditMasks()
+	if !e.cfg.Approvals.SealInputs && len(masks) == 0 {
+		return err
+	}
+	input := c.canonical
+	if input == nil {
+		input = mustJSON(c.values)
+	}
+	v, perr := jcs.Parse(input)
+	if perr != nil {
+		return &maskedError{text: redacted, err: err}
+	}
+	var values []string
+	if e.cfg.Approvals.SealInputs {
+		values = scalarTexts(v, values)
+	} else {
+		for _, p := range masks {
+			eachAt(v, p, func(value any, _ func(any)) { values = scalarTexts(value, values) })
+		}
+	}
+	// Longest first: a value inside another is replaced after it.
+	slices.SortFunc(values, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	text := err.Error()
+	for _, s := range values {
+		if s != "" {
+			text = strings.ReplaceAll(text, s, redacted)
+		}
+	}
+	if text == err.Error() {
+		return err
+	}
+	return &maskedError{text: text, err: err}
+}
+
+// scalarTexts appends the text of every string, number and boolean in v.
+func scalarTexts(v any, out []string) []string {
+	switch node := v.(type) {
+	case string:
+		out = append(out, node)
+	case jcs.Number:
+		out = append(out, string(node))
+	case bool:
+		out = append(out, strconv.FormatBool(node))
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(node)) {
+			out = scalarTexts(node[k], out)
+		}
+	case []any:
+		for _, item := range node {
+			out = scalarTexts(item, out)
+		}
+	}
+	return out
+}
+
+// maskedError is an error whose text maskError masked.
+type maskedError struct {
+	text string
+	err  error
+}
+
+func (m *maskedError) Error() string { return m.text }
+func (m *maskedError) Unwrap() error { return m.err }
 
 // auditRefusal records a call that stops before any effect, and returns
 // its outcome.
@@ -858,6 +931,7 @@ func routine(cause error) bool {
 // auditFailure records a datasource failure with its full text and
 // diagnostic, and returns its outcome.
 func (e *Engine) auditFailure(ctx context.Context, caller *Caller, c *call, approval *uuid.UUID, correlation string, phase Phase, status Status, cause error) *Outcome {
+	cause = e.maskError(c, cause)
 	rec := e.record(caller, c, phase, correlation, approval)
 	rec.Error, rec.Diagnostic = cause.Error(), string(classify(cause))
 	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {

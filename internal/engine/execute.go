@@ -239,6 +239,7 @@ func (x *execution) record(phase Phase) *Record {
 
 // refuse records a refusal after the consume and sets the outcome.
 func (x *execution) refuse(ctx context.Context, stx pgx.Tx, phase Phase, status Status, cause error) error {
+	cause = x.e.maskError(x.c, cause)
 	rec := x.record(phase)
 	rec.Error = cause.Error()
 	x.out = &Outcome{Status: status, Code: status.refusalCode(), CorrelationID: x.correlation, ApprovalID: x.approvalID, Err: cause}
@@ -577,6 +578,7 @@ func (x *execution) attempt(ctx context.Context, a EffectAttempt) error {
 func (x *execution) finish(ctx context.Context, stx pgx.Tx, result EffectResult, runErr error, confirm bool) error {
 	var rec *Record
 	if runErr != nil {
+		runErr = x.e.maskError(x.c, runErr)
 		rec = x.record(PhaseExecutionFailed)
 		rec.Error, rec.Diagnostic = runErr.Error(), string(classify(runErr))
 		x.out = &Outcome{Status: StatusFailed, CorrelationID: x.correlation, ApprovalID: x.approvalID, Diagnostic: classify(runErr), Err: runErr}
