@@ -442,7 +442,13 @@ func (s *Server) called(ctx context.Context, session *sdk.ServerSession, ev engi
 		level = "warning"
 	}
 	data := map[string]string{"tool": ev.Tool, "outcome": string(ev.Outcome)}
-	for _, kv := range [...][2]string{{"refusal", string(ev.Refusal)}, {"code", string(ev.Code)}, {"scope", ev.Scope}, {"correlationId", ev.CorrelationID}} {
+	refusal := ev.Refusal
+	if refusal == engine.RefusalHidden {
+		// Hidden ≠ forbidden: the session is told what a call of a tool
+		// that does not exist tells it; the host log alone says hidden.
+		refusal = engine.RefusalUnknown
+	}
+	for _, kv := range [...][2]string{{"refusal", string(refusal)}, {"code", string(ev.Code)}, {"scope", ev.Scope}, {"correlationId", ev.CorrelationID}} {
 		if kv[1] != "" {
 			data[kv[0]] = kv[1]
 		}

@@ -708,7 +708,7 @@ func TestToolCallsAreLoggedToTheSession(t *testing.T) {
 	}
 	want := []string{
 		`info orangerail {"outcome":"ok","tool":"order_get"}`,
-		`warning orangerail {"code":"X_MCP_TOOL_UNKNOWN","outcome":"not_found","refusal":"hidden","tool":"cancel_order"}`,
+		`warning orangerail {"code":"X_MCP_TOOL_UNKNOWN","outcome":"not_found","refusal":"unknown","tool":"cancel_order"}`,
 	}
 	if !slices.Equal(got, want) || strings.Contains(strings.Join(got, ""), secret) {
 		t.Fatalf("log messages %q, want %q", got, want)
