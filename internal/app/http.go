@@ -129,12 +129,20 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 	f.Mount(MCPPath, rt.MCP.HTTPHandler(), front.Policy{
 		Auth: front.AuthBearer, Resource: MCPPath, CheckOrigin: true,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes, OneMessage: true,
-		Rate: front.ToolCalls(func(tool string, arguments map[string]any) front.Class {
-			if rt.MCP.ReadOnlyCall(tool, arguments) {
-				return front.ClassRead
+		Rate: func(r *http.Request, body []byte) front.Class {
+			// The caller the front verified: a tool it does not see is
+			// billed as one that does not exist.
+			var caller *engine.Caller
+			if c := front.CallerFrom(r.Context()); c != nil {
+				caller = &c.Caller
 			}
-			return front.ClassWrite
-		}),
+			return front.ToolCalls(func(tool string, arguments map[string]any) front.Class {
+				if rt.MCP.ReadOnlyCall(caller, tool, arguments) {
+					return front.ClassRead
+				}
+				return front.ClassWrite
+			})(r, body)
+		},
 	})
 	metadata := f.Metadata(MCPPath)
 	f.Mount("GET "+front.MetadataPath(MCPPath), metadata, front.Policy{})

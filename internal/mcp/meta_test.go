@@ -420,7 +420,7 @@ func TestManageResourceBilledAsItsTool(t *testing.T) {
 	b := setup(t)
 	s, _ := metaServer(t, b)
 	rate := front.ToolCalls(func(tool string, arguments map[string]any) front.Class {
-		if s.ReadOnlyCall(tool, arguments) {
+		if s.ReadOnlyCall(metaCaller("orders:read"), tool, arguments) {
 			return front.ClassRead
 		}
 		return front.ClassWrite

@@ -646,13 +646,18 @@ func (s *Server) ReadOnly(name string) bool {
 	return ok && (t.read() || t.kind == ontology.ToolSQLQuery)
 }
 
-// ReadOnlyCall reports whether a tools/call of the named tool with
+// ReadOnlyCall reports whether caller's tools/call of the named tool with
 // arguments only reads: a manage_resource call reads when the tool it
-// calls does, so that it is billed in that tool's bucket.
-func (s *Server) ReadOnlyCall(name string, arguments map[string]any) bool {
+// calls does, so that it is billed in that tool's bucket. A tool caller
+// does not see is billed as one that does not exist (not read-only):
+// hidden ≠ forbidden, in the allowance it spends too.
+func (s *Server) ReadOnlyCall(caller *engine.Caller, name string, arguments map[string]any) bool {
+	if caller == nil || !s.engine.Sees(caller, name) {
+		return false
+	}
 	if t, ok := s.tools[name]; ok && t.kind == ontology.ToolManageResource {
 		inner, _ := arguments["tool"].(string)
-		return s.ReadOnly(inner)
+		return s.engine.Sees(caller, inner) && s.ReadOnly(inner)
 	}
 	return s.ReadOnly(name)
 }
