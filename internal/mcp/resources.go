@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -90,8 +91,11 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 			MIMEType:    resourceMIME},
 			func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 				caller := resourceCaller(fixed, req)
-				if caller == nil || !s.engine.Sees(caller, ontology.CheckApprovalTool) {
+				if caller == nil {
 					return nil, resourceNotFound(req.Params.URI)
+				}
+				if err := s.approvalGates(ctx, caller, req.Params.URI); err != nil {
+					return nil, err
 				}
 				a, err := s.readApproval(ctx, caller, req.Params.URI)
 				if err != nil {
@@ -100,6 +104,22 @@ func (s *Server) addResources(srv *sdk.Server, names []string, fixed *engine.Cal
 				return jsonResource(req.Params.URI, approvalDoc(a))
 			})
 	}
+}
+
+// approvalGates runs check_approval's gates for a read of (or a
+// subscription to) an approval resource, which is that tool's read: a
+// caller who does not see the tool is answered as for a URI naming
+// nothing, and one whose token lacks the scope granting it is refused
+// naming the scope, as the tool refuses it (and recorded as its refusal).
+func (s *Server) approvalGates(ctx context.Context, caller *engine.Caller, uri string) error {
+	out := s.engine.Admit(ctx, caller, ontology.CheckApprovalTool)
+	switch {
+	case out == nil:
+		return nil
+	case out.Code == errcode.MCPScopeDenied:
+		return scopeDenied(ontology.CheckApprovalTool, out)
+	}
+	return resourceNotFound(uri)
 }
 
 // resourceCaller is the caller of a resource request: the session's, or
@@ -392,8 +412,8 @@ func (s *Server) subscribe(ctx context.Context, srv *sdk.Server, caller *engine.
 		}
 		return resourceNotFound(uri)
 	}
-	if !s.engine.Sees(caller, ontology.CheckApprovalTool) {
-		return resourceNotFound(uri)
+	if err := s.approvalGates(ctx, caller, uri); err != nil {
+		return err
 	}
 	a, err := s.readApproval(ctx, caller, uri)
 	if err != nil {
