@@ -457,7 +457,10 @@ func (s *Server) manage(ctx context.Context, session *sdk.ServerSession, caller 
 	}
 	name := *tool
 	t, exists := s.tools[name]
-	if !exists || s.cfg.GroupOf(name) != *resource || !s.engine.Sees(caller, name) {
+	// A tool of no group (a built-in, a meta tool, manage_resource itself)
+	// is of no resource: its group "" is no resource's name.
+	group := s.cfg.GroupOf(name)
+	if !exists || group == "" || group != *resource || !s.engine.Sees(caller, name) {
 		refusal := engine.RefusalUnknown
 		if exists {
 			refusal = engine.RefusalHidden
