@@ -17,7 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orangerail/orangerail/internal/display"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 	"github.com/orangerail/orangerail/internal/rpcerror"
 )
 
@@ -95,6 +97,14 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 				problem.Response(rpcerror.ID(body)).Write(w, http.StatusBadRequest)
 				return
 			}
+			if problem := repeatedMember(body, env.Params); problem != nil {
+				status := http.StatusOK // a params problem, as paramsProblem's
+				if problem.RPCCode != rpcerror.CodeInvalidParams {
+					status = http.StatusBadRequest
+				}
+				problem.Response(rpcerror.ID(body)).Write(w, status)
+				return
+			}
 			if problem := refusedParams(body, env); problem != nil {
 				// Params the SDK cannot read it answers in JSON-RPC,
 				// 200; missing ones it refuses 400.
@@ -130,6 +140,39 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 			s.answerRefusal(w, r, body, caught.status, strings.TrimSpace(caught.text.String()))
 		}
 	})
+}
+
+// repeatedMember refuses a message, valid JSON, that names a member of
+// its envelope, or of its params, twice: the SDK keeps the last of the
+// two, where a log, a proxy or a gateway's policy may read the first — a
+// tools/list that runs tools/call, an order_get that runs cancel_order.
+// The arguments' members are the engine's to judge (engine.RepeatedMember).
+func repeatedMember(body []byte, params json.RawMessage) *rpcerror.Problem {
+	if _, ok := jsonmember.Repeated(body); !ok {
+		return nil // no name repeats at any depth: read without allocating
+	}
+	if name, ok := repeatedName(body); ok {
+		return &rpcerror.Problem{RPCCode: rpcerror.CodeInvalidRequest, Code: errcode.MCPInvalidRequest,
+			Msg: fmt.Sprintf("the message names the member %q twice", display.Echo(name))}
+	}
+	if name, ok := repeatedName(params); ok {
+		return &rpcerror.Problem{RPCCode: rpcerror.CodeInvalidParams, Code: errcode.MCPInvalidParams,
+			Msg: fmt.Sprintf("params names the member %q twice", display.Echo(name))}
+	}
+	return nil
+}
+
+// repeatedName is the first member name the JSON object raw holds twice,
+// at its top level; false when none is, or raw is no object.
+func repeatedName(raw []byte) (string, bool) {
+	seen := map[string]bool{}
+	for members := jsonmember.New(raw); members.Scan(); {
+		if seen[members.Name()] {
+			return members.Name(), true
+		}
+		seen[members.Name()] = true
+	}
+	return "", false
 }
 
 // refusedParams is paramsProblem of the request in body, which

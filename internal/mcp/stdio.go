@@ -296,7 +296,11 @@ func judgeLine(line []byte, tooLong bool, limit int64, caps *sdk.ServerCapabilit
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil, nil
 	}
-	if problem := rpcerror.Check(line); problem != nil {
+	env, problem := rpcerror.Inspect(line)
+	if problem == nil {
+		problem = repeatedMember(line, env.Params)
+	}
+	if problem != nil {
 		return nil, problem.Response(rpcerror.ID(line))
 	}
 	msg, err := jsonrpc.DecodeMessage(line)
