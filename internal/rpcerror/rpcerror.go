@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -137,6 +138,49 @@ func answerableID(v json.RawMessage) bool {
 	return err == nil && strconv.FormatInt(n, 10) == text && n >= -maxNumberID && n <= maxNumberID
 }
 
+// answerableStringID reports whether a string id, a JSON string of a
+// valid JSON text, is one go-sdk answers under the same id: one that
+// decodes to the characters it spells. Bytes that are not UTF-8, and a
+// \u escape of a surrogate not paired with another, it reads as U+FFFD —
+// another id, which two such ids may share.
+func answerableStringID(v json.RawMessage) bool {
+	inner := v[1 : len(v)-1]
+	for i := 0; i < len(inner); {
+		switch c := inner[i]; {
+		case c == '\\' && inner[i+1] == 'u':
+			r := hex4(inner[i+2 : i+6])
+			i += 6
+			if !utf16.IsSurrogate(r) {
+				continue
+			}
+			if r >= 0xDC00 || i+6 > len(inner) || inner[i] != '\\' || inner[i+1] != 'u' {
+				return false // a low surrogate first, or a high one alone
+			}
+			if low := hex4(inner[i+2 : i+6]); low < 0xDC00 || low > 0xDFFF {
+				return false
+			}
+			i += 6
+		case c == '\\':
+			i += 2
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, n := utf8.DecodeRune(inner[i:])
+			if r == utf8.RuneError && n == 1 {
+				return false
+			}
+			i += n
+		}
+	}
+	return true
+}
+
+// hex4 is the code unit four hexadecimal digits spell.
+func hex4(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b), 16, 16)
+	return rune(n)
+}
+
 // Problem is why a message is not one JSON-RPC message to hand on: its
 // JSON-RPC code, stable code and what is wrong.
 type Problem struct {
@@ -215,6 +259,9 @@ func Inspect(body []byte) (Envelope, *Problem) {
 	}
 	if hasID && isID(rawID) && rawID[0] != '"' && !answerableID(rawID) {
 		return Envelope{}, invalid(fmt.Sprintf(`a number "id" must be an integer of at most %d in magnitude, written as one`, maxNumberID))
+	}
+	if hasID && isID(rawID) && rawID[0] == '"' && !answerableStringID(rawID) {
+		return Envelope{}, invalid(`a string "id" must be UTF-8 with no lone surrogate (\uD800 to \uDFFF unpaired): the server would read it as another string, and answer under an id the client never sent`)
 	}
 	env := Envelope{Call: hasID && !isNull(rawID), Params: msg.params}
 	if method := msg.method; method != nil {

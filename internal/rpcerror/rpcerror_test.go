@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/orangerail/orangerail/internal/errcode"
 )
@@ -118,6 +122,9 @@ func FuzzInspect(f *testing.F) {
 		"{\"jsonrpc\":\"2.0\",\"method\":\"a\xffb\",\"i\xffd\":1}",
 		`{"\u006asonrpc":"2.0","\"id":1,"method":"a\u00e9\"b"}`,
 		`{"jsonrpc":"2.0","id":-0,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"\ud83d\ude00\u00e9\/","method":"ping"}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
 		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
 		`null`, `17`, `"x"`, `{}`, ``, `{"a":}`, `{"jsonrpc":"2.0"} x`,
 		strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
@@ -163,6 +170,13 @@ func inspectByUnmarshal(body []byte) (Envelope, *Problem) {
 	if hasID && isID(rawID) && rawID[0] != '"' && !answerableID(rawID) {
 		return Envelope{}, invalid(fmt.Sprintf(`a number "id" must be an integer of at most %d in magnitude, written as one`, maxNumberID))
 	}
+	if hasID && isID(rawID) && rawID[0] == '"' {
+		var id string
+		_ = json.Unmarshal(rawID, &id)
+		if again, _ := json.Marshal(id); !jsonStringsEqual(rawID, again) {
+			return Envelope{}, invalid(`a string "id" must be UTF-8 with no lone surrogate (\uD800 to \uDFFF unpaired): the server would read it as another string, and answer under an id the client never sent`)
+		}
+	}
 	env := Envelope{Call: hasID && !isNull(rawID), Params: msg["params"]}
 	if method, ok := msg["method"]; ok {
 		if len(method) == 0 || method[0] != '"' {
@@ -180,4 +194,36 @@ func inspectByUnmarshal(body []byte) (Envelope, *Problem) {
 		return Envelope{}, invalid(`the message is neither a request ("method" is missing) nor a response (an "id" and a "result" or an "error")`)
 	}
 	return env, nil
+}
+
+// jsonStringsEqual reports whether two JSON strings spell the same UTF-16
+// code units: the reference answerableStringID is held to. A string
+// encoding/json decoded with a replacement (U+FFFD) spells other units
+// than the one it was read from.
+func jsonStringsEqual(a, b []byte) bool {
+	units := func(s []byte) []uint16 {
+		var out []uint16
+		inner := s[1 : len(s)-1]
+		for i := 0; i < len(inner); {
+			switch c := inner[i]; {
+			case c == '\\' && inner[i+1] == 'u':
+				n, _ := strconv.ParseUint(string(inner[i+2:i+6]), 16, 16)
+				out = append(out, uint16(n))
+				i += 6
+			case c == '\\':
+				out = append(out, uint16(map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}[inner[i+1]]))
+				i += 2
+			default:
+				r, n := utf8.DecodeRune(inner[i:])
+				if r == utf8.RuneError && n == 1 {
+					out = append(out, 0xFFFF) // no code unit: not UTF-8
+				} else {
+					out = append(out, utf16.Encode([]rune{r})...)
+				}
+				i += n
+			}
+		}
+		return out
+	}
+	return slices.Equal(units(a), units(b))
 }
