@@ -33,10 +33,12 @@ SELECT c.*, EXISTS (
 FROM orangerail.approval_consume(@id) AS c;
 
 -- name: ApprovalLapsed :many
--- The tenant's open approvals past their expiry.
+-- The first row_limit of the tenant's open approvals past their expiry,
+-- oldest first.
 SELECT id, action FROM orangerail.approvals
 WHERE tenant_id = @tenant_id AND status IN ('pending', 'approved') AND expires_at <= now()
-ORDER BY created_at, id;
+ORDER BY created_at, id
+LIMIT @row_limit;
 
 -- name: ApprovalExpire :one
 -- Expires one lapsed approval and appends its expired record (entry). No

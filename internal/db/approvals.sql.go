@@ -210,16 +210,23 @@ const approvalLapsed = `-- name: ApprovalLapsed :many
 SELECT id, action FROM orangerail.approvals
 WHERE tenant_id = $1 AND status IN ('pending', 'approved') AND expires_at <= now()
 ORDER BY created_at, id
+LIMIT $2
 `
+
+type ApprovalLapsedParams struct {
+	TenantID string
+	RowLimit int32
+}
 
 type ApprovalLapsedRow struct {
 	ID     uuid.UUID
 	Action string
 }
 
-// The tenant's open approvals past their expiry.
-func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, tenantID string) ([]*ApprovalLapsedRow, error) {
-	rows, err := db.Query(ctx, approvalLapsed, tenantID)
+// The first row_limit of the tenant's open approvals past their expiry,
+// oldest first.
+func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, arg *ApprovalLapsedParams) ([]*ApprovalLapsedRow, error) {
+	rows, err := db.Query(ctx, approvalLapsed, arg.TenantID, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}

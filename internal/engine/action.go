@@ -647,30 +647,38 @@ func (e *Engine) staged(ctx context.Context, tx pgx.Tx, caller *Caller, c *call,
 		Tenant: caller.Tenant, Actor: caller.actor().Subject})
 }
 
-// expireLapsed marks the tenant's open approvals past their expiry as
-// expired, each with an audit record.
+// lapsedBatch bounds the lapsed approvals one transaction expires: each
+// is a round trip, and a transaction is bounded (database.Limits.Deadline),
+// so a tenant's backlog (its sweepers down a while, calls nobody decided)
+// is expired a batch per transaction. Unbounded, a backlog longer than the
+// bound rolled back whole every time, and was never expired.
+const lapsedBatch = 250
+
+// expireLapsed marks the tenant's oldest open approvals past their expiry,
+// up to lapsedBatch, as expired, each with an audit record; the sweeper
+// expires the rest.
 func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) error {
-	_, err := e.expireLapsedCount(ctx, tx, tenant)
+	_, _, err := e.expireLapsedCount(ctx, tx, tenant)
 	return err
 }
 
-// expireLapsedCount is expireLapsed, counting the approvals it expired.
-func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string) (int, error) {
-	lapsed, err := store.New(tx).ApprovalListLapsed(ctx, tenant)
+// expireLapsedCount is expireLapsed, counting the approvals it expired;
+// more reports a full batch, after which more may be lapsed.
+func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string) (expired int, more bool, err error) {
+	lapsed, err := store.New(tx).ApprovalListLapsed(ctx, tenant, lapsedBatch)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	expired := 0
 	for _, a := range lapsed {
 		ok, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
 		if err != nil {
-			return expired, err
+			return expired, false, err
 		}
 		if ok {
 			expired++
 		}
 	}
-	return expired, nil
+	return expired, len(lapsed) == lapsedBatch, nil
 }
 
 // expireIfLapsed expires a, the approval a stage, decision or poll is

@@ -30,27 +30,33 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	var errs []error
 	for _, tenant := range tenants {
-		n := 0
-		err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			locked, err := store.New(tx).ApprovalSweepLock(ctx, tenant)
-			if err != nil || !locked {
+		// A batch of lapsed approvals per transaction (lapsedBatch), until
+		// none is left: a backlog is swept whatever its length.
+		for more := true; more && ctx.Err() == nil; {
+			n := 0
+			more = false
+			err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+				n, more = 0, false
+				locked, err := store.New(tx).ApprovalSweepLock(ctx, tenant)
+				if err != nil || !locked {
+					return err
+				}
+				if n, more, err = e.expireLapsedCount(ctx, tx, tenant); err != nil {
+					return err
+				}
+				shredded, err := e.shredInputs(ctx, tx)
+				if shredded > 0 {
+					e.log.InfoContext(ctx, "sealed inputs shredded", "tenant", tenant, "count", shredded)
+				}
 				return err
+			})
+			if err != nil {
+				// One tenant's failure leaves the others to be swept.
+				errs = append(errs, fmt.Errorf("sweep tenant %s: %w", tenant, err))
+				break
 			}
-			if n, err = e.expireLapsedCount(ctx, tx, tenant); err != nil {
-				return err
-			}
-			shredded, err := e.shredInputs(ctx, tx)
-			if shredded > 0 {
-				e.log.InfoContext(ctx, "sealed inputs shredded", "tenant", tenant, "count", shredded)
-			}
-			return err
-		})
-		if err != nil {
-			// One tenant's failure leaves the others to be swept.
-			errs = append(errs, fmt.Errorf("sweep tenant %s: %w", tenant, err))
-			continue
+			total += n
 		}
-		total += n
 	}
 	return total, errors.Join(errs...)
 }

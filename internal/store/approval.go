@@ -181,10 +181,10 @@ type ApprovalRef struct {
 	Action string
 }
 
-// ApprovalListLapsed lists a tenant's open approvals past their expiry,
-// oldest first.
-func (s *Store) ApprovalListLapsed(ctx context.Context, tenantID string) ([]*ApprovalRef, error) {
-	rows, err := s.q.ApprovalLapsed(ctx, s.x, tenantID)
+// ApprovalListLapsed lists the first limit of a tenant's open approvals
+// past their expiry, oldest first.
+func (s *Store) ApprovalListLapsed(ctx context.Context, tenantID string, limit int32) ([]*ApprovalRef, error) {
+	rows, err := s.q.ApprovalLapsed(ctx, s.x, &db.ApprovalLapsedParams{TenantID: tenantID, RowLimit: limit})
 	return all(rows, err, func(r *db.ApprovalLapsedRow) *ApprovalRef { return &ApprovalRef{ID: r.ID, Action: r.Action} })
 }
 
