@@ -49,6 +49,7 @@ func SealTenant(ctx context.Context, conn database.TxBeginner, tenant string) (i
 
 func sealTenant(ctx context.Context, conn database.TxBeginner, tenant string, wait bool) (int, error) {
 	total := 0
+	batch := int32(SealBatchSize)
 	for {
 		n := 0
 		// READ COMMITTED: each statement of audit_seal sees what committed
@@ -60,14 +61,22 @@ func sealTenant(ctx context.Context, conn database.TxBeginner, tenant string, wa
 			// the count of a lost answer's batch is not added up.
 			database.Repeatable(tx)
 			var err error
-			n, err = store.New(tx).AuditSeal(ctx, SealBatchSize, wait)
+			n, err = store.New(tx).AuditSeal(ctx, batch, wait)
 			return err
 		})
+		if batch > 1 && errors.Is(store.InterpretError(err), store.ErrStatementTimeout) {
+			// The batch outlasted the store's statement_timeout and
+			// sealed nothing: a smaller one fits. Tried again at the same
+			// size, every round would meet the same timeout, and a
+			// backlog would never be sealed.
+			batch /= 2
+			continue
+		}
 		if err != nil {
 			return total, fmt.Errorf("seal tenant %s: %w", tenant, err)
 		}
 		total += n
-		if n < SealBatchSize {
+		if n < int(batch) {
 			return total, nil
 		}
 	}
