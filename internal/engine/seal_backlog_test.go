@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,9 +27,15 @@ func TestSealerDrainsABacklogUnderAShortStatementTimeout(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	const backlog = engine.SealBatchSize
+	// Each record holds 16 KiB of input, which sealing hashes whole (the
+	// column keeps it compressed): a full batch hashes 64 MiB, far past
+	// the timeout below on any machine, one record far within it.
+	input := json.RawMessage(`{"order_id": "o-1", "reason": "` + strings.Repeat("customer asked ", 16<<10/15) + `"}`)
 	err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		for i := range backlog {
-			if err := engine.AppendAudit(ctx, tx, record("acme", engine.PhaseStaged, fmt.Sprintf("c-%d", i))); err != nil {
+			rec := record("acme", engine.PhaseStaged, fmt.Sprintf("c-%d", i))
+			rec.Input = input
+			if err := engine.AppendAudit(ctx, tx, rec); err != nil {
 				return err
 			}
 		}
@@ -37,8 +45,7 @@ func TestSealerDrainsABacklogUnderAShortStatementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The store as a deployment with limits.statement_timeout: 50ms bounds
-	// it (a batch of SealBatchSize records takes far longer; one record far
-	// less).
+	// each batch.
 	bounded := database.Bound(b.runtime, database.Limits{LockTimeout: 50 * time.Millisecond, StatementTimeout: 50 * time.Millisecond})
 	sealed := 0
 	for round := 0; round < 5 && sealed < backlog; round++ {
