@@ -130,6 +130,11 @@ func Verifiers(vkeys []string) (note.Verifiers, error) {
 		return nil, errcode.New(errcode.CheckpointKeyInvalid, "no public key given: pass the checkpoint key's public key (--key)", nil)
 	}
 	list := make([]note.Verifier, 0, len(vkeys))
+	// A key given twice (by --key and in --keys-file, say) is one key:
+	// note.Open refuses a name and hash two verifiers share as ambiguous,
+	// which would fail every note that key signed. Two different keys of
+	// one name and hash cannot be told apart by a signature: refused here.
+	seen := make(map[string]string, len(vkeys))
 	for i, k := range vkeys {
 		k = strings.TrimSpace(k)
 		if strings.HasPrefix(k, "PRIVATE+") {
@@ -139,6 +144,16 @@ func Verifiers(vkeys []string) (note.Verifiers, error) {
 		if err != nil {
 			return nil, errcode.New(errcode.CheckpointKeyInvalid, fmt.Sprintf("key %d is not a signed-note public key <name>+<hash>+<keydata>", i+1), nil)
 		}
+		id := KeyID(v.Name(), v.KeyHash())
+		// <name>+<hash>+<keydata>: the key data's base64 may hold '+'.
+		data := strings.SplitN(k, "+", 3)[2]
+		if prev, dup := seen[id]; dup {
+			if prev != data {
+				return nil, errcode.New(errcode.CheckpointKeyInvalid, fmt.Sprintf("key %d has the name and hash %s of another key given, with other key data: a signature cannot tell them apart", i+1, id), nil)
+			}
+			continue
+		}
+		seen[id] = data
 		list = append(list, v)
 	}
 	return note.VerifierList(list...), nil
