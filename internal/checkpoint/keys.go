@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -102,6 +103,11 @@ func (s *Signer) VerifierKey() string { return s.vkey }
 
 // Sign returns the signed note of c.
 func (s *Signer) Sign(c Checkpoint) (string, error) {
+	// note.Sign signs text note.Open refuses (a control character but
+	// the newline): such a note would be stored, and open for no one.
+	if strings.ContainsFunc(c.Origin, func(r rune) bool { return r < 0x20 }) || !utf8.ValidString(c.Origin) {
+		return "", fmt.Errorf("sign checkpoint: its origin %q is not one line of printable text", c.Origin)
+	}
 	msg, err := note.Sign(&note.Note{Text: string(c.Marshal())}, s.signer)
 	if err != nil {
 		return "", fmt.Errorf("sign checkpoint: %w", err)

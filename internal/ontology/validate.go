@@ -201,7 +201,7 @@ func (c *Config) validate() Problems {
 		if d := time.Duration(cp.Interval); d < time.Second || d > 24*time.Hour {
 			add("audit.checkpoint.interval", "%s is not between 1s and 24h", d)
 		}
-		if strings.ContainsFunc(cp.Origin, unicode.IsSpace) || !utf8.ValidString(cp.Origin) || len(cp.Origin) > 255 {
+		if strings.ContainsFunc(cp.Origin, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) || !utf8.ValidString(cp.Origin) || len(cp.Origin) > 255 {
 			add("audit.checkpoint.origin", "%q is not one line of printable text without spaces, at most 255 bytes", cp.Origin)
 		}
 	}
