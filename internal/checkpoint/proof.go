@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/transparency-dev/merkle/proof"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/jsonmember"
 )
 
 // Format is the value of a proof file's "format" member.
@@ -116,6 +120,9 @@ func Check(r io.Reader, known note.Verifiers, opts CheckOptions) (*Result, error
 	}
 	if len(data) > MaxProofBytes {
 		return nil, malformed(fmt.Sprintf("it is larger than %d bytes", MaxProofBytes))
+	}
+	if err := exactMembers(data); err != nil {
+		return nil, malformed(err.Error())
 	}
 	var p Proof
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -299,4 +306,47 @@ func malformed(why string) error {
 
 func invalid(why string) error {
 	return errcode.New(errcode.AuditProofInvalid, "the proof does not verify: "+why, nil)
+}
+
+// exactMembers refuses a proof file that names a member twice, or that
+// spells a member of the file or of its record otherwise than the format
+// does: encoding/json matches a name whatever its case, the last match
+// winning, so a file holding a forged "record" and then the real one as
+// "Record" verified the real one while every other reader of the file
+// (jq, a map, another language's parser) reads the forged one. What is
+// not a JSON object is left for the decoder to say.
+func exactMembers(data []byte) error {
+	if path, ok := jsonmember.Repeated(data); ok {
+		return fmt.Errorf("it names the member %s twice", strings.Join(path, "."))
+	}
+	var file map[string]json.RawMessage
+	if json.Unmarshal(data, &file) != nil {
+		return nil
+	}
+	if err := spelledAs(file, reflect.TypeFor[Proof](), "the file"); err != nil {
+		return err
+	}
+	var record map[string]json.RawMessage
+	if json.Unmarshal(file["record"], &record) != nil {
+		return nil
+	}
+	return spelledAs(record, reflect.TypeFor[Record](), "its record")
+}
+
+// spelledAs refuses a member of object that no field of the struct t is
+// named, exactly, in its json tag.
+func spelledAs(object map[string]json.RawMessage, t reflect.Type, where string) error {
+	for _, name := range slices.Sorted(maps.Keys(object)) {
+		found := false
+		for f := range t.Fields() {
+			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s has a member %q, which the format does not spell so", where, name)
+		}
+	}
+	return nil
 }
