@@ -54,7 +54,7 @@ func (h *Hex) UnmarshalText(b []byte) error {
 //
 //	format          "orangerail-proof/v1"
 //	kind            "inclusion" or "consistency"
-//	tenant          the tenant (informative: the checkpoint's origin names it)
+//	tenant          the tenant: the checkpoint's origin must end in "/<tenant>"
 //	checkpoint      the signed note of the tree the proof is against
 //	old_checkpoint  consistency only: the signed note of the older tree
 //	record          inclusion only: {seq, entry (base64 of the canonical
@@ -139,6 +139,14 @@ func Check(r io.Reader, known note.Verifiers, opts CheckOptions) (*Result, error
 	cp, keys, err := OpenNote(p.Checkpoint, known)
 	if err != nil {
 		return nil, err
+	}
+	// The file's tenant is what a reader takes the proof to be about: it
+	// must be the one the signed origin names (<deployment>/<tenant>).
+	if p.Tenant == "" {
+		return nil, malformed("it names no tenant")
+	}
+	if !strings.HasSuffix(cp.Origin, "/"+p.Tenant) {
+		return nil, invalid(fmt.Sprintf("it says it is of the tenant %q, and its checkpoint is of the log %q", p.Tenant, cp.Origin))
 	}
 	res := &Result{Kind: p.Kind, Origin: cp.Origin, Size: cp.Size, Keys: keys, Root: cp.Root}
 	if err := checkAgainst(cp, opts); err != nil {
