@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,6 +128,13 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 			latest = nil
 		case err != nil:
 			return fmt.Errorf("read latest checkpoint: %w", err)
+		case latest.Origin != checkpoint.Origin(origin, tenant):
+			// The tree goes on from the latest checkpoint: under another
+			// origin no consistency proof from a checkpoint kept before
+			// would ever verify ("two logs").
+			return errcode.New(errcode.ConfigInvalid, fmt.Sprintf("not signing a checkpoint: audit.checkpoint.origin makes the origin %q, and the tenant's log was signed as %q: "+
+				"set audit.checkpoint.origin to %q (its default is orangerail/<service>)", checkpoint.Origin(origin, tenant), latest.Origin,
+				strings.TrimSuffix(latest.Origin, "/"+tenant)), nil)
 		case latest.Size >= head.Seq:
 			return nil
 		default:
