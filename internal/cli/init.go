@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -48,7 +47,7 @@ func newInitCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&url, "database-url", os.Getenv("DATABASE_URL"), "Postgres URL of the datasource whose catalog is read (default $DATABASE_URL)")
+	secretDefault(fl, &url, "database-url", "DATABASE_URL", "Postgres URL of the datasource whose catalog is read (default $DATABASE_URL)")
 	fl.StringSliceVar(&tables, "tables", nil, "scaffold only these tables: table in public, else schema.table (default: every table)")
 	fl.StringVar(&service, "service", "", "the config's service name (default: the database's name)")
 	fl.StringVarP(&output, "output", "o", "", "write the config to this file (default: standard output)")

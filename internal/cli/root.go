@@ -197,6 +197,15 @@ func refuseUnknownSubcommands(group *cobra.Command) {
 
 // databaseURLFlag binds --database-url, defaulting to $DATABASE_URL.
 func databaseURLFlag(flags *pflag.FlagSet, dst *string) {
-	flags.StringVar(dst, "database-url", os.Getenv("DATABASE_URL"),
-		"Postgres URL of orangerail's database (default $DATABASE_URL)")
+	secretDefault(flags, dst, "database-url", "DATABASE_URL", "Postgres URL of orangerail's database (default $DATABASE_URL)")
+}
+
+// secretDefault binds the string flag name to dst, defaulting to $env,
+// whose value help never prints: it says where the default comes from,
+// and a database URL's default holds its password, which pflag's
+// `(default "…")` would otherwise put on the terminal of anyone who asks
+// a command for --help.
+func secretDefault(flags *pflag.FlagSet, dst *string, name, env, usage string) {
+	flags.StringVar(dst, name, os.Getenv(env), usage)
+	flags.Lookup(name).DefValue = ""
 }
