@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	neturl "net/url"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -276,8 +277,12 @@ func HasPassword(u string) bool {
 		_, inUser := parsed.User.Password()
 		return inUser || parsed.Query().Has("password")
 	}
-	return strings.Contains(u, "password=")
+	return passwordKeyword.MatchString(u)
 }
+
+// passwordKeyword is a keyword/value string's password keyword, as pgx
+// reads it: spaces may stand on either side of its '='.
+var passwordKeyword = regexp.MustCompile(`(?:^|[ \t\n\r\v\f])password[ \t\n\r\v\f]*=`)
 
 // OpenDatasource returns a pool on a team's own database, logged in as its
 // URL says (orangerail's schema and roles need not exist there), whose
