@@ -218,7 +218,7 @@ func CheckIssuer(issuer string) error {
 func CheckIssuerURL(what, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("%s %q is not a URL", what, raw)
+		return fmt.Errorf("%s %s is not a URL", what, ShownURL(raw))
 	}
 	if u.Scheme == "https" {
 		return nil
@@ -226,7 +226,31 @@ func CheckIssuerURL(what, raw string) error {
 	if u.Scheme == "http" && LoopbackHost(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("%s %q must be https (%w)", what, raw, ErrIssuerInsecure)
+	return fmt.Errorf("%s %s must be https (%w)", what, ShownURL(raw), ErrIssuerInsecure)
+}
+
+// ShownURL is raw as a refusal quotes it: its scheme, host and path, and
+// never its user and password, its query or its fragment, any of which
+// can hold a credential (https://user:password@…, ?api_key=…) that the
+// refusal — printed by config check, written to the host log as serve
+// starts — would copy out of the file it was kept in. A string with no
+// host to name is quoted only when it holds no "@", "?" or "#", past
+// which a credential may be. Its path is shown, as the refusals name it:
+// a webhook's URL, whose path is commonly its secret, is shown by
+// ShownWebhookURL, without one.
+func ShownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		if strings.ContainsAny(raw, "@?#") {
+			return "(a URL that does not parse as scheme://host/path)"
+		}
+		return strconv.Quote(raw)
+	}
+	shown := strconv.Quote((&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String())
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
+		shown += " (its user, query and fragment not shown)"
+	}
+	return shown
 }
 
 // ErrIssuerInsecure is CheckIssuer's error for an issuer of plain http off
@@ -256,13 +280,13 @@ func CheckPublicURL(public string) error {
 	u, err := url.Parse(public)
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.Hostname() == "":
-		return fmt.Errorf("%q is not an absolute http or https URL", public)
+		return fmt.Errorf("%s is not an absolute http or https URL", ShownURL(public))
 	case u.User != nil:
-		return fmt.Errorf("%q holds a user: name the server only", public)
+		return fmt.Errorf("%s holds a user: name the server only", ShownURL(public))
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(public, "#"):
-		return fmt.Errorf("%q has a query or fragment: name the server only", public)
+		return fmt.Errorf("%s has a query or fragment: name the server only", ShownURL(public))
 	case u.Path != "" && u.Path != "/":
-		return fmt.Errorf("%q has a path: name the server's origin only (MCP is served at /mcp under it)", public)
+		return fmt.Errorf("%s has a path: name the server's origin only (MCP is served at /mcp under it)", ShownURL(public))
 	}
 	return nil
 }

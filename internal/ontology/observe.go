@@ -56,9 +56,9 @@ func (c *Config) validateObservability(add func(path, format string, args ...any
 		u, err := url.Parse(e)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			add("tracing.otlp_endpoint", "%q is not an http or https URL such as http://otel-collector:4318", e)
+			add("tracing.otlp_endpoint", "%s is not an http or https URL such as http://otel-collector:4318", ShownURL(e))
 		case u.User != nil:
-			add("tracing.otlp_endpoint", "%q holds a user: put credentials in OTEL_EXPORTER_OTLP_HEADERS, never in the config", e)
+			add("tracing.otlp_endpoint", "%s holds a user: put credentials in OTEL_EXPORTER_OTLP_HEADERS, never in the config", ShownURL(e))
 		}
 		if !t.Enabled {
 			add("tracing.otlp_endpoint", "is set while tracing.enabled is false: set tracing.enabled: true, or remove it")

@@ -198,17 +198,17 @@ func CheckUpstreamURL(base string) error {
 	u, err := url.Parse(base)
 	switch {
 	case err != nil || u.Hostname() == "" || u.Opaque != "":
-		return fmt.Errorf("%q is not an absolute URL", base)
+		return fmt.Errorf("%s is not an absolute URL", ShownURL(base))
 	case u.User != nil:
-		return fmt.Errorf("%q holds a user: credentials never go in a URL", base)
+		return fmt.Errorf("%s holds a user: credentials never go in a URL", ShownURL(base))
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(base, "#"):
-		return fmt.Errorf("%q has a query or fragment: name the API's root only", base)
+		return fmt.Errorf("%s has a query or fragment: name the API's root only", ShownURL(base))
 	case u.Scheme == "https":
 		return nil
 	case u.Scheme == "http" && LoopbackHost(u.Hostname()):
 		return nil
 	}
-	return fmt.Errorf("%q must be https (plain http is allowed on loopback only)", base)
+	return fmt.Errorf("%s must be https (plain http is allowed on loopback only)", ShownURL(base))
 }
 
 // LoopbackHost reports whether host is localhost or a loopback address:
