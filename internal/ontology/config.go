@@ -185,7 +185,8 @@ type OIDC struct {
 	// ClockSkewMax. Defaults to 30s.
 	ClockSkew Duration `yaml:"clock_skew"`
 	// AuthorizationServers are advertised in the protected-resource
-	// metadata. Defaults to the issuer.
+	// metadata: each held to the issuer's rule (CheckIssuerURL). Defaults
+	// to the issuer.
 	AuthorizationServers []string `yaml:"authorization_servers"`
 }
 
@@ -214,11 +215,17 @@ func CheckIssuer(issuer string) error {
 
 // CheckIssuerURL holds raw, a URL the issuer is reached at (itself, its
 // keys', a redirect on the way), to the issuer's rule: https, or http on
-// a loopback host; what names it in the error.
+// a loopback host, and no user in it: the issuer and the authorization
+// servers are published to anyone in the protected-resource metadata, and
+// the issuer is named in each discovery failure the host log records.
+// what names it in the error.
 func CheckIssuerURL(what, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("%s %s is not a URL", what, ShownURL(raw))
+	}
+	if u.User != nil {
+		return fmt.Errorf("%s %s holds a user: it is published and logged, so credentials never go in it", what, ShownURL(raw))
 	}
 	if u.Scheme == "https" {
 		return nil

@@ -217,6 +217,11 @@ func (c *Config) validate() Problems {
 			}
 			add(path, "%v", err)
 		}
+		for i, server := range o.AuthorizationServers {
+			if err := CheckIssuerURL("the authorization server", server); err != nil {
+				add(fmt.Sprintf("identity.oidc.authorization_servers.%d", i), "%v", err)
+			}
+		}
 		if d := time.Duration(o.ClockSkew); d > ClockSkewMax {
 			add("identity.oidc.clock_skew", "%s is longer than %s: a token that long expired would still be taken", d, ClockSkewMax)
 		}
