@@ -101,7 +101,7 @@ func shapeProblems(instance any) Problems {
 					problems = append(problems, Problem{Path: fieldPath(append(slices.Clone(e.InstanceLocation), k)), Message: "unknown key"})
 				}
 			default:
-				problems = append(problems, Problem{Path: fieldPath(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(english)})
+				problems = append(problems, Problem{Path: fieldPath(e.InstanceLocation), Message: withheldValue(e)})
 			}
 			return
 		}
@@ -111,6 +111,20 @@ func shapeProblems(instance any) Problems {
 	}
 	walk(verr, "")
 	return problems.sorted()
+}
+
+// withheldValue is the message of a leaf schema error; of a *_env key's
+// pattern, without the value: a key that names the variable holding a
+// secret is where the secret itself is written by mistake, and the
+// pattern's message ("'postgres://u:password@…' does not match …")
+// would print it to config check's terminal and serve's host log.
+func withheldValue(e *jsonschema.ValidationError) string {
+	loc := e.InstanceLocation
+	if _, ok := e.ErrorKind.(*kind.Pattern); ok && len(loc) > 0 && strings.HasSuffix(loc[len(loc)-1], "_env") {
+		return "is not the name of an environment variable (letters, digits and underscores, such as DATASOURCE_URL): " +
+			"name the variable that holds the value, never the value itself (it is not shown here)"
+	}
+	return e.ErrorKind.LocalizedString(english)
 }
 
 // mappingOf returns where in instance the mapping holding key is: of the
