@@ -227,11 +227,60 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 	if err := m.refuseNewer(ctx); err != nil {
 		return nil, err
 	}
+	current, err := m.Version(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.refuseDroppingEvidence(ctx, current-1); err != nil {
+		return nil, err
+	}
 	result, err := m.provider.Down(ctx)
 	if err != nil {
 		return result, rollbackError("migrate down", err)
 	}
 	return result, nil
+}
+
+// evidence is what a migration's Down drops with its tables that an
+// incident is read from: the audit log and the approvals (00001 drops the
+// schema), the signed checkpoints (00016).
+var evidence = []struct {
+	version int64
+	tables  []string
+	what    string
+}{
+	{1, []string{"orangerail.audit", "orangerail.approvals"}, "the audit log and the approvals"},
+	{16, []string{"orangerail.audit_checkpoints"}, "the signed checkpoints"},
+}
+
+// refuseDroppingEvidence refuses, X_ROLLBACK_REFUSED, a rollback to
+// version that would run a Down dropping evidence a table of it holds: no
+// schema change erases the record. Whether a table holds rows is read
+// from its size on disk, not by counting: row security shows the owner
+// only some of them, or none. A table once written to counts as holding
+// rows.
+func (m *Migrator) refuseDroppingEvidence(ctx context.Context, version int64) error {
+	current, err := m.Version(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range evidence {
+		if current < e.version || version >= e.version {
+			continue
+		}
+		for _, table := range e.tables {
+			var held bool
+			if err := m.db.QueryRowContext(ctx, "SELECT coalesce(pg_relation_size(to_regclass($1)) > 0, false)", table).Scan(&held); err != nil {
+				return err
+			}
+			if held {
+				return errcode.New(errcode.RollbackRefused, fmt.Sprintf(
+					"rolling back migration %05d drops %s, and %s holds data: no rollback erases them. "+
+						"Keep a copy first (pg_dump --schema=orangerail) and, if you mean to lose them, drop the schema by hand", e.version, e.what, table), nil)
+			}
+		}
+	}
+	return nil
 }
 
 // rollbackRefused is the SQLSTATE a migration's Down raises when rolling
@@ -267,6 +316,9 @@ func CheckCurrent(ctx context.Context, url string) error {
 // first; DownTo(ctx, 0) undoes them all.
 func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {
 	if err := m.refuseNewer(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.refuseDroppingEvidence(ctx, version); err != nil {
 		return nil, err
 	}
 	results, err := m.provider.DownTo(ctx, version)

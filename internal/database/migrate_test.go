@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orangerail/orangerail/internal/database"
+	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/testdb"
 )
 
@@ -177,5 +178,64 @@ func TestHardeningGapsListAnAuditorsLocks(t *testing.T) {
 	}
 	if got := gaps(); len(got) != 0 {
 		t.Fatalf("once fixed, %q", got)
+	}
+}
+
+// TestRollbackKeepsTheEvidence: no rollback drops what an incident is read
+// from. migrate down to zero ran 00001's Down, DROP SCHEMA orangerail
+// CASCADE, whatever the audit log held, and 00016's dropped the signed
+// checkpoints: each is refused, X_ROLLBACK_REFUSED, once its table holds
+// rows, the owner's row security notwithstanding, and nothing changes.
+func TestRollbackKeepsTheEvidence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.NewEmpty(t)
+	m, err := database.NewMigrator(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool := testdb.Pool(t, url)
+	entry := `{"v":1,"tenant":"acme","at":"2026-12-06T05:30:00.000000Z","correlation_id":"c-1","phase":"staged","actor":{"kind":"agent","subject":"agent-7"},"dev_mode":false}`
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT set_config('orangerail.tenant_id', 'acme', true)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT orangerail.audit_append(convert_to($1, 'UTF8'))", entry); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := m.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DownTo(ctx, 0); errcode.Of(err) != errcode.RollbackRefused || !strings.Contains(err.Error(), "the audit log") {
+		t.Fatalf("DownTo(0) = %v, want X_ROLLBACK_REFUSED naming the audit log", err)
+	}
+	if v, err := m.Version(ctx); err != nil || v != before {
+		t.Fatalf("a refused rollback left version %d (%v), want %d", v, err, before)
+	}
+	// Down to just past 00016 is the operator's to make; 00016's own is
+	// refused once a checkpoint is kept.
+	if _, err := m.DownTo(ctx, 16); err != nil {
+		t.Fatalf("down to 16: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO orangerail.audit_checkpoints (tenant_id, size, root_hash, frontier, origin, key_name, key_hash, verifier_key, note)
+		VALUES ('acme', 1, decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'), 'orangerail/test/acme', 'test', 1, 'test+00000001+AAAA', 'note')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Down(ctx); errcode.Of(err) != errcode.RollbackRefused || !strings.Contains(err.Error(), "checkpoints") {
+		t.Fatalf("Down past 00016 = %v, want X_ROLLBACK_REFUSED naming the checkpoints", err)
+	}
+	if v, err := m.Version(ctx); err != nil || v != 16 {
+		t.Fatalf("version %d (%v), want 16", v, err)
 	}
 }
