@@ -51,6 +51,11 @@ func (e *Engine) DecideBreakGlassApproval(ctx context.Context, owner database.Tx
 	if strings.TrimSpace(reason) == "" {
 		return refuse(StatusDenied, errcode.BreakGlassRefused), nil
 	}
+	if p := ReasonProblem(reason); p != "" {
+		// Held as a note is: bytes that are not UTF-8 would be recorded
+		// as other text than the operator gave.
+		return &Outcome{Status: StatusInvalidInput, Code: errcode.RequestInvalid, Issues: []Issue{{Path: "/reason", Message: p}}}, nil
+	}
 	if out := noteRefused(d); out != nil {
 		return out, nil
 	}

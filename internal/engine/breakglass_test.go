@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +106,13 @@ func TestBreakGlassDecidesAsTheOwner(t *testing.T) {
 	noted.Note = "a\x00"
 	if out := b.engine.DecideBreakGlass(ctx, b.admin, "acme", reason, noted); out.Code != errcode.RequestInvalid {
 		t.Fatalf("a note with a NUL: %s %s", out.Status, out.Code)
+	}
+	// So is a reason, which the record keeps beside the note: bytes that
+	// are not UTF-8 would be recorded as other text than was given.
+	for _, bad := range []string{"disk \xff full", "a\x00", strings.Repeat("r", engine.MaxNoteChars+1)} {
+		if out := b.engine.DecideBreakGlass(ctx, b.admin, "acme", bad, decision); out.Code != errcode.RequestInvalid || len(out.Issues) != 1 || out.Issues[0].Path != "/reason" {
+			t.Fatalf("the reason %.20q: %s %s %v", bad, out.Status, out.Code, out.Issues)
+		}
 	}
 
 	// The owner decides. The requester is the agent, and an operator is

@@ -38,24 +38,24 @@ func textProblem(name, value string) string {
 }
 
 // NoteProblem says what is wrong with a decision's note, or "".
-func NoteProblem(note string) string {
-	if p := textProblem("note", note); p != "" {
-		return p
-	}
-	if utf8.RuneCountInString(note) > MaxNoteChars {
-		return fmt.Sprintf("note is longer than %d characters", MaxNoteChars)
-	}
-	return ""
-}
+func NoteProblem(note string) string { return boundedTextProblem("note", note, MaxNoteChars) }
+
+// ReasonProblem says what is wrong with a break-glass decision's reason,
+// which its record keeps beside the note, or "": a note's rules.
+func ReasonProblem(reason string) string { return boundedTextProblem("reason", reason, MaxNoteChars) }
 
 // FilterProblem says what is wrong with a list's filter, named name, or
 // "".
-func FilterProblem(name, value string) string {
+func FilterProblem(name, value string) string { return boundedTextProblem(name, value, MaxFilterChars) }
+
+// boundedTextProblem is textProblem of value, named name, which may be at
+// most limit characters long.
+func boundedTextProblem(name, value string, limit int) string {
 	if p := textProblem(name, value); p != "" {
 		return p
 	}
-	if utf8.RuneCountInString(value) > MaxFilterChars {
-		return fmt.Sprintf("%s is longer than %d characters", name, MaxFilterChars)
+	if utf8.RuneCountInString(value) > limit {
+		return fmt.Sprintf("%s is longer than %d characters", name, limit)
 	}
 	return ""
 }
