@@ -567,6 +567,15 @@ func TestScopesMap(t *testing.T) {
 	if _, err := Parse([]byte(add("scopes:\n  \"orders write\": [check_approval, order_get, order_list, cancel_order]\n")(base))); err == nil {
 		t.Fatal("a scope name with a space loaded")
 	}
+	// Nor is an action's own scope: no token's scope claim could carry
+	// it, and the action loaded, never to be called.
+	for _, scope := range []string{`"orders write"`, `"orders\"write"`, `"ordérs"`} {
+		_, err := Parse([]byte(replace("    policy: {roles: [support]}", "    policy: {roles: [support], scope: "+scope+"}")(base)))
+		var problems Problems
+		if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != "actions.cancel_order.policy.scope" {
+			t.Errorf("policy.scope %s: Parse = %v, want one problem at actions.cancel_order.policy.scope", scope, err)
+		}
+	}
 }
 
 // TestAudienceCompiles: an audience predicate sees caller and nothing
