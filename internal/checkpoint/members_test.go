@@ -48,7 +48,7 @@ func TestAProofFileNamesEachMemberOnce(t *testing.T) {
 		"a forged record, then the real one as Record": prefix + `,"record":` + string(forgedJSON) + `,"Record":` + string(realJSON) + `}`,
 		"a forged record, then the real one as ſecord": prefix + `,"record":` + string(forgedJSON) + `,"reco\u017fd":` + string(realJSON) + `}`,
 		"a forged entry, then the real one as Entry": prefix + `,"record":` + strings.TrimSuffix(string(forgedJSON), "}") +
-			`,"Entry":` + mustJSON(t, real.Record.Entry) + `,"hash":"` + Hex(real.Record.Hash).String() + `"}}`,
+			`,"Entry":` + mustJSON(t, real.Record.Entry) + `,"hash":"` + real.Record.Hash.String() + `"}}`,
 		"the record named twice": prefix + `,"record":` + string(forgedJSON) + `,"record":` + string(realJSON) + `}`,
 	}
 	for name, text := range files {

@@ -327,18 +327,16 @@ func exactMembers(data []byte) error {
 	if path, ok := jsonmember.Repeated(data); ok {
 		return fmt.Errorf("it names the member %s twice", strings.Join(path, "."))
 	}
-	var file map[string]json.RawMessage
-	if json.Unmarshal(data, &file) != nil {
-		return nil
+	var file, record map[string]json.RawMessage
+	if json.Unmarshal(data, &file) == nil {
+		if err := spelledAs(file, reflect.TypeFor[Proof](), "the file"); err != nil {
+			return err
+		}
+		if json.Unmarshal(file["record"], &record) == nil {
+			return spelledAs(record, reflect.TypeFor[Record](), "its record")
+		}
 	}
-	if err := spelledAs(file, reflect.TypeFor[Proof](), "the file"); err != nil {
-		return err
-	}
-	var record map[string]json.RawMessage
-	if json.Unmarshal(file["record"], &record) != nil {
-		return nil
-	}
-	return spelledAs(record, reflect.TypeFor[Record](), "its record")
+	return nil
 }
 
 // spelledAs refuses a member of object that no field of the struct t is
