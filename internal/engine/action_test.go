@@ -246,7 +246,7 @@ func TestCallerOfNoTenantIsNoOne(t *testing.T) {
 			code   errcode.Code
 		}{
 			{"stage", b.engine.Call(ctx, agent, "update_shipping_address", json.RawMessage(`{"order_id": "o-1001", "address": "2 Tenantless Street"}`)), engine.StatusNotFound, errcode.MCPToolUnknown},
-			{"read", b.engine.Call(ctx, agent, "orders_get", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusNotFound, errcode.MCPToolUnknown},
+			{"read", b.engine.Get(ctx, agent, "order", json.RawMessage(`{"id": "o-1001"}`)), engine.StatusNotFound, errcode.MCPToolUnknown},
 			{"poll", b.engine.Check(ctx, agent, id), engine.StatusNotFound, errcode.ApprovalNotFound},
 			{"decide", b.engine.Decide(ctx, person, engine.Decision{ApprovalID: id, Approve: true}), engine.StatusDenied, errcode.Forbidden},
 		} {

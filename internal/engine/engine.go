@@ -308,9 +308,15 @@ func macUnder(key []byte, purpose string, parts ...[]byte) []byte {
 }
 
 // failure logs an outcome's full error under its correlation id and
-// returns the outcome.
+// returns the outcome. A call its caller cancelled (a client's
+// notifications/cancelled, its connection closed) failed for nothing an
+// operator must look at: logged at info, not as an error.
 func (e *Engine) failure(ctx context.Context, op string, o *Outcome) *Outcome {
-	e.log.ErrorContext(ctx, "engine failure", "op", op, "status", string(o.Status),
+	level, msg := slog.LevelError, "engine failure"
+	if errors.Is(ctx.Err(), context.Canceled) && errors.Is(o.Err, context.Canceled) {
+		level, msg = slog.LevelInfo, "engine call cancelled by its caller"
+	}
+	e.log.Log(ctx, level, msg, "op", op, "status", string(o.Status),
 		"correlation_id", o.CorrelationID, "diagnostic", string(o.Diagnostic), "error", o.Err)
 	return o
 }

@@ -1,12 +1,15 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -393,5 +396,45 @@ func TestIncludeSaysWhenALinkIsCut(t *testing.T) {
 	cutAt1 := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("objects.order.list.max_limit", 1))
 	if orders, cut := answer(cutAt1); len(orders) != 1 || len(cut) != 1 || cut[0] != "order_customer" {
 		t.Fatalf("c-1's two orders under a limit of 1: %d shown, cut %v", len(orders), cut)
+	}
+}
+
+// TestCancelledReadIsNoFailure: a read its caller cancelled (an MCP
+// client's notifications/cancelled, a closed connection) is logged at
+// info, not as an engine failure: it logged a datasource error at ERROR
+// for every call a client gave up on.
+func TestCancelledReadIsNoFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.admin.Exec(context.Background(), orders.Seed); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	cfg, err := ontology.Parse(orders.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: b.runtime, Effects: effects.Factories(), Catalog: readCatalog(t, cfg, b.runtime),
+		Key: make([]byte, engine.KeySize), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if out := e.Get(ctx, agent("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)); out.Status != engine.StatusResolveError {
+		t.Fatalf("a cancelled read answered %s", out.Status)
+	}
+	if strings.Contains(logs.String(), `"level":"ERROR"`) || !strings.Contains(logs.String(), "cancelled by its caller") {
+		t.Fatalf("the host log of a cancelled read:\n%s", logs.String())
+	}
+	// A read that fails of itself is still an error.
+	logs.Reset()
+	deadline, stop := context.WithTimeout(context.Background(), -time.Second)
+	defer stop()
+	if out := e.Get(deadline, agent("acme"), "order", json.RawMessage(`{"id": "o-1001"}`)); out.Status != engine.StatusResolveError {
+		t.Fatalf("a read past its deadline answered %s", out.Status)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Fatalf("the host log of a read past its deadline:\n%s", logs.String())
 	}
 }
