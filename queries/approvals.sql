@@ -34,10 +34,11 @@ FROM orangerail.approval_consume(@id) AS c;
 
 -- name: ApprovalLapsed :many
 -- The first row_limit of the tenant's open approvals past their expiry,
--- oldest first.
+-- the longest lapsed first: in the order of approvals_open_expiry_idx, so
+-- that a batch of a long backlog reads its rows, not the whole backlog.
 SELECT id, action FROM orangerail.approvals
 WHERE tenant_id = @tenant_id AND status IN ('pending', 'approved') AND expires_at <= now()
-ORDER BY created_at, id
+ORDER BY expires_at, id
 LIMIT @row_limit;
 
 -- name: ApprovalExpire :one

@@ -209,7 +209,7 @@ func (q *Queries) ApprovalGet(ctx context.Context, db DBTX, arg *ApprovalGetPara
 const approvalLapsed = `-- name: ApprovalLapsed :many
 SELECT id, action FROM orangerail.approvals
 WHERE tenant_id = $1 AND status IN ('pending', 'approved') AND expires_at <= now()
-ORDER BY created_at, id
+ORDER BY expires_at, id
 LIMIT $2
 `
 
@@ -224,7 +224,8 @@ type ApprovalLapsedRow struct {
 }
 
 // The first row_limit of the tenant's open approvals past their expiry,
-// oldest first.
+// the longest lapsed first: in the order of approvals_open_expiry_idx, so
+// that a batch of a long backlog reads its rows, not the whole backlog.
 func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, arg *ApprovalLapsedParams) ([]*ApprovalLapsedRow, error) {
 	rows, err := db.Query(ctx, approvalLapsed, arg.TenantID, arg.RowLimit)
 	if err != nil {

@@ -21,19 +21,27 @@ func TestSweepDrainsABacklog(t *testing.T) {
 	t.Parallel()
 	b := setupExample(t)
 	ctx := context.Background()
-	// Tight but valid limits: a transaction is bounded by lock_timeout +
-	// 2 × statement_timeout + 5s, here 5.3s.
+	// Valid limits: a transaction is bounded by lock_timeout + 2 ×
+	// statement_timeout + 5s, here 6.1s.
 	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil,
-		ontologytest.Set("limits", map[string]string{"lock_timeout": "100ms", "statement_timeout": "100ms"}))
+		ontologytest.Set("limits", map[string]string{"lock_timeout": "100ms", "statement_timeout": "500ms"}))
 	staged := e.Call(ctx, support("acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "x"}`))
 	want(t, staged, engine.StatusApprovalPending)
-	// A backlog of lapsed approvals, copies of the staged one.
-	const backlog = 20000
+	// A backlog of lapsed approvals, copies of the staged one, each of
+	// whose expiries takes at least 2ms (a trigger sleeps): expiring all
+	// of them takes 7s at least, on any machine, past the bound.
+	const backlog = 3500
 	if _, err := b.admin.Exec(ctx, `INSERT INTO orangerail.approvals (id, tenant_id, action, requested_by, requested_issuer, input,
 			input_digest, definition_hash, status, created_at, expires_at, input_key_id, input_sealed, input_data_key)
 		SELECT gen_random_uuid(), tenant_id, action, requested_by, requested_issuer, input,
 			sha256(g::text::bytea), definition_hash, status, now() - interval '2 hours', now() - interval '1 hour', input_key_id, input_sealed, input_data_key
 		FROM orangerail.approvals, generate_series(1, $1) g WHERE id = $2`, backlog, staged.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.admin.Exec(ctx, `CREATE FUNCTION public.slow_expiry() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_sleep(0.002); RETURN NEW; END $$;
+		CREATE TRIGGER slow_expiry BEFORE UPDATE ON orangerail.approvals
+			FOR EACH ROW WHEN (NEW.status = 'expired') EXECUTE FUNCTION public.slow_expiry()`); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -182,7 +182,7 @@ type ApprovalRef struct {
 }
 
 // ApprovalListLapsed lists the first limit of a tenant's open approvals
-// past their expiry, oldest first.
+// past their expiry, the longest lapsed first.
 func (s *Store) ApprovalListLapsed(ctx context.Context, tenantID string, limit int32) ([]*ApprovalRef, error) {
 	rows, err := s.q.ApprovalLapsed(ctx, s.x, &db.ApprovalLapsedParams{TenantID: tenantID, RowLimit: limit})
 	return all(rows, err, func(r *db.ApprovalLapsedRow) *ApprovalRef { return &ApprovalRef{ID: r.ID, Action: r.Action} })
