@@ -50,8 +50,26 @@ func set(ws ...string) map[string]bool {
 }
 
 // isRead reports whether w is a read word: one of readWords, or a noun of
-// information (tokeninfo, userinfo).
-func isRead(w string) bool { return readWords[w] || (strings.HasSuffix(w, "info") && len(w) > 4) }
+// information (tokeninfo, userinfo) that does not begin on a word that
+// writes or removes (updateuserinfo, deleteuserinfo: one word, as a legacy
+// RPC path spells it, that changes state).
+func isRead(w string) bool {
+	if readWords[w] {
+		return true
+	}
+	stem, ok := strings.CutSuffix(w, "info")
+	if !ok || stem == "" {
+		return false
+	}
+	for _, vocabulary := range []map[string]bool{writeWords, destructiveWords} {
+		for v := range vocabulary {
+			if strings.HasPrefix(stem, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // opName is the name an operation is classified by: its id, or its path
 // when it has none.

@@ -226,3 +226,45 @@ func TestRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestInfoNounsThatWriteAreNotReads: a word ending on info is a noun of
+// information (tokeninfo, userinfo) only where it does not begin on a word
+// that writes or removes: a POST named updateuserinfo, setuserinfo or
+// deleteuserinfo (lower case, one word: a legacy RPC path) changes state,
+// and was made a read by its info, served with no approval.
+func TestInfoNounsThatWriteAreNotReads(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`openapi: 3.0.3
+info: {title: T, version: "1"}
+paths:
+`)
+	cases := []struct {
+		method, id string
+		want       ontology.Risk
+	}{
+		{"post", "updateuserinfo", ontology.RiskWrite},
+		{"post", "setuserinfo", ontology.RiskWrite},
+		{"post", "deleteuserinfo", ontology.RiskWrite},
+		{"post", "oauth2.tokeninfo", ontology.RiskRead},
+		{"post", "userinfo", ontology.RiskRead},
+		{"get", "updateinfo", ontology.RiskRead},
+	}
+	for i, c := range cases {
+		fmt.Fprintf(&b, "  /p%d:\n    %s:\n      operationId: %s\n      security: [{oauth: [things]}]\n      responses: {\"204\": {description: done}}\n", i, c.method, c.id)
+	}
+	b.WriteString(`components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example", scopes: {things: t}}}}
+`)
+	doc, err := openapi.Parse([]byte(b.String()), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, nil)
+	for _, c := range cases {
+		tp := tool(t, m, strings.ReplaceAll(c.id, ".", "_"))
+		if tp.Risk.Value != c.want || (c.want != ontology.RiskRead) != (tp.Approval.Value == ontology.ApprovalRequired) {
+			t.Errorf("%s %s: risk %s, approval %s (%s), want %s", strings.ToUpper(c.method), c.id, tp.Risk.Value, tp.Approval.Value, tp.Risk.Rule, c.want)
+		}
+	}
+}
