@@ -159,6 +159,10 @@ func classify(op *apidoc.Operation) classification {
 			Detail: fmt.Sprintf("%s is safe by RFC 9110 §9.2.1, but %s holds %q: the service changes state on a %s", m, called, writes, m)})
 	case ontology.SafeMethod(m):
 		c.risk = derive(ontology.RiskRead, fmt.Sprintf("%s is safe by RFC 9110 §9.2.1 and %s says nothing of a change: a read", m, called), src)
+	case readName != "" && op.ID == "" && m == "POST":
+		// A path names a resource, not what the call does to it: POST
+		// /orders/{orderId}/status sets the status it names.
+		c.risk = derive(ontology.RiskWrite, fmt.Sprintf("%s holds %q, but a path names a resource, not what a POST does to it (POST /orders/{id}/status sets the status): a read is inferred from an operationId only, so it is taken to write", called, readName), src)
 	case readName != "" && !readOverSafeOnly[readName] && (m == "POST" || m == ""):
 		// Only a POST, whose semantics are the resource's own (RFC 9110
 		// §9.3.3), or a SOAP operation, is read by its name: a PUT or a

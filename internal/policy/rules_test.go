@@ -268,3 +268,57 @@ paths:
 		}
 	}
 }
+
+// TestAPathIsNoVerb: an operation without an operationId is named by its
+// path, whose words are resources: a POST to /orders/{orderId}/status
+// sets the status, to /devices/{deviceId}/version installs one. The read
+// words a verb's place makes a POST a read by are an operationId's only;
+// such a POST was served as a read, with no approval. A GET named by its
+// path still reads.
+func TestAPathIsNoVerb(t *testing.T) {
+	doc, err := openapi.Parse([]byte(`openapi: 3.0.3
+info: {title: T, version: "1"}
+security: [{oauth: [things]}]
+paths:
+  /orders/{orderId}/status:
+    parameters: [{name: orderId, in: path, required: true, schema: {type: string}}]
+    post:
+      requestBody: {content: {application/json: {schema: {type: object, properties: {status: {type: string}}}}}}
+      responses: {"204": {description: done}}
+    get:
+      responses: {"200": {description: ok}}
+  /devices/{deviceId}/version:
+    post:
+      parameters: [{name: deviceId, in: path, required: true, schema: {type: string}}]
+      responses: {"204": {description: done}}
+  /search:
+    post:
+      operationId: searchOrders
+      responses: {"200": {description: ok}}
+components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example", scopes: {things: t}}}}
+`), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, nil)
+	for _, c := range []struct {
+		source string
+		want   ontology.Risk
+	}{
+		{"/paths/~1orders~1{orderId}~1status/post", ontology.RiskWrite},
+		{"/paths/~1devices~1{deviceId}~1version/post", ontology.RiskWrite},
+		{"/paths/~1orders~1{orderId}~1status/get", ontology.RiskRead},
+		{"/paths/~1search/post", ontology.RiskRead},
+	} {
+		i := slices.IndexFunc(m.Tools, func(tp policy.ToolPolicy) bool { return tp.Operation.Source == c.source })
+		if i < 0 {
+			t.Fatalf("no tool for %s", c.source)
+		}
+		tp := m.Tools[i]
+		if tp.Risk.Value != c.want || (c.want != ontology.RiskRead) != (tp.Approval.Value == ontology.ApprovalRequired) {
+			t.Errorf("%s: risk %s, approval %s (%s), want %s", c.source, tp.Risk.Value, tp.Approval.Value, tp.Risk.Rule, c.want)
+		}
+	}
+}
