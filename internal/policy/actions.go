@@ -237,7 +237,22 @@ func baseURL(doc *apidoc.Document, option string) (string, string, error) {
 // host the operation is not served at), or "". A --base-url is the
 // operator's choice of where every call goes, and is taken as it is.
 func (e *emitter) servedElsewhere(op *apidoc.Operation) string {
-	if op == nil || len(op.Servers) == 0 || e.opts.BaseURL != "" {
+	if op == nil || e.opts.BaseURL != "" {
+		return ""
+	}
+	if op.SOAP != nil {
+		// WSDL serves each binding at its port's address: a service's
+		// ports may be on hosts of their own (orders at one, payments at
+		// another), and the endpoint's path was sent to the upstream's.
+		u, err := url.Parse(op.SOAP.Address)
+		base, _ := url.Parse(e.base)
+		if err != nil || base == nil || u.Host == "" || strings.EqualFold(u.Host, base.Host) {
+			return ""
+		}
+		return fmt.Sprintf("the description serves it at %s (port %s), not at the upstream's %s: its call would go to a host it is not served at; "+
+			"compile it with --base-url naming its server", op.SOAP.Address, op.SOAP.Port, e.base)
+	}
+	if len(op.Servers) == 0 {
 		return ""
 	}
 	var urls []string

@@ -13,6 +13,7 @@ import (
 	"github.com/orangerail/orangerail/internal/policy"
 	"github.com/orangerail/orangerail/internal/policy/apidoc"
 	"github.com/orangerail/orangerail/internal/policy/openapi"
+	"github.com/orangerail/orangerail/internal/policy/wsdl"
 )
 
 func edgeParse(t testing.TB, data []byte) *apidoc.Document {
@@ -224,6 +225,65 @@ paths:
 		t.Fatal(err)
 	}
 	if chosen := edgeEmit(t, m, d, "https://rest.example.net"); len(chosen.Written) != 4 {
+		t.Fatalf("with --base-url: written %v, skipped %v", chosen.Written, chosen.Skipped)
+	}
+}
+
+// TestSOAPPortsServedElsewhereAreNotWritten: a WSDL service's ports may
+// be on hosts of their own. PayOrder's binding is served at
+// payments.example.net, the upstream at orders.example.com, the first
+// port's host: its action was written to post the payment to
+// https://orders.example.com/soap/pay, a host it is not served at. It is
+// now not written, with the reason, unless --base-url names where calls go;
+// a port on the upstream's host (over http, where the upstream is its
+// https port) is written.
+func TestSOAPPortsServedElsewhereAreNotWritten(t *testing.T) {
+	element := func(name string) string {
+		return `<xs:element name="` + name + `"><xs:complexType><xs:sequence><xs:element name="id" type="xs:string"/></xs:sequence></xs:complexType></xs:element>`
+	}
+	op := func(name, pt, b string) (string, string, string) {
+		return `<message name="` + name + `In"><part name="p" element="tns:` + name + `"/></message>
+  <message name="` + name + `Out"><part name="p" element="tns:` + name + `Response"/></message>`,
+			`<portType name="` + pt + `"><operation name="` + name + `"><input message="tns:` + name + `In"/><output message="tns:` + name + `Out"/></operation></portType>`,
+			`<binding name="` + b + `" type="tns:` + pt + `"><soap:binding style="document" transport="http://schemas.xmlsoap.org/soap/http"/>
+    <operation name="` + name + `"><soap:operation soapAction="urn:t#` + name + `"/>
+      <input><soap:body use="literal"/></input><output><soap:body use="literal"/></output></operation></binding>`
+	}
+	var msgs, pts, bindings string
+	for _, o := range [][3]string{{"GetOrder", "P", "B"}, {"PayOrder", "Q", "C"}, {"ShipOrder", "R", "D"}} {
+		m, p, b := op(o[0], o[1], o[2])
+		msgs, pts, bindings = msgs+m, pts+p, bindings+b
+	}
+	src := `<?xml version="1.0"?>
+<definitions xmlns="http://schemas.xmlsoap.org/wsdl/" xmlns:soap="http://schemas.xmlsoap.org/wsdl/soap/"
+  xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:tns="urn:t" targetNamespace="urn:t" name="T">
+  <types><xs:schema targetNamespace="urn:t" elementFormDefault="qualified">` +
+		element("GetOrder") + element("GetOrderResponse") + element("PayOrder") + element("PayOrderResponse") +
+		element("ShipOrder") + element("ShipOrderResponse") + `</xs:schema></types>
+  ` + msgs + pts + bindings + `
+  <service name="S">
+    <port name="Orders" binding="tns:B"><soap:address location="https://orders.example.com/soap/orders"/></port>
+    <port name="Pay" binding="tns:C"><soap:address location="https://payments.example.net/soap/pay"/></port>
+    <port name="Ship" binding="tns:D"><soap:address location="http://orders.example.com/soap/ship"/></port>
+  </service>
+</definitions>`
+	d, err := wsdl.Parse([]byte(src), "t.wsdl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := edgeCompile(t, d, map[string]string{"PayOrder": "accepted by the test", "ShipOrder": "accepted by the test"})
+	out := edgeEmit(t, m, d, "")
+	skipped := map[string]string{}
+	for _, s := range out.Skipped {
+		skipped[s.Tool] = s.Reason
+	}
+	if !strings.Contains(skipped["PayOrder"], "https://payments.example.net/soap/pay") || !slices.Equal(out.Written, []string{"GetOrder", "ShipOrder"}) {
+		t.Fatalf("written %v, skipped %v", out.Written, skipped)
+	}
+	if _, err := ontology.Parse(out.YAML); err != nil {
+		t.Fatal(err)
+	}
+	if chosen := edgeEmit(t, m, d, "https://payments.example.net/soap/pay"); len(chosen.Written) != 3 {
 		t.Fatalf("with --base-url: written %v, skipped %v", chosen.Written, chosen.Skipped)
 	}
 }
