@@ -144,6 +144,18 @@ func TestVerifiersCatchTampering(t *testing.T) {
 			wantSeq: 7, want: engine.ProblemHash,
 		},
 		{
+			// One row for the one break: SQL reported every record of the
+			// seq, two rows where it returns the first broken link.
+			name: "a sealed record copied under its own seq, its uniqueness dropped",
+			tamper: []string{
+				"ALTER TABLE orangerail.audit DROP CONSTRAINT audit_tenant_seq_key",
+				`INSERT INTO orangerail.audit (tenant_id, seq, prev_hash, hash, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, written_at, sealed_at)
+				 SELECT tenant_id, seq, prev_hash, hash, entry, at, correlation_id, phase, action, actor, actor_kind, dev_mode, approval_id, written_at, sealed_at
+				 FROM orangerail.audit WHERE tenant_id = 'acme' AND seq = 4`,
+			},
+			wantSeq: 4, want: engine.ProblemSeqGap,
+		},
+		{
 			name:    "queryable column changed, entry untouched",
 			tamper:  []string{"UPDATE orangerail.audit SET phase = 'rejected' WHERE tenant_id = 'acme' AND seq = 2"},
 			wantSeq: 2, want: engine.ProblemColumns,
