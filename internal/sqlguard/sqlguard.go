@@ -48,12 +48,28 @@ const MaxLength = 64 << 10
 // prefix of the called name's last part, case-insensitively: server
 // administration and files (pg_*), settings and roles (set_config), large
 // objects (lo_*), other databases (dblink*), sequences (nextval, setval),
-// and functions that run SQL given as a string (query_to_xml and its
-// kin, ts_stat, ts_rewrite, crosstab).
+// functions that run SQL given as a string (query_to_xml and its
+// kin, ts_stat, ts_rewrite, crosstab), and functions that look a name or
+// an oid up in the catalogs the relation rule refuses (to_regrole,
+// to_regclass…, regclass(text), format_type, obj_description and its kin;
+// has_*_privilege, below): the whole server's roles, relations, types and
+// comments, every tenant's among them.
 var bannedPrefixes = []string{
 	"pg_", "set_config", "lo_", "dblink", "nextval", "setval",
 	"query_to_xml", "query_to_json", "table_to_xml", "cursor_to_xml", "schema_to_xml", "database_to_xml",
 	"ts_stat", "ts_rewrite", "crosstab", "txid_", "binary_upgrade_",
+	"to_reg", "format_type", "obj_description", "col_description", "shobj_description",
+}
+
+// catalogTypes are the object identifier types, whose values Postgres
+// prints as the name of the object the oid names, looked up in the
+// catalog (an oid cast to regrole prints a role's name, to regclass a
+// relation's), and reads from a name the same way: no statement may cast
+// to one, nor call a function named after one (regclass(text)) or by one
+// (regroleout, whose argument an integer is cast to implicitly).
+var catalogTypes = []string{
+	"regclass", "regcollation", "regconfig", "regdictionary", "regnamespace", "regoper",
+	"regoperator", "regproc", "regprocedure", "regrole", "regtype",
 }
 
 // Refusal is a statement the guard refused, and the rule it broke.
@@ -168,6 +184,14 @@ func (r rules) check(node any) error {
 		}
 	case *pg.RangeVar:
 		return r.readable(n.Schemaname, n.Relname)
+	case *pg.TypeName:
+		// x::t, CAST(x AS t), t 'literal', and a column definition's type.
+		if len(n.Names) > 0 {
+			name := strings.ToLower(n.Names[len(n.Names)-1].GetString_().GetSval())
+			if slices.Contains(catalogTypes, name) {
+				return &Refusal{Rule: RuleRelation, Detail: fmt.Sprintf("a %s value is read from the catalog (its output is the name of the object an oid names): no statement may make one", name)}
+			}
+		}
 	case *pg.A_Indirection:
 		// (x).f selects field f of x, or else calls f(x); (x).f.g may call
 		// g(f(x)).
@@ -188,6 +212,17 @@ func (r rules) check(node any) error {
 // Postgres would resolve (a quoted "PG_SLEEP" is not pg_sleep), never less.
 func callable(name, how string) error {
 	lower := strings.ToLower(name)
+	// A type's name, or a name it begins (regroleout, regclassin: its
+	// input and output functions, whose argument an integer is cast to
+	// implicitly, with no cast written).
+	namesType := slices.ContainsFunc(catalogTypes, func(t string) bool { return strings.HasPrefix(lower, t) })
+	if namesType || (strings.HasPrefix(lower, "has_") && strings.HasSuffix(lower, "_privilege")) {
+		detail := fmt.Sprintf("%s looks names up in the catalog, which no query may read", name)
+		if how != "" {
+			detail += fmt.Sprintf(", nor named after a dot (%s): leave %s unqualified or alias it", how, name)
+		}
+		return &Refusal{Rule: RuleFunction, Detail: detail}
+	}
 	for _, prefix := range bannedPrefixes {
 		if strings.HasPrefix(lower, prefix) {
 			detail := fmt.Sprintf("functions named %s* may not be called", prefix)
