@@ -372,8 +372,9 @@ func statusLike(name string) bool {
 }
 
 // secretLike reports whether a column's name says it holds a secret: a
-// password, a secret, an API or private key, a credential, a token or a
-// salt — unless its last word says it is about one (token_id,
+// password or passphrase, a secret, an API, private, access, signing,
+// HMAC or encryption key, a one-time-password seed, a credential, a token
+// or a salt — unless its last word says it is about one (token_id,
 // token_expires_at, secret_count) rather than one.
 func secretLike(name string) bool {
 	n := strings.ToLower(name)
@@ -382,15 +383,19 @@ func secretLike(name string) bool {
 	case "id", "ids", "count", "type", "kind", "at", "expires", "expiry", "version":
 		return false
 	}
-	for _, s := range []string{"apikey", "api_key", "private_key", "access_key"} {
-		if strings.Contains(n, s) {
+	// Spelled with underscores, run together or in camel case (privateKey
+	// is private_key once its words are joined).
+	joined := strings.Join(words, "_")
+	for _, s := range []string{"apikey", "api_key", "privatekey", "private_key", "accesskey", "access_key",
+		"signingkey", "signing_key", "hmackey", "hmac_key", "encryptionkey", "encryption_key", "totp_seed", "otp_seed"} {
+		if strings.Contains(n, s) || strings.Contains(joined, s) {
 			return true
 		}
 	}
 	// A word that is one of these nouns or ends on one (clientsecret,
 	// userpassword), not one that merely begins with it (secretary).
 	return slices.ContainsFunc(words, func(w string) bool {
-		for _, noun := range []string{"password", "passwd", "secret", "credential"} {
+		for _, noun := range []string{"password", "passwd", "passphrase", "secret", "credential"} {
 			if strings.HasSuffix(strings.TrimSuffix(w, "s"), noun) {
 				return true
 			}
