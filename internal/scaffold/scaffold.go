@@ -55,6 +55,11 @@ const maxObjectName = 64 - len("_list")
 // table is one table the catalog lists, and what the scaffold made of it.
 type table struct {
 	ref store.CatalogTable
+	// shared says another schema has a table of its name: its config
+	// names it schema-qualified even in public, since a bare name is
+	// resolved by the serving login's search_path, which may put the
+	// other schema first (the default is "$user", public).
+	shared bool
 	// skip says why the table is no object; empty when it is one.
 	skip    string
 	object  string
@@ -133,11 +138,16 @@ func Read(ctx context.Context, conn store.DBTX, opts Options) (*Draft, error) {
 		}
 	}
 	d := &Draft{service: ServiceName(service)}
+	schemas := map[string]int{}
+	for _, t := range all {
+		schemas[t.Name]++
+	}
 	for _, ref := range chosen {
 		t, err := readTable(ctx, s, ref)
 		if err != nil {
 			return nil, err
 		}
+		t.shared = schemas[ref.Name] > 1
 		d.tables = append(d.tables, t)
 	}
 	d.nameObjects()

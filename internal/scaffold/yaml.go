@@ -84,7 +84,11 @@ func (t *table) node() *yaml.Node {
 		}
 		o.Content = append(o.Content, kn, v)
 	}
-	add("table", scalar(qualified(t.ref)), "")
+	table := qualified(t.ref)
+	if t.shared {
+		table = t.ref.Schema + "." + t.ref.Name
+	}
+	add("table", scalar(table), "")
 	add("key", scalar(t.key), t.keyNote)
 	add("tenant_column", scalar(t.tenant), review+"guessed from the column name")
 	fieldsNote := review + "every column; drop what agents should not read"
