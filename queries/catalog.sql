@@ -8,7 +8,8 @@ SELECT (to_regclass(@table_name::text) IS NOT NULL)::boolean AS found;
 -- it may hold NULL (neither the column nor any domain on the way says NOT
 -- NULL); and its type modifier (a varchar's or char's declared length plus
 -- 4), the column's own, else the nearest domain's, else -1; and whether
--- that type is an enum.
+-- that type is an enum; and whether the login may read it (SELECT on the
+-- table, or on the column).
 WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
     SELECT a.attnum, a.attname, a.atttypid, a.attnotnull, a.atttypmod
     FROM pg_catalog.pg_attribute a
@@ -21,7 +22,8 @@ WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
 )
 SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid,
        (NOT col.not_null)::boolean AS nullable, col.typmod::int4 AS type_modifier,
-       (t.typtype = 'e')::boolean AS enum
+       (t.typtype = 'e')::boolean AS enum,
+       pg_catalog.has_column_privilege(to_regclass(@table_name::text), col.attnum, 'SELECT') AS readable
 FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
 WHERE t.typtype <> 'd'
 ORDER BY col.attnum;

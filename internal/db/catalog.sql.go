@@ -164,7 +164,8 @@ WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
 )
 SELECT col.attname::text AS column_name, col.typid::int8 AS type_oid,
        (NOT col.not_null)::boolean AS nullable, col.typmod::int4 AS type_modifier,
-       (t.typtype = 'e')::boolean AS enum
+       (t.typtype = 'e')::boolean AS enum,
+       pg_catalog.has_column_privilege(to_regclass($1::text), col.attnum, 'SELECT') AS readable
 FROM col JOIN pg_catalog.pg_type t ON t.oid = col.typid
 WHERE t.typtype <> 'd'
 ORDER BY col.attnum
@@ -176,6 +177,7 @@ type CatalogTableColumnsRow struct {
 	Nullable     bool
 	TypeModifier int32
 	Enum         bool
+	Readable     bool
 }
 
 // A table's columns, each with the type its values are compared as: a
@@ -183,7 +185,8 @@ type CatalogTableColumnsRow struct {
 // it may hold NULL (neither the column nor any domain on the way says NOT
 // NULL); and its type modifier (a varchar's or char's declared length plus
 // 4), the column's own, else the nearest domain's, else -1; and whether
-// that type is an enum.
+// that type is an enum; and whether the login may read it (SELECT on the
+// table, or on the column).
 func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName string) ([]*CatalogTableColumnsRow, error) {
 	rows, err := db.Query(ctx, catalogTableColumns, tableName)
 	if err != nil {
@@ -199,6 +202,7 @@ func (q *Queries) CatalogTableColumns(ctx context.Context, db DBTX, tableName st
 			&i.Nullable,
 			&i.TypeModifier,
 			&i.Enum,
+			&i.Readable,
 		); err != nil {
 			return nil, err
 		}

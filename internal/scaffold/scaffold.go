@@ -68,6 +68,7 @@ type table struct {
 	tenant  string
 	fields  []string
 	omitted []string // columns whose names the ontology cannot name
+	denied  []string // columns the login may not read (SELECT)
 	secrets []string // columns whose names say they hold secrets
 	sort    []string
 	filters []string // columns a list filters by eq
@@ -260,12 +261,14 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 		return nil, err
 	}
 	kinds, enums := map[string]ontology.ValueKind{}, map[string]bool{}
+	readable := map[string]bool{}
 	for _, r := range rows {
 		if !identifier.MatchString(r.Name) {
 			t.omitted = append(t.omitted, r.Name)
 			continue
 		}
 		t.fields = append(t.fields, r.Name)
+		readable[r.Name] = r.Readable
 		kinds[r.Name], enums[r.Name] = ontology.ColumnOf(r).Kind, r.Enum
 	}
 	for _, want := range TenantColumns() {
@@ -312,6 +315,27 @@ func readTable(ctx context.Context, s *store.Store, ref store.CatalogTable) (*ta
 			strings.Join(TenantColumns(), ", "))
 		return t, nil
 	}
+	// What the login may not read (no SELECT on the table, a column grant
+	// that withholds some) no read of it could return: every read of the
+	// object would fail, or, served as a login that may, hand agents what
+	// the grant withheld.
+	switch {
+	case !slices.ContainsFunc(rows, func(r *store.CatalogColumn) bool { return r.Readable }):
+		t.skip = fmt.Sprintf("this login may not read it (SELECT); scaffold as a login that may (GRANT SELECT ON %s TO …), or name only the tables it reads (--tables)", name)
+		return t, nil
+	case !readable[t.key]:
+		t.skip = fmt.Sprintf("this login may not read its key column %q (SELECT)", t.key)
+		return t, nil
+	case !readable[t.tenant]:
+		t.skip = fmt.Sprintf("this login may not read its tenant column %q (SELECT)", t.tenant)
+		return t, nil
+	}
+	t.fields = slices.DeleteFunc(t.fields, func(f string) bool {
+		if !readable[f] {
+			t.denied = append(t.denied, f)
+		}
+		return !readable[f]
+	})
 	// A column whose name says it holds a secret is no field until a
 	// person adds it back: a draft served as it is must not hand agents
 	// password hashes and tokens. The key (not one, as above) and the

@@ -97,6 +97,9 @@ func (t *table) node() *yaml.Node {
 		// name it can take.
 		fieldsNote += fmt.Sprintf("; left out %s: not identifiers the ontology accepts", strings.Join(quoteAll(t.omitted), ", "))
 	}
+	if len(t.denied) > 0 {
+		fieldsNote += fmt.Sprintf("; left out %s: this login may not read them (SELECT)", strings.Join(quoteAll(t.denied), ", "))
+	}
 	if len(t.secrets) > 0 {
 		fieldsNote += fmt.Sprintf("; left out %s: their names say they hold secrets, add one only if agents must read it", strings.Join(quoteAll(t.secrets), ", "))
 	}

@@ -29,13 +29,16 @@ type CatalogColumn struct {
 	// Enum is true when the type is an enum (its labels are not read:
 	// they change without a restart).
 	Enum bool
+	// Readable is true when the login may read the column: SELECT on the
+	// table, or on the column.
+	Readable bool
 }
 
 // CatalogTableColumns lists a table's columns in their order.
 func (s *Store) CatalogTableColumns(ctx context.Context, table string) ([]*CatalogColumn, error) {
 	rows, err := s.q.CatalogTableColumns(ctx, s.x, table)
 	return all(rows, err, func(r *db.CatalogTableColumnsRow) *CatalogColumn {
-		return &CatalogColumn{Name: r.ColumnName, TypeOID: uint32(r.TypeOid), Nullable: r.Nullable, TypeModifier: r.TypeModifier, Enum: r.Enum} //nolint:gosec // an oid is 32 bits; the query widens it to int8
+		return &CatalogColumn{Name: r.ColumnName, TypeOID: uint32(r.TypeOid), Nullable: r.Nullable, TypeModifier: r.TypeModifier, Enum: r.Enum, Readable: r.Readable} //nolint:gosec // an oid is 32 bits; the query widens it to int8
 	})
 }
 
