@@ -90,6 +90,10 @@ type Runtime struct {
 
 	url      string
 	migrator *database.Migrator
+	// checking lets one readiness check run at a time: /readyz answers
+	// anyone, and the migrator's connections are not bounded (one is what
+	// the sizing counts), nor is a probe's share of the runtime pool.
+	checking chan struct{}
 	log      *slog.Logger
 	// webhooks delivers the outbox while serving with webhooks configured.
 	webhooks *webhooks.Worker
@@ -115,7 +119,8 @@ func Open(ctx context.Context, s Settings) (_ *Runtime, err error) {
 	if s.Config == nil {
 		return nil, fmt.Errorf("app: Settings.Config is required")
 	}
-	rt := &Runtime{Config: s.Config, url: s.DatabaseURL, log: cmp.Or(s.Logger, slog.New(slog.DiscardHandler)), Hooks: engine.NewHooks()}
+	rt := &Runtime{Config: s.Config, url: s.DatabaseURL, log: cmp.Or(s.Logger, slog.New(slog.DiscardHandler)), Hooks: engine.NewHooks(),
+		checking: make(chan struct{}, 1)}
 	rt.Hooks.Subscribe(0, engine.HostLog(rt.log))
 	defer func() {
 		if err != nil {
@@ -276,6 +281,14 @@ func (rt *Runtime) Close() {
 // Ready reports whether the runtime can serve: its database answers and
 // its schema is current.
 func (rt *Runtime) Ready(ctx context.Context) error {
+	// Probes that come together wait for one another, each within its own
+	// context: a flood of them holds one connection, not one each.
+	select {
+	case rt.checking <- struct{}{}:
+		defer func() { <-rt.checking }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if err := rt.Store.Ping(ctx); err != nil {
 		return err
 	}
