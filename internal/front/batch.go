@@ -147,12 +147,18 @@ func (l *BatchLimiter) Hit(ctx context.Context, bucket string, limit int) (int, 
 	}
 	share := l.share(limit)
 	if share <= 0 {
-		return l.exact.Hit(ctx, bucket, limit)
+		hits, end, err := l.exact.Hit(ctx, bucket, limit)
+		l.mu.Lock()
+		end = end.Add(-l.skew) // the database's clock, as this replica's reads it
+		l.mu.Unlock()
+		return hits, end, err
 	}
 	for {
 		l.mu.Lock()
 		start := l.now().Add(l.skew).Truncate(time.Minute)
-		end := start.Add(time.Minute)
+		// The window is the database's; its end is given in this
+		// replica's clock, which the front measures Retry-After by.
+		end := start.Add(time.Minute).Add(-l.skew)
 		k := windowKey{bucket: bucket, window: start.Unix()}
 		c := l.counts[k]
 		if c == nil {
