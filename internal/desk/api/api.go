@@ -77,7 +77,9 @@ func New(eng *engine.Engine, log *slog.Logger) *API {
 // The protected-resource metadata of Prefix is mounted too.
 func (a *API) Mount(f *front.Front) {
 	bill := func(r *http.Request, _ []byte) front.Class {
-		if r.Method == http.MethodGet {
+		// A GET route serves HEAD too: a monitor's HEAD reads, and must
+		// not spend the person's decisions.
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			return front.ClassRead
 		}
 		return front.ClassWrite

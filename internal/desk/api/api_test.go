@@ -219,3 +219,26 @@ func (d *desk) waitLapsed(id string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHeadIsBilledAsARead: a GET route answers HEAD too, and a HEAD is a
+// read: it was billed as a write, so a monitor polling the list with HEAD
+// spent the person's allowance of decisions, and a decision was refused
+// 429.
+func TestHeadIsBilledAsARead(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, func(cfg *ontology.Config) {
+		r := &cfg.HTTP.RateLimits
+		r.ReadsPerMinute, r.WritesPerMinute = 1000, 1
+	}, nil)
+	alice := d.token("alice@example.com", "acme", true, "approver")
+	for range 3 {
+		if a := d.do(http.MethodHead, "/api/v1/approvals", alice, ""); a.status != http.StatusOK {
+			t.Fatalf("HEAD the list: %d %s", a.status, a.body)
+		}
+	}
+	// The one write of the minute is still the person's.
+	id := d.stage(d.rt.Engine, d.agent("agent-7", "acme"), "cancel_order", `{"order_id": "o-1001", "reason": "customer asked"}`)
+	if a := d.do(http.MethodPost, "/api/v1/approvals/"+id+"/decision", alice, `{"decision": "reject"}`); a.status != http.StatusOK {
+		t.Fatalf("the minute's one decision, after three HEADs: %d %s", a.status, a.body)
+	}
+}
