@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -258,6 +259,39 @@ func ShownURL(raw string) string {
 		shown += " (its user, query and fragment not shown)"
 	}
 	return shown
+}
+
+// CheckOrigin holds an http.allowed_origins entry to the form a browser
+// sends in its Origin header (RFC 6454 §6.2), which the front compares it
+// with byte for byte: scheme and host in lower case, the host in ASCII
+// (an internationalized one as IDNA writes it, xn--…), and no port where
+// it is the scheme's default. An entry of another spelling matched no
+// request, and its refusal told the operator to add the origin they had.
+func CheckOrigin(origin string) error {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%s is not an origin: scheme://host[:port], as a browser's Origin header names one", ShownURL(origin))
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	for _, r := range host {
+		if r >= utf8.RuneSelf {
+			return fmt.Errorf("%q: a browser sends an internationalized host as IDNA writes it (xn--…), which is what to write", origin)
+		}
+	}
+	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	sent := strings.ToLower(u.Scheme) + "://" + host
+	if strings.Contains(host, ":") {
+		sent = strings.ToLower(u.Scheme) + "://[" + host + "]"
+	}
+	if port != "" {
+		sent += ":" + port
+	}
+	if sent != origin {
+		return fmt.Errorf("%q is not spelled as a browser sends it, and would match no request: write %q", origin, sent)
+	}
+	return nil
 }
 
 // ErrIssuerInsecure is CheckIssuer's error for an issuer of plain http off

@@ -493,6 +493,33 @@ func TestPublicURL(t *testing.T) {
 	}
 }
 
+// TestAllowedOriginsAsBrowsersSendThem: the front compares an Origin
+// header with http.allowed_origins byte for byte, so an entry is held to
+// the form a browser sends: one spelled otherwise loaded, matched no
+// request, and each refusal told the operator to add the origin they had
+// added.
+func TestAllowedOriginsAsBrowsersSendThem(t *testing.T) {
+	t.Parallel()
+	if _, err := Parse([]byte(base + "http: {allowed_origins: [\"https://console.example.com\", \"http://localhost:3000\", \"https://[2001:db8::1]:8443\", \"https://xn--caf-dma.example\"]}\n")); err != nil {
+		t.Fatalf("origins as browsers send them: %v", err)
+	}
+	for origin, fix := range map[string]string{
+		"https://Console.example.com":     "https://console.example.com",
+		"HTTPS://console.example.com":     "", // the schema's pattern
+		"https://console.example.com:443": "https://console.example.com",
+		"http://console.example.com:80":   "http://console.example.com",
+		"https://café.example":            "xn--",
+		"https://console.example.com/":    "", // the schema's pattern
+		"https://u@console.example.com":   "scheme://host[:port]",
+	} {
+		_, err := Parse([]byte(base + "http: {allowed_origins: [\"https://ok.example.com\", \"" + origin + "\"]}\n"))
+		var problems Problems
+		if !errors.As(err, &problems) || len(problems) != 1 || problems[0].Path != "http.allowed_origins.1" || !strings.Contains(problems[0].Message, fix) {
+			t.Errorf("allowed origin %q: Parse = %v, want one problem at http.allowed_origins.1 saying %q", origin, err, fix)
+		}
+	}
+}
+
 // TestIdentityAdmission: identity.refuse_browser_origins and
 // identity.allowed_networks load as written.
 func TestIdentityAdmission(t *testing.T) {

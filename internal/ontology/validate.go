@@ -239,6 +239,11 @@ func (c *Config) validate() Problems {
 	if len(c.HTTP.TrustedProxies) > 0 && c.HTTP.TrustedProxyHops == 0 {
 		add("http.trusted_proxies", "is set while http.trusted_proxy_hops is 0, so no X-Forwarded-For is read: set the hops, or remove it")
 	}
+	for i, o := range c.HTTP.AllowedOrigins {
+		if err := CheckOrigin(o); err != nil {
+			add(fmt.Sprintf("http.allowed_origins.%d", i), "%v", err)
+		}
+	}
 	for i, t := range c.HTTP.TranslationPrefixes {
 		if _, err := ParseTranslationPrefix(t); err != nil {
 			add(fmt.Sprintf("http.translation_prefixes.%d", i), "%v", err)
