@@ -654,9 +654,9 @@ func (e *Engine) staged(ctx context.Context, tx pgx.Tx, caller *Caller, c *call,
 // bound rolled back whole every time, and was never expired.
 const lapsedBatch = 250
 
-// expireLapsed marks the tenant's oldest open approvals past their expiry,
-// up to lapsedBatch, as expired, each with an audit record; the sweeper
-// expires the rest.
+// expireLapsed marks the tenant's open approvals past their expiry, the
+// longest lapsed first and up to lapsedBatch, as expired, each with an
+// audit record; the sweeper expires the rest.
 func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) error {
 	_, _, err := e.expireLapsedCount(ctx, tx, tenant)
 	return err

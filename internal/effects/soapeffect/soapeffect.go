@@ -348,11 +348,13 @@ func parse(data []byte) (*node, error) {
 			// encoding/xml reads an attribute written twice (as one name,
 			// or as two prefixes of one namespace) where XML forbids it:
 			// refused, as a JSON answer naming a member twice is.
-			for i, a := range t.Attr {
-				for _, b := range t.Attr[:i] {
-					if a.Name == b.Name {
+			if len(t.Attr) > 1 {
+				seen := make(map[xml.Name]bool, len(t.Attr))
+				for _, a := range t.Attr {
+					if seen[a.Name] {
 						return nil, fmt.Errorf("the answer's element %s repeats the attribute %s", t.Name.Local, a.Name.Local)
 					}
+					seen[a.Name] = true
 				}
 			}
 			n := &node{name: t.Name, attrs: t.Attr}
