@@ -282,8 +282,9 @@ func CheckOrigin(origin string) error {
 		port = ""
 	}
 	sent := strings.ToLower(u.Scheme) + "://" + host
-	if strings.Contains(host, ":") {
-		sent = strings.ToLower(u.Scheme) + "://[" + host + "]"
+	if addr, err := netip.ParseAddr(host); err == nil && addr.Is6() {
+		// As the URL standard serializes an IPv6 host: compressed.
+		sent = strings.ToLower(u.Scheme) + "://[" + addr.String() + "]"
 	}
 	if port != "" {
 		sent += ":" + port

@@ -508,6 +508,7 @@ func TestAllowedOriginsAsBrowsersSendThem(t *testing.T) {
 		"HTTPS://console.example.com":     "", // the schema's pattern
 		"https://console.example.com:443": "https://console.example.com",
 		"http://console.example.com:80":   "http://console.example.com",
+		"https://[2001:db8:0:0::1]":       "https://[2001:db8::1]",
 		"https://café.example":            "xn--",
 		"https://console.example.com/":    "", // the schema's pattern
 		"https://u@console.example.com":   "scheme://host[:port]",
