@@ -156,6 +156,44 @@ func TestApprovalChangesCarryTheirRecord(t *testing.T) {
 	}
 }
 
+// TestApprovalDecisionIsAPersons: approval_decide moves an approval only
+// on a record of a person's decision. A runtime that records the
+// requesting agent approving its own call — or the system approving it —
+// must not get an approval approval_consume then hands over for execution.
+func TestApprovalDecisionIsAPersons(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for _, actor := range []engine.Actor{
+		{Subject: "agent-7", Kind: engine.ActorAgent}, // the requester itself
+		{Subject: "sweeper", Kind: engine.ActorSystem},
+	} {
+		id := uuid.New()
+		if err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return stageApproval(ctx, tx, "acme", id, `{}`)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rec := record("acme", engine.PhaseApproved, id.String())
+		rec.ApprovalID, rec.Actor, rec.Input = &id, actor, nil
+		entry, err := rec.Entry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if _, err := store.New(tx).ApprovalDecide(ctx, &store.ApprovalDecideParams{ID: id, Status: store.ApprovalApproved,
+				DecidedBy: actor.Subject, Entry: entry}); err != nil {
+				return err
+			}
+			_, _, err := store.New(tx).ApprovalConsume(ctx, "acme", id)
+			return err
+		})
+		if sqlState(err) != "ORA05" {
+			t.Errorf("an approval decided by %s %q: decide and consume = %v, want ORA05", actor.Kind, actor.Subject, err)
+		}
+	}
+}
+
 // TestRequiredPhasesMatchSQL holds the Go table of the records each status
 // needs and orangerail.approval_required_phases to the same table.
 func TestRequiredPhasesMatchSQL(t *testing.T) {
