@@ -631,6 +631,23 @@ func TestApprovalLifecycleIsEnforced(t *testing.T) {
 		if _, err := b.admin.Exec(ctx, stmt); sqlState(err) != "ORA04" {
 			t.Errorf("owner %q = %v, want ORA04", stmt, err)
 		}
+		// Nor does replication-role replica, which skips ordinary
+		// triggers, set the owner free of it: the lifecycle trigger fires
+		// ALWAYS, as the audit log's do.
+		if err := func() error {
+			tx, err := b.admin.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, stmt)
+			return err
+		}(); sqlState(err) != "ORA04" {
+			t.Errorf("owner with replica role %q = %v, want ORA04", stmt, err)
+		}
 	}
 	err = database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "DELETE FROM orangerail.approvals")
