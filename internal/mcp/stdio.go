@@ -33,8 +33,20 @@ import (
 // request whose params the SDK would not read -32602 (paramsProblem, as
 // over HTTP) — and the session serves the next line, where go-sdk's own
 // stdio transport ends it.
+//
+// When ctx ends (serve told to stop, SIGTERM), the session stops reading
+// and answers the calls it read first, as at the end of the input, then
+// returns ctx's error: serve over HTTP drains its calls in flight, and
+// closing the session at once wrote none of their answers (the SDK's
+// Close drops every write), an action that ran never reported to its
+// caller.
 func (s *Server) ServeLines(ctx context.Context, caller *engine.Caller, check func(context.Context) error, in io.ReadCloser, out io.Writer) error {
-	return s.RunChecked(ctx, caller, check, &lineTransport{in: in, out: out, max: s.maxBodyBytes(), caps: s.capabilities(true), log: s.log})
+	t := &lineTransport{in: in, out: out, max: s.maxBodyBytes(), caps: s.capabilities(true), log: s.log, stop: ctx.Done()}
+	err := s.RunChecked(context.WithoutCancel(ctx), caller, check, t)
+	if ctx.Err() != nil && (err == nil || errors.Is(err, io.EOF)) {
+		return ctx.Err()
+	}
+	return err
 }
 
 // lineTransport is the transport ServeLines serves.
@@ -44,6 +56,9 @@ type lineTransport struct {
 	max  int64
 	caps *sdk.ServerCapabilities // the session's, for unservedMethod
 	log  *slog.Logger
+	// stop, once closed, ends the input as its end would: the calls read
+	// are answered, no line after is served.
+	stop <-chan struct{}
 }
 
 // Connect implements sdk.Transport.
@@ -54,6 +69,19 @@ func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
 	// (as go-sdk's own transports do); it stays blocked in a read of in
 	// that Close does not end, as theirs does.
 	go c.readLoop(bufio.NewReaderSize(t.in, 64<<10), t.max, t.caps)
+	if t.stop != nil {
+		go func() {
+			select {
+			case <-t.stop:
+				c.callsMu.Lock()
+				c.stopping = true
+				c.callsMu.Unlock()
+				c.drain()
+				c.deliver(lineRead{err: io.EOF})
+			case <-c.closed:
+			}
+		}()
+	}
 	return c, nil
 }
 
@@ -78,6 +106,9 @@ type lineConn struct {
 	callsMu  sync.Mutex
 	calls    map[jsonrpc.ID]bool
 	answered chan struct{}
+	// stopping is set once the transport's stop closed: no line read
+	// after it is served.
+	stopping bool
 }
 
 // drainBound bounds how long the end of the input waits for the calls
@@ -171,16 +202,21 @@ func (c *lineConn) coded(r *jsonrpc.Response) *rpcerror.Response {
 	return sdkFailed(context.Background(), c.log, id, text)
 }
 
-// claim counts a call read under id, before the SDK may answer it, and
-// reports false, counting nothing, when a call under id is in flight.
-func (c *lineConn) claim(id jsonrpc.ID) bool {
+// admit reports whether a line just read is served (none is once the
+// session was told to stop) and, for a call's (id set), whether it was
+// claimed: counted under the same lock the stop is set under, so the
+// stop's drain never misses a call admitted before it.
+func (c *lineConn) admit(id *jsonrpc.ID) (admitted, claimed bool) {
 	c.callsMu.Lock()
 	defer c.callsMu.Unlock()
-	if c.calls[id] {
-		return false
+	if c.stopping {
+		return false, false
 	}
-	c.calls[id] = true
-	return true
+	if id == nil || c.calls[*id] {
+		return true, false
+	}
+	c.calls[*id] = true
+	return true, true
 }
 
 // done counts the call under id answered, signalling it.
@@ -248,11 +284,20 @@ func (c *lineConn) readLoop(r *bufio.Reader, limit int64, caps *sdk.ServerCapabi
 	for {
 		line, tooLong, err := readLine(r, limit)
 		msg, answer := judgeLine(line, tooLong, limit, caps)
-		if req, ok := msg.(*jsonrpc.Request); answer == nil && ok && req.IsCall() && !c.claim(req.ID) {
+		var id *jsonrpc.ID // a call's, counted in flight until answered
+		if req, ok := msg.(*jsonrpc.Request); answer == nil && ok && req.IsCall() {
+			id = &req.ID
+		}
+		admitted, claimed := c.admit(id)
+		if !admitted {
+			c.log.Warn("stdio input read after the stop is not served")
+			return
+		}
+		if id != nil && !claimed {
 			// Two calls in flight under one id: the SDK answers one of
 			// them, and the other waited for an answer never written.
-			id, _ := json.Marshal(req.ID.Raw())
-			answer = rpcerror.New(id, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest,
+			raw, _ := json.Marshal(id.Raw())
+			answer = rpcerror.New(raw, rpcerror.CodeInvalidRequest, errcode.MCPInvalidRequest,
 				"a call under this id is still running: each call in flight needs an id of its own", 0)
 		}
 		switch {
