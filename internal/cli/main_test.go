@@ -990,8 +990,10 @@ func TestServeStdioTokenRefusals(t *testing.T) {
 		!strings.Contains(stderr, "token-env") || !strings.Contains(stderr, "dev-subject") {
 		t.Fatalf("--token-env with --dev-subject: exit %d %q", code, stderr)
 	}
-	if code, stderr := serve("--token-env", env); code != exitError || !strings.Contains(stderr, "--token-env is for --stdio") {
+	if code, stderr := serve("--token-env", env); code != exitError || !strings.Contains(stderr, "--token-env") || !strings.Contains(stderr, "is for --stdio") {
 		t.Fatalf("--token-env over HTTP: exit %d %q", code, stderr)
+	} else {
+		oneLine(t, stderr, "X_USAGE")
 	}
 }
 

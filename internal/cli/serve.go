@@ -28,7 +28,14 @@ type serveFlags struct {
 	tokenEnv              string
 	devTenant, devSubject string
 	devRoles, devScopes   []string
+	// stdioOnly are the flags given that only --stdio takes.
+	stdioOnly []string
 }
+
+// stdioOnlyFlags are serve's flags that mean something with --stdio only:
+// over HTTP each request's token names its caller and the key is
+// $ORANGERAIL_SECRET_KEY's.
+var stdioOnlyFlags = []string{"dev-tenant", "dev-subject", "dev-roles", "dev-scopes", "key-file", "token-env"}
 
 func newServeCmd() *cobra.Command {
 	var f serveFlags
@@ -45,7 +52,14 @@ func newServeCmd() *cobra.Command {
 			"The server key comes from $" + app.SecretKeyEnv + " (64 hex characters); with --stdio and no key\n" +
 			"set, one is kept in " + devKeyFile + ".",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, name := range stdioOnlyFlags {
+				if cmd.Flags().Changed(name) {
+					f.stdioOnly = append(f.stdioOnly, "--"+name)
+				}
+			}
+			return serve(cmd.Context(), f)
+		},
 	}
 	databaseURLFlag(cmd.Flags(), &f.url)
 	cmd.Flags().StringVar(&f.config, "config", os.Getenv("ORANGERAIL_CONFIG"), "the ontology config file (default $ORANGERAIL_CONFIG)")
@@ -64,6 +78,11 @@ func newServeCmd() *cobra.Command {
 
 func serve(ctx context.Context, f serveFlags) error {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)) // stdout is the stdio JSON-RPC channel
+	if !f.stdio && len(f.stdioOnly) > 0 {
+		// Over HTTP they would be ignored: no development identity, no
+		// token but each request's, no key file.
+		return errcode.New(errcode.Usage, strings.Join(f.stdioOnly, ", ")+" is for --stdio: over HTTP each request carries its own token, and no development identity is served", nil)
+	}
 	if f.config == "" {
 		return errcode.New(errcode.Usage, "--config is required: the ontology config file to serve (or set $ORANGERAIL_CONFIG)", nil)
 	}
@@ -73,9 +92,6 @@ func serve(ctx context.Context, f serveFlags) error {
 	}
 	if !f.stdio && cfg.Identity.OIDC == nil {
 		return errcode.New(errcode.IdentityRequired, "serving HTTP needs identity.oidc in the config", nil)
-	}
-	if f.tokenEnv != "" && !f.stdio {
-		return errors.New("--token-env is for --stdio: over HTTP each request carries its own token")
 	}
 	var real *app.StdioIdentity
 	if f.tokenEnv != "" {
