@@ -426,6 +426,9 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if err := idToken.Claims(&claims); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
+	if err := noStructClaimVariant(claims); err != nil {
+		return nil, err
+	}
 	var dates struct {
 		Exp json.RawMessage `json:"exp"`
 		Nbf json.RawMessage `json:"nbf"`
@@ -459,6 +462,30 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 		return nil, err
 	}
 	return r.callerOf(idToken.Subject, exp, claims)
+}
+
+// structClaims are the claims read into Go structs — go-oidc's (the
+// issuer, subject, audience and dates it checks, its nonce, at_hash and
+// distributed claims) and the dates verify reads again — whose names
+// encoding/json matches in any case and by Unicode folding ("ſub" is
+// "sub"), the last member winning; every other claim is read from the map
+// by its exact name.
+var structClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "nonce", "at_hash", "_claim_names", "_claim_sources"}
+
+// noStructClaimVariant refuses a token carrying a claim whose name is one
+// of structClaims but for case or folding: read into the struct, a custom
+// "Sub", "Aud" or "Exp" (a claim mapper's, an attribute a user may edit)
+// written after the registered claim was taken as the caller's subject,
+// the token's audience or its expiry.
+func noStructClaimVariant(claims map[string]any) error {
+	for name := range claims {
+		for _, c := range structClaims {
+			if name != c && strings.EqualFold(name, c) {
+				return fmt.Errorf("%w: its claim %q is %q but for case", ErrInvalidToken, name, c)
+			}
+		}
+	}
+	return nil
 }
 
 // idTokenClaims are the claims only an OpenID Connect ID token carries

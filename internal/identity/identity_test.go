@@ -2,9 +2,13 @@ package identity_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -873,6 +877,86 @@ func TestIDTokensAreNoBearerTokens(t *testing.T) {
 	} {
 		if _, err := f.resolver.Resolve(context.Background(), token); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// rawIssuer serves discovery and the keys of an issuer whose tokens are
+// signed over payloads written byte for byte (their members' order and
+// spelling as an issuer writes them, which a Go map would sort), and a
+// resolver for it.
+func rawIssuer(t *testing.T) (url string, resolver *identity.Resolver, sign func(payload string) string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": url, "jwks_uri": url + "/jwks"})
+		case "/jwks":
+			_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	url = srv.URL
+	resolver, err = identity.NewResolver(ontology.OIDC{Issuer: url, Audience: "orangerail", TenantClaim: "org_id",
+		Human: &ontology.HumanRule{Claim: "kind", Values: []string{"human"}}}, identity.ResolverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
+		(&jose.SignerOptions{}).WithType("at+jwt").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url, resolver, func(payload string) string {
+		obj, err := signer.Sign([]byte(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := obj.CompactSerialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+}
+
+// TestRegisteredClaimsAreReadByTheirExactNames: iss, sub, aud and the dates
+// are read into structs, whose names encoding/json matches in any case
+// (and by Unicode folding: "ſub" is "sub"), the last member winning, while
+// the tenant, roles and kind are read by their exact names. A token
+// carrying, beside its registered claims, a custom claim spelled Sub, Aud
+// or Exp — a claim mapper's, an attribute a user may edit — was taken as
+// that subject, for that audience, until that date.
+func TestRegisteredClaimsAreReadByTheirExactNames(t *testing.T) {
+	t.Parallel()
+	url, resolver, sign := rawIssuer(t)
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).Unix()
+	token := func(aud, extra string) string {
+		return sign(fmt.Sprintf(`{"iss":%q,"sub":"agent-7","aud":%q,"exp":%d,"org_id":"acme"%s}`, url, aud, exp, extra))
+	}
+	if c, err := resolver.Resolve(ctx, token("orangerail", `,"nickname":"Sub"`)); err != nil || c.Subject != "agent-7" {
+		t.Fatalf("a plain token: %+v %v", c, err)
+	}
+	for name, tok := range map[string]string{
+		"Sub names another subject":          token("orangerail", `,"Sub":"alice"`),
+		"SUB names another subject":          token("orangerail", `,"SUB":"alice"`),
+		"ſub (long s) names another subject": token("orangerail", `,"ſub":"alice"`),
+		"Aud names this API for another's":   token("billing-api", `,"Aud":"orangerail"`),
+		"Iss repeats the issuer":             token("orangerail", fmt.Sprintf(`,"Iss":%q`, url)),
+		"Exp moves the expiry to 2286":       token("orangerail", `,"Exp":9999999999`),
+		"NBF":                                token("orangerail", `,"NBF":1`),
+		"At_Hash":                            token("orangerail", `,"At_Hash":"77QmUPtjPfzWtF2AnpK9RQ"`),
+	} {
+		c, err := resolver.Resolve(ctx, tok)
+		if !errors.Is(err, identity.ErrInvalidToken) {
+			t.Errorf("%s: %+v %v, want ErrInvalidToken", name, c, err)
 		}
 	}
 }
