@@ -134,6 +134,9 @@ const (
 	// notOwedHere is the last_error of a message none of whose endpoints
 	// is configured where it was last taken.
 	notOwedHere = "not sent: none of the endpoints configured when its event happened is configured now; `webhooks redeliver` sends it to those configured now"
+	// noneSubscribes is the last_error of a message owed to every
+	// endpoint subscribed to its event (redelivered) where none is.
+	noneSubscribes = "not sent: no endpoint configured here subscribes to its event"
 	// owedElsewhere is the last_error of a message sent to the endpoints a
 	// replica names, and owed to one it does not.
 	owedElsewhere = "sent to the endpoints configured here; owed to one this replica's config does not name, it waits for a replica whose config does"
@@ -274,7 +277,13 @@ func (w *Worker) Start() {
 		if now := w.c.Now(); now.Sub(w.pruned) >= pruneEvery {
 			// Only this loop reads and sets pruned.
 			w.pruned = now
-			_, perr := w.Prune(ctx)
+			n, perr := w.Prune(ctx)
+			if perr == nil && n >= pruneBatch*pruneBatches {
+				// More may be waiting (a backlog): prune again next
+				// round, not an hour from now, or a replica deletes at
+				// most pruneBatch*pruneBatches an hour.
+				w.pruned = time.Time{}
+			}
 			err = errors.Join(err, perr)
 		}
 		return err
@@ -308,6 +317,11 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	}
 	handled := 0
 	var errs []error
+	// An endpoint that did not answer at all (a timeout, a connection
+	// refused) is not waited on again this round: each message would
+	// spend the worker another timeout, while the other endpoints, and
+	// the other tenants, waited behind it.
+	down := map[string]string{}
 	for _, tenant := range tenants {
 		var claimed []*store.WebhookMessage
 		// The lease runs from this claim, not from the round's start: the
@@ -327,7 +341,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Seq, b.Seq))
 		})
 		for _, m := range claimed {
-			if err := w.deliver(ctx, m); err != nil {
+			if err := w.deliver(ctx, m, down); err != nil {
 				errs = append(errs, err)
 			}
 			handled++
@@ -364,7 +378,11 @@ func (w *Worker) Prune(ctx context.Context) (int, error) {
 // config another replica serves (a rolling deploy) — is left for a replica
 // that names it, the endpoints reached here kept, until its attempts run
 // out: then it is delivered where it could be, or, reaching none, failed.
-func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
+//
+// down holds the endpoints (by URL) that did not answer in this round, each
+// with its error: they are not sent m, which is retried for them; deliver
+// adds each that does not answer now.
+func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage, down map[string]string) error {
 	delivered := slices.Clone(m.DeliveredTo)
 	var failures []string
 	var input []byte
@@ -376,6 +394,10 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 		}
 		owed = true
 		if slices.Contains(delivered, e.URL) {
+			continue
+		}
+		if why, ok := down[e.URL]; ok {
+			failures = append(failures, e.shown()+": not sent: it did not answer earlier in this round ("+why+")")
 			continue
 		}
 		if e.IncludeInput && input == nil {
@@ -396,6 +418,9 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 				break // stopping: not the endpoint's failure
 			}
 			failures = append(failures, e.shown()+": "+err.Error())
+			if !errors.As(err, new(errStatus)) {
+				down[e.URL] = err.Error()
+			}
 			w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
 				"endpoint", e.shown(), "attempt", m.Attempts, "error", err.Error())
 			continue
@@ -430,18 +455,20 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 				mark.LastError = errorText(failures)
 			}
 			return s.WebhookMarkRetry(ctx, mark)
-		case !owed && m.OwedTo != nil && exhausted:
+		case !owed && exhausted:
 			// The config changed since the event: no endpoint it was
 			// queued for is left, and one configured since was not
-			// there when it happened.
-			mark.LastError = notOwedHere
+			// there when it happened. Or, owed to every endpoint
+			// subscribed (redelivered), none is: not sent, so not
+			// delivered.
+			mark.LastError = notSent(m)
 			return s.WebhookMarkFailed(ctx, mark)
-		case !owed && m.OwedTo != nil:
+		case !owed:
 			// None of its endpoints is configured here: removed, or
 			// added by a newer config another replica serves (a rolling
 			// deploy). Left for a replica that knows one, failed only
 			// when its attempts run out.
-			return retry(notOwedHere)
+			return retry(notSent(m))
 		case len(failures) == 0 && elsewhere && !exhausted:
 			return retry(owedElsewhere)
 		case len(failures) == 0:
@@ -454,6 +481,14 @@ func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage) error {
 		}
 	})
 	return errors.Join(stopping, err)
+}
+
+// notSent is the last_error of m, sent to no endpoint here.
+func notSent(m *store.WebhookMessage) string {
+	if m.OwedTo == nil {
+		return noneSubscribes
+	}
+	return notOwedHere
 }
 
 // input reads the approval's verbatim input, for an endpoint configured to
