@@ -37,7 +37,9 @@ func TestCatalogNamesAreNotReadable(t *testing.T) {
 		"SELECT format_type(g, NULL) FROM generate_series(16384, 100000) g WHERE format_type(g, NULL) LIKE '%secret%'",
 		// Comments on any object.
 		"SELECT obj_description(g, 'pg_class') FROM generate_series(16384, 100000) g WHERE obj_description(g, 'pg_class') IS NOT NULL",
-		"SELECT col_description(16384, 1), shobj_description(10, 'pg_authid')",
+		// One call a statement: the first refused call hides the rest.
+		"SELECT col_description(16384, 1)",
+		"SELECT shobj_description(10, 'pg_authid')",
 		// Whether a name exists, and what any role may do.
 		"SELECT to_regrole('orangerail_auditor') IS NOT NULL, to_regclass('public.globex_secret_plans') IS NOT NULL",
 		"SELECT has_table_privilege('orangerail_runtime', 'orangerail.tenants', 'SELECT')",
