@@ -139,7 +139,7 @@ func TestSecretsAreCheckedAndNeverShown(t *testing.T) {
 	}
 	head := key[:6]
 	goHex := fmt.Sprintf("%#v", head)
-	shown := []string{"MfKQ9r8", string(head), strings.Trim(fmt.Sprint(head), "[]"), goHex[strings.Index(goHex, "{")+1 : len(goHex)-1],
+	shown := []string{"MfKQ9r8", string(head), strings.Trim(fmt.Sprintf("%d", head), "[]"), goHex[strings.Index(goHex, "{")+1 : len(goHex)-1],
 		fmt.Sprintf("%x", head)}
 	for _, format := range []string{"%v", "%+v", "%#v", "%s", "%x"} {
 		s := fmt.Sprintf(format, eps)
