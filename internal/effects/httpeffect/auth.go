@@ -38,8 +38,11 @@ type credentials struct {
 	// place places a header, query or cookie scheme; tls holds an mtls
 	// scheme's certificate, which goes on the connection instead. A
 	// scheme whose credential is unset is in neither.
-	place  map[string]func(ctx context.Context, req *http.Request, q url.Values) error
-	tls    map[string]tls.Certificate
+	place map[string]func(ctx context.Context, req *http.Request, q url.Values) error
+	tls   map[string]tls.Certificate
+	// tokens are the oauth2_client_credentials schemes' caches: a token
+	// the upstream refuses is dropped from its cache (refusedToken).
+	tokens []*tokenCache
 	mu     sync.Mutex
 	static []string // every fixed secret's forms
 	// recent holds, per oauth2_client_credentials scheme, the tokens it
@@ -180,6 +183,7 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 			id, secret, _ := strings.Cut(value, ":")
 			c.addSecret(secret)
 			tokens := newTokenCache(&clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: a.TokenURL, Scopes: a.Scopes}, client.Transport)
+			c.tokens = append(c.tokens, tokens)
 			c.place[scheme] = func(ctx context.Context, req *http.Request, _ url.Values) error {
 				tok, err := tokens.token(ctx)
 				switch {
@@ -266,6 +270,33 @@ func (t *tokenCache) token(ctx context.Context) (*oauth2.Token, error) {
 	t.tok = tok
 	t.mu.Unlock()
 	return tok, nil
+}
+
+// drop forgets the cached token when it is access: the upstream refused
+// it (401), though it is not past its expiry — revoked, or issued without
+// expires_in, which x/oauth2 counts valid forever. The next call fetches
+// another. A token fetched since is kept.
+func (t *tokenCache) drop(access string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tok != nil && t.tok.AccessToken == access {
+		t.tok = nil
+	}
+}
+
+// refusedToken drops from its cache the token a request the upstream
+// answered 401 carried in authorization, its Authorization header.
+func (c *credentials) refusedToken(authorization string) {
+	if c == nil {
+		return
+	}
+	access, ok := strings.CutPrefix(authorization, "Bearer ")
+	if !ok || access == "" {
+		return
+	}
+	for _, t := range c.tokens {
+		t.drop(access)
+	}
 }
 
 // cached is the token while it is valid (x/oauth2's rule: until shortly

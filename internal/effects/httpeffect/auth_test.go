@@ -755,3 +755,49 @@ func TestAnswerHeadIsScrubbed(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedTokenIsFetchedAgain: an oauth2_client_credentials token the
+// upstream refuses (401) is dropped from the cache, so that the next call
+// fetches another. A token endpoint that answers without expires_in (RFC
+// 6749 makes it optional) gave a token x/oauth2 counts valid forever: once
+// the upstream expired or revoked it, every call of the action failed 401
+// until the replica restarted.
+func TestRefusedTokenIsFetchedAgain(t *testing.T) {
+	var issued, revoked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			n := issued.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"access_token": "tok-SECRET-%d", "token_type": "bearer"}`, n) // no expires_in
+			return
+		}
+		// Tokens up to the revoked one's number are no longer honoured.
+		var n int32
+		if _, err := fmt.Sscanf(r.Header.Get("Authorization"), "Bearer tok-SECRET-%d", &n); err != nil || n <= revoked.Load() {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("LEDGER_APP_CREDENTIAL", "client-5:secret-SECRET-5")
+	cfg, err := ontology.Parse(fmt.Appendf(nil, authConfig, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, _ := credentialEngine(t, cfg)
+	ctx := context.Background()
+	if out := e.Call(ctx, agent("acme"), "pay", []byte(`{"order_id": "o-1"}`)); out.Status != engine.StatusOK {
+		t.Fatalf("first call: %s (%v)", out.Status, out.Err)
+	}
+	revoked.Store(1) // the upstream expires the first token
+	if out := e.Call(ctx, agent("acme"), "pay", []byte(`{"order_id": "o-2"}`)); out.Status != engine.StatusFailed || out.Diagnostic != engine.DiagnosticUpstreamRejected {
+		t.Fatalf("a call with the expired token: %s %s (%v)", out.Status, out.Diagnostic, out.Err)
+	}
+	if out := e.Call(ctx, agent("acme"), "pay", []byte(`{"order_id": "o-3"}`)); out.Status != engine.StatusOK {
+		t.Fatalf("the call after a 401: %s %s (%v) after %d token requests: the refused token is still cached", out.Status, out.Diagnostic, out.Err, issued.Load())
+	}
+	if n := issued.Load(); n != 2 {
+		t.Fatalf("%d token requests, want 2", n)
+	}
+}

@@ -529,7 +529,10 @@ func again(ctx context.Context, plan *Plan, a *attempted, n int) (time.Duration,
 	case engine.AttemptDropped, engine.AttemptTimeout:
 		// Sent, perhaps acted on: repeated only where the plan makes the
 		// repeat harmless (a read, an idempotent method, or the same key).
-		if !plan.RetrySent {
+		// A timeout before the request was written in full (a dial, a
+		// token fetch, a body the upstream stopped reading) sent nothing
+		// the upstream could act on: it is repeated as a refused one is.
+		if a.record.Sent && !plan.RetrySent {
 			return 0, false
 		}
 	default:
@@ -607,6 +610,11 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	}
 	defer func() { _ = resp.Body.Close() }()
 	a.record.Status = resp.StatusCode
+	if resp.StatusCode == http.StatusUnauthorized {
+		// The token it carried is not honoured, whatever its expiry says:
+		// the next call fetches another.
+		c.creds.refusedToken(req.Header.Get("Authorization"))
+	}
 	if !plan.Succeeded(resp.StatusCode) {
 		c.failed(plan, a, resp)
 		return a

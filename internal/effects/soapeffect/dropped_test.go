@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/orangerail/orangerail/internal/engine"
 )
@@ -106,4 +109,40 @@ func TestSOAPDroppedConnections(t *testing.T) {
 			h.verify(t, "acme", unfinished)
 		})
 	}
+}
+
+// TestSOAPWriteNeverSentIsAttemptedAgain: an attempt of a SOAP write that
+// timed out before its request was written — here, waiting for its OAuth
+// token — sent nothing the service could act on, and is attempted again,
+// as a request never written in full is. It ended the call
+// upstream_timeout after one attempt: a timeout was taken as a request
+// sent and unanswered, which only a safe operation repeats.
+func TestSOAPWriteNeverSentIsAttemptedAgain(t *testing.T) {
+	var tokens atomic.Int32
+	up := newUpstream(t, envelope(http.StatusOK, ns11, response))
+	tokenSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tokens.Add(1) == 1 {
+			select { // the first token request is not answered in time
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600}`)
+	}))
+	t.Cleanup(tokenSrv.Close)
+	t.Setenv("CARRIER_APP_CREDENTIAL", "client:secret")
+	auth := fmt.Sprintf("    auth:\n      app: {type: oauth2_client_credentials, token_url: %q}", tokenSrv.URL+"/token")
+	execute := strings.Replace(soapExecute("1.1"), "deadline: 8s\ntimeout: 1s\n", "deadline: 8s\ntimeout: 300ms\n", 1)
+	h := newHarness(t, up.URL, auth, execute, "{roles: [support]}")
+	out := h.e.Call(context.Background(), agent("acme"), "create_label", json.RawMessage(`{"order_id": "o-1"}`))
+	_, attempts, _ := h.audit(t, "acme", out.CorrelationID)
+	if out.Status != engine.StatusOK || len(up.requests()) != 1 {
+		t.Fatalf("status %s %s (%v), %d requests, attempts %+v: want the unsent attempt made again", out.Status, out.Diagnostic, out.Err, len(up.requests()), attempts)
+	}
+	if len(attempts) != 2 || attempts[0].Failure != "timeout" || attempts[0].Sent || attempts[1].Status != 200 {
+		t.Fatalf("attempts %+v", attempts)
+	}
+	h.verify(t, "acme", "")
 }
