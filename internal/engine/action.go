@@ -46,6 +46,17 @@ type call struct {
 	// digestKey is the kid the digest carries: the key that made it ("":
 	// the legacy key).
 	digestKey keyring.KID
+	// sealed: the call is an approval's whose input was stored sealed,
+	// whatever approvals.seal_inputs says now (sealing turned off since):
+	// its records carry the digest, and its errors are masked, as sealing
+	// would have them.
+	sealed bool
+}
+
+// sealing reports whether c's input is kept out of the audit chain: inputs
+// are sealed now, or c's was when it was staged.
+func (e *Engine) sealing(c *call) bool {
+	return e.cfg.Approvals.SealInputs || c.sealed
 }
 
 // Call is an agent's call of an action: it validates the input, resolves
@@ -758,7 +769,7 @@ func (e *Engine) record(caller *Caller, c *call, phase Phase, correlation string
 		Tenant: caller.Tenant, At: e.now(), CorrelationID: correlation, Phase: phase, Action: c.name,
 		Actor: caller.actor(), DevMode: caller.DevMode, ApprovalID: approval,
 	}
-	if e.cfg.Approvals.SealInputs {
+	if e.sealing(c) {
 		rec.InputDigest = DigestHex(c.digest)
 	} else {
 		rec.Input = mask(c.canonical, c.action.AuditMasks())
@@ -841,7 +852,7 @@ func (e *Engine) maskError(c *call, err error) error {
 		return nil
 	}
 	masks := c.action.AuditMasks()
-	if !e.cfg.Approvals.SealInputs && len(masks) == 0 {
+	if !e.sealing(c) && len(masks) == 0 {
 		return err
 	}
 	input := c.canonical
@@ -853,7 +864,7 @@ func (e *Engine) maskError(c *call, err error) error {
 		return &maskedError{text: redacted, err: err}
 	}
 	var values []string
-	if e.cfg.Approvals.SealInputs {
+	if e.sealing(c) {
 		values = scalarTexts(v, values)
 	} else {
 		for _, p := range masks {
@@ -909,6 +920,8 @@ func (m *maskedError) Unwrap() error { return m.err }
 func (e *Engine) auditRefusal(ctx context.Context, caller *Caller, c *call, approval *uuid.UUID, correlation string, phase Phase, status Status, cause error) *Outcome {
 	rec := e.record(caller, c, phase, correlation, approval)
 	if cause != nil {
+		// A precondition that cannot be evaluated may quote the input.
+		cause = e.maskError(c, cause)
 		rec.Error = cause.Error()
 	}
 	if err := e.appendAlone(ctx, caller.Tenant, rec); err != nil {

@@ -102,7 +102,8 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 		return e.failure(ctx, "check approval", &Outcome{Status: StatusSignatureMismatch, Code: errcode.ApprovalInputUnreadable,
 			CorrelationID: approvalID, ApprovalID: &id, Err: errors.New(why)})
 	}
-	c := &call{name: approval.Action, action: a, input: input, digest: approval.InputDigest, digestKey: keyring.KID(approval.InputKeyID)}
+	c := &call{name: approval.Action, action: a, input: input, digest: approval.InputDigest, digestKey: keyring.KID(approval.InputKeyID),
+		sealed: approval.InputSealed != nil}
 	if c.canonical, err = jcs.Canonicalize(input); err != nil {
 		return e.internal(ctx, "check approval", err)
 	}
