@@ -482,6 +482,13 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 			}
 			continue
 		}
+		if why := unplaceable(p); why != "" {
+			if p.Required {
+				return nil, fmt.Errorf("its %s parameter %q %s", p.In, p.Name, why)
+			}
+			in.note("the optional %s parameter %q is left out: it %s", p.In, p.Name, why)
+			continue
+		}
 		prop := in.param(p)
 		switch p.In {
 		case apidoc.InPath:
@@ -536,6 +543,28 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 	}
 	h["auth"] = e.present(t)
 	return map[string]any{"http": h}, nil
+}
+
+// unplaceable says why a parameter's value cannot be sent as its
+// description writes it, or "": orangerail's http effect sends a scalar
+// as its text and an array in a query as the parameter repeated, and
+// places no object, nor an array in a path or header.
+func unplaceable(p *apidoc.Parameter) string {
+	s := p.Schema
+	if s == nil {
+		return ""
+	}
+	object := slices.Contains(s.Types, "object") || len(s.Members(false)) > 0
+	array := slices.Contains(s.Types, "array") || s.Items != nil
+	switch {
+	case object:
+		return fmt.Sprintf("is an object (%s), which orangerail's http effect cannot place", p.Style)
+	case array && p.In != apidoc.InQuery:
+		return fmt.Sprintf("is an array (%s), which orangerail's http effect cannot place in a %s", p.Style, p.In)
+	case array && !p.Repeated:
+		return fmt.Sprintf("is an array the description writes as %s, where orangerail's http effect repeats the parameter", p.Style)
+	}
+	return ""
 }
 
 // present lists the schemes a call presents, and marks them for the

@@ -80,20 +80,52 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 			props[p.Name] = c.convert(p.Schema, request)
 		}
 		out["properties"] = props
-		var required []string
-		for _, r := range s.Required {
-			if _, ok := props[r]; ok {
-				required = append(required, r)
+	}
+	// A required name is kept whatever declares it (the schema, an allOf
+	// part, or nothing: JSON Schema's required names a member); only a
+	// readOnly one is not asked of the agent.
+	var required []string
+	for _, r := range s.Required {
+		if !request || !readOnly(s, r) {
+			required = append(required, r)
+		}
+	}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	noAdditional := s.NoAdditional
+	if len(s.PatternProperties) > 0 {
+		pp := map[string]any{}
+		for _, p := range s.PatternProperties {
+			if _, err := regexp.Compile(p.Name); err != nil {
+				// Left out, the members it allows would be refused as
+				// additional: the object is left open instead.
+				c.note("the patternProperties pattern %q at %s is not RE2: orangerail does not assert it, the upstream does", p.Name, s.Source)
+				noAdditional = false
+				continue
 			}
+			pp[p.Name] = c.convert(p.Schema, request)
 		}
-		if len(required) > 0 {
-			out["required"] = required
+		if len(pp) > 0 {
+			out["patternProperties"] = pp
 		}
-	} else if len(s.Required) > 0 {
-		out["required"] = slices.Clone(s.Required)
+	}
+	if s.Not != nil {
+		out["not"] = c.convert(s.Not, request)
+	}
+	if s.MultipleOf != nil && *s.MultipleOf > 0 {
+		out["multipleOf"] = *s.MultipleOf
+	}
+	if s.UniqueItems {
+		out["uniqueItems"] = true
+	}
+	for key, v := range map[string]*int{"minProperties": s.MinProperties, "maxProperties": s.MaxProperties} {
+		if v != nil {
+			out[key] = *v
+		}
 	}
 	switch {
-	case s.NoAdditional:
+	case noAdditional:
 		out["additionalProperties"] = false
 	case s.AdditionalProperties != nil && !isEmpty(s.AdditionalProperties):
 		out["additionalProperties"] = c.convert(s.AdditionalProperties, request)
@@ -122,9 +154,10 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	if s.HasConst {
 		out["const"] = s.Const
 	}
-	if s.HasDefault {
-		out["default"] = s.Default
-	}
+	// A default is not written: it says what the upstream assumes when
+	// the value is absent, and orangerail fills every default an input
+	// declares into the call, so a PATCH that leaves a member out (keep
+	// it) would send the default (reset it).
 	for key, v := range map[string]*float64{"minimum": s.Minimum, "maximum": s.Maximum, "exclusiveMinimum": s.ExclusiveMinimum, "exclusiveMaximum": s.ExclusiveMaximum} {
 		if v != nil {
 			out[key] = *v
@@ -145,4 +178,15 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 		}
 	}
 	return out
+}
+
+// readOnly reports whether the member name, as s or an allOf part of it
+// declares it, is readOnly.
+func readOnly(s *apidoc.Schema, name string) bool {
+	for _, p := range s.Members(false) {
+		if p.Name == name && p.Schema != nil && p.Schema.ReadOnly {
+			return true
+		}
+	}
+	return false
 }

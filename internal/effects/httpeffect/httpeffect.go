@@ -356,7 +356,7 @@ func (x *Effect) build(input map[string]json.RawMessage) (*Request, error) {
 		}
 	}
 	r := &Request{URL: u.String(), Header: header}
-	if x.spec.Body != nil {
+	if x.spec.Body != nil && !absentBody(x.spec.Body, input) {
 		if r.Body, err = json.Marshal(fill(x.spec.Body, input)); err != nil {
 			return nil, err
 		}
@@ -434,6 +434,22 @@ func scalar(raw json.RawMessage) (string, bool, error) {
 		return "", false, errors.New("an object or array has no single text form")
 	}
 	return string(raw), true, nil
+}
+
+// absentBody reports whether the body template is one :name reference
+// the input leaves out: an optional body not given, sent as no body (the
+// JSON null, which the operation's schema refuses, was sent).
+func absentBody(tmpl any, input map[string]json.RawMessage) bool {
+	s, ok := tmpl.(string)
+	if !ok {
+		return false
+	}
+	name, ok := ontology.InputRef(s)
+	if !ok {
+		return false
+	}
+	_, given := input[name]
+	return !given
 }
 
 // fill is the body template with each ":name" string replaced by the

@@ -102,6 +102,13 @@ type Parameter struct {
 	Description string
 	Schema      *Schema
 	Source      string
+	// Style is how an array or object value is written, as the
+	// description says or its default: 2.0's collectionFormat (csv,
+	// multi …), 3.x's style with explode: false said ("form, explode:
+	// false"). Repeated is whether an array is the parameter repeated
+	// (2.0's multi, 3.x's form exploded).
+	Style    string
+	Repeated bool
 }
 
 // Parameter placements.
@@ -289,6 +296,14 @@ type Schema struct {
 	ReadOnly         bool
 	WriteOnly        bool
 	Deprecated       bool
+	// The other assertions JSON Schema makes: patternProperties in the
+	// order written, not, multipleOf, uniqueItems, min/maxProperties.
+	PatternProperties []Property
+	Not               *Schema
+	MultipleOf        *float64
+	UniqueItems       bool
+	MinProperties     *int
+	MaxProperties     *int
 }
 
 // Property is one named member of an object schema.

@@ -617,6 +617,7 @@ func (l *loader) split(op *apidoc.Operation, params []*param, consumes []string)
 			if p.In == apidoc.InPath {
 				q.Required = true
 			}
+			q.Style, q.Repeated = l.style(p)
 			op.Parameters = append(op.Parameters, &q)
 		default:
 			l.problem(p.at, "a parameter in %q is not one this compiler knows (path, query, header, cookie%s)", p.In,
@@ -803,4 +804,34 @@ func strs(v any) []string {
 func list(v any) []any {
 	l, _ := v.([]any)
 	return l
+}
+
+// style reads how a parameter writes an array or object: 2.0's
+// collectionFormat (csv by default), 3.x's style and explode (form and
+// exploded in a query or cookie, simple and not exploded in a path or
+// header, by default).
+func (l *loader) style(p *param) (string, bool) {
+	if l.swagger {
+		f := str(p.raw["collectionFormat"])
+		if f == "" {
+			f = "csv"
+		}
+		return f, f == "multi"
+	}
+	style := str(p.raw["style"])
+	if style == "" {
+		style = "simple"
+		if p.In == apidoc.InQuery || p.In == apidoc.InCookie {
+			style = "form"
+		}
+	}
+	explode, said := p.raw["explode"].(bool)
+	if !said {
+		explode = style == "form"
+	}
+	spelled := style
+	if explode != (style == "form") {
+		spelled = fmt.Sprintf("%s, explode: %v", style, explode)
+	}
+	return spelled, explode && (style == "form" || style == "spaceDelimited" || style == "pipeDelimited")
 }

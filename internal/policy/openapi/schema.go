@@ -244,6 +244,17 @@ func (l *loader) schemaOf(at loc, m map[string]any) *apidoc.Schema {
 	s.ReadOnly, _ = m["readOnly"].(bool)
 	s.WriteOnly, _ = m["writeOnly"].(bool)
 	s.Deprecated, _ = m["deprecated"].(bool)
+	if pp, ok := m["patternProperties"].(map[string]any); ok {
+		for _, re := range slices.Sorted(maps.Keys(pp)) {
+			s.PatternProperties = append(s.PatternProperties, apidoc.Property{Name: re, Schema: l.schema(at.child("patternProperties", re), pp[re])})
+		}
+	}
+	if n, ok := m["not"]; ok && n != nil {
+		s.Not = l.schema(at.child("not"), n)
+	}
+	s.MultipleOf = num(m["multipleOf"])
+	s.UniqueItems, _ = m["uniqueItems"].(bool)
+	s.MinProperties, s.MaxProperties = count(m["minProperties"]), count(m["maxProperties"])
 	return s
 }
 
