@@ -69,36 +69,8 @@ func serveSpec(t *testing.T, spec string, accept map[string]string) (*recorder, 
 		t.Fatalf("the actions file does not load: %v\n%s", err, out.YAML)
 	}
 	t.Setenv("SVC_K_CREDENTIAL", "key-value")
-	url := testdb.New(t)
-	key := make([]byte, engine.KeySize)
-	_, _ = rand.Read(key)
-	pool := testdb.RuntimePool(t, url)
-	catalog, err := cfg.ReadCatalog(context.Background(), pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: pool, Catalog: catalog, Effects: effects.Factories(), Key: key,
-		Mode: engine.ModeOf(cfg.Preset), Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Scopes: []string{"svc:read", "svc:write"}, Kind: engine.ActorAgent}
-	serverT, clientT := sdk.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, agent, serverT)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ss.Close() })
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
+	e, cs := connectServed(t, cfg, "svc:read", "svc:write")
 	raw := func(name, args string) (*sdk.CallToolResult, map[string]any) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
@@ -181,4 +153,42 @@ func TestPatchSendsOnlyWhatTheAgentSent(t *testing.T) {
 	if len(sent) != 1 || sent["name"] != "renamed" {
 		t.Fatalf("the upstream was sent %s, want only the agent's {\"name\":\"renamed\"}", rec.reqs[0].Body)
 	}
+}
+
+// connectServed serves cfg's actions on a database of their own, to an
+// agent of acme holding scopes, and returns the engine and a real MCP
+// client's session.
+func connectServed(t *testing.T, cfg *ontology.Config, scopes ...string) (*engine.Engine, *sdk.ClientSession) {
+	t.Helper()
+	url := testdb.New(t)
+	key := make([]byte, engine.KeySize)
+	_, _ = rand.Read(key)
+	pool := testdb.RuntimePool(t, url)
+	catalog, err := cfg.ReadCatalog(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Ontology: cfg, Store: pool, Catalog: catalog, Effects: effects.Factories(), Key: key,
+		Mode: engine.ModeOf(cfg.Preset), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Scopes: scopes, Kind: engine.ActorAgent}
+	serverT, clientT := sdk.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, agent, serverT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return e, cs
 }

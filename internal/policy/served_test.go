@@ -2,7 +2,6 @@ package policy_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -15,12 +14,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/orangerail/orangerail/internal/effects"
 	"github.com/orangerail/orangerail/internal/engine"
-	"github.com/orangerail/orangerail/internal/mcp"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/policy"
-	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // petstore is a local upstream serving swagger-petstore3's pets: POST /pet
@@ -101,36 +97,8 @@ func TestCompiledActionsServed(t *testing.T) {
 	}
 	t.Setenv("PETSTORE_PETSTORE_AUTH_CREDENTIAL", store.token)
 
-	url := testdb.New(t)
-	key := make([]byte, engine.KeySize)
-	_, _ = rand.Read(key)
-	pool := testdb.RuntimePool(t, url)
-	catalog, err := cfg.ReadCatalog(context.Background(), pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{Ontology: cfg, Store: pool, Catalog: catalog, Effects: effects.Factories(), Key: key,
-		Mode: engine.ModeOf(cfg.Preset), Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := mcp.New(mcp.Options{Engine: e, Ontology: cfg, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	agent := &engine.Caller{Subject: "agent-7", Tenant: "acme", Scopes: []string{"petstore:read", "petstore:write"}, Kind: engine.ActorAgent}
-	serverT, clientT := sdk.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, agent, serverT)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, clientT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	e, cs := connectServed(t, cfg, "petstore:read", "petstore:write")
 
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
