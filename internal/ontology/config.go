@@ -1279,7 +1279,9 @@ func jsonValue(doc *yaml.Node) (any, error) {
 // plainScalars makes the scalars of the tree under n what JSON holds,
 // before the tree is read as JSON: an unquoted date or time (YAML's
 // timestamp, which would read back as 2024-01-01T00:00:00Z) is its text;
-// a .nan or .inf, which no JSON number is, is refused at its node.
+// a .nan or .inf, which no JSON number is, and an integer with a leading
+// zero (0100), which YAML 1.1 and 1.2 read as different numbers, are
+// refused at their node.
 func plainScalars(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		switch n.ShortTag() {
@@ -1288,6 +1290,13 @@ func plainScalars(n *yaml.Node) error {
 		case "!!float":
 			if v := strings.ToLower(strings.TrimLeft(n.Value, "+-")); v == ".nan" || v == ".inf" {
 				return &nodeError{node: n, msg: fmt.Sprintf("%s is not a number a JSON value holds", n.Value)}
+			}
+		case "!!int":
+			// 0100 is octal 64 to the YAML 1.1 this reads, decimal 100 to
+			// YAML 1.2 and to whoever reads the file: neither is guessed.
+			if v := strings.TrimLeft(n.Value, "+-"); v[0] == '0' && strings.Trim(v, "0_") != "" && strings.Trim(v, "01234567_") == "" {
+				return &nodeError{node: n, msg: fmt.Sprintf("%s has a leading zero, which YAML 1.1 reads as octal and YAML 1.2 as decimal: "+
+					"write it without the zero, or as %s0o%s for octal", n.Value, n.Value[:len(n.Value)-len(v)], strings.TrimLeft(v, "0_"))}
 			}
 		}
 	}
