@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -83,6 +84,13 @@ func newAuditCheckpointCmd() *cobra.Command {
 			c, err := engine.LatestCheckpoint(cmd.Context(), pool, tenant)
 			if err != nil {
 				return err
+			}
+			// The database checks a stored note's body, not the lines after
+			// it: a note holding a control or invisible character is no
+			// signed note, and must not reach a terminal as it is.
+			if strings.IndexFunc(c.Note, func(r rune) bool { return r != '\n' && display.Unsafe(r) }) >= 0 || !utf8.ValidString(c.Note) {
+				return errcode.New(errcode.AuditChainBroken, fmt.Sprintf("tenant %s's checkpoint of size %d is no signed note: it holds a control or invisible character, %s",
+					tenant, c.Size, display.Text(c.Note)), nil)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), CheckpointView{Tenant: c.TenantID, Origin: c.Origin, Size: c.Size, RootHash: c.RootHash,
@@ -291,6 +299,9 @@ func checkProofFile(cmd *cobra.Command, path string, known note.Verifiers, opts 
 }
 
 func printOutcome(w io.Writer, path string, res *checkpoint.Result, err error) {
+	// A proof file's name is whoever handed it over's, as its contents are:
+	// a newline or an escape in it must not forge or hide an outcome.
+	path = display.Text(path)
 	if err != nil {
 		fmt.Fprintf(w, "%s: FAILED: %s\n", path, display.Text(err.Error()))
 		return

@@ -275,7 +275,18 @@ func ListAuditors(ctx context.Context, ownerURL, tenant string) ([]*store.Audito
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	grants, err := store.New(conn).AuditorGrantList(ctx, tenant, "")
+	st := store.New(conn)
+	// Row Level Security shows an auditor login its own grants alone: the
+	// list is whole only as the owner (or a superuser) reads it.
+	op, err := st.SessionOperatorGet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !op.Owner {
+		return nil, errcode.New(errcode.BreakGlassRefused, fmt.Sprintf("this login (%s) reads only its own grants, not every one: "+
+			"list them as the owner of the orangerail schema, with the URL `orangerail migrate` runs with", op.Login), nil)
+	}
+	grants, err := st.AuditorGrantList(ctx, tenant, "")
 	return grants, notTheOwner(err)
 }
 
