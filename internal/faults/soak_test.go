@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/faults"
 )
 
@@ -38,6 +41,10 @@ const (
 	soakLabelAgents = 2
 	soakCarrierWait = 150 * time.Millisecond
 )
+
+// soakSealPatience is how long the replicas' sealers (audit.seal_interval
+// 1s) may take, after the load drained, to seal every record it committed.
+const soakSealPatience = 15 * time.Second
 
 var soakFaults = []string{faultKillBackend, faultReplicaKill, faultProxyLatency, faultProxyReset, faultProxyHalfOpen}
 
@@ -195,6 +202,16 @@ func TestSoak(t *testing.T) {
 	wg.Wait()
 
 	var violations []string
+	// The replicas' sealers seal what the load committed: the checker
+	// seals every tenant itself before it verifies, so a sealer that
+	// stopped under a fault would go unseen by it.
+	if _, last, err := unsealed(ctx, f.admin); err != nil {
+		t.Fatal(err)
+	} else if left, err := unsealedAfter(ctx, f.admin, last, soakSealPatience); err != nil {
+		t.Fatal(err)
+	} else if left > 0 {
+		violations = append(violations, fmt.Sprintf("%d records committed by the end of the load are still unsealed %s later: the replicas' sealers stopped", left, soakSealPatience))
+	}
 	violations = append(violations, stats.problems...)
 	violations = append(violations, unfinished...)
 	violations = append(violations, f.crashes()...)
@@ -216,6 +233,10 @@ func TestSoak(t *testing.T) {
 	excused := shipping.cutBeforeRequest(cycles)
 	maps.Copy(excused, flagged)
 	violations = append(violations, labelProblems...)
+	// An execution is excused its missing end only when its agent was
+	// never told it ended: a poll that answered executed or consumed
+	// read an end recorded, and an end recorded is never unrecorded.
+	violations = append(violations, toldEnded(cycles, excused)...)
 	vs, err := faults.Check(ctx, f.admin, noteEffect)
 	if err != nil {
 		t.Fatalf("check invariants: %v", err)
@@ -256,6 +277,42 @@ func TestSoak(t *testing.T) {
 		for _, v := range violations {
 			t.Error(v)
 		}
+	}
+}
+
+// toldEnded drops from excused each approval whose agent a poll told
+// that its execution ended (executed, or consumed), and returns each as a
+// violation: the log holds no end for an execution its agent was told
+// ended.
+func toldEnded(cycles []*cycle, excused map[string]bool) []string {
+	var problems []string
+	for _, c := range cycles {
+		if !excused[c.approval] {
+			continue
+		}
+		if slices.Contains(c.polls, "executed") || slices.Contains(c.polls, string(engine.StatusConsumed)) {
+			delete(excused, c.approval)
+			problems = append(problems, fmt.Sprintf("%s (approval %s): its execution has no recorded end, and its agent was told it ended (polls %v)",
+				c.note, c.approval, c.polls))
+		}
+	}
+	return problems
+}
+
+// unsealedAfter waits until every record unsealed up to id last is sealed,
+// by the replicas (nothing else seals before the checker), for at most
+// patience, and returns how many are left unsealed.
+func unsealedAfter(ctx context.Context, admin *pgxpool.Pool, last int64, patience time.Duration) (int64, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		var left int64
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM orangerail.audit WHERE seq IS NULL AND id <= $1`, last).Scan(&left); err != nil {
+			return 0, err
+		}
+		if left == 0 || time.Now().After(deadline) {
+			return left, nil
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
