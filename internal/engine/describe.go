@@ -300,8 +300,12 @@ func policyWords(p ActionPolicy) string {
 		if p.Approval.FourEyes {
 			decide += ", never the caller who asked"
 		}
-		w = append(w, decide+fmt.Sprintf("; an approval nobody decides lapses after %s. "+
-			"The call answers approval_pending with an approvalId: poll check_approval with it.", p.Approval.TTL))
+		decide += fmt.Sprintf("; an approval nobody decides lapses after %s.", p.Approval.TTL)
+		if !p.DryRun {
+			// A sandbox stages nothing: its call answers dry_run (below).
+			decide += " The call answers approval_pending with an approvalId: poll check_approval with it."
+		}
+		w = append(w, decide)
 	} else {
 		w = append(w, "It runs when called, without a person's approval.")
 	}

@@ -175,10 +175,12 @@ type explainAnswer struct {
 func answersWords(d *engine.ActionDescription) string {
 	var w []string
 	switch p := d.Policy; {
+	case p.DryRun:
+		// The engine answers dry_run before it asks whether the action
+		// has an effect: so does this.
+		w = append(w, "A call answers dry_run with a correlationId: it is recorded and nothing executes.")
 	case !d.Implemented:
 		w = append(w, "A call is recorded and answers not_implemented: the action has no effect yet.")
-	case p.DryRun:
-		w = append(w, "A call answers dry_run with a correlationId: it is recorded and nothing executes.")
 	case p.Approval.Required:
 		w = append(w, "A call answers approval_pending with an approvalId and expiresAt. Poll check_approval with the approvalId: it answers pending, rejected (with the person's note) or expired, "+
 			"and once a person approved, runs the call and answers executed with its result (or failed), then consumed on a later poll.")

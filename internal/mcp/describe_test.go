@@ -202,7 +202,15 @@ func TestDescribeAction(t *testing.T) {
 	if !told.Policy.DryRun || !told.Implemented || !strings.HasPrefix(told.Answers, "A call answers dry_run") || !strings.Contains(told.Policy.Summary, "sandbox mode") {
 		t.Fatalf("cancel_order in sandbox mode: %+v", told)
 	}
+	// The sandbox answers dry_run before it asks for an effect.
 	if err := json.Unmarshal(described(t, connect(t, sandbox, agent("support")), "describe_action", `{"action": "add_order_note"}`), &told); err != nil {
+		t.Fatal(err)
+	}
+	if told.Implemented || !strings.HasPrefix(told.Answers, "A call answers dry_run") {
+		t.Fatalf("an action without an effect in sandbox mode: %+v", told)
+	}
+	unimplemented, _ := b.server(t, ontologytest.SetYAML("actions.add_order_note.execute", "{not_implemented: true}"))
+	if err := json.Unmarshal(described(t, connect(t, unimplemented, agent("support")), "describe_action", `{"action": "add_order_note"}`), &told); err != nil {
 		t.Fatal(err)
 	}
 	if told.Implemented || !strings.Contains(told.Answers, "not_implemented") {

@@ -23,7 +23,7 @@ func TestGoldenAnswers(t *testing.T) {
 	t.Parallel()
 	id := uuid.MustParse("6f1d0d2e-0000-4000-8000-000000000001")
 	expires := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	action := actionTool("cancel_order", actionFixture(), nil)
+	action := actionTool("cancel_order", actionFixture(), "", nil)
 	action.Name = "cancel_order" // as the server names each tool it builds
 	tools := map[string]*tool{
 		"action":         {def: action, kind: ontology.ToolAction},

@@ -33,11 +33,20 @@ func (s *Server) behindMeta(caller *engine.Caller, name string) bool {
 // metaTool declares a meta tool of cfg. list_resources and
 // describe_resource only read; manage_resource may call an action, so it
 // is a write, and open-world when any action it reaches (one in a group)
-// calls an upstream.
+// calls an upstream. When it reaches no action — none is grouped, or the
+// readonly preset serves none — it only reads, and says so.
 func metaTool(kind ontology.ToolKind, cfg *ontology.Config) *sdk.Tool {
-	destructive, openWorld := true, false
+	destructive, openWorld, writes := true, false, false
 	for name, a := range cfg.Actions {
-		openWorld = openWorld || cfg.GroupOf(name) != "" && a.Execute.Kind().OpenWorld()
+		if cfg.GroupOf(name) == "" || cfg.Preset == ontology.PresetReadonly {
+			continue
+		}
+		writes = true
+		openWorld = openWorld || a.Execute.Kind().OpenWorld()
+	}
+	manage := &sdk.ToolAnnotations{Title: "Manage a resource", DestructiveHint: &destructive, OpenWorldHint: &openWorld}
+	if !writes {
+		manage = &sdk.ToolAnnotations{Title: "Manage a resource", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: closedWorld}
 	}
 	switch kind {
 	case ontology.ToolListResources:
@@ -78,7 +87,7 @@ func metaTool(kind ontology.ToolKind, cfg *ontology.Config) *sdk.Tool {
 					"tool":      map[string]any{"type": "string", "description": "The tool of that resource to call."},
 					"arguments": map[string]any{"type": "object", "description": "The tool's arguments, as its input schema says."},
 				}},
-			Annotations: &sdk.ToolAnnotations{Title: "Manage a resource", DestructiveHint: &destructive, OpenWorldHint: &openWorld},
+			Annotations: manage,
 		}
 	}
 	return nil

@@ -20,7 +20,7 @@ func TestRenderEveryStatus(t *testing.T) {
 	t.Parallel()
 	driverText := `ERROR: permission denied for table "orders_secret" (SQLSTATE 42501)`
 	id := uuid.New()
-	action := &tool{def: actionTool("cancel_order", actionFixture(), nil), kind: ontology.ToolAction}
+	action := &tool{def: actionTool("cancel_order", actionFixture(), "", nil), kind: ontology.ToolAction}
 	read := &tool{def: &readDef, kind: ontology.ToolGet}
 	tests := []struct {
 		status  engine.Status
@@ -123,7 +123,7 @@ func TestToolTitles(t *testing.T) {
 			t.Errorf("%s/%q: list titled %q, want %q", tt.name, tt.title, got, tt.list)
 		}
 	}
-	if got := actionTool("cancel_order", &ontology.Action{Input: map[string]any{"type": "object"}}, nil).Title; got != "Cancel order" {
+	if got := actionTool("cancel_order", &ontology.Action{Input: map[string]any{"type": "object"}}, "", nil).Title; got != "Cancel order" {
 		t.Errorf("an untitled action is titled %q", got)
 	}
 }

@@ -186,7 +186,7 @@ func (s *Server) declare() map[string]*tool {
 				continue
 			}
 			a := cfg.Actions[subject]
-			t.def = actionTool(subject, a, s.engine.ActionResultSchema(subject))
+			t.def = actionTool(subject, a, cfg.Preset, s.engine.ActionResultSchema(subject))
 			if hostPrompts(cfg.HostApprovalPrompt, a) {
 				t.def.Meta = sdk.Meta{requiresUserInteraction: true}
 			}
@@ -324,13 +324,17 @@ func listTool(name string, o *ontology.Object, schemas engine.ReadSchemas) *sdk.
 
 // actionTool declares an action's tool. result is the schema of what its
 // effect returns (engine.ActionResultSchema); nil for an action without
-// one.
-func actionTool(name string, a *ontology.Action, result map[string]any) *sdk.Tool {
+// one. Under preset sandbox a call answers dry_run, whatever the policy.
+func actionTool(name string, a *ontology.Action, preset ontology.Preset, result map[string]any) *sdk.Tool {
 	desc := a.Description
 	if a.Effect != "" {
 		desc += " Effect: " + a.Effect
 	}
-	if a.Policy.Approval == ontology.ApprovalRequired {
+	switch {
+	case preset == ontology.PresetSandbox:
+		// A sandbox stages nothing: every call answers dry_run.
+		desc += " This deployment is a sandbox: a call answers dry_run; it is recorded, and nothing is staged or executed."
+	case a.Policy.Approval == ontology.ApprovalRequired:
 		desc += " A person must approve each call: the call answers approval_pending with an approvalId; poll check_approval with it."
 	}
 	if a.ApprovalWaived != "" {
