@@ -98,11 +98,17 @@ type filedOutcome struct {
 // a dry run and an action not implemented, which say what this engine
 // would not do: a live engine beside a sandbox one, or this deployment
 // once it goes live or implements the action, runs the call under the key.
+//
+// A call that found an identical call's approved approval answers as its
+// poll does: consumed or executing say that approval ran, or runs, for the
+// call, which a retry must not stage again.
 func fileable(o *Outcome) bool {
 	switch o.Status {
 	case StatusOK, StatusApprovalPending, StatusNotFound,
 		StatusPreconditionFailed, StatusFailed, StatusOutcomeUnknown:
 		return true
+	case StatusConsumed, StatusExecuting:
+		return o.ApprovalID != nil
 	}
 	return false
 }
@@ -203,10 +209,28 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 	}
 	runCtx, cancel := context.WithDeadline(callerCtx, began.Add(bound-keyReserve))
 	defer cancel()
+	// A panic out of run never reached an effect: execute contains every
+	// panic once its effect may start, answering it as an outcome. The
+	// call is answered internal_error (settle), which says nothing ran, so
+	// its key is given back as it unwinds, rather than left claimed as by
+	// a replica that stopped.
+	returned := false
+	defer func() {
+		if !returned {
+			e.releaseKey(ctx, k, claim, correlation)
+		}
+	}()
 	out = run(runCtx)
+	returned = true
 	if !fileable(out) || (out.Status == StatusFailed && cutShort(runCtx, out.Err)) {
 		e.releaseKey(ctx, k, claim, correlation)
 		return out
+	}
+	if out.CorrelationID == "" {
+		// An answer that names no call of its own (a target not found)
+		// is filed under this call's id: settle would give the caller a
+		// fresh one, and each retry another.
+		out.CorrelationID = correlation
 	}
 	e.fileKey(ctx, k, claim, out, correlation)
 	return out
@@ -309,10 +333,11 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 			if err != nil {
 				return began, e.storeFailure(ctx, op, correlation, err)
 			}
-			if out.Status == StatusApprovalPending && out.ApprovalID != nil {
+			if (out.Status == StatusApprovalPending || out.Status == StatusExecuting) && out.ApprovalID != nil {
 				// The call was staged: a repeat of it polls its approval, as
 				// a repeat without a key does (answerOpen), rather than say
-				// it still waits once a person has decided it.
+				// it still waits once a person has decided it; or its
+				// approval was running: a repeat says how it ended.
 				if polled := e.check(callerCtx, caller, out.ApprovalID.String()); polled.Status != StatusPending {
 					return began, polled
 				}

@@ -598,3 +598,88 @@ func TestIdempotentCallEndsBeforeItsClaim(t *testing.T) {
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
+
+// TestIdempotentPanicBeforeItsEffectGivesTheKeyBack: a call whose run
+// panics before its execution could start (a bug in a resolve, a
+// precondition or a budget's step: a panic past execute's containment
+// means the effect was never reached) is answered internal_error, which
+// says nothing ran, so its key is given back as any internal_error's is:
+// a retry under the key runs the call, once, rather than wait out a
+// claim nobody holds and then be told the call may have run.
+func TestIdempotentPanicBeforeItsEffectGivesTheKeyBack(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true),
+		ontologytest.SetYAML("limits", "{lock_timeout: 200ms}"))
+	panics := panicOnce()
+	engine.SetBeforeExecute(e, func(context.Context) { panics() })
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "after a panic", "idempotencyKey": "panic-1"}`)
+	first := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusInternalError)
+	if notes, runs := notesAndRuns(t, b, "acme", "after a panic"); notes != 0 || runs != 0 {
+		t.Fatalf("the panicking call wrote %d notes and %d execution records", notes, runs)
+	}
+	retry := e.Call(ctx, support("acme"), "add_order_note", args)
+	if retry.Status != engine.StatusOK || retry.Replayed {
+		t.Fatalf("a retry after an internal_error that ran nothing answered %s %s (replayed %v): the key was kept by a call that ended",
+			retry.Status, retry.Diagnostic, retry.Replayed)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "after a panic"); notes != 1 || runs != 1 {
+		t.Fatalf("%d notes and %d execution records after the retry, want one of each", notes, runs)
+	}
+}
+
+// TestIdempotentNotFoundReplaysItsCorrelation: a call whose target does
+// not exist answers not_found, which is filed under its key; a retry gets
+// that answer back under the first call's correlation id, as every other
+// filed answer is, so that the retry's answer and the first call's host
+// log line name the same call.
+func TestIdempotentNotFoundReplaysItsCorrelation(t *testing.T) {
+	t.Parallel()
+	_, e := idempotentNotes(t)
+	ctx := context.Background()
+	args := json.RawMessage(`{"order_id": "o-9999", "note": "nowhere", "idempotencyKey": "missing-1"}`)
+	first := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, first, engine.StatusNotFound)
+	retry := e.Call(ctx, support("acme"), "add_order_note", args)
+	want(t, retry, engine.StatusNotFound)
+	if !retry.Replayed || retry.CorrelationID != first.CorrelationID {
+		t.Fatalf("the retry answered under %s (replayed %v), the first call under %s", retry.CorrelationID, retry.Replayed, first.CorrelationID)
+	}
+}
+
+// TestIdempotentCallAnsweredByAnApprovalsRunStaysAnswered: a keyed call of
+// an action that needs approval finds an identical call's approved
+// approval and goes to run it, but another poll runs it first: the call
+// answers consumed — its approval ran — and a retry under its key gets
+// that answer back, rather than stage a second approval of the same call
+// for a person to approve and run again.
+func TestIdempotentCallAnsweredByAnApprovalsRunStaysAnswered(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	e := b.engine
+	ctx := context.Background()
+	input := `"order_id": "o-1001", "address": "1 Ran Once Street"`
+	staged := e.Call(ctx, support("acme"), "update_shipping_address", json.RawMessage(`{`+input+`}`))
+	want(t, staged, engine.StatusApprovalPending)
+	approve(t, e, "acme", staged.ApprovalID.String())
+	// Another poll runs the approval as the keyed call is about to.
+	var polled atomic.Bool
+	engine.SetBeforeExecute(e, func(context.Context) {
+		if polled.CompareAndSwap(false, true) {
+			want(t, e.Check(ctx, support("acme"), staged.ApprovalID.String()), engine.StatusOK)
+		}
+	})
+	args := json.RawMessage(`{` + input + `, "idempotencyKey": "ran-1"}`)
+	first := e.Call(ctx, support("acme"), "update_shipping_address", args)
+	want(t, first, engine.StatusConsumed)
+	if first.ApprovalID == nil || *first.ApprovalID != *staged.ApprovalID {
+		t.Fatalf("the keyed call answered under approval %v, want %s", first.ApprovalID, staged.ApprovalID)
+	}
+	retry := e.Call(ctx, support("acme"), "update_shipping_address", args)
+	if retry.Status != engine.StatusConsumed || retry.ApprovalID == nil || *retry.ApprovalID != *staged.ApprovalID {
+		t.Fatalf("a retry under the key answered %s under approval %v: the call was staged again, want %s of %s",
+			retry.Status, retry.ApprovalID, engine.StatusConsumed, staged.ApprovalID)
+	}
+}
