@@ -36,6 +36,13 @@ func TestAuditorListIsTheOwnersWhole(t *testing.T) {
 	if code, out, stderr := cli(t, "auditor", "list", "--tenant", "acme", "--database-url", url); code != exitOK || !strings.Contains(out, alice) || !strings.Contains(out, bob) {
 		t.Fatalf("the owner's list: exit %d\n%s%s", code, out, stderr)
 	}
+	// A tenant the database does not know is refused, as grant and
+	// revoke refuse it: an empty list read as "nobody may read it".
+	code, out, stderr := cli(t, "auditor", "list", "--tenant", "acne", "--database-url", url)
+	if code != exitError || out != "" {
+		t.Fatalf("the list of an unknown tenant: exit %d\n%s%s", code, out, stderr)
+	}
+	oneLine(t, stderr, "X_TENANT_UNKNOWN")
 	aliceURL := testdb.WithUser(t, url, alice, "correct horse battery staple")
 	for _, args := range [][]string{{"--tenant", "acme"}, {}, {"--json"}} {
 		code, out, stderr := cli(t, append([]string{"auditor", "list", "--database-url", aliceURL}, args...)...)

@@ -286,6 +286,17 @@ func ListAuditors(ctx context.Context, ownerURL, tenant string) ([]*store.Audito
 		return nil, errcode.New(errcode.BreakGlassRefused, fmt.Sprintf("this login (%s) reads only its own grants, not every one: "+
 			"list them as the owner of the orangerail schema, with the URL `orangerail migrate` runs with", op.Login), nil)
 	}
+	if tenant != "" {
+		// As grant and revoke refuse it: a typo listed nobody, exit 0, as
+		// if no login could read the tenant.
+		known, err := st.TenantList(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(known, tenant) {
+			return nil, errcode.New(errcode.TenantUnknown, fmt.Sprintf("tenant %q is no tenant of this database: a typo?", tenant), nil)
+		}
+	}
 	grants, err := st.AuditorGrantList(ctx, tenant, "")
 	return grants, notTheOwner(err)
 }
