@@ -97,10 +97,9 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	if len(s.PatternProperties) > 0 {
 		pp := map[string]any{}
 		for _, p := range s.PatternProperties {
-			if _, err := regexp.Compile(p.Name); err != nil {
+			if !c.re2("patternProperties pattern", p.Name, s.Source) {
 				// Left out, the members it allows would be refused as
 				// additional: the object is left open instead.
-				c.note("the patternProperties pattern %q at %s is not RE2: orangerail does not assert it, the upstream does", p.Name, s.Source)
 				noAdditional = false
 				continue
 			}
@@ -118,11 +117,6 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	}
 	if s.UniqueItems {
 		out["uniqueItems"] = true
-	}
-	for key, v := range map[string]*int{"minProperties": s.MinProperties, "maxProperties": s.MaxProperties} {
-		if v != nil {
-			out[key] = *v
-		}
 	}
 	switch {
 	case noAdditional:
@@ -163,21 +157,27 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 			out[key] = *v
 		}
 	}
-	for key, v := range map[string]*int{"minLength": s.MinLength, "maxLength": s.MaxLength, "minItems": s.MinItems, "maxItems": s.MaxItems} {
+	for key, v := range map[string]*int{"minLength": s.MinLength, "maxLength": s.MaxLength, "minItems": s.MinItems, "maxItems": s.MaxItems,
+		"minProperties": s.MinProperties, "maxProperties": s.MaxProperties} {
 		if v != nil {
 			out[key] = *v
 		}
 	}
-	if s.Pattern != "" {
-		// orangerail validates with RE2; a pattern it cannot compile
-		// (an ECMA lookahead) is left to the upstream, and said so.
-		if _, err := regexp.Compile(s.Pattern); err == nil {
-			out["pattern"] = s.Pattern
-		} else {
-			c.note("the pattern %q at %s is not RE2: orangerail does not assert it, the upstream does", s.Pattern, s.Source)
-		}
+	if s.Pattern != "" && c.re2("pattern", s.Pattern, s.Source) {
+		out["pattern"] = s.Pattern
 	}
 	return out
+}
+
+// re2 reports whether pattern, the schema at source's (what names the
+// keyword), compiles as RE2, which orangerail validates with; one that
+// does not (an ECMA lookahead) is left to the upstream, and said so.
+func (c *converter) re2(what, pattern, source string) bool {
+	if _, err := regexp.Compile(pattern); err != nil {
+		c.note("the %s %q at %s is not RE2: orangerail does not assert it, the upstream does", what, pattern, source)
+		return false
+	}
+	return true
 }
 
 // readOnly reports whether the member name, as s or an allOf part of it

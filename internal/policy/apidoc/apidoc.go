@@ -276,14 +276,12 @@ type Schema struct {
 	AllOf, AnyOf, OneOf  []*Schema
 	// Mapping lists a discriminator's mapped schemas, as well as any the
 	// oneOf/anyOf names.
-	Mapping    []*Schema
-	Enum       []any
-	Const      any
-	HasConst   bool
-	Default    any
-	HasDefault bool
-	Minimum    *float64
-	Maximum    *float64
+	Mapping  []*Schema
+	Enum     []any
+	Const    any
+	HasConst bool
+	Minimum  *float64
+	Maximum  *float64
 	// ExclusiveMinimum and ExclusiveMaximum are bounds (3.1's numbers;
 	// 3.0's booleans are folded into them by the loader).
 	ExclusiveMinimum *float64

@@ -219,9 +219,6 @@ func (l *loader) schemaOf(at loc, m map[string]any) *apidoc.Schema {
 	if c, ok := m["const"]; ok {
 		s.Const, s.HasConst = c, true
 	}
-	if d, ok := m["default"]; ok {
-		s.Default, s.HasDefault = d, true
-	}
 	s.Minimum, s.Maximum = num(m["minimum"]), num(m["maximum"])
 	switch e := m["exclusiveMinimum"].(type) {
 	case bool: // 2.0 and 3.0: the minimum itself is excluded
