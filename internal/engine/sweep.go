@@ -33,24 +33,8 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		// A batch of lapsed approvals per transaction (lapsedBatch), until
 		// none is left: a backlog is swept whatever its length.
 		for more := true; more && ctx.Err() == nil; {
-			n := 0
-			more = false
-			err := database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				n, more = 0, false
-				locked, err := store.New(tx).ApprovalSweepLock(ctx, tenant)
-				if err != nil || !locked {
-					return err
-				}
-				if n, more, err = e.expireLapsedCount(ctx, tx, tenant); err != nil {
-					return err
-				}
-				shredded, err := e.shredInputs(ctx, tx)
-				if shredded > 0 {
-					e.log.InfoContext(ctx, "sealed inputs shredded", "tenant", tenant, "count", shredded)
-				}
-				return err
-			})
-			if err != nil {
+			var n int
+			if n, more, err = e.sweepBatch(ctx, tenant); err != nil {
 				// One tenant's failure leaves the others to be swept.
 				errs = append(errs, fmt.Errorf("sweep tenant %s: %w", tenant, err))
 				break
@@ -59,4 +43,26 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// sweepBatch expires, in one transaction, a batch of tenant's lapsed
+// approvals and shreds the inputs retention is over for, unless another
+// sweeper holds the tenant. more reports a full batch.
+func (e *Engine) sweepBatch(ctx context.Context, tenant string) (n int, more bool, err error) {
+	err = database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		n, more = 0, false // the transaction may be run again
+		locked, err := store.New(tx).ApprovalSweepLock(ctx, tenant)
+		if err != nil || !locked {
+			return err
+		}
+		if n, more, err = e.expireLapsedCount(ctx, tx, tenant); err != nil {
+			return err
+		}
+		shredded, err := e.shredInputs(ctx, tx)
+		if shredded > 0 {
+			e.log.InfoContext(ctx, "sealed inputs shredded", "tenant", tenant, "count", shredded)
+		}
+		return err
+	})
+	return n, more, err
 }
