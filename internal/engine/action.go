@@ -53,6 +53,15 @@ type call struct {
 	sealed bool
 }
 
+// inputJSON is c's input as JSON: its canonical form, or, for a call an
+// approval's review builds from its values alone, those values written.
+func (c *call) inputJSON() json.RawMessage {
+	if c.canonical != nil {
+		return c.canonical
+	}
+	return mustJSON(c.values)
+}
+
 // sealing reports whether c's input is kept out of the audit chain: inputs
 // are sealed now, or c's was when it was staged.
 func (e *Engine) sealing(c *call) bool {
@@ -400,11 +409,7 @@ func (e *Engine) resolveTarget(ctx context.Context, tx pgx.Tx, tenant string, a 
 	if a.Target.Read() {
 		// Keyed by declaration: an approval's review builds a call
 		// without its name, and from its values.
-		input := c.canonical
-		if input == nil {
-			input = mustJSON(c.values)
-		}
-		return e.targetReaders[a].ReadTarget(ctx, &EffectCall{Tenant: tenant, Action: c.name, Input: input})
+		return e.targetReaders[a].ReadTarget(ctx, &EffectCall{Tenant: tenant, Action: c.name, Input: c.inputJSON()})
 	}
 	o := e.cfg.Objects[a.Target.Object]
 	path := "/" + escapePointer(a.Target.KeyFrom)
@@ -851,20 +856,16 @@ func (e *Engine) maskError(c *call, err error) error {
 	if err == nil {
 		return nil
 	}
-	masks := c.action.AuditMasks()
-	if !e.sealing(c) && len(masks) == 0 {
+	masks, sealed := c.action.AuditMasks(), e.sealing(c)
+	if !sealed && len(masks) == 0 {
 		return err
 	}
-	input := c.canonical
-	if input == nil {
-		input = mustJSON(c.values)
-	}
-	v, perr := jcs.Parse(input)
+	v, perr := jcs.Parse(c.inputJSON())
 	if perr != nil {
 		return &maskedError{text: redacted, err: err}
 	}
 	var values []string
-	if e.sealing(c) {
+	if sealed {
 		values = scalarTexts(v, values)
 	} else {
 		for _, p := range masks {
