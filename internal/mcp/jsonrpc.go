@@ -97,17 +97,14 @@ func (s *Server) answerJSONRPC(next http.Handler) http.Handler {
 				problem.Response(rpcerror.ID(body)).Write(w, http.StatusBadRequest)
 				return
 			}
-			if problem := repeatedMember(body, env.Params); problem != nil {
-				status := http.StatusOK // a params problem, as paramsProblem's
-				if problem.RPCCode != rpcerror.CodeInvalidParams {
-					status = http.StatusBadRequest
-				}
-				problem.Response(rpcerror.ID(body)).Write(w, status)
-				return
+			problem = repeatedMember(body, env.Params)
+			if problem == nil {
+				problem = refusedParams(body, env)
 			}
-			if problem := refusedParams(body, env); problem != nil {
-				// Params the SDK cannot read it answers in JSON-RPC,
-				// 200; missing ones it refuses 400.
+			if problem != nil {
+				// Params the SDK cannot read (or naming a member twice)
+				// are answered in JSON-RPC, 200; missing ones, or a
+				// message naming a member twice, 400.
 				status := http.StatusOK
 				if problem.RPCCode != rpcerror.CodeInvalidParams {
 					status = http.StatusBadRequest
