@@ -240,19 +240,7 @@ func NewResolver(cfg ontology.OIDC, opts ResolverOptions) (*Resolver, error) {
 	// The keys are fetched as the issuer is: over https, or http on
 	// loopback. A redirect elsewhere (https to http off loopback) would
 	// let anyone on the path serve keys that sign tokens for any tenant.
-	follow := client.CheckRedirect
-	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if err := ontology.CheckIssuerURL("a redirect on the way to the issuer's keys", req.URL.String()); err != nil {
-			return err
-		}
-		if follow != nil {
-			return follow(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
+	client.CheckRedirect = IssuerRedirects("a redirect on the way to the issuer's keys", client.CheckRedirect)
 	r.client = &client
 	return r, nil
 }
@@ -634,4 +622,24 @@ func checkSubject(subject string) error {
 		return errors.New("the subject holds a control, format, separator or invisible character")
 	}
 	return nil
+}
+
+// IssuerRedirects is a client's CheckRedirect on the way to an issuer
+// (what names where): each redirect is held to the issuer's rule
+// (ontology.CheckIssuerURL) — else anyone on a path redirected to plain
+// http could serve the issuer's keys or endpoints — then to follow's, or,
+// without one, to net/http's bound of 10 redirects.
+func IssuerRedirects(what string, follow func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if err := ontology.CheckIssuerURL(what, req.URL.String()); err != nil {
+			return err
+		}
+		if follow != nil {
+			return follow(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/orangerail/orangerail/internal/identity"
 	"github.com/orangerail/orangerail/internal/ontology"
 )
 
@@ -73,18 +74,7 @@ func Device(ctx context.Context, o Options) (*oauth2.Token, error) {
 	// Every URL of the sign-in is held to the issuer's rule, as the server
 	// holds its keys' and redirects: https, or http on loopback.
 	guarded := *client
-	guarded.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if err := ontology.CheckIssuerURL("a redirect on the way to the issuer", req.URL.String()); err != nil {
-			return err
-		}
-		if client.CheckRedirect != nil {
-			return client.CheckRedirect(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
+	guarded.CheckRedirect = identity.IssuerRedirects("a redirect on the way to the issuer", client.CheckRedirect)
 	client = &guarded
 	ctx = oidc.ClientContext(ctx, client)
 	provider, err := oidc.NewProvider(ctx, o.Issuer)
