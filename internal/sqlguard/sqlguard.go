@@ -211,28 +211,34 @@ func (r rules) check(node any) error {
 // one. Names are matched case-insensitively, which refuses more than
 // Postgres would resolve (a quoted "PG_SLEEP" is not pg_sleep), never less.
 func callable(name, how string) error {
-	lower := strings.ToLower(name)
-	// A type's name, or a name it begins (regroleout, regclassin: its
-	// input and output functions, whose argument an integer is cast to
-	// implicitly, with no cast written).
-	namesType := slices.ContainsFunc(catalogTypes, func(t string) bool { return strings.HasPrefix(lower, t) })
-	if namesType || (strings.HasPrefix(lower, "has_") && strings.HasSuffix(lower, "_privilege")) {
-		detail := fmt.Sprintf("%s looks names up in the catalog, which no query may read", name)
-		if how != "" {
-			detail += fmt.Sprintf(", nor named after a dot (%s): leave %s unqualified or alias it", how, name)
-		}
-		return &Refusal{Rule: RuleFunction, Detail: detail}
+	family := bannedFamily(strings.ToLower(name))
+	if family == "" {
+		return nil
 	}
-	for _, prefix := range bannedPrefixes {
-		if strings.HasPrefix(lower, prefix) {
-			detail := fmt.Sprintf("functions named %s* may not be called", prefix)
-			if how != "" {
-				detail += fmt.Sprintf(", nor named after a dot (%s): leave %s unqualified or alias it", how, name)
+	detail := fmt.Sprintf("functions named %s may not be called", family)
+	if how != "" {
+		detail += fmt.Sprintf(", nor named after a dot (%s): leave %s unqualified or alias it", how, name)
+	}
+	return &Refusal{Rule: RuleFunction, Detail: detail}
+}
+
+// bannedFamily names the banned family a lower-cased function name is of
+// (pg_*, regrole*, has_*_privilege …), or "". An object identifier type's
+// name begins its family: the type's own functions (regclass(text),
+// regroleout, whose argument an integer is cast to implicitly, with no
+// cast written) look names up in the catalog as its values do.
+func bannedFamily(lower string) string {
+	for _, prefixes := range [...][]string{bannedPrefixes, catalogTypes} {
+		for _, prefix := range prefixes {
+			if strings.HasPrefix(lower, prefix) {
+				return prefix + "*"
 			}
-			return &Refusal{Rule: RuleFunction, Detail: detail}
 		}
 	}
-	return nil
+	if strings.HasPrefix(lower, "has_") && strings.HasSuffix(lower, "_privilege") {
+		return "has_*_privilege"
+	}
+	return ""
 }
 
 // readable refuses a relation outside the allowed schemas. A catalog
