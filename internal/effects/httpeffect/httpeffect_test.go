@@ -690,3 +690,58 @@ func TestAHeaderNetHTTPCannotSendIsUnplaceable(t *testing.T) {
 		t.Errorf("attempts recorded for a request that could never be sent: %+v", attempts)
 	}
 }
+
+// TestAssembledDotSegmentsAreUnplaceable: no segment the template
+// assembles from values and their neighbours — another parameter, a
+// literal dot — is a dot segment a server would resolve to another path:
+// a dot segment is all dots, so each value in it would be "." or "..",
+// which build refuses whatever stands beside it.
+func TestAssembledDotSegmentsAreUnplaceable(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, statuses(201))
+	tests := []struct {
+		path, input string
+		ok          bool
+	}{
+		{"/things/{a}{b}/x", `{"a": ".", "b": "."}`, false},
+		{"/things/{a}{b}", `{"a": ".", "b": "."}`, false},
+		{"/things/{a}./x", `{"a": "."}`, false},
+		{"/things/.{a}", `{"a": "."}`, false},
+		{"/things/{a}{b}/x", `{"a": "..", "b": "."}`, false},
+		{"/things/{a}{b}/x", `{"a": "x", "b": "y"}`, true},
+	}
+	for _, tt := range tests {
+		cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
+upstreams:
+  carrier: {base_url: %q}
+actions:
+  touch:
+    description: d
+    input: {type: object, properties: {a: {type: string}, b: {type: string}}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: POST, path: %q}}
+`, up.URL, tt.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		effect, err := httpeffect.New("touch", cfg.Actions["touch"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(up.requests())
+		_, err = effect.Run(context.Background(), &engine.EffectCall{Input: json.RawMessage(tt.input)})
+		reached := len(up.requests()) > before
+		if tt.ok {
+			if err != nil || !reached {
+				t.Errorf("%s %s: %v, reached %v", tt.path, tt.input, err, reached)
+			}
+			continue
+		}
+		if reached {
+			t.Errorf("%s %s reached the upstream as %s", tt.path, tt.input, up.requests()[before].rawPath)
+		}
+		if err == nil || !strings.Contains(err.Error(), "cannot be placed") {
+			t.Errorf("%s %s: %v, want the input unplaceable", tt.path, tt.input, err)
+		}
+	}
+}
