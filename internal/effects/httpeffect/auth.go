@@ -195,6 +195,9 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 					if errors.As(err, &re) && re.Response != nil {
 						return &tokenRefused{status: re.Response.StatusCode, text: statusText(re.Response.StatusCode)}
 					}
+					if typ, ok := errors.AsType[*tokenTypeRefused](err); ok {
+						return typ
+					}
 					return errors.New("the token request failed")
 				}
 				c.addToken(scheme, tok.AccessToken)
@@ -223,6 +226,28 @@ type tokenRefused struct {
 }
 
 func (t *tokenRefused) Error() string { return "the token request was refused: " + t.text }
+
+// tokenTypeRefused is a token the token endpoint issued of a type other
+// than bearer (token_type), which is never sent: asking again issues one
+// of the same type.
+type tokenTypeRefused struct {
+	kind string
+}
+
+func (t *tokenTypeRefused) Error() string {
+	return "the token endpoint issued a token of type " + t.kind + ", not bearer: it is not sent"
+}
+
+// tokenTypeName is how an error names a token_type: a registered type
+// (RFC 6749 §11.1's registry) by its name, another unquoted, since the
+// answer is the token endpoint's and may echo what it was sent.
+func tokenTypeName(typ string) string {
+	switch lower := strings.ToLower(typ); lower {
+	case "mac", "dpop", "n_a", "pop":
+		return lower
+	}
+	return "an unregistered type"
+}
 
 // tokenCache holds an oauth2_client_credentials scheme's token until it
 // expires, and fetches the next within the asking call's context: its
@@ -265,6 +290,19 @@ func (t *tokenCache) token(ctx context.Context) (*oauth2.Token, error) {
 	tok, err := t.config.Token(context.WithValue(ctx, oauth2.HTTPClient, t.client))
 	if err != nil {
 		return nil, err
+	}
+	// token_type says how the token is presented (RFC 6749 §7.1); only a
+	// bearer token can be sent as one. A mac or DPoP token binds each
+	// request to a key this client does not hold: sent as Bearer, it
+	// would be refused at best, and honoured by an upstream that checks
+	// less than its issuer meant at worst. RFC 6749 §5.1 makes token_type
+	// REQUIRED, but an absent one is taken as bearer, as x/oauth2's
+	// Token.Type does: the scheme is declared oauth2_client_credentials
+	// for this upstream, whose bearer tokens some endpoints issue without
+	// naming their type, and a key-bound type is always named (RFC 9449
+	// §5 for DPoP).
+	if tok.TokenType != "" && !strings.EqualFold(tok.TokenType, "bearer") {
+		return nil, &tokenTypeRefused{kind: tokenTypeName(tok.TokenType)}
 	}
 	t.mu.Lock()
 	t.tok = tok

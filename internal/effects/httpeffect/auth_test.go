@@ -801,3 +801,62 @@ func TestRefusedTokenIsFetchedAgain(t *testing.T) {
 		t.Fatalf("%d token requests, want 2", n)
 	}
 }
+
+// TestTokenOfAnotherTypeIsRefused: a token endpoint's token_type names
+// how the token is presented (RFC 6749 §7.1); one other than bearer (mac,
+// DPoP, which bind each request to a key) is not sent as a bearer token:
+// the call is refused, nothing reaches the upstream, and the token is in
+// no answer, record or log. It was sent as "Bearer <token>". A bearer
+// token in any case, or one whose token_type is absent, is sent.
+func TestTokenOfAnotherTypeIsRefused(t *testing.T) {
+	var paid atomic.Int32
+	var tokenType atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			w.Header().Set("Content-Type", "application/json")
+			member := ""
+			if tt := tokenType.Load().(string); tt != "-" {
+				member = fmt.Sprintf(`, "token_type": %q`, tt)
+			}
+			_, _ = fmt.Fprintf(w, `{"access_token": "tok-SECRET-9", "expires_in": 1%s}`, member)
+			return
+		}
+		paid.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("LEDGER_APP_CREDENTIAL", "client-5:secret-SECRET-5")
+	cfg, err := ontology.Parse(fmt.Appendf(nil, authConfig, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, admin, logs := credentialEngine(t, cfg)
+	ctx := context.Background()
+	for i, tt := range []string{"mac", "DPoP", "N_A"} {
+		tokenType.Store(tt)
+		out := e.Call(ctx, agent("acme"), "pay", fmt.Appendf(nil, `{"order_id": "o-%d"}`, i))
+		if out.Status != engine.StatusFailed || out.Diagnostic != engine.DiagnosticUpstreamRejected {
+			t.Errorf("token_type %s: %s %s (%v), want failed, %s", tt, out.Status, out.Diagnostic, out.Err, engine.DiagnosticUpstreamRejected)
+		}
+		if out.Err != nil && strings.Contains(out.Err.Error(), "SECRET") {
+			t.Errorf("token_type %s: the error quotes the token: %v", tt, out.Err)
+		}
+	}
+	if n := paid.Load(); n != 0 {
+		t.Fatalf("%d calls reached the upstream with a token that is not a bearer token", n)
+	}
+	for _, entry := range auditEntries(t, admin) {
+		if strings.Contains(entry, "SECRET") {
+			t.Fatalf("an audit record holds the token: %s", entry)
+		}
+	}
+	if strings.Contains(logs.String(), "SECRET") {
+		t.Fatal("the token reached the log")
+	}
+	for i, tt := range []string{"Bearer", "bearer", "BEARER", "-"} {
+		tokenType.Store(tt)
+		if out := e.Call(ctx, agent("acme"), "pay", fmt.Appendf(nil, `{"order_id": "b-%d"}`, i)); out.Status != engine.StatusOK {
+			t.Errorf("token_type %s: %s %s (%v)", tt, out.Status, out.Diagnostic, out.Err)
+		}
+	}
+}

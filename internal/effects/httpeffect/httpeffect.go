@@ -613,6 +613,10 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 			// The token endpoint refused the client (400 invalid_client,
 			// 401, a redirect): asking again is refused alike.
 			a.diagnostic, a.refused = engine.DiagnosticUpstreamRejected, true
+		case errors.As(err, new(*tokenTypeRefused)):
+			// A token of a type this client cannot present (mac, DPoP):
+			// asking again issues another of the same type.
+			a.diagnostic, a.refused = engine.DiagnosticUpstreamRejected, true
 		}
 		return a
 	}
