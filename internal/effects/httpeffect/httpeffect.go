@@ -109,9 +109,12 @@ func New(name string, a *ontology.Action) (engine.Effect, error) {
 // scrubbed from every answer. Every kind of upstream call (http, soap,
 // a target read) sends through one.
 type Caller struct {
-	client  *http.Client
-	creds   *credentials
-	present []string
+	client *http.Client
+	// unpooled sends a request net/http's Transport would send again by
+	// itself, on a connection of its own (see attempt).
+	unpooled *http.Client
+	creds    *credentials
+	present  []string
 }
 
 // NewCaller makes the caller of the upstream declared as u under name, for
@@ -149,6 +152,12 @@ func NewCaller(name string, u *ontology.Upstream, present []string) (*Caller, er
 			transport.TLSClientConfig = &tls.Config{Certificates: certs, RootCAs: roots, MinVersion: tls.VersionTLS12}
 		}
 	}
+	// The Transport repeats a request only on a connection it reused
+	// (persistConn.shouldRetryRequest): one never reused, kept for no
+	// other request, is never the cause of a repeat.
+	unpooled := transport.Clone()
+	unpooled.DisableKeepAlives = true
+	c.unpooled = &http.Client{Transport: unpooled, CheckRedirect: c.client.CheckRedirect}
 	return c, nil
 }
 
@@ -620,7 +629,19 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 		}
 		return a
 	}
-	resp, err := c.client.Do(req)
+	// net/http's Transport sends a request again by itself when the
+	// connection it reused ends before an answer and the request is one it
+	// counts replayable (Request.isReplayable): a body it can rewind —
+	// GetBody is nil here, so one without a body — and a GET, HEAD,
+	// OPTIONS or TRACE, or an Idempotency-Key or X-Idempotency-Key header.
+	// Such a repeat is an attempt the upstream receives and no record
+	// shows, outside max_attempts and the backoff: such a request goes on
+	// a connection of its own, which the Transport never repeats on.
+	client := c.client
+	if req.Body == nil || req.Body == http.NoBody {
+		client = c.unpooled
+	}
+	resp, err := client.Do(req)
 	// A failed round trip waits for the transport's writer to finish, so
 	// sent is settled here when it matters.
 	a.record.Sent = sent.Load()

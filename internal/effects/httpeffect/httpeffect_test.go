@@ -745,3 +745,65 @@ actions:
 		}
 	}
 }
+
+// TestTransportNeverRepeatsAnAttempt: every request the upstream receives
+// is an attempt the engine chose and recorded. net/http's Transport sends
+// a request again by itself when a reused connection ends before an
+// answer and the request is one it counts replayable — a GET, or one
+// without a body carrying an Idempotency-Key — so an upstream that read
+// the request and then closed the connection received it twice, the
+// audit log showing one attempt.
+func TestTransportNeverRepeatsAnAttempt(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{"GET", "POST", "DELETE"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			var received atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if received.Add(1) == 2 {
+					// The second request, read whole, is never answered:
+					// its connection, reused from the first, is closed.
+					c, _, err := w.(http.Hijacker).Hijack()
+					if err == nil {
+						_ = c.Close()
+					}
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"ok": true}`)
+			}))
+			t.Cleanup(srv.Close)
+			cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
+upstreams:
+  carrier: {base_url: %q}
+actions:
+  touch:
+    description: d
+    input: {type: object, properties: {order_id: {type: string}}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: %s, path: "/orders/{order_id}"}}
+`, srv.URL, method))
+			if err != nil {
+				t.Fatal(err)
+			}
+			effect, err := httpeffect.New("touch", cfg.Actions["touch"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var recorded []engine.EffectAttempt
+			for i := range 2 {
+				_, err := effect.Run(context.Background(), &engine.EffectCall{Input: fmt.Appendf(nil, `{"order_id":"o-%d"}`, i),
+					RecordAttempt: func(_ context.Context, a engine.EffectAttempt) error {
+						recorded = append(recorded, a)
+						return nil
+					}})
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			if n := int(received.Load()); n != len(recorded) {
+				t.Fatalf("the upstream received %d requests, and %d attempts were recorded: %+v", n, len(recorded), recorded)
+			}
+		})
+	}
+}
