@@ -136,11 +136,13 @@ func (r *Record) Entry() ([]byte, error) {
 	o.string("at", r.At.UTC().Truncate(time.Microsecond).Format(atLayout))
 	if a := r.Attempt; a != nil {
 		// What the attempt was, never a header, a body or a URL, which
-		// can carry what the audit log must not.
+		// can carry what the audit log must not; the idempotency key is
+		// the one header value recorded, a random one the effect made.
 		o.member("attempt")
 		o.open()
 		o.integer("duration_ms", a.Duration.Milliseconds())
 		o.optionalString("failure", string(a.Failure))
+		o.optionalString("idempotency_key", a.IdempotencyKey)
 		o.integer("number", int64(a.Number))
 		o.boolean("sent", a.Sent)
 		if a.Status != 0 {

@@ -105,6 +105,10 @@ type EffectAttempt struct {
 	Sent bool
 	// Duration is how long the attempt took.
 	Duration time.Duration
+	// IdempotencyKey is the key the request carried, "" for none: what
+	// names the call in the upstream's own log. It is a random value the
+	// effect made for the invocation, no credential and no input.
+	IdempotencyKey string
 }
 
 // AttemptFailure classifies a failed attempt, from a closed set.

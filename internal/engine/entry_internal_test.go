@@ -66,10 +66,11 @@ func marshalledEntry(r *Record) ([]byte, error) {
 		Failure    AttemptFailure `json:"failure,omitempty"`
 		Sent       bool           `json:"sent"`
 		DurationMS int64          `json:"duration_ms"`
+		Key        string         `json:"idempotency_key,omitempty"`
 	}
 	var attempt *attemptEntry
 	if a := r.Attempt; a != nil {
-		attempt = &attemptEntry{Number: a.Number, Status: a.Status, Failure: a.Failure, Sent: a.Sent, DurationMS: a.Duration.Milliseconds()}
+		attempt = &attemptEntry{Number: a.Number, Status: a.Status, Failure: a.Failure, Sent: a.Sent, DurationMS: a.Duration.Milliseconds(), Key: a.IdempotencyKey}
 	}
 	return jcs.Marshal(&struct {
 		V             int             `json:"v"`
@@ -134,6 +135,9 @@ func TestEntryIsTheMarshalledForm(t *testing.T) {
 		"a prior of a bigint":           func(r *Record) { r.Prior = json.RawMessage(`{"n": 12345678901234567890, "x": 0.1}`) },
 		"a result of an array":          func(r *Record) { r.Result = json.RawMessage(`[3, "two", {"one": 1}]`) },
 		"an attempt with no status":     func(r *Record) { r.Attempt = &EffectAttempt{Number: 1, Failure: AttemptConnect} },
+		"an attempt with a key": func(r *Record) {
+			r.Attempt = &EffectAttempt{Number: 2, Status: 503, Sent: true, IdempotencyKey: "k-\"1\"\u2028"}
+		},
 		"an attempt of the longest duration": func(r *Record) {
 			r.Attempt = &EffectAttempt{Number: 1, Duration: math.MaxInt64}
 		},

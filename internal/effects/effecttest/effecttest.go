@@ -23,6 +23,8 @@ type Attempt struct {
 	Failure    string `json:"failure"`
 	Sent       bool   `json:"sent"`
 	DurationMS int64  `json:"duration_ms"`
+	// IdempotencyKey is the key the attempt sent, "" for none.
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // Audit returns the phases of correlation's records in tenant's chain, its

@@ -236,6 +236,9 @@ type Request struct {
 	URL    string
 	Header http.Header
 	Body   []byte // nil: no body
+	// IdempotencyKey is the key Header carries, recorded with each
+	// attempt; "" for none.
+	IdempotencyKey string
 }
 
 // Transactional reports false: the call is outside every transaction.
@@ -252,7 +255,8 @@ func (x *Effect) Run(ctx context.Context, call *engine.EffectCall) (engine.Effec
 	if x.spec.Retry == ontology.RetryWithIdempotencyKey {
 		// One key per invocation, random: a key derived from the input
 		// would make two deliberate identical calls one.
-		req.Header.Set(x.spec.IdempotencyHeader(), uuid.NewString())
+		req.IdempotencyKey = uuid.NewString()
+		req.Header.Set(x.spec.IdempotencyHeader(), req.IdempotencyKey)
 	}
 	return x.caller.Do(ctx, call, x.plan, req)
 }
@@ -578,7 +582,7 @@ func again(ctx context.Context, plan *Plan, a *attempted, n int) (time.Duration,
 
 // attempt sends the request once and reads the answer.
 func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *attempted {
-	a := &attempted{record: engine.EffectAttempt{Number: n}}
+	a := &attempted{record: engine.EffectAttempt{Number: n, IdempotencyKey: r.IdempotencyKey}}
 	start := time.Now()
 	// sent: written in full; from then on an unanswered request may have
 	// been acted on. A write that failed part way leaves a request no

@@ -807,3 +807,36 @@ actions:
 		})
 	}
 }
+
+// TestAttemptsRecordTheirKey: each effect_attempt record holds the
+// idempotency key its request carried, so that an operator can find the
+// attempt in the upstream's own log; an attempt that sent none records
+// none. The key was sent and recorded nowhere.
+func TestAttemptsRecordTheirKey(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, statuses(503, 201, 201))
+	h := newHarness(t, up.URL, defaultExecute, "{roles: [support]}")
+	out := h.e.Call(context.Background(), agent("acme"), "create_label", json.RawMessage(`{"order_id": "o-1"}`))
+	if out.Status != engine.StatusOK {
+		t.Fatalf("status %s (%v)", out.Status, out.Err)
+	}
+	reqs := up.requests()
+	_, attempts, _ := h.audit(t, "acme", out.CorrelationID)
+	if len(attempts) != 2 || len(reqs) != 2 {
+		t.Fatalf("%d attempts, %d requests", len(attempts), len(reqs))
+	}
+	for i, a := range attempts {
+		if sent := reqs[i].header.Get("Idempotency-Key"); sent == "" || a.IdempotencyKey != sent {
+			t.Errorf("attempt %d records the key %q; it sent %q", a.Number, a.IdempotencyKey, sent)
+		}
+	}
+	h.verify(t, "acme", "")
+
+	never := newHarness(t, up.URL, defaultExecute+"retry: never\n", "{roles: [support]}")
+	out = never.e.Call(context.Background(), agent("acme"), "create_label", json.RawMessage(`{"order_id": "o-2"}`))
+	_, attempts, entries := never.audit(t, "acme", out.CorrelationID)
+	if out.Status != engine.StatusOK || len(attempts) != 1 || strings.Contains(entries, "idempotency_key") {
+		t.Fatalf("a call sending no key: %s, attempts %+v", out.Status, attempts)
+	}
+	never.verify(t, "acme", "")
+}
