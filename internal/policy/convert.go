@@ -97,13 +97,14 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	if len(s.PatternProperties) > 0 {
 		pp := map[string]any{}
 		for _, p := range s.PatternProperties {
-			if !c.re2("patternProperties pattern", p.Name, s.Source) {
+			re, ok := c.re2("patternProperties pattern", p.Name, s.Source)
+			if !ok {
 				// Left out, the members it allows would be refused as
 				// additional: the object is left open instead.
 				noAdditional = false
 				continue
 			}
-			pp[p.Name] = c.convert(p.Schema, request)
+			pp[re] = c.convert(p.Schema, request)
 		}
 		if len(pp) > 0 {
 			out["patternProperties"] = pp
@@ -163,21 +164,27 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 			out[key] = *v
 		}
 	}
-	if s.Pattern != "" && c.re2("pattern", s.Pattern, s.Source) {
-		out["pattern"] = s.Pattern
+	if s.Pattern != "" {
+		if re, ok := c.re2("pattern", s.Pattern, s.Source); ok {
+			out["pattern"] = re
+		}
 	}
 	return out
 }
 
-// re2 reports whether pattern, the schema at source's (what names the
-// keyword), compiles as RE2, which orangerail validates with; one that
-// does not (an ECMA lookahead) is left to the upstream, and said so.
-func (c *converter) re2(what, pattern, source string) bool {
-	if _, err := regexp.Compile(pattern); err != nil {
-		c.note("the %s %q at %s is not RE2: orangerail does not assert it, the upstream does", what, pattern, source)
-		return false
+// re2 is pattern, the schema at source's (what names the keyword), an
+// ECMA-262 pattern, written so that RE2, which orangerail validates with,
+// reads it as ECMA does (ecmaToRE2); ok is false for one that cannot be
+// (an ECMA lookahead, \A), which is left to the upstream, and said so:
+// asserted as RE2 reads it, it would refuse what the upstream takes, or
+// take what it refuses.
+func (c *converter) re2(what, pattern, source string) (string, bool) {
+	re, err := ecmaToRE2(pattern)
+	if err != nil {
+		c.note("the %s %q at %s is not read alike by ECMA-262 and RE2 (%v): orangerail does not assert it, the upstream does", what, pattern, source, err)
+		return "", false
 	}
-	return true
+	return re, true
 }
 
 // readOnly reports whether the member name, as s or an allOf part of it

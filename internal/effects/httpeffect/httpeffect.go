@@ -635,12 +635,12 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	}
 	// net/http's Transport sends a request again by itself when the
 	// connection it reused ends before an answer and the request is one it
-	// counts replayable (Request.isReplayable): a body it can rewind —
-	// GetBody is nil here, so one without a body — and a GET, HEAD,
-	// OPTIONS or TRACE, or an Idempotency-Key or X-Idempotency-Key header.
+	// counts replayable (Request.isReplayable): one without a body (GetBody
+	// is nil here, so no body is rewound) that is a GET, HEAD, OPTIONS or
+	// TRACE or carries an Idempotency-Key or X-Idempotency-Key header.
 	// Such a repeat is an attempt the upstream receives and no record
-	// shows, outside max_attempts and the backoff: such a request goes on
-	// a connection of its own, which the Transport never repeats on.
+	// shows, outside max_attempts and the backoff: a request without a
+	// body goes on a connection of its own, which is never repeated on.
 	client := c.client
 	if req.Body == nil || req.Body == http.NoBody {
 		client = c.unpooled

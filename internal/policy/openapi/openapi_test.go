@@ -575,6 +575,12 @@ func TestSchemas31(t *testing.T) {
 	if got := prop(t, thing, "name").Types; !slices.Equal(got, []string{"string", "null"}) {
 		t.Errorf("name types %v", got)
 	}
+	// nullable is 3.0's (3.0.3 §4.7.24.1); 3.1 removed it, a type array
+	// naming "null" saying what it said. Honoured in 3.1, it let an
+	// agent send null where the API takes a string.
+	if got := prop(t, thing, "nickname").Types; !slices.Equal(got, []string{"string"}) {
+		t.Errorf("nickname types %v: nullable honoured in 3.1", got)
+	}
 	score := prop(t, thing, "score")
 	if *score.Minimum != 0 || *score.ExclusiveMinimum != 0 || *score.ExclusiveMaximum != 10 || score.Maximum != nil {
 		t.Errorf("score bounds %v %v %v %v", score.Minimum, score.ExclusiveMinimum, score.Maximum, score.ExclusiveMaximum)

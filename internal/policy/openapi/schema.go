@@ -142,7 +142,11 @@ func (l *loader) schemaOf(at loc, m map[string]any) *apidoc.Schema {
 	case []any:
 		s.Types = strs(t)
 	}
-	if n, _ := m["nullable"].(bool); n && !slices.Contains(s.Types, "null") && len(s.Types) > 0 {
+	// nullable is 3.0's alone (3.0.3 §4.7.24.1): 2.0 never had it (its
+	// x-nullable is below), and 3.1, whose schemas are JSON Schema
+	// 2020-12, removed it for a type array naming "null" — there it is
+	// an unknown keyword, which allows nothing.
+	if n, _ := m["nullable"].(bool); n && !l.swagger && !l.v31 && !slices.Contains(s.Types, "null") && len(s.Types) > 0 {
 		s.Types = append(s.Types, "null")
 	}
 	if n, _ := m["x-nullable"].(bool); n && !slices.Contains(s.Types, "null") && len(s.Types) > 0 {
