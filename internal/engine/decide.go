@@ -16,6 +16,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/jcs"
+	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/store"
 )
 
@@ -304,10 +305,11 @@ func (m *decision) made(ctx context.Context, tx pgx.Tx, a *store.Approval, row *
 // the person asked for it — the same subject of the same issuer. An issuer
 // either side does not know (a staged record that named none: written
 // before issuers were kept, or by a caller no issuer vouched for) counts
-// as the same, so four-eyes then compares subjects alone.
+// as the same, so four-eyes then compares subjects alone. An issuer the
+// config re-spelled since is the same one (ontology.SameIssuer).
 func (e *Engine) FourEyesBars(person *Caller, requestedBy, requestedIssuer string) bool {
 	return *e.cfg.Approvals.FourEyes && requestedBy == person.Subject &&
-		(requestedIssuer == "" || person.Issuer == "" || requestedIssuer == person.Issuer)
+		(requestedIssuer == "" || person.Issuer == "" || ontology.SameIssuer(requestedIssuer, person.Issuer))
 }
 
 // ApproverRoles returns the roles of which a person needs one to decide

@@ -89,3 +89,35 @@ func TestDecideNamesTheVerifiedPerson(t *testing.T) {
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
+
+// TestFourEyesHoldsAcrossIssuerSpellings: an issuer re-spelled in the
+// config while approvals are pending (a trailing slash, the host's case) is
+// the same issuer: its person who requested an approval still may not
+// decide it, and is still the one it belongs to.
+func TestFourEyesHoldsAcrossIssuerSpellings(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil)
+	person := func(issuer string) *engine.Caller {
+		return &engine.Caller{Subject: "carol", Issuer: issuer, Tenant: "acme", Roles: []string{"support", "approver"},
+			Scopes: []string{"orders:write"}, Kind: engine.ActorHuman}
+	}
+	out := e.Call(ctx, person("https://id.example/realms/acme"), "cancel_order", json.RawMessage(`{"order_id": "o-1002", "reason": "mine"}`))
+	want(t, out, engine.StatusApprovalPending)
+	v, err := e.ShowApproval(ctx, "acme", out.ApprovalID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, respelled := range []string{"https://id.example/realms/acme/", "https://ID.Example/realms/acme", "HTTPS://id.example:443/realms/acme"} {
+		if out := e.Decide(ctx, person(respelled), engine.Decision{ApprovalID: v.ID.String(), Approve: true, Digest: v.Digest}); out.Code != errcode.ApprovalFourEyes {
+			t.Fatalf("the requester deciding under the issuer spelled %s: %s %s", respelled, out.Status, out.Code)
+		}
+	}
+	if _, err := e.ReadApproval(ctx, person("https://ID.example/realms/acme/"), v.ID.String()); err != nil {
+		t.Fatalf("the requester reading its approval under the issuer re-spelled: %v", err)
+	}
+	// Another issuer's namesake is still another person.
+	want(t, e.Decide(ctx, person("https://id.example/realms/other"), engine.Decision{ApprovalID: v.ID.String(), Approve: false, Note: "not mine"}), engine.StatusOK)
+	verifyClean(t, b.testBundle, "acme")
+}

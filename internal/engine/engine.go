@@ -77,10 +77,11 @@ func (c *Caller) HasRole(roles ...string) bool {
 }
 
 // owns reports whether caller staged a: the same subject of the same
-// issuer (a subject is unique only within its issuer).
+// issuer (a subject is unique only within its issuer), however the config
+// spelled the issuer when it staged it (ontology.SameIssuer).
 func (c *Caller) owns(a *store.Approval) bool {
 	act := c.actor()
-	return a.RequestedBy == act.Subject && a.RequestedIssuer == act.Issuer
+	return a.RequestedBy == act.Subject && ontology.SameIssuer(a.RequestedIssuer, act.Issuer)
 }
 
 // actor is the caller as an audit record names it.

@@ -237,6 +237,36 @@ func CheckIssuerURL(what, raw string) error {
 	return fmt.Errorf("%s %s must be https (%w)", what, ShownURL(raw), ErrIssuerInsecure)
 }
 
+// SameIssuer reports whether a and b spell the same issuer: an issuer
+// re-spelled in the config (a trailing slash added or removed, its scheme
+// or host in another case, its default port written out) still vouches for
+// the same people, so an identity formed under one spelling is the one
+// formed under the other — else, while approvals were pending, their
+// requester looked like another person to four-eyes. Strings that are no
+// URL are compared as they are.
+func SameIssuer(a, b string) bool {
+	return a == b || issuerKey(a) == issuerKey(b)
+}
+
+// issuerKey is an issuer as SameIssuer compares it (RFC 3986 6.2.2 and
+// 6.2.3): the scheme and host in lower case, no default port, no trailing
+// slash.
+func issuerKey(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return raw
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if p := u.Port(); (scheme == "https" && p == "443") || (scheme == "http" && p == "80") {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	key := scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+	if u.RawQuery != "" || u.ForceQuery {
+		key += "?" + u.RawQuery
+	}
+	return key
+}
+
 // ShownURL is raw as a refusal quotes it: its scheme, host and path, and
 // never its user and password, its query or its fragment, any of which
 // can hold a credential (https://user:password@…, ?api_key=…) that the
