@@ -393,6 +393,9 @@ func (r *Resolver) resolve(ctx context.Context, token string) (*Caller, error) {
 }
 
 func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
+	if !compactJWS(token) {
+		return nil, fmt.Errorf("%w: not a JWS in compact serialization", ErrInvalidToken)
+	}
 	v, keys, err := r.load(ctx)
 	if err != nil {
 		return nil, err // not the token's fault: the issuer is unreachable
@@ -450,6 +453,26 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 		return nil, err
 	}
 	return r.callerOf(idToken.Subject, exp, claims)
+}
+
+// compactJWS reports whether token is a JWS in compact serialization (RFC
+// 7515 7.1): three parts of unpadded base64url joined by dots, the
+// signature not empty. A bearer token is one (RFC 9068); the JOSE library
+// also verifies the JSON serializations, whose unprotected headers and
+// extra members the claims the verifier reads need not come from.
+func compactJWS(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.ContainsFunc(p, func(c rune) bool {
+			return !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_')
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // structClaims are the claims read into Go structs — go-oidc's (the

@@ -960,3 +960,31 @@ func TestRegisteredClaimsAreReadByTheirExactNames(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyCompactTokens: a bearer token is a JWS in compact serialization
+// (three base64url parts joined by dots). The same signed token in the
+// JSON serializations, which the JOSE library would verify, is refused as
+// an invalid token before it is verified.
+func TestOnlyCompactTokens(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	compact := f.token(t, f.claims(nil))
+	if _, err := f.resolver.Resolve(context.Background(), compact); err != nil {
+		t.Fatal(err)
+	}
+	p := strings.Split(compact, ".")
+	flattened := fmt.Sprintf(`{"protected":%q,"payload":%q,"signature":%q}`, p[0], p[1], p[2])
+	for name, token := range map[string]string{
+		"flattened JSON": flattened,
+		"general JSON":   fmt.Sprintf(`{"payload":%q,"signatures":[{"protected":%q,"signature":%q}]}`, p[1], p[0], p[2]),
+		"JSON whose strings hold the compact form's dots": fmt.Sprintf(`{"x":".%s.","protected":%q,"payload":%q,"signature":%q}`, p[1], p[0], p[1], p[2]),
+		"compact with a fourth part":                      compact + ".x",
+		"compact with padding":                            compact + "=",
+		"compact with whitespace":                         " " + compact,
+	} {
+		c, err := f.resolver.Resolve(context.Background(), token)
+		if !errors.Is(err, identity.ErrInvalidToken) {
+			t.Errorf("%s: Resolve = %+v, %v; want ErrInvalidToken", name, c, err)
+		}
+	}
+}
