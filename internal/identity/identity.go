@@ -420,6 +420,13 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if err := noStructClaimVariant(claims); err != nil {
 		return nil, err
 	}
+	var payload json.RawMessage
+	if err := idToken.Claims(&payload); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if !textOnly(payload) {
+		return nil, fmt.Errorf("%w: its claims hold a byte that is not UTF-8 or a lone UTF-16 surrogate escape", ErrInvalidToken)
+	}
 	var dates struct {
 		Exp json.RawMessage `json:"exp"`
 		Nbf json.RawMessage `json:"nbf"`
@@ -473,6 +480,59 @@ func compactJWS(token string) bool {
 		}
 	}
 	return true
+}
+
+// textOnly reports whether a token's payload, valid JSON, is text
+// throughout: UTF-8, and every \u escape of a UTF-16 surrogate one half
+// of a pair. encoding/json reads a byte that is not UTF-8 and a lone
+// surrogate alike as U+FFFD, so subjects "a\ud800" and "a\udc00" would be
+// one caller, and their roles and kind not what the issuer wrote.
+func textOnly(payload []byte) bool {
+	if !utf8.Valid(payload) {
+		return false
+	}
+	// Valid JSON holds a backslash only in a string, as an escape.
+	high := false // the escape before was a high surrogate
+	for i := 0; i < len(payload); i++ {
+		if payload[i] != '\\' {
+			if high {
+				return false
+			}
+			continue
+		}
+		i++
+		if i >= len(payload) || payload[i] != 'u' {
+			if high {
+				return false
+			}
+			continue
+		}
+		if i+4 >= len(payload) {
+			return false
+		}
+		v, err := strconv.ParseUint(string(payload[i+1:i+5]), 16, 16)
+		if err != nil {
+			return false
+		}
+		i += 4
+		switch {
+		case v >= 0xD800 && v < 0xDC00:
+			if high {
+				return false
+			}
+			high = true
+		case v >= 0xDC00 && v < 0xE000:
+			if !high {
+				return false
+			}
+			high = false
+		default:
+			if high {
+				return false
+			}
+		}
+	}
+	return !high
 }
 
 // structClaims are the claims read into Go structs — go-oidc's (the

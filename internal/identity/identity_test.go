@@ -988,3 +988,40 @@ func TestOnlyCompactTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneSurrogatesAreRefused: encoding/json reads a lone UTF-16
+// surrogate escape (\ud800) and a byte that is not UTF-8 as U+FFFD, so
+// subjects "a\ud800" and "a\udc00" were one caller, and one "a\ufffd"; a
+// claim the caller is formed from (its subject, tenant, roles, kind) is
+// refused unless the issuer wrote it as text, and a surrogate pair is
+// text.
+func TestLoneSurrogatesAreRefused(t *testing.T) {
+	t.Parallel()
+	url, resolver, sign := rawIssuer(t)
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).Unix()
+	token := func(sub, extra string) string {
+		return sign(fmt.Sprintf(`{"iss":%q,"sub":"%s","aud":"orangerail","exp":%d,"org_id":"acme"%s}`, url, sub, exp, extra))
+	}
+	if c, err := resolver.Resolve(ctx, token(`agent-\ud83d\ude00`, "")); err != nil || c.Subject != "agent-😀" {
+		t.Fatalf("a surrogate pair: %+v %v", c, err)
+	}
+	if c, err := resolver.Resolve(ctx, token(`agent-\\ud800`, "")); err != nil || c.Subject != `agent-\ud800` {
+		t.Fatalf("an escaped backslash before ud800: %+v %v", c, err)
+	}
+	for name, tok := range map[string]string{
+		"a lone high surrogate in sub":        token(`agent-\ud800`, ""),
+		"a lone low surrogate in sub":         token(`agent-\udc00`, ""),
+		"a high surrogate before text in sub": token(`agent-\ud800x`, ""),
+		"two high surrogates in sub":          token(`agent-\ud800\ud800`, ""),
+		"a reversed pair in sub":              token(`agent-\ude00\ud83d`, ""),
+		"a byte that is not UTF-8 in sub":     token("agent-\xff", ""),
+		"a lone surrogate in the roles":       token("agent-7", `,"roles":["support\ud800"]`),
+		"a lone surrogate in the kind":        token("agent-7", `,"kind":"human\udfff"`),
+	} {
+		c, err := resolver.Resolve(ctx, tok)
+		if !errors.Is(err, identity.ErrInvalidToken) {
+			t.Errorf("%s: %+v %v, want ErrInvalidToken", name, c, err)
+		}
+	}
+}
