@@ -127,6 +127,13 @@ type Caller struct {
 // the host log; a client is told only that the token is invalid.
 var ErrInvalidToken = errors.New("invalid token")
 
+// ErrUnreadableClaims is a token whose roles or scopes hold a character
+// no role or scope may: a control, format or invisible one (display.Unsafe;
+// a NUL, which Postgres refuses in text, made a person's desk session
+// unstorable). It is an ErrInvalidToken, which a sign-in may tell apart:
+// the issuer, not the person, has to correct it.
+var ErrUnreadableClaims = fmt.Errorf("%w: its roles or scopes hold a control, format or invisible character", ErrInvalidToken)
+
 // TenantError is a token that names no tenant: its tenant claim is missing
 // or no tenant id. It is an ErrInvalidToken, which a sign-in may tell
 // apart (the account is not one a tenant's person signs in with).
@@ -647,6 +654,9 @@ func (r *Resolver) callerOf(subject string, expires time.Time, claims map[string
 	c.Subject, c.Issuer, c.Tenant, c.Kind = subject, r.cfg.Issuer, tenant, engine.ActorAgent
 	c.Roles = stringList(claims[cmp.Or(r.cfg.RolesClaim, RolesClaimDefault)])
 	c.Scopes = stringList(claims[cmp.Or(r.cfg.ScopesClaim, ScopesClaimDefault)])
+	if slices.ContainsFunc(c.Roles, unreadable) || slices.ContainsFunc(c.Scopes, unreadable) {
+		return nil, ErrUnreadableClaims
+	}
 	if h := r.cfg.Human; h != nil && holdsOneOf(claims[h.Claim], h.Values) {
 		c.Kind = engine.ActorHuman
 	}
@@ -664,6 +674,10 @@ func holdsOneOf(v any, values []string) bool {
 	}
 	return slices.ContainsFunc(stringList(v), func(s string) bool { return slices.Contains(values, s) })
 }
+
+// unreadable reports whether a role or scope holds a character none may
+// (ErrUnreadableClaims).
+func unreadable(s string) bool { return strings.ContainsFunc(s, display.Unsafe) }
 
 // stringList reads a claim that is a JSON array of strings or one
 // space-separated string.

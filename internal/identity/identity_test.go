@@ -1025,3 +1025,29 @@ func TestLoneSurrogatesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadableRolesAndScopesAreRefused: a role or scope holding a control
+// or invisible character is no role a config names, and a NUL in one made
+// the desk's session unstorable (Postgres refuses it in text): the token
+// is refused, as ErrUnreadableClaims, an invalid token.
+func TestUnreadableRolesAndScopesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	for name, extra := range map[string]map[string]any{
+		"a NUL in a role":             {"roles": []string{"approver", "support\x00"}},
+		"a control in a role string":  {"roles": "approver sup\x01port"},
+		"a NUL in a scope":            {"scope": "orders:read orders:\x00write"},
+		"a bidi override in a scope":  {"scp": []string{"orders:read\u202e"}, "scope": []string{"orders:read\u202e"}},
+		"a line separator in a role":  {"roles": []string{"a\u2028b"}},
+		"a zero-width space in roles": {"roles": []string{"appro\u200bver"}},
+	} {
+		c, err := f.resolver.Resolve(context.Background(), f.token(t, f.claims(extra)))
+		if !errors.Is(err, identity.ErrInvalidToken) || !errors.Is(err, identity.ErrUnreadableClaims) {
+			t.Errorf("%s: %+v %v, want ErrUnreadableClaims", name, c, err)
+		}
+	}
+	c, err := f.resolver.Resolve(context.Background(), f.token(t, f.claims(map[string]any{"roles": []string{"Support Staff", "ü"}})))
+	if err != nil || !slices.Equal(c.Roles, []string{"Support Staff", "ü"}) {
+		t.Fatalf("plain roles: %+v %v", c, err)
+	}
+}

@@ -198,6 +198,19 @@ func TestAnAgentCannotSignIn(t *testing.T) {
 	}
 }
 
+// TestUnreadableRolesRefuseTheSignIn: a person whose token's roles hold a
+// control character (a NUL, which Postgres refuses in text) is refused at
+// sign-in with the sign-in's code and what to fix, not answered with an
+// internal error when the session is stored.
+func TestUnreadableRolesRefuseTheSignIn(t *testing.T) {
+	f := newFixture(t)
+	got := f.client(t).signIn("nul")
+	if got.status != http.StatusForbidden || !strings.Contains(got.body, string(errcode.DeskSignInFailed)) ||
+		!strings.Contains(got.body, "roles or scopes") {
+		t.Errorf("the sign-in: %d\n%s", got.status, got.body)
+	}
+}
+
 // TestSessions: the cookie is HttpOnly and SameSite=Lax; the database
 // keeps only the id's hash; a forged cookie, the stored hash used as a
 // cookie, a signed-out session, a revoked one, an expired one, the one a

@@ -125,6 +125,7 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 		{Username: "mallory", Subject: "agent-9", Claims: map[string]any{"org_id": tenant, "roles": []string{"approver"}}},
 		{Username: "nobody", Subject: "nobody@example.com", Claims: map[string]any{"roles": []string{"approver"}, "kind": "human"}},
 		{Username: "stray", Subject: "stray@example.com", Claims: map[string]any{"org_id": "../globex", "roles": []string{"approver"}, "kind": "human"}},
+		{Username: "nul", Subject: "nul@example.com", Claims: map[string]any{"org_id": tenant, "roles": []string{"approver", "support\x00"}, "kind": "human"}},
 	} {
 		a.Password = password
 		if err := iss.AddAccount(a); err != nil {

@@ -130,6 +130,10 @@ func (d *Desk) callback(w http.ResponseWriter, r *http.Request) {
 		d.refuse(w, r, http.StatusForbidden, errcode.IdentityNetworkRefused, "This address may not sign in to the desk (identity.allowed_networks).")
 		return
 	}
+	if errors.Is(err, identity.ErrUnreadableClaims) {
+		d.refuse(w, r, http.StatusForbidden, signInFailedCode, "The sign-in service sent roles or scopes holding a control or invisible character, which the desk cannot keep; its administrator corrects this account's roles.")
+		return
+	}
 	if errors.Is(err, errNotAPerson) {
 		d.refuse(w, r, http.StatusForbidden, notAPersonCode, "This account is not a person's, or names no tenant; only people decide approvals.")
 		return
