@@ -176,6 +176,11 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 // refusals answered as the desk's pages.
 func MountDesk(f *front.Front, desk *web.Desk) {
 	policy := front.Policy{Auth: front.AuthNone, MaxBodyBytes: DeskMaxBodyBytes, Refuse: desk.Refuse}
+	// A decision spends the person's writes, as one through the approvals
+	// API does (its POST bills front.ClassWrite to the same caller).
+	desk.BillDecisions(func(w http.ResponseWriter, r *http.Request, person *engine.Caller) bool {
+		return f.Bill(w, r, &identity.Caller{Caller: *person}, front.ClassWrite)
+	})
 	f.Mount(web.Path, desk, policy)
 	f.Mount(web.Path+"/", desk, policy)
 }

@@ -452,6 +452,19 @@ func (f *Front) allowed(w http.ResponseWriter, r *http.Request, caller *identity
 	return true
 }
 
+// Bill bills a request its route's policy cannot bill — one a session,
+// not a bearer token, authenticates: the desk's — to its caller's
+// allowance of class, the one Policy.Rate bills the approvals API's and
+// MCP's requests to, or answers the request as refused and reports false.
+// w is the writer the front handed the route's handler: the refusal is
+// answered as the route's are. A front without a Limiter bills nothing.
+func (f *Front) Bill(w http.ResponseWriter, r *http.Request, caller *identity.Caller, class Class) bool {
+	if f.c.Limiter == nil {
+		return true
+	}
+	return f.allowed(w, r, caller, class, nil)
+}
+
 // authenticate returns the request's verified caller and the request to
 // serve, or answers the request itself and reports false.
 //

@@ -88,6 +88,18 @@ type Desk struct {
 	mux      *http.ServeMux
 	crossing *http.CrossOriginProtection
 	streams  streamCount
+	// bill spends a person's allowance of writes on a decision posted
+	// (BillDecisions); nil bills nothing.
+	bill func(http.ResponseWriter, *http.Request, *engine.Caller) bool
+}
+
+// BillDecisions has every decision posted at the desk spend its person's
+// allowance through bill, which answers a refused one itself and reports
+// false: a signed-in person decides at the desk no faster than through the
+// approvals API, whose decisions spend the same allowance. Called before
+// the desk serves.
+func (d *Desk) BillDecisions(bill func(http.ResponseWriter, *http.Request, *engine.Caller) bool) {
+	d.bill = bill
 }
 
 //go:embed templates assets

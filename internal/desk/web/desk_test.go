@@ -211,6 +211,31 @@ func TestUnreadableRolesRefuseTheSignIn(t *testing.T) {
 	}
 }
 
+// TestDecisionsAreRateLimited: a person's decisions at the desk spend the
+// same allowance of writes (http.rate_limits.writes_per_minute) as the
+// approvals API's: past it, a decision is refused with X_MCP_RATE_LIMITED
+// and when to retry, and decides nothing.
+func TestDecisionsAreRateLimited(t *testing.T) {
+	f := newFixtureWith(t, ontologytest.Set("http.rate_limits.writes_per_minute", 2))
+	ada := f.client(t)
+	ada.signIn("ada")
+	first, last := f.stage(t, "o-1001"), f.stage(t, "o-1002")
+	// A decision refused as already made spends the allowance too, as the
+	// API's does.
+	ids := []string{first, first, last}
+	for i, id := range ids {
+		detail := ada.get(f.base + web.Path + "/" + id)
+		got := ada.post(f.base+web.Path+"/"+id+"/decision", url.Values{"form_token": {formToken(t, detail)}, "decision": {"reject"}}, nil)
+		limited := got.status == http.StatusTooManyRequests && strings.Contains(got.body, string(errcode.MCPRateLimited))
+		if limited != (i == 2) {
+			t.Fatalf("decision %d: %d\n%s", i+1, got.status, got.body)
+		}
+	}
+	if v, err := f.rt.Engine.ShowApproval(context.Background(), tenant, last); err != nil || v.Status != store.ApprovalPending {
+		t.Fatalf("the refused decision's approval is %v (%v), want still pending", v.Status, err)
+	}
+}
+
 // TestSessions: the cookie is HttpOnly and SameSite=Lax; the database
 // keeps only the id's hash; a forged cookie, the stored hash used as a
 // cookie, a signed-out session, a revoked one, an expired one, the one a

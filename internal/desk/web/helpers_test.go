@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,7 +111,7 @@ func newFixtureWith(t *testing.T, edits ...ontologytest.Edit) *fixture {
 		t.Fatal(err)
 	}
 	// Served behind the front, as the app serves it.
-	door := front.New(front.Config{Ontology: cfg, Logger: slog.New(slog.DiscardHandler)})
+	door := front.New(front.Config{Ontology: cfg, Limiter: &countingLimiter{hits: map[string]int{}}, Logger: slog.New(slog.DiscardHandler)})
 	app.MountDesk(door, desk)
 	handler = door
 	if err := iss.AddClient(devissuer.Client{ID: clientID, Secret: secret, RedirectURIs: []string{deskSrv.URL + web.Path + "/callback"}}); err != nil {
@@ -316,4 +317,18 @@ func (c *client) sessionCookie() string {
 		}
 	}
 	return ""
+}
+
+// countingLimiter counts every hit in one window that never ends, so a
+// test's limit does not depend on the minute it runs in.
+type countingLimiter struct {
+	mu   sync.Mutex
+	hits map[string]int
+}
+
+func (l *countingLimiter) Hit(_ context.Context, bucket string, _ int) (int, time.Time, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hits[bucket]++
+	return l.hits[bucket], time.Now().Add(time.Minute), nil
 }

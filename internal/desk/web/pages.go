@@ -333,6 +333,9 @@ func refusalText(code errcode.Code) string {
 }
 
 func (d *Desk) decide(w http.ResponseWriter, r *http.Request, s *session) {
+	if d.bill != nil && !d.bill(w, r, s.caller) {
+		return
+	}
 	var approve bool
 	switch r.PostFormValue("decision") {
 	case "approve":
