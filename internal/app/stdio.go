@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -33,6 +34,9 @@ func verifyStdioToken(ctx context.Context, cfg *ontology.Config, token string, o
 	if cfg.Identity.OIDC == nil {
 		return nil, errcode.New(errcode.IdentityRequired, "--token-env needs identity.oidc in the config to verify the token", nil)
 	}
+	// A variable filled from a file (a secret mount, an env file) may end
+	// in a newline, which no compact JWS holds: it is not the token's.
+	token = strings.TrimSpace(token)
 	if token == "" {
 		return nil, errcode.New(errcode.StdioTokenRefused, "the token variable is empty or not set", nil)
 	}

@@ -93,6 +93,10 @@ func TestStdioUnderAToken(t *testing.T) {
 		t.Fatalf("no identity.oidc: %v", err)
 	}
 
+	// A variable read from a file keeps its line's end.
+	if _, err := verifyStdioToken(ctx, cfg, mint(start.Add(time.Hour))+"\n", opts); err != nil {
+		t.Fatalf("a token ending in a newline: %v", err)
+	}
 	expiry := start.Add(10 * time.Minute)
 	id, err := verifyStdioToken(ctx, cfg, mint(expiry), opts)
 	if err != nil {
