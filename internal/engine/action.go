@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -864,13 +866,17 @@ func (e *Engine) maskError(c *call, err error) error {
 	if perr != nil {
 		return &maskedError{text: redacted, err: err}
 	}
-	var values []string
+	var texts []string
 	if sealed {
-		values = scalarTexts(v, values)
+		texts = scalarTexts(v, texts)
 	} else {
 		for _, p := range masks {
-			eachAt(v, p, func(value any, _ func(any)) { values = scalarTexts(value, values) })
+			eachAt(v, p, func(value any, _ func(any)) { texts = scalarTexts(value, texts) })
 		}
+	}
+	var values []string
+	for _, s := range texts {
+		values = append(values, echoes(s)...)
 	}
 	// Longest first: a value inside another is replaced after it.
 	slices.SortFunc(values, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
@@ -884,6 +890,52 @@ func (e *Engine) maskError(c *call, err error) error {
 		return err
 	}
 	return &maskedError{text: text, err: err}
+}
+
+// echoes are s as a message may quote it: as written, and escaped as the
+// writers of the messages maskError sees quote a string. SQL doubles a
+// single quote (a statement or a RAISE echoing a literal); JSON
+// escapes " and \ (an upstream's error body), Go's encoding/json also
+// <, > and &, and an ASCII-only encoder (Python's default) every
+// non-ASCII character as \uXXXX; and Go's %q quotes the body of a
+// failing answer httpeffect keeps, escaping the JSON escapes again. A
+// value cut short in an echo is not found: no form can name a part.
+func echoes(s string) []string {
+	inJSON := string(jcs.AppendEscaped(nil, s))
+	goJSON, _ := json.Marshal(s) // cannot fail: a string
+	forms := []string{
+		s,
+		strings.ReplaceAll(s, "'", "''"),
+		inJSON,
+		string(goJSON[1 : len(goJSON)-1]),
+		asciiJSON(inJSON),
+		goQuoted(s),
+		goQuoted(inJSON),
+	}
+	slices.Sort(forms)
+	return slices.Compact(forms)
+}
+
+// goQuoted is s as %q writes it, without the quotes.
+func goQuoted(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// asciiJSON is a JSON string's escaped text with every non-ASCII
+// character written \uXXXX, as a pair of surrogates beyond the BMP.
+func asciiJSON(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			b.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&b, `\u%04x`, u)
+		}
+	}
+	return b.String()
 }
 
 // scalarTexts appends the text of every string, number and boolean in v.

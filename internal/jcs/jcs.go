@@ -166,11 +166,12 @@ const hexDigits = "0123456789abcdef"
 // appendString escapes exactly what RFC 8785 section 3.2.2.2 escapes.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
-	return append(appendEscaped(b, s), '"')
+	return append(AppendEscaped(b, s), '"')
 }
 
-// appendEscaped is appendString without the quotes.
-func appendEscaped(b []byte, s string) []byte {
+// AppendEscaped is appendString without the quotes: a string's text as
+// it stands inside a JSON string.
+func AppendEscaped(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -209,12 +210,12 @@ func AppendGoString(b []byte, s string) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
-			b = utf8.AppendRune(appendEscaped(b, s[start:i]), utf8.RuneError)
+			b = utf8.AppendRune(AppendEscaped(b, s[start:i]), utf8.RuneError)
 			start = i + 1
 		}
 		i += size
 	}
-	return append(appendEscaped(b, s[start:]), '"')
+	return append(AppendEscaped(b, s[start:]), '"')
 }
 
 // AppendInt appends the canonical form of n: its digits when a double
