@@ -42,6 +42,16 @@ WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema' AND n.nspname <> 'orangerail'
 ORDER BY 1, 2;
 
+-- name: CatalogShadowingNames :many
+-- The name of every relation outside public, of any kind: a bare name is
+-- resolved along the search_path to the first relation of that name
+-- (a table, a view, a materialized view, a sequence, a foreign table...),
+-- and any schema, pg_catalog first, may stand before public on it.
+SELECT DISTINCT c.relname::text AS name
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname <> 'public'
+ORDER BY 1;
+
 -- name: CatalogSchemaUsable :one
 -- Whether the login may use the schema (USAGE), without which it reads
 -- none of the schema's tables, their columns included.

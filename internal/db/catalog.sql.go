@@ -151,6 +151,37 @@ func (q *Queries) CatalogSchemaUsable(ctx context.Context, db DBTX, schemaName s
 	return usable, err
 }
 
+const catalogShadowingNames = `-- name: CatalogShadowingNames :many
+SELECT DISTINCT c.relname::text AS name
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname <> 'public'
+ORDER BY 1
+`
+
+// The name of every relation outside public, of any kind: a bare name is
+// resolved along the search_path to the first relation of that name
+// (a table, a view, a materialized view, a sequence, a foreign table...),
+// and any schema, pg_catalog first, may stand before public on it.
+func (q *Queries) CatalogShadowingNames(ctx context.Context, db DBTX) ([]string, error) {
+	rows, err := db.Query(ctx, catalogShadowingNames)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const catalogTableColumns = `-- name: CatalogTableColumns :many
 WITH RECURSIVE col (attnum, attname, typid, not_null, typmod) AS (
     SELECT a.attnum, a.attname, a.atttypid, a.attnotnull, a.atttypmod

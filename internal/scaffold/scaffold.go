@@ -55,10 +55,11 @@ const maxObjectName = 64 - len("_list")
 // table is one table the catalog lists, and what the scaffold made of it.
 type table struct {
 	ref store.CatalogTable
-	// shared says another schema has a table of its name: its config
-	// names it schema-qualified even in public, since a bare name is
-	// resolved by the serving login's search_path, which may put the
-	// other schema first (the default is "$user", public).
+	// shared says a table in public shares its name with a relation of
+	// another schema (a table, a view, a sequence...): its config names
+	// it schema-qualified, since a bare name is resolved by the serving
+	// login's search_path, which may put the other schema first (the
+	// default is "$user", public; pg_catalog always stands first).
 	shared bool
 	// skip says why the table is no object; empty when it is one.
 	skip    string
@@ -139,16 +140,16 @@ func Read(ctx context.Context, conn store.DBTX, opts Options) (*Draft, error) {
 		}
 	}
 	d := &Draft{service: ServiceName(service)}
-	schemas := map[string]int{}
-	for _, t := range all {
-		schemas[t.Name]++
+	elsewhere, err := s.CatalogShadowingNames(ctx)
+	if err != nil {
+		return nil, err
 	}
 	for _, ref := range chosen {
 		t, err := readTable(ctx, s, ref)
 		if err != nil {
 			return nil, err
 		}
-		t.shared = schemas[ref.Name] > 1
+		t.shared = ref.Schema == "public" && slices.Contains(elsewhere, ref.Name)
 		d.tables = append(d.tables, t)
 	}
 	d.nameObjects()

@@ -66,3 +66,56 @@ func TestPublicTableShadowedByAnotherSchema(t *testing.T) {
 	// config check, as the same login, finds the columns drafted.
 	accepted(t, as, got)
 }
+
+// TestPublicTableShadowedByAnotherRelation: what shadows a bare name on
+// the search_path is any relation, not only a table. Only tables were
+// counted, so public.orders beside a view, a materialized view or a
+// sequence app.orders was written table: orders, which the login app
+// resolves to app's relation.
+func TestPublicTableShadowedByAnotherRelation(t *testing.T) {
+	t.Parallel()
+	for _, shadow := range []string{
+		"VIEW %s.orders AS SELECT 1 AS id, 'x'::text AS org_id",
+		"MATERIALIZED VIEW %s.orders AS SELECT 1 AS id, 'x'::text AS org_id",
+		"SEQUENCE %s.orders",
+	} {
+		t.Run(strings.Fields(shadow)[0], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			login := "scaffold_app_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+			url := datasourceOf(t, `CREATE SCHEMA `+login+`;
+				CREATE TABLE public.orders (id int PRIMARY KEY, org_id text NOT NULL, status text);
+				CREATE `+strings.ReplaceAll(shadow, "%s", login)+`;`)
+			admin := testdb.Pool(t, url)
+			if _, err := admin.Exec(ctx, "CREATE ROLE "+login+" LOGIN; GRANT USAGE ON SCHEMA "+login+" TO "+login+
+				"; GRANT SELECT ON ALL TABLES IN SCHEMA public, "+login+" TO "+login); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login)
+				_, _ = admin.Exec(context.Background(), "DROP ROLE "+login)
+			})
+			as := testdb.WithUser(t, url, login, "")
+			got, err := Generate(ctx, as, Options{Service: "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := ontology.Parse(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := cfg.Objects["orders"]
+			if o == nil {
+				t.Fatalf("no object orders:\n%s", got)
+			}
+			var same bool
+			if err := testdb.Pool(t, as).QueryRow(ctx, "SELECT to_regclass($1) IS NOT DISTINCT FROM 'public.orders'::regclass", o.QuotedTable()).Scan(&same); err != nil {
+				t.Fatal(err)
+			}
+			if !same {
+				t.Fatalf("table %q is not public.orders as the login reads it:\n%s", o.Table, got)
+			}
+			accepted(t, as, got)
+		})
+	}
+}

@@ -63,6 +63,13 @@ func (s *Store) CatalogScaffoldTables(ctx context.Context) ([]*CatalogTable, err
 	})
 }
 
+// CatalogShadowingNames lists the name of every relation, of any kind,
+// outside public: the names a bare name in public may resolve elsewhere.
+func (s *Store) CatalogShadowingNames(ctx context.Context) ([]string, error) {
+	names, err := s.q.CatalogShadowingNames(ctx, s.x)
+	return names, InterpretError(err)
+}
+
 // CatalogSchemaUsable reports whether the login may use the schema
 // (USAGE), without which it reads none of its tables.
 func (s *Store) CatalogSchemaUsable(ctx context.Context, schema string) (bool, error) {
