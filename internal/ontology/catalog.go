@@ -19,6 +19,11 @@ import (
 // or statements the datasource does not have.
 const DiagnosticSchemaMismatch = "datasource_schema_mismatch"
 
+// DiagnosticPrivilegeMissing classifies a config that names tables or
+// columns the datasource's login may not read (SELECT): each read of
+// them would be refused with permission denied.
+const DiagnosticPrivilegeMissing = "datasource_privilege_missing"
+
 // Conn is what the catalog check needs of a datasource connection.
 type Conn interface {
 	store.DBTX
@@ -81,6 +86,9 @@ type Column struct {
 	MaxLength int
 	// JSON is set for json and jsonb: reads return the value itself.
 	JSON bool
+	// Readable says the login that read the catalog may read the column
+	// (SELECT on its table, or on it).
+	Readable bool
 }
 
 // varlenaHeader is what Postgres adds to a varchar's or char's declared
@@ -92,7 +100,7 @@ const varlenaHeader = 4
 // for one.
 func ColumnOf(r *store.CatalogColumn) Column {
 	oid := r.TypeOID
-	c := Column{Kind: ValueOther, TypeOID: oid, Nullable: r.Nullable}
+	c := Column{Kind: ValueOther, TypeOID: oid, Nullable: r.Nullable, Readable: r.Readable}
 	switch oid {
 	case pgtype.VarcharOID, pgtype.BPCharOID:
 		if r.TypeModifier > varlenaHeader {
@@ -200,6 +208,10 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problem
 		for i, f := range o.Fields {
 			missing(fmt.Sprintf("fields.%d", i), f)
 		}
+		if denied := unreadable(columns, append([]string{o.Key, o.TenantColumn}, o.Fields...)); len(denied) > 0 {
+			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: the login may not read (SELECT) table %s (columns %s); grant it SELECT on them",
+				DiagnosticPrivilegeMissing, o.QuotedTable(), strings.Join(denied, ", "))})
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {
 		a := c.Actions[name]
@@ -215,6 +227,19 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problem
 		}
 	}
 	return cat, ps.sorted(), nil
+}
+
+// unreadable is each of names, once and quoted, that is a column the
+// login may not read; a name that is no column is another problem.
+func unreadable(columns map[string]Column, names []string) []string {
+	var out []string
+	for _, n := range names {
+		q := fmt.Sprintf("%q", n)
+		if col, ok := columns[n]; ok && !col.Readable && !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // prepares prepares a statement under a throwaway name and drops it.

@@ -1,0 +1,70 @@
+package ontology
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orangerail/orangerail/internal/testdb"
+)
+
+// TestCheckCatalogFindsWhatTheLoginCannotRead: config check, as the
+// login that serves, names each object whose table or columns that login
+// may not SELECT. The catalog check asked only whether they exist, so a
+// config was accepted whose every read would fail with permission denied.
+func TestCheckCatalogFindsWhatTheLoginCannotRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	login := "catalog_reader_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(ctx, `
+		CREATE TABLE open (id int PRIMARY KEY, org_id text NOT NULL, name text);
+		CREATE TABLE partly (id int PRIMARY KEY, org_id text NOT NULL, note text, secret text);
+		CREATE TABLE closed (id int PRIMARY KEY, org_id text NOT NULL);
+		CREATE ROLE `+login+` LOGIN;
+		GRANT SELECT ON open TO `+login+`;
+		GRANT SELECT (id, org_id, note) ON partly TO `+login); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login+"; DROP ROLE "+login)
+	})
+	cfg, err := Parse([]byte(`service: s
+objects:
+  open: {table: open, key: id, tenant_column: org_id, fields: [id, name]}
+  partly: {table: partly, key: id, tenant_column: org_id, fields: [id, note, secret]}
+  closed: {table: closed, key: id, tenant_column: org_id, fields: [id]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, testdb.WithUser(t, url, login, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	_, problems, err := cfg.CheckCatalog(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"objects.closed.table": `table "closed" (columns "id", "org_id")`,
+		"objects.partly.table": `table "partly" (columns "secret")`,
+	}
+	if len(problems) != len(want) {
+		t.Fatalf("problems: %v, want one each on %v", problems, want)
+	}
+	for _, p := range problems {
+		if !strings.HasPrefix(p.Message, DiagnosticPrivilegeMissing+": ") || !strings.Contains(p.Message, want[p.Path]) {
+			t.Errorf("%s: %q, want %s naming %s", p.Path, p.Message, DiagnosticPrivilegeMissing, want[p.Path])
+		}
+	}
+}
