@@ -145,8 +145,8 @@ func (rt *Runtime) routes(resolver *identity.Resolver) (*front.Front, error) {
 		},
 	})
 	metadata := f.Metadata(MCPPath)
-	f.Mount("GET "+front.MetadataPath(MCPPath), metadata, front.Policy{})
-	f.Mount("GET "+front.MetadataPath(""), metadata, front.Policy{})
+	f.MountMetadata(front.MetadataPath(MCPPath), metadata)
+	f.MountMetadata(front.MetadataPath(""), metadata)
 	api.New(rt.Engine, rt.log).Mount(f)
 	f.Mount("GET /healthz", front.Healthz(), front.Policy{})
 	f.Mount("GET /readyz", f.Readyz(func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package front_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/front"
@@ -54,5 +55,32 @@ func TestAllowedOriginsCallFromABrowser(t *testing.T) {
 	})
 	if pre := preflight(closed, origin); pre.StatusCode == http.StatusNoContent || pre.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("refuse_browser_origins, a preflight: %d %v", pre.StatusCode, pre.Header)
+	}
+}
+
+// TestMetadataPreflightFollowsAllowedOrigins: a browser's MCP client
+// fetches the protected-resource metadata cross-origin with its
+// MCP-Protocol-Version header, which needs a preflight. The metadata was
+// mounted for GET alone, so the preflight was answered 405 and the
+// client never read the document. It is answered as the MCP endpoint's:
+// 204 naming an origin http.allowed_origins lists, 403 to another.
+func TestMetadataPreflightFollowsAllowedOrigins(t *testing.T) {
+	t.Parallel()
+	const origin, other = "https://app.example.com", "https://evil.example.com"
+	f := newDoor(t, front.NewMemoryLimiter(), func(c *ontology.Config) { c.HTTP.AllowedOrigins = []string{origin} })
+	for _, path := range []string{front.MetadataPath(mcpPath), front.MetadataPath("")} {
+		preflight := func(origin string) *reply {
+			t.Helper()
+			resp, _ := request(t, http.MethodOptions, f.url+path, "", "", "Origin", origin,
+				"Access-Control-Request-Method", "GET", "Access-Control-Request-Headers", "mcp-protocol-version")
+			return resp
+		}
+		if pre := preflight(origin); pre.StatusCode != http.StatusNoContent || pre.Header.Get("Access-Control-Allow-Origin") != origin ||
+			!strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Mcp-Protocol-Version") {
+			t.Errorf("%s: the preflight of an allowed origin: %d %v", path, pre.StatusCode, pre.Header)
+		}
+		if pre := preflight(other); pre.StatusCode != http.StatusForbidden || pre.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s: the preflight of an unlisted origin: %d %v", path, pre.StatusCode, pre.Header)
+		}
 	}
 }

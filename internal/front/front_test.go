@@ -127,8 +127,8 @@ func mount(h *front.Front, cfg *ontology.Config, endpoint http.Handler) {
 		}),
 	})
 	metadata := h.Metadata(mcpPath)
-	h.Mount("GET "+front.MetadataPath(mcpPath), metadata, front.Policy{})
-	h.Mount("GET "+front.MetadataPath(""), metadata, front.Policy{})
+	h.MountMetadata(front.MetadataPath(mcpPath), metadata)
+	h.MountMetadata(front.MetadataPath(""), metadata)
 	h.Mount("GET /healthz", front.Healthz(), front.Policy{})
 	h.Mount("GET /readyz", h.Readyz(func(context.Context) error { return nil }), front.Policy{})
 }
@@ -784,7 +784,7 @@ func TestUnknownRoutesAreCoded(t *testing.T) {
 		{http.MethodPost, "/nowhere/else", http.StatusNotFound, ""},
 		{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "GET, HEAD"},
 		{http.MethodDelete, "/readyz", http.StatusMethodNotAllowed, "GET, HEAD"},
-		{http.MethodPut, front.MetadataPath(mcpPath), http.StatusMethodNotAllowed, "GET, HEAD"},
+		{http.MethodPut, front.MetadataPath(mcpPath), http.StatusMethodNotAllowed, "GET, HEAD, OPTIONS"},
 		{http.MethodPost, "/" + mcpPath, http.StatusNotFound, ""},
 		{http.MethodPost, mcpPath + "/", http.StatusNotFound, ""},
 		{http.MethodPost, "/x/.." + mcpPath, http.StatusNotFound, ""},

@@ -25,6 +25,22 @@ func MetadataPath(resource string) string { return metadataPrefix + resource }
 // servers are identity.oidc.authorization_servers, else the issuer.
 func (f *Front) Metadata(resource string) http.Handler { return f.metadata(resource, false) }
 
+// MountMetadata mounts a protected-resource document at path: GET for
+// any origin (public discovery data), and OPTIONS within the MCP
+// endpoint's origin rules. A browser's MCP client fetches the document
+// cross-origin with its MCP-Protocol-Version header, so it sends a
+// preflight first; that preflight is answered as the endpoint's are
+// (corsAnswered: 204 for an origin http.allowed_origins admits, 403 for
+// another, none named where identity.refuse_browser_origins holds).
+func (f *Front) MountMetadata(path string, metadata http.Handler) {
+	f.Mount("GET "+path, metadata, Policy{})
+	f.Mount("OPTIONS "+path, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		// An OPTIONS that is no admitted preflight is told the methods.
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+		w.WriteHeader(http.StatusNoContent)
+	}), Policy{CheckOrigin: true})
+}
+
 // IssuerMetadata is Metadata naming the issuer alone as the authorization
 // server: for a resource people reach with a token from the issuer itself
 // (`orangerail login`, the desk's sign-in), whichever servers MCP clients
