@@ -40,6 +40,12 @@ func TestSandboxSurfaceSaysWhatACallAnswers(t *testing.T) {
 		if tool.Name == "cancel_order" && strings.Contains(tool.Description, "approval_pending") {
 			t.Errorf("tools/list tells the sandbox's cancel_order answers approval_pending: %q", tool.Description)
 		}
+		// A poll of an approved approval answers dry_run there too, and
+		// leaves it approved: check_approval's description said it
+		// executes now.
+		if tool.Name == "check_approval" && (strings.Contains(tool.Description, "executes now") || !strings.Contains(tool.Description, "dry_run")) {
+			t.Errorf("tools/list tells the sandbox's check_approval executes an approved approval: %q", tool.Description)
+		}
 	}
 	var told struct{ Answers string }
 	if err := json.Unmarshal(described(t, cs, "describe_action", `{"action": "add_order_note"}`), &told); err != nil {

@@ -194,7 +194,7 @@ func (s *Server) declare() map[string]*tool {
 			if cfg.Preset == ontology.PresetReadonly {
 				continue
 			}
-			t.def = checkTool(cfg.Actions)
+			t.def = checkTool(cfg.Actions, cfg.Preset)
 		case ontology.ToolDescribeObject, ontology.ToolDescribeAction, ontology.ToolListPolicies, ontology.ToolErrorsExplain:
 			if t.def = describeTool(cfg, d.Kind); t.def == nil {
 				continue
@@ -491,18 +491,27 @@ func actionSchema(a *ontology.Action) map[string]any {
 // checkTool declares check_approval. Polling is idempotent — an approval
 // executes once, and a poll after that reports consumed — but a poll can
 // execute whichever action was approved, so it is destructive when any
-// action may be, and open-world when any action is.
-func checkTool(actions map[string]*ontology.Action) *sdk.Tool {
+// action may be, and open-world when any action is. Under preset sandbox
+// a poll of an approved approval answers dry_run, as every action call
+// there does, and leaves it approved (a live deployment sharing the
+// database executes it): the description says so, not that it executes.
+func checkTool(actions map[string]*ontology.Action, preset ontology.Preset) *sdk.Tool {
 	destructive, openWorld := false, false
 	for _, a := range actions {
 		destructive = destructive || a.DestructiveHint()
 		openWorld = openWorld || a.Execute.Kind().OpenWorld()
 	}
+	desc := "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
+		"an approved one executes now and returns its result; an approval used already (executed, or refused when it came to run) reports consumed, " +
+		"executing while its execution runs (poll again), or outcome_unknown when its execution stopped with no recorded end (do not stage it again)."
+	if preset == ontology.PresetSandbox {
+		desc = "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status. " +
+			"This deployment is a sandbox: a poll of an approved one answers dry_run; it is recorded, and the approval is neither executed nor used up here. " +
+			"An approval used already reports consumed, executing while its execution runs (poll again), or outcome_unknown when its execution stopped with no recorded end (do not stage it again)."
+	}
 	return &sdk.Tool{
-		Title: "Check an approval",
-		Description: "Poll an approval a governed action returned. Pending, rejected and expired approvals report their status; " +
-			"an approved one executes now and returns its result; an approval used already (executed, or refused when it came to run) reports consumed, " +
-			"executing while its execution runs (poll again), or outcome_unknown when its execution stopped with no recorded end (do not stage it again).",
+		Title:       "Check an approval",
+		Description: desc,
 		InputSchema: map[string]any{"type": "object", "required": []string{"approvalId"}, "additionalProperties": false,
 			"properties": map[string]any{"approvalId": map[string]any{"type": "string", "format": "uuid"}}},
 		// The result is the approved action's, of whichever action it is.

@@ -21,7 +21,7 @@ func TestServedToolsEncodeAsDeclared(t *testing.T) {
 		Input: map[string]any{"type": "object", "required": []any{"reason"}, "properties": map[string]any{
 			"reason": map[string]any{"type": "string", "pattern": "^[<>&]\u2028$", "description": "Why, in <b>words</b>."},
 			"zeta":   map[string]any{"type": "integer"}, "alpha": map[string]any{"type": "number"}}}}
-	defs := []*sdk.Tool{actionTool("cancel_order", action, "", map[string]any{"type": "object"}), checkTool(nil),
+	defs := []*sdk.Tool{actionTool("cancel_order", action, "", map[string]any{"type": "object"}), checkTool(nil, ""),
 		metaTool(ontology.ToolManageResource, &ontology.Config{}), {Name: "bare", InputSchema: map[string]any{"type": "object"}}}
 	for _, def := range defs {
 		served := servedDef(def)
