@@ -94,11 +94,15 @@ func TestSoak(t *testing.T) {
 		mu         sync.Mutex
 		cycles     []*cycle
 		unfinished []string
+		// wrongReads are reads served whose rows are not what the
+		// tenant's data holds (readProblem).
+		wrongReads []string
 		reads      int
 		wg         sync.WaitGroup
 	)
 	for i := range 6 {
-		a := f.newAgent(fmt.Sprintf("soak-agent-%d", i), []string{"acme", "globex"}[i%2], stats)
+		tenant := []string{"acme", "globex"}[i%2]
+		a := f.newAgent(fmt.Sprintf("soak-agent-%d", i), tenant, stats)
 		rng := rand.New(rand.NewPCG(seed, uint64(i)+1)) //nolint:gosec // G404: a reproducible workload, not a secret
 		wg.Go(func() {
 			defer a.close()
@@ -109,9 +113,12 @@ func TestSoak(t *testing.T) {
 					if r%2 == 1 {
 						tool, args = "order_list", map[string]any{"limit": 10}
 					}
-					if _, err := a.tool(tool, args); err == nil {
+					if answer, err := a.tool(tool, args); err == nil {
 						mu.Lock()
 						reads++
+						if p := readProblem(tenant, tool, answer); p != "" {
+							wrongReads = append(wrongReads, p)
+						}
 						mu.Unlock()
 					}
 				default:
@@ -129,15 +136,19 @@ func TestSoak(t *testing.T) {
 	// The label agents: half reads, half return labels through the
 	// carrier, an upstream call each.
 	for i := 6; i < 6+soakLabelAgents; i++ {
-		a := f.newAgent(fmt.Sprintf("soak-agent-%d", i), []string{"acme", "globex"}[i%2], stats)
+		tenant := []string{"acme", "globex"}[i%2]
+		a := f.newAgent(fmt.Sprintf("soak-agent-%d", i), tenant, stats)
 		rng := rand.New(rand.NewPCG(seed, uint64(i)+1)) //nolint:gosec // G404: a reproducible workload, not a secret
 		wg.Go(func() {
 			defer a.close()
 			for n := 0; time.Now().Before(end); n++ {
 				if rng.IntN(2) == 0 {
-					if _, err := a.tool("order_get", map[string]any{"id": "o-1001"}); err == nil {
+					if answer, err := a.tool("order_get", map[string]any{"id": "o-1001"}); err == nil {
 						mu.Lock()
 						reads++
+						if p := readProblem(tenant, "order_get", answer); p != "" {
+							wrongReads = append(wrongReads, p)
+						}
 						mu.Unlock()
 					}
 					continue
@@ -155,6 +166,11 @@ func TestSoak(t *testing.T) {
 
 	next := soakSchedule(seed, len(f.replicas))
 	counts := map[string]int{}
+	// landed counts each kind's faults seen to take effect: a fault that
+	// lands nowhere (a terminate matching no backend, a kill of a replica
+	// that was not running) tests nothing, and the run would pass as if
+	// it had.
+	landed := map[string]int{}
 	// events say what was injected; injectErrs, what failed to be.
 	var events, injectErrs []string
 	for {
@@ -172,6 +188,9 @@ func TestSoak(t *testing.T) {
 			if err := f.admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
 				FROM pg_stat_activity WHERE application_name = $1`, replicaAppPrefix+victim.name).Scan(&n); err != nil {
 				injectErrs = append(injectErrs, fmt.Sprintf("terminate the backends of replica %s: %v", victim.name, err))
+			}
+			if n > 0 {
+				landed[kind]++
 			}
 			events = append(events, fmt.Sprintf("%s %s: %d backends of replica %s terminated", at, kind, n, victim.name))
 		case faultReplicaKill:
@@ -216,6 +235,12 @@ func TestSoak(t *testing.T) {
 	violations = append(violations, unfinished...)
 	violations = append(violations, f.crashes()...)
 	violations = append(violations, injectErrs...)
+	violations = append(violations, wrongReads...)
+	// Every backend terminate may find a replica between connections;
+	// none landing across the run is a fault never injected.
+	if counts[faultKillBackend] > 0 && landed[faultKillBackend] == 0 {
+		violations = append(violations, fmt.Sprintf("%d %s faults terminated no backend: the fault never landed", counts[faultKillBackend], faultKillBackend))
+	}
 	inData, err := executedOnceInData(ctx, f.admin, cycles)
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +303,38 @@ func TestSoak(t *testing.T) {
 			t.Error(v)
 		}
 	}
+}
+
+// soakOrder is what the seed holds of o-1001 in each tenant, which no
+// action of the soak changes: a read of another tenant's row, or of
+// another row, shows here.
+var soakOrder = map[string]float64{"acme": 4999, "globex": 99999999}
+
+// readProblem says what is wrong with a read tool's answer to an agent
+// of tenant, "" when nothing is: order_get's item must be o-1001 with
+// the tenant's total, and each item of order_list that is o-1001 too.
+func readProblem(tenant, tool string, answer map[string]any) string {
+	var items []any
+	switch tool {
+	case "order_get":
+		item, _ := answer["item"].(map[string]any)
+		if item == nil || item["id"] != "o-1001" {
+			return fmt.Sprintf("%s of %s o-1001 answered another row: %v", tool, tenant, answer)
+		}
+		items = []any{item}
+	default:
+		items, _ = answer["items"].([]any)
+		if len(items) == 0 {
+			return fmt.Sprintf("%s of %s answered no rows: %v", tool, tenant, answer)
+		}
+	}
+	for _, it := range items {
+		item, _ := it.(map[string]any)
+		if item["id"] == "o-1001" && item["total_cents"] != soakOrder[tenant] {
+			return fmt.Sprintf("%s of %s read o-1001 with total_cents %v, which its tenant's row does not hold (%v)", tool, tenant, item["total_cents"], soakOrder[tenant])
+		}
+	}
+	return ""
 }
 
 // toldEnded drops from excused each approval whose agent a poll told
