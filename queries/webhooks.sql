@@ -47,12 +47,23 @@ WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz
 -- name: WebhookRedeliver :one
 -- Queues a row again, due at now, for every endpoint subscribed to its
 -- event where it is delivered: owed_to NULL, the endpoints configured
--- when it was queued forgotten (migrations/00048).
+-- when it was queued forgotten (migrations/00048). Never a row a worker
+-- holds leased at now: clearing its lease would let a second worker claim
+-- and send it while the first is still sending it (WebhookLeased tells
+-- that from a row the tenant does not have).
 UPDATE orangerail.webhook_outbox
 SET state = 'queued', attempts = 0, next_attempt_at = @now::timestamptz, locked_until = NULL,
     delivered_to = '{}', last_error = NULL, delivered_at = NULL, owed_to = NULL
 WHERE id = @id AND tenant_id = @tenant_id
+  AND (locked_until IS NULL OR locked_until <= @now::timestamptz)
 RETURNING *;
+
+-- name: WebhookLeased :one
+-- Whether the tenant's row is leased to a worker at now.
+SELECT EXISTS (
+    SELECT FROM orangerail.webhook_outbox
+    WHERE id = @id AND tenant_id = @tenant_id AND locked_until > @now::timestamptz
+) AS leased;
 
 -- name: WebhookList :many
 -- A tenant's outbox, newest first; state '' lists every state.

@@ -172,6 +172,27 @@ func (q *Queries) WebhookFail(ctx context.Context, db DBTX, arg *WebhookFailPara
 	return err
 }
 
+const webhookLeased = `-- name: WebhookLeased :one
+SELECT EXISTS (
+    SELECT FROM orangerail.webhook_outbox
+    WHERE id = $1 AND tenant_id = $2 AND locked_until > $3::timestamptz
+) AS leased
+`
+
+type WebhookLeasedParams struct {
+	ID       uuid.UUID
+	TenantID string
+	Now      time.Time
+}
+
+// Whether the tenant's row is leased to a worker at now.
+func (q *Queries) WebhookLeased(ctx context.Context, db DBTX, arg *WebhookLeasedParams) (bool, error) {
+	row := db.QueryRow(ctx, webhookLeased, arg.ID, arg.TenantID, arg.Now)
+	var leased bool
+	err := row.Scan(&leased)
+	return leased, err
+}
+
 const webhookList = `-- name: WebhookList :many
 SELECT id, seq, tenant_id, approval_id, event, action, requested_by, decided_by, decided_at, expires_at, occurred_at, state, attempts, next_attempt_at, locked_until, delivered_to, last_error, delivered_at, owed_to FROM orangerail.webhook_outbox
 WHERE tenant_id = $1 AND ($2::text = '' OR state = $2::text)
@@ -249,6 +270,7 @@ UPDATE orangerail.webhook_outbox
 SET state = 'queued', attempts = 0, next_attempt_at = $1::timestamptz, locked_until = NULL,
     delivered_to = '{}', last_error = NULL, delivered_at = NULL, owed_to = NULL
 WHERE id = $2 AND tenant_id = $3
+  AND (locked_until IS NULL OR locked_until <= $1::timestamptz)
 RETURNING id, seq, tenant_id, approval_id, event, action, requested_by, decided_by, decided_at, expires_at, occurred_at, state, attempts, next_attempt_at, locked_until, delivered_to, last_error, delivered_at, owed_to
 `
 
@@ -260,7 +282,10 @@ type WebhookRedeliverParams struct {
 
 // Queues a row again, due at now, for every endpoint subscribed to its
 // event where it is delivered: owed_to NULL, the endpoints configured
-// when it was queued forgotten (migrations/00048).
+// when it was queued forgotten (migrations/00048). Never a row a worker
+// holds leased at now: clearing its lease would let a second worker claim
+// and send it while the first is still sending it (WebhookLeased tells
+// that from a row the tenant does not have).
 func (q *Queries) WebhookRedeliver(ctx context.Context, db DBTX, arg *WebhookRedeliverParams) (*OrangerailWebhookOutbox, error) {
 	row := db.QueryRow(ctx, webhookRedeliver, arg.Now, arg.ID, arg.TenantID)
 	var i OrangerailWebhookOutbox

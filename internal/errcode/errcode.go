@@ -71,6 +71,7 @@ const (
 	AuditorGrantNotFound   Code = "X_AUDITOR_GRANT_NOT_FOUND"
 
 	WebhookNotFound     Code = "X_WEBHOOK_NOT_FOUND"
+	WebhookInFlight     Code = "X_WEBHOOK_IN_FLIGHT"
 	WebhookStateInvalid Code = "X_WEBHOOK_STATE_INVALID"
 
 	MCPBodyTooLarge        Code = "X_MCP_BODY_TOO_LARGE"
@@ -326,6 +327,8 @@ var table = []Entry{
 		"Send a new idempotencyKey for a different call, or repeat the first call's input exactly to get its result."},
 	{WebhookNotFound, "No webhook message of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail webhooks list --tenant T`.", ""},
+	{WebhookInFlight, "The webhook message is being sent now: a worker holds its lease, and a redelivery then would let a second worker send it at the same time.",
+		"Wait for the attempt to end (at most the worker's timeout per endpoint), then redeliver it again.", ""},
 	{PolicySpecUnreadable, "policy compile could not read the API description: the file is missing or unreadable, larger than 64 MiB, or neither JSON, YAML nor XML.",
 		"Point policy compile at an OpenAPI 2.0, 3.0 or 3.1 document (JSON or YAML) or a WSDL 1.1 document, readable by the user running it.", ""},
 	{PolicySpecUnsupported, "The file reads, but is not a description policy compile takes: not OpenAPI 2.0, 3.0 or 3.1 (its openapi or swagger member says another version, or is missing), or not a WSDL 1.1 definitions document.",

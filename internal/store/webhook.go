@@ -156,10 +156,18 @@ func (s *Store) WebhookMarkFailed(ctx context.Context, p *WebhookMarkParams) err
 
 // WebhookRedeliver queues a message of the tenant again, due at now, for
 // every endpoint subscribed to its event. ErrNotFound: the tenant has no
-// such message.
+// such message, or a worker holds it leased at now (WebhookLeased tells
+// which).
 func (s *Store) WebhookRedeliver(ctx context.Context, tenantID string, id uuid.UUID, now time.Time) (*WebhookMessage, error) {
 	row, err := s.q.WebhookRedeliver(ctx, s.x, &db.WebhookRedeliverParams{Now: now, ID: id, TenantID: tenantID})
 	return one(row, err, webhookMessageOf)
+}
+
+// WebhookLeased reports whether a worker holds the tenant's message leased
+// at now: it is being sent.
+func (s *Store) WebhookLeased(ctx context.Context, tenantID string, id uuid.UUID, now time.Time) (bool, error) {
+	leased, err := s.q.WebhookLeased(ctx, s.x, &db.WebhookLeasedParams{ID: id, TenantID: tenantID, Now: now})
+	return leased, InterpretError(err)
 }
 
 // WebhookListParams list a tenant's messages.

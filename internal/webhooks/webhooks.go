@@ -594,17 +594,30 @@ func List(ctx context.Context, pool database.TxBeginner, tenant string, state st
 
 // Redeliver queues a tenant's message again, due now, for every endpoint
 // subscribed to its event, with its attempts reset. It keeps its id, so a
-// receiver that saw it already can tell.
+// receiver that saw it already can tell. A message a worker is sending
+// (its lease holds at now) is refused, X_WEBHOOK_IN_FLIGHT: clearing the
+// lease would let a second worker send it while the first still is.
 func Redeliver(ctx context.Context, pool database.TxBeginner, tenant, id string, now time.Time) (*store.WebhookMessage, error) {
 	uid, err := uuid.Parse(id)
 	if err != nil {
 		return nil, errcode.New(errcode.WebhookNotFound, "the webhook message id is not a UUID", nil)
 	}
 	var m *store.WebhookMessage
+	leased := false
 	err = database.InTenant(ctx, pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
-		m, err = store.New(tx).WebhookRedeliver(ctx, tenant, uid, now)
+		s := store.New(tx)
+		m, err = s.WebhookRedeliver(ctx, tenant, uid, now)
+		if errors.Is(err, store.ErrNotFound) {
+			var lerr error
+			if leased, lerr = s.WebhookLeased(ctx, tenant, uid, now); lerr != nil {
+				return lerr
+			}
+		}
 		return err
 	})
+	if leased {
+		return nil, errcode.New(errcode.WebhookInFlight, "the webhook message "+uid.String()+" is being sent now; redeliver it once the attempt ends", nil)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errcode.New(errcode.WebhookNotFound, "the tenant has no webhook message "+uid.String(), err)
 	}
