@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,11 +148,23 @@ func TestStopMidDeliveryRecordsWhatWasDelivered(t *testing.T) {
 		}
 	}))
 	t.Cleanup(slow.Close)
-	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, first.URL, false), endpoint(t, slow.URL, false)}})
+	// Each endpoint has a sender of its own: the stop comes once the
+	// worker holds the first endpoint's reply, as it did when the second
+	// was sent only after the first.
+	firstAnswered := make(chan struct{})
+	answered := sync.OnceFunc(func() { close(firstAnswered) })
+	client := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if strings.HasPrefix(req.URL.String(), first.URL) {
+			answered()
+		}
+		return resp, err
+	})}
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, first.URL, false), endpoint(t, slow.URL, false)}, Client: client})
 	b.stage(t, "deploy")
 
 	ctx, stop := context.WithCancel(context.Background())
-	go func() { <-inFlight; stop() }()
+	go func() { <-inFlight; <-firstAnswered; stop() }()
 	_, _ = w.RunOnce(ctx)
 	if n := len(first.deliveries()); n != 1 {
 		t.Fatalf("the first endpoint saw %d requests before the stop", n)
@@ -168,3 +181,8 @@ func TestStopMidDeliveryRecordsWhatWasDelivered(t *testing.T) {
 		t.Fatalf("delivered %v %v", delivered, err)
 	}
 }
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

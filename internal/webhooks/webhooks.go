@@ -319,9 +319,9 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	var errs []error
 	// An endpoint that did not answer at all (a timeout, a connection
 	// refused) is not waited on again this round: each message would
-	// spend the worker another timeout, while the other endpoints, and
-	// the other tenants, waited behind it.
-	down := map[string]string{}
+	// spend the worker another timeout, while the other tenants waited
+	// behind it.
+	down := &downSet{why: map[string]string{}}
 	for _, tenant := range tenants {
 		var claimed []*store.WebhookMessage
 		// The lease runs from this claim, not from the round's start: the
@@ -340,12 +340,8 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		slices.SortFunc(claimed, func(a, b *store.WebhookMessage) int {
 			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Seq, b.Seq))
 		})
-		for _, m := range claimed {
-			if err := w.deliver(ctx, m, down); err != nil {
-				errs = append(errs, err)
-			}
-			handled++
-		}
+		errs = append(errs, w.deliver(ctx, claimed, down))
+		handled += len(claimed)
 	}
 	return handled, errors.Join(errs...)
 }
@@ -372,60 +368,133 @@ func (w *Worker) Prune(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// deliver POSTs m to every endpoint it is owed to and has not reached,
-// and marks it delivered, to retry, or failed. One owed to an endpoint
-// this replica's config does not name — removed, or added by a newer
-// config another replica serves (a rolling deploy) — is left for a replica
-// that names it, the endpoints reached here kept, until its attempts run
-// out: then it is delivered where it could be, or, reaching none, failed.
-//
-// down holds the endpoints (by URL) that did not answer in this round, each
-// with its error: they are not sent m, which is retried for them; deliver
-// adds each that does not answer now.
-func (w *Worker) deliver(ctx context.Context, m *store.WebhookMessage, down map[string]string) error {
-	delivered := slices.Clone(m.DeliveredTo)
-	var failures []string
-	var input []byte
-	owed := false
+// downSet holds the endpoints (by URL) that did not answer in a round,
+// each with its error: they are not sent the round's later messages,
+// which are retried for them. The round's senders share it.
+type downSet struct {
+	mu  sync.Mutex
+	why map[string]string
+}
+
+func (d *downSet) get(url string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	why, ok := d.why[url]
+	return why, ok
+}
+
+func (d *downSet) add(url, why string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.why[url] = why
+}
+
+// sending is one claimed message's delivery in a round: what each
+// endpoint (by its index in the config) made of it. Each endpoint's
+// sender writes only its own elements.
+type sending struct {
+	m        *store.WebhookMessage
+	input    []byte
+	inputErr error
+	sent     []bool
+	failure  []string
+}
+
+// deliver POSTs each of a tenant's claimed messages to every endpoint it
+// is owed to and has not reached, then marks each (mark). Each endpoint
+// has a sender of its own, which sends it the messages one after the
+// other in the claim's order (the order the events happened), so an
+// endpoint slow to answer holds only its own messages, never another
+// endpoint's: one goroutine per endpoint the config names, no more.
+func (w *Worker) deliver(ctx context.Context, claimed []*store.WebhookMessage, down *downSet) error {
+	batch := make([]*sending, len(claimed))
+	for k, m := range claimed {
+		d := &sending{m: m, sent: make([]bool, len(w.c.Endpoints)), failure: make([]string, len(w.c.Endpoints))}
+		// Read once, before the senders start, for every endpoint
+		// configured to receive it.
+		if slices.ContainsFunc(w.c.Endpoints, func(e Endpoint) bool {
+			return e.IncludeInput && e.owed(m) && !slices.Contains(m.DeliveredTo, e.URL)
+		}) {
+			d.input, d.inputErr = w.input(ctx, m)
+		}
+		batch[k] = d
+	}
+	var wg sync.WaitGroup
 	for i := range w.c.Endpoints {
-		e := &w.c.Endpoints[i]
-		if !e.owed(m) {
+		wg.Go(func() { w.send(ctx, i, batch, down) })
+	}
+	wg.Wait()
+	var errs []error
+	for _, d := range batch {
+		errs = append(errs, w.mark(ctx, d))
+	}
+	return errors.Join(errs...)
+}
+
+// send POSTs the batch's messages owed to the endpoint at index i, and not
+// sent it yet, in order, recording in each how it went. It stops when ctx
+// ends (the worker stopping): not the endpoint's failure.
+func (w *Worker) send(ctx context.Context, i int, batch []*sending, down *downSet) {
+	e := &w.c.Endpoints[i]
+	for _, d := range batch {
+		m := d.m
+		if !e.owed(m) || slices.Contains(m.DeliveredTo, e.URL) {
 			continue
 		}
-		owed = true
-		if slices.Contains(delivered, e.URL) {
+		if ctx.Err() != nil {
+			return
+		}
+		if why, ok := down.get(e.URL); ok {
+			d.failure[i] = e.shown() + ": not sent: it did not answer earlier in this round (" + why + ")"
 			continue
 		}
-		if why, ok := down[e.URL]; ok {
-			failures = append(failures, e.shown()+": not sent: it did not answer earlier in this round ("+why+")")
+		if e.IncludeInput && d.inputErr != nil {
+			d.failure[i] = "reading the input: " + d.inputErr.Error()
 			continue
-		}
-		if e.IncludeInput && input == nil {
-			var err error
-			if input, err = w.input(ctx, m); err != nil {
-				failures = append(failures, "reading the input: "+err.Error())
-				continue
-			}
 		}
 		var body []byte
 		if e.IncludeInput {
-			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, input))
+			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, d.input))
 		} else {
 			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, nil))
 		}
 		if err := w.post(ctx, e, m.ID.String(), body); err != nil {
 			if ctx.Err() != nil {
-				break // stopping: not the endpoint's failure
+				return // stopping: not the endpoint's failure
 			}
-			failures = append(failures, e.shown()+": "+err.Error())
+			d.failure[i] = e.shown() + ": " + err.Error()
 			if !errors.As(err, new(errStatus)) {
-				down[e.URL] = err.Error()
+				down.add(e.URL, err.Error())
 			}
 			w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
 				"endpoint", e.shown(), "attempt", m.Attempts, "error", err.Error())
 			continue
 		}
-		delivered = append(delivered, e.URL)
+		d.sent[i] = true
+	}
+}
+
+// mark records how d's message went, and marks it delivered, to retry, or
+// failed. One owed to an endpoint this replica's config does not name —
+// removed, or added by a newer config another replica serves (a rolling
+// deploy) — is left for a replica that names it, the endpoints reached
+// here kept, until its attempts run out: then it is delivered where it
+// could be, or, reaching none, failed.
+func (w *Worker) mark(ctx context.Context, d *sending) error {
+	m := d.m
+	delivered := slices.Clone(m.DeliveredTo)
+	var failures []string
+	owed := false
+	// In the config's order, whatever order the senders finished in.
+	for i := range w.c.Endpoints {
+		e := &w.c.Endpoints[i]
+		owed = owed || e.owed(m)
+		if d.sent[i] {
+			delivered = append(delivered, e.URL)
+		}
+		if d.failure[i] != "" {
+			failures = append(failures, d.failure[i])
+		}
 	}
 	elsewhere := m.OwedTo != nil && slices.ContainsFunc(m.OwedTo, func(k string) bool {
 		return !slices.ContainsFunc(w.c.Endpoints, func(e Endpoint) bool { return e.key == k })
