@@ -86,6 +86,11 @@ type Bounded struct {
 	// sets nothing, and a message is then owed to whichever endpoints are
 	// configured where it is delivered.
 	Webhooks string
+	// WebhooksFor, when set, is what a tenant's transactions set
+	// orangerail.webhooks to instead of Webhooks (ontology.WebhookRoutesFor):
+	// where an endpoint is scoped to some tenants, the others' events are
+	// never owed to it.
+	WebhooksFor func(tenant string) string
 }
 
 // Bound returns pool, its transactions bounded by limits.
@@ -99,15 +104,16 @@ type poolScope struct {
 	limits Limits
 	// role is the role they act as: the runtime role on a pool Open made,
 	// none otherwise.
-	role     string
-	webhooks string
+	role        string
+	webhooks    string
+	webhooksFor func(tenant string) string
 }
 
 // scopeOf returns what conn's transactions are scoped with.
 func scopeOf(conn any) poolScope {
 	var s poolScope
 	if b, ok := conn.(*Bounded); ok {
-		s.limits, s.webhooks, conn = b.Limits, b.Webhooks, b.Pool
+		s.limits, s.webhooks, s.webhooksFor, conn = b.Limits, b.Webhooks, b.WebhooksFor, b.Pool
 	}
 	if p, ok := conn.(*pgxpool.Pool); ok && isRuntime(p) {
 		s.role = RuntimeRole
@@ -134,8 +140,17 @@ func settings(tenant string, s poolScope) [][2]string {
 			set = append(set, [2]string{t.name, strconv.FormatInt(Milliseconds(t.d), 10)})
 		}
 	}
-	if s.webhooks != "" {
-		set = append(set, [2]string{"orangerail.webhooks", s.webhooks})
+	routes := s.webhooks
+	if s.webhooksFor != nil {
+		// "" for a pipelined statement's scope, which sets them from
+		// the tenant it is given (pipelineScope).
+		routes = ""
+		if tenant != "" {
+			routes = s.webhooksFor(tenant)
+		}
+	}
+	if routes != "" {
+		set = append(set, [2]string{"orangerail.webhooks", routes})
 	}
 	return set
 }
@@ -730,9 +745,13 @@ var pipelineScopes struct {
 }
 
 // scopeKey is what a pipelined statement's scope says besides the tenant.
+// A pool whose webhook routes depend on the tenant sets them from a
+// parameter ($2), so the key says only that it does.
 type scopeKey struct {
-	scope poolScope
-	kind  pipelined
+	limits          Limits
+	role, webhooks  string
+	tenantsWebhooks bool
+	kind            pipelined
 }
 
 // pipelined is the kind of transaction a statement sent with its scope in
@@ -758,7 +777,7 @@ const (
 // role's name of Open, digits, off), so the text is the same for every
 // statement of a kind on a pool and a connection prepares it once.
 func pipelineScope(sc poolScope, kind pipelined) string {
-	key := scopeKey{sc, kind}
+	key := scopeKey{sc.limits, sc.role, sc.webhooks, sc.webhooksFor != nil, kind}
 	if m := pipelineScopes.m.Load(); m != nil {
 		if sql, ok := (*m)[key]; ok {
 			return sql
@@ -788,6 +807,9 @@ func pipelineScope(sc poolScope, kind pipelined) string {
 		sql.WriteString(", ")
 	}
 	sql.WriteString("set_config('orangerail.tenant_id', $1, true)")
+	if sc.webhooksFor != nil {
+		sql.WriteString(", set_config('orangerail.webhooks', $2, true)")
+	}
 	m[key] = sql.String()
 	pipelineScopes.m.Store(&m)
 	return m[key]
@@ -849,7 +871,11 @@ func inPipelineOnce(ctx context.Context, pool Acquirer, tenant string, kind pipe
 	sc := scopeOf(pool)
 	limits := sc.limits
 	b := &pgx.Batch{}
-	b.Queue(pipelineScope(sc, kind), tenant)
+	scopeArgs := []any{tenant}
+	if sc.webhooksFor != nil {
+		scopeArgs = append(scopeArgs, sc.webhooksFor(tenant))
+	}
+	b.Queue(pipelineScope(sc, kind), scopeArgs...)
 	b.Queue(sql, args...).Query(rows)
 	if bounded, ok := pool.(*Bounded); ok && limits.Deadline() > 0 {
 		conn, _, release, err := acquireBounded(ctx, bounded, limits)

@@ -253,6 +253,9 @@ func New(c Config) (*Engine, error) {
 	// Each webhook message is owed to the endpoints configured when its
 	// event happens; an instance that names none queues no message.
 	e.store.Webhooks = ontology.WebhookRoutes(c.Ontology.Webhooks)
+	if hooks := c.Ontology.Webhooks; ontology.Scoped(hooks) {
+		e.store.WebhooksFor = func(tenant string) string { return ontology.WebhookRoutesFor(hooks, tenant) }
+	}
 	e.datasource, e.sameDB = e.store, true
 	if c.Datasource != nil && c.Datasource != c.Store {
 		e.datasource, e.sameDB = database.Bound(c.Datasource, limits), false

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -515,11 +516,48 @@ type Webhook struct {
 	// Defaults to false: the input can hold what the endpoint should not
 	// see.
 	IncludeInput bool `yaml:"include_input"`
+	// Tenants are the tenants whose events the endpoint is sent, and
+	// whose inputs, with IncludeInput. Defaults to every tenant: an
+	// endpoint that serves one team names its tenant, or it hears of
+	// every tenant's approvals.
+	Tenants []string `yaml:"tenants"`
 }
 
 // Subscribes reports whether the endpoint is sent ev.
 func (w Webhook) Subscribes(ev WebhookEvent) bool {
 	return len(w.Events) == 0 || slices.Contains(w.Events, ev)
+}
+
+// Serves reports whether the endpoint is sent tenant's events.
+func (w Webhook) Serves(tenant string) bool {
+	return len(w.Tenants) == 0 || slices.Contains(w.Tenants, tenant)
+}
+
+// WebhookTenantPattern is the form of a tenant's id (as the database
+// scopes a transaction to one), which an endpoint's tenants are checked
+// against at load: a name of another form names no tenant.
+var WebhookTenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Scoped reports whether any of hooks is sent only some tenants' events.
+func Scoped(hooks []Webhook) bool {
+	return slices.ContainsFunc(hooks, func(h Webhook) bool { return len(h.Tenants) > 0 })
+}
+
+// WebhookRoutesFor is WebhookRoutes for tenant's transactions: of hooks,
+// only the endpoints that serve tenant, so a message of a tenant is never
+// owed to an endpoint scoped to others.
+func WebhookRoutesFor(hooks []Webhook, tenant string) string {
+	if len(hooks) == 0 {
+		return "off"
+	}
+	served := slices.DeleteFunc(slices.Clone(hooks), func(h Webhook) bool { return !h.Serves(tenant) })
+	if len(served) == 0 {
+		// The instance names endpoints, none of them this tenant's: its
+		// events are queued for none ("{}"), not "off", which retires
+		// an instance's backlog (migrations/00044).
+		return "{}"
+	}
+	return WebhookRoutes(served)
 }
 
 // CheckWebhookURL refuses an endpoint URL that is not https (plain http is

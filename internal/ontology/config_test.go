@@ -812,4 +812,10 @@ func TestWarnings(t *testing.T) {
 	if got := paths(scoped, add("http: {trusted_proxy_hops: 1, trusted_proxies: [10.0.0.0/8]}\n")); len(got) != 0 {
 		t.Errorf("proxies listed: %v", got)
 	}
+	if got := paths(scoped, add("webhooks: [{url: 'https://h.example.com/h', secret_env: HOOK, include_input: true}]\n")); !slices.Equal(got, []string{"webhooks.0.include_input"}) {
+		t.Errorf("inputs sent of every tenant: %v", got)
+	}
+	if got := paths(scoped, add("webhooks: [{url: 'https://h.example.com/h', secret_env: HOOK, include_input: true, tenants: [acme]}]\n")); len(got) != 0 {
+		t.Errorf("inputs sent of the tenants listed: %v", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -568,6 +569,13 @@ func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
 				add(fmt.Sprintf("%s.events.%d", path, k), "is %q; it must be one of %v", ev, WebhookEvents())
 			}
 		}
+		for k, t := range w.Tenants {
+			if !WebhookTenantPattern.MatchString(t) {
+				add(fmt.Sprintf("%s.tenants.%d", path, k), "is %q, which is no tenant's id: letters, digits, '.', '_' and '-', beginning with a letter or a digit, at most 128", t)
+			} else if slices.Index(w.Tenants, t) < k {
+				add(fmt.Sprintf("%s.tenants.%d", path, k), "names %q twice", t)
+			}
+		}
 	}
 }
 
@@ -593,6 +601,12 @@ func (c *Config) Warnings() Problems {
 		ws = append(ws, Problem{Path: "actions." + name + ".execute.sql", Message: "the statement never reads the caller's tenant " +
 			"(current_setting('" + store.TenantSetting + "')): on a table the tenants share it changes every tenant's rows; " +
 			"add the tenant column's condition, as the example's statements do"})
+	}
+	for i, w := range c.Webhooks {
+		if w.IncludeInput && len(w.Tenants) == 0 {
+			ws = append(ws, Problem{Path: fmt.Sprintf("webhooks.%d.include_input", i), Message: "the endpoint is sent every tenant's inputs: " +
+				"list the tenants whose inputs it may see in webhooks." + strconv.Itoa(i) + ".tenants"})
+		}
 	}
 	if c.HTTP.TrustedProxyHops > 0 && len(c.HTTP.TrustedProxies) == 0 {
 		ws = append(ws, Problem{Path: "http.trusted_proxy_hops", Message: "X-Forwarded-For is read from every peer: a client that reaches the server " +

@@ -53,6 +53,9 @@ type Endpoint struct {
 	Secrets      []Secret
 	Events       []store.WebhookEvent
 	IncludeInput bool
+	// Tenants are the tenants whose messages it is sent; none: every
+	// tenant's.
+	Tenants []string
 
 	key string // ontology.WebhookKey(URL), set by New
 }
@@ -70,12 +73,16 @@ func (e *Endpoint) subscribes(ev store.WebhookEvent) bool {
 	return ontology.Webhook{Events: e.Events}.Subscribes(ev)
 }
 
-// owed reports whether m is owed to e: e subscribes to its event and, where
-// m records the endpoints it was queued for (owed_to), is one of them. A
-// message without that record (queued before migration 00048, by SQL of
-// an operator's own, or redelivered) is owed to every endpoint subscribed.
+// owed reports whether m is owed to e: e serves its tenant and subscribes
+// to its event and, where m records the endpoints it was queued for
+// (owed_to), is one of them. A message without that record (queued before
+// migration 00048, by SQL of an operator's own, or redelivered) is owed to
+// every endpoint subscribed that serves its tenant. The tenant is checked
+// here whatever owed_to says: a tenant's events, and its inputs, never
+// reach an endpoint scoped to other tenants.
 func (e *Endpoint) owed(m *store.WebhookMessage) bool {
-	return e.subscribes(m.Event) && (m.OwedTo == nil || slices.Contains(m.OwedTo, e.key))
+	return ontology.Webhook{Tenants: e.Tenants}.Serves(m.TenantID) && e.subscribes(m.Event) &&
+		(m.OwedTo == nil || slices.Contains(m.OwedTo, e.key))
 }
 
 // Endpoints reads the config's webhooks, each secret from the environment
@@ -98,6 +105,7 @@ func Endpoints(hooks []ontology.Webhook, getenv func(string) string) ([]Endpoint
 			e.Secrets = append(e.Secrets, secret)
 		}
 		e.Events = append(e.Events, h.Events...)
+		e.Tenants = slices.Clone(h.Tenants)
 		out = append(out, e)
 	}
 	return out, nil

@@ -281,6 +281,9 @@ func hooks(eps ...webhooks.Endpoint) ontologytest.Edit {
 		if len(e.Events) > 0 {
 			hook["events"] = e.Events
 		}
+		if len(e.Tenants) > 0 {
+			hook["tenants"] = e.Tenants
+		}
 		list = append(list, hook)
 	}
 	return ontologytest.Set("webhooks", list)

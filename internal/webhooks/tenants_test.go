@@ -1,0 +1,129 @@
+package webhooks_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/orangerail/orangerail/examples/orders"
+	"github.com/orangerail/orangerail/internal/engine"
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
+	"github.com/orangerail/orangerail/internal/store"
+	"github.com/orangerail/orangerail/internal/webhooks"
+)
+
+// scoped is an endpoint at url sent only tenants' events, with their
+// inputs.
+func scoped(t *testing.T, url string, tenants ...string) webhooks.Endpoint {
+	t.Helper()
+	eps, err := webhooks.Endpoints([]ontology.Webhook{{URL: url, SecretEnv: "HOOK", IncludeInput: true, Tenants: tenants}}, func(string) string { return secret })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps[0]
+}
+
+// tenantsSent are the tenants, and the inputs' reasons, of the messages r
+// was sent.
+func tenantsSent(t *testing.T, r *receiver) (tenants, reasons []string) {
+	t.Helper()
+	for _, d := range r.deliveries() {
+		var p struct {
+			Data struct {
+				Tenant string `json:"tenant"`
+				Input  struct {
+					Reason string `json:"reason"`
+				} `json:"input"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(d.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		tenants, reasons = append(tenants, p.Data.Tenant), append(reasons, p.Data.Input.Reason)
+	}
+	return tenants, reasons
+}
+
+// TestEndpointsAreScopedToTheirTenants: two tenants, each with an endpoint
+// of its own (tenants: [acme], tenants: [globex]), both with
+// include_input. Each endpoint is sent its tenant's events and inputs
+// alone, and a redelivered message (owed to every endpoint) too. Every
+// endpoint was sent every tenant's events, inputs included.
+func TestEndpointsAreScopedToTheirTenants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	acme, globex := newReceiver(t), newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{scoped(t, acme.URL, "acme"), scoped(t, globex.URL, "globex")}})
+	for _, tenant := range []string{"acme", "globex"} {
+		out := b.engine.Call(ctx, support(tenant), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "secret of `+tenant+`"}`))
+		if out.Status != engine.StatusApprovalPending {
+			t.Fatalf("stage in %s: %s %v", tenant, out.Status, out.Err)
+		}
+	}
+	if n := b.runOnce(t, w); n != 2 {
+		t.Fatalf("handled %d, want one message per tenant", n)
+	}
+	check := func(when string) {
+		t.Helper()
+		for name, r := range map[string]*receiver{"acme": acme, "globex": globex} {
+			tenants, reasons := tenantsSent(t, r)
+			if len(tenants) == 0 {
+				t.Errorf("%s: the %s endpoint was sent nothing", when, name)
+			}
+			for k := range tenants {
+				if tenants[k] != name || reasons[k] != "secret of "+name {
+					t.Errorf("%s: the %s endpoint was sent %s's event, input %q", when, name, tenants[k], reasons[k])
+				}
+			}
+		}
+	}
+	check("queued")
+	for _, tenant := range []string{"acme", "globex"} {
+		msgs, err := webhooks.List(ctx, b.runtime, tenant, "", 10)
+		if err != nil || len(msgs) != 1 || msgs[0].State != store.WebhookDelivered {
+			t.Fatalf("%s: %+v %v, want its message delivered", tenant, msgs, err)
+		}
+		// Queued owed to its tenant's endpoint alone, not to the other
+		// tenant's, which would never be sent it.
+		own := map[string]string{"acme": acme.URL, "globex": globex.URL}[tenant]
+		if got := msgs[0].OwedTo; !slices.Equal(got, []string{ontology.WebhookKey(own)}) {
+			t.Errorf("%s's message is owed to %v, want its endpoint's key alone", tenant, got)
+		}
+		// Redelivered, it is owed to every endpoint subscribed: still only
+		// its tenant's.
+		if _, err := webhooks.Redeliver(ctx, b.runtime, tenant, msgs[0].ID.String(), b.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.runOnce(t, w)
+	check("redelivered")
+	if a, g := len(acme.deliveries()), len(globex.deliveries()); a != 2 || g != 2 {
+		t.Fatalf("sent %d to acme's endpoint and %d to globex's, want 2 each (queued and redelivered)", a, g)
+	}
+}
+
+// TestWebhookTenantsAreChecked: an endpoint's tenants that name no tenant
+// (not of a tenant id's form), or one twice, are refused at load, at the
+// field's path (X_CONFIG_INVALID where the config is opened).
+func TestWebhookTenantsAreChecked(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ tenants, path string }{
+		{`["acme", "no tenant"]`, "webhooks.0.tenants.1"},
+		{`["acme", "acme"]`, "webhooks.0.tenants"},
+	} {
+		_, err := ontology.Parse([]byte(string(orders.Config) + "\nwebhooks: [{url: 'https://hooks.example.com/h', secret_env: HOOK, tenants: " + c.tenants + "}]\n"))
+		// app.Open and serve answer these problems X_CONFIG_INVALID.
+		var problems ontology.Problems
+		if !errors.As(err, &problems) || !slices.ContainsFunc(problems, func(p ontology.Problem) bool { return p.Path == c.path }) {
+			t.Errorf("tenants %s: %v, want a problem at %s", c.tenants, err, c.path)
+		}
+	}
+	cfg := ontologytest.Parse(t, orders.Config, ontologytest.SetYAML("webhooks", "[{url: 'https://hooks.example.com/h', secret_env: HOOK, tenants: [acme, globex]}]"))
+	if got := cfg.Webhooks[0].Tenants; !slices.Equal(got, []string{"acme", "globex"}) {
+		t.Fatalf("tenants %v", got)
+	}
+}
