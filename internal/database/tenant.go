@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,17 +21,10 @@ import (
 	"github.com/orangerail/orangerail/internal/store"
 )
 
-// tenantIDPattern is the form of a tenant id: letters, digits, '.', '_'
-// and '-', first a letter or digit, at most 128 characters. No separator
-// a key may be built with (':', '@', '/', a space) can appear in one. The
-// check constraint tenants_id_format (migrations/00005) holds the database
-// to the same pattern; a test keeps them equal.
-var tenantIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // ValidateTenantID returns an X_TENANT_INVALID error unless id is a
 // well-formed tenant id.
 func ValidateTenantID(id string) error {
-	if !tenantIDPattern.MatchString(id) {
+	if !store.TenantIDPattern.MatchString(id) {
 		return errcode.New(errcode.TenantInvalid, "the tenant id is not of the accepted form", nil)
 	}
 	return nil
@@ -178,7 +170,7 @@ func scope(set [][2]string) (string, []any) {
 // scopes it, as one simple-protocol query of two statements: BEGIN, and
 // set, its settings, with their values as literals. One round trip instead
 // of two, on every transaction InTenant begins. The values are safe as
-// literals: a tenant id is of tenantIDPattern (no quote, no backslash), a
+// literals: a tenant id is of store.TenantIDPattern (no quote, no backslash), a
 // limit is digits, and the webhooks' routes are event names and hex keys
 // in JSON (or "off"); quotes are doubled all the same.
 func beginScoped(opts pgx.TxOptions, set [][2]string) string {

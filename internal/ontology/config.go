@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -532,11 +531,6 @@ func (w Webhook) Subscribes(ev WebhookEvent) bool {
 func (w Webhook) Serves(tenant string) bool {
 	return len(w.Tenants) == 0 || slices.Contains(w.Tenants, tenant)
 }
-
-// WebhookTenantPattern is the form of a tenant's id (as the database
-// scopes a transaction to one), which an endpoint's tenants are checked
-// against at load: a name of another form names no tenant.
-var WebhookTenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // Scoped reports whether any of hooks is sent only some tenants' events.
 func Scoped(hooks []Webhook) bool {

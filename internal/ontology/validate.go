@@ -570,7 +570,7 @@ func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
 			}
 		}
 		for k, t := range w.Tenants {
-			if !WebhookTenantPattern.MatchString(t) {
+			if !store.TenantIDPattern.MatchString(t) {
 				add(fmt.Sprintf("%s.tenants.%d", path, k), "is %q, which is no tenant's id: letters, digits, '.', '_' and '-', beginning with a letter or a digit, at most 128", t)
 			} else if slices.Index(w.Tenants, t) < k {
 				add(fmt.Sprintf("%s.tenants.%d", path, k), "names %q twice", t)

@@ -13,6 +13,7 @@ package store
 
 import (
 	"context"
+	"regexp"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,6 +25,13 @@ import (
 // tenant (database.InTenant sets it): Row Level Security reads it, and so
 // does an action's statement that keeps to the caller's rows.
 const TenantSetting = "orangerail.tenant_id"
+
+// TenantIDPattern is the form of a tenant id: letters, digits, '.', '_'
+// and '-', first a letter or digit, at most 128 characters. No separator
+// a key may be built with (':', '@', '/', a space) can appear in one. The
+// check constraint tenants_id_format (migrations/00005) holds the database
+// to the same pattern; a test keeps them equal.
+var TenantIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // DBTX is what a Store runs statements on: a *pgxpool.Pool, a *pgx.Conn
 // or a pgx.Tx.
