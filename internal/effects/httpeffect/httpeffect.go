@@ -154,7 +154,7 @@ func NewCaller(name string, u *ontology.Upstream, present []string) (*Caller, er
 	}
 	// The Transport repeats a request only on a connection it reused
 	// (persistConn.shouldRetryRequest): one never reused, kept for no
-	// other request, is never the cause of a repeat.
+	// other request, is never the cause of a repeat (see attempt).
 	unpooled := transport.Clone()
 	unpooled.DisableKeepAlives = true
 	c.unpooled = &http.Client{Transport: unpooled, CheckRedirect: c.client.CheckRedirect}
@@ -580,6 +580,18 @@ func again(ctx context.Context, plan *Plan, a *attempted, n int) (time.Duration,
 	return wait, true
 }
 
+// probesEmptyBody reports whether net/http sends no body for a request of
+// method whose body is empty but of unknown length: the methods it
+// expects none of (transferWriter.probeRequestBody), where any other is
+// sent an empty chunked body.
+func probesEmptyBody(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		return true
+	}
+	return false
+}
+
 // attempt sends the request once and reads the answer.
 func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *attempted {
 	a := &attempted{record: engine.EffectAttempt{Number: n, IdempotencyKey: r.IdempotencyKey}}
@@ -635,15 +647,24 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 	}
 	// net/http's Transport sends a request again by itself when the
 	// connection it reused ends before an answer and the request is one it
-	// counts replayable (Request.isReplayable): one without a body (GetBody
-	// is nil here, so no body is rewound) that is a GET, HEAD, OPTIONS or
-	// TRACE or carries an Idempotency-Key or X-Idempotency-Key header.
-	// Such a repeat is an attempt the upstream receives and no record
-	// shows, outside max_attempts and the backoff: a request without a
-	// body goes on a connection of its own, which is never repeated on.
+	// counts replayable (Request.isReplayable): one whose body is nil or
+	// NoBody (GetBody is nil here, so no other body is rewound) that is a
+	// GET, HEAD, OPTIONS or TRACE or carries an Idempotency-Key or
+	// X-Idempotency-Key header. Such a repeat is an attempt the upstream
+	// receives and no record shows, outside max_attempts and the backoff.
 	client := c.client
 	if req.Body == nil || req.Body == http.NoBody {
-		client = c.unpooled
+		if probesEmptyBody(req.Method) {
+			// An empty body that is neither makes the request one the
+			// Transport never repeats, on a pooled connection; the
+			// Transport reads it, finds it empty, and sends no body.
+			req.Body = io.NopCloser(strings.NewReader(""))
+		} else {
+			// A bodyless POST, PUT or PATCH would be sent an empty chunked
+			// body: it goes on a connection of its own, never reused, on
+			// which nothing is repeated.
+			client = c.unpooled
+		}
 	}
 	resp, err := client.Do(req)
 	// A failed round trip waits for the transport's writer to finish, so

@@ -808,6 +808,66 @@ actions:
 	}
 }
 
+// TestBodylessReadsKeepTheirConnection: a GET, HEAD or DELETE is made one
+// net/http never repeats without leaving the pool — its calls share one
+// connection — and is still sent without a body, chunked or not.
+func TestBodylessReadsKeepTheirConnection(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{"GET", "HEAD", "DELETE"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			var conns atomic.Int32
+			var bodied []string
+			var mu sync.Mutex
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.ContentLength != 0 || len(r.TransferEncoding) > 0 || r.Header.Get("Content-Length") != "" {
+					mu.Lock()
+					bodied = append(bodied, fmt.Sprintf("%s length %d %v", r.URL.Path, r.ContentLength, r.TransferEncoding))
+					mu.Unlock()
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"ok": true}`)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			t.Cleanup(srv.Close)
+			cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
+upstreams:
+  carrier: {base_url: %q}
+actions:
+  touch:
+    description: d
+    input: {type: object, properties: {order_id: {type: string}}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: %s, path: "/orders/{order_id}"}}
+`, srv.URL, method))
+			if err != nil {
+				t.Fatal(err)
+			}
+			effect, err := httpeffect.New("touch", cfg.Actions["touch"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if _, err := effect.Run(context.Background(), &engine.EffectCall{Input: fmt.Appendf(nil, `{"order_id":"o-%d"}`, i),
+					RecordAttempt: func(context.Context, engine.EffectAttempt) error { return nil }}); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			if n := conns.Load(); n != 1 {
+				t.Errorf("3 calls opened %d connections, want 1", n)
+			}
+			if len(bodied) > 0 {
+				t.Errorf("requests sent with a body: %v", bodied)
+			}
+		})
+	}
+}
+
 // TestAttemptsRecordTheirKey: each effect_attempt record holds the
 // idempotency key its request carried, so that an operator can find the
 // attempt in the upstream's own log; an attempt that sent none records
