@@ -92,6 +92,8 @@ type OrangerailBudgetLease struct {
 	ID            uuid.UUID
 	CorrelationID string
 	ExpiresAt     time.Time
+	MinuteStart   *time.Time
+	DayStart      *time.Time
 }
 
 type OrangerailDeskSession struct {
