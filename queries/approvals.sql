@@ -70,8 +70,9 @@ LIMIT @row_limit;
 -- name: ApprovalSweepLock :one
 -- Takes the tenant's sweep lock until the transaction ends, if no other
 -- transaction holds it: one replica sweeps a tenant at a time, and the
--- others pass on without waiting.
-SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail approval sweep ' || @tenant_id::text, 0))::bool AS locked;
+-- others pass on without waiting. It is a row lock no auditor may take
+-- (migration 00065), where an advisory lock any login may hold was.
+SELECT orangerail.coordination_lock(@tenant_id::text, 'approval sweep', false)::bool AS locked;
 
 -- name: ApprovalShredInputs :one
 -- Deletes the data keys of at most row_limit of the tenant's sealed inputs

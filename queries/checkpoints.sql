@@ -39,8 +39,10 @@ ORDER BY seq;
 -- Takes the tenant's signing lock for the transaction, waiting (within the
 -- lock timeout) for a replica that holds it: replicas signing at once do
 -- not all read and hash the same records (the database checks each
--- checkpoint stored, so each would cost it as much again).
-SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || @tenant_id::text, 0));
+-- checkpoint stored, so each would cost it as much again). It is a row
+-- lock no auditor may take (migration 00065), where an advisory lock any
+-- login may hold was.
+SELECT orangerail.coordination_lock(@tenant_id::text, 'checkpoint sign', true);
 
 -- name: StatementTimeoutMillis :one
 -- The transaction's statement_timeout in milliseconds (0: none), which

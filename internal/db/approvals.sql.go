@@ -514,12 +514,13 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 }
 
 const approvalSweepLock = `-- name: ApprovalSweepLock :one
-SELECT pg_try_advisory_xact_lock(hashtextextended('orangerail approval sweep ' || $1::text, 0))::bool AS locked
+SELECT orangerail.coordination_lock($1::text, 'approval sweep', false)::bool AS locked
 `
 
 // Takes the tenant's sweep lock until the transaction ends, if no other
 // transaction holds it: one replica sweeps a tenant at a time, and the
-// others pass on without waiting.
+// others pass on without waiting. It is a row lock no auditor may take
+// (migration 00065), where an advisory lock any login may hold was.
 func (q *Queries) ApprovalSweepLock(ctx context.Context, db DBTX, tenantID string) (bool, error) {
 	row := db.QueryRow(ctx, approvalSweepLock, tenantID)
 	var locked bool

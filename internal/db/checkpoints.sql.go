@@ -207,13 +207,15 @@ func (q *Queries) CheckpointPage(ctx context.Context, db DBTX, arg *CheckpointPa
 }
 
 const checkpointSignLock = `-- name: CheckpointSignLock :exec
-SELECT pg_advisory_xact_lock(hashtextextended('orangerail checkpoint sign ' || $1::text, 0))
+SELECT orangerail.coordination_lock($1::text, 'checkpoint sign', true)
 `
 
 // Takes the tenant's signing lock for the transaction, waiting (within the
 // lock timeout) for a replica that holds it: replicas signing at once do
 // not all read and hash the same records (the database checks each
-// checkpoint stored, so each would cost it as much again).
+// checkpoint stored, so each would cost it as much again). It is a row
+// lock no auditor may take (migration 00065), where an advisory lock any
+// login may hold was.
 func (q *Queries) CheckpointSignLock(ctx context.Context, db DBTX, tenantID string) error {
 	_, err := db.Exec(ctx, checkpointSignLock, tenantID)
 	return err

@@ -96,6 +96,11 @@ type OrangerailBudgetLease struct {
 	DayStart      *time.Time
 }
 
+type OrangerailCoordinationLock struct {
+	TenantID string
+	Purpose  string
+}
+
 type OrangerailDeskSession struct {
 	IDHash    []byte
 	TenantID  string

@@ -104,8 +104,10 @@ func signCheckpoint(ctx context.Context, conn database.TxBeginner, tenant string
 		st := store.New(tx)
 		// One replica signs a tenant at a time; the others wait, then find
 		// its checkpoint and leave. A wait is bounded by the lock timeout:
-		// a session that holds the lock and never lets go (any login may
-		// take an advisory lock) is an error every round, never silence.
+		// a session that holds the lock and never lets go is an error
+		// every round, never silence. (It is a row lock no auditor may
+		// take, migration 00065, where any login could hold the advisory
+		// lock it was.)
 		if err := st.CheckpointSignLock(ctx, tenant); err != nil {
 			return fmt.Errorf("wait for the tenant's signing lock (another replica signing, or a session holding it): %w", err)
 		}

@@ -87,3 +87,6 @@ func WithListMax(o VerifyOptions, n int32) VerifyOptions {
 	o.listMax = n
 	return o
 }
+
+// ShredBatch is shredBatch, for a test that piles up more.
+const ShredBatch = shredBatch

@@ -37,8 +37,8 @@ const (
 	InputUnreadable InputState = "unreadable"
 )
 
-// shredBatch bounds the sealed inputs one sweep of a tenant shreds; the
-// next sweep shreds more.
+// shredBatch bounds the sealed inputs one transaction of a tenant's sweep
+// shreds; a full batch has the sweep run another (Sweep).
 const shredBatch = 1000
 
 // sealInput seals an approval's canonical input under the ring key kid

@@ -16,9 +16,9 @@ import (
 // expired; with approvals.retention it also crypto-shreds the sealed
 // inputs of approvals that ended longer ago (shredInputs). Expiry is eager
 // so that no list shows a lapsed approval as pending. Replicas may sweep
-// at once: a tenant is swept by one of them at a time (a
-// transaction-scoped advisory lock another sweeper passes over without
-// waiting), and an approval expired, decided or consumed by another
+// at once: a tenant is swept by one of them at a time (a row lock, held
+// for the transaction, that another sweeper passes over without waiting,
+// and no auditor may take), and an approval expired, decided or consumed by another
 // transaction meanwhile is left as that one left it. First it gives back
 // the budget slots this engine owes (owedReleases).
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
@@ -30,8 +30,9 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	var errs []error
 	for _, tenant := range tenants {
-		// A batch of lapsed approvals per transaction (lapsedBatch), until
-		// none is left: a backlog is swept whatever its length.
+		// A batch of lapsed approvals (lapsedBatch) and of inputs to shred
+		// (shredBatch) per transaction, until none is left: a backlog of
+		// either is swept whatever its length.
 		for more := true; more && ctx.Err() == nil; {
 			var n int
 			if n, more, err = e.sweepBatch(ctx, tenant); err != nil {
@@ -46,8 +47,8 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 }
 
 // sweepBatch expires, in one transaction, a batch of tenant's lapsed
-// approvals and shreds the inputs retention is over for, unless another
-// sweeper holds the tenant. more reports a full batch.
+// approvals and shreds a batch of the inputs retention is over for, unless
+// another sweeper holds the tenant. more reports a full batch of either.
 func (e *Engine) sweepBatch(ctx context.Context, tenant string) (n int, more bool, err error) {
 	err = database.InTenant(ctx, e.store, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		n, more = 0, false // the transaction may be run again
@@ -62,6 +63,7 @@ func (e *Engine) sweepBatch(ctx context.Context, tenant string) (n int, more boo
 		if shredded > 0 {
 			e.log.InfoContext(ctx, "sealed inputs shredded", "tenant", tenant, "count", shredded)
 		}
+		more = more || shredded == shredBatch
 		return err
 	})
 	return n, more, err
