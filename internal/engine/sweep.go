@@ -18,9 +18,9 @@ import (
 // so that no list shows a lapsed approval as pending. Replicas may sweep
 // at once: a tenant is swept by one of them at a time (a row lock, held
 // for the transaction, that another sweeper passes over without waiting,
-// and no auditor may take), and an approval expired, decided or consumed by another
-// transaction meanwhile is left as that one left it. First it gives back
-// the budget slots this engine owes (owedReleases).
+// and no auditor may take), and an approval expired, decided or consumed
+// by another transaction meanwhile is left as that one left it. First it
+// gives back the budget slots this engine owes (owedReleases).
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	e.payOwed(ctx, "", "")
 	tenants, err := Tenants(ctx, e.store)
