@@ -46,12 +46,6 @@ const (
 	KindStuck Kind = "stuck"
 	// KindNegativeCounter: a budget counter below zero.
 	KindNegativeCounter Kind = "negative_counter"
-	// KindLeakedLease: a budget lease still held by an execution whose
-	// success is recorded. The transaction that records the success
-	// deletes the lease (the engine's releaseIn), so one left held counts
-	// against max_concurrent, and reads to a poll as an execution
-	// running, until it lapses.
-	KindLeakedLease Kind = "leaked_lease"
 )
 
 // Violation is one broken invariant.
@@ -172,23 +166,6 @@ func Check(ctx context.Context, owner *pgxpool.Pool, effects ...Effect) ([]Viola
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read budget counters: %w", err)
-	}
-
-	err = rows(`
-		SELECT l.tenant_id, l.action || ' lease ' || l.id || ' (correlation ' || l.correlation_id || ') held until ' || l.expires_at
-		FROM orangerail.budget_leases l
-		WHERE l.expires_at > now() AND EXISTS (SELECT FROM orangerail.audit x WHERE x.tenant_id = l.tenant_id
-			AND x.correlation_id = l.correlation_id AND x.phase = 'execution_succeeded')
-		ORDER BY 1, 2`, nil, func(r pgx.Rows) error {
-		var tenant, detail string
-		if err := r.Scan(&tenant, &detail); err != nil {
-			return err
-		}
-		add(KindLeakedLease, tenant, "sql", detail)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read budget leases: %w", err)
 	}
 
 	tenants, err := engine.Tenants(ctx, owner)

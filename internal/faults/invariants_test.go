@@ -46,10 +46,6 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		`ALTER TABLE orangerail.approvals DISABLE TRIGGER approvals_lifecycle`,
 		`ALTER TABLE orangerail.approvals DISABLE TRIGGER approvals_notify_decided`,
 		`UPDATE orangerail.approvals SET status = 'consumed', decided_by = 'mallory', decided_at = now(), consumed_at = now() WHERE status = 'pending'`,
-		// A lease left held by an execution that succeeded.
-		`INSERT INTO orangerail.budget_leases (tenant_id, action, id, correlation_id, expires_at)
-		 SELECT tenant_id, action, gen_random_uuid(), correlation_id, now() + interval '1 hour'
-		 FROM orangerail.audit WHERE phase = 'execution_succeeded' LIMIT 1`,
 		// A counter below zero, and a key claimed but never answered.
 		`ALTER TABLE orangerail.budget_counts DROP CONSTRAINT budget_counts_minute_calls_check`,
 		`UPDATE orangerail.budget_counts SET minute_calls = -1 WHERE tenant_id = 'acme' AND action = 'add_order_note'`,
@@ -92,7 +88,6 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{faults.KindExecutionCount, "sql"},
 		{faults.KindStuck, "sql"},
 		{faults.KindNegativeCounter, "sql"},
-		{faults.KindLeakedLease, "sql"},
 		{faults.KindUnfinished, "go verifier"},
 		{faults.KindUnfinished, "sql verifier"},
 		{faults.KindUnexplained, "go verifier"},
