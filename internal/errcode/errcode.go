@@ -328,7 +328,7 @@ var table = []Entry{
 	{WebhookNotFound, "No webhook message of that id exists in the tenant.",
 		"Check the id and the tenant with `orangerail webhooks list --tenant T`.", ""},
 	{WebhookInFlight, "The webhook message is being sent now: a worker holds its lease, and a redelivery then would let a second worker send it at the same time.",
-		"Wait for the attempt to end (at most the worker's timeout per endpoint), then redeliver it again.", ""},
+		"Wait for the attempt to end, then redeliver it again: the worker releases the message once each endpoint has been sent it, after the earlier messages of its batch (each endpoint's sends bounded by the worker's timeout); a worker that died holds it until its lease lapses, minutes later.", ""},
 	{PolicySpecUnreadable, "policy compile could not read the API description: the file is missing or unreadable, larger than 64 MiB, or neither JSON, YAML nor XML.",
 		"Point policy compile at an OpenAPI 2.0, 3.0 or 3.1 document (JSON or YAML) or a WSDL 1.1 document, readable by the user running it.", ""},
 	{PolicySpecUnsupported, "The file reads, but is not a description policy compile takes: not OpenAPI 2.0, 3.0 or 3.1 (its openapi or swagger member says another version, or is missing), or not a WSDL 1.1 definitions document.",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +93,76 @@ func approvalIDs(t *testing.T, ds []delivery) []string {
 		ids = append(ids, p.Data.ID)
 	}
 	return ids
+}
+
+// TestMessageIsRecordedOnceEveryEndpointIsPastIt: a message every endpoint
+// has answered is recorded delivered, and released, while a slow endpoint
+// is still sent a later message of the round. The round recorded nothing
+// until its slowest endpoint was done with every message: the first
+// message, sent everywhere, stayed leased (its redelivery refused
+// X_WEBHOOK_IN_FLIGHT, "being sent now") for as long as the slow endpoint
+// took over the others, and a crash meanwhile sent it everywhere again.
+func TestMessageIsRecordedOnceEveryEndpointIsPastIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	var slowCalls atomic.Int32
+	slowArrived, release := make(chan struct{}, 10), make(chan struct{})
+	// The slow endpoint answers the first message at once and holds the
+	// second until the test lets it go.
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		slowArrived <- struct{}{}
+		if slowCalls.Add(1) == 2 {
+			<-release
+		}
+	}))
+	t.Cleanup(slow.Close)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	fast := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, slow.URL, false), endpoint(t, fast.URL, false)}, Timeout: time.Hour})
+	b.stage(t, "first")
+	b.stage(t, "second")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	// Each endpoint has been sent the second message, so each is past the
+	// first: whichever passed it last recorded it before sending on.
+	failsafe := time.After(30 * time.Second)
+	for _, arrived := range []chan struct{}{slowArrived, slowArrived, fast.arrived, fast.arrived} {
+		select {
+		case <-arrived:
+		case <-failsafe:
+			t.Fatal("the endpoints were not sent both messages")
+		}
+	}
+	msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("messages: %d %v", len(msgs), err)
+	}
+	first := msgs[1] // newest first
+	if first.State != store.WebhookDelivered || len(first.DeliveredTo) != 2 {
+		t.Fatalf("the first message, answered by both endpoints, is %s (delivered to %v) while the slow endpoint is sent the second, want delivered to both",
+			first.State, first.DeliveredTo)
+	}
+	if _, err := webhooks.Redeliver(ctx, b.runtime, "acme", first.ID.String(), b.clock.Now()); err != nil {
+		t.Fatalf("redelivering the first message, which no worker is sending: %v", err)
+	}
+
+	released = true
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	delivered, err := webhooks.List(ctx, b.runtime, "acme", store.WebhookDelivered, 10)
+	if err != nil || len(delivered) != 1 || delivered[0].ID != msgs[0].ID || len(delivered[0].DeliveredTo) != 2 {
+		t.Fatalf("delivered: %+v %v, want the second message, to both endpoints", delivered, err)
+	}
 }

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -406,18 +407,25 @@ type sending struct {
 	inputErr error
 	sent     []bool
 	failure  []string
+	// left counts the senders not yet past the message: the one that
+	// brings it to zero marks it, having read what the others wrote.
+	left atomic.Int32
 }
 
 // deliver POSTs each of a tenant's claimed messages to every endpoint it
-// is owed to and has not reached, then marks each (mark). Each endpoint
-// has a sender of its own, which sends it the messages one after the
-// other in the claim's order (the order the events happened), so an
-// endpoint slow to answer holds only its own messages, never another
-// endpoint's: one goroutine per endpoint the config names, no more.
+// is owed to and has not reached, and marks each (mark) as soon as every
+// endpoint's sender is past it: its lease is released, and what it
+// reached recorded, while a slow endpoint is still sent later messages.
+// Each endpoint has a sender of its own, which sends it the messages one
+// after the other in the claim's order (the order the events happened),
+// so an endpoint slow to answer holds only its own messages, never
+// another endpoint's: one goroutine per endpoint the config names, no
+// more.
 func (w *Worker) deliver(ctx context.Context, claimed []*store.WebhookMessage, down *downSet) error {
 	batch := make([]*sending, len(claimed))
 	for k, m := range claimed {
 		d := &sending{m: m, sent: make([]bool, len(w.c.Endpoints)), failure: make([]string, len(w.c.Endpoints))}
+		d.left.Store(int32(len(w.c.Endpoints))) //nolint:gosec // G115: a config's endpoints, a handful
 		// Read once, before the senders start, for every endpoint
 		// configured to receive it.
 		if slices.ContainsFunc(w.c.Endpoints, func(e Endpoint) bool {
@@ -427,59 +435,77 @@ func (w *Worker) deliver(ctx context.Context, claimed []*store.WebhookMessage, d
 		}
 		batch[k] = d
 	}
-	var wg sync.WaitGroup
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	marked := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
 	for i := range w.c.Endpoints {
-		wg.Go(func() { w.send(ctx, i, batch, down) })
+		wg.Go(func() { w.send(ctx, i, batch, down, marked) })
 	}
 	wg.Wait()
-	var errs []error
-	for _, d := range batch {
-		errs = append(errs, w.mark(ctx, d))
+	if len(w.c.Endpoints) == 0 {
+		// No sender to mark them.
+		for _, d := range batch {
+			errs = append(errs, w.mark(ctx, d))
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // send POSTs the batch's messages owed to the endpoint at index i, and not
-// sent it yet, in order, recording in each how it went. It stops when ctx
-// ends (the worker stopping): not the endpoint's failure.
-func (w *Worker) send(ctx context.Context, i int, batch []*sending, down *downSet) {
-	e := &w.c.Endpoints[i]
+// sent it yet, in order, recording in each how it went; the last sender
+// past a message marks it, and tells marked how that went. Once ctx ends
+// (the worker stopping) it sends nothing more, not the endpoint's
+// failure, and only passes the rest, so each is marked (released) still.
+func (w *Worker) send(ctx context.Context, i int, batch []*sending, down *downSet, marked func(error)) {
 	for _, d := range batch {
-		m := d.m
-		if !e.owed(m) || slices.Contains(m.DeliveredTo, e.URL) {
-			continue
+		w.sendOne(ctx, i, d, down)
+		if d.left.Add(-1) == 0 {
+			marked(w.mark(ctx, d))
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		if why, ok := down.get(e.URL); ok {
-			d.failure[i] = e.shown() + ": not sent: it did not answer earlier in this round (" + why + ")"
-			continue
-		}
-		if e.IncludeInput && d.inputErr != nil {
-			d.failure[i] = "reading the input: " + d.inputErr.Error()
-			continue
-		}
-		var body []byte
-		if e.IncludeInput {
-			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, d.input))
-		} else {
-			body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, nil))
-		}
-		if err := w.post(ctx, e, m.ID.String(), body); err != nil {
-			if ctx.Err() != nil {
-				return // stopping: not the endpoint's failure
-			}
-			d.failure[i] = e.shown() + ": " + err.Error()
-			if !errors.As(err, new(errStatus)) {
-				down.add(e.URL, err.Error())
-			}
-			w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
-				"endpoint", e.shown(), "attempt", m.Attempts, "error", err.Error())
-			continue
-		}
-		d.sent[i] = true
 	}
+}
+
+// sendOne POSTs d's message to the endpoint at index i, if it is owed it
+// and was not sent it yet, and records in d how it went.
+func (w *Worker) sendOne(ctx context.Context, i int, d *sending, down *downSet) {
+	e, m := &w.c.Endpoints[i], d.m
+	if !e.owed(m) || slices.Contains(m.DeliveredTo, e.URL) || ctx.Err() != nil {
+		return
+	}
+	if why, ok := down.get(e.URL); ok {
+		d.failure[i] = e.shown() + ": not sent: it did not answer earlier in this round (" + why + ")"
+		return
+	}
+	if e.IncludeInput && d.inputErr != nil {
+		d.failure[i] = "reading the input: " + d.inputErr.Error()
+		return
+	}
+	var body []byte
+	if e.IncludeInput {
+		body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, d.input))
+	} else {
+		body, _ = json.Marshal(payloadOf(m, w.c.PublicURL, nil))
+	}
+	if err := w.post(ctx, e, m.ID.String(), body); err != nil {
+		if ctx.Err() != nil {
+			return // stopping: not the endpoint's failure
+		}
+		d.failure[i] = e.shown() + ": " + err.Error()
+		if !errors.As(err, new(errStatus)) {
+			down.add(e.URL, err.Error())
+		}
+		w.c.Logger.Warn("webhook delivery failed", "message", m.ID.String(), "event", string(m.Event),
+			"endpoint", e.shown(), "attempt", m.Attempts, "error", err.Error())
+		return
+	}
+	d.sent[i] = true
 }
 
 // mark records how d's message went, and marks it delivered, to retry, or
