@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/orangerail/orangerail/examples/orders"
@@ -125,5 +126,49 @@ func TestWebhookTenantsAreChecked(t *testing.T) {
 	cfg := ontologytest.Parse(t, orders.Config, ontologytest.SetYAML("webhooks", "[{url: 'https://hooks.example.com/h', secret_env: HOOK, tenants: [acme, globex]}]"))
 	if got := cfg.Webhooks[0].Tenants; !slices.Equal(got, []string{"acme", "globex"}) {
 		t.Fatalf("tenants %v", got)
+	}
+}
+
+// TestMessageOfATenantNoLongerServedSaysSo: an endpoint's tenants change
+// while a message of a tenant it no longer serves is queued for it (and
+// once redelivered, owed to every endpoint subscribed). The message is
+// not sent, and its last error says why: the endpoint serves other
+// tenants. It said the endpoint was configured no more, or that none
+// subscribed to the event, neither of which was so.
+func TestMessageOfATenantNoLongerServedSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	r := newReceiver(t)
+	// The engine's config: the endpoint serves every tenant.
+	b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, r.URL, false)}})
+	b.stage(t, "queued for every tenant's endpoint")
+	// Now it serves globex alone.
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{scoped(t, r.URL, "globex")}})
+	lastError := func(when string) string {
+		t.Helper()
+		b.runOnce(t, w)
+		msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+		if err != nil || len(msgs) != 1 || msgs[0].State != store.WebhookQueued || msgs[0].LastError == nil {
+			t.Fatalf("%s: %+v %v, want the message queued with a last error", when, msgs, err)
+		}
+		if n := len(r.deliveries()); n != 0 {
+			t.Fatalf("%s: the endpoint, which serves globex alone, was sent %d of acme's messages", when, n)
+		}
+		return *msgs[0].LastError
+	}
+	for _, when := range []string{"queued", "redelivered"} {
+		if when == "redelivered" {
+			msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("%+v %v", msgs, err)
+			}
+			if _, err := webhooks.Redeliver(ctx, b.runtime, "acme", msgs[0].ID.String(), b.clock.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := lastError(when); !strings.Contains(got, "serve") || !strings.Contains(got, "tenant") {
+			t.Errorf("%s: last error %q, want it to say the endpoint serves other tenants", when, got)
+		}
 	}
 }

@@ -146,6 +146,9 @@ const (
 	// noneSubscribes is the last_error of a message owed to every
 	// endpoint subscribed to its event (redelivered) where none is.
 	noneSubscribes = "not sent: no endpoint configured here subscribes to its event"
+	// notServed is the last_error of a message owed to endpoints
+	// configured here that no longer serve its tenant (their tenants).
+	notServed = "not sent: the endpoints configured here that it is owed to serve other tenants (webhooks.N.tenants does not name its tenant)"
 	// owedElsewhere is the last_error of a message sent to the endpoints a
 	// replica names, and owed to one it does not.
 	owedElsewhere = "sent to the endpoints configured here; owed to one this replica's config does not name, it waits for a replica whose config does"
@@ -564,14 +567,14 @@ func (w *Worker) mark(ctx context.Context, d *sending) error {
 			// there when it happened. Or, owed to every endpoint
 			// subscribed (redelivered), none is: not sent, so not
 			// delivered.
-			mark.LastError = notSent(m)
+			mark.LastError = w.notSent(m)
 			return s.WebhookMarkFailed(ctx, mark)
 		case !owed:
 			// None of its endpoints is configured here: removed, or
 			// added by a newer config another replica serves (a rolling
 			// deploy). Left for a replica that knows one, failed only
 			// when its attempts run out.
-			return retry(notSent(m))
+			return retry(w.notSent(m))
 		case len(failures) == 0 && elsewhere && !exhausted:
 			return retry(owedElsewhere)
 		case len(failures) == 0:
@@ -586,9 +589,16 @@ func (w *Worker) mark(ctx context.Context, d *sending) error {
 	return errors.Join(stopping, err)
 }
 
-// notSent is the last_error of m, sent to no endpoint here.
-func notSent(m *store.WebhookMessage) string {
-	if m.OwedTo == nil {
+// notSent is the last_error of m, sent to no endpoint here: one that
+// would be owed it but for its tenants says so, not that no endpoint is
+// configured or subscribed.
+func (w *Worker) notSent(m *store.WebhookMessage) string {
+	switch {
+	case slices.ContainsFunc(w.c.Endpoints, func(e Endpoint) bool {
+		return e.subscribes(m.Event) && (m.OwedTo == nil || slices.Contains(m.OwedTo, e.key))
+	}):
+		return notServed
+	case m.OwedTo == nil:
 		return noneSubscribes
 	}
 	return notOwedHere
