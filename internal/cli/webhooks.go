@@ -85,7 +85,7 @@ func newWebhooksCmd() *cobra.Command {
 
 	redeliver := &cobra.Command{
 		Use:   "redeliver ID",
-		Short: "Queue a message again for every endpoint subscribed to its event, its attempts reset; a running server sends it",
+		Short: "Queue a message again for every endpoint that serves its tenant and subscribes to its event, its attempts reset; a running server sends it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pool, err := open(cmd.Context())
