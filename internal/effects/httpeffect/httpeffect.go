@@ -113,8 +113,11 @@ type Caller struct {
 	// unpooled sends a request net/http's Transport would send again by
 	// itself, on a connection of its own (see attempt).
 	unpooled *http.Client
-	creds    *credentials
-	present  []string
+	// reads sends a bodyless GET, HEAD, OPTIONS or DELETE: pooled, over
+	// HTTP/1.1 only (see attempt).
+	reads   *http.Client
+	creds   *credentials
+	present []string
 }
 
 // NewCaller makes the caller of the upstream declared as u under name, for
@@ -158,6 +161,19 @@ func NewCaller(name string, u *ontology.Upstream, present []string) (*Caller, er
 	unpooled := transport.Clone()
 	unpooled.DisableKeepAlives = true
 	c.unpooled = &http.Client{Transport: unpooled, CheckRedirect: c.client.CheckRedirect}
+	// The empty body that keeps a read from being repeated (see attempt)
+	// is probed and dropped by HTTP/1.1 alone: HTTP/2 sends the headers
+	// without END_STREAM and a body of unknown length after them, which a
+	// proxy writing HTTP/1.1 sends on chunked.
+	reads := transport.Clone()
+	reads.Protocols = new(http.Protocols)
+	reads.Protocols.SetHTTP1(true)
+	if reads.TLSClientConfig != nil {
+		// Clone left the source's ALPN offer of h2, which a server would
+		// take and then be spoken HTTP/1.1 to.
+		reads.TLSClientConfig.NextProtos = slices.DeleteFunc(slices.Clone(reads.TLSClientConfig.NextProtos), func(p string) bool { return p == "h2" })
+	}
+	c.reads = &http.Client{Transport: reads, CheckRedirect: c.client.CheckRedirect}
 	return c, nil
 }
 
@@ -657,8 +673,10 @@ func (c *Caller) attempt(ctx context.Context, plan *Plan, r *Request, n int) *at
 		if probesEmptyBody(req.Method) {
 			// An empty body that is neither makes the request one the
 			// Transport never repeats, on a pooled connection; the
-			// Transport reads it, finds it empty, and sends no body.
+			// Transport reads it, finds it empty, and sends no body — over
+			// HTTP/1.1, which c.reads alone speaks.
 			req.Body = io.NopCloser(strings.NewReader(""))
+			client = c.reads
 		} else {
 			// A bodyless POST, PUT or PATCH would be sent an empty chunked
 			// body: it goes on a connection of its own, never reused, on
