@@ -120,16 +120,19 @@ func ecmaEscape(rest string, inClass bool) (n int, written string, err error) {
 }
 
 // ecmaChar writes r so that both dialects read it as itself: a letter,
-// a digit or a character past ASCII as it is, punctuation escaped, a
-// control character as \xHH.
+// a digit or a character past ASCII as it is, a syntax character escaped,
+// any other as \xHH. The pattern written is the one agents are shown,
+// and ECMA's u flag (JSON Schema's advice, Ajv's default) refuses an
+// identity escape of any but a syntax character or /: \  and \~ would be
+// SyntaxErrors there.
 func ecmaChar(r rune) string {
 	switch {
 	case r >= utf8.RuneSelf || isAlnum(byte(r)):
 		return string(r)
-	case r < ' ' || r == 0x7f:
-		return fmt.Sprintf(`\x%02x`, r)
+	case strings.ContainsRune(`^$\.*+?()[]{}|/`, r):
+		return `\` + string(r)
 	}
-	return `\` + string(r)
+	return fmt.Sprintf(`\x%02x`, r)
 }
 
 func isHex(s string) bool {

@@ -1,6 +1,11 @@
 package policy
 
-import "testing"
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
 
 // TestECMAToRE2: what ecmaToRE2 writes, and what it refuses because RE2
 // would read it otherwise than ECMA-262 does.
@@ -27,6 +32,46 @@ func TestECMAToRE2(t *testing.T) {
 		`[]a]`, `[^]`, `[[:alpha:]]`, `[\S]`, `(a)\1`, `\ud83d`, `\x{41}`, `a\`, "\xff"} {
 		if got, err := ecmaToRE2(pattern); err == nil {
 			t.Errorf("%s: written %q, which RE2 reads otherwise than ECMA", pattern, got)
+		}
+	}
+}
+
+// TestECMAToRE2WritesUnicodeModeEscapes: a \uHHHH of ASCII punctuation is
+// written as an escape ECMA-262 also reads with the u flag — which JSON
+// Schema asks validators to use (2020-12 core 6.4) and Ajv does — since
+// the written pattern is what agents are shown: with u, an identity
+// escape is only of a syntax character or /, so \  or \~ is a SyntaxError
+// (^[\u0020-\u007E]+$ was shown as ^[\ -\~]+$). RE2 reads it as the
+// character still.
+func TestECMAToRE2WritesUnicodeModeEscapes(t *testing.T) {
+	unicodeMode := func(written string) bool {
+		for i := 0; i < len(written); i++ {
+			if written[i] != '\\' {
+				continue
+			}
+			i++
+			if !strings.ContainsRune(`^$\.*+?()[]{}|/`+"xtnvfrdDwWsSbB", rune(written[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	for c := rune(0x20); c < 0x7f; c++ {
+		if isAlnum(byte(c)) {
+			continue
+		}
+		for _, pattern := range []string{fmt.Sprintf(`^\u%04X$`, c), fmt.Sprintf(`^[\u%04X]$`, c)} {
+			got, err := ecmaToRE2(pattern)
+			if err != nil {
+				t.Errorf("%s: %v", pattern, err)
+				continue
+			}
+			if !unicodeMode(got) {
+				t.Errorf("%s: written %q, an escape ECMA's u flag refuses", pattern, got)
+			}
+			if re := regexp.MustCompile(got); !re.MatchString(string(c)) || re.MatchString("a") {
+				t.Errorf("%s: written %q, which RE2 reads as another character", pattern, got)
+			}
 		}
 	}
 }
