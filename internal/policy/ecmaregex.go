@@ -27,14 +27,26 @@ const ecmaDot = "[^\\n\\r\u2028\u2029]"
 func ecmaToRE2(pattern string) (string, error) {
 	var b strings.Builder
 	inClass := false
+	// dash: the class member before was a - between two members, which
+	// makes a range of them; first: none is read yet.
+	dash, first := false, false
 	for i := 0; i < len(pattern); {
 		r, size := utf8.DecodeRuneInString(pattern[i:])
+		afterDash, atFirst := dash, first
+		dash, first = false, false
 		switch {
 		case r == utf8.RuneError && size == 1:
 			return "", fmt.Errorf("it is not UTF-8")
 		case r == '\\':
 			if i+1 >= len(pattern) {
 				return "", fmt.Errorf("it ends in a lone backslash")
+			}
+			// \s at a range's - is no range in ECMA (Annex B: the class
+			// holds \s, - and the other end); written out, from \t to
+			// U+FEFF, RE2 would read a range to or from its first or last.
+			if next := pattern[i+2:]; inClass && pattern[i+1] == 's' &&
+				(afterDash || strings.HasPrefix(next, "-") && len(next) > 1 && next[1] != ']') {
+				return "", fmt.Errorf("\\s beside a - in a class is no range in ECMA, and would be one in RE2")
 			}
 			n, written, err := ecmaEscape(pattern[i+1:], inClass)
 			if err != nil {
@@ -53,8 +65,9 @@ func ecmaToRE2(pattern string) (string, error) {
 			i++
 			continue
 		case inClass:
+			dash = r == '-' && !atFirst
 		case r == '[':
-			inClass = true
+			inClass, first = true, true
 			b.WriteByte('[')
 			i++
 			if strings.HasPrefix(pattern[i:], "^") {

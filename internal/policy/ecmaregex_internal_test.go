@@ -75,3 +75,20 @@ func TestECMAToRE2WritesUnicodeModeEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestECMAToRE2ClassEscapeBesideADash: \s beside a class's - is no range
+// in ECMA (Annex B: the class holds \s, - and the other end); written out
+// as its characters, whose first is \t and last U+FEFF, RE2 would read a
+// range to or from one of them, and refuse a - the upstream takes. Such
+// a pattern is refused, or written to match - still.
+func TestECMAToRE2ClassEscapeBesideADash(t *testing.T) {
+	for _, pattern := range []string{`^[\t-\s]$`, `^[\x00-\s]$`, `^[\u0001-\s]$`, `^[\s-\uffff]$`} {
+		got, err := ecmaToRE2(pattern)
+		if err != nil {
+			continue
+		}
+		if re := regexp.MustCompile(got); !re.MatchString("-") || re.MatchString("\x05") {
+			t.Errorf("%s: written %q, a range RE2 reads where ECMA reads \\s, - and a character", pattern, got)
+		}
+	}
+}
