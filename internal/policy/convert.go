@@ -97,7 +97,7 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	if len(s.PatternProperties) > 0 {
 		pp := map[string]any{}
 		for _, p := range s.PatternProperties {
-			re, ok := c.re2("patternProperties pattern", p.Name, s.Source)
+			re, ok := c.re2("patternProperties pattern", p.Name, s.Source, false)
 			if !ok {
 				// Left out, the members it allows would be refused as
 				// additional: the object is left open instead.
@@ -165,7 +165,7 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 		}
 	}
 	if s.Pattern != "" {
-		if re, ok := c.re2("pattern", s.Pattern, s.Source); ok {
+		if re, ok := c.re2("pattern", s.Pattern, s.Source, s.PatternXSD); ok {
 			out["pattern"] = re
 		}
 	}
@@ -177,8 +177,18 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 // reads it as ECMA does (ecmaToRE2); ok is false for one that cannot be
 // (an ECMA lookahead, \A), which is left to the upstream, and said so:
 // asserted as RE2 reads it, it would refuse what the upstream takes, or
-// take what it refuses.
-func (c *converter) re2(what, pattern, source string) (string, bool) {
+// take what it refuses. An XML Schema pattern (xsd, a WSDL's facet) is
+// written so that RE2 and ECMA read it as XML Schema does (xsdToRE2), or
+// left to the upstream in the same way.
+func (c *converter) re2(what, pattern, source string, xsd bool) (string, bool) {
+	if xsd {
+		re, err := xsdToRE2(pattern)
+		if err != nil {
+			c.note("the XML Schema %s %q at %s cannot be written so that RE2 and ECMA-262 read it as XML Schema does (%v): orangerail does not assert it, the upstream does", what, pattern, source, err)
+			return "", false
+		}
+		return re, true
+	}
 	re, err := ecmaToRE2(pattern)
 	if err != nil {
 		c.note("the %s %q at %s is not read alike by ECMA-262 and RE2 (%v): orangerail does not assert it, the upstream does", what, pattern, source, err)

@@ -302,6 +302,11 @@ type Schema struct {
 	UniqueItems       bool
 	MinProperties     *int
 	MaxProperties     *int
+
+	// PatternXSD says Pattern is an XML Schema regular expression (a
+	// WSDL's pattern facet, which matches the whole value), not an
+	// ECMA-262 one.
+	PatternXSD bool
 }
 
 // Property is one named member of an object schema.

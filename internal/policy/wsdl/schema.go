@@ -508,7 +508,7 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 	}
 	if b != nil && !l.filling[b] {
 		s.Types = append([]string(nil), b.Types...)
-		s.Format, s.Pattern, s.Items = b.Format, b.Pattern, b.Items
+		s.Format, s.Pattern, s.PatternXSD, s.Items = b.Format, b.Pattern, b.PatternXSD, b.Items
 		s.Enum = append([]any(nil), b.Enum...)
 		s.Minimum, s.Maximum, s.ExclusiveMinimum, s.ExclusiveMaximum = b.Minimum, b.Maximum, b.ExclusiveMinimum, b.ExclusiveMaximum
 		s.MinLength, s.MaxLength = b.MinLength, b.MaxLength
@@ -555,9 +555,9 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 			}
 			enum = append(enum, v)
 		case "pattern":
-			// XML Schema patterns match the whole value; JSON Schema's match
-			// anywhere unless anchored.
-			s.Pattern = "^(?:" + v + ")$"
+			// An XML Schema regular expression, a dialect of its own, which
+			// the policy compiler writes for RE2 and ECMA-262.
+			s.Pattern, s.PatternXSD = v, true
 		case "length":
 			s.MinLength, s.MaxLength = count(), count()
 		case "minLength":

@@ -1,0 +1,88 @@
+package policy
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestXSDToRE2: what xsdToRE2 writes matches and refuses values as XML
+// Schema's pattern does (XSD 1.0 Part 2, Appendix F), and is read alike
+// by ECMA-262 with the u flag: no identity escape but a syntax
+// character's, no RE2-only syntax.
+func TestXSDToRE2(t *testing.T) {
+	for _, tt := range []struct {
+		pattern   string
+		match, no []string
+	}{
+		{`\d+$`, []string{"12$", "\u0661\u0662$", "\U0001D7CE$"}, []string{"12", "$", "a$"}},
+		{`^\d{2}`, []string{"^12"}, []string{"12", "^1"}},
+		{`a$b|^`, []string{"a$b", "^"}, []string{"ab", ""}},
+		{`a\sb`, []string{"a b", "a\tb", "a\nb", "a\rb"}, []string{"a\u00a0b", "a\u2028b", "a\fb", "a\vb", "a\ufeffb"}},
+		{`a\Sb`, []string{"a\u00a0b", "axb", "a\fb"}, []string{"a b", "a\nb"}},
+		{`a.b`, []string{"a\u2028b", "a\u2029b", "a\u00a0b", "a\fb", "a\U0001F600b"}, []string{"a\nb", "a\rb", "ab"}},
+		{`\w+`, []string{"abc", "é9", "€"}, []string{"a b", "a_b", "a-b", "a\u00a0b", "a\u200bb"}},
+		{`\W`, []string{" ", "_", "-", "\u00a0", "\u200b"}, []string{"a", "€"}},
+		{`\D`, []string{"a", "_"}, []string{"1", "\u0661"}},
+		{`\p{Lu}\p{Ll}*`, []string{"Ab", "Éé"}, []string{"ab", "A1"}},
+		{`\P{L}`, []string{"1", " "}, []string{"a"}},
+		{`\p{IsBasicLatin}+`, []string{"abc~\x00"}, []string{"é"}},
+		{`\P{IsBasicLatin}`, []string{"é"}, []string{"a"}},
+		{`[a-z-[aeiou]]+`, []string{"bcd", "xyz"}, []string{"bad", "B"}},
+		{`[\w-[\d]]+`, nil, nil}, // refused below: a category written out is thousands of ranges
+		{`[^a-c]`, []string{"d", "^"}, []string{"a", "b"}},
+		{`[a^]`, []string{"^", "a"}, []string{"b"}},
+		{`[-a]+`, []string{"-a"}, []string{"b"}},
+		{`[a-]+`, []string{"-a"}, []string{"b"}},
+		{`[\S]`, []string{"a"}, []string{" "}},
+		{`[^\S]`, []string{" ", "\t"}, []string{"a", "\u00a0"}},
+		{`[a\S]`, []string{"a", "b", "\u00a0"}, []string{" ", "\n"}},
+		{`[\S-[a]]`, []string{"b"}, []string{"a", " "}},
+		{`[^a\S]`, []string{" ", "\t"}, []string{"a", "b"}},
+		{`[^\s\P{IsBasicLatin}]`, []string{"a"}, []string{" ", "é"}},
+		// What is left ends in the surrogates, which are not written.
+		{"[\\P{IsBasicLatin}-[\ue000-\uffff]]", []string{"é", "\ud7ff", "\U0001F600"}, []string{"a", "\ue000", "\ufffd"}},
+		{`[\s\d]+`, []string{" 1\u0661"}, []string{"a", "\u00a0"}},
+		{`[\-\[\]\\\^]+`, []string{`-[]\^`}, []string{"a"}},
+		{`\$`, nil, nil}, // refused below: $ is not escaped in XML Schema
+		{`(ab)*c{2,3}`, []string{"abcc", "ccc"}, []string{"abc", "cccc"}},
+		{`\\\|\.\-\^\?\*\+\{\}\(\)\[\]\n\r\t`, []string{"\\|.-^?*+{}()[]\n\r\t"}, []string{""}},
+		{`a/b#c`, []string{"a/b#c"}, []string{"a/bc"}},
+		{``, []string{""}, []string{"a"}},
+		{`a|`, []string{"a", ""}, []string{"b"}},
+	} {
+		got, err := xsdToRE2(tt.pattern)
+		if tt.match == nil {
+			if err == nil {
+				t.Errorf("%s: written %q, want it refused", tt.pattern, got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.pattern, err)
+			continue
+		}
+		re := regexp.MustCompile(got)
+		for _, v := range tt.match {
+			if !re.MatchString(v) {
+				t.Errorf("%s (written %q) does not match %q, which XML Schema's does", tt.pattern, got, v)
+			}
+		}
+		for _, v := range tt.no {
+			if re.MatchString(v) {
+				t.Errorf("%s (written %q) matches %q, which XML Schema's does not", tt.pattern, got, v)
+			}
+		}
+		// Outside the escapes of the u flag ECMA reads as RE2 does, none.
+		if bad := regexp.MustCompile(`\\[^\\^$.*+?()\[\]{}|\-pPnrtx]`).FindString(strings.ReplaceAll(got, `\\`, "")); bad != "" {
+			t.Errorf("%s: written %q, whose %s ECMA-262's u flag refuses or reads otherwise", tt.pattern, got, bad)
+		}
+	}
+	for _, pattern := range []string{`\i\c*`, `\I`, `\C`, `a*?`, `a**`, `a{2}{3}`, `(?:a)`, `(?=a)`, `(a)\1`, `a{,3}`, `a{1001}`, `a{3,2}`,
+		`\p{IsNoSuchBlock}`, `\p{Xx}`, `\pL`, `[]`, `[a-[a]]`, `[a-b-c]`, `[z-a]`, `[a[b]`, `a]`, `a}`, `(a`, `a)`, `\`, `\x41`, `\u0041`,
+		`\b`, `\A`, "\xff"} {
+		if got, err := xsdToRE2(pattern); err == nil {
+			t.Errorf("%s: written %q, want it refused", pattern, got)
+		}
+	}
+}
