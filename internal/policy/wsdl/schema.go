@@ -3,6 +3,7 @@ package wsdl
 import (
 	"encoding/xml"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -513,6 +514,7 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 		s.Minimum, s.Maximum, s.ExclusiveMinimum, s.ExclusiveMaximum = b.Minimum, b.Maximum, b.ExclusiveMinimum, b.ExclusiveMaximum
 		s.MinLength, s.MaxLength = b.MinLength, b.MaxLength
 		s.AnyOf = b.AnyOf
+		s.AllOf = slices.Clone(b.AllOf)
 	} else if b != nil {
 		l.problem(src, "the type derives from itself: its base is not read")
 	}
@@ -521,6 +523,7 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 	}
 	numeric := len(s.Types) > 0 && (s.Types[0] == "integer" || s.Types[0] == "number")
 	var enum []any
+	var patterns []string
 	for _, f := range r.children {
 		if f.name.Space != xsdNS {
 			continue
@@ -555,9 +558,7 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 			}
 			enum = append(enum, v)
 		case "pattern":
-			// An XML Schema regular expression, a dialect of its own, which
-			// the policy compiler writes for RE2 and ECMA-262.
-			s.Pattern, s.PatternXSD = v, true
+			patterns = append(patterns, v)
 		case "length":
 			s.MinLength, s.MaxLength = count(), count()
 		case "minLength":
@@ -576,5 +577,19 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 	}
 	if enum != nil {
 		s.Enum = enum
+	}
+	if patterns == nil {
+		return
+	}
+	// The patterns of one derivation step are its branches; each step's
+	// must hold (XSD 1.0 Part 2, 4.3.4): the base's is kept as a part.
+	if s.Pattern != "" {
+		s.AllOf = append(s.AllOf, &apidoc.Schema{Source: src + " (its base's pattern)", Pattern: s.Pattern, PatternXSD: s.PatternXSD})
+	}
+	// An XML Schema regular expression, a dialect of its own, which the
+	// policy compiler writes for RE2 and ECMA-262.
+	s.Pattern, s.PatternXSD = patterns[0], true
+	if len(patterns) > 1 {
+		s.Pattern = "(" + strings.Join(patterns, ")|(") + ")"
 	}
 }
