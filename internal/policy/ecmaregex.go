@@ -120,11 +120,11 @@ func ecmaEscape(rest string, inClass bool) (n int, written string, err error) {
 	case c == 'x' && len(rest) >= 3 && isHex(rest[1:3]):
 		return 3, `\x` + rest[1:3], nil
 	case c == 'u' && len(rest) >= 5 && isHex(rest[1:5]):
-		v, _ := strconv.ParseUint(rest[1:5], 16, 32)
+		v, _ := strconv.ParseInt(rest[1:5], 16, 32) // four hex digits: at most 0xffff
 		if v >= 0xd800 && v <= 0xdfff {
 			return 0, "", fmt.Errorf("\\u%s is half of a UTF-16 pair, which RE2 does not match", rest[1:5])
 		}
-		return 5, ecmaChar(rune(v)), nil
+		return 5, ecmaChar(rune(v)), nil //nolint:gosec // G115: four hex digits, at most 0xffff
 	case c < utf8.RuneSelf && !isAlnum(c):
 		return 1, `\` + string(c), nil // punctuation, itself in both
 	}
@@ -140,7 +140,7 @@ func ecmaEscape(rest string, inClass bool) (n int, written string, err error) {
 // SyntaxErrors there.
 func ecmaChar(r rune) string {
 	switch {
-	case r >= utf8.RuneSelf || isAlnum(byte(r)):
+	case r >= utf8.RuneSelf || isAlnum(byte(r)): //nolint:gosec // G115: r is ASCII here
 		return string(r)
 	case strings.ContainsRune(`^$\.*+?()[]{}|/`, r):
 		return `\` + string(r)

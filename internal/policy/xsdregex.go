@@ -100,7 +100,7 @@ func xsdToRE2(pattern string) (string, error) {
 	b.WriteString(")$")
 	out := b.String()
 	if _, err := regexp.Compile(out); err != nil {
-		return "", fmt.Errorf("RE2 does not take it as written: %v", err)
+		return "", fmt.Errorf("RE2 does not take it as written: %w", err)
 	}
 	return out, nil
 }
@@ -211,7 +211,7 @@ func categorySet(name string, neg bool) (*xsdSet, error) {
 		if c == name {
 			t := unicode.Categories[name]
 			if t == nil {
-				return nil, fmt.Errorf("Go's Unicode tables do not carry the category %s", name)
+				return nil, fmt.Errorf("the category %s is not in Go's Unicode tables", name)
 			}
 			e := `\p{` + name + "}"
 			if neg {
