@@ -881,14 +881,36 @@ func (e *Engine) maskError(c *call, err error) error {
 	for _, s := range texts {
 		values = append(values, echoes(s)...)
 	}
-	// Longest first: a value inside another is replaced after it.
-	slices.SortFunc(values, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	// Each place any form of a value stands is masked, overlaps and all,
+	// by one mark a run: looked for in the message alone, never in the
+	// marks that masked another ("[redacted]" holds an e, a d...), and
+	// no value cut short by another found where they overlap.
 	text := err.Error()
-	for _, s := range values {
-		if s != "" {
-			text = strings.ReplaceAll(text, s, redacted)
+	cover := make([]int, len(text)+1)
+	slices.Sort(values)
+	for _, s := range slices.Compact(values) {
+		for i := 0; s != "" && i < len(text); {
+			j := strings.Index(text[i:], s)
+			if j < 0 {
+				break
+			}
+			cover[i+j]++
+			cover[i+j+len(s)]--
+			i += j + 1
 		}
 	}
+	var b strings.Builder
+	depth, inMark := 0, false
+	for i := range len(text) {
+		depth += cover[i]
+		if depth == 0 {
+			b.WriteByte(text[i])
+		} else if !inMark {
+			b.WriteString(redacted)
+		}
+		inMark = depth > 0
+	}
+	text = b.String()
 	if text == err.Error() {
 		return err
 	}
@@ -898,22 +920,27 @@ func (e *Engine) maskError(c *call, err error) error {
 // echoes are s as a message may quote it: as written, and escaped as the
 // writers of the messages maskError sees quote a string. SQL doubles a
 // single quote (a statement or a RAISE echoing a literal); JSON
-// escapes " and \ (an upstream's error body), Go's encoding/json also
-// <, > and &, and an ASCII-only encoder (Python's default) every
-// non-ASCII character as \uXXXX; and Go's %q quotes the body of a
-// failing answer httpeffect keeps, escaping the JSON escapes again. A
-// value cut short in an echo is not found: no form can name a part.
+// escapes " and \ (an upstream's error body), and each encoder some
+// characters more: Go's encoding/json <, > and &; an ASCII-only encoder
+// (Python's default) every non-ASCII character as \uXXXX; PHP's
+// json_encode that and / as \/; .NET's System.Text.Json non-ASCII and
+// " ' + < > & ` as \uXXXX in capitals. Go's %q quotes the body of a
+// failing answer httpeffect keeps, escaping each JSON form's escapes
+// again. A value cut short in an echo is not found: no form can name a
+// part.
 func echoes(s string) []string {
 	inJSON := string(jcs.AppendEscaped(nil, s))
 	goJSON, _ := json.Marshal(s) // cannot fail: a string
-	forms := []string{
-		s,
-		strings.ReplaceAll(s, "'", "''"),
+	ascii := asciiJSON(inJSON)
+	forms := []string{s, strings.ReplaceAll(s, "'", "''"), goQuoted(s)}
+	for _, j := range []string{
 		inJSON,
 		string(goJSON[1 : len(goJSON)-1]),
-		asciiJSON(inJSON),
-		goQuoted(s),
-		goQuoted(inJSON),
+		ascii,
+		strings.ReplaceAll(ascii, "/", `\/`),
+		dotnetJSON(s),
+	} {
+		forms = append(forms, j, goQuoted(j))
 	}
 	slices.Sort(forms)
 	return slices.Compact(forms)
@@ -936,6 +963,29 @@ func asciiJSON(s string) string {
 		}
 		for _, u := range utf16.Encode([]rune{r}) {
 			fmt.Fprintf(&b, `\u%04x`, u)
+		}
+	}
+	return b.String()
+}
+
+// dotnetJSON is s inside a JSON string as .NET's default encoder writes
+// it: \\, the short escapes of control characters, and \uXXXX, in
+// capitals, for the other control characters, every non-ASCII character
+// and each of " ' + < > & `.
+func dotnetJSON(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\b', r == '\f', r == '\n', r == '\r', r == '\t':
+			b.Write(jcs.AppendEscaped(nil, string(r)))
+		case r < 0x20 || r >= utf8.RuneSelf || strings.ContainsRune("\"'+<>&`", r):
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(&b, `\u%04X`, u)
+			}
+		default:
+			b.WriteRune(r)
 		}
 	}
 	return b.String()

@@ -47,3 +47,62 @@ func TestMaskErrorMasksEscapedEchoes(t *testing.T) {
 		t.Errorf("the masked error does not unwrap to its cause: %v", err)
 	}
 }
+
+// TestMaskErrorDoesNotMaskItsOwnMarks: each value was replaced over the
+// text the values before it had already masked, so a short value found in
+// "[redacted]" (an e, a d) masked the marks again, and a sealed input of a
+// repeated letter grew the text threefold per copy — an agent's input
+// could make one error's text as large as memory allows.
+func TestMaskErrorDoesNotMaskItsOwnMarks(t *testing.T) {
+	t.Parallel()
+	values := make([]string, 12)
+	for i := range values {
+		values[i] = "e"
+	}
+	input, _ := json.Marshal(map[string]any{"v": values})
+	e := &Engine{cfg: &ontology.Config{}}
+	c := &call{action: &ontology.Action{}, canonical: input, sealed: true}
+	got := e.maskError(c, errors.New("value e refused")).Error()
+	if want := "valu" + redacted + " " + redacted + " r" + redacted + "fus" + redacted + "d"; got != want {
+		t.Errorf("masked to %d bytes, want %q; begins %.80q", len(got), want, got)
+	}
+}
+
+// TestMaskErrorMasksOtherEncodersEchoes: PHP's json_encode writes / as
+// \/ (and non-ASCII as \uXXXX) by default, and .NET's System.Text.Json
+// writes non-ASCII and each of " ' + < > & ` as \uXXXX in capitals: an
+// upstream of either echoing a base64 key (which holds / and +) kept it
+// in plaintext, and so did Go's %q of such a body.
+func TestMaskErrorMasksOtherEncodersEchoes(t *testing.T) {
+	t.Parallel()
+	const key = `sk/Qx+9é'Zw`
+	input, _ := json.Marshal(map[string]string{"key": key})
+	e := &Engine{cfg: &ontology.Config{}}
+	c := &call{action: &ontology.Action{}, canonical: input, sealed: true}
+	php := `{"error":"bad key sk\/Qx+9\u00e9'Zw"}`
+	dotnet := `{"error":"bad key sk/Qx\u002B9\u00E9\u0027Zw"}`
+	for name, text := range map[string]string{
+		"PHP":            php,
+		".NET":           dotnet,
+		"Go-quoted PHP":  fmt.Sprintf("answered 400: %q", php),
+		"Go-quoted .NET": fmt.Sprintf("answered 400: %q", dotnet),
+	} {
+		got := e.maskError(c, errors.New(text)).Error()
+		if !strings.Contains(got, redacted) || strings.Contains(got, "Qx") || strings.Contains(got, "Zw") {
+			t.Errorf("%s: %q masked to %q", name, text, got)
+		}
+	}
+}
+
+// TestMaskErrorMasksOverlappingValues: two masked values a message writes
+// overlapping were replaced one after the other, so the second, cut short
+// by the first one's mark, kept its rest in plaintext.
+func TestMaskErrorMasksOverlappingValues(t *testing.T) {
+	t.Parallel()
+	input, _ := json.Marshal(map[string]string{"a": "4111-2222", "b": "2222-3333"})
+	e := &Engine{cfg: &ontology.Config{}}
+	c := &call{action: &ontology.Action{}, canonical: input, sealed: true}
+	if got := e.maskError(c, errors.New("card 4111-2222-3333 refused")).Error(); got != "card "+redacted+" refused" {
+		t.Errorf("masked to %q", got)
+	}
+}
