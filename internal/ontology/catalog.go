@@ -145,6 +145,9 @@ type Catalog struct {
 	// tables holds each object's table's columns, by object and column
 	// name; an object whose table does not exist has no entry.
 	tables map[string]map[string]Column
+	// unusable holds each object whose table stands in a schema the
+	// login may not use (USAGE): it reads none of the schema's tables.
+	unusable map[string]bool
 }
 
 // Column returns the column under an object's field. ok is false when the
@@ -157,11 +160,17 @@ func (c *Catalog) Column(object, field string) (col Column, ok bool) {
 // ReadCatalog reads each object's table's columns and their types from the
 // datasource's live catalog.
 func (c *Config) ReadCatalog(ctx context.Context, conn store.DBTX) (*Catalog, error) {
-	cat := &Catalog{tables: map[string]map[string]Column{}}
+	cat := &Catalog{tables: map[string]map[string]Column{}, unusable: map[string]bool{}}
 	q := store.New(conn)
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		table := c.Objects[name].QuotedTable()
 		found, err := q.CatalogTableExists(ctx, table)
+		if errors.Is(err, store.ErrPermission) {
+			// to_regclass refuses a name in a schema the login may not
+			// use; it is no table it may read.
+			cat.unusable[name] = true
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -184,8 +193,9 @@ func (c *Config) ReadCatalog(ctx context.Context, conn store.DBTX) (*Catalog, er
 // CheckCatalog checks the config against the datasource's live catalog:
 // every object's table and columns exist, and every action's statement
 // prepares (so its tables, columns and types are right). It returns the
-// catalog it read and every problem, each a DiagnosticSchemaMismatch; an
-// error means the check itself could not run.
+// catalog it read and every problem, each a DiagnosticSchemaMismatch or a
+// DiagnosticPrivilegeMissing; an error means the check itself could not
+// run.
 func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problems, error) {
 	cat, err := c.ReadCatalog(ctx, conn)
 	if err != nil {
@@ -195,6 +205,12 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problem
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		o, path := c.Objects[name], "objects."+name
 		columns, found := cat.tables[name]
+		if cat.unusable[name] {
+			schema := pgx.Identifier{strings.Split(o.Table, ".")[0]}.Sanitize()
+			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: the login may not use (USAGE) schema %s of table %s; grant it USAGE on the schema and SELECT on the table",
+				DiagnosticPrivilegeMissing, schema, o.QuotedTable())})
+			continue
+		}
 		if !found {
 			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: the datasource has no table %s", DiagnosticSchemaMismatch, o.QuotedTable())})
 			continue

@@ -68,3 +68,51 @@ objects:
 		}
 	}
 }
+
+// TestCheckCatalogFindsASchemaTheLoginCannotUse: a table in a schema the
+// login may not use (USAGE) is one it may not read, whatever its grants
+// on the table; the check named no object and failed with the database's
+// "permission denied for schema", to_regclass's answer to such a name.
+func TestCheckCatalogFindsASchemaTheLoginCannotUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	login := "catalog_schema_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(ctx, `
+		CREATE SCHEMA sales;
+		CREATE TABLE sales.deals (id int PRIMARY KEY, org_id text NOT NULL);
+		CREATE TABLE open (id int PRIMARY KEY, org_id text NOT NULL);
+		CREATE ROLE `+login+` LOGIN;
+		GRANT SELECT ON sales.deals, open TO `+login); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login+"; DROP ROLE "+login)
+	})
+	cfg, err := Parse([]byte(`service: s
+objects:
+  deal: {table: sales.deals, key: id, tenant_column: org_id, fields: [id]}
+  open: {table: open, key: id, tenant_column: org_id, fields: [id]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, testdb.WithUser(t, url, login, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	_, problems, err := cfg.CheckCatalog(ctx, conn)
+	if err != nil {
+		t.Fatalf("the check failed: %v", err)
+	}
+	if len(problems) != 1 || problems[0].Path != "objects.deal.table" ||
+		!strings.HasPrefix(problems[0].Message, DiagnosticPrivilegeMissing+": ") || !strings.Contains(problems[0].Message, `"sales"`) {
+		t.Errorf("problems: %v, want one %s on objects.deal.table naming schema sales", problems, DiagnosticPrivilegeMissing)
+	}
+}
