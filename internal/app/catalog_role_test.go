@@ -46,7 +46,8 @@ objects:
 		rt.Close()
 		t.Fatal("serve started though orangerail_runtime may not read ungranted")
 	}
-	if msg := err.Error(); !strings.Contains(msg, ontology.DiagnosticPrivilegeMissing) || !strings.Contains(msg, `"ungranted"`) || strings.Contains(msg, `"granted"`) {
-		t.Errorf("serve refused with %q, want %s naming ungranted alone", msg, ontology.DiagnosticPrivilegeMissing)
+	if msg := err.Error(); !strings.Contains(msg, ontology.DiagnosticPrivilegeMissing) || !strings.Contains(msg, `"ungranted"`) || strings.Contains(msg, `"granted"`) ||
+		!strings.Contains(msg, `role "orangerail_runtime" may not read`) {
+		t.Errorf("serve refused with %q, want %s naming ungranted alone and the runtime's role", msg, ontology.DiagnosticPrivilegeMissing)
 	}
 }

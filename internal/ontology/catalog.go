@@ -201,14 +201,21 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problem
 	if err != nil {
 		return nil, nil, err
 	}
+	// The role the reads run as, which a refusal names: the datasource's
+	// login, or orangerail_runtime on the service database.
+	var role string
+	if err := conn.QueryRow(ctx, "SELECT current_user::text").Scan(&role); err != nil {
+		return nil, nil, err
+	}
+	role = pgx.Identifier{role}.Sanitize()
 	var ps Problems
 	for _, name := range slices.Sorted(maps.Keys(c.Objects)) {
 		o, path := c.Objects[name], "objects."+name
 		columns, found := cat.tables[name]
 		if cat.unusable[name] {
 			schema := pgx.Identifier{strings.Split(o.Table, ".")[0]}.Sanitize()
-			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: the login may not use (USAGE) schema %s of table %s; grant it USAGE on the schema and SELECT on the table",
-				DiagnosticPrivilegeMissing, schema, o.QuotedTable())})
+			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: role %s may not use (USAGE) schema %s of table %s; grant it USAGE on the schema and SELECT on the table",
+				DiagnosticPrivilegeMissing, role, schema, o.QuotedTable())})
 			continue
 		}
 		if !found {
@@ -225,8 +232,8 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problem
 			missing(fmt.Sprintf("fields.%d", i), f)
 		}
 		if denied := unreadable(columns, append([]string{o.Key, o.TenantColumn}, o.Fields...)); len(denied) > 0 {
-			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: the login may not read (SELECT) table %s (columns %s); grant it SELECT on them",
-				DiagnosticPrivilegeMissing, o.QuotedTable(), strings.Join(denied, ", "))})
+			ps = append(ps, Problem{Path: path + ".table", Message: fmt.Sprintf("%s: role %s may not read (SELECT) table %s (columns %s); grant it SELECT on them",
+				DiagnosticPrivilegeMissing, role, o.QuotedTable(), strings.Join(denied, ", "))})
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Actions)) {

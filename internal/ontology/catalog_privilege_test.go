@@ -63,7 +63,7 @@ objects:
 		t.Fatalf("problems: %v, want one each on %v", problems, want)
 	}
 	for _, p := range problems {
-		if !strings.HasPrefix(p.Message, DiagnosticPrivilegeMissing+": ") || !strings.Contains(p.Message, want[p.Path]) {
+		if !strings.HasPrefix(p.Message, DiagnosticPrivilegeMissing+`: role "`+login+`" may not read`) || !strings.Contains(p.Message, want[p.Path]) {
 			t.Errorf("%s: %q, want %s naming %s", p.Path, p.Message, DiagnosticPrivilegeMissing, want[p.Path])
 		}
 	}
