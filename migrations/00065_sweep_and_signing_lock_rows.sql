@@ -20,6 +20,12 @@
 -- on. The table has no row security: nothing but the owner's function
 -- reaches it, and its rows hold nothing but names (a runtime taking
 -- another tenant's, as an advisory lock could, only serializes).
+--
+-- A sweeper, which may not wait, never waits on another's first insert of
+-- a tenant's row either (every tenant's first sweep once this is
+-- deployed): that insert, uncommitted, holds the lock, so the second
+-- passes on after a millisecond at most, where it would have waited out
+-- the first's whole sweep transaction or failed on the lock timeout.
 
 -- +goose Up
 CREATE TABLE orangerail.coordination_locks (
@@ -34,6 +40,8 @@ CREATE FUNCTION orangerail.coordination_lock(p_tenant text, p_purpose text, p_wa
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    saved text;
 BEGIN
     IF p_wait THEN
         -- Waits (within the lock timeout) for whoever holds it.
@@ -50,9 +58,20 @@ BEGIN
     IF EXISTS (SELECT FROM orangerail.coordination_locks c WHERE c.tenant_id = p_tenant AND c.purpose = p_purpose) THEN
         RETURN false;
     END IF;
-    -- The tenant's first: a racing first insert is waited for once.
-    INSERT INTO orangerail.coordination_locks (tenant_id, purpose) VALUES (p_tenant, p_purpose)
-    ON CONFLICT (tenant_id, purpose) DO NOTHING;
+    -- The tenant's first. Another transaction's first insert of the row,
+    -- not yet committed, would be waited for (for as long as that
+    -- transaction lasts: a whole sweep): it holds the lock, so this one
+    -- passes on, after a wait of a millisecond at most. The lock timeout
+    -- set here lasts only until the insert is done, with or without it.
+    saved := current_setting('lock_timeout');
+    BEGIN
+        PERFORM set_config('lock_timeout', '1ms', true);
+        INSERT INTO orangerail.coordination_locks (tenant_id, purpose) VALUES (p_tenant, p_purpose)
+        ON CONFLICT (tenant_id, purpose) DO NOTHING;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', saved, true);
     PERFORM FROM orangerail.coordination_locks c WHERE c.tenant_id = p_tenant AND c.purpose = p_purpose FOR UPDATE SKIP LOCKED;
     RETURN FOUND;
 END
