@@ -94,6 +94,10 @@ type replica struct {
 	// killed is set before the test kills or stops the process.
 	killed bool
 	up     atomic.Bool
+	// kills counts the SIGKILLs sent to it: a call routed to it that
+	// sees the count move before its answer had its replica killed
+	// under it. served counts the answers it gave since it last started.
+	kills, served atomic.Int64
 }
 
 // fleetOptions say what to start.
@@ -211,6 +215,7 @@ func (f *fleet) start(r *replica) error {
 	r.mu.Lock()
 	r.cmd, r.done, r.killed = cmd, done, false
 	r.mu.Unlock()
+	r.served.Store(0)
 	go func() {
 		_ = cmd.Wait()
 		r.up.Store(false)
@@ -266,6 +271,7 @@ func (f *fleet) kill(r *replica) {
 	cmd, done := r.cmd, r.done
 	r.mu.Unlock()
 	r.up.Store(false)
+	r.kills.Add(1)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 }
@@ -327,26 +333,76 @@ func logTail(path string) string {
 const fleetHost = "orangerail.fleet"
 
 // RoundTrip sends req to the next replica up, round robin, with token as
-// its bearer.
-func (f *fleet) roundTrip(req *http.Request, token string) (*http.Response, error) {
+// its bearer, and notes in via (when set) the replica it chose.
+func (f *fleet) roundTrip(req *http.Request, token string, via *route) (*http.Response, error) {
 	up := f.up()
 	if len(up) == 0 {
 		return nil, errors.New("balancer: no replica is up")
 	}
 	r := up[f.next.Add(1)%uint64(len(up))]
+	if via != nil {
+		via.set(r)
+	}
 	req = req.Clone(req.Context())
 	req.URL.Host, req.Host = r.addr, r.addr
 	req.Header.Set("Authorization", "Bearer "+token)
-	return f.transport.RoundTrip(req)
+	resp, err := f.transport.RoundTrip(req)
+	if err == nil {
+		r.served.Add(1)
+	}
+	return resp, err
+}
+
+// route is the replica a client's last request went to, and how many
+// kills that replica had then.
+type route struct {
+	mu    sync.Mutex
+	r     *replica
+	kills int64
+	// staging is set while the client's agent stages under a key.
+	staging atomic.Bool
+}
+
+// stagingOn reports whether the client stages under a key, its last
+// request sent to r.
+func (v *route) stagingOn(r *replica) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.staging.Load() && v.r == r
+}
+
+func (v *route) set(r *replica) {
+	v.mu.Lock()
+	v.r, v.kills = r, r.kills.Load()
+	v.mu.Unlock()
+}
+
+// last returns the replica of the last request, and whether it was
+// killed since that request was sent.
+func (v *route) last() (r *replica, killedSince bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.r == nil {
+		return nil, false
+	}
+	return v.r, v.r.kills.Load() != v.kills
+}
+
+// snapshot returns the replica of the last request, and its kills then.
+func (v *route) snapshot() (*replica, int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.r, v.kills
 }
 
 type balancer struct {
 	f     *fleet
 	token string
+	via   *route
 }
 
 func (b balancer) RoundTrip(req *http.Request) (*http.Response, error) {
-	return b.f.roundTrip(req, b.token)
+	return b.f.roundTrip(req, b.token, b.via)
 }
 
 // token mints a token of subject in tenant with claims.
@@ -426,14 +482,17 @@ type fleetAgent struct {
 	agent    *http.Client
 	approver *http.Client
 	cs       *sdk.ClientSession
+	// via is the replica the agent's last MCP request went to.
+	via *route
 }
 
 func (f *fleet) newAgent(name, tenant string, stats *fleetStats) *fleetAgent {
 	agentToken := f.token(name, tenant, map[string]any{"roles": []string{"support"}, "scope": "orders:write"})
 	approverToken := f.token("approver-of-"+name, tenant, map[string]any{"roles": []string{"approver"}, "kind": "human"})
-	return &fleetAgent{f: f, name: name, tenant: tenant, stats: stats,
-		agent:    &http.Client{Transport: balancer{f, agentToken}},
-		approver: &http.Client{Transport: balancer{f, approverToken}, Timeout: fleetCallDeadline}}
+	via := &route{}
+	return &fleetAgent{f: f, name: name, tenant: tenant, stats: stats, via: via,
+		agent:    &http.Client{Transport: balancer{f, agentToken, via}},
+		approver: &http.Client{Transport: balancer{f, approverToken, nil}, Timeout: fleetCallDeadline}}
 }
 
 func (a *fleetAgent) close() {
@@ -555,6 +614,13 @@ type cycle struct {
 	// polls are the statuses check_approval answered, in order ("" for
 	// a poll that got no answer).
 	polls []string
+	// key is the idempotencyKey its stage carried, "" for none; keyed,
+	// what each call under it answered (see keyAnswer); abandoned: its
+	// stage answered outcome_unknown for a claim that ran out, so it has
+	// no approval to decide.
+	key       string
+	keyed     []keyAnswer
+	abandoned bool
 	// done: the agent saw its end (executed or consumed after an
 	// approval; rejected after a rejection).
 	done bool
@@ -645,18 +711,28 @@ func (a *fleetAgent) labelLifecycle(reason string) (*cycle, error) {
 // lifecycleOf is lifecycle for action called with args, note naming the
 // cycle.
 func (a *fleetAgent) lifecycleOf(action string, args map[string]any, note string, reject bool) (*cycle, error) {
-	c := &cycle{action: action, tenant: a.tenant, note: note, decision: "approve"}
+	return a.drive(&cycle{action: action, note: note}, args, reject)
+}
+
+// drive runs c's lifecycle: stages c.action with args (under c.key when
+// set), decides it, polls it to its end.
+func (a *fleetAgent) drive(c *cycle, args map[string]any, reject bool) (*cycle, error) {
+	action, note := c.action, c.note
+	c.tenant, c.decision = a.tenant, "approve"
 	if reject {
 		c.decision = "reject"
 	}
 	err := retry(note+": stage", func() bool {
+		if c.key != "" {
+			return a.stageKeyed(c, args)
+		}
 		answer, err := a.tool(action, args)
 		if err == nil && answer["status"] == string(engine.StatusApprovalPending) {
 			c.approval, _ = answer["approvalId"].(string)
 		}
 		return c.approval != ""
 	})
-	if err != nil {
+	if err != nil || c.abandoned {
 		return c, err
 	}
 	err = retry(note+": decide", func() bool {

@@ -134,7 +134,8 @@ func Check(ctx context.Context, owner *pgxpool.Pool, effects ...Effect) ([]Viola
 	// without its outcome once every call has ended is a claim its call
 	// neither filed nor gave back: its retries wait it out and answer
 	// outcome_unknown. Only a replica stopped mid-call leaves one by
-	// design, and no run checked here sends keys to a replica it stops.
+	// design: a run that sends keys to a replica it stops excuses those
+	// its kills cut (the soak's stuckKeyExcused), no other.
 	err = rows(`
 		SELECT a.tenant_id, 'approval ' || a.id || ' is ' || a.status || ' in a tenant the sweeper does not list'
 		FROM orangerail.approvals a

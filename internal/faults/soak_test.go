@@ -48,10 +48,36 @@ const soakSealPatience = 15 * time.Second
 
 var soakFaults = []string{faultKillBackend, faultReplicaKill, faultProxyLatency, faultProxyReset, faultProxyHalfOpen}
 
+// soakLandedBy says how each kind of fault is seen to land.
+var soakLandedBy = map[string]string{
+	faultKillBackend:   "a terminate that ended a backend of its replica",
+	faultReplicaKill:   "a kill of a replica that was up and had answered since it started",
+	faultProxyLatency:  "a probe through the proxy whose every round trip took the toxic's least delay",
+	faultProxyReset:    "a probe through the proxy failed before its time ran out",
+	faultProxyHalfOpen: "a probe through the proxy got no answer while the toxic stayed",
+}
+
+// soakProbePatience bounds a proxy_latency probe's connection and its
+// statements.
+const soakProbePatience = 10 * time.Second
+
+// probing probes the proxy (probeProxy) within patience, in the
+// background, and sends whether the probe saw a fault of kind take
+// effect.
+func probing(proxyURL, kind string, patience time.Duration) <-chan bool {
+	landed := make(chan bool, 1)
+	go func() {
+		landed <- proxyLanded(kind, probeProxy(proxyURL, patience))
+	}()
+	return landed
+}
+
 // TestSoak runs three replicas of the real binary on one database, behind
 // a proxy (toxiproxy, in process), under a mixed load of six agents in two
-// tenants — reads, staged writes, a person's decisions (approve, or now
-// and then reject), polls that execute — and two more whose writes are
+// tenants — reads, staged writes (a share under an idempotencyKey, sent
+// again under it after their lifecycle ended and once more after the
+// load), a person's decisions (approve, or now and then reject), polls
+// that execute — and two more whose writes are
 // return labels, an upstream call to a carrier that holds each answer a
 // moment, for -soak.duration, while faults
 // drawn from a PRNG seeded with -soak.seed are injected one after another:
@@ -59,15 +85,22 @@ var soakFaults = []string{faultKillBackend, faultReplicaKill, faultProxyLatency,
 // replica killed with SIGKILL and started again, latency on the network
 // toward Postgres, every connection reset, answers from Postgres dropped
 // (half-open). The schedule — which fault, on which replica, for how
-// long, after what pause — is the same for the same seed. Then the load
+// long, after what pause — is the same for the same seed; a replica kill
+// waits a moment (at most soakKeyedKillWait) for a keyed stage on its
+// replica to cut, while a claim it leaves can run out before the end.
+// Then the load
 // drains, and it fails on any violation: an invariant the checker finds,
 // a lifecycle whose data does not match what its agent was told, a call
 // failed unclassified or past its deadline, a lifecycle that never ended,
 // a replica that exited by itself, a label made twice for one approval, a
 // label the audit log does not account for (see carrier.account), an
-// execution reported unfinished whose label the carrier did not make. It
-// prints one summary line, the upstream cycles and the flagged executions
-// among its counts.
+// execution reported unfinished whose label the carrier did not make, a
+// key that answered another approval or outcome than its first, or staged
+// or ran its call twice, an outcome_unknown for a key's claim that ran
+// out that no replica's kill nor host log accounts for (keyProblems,
+// keyedInData), a kind of fault injected and never seen to land. It
+// prints one summary line, the upstream cycles, the keyed ones and the
+// flagged executions among its counts.
 func TestSoak(t *testing.T) {
 	if *soakDuration == 0 {
 		t.Skip("the soak runs from make soak: go test -run TestSoak -soak.duration=2m [-soak.seed=N]")
@@ -85,7 +118,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	shipping.hold.Store(&wait)
-	f := newFleet(t, fleetOptions{replicas: 3, dbURL: proxyURL, adminURL: dbURL, edits: labelEdits(shipping.URL)})
+	f := newFleet(t, fleetOptions{replicas: 3, dbURL: proxyURL, adminURL: dbURL, edits: append(labelEdits(shipping.URL), soakKeyed)})
 	p := &proxied{proxy: proxy}
 	stats := newFleetStats()
 	end := time.Now().Add(duration)
@@ -99,10 +132,16 @@ func TestSoak(t *testing.T) {
 		wrongReads []string
 		reads      int
 		wg         sync.WaitGroup
+		// keyAgents are the agents whose writes half carry a key, and
+		// keyed each one's keyed cycles, retried once more after the
+		// load.
+		keyAgents []*fleetAgent
+		keyed     = make([][]*cycle, 6)
 	)
 	for i := range 6 {
 		tenant := []string{"acme", "globex"}[i%2]
 		a := f.newAgent(fmt.Sprintf("soak-agent-%d", i), tenant, stats)
+		keyAgents = append(keyAgents, a)
 		rng := rand.New(rand.NewPCG(seed, uint64(i)+1)) //nolint:gosec // G404: a reproducible workload, not a secret
 		wg.Go(func() {
 			defer a.close()
@@ -122,9 +161,17 @@ func TestSoak(t *testing.T) {
 						mu.Unlock()
 					}
 				default:
-					c, err := a.lifecycle(fmt.Sprintf("fault-soak-%d-%d", i, n), r >= 90)
+					note, reject := fmt.Sprintf("fault-soak-%d-%d", i, n), r >= 90
+					drive := a.lifecycle
+					if r%2 == 0 {
+						drive = a.keyedLifecycle
+					}
+					c, err := drive(note, reject)
 					mu.Lock()
 					cycles = append(cycles, c)
+					if c.key != "" {
+						keyed[i] = append(keyed[i], c)
+					}
 					if err != nil {
 						unfinished = append(unfinished, err.Error())
 					}
@@ -171,6 +218,8 @@ func TestSoak(t *testing.T) {
 	// that was not running) tests nothing, and the run would pass as if
 	// it had.
 	landed := map[string]int{}
+	// keyedKills counts the replica kills that cut a keyed stage.
+	keyedKills := 0
 	// events say what was injected; injectErrs, what failed to be.
 	var events, injectErrs []string
 	for {
@@ -194,6 +243,16 @@ func TestSoak(t *testing.T) {
 			}
 			events = append(events, fmt.Sprintf("%s %s: %d backends of replica %s terminated", at, kind, n, victim.name))
 		case faultReplicaKill:
+			// While a claim it cuts can run out before the load ends, a
+			// kill waits for a keyed stage on its replica: a kill lands
+			// in one rarely otherwise.
+			if time.Until(end) > soakClaimLease+5*time.Second && awaitKeyedStage(keyAgents, victim, time.Duration(lasting.Milliseconds()%20)*time.Millisecond) {
+				keyedKills++
+			}
+			// A kill lands on a replica that runs and has served.
+			if victim.up.Load() && victim.served.Load() > 0 {
+				landed[kind]++
+			}
 			f.kill(victim)
 			time.Sleep(lasting)
 			if err := f.start(victim); err != nil {
@@ -202,21 +261,59 @@ func TestSoak(t *testing.T) {
 			}
 			events = append(events, fmt.Sprintf("%s %s: replica %s killed, started again after %s", at, kind, victim.name, lasting))
 		case faultProxyLatency:
+			probe := openLatencyProbe(proxyURL)
 			heal := p.poison(t, "latency", map[string]any{"latency": latency, "jitter": latency / 2})
+			if probe != nil {
+				probe.start()
+			}
 			time.Sleep(lasting)
+			// Stopped before the heal: a round trip the heal cut short
+			// is not timed.
+			if probe.landed(latency) {
+				landed[kind]++
+			}
 			heal()
 			events = append(events, fmt.Sprintf("%s %s: %dms for %s", at, kind, latency, lasting))
 		case faultProxyReset:
 			heal := p.poison(t, "reset_peer", map[string]any{"timeout": 0})
+			probe := probing(proxyURL, kind, lasting/4)
 			time.Sleep(lasting / 4)
+			if <-probe {
+				landed[kind]++
+			}
 			heal()
 			events = append(events, fmt.Sprintf("%s %s: every connection reset for %s", at, kind, lasting/4))
 		case faultProxyHalfOpen:
 			heal := p.poisonStream(t, "downstream", "timeout", map[string]any{"timeout": 0})
+			// The probe's time ends before the heal: an answer it waits
+			// for is one the toxic dropped.
+			probe := probing(proxyURL, kind, lasting*3/4)
 			time.Sleep(lasting)
+			if <-probe {
+				landed[kind]++
+			}
 			heal()
 			events = append(events, fmt.Sprintf("%s %s: answers dropped for %s", at, kind, lasting))
 		}
+	}
+	wg.Wait()
+	// Every fault is over: each keyed cycle is retried under its key once
+	// more, on whichever replica, the one that first answered it perhaps
+	// killed since.
+	for i, a := range keyAgents {
+		wg.Go(func() {
+			for _, c := range keyed[i] {
+				if !c.done && !c.abandoned {
+					continue // its lifecycle failed: unfinished says so
+				}
+				if err := a.retryKey(c); err != nil {
+					mu.Lock()
+					unfinished = append(unfinished, err.Error())
+					mu.Unlock()
+				}
+			}
+			a.close()
+		})
 	}
 	wg.Wait()
 
@@ -236,11 +333,33 @@ func TestSoak(t *testing.T) {
 	violations = append(violations, f.crashes()...)
 	violations = append(violations, injectErrs...)
 	violations = append(violations, wrongReads...)
-	// Every backend terminate may find a replica between connections;
-	// none landing across the run is a fault never injected.
-	if counts[faultKillBackend] > 0 && landed[faultKillBackend] == 0 {
-		violations = append(violations, fmt.Sprintf("%d %s faults terminated no backend: the fault never landed", counts[faultKillBackend], faultKillBackend))
+	// Every backend terminate may find a replica between connections, a
+	// kill a replica not started again, a probe a moment the toxic
+	// missed; none landing across the run is a fault never injected.
+	for _, k := range soakFaults {
+		if counts[k] > 0 && landed[k] == 0 {
+			violations = append(violations, fmt.Sprintf("%d %s faults and none landed (%s): the fault never took effect", counts[k], k, soakLandedBy[k]))
+		}
 	}
+	var keyedCycles, abandoned int
+	for _, c := range cycles {
+		if c.key != "" {
+			keyedCycles++
+		}
+		if c.abandoned {
+			abandoned++
+		}
+	}
+	afterKill := keysRetriedAfterKill(cycles)
+	if landed[faultReplicaKill] > 0 && keyedCycles > 0 && afterKill == 0 {
+		violations = append(violations, fmt.Sprintf("%d replica kills landed, and no key of %d was retried after the replica that answered it was killed", landed[faultReplicaKill], keyedCycles))
+	}
+	violations = append(violations, keyProblems(cycles, f.keyWarnings())...)
+	keyedData, err := keyedInData(ctx, f.admin, cycles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	violations = append(violations, keyedData...)
 	inData, err := executedOnceInData(ctx, f.admin, cycles)
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +389,11 @@ func TestSoak(t *testing.T) {
 		if v.Kind == faults.KindUnfinished && flaggedIn(v.Detail, excused) {
 			continue
 		}
+		// A claim its replica's kill cut short holds no outcome until a
+		// retry under its key finds it ran out.
+		if v.Kind == faults.KindStuck && stuckKeyExcused(v.Detail, cycles) {
+			continue
+		}
 		violations = append(violations, "invariant violated: "+v.String())
 	}
 
@@ -282,15 +406,16 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
-	var byKind []string
+	var byKind, landedBy []string
 	for _, k := range soakFaults {
 		byKind = append(byKind, fmt.Sprintf("%s=%d", k, counts[k]))
+		landedBy = append(landedBy, fmt.Sprintf("%s=%d", k, landed[k]))
 		total += counts[k]
 	}
 	failed, why := stats.failed()
 	labels, _ := shipping.made()
-	fmt.Printf("soak: seed=%d duration=%s cycles=%d upstream_cycles=%d labels=%d flagged=%d reads=%d faults=%d (%s) failed_calls=%d violations=%d\n",
-		seed, duration, done, upstream, labels, len(flagged), reads, total, strings.Join(byKind, " "), failed, len(violations))
+	fmt.Printf("soak: seed=%d duration=%s cycles=%d upstream_cycles=%d keyed_cycles=%d keys_retried_after_kill=%d keyed_kills=%d keys_abandoned=%d labels=%d flagged=%d reads=%d faults=%d (%s) landed=(%s) failed_calls=%d violations=%d\n",
+		seed, duration, done, upstream, keyedCycles, afterKill, keyedKills, abandoned, labels, len(flagged), reads, total, strings.Join(byKind, " "), strings.Join(landedBy, " "), failed, len(violations))
 	if failed > 0 {
 		fmt.Printf("soak: failed_calls by answer: %s\n", strings.Join(why, ", "))
 	}
