@@ -339,11 +339,10 @@ func withUser(serviceURL, user string) (string, error) {
 func (rt *Runtime) checkCatalog(ctx context.Context) (*ontology.Catalog, error) {
 	var catalog *ontology.Catalog
 	var problems ontology.Problems
-	var err error
 	// On the service database, the Store's connections, which act as
 	// orangerail_runtime as its reads do: a login that is a superuser or
 	// owns the tables may read what the runtime may not.
-	err = cmp.Or(rt.Datasource, rt.Store).AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
+	err := cmp.Or(rt.Datasource, rt.Store).AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
 		catalog, problems, err = rt.Config.CheckCatalog(ctx, c.Conn())
 		return err
 	})
