@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/internal/database"
@@ -339,13 +340,24 @@ func withUser(serviceURL, user string) (string, error) {
 func (rt *Runtime) checkCatalog(ctx context.Context) (*ontology.Catalog, error) {
 	var catalog *ontology.Catalog
 	var problems ontology.Problems
-	// On the service database, the Store's connections, which act as
-	// orangerail_runtime as its reads do: a login that is a superuser or
-	// owns the tables may read what the runtime may not.
-	err := cmp.Or(rt.Datasource, rt.Store).AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
-		catalog, problems, err = rt.Config.CheckCatalog(ctx, c.Conn())
-		return err
-	})
+	var err error
+	if rt.Datasource != nil {
+		err = rt.Datasource.AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
+			catalog, problems, err = rt.Config.CheckCatalog(ctx, c.Conn())
+			return err
+		})
+	} else {
+		// On the service database, as orangerail_runtime, which its reads
+		// act as: a login that is a superuser or owns the tables may read
+		// what the runtime may not. The role is set in a transaction of
+		// the check's own, as each read's is: behind a pooler in
+		// transaction mode the session's SET ROLE stays on whichever
+		// server connection it ran on.
+		err = database.Tenantless(ctx, rt.Store, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+			catalog, problems, err = rt.Config.CheckCatalog(ctx, savepointConn{tx})
+			return err
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -353,6 +365,30 @@ func (rt *Runtime) checkCatalog(ctx context.Context) (*ontology.Catalog, error) 
 		return nil, errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
 	}
 	return catalog, nil
+}
+
+// savepointConn is a transaction as the catalog check's connection: a
+// statement that cannot be prepared is rolled back to a savepoint, so the
+// transaction and the checks after it go on.
+type savepointConn struct{ pgx.Tx }
+
+func (c savepointConn) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if _, err := c.Exec(ctx, "SAVEPOINT orangerail_catalog_check"); err != nil {
+		return nil, err
+	}
+	sd, err := c.Tx.Prepare(ctx, name, sql)
+	if err != nil {
+		if _, rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT orangerail_catalog_check"); rerr != nil {
+			return nil, rerr
+		}
+		return nil, err
+	}
+	_, err = c.Exec(ctx, "RELEASE SAVEPOINT orangerail_catalog_check")
+	return sd, err
+}
+
+func (c savepointConn) Deallocate(ctx context.Context, name string) error {
+	return c.Conn().Deallocate(ctx, name)
 }
 
 // CheckCatalog connects to the database at url, reads its catalog and
