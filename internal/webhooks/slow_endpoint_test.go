@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/store"
 	"github.com/orangerail/orangerail/internal/webhooks"
 )
@@ -164,5 +165,84 @@ func TestMessageIsRecordedOnceEveryEndpointIsPastIt(t *testing.T) {
 	delivered, err := webhooks.List(ctx, b.runtime, "acme", store.WebhookDelivered, 10)
 	if err != nil || len(delivered) != 1 || delivered[0].ID != msgs[0].ID || len(delivered[0].DeliveredTo) != 2 {
 		t.Fatalf("delivered: %+v %v, want the second message, to both endpoints", delivered, err)
+	}
+}
+
+// TestMessageNotOwedToTheSlowEndpointIsNotHeldByIt: a message the slow
+// endpoint is not owed (it does not subscribe to its event) is recorded
+// and released once the endpoints owed it have answered. The slow
+// endpoint's sender counted as "not past" every message after the one it
+// was held on, owed to it or not, so a message sent everywhere it was
+// owed stayed queued and leased (its redelivery refused
+// X_WEBHOOK_IN_FLIGHT, a crash sending it again) until the slow endpoint
+// answered a message that was not its own.
+func TestMessageNotOwedToTheSlowEndpointIsNotHeldByIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	slowArrived, release := make(chan struct{}, 10), make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		slowArrived <- struct{}{}
+		<-release
+	}))
+	t.Cleanup(slow.Close)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	fast := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{
+		endpoint(t, slow.URL, false, store.WebhookApprovalPending), endpoint(t, fast.URL, false),
+	}, Timeout: time.Hour})
+	// Pending (both), rejected (the fast endpoint's only), pending (both).
+	first := b.stage(t, "first")
+	view, err := b.engine.ShowApproval(ctx, "acme", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := b.engine.Decide(ctx, &engine.Caller{Subject: "alice@example.com", Tenant: "acme", Roles: []string{"approver"}, Kind: engine.ActorHuman},
+		engine.Decision{ApprovalID: first, Approve: false, Digest: view.Digest, Note: "no"}); out.Status != engine.StatusOK {
+		t.Fatalf("reject: %s %v", out.Status, out.Err)
+	}
+	b.stage(t, "third")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	// The fast endpoint is sent the third message, so it is past the
+	// rejection, which no other endpoint is owed.
+	failsafe := time.After(30 * time.Second)
+	for _, arrived := range []chan struct{}{slowArrived, fast.arrived, fast.arrived, fast.arrived} {
+		select {
+		case <-arrived:
+		case <-failsafe:
+			t.Fatal("the endpoints were not sent their messages")
+		}
+	}
+	msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("messages: %d %v", len(msgs), err)
+	}
+	rejection := msgs[1] // newest first
+	if rejection.Event != store.WebhookApprovalRejected {
+		t.Fatalf("the second message is %s, want the rejection", rejection.Event)
+	}
+	if rejection.State != store.WebhookDelivered || len(rejection.DeliveredTo) != 1 {
+		t.Fatalf("the rejection, owed only to the fast endpoint, which answered it, is %s (delivered to %v) while the slow endpoint holds an earlier message, want delivered",
+			rejection.State, rejection.DeliveredTo)
+	}
+
+	released = true
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	delivered, err := webhooks.List(ctx, b.runtime, "acme", store.WebhookDelivered, 10)
+	if err != nil || len(delivered) != 3 {
+		t.Fatalf("delivered: %d %v, want all three", len(delivered), err)
 	}
 }

@@ -408,17 +408,23 @@ type sending struct {
 	m        *store.WebhookMessage
 	input    []byte
 	inputErr error
-	sent     []bool
-	failure  []string
-	// left counts the senders not yet past the message: the one that
-	// brings it to zero marks it, having read what the others wrote.
+	// owes holds, by endpoint, whether its sender is to send the message
+	// (owed it, not reached yet); set before the senders start.
+	owes    []bool
+	sent    []bool
+	failure []string
+	// left counts the senders owing the message not yet past it: the one
+	// that brings it to zero marks it, having read what the others wrote.
+	// A sender not owed it is past it from the start, however long it
+	// takes over its own earlier messages.
 	left atomic.Int32
 }
 
 // deliver POSTs each of a tenant's claimed messages to every endpoint it
-// is owed to and has not reached, and marks each (mark) as soon as every
-// endpoint's sender is past it: its lease is released, and what it
-// reached recorded, while a slow endpoint is still sent later messages.
+// is owed to and has not reached, and marks each (mark) as soon as the
+// sender of every endpoint owed it is past it: its lease is released, and
+// what it reached recorded, while a slow endpoint is still sent later
+// messages (its own, or others').
 // Each endpoint has a sender of its own, which sends it the messages one
 // after the other in the claim's order (the order the events happened),
 // so an endpoint slow to answer holds only its own messages, never
@@ -427,13 +433,20 @@ type sending struct {
 func (w *Worker) deliver(ctx context.Context, claimed []*store.WebhookMessage, down *downSet) error {
 	batch := make([]*sending, len(claimed))
 	for k, m := range claimed {
-		d := &sending{m: m, sent: make([]bool, len(w.c.Endpoints)), failure: make([]string, len(w.c.Endpoints))}
-		d.left.Store(int32(len(w.c.Endpoints))) //nolint:gosec // G115: a config's endpoints, a handful
+		n := len(w.c.Endpoints)
+		d := &sending{m: m, owes: make([]bool, n), sent: make([]bool, n), failure: make([]string, n)}
+		withInput := false
+		for i := range w.c.Endpoints {
+			e := &w.c.Endpoints[i]
+			d.owes[i] = e.owed(m) && !slices.Contains(m.DeliveredTo, e.URL)
+			if d.owes[i] {
+				d.left.Add(1)
+				withInput = withInput || e.IncludeInput
+			}
+		}
 		// Read once, before the senders start, for every endpoint
 		// configured to receive it.
-		if slices.ContainsFunc(w.c.Endpoints, func(e Endpoint) bool {
-			return e.IncludeInput && e.owed(m) && !slices.Contains(m.DeliveredTo, e.URL)
-		}) {
+		if withInput {
 			d.input, d.inputErr = w.input(ctx, m)
 		}
 		batch[k] = d
@@ -451,13 +464,13 @@ func (w *Worker) deliver(ctx context.Context, claimed []*store.WebhookMessage, d
 	for i := range w.c.Endpoints {
 		wg.Go(func() { w.send(ctx, i, batch, down, marked) })
 	}
-	wg.Wait()
-	if len(w.c.Endpoints) == 0 {
-		// No sender to mark them.
-		for _, d := range batch {
-			errs = append(errs, w.mark(ctx, d))
+	// No sender owes these: none will mark them.
+	for _, d := range batch {
+		if !slices.Contains(d.owes, true) {
+			marked(w.mark(ctx, d))
 		}
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -468,6 +481,9 @@ func (w *Worker) deliver(ctx context.Context, claimed []*store.WebhookMessage, d
 // failure, and only passes the rest, so each is marked (released) still.
 func (w *Worker) send(ctx context.Context, i int, batch []*sending, down *downSet, marked func(error)) {
 	for _, d := range batch {
+		if !d.owes[i] {
+			continue
+		}
 		w.sendOne(ctx, i, d, down)
 		if d.left.Add(-1) == 0 {
 			marked(w.mark(ctx, d))
