@@ -885,14 +885,24 @@ func (e *Engine) maskError(c *call, err error) error {
 	// by one mark a run: looked for in the message alone, never in the
 	// marks that masked another ("[redacted]" holds an e, a d...), and
 	// no value cut short by another found where they overlap.
+	//
+	// A value found where it overlaps itself is compared whole at each
+	// place (a letter repeated, in a message repeating it): the bytes
+	// compared grow as the message's length times the values', which an
+	// agent's values could make take seconds. Past maskMatchedMax the whole
+	// message is masked: never a value in plaintext, only less kept.
 	text := err.Error()
 	cover := make([]int, len(text)+1)
 	slices.Sort(values)
+	matched := 0
 	for _, s := range slices.Compact(values) {
 		for i := 0; s != "" && i < len(text); {
 			j := strings.Index(text[i:], s)
 			if j < 0 {
 				break
+			}
+			if matched += len(s); matched > maskMatchedMax {
+				return &maskedError{text: redacted, err: err}
 			}
 			cover[i+j]++
 			cover[i+j+len(s)]--
@@ -916,6 +926,11 @@ func (e *Engine) maskError(c *call, err error) error {
 	}
 	return &maskedError{text: text, err: err}
 }
+
+// maskMatchedMax bounds the bytes of the values maskError finds in one
+// message, counted at each place found: a message quoting its values a
+// few times finds a few of each, far below it.
+const maskMatchedMax = 16 << 20
 
 // echoes are s as a message may quote it: as written, and escaped as the
 // writers of the messages maskError sees quote a string. SQL doubles a

@@ -106,3 +106,25 @@ func TestMaskErrorMasksOverlappingValues(t *testing.T) {
 		t.Errorf("masked to %q", got)
 	}
 }
+
+// TestMaskErrorBoundsItsWork: each masked run is looked for at every
+// position it starts at, so a value of one letter repeated, in a message
+// repeating it, was compared whole at each of the message's positions:
+// the work grew as the message's length times the value's (and times the
+// sum of the values' lengths, for many such values), and an agent sending
+// such values to an upstream that echoes them made the error path take
+// seconds a call. Past its bound the whole message is masked instead.
+func TestMaskErrorBoundsItsWork(t *testing.T) {
+	t.Parallel()
+	value := strings.Repeat("a", 32<<10)
+	input, _ := json.Marshal(map[string]string{"v": value})
+	e := &Engine{cfg: &ontology.Config{}}
+	c := &call{action: &ontology.Action{}, canonical: input, sealed: true}
+	if got := e.maskError(c, errors.New("refused: "+value+value)).Error(); got != redacted {
+		t.Errorf("a message repeating a long periodic value masked to %d bytes (%.40q), want the whole message masked", len(got), got)
+	}
+	// Within the bound, it masks as before.
+	if got := e.maskError(c, errors.New(`invalid input syntax: "`+value+`"`)).Error(); got != `invalid input syntax: "`+redacted+`"` {
+		t.Errorf("masked to %.80q", got)
+	}
+}
