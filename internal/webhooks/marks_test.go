@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
@@ -186,3 +189,65 @@ func TestStopMidDeliveryRecordsWhatWasDelivered(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestStopWhileMarkingRecordsWhatWasDelivered: a stop (a deploy) that
+// comes as a message's mark begins its transaction, after every endpoint
+// was sent it, does not lose the mark. The mark ran on the round's
+// context: the stop failed it, so what the endpoint answered was never
+// recorded and the message stayed leased, to be sent to that endpoint
+// again once the lease ran out. The pool stops the round at the first
+// transaction begun after the endpoint answered: the mark's.
+func TestStopWhileMarkingRecordsWhatWasDelivered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := newReceiver(t)
+	var answered atomic.Bool
+	client := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		answered.Store(err == nil)
+		return resp, err
+	})}
+	eps := []webhooks.Endpoint{endpoint(t, r.URL, false)}
+	b.worker(t, webhooks.Config{Endpoints: eps}) // opens the engine that queues for eps
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	w, err := webhooks.New(webhooks.Config{
+		Pool: &stopAtBegin{Pool: b.runtime, armed: answered.Load, stop: stop}, Now: b.clock.Now,
+		Endpoints: eps, Client: client, Backoff: func(int) time.Duration { return time.Minute },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stage(t, "deploy")
+
+	_, _ = w.RunOnce(ctx)
+	if ctx.Err() == nil {
+		t.Fatal("the round was not stopped")
+	}
+	if n := len(r.deliveries()); n != 1 {
+		t.Fatalf("the endpoint was sent %d requests, want 1", n)
+	}
+	msgs, err := webhooks.List(context.Background(), b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("messages: %d %v", len(msgs), err)
+	}
+	if m := msgs[0]; m.State != store.WebhookDelivered || len(m.DeliveredTo) != 1 {
+		t.Fatalf("the message, answered 200 before the stop, is %s (delivered to %v, leased until %v), want delivered",
+			m.State, m.DeliveredTo, m.LockedUntil)
+	}
+}
+
+// stopAtBegin is a pool that calls stop before it begins a transaction
+// once armed reports true.
+type stopAtBegin struct {
+	*pgxpool.Pool
+	armed func() bool
+	stop  func()
+}
+
+func (p *stopAtBegin) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	if p.armed() {
+		p.stop()
+	}
+	return p.Pool.BeginTx(ctx, opts)
+}

@@ -554,14 +554,23 @@ func (w *Worker) mark(ctx context.Context, d *sending) error {
 	})
 	mark := &store.WebhookMarkParams{ID: m.ID, TenantID: m.TenantID, Lease: *m.LockedUntil, DeliveredTo: delivered, At: w.c.Now()}
 	stopping := ctx.Err()
-	if stopping != nil {
-		// Stopping (a deploy) mid-message: the endpoints that answered are
-		// recorded, so none is sent it again, and the message is released
-		// due now, for the next worker, rather than left to its lease.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), stopMarkTimeout)
-		defer cancel()
-	}
+	// Stopping (a deploy) mid-message, or while this mark is written: the
+	// endpoints that answered are recorded, so none is sent it again, and
+	// the message is released (due now, if stopping), for the next
+	// worker, rather than left to its lease. The mark outlives ctx by at
+	// most stopMarkTimeout.
+	round := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(round))
+	defer cancel()
+	defer context.AfterFunc(round, func() {
+		t := time.NewTimer(stopMarkTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	})()
 	err := database.InTenant(ctx, w.c.Pool, m.TenantID, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		s := store.New(tx)
 		exhausted := m.Attempts >= w.c.MaxAttempts
