@@ -937,21 +937,22 @@ const maskMatchedMax = 16 << 20
 // single quote (a statement or a RAISE echoing a literal); JSON
 // escapes " and \ (an upstream's error body), and each encoder some
 // characters more: Go's encoding/json <, > and &; an ASCII-only encoder
-// (Python's default) every non-ASCII character as \uXXXX; PHP's
-// json_encode that and / as \/; .NET's System.Text.Json non-ASCII and
-// " ' + < > & ` as \uXXXX in capitals. Go's %q quotes the body of a
-// failing answer httpeffect keeps, escaping each JSON form's escapes
-// again. A value cut short in an echo is not found: no form can name a
-// part.
+// (Python's default; Jackson's, in capitals) every non-ASCII character as
+// \uXXXX; PHP's json_encode that and / as \/; .NET's System.Text.Json
+// non-ASCII, DEL and " ' + < > & ` as \uXXXX in capitals. Go's %q quotes
+// the body of a failing answer httpeffect keeps, escaping each JSON
+// form's escapes again. A value cut short in an echo is not found: no
+// form can name a part.
 func echoes(s string) []string {
 	inJSON := string(jcs.AppendEscaped(nil, s))
 	goJSON, _ := json.Marshal(s) // cannot fail: a string
-	ascii := asciiJSON(inJSON)
+	ascii := asciiJSON(inJSON, `\u%04x`)
 	forms := []string{s, strings.ReplaceAll(s, "'", "''"), goQuoted(s)}
 	for _, j := range []string{
 		inJSON,
 		string(goJSON[1 : len(goJSON)-1]),
 		ascii,
+		asciiJSON(inJSON, `\u%04X`),
 		strings.ReplaceAll(ascii, "/", `\/`),
 		dotnetJSON(s),
 	} {
@@ -968,8 +969,9 @@ func goQuoted(s string) string {
 }
 
 // asciiJSON is a JSON string's escaped text with every non-ASCII
-// character written \uXXXX, as a pair of surrogates beyond the BMP.
-func asciiJSON(s string) string {
+// character written in format (\u%04x, or in capitals), as a pair of
+// surrogates beyond the BMP.
+func asciiJSON(s, format string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if r < utf8.RuneSelf {
@@ -977,7 +979,7 @@ func asciiJSON(s string) string {
 			continue
 		}
 		for _, u := range utf16.Encode([]rune{r}) {
-			fmt.Fprintf(&b, `\u%04x`, u)
+			fmt.Fprintf(&b, format, u)
 		}
 	}
 	return b.String()
@@ -985,8 +987,8 @@ func asciiJSON(s string) string {
 
 // dotnetJSON is s inside a JSON string as .NET's default encoder writes
 // it: \\, the short escapes of control characters, and \uXXXX, in
-// capitals, for the other control characters, every non-ASCII character
-// and each of " ' + < > & `.
+// capitals, for the other control characters and DEL, every non-ASCII
+// character and each of " ' + < > & `.
 func dotnetJSON(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -995,7 +997,7 @@ func dotnetJSON(s string) string {
 			b.WriteString(`\\`)
 		case r == '\b', r == '\f', r == '\n', r == '\r', r == '\t':
 			b.Write(jcs.AppendEscaped(nil, string(r)))
-		case r < 0x20 || r >= utf8.RuneSelf || strings.ContainsRune("\"'+<>&`", r):
+		case r < 0x20 || r == 0x7f || r >= utf8.RuneSelf || strings.ContainsRune("\"'+<>&`", r):
 			for _, u := range utf16.Encode([]rune{r}) {
 				fmt.Fprintf(&b, `\u%04X`, u)
 			}

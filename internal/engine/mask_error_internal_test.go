@@ -76,7 +76,7 @@ func TestMaskErrorDoesNotMaskItsOwnMarks(t *testing.T) {
 func TestMaskErrorMasksOtherEncodersEchoes(t *testing.T) {
 	t.Parallel()
 	const key = `sk/Qx+9é'Zw`
-	input, _ := json.Marshal(map[string]string{"key": key})
+	input, _ := json.Marshal(map[string]string{"key": key, "tag": "Qx\x7fZw"})
 	e := &Engine{cfg: &ontology.Config{}}
 	c := &call{action: &ontology.Action{}, canonical: input, sealed: true}
 	php := `{"error":"bad key sk\/Qx+9\u00e9'Zw"}`
@@ -86,6 +86,10 @@ func TestMaskErrorMasksOtherEncodersEchoes(t *testing.T) {
 		".NET":           dotnet,
 		"Go-quoted PHP":  fmt.Sprintf("answered 400: %q", php),
 		"Go-quoted .NET": fmt.Sprintf("answered 400: %q", dotnet),
+		// Jackson's ESCAPE_NON_ASCII writes \uXXXX in capitals, / as is.
+		"Jackson": `{"error":"bad key sk/Qx+9\u00E9'Zw"}`,
+		// .NET escapes DEL too.
+		".NET DEL": `{"error":"bad tag Qx\u007FZw"}`,
 	} {
 		got := e.maskError(c, errors.New(text)).Error()
 		if !strings.Contains(got, redacted) || strings.Contains(got, "Qx") || strings.Contains(got, "Zw") {
