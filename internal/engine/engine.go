@@ -254,7 +254,7 @@ func New(c Config) (*Engine, error) {
 	// event happens; an instance that names none queues no message.
 	e.store.Webhooks = ontology.WebhookRoutes(c.Ontology.Webhooks)
 	if hooks := c.Ontology.Webhooks; ontology.Scoped(hooks) {
-		e.store.WebhooksFor = func(tenant string) string { return ontology.WebhookRoutesFor(hooks, tenant) }
+		e.store.WebhooksFor = ontology.WebhookRouter(hooks)
 	}
 	e.datasource, e.sameDB = e.store, true
 	if c.Datasource != nil && c.Datasource != c.Store {

@@ -554,6 +554,28 @@ func WebhookRoutesFor(hooks []Webhook, tenant string) string {
 	return WebhookRoutes(served)
 }
 
+// WebhookRouter is WebhookRoutesFor of hooks, each tenant's routes
+// computed once here rather than at every transaction of the tenant's:
+// those of each tenant an endpoint names, and those every other tenant
+// shares (the endpoints that name none).
+func WebhookRouter(hooks []Webhook) func(tenant string) string {
+	named := map[string]string{}
+	for _, h := range hooks {
+		for _, t := range h.Tenants {
+			if _, ok := named[t]; !ok {
+				named[t] = WebhookRoutesFor(hooks, t)
+			}
+		}
+	}
+	other := WebhookRoutesFor(hooks, "") // no tenant's id: served by the unscoped alone
+	return func(tenant string) string {
+		if r, ok := named[tenant]; ok {
+			return r
+		}
+		return other
+	}
+}
+
 // CheckWebhookURL refuses an endpoint URL that is not https (plain http is
 // allowed on loopback only), or that holds a user or a fragment: a
 // password in a URL ends up in logs, and the secret is the credential.

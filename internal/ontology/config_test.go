@@ -819,3 +819,30 @@ func TestWarnings(t *testing.T) {
 		t.Errorf("inputs sent of the tenants listed: %v", got)
 	}
 }
+
+// TestWebhookRouterIsWebhookRoutesFor: the router computes each tenant's
+// routes once, and answers for every tenant — one an endpoint names, one
+// none names — what WebhookRoutesFor answers.
+func TestWebhookRouterIsWebhookRoutesFor(t *testing.T) {
+	t.Parallel()
+	hooks := []Webhook{
+		{URL: "https://all.example/hook"},
+		{URL: "https://acme.example/hook", Tenants: []string{"acme"}},
+		{URL: "https://both.example/hook", Tenants: []string{"acme", "globex"}},
+	}
+	route := WebhookRouter(hooks)
+	seen := map[string]bool{}
+	for _, tenant := range []string{"acme", "globex", "initech", "a"} {
+		got, want := route(tenant), WebhookRoutesFor(hooks, tenant)
+		if got != want {
+			t.Errorf("%s: routed %q, want %q", tenant, got, want)
+		}
+		seen[got] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("%d distinct routes for acme, globex and the others, want 3", len(seen))
+	}
+	if got := WebhookRouter([]Webhook{{URL: "https://acme.example/hook", Tenants: []string{"acme"}}})("globex"); got != "{}" {
+		t.Errorf("a tenant no endpoint serves is routed %q, want {}", got)
+	}
+}
