@@ -41,6 +41,12 @@ WHERE tenant_id = @tenant_id AND status IN ('pending', 'approved') AND expires_a
 ORDER BY expires_at, id
 LIMIT @row_limit;
 
+-- name: ApprovalStagedDevMode :one
+-- Whether the approval was staged by the development identity: its staged
+-- record says so (audit_approval_idx).
+SELECT coalesce(bool_or(dev_mode), false)::bool AS dev_mode FROM orangerail.audit
+WHERE tenant_id = @tenant_id AND approval_id = @approval_id::uuid AND phase = 'staged';
+
 -- name: ApprovalExpire :one
 -- Expires one lapsed approval and appends its expired record (entry). No
 -- row: it was expired, decided or consumed meanwhile.

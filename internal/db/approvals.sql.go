@@ -513,6 +513,25 @@ func (q *Queries) ApprovalStage(ctx context.Context, db DBTX, arg *ApprovalStage
 	return &i, err
 }
 
+const approvalStagedDevMode = `-- name: ApprovalStagedDevMode :one
+SELECT coalesce(bool_or(dev_mode), false)::bool AS dev_mode FROM orangerail.audit
+WHERE tenant_id = $1 AND approval_id = $2::uuid AND phase = 'staged'
+`
+
+type ApprovalStagedDevModeParams struct {
+	TenantID   string
+	ApprovalID uuid.UUID
+}
+
+// Whether the approval was staged by the development identity: its staged
+// record says so (audit_approval_idx).
+func (q *Queries) ApprovalStagedDevMode(ctx context.Context, db DBTX, arg *ApprovalStagedDevModeParams) (bool, error) {
+	row := db.QueryRow(ctx, approvalStagedDevMode, arg.TenantID, arg.ApprovalID)
+	var dev_mode bool
+	err := row.Scan(&dev_mode)
+	return dev_mode, err
+}
+
 const approvalSweepLock = `-- name: ApprovalSweepLock :one
 SELECT orangerail.coordination_lock($1::text, 'approval sweep', false)::bool AS locked
 `

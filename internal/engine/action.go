@@ -596,7 +596,7 @@ func (e *Engine) stageOnce(ctx context.Context, caller *Caller, c *call, retry b
 				e.staged(ctx, tx, caller, c, p.ID)
 				return nil
 			}
-			if approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, caller.DevMode, approval); err != nil {
+			if approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, approval); err != nil {
 				return err
 			}
 			if approval.Status.Open() {
@@ -674,22 +674,21 @@ const lapsedBatch = 250
 
 // expireLapsed marks the tenant's open approvals past their expiry, the
 // longest lapsed first and up to lapsedBatch, as expired, each with an
-// audit record (marked dev_mode when the call that expires them is the
-// development identity's); the sweeper expires the rest.
-func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string, devMode bool) error {
-	_, _, err := e.expireLapsedCount(ctx, tx, tenant, devMode)
+// audit record; the sweeper expires the rest.
+func (e *Engine) expireLapsed(ctx context.Context, tx pgx.Tx, tenant string) error {
+	_, _, err := e.expireLapsedCount(ctx, tx, tenant)
 	return err
 }
 
 // expireLapsedCount is expireLapsed, counting the approvals it expired;
 // more reports a full batch, after which more may be lapsed.
-func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string, devMode bool) (expired int, more bool, err error) {
+func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string) (expired int, more bool, err error) {
 	lapsed, err := store.New(tx).ApprovalListLapsed(ctx, tenant, lapsedBatch)
 	if err != nil {
 		return 0, false, err
 	}
 	for _, a := range lapsed {
-		ok, err := e.expire(ctx, tx, tenant, devMode, a.ID, a.Action)
+		ok, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
 		if err != nil {
 			return expired, false, err
 		}
@@ -709,11 +708,11 @@ func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string
 // the engine's clock only spares the statement for an approval not yet
 // due. Either way a lapsed approval is never decided nor consumed: those
 // statements check its expiry themselves.
-func (e *Engine) expireIfLapsed(ctx context.Context, tx pgx.Tx, tenant string, devMode bool, a *store.Approval) (*store.Approval, error) {
+func (e *Engine) expireIfLapsed(ctx context.Context, tx pgx.Tx, tenant string, a *store.Approval) (*store.Approval, error) {
 	if !e.lapsed(a) {
 		return a, nil
 	}
-	expired, err := e.expire(ctx, tx, tenant, devMode, a.ID, a.Action)
+	expired, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
 	if err != nil {
 		return a, err
 	}
@@ -737,10 +736,17 @@ func (e *Engine) lapsed(a *store.Approval) bool {
 // expire expires one approval of tenant if it is open and has lapsed,
 // with its audit record, and reports whether it did. No row: it has not
 // lapsed by the database's clock, or another transaction expired, decided
-// or consumed it meanwhile, and recorded that. devMode: the call that
-// expires it is the development identity's, and every record it causes
-// says so, this one too (the sweeper's expiries are no call's).
-func (e *Engine) expire(ctx context.Context, tx pgx.Tx, tenant string, devMode bool, id uuid.UUID, action string) (bool, error) {
+// or consumed it meanwhile, and recorded that.
+//
+// The record is dev_mode when the approval was staged by the development
+// identity, whoever expires it (the sweeper, a person's list, a poll): an
+// approval's lifecycle is its staging's, and a production approval a
+// development caller's list happens to expire is no development record.
+func (e *Engine) expire(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, action string) (bool, error) {
+	devMode, err := store.New(tx).ApprovalStagedDevMode(ctx, tenant, id)
+	if err != nil {
+		return false, err
+	}
 	entry, err := encodeEntry(&Record{Tenant: tenant, At: e.now(), CorrelationID: id.String(), Phase: PhaseExpired,
 		Action: action, Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, DevMode: devMode, ApprovalID: &id})
 	if err != nil {

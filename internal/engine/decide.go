@@ -138,7 +138,7 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 			out = refuse(StatusDenied, errcode.ApprovalInputUnreadable)
 			return nil
 		}
-		if a, err = e.expireIfLapsed(ctx, tx, tenant, decider.DevMode, a); err != nil {
+		if a, err = e.expireIfLapsed(ctx, tx, tenant, a); err != nil {
 			return err
 		}
 		switch {
@@ -165,7 +165,7 @@ func (e *Engine) decide(ctx context.Context, conn database.TxBeginner, tenant st
 		if errors.Is(err, store.ErrNotFound) { // lapsed or decided this instant
 			// Lapsed by the database's clock, which the engine's had not
 			// yet reached: expired, and said so.
-			expired, err := e.expire(ctx, tx, tenant, decider.DevMode, id, a.Action)
+			expired, err := e.expire(ctx, tx, tenant, id, a.Action)
 			if err != nil {
 				return err
 			}

@@ -100,7 +100,7 @@ func (e *Engine) PageApprovals(ctx context.Context, caller *Caller, q ApprovalQu
 	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		// It reads, and expires what lapsed: it may run twice.
 		database.Repeatable(tx)
-		if err := e.expireLapsed(ctx, tx, caller.Tenant, caller.DevMode); err != nil {
+		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}
 		var err error
@@ -161,7 +161,7 @@ func (e *Engine) ReviewApproval(ctx context.Context, caller *Caller, approvalID 
 	var a *store.Approval
 	err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		database.Repeatable(tx) // as a page's
-		if err := e.expireLapsed(ctx, tx, caller.Tenant, caller.DevMode); err != nil {
+		if err := e.expireLapsed(ctx, tx, caller.Tenant); err != nil {
 			return err
 		}
 		a, err = store.New(tx).ApprovalGet(ctx, &store.ApprovalGetParams{ID: id, TenantID: caller.Tenant})

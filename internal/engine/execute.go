@@ -50,7 +50,7 @@ func (e *Engine) check(ctx context.Context, caller *Caller, approvalID string) *
 		err = database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
 			// Expiring twice is expiring once.
 			database.Repeatable(tx)
-			approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, caller.DevMode, read)
+			approval, err = e.expireIfLapsed(ctx, tx, caller.Tenant, read)
 			return err
 		})
 	}

@@ -56,7 +56,7 @@ func (e *Engine) sweepBatch(ctx context.Context, tenant string) (n int, more boo
 		if err != nil || !locked {
 			return err
 		}
-		if n, more, err = e.expireLapsedCount(ctx, tx, tenant, false); err != nil {
+		if n, more, err = e.expireLapsedCount(ctx, tx, tenant); err != nil {
 			return err
 		}
 		shredded, err := e.shredInputs(ctx, tx)

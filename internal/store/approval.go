@@ -188,6 +188,12 @@ func (s *Store) ApprovalListLapsed(ctx context.Context, tenantID string, limit i
 	return all(rows, err, func(r *db.ApprovalLapsedRow) *ApprovalRef { return &ApprovalRef{ID: r.ID, Action: r.Action} })
 }
 
+// ApprovalStagedDevMode reports whether the tenant's approval id was
+// staged by the development identity (its staged record is dev_mode).
+func (s *Store) ApprovalStagedDevMode(ctx context.Context, tenantID string, id uuid.UUID) (bool, error) {
+	return s.q.ApprovalStagedDevMode(ctx, s.x, &db.ApprovalStagedDevModeParams{TenantID: tenantID, ApprovalID: id})
+}
+
 // ApprovalExpireParams expire one approval.
 type ApprovalExpireParams struct {
 	ID uuid.UUID
