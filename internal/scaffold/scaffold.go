@@ -461,11 +461,21 @@ func nameWords(name string) []string {
 }
 
 // nameObjects names each scaffolded table's object: its table's name, in
-// public, else schema_table; a name taken by an earlier table (in the
-// catalog's order) gets a number.
+// public, else schema_table; a name taken by an earlier table gets a
+// number. Public's tables are named first, so a bare name is always its
+// public table's, then the others in the catalog's order (by schema and
+// table).
 func (d *Draft) nameObjects() {
 	taken := map[string]bool{}
-	for _, t := range d.tables {
+	outside := func(t *table) int {
+		if t.ref.Schema == "public" {
+			return 0
+		}
+		return 1
+	}
+	order := slices.Clone(d.tables)
+	slices.SortStableFunc(order, func(a, b *table) int { return cmp.Compare(outside(a), outside(b)) })
+	for _, t := range order {
 		if t.skip != "" {
 			continue
 		}
