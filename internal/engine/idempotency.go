@@ -188,14 +188,16 @@ var errClaimGone = errors.New("the key is no longer claimed by this call")
 // unknown outcome; a failure the cut caused (cutShort), or an answer that
 // says nothing ran, gives the key back, so that a retry runs the call.
 func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, correlation string, run func(context.Context) *Outcome) *Outcome {
-	act := caller.actor()
-	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: c.name, Subject: act.Subject, Issuer: act.Issuer, Key: key}
 	waitUntil := time.Now().Add(e.store.Limits.LockTimeout)
 	// The key's statements do not end with the caller: once the call ran,
 	// its outcome is filed even if the caller hung up (the usual reason to
 	// retry). The pool's limits bound them; the call itself runs under
 	// the caller's context.
 	callerCtx, ctx := ctx, context.WithoutCancel(ctx)
+	k, err := e.idempotencyKey(callerCtx, caller, c.name, key)
+	if err != nil {
+		return e.keyWaitFailure(ctx, c.name, correlation, err)
+	}
 	unlock, err := e.keys.lock(callerCtx, k, waitUntil)
 	if err != nil {
 		return e.keyWaitFailure(ctx, c.name, correlation, err)
@@ -234,6 +236,36 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 	}
 	e.fileKey(ctx, k, claim, out, correlation)
 	return out
+}
+
+// idempotencyKey is the key under which a call of action sent with key is
+// filed: its caller's issuer in the one form every spelling of it shares
+// (ontology.IssuerKey), so that a retry after the operator re-spelled the
+// issuer in the config (a trailing slash, the host's case) finds the first
+// call's key, as four-eyes finds its requester (ontology.SameIssuer),
+// rather than run the call again. A key filed by a version before this
+// one holds the issuer as the config spelled it: while one under the
+// caller's spelling is live, it is the call's key (a read, only for an
+// issuer not spelled in that form, until such keys expire).
+func (e *Engine) idempotencyKey(ctx context.Context, caller *Caller, action, key string) (store.IdempotencyKey, error) {
+	act := caller.actor()
+	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: action, Subject: act.Subject, Issuer: ontology.IssuerKey(act.Issuer), Key: key}
+	if k.Issuer == act.Issuer {
+		return k, nil
+	}
+	spelled := k
+	spelled.Issuer = act.Issuer
+	err := database.InTenant(ctx, e.store, caller.Tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		_, err := store.New(tx).IdempotencyFind(ctx, spelled)
+		return err
+	})
+	switch {
+	case err == nil:
+		return spelled, nil
+	case errors.Is(err, store.ErrNotFound):
+		return k, nil
+	}
+	return k, err
 }
 
 // cutShort reports whether err, a failed run's, is what ending runCtx

@@ -683,3 +683,48 @@ func TestIdempotentCallAnsweredByAnApprovalsRunStaysAnswered(t *testing.T) {
 			retry.Status, retry.ApprovalID, engine.StatusConsumed, staged.ApprovalID)
 	}
 }
+
+// TestIdempotentRetryHoldsAcrossIssuerSpellings: a retry under the same key
+// after the operator re-spelled the issuer in the config (a trailing slash,
+// the host's case, the default port written out) is the same caller's
+// retry (ontology.SameIssuer): it answers as the first call did and runs
+// nothing. A key filed, before this version, under the spelling the config
+// still has is found too.
+func TestIdempotentRetryHoldsAcrossIssuerSpellings(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	caller := func(issuer string) *engine.Caller {
+		c := support("acme")
+		c.Issuer = issuer
+		return c
+	}
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "one issuer", "idempotencyKey": "respelled-1"}`)
+	first := e.Call(ctx, caller("https://id.example/realms/acme/"), "add_order_note", args)
+	want(t, first, engine.StatusOK)
+	for _, respelled := range []string{"https://id.example/realms/acme", "https://ID.Example/realms/acme/", "HTTPS://id.example:443/realms/acme"} {
+		again := e.Call(ctx, caller(respelled), "add_order_note", args)
+		if again.Status != engine.StatusOK || again.CorrelationID != first.CorrelationID {
+			t.Fatalf("a retry under the issuer spelled %s: %s %s, the first call's correlation %s", respelled, again.Status, again.CorrelationID, first.CorrelationID)
+		}
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "one issuer"); notes != 1 || runs != 1 {
+		t.Fatalf("%d notes and %d execution records, want one of each", notes, runs)
+	}
+
+	// A key an earlier version filed under the configured spelling as it
+	// was (not the canonical one) still answers a retry under it.
+	legacy := json.RawMessage(`{"order_id": "o-1001", "note": "filed before", "idempotencyKey": "legacy-1"}`)
+	filed := e.Call(ctx, caller("https://legacy.example/"), "add_order_note", legacy)
+	want(t, filed, engine.StatusOK)
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.idempotency_keys SET issuer = 'https://legacy.example/' WHERE tenant_id = 'acme' AND key = 'legacy-1'"); err != nil {
+		t.Fatal(err)
+	}
+	if again := e.Call(ctx, caller("https://legacy.example/"), "add_order_note", legacy); again.Status != engine.StatusOK || again.CorrelationID != filed.CorrelationID {
+		t.Fatalf("a retry of a key filed under the old spelling: %s %s, the first call's correlation %s", again.Status, again.CorrelationID, filed.CorrelationID)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "filed before"); notes != 1 {
+		t.Fatalf("%d notes and %d execution records of the legacy key's call, want one note", notes, runs)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}

@@ -245,13 +245,14 @@ func CheckIssuerURL(what, raw string) error {
 // requester looked like another person to four-eyes. Strings that are no
 // URL are compared as they are.
 func SameIssuer(a, b string) bool {
-	return a == b || issuerKey(a) == issuerKey(b)
+	return a == b || IssuerKey(a) == IssuerKey(b)
 }
 
-// issuerKey is an issuer as SameIssuer compares it (RFC 3986 6.2.2 and
+// IssuerKey is an issuer as SameIssuer compares it (RFC 3986 6.2.2 and
 // 6.2.3): the scheme and host in lower case, no default port, no trailing
-// slash.
-func issuerKey(raw string) string {
+// slash. What is keyed on the caller's issuer (an idempotency key) is
+// keyed on this, so that every spelling of one issuer finds the same key.
+func IssuerKey(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.Opaque != "" {
 		return raw
