@@ -9,6 +9,7 @@ import (
 
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/ontology"
 	"github.com/orangerail/orangerail/internal/ontology/ontologytest"
 )
 
@@ -120,4 +121,76 @@ func TestFourEyesHoldsAcrossIssuerSpellings(t *testing.T) {
 	// Another issuer's namesake is still another person.
 	want(t, e.Decide(ctx, person("https://id.example/realms/other"), engine.Decision{ApprovalID: v.ID.String(), Approve: false, Note: "not mine"}), engine.StatusOK)
 	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestIdenticalCallHoldsAcrossIssuerSpellings: an identical call after the
+// operator re-spelled the issuer is answered with the open approval the
+// first call staged, not staged again; another issuer's namesake's is its
+// own.
+func TestIdenticalCallHoldsAcrossIssuerSpellings(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	e := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil)
+	person := func(issuer string) *engine.Caller {
+		return &engine.Caller{Subject: "carol", Issuer: issuer, Tenant: "acme", Roles: []string{"support"},
+			Scopes: []string{"orders:write"}, Kind: engine.ActorHuman}
+	}
+	args := json.RawMessage(`{"order_id": "o-1002", "reason": "once"}`)
+	first := e.Call(ctx, person("https://id.example/realms/acme/"), "cancel_order", args)
+	want(t, first, engine.StatusApprovalPending)
+	for _, respelled := range []string{"https://id.example/realms/acme", "https://ID.Example/realms/acme/", "HTTPS://id.example:443/realms/acme"} {
+		again := e.Call(ctx, person(respelled), "cancel_order", args)
+		if again.Status != engine.StatusApprovalPending || *again.ApprovalID != *first.ApprovalID {
+			t.Fatalf("an identical call under the issuer spelled %s: %s %v, the first call's approval %s", respelled, again.Status, again.ApprovalID, first.ApprovalID)
+		}
+	}
+	other := e.Call(ctx, person("https://id.example/realms/other"), "cancel_order", args)
+	if other.Status != engine.StatusApprovalPending || *other.ApprovalID == *first.ApprovalID {
+		t.Fatalf("another issuer's namesake: %s %v, the first call's approval %s", other.Status, other.ApprovalID, first.ApprovalID)
+	}
+	var open int
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM orangerail.approvals WHERE tenant_id = 'acme' AND status = 'pending'").Scan(&open); err != nil || open != 2 {
+		t.Fatalf("%d pending approvals (%v), want 2", open, err)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestIssuerKeyInSQLIsNeverLooser: the database's issuer_key, which finds
+// an identical call's open approval across spellings of one issuer, calls
+// two issuers one only when ontology.SameIssuer does — else a call would
+// be answered with another issuer's caller's approval — and agrees with
+// ontology.IssuerKey on the plain issuers it rewrites.
+func TestIssuerKeyInSQLIsNeverLooser(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	issuers := []string{
+		"https://id.example/realms/acme", "https://id.example/realms/acme/", "https://ID.Example/realms/acme//",
+		"HTTPS://id.example:443/realms/acme", "https://id.example:8443/realms/acme", "http://id.example:80/realms/acme",
+		"http://id.example/realms/acme", "https://id.example/Realms/acme", "https://id.example:0443/realms/acme",
+		"https://id.example:/realms/acme", "https://id.example/realms/ac%6De", "https://id.example/realms/acme?x=1",
+		"https://id.example/realms/acme#f", "https://u@id.example/realms/acme", "https://[::1]:443/realms/acme",
+		"https://[::1]/realms/acme", "https://id.example/a b", "https://id.example/%zz", "id.example/realms/acme",
+		"https://acme.auth0.com/", "https://acme.auth0.com", "", "https://id.example/realms/acme/.", "https://id.example/~a(b)!*'",
+	}
+	keys := make([]string, len(issuers))
+	for i, s := range issuers {
+		if err := b.admin.QueryRow(ctx, "SELECT orangerail.issuer_key($1)", s).Scan(&keys[i]); err != nil {
+			t.Fatal(err)
+		}
+		if keys[i] != s && keys[i] != ontology.IssuerKey(s) {
+			t.Errorf("issuer_key(%q) = %q, ontology.IssuerKey %q", s, keys[i], ontology.IssuerKey(s))
+		}
+	}
+	for i, a := range issuers {
+		for j, c := range issuers {
+			if keys[i] == keys[j] && !ontology.SameIssuer(a, c) {
+				t.Errorf("issuer_key calls %q and %q one issuer; ontology.SameIssuer does not", a, c)
+			}
+		}
+	}
+	if keys[0] != keys[1] || keys[0] != keys[3] || keys[19] != keys[20] {
+		t.Errorf("issuer_key keeps spellings of one issuer apart: %q", keys)
+	}
 }
