@@ -420,9 +420,12 @@ func (f *Front) readBody(w http.ResponseWriter, r *http.Request, p Policy) ([]by
 
 // callsBucket is the bucket of a caller's calls of class: the caller is
 // its tenant and its subject of its issuer — a same-named subject of
-// another issuer spends an allowance of its own.
+// another issuer spends an allowance of its own. The issuer is in the one
+// form every spelling of it shares (ontology.IssuerKey): re-spelled in the
+// config, it is the same issuer, whose caller the new spelling must not
+// hand a fresh allowance.
 func callsBucket(caller *identity.Caller, class Class) string {
-	return bucket(bucketCalls, caller.Tenant, caller.Issuer, caller.Subject, string(class))
+	return bucket(bucketCalls, caller.Tenant, ontology.IssuerKey(caller.Issuer), caller.Subject, string(class))
 }
 
 // allowed bills a request of class to its caller's allowance, or answers

@@ -63,6 +63,27 @@ func TestCallsBucketIsTheCallers(t *testing.T) {
 	}
 }
 
+// TestCallsBucketHoldsAcrossIssuerSpellings: a caller's issuer re-spelled
+// in the config (a trailing slash, the host's case, the default port) is
+// the same issuer (ontology.SameIssuer): its calls spend the one
+// allowance, not a fresh one. Another issuer's namesake still spends its
+// own.
+func TestCallsBucketHoldsAcrossIssuerSpellings(t *testing.T) {
+	t.Parallel()
+	caller := func(issuer string) *identity.Caller {
+		return &identity.Caller{Caller: engine.Caller{Tenant: "acme", Issuer: issuer, Subject: "agent-7"}}
+	}
+	first := callsBucket(caller("https://id.example/realms/acme/"), ClassWrite)
+	for _, respelled := range []string{"https://id.example/realms/acme", "https://ID.Example/realms/acme/", "HTTPS://id.example:443/realms/acme"} {
+		if got := callsBucket(caller(respelled), ClassWrite); got != first {
+			t.Errorf("the issuer spelled %s fills the bucket %s, the first spelling's %s", respelled, got, first)
+		}
+	}
+	if callsBucket(caller("https://id.example/realms/other"), ClassWrite) == first {
+		t.Error("another issuer's namesake shares the bucket")
+	}
+}
+
 // parse reads a bucket key back: its kind, then its quoted parts.
 func parse(t *testing.T, key string) []string {
 	t.Helper()
