@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -144,7 +145,16 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 		out[key] = list
 	}
 	if s.Enum != nil {
-		out["enum"] = slices.Clone(s.Enum)
+		if re, ok := normalisedEnum(s); ok {
+			// The enumeration is kept for the agent to read; the pattern
+			// takes the values it names with the whitespace XML Schema
+			// normalises away.
+			alt := map[string]any{"anyOf": []any{map[string]any{"enum": slices.Clone(s.Enum)}, map[string]any{"pattern": re}}}
+			all, _ := out["allOf"].([]any)
+			out["allOf"] = append(all, alt)
+		} else {
+			out["enum"] = slices.Clone(s.Enum)
+		}
 	}
 	if s.HasConst {
 		out["const"] = s.Const
@@ -158,7 +168,15 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 			out[key] = *v
 		}
 	}
-	for key, v := range map[string]*int{"minLength": s.MinLength, "maxLength": s.MaxLength, "minItems": s.MinItems, "maxItems": s.MaxItems,
+	maxLength := s.MaxLength
+	if maxLength != nil && s.WhiteSpace == "collapse" {
+		// Collapsing shortens the value by a count of spaces no JSON
+		// Schema keyword reads; minLength, which the raw value can only
+		// pass more easily, is kept.
+		c.note("the XML Schema maxLength %d at %s counts the value with its whitespace collapsed, which JSON Schema cannot: orangerail does not assert it, the upstream does", *maxLength, s.Source)
+		maxLength = nil
+	}
+	for key, v := range map[string]*int{"minLength": s.MinLength, "maxLength": maxLength, "minItems": s.MinItems, "maxItems": s.MaxItems,
 		"minProperties": s.MinProperties, "maxProperties": s.MaxProperties} {
 		if v != nil {
 			out[key] = *v
@@ -166,10 +184,118 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	}
 	if s.Pattern != "" {
 		if re, ok := c.re2("pattern", s.Pattern, s.Source, s.PatternXSD); ok {
-			out["pattern"] = re
+			if re, ok = c.normalisedPattern(re, s); ok {
+				out["pattern"] = re
+			}
 		}
 	}
 	return out
+}
+
+// xmlSpace matches XML Schema's whitespace, the characters its
+// whiteSpace facet replaces and collapses, written as escapes RE2 and
+// ECMA-262 read alike.
+const xmlSpace = `[ \t\n\r]`
+
+func isXMLSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+
+// normalisedPattern is re, an XML Schema pattern s declares written for
+// RE2, written to match the value as sent whose normalised value (s's
+// whiteSpace) re matches. When re matches no whitespace it is exact: a
+// replaced value is then the value as sent, and a collapsed one the value
+// as sent without its leading and trailing whitespace, which re is
+// wrapped to allow. One that can match whitespace is left to the
+// upstream (ok false), and said so.
+func (c *converter) normalisedPattern(re string, s *apidoc.Schema) (string, bool) {
+	if !s.PatternXSD || s.WhiteSpace == "" {
+		return re, true
+	}
+	parsed, err := syntax.Parse(re, syntax.Perl)
+	if err != nil || matchesSpace(parsed) {
+		c.note("the XML Schema pattern %q at %s can match whitespace, which the type's whiteSpace %s rewrites before the pattern is checked: orangerail does not assert it, the upstream does", s.Pattern, s.Source, s.WhiteSpace)
+		return "", false
+	}
+	if s.WhiteSpace == "collapse" {
+		re = collapsed(re)
+	}
+	return re, true
+}
+
+// collapsed is re, a pattern anchored at both ends, also matching the
+// leading and trailing whitespace a collapse strips.
+func collapsed(re string) string {
+	return "^" + xmlSpace + "*" + strings.TrimSuffix(strings.TrimPrefix(re, "^"), "$") + xmlSpace + "*$"
+}
+
+// matchesSpace reports whether any string re matches may hold XML
+// Schema whitespace: whether any of its characters may be one (a
+// repetition of none counts: it only errs towards leaving re unasserted).
+func matchesSpace(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return true
+	case syntax.OpLiteral:
+		return slices.ContainsFunc(re.Rune, isXMLSpace)
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			for _, r := range []rune{' ', '\t', '\n', '\r'} {
+				if re.Rune[i] <= r && r <= re.Rune[i+1] {
+					return true
+				}
+			}
+		}
+	}
+	return slices.ContainsFunc(re.Sub, matchesSpace)
+}
+
+// normalisedEnum is a pattern, read alike by RE2 and ECMA-262, that
+// matches a string whose value normalised as s's whiteSpace says is one
+// s's enumeration names (itself normalised, as XML Schema reads it); ok
+// is false when s's whiteSpace is preserve or its enumeration is not of
+// strings, where the enumeration is exact as it is.
+func normalisedEnum(s *apidoc.Schema) (string, bool) {
+	if s.WhiteSpace == "" || !slices.Contains(s.Types, "string") {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString("^(?:")
+	for i, v := range s.Enum {
+		e, ok := v.(string)
+		if !ok {
+			return "", false
+		}
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		if s.WhiteSpace == "replace" {
+			// Each whitespace character is replaced by one space.
+			for _, r := range e {
+				if isXMLSpace(r) {
+					b.WriteString(xmlSpace)
+				} else {
+					b.WriteString(xsdChar(r))
+				}
+			}
+			continue
+		}
+		for j, word := range strings.FieldsFunc(e, isXMLSpace) {
+			if j > 0 {
+				b.WriteString(xmlSpace + "+")
+			}
+			for _, r := range word {
+				b.WriteString(xsdChar(r))
+			}
+		}
+	}
+	b.WriteString(")$")
+	re := b.String()
+	if s.WhiteSpace == "collapse" {
+		re = collapsed(re)
+	}
+	if _, err := regexp.Compile(re); err != nil {
+		return "", false
+	}
+	return re, true
 }
 
 // re2 is pattern, the schema at source's (what names the keyword), an

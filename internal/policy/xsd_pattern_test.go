@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -144,4 +145,90 @@ func wsdlInput(t *testing.T, schema string) (*ontology.Validator, *policy.Emitte
 		t.Fatal(err)
 	}
 	return v, out
+}
+
+// TestXSDFacetsCheckTheNormalisedValue: XML Schema checks a value's
+// facets after the whitespace normalisation its type's whiteSpace facet
+// names: xs:normalizedString replaces tab, newline and CR with a space;
+// xs:token, the types derived from it and a type restricted to
+// whiteSpace collapse also strip the value and collapse its runs of
+// spaces. The compiler checked the raw value, so on an xs:token " AB "
+// was refused by [A-Z]+, "AB  " by maxLength 3 and " A" by the
+// enumeration A, all of which the upstream takes. A facet the compiled
+// schema cannot check on the normalised value is left to the upstream,
+// with a note; an xs:string's facets still check the value as sent.
+func TestXSDFacetsCheckTheNormalisedValue(t *testing.T) {
+	restrict := func(name, base, facets string) string {
+		return `<xs:element name="` + name + `" minOccurs="0"><xs:simpleType><xs:restriction base="` + base + `">` +
+			facets + `</xs:restriction></xs:simpleType></xs:element>`
+	}
+	v, out := wsdlInput(t, `<xs:simpleType name="Code"><xs:restriction base="xs:string"><xs:pattern value="[A-Z]{3}"/></xs:restriction></xs:simpleType>
+    <xs:simpleType name="Letters"><xs:restriction base="tns:Code"><xs:pattern value="[A-Z]+"/></xs:restriction></xs:simpleType>
+    <xs:element name="Pay"><xs:complexType><xs:sequence>`+
+		restrict("code", "xs:token", `<xs:pattern value="[A-Z]+"/>`)+
+		restrict("short", "xs:token", `<xs:maxLength value="3"/><xs:minLength value="1"/>`)+
+		restrict("kind", "xs:token", `<xs:enumeration value="A"/><xs:enumeration value="B C"/>`)+
+		restrict("digits", "xs:string", `<xs:whiteSpace value="collapse"/><xs:pattern value="[0-9]+"/>`)+
+		restrict("derived", "tns:Letters", `<xs:whiteSpace value="collapse"/><xs:pattern value="A[A-Z]*"/>`)+
+		restrict("words", "xs:token", `<xs:pattern value="[A-Z]+ [A-Z]+"/>`)+
+		restrict("line", "xs:normalizedString", `<xs:pattern value="A B"/>`)+
+		restrict("plain", "xs:string", `<xs:pattern value="[A-Z]+"/><xs:maxLength value="3"/><xs:enumeration value="AB"/><xs:enumeration value="A"/>`)+
+		`</xs:sequence></xs:complexType></xs:element>`)
+	for _, tt := range []struct {
+		input string
+		ok    bool
+	}{
+		{`{"code": " AB "}`, true},
+		{`{"code": "\tAB\n"}`, true},
+		{`{"code": "AB"}`, true},
+		{`{"code": "A B"}`, false},
+		{`{"code": " ab "}`, false},
+		{`{"short": "AB  "}`, true},
+		{`{"short": "ABCD"}`, true}, // maxLength left to the upstream
+		{`{"short": ""}`, false},
+		{`{"kind": " A"}`, true},
+		{`{"kind": "A"}`, true},
+		{`{"kind": "B \t C "}`, true},
+		{`{"kind": "B C"}`, true},
+		{`{"kind": "BC"}`, false},
+		{`{"kind": "B"}`, false},
+		{`{"kind": "A."}`, false},
+		{`{"digits": " 12 "}`, true},
+		{`{"digits": "1 2"}`, false},
+		{`{"derived": " ABC "}`, true},
+		{`{"derived": " BCD "}`, false},
+		{`{"derived": " AB "}`, false},
+		{`{"words": " AB   CD "}`, true}, // left to the upstream
+		{`{"line": "A\tB"}`, true},       // left to the upstream
+		{`{"plain": " A"}`, false},
+		{`{"plain": "A "}`, false},
+		{`{"plain": "AB"}`, true},
+	} {
+		err := validate(t, v, tt.input)
+		if tt.ok && err != nil {
+			t.Errorf("%s, whose normalised value XML Schema's facets allow, is refused: %v", tt.input, err)
+		}
+		if !tt.ok && err == nil {
+			t.Errorf("%s, whose normalised value XML Schema's facets refuse, is accepted", tt.input)
+		}
+	}
+	// The enumeration is still there for the agent to read.
+	var file struct {
+		Actions map[string]struct {
+			Input struct {
+				Properties map[string]any `yaml:"properties"`
+			} `yaml:"input"`
+		} `yaml:"actions"`
+	}
+	if err := yaml.Unmarshal(out.YAML, &file); err != nil {
+		t.Fatal(err)
+	}
+	if kind := fmt.Sprint(file.Actions["Pay"].Input.Properties["kind"]); !strings.Contains(kind, "enum:[A B C]") {
+		t.Errorf("the enumeration of kind is not written for the agent: %s", kind)
+	}
+	for _, want := range []string{"[A-Z]+ [A-Z]+", "A B", "maxLength 3"} {
+		if !hasNote(out.Notes, "Pay", want) {
+			t.Errorf("no note on the facet %s left to the upstream: %+v", want, out.Notes)
+		}
+	}
 }

@@ -307,6 +307,10 @@ type Schema struct {
 	// WSDL's pattern facet, which matches the whole value), not an
 	// ECMA-262 one.
 	PatternXSD bool
+	// WhiteSpace is an XML Schema type's whiteSpace facet, "replace" or
+	// "collapse" ("" for preserve, and for every JSON Schema): XML Schema
+	// checks the facets above on the value normalised so, not as sent.
+	WhiteSpace string
 }
 
 // Property is one named member of an object schema.

@@ -58,6 +58,17 @@ func isXSD(ns string) bool {
 // defines.
 func builtin(local, src string) (s *apidoc.Schema, ok bool) {
 	s = &apidoc.Schema{Source: src}
+	// Every built-in type collapses its value's whitespace before its
+	// facets are checked but xs:string, which keeps it, and
+	// xs:normalizedString, which replaces tab, newline and CR with spaces
+	// (XSD 1.0 Part 2, 4.3.6).
+	switch local {
+	case "string":
+	case "normalizedString":
+		s.WhiteSpace = "replace"
+	default:
+		s.WhiteSpace = "collapse"
+	}
 	str := func(format string) (*apidoc.Schema, bool) {
 		s.Types, s.Format = []string{"string"}, format
 		return s, true
@@ -97,6 +108,7 @@ func builtin(local, src string) (s *apidoc.Schema, ok bool) {
 		s.Types = []string{"boolean"}
 		return s, true
 	}
+	s.WhiteSpace = ""
 	return s, false
 }
 
@@ -513,6 +525,7 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 		s.Enum = append([]any(nil), b.Enum...)
 		s.Minimum, s.Maximum, s.ExclusiveMinimum, s.ExclusiveMaximum = b.Minimum, b.Maximum, b.ExclusiveMinimum, b.ExclusiveMaximum
 		s.MinLength, s.MaxLength = b.MinLength, b.MaxLength
+		s.WhiteSpace = b.WhiteSpace
 		s.AnyOf = b.AnyOf
 		s.AllOf = slices.Clone(b.AllOf)
 	} else if b != nil {
@@ -573,6 +586,20 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 			s.ExclusiveMinimum = num()
 		case "maxExclusive":
 			s.ExclusiveMaximum = num()
+		case "whiteSpace":
+			// A restriction may only tighten it: preserve, replace,
+			// collapse.
+			if v := strings.TrimSpace(v); v == "collapse" || v == "replace" && s.WhiteSpace == "" {
+				s.WhiteSpace = v
+			}
+		}
+	}
+	// The base's patterns are checked on the value this type normalises.
+	for i, part := range s.AllOf {
+		if part.PatternXSD && part.WhiteSpace != s.WhiteSpace {
+			cp := *part
+			cp.WhiteSpace = s.WhiteSpace
+			s.AllOf[i] = &cp
 		}
 	}
 	if enum != nil {
@@ -584,7 +611,7 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 	// The patterns of one derivation step are its branches; each step's
 	// must hold (XSD 1.0 Part 2, 4.3.4): the base's is kept as a part.
 	if s.Pattern != "" {
-		s.AllOf = append(s.AllOf, &apidoc.Schema{Source: src + " (its base's pattern)", Pattern: s.Pattern, PatternXSD: s.PatternXSD})
+		s.AllOf = append(s.AllOf, &apidoc.Schema{Source: src + " (its base's pattern)", Pattern: s.Pattern, PatternXSD: s.PatternXSD, WhiteSpace: s.WhiteSpace})
 	}
 	// An XML Schema regular expression, a dialect of its own, which the
 	// policy compiler writes for RE2 and ECMA-262.
