@@ -12,9 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/orangerail/orangerail/internal/effects/httpeffect"
 	"github.com/orangerail/orangerail/internal/engine"
-	"github.com/orangerail/orangerail/internal/ontology"
 )
 
 // TestBodylessReadsOverHTTP2SendNoBody: to an https upstream that offers
@@ -44,23 +42,7 @@ func TestBodylessReadsOverHTTP2SendNoBody(t *testing.T) {
 			if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
-upstreams:
-  carrier: {base_url: %q, ca_file: %q}
-actions:
-  touch:
-    description: d
-    input: {type: object, properties: {order_id: {type: string}}}
-    policy: {roles: [support]}
-    execute: {http: {upstream: carrier, method: %s, path: "/orders/{order_id}"}}
-`, srv.URL, caFile, method))
-			if err != nil {
-				t.Fatal(err)
-			}
-			effect, err := httpeffect.New("touch", cfg.Actions["touch"])
-			if err != nil {
-				t.Fatal(err)
-			}
+			effect := touchOrder(t, fmt.Sprintf("{base_url: %q, ca_file: %q}", srv.URL, caFile), method)
 			if _, err := effect.Run(context.Background(), &engine.EffectCall{Input: []byte(`{"order_id":"o-1"}`),
 				RecordAttempt: func(context.Context, engine.EffectAttempt) error { return nil }}); err != nil {
 				t.Fatal(err)

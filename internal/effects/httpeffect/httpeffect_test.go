@@ -773,23 +773,7 @@ func TestTransportNeverRepeatsAnAttempt(t *testing.T) {
 				_, _ = io.WriteString(w, `{"ok": true}`)
 			}))
 			t.Cleanup(srv.Close)
-			cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
-upstreams:
-  carrier: {base_url: %q}
-actions:
-  touch:
-    description: d
-    input: {type: object, properties: {order_id: {type: string}}}
-    policy: {roles: [support]}
-    execute: {http: {upstream: carrier, method: %s, path: "/orders/{order_id}"}}
-`, srv.URL, method))
-			if err != nil {
-				t.Fatal(err)
-			}
-			effect, err := httpeffect.New("touch", cfg.Actions["touch"])
-			if err != nil {
-				t.Fatal(err)
-			}
+			effect := touchOrder(t, fmt.Sprintf("{base_url: %q}", srv.URL), method)
 			var recorded []engine.EffectAttempt
 			for i := range 2 {
 				_, err := effect.Run(context.Background(), &engine.EffectCall{Input: fmt.Appendf(nil, `{"order_id":"o-%d"}`, i),
@@ -806,6 +790,31 @@ actions:
 			}
 		})
 	}
+}
+
+// touchOrder is an action's effect sending method to the upstream's
+// /orders/{order_id}; upstream is its YAML flow mapping (its base_url, a
+// ca_file where it has one).
+func touchOrder(t *testing.T, upstream, method string) engine.Effect {
+	t.Helper()
+	cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
+upstreams:
+  carrier: %s
+actions:
+  touch:
+    description: d
+    input: {type: object, properties: {order_id: {type: string}}}
+    policy: {roles: [support]}
+    execute: {http: {upstream: carrier, method: %s, path: "/orders/{order_id}"}}
+`, upstream, method))
+	if err != nil {
+		t.Fatal(err)
+	}
+	effect, err := httpeffect.New("touch", cfg.Actions["touch"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return effect
 }
 
 // TestBodylessReadsKeepTheirConnection: a GET, HEAD or DELETE is made one
@@ -835,23 +844,7 @@ func TestBodylessReadsKeepTheirConnection(t *testing.T) {
 			}
 			srv.Start()
 			t.Cleanup(srv.Close)
-			cfg, err := ontology.Parse(fmt.Appendf(nil, `service: s
-upstreams:
-  carrier: {base_url: %q}
-actions:
-  touch:
-    description: d
-    input: {type: object, properties: {order_id: {type: string}}}
-    policy: {roles: [support]}
-    execute: {http: {upstream: carrier, method: %s, path: "/orders/{order_id}"}}
-`, srv.URL, method))
-			if err != nil {
-				t.Fatal(err)
-			}
-			effect, err := httpeffect.New("touch", cfg.Actions["touch"])
-			if err != nil {
-				t.Fatal(err)
-			}
+			effect := touchOrder(t, fmt.Sprintf("{base_url: %q}", srv.URL), method)
 			for i := range 3 {
 				if _, err := effect.Run(context.Background(), &engine.EffectCall{Input: fmt.Appendf(nil, `{"order_id":"o-%d"}`, i),
 					RecordAttempt: func(context.Context, engine.EffectAttempt) error { return nil }}); err != nil {
