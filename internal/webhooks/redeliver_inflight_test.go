@@ -3,9 +3,6 @@ package webhooks_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/orangerail/orangerail/internal/errcode"
@@ -23,24 +20,9 @@ func TestRedeliveryOfAnInFlightMessageKeepsItsLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	var requests atomic.Int32
-	arrived, release := make(chan struct{}, 10), make(chan struct{})
 	// The first request blocks until the test releases it; any later one
 	// is answered at once.
-	r := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		n := requests.Add(1)
-		arrived <- struct{}{}
-		if n == 1 {
-			<-release
-		}
-	}))
-	t.Cleanup(r.Close)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-	})
+	r := newHeldEndpoint(t, func(n int32) bool { return n == 1 })
 	ep := endpoint(t, r.URL, false)
 	first := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{ep}})
 	second := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{ep}})
@@ -51,7 +33,7 @@ func TestRedeliveryOfAnInFlightMessageKeepsItsLease(t *testing.T) {
 		_, err := first.RunOnce(ctx)
 		done <- err
 	}()
-	<-arrived // the first send is in flight
+	<-r.arrived // the first send is in flight
 	msgs, err := webhooks.List(ctx, b.runtime, "acme", store.WebhookQueued, 10)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("queued: %+v %v", msgs, err)
@@ -60,7 +42,7 @@ func TestRedeliveryOfAnInFlightMessageKeepsItsLease(t *testing.T) {
 	if _, err := second.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := requests.Load(); n != 1 {
+	if n := r.requests.Load(); n != 1 {
 		t.Fatalf("the endpoint was sent the message %d times while the first send was in flight, want once (redelivery: %v)", n, redeliverErr)
 	}
 	var coded *errcode.Error
@@ -68,8 +50,7 @@ func TestRedeliveryOfAnInFlightMessageKeepsItsLease(t *testing.T) {
 		t.Fatalf("redelivering an in-flight message: %v, want %s", redeliverErr, errcode.WebhookInFlight)
 	}
 
-	released = true
-	close(release)
+	r.release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,18 +24,7 @@ import (
 func TestSlowEndpointDoesNotHoldTheOthers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	slowArrived, release := make(chan struct{}, 10), make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		slowArrived <- struct{}{}
-		<-release
-	}))
-	t.Cleanup(slow.Close)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-	})
+	slow := newHeldEndpoint(t, func(int32) bool { return true })
 	fast := newReceiver(t)
 	// The POSTs' timeout is long, so the slow endpoint is slow, not down.
 	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, slow.URL, false), endpoint(t, fast.URL, false)}, Timeout: time.Hour})
@@ -45,7 +35,7 @@ func TestSlowEndpointDoesNotHoldTheOthers(t *testing.T) {
 		_, err := w.RunOnce(context.Background())
 		done <- err
 	}()
-	<-slowArrived
+	<-slow.arrived
 	// Only a failsafe, so that the defect fails the test rather than hang
 	// it: with the fix the fast endpoint's messages come without waiting
 	// on any timer.
@@ -62,8 +52,7 @@ func TestSlowEndpointDoesNotHoldTheOthers(t *testing.T) {
 		t.Fatalf("the fast endpoint was sent %v, want %v in order", got, []string{first, second})
 	}
 
-	released = true
-	close(release)
+	slow.release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -107,23 +96,9 @@ func TestMessageIsRecordedOnceEveryEndpointIsPastIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	var slowCalls atomic.Int32
-	slowArrived, release := make(chan struct{}, 10), make(chan struct{})
 	// The slow endpoint answers the first message at once and holds the
 	// second until the test lets it go.
-	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		slowArrived <- struct{}{}
-		if slowCalls.Add(1) == 2 {
-			<-release
-		}
-	}))
-	t.Cleanup(slow.Close)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-	})
+	slow := newHeldEndpoint(t, func(n int32) bool { return n == 2 })
 	fast := newReceiver(t)
 	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, slow.URL, false), endpoint(t, fast.URL, false)}, Timeout: time.Hour})
 	b.stage(t, "first")
@@ -137,7 +112,7 @@ func TestMessageIsRecordedOnceEveryEndpointIsPastIt(t *testing.T) {
 	// Each endpoint has been sent the second message, so each is past the
 	// first: whichever passed it last recorded it before sending on.
 	failsafe := time.After(30 * time.Second)
-	for _, arrived := range []chan struct{}{slowArrived, slowArrived, fast.arrived, fast.arrived} {
+	for _, arrived := range []<-chan struct{}{slow.arrived, slow.arrived, fast.arrived, fast.arrived} {
 		select {
 		case <-arrived:
 		case <-failsafe:
@@ -157,8 +132,7 @@ func TestMessageIsRecordedOnceEveryEndpointIsPastIt(t *testing.T) {
 		t.Fatalf("redelivering the first message, which no worker is sending: %v", err)
 	}
 
-	released = true
-	close(release)
+	slow.release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -180,18 +154,7 @@ func TestMessageNotOwedToTheSlowEndpointIsNotHeldByIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	slowArrived, release := make(chan struct{}, 10), make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		slowArrived <- struct{}{}
-		<-release
-	}))
-	t.Cleanup(slow.Close)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-	})
+	slow := newHeldEndpoint(t, func(int32) bool { return true })
 	fast := newReceiver(t)
 	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{
 		endpoint(t, slow.URL, false, store.WebhookApprovalPending), endpoint(t, fast.URL, false),
@@ -216,7 +179,7 @@ func TestMessageNotOwedToTheSlowEndpointIsNotHeldByIt(t *testing.T) {
 	// The fast endpoint is sent the third message, so it is past the
 	// rejection, which no other endpoint is owed.
 	failsafe := time.After(30 * time.Second)
-	for _, arrived := range []chan struct{}{slowArrived, fast.arrived, fast.arrived, fast.arrived} {
+	for _, arrived := range []<-chan struct{}{slow.arrived, fast.arrived, fast.arrived, fast.arrived} {
 		select {
 		case <-arrived:
 		case <-failsafe:
@@ -236,8 +199,7 @@ func TestMessageNotOwedToTheSlowEndpointIsNotHeldByIt(t *testing.T) {
 			rejection.State, rejection.DeliveredTo)
 	}
 
-	released = true
-	close(release)
+	slow.release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -245,4 +207,36 @@ func TestMessageNotOwedToTheSlowEndpointIsNotHeldByIt(t *testing.T) {
 	if err != nil || len(delivered) != 3 {
 		t.Fatalf("delivered: %d %v, want all three", len(delivered), err)
 	}
+}
+
+// heldEndpoint is an endpoint that holds each request hold picks (by its
+// number, from 1) until the test releases them, and answers the others at
+// once; each request's arrival is signalled on arrived.
+type heldEndpoint struct {
+	URL      string
+	arrived  chan struct{}
+	requests atomic.Int32
+	// release lets every held request answer; it may be called again, and
+	// is at cleanup.
+	release func()
+}
+
+func newHeldEndpoint(t *testing.T, hold func(n int32) bool) *heldEndpoint {
+	t.Helper()
+	h := &heldEndpoint{arrived: make(chan struct{}, 10)}
+	released := make(chan struct{})
+	var once sync.Once
+	h.release = func() { once.Do(func() { close(released) }) }
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		n := h.requests.Add(1)
+		h.arrived <- struct{}{}
+		if hold(n) {
+			<-released
+		}
+	}))
+	h.URL = srv.URL
+	// Released before the server closes, which waits on its handlers.
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.release)
+	return h
 }
