@@ -176,6 +176,17 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 		c.note("the XML Schema maxLength %d at %s counts the value with its whitespace collapsed, which JSON Schema cannot: orangerail does not assert it, the upstream does", *maxLength, s.Source)
 		maxLength = nil
 	}
+	if s.MinLength != nil && *s.MinLength > 0 && s.WhiteSpace == "collapse" {
+		// The raw value is never shorter than the collapsed one, so
+		// minLength alone takes what the upstream refuses ("  ", empty
+		// once collapsed): a value of whitespace alone is refused, which
+		// is minLength 1 exactly, and a greater one is said so.
+		all, _ := out["allOf"].([]any)
+		out["allOf"] = append(all, map[string]any{"pattern": `[^ \t\n\r]`})
+		if *s.MinLength > 1 {
+			c.note("the XML Schema minLength %d at %s counts the value with its whitespace collapsed, which JSON Schema cannot: orangerail checks it on the value as sent, which may take a value the upstream refuses", *s.MinLength, s.Source)
+		}
+	}
 	for key, v := range map[string]*int{"minLength": s.MinLength, "maxLength": maxLength, "minItems": s.MinItems, "maxItems": s.MaxItems,
 		"minProperties": s.MinProperties, "maxProperties": s.MaxProperties} {
 		if v != nil {

@@ -232,3 +232,44 @@ func TestXSDFacetsCheckTheNormalisedValue(t *testing.T) {
 		}
 	}
 }
+
+// TestXSDMinLengthOfACollapseType: a collapse type's minLength counts
+// the value with its whitespace collapsed, so "  " (empty once collapsed)
+// is refused by minLength 1 upstream. The compiler asserted minLength on
+// the raw value, which took "  ", and said nothing of it: what the
+// compiled schema cannot check exactly is noted, and the part it can (a
+// value with no character but whitespace is empty) is asserted.
+func TestXSDMinLengthOfACollapseType(t *testing.T) {
+	v, out := wsdlInput(t, `<xs:element name="Pay"><xs:complexType><xs:sequence>
+    <xs:element name="one" minOccurs="0"><xs:simpleType><xs:restriction base="xs:token"><xs:minLength value="1"/></xs:restriction></xs:simpleType></xs:element>
+    <xs:element name="two" minOccurs="0"><xs:simpleType><xs:restriction base="xs:token"><xs:minLength value="2"/></xs:restriction></xs:simpleType></xs:element>
+    <xs:element name="line" minOccurs="0"><xs:simpleType><xs:restriction base="xs:normalizedString"><xs:minLength value="2"/></xs:restriction></xs:simpleType></xs:element>
+    </xs:sequence></xs:complexType></xs:element>`)
+	for _, tt := range []struct {
+		input string
+		ok    bool
+	}{
+		{`{"one": "  "}`, false},
+		{`{"one": "\t\n"}`, false},
+		{`{"one": " A "}`, true},
+		{`{"two": "   "}`, false},
+		{`{"two": " AB "}`, true},
+		{`{"two": "A B"}`, true},
+		{`{"line": "\t "}`, true},
+		{`{"line": "A"}`, false},
+	} {
+		err := validate(t, v, tt.input)
+		if tt.ok && err != nil {
+			t.Errorf("%s, whose normalised value XML Schema's minLength allows, is refused: %v", tt.input, err)
+		}
+		if !tt.ok && err == nil {
+			t.Errorf("%s, whose normalised value XML Schema's minLength refuses, is accepted", tt.input)
+		}
+	}
+	if !hasNote(out.Notes, "Pay", "minLength 2") {
+		t.Errorf("no note on the minLength 2 of a collapse type, checked on the raw value: %+v", out.Notes)
+	}
+	if hasNote(out.Notes, "Pay", "minLength 1 ") {
+		t.Errorf("a note on the minLength 1 of a collapse type, which is asserted exactly: %+v", out.Notes)
+	}
+}
