@@ -290,9 +290,13 @@ func typeWords(raw json.RawMessage) string {
 		Type  any               `json:"type"`
 		Enum  []json.RawMessage `json:"enum"`
 		Items json.RawMessage   `json:"items"`
+		AllOf []json.RawMessage `json:"allOf"`
 	}
 	if json.Unmarshal(raw, &p) != nil {
 		return "any"
+	}
+	if len(p.Enum) == 0 {
+		p.Enum = normalisedEnum(p.AllOf)
 	}
 	if len(p.Enum) > 0 {
 		var lits []string
@@ -319,6 +323,30 @@ func typeWords(raw json.RawMessage) string {
 		return strings.Join(ts, "|")
 	}
 	return "any"
+}
+
+// normalisedEnum is the enumeration of an allOf part written as
+// {anyOf: [{enum}, {pattern}]}: the policy compiler's enumeration of an
+// XML Schema type whose whiteSpace is replace or collapse, whose pattern
+// only takes the same values with the whitespace XML Schema strips.
+func normalisedEnum(allOf []json.RawMessage) []json.RawMessage {
+	for _, part := range allOf {
+		var a struct {
+			AnyOf []map[string]json.RawMessage `json:"anyOf"`
+		}
+		if json.Unmarshal(part, &a) != nil || len(a.AnyOf) != 2 {
+			continue
+		}
+		e, re := a.AnyOf[0], a.AnyOf[1]
+		if len(e) != 1 || len(re) != 1 || re["pattern"] == nil {
+			continue
+		}
+		var enum []json.RawMessage
+		if json.Unmarshal(e["enum"], &enum) == nil && len(enum) > 0 {
+			return enum
+		}
+	}
+	return nil
 }
 
 // firstSentence is a description's first sentence, on one line.
