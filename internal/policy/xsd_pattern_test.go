@@ -273,3 +273,41 @@ func TestXSDMinLengthOfACollapseType(t *testing.T) {
 		t.Errorf("a note on the minLength 1 of a collapse type, which is asserted exactly: %+v", out.Notes)
 	}
 }
+
+// TestXSDPatternOfADateIsAsserted: a date, time or dateTime collapses
+// its whitespace, but its JSON Schema format refuses a value with any, so
+// the value orangerail checks is its normalised value and its pattern is
+// exact as XML Schema reads it. The compiler left a pattern that can
+// match whitespace (".") to the upstream, where it had asserted it: a
+// 2021 date was taken by a type whose pattern is "2020-.*".
+func TestXSDPatternOfADateIsAsserted(t *testing.T) {
+	v, out := wsdlInput(t, `<xs:simpleType name="Day"><xs:restriction base="xs:date"><xs:pattern value="2020-.*"/></xs:restriction></xs:simpleType>
+    <xs:element name="Pay"><xs:complexType><xs:sequence>
+    <xs:element name="day" minOccurs="0"><xs:simpleType><xs:restriction base="xs:date"><xs:pattern value="2020-.*"/></xs:restriction></xs:simpleType></xs:element>
+    <xs:element name="at" minOccurs="0"><xs:simpleType><xs:restriction base="xs:dateTime"><xs:pattern value=".*Z"/></xs:restriction></xs:simpleType></xs:element>
+    <xs:element name="from" minOccurs="0"><xs:simpleType><xs:restriction base="tns:Day"><xs:whiteSpace value="collapse"/><xs:pattern value=".*-01"/></xs:restriction></xs:simpleType></xs:element>
+    </xs:sequence></xs:complexType></xs:element>`)
+	for _, tt := range []struct {
+		input string
+		ok    bool
+	}{
+		{`{"day": "2020-02-03"}`, true},
+		{`{"day": "2021-02-03"}`, false},
+		{`{"at": "2020-02-03T10:00:00Z"}`, true},
+		{`{"at": "2020-02-03T10:00:00+01:00"}`, false},
+		{`{"from": "2020-02-01"}`, true},
+		{`{"from": "2021-02-01"}`, false},
+		{`{"from": "2020-02-03"}`, false},
+	} {
+		err := validate(t, v, tt.input)
+		if tt.ok && err != nil {
+			t.Errorf("%s, which XML Schema's pattern allows, is refused: %v", tt.input, err)
+		}
+		if !tt.ok && err == nil {
+			t.Errorf("%s, which XML Schema's pattern refuses, is accepted", tt.input)
+		}
+	}
+	if hasNote(out.Notes, "Pay", "can match whitespace") {
+		t.Errorf("a date's pattern is left to the upstream: %+v", out.Notes)
+	}
+}

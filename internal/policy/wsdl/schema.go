@@ -62,8 +62,11 @@ func builtin(local, src string) (s *apidoc.Schema, ok bool) {
 	// facets are checked but xs:string, which keeps it, and
 	// xs:normalizedString, which replaces tab, newline and CR with spaces
 	// (XSD 1.0 Part 2, 4.3.6).
+	// A date, time or dateTime is the exception: its JSON Schema format
+	// refuses a value with any whitespace, so the value orangerail checks
+	// is already its normalised value and its facets read it as it is.
 	switch local {
-	case "string":
+	case "string", "date", "time", "dateTime":
 	case "normalizedString":
 		s.WhiteSpace = "replace"
 	default:
@@ -110,6 +113,12 @@ func builtin(local, src string) (s *apidoc.Schema, ok bool) {
 	}
 	s.WhiteSpace = ""
 	return s, false
+}
+
+// spaceless reports whether a value of the JSON Schema format has no
+// whitespace, which its format check refuses.
+func spaceless(format string) bool {
+	return format == "date" || format == "time" || format == "date-time"
 }
 
 // typeSchema returns the schema of the type ref names, at is where the
@@ -588,8 +597,9 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 			s.ExclusiveMaximum = num()
 		case "whiteSpace":
 			// A restriction may only tighten it: preserve, replace,
-			// collapse.
-			if v := strings.TrimSpace(v); v == "collapse" || v == "replace" && s.WhiteSpace == "" {
+			// collapse; a date, time or dateTime's value is spaceless
+			// already, as builtin says.
+			if v := strings.TrimSpace(v); !spaceless(s.Format) && (v == "collapse" || v == "replace" && s.WhiteSpace == "") {
 				s.WhiteSpace = v
 			}
 		}
