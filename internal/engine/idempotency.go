@@ -198,17 +198,34 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 	if err != nil {
 		return e.keyWaitFailure(ctx, c.name, correlation, err)
 	}
-	unlock, err := e.keys.lock(callerCtx, k, waitUntil)
-	if err != nil {
-		return e.keyWaitFailure(ctx, c.name, correlation, err)
-	}
-	defer unlock()
 	bound := e.store.Limits.Deadline()
 	claim := uuid.New()
-	began, out := e.claimKey(ctx, callerCtx, caller, c, k, claim, keyLeaseBounds*bound, correlation, waitUntil)
-	if out != nil {
-		return out
+	var (
+		unlock func()
+		began  time.Time
+		out    *Outcome
+	)
+	for {
+		if unlock, err = e.keys.lock(callerCtx, k, waitUntil); err != nil {
+			return e.keyWaitFailure(ctx, c.name, correlation, err)
+		}
+		if began, out = e.claimKey(ctx, callerCtx, caller, c, k, claim, keyLeaseBounds*bound, correlation, waitUntil); out != nil {
+			unlock()
+			return out
+		}
+		if canonical := ontology.IssuerKey(k.Issuer); k.Issuer != canonical {
+			// A fresh claim under a spelling an earlier version filed means
+			// that key expired after idempotencyKey found it: a retry that
+			// looked since claims the canonical key, where this call must
+			// meet it rather than run beside it.
+			e.releaseKey(ctx, k, claim, correlation)
+			unlock()
+			k.Issuer = canonical
+			continue
+		}
+		break
 	}
+	defer unlock()
 	runCtx, cancel := context.WithDeadline(callerCtx, began.Add(bound-keyReserve))
 	defer cancel()
 	// A panic out of run never reached an effect: execute contains every

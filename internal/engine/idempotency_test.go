@@ -728,3 +728,62 @@ func TestIdempotentRetryHoldsAcrossIssuerSpellings(t *testing.T) {
 	}
 	verifyClean(t, b.testBundle, "acme")
 }
+
+// TestIdempotentLegacyKeyExpiringMidCallRunsOnce: a key an earlier version
+// filed under the configured spelling expires between one retry's lookup
+// (which found it live, so it claims under that spelling) and its claim;
+// a second retry looking up after the expiry must not claim the canonical
+// spelling beside it: one of the two runs, as for any expired key.
+func TestIdempotentLegacyKeyExpiringMidCallRunsOnce(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	caller := support("acme")
+	caller.Issuer = "https://race.example/"
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "expiring legacy key", "idempotencyKey": "race-1"}`)
+	want(t, e.Call(ctx, caller, "add_order_note", args), engine.StatusOK)
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.idempotency_keys SET issuer = 'https://race.example/' WHERE tenant_id = 'acme' AND key = 'race-1'"); err != nil {
+		t.Fatal(err)
+	}
+	// The first retry's claim under the legacy spelling waits, in its
+	// trigger, for the advisory lock the test holds.
+	if _, err := b.admin.Exec(ctx, `
+CREATE FUNCTION public.r3a_hold_claim() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    PERFORM set_config('lock_timeout', '0', true);
+    PERFORM pg_advisory_xact_lock(734201);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER r3a_hold_claim BEFORE INSERT ON orangerail.idempotency_keys FOR EACH ROW
+    WHEN (NEW.key = 'race-1' AND NEW.issuer = 'https://race.example/') EXECUTE FUNCTION public.r3a_hold_claim();`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := b.admin.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(734201)"); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan *engine.Outcome, 1)
+	go func() { first <- e.Call(ctx, caller, "add_order_note", args) }()
+	for waiting := false; !waiting; {
+		if err := b.admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND objid = 734201 AND NOT granted)").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The legacy key expires now, after the first retry's lookup.
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.idempotency_keys SET expires_at = now() - interval '1 second' WHERE tenant_id = 'acme' AND key = 'race-1'"); err != nil {
+		t.Fatal(err)
+	}
+	second := e.Call(ctx, caller, "add_order_note", args)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock(734201)"); err != nil {
+		t.Fatal(err)
+	}
+	one := <-first
+	if notes, runs := notesAndRuns(t, b, "acme", "expiring legacy key"); notes != 2 {
+		t.Fatalf("two retries of an expired key (%s %s, %s %s): %d notes and %d execution records, want two of each (the first call's, one retry's)",
+			one.Status, one.CorrelationID, second.Status, second.CorrelationID, notes, runs)
+	}
+}
