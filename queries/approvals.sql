@@ -35,10 +35,15 @@ FROM orangerail.approval_consume(@id) AS c;
 -- name: ApprovalLapsed :many
 -- The first row_limit of the tenant's open approvals past their expiry,
 -- the longest lapsed first: in the order of approvals_open_expiry_idx, so
--- that a batch of a long backlog reads its rows, not the whole backlog.
-SELECT id, action FROM orangerail.approvals
-WHERE tenant_id = @tenant_id AND status IN ('pending', 'approved') AND expires_at <= now()
-ORDER BY expires_at, id
+-- that a batch of a long backlog reads its rows, not the whole backlog;
+-- each with whether the development identity staged it (its staged
+-- record's dev_mode, as ApprovalStagedDevMode reads it).
+SELECT a.id, a.action,
+       coalesce((SELECT bool_or(x.dev_mode) FROM orangerail.audit x
+                 WHERE x.tenant_id = a.tenant_id AND x.approval_id = a.id AND x.phase = 'staged'), false)::bool AS dev_mode
+FROM orangerail.approvals a
+WHERE a.tenant_id = @tenant_id AND a.status IN ('pending', 'approved') AND a.expires_at <= now()
+ORDER BY a.expires_at, a.id
 LIMIT @row_limit;
 
 -- name: ApprovalStagedDevMode :one

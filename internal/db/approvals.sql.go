@@ -207,9 +207,12 @@ func (q *Queries) ApprovalGet(ctx context.Context, db DBTX, arg *ApprovalGetPara
 }
 
 const approvalLapsed = `-- name: ApprovalLapsed :many
-SELECT id, action FROM orangerail.approvals
-WHERE tenant_id = $1 AND status IN ('pending', 'approved') AND expires_at <= now()
-ORDER BY expires_at, id
+SELECT a.id, a.action,
+       coalesce((SELECT bool_or(x.dev_mode) FROM orangerail.audit x
+                 WHERE x.tenant_id = a.tenant_id AND x.approval_id = a.id AND x.phase = 'staged'), false)::bool AS dev_mode
+FROM orangerail.approvals a
+WHERE a.tenant_id = $1 AND a.status IN ('pending', 'approved') AND a.expires_at <= now()
+ORDER BY a.expires_at, a.id
 LIMIT $2
 `
 
@@ -219,13 +222,16 @@ type ApprovalLapsedParams struct {
 }
 
 type ApprovalLapsedRow struct {
-	ID     uuid.UUID
-	Action string
+	ID      uuid.UUID
+	Action  string
+	DevMode bool
 }
 
 // The first row_limit of the tenant's open approvals past their expiry,
 // the longest lapsed first: in the order of approvals_open_expiry_idx, so
-// that a batch of a long backlog reads its rows, not the whole backlog.
+// that a batch of a long backlog reads its rows, not the whole backlog;
+// each with whether the development identity staged it (its staged
+// record's dev_mode, as ApprovalStagedDevMode reads it).
 func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, arg *ApprovalLapsedParams) ([]*ApprovalLapsedRow, error) {
 	rows, err := db.Query(ctx, approvalLapsed, arg.TenantID, arg.RowLimit)
 	if err != nil {
@@ -235,7 +241,7 @@ func (q *Queries) ApprovalLapsed(ctx context.Context, db DBTX, arg *ApprovalLaps
 	var items []*ApprovalLapsedRow
 	for rows.Next() {
 		var i ApprovalLapsedRow
-		if err := rows.Scan(&i.ID, &i.Action); err != nil {
+		if err := rows.Scan(&i.ID, &i.Action, &i.DevMode); err != nil {
 			return nil, err
 		}
 		items = append(items, &i)

@@ -688,7 +688,7 @@ func (e *Engine) expireLapsedCount(ctx context.Context, tx pgx.Tx, tenant string
 		return 0, false, err
 	}
 	for _, a := range lapsed {
-		ok, err := e.expire(ctx, tx, tenant, a.ID, a.Action)
+		ok, err := e.expireAs(ctx, tx, tenant, a.ID, a.Action, a.DevMode)
 		if err != nil {
 			return expired, false, err
 		}
@@ -747,6 +747,12 @@ func (e *Engine) expire(ctx context.Context, tx pgx.Tx, tenant string, id uuid.U
 	if err != nil {
 		return false, err
 	}
+	return e.expireAs(ctx, tx, tenant, id, action, devMode)
+}
+
+// expireAs is expire, the approval's staging's dev_mode known (a lapsed
+// batch reads it with the batch, not a statement an approval).
+func (e *Engine) expireAs(ctx context.Context, tx pgx.Tx, tenant string, id uuid.UUID, action string, devMode bool) (bool, error) {
 	entry, err := encodeEntry(&Record{Tenant: tenant, At: e.now(), CorrelationID: id.String(), Phase: PhaseExpired,
 		Action: action, Actor: Actor{Subject: "orangerail", Kind: ActorSystem}, DevMode: devMode, ApprovalID: &id})
 	if err != nil {

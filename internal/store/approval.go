@@ -179,13 +179,17 @@ func consumedOf(r *db.ApprovalConsumeRow) *Approval {
 type ApprovalRef struct {
 	ID     uuid.UUID
 	Action string
+	// DevMode: the development identity staged it.
+	DevMode bool
 }
 
 // ApprovalListLapsed lists the first limit of a tenant's open approvals
 // past their expiry, the longest lapsed first.
 func (s *Store) ApprovalListLapsed(ctx context.Context, tenantID string, limit int32) ([]*ApprovalRef, error) {
 	rows, err := s.q.ApprovalLapsed(ctx, s.x, &db.ApprovalLapsedParams{TenantID: tenantID, RowLimit: limit})
-	return all(rows, err, func(r *db.ApprovalLapsedRow) *ApprovalRef { return &ApprovalRef{ID: r.ID, Action: r.Action} })
+	return all(rows, err, func(r *db.ApprovalLapsedRow) *ApprovalRef {
+		return &ApprovalRef{ID: r.ID, Action: r.Action, DevMode: r.DevMode}
+	})
 }
 
 // ApprovalStagedDevMode reports whether the tenant's approval id was
