@@ -420,13 +420,7 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	var claims map[string]any
-	if err := idToken.Claims(&claims); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
-	}
-	if err := noStructClaimVariant(claims); err != nil {
-		return nil, err
-	}
+	// The verified payload, read once: each reading below decodes it.
 	var payload json.RawMessage
 	if err := idToken.Claims(&payload); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
@@ -434,12 +428,19 @@ func (r *Resolver) verify(ctx context.Context, token string) (*Caller, error) {
 	if !textOnly(payload) {
 		return nil, fmt.Errorf("%w: its claims hold a byte that is not UTF-8 or a lone UTF-16 surrogate escape", ErrInvalidToken)
 	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if err := noStructClaimVariant(claims); err != nil {
+		return nil, err
+	}
 	var dates struct {
 		Exp json.RawMessage `json:"exp"`
 		Nbf json.RawMessage `json:"nbf"`
 		Iat json.RawMessage `json:"iat"`
 	}
-	if err := idToken.Claims(&dates); err != nil {
+	if err := json.Unmarshal(payload, &dates); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	// The verifier reads these dates leniently (a string of digits, an
