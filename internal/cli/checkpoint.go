@@ -214,10 +214,16 @@ func newAuditCheckProofCmd() *cobra.Command {
 			}
 			results, errs := make([]*checkpoint.Result, len(args)), make([]error, len(args))
 			unreadable := 0
+			var stopped error
 			for i, path := range args {
 				res, err := checkProofFile(cmd, path, known, opts)
-				if stopped := cmd.Context().Err(); stopped != nil && errors.Is(err, stopped) {
-					return err // asked to stop: no file after it is checked
+				if cause := cmd.Context().Err(); cause != nil && errors.Is(err, cause) {
+					// Asked to stop: no file from this one on is checked,
+					// but those checked before it are said, so that a
+					// long run stopped at its last file loses nothing.
+					stopped = err
+					results, errs, args = results[:i], errs[:i], args[:i]
+					break
 				}
 				var coded *errcode.Error
 				if err != nil && !errors.As(err, &coded) {
@@ -235,6 +241,11 @@ func newAuditCheckProofCmd() *cobra.Command {
 				for i, ok := range checkpoint.Anchored(results, opts.Kept) {
 					if errs[i] == nil && !ok {
 						errs[i] = checkpoint.ErrUnanchored(results[i])
+						if stopped != nil {
+							// A file not read may hold the consistency
+							// proof that ties it: not judged either way.
+							errs[i] = errcode.New(errcode.Interrupted, "not tied to a kept checkpoint by the files read before the signal; the files after it were not read", nil)
+						}
 					}
 				}
 			}
@@ -257,6 +268,9 @@ func newAuditCheckProofCmd() *cobra.Command {
 				if err := writeJSON(cmd.OutOrStdout(), outcomes); err != nil {
 					return err
 				}
+			}
+			if stopped != nil {
+				return stopped
 			}
 			if unreadable > 0 {
 				return errcode.New(errcode.FileUnusable, fmt.Sprintf("%d of %d file(s) could not be read, so were not checked", unreadable, len(args)), nil)
@@ -302,6 +316,10 @@ func printOutcome(w io.Writer, path string, res *checkpoint.Result, err error) {
 	// A proof file's name is whoever handed it over's, as its contents are:
 	// a newline or an escape in it must not forge or hide an outcome.
 	path = display.Text(path)
+	if coded := (*errcode.Error)(nil); errors.As(err, &coded) && coded.Code == errcode.Interrupted {
+		fmt.Fprintf(w, "%s: NOT JUDGED: %s\n", path, display.Text(err.Error()))
+		return
+	}
 	if err != nil {
 		fmt.Fprintf(w, "%s: FAILED: %s\n", path, display.Text(err.Error()))
 		return

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,6 +200,17 @@ func TestAuditCheckpointsAndProofs(t *testing.T) {
 	if code, out, stderr := cli(t, "audit", "check-proof", "--key", vkey, "--checkpoint", keptFile, inclusion, consistency); code != exitOK ||
 		!strings.Contains(out, "seq2.json: OK") || !strings.Contains(out, "3to5.json: OK") {
 		t.Fatalf("an inclusion proof tied through a consistency proof: exit %d\n%s%s", code, out, stderr)
+	}
+	// Stopped at a file that never comes, the files checked before it are
+	// still said; one whose tie to the kept checkpoint could be in a file
+	// not read is not judged either way.
+	if code, out, stderr := checkProofStopped(t, "--key", vkey, inclusion, consistency); code != exitError ||
+		!strings.Contains(out, "seq2.json: OK") || !strings.Contains(out, "3to5.json: OK") || !strings.Contains(stderr, "X_INTERRUPTED") {
+		t.Fatalf("check-proof stopped at its last file: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := checkProofStopped(t, "--key", vkey, "--checkpoint", keptFile, inclusion); code != exitError ||
+		!strings.Contains(out, "seq2.json: NOT JUDGED: X_INTERRUPTED") || strings.Contains(out, "FAILED") || !strings.Contains(stderr, "X_INTERRUPTED") {
+		t.Fatalf("check-proof stopped before a proof's tie was read: exit %d\n%s%s", code, out, stderr)
 	}
 	// A kept checkpoint of another size that the log no longer grows
 	// from (the key's holder rewrote the log after it was kept, and signs
@@ -492,5 +504,50 @@ func TestCheckProofRefusesARewriteBehindAKeptCheckpoint(t *testing.T) {
 	if code != exitFindings || !strings.Contains(out, "3to5.json: OK") ||
 		!strings.Contains(out, "3to7.json: FAILED: X_AUDIT_PROOF_INVALID") || !strings.Contains(out, "seq6.json: FAILED: X_AUDIT_PROOF_INVALID") {
 		t.Fatalf("proofs of a log rewritten behind the kept checkpoint: exit %d\n%s", code, out)
+	}
+}
+
+// checkProofStopped runs `audit check-proof` with args and then a FIFO no
+// one writes to, and signals it once it has opened the FIFO: every file
+// before it has been checked by then.
+func checkProofStopped(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "never.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, signal := context.WithCancel(context.Background())
+	defer signal()
+	type ran struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan ran, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := Run(ctx, append(append([]string{"audit", "check-proof"}, args...), fifo), &out, &errOut)
+		done <- ran{code, out.String(), errOut.String()}
+	}()
+	// Opening the FIFO to write without blocking succeeds once a reader
+	// has it open: the command is at its last file.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			defer w.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("check-proof never opened its last file: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	signal()
+	select {
+	case r := <-done:
+		return r.code, r.out, r.errOut
+	case <-time.After(30 * time.Second):
+		t.Fatal("check-proof still waits on its last file after the signal")
+		return 0, "", ""
 	}
 }

@@ -339,7 +339,7 @@ var table = []Entry{
 		"Pass --include tag:NAME, operation:ID, method:METHOD (soap for SOAP operations) or * for all, once or comma-separated; policy compile without --actions lists every operation's tool name.", ""},
 	{Usage, "The command line is not one the command takes: a command or flag it does not know, a required flag missing, a flag's value of the wrong kind, or too many or too few arguments.",
 		"Run the command with --help, and pass what it lists.", ""},
-	{Interrupted, "The command was stopped by SIGINT or SIGTERM before it finished: what it reads or computes (a verify, a compile) was cut short and reports nothing, and a file it had not yet written was not written.",
+	{Interrupted, "The command was stopped by SIGINT or SIGTERM before it finished: what it reads or computes (a verify, a compile) was cut short and reports nothing (but `audit check-proof`, which says the files it checked before the signal), and a file it had not yet written was not written.",
 		"Run the command again and let it finish; a second signal ends a command that does not stop at the first.", ""},
 	{FileUnusable, "A file the command line names, or the sign-in token `orangerail login` keeps, could not be used: one to read is missing, unreadable, a directory, or (the kept token) readable by others or not a token orangerail wrote; one to write (--out) exists already, which is never overwritten, or its directory is missing or not writable.",
 		"Check the path the message names; for --out, name a new file or move the old one aside; for the kept token, remove it and run `orangerail login` again.", ""},
