@@ -85,8 +85,10 @@ SELECT coalesce((SELECT array_agg(a.phase ORDER BY a.seq NULLS LAST, a.id)
 
 -- name: AuditSettleLock :exec
 -- Held until the transaction ends: two operators settling one execution
--- at once settle it once.
-SELECT pg_advisory_xact_lock(hashtextextended('orangerail.settle:' || @tenant_id::text || ':' || @correlation_id::text, 0));
+-- at once settle it once, and its end waits for the settle (migration
+-- 00063). A row no auditor may lock (migration 00068), where an advisory
+-- lock any login may hold was.
+SELECT orangerail.settle_lock(@tenant_id::text, @correlation_id::text);
 
 -- name: ApprovalsUnaudited :many
 -- The first row_limit, each with the count of all (total).

@@ -66,7 +66,7 @@ func TestAuditSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orangerail.settle:acme:c-7', 0))"); err != nil {
+	if _, err := holder.Exec(ctx, "SELECT orangerail.settle_lock('acme', 'c-7')"); err != nil {
 		t.Fatal(err)
 	}
 	code, _, stderr = settle(ownerURL, "c-7", "--outcome", "failed", "--reason", "the carrier has no such label")

@@ -11,12 +11,13 @@ import (
 )
 
 // TestHardeningGapsNameTheLockAnAuditorStillStalls: since migration 00065
-// the sweep and the checkpoint signer lock rows no auditor may lock, so an
-// auditor granted an advisory lock stalls neither, as hardening_gaps still
-// said it did; what it can stall is the one advisory lock the server still
-// takes, the settle lock every execution's end record waits on (migration
-// 00063's trigger, AuditSettleLock), which hardening_gaps did not name: an
-// operator read a gap whose harm was gone and not the one left.
+// the sweep and the checkpoint signer lock rows no auditor may lock, and
+// since 00068 so do an execution's end and an operator's settle of it
+// (00063's trigger, AuditSettleLock): the server takes no advisory lock,
+// so an auditor granted one stalls none of the server's work, as
+// hardening_gaps said it did (the settle lock, after 00066). What it can
+// still stall are the operator's commands that take one: `orangerail
+// migrate` and the grant or revoke of an auditor login.
 func TestHardeningGapsNameTheLockAnAuditorStillStalls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -37,7 +38,9 @@ func TestHardeningGapsNameTheLockAnAuditorStillStalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || !strings.Contains(got[0], "settle") || strings.Contains(got[0], "checkpoint signing and sweep") {
-		t.Fatalf("the auditor's advisory lock is listed as %q; want the settle lock it can still hold named, not the signing and sweep it no longer stalls", got)
+	if len(got) != 1 || strings.Contains(got[0], "settle") || strings.Contains(got[0], "checkpoint signing and sweep") ||
+		!strings.Contains(got[0], "the server takes no advisory lock") || !strings.Contains(got[0], "orangerail migrate") ||
+		!strings.Contains(got[0], "revoke of an auditor login") {
+		t.Fatalf("the auditor's advisory lock is listed as %q; want no lock of the server's named (it takes none), the operator's commands it can still stall named", got)
 	}
 }

@@ -369,7 +369,7 @@ func (q *Queries) AuditSeal(ctx context.Context, db DBTX, arg *AuditSealParams) 
 }
 
 const auditSettleLock = `-- name: AuditSettleLock :exec
-SELECT pg_advisory_xact_lock(hashtextextended('orangerail.settle:' || $1::text || ':' || $2::text, 0))
+SELECT orangerail.settle_lock($1::text, $2::text)
 `
 
 type AuditSettleLockParams struct {
@@ -378,7 +378,9 @@ type AuditSettleLockParams struct {
 }
 
 // Held until the transaction ends: two operators settling one execution
-// at once settle it once.
+// at once settle it once, and its end waits for the settle (migration
+// 00063). A row no auditor may lock (migration 00068), where an advisory
+// lock any login may hold was.
 func (q *Queries) AuditSettleLock(ctx context.Context, db DBTX, arg *AuditSettleLockParams) error {
 	_, err := db.Exec(ctx, auditSettleLock, arg.TenantID, arg.CorrelationID)
 	return err

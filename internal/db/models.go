@@ -152,6 +152,11 @@ type OrangerailRateShare struct {
 	Hits        int32
 }
 
+type OrangerailSettleLock struct {
+	TenantID      string
+	CorrelationID string
+}
+
 type OrangerailTenant struct {
 	ID        string
 	CreatedAt time.Time
