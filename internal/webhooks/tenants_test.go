@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orangerail/orangerail/examples/orders"
 	"github.com/orangerail/orangerail/internal/engine"
@@ -169,6 +170,70 @@ func TestMessageOfATenantNoLongerServedSaysSo(t *testing.T) {
 		}
 		if got := lastError(when); !strings.Contains(got, "serve") || !strings.Contains(got, "tenant") {
 			t.Errorf("%s: last error %q, want it to say the endpoint serves other tenants", when, got)
+		}
+	}
+}
+
+// TestSlowTenantDoesNotHoldTheOthers: a tenant whose endpoint has not
+// answered yet does not keep another tenant's message from being sent
+// and recorded. A round delivered the tenants' batches one after the
+// other, so every tenant after one with a slow endpoint (one answering
+// only at its full timeout) waited as long as it took. acme's message is
+// due first, and its endpoint answers only when the test lets it;
+// globex's message is sent, and recorded delivered, meanwhile.
+func TestSlowTenantDoesNotHoldTheOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	slow := newHeldEndpoint(t, func(int32) bool { return true })
+	other := newReceiver(t)
+	// The POSTs' timeout is long, so acme's endpoint is slow, not down.
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{scoped(t, slow.URL, "acme"), scoped(t, other.URL, "globex")}, Timeout: time.Hour})
+	b.stage(t, "acme's")
+	if out := b.engine.Call(ctx, support("globex"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "globex's"}`)); out.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage in globex: %s %v", out.Status, out.Err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	<-slow.arrived
+	// Only a failsafe, so that the defect fails the test rather than hang
+	// it: with the fix globex's message is sent and marked without waiting
+	// on any timer.
+	failsafe := time.After(30 * time.Second)
+	select {
+	case <-other.arrived:
+	case <-failsafe:
+		t.Fatal("globex's endpoint was sent nothing while acme's had not answered")
+	}
+	for {
+		msgs, err := webhooks.List(ctx, b.runtime, "globex", "", 10)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("globex: %+v %v", msgs, err)
+		}
+		if msgs[0].State == store.WebhookDelivered {
+			break
+		}
+		select {
+		case <-failsafe:
+			t.Fatalf("globex's message, answered by its endpoint, is %s while acme's endpoint holds acme's, want delivered", msgs[0].State)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10); err != nil || len(msgs) != 1 || msgs[0].State != store.WebhookQueued {
+		t.Fatalf("acme: %+v %v, want its message queued (held)", msgs, err)
+	}
+
+	slow.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		if msgs, err := webhooks.List(ctx, b.runtime, tenant, store.WebhookDelivered, 10); err != nil || len(msgs) != 1 {
+			t.Errorf("%s: delivered %d %v, want its message", tenant, len(msgs), err)
 		}
 	}
 }

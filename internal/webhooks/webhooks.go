@@ -136,10 +136,29 @@ const (
 	// each message it had claimed (deliver): what it delivered, and the
 	// message released.
 	stopMarkTimeout = 2 * time.Second
+	// tenantsAtOnce bounds how many tenants' batches a round delivers at
+	// once (RunOnce). Each runs a sender per endpoint, and takes a
+	// connection from the pool the engine shares for its claim, each
+	// input it reads and each mark: a few at once are enough that a
+	// tenant whose endpoint is slow (answering only at its timeout) holds
+	// no other, while a round over many tenants neither opens tenants ×
+	// endpoints POSTs at once nor takes the engine's connections.
+	tenantsAtOnce = 4
+	// leaseMargin is what a message's lease holds beyond its round's
+	// POSTs (New); leaseSkew, of it, is how far apart the clocks of
+	// replicas sharing the database may be: a sender starts no POST that
+	// could still be in flight leaseSkew before the lease ends (sendOne),
+	// when another replica, its clock that far ahead, may claim the
+	// message. The rest is for the round's database work.
+	leaseMargin = time.Minute
+	leaseSkew   = 30 * time.Second
 	// maxRedirects bounds same-host redirects followed.
 	maxRedirects = 3
 	// maxErrorText bounds the last_error kept per message.
 	maxErrorText = 300
+	// leaseShort is the failure of an endpoint not sent a message whose
+	// lease had too little left for a POST to end within it.
+	leaseShort = "not sent: the round took so long that the message's lease would have ended during the POST"
 	// notOwedHere is the last_error of a message none of whose endpoints
 	// is configured where it was last taken.
 	notOwedHere = "not sent: none of the endpoints configured when its event happened is configured now; `webhooks redeliver` sends it to those configured now"
@@ -237,9 +256,15 @@ func New(c Config) (*Worker, error) {
 	if c.Client == nil {
 		c.Client = newClient(c.Timeout)
 	}
-	// The lease outlasts the slowest round of one claim, so a message is
-	// never claimed twice while its first worker still holds it.
-	lease := time.Duration(c.Batch)*time.Duration(max(len(c.Endpoints), 1))*c.Timeout + time.Minute
+	// The lease covers one claim's round: the endpoints' senders run side
+	// by side, each sending at most the batch, each POST bounded by
+	// Timeout, so no sender needs more than Batch × Timeout, whatever the
+	// number of endpoints; leaseMargin is for the round's database work
+	// (the claim, the inputs, the marks) and the clocks of replicas. A
+	// sender whose round took longer than that (a database stalled) does
+	// not start a POST the lease could end during (sendOne): a message is
+	// never sent by two workers at once, however long a round takes.
+	lease := time.Duration(c.Batch)*c.Timeout + leaseMargin
 	return &Worker{c: c, lease: lease}, nil
 }
 
@@ -316,7 +341,8 @@ func (w *Worker) Stop() {
 }
 
 // RunOnce claims the messages due now, tenant by tenant, delivers each and
-// records how it went. It returns how many messages it handled.
+// records how it went, up to tenantsAtOnce tenants at once. It returns how
+// many messages it handled.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	now := w.c.Now()
 	var tenants []string
@@ -327,35 +353,55 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	handled := 0
-	var errs []error
+	var (
+		mu      sync.Mutex
+		handled int
+		errs    []error
+		wg      sync.WaitGroup
+	)
 	// An endpoint that did not answer at all (a timeout, a connection
 	// refused) is not waited on again this round: each message would
-	// spend the worker another timeout, while the other tenants waited
-	// behind it.
+	// spend its sender another timeout. The tenants' batches share it.
 	down := &downSet{why: map[string]string{}}
+	// The tenants' batches run side by side, at most tenantsAtOnce, so a
+	// tenant whose endpoint is slow holds its own batch alone. Each claims
+	// once it has a place, so its lease runs from when it starts.
+	places := make(chan struct{}, tenantsAtOnce)
 	for _, tenant := range tenants {
-		var claimed []*store.WebhookMessage
-		// The lease runs from this claim, not from the round's start: the
-		// tenants before this one took their time delivering.
-		claimedAt := w.c.Now()
-		err := database.InTenant(ctx, w.c.Pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
-			claimed, err = store.New(tx).WebhookClaim(ctx, &store.WebhookClaimParams{TenantID: tenant, Now: claimedAt, Until: claimedAt.Add(w.lease), Limit: w.c.Batch})
-			return err
-		})
-		if err != nil {
+		places <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-places }()
+			n, err := w.deliverTenant(ctx, tenant, down)
+			mu.Lock()
+			defer mu.Unlock()
+			handled += n
 			errs = append(errs, err)
-			continue
-		}
-		// In the claim's order, as the events happened: UPDATE … RETURNING
-		// returns its rows in no set order (newest first, seen).
-		slices.SortFunc(claimed, func(a, b *store.WebhookMessage) int {
-			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Seq, b.Seq))
 		})
-		errs = append(errs, w.deliver(ctx, claimed, down))
-		handled += len(claimed)
 	}
+	wg.Wait()
 	return handled, errors.Join(errs...)
+}
+
+// deliverTenant claims a tenant's due messages and delivers them
+// (deliver). It returns how many it claimed.
+func (w *Worker) deliverTenant(ctx context.Context, tenant string, down *downSet) (int, error) {
+	var claimed []*store.WebhookMessage
+	// The lease runs from this claim, not from the round's start: the
+	// claim may have waited for a place (tenantsAtOnce).
+	claimedAt := w.c.Now()
+	err := database.InTenant(ctx, w.c.Pool, tenant, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+		claimed, err = store.New(tx).WebhookClaim(ctx, &store.WebhookClaimParams{TenantID: tenant, Now: claimedAt, Until: claimedAt.Add(w.lease), Limit: w.c.Batch})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	// In the claim's order, as the events happened: UPDATE … RETURNING
+	// returns its rows in no set order (newest first, seen).
+	slices.SortFunc(claimed, func(a, b *store.WebhookMessage) int {
+		return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), cmp.Compare(a.Seq, b.Seq))
+	})
+	return len(claimed), w.deliver(ctx, claimed, down)
 }
 
 // Prune deletes the finished messages (delivered, or failed) whose last
@@ -492,8 +538,9 @@ func (w *Worker) send(ctx context.Context, i int, batch []*sending, down *downSe
 }
 
 // sendOne POSTs d's message to the endpoint at index i, which owes it
-// (d.owes[i], its sender's test), unless the round is stopping, and
-// records in d how it went.
+// (d.owes[i], its sender's test), unless the round is stopping or the
+// message's lease could end before the POST does, and records in d how it
+// went.
 func (w *Worker) sendOne(ctx context.Context, i int, d *sending, down *downSet) {
 	e, m := &w.c.Endpoints[i], d.m
 	if ctx.Err() != nil {
@@ -505,6 +552,13 @@ func (w *Worker) sendOne(ctx context.Context, i int, d *sending, down *downSet) 
 	}
 	if e.IncludeInput && d.inputErr != nil {
 		d.failure[i] = "reading the input: " + d.inputErr.Error()
+		return
+	}
+	// A POST that could outlast the lease is not started: once the lease
+	// ends another worker may claim the message and send it too, while
+	// this one is in flight.
+	if m.LockedUntil.Sub(w.c.Now()) < w.c.Timeout+leaseSkew {
+		d.failure[i] = e.shown() + ": " + leaseShort
 		return
 	}
 	var body []byte

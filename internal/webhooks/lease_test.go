@@ -1,0 +1,93 @@
+package webhooks_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orangerail/orangerail/internal/store"
+	"github.com/orangerail/orangerail/internal/webhooks"
+)
+
+// TestLeaseCoversOneSenderNotEveryEndpoint: a claimed message's lease
+// covers a round whose endpoints are sent the batch side by side (each
+// sender at most Batch × Timeout), not one that sent it to them one after
+// the other. It was Batch × endpoints × Timeout, so a message a crashed
+// worker held waited that much longer for its retry. Three endpoints, a
+// batch of two, an hour's timeout: the lease is at least the two hours one
+// sender may take, and less than the six of three in turn.
+func TestLeaseCoversOneSenderNotEveryEndpoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	held := newHeldEndpoint(t, func(int32) bool { return true })
+	a, c := newReceiver(t), newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, held.URL, false), endpoint(t, a.URL, false), endpoint(t, c.URL, false)},
+		Timeout: time.Hour, Batch: 2})
+	b.stage(t, "leased")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(context.Background())
+		done <- err
+	}()
+	<-held.arrived
+	msgs, err := webhooks.List(context.Background(), b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 1 || msgs[0].LockedUntil == nil {
+		t.Fatalf("messages: %+v %v, want one, leased", msgs, err)
+	}
+	// The clock has not moved since the claim.
+	lease := msgs[0].LockedUntil.Sub(b.clock.Now())
+	if lease < 2*time.Hour || lease >= 6*time.Hour {
+		t.Errorf("the lease is %v, want at least a sender's batch (2h) and less than the endpoints' batches in turn (6h)", lease)
+	}
+	held.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoPostOutlastsTheLease: a sender whose round has taken so long (the
+// database stalled) that a POST could still be in flight when the lease
+// ends does not start it: the message is retried, not sent by this worker
+// while another, the lease ended, claims and sends it too. The clock moves
+// on while the endpoint holds the first message, past the point where an
+// hour's POST would end within the lease; the second message is not sent.
+func TestNoPostOutlastsTheLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	held := newHeldEndpoint(t, func(n int32) bool { return n == 1 })
+	// A batch of two, an hour's timeout: a lease of two hours and its
+	// margin.
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, held.URL, false)}, Timeout: time.Hour, Batch: 2})
+	b.stage(t, "first")
+	b.stage(t, "second")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	<-held.arrived
+	// Less than the timeout is left of the lease once the first answers.
+	b.clock.Advance(90 * time.Minute)
+	held.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := held.requests.Load(); n != 1 {
+		t.Fatalf("the endpoint was sent %d messages, want only the first: the second's POST could have outlasted its lease", n)
+	}
+	msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("messages: %d %v", len(msgs), err)
+	}
+	first, second := msgs[1], msgs[0] // newest first
+	if first.State != store.WebhookDelivered {
+		t.Errorf("the first message, answered, is %s", first.State)
+	}
+	if second.State != store.WebhookQueued || second.LockedUntil != nil || second.LastError == nil || !strings.Contains(*second.LastError, "lease") {
+		t.Errorf("the second message is %s (leased until %v, last error %v), want queued, released, its last error naming the lease", second.State, second.LockedUntil, second.LastError)
+	}
+}
