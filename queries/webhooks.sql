@@ -22,21 +22,21 @@ RETURNING o.*;
 -- ran out, and whose message another worker claimed since, cannot
 -- overwrite what that worker records.
 
--- name: WebhookDelivered :exec
+-- name: WebhookDelivered :execrows
 -- Every endpoint answered: the row is done.
 UPDATE orangerail.webhook_outbox
 SET state = 'delivered', delivered_at = @now::timestamptz, delivered_to = @delivered_to::text[],
     locked_until = NULL, last_error = NULL
 WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
--- name: WebhookRetry :exec
+-- name: WebhookRetry :execrows
 -- Some endpoint failed: try again at next_attempt_at.
 UPDATE orangerail.webhook_outbox
 SET next_attempt_at = @next_attempt_at::timestamptz, delivered_to = @delivered_to::text[],
     locked_until = NULL, last_error = @last_error::text
 WHERE id = @id AND tenant_id = @tenant_id AND locked_until = @lease::timestamptz;
 
--- name: WebhookFail :exec
+-- name: WebhookFail :execrows
 -- The attempts ran out. next_attempt_at becomes the last attempt's time,
 -- which the retention counts from (webhook_outbox_prune): it was when the
 -- attempt was due, long before it ran where the workers were behind.

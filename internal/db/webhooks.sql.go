@@ -80,7 +80,7 @@ func (q *Queries) WebhookClaim(ctx context.Context, db DBTX, arg *WebhookClaimPa
 	return items, nil
 }
 
-const webhookDelivered = `-- name: WebhookDelivered :exec
+const webhookDelivered = `-- name: WebhookDelivered :execrows
 
 UPDATE orangerail.webhook_outbox
 SET state = 'delivered', delivered_at = $1::timestamptz, delivered_to = $2::text[],
@@ -101,15 +101,18 @@ type WebhookDeliveredParams struct {
 // ran out, and whose message another worker claimed since, cannot
 // overwrite what that worker records.
 // Every endpoint answered: the row is done.
-func (q *Queries) WebhookDelivered(ctx context.Context, db DBTX, arg *WebhookDeliveredParams) error {
-	_, err := db.Exec(ctx, webhookDelivered,
+func (q *Queries) WebhookDelivered(ctx context.Context, db DBTX, arg *WebhookDeliveredParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookDelivered,
 		arg.Now,
 		arg.DeliveredTo,
 		arg.ID,
 		arg.TenantID,
 		arg.Lease,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const webhookDueTenants = `-- name: WebhookDueTenants :many
@@ -142,7 +145,7 @@ func (q *Queries) WebhookDueTenants(ctx context.Context, db DBTX, arg *WebhookDu
 	return items, nil
 }
 
-const webhookFail = `-- name: WebhookFail :exec
+const webhookFail = `-- name: WebhookFail :execrows
 UPDATE orangerail.webhook_outbox
 SET state = 'failed', next_attempt_at = $1::timestamptz, delivered_to = $2::text[], locked_until = NULL, last_error = $3::text
 WHERE id = $4 AND tenant_id = $5 AND locked_until = $6::timestamptz
@@ -160,8 +163,8 @@ type WebhookFailParams struct {
 // The attempts ran out. next_attempt_at becomes the last attempt's time,
 // which the retention counts from (webhook_outbox_prune): it was when the
 // attempt was due, long before it ran where the workers were behind.
-func (q *Queries) WebhookFail(ctx context.Context, db DBTX, arg *WebhookFailParams) error {
-	_, err := db.Exec(ctx, webhookFail,
+func (q *Queries) WebhookFail(ctx context.Context, db DBTX, arg *WebhookFailParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookFail,
 		arg.Now,
 		arg.DeliveredTo,
 		arg.LastError,
@@ -169,7 +172,10 @@ func (q *Queries) WebhookFail(ctx context.Context, db DBTX, arg *WebhookFailPara
 		arg.TenantID,
 		arg.Lease,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const webhookLeased = `-- name: WebhookLeased :one
@@ -313,7 +319,7 @@ func (q *Queries) WebhookRedeliver(ctx context.Context, db DBTX, arg *WebhookRed
 	return &i, err
 }
 
-const webhookRetry = `-- name: WebhookRetry :exec
+const webhookRetry = `-- name: WebhookRetry :execrows
 UPDATE orangerail.webhook_outbox
 SET next_attempt_at = $1::timestamptz, delivered_to = $2::text[],
     locked_until = NULL, last_error = $3::text
@@ -330,8 +336,8 @@ type WebhookRetryParams struct {
 }
 
 // Some endpoint failed: try again at next_attempt_at.
-func (q *Queries) WebhookRetry(ctx context.Context, db DBTX, arg *WebhookRetryParams) error {
-	_, err := db.Exec(ctx, webhookRetry,
+func (q *Queries) WebhookRetry(ctx context.Context, db DBTX, arg *WebhookRetryParams) (int64, error) {
+	result, err := db.Exec(ctx, webhookRetry,
 		arg.NextAttemptAt,
 		arg.DeliveredTo,
 		arg.LastError,
@@ -339,5 +345,8 @@ func (q *Queries) WebhookRetry(ctx context.Context, db DBTX, arg *WebhookRetryPa
 		arg.TenantID,
 		arg.Lease,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

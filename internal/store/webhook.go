@@ -140,18 +140,31 @@ type WebhookMarkParams struct {
 
 // WebhookMarkDelivered marks a message delivered at p.At.
 func (s *Store) WebhookMarkDelivered(ctx context.Context, p *WebhookMarkParams) error {
-	return InterpretError(s.q.WebhookDelivered(ctx, s.x, &db.WebhookDeliveredParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
+	return marked(s.q.WebhookDelivered(ctx, s.x, &db.WebhookDeliveredParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
+}
+
+// marked is a mark's outcome: ErrNotFound when it changed no row, the
+// message no longer held under p.Lease (it ended, and another worker may
+// have claimed the message since).
+func marked(rows int64, err error) error {
+	if err != nil {
+		return InterpretError(err)
+	}
+	if rows == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // WebhookMarkRetry releases a message to be tried again at p.At.
 func (s *Store) WebhookMarkRetry(ctx context.Context, p *WebhookMarkParams) error {
-	return InterpretError(s.q.WebhookRetry(ctx, s.x, &db.WebhookRetryParams{NextAttemptAt: p.At, DeliveredTo: nonNil(p.DeliveredTo),
+	return marked(s.q.WebhookRetry(ctx, s.x, &db.WebhookRetryParams{NextAttemptAt: p.At, DeliveredTo: nonNil(p.DeliveredTo),
 		LastError: p.LastError, ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
 }
 
 // WebhookMarkFailed gives a message up: its attempts ran out.
 func (s *Store) WebhookMarkFailed(ctx context.Context, p *WebhookMarkParams) error {
-	return InterpretError(s.q.WebhookFail(ctx, s.x, &db.WebhookFailParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), LastError: p.LastError, ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
+	return marked(s.q.WebhookFail(ctx, s.x, &db.WebhookFailParams{Now: p.At, DeliveredTo: nonNil(p.DeliveredTo), LastError: p.LastError, ID: p.ID, TenantID: p.TenantID, Lease: p.Lease}))
 }
 
 // WebhookRedeliver queues a message of the tenant again, due at now, for

@@ -1,7 +1,9 @@
 package webhooks_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,41 @@ func TestNoPostOutlastsTheLease(t *testing.T) {
 	}
 	if second.State != store.WebhookQueued || second.LockedUntil != nil || second.LastError == nil || !strings.Contains(*second.LastError, "lease") {
 		t.Errorf("the second message is %s (leased until %v, last error %v), want queued, released, its last error naming the lease", second.State, second.LockedUntil, second.LastError)
+	}
+}
+
+// TestALostLeaseIsSaid: a round whose message's lease ended before it was
+// marked (another worker may have claimed it) records nothing of it, and
+// says so in the log, naming the endpoints it reached, which may be sent
+// it again. The mark changed no row and no one was told.
+func TestALostLeaseIsSaid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	held := newHeldEndpoint(t, func(int32) bool { return true })
+	var log bytes.Buffer
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, held.URL, false)}, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	b.stage(t, "taken")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	<-held.arrived
+	// Another worker's claim, the lease having ended: a lease of its own.
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.webhook_outbox SET locked_until = locked_until + interval '1 hour'"); err != nil {
+		t.Fatal(err)
+	}
+	held.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 1 || msgs[0].State != store.WebhookQueued || msgs[0].LockedUntil == nil {
+		t.Fatalf("messages: %+v %v, want the one, still held by the other claim", msgs, err)
+	}
+	if !strings.Contains(log.String(), "lease ended before its round did") || !strings.Contains(log.String(), held.URL) {
+		t.Fatalf("the log does not say the delivery went unrecorded, naming the endpoint reached:\n%s", log.String())
 	}
 }

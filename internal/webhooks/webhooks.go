@@ -666,7 +666,27 @@ func (w *Worker) mark(ctx context.Context, d *sending) error {
 			return retry(errorText(failures))
 		}
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		// The lease had ended by the mark: another worker may hold the
+		// message now, and send it again to the endpoints this round
+		// reached. Not this worker's failure, but an operator reading
+		// an endpoint's duplicate finds why here.
+		w.c.Logger.Warn("webhook delivery not recorded: the message's lease ended before its round did, so the endpoints it reached may be sent it again",
+			"message", m.ID.String(), "event", string(m.Event), "tenant", m.TenantID, "reached", reachedShown(w.c.Endpoints, d))
+		err = nil
+	}
 	return errors.Join(stopping, err)
+}
+
+// reachedShown lists, as shown, the endpoints d's round sent its message.
+func reachedShown(endpoints []Endpoint, d *sending) string {
+	var shown []string
+	for i := range endpoints {
+		if d.sent[i] {
+			shown = append(shown, endpoints[i].shown())
+		}
+	}
+	return strings.Join(shown, " ")
 }
 
 // notSent is the last_error of m, sent to no endpoint here: one that
