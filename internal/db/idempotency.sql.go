@@ -15,7 +15,7 @@ const idempotencyAbandoned = `-- name: IdempotencyAbandoned :execrows
 UPDATE orangerail.idempotency_keys
 SET outcome = $1, expires_at = now() + make_interval(secs => $2::float8)
 WHERE tenant_id = $3
-  AND action = $4 AND subject = $5 AND issuer = $6 AND key = $7
+  AND action = $4 AND subject = $5 AND orangerail.issuer_key(issuer) = orangerail.issuer_key($6) AND key = $7
   AND claim = $8 AND outcome IS NULL AND claimed_until <= clock_timestamp()
 `
 
@@ -56,7 +56,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
         -- Set again, ttl ahead, with the outcome.
         now() + make_interval(secs => $7::float8),
         $8, now() + make_interval(secs => $7::float8), $9)
-ON CONFLICT (tenant_id, action, subject, issuer, key) DO UPDATE
+ON CONFLICT (tenant_id, action, subject, orangerail.issuer_key(issuer), key) DO UPDATE
 SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
     claim = excluded.claim, claimed_until = excluded.claimed_until, correlation_id = excluded.correlation_id
 WHERE k.expires_at <= now() AND k.outcome IS NOT NULL
@@ -80,6 +80,9 @@ type IdempotencyClaimParams struct {
 // and, by the database's clock, how long the call may take. No row comes
 // back when the key is live (filed, unexpired) or claimed: a claim with no
 // outcome never expires, so that its retries learn the call may have run.
+// A key is one of each canonical issuer (idempotency_keys_canonical_idx,
+// 00069): one filed under another spelling of the caller's issuer is this
+// one, and so in every statement below.
 func (q *Queries) IdempotencyClaim(ctx context.Context, db DBTX, arg *IdempotencyClaimParams) (string, error) {
 	row := db.QueryRow(ctx, idempotencyClaim,
 		arg.TenantID,
@@ -102,7 +105,7 @@ SELECT input_digest, outcome, claim, correlation_id,
        coalesce(claimed_until <= clock_timestamp(), false)::boolean AS abandoned
 FROM orangerail.idempotency_keys
 WHERE tenant_id = $1
-  AND action = $2 AND subject = $3 AND issuer = $4 AND key = $5 AND (expires_at > now() OR outcome IS NULL)
+  AND action = $2 AND subject = $3 AND orangerail.issuer_key(issuer) = orangerail.issuer_key($4) AND key = $5 AND (expires_at > now() OR outcome IS NULL)
 `
 
 type IdempotencyFindParams struct {
@@ -157,7 +160,7 @@ func (q *Queries) IdempotencyPrune(ctx context.Context, db DBTX, tenantID string
 const idempotencyRelease = `-- name: IdempotencyRelease :execrows
 DELETE FROM orangerail.idempotency_keys
 WHERE tenant_id = $1
-  AND action = $2 AND subject = $3 AND issuer = $4 AND key = $5
+  AND action = $2 AND subject = $3 AND orangerail.issuer_key(issuer) = orangerail.issuer_key($4) AND key = $5
   AND claim = $6 AND outcome IS NULL
 `
 
@@ -190,7 +193,7 @@ const idempotencySave = `-- name: IdempotencySave :execrows
 UPDATE orangerail.idempotency_keys
 SET outcome = $1, expires_at = now() + make_interval(secs => $2::float8)
 WHERE tenant_id = $3
-  AND action = $4 AND subject = $5 AND issuer = $6 AND key = $7
+  AND action = $4 AND subject = $5 AND orangerail.issuer_key(issuer) = orangerail.issuer_key($6) AND key = $7
   AND claim = $8 AND outcome IS NULL
 `
 

@@ -217,7 +217,8 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 			// A fresh claim under a spelling an earlier version filed means
 			// that key expired after idempotencyKey found it: a retry that
 			// looked since claims the canonical key, where this call must
-			// meet it rather than run beside it.
+			// meet it rather than run beside it (for a spelling issuer_key
+			// keeps as it is, the two are keys apart).
 			e.releaseKey(ctx, k, claim, correlation)
 			unlock()
 			k.Issuer = canonical
@@ -260,10 +261,15 @@ func (e *Engine) idempotent(ctx context.Context, caller *Caller, c *call, key, c
 // (ontology.IssuerKey), so that a retry after the operator re-spelled the
 // issuer in the config (a trailing slash, the host's case) finds the first
 // call's key, as four-eyes finds its requester (ontology.SameIssuer),
-// rather than run the call again. A key filed by a version before this
-// one holds the issuer as the config spelled it: while one under the
-// caller's spelling is live, it is the call's key (a read, only for an
-// issuer not spelled in that form, until such keys expire).
+// rather than run the call again. The store reads and claims a key by
+// its issuer's form in SQL (issuer_key, one key of each: migration
+// 00069, which filed every stored key under it), so a key filed under
+// another plain spelling — by an earlier version, or by a replica not yet
+// upgraded — is this one. issuer_key keeps as it is an issuer that is no
+// plain scheme://host[:port]/path (never looser than IssuerKey): a key an
+// earlier version filed under such a spelling is found only under it,
+// so while one under the caller's spelling is live, it is the call's key
+// (a read, only for an issuer not spelled in IssuerKey's form).
 func (e *Engine) idempotencyKey(ctx context.Context, caller *Caller, action, key string) (store.IdempotencyKey, error) {
 	act := caller.actor()
 	k := store.IdempotencyKey{Tenant: caller.Tenant, Action: action, Subject: act.Subject, Issuer: ontology.IssuerKey(act.Issuer), Key: key}

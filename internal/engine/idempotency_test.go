@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orangerail/orangerail/examples/orders"
@@ -785,5 +788,93 @@ CREATE TRIGGER r3a_hold_claim BEFORE INSERT ON orangerail.idempotency_keys FOR E
 	if notes, runs := notesAndRuns(t, b, "acme", "expiring legacy key"); notes != 2 {
 		t.Fatalf("two retries of an expired key (%s %s, %s %s): %d notes and %d execution records, want two of each (the first call's, one retry's)",
 			one.Status, one.CorrelationID, second.Status, second.CorrelationID, notes, runs)
+	}
+}
+
+// TestIdempotentRetryOfALegacyKeyAfterARespelling: a key an earlier version
+// filed under the configured spelling (a trailing slash, not the canonical
+// form) answers a retry after the operator re-spelled the issuer to its
+// canonical form before the key expired: the retry is the same caller's
+// (ontology.SameIssuer), so it answers as the first call did and runs
+// nothing, where the lookup of the configured spelling alone missed it.
+func TestIdempotentRetryOfALegacyKeyAfterARespelling(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	caller := func(issuer string) *engine.Caller {
+		c := support("acme")
+		c.Issuer = issuer
+		return c
+	}
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "filed, then re-spelled", "idempotencyKey": "respelled-legacy-1"}`)
+	filed := e.Call(ctx, caller("https://idp.example/"), "add_order_note", args)
+	want(t, filed, engine.StatusOK)
+	// As an earlier version filed it: under the spelling the config had.
+	if _, err := b.admin.Exec(ctx, "UPDATE orangerail.idempotency_keys SET issuer = 'https://idp.example/' WHERE tenant_id = 'acme' AND key = 'respelled-legacy-1'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, respelled := range []string{"https://idp.example", "HTTPS://IDP.example:443"} {
+		again := e.Call(ctx, caller(respelled), "add_order_note", args)
+		if again.Status != engine.StatusOK || again.CorrelationID != filed.CorrelationID {
+			t.Fatalf("a retry of a key filed under https://idp.example/ once the issuer is spelled %s: %s %s, the first call's correlation %s",
+				respelled, again.Status, again.CorrelationID, filed.CorrelationID)
+		}
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "filed, then re-spelled"); notes != 1 || runs != 1 {
+		t.Fatalf("%d notes and %d execution records, want one of each", notes, runs)
+	}
+	verifyClean(t, b.testBundle, "acme")
+}
+
+// TestIdempotentClaimsUnderTwoSpellingsMeet: a replica not yet upgraded
+// claims a key under the issuer as its config spells it
+// (https://idp.example/), and a replica of this version, its config
+// re-spelled (https://idp.example), is sent the same call under the same
+// key while that claim is held: the second claim must meet the first (here
+// abandoned: outcome_unknown under the first call's correlation, nothing
+// run), not file a key of its own and run the call beside it. And the
+// other way round: the earlier version's claim, its own spelling's key
+// taken under the other, fails on the canonical index rather than claim.
+func TestIdempotentClaimsUnderTwoSpellingsMeet(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	ctx := context.Background()
+	caller := func(issuer string) *engine.Caller {
+		c := support("acme")
+		c.Issuer = issuer
+		return c
+	}
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "claimed under two spellings", "idempotencyKey": "two-claims-1"}`)
+	want(t, e.Call(ctx, caller("https://idp.example/"), "add_order_note", args), engine.StatusOK)
+	// The earlier version's call under its spelling: claimed, its outcome
+	// not filed, its claim's time over (its replica stopped mid-call).
+	if _, err := b.admin.Exec(ctx, `UPDATE orangerail.idempotency_keys
+SET issuer = 'https://idp.example/', outcome = NULL, claim = gen_random_uuid(), claimed_until = now() - interval '1 second', correlation_id = 'old-replica-call'
+WHERE tenant_id = 'acme' AND key = 'two-claims-1'`); err != nil {
+		t.Fatal(err)
+	}
+	again := e.Call(ctx, caller("https://idp.example"), "add_order_note", args)
+	if again.Status != engine.StatusOutcomeUnknown || again.CorrelationID != "old-replica-call" {
+		t.Fatalf("a call under https://idp.example while https://idp.example/ holds the key's abandoned claim: %s %s, want outcome_unknown old-replica-call",
+			again.Status, again.CorrelationID)
+	}
+	if notes, _ := notesAndRuns(t, b, "acme", "claimed under two spellings"); notes != 1 {
+		t.Fatalf("%d notes, want the first call's alone", notes)
+	}
+
+	// The earlier version claims against the primary key, under its
+	// spelling, a key this version filed under the canonical one.
+	args = json.RawMessage(`{"order_id": "o-1001", "note": "claimed under the canonical spelling", "idempotencyKey": "two-claims-2"}`)
+	want(t, e.Call(ctx, caller("https://idp.example"), "add_order_note", args), engine.StatusOK)
+	_, err := b.admin.Exec(ctx, `INSERT INTO orangerail.idempotency_keys AS k (tenant_id, action, subject, issuer, key, input_digest, expires_at, claim, claimed_until, correlation_id)
+SELECT tenant_id, action, subject, 'https://idp.example/', key, input_digest, now() + interval '1 minute', gen_random_uuid(), now() + interval '1 minute', 'old-replica-call-2'
+FROM orangerail.idempotency_keys WHERE tenant_id = 'acme' AND key = 'two-claims-2'
+ON CONFLICT (tenant_id, action, subject, issuer, key) DO UPDATE
+SET input_digest = excluded.input_digest, outcome = NULL, expires_at = excluded.expires_at,
+    claim = excluded.claim, claimed_until = excluded.claimed_until, correlation_id = excluded.correlation_id
+WHERE k.expires_at <= now() AND k.outcome IS NOT NULL`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UniqueViolation {
+		t.Fatalf("an earlier version's claim under https://idp.example/ of a key filed under https://idp.example: %v, want a unique violation", err)
 	}
 }

@@ -182,3 +182,100 @@ func TestRollbackPastIssuersRefusesWhatItWouldLose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMigrationFilesIdempotencyKeysUnderCanonicalIssuers: migration 00069
+// files every stored idempotency key under its issuer's canonical form
+// (issuer_key) — as a superuser and as an owner that is none, whom the row
+// policies bind — so a key filed before under the config's spelling
+// answers a retry under any spelling; of keys that are one under that
+// form it keeps one, decided in a fixed order (a live one, then a filed
+// outcome, then the canonical spelling, then the lowest issuer byte by
+// byte); a key whose issuer issuer_key keeps as it is stays as it was.
+func TestMigrationFilesIdempotencyKeysUnderCanonicalIssuers(t *testing.T) {
+	t.Parallel()
+	for _, owned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "superuser", true: "owner"}[owned], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var b *testBundle
+			if owned {
+				url, admin := testdb.NewOwned(t)
+				b = &testBundle{url: url, admin: admin, runtime: testdb.RuntimePool(t, url)}
+			} else {
+				b = setup(t)
+			}
+			if _, err := b.admin.Exec(ctx, orders.Seed); err != nil {
+				t.Fatal(err)
+			}
+			e := newEngine(t, b, make([]byte, engine.KeySize), engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+			caller := support("acme")
+			caller.Issuer = "https://m.example/"
+			note := json.RawMessage(`{"order_id": "o-1001", "note": "before", "idempotencyKey": "m-1"}`)
+			filed := e.Call(ctx, caller, "add_order_note", note)
+			want(t, filed, engine.StatusOK)
+
+			membership := func(sql string) {
+				t.Helper()
+				if !owned {
+					return
+				}
+				var owner string
+				if err := testdb.Pool(t, testdb.Direct(b.url)).QueryRow(ctx, "SELECT current_user").Scan(&owner); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := b.admin.Exec(ctx, fmt.Sprintf(sql, pgx.Identifier{owner}.Sanitize())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, err := database.NewMigrator(ctx, testdb.Direct(b.url))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = m.Close() }()
+			if _, err := m.DownTo(ctx, 68); err != nil {
+				t.Fatal(err)
+			}
+			// Keys as earlier versions filed them: under the config's
+			// spelling, and of one issuer under two or three.
+			if _, err := b.admin.Exec(ctx, `
+UPDATE orangerail.idempotency_keys SET issuer = 'https://m.example/' WHERE key = 'm-1';
+INSERT INTO orangerail.idempotency_keys (tenant_id, action, subject, issuer, key, input_digest, outcome, expires_at, claim, claimed_until, correlation_id)
+SELECT 'acme', 'add_order_note', 'agent-7', k.issuer, k.key, '\x00', CASE WHEN k.filed THEN '{}'::bytea END,
+       now() + k.expires, gen_random_uuid(), now() + interval '1 hour', k.correlation
+FROM (VALUES
+    ('https://c.example/', 'c-1', true, interval '1 hour', 'c1-live'),
+    ('https://c.example', 'c-1', true, interval '-1 second', 'c1-expired'),
+    ('https://c.example/', 'c-2', true, interval '1 hour', 'c2-filed'),
+    ('HTTPS://c.example/', 'c-2', false, interval '1 hour', 'c2-claim'),
+    ('https://c.example/', 'c-3', true, interval '1 hour', 'c3-slash'),
+    ('https://c.example', 'c-3', true, interval '1 hour', 'c3-canonical'),
+    ('HTTPS://c.example:443', 'c-3', true, interval '1 hour', 'c3-upper'),
+    ('https://c.example/', 'c-4', true, interval '1 hour', 'c4-slash'),
+    ('HTTPS://c.example', 'c-4', true, interval '1 hour', 'c4-upper'),
+    ('https://[::1]/', 'x-1', true, interval '1 hour', 'x1')
+) AS k (issuer, key, filed, expires, correlation)`); err != nil {
+				t.Fatal(err)
+			}
+			membership("REVOKE orangerail_runtime FROM %s")
+			if _, err := m.Up(ctx); err != nil {
+				t.Fatal(err)
+			}
+			membership("GRANT orangerail_runtime TO %s")
+			b.runtime.Reset()
+
+			got := issuers(t, b.admin, "SELECT key || ' ' || coalesce(correlation_id, ''), issuer FROM orangerail.idempotency_keys WHERE key <> 'm-1' UNION ALL SELECT key, issuer FROM orangerail.idempotency_keys WHERE key = 'm-1'")
+			want := map[string]string{
+				"m-1": "https://m.example", "c-1 c1-live": "https://c.example", "c-2 c2-filed": "https://c.example",
+				"c-3 c3-canonical": "https://c.example", "c-4 c4-upper": "https://c.example", "x-1 x1": "https://[::1]/",
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("after 00069 the keys are %v, want %v", got, want)
+			}
+			caller.Issuer = "https://m.example"
+			again := e.Call(ctx, caller, "add_order_note", note)
+			if again.Status != engine.StatusOK || again.CorrelationID != filed.CorrelationID {
+				t.Fatalf("a retry under the re-spelled issuer after the upgrade: %s %s, want the filed %s", again.Status, again.CorrelationID, filed.CorrelationID)
+			}
+		})
+	}
+}
