@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/orangerail/orangerail/internal/policy/apidoc"
@@ -54,6 +55,13 @@ func (c *converter) convert(s *apidoc.Schema, request bool) map[string]any {
 
 // body writes a schema's own keywords.
 func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
+	return c.bodyOf(s, request, s.Types)
+}
+
+// bodyOf is body, s's XML Schema pattern read as the lexical form of a
+// value published as types: s's own, or the type's whose base's pattern
+// s is, kept as a part of it (which names no type).
+func (c *converter) bodyOf(s *apidoc.Schema, request bool, types []string) map[string]any {
 	out := map[string]any{}
 	switch len(s.Types) {
 	case 0:
@@ -140,7 +148,11 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 		}
 		list := make([]any, len(group))
 		for i, g := range group {
-			list[i] = c.convert(g, request)
+			if key == "allOf" && g.Ref == "" && g.PatternXSD && len(g.Types) == 0 {
+				list[i] = c.bodyOf(g, request, s.Types)
+			} else {
+				list[i] = c.convert(g, request)
+			}
 		}
 		out[key] = list
 	}
@@ -195,12 +207,53 @@ func (c *converter) body(s *apidoc.Schema, request bool) map[string]any {
 	}
 	if s.Pattern != "" {
 		if re, ok := c.re2("pattern", s.Pattern, s.Source, s.PatternXSD); ok {
-			if re, ok = c.normalisedPattern(re, s); ok {
+			if s.PatternXSD && len(types) > 0 && !slices.Contains(types, "string") {
+				c.lexicalPattern(re, s, types, out)
+			} else if re, ok = c.normalisedPattern(re, s); ok {
 				out["pattern"] = re
 			}
 		}
 	}
 	return out
+}
+
+// lexicalPattern writes re, s's XML Schema pattern written for RE2, for
+// a value published as types, none of them string: JSON Schema's pattern
+// applies to strings alone, where XML Schema's applies to every simple
+// type's lexical form. A boolean's is the literal orangerail sends (true
+// or false, never 1 or 0), so the pattern is the values it matches; a
+// number's is the agent's spelling of it and a list's its items joined
+// by spaces, neither of them the JSON value: left to the upstream, and
+// said so.
+func (c *converter) lexicalPattern(re string, s *apidoc.Schema, types []string, out map[string]any) {
+	switch {
+	case slices.Equal(types, []string{"boolean"}):
+		compiled, err := regexp.Compile(re)
+		if err != nil {
+			c.note("the XML Schema pattern %q at %s is not one RE2 reads: orangerail does not assert it, the upstream does", s.Pattern, s.Source)
+			return
+		}
+		var allowed []any
+		for _, v := range []bool{true, false} {
+			if compiled.MatchString(strconv.FormatBool(v)) {
+				allowed = append(allowed, v)
+			}
+		}
+		switch {
+		case len(allowed) == 2:
+		case len(allowed) == 0:
+			c.note("the XML Schema pattern %q at %s matches neither true nor false, so the upstream takes no value: orangerail does not assert it, the upstream does", s.Pattern, s.Source)
+		case out["enum"] == nil:
+			out["enum"] = allowed
+		default:
+			all, _ := out["allOf"].([]any)
+			out["allOf"] = append(all, map[string]any{"enum": allowed})
+		}
+	case slices.Contains(types, "array"):
+		c.note("the XML Schema pattern %q at %s applies to the list's lexical form, its items joined by spaces, which the array the agent sends is not: orangerail does not assert it, the upstream does", s.Pattern, s.Source)
+	default:
+		c.note("the XML Schema pattern %q at %s applies to the value's lexical form, which the JSON %s the agent sends does not keep (its spelling is the agent's): orangerail does not assert it, the upstream does", s.Pattern, s.Source, strings.Join(types, " or "))
+	}
 }
 
 // xmlSpace matches XML Schema's whitespace, the characters its

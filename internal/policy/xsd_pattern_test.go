@@ -18,9 +18,10 @@ import (
 // decimal digit. The compiler anchored the facet and read it as ECMA-262,
 // so a code ending in a literal $ was refused and the same code without
 // it accepted, a U+00A0 was taken as XML Schema's \s, U+2028 refused as
-// XML Schema's ., and Arabic-Indic digits refused as \d. A facet that
-// cannot be written so (\i, XML's name characters) is left to the
-// upstream, with a note that says so.
+// XML Schema's ., and Arabic-Indic digits refused as \d. \i and \c, XML's
+// name characters, are checked (they were left to the upstream); a facet
+// that cannot be written so (a block XML Schema does not name) is left
+// to the upstream, with a note that says so.
 func TestXSDPatternsMeanWhatXMLSchemaMeans(t *testing.T) {
 	facet := func(name, pattern string) string {
 		return `<xs:element name="` + name + `" minOccurs="0"><xs:simpleType><xs:restriction base="xs:string">` +
@@ -28,6 +29,7 @@ func TestXSDPatternsMeanWhatXMLSchemaMeans(t *testing.T) {
 	}
 	v, out := wsdlInput(t, `<xs:element name="Pay"><xs:complexType><xs:sequence>`+
 		facet("amount", `\d+$`)+facet("caret", `^\d{2}`)+facet("space", `a\sb`)+facet("dot", `a.b`)+facet("name", `\i\c*`)+
+		facet("block", `\p{IsNoSuchBlock}+`)+facet("greek", `[\p{IsGreek}-[\p{Ll}]]+`)+
 		`</xs:sequence></xs:complexType></xs:element>`)
 	for _, tt := range []struct {
 		input string
@@ -46,7 +48,13 @@ func TestXSDPatternsMeanWhatXMLSchemaMeans(t *testing.T) {
 		{`{"dot": "a\u00a0b"}`, true},
 		{`{"dot": "a\rb"}`, false},
 		{`{"dot": "a\nb"}`, false},
-		{`{"name": "9 not a name"}`, true}, // left to the upstream
+		{`{"name": "x-1.\u00b7"}`, true},
+		{`{"name": "9x"}`, false},
+		{`{"name": "x y"}`, false},
+		{`{"greek": "\u0391\u03a9"}`, true},
+		{`{"greek": "\u03b1"}`, false},
+		{`{"greek": "A"}`, false},
+		{`{"block": "anything"}`, true}, // left to the upstream
 	} {
 		err := validate(t, v, tt.input)
 		if tt.ok && err != nil {
@@ -56,8 +64,11 @@ func TestXSDPatternsMeanWhatXMLSchemaMeans(t *testing.T) {
 			t.Errorf("%s, which XML Schema's pattern does not match, is accepted", tt.input)
 		}
 	}
-	if !hasNote(out.Notes, "Pay", `\i`) {
-		t.Errorf("no note on the pattern \\i\\c* left to the upstream: %+v", out.Notes)
+	if !hasNote(out.Notes, "Pay", `IsNoSuchBlock`) {
+		t.Errorf("no note on the pattern \\p{IsNoSuchBlock}+ left to the upstream: %+v", out.Notes)
+	}
+	if hasNote(out.Notes, "Pay", `\i`) {
+		t.Errorf("a note on the pattern \\i\\c*, which is checked: %+v", out.Notes)
 	}
 }
 
@@ -309,5 +320,71 @@ func TestXSDPatternOfADateIsAsserted(t *testing.T) {
 	}
 	if hasNote(out.Notes, "Pay", "can match whitespace") {
 		t.Errorf("a date's pattern is left to the upstream: %+v", out.Notes)
+	}
+}
+
+// TestXSDPatternOfANonStringType: XML Schema checks a pattern facet on
+// the lexical form of any simple type: a boolean's "true" or "false", a
+// number's digits, a list's space-separated items. The compiler wrote
+// the pattern on the JSON boolean, number or array it publishes, where
+// JSON Schema's pattern applies to strings alone: nothing checked it and
+// nothing said so. A boolean's lexical form is the literal orangerail
+// sends, so its pattern is checked as the values it allows; a number's
+// (the agent's own spelling) and a list's (the items the array holds,
+// joined) are not in the JSON value, and are left to the upstream with a
+// note.
+func TestXSDPatternOfANonStringType(t *testing.T) {
+	restrict := func(name, base, facets string) string {
+		return `<xs:element name="` + name + `" minOccurs="0"><xs:simpleType><xs:restriction base="` + base + `">` +
+			facets + `</xs:restriction></xs:simpleType></xs:element>`
+	}
+	v, out := wsdlInput(t, `<xs:simpleType name="Codes"><xs:list itemType="xs:token"/></xs:simpleType>
+    <xs:simpleType name="Yes"><xs:restriction base="xs:boolean"><xs:pattern value="true|1"/></xs:restriction></xs:simpleType>
+    <xs:simpleType name="Cents"><xs:restriction base="xs:integer"><xs:pattern value="\d{2} ?"/></xs:restriction></xs:simpleType>
+    <xs:element name="Pay"><xs:complexType><xs:sequence>`+
+		restrict("yes", "tns:Yes", "")+
+		restrict("either", "xs:boolean", `<xs:pattern value="\p{Ll}+"/>`)+
+		restrict("no", "tns:Yes", `<xs:pattern value="false"/>`)+
+		restrict("count", "xs:integer", `<xs:pattern value="\d{3}"/>`)+
+		restrict("amount", "xs:decimal", `<xs:pattern value="\d+\.\d{2}"/>`)+
+		restrict("codes", "tns:Codes", `<xs:pattern value="[A-Z]{2}( [A-Z]{2})*"/>`)+
+		restrict("cents", "tns:Cents", `<xs:pattern value="[1-9]\d"/>`)+
+		`</xs:sequence></xs:complexType></xs:element>`)
+	for _, tt := range []struct {
+		input string
+		ok    bool
+	}{
+		{`{"yes": true}`, true},
+		{`{"yes": false}`, false},
+		{`{"either": true}`, true},
+		{`{"either": false}`, true},
+		{`{"no": false}`, false}, // its base's pattern allows true alone, its own false alone
+		{`{"no": true}`, false},
+		{`{"count": 1234}`, true},    // left to the upstream
+		{`{"amount": 1.5}`, true},    // left to the upstream
+		{`{"codes": ["abc"]}`, true}, // left to the upstream
+	} {
+		err := validate(t, v, tt.input)
+		if tt.ok && err != nil {
+			t.Errorf("%s, which XML Schema's pattern allows or orangerail leaves to the upstream, is refused: %v", tt.input, err)
+		}
+		if !tt.ok && err == nil {
+			t.Errorf("%s, which XML Schema's pattern refuses, is accepted", tt.input)
+		}
+	}
+	for _, want := range []string{`\\d{3}`, `\\d+\\.\\d{2}`, `[A-Z]{2}( [A-Z]{2})*`, `"\\d{2} ?"`, `[1-9]\\d`} {
+		n := 0
+		for _, note := range out.Notes {
+			if note.Tool == "Pay" && strings.Contains(note.Reason, want) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d notes on the pattern %s left to the upstream, want 1: %+v", n, want, out.Notes)
+		}
+	}
+	// What the agent reads holds no pattern on a value it does not apply to.
+	if _, y, _ := strings.Cut(string(out.YAML), "\nactions:"); strings.Contains(y, `\d{3}`) || strings.Contains(y, `[A-Z]{2}`) {
+		t.Errorf("a pattern JSON Schema does not apply is written:\n%s", y)
 	}
 }

@@ -19,15 +19,15 @@ const xsdSpace = ` \t\n\r`
 // asks agents to read patterns with, both read as XML Schema does: the
 // whole value matched (the anchors added), ^ and $ characters, \s
 // [ \t\n\r], . all but \n and \r, \d \p{Nd}, \w all but \p{P}, \p{Z} and
-// \p{C}, categories and blocks kept, a subtraction [a-z-[aeiou]] written
-// out. Categories are read with Go's Unicode tables, as the server reads
-// them; an agent's engine may carry another Unicode version.
+// \p{C}, categories kept, blocks, \i and \c written as their ranges, a
+// subtraction [a-z-[aeiou]] written out. Categories are read with Go's
+// Unicode tables, as the server reads them; an agent's engine may carry
+// another Unicode version.
 //
-// It refuses, with the reason, what it cannot write so (\i and \c, whose
-// sets differ between XML editions, a block not in xsdBlocks, a
-// subtraction over a category) and what is not XML Schema (a lazy or
-// doubled quantifier, a group (?, a backslash before a character XML
-// Schema does not escape).
+// It refuses, with the reason, what it cannot write so (a block not in
+// xsdBlocks, a class written out as more than maxWrittenRanges ranges)
+// and what is not XML Schema (a lazy or doubled quantifier, a group (?,
+// a backslash before a character XML Schema does not escape).
 func xsdToRE2(pattern string) (string, error) {
 	if !utf8.ValidString(pattern) {
 		return "", errors.New("it is not UTF-8")
@@ -173,39 +173,178 @@ func (s *xsdSet) written() string {
 var xsdCategories = []string{"L", "Lu", "Ll", "Lt", "Lm", "Lo", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No",
 	"P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Z", "Zs", "Zl", "Zp", "S", "Sm", "Sc", "Sk", "So", "C", "Cc", "Cf", "Co", "Cn"}
 
-// xsdBlocks are the block escapes (\p{IsName}) written out, each a range
-// that is the same in every Unicode version XML Schema names. Others are
-// refused rather than guessed.
-var xsdBlocks = map[string][2]rune{
-	"BasicLatin":           {0x0000, 0x007F},
-	"Latin-1Supplement":    {0x0080, 0x00FF},
-	"LatinExtended-A":      {0x0100, 0x017F},
-	"LatinExtended-B":      {0x0180, 0x024F},
-	"IPAExtensions":        {0x0250, 0x02AF},
-	"Cyrillic":             {0x0400, 0x04FF},
-	"Armenian":             {0x0530, 0x058F},
-	"Hebrew":               {0x0590, 0x05FF},
-	"Arabic":               {0x0600, 0x06FF},
-	"Thai":                 {0x0E00, 0x0E7F},
-	"GeneralPunctuation":   {0x2000, 0x206F},
-	"CurrencySymbols":      {0x20A0, 0x20CF},
-	"Hiragana":             {0x3040, 0x309F},
-	"Katakana":             {0x30A0, 0x30FF},
-	"CJKUnifiedIdeographs": {0x4E00, 0x9FFF},
+// xsdBlocks are the block escapes (\p{IsName}) XML Schema 1.0 names
+// (XSD 1.0 Part 2, 2nd ed., F.1.1, whose list is Unicode 3.1's
+// Blocks.txt), each with the ranges Unicode 3.1 gives it: a later
+// Unicode's block of the same name may be larger (Greek and Coptic,
+// CJK Unified Ideographs Extension A), and XML Schema means 3.1's. The
+// three surrogate blocks, which F.1.1 leaves out (no XML character is a
+// surrogate), are not here; a name not here is refused rather than
+// guessed. PrivateUse and Specials are named for more than one range in
+// Blocks.txt: the escape is their union.
+var xsdBlocks = map[string][]xsdRange{
+	"BasicLatin":                           {{0x0000, 0x007F}},
+	"Latin-1Supplement":                    {{0x0080, 0x00FF}},
+	"LatinExtended-A":                      {{0x0100, 0x017F}},
+	"LatinExtended-B":                      {{0x0180, 0x024F}},
+	"IPAExtensions":                        {{0x0250, 0x02AF}},
+	"SpacingModifierLetters":               {{0x02B0, 0x02FF}},
+	"CombiningDiacriticalMarks":            {{0x0300, 0x036F}},
+	"Greek":                                {{0x0370, 0x03FF}},
+	"Cyrillic":                             {{0x0400, 0x04FF}},
+	"Armenian":                             {{0x0530, 0x058F}},
+	"Hebrew":                               {{0x0590, 0x05FF}},
+	"Arabic":                               {{0x0600, 0x06FF}},
+	"Syriac":                               {{0x0700, 0x074F}},
+	"Thaana":                               {{0x0780, 0x07BF}},
+	"Devanagari":                           {{0x0900, 0x097F}},
+	"Bengali":                              {{0x0980, 0x09FF}},
+	"Gurmukhi":                             {{0x0A00, 0x0A7F}},
+	"Gujarati":                             {{0x0A80, 0x0AFF}},
+	"Oriya":                                {{0x0B00, 0x0B7F}},
+	"Tamil":                                {{0x0B80, 0x0BFF}},
+	"Telugu":                               {{0x0C00, 0x0C7F}},
+	"Kannada":                              {{0x0C80, 0x0CFF}},
+	"Malayalam":                            {{0x0D00, 0x0D7F}},
+	"Sinhala":                              {{0x0D80, 0x0DFF}},
+	"Thai":                                 {{0x0E00, 0x0E7F}},
+	"Lao":                                  {{0x0E80, 0x0EFF}},
+	"Tibetan":                              {{0x0F00, 0x0FFF}},
+	"Myanmar":                              {{0x1000, 0x109F}},
+	"Georgian":                             {{0x10A0, 0x10FF}},
+	"HangulJamo":                           {{0x1100, 0x11FF}},
+	"Ethiopic":                             {{0x1200, 0x137F}},
+	"Cherokee":                             {{0x13A0, 0x13FF}},
+	"UnifiedCanadianAboriginalSyllabics":   {{0x1400, 0x167F}},
+	"Ogham":                                {{0x1680, 0x169F}},
+	"Runic":                                {{0x16A0, 0x16FF}},
+	"Khmer":                                {{0x1780, 0x17FF}},
+	"Mongolian":                            {{0x1800, 0x18AF}},
+	"LatinExtendedAdditional":              {{0x1E00, 0x1EFF}},
+	"GreekExtended":                        {{0x1F00, 0x1FFF}},
+	"GeneralPunctuation":                   {{0x2000, 0x206F}},
+	"SuperscriptsandSubscripts":            {{0x2070, 0x209F}},
+	"CurrencySymbols":                      {{0x20A0, 0x20CF}},
+	"CombiningMarksforSymbols":             {{0x20D0, 0x20FF}},
+	"LetterlikeSymbols":                    {{0x2100, 0x214F}},
+	"NumberForms":                          {{0x2150, 0x218F}},
+	"Arrows":                               {{0x2190, 0x21FF}},
+	"MathematicalOperators":                {{0x2200, 0x22FF}},
+	"MiscellaneousTechnical":               {{0x2300, 0x23FF}},
+	"ControlPictures":                      {{0x2400, 0x243F}},
+	"OpticalCharacterRecognition":          {{0x2440, 0x245F}},
+	"EnclosedAlphanumerics":                {{0x2460, 0x24FF}},
+	"BoxDrawing":                           {{0x2500, 0x257F}},
+	"BlockElements":                        {{0x2580, 0x259F}},
+	"GeometricShapes":                      {{0x25A0, 0x25FF}},
+	"MiscellaneousSymbols":                 {{0x2600, 0x26FF}},
+	"Dingbats":                             {{0x2700, 0x27BF}},
+	"BraillePatterns":                      {{0x2800, 0x28FF}},
+	"CJKRadicalsSupplement":                {{0x2E80, 0x2EFF}},
+	"KangxiRadicals":                       {{0x2F00, 0x2FDF}},
+	"IdeographicDescriptionCharacters":     {{0x2FF0, 0x2FFF}},
+	"CJKSymbolsandPunctuation":             {{0x3000, 0x303F}},
+	"Hiragana":                             {{0x3040, 0x309F}},
+	"Katakana":                             {{0x30A0, 0x30FF}},
+	"Bopomofo":                             {{0x3100, 0x312F}},
+	"HangulCompatibilityJamo":              {{0x3130, 0x318F}},
+	"Kanbun":                               {{0x3190, 0x319F}},
+	"BopomofoExtended":                     {{0x31A0, 0x31BF}},
+	"EnclosedCJKLettersandMonths":          {{0x3200, 0x32FF}},
+	"CJKCompatibility":                     {{0x3300, 0x33FF}},
+	"CJKUnifiedIdeographsExtensionA":       {{0x3400, 0x4DB5}},
+	"CJKUnifiedIdeographs":                 {{0x4E00, 0x9FFF}},
+	"YiSyllables":                          {{0xA000, 0xA48F}},
+	"YiRadicals":                           {{0xA490, 0xA4CF}},
+	"HangulSyllables":                      {{0xAC00, 0xD7A3}},
+	"PrivateUse":                           {{0xE000, 0xF8FF}, {0xF0000, 0xFFFFD}, {0x100000, 0x10FFFD}},
+	"CJKCompatibilityIdeographs":           {{0xF900, 0xFAFF}},
+	"AlphabeticPresentationForms":          {{0xFB00, 0xFB4F}},
+	"ArabicPresentationForms-A":            {{0xFB50, 0xFDFF}},
+	"CombiningHalfMarks":                   {{0xFE20, 0xFE2F}},
+	"CJKCompatibilityForms":                {{0xFE30, 0xFE4F}},
+	"SmallFormVariants":                    {{0xFE50, 0xFE6F}},
+	"ArabicPresentationForms-B":            {{0xFE70, 0xFEFE}},
+	"Specials":                             {{0xFEFF, 0xFEFF}, {0xFFF0, 0xFFFD}},
+	"HalfwidthandFullwidthForms":           {{0xFF00, 0xFFEF}},
+	"OldItalic":                            {{0x10300, 0x1032F}},
+	"Gothic":                               {{0x10330, 0x1034F}},
+	"Deseret":                              {{0x10400, 0x1044F}},
+	"ByzantineMusicalSymbols":              {{0x1D000, 0x1D0FF}},
+	"MusicalSymbols":                       {{0x1D100, 0x1D1FF}},
+	"MathematicalAlphanumericSymbols":      {{0x1D400, 0x1D7FF}},
+	"CJKUnifiedIdeographsExtensionB":       {{0x20000, 0x2A6D6}},
+	"CJKCompatibilityIdeographsSupplement": {{0x2F800, 0x2FA1F}},
+	"Tags":                                 {{0xE0000, 0xE007F}},
+}
+
+// xmlNameStart and xmlNameChar are \i and \c: XML 1.0 (Fifth Edition)'s
+// NameStartChar and NameChar (productions [4] and [4a]), which XML
+// Schema 1.0 2nd ed. (F.1.1) defers to XML for. XML's earlier editions
+// defined the name characters by Unicode 2.0's letters (Appendix B);
+// the Fifth Edition's ranges are fixed, so every Unicode version reads
+// them alike, and are a superset of the earlier ones: a name an older
+// upstream refuses is left for it to refuse, never one it takes refused.
+var (
+	xmlNameStart = []xsdRange{{':', ':'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x2FF},
+		{0x370, 0x37D}, {0x37F, 0x1FFF}, {0x200C, 0x200D}, {0x2070, 0x218F}, {0x2C00, 0x2FEF}, {0x3001, 0xD7FF},
+		{0xF900, 0xFDCF}, {0xFDF0, 0xFFFD}, {0x10000, 0xEFFFF}}
+	xmlNameChar = normal(append([]xsdRange{{'-', '.'}, {'0', '9'}, {0xB7, 0xB7}, {0x300, 0x36F}, {0x203F, 0x2040}},
+		xmlNameStart...))
+)
+
+// maxWrittenRanges bounds a class written out as ranges (a subtraction,
+// a negated set beside others): a category's can be hundreds of ranges
+// ([\p{L}-[\p{Lu}]] is 1180, some 6 KB), each written into every schema
+// that holds the pattern.
+const maxWrittenRanges = 1300
+
+// rangesSet is a set of the ranges, negated when neg: written as the
+// ranges it holds.
+func rangesSet(ranges []xsdRange, neg bool) (*xsdSet, error) {
+	ranges = slices.Clone(ranges)
+	members, err := writtenOut(ranges)
+	if err != nil {
+		return nil, err
+	}
+	if neg {
+		ranges = complement(ranges)
+	}
+	return &xsdSet{members: members, neg: neg, ranges: ranges}, nil
+}
+
+// tableRanges is the characters a Unicode table holds, as ranges.
+func tableRanges(t *unicode.RangeTable) []xsdRange {
+	var out []xsdRange
+	for _, r := range t.R16 {
+		for c := rune(r.Lo); c <= rune(r.Hi); c += rune(r.Stride) {
+			if r.Stride == 1 {
+				out = append(out, xsdRange{rune(r.Lo), rune(r.Hi)})
+				break
+			}
+			out = append(out, xsdRange{c, c})
+		}
+	}
+	for _, r := range t.R32 {
+		for c := rune(r.Lo); c <= rune(r.Hi); c += rune(r.Stride) {
+			if r.Stride == 1 {
+				out = append(out, xsdRange{rune(r.Lo), rune(r.Hi)})
+				break
+			}
+			out = append(out, xsdRange{c, c})
+		}
+	}
+	return normal(out)
 }
 
 // categorySet is \p{name} (or \P{name} when neg).
 func categorySet(name string, neg bool) (*xsdSet, error) {
 	if block, ok := strings.CutPrefix(name, "Is"); ok {
-		rg, ok := xsdBlocks[block]
+		ranges, ok := xsdBlocks[block]
 		if !ok {
 			return nil, fmt.Errorf("the block escape \\p{%s} is not one orangerail writes out", name)
 		}
-		ranges := []xsdRange{{rg[0], rg[1]}}
-		if neg {
-			ranges = complement(ranges)
-		}
-		return &xsdSet{members: xsdClassChar(rg[0]) + "-" + xsdClassChar(rg[1]), neg: neg, ranges: ranges}, nil
+		return rangesSet(slices.Clone(ranges), neg)
 	}
 	for _, c := range xsdCategories {
 		if c == name {
@@ -214,10 +353,12 @@ func categorySet(name string, neg bool) (*xsdSet, error) {
 				return nil, fmt.Errorf("the category %s is not in Go's Unicode tables", name)
 			}
 			e := `\p{` + name + "}"
+			ranges := tableRanges(t)
 			if neg {
 				e = `\P{` + name + "}"
+				ranges = complement(ranges)
 			}
-			return &xsdSet{members: e, alone: e}, nil
+			return &xsdSet{members: e, alone: e, ranges: ranges}, nil
 		}
 	}
 	return nil, fmt.Errorf("\\p{%s} is not an XML Schema category or block", name)
@@ -294,12 +435,22 @@ func (p *xsdReader) escape() (c rune, s *xsdSet, err error) {
 		// and C, is written so that it can join a class.
 		neg := r == 'W'
 		members := `\p{L}\p{M}\p{N}\p{S}`
+		var ranges []xsdRange
+		for _, c := range []string{"L", "M", "N", "S"} {
+			ranges = append(ranges, tableRanges(unicode.Categories[c])...)
+		}
+		ranges = normal(ranges)
 		if neg {
 			members = `\p{P}\p{Z}\p{C}`
+			ranges = complement(ranges)
 		}
-		return 0, &xsdSet{members: members}, nil
-	case 'i', 'I', 'c', 'C':
-		return 0, nil, fmt.Errorf("\\%c is XML's name characters, which XML 1.0's editions define differently", r)
+		return 0, &xsdSet{members: members, ranges: ranges}, nil
+	case 'i', 'I':
+		s, err := rangesSet(xmlNameStart, r == 'I')
+		return 0, s, err
+	case 'c', 'C':
+		s, err := rangesSet(xmlNameChar, r == 'C')
+		return 0, s, err
 	case 'p', 'P':
 		if !p.peek('{') {
 			return 0, nil, fmt.Errorf("\\%c is not followed by {", r)
@@ -409,23 +560,18 @@ func (p *xsdReader) class() (*xsdSet, error) {
 		}
 		parts = append(parts, &xsdSet{ranges: []xsdRange{{lo, hi}}})
 	}
-	// The ranges the class holds, unless a member is a category's.
+	// The ranges the class holds (a category's from Go's tables, as the
+	// server reads it).
 	var ranges []xsdRange
 	for _, s := range parts {
-		if s.ranges == nil {
-			ranges = nil
-			break
-		}
 		ranges = append(ranges, s.ranges...)
 	}
-	if ranges != nil {
-		ranges = normal(ranges)
-		if neg {
-			ranges = complement(ranges)
-		}
-		if minus != nil && minus.ranges != nil {
-			ranges = complement(normal(append(complement(ranges), minus.ranges...)))
-		}
+	ranges = normal(ranges)
+	if neg {
+		ranges = complement(ranges)
+	}
+	if minus != nil {
+		ranges = complement(normal(append(complement(ranges), minus.ranges...)))
 	}
 	switch {
 	case minus == nil && len(parts) == 1 && parts[0].neg:
@@ -433,10 +579,6 @@ func (p *xsdReader) class() (*xsdSet, error) {
 		return &xsdSet{members: parts[0].members, neg: !neg, ranges: ranges}, nil
 	case minus == nil && !writeOut:
 		return &xsdSet{members: members.String(), neg: neg, ranges: ranges}, nil
-	case ranges == nil || minus != nil && minus.ranges == nil:
-		// Written out, a category is thousands of ranges, and another
-		// Unicode version's.
-		return nil, errors.New("a subtraction, or a negated escape beside other members, over a Unicode category cannot be written as one class")
 	}
 	written, err := writtenOut(ranges)
 	if err != nil {
@@ -447,8 +589,13 @@ func (p *xsdReader) class() (*xsdSet, error) {
 
 // writtenOut writes ranges as class members: what neither dialect can
 // say as a class (a subtraction, a negated set beside others). The
-// surrogates, which no UTF-8 value holds, are left out.
+// surrogates, which no UTF-8 value holds, are left out. A category's
+// ranges are Go's Unicode version's, as the server reads the category;
+// more than maxWrittenRanges are refused.
 func writtenOut(ranges []xsdRange) (string, error) {
+	if len(ranges) > maxWrittenRanges {
+		return "", fmt.Errorf("written out as RE2 and ECMA-262 read it, a class is %d ranges, more than the %d orangerail writes", len(ranges), maxWrittenRanges)
+	}
 	var b strings.Builder
 	for _, rg := range ranges {
 		for _, rg := range []xsdRange{{rg.lo, min(rg.hi, 0xd7ff)}, {max(rg.lo, 0xe000), rg.hi}} {

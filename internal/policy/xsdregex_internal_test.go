@@ -29,7 +29,35 @@ func TestXSDToRE2(t *testing.T) {
 		{`\p{IsBasicLatin}+`, []string{"abc~\x00"}, []string{"é"}},
 		{`\P{IsBasicLatin}`, []string{"é"}, []string{"a"}},
 		{`[a-z-[aeiou]]+`, []string{"bcd", "xyz"}, []string{"bad", "B"}},
-		{`[\w-[\d]]+`, nil, nil}, // refused below: a category written out is thousands of ranges
+		// A subtraction over categories is written out from Go's tables.
+		{`[\w-[\d]]+`, []string{"abc", "é€"}, []string{"a1", "\u0661", " ", "_"}},
+		{`[\p{L}-[\p{Lu}]]+`, []string{"abé", "\u01c5", "\u02b0"}, []string{"A", "É", "1"}},
+		{`[a-z-[\p{IsBasicLatin}]]`, nil, nil}, // refused below: it matches no character
+		{`[\p{L}-[\p{IsBasicLatin}]]+`, []string{"éλ"}, []string{"a", "Z"}},
+		{`[\P{Nd}-[\s]]`, []string{"a", "\u00a0"}, []string{"1", " ", "\u0661"}},
+		{`[a\P{L}]`, []string{"a", "1", " "}, []string{"b", "é"}},
+		// \i and \c are XML 1.0 (5th ed.) NameStartChar and NameChar.
+		{`\i+`, []string{":_aZ", "\u00c0\u00d6\u00d8\u00f6\u00f8\u02ff", "\u0370\u037d\u037f\u1fff", "\u200c\u200d", "\u2070\u218f",
+			"\u2c00\u2fef\u3001\ud7ff", "\uf900\ufdcf\ufdf0\ufffd", "\U00010000\U000effff"},
+			[]string{"9", "-", ".", "\u00b7", "\u00d7", "\u00f7", "\u0300", "\u037e", "\u2000", "\u200b", "\u200e", "\u203f", "\u206f", "\u2190",
+				"\u2bff", "\u2ff0", "\u3000", "\uf8ff", "\ufdd0", "\ufdef", "\ufffe", "\U000f0000", " "}},
+		{`\c+`, []string{"a-.09\u00b7\u0300\u036f\u203f\u2040:_", "\U000effff"}, []string{"/", "\u00b6", "\u00b8", "\u203e", "\u2041", " ", "\u00d7"}},
+		{`\i\c*`, []string{"a1", "_x.y-z"}, []string{"1a", "-a", ".a"}},
+		{`\I`, []string{"9", "-", "\u00d7", "\u0300", " ", "\U000f0000"}, []string{"a", ":", "\u00c0", "\U00010000"}},
+		{`\C`, []string{"/", "\u00d7", " "}, []string{"-", "a", "\u00b7"}},
+		{`[\i-[:]]+`, []string{"a_"}, []string{":", "1"}},
+		{`[^\c]`, []string{"/", " "}, []string{"a", "-"}},
+		{`[\I1]`, []string{"1", "-", "\u00d7"}, []string{"a"}},
+		{`[\c-[\i]]+`, []string{"-.0\u00b7\u0300\u203f"}, []string{"a", ":"}},
+		// Blocks, as XML Schema 1.0 names them (Unicode 3.1).
+		{`\p{IsGreek}+`, []string{"\u0370\u03ff"}, []string{"\u036f", "\u0400"}},
+		{`\p{IsCJKUnifiedIdeographsExtensionA}`, []string{"\u3400", "\u4db5"}, []string{"\u4db6", "\u33ff"}},
+		{`\p{IsSpecials}`, []string{"\ufeff", "\ufff0", "\ufffd"}, []string{"\ufffe", "\ufefe"}},
+		{`\p{IsPrivateUse}`, []string{"\ue000", "\uf8ff", "\U000f0000", "\U0010fffd"}, []string{"\uf900", "\U000effff"}},
+		{`\p{IsMathematicalAlphanumericSymbols}`, []string{"\U0001d400", "\U0001d7ff"}, []string{"\U0001d3ff", "\U0001d800"}},
+		{`\p{IsTags}`, []string{"\U000e0000", "\U000e007f"}, []string{"\U000e0080"}},
+		{`[\p{IsGreek}-[\p{Ll}]]+`, []string{"\u0391\u0374"}, []string{"\u03b1"}},
+		{`\P{IsLatin-1Supplement}`, []string{"a", "\u0100"}, []string{"\u00e9"}},
 		{`[^a-c]`, []string{"d", "^"}, []string{"a", "b"}},
 		{`[a^]`, []string{"^", "a"}, []string{"b"}},
 		{`[-a]+`, []string{"-a"}, []string{"b"}},
@@ -78,7 +106,7 @@ func TestXSDToRE2(t *testing.T) {
 			t.Errorf("%s: written %q, whose %s ECMA-262's u flag refuses or reads otherwise", tt.pattern, got, bad)
 		}
 	}
-	for _, pattern := range []string{`\i\c*`, `\I`, `\C`, `a*?`, `a**`, `a{2}{3}`, `(?:a)`, `(?=a)`, `(a)\1`, `a{,3}`, `a{1001}`, `a{3,2}`,
+	for _, pattern := range []string{`[a-z-[\p{IsBasicLatin}]]`, `[\w-[\p{Lu}\p{Mn}]]`, `\p{IsHighSurrogates}`, `a*?`, `a**`, `a{2}{3}`, `(?:a)`, `(?=a)`, `(a)\1`, `a{,3}`, `a{1001}`, `a{3,2}`,
 		`\p{IsNoSuchBlock}`, `\p{Xx}`, `\pL`, `[]`, `[a-[a]]`, `[a-b-c]`, `[z-a]`, `[a[b]`, `a]`, `a}`, `(a`, `a)`, `\`, `\x41`, `\u0041`,
 		`\b`, `\A`, "\xff"} {
 		if got, err := xsdToRE2(pattern); err == nil {
