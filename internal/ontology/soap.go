@@ -78,17 +78,26 @@ type SOAPExecute struct {
 	// Auth names the upstream's schemes the call presents, as an http
 	// call's (HTTPExecute.Auth).
 	Auth *[]string `yaml:"auth" json:"auth,omitempty"`
+	// Scopes narrow the call's oauth2_client_credentials token, as an
+	// http call's (HTTPExecute.Scopes).
+	Scopes []string `yaml:"scopes" json:"scopes,omitempty"`
 
-	// baseURL, upstream, presented and elements are resolved at load.
-	baseURL   *url.URL
-	upstream  *Upstream
-	presented []string
-	elements  []SOAPElement
+	// baseURL, upstream, presented, tokenScopes and elements are resolved
+	// at load.
+	baseURL     *url.URL
+	upstream    *Upstream
+	presented   []string
+	tokenScopes []string
+	elements    []SOAPElement
 }
 
 // Presented returns the names of the upstream's schemes the call
 // presents, resolved at load (Auth).
 func (s *SOAPExecute) Presented() []string { return slices.Clone(s.presented) }
+
+// TokenScopes returns the scopes the call's token is requested with,
+// resolved at load (Scopes); nil when the call requests its scheme's.
+func (s *SOAPExecute) TokenScopes() []string { return slices.Clone(s.tokenScopes) }
 
 // SOAPElement is one element of a SOAP body template: its local name and
 // either Value (a :name reference or a literal) or Children.
@@ -152,6 +161,7 @@ func (c *Config) validateSOAPExecute(s *SOAPExecute, path string, envs []string,
 	if u, base := c.resolveUpstream(s.Upstream, path, envs, add); u != nil {
 		s.baseURL, s.upstream = base, u
 		s.presented = resolvePresented(u, s.Upstream, s.Auth, path, add)
+		s.tokenScopes = resolveScopes(u, s.Upstream, s.presented, s.Scopes, path, add)
 	}
 	if s.Path != "" {
 		if parts, err := ParsePath(s.Path); err != nil {

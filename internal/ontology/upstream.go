@@ -2,6 +2,7 @@ package ontology
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -315,18 +316,31 @@ type HTTPExecute struct {
 	// credentials its operation needs. Hashed only when written, so the
 	// definition of a call written before it existed is unchanged.
 	Auth *[]string `yaml:"auth" json:"auth,omitempty"`
+	// Scopes, when set, are the scopes the token of the call's
+	// oauth2_client_credentials scheme is requested with, in place of the
+	// scheme's own: a subset of them (upstreams.U.auth.S.scopes), so that
+	// a read's token does not carry a write's scopes. Absent, the call's
+	// token carries every scope of the scheme. Hashed only when written.
+	Scopes []string `yaml:"scopes" json:"scopes,omitempty"`
 
-	// baseURL, idempotencyHeader and upstream are the upstream's, and
-	// presented the schemes the call presents, resolved at load.
+	// baseURL, idempotencyHeader and upstream are the upstream's,
+	// presented the schemes the call presents, and tokenScopes its Scopes
+	// sorted and each once, resolved at load.
 	baseURL           *url.URL
 	idempotencyHeader string
 	upstream          *Upstream
 	presented         []string
+	tokenScopes       []string
 }
 
 // Presented returns the names of the upstream's schemes the call
 // presents, resolved at load (Auth).
 func (h *HTTPExecute) Presented() []string { return slices.Clone(h.presented) }
+
+// TokenScopes returns the scopes the call's token is requested with,
+// sorted and each once, resolved at load (Scopes); nil when the call
+// requests its scheme's.
+func (h *HTTPExecute) TokenScopes() []string { return slices.Clone(h.tokenScopes) }
 
 // UpstreamDecl returns the declaration of the upstream the call names,
 // resolved at load.
@@ -655,6 +669,70 @@ func resolvePresented(u *Upstream, upstream string, auth *[]string, path string,
 	return presented
 }
 
+// ScopeSet returns scopes sorted and each once: the scope parameter of
+// a token request (RFC 6749 §3.3: space-delimited, order-independent),
+// written the same way for the same set.
+func ScopeSet(scopes []string) []string {
+	if scopes == nil {
+		return nil
+	}
+	out := slices.Clone(scopes)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CheckScope says why s cannot be a scope of a token request, or nil: RFC
+// 6749 §3.3's scope-token, 1*( %x21 / %x23-5B / %x5D-7E ) — no space,
+// which delimits scopes in the request, no control character, quote,
+// backslash or non-ASCII character.
+func CheckScope(s string) error {
+	if s == "" {
+		return errors.New("is empty; a scope is one or more printable ASCII characters")
+	}
+	for _, r := range s {
+		if r <= ' ' || r >= 0x7f || r == '"' || r == '\\' {
+			return fmt.Errorf("%q holds %q, which a scope cannot (RFC 6749 §3.3: printable ASCII but space, quote and backslash; a space separates scopes)", s, r)
+		}
+	}
+	return nil
+}
+
+// resolveScopes checks a call's scopes against the oauth2_client_credentials
+// scheme it presents and returns them sorted and each once; nil when the
+// call has none. A call narrows its scheme's scopes, never widens them:
+// the scheme's list is the most any of its tokens is asked for, declared
+// once where the platform team reviews it, and a name outside it is a
+// typo found at load rather than an invalid_scope at the token endpoint.
+func resolveScopes(u *Upstream, upstream string, presented, scopes []string, path string, add func(path, format string, args ...any)) []string {
+	if scopes == nil {
+		return nil
+	}
+	at := path + ".scopes"
+	scheme := ""
+	for _, p := range presented {
+		if a := u.Auth[p]; a != nil && a.Type == AuthOAuth2ClientCredentials {
+			scheme = p // checkPresented allows one: it sets Authorization
+		}
+	}
+	if scheme == "" {
+		add(at, "scopes are those an oauth2_client_credentials token is requested with, and the call presents no such scheme of upstreams.%s (it presents %v): remove them", upstream, presented)
+		return nil
+	}
+	if len(scopes) == 0 {
+		add(at, "lists no scope: list those the call needs, or remove scopes to request upstreams.%s.auth.%s.scopes", upstream, scheme)
+		return nil
+	}
+	offered := u.Auth[scheme].Scopes
+	for i, s := range scopes {
+		if err := CheckScope(s); err != nil {
+			add(fmt.Sprintf("%s.%d", at, i), "%v", err)
+		} else if !slices.Contains(offered, s) {
+			add(fmt.Sprintf("%s.%d", at, i), "%q is not one of upstreams.%s.auth.%s.scopes (%v): a call narrows its scheme's scopes, never widens them; add it there first", s, upstream, scheme, offered)
+		}
+	}
+	return ScopeSet(scopes)
+}
+
 // CheckAPIKeyName says why an api_key cannot be sent in the header, query
 // parameter or cookie named name, or nil: the one rule of the loader
 // (validateAuth) and of the policy compiler, which lists such a scheme as
@@ -695,6 +773,11 @@ func validateAuth(u *Upstream, path string, add func(path, format string, args .
 			if err := CheckUpstreamURL(a.TokenURL); err != nil {
 				add(at+".token_url", "%v", err)
 			}
+			for i, s := range a.Scopes {
+				if err := CheckScope(s); err != nil {
+					add(fmt.Sprintf("%s.scopes.%d", at, i), "%v", err)
+				}
+			}
 		} else if a.TokenURL != "" || len(a.Scopes) > 0 {
 			add(at, "token_url and scopes are an oauth2_client_credentials scheme's")
 		}
@@ -716,6 +799,7 @@ func (c *Config) validateHTTPExecute(h *HTTPExecute, path string, envs []string,
 	if u, base := c.resolveUpstream(h.Upstream, path, envs, add); u != nil {
 		h.baseURL, h.idempotencyHeader, h.upstream = base, u.IdempotencyHeader, u
 		h.presented = resolvePresented(u, h.Upstream, h.Auth, path, add)
+		h.tokenScopes = resolveScopes(u, h.Upstream, h.presented, h.Scopes, path, add)
 	}
 	if !slices.Contains(HTTPMethods(), h.Method) {
 		add(path+".method", "is %q; it must be one of %v", h.Method, HTTPMethods())

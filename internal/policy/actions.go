@@ -542,6 +542,9 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 		e.idempotencyHeader = keyHeader
 	}
 	h["auth"] = e.present(t)
+	if scopes := e.tokenScopes(t); scopes != nil {
+		h["scopes"] = scopes
+	}
 	return map[string]any{"http": h}, nil
 }
 
@@ -581,6 +584,28 @@ func (e *emitter) present(t *ToolPolicy) []string {
 	return out
 }
 
+// tokenScopes are the scopes the token of a call that presents an
+// oauth2_client_credentials scheme is requested with: those its operation's
+// chosen security alternative needs (its own security, else the
+// document's), so that a read's token does not carry a write's scopes. nil
+// when it presents no such scheme, or needs no scope (the scheme's are
+// then asked for). The upstream's scheme lists every written action's
+// (upstream), so each call's are a subset of them, as the loader requires.
+func (e *emitter) tokenScopes(t *ToolPolicy) []string {
+	if len(t.RequiredScopes.Value) == 0 {
+		return nil
+	}
+	for _, s := range t.RequiredSchemes.Value {
+		if s.Placement == "" {
+			continue
+		}
+		if i := slices.IndexFunc(e.m.Schemes, func(p SchemePolicy) bool { return p.Name == s.Scheme }); i >= 0 && e.m.Schemes[i].Auth == ontology.AuthOAuth2ClientCredentials {
+			return slices.Clone(t.RequiredScopes.Value)
+		}
+	}
+	return nil
+}
+
 // soap writes a SOAP operation's execute: each leaf element of its input
 // an input property, the body template in the elements' order.
 func (e *emitter) soap(t *ToolPolicy, op *apidoc.Operation, in *input) (map[string]any, error) {
@@ -605,6 +630,9 @@ func (e *emitter) soap(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 		"operation": map[string]any{"namespace": b.Namespace, "name": b.Element},
 		"max_bytes": t.Output.MaxBytes.Value,
 		"auth":      e.present(t),
+	}
+	if scopes := e.tokenScopes(t); scopes != nil {
+		s["scopes"] = scopes
 	}
 	if endpoint != "" && endpoint != "/" {
 		s["path"] = endpoint

@@ -48,7 +48,7 @@ func placeScheme(service string, s *apidoc.Scheme) SchemePolicy {
 				break
 			}
 			p.Auth, p.Placement = ontology.AuthOAuth2ClientCredentials, "Authorization: Bearer, from a client-credentials token"
-			p.Rule = fmt.Sprintf("oauth2 with a clientCredentials flow: orangerail requests a token at %s with the client_id:client_secret the variable holds, asking for the scopes of every action written for the upstream (one token a scheme: a read's token carries a write's scopes too), and sends it as a bearer token", f.TokenURL)
+			p.Rule = fmt.Sprintf("oauth2 with a clientCredentials flow: orangerail requests a token at %s with the client_id:client_secret the variable holds, each action asking for the scopes its operation needs (execute's scopes; the scheme lists every written action's), so that a read's token does not carry a write's scopes, and sends it as a bearer token", f.TokenURL)
 			break
 		}
 		p.Auth, p.Placement = ontology.AuthBearer, "Authorization: Bearer"

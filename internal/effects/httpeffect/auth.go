@@ -127,9 +127,13 @@ func droppedFromCookie(r rune) bool {
 	return r < ' ' || r >= 0x7f || r == '"' || r == ';' || r == '\\'
 }
 
-// newCredentials reads and checks each scheme's credential. An error names
-// the variable and what is wrong with its value, never the value.
-func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) (*credentials, error) {
+// newCredentials reads and checks each scheme's credential. An
+// oauth2_client_credentials scheme the call presents (present) requests
+// its token with scopes when they are set, else with the scheme's; each
+// Caller holds caches of its own, so two calls asking for different
+// scopes never share a token. An error names the variable and what is
+// wrong with its value, never the value.
+func newCredentials(upstream string, u *ontology.Upstream, present, scopes []string, client *http.Client) (*credentials, error) {
 	c := &credentials{place: map[string]func(context.Context, *http.Request, url.Values) error{}, tls: map[string]tls.Certificate{}}
 	for _, scheme := range slices.Sorted(maps.Keys(u.Auth)) {
 		a := u.Auth[scheme]
@@ -182,7 +186,14 @@ func newCredentials(upstream string, u *ontology.Upstream, client *http.Client) 
 		case ontology.AuthOAuth2ClientCredentials:
 			id, secret, _ := strings.Cut(value, ":")
 			c.addSecret(secret)
-			tokens := newTokenCache(&clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: a.TokenURL, Scopes: a.Scopes}, client.Transport)
+			asked := a.Scopes
+			if scopes != nil && slices.Contains(present, scheme) {
+				asked = scopes
+			}
+			// Sorted and each once: the scope parameter (RFC 6749 §3.3,
+			// space-delimited, order-independent) is the same string for
+			// the same set.
+			tokens := newTokenCache(&clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: a.TokenURL, Scopes: ontology.ScopeSet(asked)}, client.Transport)
 			c.tokens = append(c.tokens, tokens)
 			c.place[scheme] = func(ctx context.Context, req *http.Request, _ url.Values) error {
 				tok, err := tokens.token(ctx)

@@ -30,7 +30,7 @@ func TestTokenSecretsStayBounded(t *testing.T) {
 	u := &ontology.Upstream{Auth: map[string]*ontology.UpstreamAuth{
 		"app": {Type: ontology.AuthOAuth2ClientCredentials, TokenURL: srv.URL + "/token"},
 	}}
-	c, err := NewCaller("ledger", u, []string{"app"})
+	c, err := NewCaller("ledger", u, []string{"app"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func New(name string, a *ontology.Action) (engine.Effect, error) {
 	if err != nil {
 		return nil, err
 	}
-	caller, err := NewCaller(spec.Upstream, spec.UpstreamDecl(), spec.Presented())
+	caller, err := NewCaller(spec.Upstream, spec.UpstreamDecl(), spec.Presented(), spec.TokenScopes())
 	if err != nil {
 		return nil, err
 	}
@@ -121,9 +121,11 @@ type Caller struct {
 }
 
 // NewCaller makes the caller of the upstream declared as u under name, for
-// a call that presents the schemes named in present (its Presented); u nil
-// is an upstream without credentials.
-func NewCaller(name string, u *ontology.Upstream, present []string) (*Caller, error) {
+// a call that presents the schemes named in present (its Presented) and
+// requests its oauth2_client_credentials token with scopes (its
+// TokenScopes; nil: the scheme's); u nil is an upstream without
+// credentials.
+func NewCaller(name string, u *ontology.Upstream, present, scopes []string) (*Caller, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	c := &Caller{client: &http.Client{
 		Transport: transport,
@@ -134,7 +136,7 @@ func NewCaller(name string, u *ontology.Upstream, present []string) (*Caller, er
 	}}
 	if u != nil {
 		var err error
-		if c.creds, err = newCredentials(name, u, c.client); err != nil {
+		if c.creds, err = newCredentials(name, u, present, scopes, c.client); err != nil {
 			return nil, err
 		}
 		roots, err := trusted(name, u.CAFile)

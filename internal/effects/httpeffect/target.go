@@ -35,7 +35,7 @@ func NewTargetReader(name string, a *ontology.Action) (engine.TargetReader, erro
 	if err != nil {
 		return nil, err
 	}
-	caller, err := NewCaller(g.Upstream, g.UpstreamDecl(), g.Presented())
+	caller, err := NewCaller(g.Upstream, g.UpstreamDecl(), g.Presented(), g.TokenScopes())
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func New(_ string, a *ontology.Action) (engine.Effect, error) {
 	if endpoint == nil {
 		return nil, errors.New("soapeffect: the upstream has no base URL (load the config with ontology.Parse)")
 	}
-	caller, err := httpeffect.NewCaller(spec.Upstream, spec.UpstreamDecl(), spec.Presented())
+	caller, err := httpeffect.NewCaller(spec.Upstream, spec.UpstreamDecl(), spec.Presented(), spec.TokenScopes())
 	if err != nil {
 		return nil, err
 	}

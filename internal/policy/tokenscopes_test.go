@@ -1,0 +1,85 @@
+package policy_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/orangerail/orangerail/internal/ontology"
+	"github.com/orangerail/orangerail/internal/policy"
+	"github.com/orangerail/orangerail/internal/policy/openapi"
+)
+
+// TestActionsAskForTheirOperationsScopes: an operation that presents an
+// oauth2 clientCredentials scheme is written with the scopes its own
+// security needs (execute.http.scopes) — an operation inheriting the
+// document's security, the document's — and the upstream's scheme lists
+// them all, so the written file loads and each action's token carries its
+// operation's scopes, not every action's. An operation presenting another
+// scheme is written with none.
+func TestActionsAskForTheirOperationsScopes(t *testing.T) {
+	doc, err := openapi.Parse([]byte(`openapi: 3.0.3
+info: {title: T, version: "1"}
+servers: [{url: "https://api.example.com"}]
+security: [{oauth: ["things:read"]}]
+paths:
+  /things:
+    get:
+      operationId: listThings
+      responses: {"200": {description: ok}}
+    post:
+      operationId: createThing
+      security: [{oauth: ["things:write", "things:read"]}]
+      responses: {"201": {description: made}}
+  /things/{id}:
+    delete:
+      operationId: deleteThing
+      security: [{oauth: ["things:admin"]}]
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"204": {description: gone}}
+    get:
+      operationId: getThing
+      security: [{key: []}]
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example/token", scopes: {"things:read": r, "things:write": w, "things:admin": a}}}}
+    key: {type: apiKey, in: header, name: X-Api-Key}
+`), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, map[string]string{"deleteThing": "accepted by the test", "createThing": "accepted by the test"})
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := policy.Emit(m, doc, all, policy.EmitOptions{Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(out.YAML)
+	if err != nil {
+		t.Fatalf("the written file does not load: %v\n%s", err, out.YAML)
+	}
+	for action, want := range map[string][]string{
+		"listThings":  {"things:read"},
+		"createThing": {"things:read", "things:write"},
+		"deleteThing": {"things:admin"},
+		"getThing":    nil,
+	} {
+		a := cfg.Actions[action]
+		if a == nil {
+			t.Errorf("%s was not written: %+v\n%s", action, out.Skipped, out.YAML)
+			continue
+		}
+		if got := a.Execute.HTTP.TokenScopes(); !slices.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("%s asks for %q, want %q\n%s", action, got, want, out.YAML)
+		}
+	}
+	for _, u := range cfg.Upstreams {
+		if got, want := u.Auth["oauth"].Scopes, []string{"things:admin", "things:read", "things:write"}; !slices.Equal(got, want) {
+			t.Errorf("the scheme lists %q, want %q", got, want)
+		}
+	}
+}
