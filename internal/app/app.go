@@ -215,12 +215,22 @@ func (rt *Runtime) startWebhooks() error {
 	// On the engine's store, as the sealer: its transactions are bounded by
 	// the config's limits, so a session holding a message's row waits the
 	// worker lock_timeout, not as long as it holds it.
-	rt.webhooks, err = webhooks.New(webhooks.Config{Pool: rt.Engine.Store(), Endpoints: endpoints, PublicURL: deskOrigin, Logger: rt.log})
+	rt.webhooks, err = webhooks.New(webhooks.Config{Pool: rt.Engine.Store(), Endpoints: endpoints, PublicURL: deskOrigin,
+		Retention: webhookRetention(rt.Config), Logger: rt.log})
 	if err != nil {
 		return err
 	}
 	rt.webhooks.Start()
 	return nil
+}
+
+// webhookRetention is the config's webhook_retention, or zero — the
+// worker's default, webhooks.RetentionDefault — when it sets none.
+func webhookRetention(c *ontology.Config) time.Duration {
+	if c.WebhookRetention == nil {
+		return 0
+	}
+	return time.Duration(*c.WebhookRetention)
 }
 
 // startSweeper expires lapsed approvals every interval until Close. Every

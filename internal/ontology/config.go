@@ -54,6 +54,10 @@ const (
 	// milliseconds (1ms for 1m) is a slip. Not longer: a lapse is tested
 	// in seconds, by the database's clock.
 	ApprovalTTLMin = time.Second
+	// WebhookRetentionMin bounds webhook_retention: the worker prunes
+	// hourly, and a message deleted sooner than that after it finished
+	// could not be listed or redelivered by the person told it failed.
+	WebhookRetentionMin = time.Hour
 	// ClockSkewMax bounds identity.oidc.clock_skew: RFC 7519 asks a
 	// leeway of no more than a few minutes, and an hour of it takes a
 	// token for an hour after it expired.
@@ -114,6 +118,11 @@ type Config struct {
 	toolScopes map[string]string
 	// Webhooks are the endpoints told of approval events. Defaults to none.
 	Webhooks []Webhook `yaml:"webhooks"`
+	// WebhookRetention is how long a finished webhook message (delivered,
+	// or failed) is kept after its last attempt, for `webhooks list` and
+	// `webhooks redeliver`, before the worker deletes it. Nil: 30 days
+	// (webhooks.RetentionDefault). At least WebhookRetentionMin.
+	WebhookRetention *Days `yaml:"webhook_retention"`
 	// Prompts are the message templates the MCP server offers, by name.
 	// Defaults to none (and then no prompts capability is declared).
 	Prompts map[string]*Prompt `yaml:"prompts"`

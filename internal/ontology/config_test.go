@@ -133,6 +133,11 @@ func TestBrokenConfigs(t *testing.T) {
 		{"retention negative", add("approvals: {seal_inputs: true, retention: -1h}\n"), []string{"approvals.retention"}},
 		{"retention in days, too long to hold", add("approvals: {seal_inputs: true, retention: 99999d}\n"), []string{"approvals.retention"}},
 		{"retention of the form, too long to hold", add("approvals: {seal_inputs: true, retention: 9999999h}\n"), []string{"approvals.retention"}},
+		{"a webhook retention not a duration", add("webhook_retention: a month\n"), []string{"webhook_retention"}},
+		{"a webhook retention negative", add("webhook_retention: -1h\n"), []string{"webhook_retention"}},
+		{"a webhook retention of none", add("webhook_retention: 0d\n"), []string{"webhook_retention"}},
+		{"a webhook retention under the prune's hour", add("webhook_retention: 59m59s\n"), []string{"webhook_retention"}},
+		{"a webhook retention too long to hold", add("webhook_retention: 99999d\n"), []string{"webhook_retention"}},
 		{"a ttl no person could decide in", add("approvals: {ttl: 1ms}\n"), []string{"approvals.ttl"}},
 		{"a ttl just under a second", add("approvals: {ttl: 999ms}\n"), []string{"approvals.ttl"}},
 		// A zero duration read as absent took the default: 24h for a ttl

@@ -195,6 +195,9 @@ func (c *Config) validate() Problems {
 	if r := c.Approvals.Retention; r != nil && *r < 0 {
 		add("approvals.retention", "%s is not a positive duration", time.Duration(*r))
 	}
+	if r := c.WebhookRetention; r != nil && time.Duration(*r) < WebhookRetentionMin {
+		add("webhook_retention", "%s is shorter than %s: a finished message would be deleted before anyone could list or redeliver it", time.Duration(*r), WebhookRetentionMin)
+	}
 	if cp := c.Audit.Checkpoint; cp != nil {
 		if (cp.KeyFile == "") == (cp.KeyEnv == "") {
 			add("audit.checkpoint", "name the signing key in exactly one of key_file and key_env")
