@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/term"
 
 	"github.com/orangerail/orangerail/internal/checkpoint"
 	"github.com/orangerail/orangerail/internal/database"
@@ -175,7 +177,8 @@ func newAuditCheckProofCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check-proof --key PUBKEY [--key OLDKEY ...] [FILE ...]",
 		Short: "Verify proof files offline, with the checkpoint keys' public keys and no database",
-		Long: "Check-proof verifies each proof file (stdin when none, or -) that `audit prove` or\n" +
+		Long: "Check-proof verifies each proof file (stdin when none, or -; named none on a terminal, it\n" +
+			"says on stderr that it reads one, to be ended with Ctrl-D) that `audit prove` or\n" +
 			"/api/v1/audit/proof/... wrote: its checkpoint notes are signed by one of the given public keys\n" +
 			"(give the old ones too after a key rotation), and the proof holds against their root hashes.\n" +
 			"It reads no database. --checkpoint names checkpoints you kept (signed notes): a proof's\n" +
@@ -201,6 +204,9 @@ func newAuditCheckProofCmd() *cobra.Command {
 					return fmt.Errorf("--checkpoint %s: %w", path, err)
 				}
 				opts.Kept = append(opts.Kept, c)
+			}
+			if waitsOnTerminal(args, cmd.InOrStdin(), term.IsTerminal) {
+				fmt.Fprintln(cmd.ErrOrStderr(), stdinHint)
 			}
 			if len(args) == 0 {
 				args = []string{"-"}
@@ -287,6 +293,23 @@ func newAuditCheckProofCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&kept, "checkpoint", nil, "a signed checkpoint you kept (a file): the proof must agree with it")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcomes as JSON")
 	return cmd
+}
+
+// stdinHint is what check-proof says before it reads a proof from a
+// terminal, where it would otherwise wait in silence.
+const stdinHint = "reading a proof from standard input; end with Ctrl-D, or name a FILE"
+
+// waitsOnTerminal reports whether check-proof, given args, is about to
+// read standard input (in) from a terminal (terminal, given its file
+// descriptor): named no FILE, it reads standard input, and on a terminal
+// it would wait silently for a person who may not know it does. Named -,
+// it reads it as asked; piped or redirected, input comes by itself.
+func waitsOnTerminal(args []string, in io.Reader, terminal func(fd int) bool) bool {
+	if len(args) != 0 {
+		return false
+	}
+	f, ok := in.(*os.File)
+	return ok && terminal(int(f.Fd()))
 }
 
 // checkProofFile checks one proof file, "-" being stdin, read while the
