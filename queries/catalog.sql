@@ -57,6 +57,19 @@ ORDER BY 1;
 -- none of the schema's tables, their columns included.
 SELECT pg_catalog.has_schema_privilege(@schema_name::text, 'USAGE') AS usable;
 
+-- name: CatalogSequencesDenied :many
+-- Of the sequences named, each as regclass prints it (as a plan prints
+-- nextval('…'::regclass)), those the current role may not take a value
+-- from: nextval needs USAGE or UPDATE on the sequence, and asks only as it
+-- runs.
+SELECT c.oid::regclass::text AS name
+FROM pg_catalog.pg_class c
+WHERE c.relkind = 'S' AND c.oid::regclass::text = ANY (@names::text[])
+  -- has_sequence_privilege refuses a relation of another kind, and the
+  -- conditions of a WHERE may be evaluated in any order.
+  AND CASE WHEN c.relkind = 'S' THEN NOT pg_catalog.has_sequence_privilege(c.oid, 'USAGE, UPDATE') END
+ORDER BY 1;
+
 -- name: CatalogPrimaryKey :many
 -- A (quoted, possibly schema-qualified) table's primary key columns, in
 -- the key's order; none when it has no primary key.

@@ -71,7 +71,7 @@ func TestCatalogCheckActsAsTheRuntimeBehindAPooler(t *testing.T) {
 	if _, err := conn.Exec(ctx, `
 		CREATE TABLE granted (id int PRIMARY KEY, org_id text NOT NULL);
 		CREATE TABLE ungranted (id int PRIMARY KEY, org_id text NOT NULL);
-		GRANT SELECT ON granted TO orangerail_runtime`); err != nil {
+		GRANT SELECT, UPDATE ON granted TO orangerail_runtime`); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.Close(ctx)
@@ -115,6 +115,11 @@ actions:
     input: {type: object, properties: {}}
     policy: {roles: [support]}
     execute: {sql: "UPDATE nowhere SET x = 1"}
+  lacking:
+    description: d
+    input: {type: object, properties: {}}
+    policy: {roles: [support]}
+    execute: {sql: "DELETE FROM granted WHERE false"}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +131,105 @@ actions:
 		t.Fatalf("the check behind a pooler: %v, want ungranted refused to orangerail_runtime", err)
 	}
 	// A statement that cannot be prepared is its own problem and leaves
-	// the others checked.
-	if !strings.Contains(msg, "actions.broken") || strings.Contains(msg, "actions.touch") {
-		t.Errorf("the check's statements: %v, want actions.broken alone", err)
+	// the others checked; each is tried as the runtime too, which may
+	// update granted and not delete from it.
+	if !strings.Contains(msg, "actions.broken") || strings.Contains(msg, "actions.touch") ||
+		!strings.Contains(msg, `actions.lacking.execute.sql: datasource_privilege_missing: role "orangerail_runtime" may not run the statement`) {
+		t.Errorf("the check's statements: %v, want actions.broken and actions.lacking alone", err)
 	}
+}
+
+// TestServeFindsWhatAnActionMayNotDo: an action's statement runs as
+// orangerail_runtime, and Postgres checks its privileges only when it
+// runs: INSERT, UPDATE or DELETE on its table and EXECUTE on a function
+// it calls as the executor starts, USAGE on a sequence it takes values
+// from (a serial column's default, a nextval('…') it calls) as it takes
+// one. The statements were only prepared at serve's start, which asks
+// none of these, so a missing grant was met after a person approved the
+// call. A statement granted all it needs (an identity column takes its
+// values without USAGE) passes.
+func TestServeFindsWhatAnActionMayNotDo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	conn, err := pgx.Connect(ctx, testdb.Direct(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `
+		CREATE TABLE readonly_notes (id int PRIMARY KEY, org_id text NOT NULL, note text);
+		CREATE TABLE shouted (id int PRIMARY KEY, org_id text NOT NULL, note text);
+		CREATE TABLE numbered (id serial PRIMARY KEY, org_id text NOT NULL, note text);
+		CREATE TABLE granted (id serial PRIMARY KEY, org_id text NOT NULL, note text, n bigint);
+		CREATE TABLE identified (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, org_id text NOT NULL, note text);
+		CREATE SEQUENCE loose;
+		CREATE SEQUENCE counted;
+		-- STRICT: a plan made for a NULL argument folds the call away
+		-- without asking whether it may be made.
+		CREATE FUNCTION shout(t text) RETURNS text STRICT LANGUAGE plpgsql AS $$ BEGIN RETURN upper(t); END $$;
+		CREATE FUNCTION whisper(t text) RETURNS text STRICT LANGUAGE plpgsql AS $$ BEGIN RETURN lower(t); END $$;
+		REVOKE EXECUTE ON FUNCTION shout(text), whisper(text) FROM PUBLIC;
+		GRANT EXECUTE ON FUNCTION whisper(text) TO orangerail_runtime;
+		GRANT SELECT ON readonly_notes, shouted, numbered, granted, identified TO orangerail_runtime;
+		GRANT UPDATE ON shouted, granted TO orangerail_runtime;
+		GRANT INSERT ON numbered, granted, identified TO orangerail_runtime;
+		GRANT USAGE ON SEQUENCE granted_id_seq, counted TO orangerail_runtime`); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	action := func(sql string) string {
+		return fmt.Sprintf(`
+    description: d
+    input: {type: object, properties: {note: {type: string}, id: {type: integer}}}
+    policy: {roles: [support]}
+    execute: {sql: %q}`, sql)
+	}
+	cfg, err := ontology.Parse([]byte(`service: s
+objects:
+  note: {table: granted, key: id, tenant_column: org_id, fields: [id, note]}
+actions:
+  add_readonly:` + action("INSERT INTO readonly_notes (id, org_id, note) VALUES (:id, current_setting('orangerail.tenant_id'), :note)") + `
+  shout_note:` + action("UPDATE shouted SET note = shout(:note) WHERE id = :id AND org_id = current_setting('orangerail.tenant_id')") + `
+  add_numbered:` + action("INSERT INTO numbered (org_id, note) VALUES (current_setting('orangerail.tenant_id'), :note) RETURNING id") + `
+  add_loose:` + action("INSERT INTO granted (org_id, note, n) VALUES (current_setting('orangerail.tenant_id'), :note, nextval('loose')) RETURNING id") + `
+  add_granted:` + action("INSERT INTO granted (org_id, note, n) VALUES (current_setting('orangerail.tenant_id'), whisper(:note), nextval('counted')) RETURNING id") + `
+  whisper_note:` + action("UPDATE granted SET note = whisper(:note) WHERE id = :id AND org_id = current_setting('orangerail.tenant_id')") + `
+  add_identified:` + action("INSERT INTO identified (org_id, note) VALUES (current_setting('orangerail.tenant_id'), :note) RETURNING id") + `
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Open(ctx, Settings{Config: cfg, DatabaseURL: url, Serve: true, SweepEvery: time.Hour})
+	if err == nil {
+		rt.Close()
+		t.Fatal("serve started though orangerail_runtime may not run four of the actions")
+	}
+	msg := err.Error()
+	for action, object := range map[string]string{
+		"add_readonly": `table readonly_notes`,
+		"shout_note":   `function shout`,
+		"add_numbered": `sequence numbered_id_seq`,
+		"add_loose":    `sequence loose`,
+	} {
+		want := fmt.Sprintf(`actions.%s.execute.sql: %s: role "orangerail_runtime" may not`, action, ontology.DiagnosticPrivilegeMissing)
+		line := lineWith(msg, "actions."+action+".")
+		if !strings.Contains(line, want) || !strings.Contains(line, object) {
+			t.Errorf("serve refused with %q, want %s… naming %s", msg, want, object)
+		}
+	}
+	for _, action := range []string{"add_granted", "whisper_note", "add_identified"} {
+		if strings.Contains(msg, "actions."+action+".") {
+			t.Errorf("serve refused %s, granted all it needs: %q", action, msg)
+		}
+	}
+}
+
+// lineWith returns the first line of s that contains sub, or "".
+func lineWith(s, sub string) string {
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			return line
+		}
+	}
+	return ""
 }

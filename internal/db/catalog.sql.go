@@ -151,6 +151,40 @@ func (q *Queries) CatalogSchemaUsable(ctx context.Context, db DBTX, schemaName s
 	return usable, err
 }
 
+const catalogSequencesDenied = `-- name: CatalogSequencesDenied :many
+SELECT c.oid::regclass::text AS name
+FROM pg_catalog.pg_class c
+WHERE c.relkind = 'S' AND c.oid::regclass::text = ANY ($1::text[])
+  -- has_sequence_privilege refuses a relation of another kind, and the
+  -- conditions of a WHERE may be evaluated in any order.
+  AND CASE WHEN c.relkind = 'S' THEN NOT pg_catalog.has_sequence_privilege(c.oid, 'USAGE, UPDATE') END
+ORDER BY 1
+`
+
+// Of the sequences named, each as regclass prints it (as a plan prints
+// nextval('…'::regclass)), those the current role may not take a value
+// from: nextval needs USAGE or UPDATE on the sequence, and asks only as it
+// runs.
+func (q *Queries) CatalogSequencesDenied(ctx context.Context, db DBTX, names []string) ([]string, error) {
+	rows, err := db.Query(ctx, catalogSequencesDenied, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const catalogShadowingNames = `-- name: CatalogShadowingNames :many
 SELECT DISTINCT c.relname::text AS name
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -20,8 +22,11 @@ import (
 const DiagnosticSchemaMismatch = "datasource_schema_mismatch"
 
 // DiagnosticPrivilegeMissing classifies a config that names tables or
-// columns the datasource's login may not read (SELECT): each read of
-// them would be refused with permission denied.
+// columns the role its reads run as may not read (SELECT), or an action
+// whose statement that role may not run (INSERT, UPDATE or DELETE on its
+// table, EXECUTE on a function it calls, USAGE on a sequence it takes
+// values from): each read or call would be refused with permission
+// denied.
 const DiagnosticPrivilegeMissing = "datasource_privilege_missing"
 
 // Conn is what the catalog check needs of a datasource connection.
@@ -29,6 +34,9 @@ type Conn interface {
 	store.DBTX
 	Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error)
 	Deallocate(ctx context.Context, name string) error
+	// Begin begins what an action's statement is tried in and rolled
+	// back: a transaction on a connection, a savepoint in a transaction.
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // QuotedTable returns an object's table as a quoted, possibly
@@ -192,7 +200,9 @@ func (c *Config) ReadCatalog(ctx context.Context, conn store.DBTX) (*Catalog, er
 
 // CheckCatalog checks the config against the datasource's live catalog:
 // every object's table and columns exist, and every action's statement
-// prepares (so its tables, columns and types are right). It returns the
+// prepares (so its tables, columns and types are right); and that the
+// role conn acts as may read each object and run each statement
+// (mayNotRun), as its reads and calls run as that role. It returns the
 // catalog it read and every problem, each a DiagnosticSchemaMismatch or a
 // DiagnosticPrivilegeMissing; an error means the check itself could not
 // run.
@@ -241,15 +251,149 @@ func (c *Config) CheckCatalog(ctx context.Context, conn Conn) (*Catalog, Problem
 		if a.Execute.Kind() != ExecuteSQL {
 			continue
 		}
+		path := "actions." + name + ".execute.sql"
 		if err := prepares(ctx, conn, a.Execute.SQL); err != nil {
 			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) {
+			switch {
+			case !errors.As(err, &pgErr):
 				return nil, nil, err
+			case pgErr.Code == pgerrcode.InsufficientPrivilege:
+				// A schema the role may not use is refused as the
+				// statement is parsed.
+				ps = append(ps, Problem{Path: path, Message: fmt.Sprintf("%s: role %s may not run the statement: %s; grant it that privilege",
+					DiagnosticPrivilegeMissing, role, pgErr.Message)})
+			default:
+				ps = append(ps, Problem{Path: path, Message: fmt.Sprintf("%s: the datasource cannot prepare the statement: %s", DiagnosticSchemaMismatch, pgErr.Message)})
 			}
-			ps = append(ps, Problem{Path: "actions." + name + ".execute.sql", Message: fmt.Sprintf("%s: the datasource cannot prepare the statement: %s", DiagnosticSchemaMismatch, pgErr.Message)})
+			continue
+		}
+		denied, err := mayNotRun(ctx, conn, a.Execute.SQL)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, d := range denied {
+			ps = append(ps, Problem{Path: path, Message: fmt.Sprintf("%s: role %s %s", DiagnosticPrivilegeMissing, role, d)})
 		}
 	}
 	return cat, ps.sorted(), nil
+}
+
+// privilegeCheck is the name a statement is prepared under (PREPARE, in
+// the transaction it is tried in) while its privileges are tried.
+const privilegeCheck = "orangerail_privilege_check"
+
+// checkTenant is the tenant a statement is tried under: a call's
+// transaction sets one, which the statement may read, and which its plan
+// may read as it is made (current_setting, for an estimate). A UUID, so
+// that a statement casting the tenant to one is tried too.
+const checkTenant = "00000000-0000-0000-0000-000000000000"
+
+// nextvalOf finds each nextval a plan shows (EXPLAIN VERBOSE), of a
+// column's default or of the statement, its sequence as regclass prints
+// it. An identity column's value is shown as nextval('…') without the
+// cast: it takes its value without asking for USAGE.
+var nextvalOf = regexp.MustCompile(`nextval\('((?:[^']|'')+)'::regclass\)`)
+
+// mayNotRun tries, without running it, whether the role conn acts as may
+// run an action's statement (which prepares), and says what it may not
+// do. Postgres asks a statement's privileges only as it runs — INSERT,
+// UPDATE, DELETE and SELECT on its tables and EXECUTE on the functions it
+// calls as the executor starts, which EXPLAIN without ANALYZE does, and
+// USAGE on a sequence as a value is taken, which nothing short of running
+// does: so each nextval its plan shows is asked of the catalog. The plan
+// is a generic one, its parameters left unknown (plan_cache_mode): one
+// made for NULL arguments folds a strict function's call away unasked.
+// Everything is tried in a transaction or savepoint of its own (conn's
+// Begin), rolled back; nothing the statement would change is written,
+// and a read-only transaction allows it. A statement that cannot be
+// tried so (one PREPARE refuses, as CALL; one whose plan needs more than
+// NULL arguments, as a NOT NULL domain's) is left to its calls.
+func mayNotRun(ctx context.Context, conn Conn, sql string) ([]string, error) {
+	bound, _, err := BindSQL(sql)
+	if err != nil {
+		return nil, err
+	}
+	outer, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = outer.Rollback(context.WithoutCancel(ctx)) }()
+	try, err := outer.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	plan, prepared, refused, err := tryStatement(ctx, try, bound)
+	if rerr := try.Rollback(ctx); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if prepared {
+		// A prepared statement outlives the savepoint it was made in.
+		if _, err := outer.Exec(ctx, "DEALLOCATE "+privilegeCheck); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case refused != nil && refused.Code == pgerrcode.InsufficientPrivilege:
+		return []string{"may not run the statement: " + refused.Message + "; grant it that privilege"}, nil
+	case refused != nil:
+		return nil, nil
+	}
+	var sequences []string
+	for _, m := range nextvalOf.FindAllStringSubmatch(plan, -1) {
+		if seq := strings.ReplaceAll(m[1], "''", "'"); !slices.Contains(sequences, seq) {
+			sequences = append(sequences, seq)
+		}
+	}
+	if len(sequences) == 0 {
+		return nil, nil
+	}
+	names, err := store.New(outer).CatalogSequencesDenied(ctx, sequences)
+	if err != nil {
+		return nil, err
+	}
+	var denied []string
+	for _, n := range names {
+		denied = append(denied, fmt.Sprintf("may not take values (nextval) from sequence %s, as the statement or a column default of its table does; grant it USAGE on the sequence", n))
+	}
+	return denied, nil
+}
+
+// tryStatement prepares a bound statement in tx and explains it, under
+// what a call's transaction sets, and returns its plan and whether it
+// prepared; or refused, the database's refusal to prepare or explain it.
+func tryStatement(ctx context.Context, tx pgx.Tx, bound string) (plan string, prepared bool, refused *pgconn.PgError, err error) {
+	// SET, not set_config, which a hardened database may not let the
+	// role execute.
+	if _, err := tx.Exec(ctx, "SET LOCAL "+store.TenantSetting+" = '"+checkTenant+"'; SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		return "", false, nil, err
+	}
+	if _, err := tx.Exec(ctx, "PREPARE "+privilegeCheck+" AS "+bound); err != nil {
+		if errors.As(err, &refused) {
+			return "", false, refused, nil
+		}
+		return "", false, nil, err
+	}
+	var params int
+	if err := tx.QueryRow(ctx, "SELECT cardinality(parameter_types) FROM pg_catalog.pg_prepared_statements WHERE name = $1", privilegeCheck).Scan(&params); err != nil {
+		return "", true, nil, err
+	}
+	explain := "EXPLAIN (VERBOSE) EXECUTE " + privilegeCheck
+	if params > 0 {
+		explain += "(" + strings.Repeat("NULL, ", params-1) + "NULL)"
+	}
+	rows, err := tx.Query(ctx, explain, pgx.QueryExecModeSimpleProtocol)
+	if err == nil {
+		var lines []string
+		lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		plan = strings.Join(lines, "\n")
+	}
+	if errors.As(err, &refused) {
+		return "", true, refused, nil
+	}
+	return plan, true, nil, err
 }
 
 // unreadable is each of names, once and quoted, that is a column the

@@ -116,3 +116,71 @@ objects:
 		t.Errorf("problems: %v, want one %s on objects.deal.table naming schema sales", problems, DiagnosticPrivilegeMissing)
 	}
 }
+
+// TestCheckCatalogTriesActionsAsTheLogin: on a datasource of its own an
+// action's statement runs as the login, so the check tries it as the
+// login (a connection outside any transaction: it is tried in one of its
+// own), and leaves the connection as it found it: no transaction open,
+// nothing prepared, nothing written.
+func TestCheckCatalogTriesActionsAsTheLogin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.NewEmpty(t) // a team's own database, orangerail's hardening not applied
+	admin, err := pgx.Connect(ctx, testdb.Direct(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	login := "catalog_writer_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(ctx, `
+		CREATE TABLE notes (id serial PRIMARY KEY, org_id text NOT NULL, note text);
+		CREATE ROLE `+login+` LOGIN;
+		GRANT SELECT, INSERT ON notes TO `+login+`;
+		GRANT USAGE ON SEQUENCE notes_id_seq TO `+login); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+login+"; DROP ROLE "+login)
+	})
+	cfg, err := Parse([]byte(`service: s
+objects:
+  note: {table: notes, key: id, tenant_column: org_id, fields: [id, note]}
+actions:
+  add:
+    description: d
+    input: {type: object, properties: {note: {type: string}}}
+    policy: {roles: [support]}
+    execute: {sql: "INSERT INTO notes (org_id, note) VALUES (current_setting('orangerail.tenant_id'), :note) RETURNING id"}
+  remove:
+    description: d
+    input: {type: object, properties: {note: {type: string}}}
+    policy: {roles: [support]}
+    execute: {sql: "DELETE FROM notes WHERE note = :note AND org_id = current_setting('orangerail.tenant_id')"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, testdb.WithUser(t, url, login, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	_, problems, err := cfg.CheckCatalog(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 1 || problems[0].Path != "actions.remove.execute.sql" ||
+		!strings.HasPrefix(problems[0].Message, DiagnosticPrivilegeMissing+`: role "`+login+`" may not run the statement`) || !strings.Contains(problems[0].Message, "notes") {
+		t.Errorf("problems: %v, want one %s on actions.remove naming table notes and the login", problems, DiagnosticPrivilegeMissing)
+	}
+	var prepared, rows int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'orangerail%'").Scan(&prepared); err != nil {
+		t.Fatal(err)
+	}
+	if status := conn.PgConn().TxStatus(); status != 'I' || prepared != 0 {
+		t.Errorf("after the check: transaction status %c, %d statement(s) left prepared; want idle, none", status, prepared)
+	}
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM notes").Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("notes holds %d row(s) (%v), want none", rows, err)
+	}
+}

@@ -77,6 +77,14 @@ func (s *Store) CatalogSchemaUsable(ctx context.Context, schema string) (bool, e
 	return usable, InterpretError(err)
 }
 
+// CatalogSequencesDenied returns, of the sequences named as regclass
+// prints them, those the current role may not take values from (nextval
+// needs USAGE or UPDATE).
+func (s *Store) CatalogSequencesDenied(ctx context.Context, names []string) ([]string, error) {
+	denied, err := s.q.CatalogSequencesDenied(ctx, s.x, names)
+	return denied, InterpretError(err)
+}
+
 // CatalogPrimaryKey lists a quoted, possibly schema-qualified table's
 // primary key columns in the key's order; none when it has no primary key.
 func (s *Store) CatalogPrimaryKey(ctx context.Context, table string) ([]string, error) {
