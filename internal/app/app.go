@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	neturl "net/url"
@@ -349,32 +350,75 @@ func withUser(serviceURL, user string) (string, error) {
 // own pool, or the service database) and returns the catalog it read.
 func (rt *Runtime) checkCatalog(ctx context.Context) (*ontology.Catalog, error) {
 	var catalog *ontology.Catalog
-	var problems ontology.Problems
+	var problems, warnings ontology.Problems
+	check := func(asRuntime bool) func(pgx.Tx) error {
+		return func(tx pgx.Tx) (err error) {
+			catalog, problems, warnings, err = checkCatalogIn(ctx, rt.Config, tx, asRuntime)
+			return err
+		}
+	}
+	readOnly := pgx.TxOptions{AccessMode: pgx.ReadOnly}
 	var err error
 	if rt.Datasource != nil {
-		err = rt.Datasource.AcquireFunc(ctx, func(c *pgxpool.Conn) (err error) {
-			catalog, problems, err = rt.Config.CheckCatalog(ctx, c.Conn())
-			return err
-		})
+		err = pgx.BeginTxFunc(ctx, rt.Datasource, readOnly, check(false))
 	} else {
-		// On the service database, as orangerail_runtime, which its reads
-		// act as: a login that is a superuser or owns the tables may read
-		// what the runtime may not. The role is set in a transaction of
+		// On the service database the role is set in a transaction of
 		// the check's own, as each read's is: behind a pooler in
 		// transaction mode the session's SET ROLE stays on whichever
 		// server connection it ran on.
-		err = database.Tenantless(ctx, rt.Store, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-			catalog, problems, err = rt.Config.CheckCatalog(ctx, savepointConn{tx})
-			return err
-		})
+		err = database.Tenantless(ctx, rt.Store, readOnly, check(true))
 	}
 	if err != nil {
 		return nil, err
 	}
-	if len(problems) > 0 {
+	// The Store acts as orangerail_runtime, so it is never unchecked: a
+	// warning here is a refusal.
+	if problems = append(problems, warnings...); len(problems) > 0 {
 		return nil, errcode.New(errcode.ConfigInvalid, problems.Error(), nil)
 	}
 	return catalog, nil
+}
+
+// checkCatalogIn is the check serve's start and config check both make:
+// the config against the database its reads and actions run on, in tx, a
+// read-only transaction there, as the role they run as: orangerail_runtime
+// on the service database (asRuntime), whose privileges a superuser or
+// the tables' owner does not share, else the datasource's login. A login
+// that may not act as the runtime is checked as itself, with a warning
+// that says so (DiagnosticRuntimeUnchecked), never as though it were the
+// runtime.
+func checkCatalogIn(ctx context.Context, cfg *ontology.Config, tx pgx.Tx, asRuntime bool) (_ *ontology.Catalog, problems, warnings ontology.Problems, err error) {
+	if asRuntime {
+		as, err := tx.Begin(ctx)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		var refused *pgconn.PgError
+		_, err = as.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{database.RuntimeRole}.Sanitize())
+		switch {
+		case errors.As(err, &refused):
+			// Not a member, or no such role (a database orangerail
+			// never migrated).
+			if err := as.Rollback(ctx); err != nil {
+				return nil, nil, nil, err
+			}
+			var login string
+			if err := tx.QueryRow(ctx, "SELECT current_user::text").Scan(&login); err != nil {
+				return nil, nil, nil, err
+			}
+			warnings = append(warnings, ontology.Problem{Path: "datasource", Message: fmt.Sprintf(
+				"%s: role %s may not act as %s (%s), which serve's reads and actions on the service database run as: they were checked as %s instead; check with a login that is a member of %s",
+				ontology.DiagnosticRuntimeUnchecked, pgx.Identifier{login}.Sanitize(), database.RuntimeRole, refused.Message, pgx.Identifier{login}.Sanitize(), database.RuntimeRole)})
+		case err != nil:
+			return nil, nil, nil, err
+		default:
+			if err := as.Commit(ctx); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+	}
+	catalog, problems, err := cfg.CheckCatalog(ctx, savepointConn{tx})
+	return catalog, problems, warnings, err
 }
 
 // savepointConn is a transaction as the catalog check's connection: a
@@ -402,16 +446,27 @@ func (c savepointConn) Deallocate(ctx context.Context, name string) error {
 }
 
 // CheckCatalog connects to the database at url, reads its catalog and
-// lists where cfg disagrees with it.
-func CheckCatalog(ctx context.Context, cfg *ontology.Config, url string) (*ontology.Catalog, ontology.Problems, error) {
+// lists where cfg disagrees with it, as serve's start does
+// (checkCatalogIn): as orangerail_runtime where cfg names no datasource
+// of its own (url is the service database), else as url's login. The
+// warnings say what could not be checked so.
+func CheckCatalog(ctx context.Context, cfg *ontology.Config, url string) (_ *ontology.Catalog, problems, warnings ontology.Problems, _ error) {
 	connCfg, err := database.ParseURL(url)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	conn, err := pgx.ConnectConfig(ctx, connCfg.ConnConfig)
 	if err != nil {
-		return nil, nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
+		return nil, nil, nil, database.ClassifyConnectError(connCfg.ConnConfig, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return cfg.CheckCatalog(ctx, conn)
+	var catalog *ontology.Catalog
+	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		catalog, problems, warnings, err = checkCatalogIn(ctx, cfg, tx, cfg.Datasource.URLEnv == "")
+		return err
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return catalog, problems, warnings, nil
 }

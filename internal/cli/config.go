@@ -63,11 +63,12 @@ func newConfigCmd() *cobra.Command {
 					dsURL = os.Getenv(v)
 				}
 				if dsURL != "" {
-					_, found, err := app.CheckCatalog(cmd.Context(), cfg, dsURL)
+					_, found, unchecked, err := app.CheckCatalog(cmd.Context(), cfg, dsURL)
 					if err != nil {
 						return err
 					}
 					problems = append(problems, found...)
+					warnings = append(warnings, unchecked...)
 					catalog = "checked against " + database.RedactURL(dsURL)
 				}
 			}

@@ -29,6 +29,12 @@ const DiagnosticSchemaMismatch = "datasource_schema_mismatch"
 // denied.
 const DiagnosticPrivilegeMissing = "datasource_privilege_missing"
 
+// DiagnosticRuntimeUnchecked warns that a config was checked as the
+// login, where serve's reads and actions run as orangerail_runtime (on
+// the service database), as the login may not act as that role: what the
+// runtime may not do was not asked.
+const DiagnosticRuntimeUnchecked = "datasource_runtime_unchecked"
+
 // Conn is what the catalog check needs of a datasource connection.
 type Conn interface {
 	store.DBTX

@@ -54,7 +54,28 @@ func accepted(t *testing.T, url string, draft []byte) *ontology.Config {
 	if err != nil {
 		t.Fatalf("the draft does not load: %v\n%s", err, draft)
 	}
-	_, problems, err := app.CheckCatalog(context.Background(), cfg, url)
+	// A draft names no datasource of its own: serve reads it from the
+	// service database as orangerail_runtime, and config check checks it
+	// as that role. Grant it, as a deployment does, what the draft reads.
+	connCfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), testdb.WithDatabase(t, testdb.ServerURL(t), connCfg.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `DO $$
+		DECLARE s text;
+		BEGIN
+			FOR s IN SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\_%' AND nspname NOT IN ('information_schema', 'orangerail') LOOP
+				EXECUTE format('GRANT USAGE ON SCHEMA %I TO orangerail_runtime; GRANT SELECT ON ALL TABLES IN SCHEMA %I TO orangerail_runtime', s, s);
+			END LOOP;
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	_, problems, _, err := app.CheckCatalog(context.Background(), cfg, url)
 	if err != nil {
 		t.Fatal(err)
 	}
