@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
 	"github.com/orangerail/orangerail/internal/ontology"
@@ -192,5 +194,43 @@ func TestIssuerKeyInSQLIsNeverLooser(t *testing.T) {
 	}
 	if keys[0] != keys[1] || keys[0] != keys[3] || keys[19] != keys[20] {
 		t.Errorf("issuer_key keeps spellings of one issuer apart: %q", keys)
+	}
+}
+
+// TestIssuerKeyInSQLIsTheSameUnderEveryCollation: issuer_key lower-cases
+// an issuer's scheme and host as ASCII, as ontology.IssuerKey does,
+// whatever collation its argument carries — the database's default, which
+// idempotency_keys_canonical_idx evaluates it under, being one. Under a
+// Turkish or Azerbaijani collation lower('I') is 'ı' (U+0131), so
+// HTTPS://IDP.EXAMPLE was filed under https://ıdp.example: a key no
+// lower-case spelling of the issuer finds, and one with a key of
+// https://ıdp.example, another host, that issuer_key then called the same
+// issuer as https://idp.example's.
+func TestIssuerKeyInSQLIsTheSameUnderEveryCollation(t *testing.T) {
+	t.Parallel()
+	b := setupExample(t)
+	ctx := context.Background()
+	rows, err := b.admin.Query(ctx, `SELECT collname FROM pg_collation
+WHERE collname IN ('tr-x-icu', 'tr-TR-x-icu', 'az-x-icu', 'tr_TR.utf8', 'tr_TR', 'az_AZ.utf8') AND collencoding IN (-1, pg_char_to_encoding('UTF8'))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collations, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(collations) == 0 {
+		t.Skip("this server has no Turkish or Azerbaijani collation to call issuer_key under")
+	}
+	for _, c := range append(collations, "default", "C") {
+		for _, s := range []string{"HTTPS://IDP.EXAMPLE/", "https://Id.Example/realms/acme", "HTTPS://id.example:443", "https://ıd.example"} {
+			var got string
+			if err := b.admin.QueryRow(ctx, "SELECT orangerail.issuer_key($1::text COLLATE "+pgx.Identifier{c}.Sanitize()+")", s).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != s && got != ontology.IssuerKey(s) {
+				t.Errorf("under collation %s issuer_key(%q) = %q, ontology.IssuerKey %q", c, s, got, ontology.IssuerKey(s))
+			}
+		}
 	}
 }

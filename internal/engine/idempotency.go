@@ -367,6 +367,17 @@ func (e *Engine) claimKey(ctx, callerCtx context.Context, caller *Caller, c *cal
 			return err
 		})
 		switch {
+		case err != nil && !claimed && errors.Is(err, store.ErrConflict) && time.Now().Before(waitUntil):
+			// Another replica's claim of the key, made at the same
+			// instant, committed while this one's insertion waited for it
+			// at the primary key: ON CONFLICT's arbiter is
+			// idempotency_keys_canonical_idx (00069), and the primary
+			// key, of the same row, is checked as any other unique index,
+			// which fails rather than take the conflict path. Nothing was
+			// claimed: look again, as a claim made a moment later would
+			// have met the key.
+			waited = true
+			continue
 		case err != nil:
 			// Nothing ran. A claim whose COMMIT may have taken effect
 			// unseen is given back, so that a retry need not wait it out.

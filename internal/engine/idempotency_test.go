@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -876,5 +879,165 @@ WHERE k.expires_at <= now() AND k.outcome IS NOT NULL`)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UniqueViolation {
 		t.Fatalf("an earlier version's claim under https://idp.example/ of a key filed under https://idp.example: %v, want a unique violation", err)
+	}
+}
+
+// TestIdempotentClaimsOfOneKeyAtOnceMeet: two replicas are sent the same
+// call under the same key at the same instant, and both claims pass
+// ON CONFLICT's look for the key before either has filed it. The claim's
+// arbiter is idempotency_keys_canonical_idx; the primary key, of the same
+// row, is checked as any other unique index: the later claim, waiting
+// there for the first to commit, failed with a unique violation
+// (internal_error to a caller whose call was answered), where it must
+// meet the first claim as it does when it looks a moment later. The test
+// holds the first claim between its primary key's entry and its canonical
+// one (an index, built between the two, whose expression waits for the
+// test), where the race holds it for a moment.
+func TestIdempotentClaimsOfOneKeyAtOnceMeet(t *testing.T) {
+	t.Parallel()
+	b, e := idempotentNotes(t)
+	other := newEngine(t, b.testBundle, b.key, engine.ModeLive, nil, ontologytest.Set("actions.add_order_note.idempotent", true))
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, `
+CREATE FUNCTION public.rv_hold_claim(p_key text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER AS $$
+BEGIN
+    IF p_key = 'at-once-1' THEN
+        PERFORM set_config('lock_timeout', '0', true);
+        PERFORM pg_advisory_xact_lock(734203);
+    END IF;
+    RETURN true;
+END $$;
+GRANT EXECUTE ON FUNCTION public.rv_hold_claim(text) TO orangerail_runtime;
+DROP INDEX orangerail.idempotency_keys_canonical_idx;
+CREATE INDEX rv_hold_claim_idx ON orangerail.idempotency_keys (public.rv_hold_claim(key));
+CREATE UNIQUE INDEX idempotency_keys_canonical_idx
+    ON orangerail.idempotency_keys (tenant_id, action, subject, key, orangerail.issuer_key(issuer));`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := b.admin.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(734203)"); err != nil {
+		t.Fatal(err)
+	}
+	caller := support("acme")
+	args := json.RawMessage(`{"order_id": "o-1001", "note": "claimed at once", "idempotencyKey": "at-once-1"}`)
+	first := make(chan *engine.Outcome, 1)
+	go func() { first <- e.Call(ctx, caller, "add_order_note", args) }()
+	waitFor := func(locks string) {
+		t.Helper()
+		for waiting := false; !waiting; {
+			if err := b.admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_locks WHERE "+locks+" AND NOT granted)").Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The first claim holds its primary key's entry, not yet its
+	// canonical one; the second passes the look for the key and waits on
+	// the first's insertion at the primary key.
+	waitFor("locktype = 'advisory' AND objid = 734203")
+	second := make(chan *engine.Outcome, 1)
+	go func() { second <- other.Call(ctx, caller, "add_order_note", args) }()
+	waitFor("locktype = 'spectoken'")
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock(734203)"); err != nil {
+		t.Fatal(err)
+	}
+	one, two := <-first, <-second
+	want(t, one, engine.StatusOK)
+	if two.Status != engine.StatusOK || two.CorrelationID != one.CorrelationID {
+		t.Fatalf("a claim at once with another of its key: %s %s (%v), want the first call's answer, ok %s",
+			two.Status, two.CorrelationID, two.Err, one.CorrelationID)
+	}
+	if notes, runs := notesAndRuns(t, b, "acme", "claimed at once"); notes != 1 || runs != 1 {
+		t.Fatalf("%d notes and %d execution records, want one of each", notes, runs)
+	}
+}
+
+// TestIdempotencyStatementsReadOneKey: each statement that finds a key by
+// its canonical issuer, as the runtime runs it (its tenant's row policy
+// applied), scans the index entries of that one key, not every key the
+// subject holds for the action. issuer_key is not leakproof, so under the
+// policy its comparison is no index condition but a filter: with the
+// index's issuer_key(issuer) before key, the scan bound only tenant,
+// action and subject, and every call read as many entries as its caller's
+// live keys.
+func TestIdempotencyStatementsReadOneKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.admin.Exec(ctx, `INSERT INTO orangerail.tenants (id) VALUES ('acme') ON CONFLICT DO NOTHING;
+INSERT INTO orangerail.idempotency_keys (tenant_id, action, subject, issuer, key, input_digest, outcome, expires_at, claim, claimed_until, correlation_id)
+SELECT 'acme', 'add_order_note', 'agent-7', 'https://idp.example', 'k-' || g, '\x00', '{}', now() + interval '1 hour', gen_random_uuid(), now(), 'c'
+FROM generate_series(1, 5000) g;
+ANALYZE orangerail.idempotency_keys;`); err != nil {
+		t.Fatal(err)
+	}
+	source, err := os.ReadFile("../../queries/idempotency.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{
+		"tenant_id": "acme", "action": "add_order_note", "subject": "agent-7", "issuer": "https://idp.example/", "key": "k-2",
+		"claim": uuid.New(), "outcome": []byte("{}"), "ttl_seconds": 60.0,
+	}
+	param := regexp.MustCompile(`@([a-z_]+)`)
+	checked := 0
+	for _, stmt := range strings.Split(string(source), "-- name: ")[1:] {
+		name, _, _ := strings.Cut(stmt, " ")
+		if name == "IdempotencyClaim" || name == "IdempotencyPrune" {
+			continue // the claim meets its key at the index itself; prune reads expired keys
+		}
+		var values []any
+		numbered := map[string]int{}
+		sql := param.ReplaceAllStringFunc(stmt, func(p string) string {
+			p = p[1:]
+			if numbered[p] == 0 {
+				values = append(values, args[p])
+				numbered[p] = len(values)
+			}
+			return fmt.Sprintf("$%d", numbered[p])
+		})
+		lines, err := func() ([]string, error) {
+			var lines []string
+			err := database.InTenant(ctx, b.runtime, "acme", pgx.TxOptions{}, func(tx pgx.Tx) error {
+				rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) -- name: "+sql, values...)
+				if err != nil {
+					return err
+				}
+				lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+				return err
+			})
+			return lines, err
+		}()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		explained := strings.Join(lines, "\n")
+		index := regexp.MustCompile(`Index Scan using (\S+)`).FindStringSubmatch(explained)
+		cond := regexp.MustCompile(`Index Cond: (.*)`).FindStringSubmatch(explained)
+		if index == nil || cond == nil {
+			t.Fatalf("%s reads no index:\n%s", name, explained)
+		}
+		// The index's columns up to key are each bound by the condition.
+		var columns []string
+		if err := b.admin.QueryRow(ctx, `SELECT array_agg(pg_get_indexdef(i.indexrelid, n, false) ORDER BY n)
+FROM pg_index i, generate_series(1, i.indnatts) n WHERE i.indexrelid = ('orangerail.' || $1)::regclass`, index[1]).Scan(&columns); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range columns {
+			if !strings.Contains(cond[1], "("+c+" = ") {
+				t.Errorf("%s scans %s bounded by %s alone, short of %s: every key of the subject is read\n%s", name, index[1], cond[1], c, explained)
+				break
+			}
+			if c == "key" {
+				break
+			}
+		}
+		checked++
+	}
+	if checked != 4 {
+		t.Fatalf("%d statements checked, want find, save, abandoned and release", checked)
 	}
 }
