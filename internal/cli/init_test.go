@@ -25,7 +25,10 @@ func TestInitDraftPassesConfigCheck(t *testing.T) {
 	_, err = conn.Exec(context.Background(), `
 		CREATE TABLE customers (id bigint PRIMARY KEY, org_id text NOT NULL, name text);
 		CREATE TABLE orders (id text PRIMARY KEY, org_id text NOT NULL, status text,
-			customer_id bigint REFERENCES customers (id), created_at timestamptz);`)
+			customer_id bigint REFERENCES customers (id), created_at timestamptz);
+		-- As a deployment must: serve reads them as the runtime, and
+		-- config check checks as serve does.
+		GRANT SELECT ON customers, orders TO orangerail_runtime;`)
 	conn.Close(context.Background()) //nolint:errcheck,gosec // the schema is made; a close error changes nothing
 	if err != nil {
 		t.Fatal(err)
