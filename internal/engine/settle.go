@@ -101,7 +101,12 @@ func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, cor
 		return nil, errcode.New(errcode.ExecutionNotUnfinished, "name the execution by its correlation id (audit verify lists each unfinished one's)", nil)
 	}
 	var settled *Settled
-	err := database.InTenant(ctx, owner, tenant, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	// READ COMMITTED whatever the database's default: the read of the
+	// execution after the settle lock's wait must see the end, or the
+	// other settle, that committed during it (migration 00063), where a
+	// snapshot taken before the wait (REPEATABLE READ) would not, and
+	// the lock's row would fail the settle to serialize (00070), uncoded.
+	err := database.InTenant(ctx, owner, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		login, err := st.SessionOperatorGet(ctx)
 		if err != nil {
