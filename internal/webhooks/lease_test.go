@@ -129,3 +129,98 @@ func TestALostLeaseIsSaid(t *testing.T) {
 		t.Fatalf("the log does not say the delivery went unrecorded, naming the endpoint reached:\n%s", log.String())
 	}
 }
+
+// TestALeaseShortMessageIsNotGivenUp: a message a sender did not send
+// because its lease had too little left for a POST (TestNoPostOutlastsTheLease)
+// was not attempted: the worker was slow, not the endpoint. On its last
+// attempt it is still retried, due at once, like a message a stopping
+// worker did not send, and the next round sends it. It was marked failed
+// (its attempts spent, never sent on the last), or retried only after the
+// endpoint's backoff, as if the endpoint had refused it.
+func TestALeaseShortMessageIsNotGivenUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	held := newHeldEndpoint(t, func(n int32) bool { return n == 1 })
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, held.URL, false)}, Timeout: time.Hour, Batch: 2, MaxAttempts: 1})
+	b.stage(t, "first")
+	b.stage(t, "second")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	<-held.arrived
+	b.clock.Advance(90 * time.Minute)
+	held.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("messages: %d %v", len(msgs), err)
+	}
+	if second := msgs[0]; second.State != store.WebhookQueued {
+		t.Fatalf("the second message, not sent for its lease on its last attempt, is %s (last error %q), want queued", second.State, deref(second.LastError))
+	}
+	// The clock has not moved: no backoff, the endpoint refused nothing.
+	if n := b.runOnce(t, w); n != 1 {
+		t.Fatalf("the next round handled %d messages, want the second, due at once", n)
+	}
+	if n := held.requests.Load(); n != 2 {
+		t.Fatalf("the endpoint was sent %d messages, want both", n)
+	}
+	if msgs, err := webhooks.List(ctx, b.runtime, "acme", store.WebhookDelivered, 10); err != nil || len(msgs) != 2 {
+		t.Fatalf("delivered: %d %v, want both", len(msgs), err)
+	}
+}
+
+// TestALeaseShortMessageAnotherEndpointFailedIsNotGivenUp: on its last
+// attempt a message one endpoint was not sent for its lease, and another
+// refused (500), is retried after that endpoint's backoff, not failed: the
+// first endpoint was never attempted.
+func TestALeaseShortMessageAnotherEndpointFailedIsNotGivenUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	held := newHeldEndpoint(t, func(n int32) bool { return n == 1 })
+	refusing := newReceiver(t, 500, 500, 500, 500)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{endpoint(t, held.URL, false), endpoint(t, refusing.URL, false)},
+		Timeout: time.Hour, Batch: 2, MaxAttempts: 1})
+	b.stage(t, "first")
+	b.stage(t, "second")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	<-held.arrived
+	// The refusing endpoint was sent both while the lease was long.
+	<-refusing.arrived
+	<-refusing.arrived
+	b.clock.Advance(90 * time.Minute)
+	held.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("messages: %d %v", len(msgs), err)
+	}
+	if second := msgs[0]; second.State != store.WebhookQueued || second.LastError == nil || !strings.Contains(*second.LastError, "lease") {
+		t.Fatalf("the second message, not sent one endpoint for its lease on its last attempt, is %s (last error %q), want queued, naming the lease", second.State, deref(second.LastError))
+	}
+	// The refusing endpoint's backoff (a minute) holds.
+	if n := b.runOnce(t, w); n != 0 {
+		t.Fatalf("the next round handled %d messages, want none before the backoff", n)
+	}
+	b.clock.Advance(time.Minute)
+	if n := b.runOnce(t, w); n != 1 {
+		t.Fatalf("after the backoff the round handled %d messages, want the second", n)
+	}
+	if n := held.requests.Load(); n != 2 {
+		t.Fatalf("the held endpoint was sent %d messages, want both", n)
+	}
+}

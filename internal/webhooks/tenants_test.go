@@ -237,3 +237,49 @@ func TestSlowTenantDoesNotHoldTheOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowTenantDoesNotHoldTheOthersLaterEvents: a tenant whose endpoint
+// has not answered does not hold another tenant's events queued since
+// its batch began. The background loop's round waited for every batch it
+// started (RunOnce), so globex's event, queued while acme's endpoint held
+// acme's batch, waited for acme's endpoint to answer, up to Batch ×
+// Timeout. Stop still waits for every batch: once it returns, acme's
+// message, cut short, is released, and globex's recorded delivered.
+func TestSlowTenantDoesNotHoldTheOthersLaterEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	slow := newHeldEndpoint(t, func(int32) bool { return true })
+	other := newReceiver(t)
+	w := b.worker(t, webhooks.Config{Endpoints: []webhooks.Endpoint{scoped(t, slow.URL, "acme"), scoped(t, other.URL, "globex")},
+		Timeout: time.Hour, Poll: 10 * time.Millisecond})
+	b.stage(t, "acme's")
+	w.Start()
+	t.Cleanup(w.Stop)
+	<-slow.arrived
+	if out := b.engine.Call(ctx, support("globex"), "cancel_order", json.RawMessage(`{"order_id": "o-1001", "reason": "globex's"}`)); out.Status != engine.StatusApprovalPending {
+		t.Fatalf("stage in globex: %s %v", out.Status, out.Err)
+	}
+	// Only a failsafe, so that the defect fails the test rather than hang
+	// it: with the fix globex's message is sent, and recorded, at the
+	// loop's next round.
+	failsafe := time.After(30 * time.Second)
+	for {
+		msgs, err := webhooks.List(ctx, b.runtime, "globex", "", 10)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("globex: %+v %v", msgs, err)
+		}
+		if msgs[0].State == store.WebhookDelivered {
+			break
+		}
+		select {
+		case <-failsafe:
+			t.Fatalf("globex's event, queued while acme's endpoint held acme's batch, is %s, sent %d times, want delivered before acme's endpoint answered", msgs[0].State, len(other.deliveries()))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	w.Stop()
+	if msgs, err := webhooks.List(ctx, b.runtime, "acme", "", 10); err != nil || len(msgs) != 1 || msgs[0].State != store.WebhookQueued || msgs[0].LockedUntil != nil {
+		t.Fatalf("acme after Stop: %+v %v, want its message released", msgs, err)
+	}
+}

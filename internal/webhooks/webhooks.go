@@ -137,7 +137,8 @@ const (
 	// message released.
 	stopMarkTimeout = 2 * time.Second
 	// tenantsAtOnce bounds how many tenants' batches a round delivers at
-	// once (RunOnce). Each runs a sender per endpoint, and takes a
+	// once (RunOnce), and the background loop's rounds together
+	// (startDue). Each runs a sender per endpoint, and takes a
 	// connection from the pool the engine shares for its claim, each
 	// input it reads and each mark: a few at once are enough that a
 	// tenant whose endpoint is slow (answering only at its timeout) holds
@@ -223,6 +224,18 @@ type Worker struct {
 	// pruned is when the background loop last pruned: zero, before its
 	// first round.
 	pruned time.Time
+	// The background loop's tenants' batches outlive the round that
+	// started them (startDue), so a tenant whose endpoint is slow holds
+	// no other tenant's later events: places bounds them (tenantsAtOnce),
+	// busy names their tenants, which a round does not claim for again
+	// (a second batch would be sent beside the first, out of order), and
+	// Stop waits for flights, the running loop's (one a Start, so a Start
+	// racing a Stop adds to no group being waited on). failed holds their
+	// errors, which the next round returns.
+	places  chan struct{}
+	busy    map[string]bool // under mu
+	failed  []error         // under mu
+	flights *sync.WaitGroup // under mu; nil until Start
 }
 
 // New returns a Worker for c.
@@ -265,7 +278,7 @@ func New(c Config) (*Worker, error) {
 	// not start a POST the lease could end during (sendOne): a message is
 	// never sent by two workers at once, however long a round takes.
 	lease := time.Duration(c.Batch)*c.Timeout + leaseMargin
-	return &Worker{c: c, lease: lease}, nil
+	return &Worker{c: c, lease: lease, places: make(chan struct{}, tenantsAtOnce), busy: map[string]bool{}}, nil
 }
 
 // newClient returns a client bounded by timeout that follows a redirect
@@ -309,8 +322,10 @@ func (w *Worker) Start() {
 	if w.loop != nil {
 		return
 	}
+	flights := &sync.WaitGroup{}
+	w.flights = flights
 	w.loop = periodic.Start(periodic.Config{Interval: w.c.Poll, Immediately: true, Log: w.c.Logger, What: "webhook delivery"}, func(ctx context.Context) error {
-		_, err := w.RunOnce(ctx)
+		err := w.startDue(ctx, flights)
 		if now := w.c.Now(); now.Sub(w.pruned) >= pruneEvery {
 			// Only this loop reads and sets pruned.
 			w.pruned = now
@@ -327,29 +342,89 @@ func (w *Worker) Start() {
 	})
 }
 
-// Stop ends the background rounds and waits for the current one. It is
-// safe to call without Start, and more than once. A message whose round
-// was cut short is retried once its lease ends.
+// Stop ends the background rounds and waits for the current one, and for
+// every tenant's batch they started. It is safe to call without Start,
+// and more than once. A message whose round was cut short is retried
+// once its lease ends.
 func (w *Worker) Stop() {
 	w.mu.Lock()
-	loop := w.loop
-	w.loop = nil
+	loop, flights := w.loop, w.flights
+	w.loop, w.flights = nil, nil
 	w.mu.Unlock()
 	if loop != nil {
 		loop.Stop()
+		// The batches' ctx was the loop's, ended: they mark what they
+		// claimed and end.
+		flights.Wait()
 	}
+}
+
+// startDue is the background loop's round: it starts the batch of each
+// tenant with messages due now and none in flight, up to tenantsAtOnce
+// at once across rounds, and returns without waiting for them, so a
+// tenant whose endpoint is slow holds no other tenant's later events
+// until its batch ends; flights waits for them (Stop). It returns what
+// failed since the last round.
+func (w *Worker) startDue(ctx context.Context, flights *sync.WaitGroup) error {
+	tenants, err := w.dueTenants(ctx, w.c.Now())
+	if err != nil {
+		return errors.Join(err, w.takeFailed())
+	}
+	down := &downSet{why: map[string]string{}}
+	for _, tenant := range tenants {
+		w.mu.Lock()
+		busy := w.busy[tenant]
+		w.mu.Unlock()
+		if busy {
+			continue
+		}
+		select {
+		case w.places <- struct{}{}:
+		case <-ctx.Done():
+			return w.takeFailed()
+		}
+		w.mu.Lock()
+		w.busy[tenant] = true
+		w.mu.Unlock()
+		flights.Go(func() {
+			_, err := w.deliverTenant(ctx, tenant, down)
+			w.mu.Lock()
+			delete(w.busy, tenant)
+			if err != nil {
+				w.failed = append(w.failed, err)
+			}
+			w.mu.Unlock()
+			<-w.places
+		})
+	}
+	return w.takeFailed()
+}
+
+// takeFailed returns, and forgets, the errors of the background batches
+// that ended since it was last called.
+func (w *Worker) takeFailed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := errors.Join(w.failed...)
+	w.failed = nil
+	return err
+}
+
+// dueTenants lists the tenants with messages due at now.
+func (w *Worker) dueTenants(ctx context.Context, now time.Time) ([]string, error) {
+	var tenants []string
+	err := database.Tenantless(ctx, w.c.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
+		tenants, err = store.New(tx).WebhookDueTenants(ctx, now, 100)
+		return err
+	})
+	return tenants, err
 }
 
 // RunOnce claims the messages due now, tenant by tenant, delivers each and
 // records how it went, up to tenantsAtOnce tenants at once. It returns how
 // many messages it handled.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
-	now := w.c.Now()
-	var tenants []string
-	err := database.Tenantless(ctx, w.c.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) (err error) {
-		tenants, err = store.New(tx).WebhookDueTenants(ctx, now, 100)
-		return err
-	})
+	tenants, err := w.dueTenants(ctx, w.c.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -459,6 +534,11 @@ type sending struct {
 	owes    []bool
 	sent    []bool
 	failure []string
+	// late holds, by endpoint, whether its sender did not send the
+	// message for its lease, too short for a POST (sendOne): the round
+	// was slow, not the endpoint, so the message is never given up for
+	// it, and is retried at once unless another endpoint failed (mark).
+	late []bool
 	// left counts the senders owing the message not yet past it: the one
 	// that brings it to zero marks it, having read what the others wrote.
 	// A sender not owed it is past it from the start, however long it
@@ -480,7 +560,7 @@ func (w *Worker) deliver(ctx context.Context, claimed []*store.WebhookMessage, d
 	batch := make([]*sending, len(claimed))
 	for k, m := range claimed {
 		n := len(w.c.Endpoints)
-		d := &sending{m: m, owes: make([]bool, n), sent: make([]bool, n), failure: make([]string, n)}
+		d := &sending{m: m, owes: make([]bool, n), sent: make([]bool, n), failure: make([]string, n), late: make([]bool, n)}
 		withInput := false
 		for i := range w.c.Endpoints {
 			e := &w.c.Endpoints[i]
@@ -558,7 +638,7 @@ func (w *Worker) sendOne(ctx context.Context, i int, d *sending, down *downSet) 
 	// ends another worker may claim the message and send it too, while
 	// this one is in flight.
 	if m.LockedUntil.Sub(w.c.Now()) < w.c.Timeout+leaseSkew {
-		d.failure[i] = e.shown() + ": " + leaseShort
+		d.failure[i], d.late[i] = e.shown()+": "+leaseShort, true
 		return
 	}
 	var body []byte
@@ -592,7 +672,10 @@ func (w *Worker) mark(ctx context.Context, d *sending) error {
 	m := d.m
 	delivered := slices.Clone(m.DeliveredTo)
 	var failures []string
-	owed := false
+	// late: an endpoint was not sent it for its lease (sendOne), so not
+	// attempted: the round was slow (a database stalled), not the
+	// endpoint. failed: another endpoint failed.
+	owed, late, failed := false, false, false
 	// In the config's order, whatever order the senders finished in.
 	for i := range w.c.Endpoints {
 		e := &w.c.Endpoints[i]
@@ -602,6 +685,7 @@ func (w *Worker) mark(ctx context.Context, d *sending) error {
 		}
 		if d.failure[i] != "" {
 			failures = append(failures, d.failure[i])
+			late, failed = late || d.late[i], failed || !d.late[i]
 		}
 	}
 	elsewhere := m.OwedTo != nil && slices.ContainsFunc(m.OwedTo, func(k string) bool {
@@ -635,12 +719,19 @@ func (w *Worker) mark(ctx context.Context, d *sending) error {
 			return s.WebhookMarkRetry(ctx, mark)
 		}
 		switch {
-		case stopping != nil:
+		case stopping != nil || late && !failed:
+			// Late alone, like stopping: due now, the endpoint having
+			// refused nothing.
 			mark.LastError = "the worker stopped before every endpoint was sent the message"
 			if len(failures) > 0 {
 				mark.LastError = errorText(failures)
 			}
 			return s.WebhookMarkRetry(ctx, mark)
+		case late:
+			// Another endpoint failed too: after its backoff, but never
+			// given up while an endpoint it is owed was not attempted:
+			// its last attempt would be spent on no POST.
+			return retry(errorText(failures))
 		case !owed && exhausted:
 			// The config changed since the event: no endpoint it was
 			// queued for is left, and one configured since was not
