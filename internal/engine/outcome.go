@@ -91,8 +91,8 @@ const (
 	DiagnosticUpstreamTimeout     Diagnostic = "upstream_timeout"     // no whole answer within the timeout or the deadline
 	DiagnosticUpstreamTooLarge    Diagnostic = "upstream_response_too_large"
 	// DiagnosticUpstreamUnplaceable: the input holds a value the call's
-	// path, query or headers cannot carry (an object bound into a query),
-	// so nothing was sent: the action's input schema allows what its call
+	// path, query, headers or body cannot carry (an object bound into a
+	// query, a SOAP list item holding whitespace), so nothing was sent: the action's input schema allows what its call
 	// cannot place.
 	DiagnosticUpstreamUnplaceable Diagnostic = "upstream_request_unplaceable"
 )

@@ -60,8 +60,9 @@ type SOAPExecute struct {
 	// operation's wrapper element by its QName.
 	Operation QName `yaml:"operation" json:"operation"`
 	// Body is the operation element's children, in order: each item one
-	// element, {Name: ":input_name" | "literal" | [children…]}, in the
-	// operation's namespace.
+	// element, {Name: ":input_name" | "literal" | {list: ":input_name"} |
+	// [children…]}, in the operation's namespace ({list: …} is an XML
+	// Schema list type's element, SOAPTextList).
 	Body []map[string]any `yaml:"body" json:"body,omitempty"`
 	// Headers are HTTP headers, as an http call's.
 	Headers map[string]string `yaml:"headers" json:"headers,omitempty"`
@@ -100,12 +101,31 @@ func (s *SOAPExecute) Presented() []string { return slices.Clone(s.presented) }
 func (s *SOAPExecute) TokenScopes() []string { return slices.Clone(s.tokenScopes) }
 
 // SOAPElement is one element of a SOAP body template: its local name and
-// either Value (a :name reference or a literal) or Children.
+// either Value (a :name reference or a literal), written as Text says, or
+// Children.
 type SOAPElement struct {
 	Name     string
 	Value    string
+	Text     SOAPText
 	Children []SOAPElement
 }
+
+// SOAPText is how an element bound to a value writes it: XML Schema
+// tells a repeated element (maxOccurs > 1) from one element of a list
+// type, and both are a JSON array to the agent.
+type SOAPText int
+
+const (
+	// SOAPTextElements writes the element once per value: an array
+	// repeats it, absent or null leaves it out. Written {Name: value}.
+	SOAPTextElements SOAPText = iota
+	// SOAPTextList writes one element whose text is the array's items
+	// joined by single spaces, an XML Schema list type's (xs:list): an
+	// empty array is an empty element, absent or null leaves it out, and
+	// an item that holds whitespace or is empty, which the upstream would
+	// read as other items, is refused. Written {Name: {list: value}}.
+	SOAPTextList
+)
 
 // UpstreamDecl returns the declaration of the upstream the call names,
 // resolved at load.
@@ -196,8 +216,8 @@ func (c *Config) validateSOAPExecute(s *SOAPExecute, path string, envs []string,
 }
 
 // soapElements reads a body template: each item one element, its name
-// the item's one key, its value a :name reference, a literal, or a list
-// of children.
+// the item's one key, its value a :name reference, a literal, either of
+// them as {list: …} (SOAPTextList), or a list of children.
 func soapElements(items []map[string]any, path string, ref func(at, name string), add func(path, format string, args ...any)) []SOAPElement {
 	var out []SOAPElement
 	for i, item := range items {
@@ -218,6 +238,16 @@ func soapElements(items []map[string]any, path string, ref func(at, name string)
 					ref(at, input)
 				}
 				e.Value = v
+			case map[string]any:
+				list, ok := v["list"].(string)
+				if len(v) != 1 || !ok {
+					add(at, "is not a list's value: write {list: \":input_name\"} (or {list: literal})")
+					break
+				}
+				if input, ok := InputRef(list); ok {
+					ref(at+".list", input)
+				}
+				e.Value, e.Text = list, SOAPTextList
 			case []any:
 				children := make([]map[string]any, 0, len(v))
 				for j, c := range v {
@@ -230,7 +260,7 @@ func soapElements(items []map[string]any, path string, ref func(at, name string)
 				}
 				e.Children = soapElements(children, at, ref, add)
 			default:
-				add(at, "is neither text (a :name reference or a literal) nor a list of child elements")
+				add(at, "is neither text (a :name reference or a literal), {list: text} nor a list of child elements")
 			}
 			out = append(out, e)
 		}

@@ -36,10 +36,12 @@ actions:
               - Weight: ":weight"
               - Kind: return
           - Line: ":lines"
+          - Lines: {list: ":lines"}
 `
 
 // TestSOAPExecute: a soap execute loads with an http call's defaults, its
-// endpoint resolved and its body template read in order.
+// endpoint resolved and its body template read in order, a list type's
+// element ({list: …}) told from a repeated one.
 func TestSOAPExecute(t *testing.T) {
 	t.Parallel()
 	cfg, err := Parse([]byte(soapBase))
@@ -59,6 +61,7 @@ func TestSOAPExecute(t *testing.T) {
 		{Name: "OrderId", Value: ":order_id"},
 		{Name: "Parcel", Children: []SOAPElement{{Name: "Weight", Value: ":weight"}, {Name: "Kind", Value: "return"}}},
 		{Name: "Line", Value: ":lines"},
+		{Name: "Lines", Value: ":lines", Text: SOAPTextList},
 	}
 	if got := fmt.Sprint(s.Elements()); got != fmt.Sprint(want) {
 		t.Fatalf("elements %s, want %s", got, fmt.Sprint(want))
@@ -89,6 +92,9 @@ func TestBrokenSOAPExecutes(t *testing.T) {
 		{"a quote in the action", replace("action: urn:carrier/CreateLabel", `action: 'urn:"x'`), []string{at + ".action"}},
 		{"body ref not an input", replace(`OrderId: ":order_id"`, `OrderId: ":order"`), []string{at + ".body.0.OrderId"}},
 		{"nested ref not an input", replace(`- Weight: ":weight"`, `- Weight: ":kg"`), []string{at + ".body.1.Parcel.0.Weight"}},
+		{"list ref not an input", replace(`{list: ":lines"}`, `{list: ":line"}`), []string{at + ".body.3.Lines.list"}},
+		{"a list of two keys", replace(`{list: ":lines"}`, `{list: ":lines", sep: ","}`), []string{at + ".body.3.Lines", at + ".body.3.Lines", at + ".body.3.Lines.sep"}},
+		{"a list not text", replace(`{list: ":lines"}`, `{list: [a]}`), []string{at + ".body.3.Lines", at + ".body.3.Lines", at + ".body.3.Lines.list"}},
 		{"a bad element name", replace("- Kind: return", "- \"<Kind>\": return"), []string{at + ".body.1.Parcel.1.<Kind>"}},
 		{"two elements in one item", replace("- OrderId: \":order_id\"", "- {OrderId: \":order_id\", Other: x}"), []string{at + ".body.0"}},
 		{"header ref not an input", replace(`":weight"}`, `":kg"}`), []string{at + ".headers.X-Weight"}},

@@ -724,16 +724,30 @@ func (in *input) soapElements(s *apidoc.Schema, path []string, depth int) ([]any
 			out = append(out, map[string]any{p.Name: children})
 		case c != nil && c.Items != nil && isObject(c.Items):
 			return nil, fmt.Errorf("its element %s repeats a structure, which a SOAP body template cannot bind", strings.Join(at, "/"))
+		case c != nil && !c.XMLList && c.Items != nil && xmlList(c.Items):
+			return nil, fmt.Errorf("its element %s repeats a list (xs:list), which a SOAP body template cannot bind", strings.Join(at, "/"))
 		case !required && judgeName(p.Name, c).sensitivity == SensitivitySecret:
 			continue // an optional credential no agent may hold (the manifest says so)
 		default:
 			prop := in.name(strings.Join(at, "_"))
 			in.add(prop, in.conv.convert(c, true), required && depth == 0)
 			in.soapLeaves[apidoc.Pointer("", at...)] = prop
-			out = append(out, map[string]any{p.Name: ":" + prop})
+			var value any = ":" + prop
+			if xmlList(c) {
+				// One element, its text the items joined by spaces
+				// (ontology.SOAPTextList), not one element per item.
+				value = map[string]any{"list": value}
+			}
+			out = append(out, map[string]any{p.Name: value})
 		}
 	}
 	return out, nil
+}
+
+// xmlList reports whether s is an XML Schema list type's, itself or, when
+// the element is nillable, the alternative to null.
+func xmlList(s *apidoc.Schema) bool {
+	return s != nil && (s.XMLList || slices.ContainsFunc(s.AnyOf, func(a *apidoc.Schema) bool { return a.XMLList }))
 }
 
 // isObject reports whether s has members, its own or through allOf.

@@ -45,7 +45,7 @@ var diagnostics = map[engine.Diagnostic]string{
 	engine.DiagnosticUpstreamError:           "the upstream API answered with a server error, and nothing it did is in doubt. Retry later; if it persists, the operator finds the status in the audit log.",
 	engine.DiagnosticUpstreamTimeout:         "the upstream API did not answer in time; nothing changed (the request was not sent in full, or only read). Retry later.",
 	engine.DiagnosticUpstreamTooLarge:        "the upstream API answered with a body larger than the action's max_bytes, so the answer was not read. The operator raises max_bytes or narrows the call.",
-	engine.DiagnosticUpstreamUnplaceable:     "the input holds a value the action's request cannot carry where it is bound (an object or a list in a path, a query or a header), so nothing was sent. Send a plain value there; the operator narrows the action's input schema to match.",
+	engine.DiagnosticUpstreamUnplaceable:     "the input holds a value the action's request cannot carry where it is bound (an object or a list in a path, a query or a header; an XML list's item that is empty or holds whitespace), so nothing was sent. Send a plain value there; the operator narrows the action's input schema to match.",
 }
 
 // upstreamWithheld is what a failure an upstream API answered withholds:

@@ -148,7 +148,8 @@ func (x *Effect) build(input map[string]json.RawMessage) (*httpeffect.Request, e
 
 // encodeElements writes a body template's elements: one with children
 // always; one with a value once per value (an array repeats it; absent or
-// null leaves it out), the value as escaped text, never markup.
+// null leaves it out), or, a list type's, once with its items joined
+// (listText); the value as escaped text, never markup.
 func encodeElements(enc *xml.Encoder, elements []ontology.SOAPElement, input map[string]json.RawMessage) error {
 	for _, e := range elements {
 		start := xml.StartElement{Name: xml.Name{Local: "m:" + e.Name}}
@@ -168,6 +169,11 @@ func encodeElements(enc *xml.Encoder, elements []ontology.SOAPElement, input map
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Name, err)
 		}
+		if e.Text == ontology.SOAPTextList {
+			if values, err = listText(e, values, input); err != nil {
+				return err
+			}
+		}
 		for _, v := range values {
 			if i := strings.IndexFunc(v, func(r rune) bool { return !xmlChar(r) }); i >= 0 {
 				// encoding/xml would write U+FFFD in its place: refuse
@@ -186,6 +192,28 @@ func encodeElements(enc *xml.Encoder, elements []ontology.SOAPElement, input map
 		}
 	}
 	return nil
+}
+
+// listText is the text of a list type's element (SOAPTextList) bound to
+// values: its items joined by single spaces, one text — an empty array's
+// the empty text, absent or null none. An item that is empty or holds
+// whitespace is refused: the upstream splits the text on whitespace
+// (XSD 1.0 Part 2, 4.3.6: a list's whiteSpace is collapse), so it would
+// read other items than the agent gave.
+func listText(e ontology.SOAPElement, values []string, input map[string]json.RawMessage) ([]string, error) {
+	if name, ok := ontology.InputRef(e.Value); ok {
+		if raw := bytes.TrimSpace(input[name]); len(raw) == 0 || string(raw) == "null" {
+			return nil, nil
+		}
+	} else {
+		return values, nil // a literal is the list's text as written
+	}
+	for i, v := range values {
+		if v == "" || strings.ContainsAny(v, " \t\n\r") {
+			return nil, fmt.Errorf("%s: the list's item %d is empty or holds whitespace, which would be read as other items than those given", e.Name, i)
+		}
+	}
+	return []string{strings.Join(values, " ")}, nil
 }
 
 // xmlChar reports whether r is a character XML 1.0 can carry (§2.2).

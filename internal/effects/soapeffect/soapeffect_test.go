@@ -155,6 +155,13 @@ type harness struct {
 
 func newHarness(t *testing.T, base, auth, execute, policy string) *harness {
 	t.Helper()
+	return newHarnessOf(t, base, auth, execute, policy,
+		`{order_id: {type: string}, weight: {type: number}, note: {type: string}, lines: {type: array, items: {type: string}}}`)
+}
+
+// newHarnessOf is newHarness whose action's input has properties.
+func newHarnessOf(t *testing.T, base, auth, execute, policy, properties string) *harness {
+	t.Helper()
 	var ind strings.Builder
 	for line := range strings.Lines(execute) {
 		ind.WriteString("        " + line)
@@ -169,13 +176,13 @@ actions:
     description: Create a return label.
     input:
       type: object
-      properties: {order_id: {type: string}, weight: {type: number}, note: {type: string}, lines: {type: array, items: {type: string}}}
+      properties: %s
       required: [order_id]
       additionalProperties: false
     policy: %s
     execute:
       soap:
-%s`, base, auth, policy, ind.String())
+%s`, base, auth, properties, policy, ind.String())
 	cfg, err := ontology.Parse([]byte(src))
 	if err != nil {
 		t.Fatal(err)

@@ -311,6 +311,10 @@ type Schema struct {
 	// "collapse" ("" for preserve, and for every JSON Schema): XML Schema
 	// checks the facets above on the value normalised so, not as sent.
 	WhiteSpace string
+	// XMLList says the schema, an array, is an XML Schema list type's
+	// (xs:list): one element whose text is the items joined by spaces,
+	// not an element repeated once per item (maxOccurs > 1).
+	XMLList bool
 }
 
 // Property is one named member of an object schema.

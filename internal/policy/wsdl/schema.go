@@ -479,21 +479,20 @@ func (l *loader) fillSimple(s *apidoc.Schema, n *node, src string) {
 		case c.is(xsdNS, "restriction"):
 			l.simpleBase(s, c, src+"/restriction")
 		case c.is(xsdNS, "list"):
-			s.Types = []string{"array"}
+			s.Types, s.XMLList = []string{"array"}, true
 			lsrc := src + "/list"
+			var item *apidoc.Schema
 			if t := c.attr("itemType"); t != "" {
 				if q, ok := c.qname(t); ok {
-					s.Items = l.typeSchema(q, lsrc)
+					item = l.typeSchema(q, lsrc)
 				} else {
 					l.problem(lsrc, "the itemType %q has an undeclared prefix", t)
 				}
 			} else if st := c.child(xsdNS, "simpleType"); st != nil {
-				s.Items = &apidoc.Schema{Source: lsrc + "/simpleType"}
-				l.fillSimple(s.Items, st, lsrc+"/simpleType")
+				item = &apidoc.Schema{Source: lsrc + "/simpleType"}
+				l.fillSimple(item, st, lsrc+"/simpleType")
 			}
-			if s.Items == nil {
-				s.Items = &apidoc.Schema{Source: lsrc}
-			}
+			s.Items = listItem(item, lsrc)
 		case c.is(xsdNS, "union"):
 			usrc := src + "/union"
 			for _, t := range strings.Fields(c.attr("memberTypes")) {
@@ -512,6 +511,53 @@ func (l *loader) fillSimple(s *apidoc.Schema, n *node, src string) {
 			}
 		}
 	}
+}
+
+// listItemPattern matches a list's item as the list's text can carry it:
+// the text is split on whitespace, so an item holding any, or none at
+// all, would be read as other items (ECMA-262 and RE2 read it alike).
+const listItemPattern = `^[^ \t\n\r]+$`
+
+// listItem is a list's item schema: the item type's (nil for one not
+// read), its value one listItemPattern matches. A value that is not a
+// string (a number, a boolean) is spelled without whitespace already.
+func listItem(item *apidoc.Schema, src string) *apidoc.Schema {
+	if item == nil {
+		return &apidoc.Schema{Source: src, Pattern: listItemPattern}
+	}
+	if len(item.Types) > 0 && !slices.Contains(item.Types, "string") {
+		return item
+	}
+	// The item's types are restated: what judges a field by its value's
+	// type (a list of strings may hold a secret) reads them.
+	return &apidoc.Schema{Source: src, Types: slices.Clone(item.Types), AllOf: []*apidoc.Schema{item}, Pattern: listItemPattern}
+}
+
+// listValue is a list's value written v, as the agent sends it: an array
+// of its items, split on whitespace, each a number or a boolean when item
+// (the list's item schema) is one and it reads as one.
+func listValue(v string, item *apidoc.Schema) []any {
+	var types []string
+	if item != nil {
+		types = item.Types
+	}
+	numeric := slices.Contains(types, "integer") || slices.Contains(types, "number")
+	boolean := slices.Contains(types, "boolean")
+	out := []any{}
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }) {
+		x, err := strconv.ParseFloat(f, 64)
+		switch {
+		case numeric && err == nil:
+			out = append(out, x)
+		case boolean && (f == "true" || f == "1"):
+			out = append(out, true)
+		case boolean && (f == "false" || f == "0"):
+			out = append(out, false)
+		default:
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // simpleBase fills s from a restriction or extension of a simple type:
@@ -534,6 +580,7 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 		s.Enum = append([]any(nil), b.Enum...)
 		s.Minimum, s.Maximum, s.ExclusiveMinimum, s.ExclusiveMaximum = b.Minimum, b.Maximum, b.ExclusiveMinimum, b.ExclusiveMaximum
 		s.MinLength, s.MaxLength = b.MinLength, b.MaxLength
+		s.MinItems, s.MaxItems, s.XMLList = b.MinItems, b.MaxItems, b.XMLList
 		s.WhiteSpace = b.WhiteSpace
 		s.AnyOf = b.AnyOf
 		s.AllOf = slices.Clone(b.AllOf)
@@ -567,10 +614,29 @@ func (l *loader) simpleBase(s *apidoc.Schema, r *node, src string) {
 			}
 			return &x
 		}
+		if s.XMLList {
+			// A list's length facets count its items (XSD 1.0 Part 2,
+			// 4.3.1-3).
+			switch f.name.Local {
+			case "length":
+				s.MinItems, s.MaxItems = count(), count()
+				continue
+			case "minLength":
+				s.MinItems = count()
+				continue
+			case "maxLength":
+				s.MaxItems = count()
+				continue
+			}
+		}
 		switch f.name.Local {
 		case "enumeration":
 			if !l.spend(1) {
 				return
+			}
+			if s.XMLList {
+				enum = append(enum, listValue(v, s.Items))
+				continue
 			}
 			if numeric {
 				if x, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
