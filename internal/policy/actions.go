@@ -91,7 +91,7 @@ func Emit(m *Manifest, doc *apidoc.Document, selectors []Selector, opts EmitOpti
 	if err != nil {
 		return nil, err
 	}
-	e := &emitter{m: m, doc: doc, opts: opts, base: base, basePath: basePath, out: out, schemes: map[string]bool{}}
+	e := &emitter{m: m, doc: doc, ops: ops, opts: opts, base: base, basePath: basePath, out: out, schemes: map[string]bool{}}
 	actions := map[string]any{}
 	nodes := 0
 	for _, t := range m.Tools {
@@ -270,6 +270,7 @@ func (e *emitter) servedElsewhere(op *apidoc.Operation) string {
 type emitter struct {
 	m              *Manifest
 	doc            *apidoc.Document
+	ops            map[string]*apidoc.Operation // by Source
 	opts           EmitOptions
 	base, basePath string
 	out            *Emitted
@@ -316,7 +317,7 @@ func (e *emitter) upstream() map[string]any {
 			for _, t := range e.m.Tools {
 				for _, r := range t.RequiredSchemes.Value {
 					if r.Scheme == s.Name && slices.Contains(e.out.Written, t.Name) {
-						scopes = append(scopes, t.RequiredScopes.Value...)
+						scopes = append(scopes, schemeScopes(e.ops[t.Operation.Source], &t, s.Name)...)
 					}
 				}
 			}
@@ -535,6 +536,10 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 	if len(success) > 0 && !slices.ContainsFunc(successes(op), func(r *apidoc.Response) bool { _, err := strconv.Atoi(r.Status); return err != nil }) {
 		h["success"] = success
 	}
+	scopes, err := e.tokenScopes(t, op)
+	if err != nil {
+		return nil, err
+	}
 	if keyHeader != "" {
 		if e.idempotencyHeader != "" && !strings.EqualFold(e.idempotencyHeader, keyHeader) {
 			return nil, fmt.Errorf("it takes its idempotency key in %s, and another written action in %s: an upstream has one idempotency header", keyHeader, e.idempotencyHeader)
@@ -542,7 +547,7 @@ func (e *emitter) http(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 		e.idempotencyHeader = keyHeader
 	}
 	h["auth"] = e.present(t)
-	if scopes := e.tokenScopes(t); scopes != nil {
+	if scopes != nil {
 		h["scopes"] = scopes
 	}
 	return map[string]any{"http": h}, nil
@@ -586,24 +591,59 @@ func (e *emitter) present(t *ToolPolicy) []string {
 
 // tokenScopes are the scopes the token of a call that presents an
 // oauth2_client_credentials scheme is requested with: those its operation's
-// chosen security alternative needs (its own security, else the
-// document's), so that a read's token does not carry a write's scopes. nil
-// when it presents no such scheme, or needs no scope (the scheme's are
-// then asked for). The upstream's scheme lists every written action's
-// (upstream), so each call's are a subset of them, as the loader requires.
-func (e *emitter) tokenScopes(t *ToolPolicy) []string {
-	if len(t.RequiredScopes.Value) == 0 {
-		return nil
-	}
+// chosen security alternative needs of that scheme (its own security, else
+// the document's), so that a read's token does not carry a write's scopes.
+// Not the alternative's every scope: one that also needs another scheme
+// (an apiKey's roles, an openIdConnect scheme's scopes, a second oauth2
+// scheme's) needs those of that scheme, which this token endpoint is not
+// asked to grant. nil when it presents no such scheme, or needs no scope
+// of it (the scheme's are then asked for). The upstream's scheme lists
+// every written action's (upstream), so each call's are a subset of them,
+// as the loader requires. A scope no token request can carry (RFC 6749
+// §3.3, ontology.CheckScope) is an error: the tool is skipped and named,
+// rather than written into a file the loader refuses whole.
+func (e *emitter) tokenScopes(t *ToolPolicy, op *apidoc.Operation) ([]string, error) {
 	for _, s := range t.RequiredSchemes.Value {
 		if s.Placement == "" {
 			continue
 		}
 		if i := slices.IndexFunc(e.m.Schemes, func(p SchemePolicy) bool { return p.Name == s.Scheme }); i >= 0 && e.m.Schemes[i].Auth == ontology.AuthOAuth2ClientCredentials {
-			return slices.Clone(t.RequiredScopes.Value)
+			scopes := schemeScopes(op, t, s.Scheme)
+			for _, sc := range scopes {
+				if err := ontology.CheckScope(sc); err != nil {
+					return nil, fmt.Errorf("the scheme %s's scope %v: a token request cannot carry it", s.Scheme, err)
+				}
+			}
+			if len(scopes) > 0 {
+				return scopes, nil
+			}
+			return nil, nil
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// schemeScopes are the scopes the tool's chosen security alternative
+// (the first source of its RequiredSchemes) needs of one scheme, sorted
+// and each once, the pseudo-scope none left out. Where the alternative
+// is not found in the operation (a manifest of another description), the
+// tool's RequiredScopes, as before scopes were told apart by scheme.
+func schemeScopes(op *apidoc.Operation, t *ToolPolicy, scheme string) []string {
+	if op != nil && op.Security != nil && len(t.RequiredSchemes.Source) > 0 {
+		for _, r := range op.Security.Alternatives {
+			if r.Source != t.RequiredSchemes.Source[0] {
+				continue
+			}
+			own := apidoc.Requirement{}
+			for _, u := range r.Schemes {
+				if u.Name == scheme {
+					own.Schemes = append(own.Schemes, u)
+				}
+			}
+			return scopesOf(own)
+		}
+	}
+	return slices.Clone(t.RequiredScopes.Value)
 }
 
 // soap writes a SOAP operation's execute: each leaf element of its input
@@ -616,6 +656,10 @@ func (e *emitter) soap(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 		if body, err = in.soapElements(op.Body.Schema, nil, 0); err != nil {
 			return nil, err
 		}
+	}
+	scopes, err := e.tokenScopes(t, op)
+	if err != nil {
+		return nil, err
 	}
 	endpoint := e.basePath
 	if e.opts.BaseURL == "" || endpoint == "" {
@@ -631,7 +675,7 @@ func (e *emitter) soap(t *ToolPolicy, op *apidoc.Operation, in *input) (map[stri
 		"max_bytes": t.Output.MaxBytes.Value,
 		"auth":      e.present(t),
 	}
-	if scopes := e.tokenScopes(t); scopes != nil {
+	if scopes != nil {
 		s["scopes"] = scopes
 	}
 	if endpoint != "" && endpoint != "/" {

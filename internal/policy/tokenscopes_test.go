@@ -83,3 +83,107 @@ components:
 		}
 	}
 }
+
+// TestTokenScopesAreTheSchemesOwn: an operation whose security requirement
+// needs an oauth2 clientCredentials scheme AND another scheme asks the
+// token endpoint for the oauth2 scheme's scopes alone. The other scheme's
+// (an OpenAPI 3.1 apiKey's roles, an openIdConnect scheme's scopes) are
+// not the token endpoint's to grant: asked for, the token would carry
+// scopes the operation never asked of that scheme, or be refused as
+// invalid_scope.
+func TestTokenScopesAreTheSchemesOwn(t *testing.T) {
+	doc, err := openapi.Parse([]byte(`openapi: 3.1.0
+info: {title: T, version: "1"}
+servers: [{url: "https://api.example.com"}]
+paths:
+  /things:
+    get:
+      operationId: listThings
+      security: [{oauth: ["things:read"], key: ["things:admin"]}]
+      responses: {"200": {description: ok}}
+    post:
+      operationId: createThing
+      security: [{oauth: ["things:write"]}]
+      responses: {"201": {description: made}}
+components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example/token", scopes: {"things:read": r, "things:write": w}}}}
+    key: {type: apiKey, in: header, name: X-Api-Key}
+`), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, map[string]string{"createThing": "accepted by the test"})
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := policy.Emit(m, doc, all, policy.EmitOptions{Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(out.YAML)
+	if err != nil {
+		t.Fatalf("the written file does not load: %v\n%s", err, out.YAML)
+	}
+	a := cfg.Actions["listThings"]
+	if a == nil {
+		t.Fatalf("listThings was not written: %+v\n%s", out.Skipped, out.YAML)
+	}
+	if got, want := a.Execute.HTTP.TokenScopes(), []string{"things:read"}; !slices.Equal(got, want) {
+		t.Errorf("listThings's token asks for %q, want %q\n%s", got, want, out.YAML)
+	}
+	for _, u := range cfg.Upstreams {
+		if got, want := u.Auth["oauth"].Scopes, []string{"things:read", "things:write"}; !slices.Equal(got, want) {
+			t.Errorf("the scheme lists %q, want %q (its own scopes, not another scheme's)\n%s", got, want, out.YAML)
+		}
+	}
+}
+
+// TestUnusableScopeIsNotWritten: a description's scope that cannot be a
+// scope of a token request (RFC 6749 §3.3: no space, quote, backslash or
+// control character; a space separates scopes) is not written into the
+// actions file, which the loader would refuse whole: the operation that
+// needs it is skipped and named, and the others are written and load.
+func TestUnusableScopeIsNotWritten(t *testing.T) {
+	doc, err := openapi.Parse([]byte(`openapi: 3.0.3
+info: {title: T, version: "1"}
+servers: [{url: "https://api.example.com"}]
+paths:
+  /things:
+    get:
+      operationId: listThings
+      security: [{oauth: ["things:read"]}]
+      responses: {"200": {description: ok}}
+  /odd:
+    get:
+      operationId: listOdd
+      security: [{oauth: ["odd scope"]}]
+      responses: {"200": {description: ok}}
+components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example/token", scopes: {"things:read": r, "odd scope": o}}}}
+`), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, nil)
+	all, err := policy.ParseSelectors([]string{"*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := policy.Emit(m, doc, all, policy.EmitOptions{Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(out.YAML)
+	if err != nil {
+		t.Fatalf("the written file does not load: %v\n%s", err, out.YAML)
+	}
+	if cfg.Actions["listThings"] == nil {
+		t.Errorf("listThings was not written: %+v", out.Skipped)
+	}
+	if cfg.Actions["listOdd"] != nil || !slices.ContainsFunc(out.Skipped, func(s policy.Skipped) bool { return s.Tool == "listOdd" }) {
+		t.Errorf("listOdd, needing a scope no token request can carry, was written or not named skipped: %+v", out.Skipped)
+	}
+}
