@@ -224,8 +224,11 @@ func (c *converter) bodyOf(s *apidoc.Schema, request bool, types []string) map[s
 // or false, never 1 or 0), so the pattern is the values it matches; a
 // number's is the agent's spelling of it and a list's its items joined
 // by spaces, neither of them the JSON value: left to the upstream, and
-// said so.
+// said so. A nillable value's null (xsi:nil) has no lexical form, and no
+// pattern applies to it.
 func (c *converter) lexicalPattern(re string, s *apidoc.Schema, types []string, out map[string]any) {
+	nullable := slices.Contains(types, "null")
+	types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "null" })
 	switch {
 	case slices.Equal(types, []string{"boolean"}):
 		compiled, err := regexp.Compile(re)
@@ -241,11 +244,17 @@ func (c *converter) lexicalPattern(re string, s *apidoc.Schema, types []string, 
 		}
 		switch {
 		case len(allowed) == 2:
+			return
 		case len(allowed) == 0:
 			c.note("the XML Schema pattern %q at %s matches neither true nor false, so the upstream takes no value: orangerail does not assert it, the upstream does", s.Pattern, s.Source)
-		case out["enum"] == nil:
+			return
+		}
+		if nullable {
+			allowed = append(allowed, nil)
+		}
+		if out["enum"] == nil {
 			out["enum"] = allowed
-		default:
+		} else {
 			all, _ := out["allOf"].([]any)
 			out["allOf"] = append(all, map[string]any{"enum": allowed})
 		}

@@ -388,3 +388,44 @@ func TestXSDPatternOfANonStringType(t *testing.T) {
 		t.Errorf("a pattern JSON Schema does not apply is written:\n%s", y)
 	}
 }
+
+// TestXSDPatternOfANillableBoolean: a nillable element's type is
+// published with "null" beside it, and a boolean's pattern was checked
+// only when the types were boolean alone: on a nillable boolean it was
+// noted as a number's is ("its spelling is the agent's") and applied to
+// nothing, so false passed a pattern that allows true alone. Its
+// pattern is checked as the values it allows, null (xsi:nil, which has
+// no lexical form to match) still allowed.
+func TestXSDPatternOfANillableBoolean(t *testing.T) {
+	v, out := wsdlInput(t, `<xs:simpleType name="Yes"><xs:restriction base="xs:boolean"><xs:pattern value="true|1"/></xs:restriction></xs:simpleType>
+    <xs:element name="Pay"><xs:complexType><xs:sequence>
+      <xs:element name="yes" minOccurs="0" nillable="true"><xs:simpleType><xs:restriction base="xs:boolean"><xs:pattern value="true|1"/></xs:restriction></xs:simpleType></xs:element>
+      <xs:element name="either" minOccurs="0" nillable="true"><xs:simpleType><xs:restriction base="xs:boolean"><xs:pattern value="\p{Ll}+"/></xs:restriction></xs:simpleType></xs:element>
+      <xs:element name="no" minOccurs="0" nillable="true"><xs:simpleType><xs:restriction base="tns:Yes"><xs:pattern value="false"/></xs:restriction></xs:simpleType></xs:element>
+    </xs:sequence></xs:complexType></xs:element>`)
+	for _, tt := range []struct {
+		input string
+		ok    bool
+	}{
+		{`{"yes": true}`, true},
+		{`{"yes": null}`, true},
+		{`{"yes": false}`, false},
+		{`{"either": true}`, true},
+		{`{"either": false}`, true},
+		{`{"either": null}`, true},
+		{`{"no": null}`, true},
+		{`{"no": true}`, false},
+		{`{"no": false}`, false},
+	} {
+		err := validate(t, v, tt.input)
+		if tt.ok && err != nil {
+			t.Errorf("%s, which XML Schema's pattern allows, is refused: %v", tt.input, err)
+		}
+		if !tt.ok && err == nil {
+			t.Errorf("%s, which XML Schema's pattern refuses, is accepted", tt.input)
+		}
+	}
+	if hasNote(out.Notes, "Pay", `true|1`) {
+		t.Errorf("a note on a nillable boolean's pattern, which is checked: %+v", out.Notes)
+	}
+}

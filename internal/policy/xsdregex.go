@@ -25,7 +25,8 @@ const xsdSpace = ` \t\n\r`
 // another Unicode version.
 //
 // It refuses, with the reason, what it cannot write so (a block not in
-// xsdBlocks, a class written out as more than maxWrittenRanges ranges)
+// xsdBlocks, a class written out as more than maxWrittenRanges ranges,
+// a pattern's classes as more than maxPatternRanges together)
 // and what is not XML Schema (a lazy or doubled quantifier, a group (?,
 // a backslash before a character XML Schema does not escape).
 func xsdToRE2(pattern string) (string, error) {
@@ -152,6 +153,9 @@ type xsdSet struct {
 	neg     bool
 	alone   string
 	ranges  []xsdRange
+	// names: it holds \i or \c, whose characters XML's editions differ
+	// on (see xmlNameStart).
+	names bool
 }
 
 // xsdRange is the characters lo to hi.
@@ -285,6 +289,10 @@ var xsdBlocks = map[string][]xsdRange{
 // the Fifth Edition's ranges are fixed, so every Unicode version reads
 // them alike, and are a superset of the earlier ones: a name an older
 // upstream refuses is left for it to refuse, never one it takes refused.
+// Their complement is so a subset of the earlier editions', and would
+// refuse what an older upstream takes (U+2C00, a letter since Unicode
+// 4.1, is in \I by Appendix B): \I, \C, and \i or \c in a negated
+// class or a subtraction's subtrahend, are left to the upstream.
 var (
 	xmlNameStart = []xsdRange{{':', ':'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x2FF},
 		{0x370, 0x37D}, {0x37F, 0x1FFF}, {0x200C, 0x200D}, {0x2070, 0x218F}, {0x2C00, 0x2FEF}, {0x3001, 0xD7FF},
@@ -296,14 +304,20 @@ var (
 // maxWrittenRanges bounds a class written out as ranges (a subtraction,
 // a negated set beside others): a category's can be hundreds of ranges
 // ([\p{L}-[\p{Lu}]] is 1180, some 6 KB), each written into every schema
-// that holds the pattern.
-const maxWrittenRanges = 1300
+// that holds the pattern. maxPatternRanges bounds the ranges a pattern's
+// classes and escapes are written out as together: a pattern that repeats
+// such a class is otherwise as large as its copies (200 of them, 3 KB
+// read, were 1.1 MB written).
+const (
+	maxWrittenRanges = 1300
+	maxPatternRanges = 2 * maxWrittenRanges
+)
 
 // rangesSet is a set of the ranges, negated when neg: written as the
 // ranges it holds.
-func rangesSet(ranges []xsdRange, neg bool) (*xsdSet, error) {
+func (p *xsdReader) rangesSet(ranges []xsdRange, neg bool) (*xsdSet, error) {
 	ranges = slices.Clone(ranges)
-	members, err := writtenOut(ranges)
+	members, err := p.writtenOut(ranges)
 	if err != nil {
 		return nil, err
 	}
@@ -338,13 +352,13 @@ func tableRanges(t *unicode.RangeTable) []xsdRange {
 }
 
 // categorySet is \p{name} (or \P{name} when neg).
-func categorySet(name string, neg bool) (*xsdSet, error) {
+func (p *xsdReader) categorySet(name string, neg bool) (*xsdSet, error) {
 	if block, ok := strings.CutPrefix(name, "Is"); ok {
 		ranges, ok := xsdBlocks[block]
 		if !ok {
 			return nil, fmt.Errorf("the block escape \\p{%s} is not one orangerail writes out", name)
 		}
-		return rangesSet(slices.Clone(ranges), neg)
+		return p.rangesSet(slices.Clone(ranges), neg)
 	}
 	for _, c := range xsdCategories {
 		if c == name {
@@ -364,10 +378,12 @@ func categorySet(name string, neg bool) (*xsdSet, error) {
 	return nil, fmt.Errorf("\\p{%s} is not an XML Schema category or block", name)
 }
 
-// xsdReader reads a pattern a rune at a time.
+// xsdReader reads a pattern a rune at a time, counting the ranges it
+// has written out.
 type xsdReader struct {
-	s []rune
-	i int
+	s       []rune
+	i       int
+	written int
 }
 
 func (p *xsdReader) more() bool { return p.i < len(p.s) }
@@ -428,7 +444,7 @@ func (p *xsdReader) escape() (c rune, s *xsdSet, err error) {
 		}
 		return 0, &xsdSet{members: xsdSpace, neg: r == 'S', ranges: ranges}, nil
 	case 'd', 'D':
-		s, err := categorySet("Nd", r == 'D')
+		s, err := p.categorySet("Nd", r == 'D')
 		return 0, s, err
 	case 'w', 'W':
 		// L, M, N, S and P, Z, C part every character: \w, all but P, Z
@@ -445,12 +461,19 @@ func (p *xsdReader) escape() (c rune, s *xsdSet, err error) {
 			ranges = complement(ranges)
 		}
 		return 0, &xsdSet{members: members, ranges: ranges}, nil
-	case 'i', 'I':
-		s, err := rangesSet(xmlNameStart, r == 'I')
-		return 0, s, err
-	case 'c', 'C':
-		s, err := rangesSet(xmlNameChar, r == 'C')
-		return 0, s, err
+	case 'i', 'c':
+		ranges := xmlNameStart
+		if r == 'c' {
+			ranges = xmlNameChar
+		}
+		s, err := p.rangesSet(ranges, false)
+		if err != nil {
+			return 0, nil, err
+		}
+		s.names = true
+		return 0, s, nil
+	case 'I', 'C':
+		return 0, nil, fmt.Errorf("\\%c is the complement of XML's name characters, which XML 1.0's editions define differently", r)
 	case 'p', 'P':
 		if !p.peek('{') {
 			return 0, nil, fmt.Errorf("\\%c is not followed by {", r)
@@ -465,7 +488,7 @@ func (p *xsdReader) escape() (c rune, s *xsdSet, err error) {
 		}
 		name := string(p.s[start:p.i])
 		p.next()
-		s, err := categorySet(name, r == 'P')
+		s, err := p.categorySet(name, r == 'P')
 		return 0, s, err
 	}
 	return 0, nil, fmt.Errorf("\\%c is not an XML Schema escape", r)
@@ -563,8 +586,13 @@ func (p *xsdReader) class() (*xsdSet, error) {
 	// The ranges the class holds (a category's from Go's tables, as the
 	// server reads it).
 	var ranges []xsdRange
+	names := false
 	for _, s := range parts {
 		ranges = append(ranges, s.ranges...)
+		names = names || s.names
+	}
+	if neg && names || minus != nil && minus.names {
+		return nil, errors.New("XML's name characters (\\i, \\c) are negated or subtracted, and XML 1.0's editions define them differently")
 	}
 	ranges = normal(ranges)
 	if neg {
@@ -576,25 +604,29 @@ func (p *xsdReader) class() (*xsdSet, error) {
 	switch {
 	case minus == nil && len(parts) == 1 && parts[0].neg:
 		// [\S] is \S, [^\S] is \s.
-		return &xsdSet{members: parts[0].members, neg: !neg, ranges: ranges}, nil
+		return &xsdSet{members: parts[0].members, neg: !neg, ranges: ranges, names: names}, nil
 	case minus == nil && !writeOut:
-		return &xsdSet{members: members.String(), neg: neg, ranges: ranges}, nil
+		return &xsdSet{members: members.String(), neg: neg, ranges: ranges, names: names}, nil
 	}
-	written, err := writtenOut(ranges)
+	written, err := p.writtenOut(ranges)
 	if err != nil {
 		return nil, err
 	}
-	return &xsdSet{members: written, ranges: ranges}, nil
+	return &xsdSet{members: written, ranges: ranges, names: names}, nil
 }
 
 // writtenOut writes ranges as class members: what neither dialect can
 // say as a class (a subtraction, a negated set beside others). The
 // surrogates, which no UTF-8 value holds, are left out. A category's
 // ranges are Go's Unicode version's, as the server reads the category;
-// more than maxWrittenRanges are refused.
-func writtenOut(ranges []xsdRange) (string, error) {
+// more than maxWrittenRanges in a class, or maxPatternRanges in the
+// pattern, are refused.
+func (p *xsdReader) writtenOut(ranges []xsdRange) (string, error) {
 	if len(ranges) > maxWrittenRanges {
 		return "", fmt.Errorf("written out as RE2 and ECMA-262 read it, a class is %d ranges, more than the %d orangerail writes", len(ranges), maxWrittenRanges)
+	}
+	if p.written += len(ranges); p.written > maxPatternRanges {
+		return "", fmt.Errorf("written out as RE2 and ECMA-262 read it, its classes are more than the %d ranges orangerail writes for a pattern", maxPatternRanges)
 	}
 	var b strings.Builder
 	for _, rg := range ranges {

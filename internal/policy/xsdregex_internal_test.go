@@ -43,12 +43,7 @@ func TestXSDToRE2(t *testing.T) {
 				"\u2bff", "\u2ff0", "\u3000", "\uf8ff", "\ufdd0", "\ufdef", "\ufffe", "\U000f0000", " "}},
 		{`\c+`, []string{"a-.09\u00b7\u0300\u036f\u203f\u2040:_", "\U000effff"}, []string{"/", "\u00b6", "\u00b8", "\u203e", "\u2041", " ", "\u00d7"}},
 		{`\i\c*`, []string{"a1", "_x.y-z"}, []string{"1a", "-a", ".a"}},
-		{`\I`, []string{"9", "-", "\u00d7", "\u0300", " ", "\U000f0000"}, []string{"a", ":", "\u00c0", "\U00010000"}},
-		{`\C`, []string{"/", "\u00d7", " "}, []string{"-", "a", "\u00b7"}},
 		{`[\i-[:]]+`, []string{"a_"}, []string{":", "1"}},
-		{`[^\c]`, []string{"/", " "}, []string{"a", "-"}},
-		{`[\I1]`, []string{"1", "-", "\u00d7"}, []string{"a"}},
-		{`[\c-[\i]]+`, []string{"-.0\u00b7\u0300\u203f"}, []string{"a", ":"}},
 		// Blocks, as XML Schema 1.0 names them (Unicode 3.1).
 		{`\p{IsGreek}+`, []string{"\u0370\u03ff"}, []string{"\u036f", "\u0400"}},
 		{`\p{IsCJKUnifiedIdeographsExtensionA}`, []string{"\u3400", "\u4db5"}, []string{"\u4db6", "\u33ff"}},
@@ -106,11 +101,82 @@ func TestXSDToRE2(t *testing.T) {
 			t.Errorf("%s: written %q, whose %s ECMA-262's u flag refuses or reads otherwise", tt.pattern, got, bad)
 		}
 	}
-	for _, pattern := range []string{`[a-z-[\p{IsBasicLatin}]]`, `[\w-[\p{Lu}\p{Mn}]]`, `\p{IsHighSurrogates}`, `a*?`, `a**`, `a{2}{3}`, `(?:a)`, `(?=a)`, `(a)\1`, `a{,3}`, `a{1001}`, `a{3,2}`,
+	// \I, \C and a negated or subtracted \i or \c: see
+	// TestXSDNameCharComplementsAreNeverStricter.
+	for _, pattern := range []string{`\I`, `\C`, `[^\c]`, `[\I1]`, `[\c-[\i]]+`, `[\p{L}-[\i]]`, `[\p{L}-[\p{Ll}-[\c]]]`,
+		`[a-z-[\p{IsBasicLatin}]]`, `[\w-[\p{Lu}\p{Mn}]]`, `\p{IsHighSurrogates}`, `a*?`, `a**`, `a{2}{3}`, `(?:a)`, `(?=a)`, `(a)\1`, `a{,3}`, `a{1001}`, `a{3,2}`,
 		`\p{IsNoSuchBlock}`, `\p{Xx}`, `\pL`, `[]`, `[a-[a]]`, `[a-b-c]`, `[z-a]`, `[a[b]`, `a]`, `a}`, `(a`, `a)`, `\`, `\x41`, `\u0041`,
 		`\b`, `\A`, "\xff"} {
 		if got, err := xsdToRE2(pattern); err == nil {
 			t.Errorf("%s: written %q, want it refused", pattern, got)
+		}
+	}
+}
+
+// TestXSDToRE2WrittenOutIsBounded: each class written out as ranges was
+// bounded (maxWrittenRanges), the pattern was not, so a pattern that
+// repeats a class over a category was written out as hundreds of KB (200
+// copies of the 16 bytes [\p{L}-[\p{Lu}]] were 1.1 MB) into every schema
+// that holds it, and compiled so at every load. What a pattern writes out
+// is bounded as a whole: past it, the pattern is left to the upstream.
+func TestXSDToRE2WrittenOutIsBounded(t *testing.T) {
+	class := `[\p{L}-[\p{Lu}]]`
+	for _, n := range []int{1, 2} {
+		if _, err := xsdToRE2(strings.Repeat(class, n)); err != nil {
+			t.Errorf("%d classes: %v", n, err)
+		}
+	}
+	for _, n := range []int{3, 200} {
+		if got, err := xsdToRE2(strings.Repeat(class, n)); err == nil {
+			t.Errorf("%d classes written out, %d bytes, want it refused", n, len(got))
+		}
+	}
+	// What is not written out (a category, a literal) is not bounded so.
+	if _, err := xsdToRE2(strings.Repeat(`\p{L}a`, 5000)); err != nil {
+		t.Errorf("5000 categories: %v", err)
+	}
+}
+
+// TestXSDNameCharComplementsAreNeverStricter: \i and \c are written as XML
+// 1.0 (Fifth Edition)'s name characters, a superset of the earlier
+// editions' (Appendix B, Unicode 2.0's letters) that XML Schema 1.0's
+// processors (Xerces among them) still read them by: what an upstream
+// takes, orangerail takes. Their complements are the other way round: \I,
+// \C, [^\c] or a subtraction of \i written from the Fifth Edition hold
+// fewer characters than the earlier editions' do, and refused what such
+// an upstream takes (U+2C00, a Glagolitic letter since Unicode 4.1, is no
+// name character in Appendix B, so \I holds it there; U+0661, an
+// Arabic-Indic digit, is a NameChar and no Letter there). Such a pattern
+// is left to the upstream, or, written, holds them.
+func TestXSDNameCharComplementsAreNeverStricter(t *testing.T) {
+	for _, tt := range []struct {
+		pattern string
+		olderEd []string // the pattern holds it by XML 1.0's earlier editions
+	}{
+		{`\I`, []string{"\u2c00", "\u037f"}},
+		{`\C`, []string{"\u2c00"}},
+		{`[^\i]`, []string{"\u2c00"}},
+		{`[^\c]`, []string{"\u2c00"}},
+		{`[\I1]`, []string{"\u2c00"}},
+		{`[\c-[\i]]`, []string{"\u0661"}},
+		{`[\p{Nd}-[\i]]`, []string{"\u0661"}},
+	} {
+		got, err := xsdToRE2(tt.pattern)
+		if err != nil {
+			continue
+		}
+		re := regexp.MustCompile(got)
+		for _, v := range tt.olderEd {
+			if !re.MatchString(v) {
+				t.Errorf("%s (written %q) refuses %q, which XML Schema takes by XML 1.0's earlier editions", tt.pattern, got, v)
+			}
+		}
+	}
+	// \i and \c themselves, and a subtraction from them, hold the Fifth
+	// Edition's characters, which are all the earlier editions' too.
+	for _, pattern := range []string{`\i\c*`, `[\i-[:]]+`, `[\c\s]`} {
+		if _, err := xsdToRE2(pattern); err != nil {
+			t.Errorf("%s: %v", pattern, err)
 		}
 	}
 }
