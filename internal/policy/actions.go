@@ -611,7 +611,7 @@ func (e *emitter) tokenScopes(t *ToolPolicy, op *apidoc.Operation) ([]string, er
 			scopes := schemeScopes(op, t, s.Scheme)
 			for _, sc := range scopes {
 				if err := ontology.CheckScope(sc); err != nil {
-					return nil, fmt.Errorf("the scheme %s's scope %v: a token request cannot carry it", s.Scheme, err)
+					return nil, fmt.Errorf("the scheme %s's scope %w: a token request cannot carry it", s.Scheme, err)
 				}
 			}
 			if len(scopes) > 0 {

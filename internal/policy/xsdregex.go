@@ -340,9 +340,11 @@ func tableRanges(t *unicode.RangeTable) []xsdRange {
 		}
 	}
 	for _, r := range t.R32 {
-		for c := rune(r.Lo); c <= rune(r.Hi); c += rune(r.Stride) {
+		// A table's R32 holds code points, none past unicode.MaxRune.
+		lo, hi, stride := rune(r.Lo), rune(r.Hi), rune(r.Stride) //nolint:gosec // G115: at most unicode.MaxRune, as above
+		for c := lo; c <= hi; c += stride {
 			if r.Stride == 1 {
-				out = append(out, xsdRange{rune(r.Lo), rune(r.Hi)})
+				out = append(out, xsdRange{lo, hi})
 				break
 			}
 			out = append(out, xsdRange{c, c})
