@@ -129,3 +129,47 @@ func TestApprovalStagedBeforeUpgradeExecutes(t *testing.T) {
 		t.Fatal("the order was not cancelled")
 	}
 }
+
+// TestDefinitionHashTellsScopesApart: a call's token scopes absent (the
+// scheme's), [] (none: the server's default) and a list ask for different
+// tokens, so each hashes apart and an approval staged under one does not
+// execute under another; absent hashes as before scopes existed.
+func TestDefinitionHashTellsScopesApart(t *testing.T) {
+	t.Parallel()
+	cfg := editExample(t, func(map[string]any) {})
+	base := cfg.Actions["create_return_label"]
+	if base.Execute.HTTP == nil {
+		t.Fatal("the example's create_return_label is no http call")
+	}
+	with := func(scopes []string) string {
+		a := *base
+		h := *base.Execute.HTTP
+		h.Scopes = scopes
+		a.Execute.HTTP = &h
+		return hex.EncodeToString(engine.DefinitionHash(&a))
+	}
+	absent, none, some := with(nil), with([]string{}), with([]string{"labels:read"})
+	if absent != pinnedDefinitions["create_return_label"] {
+		t.Errorf("absent scopes hash %s, pinned %s", absent, pinnedDefinitions["create_return_label"])
+	}
+	if absent == none || none == some || absent == some {
+		t.Errorf("absent %s, [] %s, [labels:read] %s: want three hashes", absent, none, some)
+	}
+	// A soap call's, and a target read's, alike.
+	soap := func(scopes []string) string {
+		a := *base
+		a.Execute = ontology.Execute{SOAP: &ontology.SOAPExecute{Upstream: "shipping", Scopes: scopes}}
+		return hex.EncodeToString(engine.DefinitionHash(&a))
+	}
+	if absent, none, some := soap(nil), soap([]string{}), soap([]string{"labels:read"}); absent == none || none == some || absent == some {
+		t.Errorf("soap: absent %s, [] %s, [labels:read] %s: want three hashes", absent, none, some)
+	}
+	target := func(scopes []string) string {
+		a := *base
+		a.Target = &ontology.Target{Get: &ontology.HTTPExecute{Path: "/x", Scopes: scopes}}
+		return hex.EncodeToString(engine.DefinitionHash(&a))
+	}
+	if absent, none, some := target(nil), target([]string{}), target([]string{"labels:read"}); absent == none || none == some || absent == some {
+		t.Errorf("target.get: absent %s, [] %s, [labels:read] %s: want three hashes", absent, none, some)
+	}
+}

@@ -9,8 +9,9 @@ import (
 
 // TestCallScopes: a call narrows its oauth2_client_credentials scheme's
 // scopes with its own scopes — sorted and each once, the same scope
-// parameter for the same set — and absent, requests the scheme's. Scopes
-// on a call that presents no such scheme, an empty list, a scope the
+// parameter for the same set — absent, requests the scheme's, and [],
+// no scope at all (empty, not nil: the two ask for different tokens).
+// Scopes on a call that presents no such scheme, a scope the
 // scheme does not list (a call never widens them), and a scope RFC 6749
 // §3.3 does not allow (empty, a space, a control character) are refused
 // at their paths; a scheme's own unusable scope is refused at the scheme.
@@ -29,13 +30,21 @@ func TestCallScopes(t *testing.T) {
 		{"        scopes: [labels:write]\n", []string{"labels:write"}},
 		{"        scopes: [labels:write, labels:read, labels:write]\n", []string{"labels:read", "labels:write"}},
 		{"        auth: [app]\n        scopes: [admin]\n", []string{"admin"}},
+		{"        scopes: []\n", []string{}},
+		{"        auth: [app]\n        scopes: []\n", []string{}},
 	} {
 		cfg, err := Parse([]byte(withScopes(tt.call)))
 		if err != nil {
 			t.Fatalf("%q: %v", tt.call, err)
 		}
-		if got := cfg.Actions["create_label"].Execute.HTTP.TokenScopes(); !slices.Equal(got, tt.want) || (got == nil) != (tt.want == nil) {
-			t.Errorf("%q: token scopes %q, want %q", tt.call, got, tt.want)
+		h := cfg.Actions["create_label"].Execute.HTTP
+		if got := h.TokenScopes(); !slices.Equal(got, tt.want) || (got == nil) != (tt.want == nil) {
+			t.Errorf("%q: token scopes %#v, want %#v", tt.call, got, tt.want)
+		}
+		// As written, too: the definition hash covers Scopes, and
+		// absent and [] must hash apart.
+		if (h.Scopes == nil) != (tt.want == nil) {
+			t.Errorf("%q: scopes as written %#v, want nil %v", tt.call, h.Scopes, tt.want == nil)
 		}
 	}
 	at := "actions.create_label.execute.http.scopes"
@@ -43,7 +52,7 @@ func TestCallScopes(t *testing.T) {
 		call, path, says string
 	}{
 		{"        auth: [key]\n        scopes: [labels:read]\n", at, "presents no such scheme"},
-		{"        scopes: []\n", at, ""}, // the schema's minItems, and the loader's own check
+		{"        auth: [key]\n        scopes: []\n", at, "presents no such scheme"},
 		{"        scopes: [labels:read, labels:delete]\n", at + ".1", "never widens"},
 		{"        scopes: [\"\"]\n", at + ".0", ""},
 		{"        scopes: [\"labels:read labels:write\"]\n", at + ".0", "RFC 6749"},
@@ -66,8 +75,8 @@ func TestCallScopes(t *testing.T) {
 			}
 		}
 	}
-	// The loader's own checks, past the schema: an empty list and an
-	// empty or spaced scope are refused by resolveScopes and CheckScope.
+	// The loader's own checks, past the schema: an empty or spaced scope
+	// is refused by resolveScopes and CheckScope; an empty list is not.
 	add := func(problems *[]string) func(path, format string, args ...any) {
 		return func(path, _ string, _ ...any) { *problems = append(*problems, path) }
 	}
@@ -76,7 +85,8 @@ func TestCallScopes(t *testing.T) {
 		presented, scopes []string
 		paths             []string
 	}{
-		{[]string{"app"}, []string{}, []string{"p.scopes"}},
+		{[]string{"app"}, []string{}, nil},
+		{[]string{"key"}, []string{}, []string{"p.scopes"}},
 		{[]string{"app"}, []string{"", "a b", "b"}, []string{"p.scopes.0", "p.scopes.1"}},
 		{[]string{"key"}, []string{"a"}, []string{"p.scopes"}},
 		{[]string{"app"}, nil, nil},
@@ -108,6 +118,11 @@ func TestCallScopes(t *testing.T) {
 	if got := cfg.Actions["create_label"].Target.Get.TokenScopes(); !slices.Equal(got, []string{"labels:read"}) {
 		t.Errorf("the target read's scopes %q", got)
 	}
+	if cfg, err := Parse([]byte(replace("scopes: [labels:read]}", "scopes: []}")(target))); err != nil {
+		t.Errorf("a target read asking for no scope: %v", err)
+	} else if got := cfg.Actions["create_label"].Target.Get.TokenScopes(); got == nil || len(got) != 0 {
+		t.Errorf("a target read's scopes: [] resolved to %#v, want empty, not nil", got)
+	}
 	if _, err := Parse([]byte(replace("scopes: [labels:read]}", "scopes: [nope]}")(target))); err == nil || !strings.Contains(err.Error(), "actions.create_label.target.get.scopes.0") {
 		t.Errorf("a target read widening its scheme's scopes: %v", err)
 	}
@@ -118,6 +133,11 @@ func TestCallScopes(t *testing.T) {
 	}
 	if got := cfg.Actions["create_label"].Execute.SOAP.TokenScopes(); !slices.Equal(got, []string{"admin", "labels:read"}) {
 		t.Errorf("the soap call's scopes %q", got)
+	}
+	if cfg, err := Parse([]byte(replace("scopes: [admin, labels:read]", "scopes: []")(soap))); err != nil {
+		t.Errorf("a soap call asking for no scope: %v", err)
+	} else if s := cfg.Actions["create_label"].Execute.SOAP; s.Scopes == nil || s.TokenScopes() == nil || len(s.TokenScopes()) != 0 {
+		t.Errorf("a soap call's scopes: [] resolved to %#v (written %#v), want empty, not nil", s.TokenScopes(), s.Scopes)
 	}
 	if _, err := Parse([]byte(replace("scopes: [admin, labels:read]", "scopes: [admin, other]")(soap))); err == nil || !strings.Contains(err.Error(), "actions.create_label.execute.soap.scopes.1") {
 		t.Errorf("a soap call widening its scheme's scopes: %v", err)

@@ -80,8 +80,9 @@ type SOAPExecute struct {
 	// call's (HTTPExecute.Auth).
 	Auth *[]string `yaml:"auth" json:"auth,omitempty"`
 	// Scopes narrow the call's oauth2_client_credentials token, as an
-	// http call's (HTTPExecute.Scopes).
-	Scopes []string `yaml:"scopes" json:"scopes,omitempty"`
+	// http call's (HTTPExecute.Scopes): [] asks for no scope, and is
+	// hashed apart from absent (omitzero).
+	Scopes []string `yaml:"scopes" json:"scopes,omitzero"`
 
 	// baseURL, upstream, presented, tokenScopes and elements are resolved
 	// at load.
@@ -97,7 +98,8 @@ type SOAPExecute struct {
 func (s *SOAPExecute) Presented() []string { return slices.Clone(s.presented) }
 
 // TokenScopes returns the scopes the call's token is requested with,
-// resolved at load (Scopes); nil when the call requests its scheme's.
+// resolved at load (Scopes); nil when the call requests its scheme's,
+// empty (not nil) when it requests no scope.
 func (s *SOAPExecute) TokenScopes() []string { return slices.Clone(s.tokenScopes) }
 
 // SOAPElement is one element of a SOAP body template: its local name and

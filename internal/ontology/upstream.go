@@ -320,8 +320,13 @@ type HTTPExecute struct {
 	// oauth2_client_credentials scheme is requested with, in place of the
 	// scheme's own: a subset of them (upstreams.U.auth.S.scopes), so that
 	// a read's token does not carry a write's scopes. Absent, the call's
-	// token carries every scope of the scheme. Hashed only when written.
-	Scopes []string `yaml:"scopes" json:"scopes,omitempty"`
+	// token carries every scope of the scheme; [] (empty, not nil), it is
+	// requested with no scope parameter, so the authorization server
+	// grants its default (RFC 6749 §3.3): an operation that needs the
+	// scheme but no scope of it. Hashed only when written, and [] apart
+	// from absent (omitzero, not omitempty): a call changed from [] to
+	// absent asks for a wider token, and voids the approvals open.
+	Scopes []string `yaml:"scopes" json:"scopes,omitzero"`
 
 	// baseURL, idempotencyHeader and upstream are the upstream's,
 	// presented the schemes the call presents, and tokenScopes its Scopes
@@ -339,7 +344,7 @@ func (h *HTTPExecute) Presented() []string { return slices.Clone(h.presented) }
 
 // TokenScopes returns the scopes the call's token is requested with,
 // sorted and each once, resolved at load (Scopes); nil when the call
-// requests its scheme's.
+// requests its scheme's, empty (not nil) when it requests no scope.
 func (h *HTTPExecute) TokenScopes() []string { return slices.Clone(h.tokenScopes) }
 
 // UpstreamDecl returns the declaration of the upstream the call names,
@@ -699,7 +704,8 @@ func CheckScope(s string) error {
 
 // resolveScopes checks a call's scopes against the oauth2_client_credentials
 // scheme it presents and returns them sorted and each once; nil when the
-// call has none. A call narrows its scheme's scopes, never widens them:
+// call has none (its token asks for the scheme's), empty when it lists
+// none (its token asks for no scope: the server's default). A call narrows its scheme's scopes, never widens them:
 // the scheme's list is the most any of its tokens is asked for, declared
 // once where the platform team reviews it, and a name outside it is a
 // typo found at load rather than an invalid_scope at the token endpoint.
@@ -719,8 +725,7 @@ func resolveScopes(u *Upstream, upstream string, presented, scopes []string, pat
 		return nil
 	}
 	if len(scopes) == 0 {
-		add(at, "lists no scope: list those the call needs, or remove scopes to request upstreams.%s.auth.%s.scopes", upstream, scheme)
-		return nil
+		return []string{}
 	}
 	offered := u.Auth[scheme].Scopes
 	for i, s := range scopes {

@@ -596,8 +596,13 @@ func (e *emitter) present(t *ToolPolicy) []string {
 // Not the alternative's every scope: one that also needs another scheme
 // (an apiKey's roles, an openIdConnect scheme's scopes, a second oauth2
 // scheme's) needs those of that scheme, which this token endpoint is not
-// asked to grant. nil when it presents no such scheme, or needs no scope
-// of it (the scheme's are then asked for). The upstream's scheme lists
+// asked to grant. nil when it presents no such scheme (no scopes are
+// written). Empty, not nil, when it needs the scheme but no scope of it
+// (security: [{oauth: []}], or only the other scheme of an AND scoped):
+// written scopes: [], its token is requested with no scope parameter (the
+// server's default, RFC 6749 §3.3) — absent, it would ask for the
+// scheme's list, every written action's, and a read's token would carry
+// a write's scopes. The upstream's scheme lists
 // every written action's (upstream), so each call's are a subset of them,
 // as the loader requires. A scope no token request can carry (RFC 6749
 // §3.3, ontology.CheckScope) is an error: the tool is skipped and named,
@@ -614,10 +619,10 @@ func (e *emitter) tokenScopes(t *ToolPolicy, op *apidoc.Operation) ([]string, er
 					return nil, fmt.Errorf("the scheme %s's scope %w: a token request cannot carry it", s.Scheme, err)
 				}
 			}
-			if len(scopes) > 0 {
-				return scopes, nil
+			if scopes == nil {
+				scopes = []string{}
 			}
-			return nil, nil
+			return scopes, nil
 		}
 	}
 	return nil, nil

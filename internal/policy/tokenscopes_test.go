@@ -187,3 +187,55 @@ components:
 		t.Errorf("listOdd, needing a scope no token request can carry, was written or not named skipped: %+v", out.Skipped)
 	}
 }
+
+// TestScopelessReadDoesNotGetWriteScopes: an operation whose security needs
+// its oauth2 clientCredentials scheme with no scope is not given a token
+// requested with the scopes of every other written action: it is written
+// scopes: [] (no scope parameter, the server's default), which loads as
+// empty, not as absent (the scheme's list, here things:write).
+func TestScopelessReadDoesNotGetWriteScopes(t *testing.T) {
+	doc, err := openapi.Parse([]byte(`openapi: 3.0.3
+info: {title: T, version: "1"}
+servers: [{url: "https://api.example.com"}]
+paths:
+  /things:
+    get:
+      operationId: listThings
+      security: [{oauth: []}]
+      responses: {"200": {description: ok}}
+    post:
+      operationId: createThing
+      security: [{oauth: ["things:write"]}]
+      responses: {"201": {description: made}}
+components:
+  securitySchemes:
+    oauth: {type: oauth2, flows: {clientCredentials: {tokenUrl: "https://t.example/token", scopes: {"things:read": r, "things:write": w}}}}
+`), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := compileDoc(t, doc, map[string]string{"createThing": "accepted by the test"})
+	all, _ := policy.ParseSelectors([]string{"*"})
+	out, err := policy.Emit(m, doc, all, policy.EmitOptions{Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ontology.Parse(out.YAML)
+	if err != nil {
+		t.Fatalf("the written file does not load: %v\n%s", err, out.YAML)
+	}
+	h := cfg.Actions["listThings"].Execute.HTTP
+	asked := h.TokenScopes()
+	if asked == nil {
+		asked = h.UpstreamDecl().Auth["oauth"].Scopes
+	}
+	if slices.Contains(asked, "things:write") {
+		t.Errorf("listThings (security: [{oauth: []}]) requests its token with %q\n%s", asked, out.YAML)
+	}
+	if h.Scopes == nil || len(h.Scopes) != 0 || asked == nil || len(asked) != 0 {
+		t.Errorf("listThings is written scopes %#v (token scopes %#v), want [] — no scope parameter\n%s", h.Scopes, asked, out.YAML)
+	}
+	if got := cfg.Actions["createThing"].Execute.HTTP.TokenScopes(); !slices.Equal(got, []string{"things:write"}) {
+		t.Errorf("createThing's token scopes %q, want [things:write]", got)
+	}
+}

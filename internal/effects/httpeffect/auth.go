@@ -129,7 +129,8 @@ func droppedFromCookie(r rune) bool {
 
 // newCredentials reads and checks each scheme's credential. An
 // oauth2_client_credentials scheme the call presents (present) requests
-// its token with scopes when they are set, else with the scheme's; each
+// its token with scopes when they are set (non-nil: empty asks for no
+// scope parameter, the server's default), else with the scheme's; each
 // Caller holds caches of its own, so two calls asking for different
 // scopes never share a token. An error names the variable and what is
 // wrong with its value, never the value.
@@ -187,6 +188,9 @@ func newCredentials(upstream string, u *ontology.Upstream, present, scopes []str
 			id, secret, _ := strings.Cut(value, ":")
 			c.addSecret(secret)
 			asked := a.Scopes
+			// nil is the scheme's scopes; empty, not nil, is the call's
+			// scopes: [] — no scope parameter at all (clientcredentials
+			// sends none for an empty list), not the scheme's.
 			if scopes != nil && slices.Contains(present, scheme) {
 				asked = scopes
 			}

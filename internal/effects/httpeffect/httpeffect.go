@@ -123,8 +123,8 @@ type Caller struct {
 // NewCaller makes the caller of the upstream declared as u under name, for
 // a call that presents the schemes named in present (its Presented) and
 // requests its oauth2_client_credentials token with scopes (its
-// TokenScopes; nil: the scheme's); u nil is an upstream without
-// credentials.
+// TokenScopes; nil: the scheme's, empty: no scope); u nil is an upstream
+// without credentials.
 func NewCaller(name string, u *ontology.Upstream, present, scopes []string) (*Caller, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	c := &Caller{client: &http.Client{

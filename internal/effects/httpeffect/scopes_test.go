@@ -39,11 +39,18 @@ actions:
     policy: {roles: [support]}
     budget: {per_minute: 10}
     execute: {http: {upstream: ledger, method: POST, path: "/settle/{order_id}"}}
+  peek:
+    description: d
+    input: {type: object, properties: {order_id: {type: string}}}
+    policy: {roles: [support]}
+    budget: {per_minute: 10}
+    execute: {http: {upstream: ledger, method: GET, path: "/peek/{order_id}", scopes: []}}
 `
 
 // TestCallScopesAreRequested: each action's token is requested at the
 // token endpoint with the action's own scopes — sorted, each once, space-
-// delimited (RFC 6749 §3.3) — or, declaring none, with its scheme's; and
+// delimited (RFC 6749 §3.3) — or, declaring none, with its scheme's, or,
+// declaring [], with no scope parameter at all (the server's default); and
 // each action's requests carry the token issued for its scopes, never
 // another action's: a read's token does not carry a write's scopes. A
 // token is fetched once per action while it is valid.
@@ -60,6 +67,9 @@ func TestCallScopesAreRequested(t *testing.T) {
 				return
 			}
 			scope := r.PostForm.Get("scope")
+			if _, ok := r.PostForm["scope"]; !ok {
+				scope = "-" // no scope parameter, not an empty one
+			}
 			asked[scope]++
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = fmt.Fprintf(w, `{"access_token": "tok-SECRET-%s", "token_type": "bearer", "expires_in": 3600}`, strings.ReplaceAll(scope, " ", "+"))
@@ -82,7 +92,7 @@ func TestCallScopesAreRequested(t *testing.T) {
 	e, _, _ := credentialEngine(t, cfg)
 	ctx := context.Background()
 	for round := range 2 {
-		for _, action := range []string{"balance", "pay", "settle"} {
+		for _, action := range []string{"balance", "pay", "settle", "peek"} {
 			if out := e.Call(ctx, agent("acme"), action, fmt.Appendf(nil, `{"order_id": "o-%d"}`, round)); out.Status != engine.StatusOK {
 				t.Fatalf("%s, round %d: %s %s (%v)", action, round, out.Status, out.Diagnostic, out.Err)
 			}
@@ -90,11 +100,11 @@ func TestCallScopesAreRequested(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	wantAsked := map[string]int{"read": 1, "read write": 1, "read refund write": 1}
+	wantAsked := map[string]int{"read": 1, "read write": 1, "read refund write": 1, "-": 1}
 	if !maps.Equal(asked, wantAsked) {
 		t.Errorf("token requests by scope %v, want %v (one per action, each with its own scopes)", asked, wantAsked)
 	}
-	wantCarried := map[string]string{"balance": "read", "pay": "read write", "settle": "read refund write"}
+	wantCarried := map[string]string{"balance": "read", "pay": "read write", "settle": "read refund write", "peek": "-"}
 	if !maps.Equal(carried, wantCarried) {
 		t.Errorf("each call carried the token of scopes %v, want %v", carried, wantCarried)
 	}

@@ -5,7 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -109,5 +112,44 @@ func TestSOAPFaultScrubbedBeforeItIsCut(t *testing.T) {
 		if !strings.Contains(out.Err.Error(), "for key [") {
 			t.Errorf("cut after %d bytes of the key: the fault's string was not scrubbed: %v", cut, out.Err)
 		}
+	}
+}
+
+// TestSOAPNoScopeAsksNoScope: a soap call declaring scopes: [] requests
+// its token with no scope parameter (the server's default scope, RFC 6749
+// §3.3), not with its scheme's, and presents that token.
+func TestSOAPNoScopeAsksNoScope(t *testing.T) {
+	var mu sync.Mutex
+	var forms []url.Values
+	up := newUpstream(t, envelope(http.StatusOK, ns11, response))
+	tokenSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		forms = append(forms, r.PostForm)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token": "tok-default", "token_type": "bearer", "expires_in": 3600}`)
+	}))
+	t.Cleanup(tokenSrv.Close)
+	t.Setenv("CARRIER_APP_CREDENTIAL", "client:secret")
+	auth := fmt.Sprintf("    auth:\n      app: {type: oauth2_client_credentials, token_url: %q, scopes: [labels:read, labels:write]}", tokenSrv.URL+"/token")
+	h := newHarness(t, up.URL, auth, soapExecute("1.1")+"scopes: []\n", "{roles: [support]}")
+	out := h.e.Call(context.Background(), agent("acme"), "create_label", json.RawMessage(`{"order_id": "o-1"}`))
+	if out.Status != engine.StatusOK {
+		t.Fatalf("status %s %s (%v)", out.Status, out.Diagnostic, out.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(forms) != 1 {
+		t.Fatalf("%d token requests, want 1", len(forms))
+	}
+	if scope, ok := forms[0]["scope"]; ok {
+		t.Errorf("the token was requested with scope %q, want no scope parameter", scope)
+	}
+	if got := up.requests(); len(got) != 1 || got[0].header.Get("Authorization") != "Bearer tok-default" {
+		t.Errorf("the upstream saw %+v, want one request presenting the token", got)
 	}
 }
