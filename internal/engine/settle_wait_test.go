@@ -14,6 +14,7 @@ import (
 	"github.com/orangerail/orangerail/internal/database"
 	"github.com/orangerail/orangerail/internal/engine"
 	"github.com/orangerail/orangerail/internal/errcode"
+	"github.com/orangerail/orangerail/internal/testdb"
 )
 
 // awaitLockWait returns once a session of the database other than the
@@ -62,6 +63,12 @@ func refused(err error) bool {
 // default_transaction_isolation` makes it), "" for Postgres's own.
 func raceBundle(t *testing.T, isolation string) *testBundle {
 	t.Helper()
+	if isolation != "" && testdb.Bouncing() {
+		// A database's default reaches the sessions begun after it is
+		// set; PgBouncer's pooled server sessions began before, and keep
+		// theirs. The pass without PgBouncer runs it.
+		t.Skip("the default isolation of a database is not set behind PgBouncer's pooled sessions")
+	}
 	b := setup(t)
 	if isolation != "" {
 		if _, err := b.admin.Exec(context.Background(), fmt.Sprintf(
