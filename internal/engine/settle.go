@@ -105,7 +105,7 @@ func SettleExecution(ctx context.Context, owner database.TxBeginner, tenant, cor
 	// execution after the settle lock's wait must see the end, or the
 	// other settle, that committed during it (migration 00063), where a
 	// snapshot taken before the wait (REPEATABLE READ) would not, and
-	// the lock's row would fail the settle to serialize (00070), uncoded.
+	// the lock's row would fail the settle to serialize (00074), uncoded.
 	err := database.InTenant(ctx, owner, tenant, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		login, err := st.SessionOperatorGet(ctx)
